@@ -1,0 +1,77 @@
+/* ops.h: the differentiable ops model code is written in. Each returns a new tensor carved
+ * from the context's arena and records a tape node when gradients are on.
+ * Shapes (outermost first): B batch, T sequence, C hidden, H query heads, Hkv key/value heads,
+ * D head dim, E experts, K experts per token, F expert FFN width, V vocabulary, N = B*T rows.
+ * All float tensors are F32 on the CPU backend; ids, labels, positions and segments are I32. */
+#pragma once
+#include "tensor.h"
+
+/* Same data, new shape (same numel). Backward adds the gradient back. */
+mt_tensor *mt_view(mt_ctx *c, mt_tensor *x, int ndim, const int64_t *shape);
+
+/* out[b,t,:] = table[ids[b,t],:]. ids (B,T) I32, table (V,C) -> (B,T,C). */
+mt_tensor *mt_embedding(mt_ctx *c, mt_tensor *ids, mt_tensor *table);
+
+/* out = x w^T. x (..., Kin), w (M, Kin) -> (..., M). Through BLAS. */
+mt_tensor *mt_matmul(mt_ctx *c, mt_tensor *x, mt_tensor *w);
+
+/* RMSNorm over the last dim: y = w * x / sqrt(mean(x^2) + eps); gemma: y = (1 + w) * x_hat.
+ * x (..., C), w (C). Saves rstd (rows). */
+mt_tensor *mt_rmsnorm(mt_ctx *c, mt_tensor *x, mt_tensor *w, float eps, bool gemma);
+
+mt_tensor *mt_silu(mt_ctx *c, mt_tensor *x);
+mt_tensor *mt_sigmoid(mt_ctx *c, mt_tensor *x);
+/* silu(gate) * up, same shapes. */
+mt_tensor *mt_swiglu(mt_ctx *c, mt_tensor *gate, mt_tensor *up);
+/* Elementwise, same shapes. */
+mt_tensor *mt_add(mt_ctx *c, mt_tensor *a, mt_tensor *b);
+mt_tensor *mt_mul(mt_ctx *c, mt_tensor *a, mt_tensor *b);
+mt_tensor *mt_scale(mt_ctx *c, mt_tensor *a, float s);
+/* alpha * a + beta * b: the DeepNorm residual alpha * norm(x) + beta * sublayer. */
+mt_tensor *mt_axpby(mt_ctx *c, float alpha, mt_tensor *a, float beta, mt_tensor *b);
+
+/* Partial NeoX RoPE: rotate the first rotary_dim dims of each head as rotate_half pairs
+ * (j, j + rotary_dim/2), pass the rest through. inv_freq_i = theta^(-2i/rotary_dim).
+ * x (B,T,H,D), pos (B,T) I32 absolute positions -> (B,T,H,D). */
+mt_tensor *mt_rope(mt_ctx *c, mt_tensor *x, mt_tensor *pos, int rotary_dim, float theta);
+
+/* Causal softmax attention with GQA: query head h reads kv head h / (H/Hkv).
+ * q (B,T,H,D), k and v (B,T,Hkv,D), seg (B,T) I32 segment ids or NULL: position t attends to
+ * s <= t with seg[s] == seg[t] (packed samples do not see each other).
+ * softmax(q k^T * scale) in fp32; saves the log-sum-exp (B,H,T). -> (B,T,H,D). */
+mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, mt_tensor *seg,
+                        float scale);
+
+/* Lightning attention (spec section 4): o_t = sum_{s<=t, same segment} exp(-lambda_h (t-s))
+ * (q_t . k_s) v_s. qkv (B,T,H,3D) with the per-head q|k|v layout of the fused projection,
+ * decay (H) F32 lambda per head (no grad), seg (B,T) I32 or NULL (the state resets where the
+ * segment id changes). block = 0: the naive O(T^2) form; block > 0: the block-wise form with
+ * an fp32 DxD state, T need not be a multiple of block. -> (B,T,H,D). */
+mt_tensor *mt_lightning(mt_ctx *c, mt_tensor *qkv, mt_tensor *decay, mt_tensor *seg, int block);
+
+/* MoE router: p = softmax(logits) in fp32, top-k of p, renormalised to sum 1.
+ * logits (N,E) -> weights (N,K); *idx_out gets the chosen experts (N,K) I32, in descending
+ * probability order (ties: lower expert index first). Differentiable w.r.t. logits. */
+mt_tensor *mt_moe_route(mt_ctx *c, mt_tensor *logits, int k, mt_tensor **idx_out);
+
+/* Experts: out[n] = sum_j weight[n,j] * w2_e (silu(w1_e x_n) * (w3_e x_n)), e = idx[n,j].
+ * x (N,C), idx (N,K) I32, weight (N,K), w1 and w3 (E,F,C), w2 (E,C,F) -> (N,C).
+ * Tokens are permuted by expert and run per expert in order 0..E-1; an expert with no tokens
+ * contributes exactly zero and gets an exactly zero gradient. */
+mt_tensor *mt_moe_experts(mt_ctx *c, mt_tensor *x, mt_tensor *idx, mt_tensor *weight, mt_tensor *w1,
+                          mt_tensor *w3, mt_tensor *w2);
+
+/* The differentiable part of the Switch/Mixtral load-balancing loss:
+ * sum_n sum_e coef[e] * softmax(logits[n])[e]; logits (N,E), coef (E) (no grad) -> scalar.
+ * With coef = mt_moe_aux_coef(...) and summed over layers this is HF's
+ * E * sum_{k,e} f[k,e] * Pbar[e] over all layers' rows. */
+mt_tensor *mt_moe_aux(mt_ctx *c, mt_tensor *logits, mt_tensor *coef);
+/* coef[e] = E * count[e] / R^2, count[e] = times expert e was chosen in any top-k slot over all
+ * R router rows (all layers). Host arrays; not differentiable (HF: f carries no gradient). */
+void mt_moe_aux_coef(float *coef, const int64_t *count, int E, int64_t rows);
+
+/* Cross-entropy over the vocabulary, labels == -100 ignored. logits (N,V), labels (N) I32.
+ * denom <= 0: mean over non-ignored rows (0 if none); denom > 0: sum / denom (a caller that
+ * normalises by a global token count). -> scalar. */
+#define MT_IGNORE_INDEX (-100)
+mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, mt_tensor *labels, float denom);

@@ -1,0 +1,152 @@
+/* tensor.h: the autograd core's types: tensor, tape node, backend table, arena and context.
+ *
+ * Conventions (decided once, see docs/design.md):
+ * - Tensors are contiguous, row-major, shapes outermost-first (PyTorch order), no strides.
+ * - Forward is eager: an op constructor checks shapes, carves its output (and what its backward
+ *   needs) from the context's arena, runs the backend's forward, and appends a node to the tape
+ *   when gradients are being recorded and some input needs a gradient.
+ * - Backward walks the tape in reverse; every backward ACCUMULATES (+=) into input gradients.
+ *   Gradients of non-leaf tensors are carved lazily from the arena, zeroed; leaf gradients
+ *   (parameters) point into buffers their owner zeroes once per step.
+ * - Nothing here calls malloc inside a step: the arena and the tape are sized once. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "check.h"
+
+typedef enum { MT_F32, MT_BF16, MT_I32, MT_DTYPE_COUNT } mt_dtype;
+typedef enum { MT_CPU, MT_CUDA, MT_DEV_COUNT } mt_dev;
+
+typedef enum {
+#define MT_OP(E, name) MT_OP_##E,
+#include "ops.def"
+#undef MT_OP
+    MT_OP_COUNT
+} mt_op;
+
+#define MT_MAX_DIMS    4
+#define MT_MAX_IN      6
+#define MT_MAX_SAVED   6
+#define MT_MAX_IPARAMS 8
+#define MT_MAX_FPARAMS 4
+
+typedef struct mt_tensor {
+    mt_dtype dtype;
+    mt_dev dev;
+    int ndim; /* 0 for a scalar */
+    int64_t shape[MT_MAX_DIMS];
+    void *data;         /* never owned: arena, parameter bucket or caller memory */
+    void *grad;         /* same shape and dtype as data; NULL until needed */
+    bool requires_grad; /* leaf parameter, or computed from one */
+    const char *name;   /* used in error messages */
+} mt_tensor;
+
+struct mt_ctx;
+
+typedef struct mt_node {
+    mt_op op;
+    mt_tensor *out;
+    mt_tensor *in[MT_MAX_IN]; /* inputs; NULL entries allowed for optional inputs */
+    int n_in;
+    mt_tensor *saved[MT_MAX_SAVED]; /* what the backward needs beyond in/out (rstd, lse, ...) */
+    int64_t ip[MT_MAX_IPARAMS];     /* integer attributes, meaning defined per op */
+    float fp[MT_MAX_FPARAMS];       /* float attributes (eps, scale, ...) */
+    struct mt_ctx *ctx;             /* for scratch memory in kernels: mt_node_scratch */
+} mt_node;
+
+/* ------------------------------------------------------------------------------------------ */
+/* backend table: model code calls ops; ops call through this table; no #ifdef anywhere else */
+
+typedef void (*mt_kernel_fn)(const mt_node *node);
+typedef struct {
+    mt_kernel_fn fwd;
+    mt_kernel_fn bwd;
+} mt_op_impl;
+
+typedef struct mt_backend {
+    const char *name;
+    mt_dev dev;
+    void *(*alloc)(size_t bytes); /* big blocks only: arenas, shards, buckets */
+    void (*free)(void *p);
+    void (*zero)(void *p, size_t bytes);
+    void (*to_device)(void *dst, const void *src_host, size_t bytes);
+    void (*to_host)(void *dst_host, const void *src, size_t bytes);
+    void (*sync)(void);
+    mt_op_impl ops[MT_OP_COUNT];
+} mt_backend;
+
+const char *mt_op_name(mt_op op);
+const mt_backend *mt_backend_cpu(void);
+/* NULL when the CUDA backend was not built or no device is present. */
+const mt_backend *mt_backend_cuda(void);
+/* Dies naming every (op, direction) the backend lacks. */
+void mt_backend_validate(const mt_backend *be);
+
+/* ------------------------------------------------------------------------------------------ */
+/* arena: one big block, bump allocation, reset once per step */
+
+typedef struct mt_arena {
+    const mt_backend *be;
+    uint8_t *base;
+    size_t cap, used, peak;
+    const char *name;
+} mt_arena;
+
+void mt_arena_init(mt_arena *a, const mt_backend *be, size_t cap_bytes, const char *name);
+void mt_arena_free(mt_arena *a);
+/* 64-byte aligned; dies with the requested size, use and capacity when full. */
+void *mt_arena_alloc(mt_arena *a, size_t bytes, const char *what);
+void mt_arena_reset(mt_arena *a);
+
+/* ------------------------------------------------------------------------------------------ */
+/* context: backend + arena + tape */
+
+typedef struct mt_ctx {
+    const mt_backend *be;
+    mt_arena arena; /* tensors, activations, saved buffers, activation grads, scratch */
+    mt_arena host;  /* tensor structs and small host-side metadata */
+    mt_node *nodes; /* the tape */
+    int n_nodes, cap_nodes;
+    bool grad_enabled;
+} mt_ctx;
+
+void mt_ctx_init(mt_ctx *c, const mt_backend *be, size_t arena_bytes, int max_nodes);
+void mt_ctx_free(mt_ctx *c);
+/* Drops the tape and every tensor carved since init (call after the optimizer step). */
+void mt_ctx_reset(mt_ctx *c);
+/* No-grad mode for evaluation and generation; returns the previous setting. */
+bool mt_ctx_set_grad(mt_ctx *c, bool enabled);
+
+size_t mt_dtype_size(mt_dtype dt);
+const char *mt_dtype_name(mt_dtype dt);
+int64_t mt_numel(const mt_tensor *t);
+size_t mt_nbytes(const mt_tensor *t);
+/* "(2,3,4)": for messages; rotates over a few static buffers so several fit in one printf. */
+const char *mt_shape_str(const mt_tensor *t);
+bool mt_same_shape(const mt_tensor *a, const mt_tensor *b);
+
+/* A new tensor carved from the context's arena (contents undefined). */
+mt_tensor *mt_tensor_new(mt_ctx *c, mt_dtype dt, int ndim, const int64_t *shape, const char *name);
+mt_tensor *mt_tensor_zeros(mt_ctx *c, mt_dtype dt, int ndim, const int64_t *shape,
+                           const char *name);
+/* Describe caller-owned memory as a tensor (parameters, batches). grad may be NULL. */
+void mt_tensor_wrap(mt_tensor *t, mt_dtype dt, int ndim, const int64_t *shape, void *data,
+                    void *grad, const char *name);
+/* Carve t->grad (zeroed) from the arena if it has none. */
+void mt_tensor_ensure_grad(mt_ctx *c, mt_tensor *t);
+
+/* ------------------------------------------------------------------------------------------ */
+/* tape: used by op constructors (autograd/op_*.c) */
+
+/* Takes the next tape slot and fills op, out, inputs; out->requires_grad is derived here. */
+mt_node *mt_node_begin(mt_ctx *c, mt_op op, mt_tensor *out, int n_in, mt_tensor *const *in);
+/* Runs the backend forward; keeps the node on the tape when it needs a backward. */
+void mt_node_run(mt_ctx *c, mt_node *n);
+/* Scratch memory for a kernel, carved from the arena (alive until mt_ctx_reset). */
+void *mt_node_scratch(const mt_node *n, size_t bytes, const char *what);
+
+/* Reverse pass from `out`. seed: dL/dout on the host (numel floats), or NULL for a scalar
+ * loss (seed 1). Accumulates into the grads of every tensor that requires one. */
+void mt_backward(mt_ctx *c, mt_tensor *out, const float *seed);

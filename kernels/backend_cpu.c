@@ -1,0 +1,35 @@
+/* backend_cpu.c: the CPU backend table. fp32 storage; the reference every other backend is
+ * compared against. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_ops.h"
+
+static void *cpu_alloc(size_t bytes) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
+    return p;
+}
+static void cpu_free(void *p) { free(p); }
+static void cpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
+static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void cpu_sync(void) {}
+
+static const mt_backend cpu_backend = {
+    .name = "cpu",
+    .dev = MT_CPU,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .zero = cpu_zero,
+    .to_device = cpu_copy,
+    .to_host = cpu_copy,
+    .sync = cpu_sync,
+    .ops =
+        {
+#define MT_OP(E, name) [MT_OP_##E] = {cpu_##name##_fwd_node, cpu_##name##_bwd_node},
+#include "../autograd/ops.def"
+#undef MT_OP
+        },
+};
+
+const mt_backend *mt_backend_cpu(void) { return &cpu_backend; }

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# install-deps.sh: every Debian package minimax-train needs to build, test and run (Debian 12).
+# Idempotent and quick when everything is already there. Run as root (or with sudo available).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config clang-format
+  openmpi-bin libopenmpi-dev          # MPI: real ranks on CPU, bootstrap for NCCL
+  libhdf5-openmpi-dev hdf5-tools      # parallel HDF5: token cache, resumable training state
+  libopenblas-dev                     # CPU BLAS (see docs/blas.md for the core-type pin)
+  libcjson-dev libpcre2-dev           # config.json / tokenizer.json, tokenizer regexes
+  gnuplot-nox                         # loss-curve picture at the end of training
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

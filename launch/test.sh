@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# test.sh: install dependencies, build with warnings as errors, run every test.
+# Usage: bash launch/test.sh [ctest args...]   (e.g. -R grad_)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash launch/install-deps.sh
+cmake -S . -B build -G Ninja -DMT_WERROR=ON > build.log 2>&1 || { cat build.log; exit 1; }
+cmake --build build -j "$(nproc)" >> build.log 2>&1 || { tail -50 build.log; exit 1; }
+cd build
+ctest --output-on-failure -j "$(nproc)" "$@"
