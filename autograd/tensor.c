@@ -121,6 +121,7 @@ void mt_ctx_init(mt_ctx *c, const mt_backend *be, size_t arena_bytes, int max_no
     c->cap_nodes = max_nodes;
     c->nodes = mt_calloc((size_t)max_nodes, sizeof(mt_node), "tape");
     c->grad_enabled = true;
+    c->tag = -1;
 }
 
 void mt_ctx_free(mt_ctx *c) {
@@ -134,6 +135,7 @@ void mt_ctx_reset(mt_ctx *c) {
     mt_arena_reset(&c->arena);
     mt_arena_reset(&c->host);
     c->n_nodes = 0;
+    c->tag = -1;
 }
 
 bool mt_ctx_set_grad(mt_ctx *c, bool enabled) {
@@ -152,6 +154,7 @@ mt_node *mt_node_begin(mt_ctx *c, mt_op op, mt_tensor *out, int n_in, mt_tensor 
     n->out = out;
     n->n_in = n_in;
     n->ctx = c;
+    n->tag = c->tag;
     out->requires_grad = false;
     for (int i = 0; i < n_in; i++) {
         n->in[i] = in[i];
@@ -185,12 +188,19 @@ void mt_backward(mt_ctx *c, mt_tensor *out, const float *seed) {
         const float one = 1.0f;
         c->be->to_device(out->grad, &one, sizeof(one));
     }
+    int tag = -1;
     for (int i = c->n_nodes - 1; i >= 0; i--) {
         mt_node *n = &c->nodes[i];
         if (!n->out->grad) continue; /* nothing flowed into this node */
+        if (n->tag != tag && c->tag_hook) {
+            if (tag >= 0) c->tag_hook(c->tag_user, tag, false);
+            if (n->tag >= 0) c->tag_hook(c->tag_user, n->tag, true);
+        }
+        tag = n->tag;
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] && n->in[j]->requires_grad && n->in[j]->dtype != MT_I32)
                 mt_tensor_ensure_grad(c, n->in[j]);
         c->be->ops[n->op].bwd(n);
     }
+    if (tag >= 0 && c->tag_hook) c->tag_hook(c->tag_user, tag, false);
 }

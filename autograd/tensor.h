@@ -54,6 +54,7 @@ typedef struct mt_node {
     int64_t ip[MT_MAX_IPARAMS];     /* integer attributes, meaning defined per op */
     float fp[MT_MAX_FPARAMS];       /* float attributes (eps, scale, ...) */
     struct mt_ctx *ctx;             /* for scratch memory in kernels: mt_node_scratch */
+    int tag;                        /* ctx->tag when recorded: the parameter bucket in use */
 } mt_node;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -110,6 +111,12 @@ typedef struct mt_ctx {
     mt_node *nodes; /* the tape */
     int n_nodes, cap_nodes;
     bool grad_enabled;
+    /* Bucket tags: nodes record ctx->tag (-1: none). During mt_backward, tag_hook(user, tag,
+     * true) runs before the first node of a tag and (user, tag, false) after its last, so a
+     * sharded optimizer can gather a layer's parameters and reduce-scatter its gradients. */
+    int tag;
+    void (*tag_hook)(void *user, int tag, bool enter);
+    void *tag_user;
 } mt_ctx;
 
 void mt_ctx_init(mt_ctx *c, const mt_backend *be, size_t arena_bytes, int max_nodes);

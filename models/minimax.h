@@ -1,0 +1,66 @@
+/* minimax.h: the MiniMax-Text-01 model on the autograd ops (spec sections 2-7).
+ *
+ * Parameters live in buckets, the unit a sharded optimizer gathers: bucket 0 = embedding,
+ * buckets 1..L = decoder layers 0..L-1 (every expert of the layer included), bucket L+1 =
+ * final norm + lm_head. A parameter is a slice of its bucket at a fixed offset, so whoever owns
+ * the memory (a single process, or ZeRO-3 gather slots) binds a bucket's data and gradient
+ * buffers with mt_minimax_bind_bucket and the parameter tensors follow. Internal parameter
+ * names are the transformers v4.5x names; models/weights.c maps other layouts onto them. */
+#pragma once
+#include "autograd/ops.h"
+#include "models/config.h"
+
+typedef struct {
+    char name[128];
+    int ndim;
+    int64_t shape[MT_MAX_DIMS];
+    int64_t numel;
+    int bucket;
+    int64_t offset; /* elements from the start of the bucket */
+} mt_param_info;
+
+typedef struct mt_minimax {
+    mt_minimax_config cfg;
+    int n_params;
+    mt_param_info *info; /* (n_params) */
+    mt_tensor *params;   /* (n_params), data/grad set by mt_minimax_bind_bucket */
+    int n_buckets;       /* L + 2 */
+    int64_t *bucket_numel;
+    float *decay; /* (L, H) lightning decay lambda per layer and head */
+} mt_minimax;
+
+/* Plans the parameter layout from the config (no parameter memory is allocated). */
+void mt_minimax_init(mt_minimax *m, const mt_minimax_config *cfg);
+void mt_minimax_free(mt_minimax *m);
+/* Points the bucket's parameters at data (bucket_numel floats) and grad (same size, or NULL
+ * for no gradients). */
+void mt_minimax_bind_bucket(mt_minimax *m, int bucket, float *data, float *grad);
+/* Index of the parameter with this internal name, or -1. */
+int mt_minimax_find_param(const mt_minimax *m, const char *name);
+
+typedef struct {
+    mt_tensor *ids;    /* (B,T) I32 */
+    mt_tensor *labels; /* (B,T) I32 targets already aligned with positions (labels[t] is the
+                          token position t must predict), -100 ignored; NULL: no loss */
+    mt_tensor *pos;    /* (B,T) I32 positions, or NULL for 0..T-1 */
+    mt_tensor *seg;    /* (B,T) I32 segment ids of packed samples, or NULL */
+    float loss_denom;  /* <= 0: mean over this batch's labelled tokens; > 0: sum / loss_denom */
+} mt_minimax_batch;
+
+typedef struct {
+    mt_tensor *logits;   /* (B,T,V) */
+    mt_tensor *loss;     /* scalar CE (+ coef * aux when the config turns it on), or NULL */
+    mt_tensor *ce_loss;  /* scalar */
+    mt_tensor *aux_loss; /* scalar, or NULL */
+} mt_minimax_out;
+
+/* Called around each bucket's use: in the forward (enter before the first op of a bucket,
+ * leave after its last) and, through the context's tag hook, in the backward. */
+typedef struct {
+    void (*bucket_enter)(void *user, int bucket);
+    void (*bucket_leave)(void *user, int bucket);
+    void *user;
+} mt_bucket_hooks;
+
+void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
+                        const mt_bucket_hooks *hooks, mt_minimax_out *out);
