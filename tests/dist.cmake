@@ -1,0 +1,3 @@
+# Trainer: recipe reader, communicator, ZeRO-3, resume.
+mt_test_binary(test_dist_toml dist_toml.c)
+mt_test_cases(test_dist_toml dist_toml_parse dist_toml_errors)
