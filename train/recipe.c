@@ -1,0 +1,269 @@
+/* recipe.c: the key table and the checks behind mt_recipe_load. */
+#include "recipe.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef enum { KEY_STRING, KEY_INT, KEY_INT64, KEY_FLOAT, KEY_BOOL } key_type;
+
+typedef struct {
+    const char *key;
+    key_type type;
+    size_t offset, size; /* size: for strings, the buffer size */
+    const char *def;     /* default, in TOML syntax */
+    bool numerics;       /* part of the resume hash */
+} recipe_key;
+
+#define STR(k, field, def, num)                                                                    \
+    { k, KEY_STRING, offsetof(mt_recipe, field), sizeof(((mt_recipe *)0)->field), def, num }
+#define INT(k, field, def, num)                                                                    \
+    { k, KEY_INT, offsetof(mt_recipe, field), sizeof(int), def, num }
+#define I64(k, field, def, num)                                                                    \
+    { k, KEY_INT64, offsetof(mt_recipe, field), sizeof(int64_t), def, num }
+#define FLT(k, field, def, num)                                                                    \
+    { k, KEY_FLOAT, offsetof(mt_recipe, field), sizeof(double), def, num }
+#define BOOL(k, field, def, num)                                                                   \
+    { k, KEY_BOOL, offsetof(mt_recipe, field), sizeof(bool), def, num }
+
+static const recipe_key recipe_keys[] = {
+    STR("model.path", model_path, "\"\"", true),
+    STR("model.config", model_config, "\"\"", true),
+    INT("model.num_hidden_layers", model_num_hidden_layers, "0", true),
+    STR("model.dtype", model_dtype, "\"fp32\"", true),
+    I64("model.init_seed", model_init_seed, "42", true),
+    STR("data.path", data_path, "\"synthetic\"", true),
+    INT("data.synthetic_samples", data_synthetic_samples, "2000", true),
+    STR("data.tokenizer_dir", data_tokenizer_dir, "\"\"", true),
+    STR("data.cache_dir", data_cache_dir, "\"\"", false),
+    STR("data.system_prompt", data_system_prompt, "\"\"", true),
+    INT("data.max_length", data_max_length, "512", true),
+    STR("data.truncation", data_truncation, "\"drop\"", true),
+    BOOL("data.packing", data_packing, "false", true),
+    BOOL("data.shuffle", data_shuffle, "false", true),
+    I64("data.seed", data_seed, "42", true),
+    BOOL("data.strip_annotations", data_strip_annotations, "false", true),
+    INT("train.max_steps", train_max_steps, "300", false),
+    INT("train.per_device_train_batch_size", train_per_device_train_batch_size, "1", true),
+    INT("train.gradient_accumulation_steps", train_gradient_accumulation_steps, "1", true),
+    FLT("train.learning_rate", train_learning_rate, "1e-5", true),
+    STR("train.lr_scheduler_type", train_lr_scheduler_type, "\"constant\"", true),
+    INT("train.warmup_steps", train_warmup_steps, "0", true),
+    FLT("train.weight_decay", train_weight_decay, "0.0", true),
+    FLT("train.adam_beta1", train_adam_beta1, "0.9", true),
+    FLT("train.adam_beta2", train_adam_beta2, "0.999", true),
+    FLT("train.adam_epsilon", train_adam_epsilon, "1e-8", true),
+    FLT("train.max_grad_norm", train_max_grad_norm, "1.0", true),
+    I64("train.seed", train_seed, "42", true),
+    FLT("train.router_aux_loss_coef", train_router_aux_loss_coef, "-1.0", true),
+    BOOL("train.skip_nonfinite_steps", train_skip_nonfinite_steps, "false", true),
+    STR("output.dir", output_dir, "\"runs/out\"", false),
+    INT("output.save_steps", output_save_steps, "0", false),
+    BOOL("output.export", output_export, "true", false),
+    STR("output.export_dtype", output_export_dtype, "\"bf16\"", false),
+    I64("output.shard_bytes", output_shard_bytes, "5000000000", false),
+    STR("dist.backend", dist_backend, "\"mpi\"", false),
+    BOOL("dist.prefetch", dist_prefetch, "true", false),
+    I64("dist.arena_mb", dist_arena_mb, "1024", false),
+};
+#define N_RECIPE_KEYS ((int)(sizeof(recipe_keys) / sizeof(recipe_keys[0])))
+
+static const recipe_key *recipe_key_find(const char *key) {
+    for (int i = 0; i < N_RECIPE_KEYS; i++)
+        if (!strcmp(recipe_keys[i].key, key)) return &recipe_keys[i];
+    return NULL;
+}
+
+static void entry_where(const mt_toml_entry *e, char *buf, size_t len) {
+    if (e->line > 0)
+        snprintf(buf, len, "%s:%d:%d", e->origin, e->line, e->col);
+    else
+        snprintf(buf, len, "--set %s", e->key);
+}
+
+static bool recipe_assign(mt_recipe *r, const recipe_key *k, const mt_toml_entry *e, char *err,
+                          size_t errlen) {
+    char where[MT_PATH_MAX + 64];
+    entry_where(e, where, sizeof(where));
+    const mt_toml_value *v = &e->value;
+    void *dst = (char *)r + k->offset;
+    static const char *want[] = {"a string", "an integer", "an integer", "a number",
+                                 "true or false"};
+    bool ok = (k->type == KEY_STRING && v->type == MT_TOML_STRING) ||
+              ((k->type == KEY_INT || k->type == KEY_INT64) && v->type == MT_TOML_INT) ||
+              (k->type == KEY_FLOAT && (v->type == MT_TOML_FLOAT || v->type == MT_TOML_INT)) ||
+              (k->type == KEY_BOOL && v->type == MT_TOML_BOOL);
+    if (!ok) {
+        snprintf(err, errlen, "%s: %s must be %s, not %s", where, k->key, want[k->type],
+                 mt_toml_type_name(v->type));
+        return false;
+    }
+    switch (k->type) {
+    case KEY_STRING:
+        if (strlen(v->s) >= k->size) {
+            snprintf(err, errlen, "%s: %s is longer than %zu bytes", where, k->key, k->size - 1);
+            return false;
+        }
+        memcpy(dst, v->s, strlen(v->s) + 1);
+        break;
+    case KEY_INT:
+        if (v->i < -2147483647 || v->i > 2147483647) {
+            snprintf(err, errlen, "%s: %s = %lld is out of range", where, k->key, (long long)v->i);
+            return false;
+        }
+        *(int *)dst = (int)v->i;
+        break;
+    case KEY_INT64:
+        *(int64_t *)dst = v->i;
+        break;
+    case KEY_FLOAT:
+        *(double *)dst = v->type == MT_TOML_INT ? (double)v->i : v->f;
+        break;
+    case KEY_BOOL:
+        *(bool *)dst = v->b;
+        break;
+    }
+    return true;
+}
+
+/* Value checks that need no files: ranges and enumerations. */
+static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *err, size_t errlen) {
+#define BAD(key, ...)                                                                              \
+    do {                                                                                           \
+        const mt_toml_entry *e_ = mt_toml_find(doc, key);                                          \
+        char where_[MT_PATH_MAX + 64] = "recipe";                                                  \
+        if (e_) entry_where(e_, where_, sizeof(where_));                                           \
+        int n_ = snprintf(err, errlen, "%s: %s: ", where_, key);                                   \
+        snprintf(err + n_, errlen - n_, __VA_ARGS__);                                              \
+        return false;                                                                              \
+    } while (0)
+    if (!r->model_path[0] && !r->model_config[0])
+        BAD("model.path", "set model.path (an HF model dir) or model.config (random init)");
+    if (r->model_num_hidden_layers < 0) BAD("model.num_hidden_layers", "must be >= 0");
+    if (strcmp(r->model_dtype, "fp32") && strcmp(r->model_dtype, "bf16"))
+        BAD("model.dtype", "must be \"fp32\" or \"bf16\", not \"%s\"", r->model_dtype);
+    if (!r->data_path[0]) BAD("data.path", "must name a jsonl file or \"synthetic\"");
+    if (r->data_synthetic_samples <= 0) BAD("data.synthetic_samples", "must be > 0");
+    if (!r->data_tokenizer_dir[0] && !r->model_path[0])
+        BAD("data.tokenizer_dir", "set it (or model.path, whose tokenizer files are used)");
+    if (r->data_max_length < 2) BAD("data.max_length", "must be >= 2");
+    if (strcmp(r->data_truncation, "drop") && strcmp(r->data_truncation, "truncate"))
+        BAD("data.truncation", "must be \"drop\" or \"truncate\", not \"%s\"", r->data_truncation);
+    if (r->train_max_steps <= 0) BAD("train.max_steps", "must be > 0");
+    if (r->train_per_device_train_batch_size <= 0)
+        BAD("train.per_device_train_batch_size", "must be > 0");
+    if (r->train_gradient_accumulation_steps <= 0)
+        BAD("train.gradient_accumulation_steps", "must be > 0");
+    if (!(r->train_learning_rate >= 0) || !isfinite(r->train_learning_rate))
+        BAD("train.learning_rate", "must be a finite number >= 0");
+    if (strcmp(r->train_lr_scheduler_type, "constant") &&
+        strcmp(r->train_lr_scheduler_type, "linear") &&
+        strcmp(r->train_lr_scheduler_type, "cosine"))
+        BAD("train.lr_scheduler_type", "must be constant, linear or cosine, not \"%s\"",
+            r->train_lr_scheduler_type);
+    if (r->train_warmup_steps < 0) BAD("train.warmup_steps", "must be >= 0");
+    if (!(r->train_weight_decay >= 0)) BAD("train.weight_decay", "must be >= 0");
+    if (!(r->train_adam_beta1 >= 0 && r->train_adam_beta1 < 1))
+        BAD("train.adam_beta1", "must be in [0, 1)");
+    if (!(r->train_adam_beta2 >= 0 && r->train_adam_beta2 < 1))
+        BAD("train.adam_beta2", "must be in [0, 1)");
+    if (!(r->train_adam_epsilon > 0)) BAD("train.adam_epsilon", "must be > 0");
+    if (!r->output_dir[0]) BAD("output.dir", "must not be empty");
+    if (r->output_save_steps < 0) BAD("output.save_steps", "must be >= 0");
+    if (strcmp(r->output_export_dtype, "fp32") && strcmp(r->output_export_dtype, "bf16"))
+        BAD("output.export_dtype", "must be \"fp32\" or \"bf16\"");
+    if (r->output_shard_bytes < (1 << 20)) BAD("output.shard_bytes", "must be >= 1 MiB");
+    if (strcmp(r->dist_backend, "mpi") && strcmp(r->dist_backend, "nccl"))
+        BAD("dist.backend", "must be \"mpi\" or \"nccl\", not \"%s\"", r->dist_backend);
+    if (r->dist_arena_mb <= 0) BAD("dist.arena_mb", "must be > 0");
+#undef BAD
+    return true;
+}
+
+bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides, int n_overrides,
+                    char *err, size_t errlen) {
+    memset(r, 0, sizeof(*r));
+    mt_toml_doc defaults = {0}, doc = {0};
+    bool ok = true;
+    for (int i = 0; i < N_RECIPE_KEYS && ok; i++) {
+        char line[256];
+        snprintf(line, sizeof(line), "%s=%s", recipe_keys[i].key, recipe_keys[i].def);
+        ok = mt_toml_set(&defaults, line, err, errlen) &&
+             recipe_assign(r, &recipe_keys[i], &defaults.entries[i], err, errlen);
+    }
+    if (ok && path) ok = mt_toml_load(&doc, path, err, errlen);
+    for (int i = 0; ok && i < n_overrides; i++) ok = mt_toml_set(&doc, overrides[i], err, errlen);
+    for (int i = 0; ok && i < doc.n; i++) {
+        const mt_toml_entry *e = &doc.entries[i];
+        const recipe_key *k = recipe_key_find(e->key);
+        if (!k) {
+            char where[MT_PATH_MAX + 64];
+            entry_where(e, where, sizeof(where));
+            snprintf(err, errlen, "%s: unknown key '%s' (see docs/recipes.md for the keys)", where,
+                     e->key);
+            ok = false;
+            break;
+        }
+        ok = recipe_assign(r, k, e, err, errlen);
+    }
+    if (ok) ok = recipe_validate(r, &doc, err, errlen);
+    mt_toml_free(&defaults);
+    mt_toml_free(&doc);
+    return ok;
+}
+
+static void recipe_value(const mt_recipe *r, const recipe_key *k, mt_toml_value *v) {
+    const void *src = (const char *)r + k->offset;
+    memset(v, 0, sizeof(*v));
+    switch (k->type) {
+    case KEY_STRING:
+        v->type = MT_TOML_STRING, v->s = (char *)src;
+        break;
+    case KEY_INT:
+        v->type = MT_TOML_INT, v->i = *(const int *)src;
+        break;
+    case KEY_INT64:
+        v->type = MT_TOML_INT, v->i = *(const int64_t *)src;
+        break;
+    case KEY_FLOAT:
+        v->type = MT_TOML_FLOAT, v->f = *(const double *)src;
+        break;
+    case KEY_BOOL:
+        v->type = MT_TOML_BOOL, v->b = *(const bool *)src;
+        break;
+    }
+}
+
+void mt_recipe_format(const mt_recipe *r, char *buf, size_t len) {
+    buf[0] = 0;
+    char table[32] = "";
+    for (int i = 0; i < N_RECIPE_KEYS; i++) {
+        const char *key = recipe_keys[i].key, *dot = strchr(key, '.');
+        size_t tl = (size_t)(dot - key);
+        if (strlen(table) != tl || strncmp(table, key, tl)) {
+            memcpy(table, key, tl);
+            table[tl] = 0;
+            snprintf(buf + strlen(buf), len - strlen(buf), "%s[%s]\n", i ? "\n" : "", table);
+        }
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s = ", dot + 1);
+        mt_toml_value v;
+        recipe_value(r, &recipe_keys[i], &v);
+        mt_toml_value_format(&v, buf, len);
+        snprintf(buf + strlen(buf), len - strlen(buf), "\n");
+    }
+}
+
+uint64_t mt_recipe_hash(const mt_recipe *r) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over "key=value" of numerics keys */
+    for (int i = 0; i < N_RECIPE_KEYS; i++) {
+        if (!recipe_keys[i].numerics) continue;
+        char buf[MT_PATH_MAX + 128];
+        snprintf(buf, sizeof(buf), "%s=", recipe_keys[i].key);
+        mt_toml_value v;
+        recipe_value(r, &recipe_keys[i], &v);
+        mt_toml_value_format(&v, buf, sizeof(buf));
+        for (const char *c = buf; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+    }
+    return h;
+}

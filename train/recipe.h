@@ -1,0 +1,64 @@
+/* recipe.h: the training recipe: TOML file + --set overrides -> one checked struct.
+ * Every key is listed once in recipe.c's table (name, type, default, help); unknown keys and
+ * wrong types are rejected with file:line:col before anything is allocated. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "train/toml.h"
+
+#define MT_PATH_MAX 1024
+
+typedef struct mt_recipe {
+    /* [model] */
+    char model_path[MT_PATH_MAX];   /* HF model dir (config.json + safetensors), or "" */
+    char model_config[MT_PATH_MAX]; /* config.json for random initialisation when path is "" */
+    int model_num_hidden_layers;    /* keep the first N layers; 0 = all */
+    char model_dtype[8];            /* "fp32" (CPU) or "bf16" (CUDA compute dtype) */
+    int64_t model_init_seed;        /* random initialisation */
+    /* [data] */
+    char data_path[MT_PATH_MAX];          /* GSM8K-style jsonl, or "synthetic" */
+    int data_synthetic_samples;           /* when path = "synthetic" */
+    char data_tokenizer_dir[MT_PATH_MAX]; /* tokenizer.json + tokenizer_config.json */
+    char data_cache_dir[MT_PATH_MAX];     /* HDF5 token cache; "" = <output.dir>/cache */
+    char data_system_prompt[MT_PATH_MAX];
+    int data_max_length;
+    char data_truncation[16]; /* "drop" or "truncate" */
+    bool data_packing;
+    bool data_shuffle;
+    int64_t data_seed;
+    bool data_strip_annotations; /* remove <<expr=value>> calculator annotations */
+    /* [train] */
+    int train_max_steps;
+    int train_per_device_train_batch_size;
+    int train_gradient_accumulation_steps;
+    double train_learning_rate;
+    char train_lr_scheduler_type[16]; /* constant | linear | cosine */
+    int train_warmup_steps;
+    double train_weight_decay;
+    double train_adam_beta1, train_adam_beta2, train_adam_epsilon;
+    double train_max_grad_norm; /* <= 0: no clipping */
+    int64_t train_seed;
+    double train_router_aux_loss_coef; /* < 0: from the model config; 0: off */
+    bool
+        train_skip_nonfinite_steps; /* skip a step with NaN/Inf loss or grads instead of stopping */
+    /* [output] */
+    char output_dir[MT_PATH_MAX];
+    int output_save_steps; /* training-state checkpoint + export every N steps; 0 = only at end */
+    bool output_export;    /* export an HF model directory */
+    char output_export_dtype[8]; /* "bf16" or "fp32" */
+    int64_t output_shard_bytes;
+    /* [dist] */
+    char dist_backend[8];  /* "mpi" (CPU) or "nccl" (CUDA) */
+    bool dist_prefetch;    /* gather the next bucket while the current one computes */
+    int64_t dist_arena_mb; /* activation arena per rank */
+} mt_recipe;
+
+/* Defaults, then the file (if path is not NULL), then each "table.key=value" override.
+ * On error: false and "file:line:col: message" (or "--set key: message") in err. */
+bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides, int n_overrides,
+                    char *err, size_t errlen);
+/* The resolved recipe as TOML text (printed at start, saved next to the outputs). */
+void mt_recipe_format(const mt_recipe *r, char *buf, size_t len);
+/* 64-bit hash of the resolved recipe's fields that change training numerics (for resume). */
+uint64_t mt_recipe_hash(const mt_recipe *r);
