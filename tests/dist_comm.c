@@ -1,0 +1,64 @@
+/* dist_comm.c: the MPI communicator on real ranks: each collective against the value every
+ * rank can compute by itself, including the chunked path for counts above one MPI call. */
+#include "harness.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/comm.h"
+
+static float value_of(int rank, int64_t i) { return (float)(rank * 1000 + (i % 997)) * 0.5f; }
+
+static int test_comm_collectives(void) {
+    int argc = 0;
+    char **argv = NULL;
+    mt_comm *c = mt_comm_mpi_init(&argc, &argv);
+    int P = c->size, r = c->rank;
+    EXPECT(P >= 2, "run me with at least 2 ranks (got %d)", P);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) { /* the chunked path: MT_MPI_CHUNK is read at init */
+            setenv("MT_MPI_CHUNK", "7", 1);
+            c = mt_comm_mpi_init(&argc, &argv);
+        }
+        int64_t count = 1000 + 3;
+        float *send = malloc(sizeof(float) * count * P), *recv = malloc(sizeof(float) * count * P);
+        for (int64_t i = 0; i < count; i++) send[i] = value_of(r, i);
+        c->allgather(c, send, recv, count);
+        int bad = 0;
+        for (int q = 0; q < P; q++)
+            for (int64_t i = 0; i < count; i++) bad += recv[q * count + i] != value_of(q, i);
+        EXPECT(bad == 0, "allgather: %d wrong elements", bad);
+
+        for (int64_t i = 0; i < count * P; i++) send[i] = value_of(r, i);
+        c->reduce_scatter(c, send, recv, count);
+        bad = 0;
+        for (int64_t i = 0; i < count; i++) {
+            double want = 0; /* small integers/2: exact in fp32 for any summation order */
+            for (int q = 0; q < P; q++) want += value_of(q, r * count + i);
+            bad += recv[i] != (float)want;
+        }
+        EXPECT(bad == 0, "reduce_scatter: %d wrong elements", bad);
+        free(send);
+        free(recv);
+    }
+    double d[2] = {r + 0.5, 1.0};
+    c->allreduce_f64(c, d, 2);
+    EXPECT(d[0] == P * (P - 1) / 2.0 + 0.5 * P && d[1] == P, "allreduce_f64 %g %g", d[0], d[1]);
+    int64_t k = (int64_t)1 << 40;
+    c->allreduce_i64(c, &k, 1);
+    EXPECT(k == ((int64_t)P << 40), "allreduce_i64");
+    char msg[32] = "";
+    if (r == P - 1) snprintf(msg, sizeof(msg), "hi %d", r);
+    c->bcast(c, msg, sizeof(msg), P - 1);
+    char want[32];
+    snprintf(want, sizeof(want), "hi %d", P - 1);
+    EXPECT(!strcmp(msg, want), "bcast got '%s'", msg);
+    mt_comm_finalize(c);
+    return MT_TEST_OK;
+}
+
+static const mt_test_case cases[] = {
+    {"dist_comm_np2", test_comm_collectives},
+    {"dist_comm_np3", test_comm_collectives},
+};
+MT_TEST_MAIN(cases)
