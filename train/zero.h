@@ -1,0 +1,77 @@
+/* zero.h: ZeRO-3 sharding of parameters, gradients and AdamW moments over a communicator.
+ *
+ * The unit is the model's parameter bucket (models/minimax.h: embedding, each decoder layer
+ * with ALL its experts, final norm + lm_head). Bucket b is padded to a multiple of the world
+ * size P; rank r owns elements [r*S_b, (r+1)*S_b) of it (S_b = padded_b / P) as fp32 master
+ * weights, accumulated gradients and AdamW moments. Full parameters exist only in two gather
+ * slots (bucket b uses slot b % 2, so the next bucket can be fetched while one computes):
+ * gathered before the bucket's forward, released after, gathered again for its backward, whose
+ * full gradient is reduce-scattered to the owners. Every rank issues the same collectives in
+ * the same order whatever its tokens were routed to (an expert with no tokens has a zero
+ * gradient that still goes through the reduce-scatter). */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "train/comm.h"
+
+typedef struct {
+    int64_t offset, numel; /* a parameter's range inside its bucket */
+    bool decay;            /* weight decay applies (matrices; not norms) */
+} mt_zero_range;
+
+typedef struct mt_zero {
+    mt_comm *comm;
+    int n_buckets;
+    int64_t *numel;        /* (n_buckets) true size */
+    int64_t *shard_numel;  /* (n_buckets) padded / P */
+    int64_t *shard_offset; /* (n_buckets) start of the bucket's shard in the flat owned arrays */
+    int64_t total_shard;   /* owned elements of this rank */
+    float *master, *grad, *m, *v; /* (total_shard) each: what this rank owns */
+    int64_t slot_numel;           /* largest padded bucket */
+    float *slot_data[2], *slot_grad[2];
+    int slot_bucket[2]; /* bucket held by each slot, -1 none */
+    float *recv;        /* reduce-scatter landing area (one shard) */
+    int64_t recv_numel;
+    /* decay ranges per bucket (set by mt_zero_set_ranges), all decayed when not set */
+    mt_zero_range **ranges;
+    int *n_ranges;
+    /* accounting */
+    int64_t gathers, reduce_scatters;
+} mt_zero;
+
+void mt_zero_init(mt_zero *z, mt_comm *comm, int n_buckets, const int64_t *bucket_numel);
+void mt_zero_free(mt_zero *z);
+void mt_zero_set_ranges(mt_zero *z, int bucket, const mt_zero_range *ranges, int n);
+/* The slot buffers a bucket's parameters and gradients live in while gathered. */
+float *mt_zero_slot_data(const mt_zero *z, int bucket);
+float *mt_zero_slot_grad(const mt_zero *z, int bucket);
+/* This rank's element range [lo, hi) of bucket b in bucket coordinates (hi clipped to numel). */
+void mt_zero_owned_range(const mt_zero *z, int bucket, int64_t *lo, int64_t *hi);
+
+/* Full parameters of bucket b into its slot (no-op when the slot still holds b). with_grad
+ * zeroes the slot's gradient buffer for a backward. */
+void mt_zero_gather(mt_zero *z, int bucket, bool with_grad);
+void mt_zero_release(mt_zero *z, int bucket);
+/* Reduce-scatters the slot's full gradient and adds this rank's part to the owned gradient. */
+void mt_zero_reduce_grad(mt_zero *z, int bucket);
+void mt_zero_zero_grad(mt_zero *z);
+
+/* Global L2 norm of the owned gradients (an all-reduce of the shard sums of squares). */
+double mt_zero_grad_norm(mt_zero *z);
+/* Scales every owned gradient (clipping, loss normalisation). */
+void mt_zero_scale_grad(mt_zero *z, float s);
+/* true when every owned gradient is finite on every rank. */
+bool mt_zero_grad_finite(mt_zero *z);
+
+typedef struct {
+    double lr, beta1, beta2, eps, weight_decay;
+    int64_t step; /* 1-based, for bias correction */
+} mt_adamw;
+/* PyTorch AdamW on the owned shard: p -= lr*wd*p (decayed ranges); m, v update;
+ * p -= lr * m_hat / (sqrt(v_hat) + eps). */
+void mt_zero_adamw_step(mt_zero *z, const mt_adamw *opt);
+
+/* Bytes this rank holds: owned (master + grad + m + v) and the gather slots. */
+int64_t mt_zero_owned_bytes(const mt_zero *z);
+int64_t mt_zero_slot_bytes(const mt_zero *z);
