@@ -1,0 +1,144 @@
+/* checkpoint.c: see checkpoint.h. */
+#include "checkpoint.h"
+
+#include <hdf5.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "autograd/check.h"
+
+#define H5_CHECK(expr, ...)                                                                        \
+    do {                                                                                           \
+        if ((expr) < 0) MT_DIE(__VA_ARGS__);                                                       \
+    } while (0)
+
+static const char *state_arrays[3] = {"master", "m", "v"};
+
+static float *zero_array(mt_zero *z, int which) {
+    return which == 0 ? z->master : which == 1 ? z->m : z->v;
+}
+
+static void attr_write(hid_t file, const char *name, hid_t type, const void *value, size_t n) {
+    hsize_t dims = n;
+    hid_t space = H5Screate_simple(1, &dims, NULL);
+    hid_t attr = H5Acreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5_CHECK(attr, "checkpoint: cannot create attribute %s", name);
+    H5_CHECK(H5Awrite(attr, type, value), "checkpoint: cannot write attribute %s", name);
+    H5Aclose(attr);
+    H5Sclose(space);
+}
+
+static void attr_read(hid_t file, const char *path, const char *name, hid_t type, void *value) {
+    hid_t attr = H5Aopen(file, name, H5P_DEFAULT);
+    H5_CHECK(attr, "%s: attribute %s is missing (not a minimax-train checkpoint?)", path, name);
+    H5_CHECK(H5Aread(attr, type, value), "%s: cannot read attribute %s", path, name);
+    H5Aclose(attr);
+}
+
+static hid_t checkpoint_fapl(mt_zero *z) {
+    (void)z;
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5_CHECK(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL), "checkpoint: MPI-IO setup");
+    return fapl;
+}
+
+/* Reads or writes this rank's owned range of every bucket array, collectively. */
+static void checkpoint_transfer(hid_t file, const char *path, mt_zero *z, bool write) {
+    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+    for (int b = 0; b < z->n_buckets; b++) {
+        int64_t lo, hi;
+        mt_zero_owned_range(z, b, &lo, &hi);
+        for (int a = 0; a < 3; a++) {
+            char name[64];
+            snprintf(name, sizeof(name), "bucket_%04d_%s", b, state_arrays[a]);
+            hsize_t dims = (hsize_t)z->numel[b];
+            hid_t fspace = H5Screate_simple(1, &dims, NULL), dset;
+            if (write) {
+                dset = H5Dcreate2(file, name, H5T_NATIVE_FLOAT, fspace, H5P_DEFAULT, H5P_DEFAULT,
+                                  H5P_DEFAULT);
+                H5_CHECK(dset, "%s: cannot create dataset %s", path, name);
+            } else {
+                dset = H5Dopen2(file, name, H5P_DEFAULT);
+                H5_CHECK(dset, "%s: dataset %s is missing", path, name);
+                hid_t s = H5Dget_space(dset);
+                hsize_t got = 0;
+                H5Sget_simple_extent_dims(s, &got, NULL);
+                H5Sclose(s);
+                MT_CHECK(got == dims,
+                         "%s: dataset %s has %llu elements but this model's bucket has %llu "
+                         "(a checkpoint of another model or layer count?)",
+                         path, name, (unsigned long long)got, (unsigned long long)dims);
+            }
+            hsize_t start = (hsize_t)lo, count = (hsize_t)(hi - lo);
+            hid_t mspace = H5Screate_simple(1, &count, NULL);
+            if (count)
+                H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &start, NULL, &count, NULL);
+            else {
+                H5Sselect_none(fspace);
+                H5Sselect_none(mspace);
+            }
+            float *buf = zero_array(z, a) + z->shard_offset[b];
+            herr_t rc = write ? H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf)
+                              : H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf);
+            H5_CHECK(rc, "%s: cannot %s dataset %s", path, write ? "write" : "read", name);
+            H5Sclose(mspace);
+            H5Sclose(fspace);
+            H5Dclose(dset);
+        }
+    }
+    H5Pclose(dxpl);
+}
+
+void mt_checkpoint_save(const char *dir, mt_zero *z, const mt_train_state *st) {
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof(path), "%s/state.h5", dir);
+    snprintf(tmp, sizeof(tmp), "%s/state.h5.tmp", dir);
+    if (z->comm->rank == 0) mkdir(dir, 0755); /* may exist */
+    z->comm->barrier(z->comm);
+    hid_t fapl = checkpoint_fapl(z);
+    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5_CHECK(file, "checkpoint: cannot create %s", tmp);
+    H5Pclose(fapl);
+    attr_write(file, "step", H5T_NATIVE_INT64, &st->step, 1);
+    attr_write(file, "recipe_hash", H5T_NATIVE_UINT64, &st->recipe_hash, 1);
+    attr_write(file, "rng_state", H5T_NATIVE_UINT64, &st->rng_state, 1);
+    attr_write(file, "tokens_seen", H5T_NATIVE_INT64, &st->tokens_seen, 1);
+    attr_write(file, "cursor", H5T_NATIVE_UINT8, st->cursor, MT_CURSOR_BYTES);
+    int32_t world = z->comm->size, nb = z->n_buckets;
+    attr_write(file, "world_size", H5T_NATIVE_INT32, &world, 1);
+    attr_write(file, "n_buckets", H5T_NATIVE_INT32, &nb, 1);
+    checkpoint_transfer(file, tmp, z, true);
+    H5_CHECK(H5Fclose(file), "checkpoint: cannot close %s", tmp);
+    z->comm->barrier(z->comm); /* every rank's data is in the file before it becomes current */
+    if (z->comm->rank == 0)
+        MT_CHECK(rename(tmp, path) == 0, "checkpoint: cannot rename %s to %s", tmp, path);
+    z->comm->barrier(z->comm);
+}
+
+bool mt_checkpoint_load(const char *dir, mt_zero *z, mt_train_state *st) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/state.h5", dir);
+    if (access(path, R_OK) != 0) return false;
+    hid_t fapl = checkpoint_fapl(z);
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5_CHECK(file, "%s: cannot open as HDF5 (damaged checkpoint?)", path);
+    H5Pclose(fapl);
+    memset(st, 0, sizeof(*st));
+    int32_t nb = 0;
+    attr_read(file, path, "n_buckets", H5T_NATIVE_INT32, &nb);
+    MT_CHECK(nb == z->n_buckets, "%s: %d parameter buckets, this model has %d", path, nb,
+             z->n_buckets);
+    attr_read(file, path, "step", H5T_NATIVE_INT64, &st->step);
+    attr_read(file, path, "recipe_hash", H5T_NATIVE_UINT64, &st->recipe_hash);
+    attr_read(file, path, "rng_state", H5T_NATIVE_UINT64, &st->rng_state);
+    attr_read(file, path, "tokens_seen", H5T_NATIVE_INT64, &st->tokens_seen);
+    attr_read(file, path, "cursor", H5T_NATIVE_UINT8, st->cursor);
+    attr_read(file, path, "world_size", H5T_NATIVE_INT32, &st->world_size);
+    checkpoint_transfer(file, path, z, false);
+    H5Fclose(file);
+    z->slot_bucket[0] = z->slot_bucket[1] = -1;
+    return true;
+}
