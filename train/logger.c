@@ -1,0 +1,101 @@
+/* logger.c: see logger.h. */
+#include "logger.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "autograd/check.h"
+
+#define CSV_HEADER "step,loss,lr,grad_norm,tokens,tokens_per_s,elapsed_s"
+
+double mt_time_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Keeps the header and rows with step <= keep_step of an existing log. */
+static void logger_truncate(const char *path, int keep_step) {
+    FILE *in = fopen(path, "r");
+    if (!in) return;
+    char tmp[1100];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    MT_CHECK(out, "cannot write %s", tmp);
+    char line[4096];
+    bool first = true;
+    while (fgets(line, sizeof(line), in)) {
+        if (first || atoi(line) <= keep_step) fputs(line, out);
+        first = false;
+    }
+    fclose(in);
+    MT_CHECK(fclose(out) == 0 && rename(tmp, path) == 0, "cannot rewrite %s", path);
+}
+
+void mt_logger_open(mt_logger *lg, const char *dir, bool aux, int resume_step) {
+    memset(lg, 0, sizeof(*lg));
+    snprintf(lg->dir, sizeof(lg->dir), "%s", dir);
+    lg->aux = aux;
+    lg->tty = isatty(STDERR_FILENO);
+    lg->t_start = mt_time_now();
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/loss.csv", dir);
+    if (resume_step > 0) logger_truncate(path, resume_step);
+    bool append = resume_step > 0 && access(path, F_OK) == 0;
+    lg->csv = fopen(path, append ? "a" : "w");
+    MT_CHECK(lg->csv, "cannot write %s", path);
+    if (!append) {
+        fprintf(lg->csv, "%s%s\n", CSV_HEADER, aux ? ",aux_loss" : "");
+        fflush(lg->csv);
+    }
+}
+
+static void format_duration(double s, char *buf, size_t len) {
+    int t = (int)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, len, "%dh%02dm", t / 3600, t / 60 % 60);
+    else
+        snprintf(buf, len, "%dm%02ds", t / 60, t % 60);
+}
+
+void mt_logger_row(mt_logger *lg, const mt_log_row *r, int max_steps) {
+    fprintf(lg->csv, "%d,%.6f,%.6g,%.6f,%lld,%.1f,%.3f", r->step, r->loss, r->lr, r->grad_norm,
+            (long long)r->tokens, r->tokens_per_s, r->elapsed_s);
+    if (lg->aux) fprintf(lg->csv, ",%.6f", r->aux_loss);
+    fprintf(lg->csv, "\n");
+    fflush(lg->csv);
+    char eta[32];
+    double per_step = r->elapsed_s / (r->step > 0 ? r->step : 1);
+    format_duration(per_step * (max_steps - r->step), eta, sizeof(eta));
+    char line[256];
+    int n = snprintf(line, sizeof(line), "step %d/%d  loss %.4f  lr %.3g  tok/s %.0f  ETA %s",
+                     r->step, max_steps, r->loss, r->lr, r->tokens_per_s, eta);
+    if (lg->tty) {
+        /* overwrite the previous line; pad if it was longer */
+        fprintf(stderr, "\r%s%*s", line, lg->last_len > n ? lg->last_len - n : 0, "");
+        if (r->step == max_steps) fputc('\n', stderr);
+    } else {
+        fprintf(stderr, "%s\n", line);
+    }
+    lg->last_len = n;
+    fflush(stderr);
+}
+
+void mt_logger_close(mt_logger *lg) {
+    if (!lg->csv) return;
+    fclose(lg->csv);
+    lg->csv = NULL;
+    if (lg->tty && lg->last_len) fputc('\n', stderr);
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && gnuplot -e \""
+             "set terminal png size 900,540; set output 'loss.png.tmp'; set datafile separator "
+             "','; set key autotitle columnhead; set xlabel 'step'; set ylabel 'loss'; "
+             "set grid; plot 'loss.csv' using 1:2 with lines lw 2 title 'training loss'\" "
+             "2>/dev/null && mv loss.png.tmp loss.png",
+             lg->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not draw %s/loss.png (is gnuplot installed?)\n", lg->dir);
+}

@@ -1,0 +1,30 @@
+/* logger.h: rank 0's training log: loss.csv (flushed every step), a one-line progress display
+ * on stderr, and a loss-curve picture (gnuplot) at the end. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    FILE *csv;
+    char dir[1024];
+    bool aux;
+    bool tty;
+    double t_start;
+    int last_len;
+} mt_logger;
+
+typedef struct {
+    int step; /* 1-based optimizer step */
+    double loss, lr, grad_norm, aux_loss;
+    int64_t tokens; /* labelled tokens in this step's global batch */
+    double tokens_per_s, elapsed_s;
+} mt_log_row;
+
+/* Opens <dir>/loss.csv. resume_step > 0 keeps the rows of steps <= resume_step of an existing
+ * log (rewritten atomically) and appends after them; 0 starts a new file. */
+void mt_logger_open(mt_logger *lg, const char *dir, bool aux, int resume_step);
+void mt_logger_row(mt_logger *lg, const mt_log_row *row, int max_steps);
+/* Closes the CSV and renders <dir>/loss.png with gnuplot (a warning if gnuplot is missing). */
+void mt_logger_close(mt_logger *lg);
+double mt_time_now(void);
