@@ -1,0 +1,81 @@
+/* moe.h: typed CPU kernels of the MoE ops (spec sections 6 and 7.2): router, experts and the
+ * load-balancing aux loss, plus the token permutation helpers the experts use (exposed so the
+ * sharded trainer and the CUDA port can reuse and test them).
+ *
+ * Shapes: N router rows (tokens), E experts, K experts per token, C hidden, F expert FFN width.
+ * An "assignment" a = n*K + j is token n's j-th choice; the permutation sorts assignments by
+ * expert (stable: ascending a within an expert), so "slot" s in [offsets[e], offsets[e+1])
+ * holds expert e's rows contiguously. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---- router ---- */
+
+/* p = softmax(logits[n]) (double sums, stored fp32); idx[n] = the K largest p in descending
+ * order, ties going to the lower expert index (strict > while scanning e = 0..E-1); w[n,j] =
+ * p[idx[n,j]] / sum_j p[idx[n,j]] (double). logits, p (N,E); w (N,K); idx (N,K). */
+void cpu_moe_route_fwd(const float *logits, int64_t N, int E, int K, float *p, float *w,
+                       int32_t *idx);
+/* dlogits (N,E) += the gradient through the renormalisation and the softmax; the selection
+ * itself is piecewise constant (no gradient). dw, w, idx (N,K); p (N,E) from the forward. */
+void cpu_moe_route_bwd(const float *dw, const float *p, const float *w, const int32_t *idx,
+                       int64_t N, int E, int K, float *dlogits);
+
+/* ---- permutation helpers ---- */
+
+/* Counting sort of the N*K assignments by expert. offsets (E+1): expert e owns slots
+ * [offsets[e], offsets[e+1]); perm (N*K): slot -> assignment; inv (N*K): assignment -> slot.
+ * Dies naming the position when an expert id is outside [0, E). Returns the largest count. */
+int64_t cpu_moe_perm_build(const int32_t *idx, int64_t N, int K, int E, int32_t *offsets,
+                           int32_t *perm, int32_t *inv);
+/* The largest expert row count of a built permutation. */
+int64_t cpu_moe_perm_max_rows(const int32_t *offsets, int E);
+/* xp[s,:] = x[perm[s] / K, :] for slots s in [0, rows). x (N,C), xp (rows,C). */
+void cpu_moe_rows_gather(const float *x, const int32_t *perm, int64_t rows, int K, int64_t C,
+                         float *xp);
+/* out[n,:] += sum_j weight[n,j] * yp[inv[n*K+j], :] for j = 0..K-1 in order (one writer per
+ * row: deterministic). weight NULL means 1 (the dx path). yp (N*K,C), out (N,C). */
+void cpu_moe_rows_combine(const float *yp, const int32_t *inv, const float *weight, int64_t N,
+                          int K, int64_t C, float *out);
+
+/* ---- experts ---- */
+
+typedef struct {
+    int64_t N, C, F;
+    int E, K;
+} cpu_moe_dims;
+
+/* The permutation of one call, saved for the backward. */
+typedef struct {
+    int32_t *offsets; /* (E+1) */
+    int32_t *perm;    /* (N*K) */
+    int32_t *inv;     /* (N*K) */
+} cpu_moe_perm;
+
+/* out (N,C) = sum_j weight[n,j] * w2_e (silu(w1_e x_n) * (w3_e x_n)), e = idx[n,j].
+ * pm: built by cpu_moe_perm_build from idx. Gathers x by slot, runs the experts in order
+ * e = 0..E-1 with one GEMM per weight on the expert's contiguous rows (an expert without rows
+ * is skipped: exactly zero contribution), then combines. x (N,C), weight (N,K), w1 and w3
+ * (E,F,C), w2 (E,C,F). h1, h3: the pre-activations w1 x and w3 x; keep_h: they are (N*K,F)
+ * by slot and kept for the backward, else (max rows,F) scratch reused per expert.
+ * Scratch: xp and yp (N*K,C), g (max rows,F). */
+void cpu_moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, const float *w1,
+                         const float *w3, const float *w2, cpu_moe_perm pm, float *h1, float *h3,
+                         bool keep_h, float *xp, float *yp, float *g, float *out);
+/* Accumulates into every non-NULL gradient: dx (N,C), dweight (N,K), dw1 and dw3 (E,F,C),
+ * dw2 (E,C,F). pm, h1, h3 (N*K,F) from the forward. Scratch: xp, dp, dxp (N*K,C); g, u, dh3
+ * (max rows,F). An expert without rows adds nothing anywhere. */
+void cpu_moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, const float *weight,
+                         const float *w1, const float *w3, const float *w2, cpu_moe_perm pm,
+                         const float *h1, const float *h3, float *xp, float *dp, float *dxp,
+                         float *g, float *u, float *dh3, float *dx, float *dweight, float *dw1,
+                         float *dw3, float *dw2);
+
+/* ---- aux loss ---- */
+
+/* sum_n sum_e coef[e] * softmax(logits[n])[e], in double. logits (N,E), coef (E). */
+double cpu_moe_aux_fwd(const float *logits, const float *coef, int64_t N, int E);
+/* dlogits[n,e] += dloss * p[e] * (coef[e] - sum_e' coef[e'] p[e']). */
+void cpu_moe_aux_bwd(float dloss, const float *logits, const float *coef, int64_t N, int E,
+                     float *dlogits);

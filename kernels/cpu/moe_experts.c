@@ -1,0 +1,229 @@
+/* moe_experts.c: the SwiGLU experts (spec 6.2) with sparse dispatch: tokens are permuted by
+ * expert (counting sort), each expert runs BLAS GEMMs on its contiguous rows in the fixed order
+ * e = 0..E-1, and the weighted rows are combined back per token.
+ *
+ * Node layout (autograd/op_moe.c): in = {x (N,C), idx (N,K) I32, weight (N,K), w1 (E,F,C),
+ * w3 (E,F,C), w2 (E,C,F)}; saved[0] offsets (E+1) I32, saved[1] perm (N*K) I32, saved[2] inv
+ * (N*K) I32, saved[3] h1 and saved[4] h3 (N*K,F): the pre-activations w1 x and w3 x by slot,
+ * NULL when no backward will run.
+ * Saved vs recomputed: h1 and h3 are saved (2 N K F floats) because recomputing them costs two
+ * of the forward's three GEMMs; the gathered x (N K C) is re-gathered (a copy), and
+ * g = silu(h1) * h3 is recomputed elementwise. The forward output of an expert, y_e(x_n), is not
+ * needed: dweight = <dout_n, w2_e g> = <w2_e^T dout_n, g>, and w2_e^T dout_n is the product the
+ * backward forms anyway. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+#include "moe.h"
+
+int64_t cpu_moe_perm_build(const int32_t *idx, int64_t N, int K, int E, int32_t *offsets,
+                           int32_t *perm, int32_t *inv) {
+    int64_t A = N * K;
+    /* counts land in offsets[e+1], then become starts shifted by one; placing advances
+     * offsets[e+1] to the end of e, which is the start of e+1: offsets[e] = start of e. */
+    memset(offsets, 0, sizeof(int32_t) * (size_t)(E + 1));
+    for (int64_t a = 0; a < A; a++) {
+        int32_t e = idx[a];
+        MT_CHECK(e >= 0 && e < E, "moe_experts: idx[%lld,%lld] = %d is outside [0,%d)",
+                 (long long)(a / K), (long long)(a % K), (int)e, E);
+        offsets[e + 1]++;
+    }
+    int32_t run = 0;
+    int64_t max_rows = 0;
+    for (int e = 0; e < E; e++) {
+        int32_t cnt = offsets[e + 1];
+        if (cnt > max_rows) max_rows = cnt;
+        offsets[e + 1] = run;
+        run += cnt;
+    }
+    for (int64_t a = 0; a < A; a++) {
+        int32_t s = offsets[idx[a] + 1]++;
+        perm[s] = (int32_t)a;
+        inv[a] = s;
+    }
+    return max_rows;
+}
+
+int64_t cpu_moe_perm_max_rows(const int32_t *offsets, int E) {
+    int64_t m = 0;
+    for (int e = 0; e < E; e++)
+        if (offsets[e + 1] - offsets[e] > m) m = offsets[e + 1] - offsets[e];
+    return m;
+}
+
+void cpu_moe_rows_gather(const float *x, const int32_t *perm, int64_t rows, int K, int64_t C,
+                         float *xp) {
+#pragma omp parallel for
+    for (int64_t s = 0; s < rows; s++)
+        memcpy(xp + s * C, x + (int64_t)(perm[s] / K) * C, sizeof(float) * (size_t)C);
+}
+
+void cpu_moe_rows_combine(const float *yp, const int32_t *inv, const float *weight, int64_t N,
+                          int K, int64_t C, float *out) {
+#pragma omp parallel for
+    for (int64_t n = 0; n < N; n++) {
+        float *o = out + n * C;
+        for (int j = 0; j < K; j++) {
+            const float *y = yp + (int64_t)inv[n * K + j] * C;
+            float wj = weight ? weight[n * K + j] : 1.0f;
+            for (int64_t c = 0; c < C; c++) o[c] += wj * y[c];
+        }
+    }
+}
+
+static inline float moe_sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
+
+void cpu_moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, const float *w1,
+                         const float *w3, const float *w2, cpu_moe_perm pm, float *h1, float *h3,
+                         bool keep_h, float *xp, float *yp, float *g, float *out) {
+    const int64_t C = d.C, F = d.F;
+    cpu_moe_rows_gather(x, pm.perm, d.N * d.K, d.K, C, xp);
+    for (int e = 0; e < d.E; e++) {
+        int64_t off = pm.offsets[e], rows = pm.offsets[e + 1] - off;
+        if (rows == 0) continue; /* visited in order; contributes nothing */
+        const float *w1e = w1 + e * F * C, *w3e = w3 + e * F * C, *w2e = w2 + e * C * F;
+        const float *xe = xp + off * C;
+        float *h1e = keep_h ? h1 + off * F : h1, *h3e = keep_h ? h3 + off * F : h3;
+        /* h (rows,F) = xe (rows,C) w^T, w (F,C) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)F, (int)C, 1.0f, xe,
+                    (int)C, w1e, (int)C, 0.0f, h1e, (int)F);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)F, (int)C, 1.0f, xe,
+                    (int)C, w3e, (int)C, 0.0f, h3e, (int)F);
+#pragma omp parallel for
+        for (int64_t i = 0; i < rows * F; i++) g[i] = h1e[i] * moe_sigmoid(h1e[i]) * h3e[i];
+        /* y (rows,C) = g (rows,F) w2e^T, w2e (C,F) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)C, (int)F, 1.0f, g,
+                    (int)F, w2e, (int)F, 0.0f, yp + off * C, (int)C);
+    }
+    memset(out, 0, sizeof(float) * (size_t)(d.N * C));
+    cpu_moe_rows_combine(yp, pm.inv, weight, d.N, d.K, C, out);
+}
+
+/* Per expert with rows s (weight w_s, token n_s), U = dout_perm w2_e (rows,F):
+ *   dweight[a_s] += <U_s, g_s>        dw2_e += sum_s (w_s dout_{n_s}) g_s^T
+ *   dg_s = w_s U_s;  dh1 = dg h3 silu'(h1);  dh3 = dg silu(h1)
+ *   dw1_e += dh1^T xp;  dw3_e += dh3^T xp;  dxp = dh1 w1_e + dh3 w3_e;  dx[n] += sum_j dxp. */
+void cpu_moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, const float *weight,
+                         const float *w1, const float *w3, const float *w2, cpu_moe_perm pm,
+                         const float *h1, const float *h3, float *xp, float *dp, float *dxp,
+                         float *g, float *u, float *dh3, float *dx, float *dweight, float *dw1,
+                         float *dw3, float *dw2) {
+    const int64_t C = d.C, F = d.F, A = d.N * d.K;
+    const bool need_dh = dx || dw1 || dw3;
+    const bool need_u = need_dh || dweight;
+    if (!need_u && !dw2) return;
+    if (dw1 || dw3) cpu_moe_rows_gather(x, pm.perm, A, d.K, C, xp);
+    cpu_moe_rows_gather(dout, pm.perm, A, d.K, C, dp);
+    for (int e = 0; e < d.E; e++) {
+        int64_t off = pm.offsets[e], rows = pm.offsets[e + 1] - off;
+        if (rows == 0) continue; /* no rows: every gradient of this expert stays untouched */
+        const float *w1e = w1 + e * F * C, *w3e = w3 + e * F * C, *w2e = w2 + e * C * F;
+        const float *h1e = h1 + off * F, *h3e = h3 + off * F, *dpe = dp + off * C;
+        const int32_t *pe = pm.perm + off;
+#pragma omp parallel for
+        for (int64_t i = 0; i < rows * F; i++) g[i] = h1e[i] * moe_sigmoid(h1e[i]) * h3e[i];
+        if (need_u) /* u (rows,F) = dpe (rows,C) w2e (C,F) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)F, (int)C, 1.0f,
+                        dpe, (int)C, w2e, (int)F, 0.0f, u, (int)F);
+        if (dweight) {
+#pragma omp parallel for
+            for (int64_t s = 0; s < rows; s++) {
+                double acc = 0;
+                for (int64_t f = 0; f < F; f++) acc += (double)u[s * F + f] * g[s * F + f];
+                dweight[pe[s]] += (float)acc;
+            }
+        }
+        if (dw2) {
+            /* scale g's rows by w_s (g is not needed afterwards), then dw2e (C,F) += dpe^T g */
+#pragma omp parallel for
+            for (int64_t s = 0; s < rows; s++)
+                for (int64_t f = 0; f < F; f++) g[s * F + f] *= weight[pe[s]];
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)C, (int)F, (int)rows, 1.0f,
+                        dpe, (int)C, g, (int)F, 1.0f, dw2 + e * C * F, (int)F);
+        }
+        if (!need_dh) continue;
+            /* dh1 overwrites u in place; dh3 goes to its own buffer */
+#pragma omp parallel for
+        for (int64_t s = 0; s < rows; s++) {
+            float ws = weight[pe[s]];
+            for (int64_t f = 0; f < F; f++) {
+                int64_t i = s * F + f;
+                float z = h1e[i], sg = moe_sigmoid(z), dg = ws * u[i];
+                dh3[i] = dg * z * sg;
+                u[i] = dg * h3e[i] * sg * (1.0f + z * (1.0f - sg));
+            }
+        }
+        const float *xe = xp + off * C;
+        if (dw1) /* dw1e (F,C) += dh1^T (F,rows) xe (rows,C) */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)F, (int)C, (int)rows, 1.0f, u,
+                        (int)F, xe, (int)C, 1.0f, dw1 + e * F * C, (int)C);
+        if (dw3)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)F, (int)C, (int)rows, 1.0f,
+                        dh3, (int)F, xe, (int)C, 1.0f, dw3 + e * F * C, (int)C);
+        if (dx) { /* dxp (rows,C) = dh1 w1e + dh3 w3e, w (F,C) */
+            float *dxe = dxp + off * C;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)C, (int)F, 1.0f,
+                        u, (int)F, w1e, (int)C, 0.0f, dxe, (int)C);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)C, (int)F, 1.0f,
+                        dh3, (int)F, w3e, (int)C, 1.0f, dxe, (int)C);
+        }
+    }
+    if (dx) cpu_moe_rows_combine(dxp, pm.inv, NULL, d.N, d.K, C, dx);
+}
+
+static cpu_moe_dims moe_node_dims(const mt_node *n) {
+    cpu_moe_dims d = {.N = n->in[0]->shape[0],
+                      .C = n->in[0]->shape[1],
+                      .F = n->in[3]->shape[1],
+                      .E = (int)n->in[3]->shape[0],
+                      .K = (int)n->in[1]->shape[1]};
+    return d;
+}
+
+static cpu_moe_perm moe_node_perm(const mt_node *n) {
+    cpu_moe_perm pm = {n->saved[0]->data, n->saved[1]->data, n->saved[2]->data};
+    return pm;
+}
+
+void cpu_moe_experts_fwd_node(const mt_node *n) {
+    cpu_moe_dims d = moe_node_dims(n);
+    cpu_moe_perm pm = moe_node_perm(n);
+    int64_t A = d.N * d.K;
+    int64_t max_rows =
+        cpu_moe_perm_build(n->in[1]->data, d.N, d.K, d.E, pm.offsets, pm.perm, pm.inv);
+    bool keep_h = n->saved[3] != NULL;
+    float *h1, *h3;
+    if (keep_h) {
+        h1 = n->saved[3]->data;
+        h3 = n->saved[4]->data;
+    } else {
+        h1 = mt_node_scratch(n, sizeof(float) * (size_t)(max_rows * d.F), "moe_experts h1");
+        h3 = mt_node_scratch(n, sizeof(float) * (size_t)(max_rows * d.F), "moe_experts h3");
+    }
+    float *xp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts xp");
+    float *yp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts yp");
+    float *g = mt_node_scratch(n, sizeof(float) * (size_t)(max_rows * d.F), "moe_experts g");
+    cpu_moe_experts_fwd(d, n->in[0]->data, n->in[2]->data, n->in[3]->data, n->in[4]->data,
+                        n->in[5]->data, pm, h1, h3, keep_h, xp, yp, g, n->out->data);
+}
+
+void cpu_moe_experts_bwd_node(const mt_node *n) {
+    cpu_moe_dims d = moe_node_dims(n);
+    cpu_moe_perm pm = moe_node_perm(n);
+    MT_CHECK(n->saved[3] && n->saved[4], "moe_experts backward: hidden activations were not saved");
+    int64_t A = d.N * d.K, max_rows = cpu_moe_perm_max_rows(pm.offsets, d.E);
+    float *dx = n->in[0]->grad, *dweight = n->in[2]->grad;
+    float *dw1 = n->in[3]->grad, *dw3 = n->in[4]->grad, *dw2 = n->in[5]->grad;
+    size_t bc = sizeof(float) * (size_t)(A * d.C), bf = sizeof(float) * (size_t)(max_rows * d.F);
+    float *xp = (dw1 || dw3) ? mt_node_scratch(n, bc, "moe_experts xp") : NULL;
+    float *dp = mt_node_scratch(n, bc, "moe_experts dout perm");
+    float *dxp = dx ? mt_node_scratch(n, bc, "moe_experts dx perm") : NULL;
+    float *g = mt_node_scratch(n, bf, "moe_experts g");
+    float *u = mt_node_scratch(n, bf, "moe_experts u");
+    float *dh3 = mt_node_scratch(n, bf, "moe_experts dh3");
+    cpu_moe_experts_bwd(d, n->out->grad, n->in[0]->data, n->in[2]->data, n->in[3]->data,
+                        n->in[4]->data, n->in[5]->data, pm, n->saved[3]->data, n->saved[4]->data,
+                        xp, dp, dxp, g, u, dh3, dx, dweight, dw1, dw3, dw2);
+}
