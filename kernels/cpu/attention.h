@@ -1,0 +1,56 @@
+/* attention.h: typed CPU kernels for partial NeoX RoPE and causal GQA softmax attention
+ * (spec section 5), plus the single-token decode step used by generation.
+ * Layouts (contiguous, outermost first): activations (B,T,H,D) / (B,T,Hkv,D); a row of N = B*T
+ * rows is one token; the log-sum-exp is (B,H,T); the KV cache is (B,Tmax,Hkv,D).
+ * Query head h reads kv head h / (H/Hkv) (consecutive groups, HF repeat_interleave). */
+#pragma once
+#include <stdint.h>
+
+/* Bounds that let the kernels keep per-row buffers on the stack (no malloc inside ops). */
+#define CPU_ROPE_MAX_ROTARY 1024
+#define CPU_ATTN_MAX_D      1024
+
+/* ---- RoPE ---------------------------------------------------------------------------------- */
+
+/* inv_freq[i] = 1 / theta^(2i/rotary_dim), i < rotary_dim/2, rounded the way HF does it in
+ * fp32: exponent (float)(2i) / (float)rotary_dim, fp32 power, fp32 reciprocal. */
+void cpu_rope_inv_freq(float *inv_freq, int64_t rotary_dim, float theta);
+
+/* y = rope(x). x, y (N,H,D) with y == x allowed (in place), pos (N) absolute positions (the
+ * decode step passes N = B rows of one position each). Angles follow HF in fp32:
+ * angle = (float)pos * inv_freq (one fp32 product); cos/sin are the fp32 roundings of the
+ * double cos/sin of that fp32 angle; the rotation is done in fp32 like HF's
+ * q*cos + rotate_half(q)*sin. Dims >= rotary_dim are copied bit for bit. */
+void cpu_rope_fwd(float *y, const float *x, const int32_t *pos, int64_t N, int64_t H, int64_t D,
+                  int64_t rotary_dim, float theta);
+/* dx += R(pos)^T dy: the inverse rotation; passthrough dims add dy. */
+void cpu_rope_bwd(float *dx, const float *dy, const int32_t *pos, int64_t N, int64_t H, int64_t D,
+                  int64_t rotary_dim, float theta);
+
+/* ---- causal GQA softmax attention ---------------------------------------------------------- */
+
+/* out (B,T,H,D) = softmax(scale q k^T + mask) v with the causal mask, and with seg (B,T)
+ * (NULL: one segment) position t sees s <= t only where seg[s] == seg[t].
+ * Scores, softmax (online, max-subtracted) and the weighted sum are accumulated in double.
+ * lse (B,H,T) gets log(sum_s exp(scale q_t.k_s)) in fp32, or is skipped when NULL. */
+void cpu_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                       const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
+                       float scale);
+/* Flash-style backward from the saved lse: P = exp(scale q k^T - lse) recomputed,
+ * dS = P (dP - rowsum(dO o O)), dq += scale dS k, dk += scale dS^T q, dv += P^T dO, with dk and
+ * dv summed over the H/Hkv query heads of each group. Any of dq, dk, dv may be NULL (skipped).
+ * delta: scratch of B*H*T doubles. dq rows and dk/dv rows are each accumulated in a double
+ * register block, so no output element is summed in fp32 over T terms. */
+void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
+                       const float *out, const float *lse, const float *q, const float *k,
+                       const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
+                       int64_t Hkv, int64_t D, float scale);
+
+/* One generation step: out (B,H,D) = attention of the new query q (B,H,D) (RoPE already applied)
+ * over cache positions [0, t_len) of k_cache, v_cache (B,Tmax,Hkv,D), whose last filled
+ * position t_len-1 holds the new token's k and v. No segment mask (one sample per batch row).
+ * Uses the same row routine as cpu_attention_fwd, so a step equals row t_len-1 of the full
+ * causal forward over the same (roped) q, k, v. */
+void cpu_attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache,
+                          int64_t t_len, int64_t B, int64_t t_max, int64_t H, int64_t Hkv,
+                          int64_t D, float scale);
