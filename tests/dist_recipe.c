@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "train/recipe.h"
@@ -17,16 +18,31 @@ static const char *write_temp(const char *text) {
     return path;
 }
 
+/* files the recipes below point at */
+static void make_files(void) {
+    FILE *f = fopen("/tmp/mt_recipe_c.json", "w");
+    fputs("{}", f);
+    fclose(f);
+    mkdir("/tmp/mt_recipe_tok", 0755);
+    f = fopen("/tmp/mt_recipe_tok/tokenizer.json", "w");
+    fputs("{}", f);
+    fclose(f);
+}
+
 static int test_recipe_load(void) {
-    const char *path = write_temp("[model]\nconfig = \"c.json\"\n[data]\ntokenizer_dir = \"tok\"\n"
-                                  "[train]\nlearning_rate = 3e-4\nmax_steps = 7\n"
-                                  "lr_scheduler_type = \"cosine\"\n");
+    make_files();
+    const char *path =
+        write_temp("[model]\nconfig = \"/tmp/mt_recipe_c.json\"\n[data]\ntokenizer_dir = "
+                   "\"/tmp/mt_recipe_tok\"\n"
+                   "[train]\nlearning_rate = 3e-4\nmax_steps = 7\n"
+                   "lr_scheduler_type = \"cosine\"\n");
     mt_recipe r;
     char err[512] = "";
     const char *sets[] = {"train.max_steps=9", "output.dir=/tmp/x y"};
     bool ok = mt_recipe_load(&r, path, sets, 2, err, sizeof(err));
     EXPECT(ok, "load failed: %s", err);
-    EXPECT(!strcmp(r.model_config, "c.json") && r.train_learning_rate == 3e-4, "file values");
+    EXPECT(!strcmp(r.model_config, "/tmp/mt_recipe_c.json") && r.train_learning_rate == 3e-4,
+           "file values");
     EXPECT(r.train_max_steps == 9 && !strcmp(r.output_dir, "/tmp/x y"), "overrides win");
     EXPECT(r.data_max_length == 512 && r.train_per_device_train_batch_size == 1 &&
                !r.data_shuffle && !strcmp(r.train_lr_scheduler_type, "cosine"),
@@ -59,9 +75,16 @@ static void expect_error(const char *text, const char *set, const char *want) {
     unlink(path);
 }
 
-#define BASE "[model]\nconfig = \"c.json\"\n[data]\ntokenizer_dir = \"t\"\n"
+#define BASE                                                                                       \
+    "[model]\nconfig = \"/tmp/mt_recipe_c.json\"\n[data]\ntokenizer_dir = "                        \
+    "\"/tmp/mt_recipe_tok\"\n"
 
 static int test_recipe_errors(void) {
+    make_files();
+    expect_error("[model]\npath = \"/nonexistent/model\"\n", NULL,
+                 "%s:2:8: model.path: directory /nonexistent/model does not exist");
+    expect_error(BASE, "data.path=/nonexistent/train.jsonl",
+                 "--set data.path: data.path: cannot read /nonexistent/train.jsonl");
     expect_error(BASE "[train]\nlearnig_rate = 1e-5\n", NULL,
                  "%s:6:16: unknown key 'train.learnig_rate'");
     expect_error(BASE "[train]\nmax_steps = \"ten\"\n", NULL,
@@ -72,7 +95,7 @@ static int test_recipe_errors(void) {
     expect_error(BASE, "train.adam_beta1=1.5",
                  "--set train.adam_beta1: train.adam_beta1: must be in [0, 1)");
     expect_error(BASE, "train.nope=1", "--set train.nope: unknown key 'train.nope'");
-    expect_error("[data]\ntokenizer_dir = \"t\"\n", NULL,
+    expect_error("[data]\ntokenizer_dir = \"/tmp/mt_recipe_tok\"\n", NULL,
                  "recipe: model.path: set model.path (an HF model dir) or model.config");
     return MT_TEST_OK;
 }

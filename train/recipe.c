@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef enum { KEY_STRING, KEY_INT, KEY_INT64, KEY_FLOAT, KEY_BOOL } key_type;
 
@@ -140,6 +141,24 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
     } while (0)
     if (!r->model_path[0] && !r->model_config[0])
         BAD("model.path", "set model.path (an HF model dir) or model.config (random init)");
+    /* the files must be there before any rank allocates a model */
+    char file[MT_PATH_MAX + 64];
+    if (r->model_path[0]) {
+        snprintf(file, sizeof(file), "%s/config.json", r->model_path);
+        if (access(r->model_path, F_OK) != 0)
+            BAD("model.path", "directory %s does not exist", r->model_path);
+        if (access(file, R_OK) != 0)
+            BAD("model.path", "%s is not a model directory (no readable config.json)",
+                r->model_path);
+    } else if (access(r->model_config, R_OK) != 0) {
+        BAD("model.config", "cannot read %s", r->model_config);
+    }
+    if (strcmp(r->data_path, "synthetic") && access(r->data_path, R_OK) != 0)
+        BAD("data.path", "cannot read %s", r->data_path);
+    snprintf(file, sizeof(file), "%s/tokenizer.json",
+             r->data_tokenizer_dir[0] ? r->data_tokenizer_dir : r->model_path);
+    if ((r->data_tokenizer_dir[0] || r->model_path[0]) && access(file, R_OK) != 0)
+        BAD(r->data_tokenizer_dir[0] ? "data.tokenizer_dir" : "model.path", "cannot read %s", file);
     if (r->model_num_hidden_layers < 0) BAD("model.num_hidden_layers", "must be >= 0");
     if (strcmp(r->model_dtype, "fp32") && strcmp(r->model_dtype, "bf16"))
         BAD("model.dtype", "must be \"fp32\" or \"bf16\", not \"%s\"", r->model_dtype);

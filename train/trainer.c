@@ -1,0 +1,531 @@
+/* trainer.c: the training job. Every rank runs the same code and issues the same collectives:
+ *
+ *   recipe (checked before anything is allocated) -> config -> parameter layout -> ZeRO-3 shards
+ *   (each rank loads or initialises only the range it owns) -> tokenized data (rank 0 builds
+ *   the HDF5 cache, the others read it) -> sampler (this rank's share of each global batch)
+ *   -> steps: per micro-batch forward (gather bucket by bucket) and backward (re-gather,
+ *   reduce-scatter gradients), global grad norm, clipping, AdamW on the owned shard
+ *   -> loss.csv, checkpoints (training state + HF export) every save_steps and at the end.
+ *
+ * The loss of a step is the token-level mean over every labelled token of the global batch:
+ * each micro-batch's cross-entropy is a sum divided by the global count, so neither the number
+ * of ranks nor the split into micro-batches changes the update. */
+#include "trainer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/gsm8k.h"
+#include "data/sampler.h"
+#include "data/synth.h"
+#include "data/token_cache.h"
+#include "models/weights.h"
+#include "train/checkpoint.h"
+#include "train/comm.h"
+#include "train/logger.h"
+#include "train/recipe.h"
+#include "train/schedule.h"
+#include "train/zero.h"
+
+typedef struct {
+    mt_recipe rc;
+    mt_comm *comm;
+    mt_minimax_config cfg;
+    mt_minimax model;
+    mt_naming naming;
+    mt_zero zero;
+    mt_ctx ctx;
+    mt_token_data data;
+    mt_sampler sampler;
+    char tokenizer_dir[MT_PATH_MAX];
+    int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each */
+    mt_train_state state;
+    mt_logger log;
+} trainer;
+
+#define LOG0(t, ...)                                                                               \
+    do {                                                                                           \
+        if ((t)->comm->rank == 0) {                                                                \
+            printf(__VA_ARGS__);                                                                   \
+            fflush(stdout);                                                                        \
+        }                                                                                          \
+    } while (0)
+
+/* ------------------------------------------------------------------------------------------ */
+/* files */
+
+static void mkdir_p(const char *path) {
+    char buf[MT_PATH_MAX];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        mkdir(buf, 0755);
+        *p = '/';
+    }
+    MT_CHECK(mkdir(buf, 0755) == 0 || errno == EEXIST, "cannot create directory %s: %s", buf,
+             strerror(errno));
+}
+
+static void copy_file_atomic(const char *src, const char *dst) {
+    FILE *in = fopen(src, "rb");
+    if (!in) return; /* optional files (special_tokens_map.json) */
+    fseek(in, 0, SEEK_END);
+    long n = ftell(in);
+    fseek(in, 0, SEEK_SET);
+    char *buf = mt_malloc((size_t)n + 1, src);
+    size_t got = fread(buf, 1, (size_t)n, in);
+    fclose(in);
+    MT_CHECK(got == (size_t)n, "cannot read %s", src);
+    mt_file_write_atomic(dst, buf, (size_t)n);
+    free(buf);
+}
+
+static void remove_tree(const char *path) {
+    char cmd[MT_PATH_MAX + 32];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", path);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* model and shards */
+
+static void hook_forward_enter(void *user, int bucket) {
+    trainer *t = user;
+    mt_zero_gather(&t->zero, bucket, false);
+}
+
+static void hook_forward_leave(void *user, int bucket) {
+    trainer *t = user;
+    mt_zero_release(&t->zero, bucket);
+}
+
+static void hook_backward(void *user, int bucket, bool enter) {
+    trainer *t = user;
+    if (enter) {
+        mt_zero_gather(&t->zero, bucket, true);
+    } else {
+        mt_zero_reduce_grad(&t->zero, bucket);
+        mt_zero_release(&t->zero, bucket);
+    }
+}
+
+static void trainer_setup_model(trainer *t) {
+    const mt_recipe *rc = &t->rc;
+    char path[MT_PATH_MAX + 32];
+    if (rc->model_path[0])
+        snprintf(path, sizeof(path), "%s/config.json", rc->model_path);
+    else
+        snprintf(path, sizeof(path), "%s", rc->model_config);
+    mt_minimax_config_load(path, &t->cfg);
+    if (rc->model_num_hidden_layers > 0) {
+        MT_CHECK(rc->model_num_hidden_layers <= t->cfg.num_hidden_layers,
+                 "model.num_hidden_layers = %d but %s has %d layers", rc->model_num_hidden_layers,
+                 path, t->cfg.num_hidden_layers);
+        mt_minimax_config_keep_layers(&t->cfg, rc->model_num_hidden_layers);
+    }
+    if (rc->train_router_aux_loss_coef >= 0) {
+        t->cfg.router_aux_loss_coef = (float)rc->train_router_aux_loss_coef;
+        t->cfg.output_router_logits = rc->train_router_aux_loss_coef > 0;
+    }
+    mt_minimax_init(&t->model, &t->cfg);
+    mt_zero_init(&t->zero, t->comm, t->model.n_buckets, t->model.bucket_numel);
+
+    /* weight decay on matrices only (norm weights are vectors), as HF's Trainer does */
+    for (int b = 0; b < t->model.n_buckets; b++) {
+        int n = 0;
+        for (int p = 0; p < t->model.n_params; p++) n += t->model.info[p].bucket == b;
+        mt_zero_range *ranges = mt_calloc((size_t)n, sizeof(mt_zero_range), "decay ranges");
+        int k = 0;
+        for (int p = 0; p < t->model.n_params; p++) {
+            const mt_param_info *in = &t->model.info[p];
+            if (in->bucket != b) continue;
+            ranges[k++] = (mt_zero_range){in->offset, in->numel, in->ndim >= 2};
+        }
+        mt_zero_set_ranges(&t->zero, b, ranges, n);
+        free(ranges);
+        mt_minimax_bind_bucket(&t->model, b, mt_zero_slot_data(&t->zero, b),
+                               mt_zero_slot_grad(&t->zero, b));
+    }
+
+    /* each rank reads or draws only what it owns */
+    mt_weights_reader *reader =
+        rc->model_path[0] ? mt_weights_open(rc->model_path, &t->model) : NULL;
+    t->naming = reader ? mt_weights_naming(reader) : MT_NAMING_HF_V4;
+    for (int b = 0; b < t->model.n_buckets; b++) {
+        int64_t lo, hi;
+        mt_zero_owned_range(&t->zero, b, &lo, &hi);
+        float *dst = t->zero.master + t->zero.shard_offset[b];
+        if (hi <= lo) continue;
+        if (reader)
+            mt_weights_read_range(reader, b, lo, hi, dst);
+        else
+            mt_weights_init_random_range(&t->model, (uint64_t)rc->model_init_seed, b, lo, hi, dst);
+    }
+    if (reader) mt_weights_close(reader);
+
+    mt_ctx_init(&t->ctx, mt_backend_cpu(), (size_t)rc->dist_arena_mb << 20, 1 << 16);
+    t->ctx.tag_hook = hook_backward;
+    t->ctx.tag_user = t;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* data */
+
+static void trainer_setup_data(trainer *t) {
+    const mt_recipe *rc = &t->rc;
+    snprintf(t->tokenizer_dir, sizeof(t->tokenizer_dir), "%s",
+             rc->data_tokenizer_dir[0] ? rc->data_tokenizer_dir : rc->model_path);
+    char data_path[MT_PATH_MAX * 2], cache_dir[MT_PATH_MAX + 64], cache_path[MT_PATH_MAX * 2];
+    snprintf(cache_dir, sizeof(cache_dir), "%s",
+             rc->data_cache_dir[0] ? rc->data_cache_dir : rc->output_dir);
+    if (!rc->data_cache_dir[0])
+        strncat(cache_dir, "/cache", sizeof(cache_dir) - strlen(cache_dir) - 1);
+    snprintf(cache_path, sizeof(cache_path), "%s/tokens.h5", cache_dir);
+    bool synthetic = !strcmp(rc->data_path, "synthetic");
+    if (synthetic)
+        snprintf(data_path, sizeof(data_path), "%s/synthetic-%lld-%d.jsonl", cache_dir,
+                 (long long)rc->data_seed, rc->data_synthetic_samples);
+    else
+        snprintf(data_path, sizeof(data_path), "%s", rc->data_path);
+
+    mt_token_cache_cfg cc = {
+        .data_path = data_path, .tokenizer_dir = t->tokenizer_dir, .cache_path = cache_path};
+    mt_sample_opts_default(&cc.sample);
+    cc.sample.system = rc->data_system_prompt[0] ? rc->data_system_prompt : NULL;
+    cc.sample.strip_annotations = rc->data_strip_annotations;
+    cc.sample.max_length = rc->data_max_length;
+    cc.sample.policy = !strcmp(rc->data_truncation, "drop") ? MT_TRUNC_DROP : MT_TRUNC_TRUNCATE;
+    char err[MT_ERR_LEN];
+    if (t->comm->rank == 0) {
+        mkdir_p(cache_dir);
+        if (synthetic && access(data_path, R_OK) != 0)
+            MT_CHECK(mt_synth_write_jsonl(data_path, (uint64_t)rc->data_seed,
+                                          rc->data_synthetic_samples, err) == 0,
+                     "%s", err);
+        bool reused = false;
+        double t0 = mt_time_now();
+        MT_CHECK(mt_token_cache_open(&cc, &t->data, &reused, err) == 0, "%s", err);
+        printf("data: %s: %lld samples, %lld tokens, %lld targets, %lld truncated, %lld dropped "
+               "(%s %s, %.1f s)\n",
+               data_path, (long long)t->data.n_samples, (long long)t->data.n_tokens,
+               (long long)t->data.n_targets, (long long)t->data.n_truncated,
+               (long long)t->data.n_dropped, reused ? "cache reused:" : "cache built:", cache_path,
+               mt_time_now() - t0);
+    }
+    t->comm->barrier(t->comm);
+    if (t->comm->rank != 0) {
+        char why[MT_ERR_LEN];
+        MT_CHECK(mt_token_cache_read(cache_path, NULL, &t->data, why) == 0,
+                 "cannot read the token cache %s: %s", cache_path, why);
+    }
+    MT_CHECK(t->data.n_samples > 0, "%s: no usable samples", data_path);
+
+    mt_tokenizer *tok = NULL;
+    char tok_path[MT_PATH_MAX + 32];
+    snprintf(tok_path, sizeof(tok_path), "%s/tokenizer.json", t->tokenizer_dir);
+    tok = mt_tokenizer_load(tok_path);
+    int32_t eos = mt_tokenizer_token_to_id(tok, "<end_of_sentence>");
+    mt_tokenizer_free(tok);
+    MT_CHECK(eos >= 0 && eos < t->cfg.vocab_size,
+             "%s: <end_of_sentence> id %d is outside the model's vocabulary (%d)", tok_path, eos,
+             t->cfg.vocab_size);
+
+    int64_t B = rc->train_per_device_train_batch_size;
+    mt_sampler_cfg sc = {
+        .seed = (uint64_t)rc->data_seed,
+        .shuffle = rc->data_shuffle,
+        .pack = rc->data_packing,
+        .global_batch = B * rc->train_gradient_accumulation_steps * t->comm->size,
+        .micro_batch = B,
+        .seq_len = rc->data_max_length,
+        .rank = t->comm->rank,
+        .world = t->comm->size,
+        .pad_id = eos,
+    };
+    mt_sampler_init(&t->sampler, &sc, &t->data);
+    size_t n = (size_t)(B * rc->data_max_length);
+    t->batch_ids = mt_malloc(n * sizeof(int32_t), "batch ids");
+    t->batch_labels = mt_malloc(n * sizeof(int32_t), "batch labels");
+    t->batch_pos = mt_malloc(n * sizeof(int32_t), "batch positions");
+    t->batch_seg = mt_malloc(n * sizeof(int32_t), "batch segments");
+}
+
+/* Real tokens (prompt and answer, no padding) of this rank's rows in the current step. */
+static int64_t trainer_step_tokens(const trainer *t) {
+    const mt_sampler *s = &t->sampler;
+    int64_t n = 0;
+    for (int64_t k = 0; k < s->row_first[s->n_rows]; k++) {
+        int64_t i = s->row_items[k];
+        n += t->data.offsets[i + 1] - t->data.offsets[i];
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* checkpoints: <output.dir>/checkpoint-<step>/ = HF model directory + state.h5 */
+
+static void trainer_save(trainer *t, int step) {
+    char dir[MT_PATH_MAX + 64], tmp[MT_PATH_MAX + 80];
+    snprintf(dir, sizeof(dir), "%s/checkpoint-%d", t->rc.output_dir, step);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
+    double t0 = mt_time_now();
+    if (t->comm->rank == 0) {
+        remove_tree(tmp); /* a crashed earlier attempt */
+        mkdir_p(tmp);
+    }
+    t->comm->barrier(t->comm);
+    /* the HF export: full buckets, gathered one at a time, written by rank 0 */
+    mt_weights_writer *w = NULL;
+    if (t->rc.output_export && t->comm->rank == 0) {
+        mt_dtype dt = !strcmp(t->rc.output_export_dtype, "bf16") ? MT_BF16 : MT_F32;
+        w = mt_weights_writer_open(tmp, &t->model, t->naming, dt, t->rc.output_shard_bytes);
+    }
+    if (t->rc.output_export)
+        for (int b = 0; b < t->model.n_buckets; b++) {
+            mt_zero_gather(&t->zero, b, false);
+            if (w) mt_weights_writer_add_bucket(w, b, mt_zero_slot_data(&t->zero, b));
+            mt_zero_release(&t->zero, b);
+        }
+    if (w) {
+        mt_weights_writer_close(w);
+        const char *files[] = {"tokenizer.json", "tokenizer_config.json",
+                               "special_tokens_map.json"};
+        for (int i = 0; i < 3; i++) {
+            char src[MT_PATH_MAX + 64], dst[MT_PATH_MAX + 128];
+            snprintf(src, sizeof(src), "%s/%s", t->tokenizer_dir, files[i]);
+            snprintf(dst, sizeof(dst), "%s/%s", tmp, files[i]);
+            copy_file_atomic(src, dst);
+        }
+        char recipe_text[16384];
+        mt_recipe_format(&t->rc, recipe_text, sizeof(recipe_text));
+        char path[MT_PATH_MAX + 128];
+        snprintf(path, sizeof(path), "%s/recipe.toml", tmp);
+        mt_file_write_atomic(path, recipe_text, strlen(recipe_text));
+    }
+    /* the training state, written collectively */
+    t->state.step = step;
+    mt_sampler_cursor cur = mt_sampler_get_cursor(&t->sampler);
+    memcpy(t->state.cursor, &cur, sizeof(cur));
+    mt_checkpoint_save(tmp, &t->zero, &t->state);
+    /* only now does the checkpoint exist under its name; an older one is never touched */
+    if (t->comm->rank == 0) {
+        remove_tree(dir);
+        MT_CHECK(rename(tmp, dir) == 0, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
+    }
+    t->comm->barrier(t->comm);
+    LOG0(t, "saved %s (%.1f s)\n", dir, mt_time_now() - t0);
+}
+
+static void trainer_resume(trainer *t, const char *dir) {
+    mt_train_state st;
+    MT_CHECK(mt_checkpoint_load(dir, &t->zero, &st), "--resume %s: no state.h5 there", dir);
+    MT_CHECK(st.recipe_hash == mt_recipe_hash(&t->rc),
+             "--resume %s: the recipe differs from the one that wrote the checkpoint in a key "
+             "that changes the numerics (compare %s/recipe.toml with this recipe)",
+             dir, dir);
+    t->state = st;
+    mt_sampler_cursor cur;
+    memcpy(&cur, st.cursor, sizeof(cur));
+    mt_sampler_set_cursor(&t->sampler, cur);
+    LOG0(t, "resumed from %s at step %lld (written by %d ranks, now %d)\n", dir, (long long)st.step,
+         st.world_size, t->comm->size);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* one optimizer step */
+
+typedef struct {
+    double loss, aux, grad_norm, lr;
+    int64_t tokens, targets;
+    bool skipped;
+} step_result;
+
+static step_result trainer_step(trainer *t, int step) {
+    const mt_recipe *rc = &t->rc;
+    step_result res = {0};
+    int64_t n_micro = mt_sampler_next(&t->sampler);
+    res.targets = t->sampler.global_targets;
+    int64_t B = rc->train_per_device_train_batch_size, T = rc->data_max_length;
+    mt_tensor ids, labels, pos, seg;
+    mt_tensor_wrap(&ids, MT_I32, 2, (int64_t[]){B, T}, t->batch_ids, NULL, "ids");
+    mt_tensor_wrap(&labels, MT_I32, 2, (int64_t[]){B, T}, t->batch_labels, NULL, "labels");
+    mt_tensor_wrap(&pos, MT_I32, 2, (int64_t[]){B, T}, t->batch_pos, NULL, "positions");
+    mt_tensor_wrap(&seg, MT_I32, 2, (int64_t[]){B, T}, t->batch_seg, NULL, "segments");
+    mt_minimax_batch batch = {.ids = &ids,
+                              .labels = &labels,
+                              .pos = &pos,
+                              .seg = &seg,
+                              .loss_denom = (float)(res.targets > 0 ? res.targets : 1)};
+    mt_bucket_hooks hooks = {hook_forward_enter, hook_forward_leave, t};
+
+    mt_zero_zero_grad(&t->zero);
+    double sums[3] = {0, 0, (double)trainer_step_tokens(t)}; /* loss, aux, tokens */
+    for (int64_t m = 0; m < n_micro; m++) {
+        mt_sampler_fill(&t->sampler, m, t->batch_ids, t->batch_labels, t->batch_pos, t->batch_seg);
+        mt_ctx_reset(&t->ctx);
+        mt_minimax_out out;
+        mt_minimax_forward(&t->model, &t->ctx, &batch, &hooks, &out);
+        sums[0] += *(float *)out.ce_loss->data;
+        /* aux: HF adds coef * aux per forward; averaged over this rank's micro-batches and the
+         * ranks, so it is weighted like one forward of the global batch */
+        if (out.aux_loss)
+            sums[1] += *(float *)out.aux_loss->data / (double)(n_micro * t->comm->size);
+        mt_backward(&t->ctx, out.loss, NULL);
+    }
+    t->comm->allreduce_f64(t->comm, sums, 3);
+    res.loss = sums[0];
+    res.aux = sums[1];
+    res.tokens = (int64_t)sums[2];
+    res.grad_norm = mt_zero_grad_norm(&t->zero);
+    bool finite = isfinite(res.loss) && isfinite(res.grad_norm) && mt_zero_grad_finite(&t->zero);
+    if (!finite) {
+        if (!rc->train_skip_nonfinite_steps)
+            MT_DIE("step %d: the %s is not finite (loss %g, grad norm %g); stopping "
+                   "(train.skip_nonfinite_steps = true skips such steps)",
+                   step, isfinite(res.loss) ? "gradient" : "loss", res.loss, res.grad_norm);
+        LOG0(t, "step %d: non-finite loss or gradient, step skipped\n", step);
+        res.skipped = true;
+        return res;
+    }
+    if (rc->train_max_grad_norm > 0 && res.grad_norm > rc->train_max_grad_norm)
+        mt_zero_scale_grad(&t->zero, (float)(rc->train_max_grad_norm / (res.grad_norm + 1e-6)));
+    res.lr = mt_lr_at(mt_lr_kind_parse(rc->train_lr_scheduler_type), rc->train_learning_rate,
+                      step - 1, rc->train_warmup_steps, rc->train_max_steps);
+    mt_adamw opt = {.lr = res.lr,
+                    .beta1 = rc->train_adam_beta1,
+                    .beta2 = rc->train_adam_beta2,
+                    .eps = rc->train_adam_epsilon,
+                    .weight_decay = rc->train_weight_decay,
+                    .step = step};
+    mt_zero_adamw_step(&t->zero, &opt);
+    return res;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static void trainer_report_memory(trainer *t) {
+    double mib = 1.0 / (1 << 20);
+    double owned = (double)mt_zero_owned_bytes(&t->zero),
+           slots = (double)mt_zero_slot_bytes(&t->zero);
+    int64_t total = 0;
+    for (int b = 0; b < t->model.n_buckets; b++) total += t->model.bucket_numel[b];
+    printf("memory[rank %d]: owned params+grads+moments %.2f MiB (%lld of %lld parameters), "
+           "gathered buffers peak %.2f MiB, activation arena %.0f MiB (peak use %.2f MiB)\n",
+           t->comm->rank, owned * mib, (long long)t->zero.total_shard, (long long)total,
+           slots * mib, (double)t->ctx.arena.cap * mib, (double)t->ctx.arena.peak * mib);
+    fflush(stdout);
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR]\n"
+                    "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
+                    "  recipe keys: docs/recipes.md\n");
+}
+
+int mt_train_main(int argc, char **argv) {
+    trainer *t = mt_calloc(1, sizeof(trainer), "trainer");
+    t->comm = mt_comm_mpi_init(&argc, &argv);
+    const char *recipe_path = NULL, *resume = NULL;
+    const char **sets = mt_calloc((size_t)argc, sizeof(char *), "overrides");
+    int n_sets = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--set") && i + 1 < argc) {
+            sets[n_sets++] = argv[++i];
+        } else if (!strncmp(argv[i], "--set=", 6)) {
+            sets[n_sets++] = argv[i] + 6;
+        } else if (!strcmp(argv[i], "--resume") && i + 1 < argc) {
+            resume = argv[++i];
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            if (t->comm->rank == 0) usage();
+            mt_comm_finalize(t->comm);
+            return 0;
+        } else if (argv[i][0] != '-' && !recipe_path) {
+            recipe_path = argv[i];
+        } else {
+            if (t->comm->rank == 0) {
+                fprintf(stderr, "minimax-train: unexpected argument '%s'\n", argv[i]);
+                usage();
+            }
+            mt_comm_finalize(t->comm);
+            return 2;
+        }
+    }
+    char err[2048];
+    if (!recipe_path || !mt_recipe_load(&t->rc, recipe_path, sets, n_sets, err, sizeof(err))) {
+        /* every rank reads the same recipe and fails the same way: one message, no model */
+        if (t->comm->rank == 0) {
+            if (recipe_path)
+                fprintf(stderr, "error: %s\n", err);
+            else
+                usage();
+        }
+        mt_comm_finalize(t->comm);
+        return 2;
+    }
+    free(sets);
+    const mt_recipe *rc = &t->rc;
+    if (t->comm->rank == 0) {
+        mkdir_p(rc->output_dir);
+        char text[16384], path[MT_PATH_MAX + 32];
+        mt_recipe_format(rc, text, sizeof(text));
+        printf("# minimax-train: resolved recipe (%d ranks)\n%s\n", t->comm->size, text);
+        snprintf(path, sizeof(path), "%s/recipe.toml", rc->output_dir);
+        mt_file_write_atomic(path, text, strlen(text));
+    }
+    trainer_setup_model(t);
+    trainer_setup_data(t);
+    t->state.recipe_hash = mt_recipe_hash(rc);
+    t->state.world_size = t->comm->size;
+    if (resume) trainer_resume(t, resume);
+    int first = (int)t->state.step + 1;
+    int64_t n_params = 0;
+    for (int b = 0; b < t->model.n_buckets; b++) n_params += t->model.bucket_numel[b];
+    LOG0(t, "model: %d layers, %lld parameters in %d buckets; %lld steps per epoch; steps %d..%d\n",
+         t->cfg.num_hidden_layers, (long long)n_params, t->model.n_buckets,
+         (long long)mt_sampler_steps_per_epoch(&t->sampler), first, rc->train_max_steps);
+    if (t->comm->rank == 0)
+        mt_logger_open(&t->log, rc->output_dir, t->cfg.output_router_logits, (int)t->state.step);
+    double t_start = mt_time_now();
+    for (int step = first; step <= rc->train_max_steps; step++) {
+        double t0 = mt_time_now();
+        step_result r = trainer_step(t, step);
+        double dt = mt_time_now() - t0;
+        t->state.tokens_seen += r.tokens;
+        if (step == first) trainer_report_memory(t);
+        if (t->comm->rank == 0) {
+            mt_log_row row = {.step = step,
+                              .loss = r.loss,
+                              .lr = r.lr,
+                              .grad_norm = r.grad_norm,
+                              .aux_loss = r.aux,
+                              .tokens = r.tokens,
+                              .tokens_per_s = (double)r.tokens / (dt > 0 ? dt : 1e-9),
+                              .elapsed_s = mt_time_now() - t_start};
+            mt_logger_row(&t->log, &row, rc->train_max_steps);
+        }
+        bool last = step == rc->train_max_steps;
+        if (last || (rc->output_save_steps > 0 && step % rc->output_save_steps == 0))
+            trainer_save(t, step);
+    }
+    if (t->comm->rank == 0) mt_logger_close(&t->log);
+    LOG0(t, "done: %d steps in %.1f s; outputs in %s\n", rc->train_max_steps - first + 1,
+         mt_time_now() - t_start, rc->output_dir);
+    mt_sampler_free(&t->sampler);
+    mt_token_data_free(&t->data);
+    mt_ctx_free(&t->ctx);
+    mt_zero_free(&t->zero);
+    mt_minimax_free(&t->model);
+    free(t->batch_ids);
+    free(t->batch_labels);
+    free(t->batch_pos);
+    free(t->batch_seg);
+    mt_comm_finalize(t->comm);
+    free(t);
+    return 0;
+}
