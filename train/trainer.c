@@ -117,6 +117,13 @@ static void hook_backward(void *user, int bucket, bool enter) {
 
 static void trainer_setup_model(trainer *t) {
     const mt_recipe *rc = &t->rc;
+    /* the GPU path (bf16 compute, NCCL collectives) lives in the CUDA build: docs/cuda.md */
+    MT_CHECK(!strcmp(rc->dist_backend, "mpi"),
+             "dist.backend = \"%s\" needs the CUDA build; this build trains on the CPU with MPI",
+             rc->dist_backend);
+    MT_CHECK(!strcmp(rc->model_dtype, "fp32"),
+             "model.dtype = \"%s\": the CPU backend computes in fp32 (bf16 is the CUDA build's)",
+             rc->model_dtype);
     char path[MT_PATH_MAX + 32];
     if (rc->model_path[0])
         snprintf(path, sizeof(path), "%s/config.json", rc->model_path);
