@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# demo.sh: the main job on a fresh machine: install dependencies, build, and train the tiny
+# MiniMax-Text-01-shaped model on synthetic GSM8K-style data with 2 MPI ranks (about a minute).
+# Usage: bash launch/demo.sh [RECIPE.toml] [minimax-train args...]   (default recipes/tiny.toml)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash launch/install-deps.sh
+cmake -S . -B build -G Ninja -DMT_WERROR=ON > build.log 2>&1 || { cat build.log; exit 1; }
+cmake --build build -j "$(nproc)" >> build.log 2>&1 || { tail -50 build.log; exit 1; }
+recipe="${1:-recipes/tiny.toml}"
+[ $# -eq 0 ] || shift
+bash launch/run-local.sh -n "${MT_RANKS:-2}" "$recipe" "$@"
+out="$(awk -F' = ' '/^dir = /{gsub(/"/,"",$2); print $2; exit}' "$recipe")"
+if [ -f "$out/loss.csv" ]; then
+  awk -F, 'NR==2{first=$2} NR>1{last=$2; step=$1} END{printf "loss: %.4f at step 1 -> %.4f at step %d\n", first, last, step}' "$out/loss.csv"
+  echo "loss curve: $out/loss.csv, $out/loss.png; model: $(ls -d "$out"/checkpoint-* | tail -1)"
+fi
