@@ -3,6 +3,7 @@
 
 #include <hdf5.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -113,6 +114,9 @@ void mt_checkpoint_save(const char *dir, mt_zero *z, const mt_train_state *st) {
     checkpoint_transfer(file, tmp, z, true);
     H5_CHECK(H5Fclose(file), "checkpoint: cannot close %s", tmp);
     z->comm->barrier(z->comm); /* every rank's data is in the file before it becomes current */
+    /* test hook (tests/dist_run.sh kill): hold the finished file under its temporary name */
+    const char *delay = getenv("MT_TEST_CHECKPOINT_DELAY");
+    if (delay && atoi(delay) > 0) sleep((unsigned)atoi(delay));
     if (z->comm->rank == 0)
         MT_CHECK(rename(tmp, path) == 0, "checkpoint: cannot rename %s to %s", tmp, path);
     z->comm->barrier(z->comm);

@@ -30,6 +30,7 @@
 #include "train/logger.h"
 #include "train/recipe.h"
 #include "train/schedule.h"
+#include "train/sharded.h"
 #include "train/zero.h"
 
 typedef struct {
@@ -40,6 +41,7 @@ typedef struct {
     mt_naming naming;
     mt_zero zero;
     mt_ctx ctx;
+    mt_sharded sharded;
     mt_token_data data;
     mt_sampler sampler;
     char tokenizer_dir[MT_PATH_MAX];
@@ -87,33 +89,13 @@ static void copy_file_atomic(const char *src, const char *dst) {
 }
 
 static void remove_tree(const char *path) {
-    char cmd[MT_PATH_MAX + 32];
+    char cmd[MT_PATH_MAX * 2 + 32];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", path);
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* model and shards */
-
-static void hook_forward_enter(void *user, int bucket) {
-    trainer *t = user;
-    mt_zero_gather(&t->zero, bucket, false);
-}
-
-static void hook_forward_leave(void *user, int bucket) {
-    trainer *t = user;
-    mt_zero_release(&t->zero, bucket);
-}
-
-static void hook_backward(void *user, int bucket, bool enter) {
-    trainer *t = user;
-    if (enter) {
-        mt_zero_gather(&t->zero, bucket, true);
-    } else {
-        mt_zero_reduce_grad(&t->zero, bucket);
-        mt_zero_release(&t->zero, bucket);
-    }
-}
 
 static void trainer_setup_model(trainer *t) {
     const mt_recipe *rc = &t->rc;
@@ -143,23 +125,6 @@ static void trainer_setup_model(trainer *t) {
     mt_minimax_init(&t->model, &t->cfg);
     mt_zero_init(&t->zero, t->comm, t->model.n_buckets, t->model.bucket_numel);
 
-    /* weight decay on matrices only (norm weights are vectors), as HF's Trainer does */
-    for (int b = 0; b < t->model.n_buckets; b++) {
-        int n = 0;
-        for (int p = 0; p < t->model.n_params; p++) n += t->model.info[p].bucket == b;
-        mt_zero_range *ranges = mt_calloc((size_t)n, sizeof(mt_zero_range), "decay ranges");
-        int k = 0;
-        for (int p = 0; p < t->model.n_params; p++) {
-            const mt_param_info *in = &t->model.info[p];
-            if (in->bucket != b) continue;
-            ranges[k++] = (mt_zero_range){in->offset, in->numel, in->ndim >= 2};
-        }
-        mt_zero_set_ranges(&t->zero, b, ranges, n);
-        free(ranges);
-        mt_minimax_bind_bucket(&t->model, b, mt_zero_slot_data(&t->zero, b),
-                               mt_zero_slot_grad(&t->zero, b));
-    }
-
     /* each rank reads or draws only what it owns */
     mt_weights_reader *reader =
         rc->model_path[0] ? mt_weights_open(rc->model_path, &t->model) : NULL;
@@ -177,8 +142,7 @@ static void trainer_setup_model(trainer *t) {
     if (reader) mt_weights_close(reader);
 
     mt_ctx_init(&t->ctx, mt_backend_cpu(), (size_t)rc->dist_arena_mb << 20, 1 << 16);
-    t->ctx.tag_hook = hook_backward;
-    t->ctx.tag_user = t;
+    mt_sharded_init(&t->sharded, &t->model, &t->zero, &t->ctx);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -369,39 +333,21 @@ static step_result trainer_step(trainer *t, int step) {
                               .pos = &pos,
                               .seg = &seg,
                               .loss_denom = (float)(res.targets > 0 ? res.targets : 1)};
-    mt_bucket_hooks hooks = {hook_forward_enter, hook_forward_leave, t};
 
     mt_zero_zero_grad(&t->zero);
     double sums[3] = {0, 0, (double)trainer_step_tokens(t)}; /* loss, aux, tokens */
     for (int64_t m = 0; m < n_micro; m++) {
         mt_sampler_fill(&t->sampler, m, t->batch_ids, t->batch_labels, t->batch_pos, t->batch_seg);
-        mt_ctx_reset(&t->ctx);
-        mt_minimax_out out;
-        mt_minimax_forward(&t->model, &t->ctx, &batch, &hooks, &out);
-        sums[0] += *(float *)out.ce_loss->data;
+        double aux = 0;
+        sums[0] += mt_sharded_micro_step(&t->sharded, &batch, &aux);
         /* aux: HF adds coef * aux per forward; averaged over this rank's micro-batches and the
          * ranks, so it is weighted like one forward of the global batch */
-        if (out.aux_loss)
-            sums[1] += *(float *)out.aux_loss->data / (double)(n_micro * t->comm->size);
-        mt_backward(&t->ctx, out.loss, NULL);
+        sums[1] += aux / (double)(n_micro * t->comm->size);
     }
     t->comm->allreduce_f64(t->comm, sums, 3);
     res.loss = sums[0];
     res.aux = sums[1];
     res.tokens = (int64_t)sums[2];
-    res.grad_norm = mt_zero_grad_norm(&t->zero);
-    bool finite = isfinite(res.loss) && isfinite(res.grad_norm) && mt_zero_grad_finite(&t->zero);
-    if (!finite) {
-        if (!rc->train_skip_nonfinite_steps)
-            MT_DIE("step %d: the %s is not finite (loss %g, grad norm %g); stopping "
-                   "(train.skip_nonfinite_steps = true skips such steps)",
-                   step, isfinite(res.loss) ? "gradient" : "loss", res.loss, res.grad_norm);
-        LOG0(t, "step %d: non-finite loss or gradient, step skipped\n", step);
-        res.skipped = true;
-        return res;
-    }
-    if (rc->train_max_grad_norm > 0 && res.grad_norm > rc->train_max_grad_norm)
-        mt_zero_scale_grad(&t->zero, (float)(rc->train_max_grad_norm / (res.grad_norm + 1e-6)));
     res.lr = mt_lr_at(mt_lr_kind_parse(rc->train_lr_scheduler_type), rc->train_learning_rate,
                       step - 1, rc->train_warmup_steps, rc->train_max_steps);
     mt_adamw opt = {.lr = res.lr,
@@ -410,7 +356,17 @@ static step_result trainer_step(trainer *t, int step) {
                     .eps = rc->train_adam_epsilon,
                     .weight_decay = rc->train_weight_decay,
                     .step = step};
-    mt_zero_adamw_step(&t->zero, &opt);
+    bool updated =
+        isfinite(res.loss) &&
+        mt_sharded_optimizer_step(&t->sharded, &opt, rc->train_max_grad_norm, &res.grad_norm);
+    if (!updated) {
+        if (!rc->train_skip_nonfinite_steps)
+            MT_DIE("step %d: the %s is not finite (loss %g, grad norm %g); stopping "
+                   "(train.skip_nonfinite_steps = true skips such steps)",
+                   step, isfinite(res.loss) ? "gradient" : "loss", res.loss, res.grad_norm);
+        LOG0(t, "step %d: non-finite loss or gradient, step skipped\n", step);
+        res.skipped = true;
+    }
     return res;
 }
 

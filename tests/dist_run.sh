@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# dist_run.sh: end-to-end runs of minimax-train on real MPI ranks for the dist_* tests.
+#   dist_run.sh BIN MODE [ARGS]   (run by ctest from the source directory; MT_TEST_TMPDIR set)
+# Modes:
+#   ranks N          tests/recipes/dist.toml on N ranks (global batch 4) -> $TMP/ranks-npN
+#   resume-straight  20 steps, checkpoints at 10 and 20                   -> $TMP/resume-a
+#   resume-split     --resume $TMP/resume-a/checkpoint-10, 10 more steps  -> $TMP/resume-b
+#   kill             SIGKILL one rank mid-run: the job must end non-zero in < 30 s; then a
+#                    kill during a checkpoint write must leave the previous checkpoint loadable
+#   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model
+set -euo pipefail
+bin="$1"
+mode="$2"
+tmp="${MT_TEST_TMPDIR:?}"
+recipe=tests/recipes/dist.toml
+run() { # run NP OUTDIR ARGS...
+  local np="$1" out="$2"
+  shift 2
+  rm -rf "$out"
+  mpirun -np "$np" --oversubscribe --bind-to none "$bin" "$recipe" \
+    --set "output.dir=$out" --set "data.cache_dir=$tmp/dist-cache-np$np" "$@" > "$out.log" 2>&1 ||
+    { tail -30 "$out.log"; return 1; }
+}
+
+case "$mode" in
+ranks)
+  np="$3"
+  run "$np" "$tmp/ranks-np$np" --set "train.per_device_train_batch_size=$((4 / np))"
+  grep -E "^memory|^step 20/" "$tmp/ranks-np$np.log"
+  ;;
+resume-straight)
+  run 2 "$tmp/resume-a" --set train.per_device_train_batch_size=2 --set output.save_steps=10
+  ;;
+resume-split)
+  run 2 "$tmp/resume-b" --set train.per_device_train_batch_size=2 --set output.save_steps=10 \
+    --resume "$tmp/resume-a/checkpoint-10"
+  grep -q "resumed from .*checkpoint-10 at step 10" "$tmp/resume-b.log"
+  ;;
+kill)
+  out="$tmp/kill"
+  rm -rf "$out"
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
+    --set "data.cache_dir=$tmp/dist-cache-kill" --set train.max_steps=100000 \
+    --set train.per_device_train_batch_size=2 > "$out.log" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do [ "$(wc -l < "$out/loss.csv" 2> /dev/null || echo 0)" -ge 3 ] && break; sleep 0.1; done
+  victim=$(pgrep -f -n "output.dir=$out" | head -1)
+  [ -n "$victim" ] || { echo "no rank process found"; exit 1; }
+  start=$(date +%s.%N)
+  kill -9 "$victim"
+  for _ in $(seq 600); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
+  kill -0 "$job" 2> /dev/null && { echo "FAIL: the job still runs 60 s after a rank was killed"; kill -9 "$job"; exit 1; }
+  rc=0
+  wait "$job" || rc=$?
+  took=$(echo "$(date +%s.%N) - $start" | bc)
+  echo "killed rank pid $victim: mpirun exited with $rc after ${took}s"
+  [ "$rc" -ne 0 ] || { echo "FAIL: the job exited 0 after a rank was killed"; exit 1; }
+  awk -v t="$took" 'BEGIN { exit !(t < 30) }' || { echo "FAIL: took ${took}s (limit 30s)"; exit 1; }
+
+  # a kill during a checkpoint write: MT_TEST_CHECKPOINT_DELAY holds the state file under its
+  # temporary name for a while, so the kill lands inside the write
+  out="$tmp/kill-ckpt"
+  rm -rf "$out"
+  run 2 "$out" --set train.max_steps=2 --set output.save_steps=2 --set train.per_device_train_batch_size=2
+  MT_TEST_CHECKPOINT_DELAY=20 mpirun -np 2 --oversubscribe --bind-to none -x MT_TEST_CHECKPOINT_DELAY \
+    "$bin" "$recipe" --set "output.dir=$out" --set "data.cache_dir=$tmp/dist-cache-kill" \
+    --set train.max_steps=4 --set output.save_steps=4 --set train.per_device_train_batch_size=2 \
+    --resume "$out/checkpoint-2" > "$out.log2" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do [ -e "$out/checkpoint-4.tmp/state.h5.tmp" ] && break; sleep 0.1; done
+  [ -e "$out/checkpoint-4.tmp/state.h5.tmp" ] || { echo "FAIL: the checkpoint write never started"; cat "$out.log2"; exit 1; }
+  pkill -9 -f "output.dir=$out" || true
+  wait "$job" || true
+  [ ! -e "$out/checkpoint-4" ] || { echo "FAIL: a half-written checkpoint-4 exists"; exit 1; }
+  run 2 "$out-resumed" --set train.max_steps=3 --set train.per_device_train_batch_size=2 \
+    --resume "$out/checkpoint-2"
+  grep -q "resumed from .*checkpoint-2 at step 2" "$out-resumed.log"
+  echo "previous checkpoint loads after a kill during the next write"
+  ;;
+bad-recipe)
+  expect() { # expect RECIPE_TEXT PATTERN [ARGS...]
+    local text="$1" pattern="$2"
+    shift 2
+    printf '%s' "$text" > "$tmp/bad.toml"
+    local rc=0
+    mpirun -np 2 --oversubscribe "$bin" "$tmp/bad.toml" "$@" > "$tmp/bad.log" 2>&1 || rc=$?
+    [ "$rc" -ne 0 ] || { echo "FAIL: exit 0 for: $text"; exit 1; }
+    grep -q -- "$pattern" "$tmp/bad.log" || { echo "FAIL: want '$pattern', got:"; cat "$tmp/bad.log"; exit 1; }
+    [ "$(grep -c '^error' "$tmp/bad.log")" -eq 1 ] || { echo "FAIL: not one error line:"; cat "$tmp/bad.log"; exit 1; }
+    ! grep -q "^model:\|^memory" "$tmp/bad.log" || { echo "FAIL: a model was built"; exit 1; }
+    echo "ok: $(grep '^error' "$tmp/bad.log")"
+  }
+  good='[model]\nconfig = "recipes/configs/tiny.json"\n[data]\ntokenizer_dir = "tests/fixtures/tokenizer"\n'
+  expect "$(printf "$good")
+[train]
+max_steps = 10 steps
+" "bad.toml:6:16: unexpected 's'"
+  expect "$(printf "$good")
+[train]
+learnig_rate = 1e-5
+" "bad.toml:6:16: unknown key 'train.learnig_rate'"
+  expect "$(printf "$good")
+[train]
+max_steps = \"ten\"
+" "bad.toml:6:13: train.max_steps must be an integer, not string"
+  expect '[model]
+path = "/nonexistent/MiniMax-Text-01-hf"
+' "bad.toml:2:8: model.path: directory /nonexistent/MiniMax-Text-01-hf does not exist"
+  ;;
+*)
+  echo "unknown mode $mode" >&2
+  exit 2
+  ;;
+esac

@@ -1,0 +1,68 @@
+/* sharded.c: see sharded.h. */
+#include "sharded.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static void hook_forward_enter(void *user, int bucket) {
+    mt_sharded *s = user;
+    mt_zero_gather(s->zero, bucket, false);
+}
+
+static void hook_forward_leave(void *user, int bucket) {
+    mt_sharded *s = user;
+    mt_zero_release(s->zero, bucket);
+}
+
+static void hook_backward(void *user, int bucket, bool enter) {
+    mt_sharded *s = user;
+    if (enter) {
+        mt_zero_gather(s->zero, bucket, true);
+    } else {
+        mt_zero_reduce_grad(s->zero, bucket);
+        mt_zero_release(s->zero, bucket);
+    }
+}
+
+void mt_sharded_init(mt_sharded *s, mt_minimax *m, mt_zero *z, mt_ctx *c) {
+    s->model = m;
+    s->zero = z;
+    s->ctx = c;
+    for (int b = 0; b < m->n_buckets; b++) {
+        int n = 0;
+        for (int p = 0; p < m->n_params; p++) n += m->info[p].bucket == b;
+        mt_zero_range *ranges = mt_calloc((size_t)n, sizeof(mt_zero_range), "decay ranges");
+        int k = 0;
+        for (int p = 0; p < m->n_params; p++) {
+            const mt_param_info *in = &m->info[p];
+            if (in->bucket == b)
+                ranges[k++] = (mt_zero_range){in->offset, in->numel, in->ndim >= 2};
+        }
+        mt_zero_set_ranges(z, b, ranges, n);
+        free(ranges);
+        mt_minimax_bind_bucket(m, b, mt_zero_slot_data(z, b), mt_zero_slot_grad(z, b));
+    }
+    c->tag_hook = hook_backward;
+    c->tag_user = s;
+}
+
+double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, double *aux) {
+    mt_bucket_hooks hooks = {hook_forward_enter, hook_forward_leave, s};
+    mt_ctx_reset(s->ctx);
+    mt_minimax_out out;
+    mt_minimax_forward(s->model, s->ctx, batch, &hooks, &out);
+    double ce = *(const float *)out.ce_loss->data;
+    if (aux) *aux = out.aux_loss ? *(const float *)out.aux_loss->data : 0.0;
+    mt_backward(s->ctx, out.loss, NULL);
+    return ce;
+}
+
+bool mt_sharded_optimizer_step(mt_sharded *s, const mt_adamw *opt, double max_grad_norm,
+                               double *grad_norm) {
+    *grad_norm = mt_zero_grad_norm(s->zero);
+    if (!isfinite(*grad_norm) || !mt_zero_grad_finite(s->zero)) return false;
+    if (max_grad_norm > 0 && *grad_norm > max_grad_norm)
+        mt_zero_scale_grad(s->zero, (float)(max_grad_norm / (*grad_norm + 1e-6)));
+    mt_zero_adamw_step(s->zero, opt);
+    return true;
+}

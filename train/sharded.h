@@ -1,0 +1,30 @@
+/* sharded.h: a model whose parameters live in ZeRO-3 shards (train/zero.h): the bucket hooks
+ * that gather before use (forward and, through the tape's tag hook, backward) and
+ * reduce-scatter gradients after each bucket's backward; one micro-step; the optimizer step.
+ * The trainer and the distributed tests drive training through this. */
+#pragma once
+#include <stdbool.h>
+
+#include "models/minimax.h"
+#include "train/zero.h"
+
+typedef struct {
+    mt_minimax *model;
+    mt_zero *zero;
+    mt_ctx *ctx;
+} mt_sharded;
+
+/* Binds every bucket of the model to its gather slot, sets the weight-decay ranges (matrices
+ * decay, norm vectors do not, as HF's Trainer) and installs the tape's tag hook on ctx. */
+void mt_sharded_init(mt_sharded *s, mt_minimax *m, mt_zero *z, mt_ctx *c);
+
+/* Forward and backward of one micro-batch; gradients accumulate into the owned shards.
+ * Returns the cross-entropy value of this micro-batch (with batch->loss_denom the global
+ * count, these add up to the global mean); *aux (may be NULL) gets the aux-loss value or 0. */
+double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, double *aux);
+
+/* Global grad norm into *grad_norm; when every gradient is finite: clips to max_grad_norm
+ * (<= 0: no clipping), runs AdamW on the owned shards and returns true; else returns false
+ * and changes nothing. */
+bool mt_sharded_optimizer_step(mt_sharded *s, const mt_adamw *opt, double max_grad_norm,
+                               double *grad_norm);
