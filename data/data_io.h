@@ -1,0 +1,30 @@
+/* data_io.h: small helpers shared by the data modules: whole-file reads, a 64-bit content hash,
+ * UTF-8 validation and a growable byte buffer. Errors go into a caller buffer of MT_ERR_LEN
+ * bytes (data/chat_template.h) so that tools and tests can report them. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* 64-bit FNV-1a over n bytes, continuing from h (start with MT_HASH64_INIT). It identifies
+ * inputs of the token cache; it is not a cryptographic hash. */
+#define MT_HASH64_INIT 0xcbf29ce484222325ull
+uint64_t mt_hash64(const void *p, size_t n, uint64_t h);
+
+/* Reads the whole file into a malloc'ed, NUL-terminated buffer. Returns NULL with
+ * "path: reason" in err when it cannot. */
+char *mt_file_read(const char *path, size_t *len, char *err);
+
+/* Hash of a file's bytes. Returns 0, or -1 with err set. */
+int mt_file_hash(const char *path, uint64_t *h, char *err);
+
+/* true when s[0, n) is well-formed UTF-8 (no overlongs, surrogates or code points > U+10FFFF);
+ * otherwise *bad_at (when not NULL) receives the byte offset of the first bad sequence. */
+bool mt_utf8_valid(const char *s, size_t n, size_t *bad_at);
+
+typedef struct {
+    char *p; /* NUL-terminated */
+    size_t len, cap;
+} mt_strbuf;
+void mt_strbuf_append(mt_strbuf *b, const char *s, size_t n);
+void mt_strbuf_free(mt_strbuf *b);

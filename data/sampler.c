@@ -1,0 +1,178 @@
+/* sampler.c: seeded epoch order, rank shares, padded or packed micro-batches, cursor. */
+#include "data/sampler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/check.h"
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int64_t sample_len(const mt_sampler *s, int64_t i) {
+    return s->data->offsets[i + 1] - s->data->offsets[i];
+}
+
+void mt_sampler_init(mt_sampler *s, const mt_sampler_cfg *cfg, const mt_token_data *data) {
+    *s = (mt_sampler){0};
+    MT_CHECK(cfg->world >= 1 && cfg->rank >= 0 && cfg->rank < cfg->world,
+             "sampler: rank %d of world %d", cfg->rank, cfg->world);
+    MT_CHECK(cfg->global_batch >= 1 && cfg->micro_batch >= 1 && cfg->seq_len >= 2,
+             "sampler: global_batch %lld, micro_batch %lld, seq_len %lld must be positive "
+             "(seq_len >= 2)",
+             (long long)cfg->global_batch, (long long)cfg->micro_batch, (long long)cfg->seq_len);
+    MT_CHECK(data->n_samples >= 1, "sampler: the dataset has no samples");
+    s->cfg = *cfg;
+    s->data = data;
+    int64_t n = data->n_samples;
+    s->targets = mt_malloc(sizeof(int64_t) * (size_t)n, "sampler targets");
+    for (int64_t i = 0; i < n; i++) {
+        int64_t len = sample_len(s, i), off = data->offsets[i];
+        MT_CHECK(len <= cfg->seq_len,
+                 "sampler: sample %lld has %lld tokens, more than seq_len %lld (build the cache "
+                 "with max_length <= seq_len)",
+                 (long long)i, (long long)len, (long long)cfg->seq_len);
+        int64_t t = 0;
+        for (int64_t k = 1; k < len; k++) t += data->labels[off + k] != -100;
+        s->targets[i] = t;
+    }
+    s->order = mt_malloc(sizeof(int64_t) * (size_t)n, "sampler order");
+    s->order_epoch = -1;
+    int64_t g = cfg->global_batch < n ? cfg->global_batch : n;
+    s->row_first = mt_malloc(sizeof(int64_t) * (size_t)(g + 1), "sampler rows");
+    s->row_items = mt_malloc(sizeof(int64_t) * (size_t)g, "sampler row items");
+    s->scratch = mt_malloc(sizeof(int64_t) * (size_t)(3 * g + 1), "sampler scratch");
+}
+
+void mt_sampler_free(mt_sampler *s) {
+    free(s->targets);
+    free(s->order);
+    free(s->row_first);
+    free(s->row_items);
+    free(s->scratch);
+    *s = (mt_sampler){0};
+}
+
+mt_sampler_cursor mt_sampler_get_cursor(const mt_sampler *s) { return s->cur; }
+
+void mt_sampler_set_cursor(mt_sampler *s, mt_sampler_cursor c) {
+    MT_CHECK(c.epoch >= 0 && c.position >= 0 && c.position <= s->data->n_samples,
+             "sampler: cursor (epoch %lld, position %lld) is outside a dataset of %lld samples",
+             (long long)c.epoch, (long long)c.position, (long long)s->data->n_samples);
+    s->cur = c;
+}
+
+int64_t mt_sampler_steps_per_epoch(const mt_sampler *s) {
+    return (s->data->n_samples + s->cfg.global_batch - 1) / s->cfg.global_batch;
+}
+
+/* The order of an epoch: identity, or Fisher-Yates driven by splitmix64(seed, epoch). */
+static void make_order(mt_sampler *s, int64_t epoch) {
+    int64_t n = s->data->n_samples;
+    for (int64_t i = 0; i < n; i++) s->order[i] = i;
+    if (s->cfg.shuffle) {
+        uint64_t st = s->cfg.seed;
+        st = splitmix64(&st) ^ ((uint64_t)epoch * 0xd6e8feb86659fd93ull);
+        for (int64_t i = n - 1; i > 0; i--) {
+            int64_t j = (int64_t)(splitmix64(&st) % (uint64_t)(i + 1));
+            int64_t t = s->order[i];
+            s->order[i] = s->order[j];
+            s->order[j] = t;
+        }
+    }
+    s->order_epoch = epoch;
+}
+
+/* Packs the share of rank q into rows. With out_first/out_items the rows are written there
+ * (row_first has n_rows + 1 entries); returns the number of rows. */
+static int64_t plan_rank(mt_sampler *s, int q, int64_t *out_first, int64_t *out_items) {
+    int64_t N = s->cfg.world, T = s->cfg.seq_len;
+    int64_t *used = s->scratch;                      /* (rows) tokens used per row */
+    int64_t *row_of = s->scratch + s->step_count;    /* (share) row of each share sample */
+    int64_t *share = s->scratch + 2 * s->step_count; /* (share) */
+    int64_t n_share = 0, n_rows = 0;
+    for (int64_t j = q; j < s->step_count; j += N) share[n_share++] = s->order[s->step_first + j];
+    for (int64_t k = 0; k < n_share; k++) {
+        int64_t len = sample_len(s, share[k]), r = 0;
+        if (s->cfg.pack)
+            while (r < n_rows && used[r] + len > T) r++;
+        else
+            r = n_rows;
+        if (r == n_rows) used[n_rows++] = 0;
+        used[r] += len;
+        row_of[k] = r;
+    }
+    if (out_first) { /* counting sort of the share by row, stable */
+        for (int64_t r = 0; r <= n_rows; r++) out_first[r] = 0;
+        for (int64_t k = 0; k < n_share; k++) out_first[row_of[k] + 1]++;
+        for (int64_t r = 0; r < n_rows; r++) out_first[r + 1] += out_first[r];
+        for (int64_t r = 0; r < n_rows; r++) used[r] = out_first[r];
+        for (int64_t k = 0; k < n_share; k++) out_items[used[row_of[k]]++] = share[k];
+    }
+    return n_rows;
+}
+
+int64_t mt_sampler_next(mt_sampler *s) {
+    int64_t n = s->data->n_samples;
+    if (s->cur.position >= n) {
+        s->cur.epoch++;
+        s->cur.position = 0;
+    }
+    if (s->order_epoch != s->cur.epoch) make_order(s, s->cur.epoch);
+    s->step_epoch = s->cur.epoch;
+    s->step_first = s->cur.position;
+    s->step_count =
+        n - s->step_first < s->cfg.global_batch ? n - s->step_first : s->cfg.global_batch;
+    int64_t B = s->cfg.micro_batch, max_micro = 1;
+    for (int q = 0; q < s->cfg.world; q++) {
+        int64_t rows = q == s->cfg.rank ? plan_rank(s, q, s->row_first, s->row_items)
+                                        : plan_rank(s, q, NULL, NULL);
+        if (q == s->cfg.rank) s->n_rows = rows;
+        int64_t m = (rows + B - 1) / B;
+        if (m > max_micro) max_micro = m;
+    }
+    s->n_micro = max_micro;
+    s->global_targets = s->local_targets = 0;
+    for (int64_t j = 0; j < s->step_count; j++) {
+        int64_t t = s->targets[s->order[s->step_first + j]];
+        s->global_targets += t;
+        if (j % s->cfg.world == s->cfg.rank) s->local_targets += t;
+    }
+    s->cur.position += s->step_count;
+    return s->n_micro;
+}
+
+void mt_sampler_fill(const mt_sampler *s, int64_t m, int32_t *ids, int32_t *labels, int32_t *pos,
+                     int32_t *seg) {
+    MT_CHECK(m >= 0 && m < s->n_micro, "sampler: micro-batch %lld of %lld", (long long)m,
+             (long long)s->n_micro);
+    int64_t B = s->cfg.micro_batch, T = s->cfg.seq_len;
+    const mt_token_data *d = s->data;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t row = m * B + b, base = b * T, col = 0, k0 = 0, k1 = 0;
+        if (row < s->n_rows) {
+            k0 = s->row_first[row];
+            k1 = s->row_first[row + 1];
+        }
+        for (int64_t k = k0; k < k1; k++) {
+            int64_t i = s->row_items[k], off = d->offsets[i], len = sample_len(s, i);
+            for (int64_t t = 0; t < len; t++) {
+                ids[base + col + t] = d->ids[off + t];
+                labels[base + col + t] = t + 1 < len ? d->labels[off + t + 1] : -100;
+                pos[base + col + t] = (int32_t)t;
+                seg[base + col + t] = (int32_t)(k - k0);
+            }
+            col += len;
+        }
+        for (int64_t t = col; t < T; t++) { /* padding: one more segment */
+            ids[base + t] = s->cfg.pad_id;
+            labels[base + t] = -100;
+            pos[base + t] = (int32_t)(t - col);
+            seg[base + t] = (int32_t)(k1 - k0);
+        }
+    }
+}

@@ -1,0 +1,76 @@
+/* sampler.h: the order in which samples are trained, and the rank's micro-batches.
+ *
+ * Order: epoch e visits every sample once, in index order (shuffle off) or in a permutation
+ * drawn from (seed, e) (shuffle on). The order does not depend on the rank or the world size.
+ * A global batch (one optimizer step) is the next global_batch samples of the order (the last
+ * one of an epoch may be shorter; a global batch never spans two epochs). Rank r of N takes the
+ * samples at positions j = r, r + N, r + 2N, ... of the global batch, so the shares are
+ * disjoint, they cover the epoch, and their union is the global batch whatever N is.
+ *
+ * Rows of seq_len tokens (B rows make a micro-batch, all (B,T) I32):
+ *   padded (pack off): one sample per row;
+ *   packed (pack on):  samples placed first-fit into rows in the order of the rank's share.
+ * Within a row each sample is a segment: seg = 0, 1, 2, ... in row order, pos restarts at 0 at
+ * each sample, and labels are shifted inside the sample: labels[t] = sample_labels[t + 1] (the
+ * next token when it is a target, else -100), and -100 at the sample's last token, so nothing is
+ * predicted across a boundary. The padding after the last sample is one more segment with
+ * ids = pad_id, labels = -100, pos restarting at 0. Every rank runs the same number of
+ * micro-batches per step (the largest need over ranks; missing ones are all padding), which
+ * collective parameter gathers require.
+ *
+ * The cursor (epoch, position = samples of that epoch already consumed) is all the state:
+ * saving it after a step and restoring it continues the exact sequence. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "data/token_cache.h"
+
+typedef struct {
+    uint64_t seed;
+    bool shuffle;
+    bool pack;
+    int64_t global_batch; /* samples per optimizer step over all ranks */
+    int64_t micro_batch;  /* B: rows per micro-batch */
+    int64_t seq_len;      /* T: tokens per row, >= the longest sample */
+    int rank, world;
+    int32_t pad_id; /* id of padding tokens (labels there are -100); recipes use eos */
+} mt_sampler_cfg;
+
+typedef struct {
+    int64_t epoch, position;
+} mt_sampler_cursor;
+
+typedef struct {
+    mt_sampler_cfg cfg;
+    const mt_token_data *data;
+    int64_t *targets;    /* (n_samples) predicted tokens of each sample after the shift */
+    int64_t *order;      /* (n_samples) the order of epoch order_epoch */
+    int64_t order_epoch; /* -1: none yet */
+    mt_sampler_cursor cur;
+    /* the current step, set by mt_sampler_next */
+    int64_t step_epoch, step_first, step_count; /* global batch = order[first, first + count) */
+    int64_t n_rows;                             /* this rank's rows */
+    int64_t *row_first;     /* (n_rows + 1) row i holds row_items[row_first[i], row_first[i+1]) */
+    int64_t *row_items;     /* sample indices */
+    int64_t n_micro;        /* micro-batches per rank in this step (same on every rank) */
+    int64_t global_targets; /* predicted tokens of the whole global batch (a loss denominator) */
+    int64_t local_targets;  /* predicted tokens of this rank's share */
+    int64_t *scratch;       /* packing work space */
+} mt_sampler;
+
+/* Dies (MT_DIE) on a bad configuration or when a sample is longer than seq_len. */
+void mt_sampler_init(mt_sampler *s, const mt_sampler_cfg *cfg, const mt_token_data *data);
+void mt_sampler_free(mt_sampler *s);
+
+mt_sampler_cursor mt_sampler_get_cursor(const mt_sampler *s);
+void mt_sampler_set_cursor(mt_sampler *s, mt_sampler_cursor c);
+int64_t mt_sampler_steps_per_epoch(const mt_sampler *s);
+
+/* Plans the next global batch (this rank's rows) and moves the cursor past it. Returns the
+ * number of micro-batches to run, equal on every rank. */
+int64_t mt_sampler_next(mt_sampler *s);
+
+/* Fills micro-batch m (0 <= m < n_micro) of the current step: each array is (B, T). */
+void mt_sampler_fill(const mt_sampler *s, int64_t m, int32_t *ids, int32_t *labels, int32_t *pos,
+                     int32_t *seg);

@@ -1,0 +1,18 @@
+/* synth.h: synthetic GSM8K-style word problems, deterministic from a seed.
+ *
+ * The project does not ship GSM8K; the demo and the tests train on these instead. Each problem
+ * is a templated multi-step arithmetic story with integer quantities; the answer has one line
+ * per step in GSM8K's format, "text a*b = <<a*b=c>>c text", and ends with "#### N". Every step
+ * is computed exactly (divisions come out even), so N is the correct answer. Problem i of
+ * seed s depends on (s, i) only. */
+#pragma once
+#include <stdint.h>
+
+#include "data/data_io.h"
+
+/* Problem `index` of the stream `seed`: question and answer replace the buffers' contents. */
+void mt_synth_problem(uint64_t seed, int64_t index, mt_strbuf *question, mt_strbuf *answer);
+
+/* Writes problems 0..n-1 as jsonl ({"question": ..., "answer": ...} per line) to path, through
+ * a temporary file renamed at the end. Returns 0, or -1 with err set (nothing left behind). */
+int mt_synth_write_jsonl(const char *path, uint64_t seed, int64_t n, char *err);

@@ -1,0 +1,304 @@
+/* token_cache.c: build the tokenized dataset; read and write its HDF5 cache. */
+#include "data/token_cache.h"
+
+#include <errno.h>
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "autograd/check.h"
+
+void mt_token_data_free(mt_token_data *d) {
+    free(d->ids);
+    free(d->labels);
+    free(d->offsets);
+    *d = (mt_token_data){0};
+}
+
+int mt_token_cache_key(const mt_token_cache_cfg *cfg, mt_cache_key *key, char *err) {
+    *key = (mt_cache_key){.format = MT_TOKEN_CACHE_FORMAT, .max_length = cfg->sample.max_length};
+    char path[4096];
+    if (mt_file_hash(cfg->data_path, &key->data_hash, err) != 0) return -1;
+    snprintf(path, sizeof(path), "%s/tokenizer.json", cfg->tokenizer_dir);
+    if (mt_file_hash(path, &key->tokenizer_hash, err) != 0) return -1;
+    snprintf(path, sizeof(path), "%s/tokenizer_config.json", cfg->tokenizer_dir);
+    char *tmpl = NULL;
+    if (mt_chat_template_check(path, &tmpl, err) != 0) return -1;
+    key->template_hash = mt_hash64(tmpl, strlen(tmpl), MT_HASH64_INIT);
+    free(tmpl);
+    const mt_sample_opts *o = &cfg->sample;
+    uint64_t sys = o->system ? mt_hash64(o->system, strlen(o->system), MT_HASH64_INIT) : 0;
+    char sys_text[32] = "none";
+    if (o->system) snprintf(sys_text, sizeof(sys_text), "%016llx", (unsigned long long)sys);
+    snprintf(key->options, sizeof(key->options),
+             "format=%d max_length=%lld policy=%s strip_annotations=%d skip_bad=%d system=%s",
+             MT_TOKEN_CACHE_FORMAT, (long long)o->max_length,
+             o->policy == MT_TRUNC_DROP ? "drop" : "truncate", o->strip_annotations ? 1 : 0,
+             cfg->skip_bad ? 1 : 0, sys_text);
+    key->options_hash = mt_hash64(key->options, strlen(key->options), MT_HASH64_INIT);
+    return 0;
+}
+
+static void grow(void **p, int64_t *cap, int64_t need, size_t elem, const char *what) {
+    if (need <= *cap) return;
+    int64_t c = *cap ? *cap : 1 << 16;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    MT_CHECK(q, "out of memory for %s (%lld elements)", what, (long long)c);
+    *p = q;
+    *cap = c;
+}
+
+int mt_token_data_build(const char *data_path, const mt_tokenizer *tok, const mt_sample_opts *o,
+                        bool skip_bad, mt_token_data *out, char *err) {
+    *out = (mt_token_data){0};
+    mt_gsm8k_set set;
+    if (mt_gsm8k_read(data_path, skip_bad, &set, err) != 0) return -1;
+    out->n_lines = set.n_lines;
+    out->n_skipped = set.n_skipped;
+    mt_sample_builder b;
+    mt_sample_builder_init(&b, tok, o);
+    int64_t tok_cap = 0, tok_cap2 = 0, off_cap = 0;
+    grow((void **)&out->offsets, &off_cap, set.n + 1, sizeof(int64_t), "sample offsets");
+    out->offsets[0] = 0;
+    int rc = 0;
+    for (int64_t i = 0; i < set.n; i++) {
+        char why[MT_ERR_LEN];
+        int r = mt_sample_build(&b, set.question[i], set.answer[i], why);
+        if (r == MT_SAMPLE_ERROR) {
+            snprintf(err, MT_ERR_LEN, "%s:%lld: %.400s", data_path, (long long)set.line[i], why);
+            rc = -1;
+            break;
+        }
+        if (r == MT_SAMPLE_DROPPED) {
+            out->n_dropped++;
+            continue;
+        }
+        out->n_truncated += r == MT_SAMPLE_TRUNCATED;
+        int64_t at = out->n_tokens;
+        grow((void **)&out->ids, &tok_cap, at + b.n, sizeof(int32_t), "token ids");
+        grow((void **)&out->labels, &tok_cap2, at + b.n, sizeof(int32_t), "labels");
+        memcpy(out->ids + at, b.ids, sizeof(int32_t) * (size_t)b.n);
+        memcpy(out->labels + at, b.lab, sizeof(int32_t) * (size_t)b.n);
+        out->n_tokens += b.n;
+        out->n_targets += b.n_targets;
+        out->offsets[++out->n_samples] = out->n_tokens;
+    }
+    mt_sample_builder_free(&b);
+    mt_gsm8k_set_free(&set);
+    if (rc != 0) mt_token_data_free(out);
+    return rc;
+}
+
+/* ---- HDF5 ---- */
+
+/* HDF5 prints its error stack by default; the cache reports its own errors instead. */
+typedef struct {
+    H5E_auto2_t fn;
+    void *data;
+} h5_quiet;
+static h5_quiet h5_silence(void) {
+    h5_quiet q;
+    H5Eget_auto2(H5E_DEFAULT, &q.fn, &q.data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    return q;
+}
+static void h5_restore(h5_quiet q) { H5Eset_auto2(H5E_DEFAULT, q.fn, q.data); }
+
+static bool attr_write(hid_t f, const char *name, hid_t file_type, hid_t mem_type, const void *v) {
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, name, file_type, sp, H5P_DEFAULT, H5P_DEFAULT);
+    bool ok = a >= 0 && H5Awrite(a, mem_type, v) >= 0;
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    return ok;
+}
+
+static bool attr_read(hid_t f, const char *name, hid_t mem_type, void *v) {
+    if (H5Aexists(f, name) <= 0) return false;
+    hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+    bool ok = a >= 0 && H5Aread(a, mem_type, v) >= 0;
+    if (a >= 0) H5Aclose(a);
+    return ok;
+}
+
+static bool string_attr_write(hid_t f, const char *name, const char *s) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(s) + 1);
+    bool ok = attr_write(f, name, t, t, s);
+    H5Tclose(t);
+    return ok;
+}
+
+static bool dset_write(hid_t f, const char *name, hid_t file_type, hid_t mem_type, int64_t n,
+                       const void *data) {
+    hsize_t dims[1] = {(hsize_t)n};
+    hid_t sp = H5Screate_simple(1, dims, NULL);
+    hid_t d = H5Dcreate2(f, name, file_type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    bool ok = d >= 0 && (n == 0 || H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
+    if (d >= 0) H5Dclose(d);
+    H5Sclose(sp);
+    return ok;
+}
+
+/* Reads a 1-D dataset into a malloc'ed buffer; *n receives its length. */
+static void *dset_read(hid_t f, const char *name, hid_t mem_type, size_t elem, int64_t *n) {
+    if (H5Lexists(f, name, H5P_DEFAULT) <= 0) return NULL;
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    if (d < 0) return NULL;
+    hid_t sp = H5Dget_space(d);
+    hsize_t dims[1] = {0};
+    void *buf = NULL;
+    if (H5Sget_simple_extent_ndims(sp) == 1 && H5Sget_simple_extent_dims(sp, dims, NULL) == 1) {
+        buf = mt_malloc(elem * (size_t)dims[0], name);
+        if (dims[0] > 0 && H5Dread(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+            free(buf);
+            buf = NULL;
+        }
+        *n = (int64_t)dims[0];
+    }
+    H5Sclose(sp);
+    H5Dclose(d);
+    return buf;
+}
+
+static const char *count_names[] = {"n_lines", "n_skipped", "n_truncated", "n_dropped",
+                                    "n_targets"};
+static int64_t *count_field(mt_token_data *d, int i) {
+    int64_t *f[] = {&d->n_lines, &d->n_skipped, &d->n_truncated, &d->n_dropped, &d->n_targets};
+    return f[i];
+}
+
+int mt_token_cache_write(const char *path, const mt_cache_key *key, const mt_token_data *d,
+                         char *err) {
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+    h5_quiet q = h5_silence();
+    remove(tmp); /* a leftover of a killed run with the same pid */
+    hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+    if (f < 0) {
+        h5_restore(q);
+        snprintf(err, MT_ERR_LEN, "%.300s: cannot create the token cache (HDF5)", tmp);
+        return -1;
+    }
+    bool ok =
+        dset_write(f, "ids", H5T_STD_I32LE, H5T_NATIVE_INT32, d->n_tokens, d->ids) &&
+        dset_write(f, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, d->n_tokens, d->labels) &&
+        dset_write(f, "offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, d->n_samples + 1, d->offsets);
+    ok = ok && attr_write(f, "format", H5T_STD_I64LE, H5T_NATIVE_INT64, &key->format);
+    ok = ok && attr_write(f, "data_hash", H5T_STD_U64LE, H5T_NATIVE_UINT64, &key->data_hash);
+    ok = ok &&
+         attr_write(f, "tokenizer_hash", H5T_STD_U64LE, H5T_NATIVE_UINT64, &key->tokenizer_hash);
+    ok =
+        ok && attr_write(f, "template_hash", H5T_STD_U64LE, H5T_NATIVE_UINT64, &key->template_hash);
+    ok = ok && attr_write(f, "options_hash", H5T_STD_U64LE, H5T_NATIVE_UINT64, &key->options_hash);
+    ok = ok && attr_write(f, "max_length", H5T_STD_I64LE, H5T_NATIVE_INT64, &key->max_length);
+    ok = ok && string_attr_write(f, "options", key->options);
+    for (int i = 0; i < 5 && ok; i++)
+        ok = attr_write(f, count_names[i], H5T_STD_I64LE, H5T_NATIVE_INT64,
+                        count_field((mt_token_data *)d, i));
+    ok = H5Fclose(f) >= 0 && ok;
+    h5_restore(q);
+    if (!ok || rename(tmp, path) != 0) {
+        snprintf(err, MT_ERR_LEN, "%.300s: cannot write the token cache%s%s", ok ? path : tmp,
+                 ok ? ": " : "", ok ? strerror(errno) : "");
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static bool key_read(hid_t f, mt_cache_key *k) {
+    *k = (mt_cache_key){0};
+    bool ok = attr_read(f, "format", H5T_NATIVE_INT64, &k->format) &&
+              attr_read(f, "data_hash", H5T_NATIVE_UINT64, &k->data_hash) &&
+              attr_read(f, "tokenizer_hash", H5T_NATIVE_UINT64, &k->tokenizer_hash) &&
+              attr_read(f, "template_hash", H5T_NATIVE_UINT64, &k->template_hash) &&
+              attr_read(f, "options_hash", H5T_NATIVE_UINT64, &k->options_hash) &&
+              attr_read(f, "max_length", H5T_NATIVE_INT64, &k->max_length);
+    return ok;
+}
+
+/* Which part of the key differs, or NULL. */
+static const char *key_diff(const mt_cache_key *a, const mt_cache_key *b) {
+    if (a->format != b->format) return "cache format";
+    if (a->data_hash != b->data_hash) return "data file";
+    if (a->tokenizer_hash != b->tokenizer_hash) return "tokenizer.json";
+    if (a->template_hash != b->template_hash) return "chat template";
+    if (a->max_length != b->max_length) return "max_length";
+    if (a->options_hash != b->options_hash) return "options";
+    return NULL;
+}
+
+int mt_token_cache_read(const char *path, const mt_cache_key *want, mt_token_data *out, char *why) {
+    *out = (mt_token_data){0};
+    if (access(path, F_OK) != 0) {
+        snprintf(why, MT_ERR_LEN, "%s: no cache file", path);
+        return 1;
+    }
+    h5_quiet q = h5_silence();
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) {
+        h5_restore(q);
+        snprintf(why, MT_ERR_LEN, "%s: not a readable HDF5 file", path);
+        return 1;
+    }
+    mt_cache_key have;
+    int rc = 0;
+    const char *diff = NULL;
+    if (!key_read(f, &have)) {
+        snprintf(why, MT_ERR_LEN, "%s: not a token cache (attributes missing)", path);
+        rc = 1;
+    } else if (want && (diff = key_diff(&have, want)) != NULL) {
+        snprintf(why, MT_ERR_LEN, "%s: built for another %s", path, diff);
+        rc = 1;
+    }
+    for (int i = 0; i < 5 && rc == 0; i++)
+        if (!attr_read(f, count_names[i], H5T_NATIVE_INT64, count_field(out, i))) rc = -1;
+    int64_t n_ids = 0, n_labels = 0, n_off = 0;
+    if (rc == 0) {
+        out->ids = dset_read(f, "ids", H5T_NATIVE_INT32, sizeof(int32_t), &n_ids);
+        out->labels = dset_read(f, "labels", H5T_NATIVE_INT32, sizeof(int32_t), &n_labels);
+        out->offsets = dset_read(f, "offsets", H5T_NATIVE_INT64, sizeof(int64_t), &n_off);
+        bool ok = out->ids && out->labels && out->offsets && n_ids == n_labels && n_off >= 1 &&
+                  out->offsets[0] == 0 && out->offsets[n_off - 1] == n_ids;
+        for (int64_t i = 0; ok && i + 1 < n_off; i++) ok = out->offsets[i] <= out->offsets[i + 1];
+        if (!ok) rc = -1;
+        out->n_samples = n_off - 1;
+        out->n_tokens = n_ids;
+    }
+    if (rc == -1) snprintf(why, MT_ERR_LEN, "%s: the token cache is inconsistent", path);
+    H5Fclose(f);
+    h5_restore(q);
+    if (rc != 0) mt_token_data_free(out);
+    return rc;
+}
+
+int mt_token_cache_open(const mt_token_cache_cfg *cfg, mt_token_data *out, bool *reused,
+                        char *err) {
+    *reused = false;
+    mt_cache_key key;
+    if (mt_token_cache_key(cfg, &key, err) != 0) return -1;
+    if (!cfg->force) {
+        char why[MT_ERR_LEN];
+        int rc = mt_token_cache_read(cfg->cache_path, &key, out, why);
+        if (rc == 0) {
+            *reused = true;
+            return 0;
+        }
+        /* absent, stale or damaged: rebuilt below */
+    }
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/tokenizer.json", cfg->tokenizer_dir);
+    mt_tokenizer *tok = mt_tokenizer_load(path);
+    int rc = mt_token_data_build(cfg->data_path, tok, &cfg->sample, cfg->skip_bad, out, err);
+    mt_tokenizer_free(tok);
+    if (rc != 0) return -1;
+    if (mt_token_cache_write(cfg->cache_path, &key, out, err) != 0) {
+        mt_token_data_free(out);
+        return -1;
+    }
+    return 0;
+}

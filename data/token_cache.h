@@ -1,0 +1,69 @@
+/* token_cache.h: the tokenized SFT dataset and its HDF5 cache.
+ *
+ * File layout (one HDF5 file, written serially):
+ *   /ids      I32 (n_tokens)       token ids of all samples, concatenated
+ *   /labels   I32 (n_tokens)       unshifted labels: ids where trained, -100 elsewhere
+ *   /offsets  I64 (n_samples + 1)  sample i = tokens [offsets[i], offsets[i+1])
+ *   attributes: format (I64), data_hash, tokenizer_hash, template_hash, options_hash (U64),
+ *   max_length (I64), options (string, the human-readable option list), and the build
+ *   counts n_lines, n_skipped, n_truncated, n_dropped, n_targets (I64).
+ * The hashes are 64-bit FNV-1a (data/data_io.h) of the jsonl bytes, of tokenizer.json's bytes and
+ * of the normalized chat template; options_hash covers everything else that changes the tokens
+ * (system text, annotation stripping, truncation policy, max_length, skip_bad, format).
+ * A cache is reused only when every one of them matches; otherwise it is rebuilt and written
+ * to "<path>.tmp.<pid>", then renamed over <path>, so readers never see a partial file. In a
+ * distributed run one rank builds (mt_token_cache_open) and the others read after a barrier. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "data/gsm8k.h"
+
+typedef struct {
+    int64_t n_samples, n_tokens;
+    int32_t *ids;     /* (n_tokens) */
+    int32_t *labels;  /* (n_tokens) */
+    int64_t *offsets; /* (n_samples + 1) */
+    /* how the dataset was built */
+    int64_t n_lines, n_skipped, n_truncated, n_dropped, n_targets;
+} mt_token_data;
+void mt_token_data_free(mt_token_data *d);
+
+#define MT_TOKEN_CACHE_FORMAT 1
+
+typedef struct {
+    int64_t format;
+    uint64_t data_hash, tokenizer_hash, template_hash, options_hash;
+    int64_t max_length;
+    char options[1024];
+} mt_cache_key;
+
+typedef struct {
+    const char *data_path;     /* GSM8K-style jsonl */
+    const char *tokenizer_dir; /* holds tokenizer.json and tokenizer_config.json */
+    const char *cache_path;    /* the .h5 file */
+    mt_sample_opts sample;
+    bool skip_bad; /* count and skip bad jsonl lines instead of failing */
+    bool force;    /* rebuild even when the cache matches */
+} mt_token_cache_cfg;
+
+/* The key of a configuration: hashes the files and checks the chat template (a template the
+ * renderer does not implement is an error here). Returns 0, or -1 with err set. */
+int mt_token_cache_key(const mt_token_cache_cfg *cfg, mt_cache_key *key, char *err);
+
+/* Tokenizes every line of data_path into out (samples over max_length dropped or cut as the
+ * options say). Returns 0, or -1 with "path:line: reason" in err. */
+int mt_token_data_build(const char *data_path, const mt_tokenizer *tok, const mt_sample_opts *o,
+                        bool skip_bad, mt_token_data *out, char *err);
+
+/* Reads a cache file. With want != NULL the file's key must equal want: returns 0 when loaded,
+ * 1 when the file is absent, unreadable or has another key (why says which), -1 when a file with
+ * the right key is inconsistent (err). With want == NULL any well-formed cache is loaded. */
+int mt_token_cache_read(const char *path, const mt_cache_key *want, mt_token_data *out, char *why);
+/* Writes data under key to path atomically (temporary file + rename). Returns 0 or -1 (err). */
+int mt_token_cache_write(const char *path, const mt_cache_key *key, const mt_token_data *d,
+                         char *err);
+
+/* Reuses cfg->cache_path when its key matches, otherwise builds the dataset and writes the
+ * cache. *reused tells which happened. Returns 0, or -1 with err set (no file left behind). */
+int mt_token_cache_open(const mt_token_cache_cfg *cfg, mt_token_data *out, bool *reused, char *err);

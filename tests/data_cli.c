@@ -1,0 +1,202 @@
+/* data_cli.c: the minimax-data tool end to end (synth, tokenize, show and their error paths),
+ * and all of GSM8K's training set when ../shared has it. */
+/* Paths here are temporary directories far below the buffer sizes; snprintf truncation cannot
+ * happen and would only shorten a message. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#include <sys/wait.h>
+#include <time.h>
+
+#include "data/synth.h"
+#include "data/token_cache.h"
+#include "data_util.h"
+
+/* ---------------- data_cli ---------------- */
+
+static char cli_out[1 << 16], cli_err[1 << 16];
+
+/* Runs `minimax-data <args>` with stdout/stderr captured in cli_out/cli_err; returns the exit
+ * status. */
+static int cli(const char *dir, const char *args) {
+    const char *exe = getenv("MT_DATA_CLI");
+    MT_CHECK(exe && *exe, "MT_DATA_CLI (the minimax-data binary) is not set; run through ctest");
+    char cmd[16384], po[4200], pe[4200], err[MT_ERR_LEN];
+    snprintf(po, sizeof(po), "%s/cli.out", dir);
+    snprintf(pe, sizeof(pe), "%s/cli.err", dir);
+    snprintf(cmd, sizeof(cmd), "'%s' %s >'%s' 2>'%s'", exe, args, po, pe);
+    int st = system(cmd);
+    char *o = mt_file_read(po, NULL, err), *e = mt_file_read(pe, NULL, err);
+    snprintf(cli_out, sizeof(cli_out), "%s", o ? o : "");
+    snprintf(cli_err, sizeof(cli_err), "%s", e ? e : "");
+    free(o);
+    free(e);
+    remove(po);
+    remove(pe);
+    /* under -DMT_SANITIZE a sanitizer report also exits with 1: never mistake it for ours */
+    EXPECT(!has(cli_err, "Sanitizer") && !has(cli_err, "runtime error"), "minimax-data %s:\n%s",
+           args, cli_err);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int test_data_cli(void) {
+    char dir[4096], a[12000], p[4300], q[4300];
+    make_tmpdir(dir, sizeof(dir));
+    const char *tk = tokenizer_dir();
+    snprintf(a, sizeof(a), "synth --out '%s/s.jsonl' --n 120 --seed 5", dir);
+    EXPECT(cli(dir, a) == 0 && has(cli_out, "wrote 120"), "synth: %s%s", cli_out, cli_err);
+    mt_gsm8k_set s;
+    char err[MT_ERR_LEN];
+    snprintf(p, sizeof(p), "%s/s.jsonl", dir);
+    EXPECT(mt_gsm8k_read(p, false, &s, err) == 0 && s.n == 120, "synth output: %s", err);
+    mt_gsm8k_set_free(&s);
+
+    snprintf(a, sizeof(a), "tokenize --data '%s/s.jsonl' --tokenizer '%s' --out '%s/c.h5'", dir, tk,
+             dir);
+    EXPECT(cli(dir, a) == 0 && has(cli_out, "(built)") && has(cli_out, "samples    120") &&
+               has(cli_out, "assistant") && has(cli_out, "time"),
+           "tokenize: %s%s", cli_out, cli_err);
+    EXPECT(cli(dir, a) == 0 && has(cli_out, "(reused)"), "tokenize again: %s%s", cli_out, cli_err);
+    snprintf(q, sizeof(q), "%s --strip-annotations", a);
+    EXPECT(cli(dir, q) == 0 && has(cli_out, "(built)"), "tokenize --strip: %s", cli_out);
+    snprintf(q, sizeof(q), "%s --max-length 40 --policy truncate", a);
+    EXPECT(cli(dir, q) == 0 && has(cli_out, "truncated  120"), "truncate: %s", cli_out);
+
+    /* show: the exact text with untrained parts bracketed */
+    mt_strbuf qq = {0}, aa = {0};
+    mt_synth_problem(5, 3, &qq, &aa);
+    char *want = mt_malloc(qq.len + aa.len + 512, "expected show");
+    sprintf(want,
+            "\xe2\x9f\xa6<beginning_of_sentence>user name=user\n%s<end_of_sentence>\n"
+            "<beginning_of_sentence>ai name=assistant\n\xe2\x9f\xa7%s<end_of_sentence>"
+            "\xe2\x9f\xa6\n\xe2\x9f\xa7\n",
+            qq.p, aa.p);
+    snprintf(a, sizeof(a), "show --data '%s/s.jsonl' --tokenizer '%s' --index 3 --no-color", dir,
+             tk);
+    EXPECT(cli(dir, a) == 0 && has(cli_out, want), "show:\n%s\nwant:\n%s", cli_out, want);
+    free(want);
+    mt_strbuf_free(&qq);
+    mt_strbuf_free(&aa);
+    snprintf(q, sizeof(q), "%s --tokens", a);
+    EXPECT(cli(dir, q) == 0 && has(cli_out, "label") && has(cli_out, "-100"), "show --tokens");
+
+    /* error paths */
+    snprintf(p, sizeof(p), "%s/bad.jsonl", dir);
+    write_text(p, "{\"question\": \"q\", \"answer\": \"a\\n#### 1\"}\n\n{\"question\": \"q\"\n"
+                  "{\"question\": \"q2\", \"answer\": \"b\\n#### 2\"}\n");
+    snprintf(a, sizeof(a), "tokenize --data '%s' --tokenizer '%s' --out '%s/c2.h5'", p, tk, dir);
+    snprintf(q, sizeof(q), "%s:3: malformed JSON", p);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, q), "bad line: %s", cli_err);
+    snprintf(q, sizeof(q), "%s/c2.h5", dir);
+    EXPECT(!file_exists(q) && count_entries(dir, ".tmp.") == 0, "files left after an error");
+    snprintf(q, sizeof(q), "%s --skip-bad", a);
+    EXPECT(cli(dir, q) == 0 && has(cli_out, "skipped    1") && has(cli_out, "samples    2") &&
+               has(cli_err, "skipped 1 bad line"),
+           "--skip-bad: %s%s", cli_out, cli_err);
+    snprintf(a, sizeof(a), "tokenize --data '%s/s.jsonl' --tokenizer '%s/none' --out '%s/c3.h5'",
+             dir, dir, dir);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, "none/tokenizer.json"), "no tokenizer: %s", cli_err);
+    snprintf(a, sizeof(a), "tokenize --data '%s/absent.jsonl' --tokenizer '%s' --out '%s/c3.h5'",
+             dir, tk, dir);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, "absent.jsonl"), "no data: %s", cli_err);
+    snprintf(q, sizeof(q), "%s/tok", dir);
+    mkdir(q, 0755);
+    write_config(q, "{{ messages }}");
+    snprintf(p, sizeof(p), "%s/tok/tokenizer.json", dir);
+    write_text(p, "{}");
+    snprintf(a, sizeof(a), "tokenize --data '%s/s.jsonl' --tokenizer '%s/tok' --out '%s/c3.h5'",
+             dir, dir, dir);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, "tok/tokenizer_config.json: chat template not"),
+           "foreign template: %s", cli_err);
+    snprintf(a, sizeof(a), "show --data '%s/s.jsonl' --tokenizer '%s' --index 120", dir, tk);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, "outside"), "show out of range: %s", cli_err);
+    snprintf(a, sizeof(a), "synth --out '%s/no/such/x.jsonl'", dir);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, "no/such"), "synth unwritable: %s", cli_err);
+    EXPECT(cli(dir, "tokenize --data x.jsonl") == 2 && has(cli_err, "--tokenizer is required"),
+           "usage: %s", cli_err);
+    EXPECT(cli(dir, "tokenize --policy maybe") == 2, "bad policy accepted");
+    EXPECT(cli(dir, "frobnicate") == 2 && has(cli_err, "unknown command"), "unknown command");
+    EXPECT(cli(dir, "synth --out x --n ten") == 2, "bad integer accepted");
+    EXPECT(count_entries(dir, ".tmp.") == 0, "temporary files left");
+    rm_tree(dir);
+    return MT_TEST_OK;
+}
+
+/* ---------------- data_gsm8k_full (../shared only) ---------------- */
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* All of GSM8K's training set: read, rendered, tokenized; the labelled tokens decode to exactly
+ * the answer + <end_of_sentence> for every sample. */
+static int test_data_gsm8k_full(void) {
+    const char *path = gsm8k_path();
+    if (!path) {
+        printf("no ../shared/data/gsm8k/train.jsonl\n");
+        return MT_TEST_SKIP;
+    }
+    char err[MT_ERR_LEN];
+    mt_gsm8k_set s;
+    double t0 = now_s();
+    EXPECT(mt_gsm8k_read(path, false, &s, err) == 0, "%s", err);
+    double t_read = now_s() - t0;
+    EXPECT(s.n == 7473 && s.n_lines == 7473, "GSM8K train has %lld records", (long long)s.n);
+    int no_final = 0, left = 0;
+    for (int64_t i = 0; i < s.n; i++) {
+        const char *h = strstr(s.answer[i], "\n#### ");
+        no_final += !h || strchr(h + 1, '\n') != NULL;
+        char *c = strdup(s.answer[i]);
+        mt_gsm8k_strip_annotations(c);
+        left += strstr(c, "<<") != NULL || strstr(c, ">>") != NULL;
+        free(c);
+    }
+    EXPECT(no_final == 0 && left == 0, "%d answers without a final #### line, %d unstripped",
+           no_final, left);
+
+    char tj[4200];
+    snprintf(tj, sizeof(tj), "%s/tokenizer.json", tokenizer_dir());
+    mt_tokenizer *tok = mt_tokenizer_load(tj);
+    mt_sample_opts o;
+    mt_sample_opts_default(&o);
+    o.max_length = 1 << 20; /* keep all: every sample is checked */
+    mt_token_data d;
+    t0 = now_s();
+    EXPECT(mt_token_data_build(path, tok, &o, false, &d, err) == 0, "%s", err);
+    double t_build = now_s() - t0;
+    EXPECT(d.n_samples == s.n, "%lld samples built of %lld", (long long)d.n_samples,
+           (long long)s.n);
+    int bad = 0;
+    int64_t over512 = 0, longest = 0;
+    int32_t *sel = mt_malloc(sizeof(int32_t) * (size_t)(d.n_tokens + 1), "labelled ids");
+    for (int64_t i = 0; i < d.n_samples && d.n_samples == s.n; i++) {
+        int64_t o0 = d.offsets[i], len = d.offsets[i + 1] - o0, n = 0;
+        over512 += len > 512;
+        longest = len > longest ? len : longest;
+        for (int64_t t = 0; t < len; t++)
+            if (d.labels[o0 + t] != MT_IGNORE_INDEX) sel[n++] = d.ids[o0 + t];
+        char *txt = mt_tokenizer_decode(tok, sel, n, false);
+        size_t al = strlen(s.answer[i]);
+        if ((strncmp(txt, s.answer[i], al) || strcmp(txt + al, "<end_of_sentence>")) && bad++ < 3)
+            printf("sample %lld: labels decode to \"%s\"\n", (long long)i, txt);
+        free(txt);
+    }
+    EXPECT(bad == 0, "%d samples whose labels are not exactly answer + <end_of_sentence>", bad);
+    printf("GSM8K train: %lld samples, %lld tokens, %lld labelled (%.1f%%), longest %lld, "
+           "%lld over 512; read %.3f s, render+tokenize+label %.3f s\n",
+           (long long)d.n_samples, (long long)d.n_tokens, (long long)d.n_targets,
+           100.0 * (double)d.n_targets / (double)d.n_tokens, (long long)longest, (long long)over512,
+           t_read, t_build);
+    free(sel);
+    mt_token_data_free(&d);
+    mt_tokenizer_free(tok);
+    mt_gsm8k_set_free(&s);
+    return MT_TEST_OK;
+}
+
+static const mt_test_case cases[] = {
+    {"data_cli", test_data_cli},
+    {"data_gsm8k_full", test_data_gsm8k_full},
+};
+MT_TEST_MAIN(cases)

@@ -1,0 +1,659 @@
+/* data_pipeline.c: chat template vs transformers fixtures, GSM8K reader, synthetic problems,
+ * token cache. The sampler (tests/data_sampler.c) and the CLI + full GSM8K file
+ * (tests/data_cli.c) have their own files. */
+/* Paths here are temporary directories far below the buffer sizes; snprintf truncation cannot
+ * happen and would only shorten a message. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#include <cJSON.h>
+#include <ctype.h>
+
+#include "data/synth.h"
+#include "data/token_cache.h"
+#include "data_util.h"
+
+/* ---------------- data_template ---------------- */
+
+static bool role_of(const char *s, mt_chat_role *r) {
+    if (!strcmp(s, "system"))
+        *r = MT_CHAT_SYSTEM;
+    else if (!strcmp(s, "user"))
+        *r = MT_CHAT_USER;
+    else if (!strcmp(s, "assistant"))
+        *r = MT_CHAT_ASSISTANT;
+    else
+        return false;
+    return true;
+}
+
+static char *replace_all(const char *s, const char *from, const char *to) {
+    mt_strbuf b = {0};
+    mt_strbuf_append(&b, "", 0);
+    size_t nf = strlen(from);
+    for (const char *p = s; *p;) {
+        if (!strncmp(p, from, nf)) {
+            mt_strbuf_append(&b, to, strlen(to));
+            p += nf;
+        } else
+            mt_strbuf_append(&b, p++, 1);
+    }
+    return b.p;
+}
+
+/* Which templates the renderer accepts and how it says no. */
+static void check_template_acceptance(void) {
+    char dir[4096], cfg[4200], err[MT_ERR_LEN];
+    make_tmpdir(dir, sizeof(dir));
+    snprintf(cfg, sizeof(cfg), "%s/tokenizer_config.json", dir);
+    const char *t = mt_chat_template_minimax();
+
+    char *spaced = replace_all(t, " %}", "   %}");
+    char *spaced2 = replace_all(spaced, "{{ '", "{{\n  '");
+    write_config(dir, spaced2);
+    EXPECT(mt_chat_template_check(cfg, NULL, err) == 0, "whitespace variant rejected: %s", err);
+    char *raw_nl = replace_all(t, "\\n'", "\n'"); /* a raw newline inside the literals */
+    write_config(dir, raw_nl);
+    EXPECT(mt_chat_template_check(cfg, NULL, err) == 0, "raw-newline variant rejected: %s", err);
+
+    char *other = replace_all(t, "user name=user", "user name=human");
+    write_config(dir, other);
+    EXPECT(mt_chat_template_check(cfg, NULL, err) != 0, "a different template was accepted");
+    EXPECT(has(err, cfg) && has(err, "chat template not implemented by this renderer"),
+           "unclear rejection: %s", err);
+    char *literal_space = replace_all(t, "name=user\\n'", "name=user \\n'");
+    write_config(dir, literal_space);
+    EXPECT(mt_chat_template_check(cfg, NULL, err) != 0, "a space inside a literal was ignored");
+
+    /* the list form with a "default" entry */
+    cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "chat_template");
+    cJSON *e1 = cJSON_CreateObject(), *e2 = cJSON_CreateObject();
+    cJSON_AddStringToObject(e1, "name", "tool_use");
+    cJSON_AddStringToObject(e1, "template", "{{ x }}");
+    cJSON_AddStringToObject(e2, "name", "default");
+    cJSON_AddStringToObject(e2, "template", t);
+    cJSON_AddItemToArray(list, e1);
+    cJSON_AddItemToArray(list, e2);
+    char *js = cJSON_Print(o);
+    write_text(cfg, js);
+    free(js);
+    cJSON_Delete(o);
+    EXPECT(mt_chat_template_check(cfg, NULL, err) == 0, "list form rejected: %s", err);
+
+    /* no chat_template in the config: chat_template.jinja next to it, else an error */
+    write_config(dir, NULL);
+    EXPECT(mt_chat_template_check(cfg, NULL, err) != 0 && has(err, cfg),
+           "missing template: unclear error \"%s\"", err);
+    char jinja[4200];
+    snprintf(jinja, sizeof(jinja), "%s/chat_template.jinja", dir);
+    char *with_nl = replace_all(t, "%}{%", "%}{%");
+    size_t nl = strlen(with_nl);
+    with_nl = realloc(with_nl, nl + 2);
+    memcpy(with_nl + nl, "\n", 2); /* Jinja drops one trailing newline */
+    write_text(jinja, with_nl);
+    EXPECT(mt_chat_template_check(cfg, NULL, err) == 0, "chat_template.jinja rejected: %s", err);
+
+    write_text(cfg, "{\"chat_template\": ");
+    EXPECT(mt_chat_template_check(cfg, NULL, err) != 0 && has(err, cfg), "bad JSON: \"%s\"", err);
+    snprintf(jinja, sizeof(jinja), "%s/absent.json", dir);
+    EXPECT(mt_chat_template_check(jinja, NULL, err) != 0 && has(err, jinja), "missing file: \"%s\"",
+           err);
+    free(spaced);
+    free(spaced2);
+    free(raw_nl);
+    free(other);
+    free(literal_space);
+    free(with_nl);
+    rm_tree(dir);
+}
+
+static int test_data_template(void) {
+    check_template_acceptance();
+
+    char path[4200], err[MT_ERR_LEN];
+    snprintf(path, sizeof(path), "%s/tokenizer_config.json", tokenizer_dir());
+    EXPECT(mt_chat_template_check(path, NULL, err) == 0, "the test tokenizer's template: %s", err);
+    snprintf(path, sizeof(path), "%s/tests/fixtures/template/chat_cases.json", source_dir());
+    size_t len;
+    char *text = mt_file_read(path, &len, err);
+    EXPECT(text, "%s", err);
+    if (!text) return MT_TEST_OK;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(root, "cases");
+    EXPECT(cJSON_GetArraySize(cases) >= 5, "too few template fixtures");
+    snprintf(path, sizeof(path), "%s/tokenizer.json", tokenizer_dir());
+    mt_tokenizer *tok = mt_tokenizer_load(path);
+    int32_t eos = mt_tokenizer_token_to_id(tok, "<end_of_sentence>");
+    mt_chat_rendered r = {0};
+    mt_token_buf tb = {0};
+    const cJSON *c;
+    int n_cases = 0, n_label_cases = 0;
+    cJSON_ArrayForEach(c, cases) {
+        const char *name = cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring;
+        const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(c, "messages"), *m;
+        mt_chat_msg ms[16];
+        int n = 0;
+        cJSON_ArrayForEach(m, msgs) {
+            MT_CHECK(n < 16, "fixture %s: too many messages", name);
+            bool ok =
+                role_of(cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring, &ms[n].role);
+            EXPECT(ok, "fixture %s: unknown role", name);
+            ms[n].text = cJSON_GetObjectItemCaseSensitive(m, "text")->valuestring;
+            ms[n].len = strlen(ms[n].text);
+            n++;
+        }
+        bool agp = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt"));
+        const char *want = cJSON_GetObjectItemCaseSensitive(c, "rendered")->valuestring;
+        mt_chat_render(ms, n, agp, &r);
+        EXPECT(r.len == strlen(want) && memcmp(r.text, want, r.len) == 0,
+               "%s: rendered text differs from apply_chat_template", name);
+
+        /* the assistant mask from HF's own token offsets (covers tokenizers whose tokens
+         * straddle a span edge), then tokens, offsets and mask from our tokenizer */
+        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(c, "input_ids");
+        const cJSON *hoff = cJSON_GetObjectItemCaseSensitive(c, "offsets");
+        const cJSON *hmask = cJSON_GetObjectItemCaseSensitive(c, "assistant_masks");
+        int64_t nt = cJSON_GetArraySize(ids);
+        MT_CHECK(cJSON_GetArraySize(hmask) == nt && cJSON_GetArraySize(hoff) == 2 * nt,
+                 "fixture %s: inconsistent sizes", name);
+        int64_t *off = mt_malloc(sizeof(int64_t) * (size_t)(2 * nt + 1), "offsets");
+        uint8_t *mask = mt_malloc((size_t)nt + 1, "mask");
+        for (int64_t i = 0; i < 2 * nt; i++) off[i] = cJSON_GetArrayItem(hoff, (int)i)->valueint;
+        mt_chat_token_mask(&r, off, nt, mask);
+        int mask_miss = 0, n_mask = 0, n_straddle = 0;
+        for (int64_t i = 0; i < nt; i++) {
+            int hm = cJSON_GetArrayItem(hmask, (int)i)->valueint;
+            mask_miss += mask[i] != hm;
+            n_mask += hm;
+            for (int k = 0; k < r.n_spans; k++)
+                n_straddle +=
+                    hm && (off[2 * i] < r.spans[2 * k] && off[2 * i + 1] > r.spans[2 * k]);
+        }
+        EXPECT(mask_miss == 0, "%s: %d mask entries from HF offsets differ from HF", name,
+               mask_miss);
+        if (!strncmp(name, "straddle_", 9))
+            EXPECT(n_straddle > 0, "%s: no token straddles a span edge", name);
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "test_tokenizer"))) {
+            free(off);
+            free(mask);
+            n_cases++;
+            continue;
+        }
+        mt_token_buf_clear(&tb);
+        mt_tokenizer_encode(tok, r.text, r.len, &tb);
+        EXPECT(tb.n == nt, "%s: %lld tokens, HF has %lld", name, (long long)tb.n, (long long)nt);
+        if (tb.n != nt) {
+            free(off);
+            free(mask);
+            continue;
+        }
+        mt_chat_token_mask(&r, tb.offsets, tb.n, mask);
+        int id_miss = 0, off_miss = 0;
+        mask_miss = 0;
+        for (int64_t i = 0; i < nt; i++) {
+            id_miss += tb.ids[i] != cJSON_GetArrayItem(ids, (int)i)->valueint;
+            off_miss += tb.offsets[2 * i] != off[2 * i] || tb.offsets[2 * i + 1] != off[2 * i + 1];
+            mask_miss += mask[i] != cJSON_GetArrayItem(hmask, (int)i)->valueint;
+        }
+        EXPECT(id_miss == 0 && off_miss == 0, "%s: %d token ids and %d offsets differ from HF",
+               name, id_miss, off_miss);
+        EXPECT(mask_miss == 0, "%s: %d assistant-mask entries differ from HF", name, mask_miss);
+        bool has_assistant = false;
+        for (int i = 0; i < n; i++) has_assistant |= ms[i].role == MT_CHAT_ASSISTANT;
+        EXPECT(!has_assistant || n_mask > 0, "%s: HF masks nothing", name);
+
+        /* GSM8K-shaped conversations: the sample labels are HF's mask + the closing eos */
+        bool gsm = (n == 2 && ms[0].role == MT_CHAT_USER && ms[1].role == MT_CHAT_ASSISTANT) ||
+                   (n == 3 && ms[0].role == MT_CHAT_SYSTEM && ms[1].role == MT_CHAT_USER &&
+                    ms[2].role == MT_CHAT_ASSISTANT);
+        if (gsm && !agp) {
+            mt_sample_opts o;
+            mt_sample_opts_default(&o);
+            o.max_length = 1 << 20;
+            o.system = n == 3 ? ms[0].text : NULL;
+            mt_sample_builder b;
+            mt_sample_builder_init(&b, tok, &o);
+            int rc = mt_sample_build(&b, ms[n - 2].text, ms[n - 1].text, err);
+            EXPECT(rc == MT_SAMPLE_OK && b.n == nt, "%s: sample build rc %d", name, rc);
+            int lab_miss = 0, n_eos = 0;
+            for (int64_t i = 0; rc == MT_SAMPLE_OK && i < nt; i++) {
+                int hm = cJSON_GetArrayItem(hmask, (int)i)->valueint;
+                int prev = i > 0 ? cJSON_GetArrayItem(hmask, (int)i - 1)->valueint : 0;
+                bool closing = !hm && prev && b.ids[i] == eos;
+                n_eos += closing;
+                int32_t want_lab = hm || closing ? b.ids[i] : MT_IGNORE_INDEX;
+                lab_miss += b.lab[i] != want_lab;
+            }
+            EXPECT(lab_miss == 0 && n_eos == 1, "%s: %d labels differ, %d closing eos", name,
+                   lab_miss, n_eos);
+            EXPECT(b.n >= 1 && b.lab[b.n - 1] == MT_IGNORE_INDEX, "%s: trailing newline labelled",
+                   name);
+            mt_sample_builder_free(&b);
+            n_label_cases++;
+        }
+        free(off);
+        free(mask);
+        n_cases++;
+    }
+    EXPECT(n_label_cases >= 2, "only %d GSM8K-shaped fixtures", n_label_cases);
+    printf("template: %d fixtures byte-identical, masks equal (%d with labels)\n", n_cases,
+           n_label_cases);
+    mt_chat_rendered_free(&r);
+    mt_token_buf_free(&tb);
+    mt_tokenizer_free(tok);
+    cJSON_Delete(root);
+    return MT_TEST_OK;
+}
+
+/* ---------------- data_gsm8k_reader ---------------- */
+
+/* Reads `content` as a jsonl file and expects an error naming the file and `line` with `what`. */
+static void expect_bad(const char *dir, const char *content, int line, const char *what) {
+    char path[4200], err[MT_ERR_LEN] = "", loc[4300];
+    snprintf(path, sizeof(path), "%s/bad.jsonl", dir);
+    write_text(path, content);
+    mt_gsm8k_set s;
+    int rc = mt_gsm8k_read(path, false, &s, err);
+    snprintf(loc, sizeof(loc), "%s:%d: ", path, line);
+    EXPECT(rc != 0 && has(err, loc) && has(err, what), "want \"%s...%s\", got rc %d \"%s\"", loc,
+           what, rc, err);
+    EXPECT(s.n == 0, "records left after an error");
+}
+
+static int test_data_gsm8k_reader(void) {
+    char dir[4096], path[4200], err[MT_ERR_LEN];
+    make_tmpdir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/ok.jsonl", dir);
+    write_text(path,
+               "{\"question\": \"Q1?\", \"answer\": \"a = <<1+2=3>>3\\n#### 3\"}\n"
+               "\n"
+               "   \n"
+               "{\"answer\": \"caf\\u00e9 \\u4e2d\\n#### 0\", \"id\": 7, \"question\": \"Q2\"}\r\n"
+               "{\"question\":\"x\",\"answer\":\"<<no end\\n#### 1\"}");
+    mt_gsm8k_set s;
+    int rc = mt_gsm8k_read(path, false, &s, err);
+    EXPECT(rc == 0, "read failed: %s", err);
+    EXPECT(s.n == 3 && s.n_lines == 3 && s.n_skipped == 0, "n %lld lines %lld", (long long)s.n,
+           (long long)s.n_lines);
+    if (s.n == 3) {
+        EXPECT(!strcmp(s.question[0], "Q1?") && !strcmp(s.answer[0], "a = <<1+2=3>>3\n#### 3"),
+               "record 0: \"%s\" / \"%s\"", s.question[0], s.answer[0]);
+        EXPECT(!strcmp(s.question[1], "Q2") &&
+                   !strcmp(s.answer[1], "caf\xc3\xa9 \xe4\xb8\xad\n#### 0"),
+               "record 1 (escapes, field order, CRLF): \"%s\"", s.answer[1]);
+        EXPECT(s.line[0] == 1 && s.line[1] == 4 && s.line[2] == 5, "line numbers %lld %lld %lld",
+               (long long)s.line[0], (long long)s.line[1], (long long)s.line[2]);
+    }
+    mt_gsm8k_set_free(&s);
+
+    /* annotation stripping (GSM8K's calculator calls) */
+    struct {
+        const char *in, *out;
+    } strip[] = {
+        {"Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n#### 72",
+         "Natalia sold 48/2 = 24 clips in May.\n#### 72"},
+        {"$<<12/60=0.2>>0.2 and <<0.2*50=10>>10", "$0.2 and 10"},
+        {"keep <<no equals>> and <<a=b\nc>> and <<x=1",
+         "keep <<no equals>> and <<a=b\nc>> and <<x=1"},
+        {"<<1+1=2>><<2+2=4>>4", "4"},
+        {"#### 5", "#### 5"},
+    };
+    for (size_t i = 0; i < sizeof(strip) / sizeof(strip[0]); i++) {
+        char buf[256];
+        snprintf(buf, sizeof(buf), "%s", strip[i].in);
+        size_t n = mt_gsm8k_strip_annotations(buf);
+        EXPECT(!strcmp(buf, strip[i].out) && n == strlen(strip[i].out), "strip %zu: \"%s\"", i,
+               buf);
+    }
+
+    /* bad lines: each error names the file and the line */
+    const char *good = "{\"question\": \"q\", \"answer\": \"a\\n#### 1\"}\n";
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s\n%s{\"question\": \"q\", \"answer\": }\n", good, good);
+    expect_bad(dir, buf, 4, "malformed JSON");
+    snprintf(buf, sizeof(buf), "%s{\"question\": \"q\"}\n", good);
+    expect_bad(dir, buf, 2, "missing field \"answer\"");
+    snprintf(buf, sizeof(buf), "%s{\"answer\": \"a\"}\n", good);
+    expect_bad(dir, buf, 2, "missing field \"question\"");
+    snprintf(buf, sizeof(buf), "{\"question\": \"q\", \"answer\": 5}\n");
+    expect_bad(dir, buf, 1, "not a string");
+    snprintf(buf, sizeof(buf), "%s%s{\"question\": \"q\xff\", \"answer\": \"a\"}\n", good, good);
+    expect_bad(dir, buf, 3, "invalid UTF-8");
+    snprintf(buf, sizeof(buf), "{\"question\": \"\\ud800\", \"answer\": \"a\"}\n");
+    expect_bad(dir, buf, 1, "malformed JSON"); /* a lone surrogate escape */
+    snprintf(buf, sizeof(buf), "%s{\"question\": \"q\", \"answer\": \"\"}\n", good);
+    expect_bad(dir, buf, 2, "empty answer");
+    snprintf(buf, sizeof(buf), "{\"question\": \"q\", \"answer\": \" \\n \"}\n");
+    expect_bad(dir, buf, 1, "empty answer");
+    snprintf(buf, sizeof(buf), "[1, 2]\n");
+    expect_bad(dir, buf, 1, "not a JSON object");
+    snprintf(buf, sizeof(buf), "%s {\"question\": \"q\", \"answer\": \"a\"} x\n", good);
+    expect_bad(dir, buf, 2, "extra text");
+
+    snprintf(path, sizeof(path), "%s/absent.jsonl", dir);
+    rc = mt_gsm8k_read(path, false, &s, err);
+    EXPECT(rc != 0 && has(err, path) && has(err, "cannot open"), "unreadable file: \"%s\"", err);
+
+    /* skip_bad counts and goes on */
+    snprintf(path, sizeof(path), "%s/mixed.jsonl", dir);
+    snprintf(buf, sizeof(buf), "%s{bad\n%s{\"question\": 1, \"answer\": \"a\"}\n[]\n", good, good);
+    write_text(path, buf);
+    rc = mt_gsm8k_read(path, true, &s, err);
+    char loc[4300];
+    snprintf(loc, sizeof(loc), "%s:2: ", path);
+    EXPECT(rc == 0 && s.n == 2 && s.n_skipped == 3 && s.n_lines == 5,
+           "skip: rc %d n %lld skipped %lld", rc, (long long)s.n, (long long)s.n_skipped);
+    EXPECT(has(s.first_skip, loc), "first skipped line: \"%s\"", s.first_skip);
+    mt_gsm8k_set_free(&s);
+    rm_tree(dir);
+    return MT_TEST_OK;
+}
+
+/* ---------------- data_synth ---------------- */
+
+/* Exact integer evaluation of + - * / ( ) (left to right, usual precedence); *ok turns false
+ * on a syntax error or an inexact division. */
+typedef struct {
+    const char *p;
+    bool ok;
+} expr;
+static long long ex_sum(expr *e);
+static long long ex_atom(expr *e) {
+    if (*e->p == '(') {
+        e->p++;
+        long long v = ex_sum(e);
+        if (*e->p++ != ')') e->ok = false;
+        return v;
+    }
+    if (!isdigit((unsigned char)*e->p)) {
+        e->ok = false;
+        return 0;
+    }
+    long long v = 0;
+    while (isdigit((unsigned char)*e->p)) v = 10 * v + (*e->p++ - '0');
+    return v;
+}
+static long long ex_prod(expr *e) {
+    long long v = ex_atom(e);
+    while (*e->p == '*' || *e->p == '/') {
+        char op = *e->p++;
+        long long w = ex_atom(e);
+        if (op == '*')
+            v *= w;
+        else if (w == 0 || v % w != 0)
+            e->ok = false;
+        else
+            v /= w;
+    }
+    return v;
+}
+static long long ex_sum(expr *e) {
+    long long v = ex_prod(e);
+    while (*e->p == '+' || *e->p == '-') {
+        char op = *e->p++;
+        long long w = ex_prod(e);
+        v = op == '+' ? v + w : v - w;
+    }
+    return v;
+}
+
+/* Checks one answer: every <<expr=value>> is exact and followed by its value, and the last
+ * line is "#### <last value>". Returns the number of annotations. */
+static int check_answer(const char *a, long long *final) {
+    int n = 0;
+    long long last = -1;
+    for (const char *p = strstr(a, "<<"); p; p = strstr(p, "<<")) {
+        const char *eq = strchr(p, '='), *end = strstr(p, ">>");
+        if (!eq || !end || eq > end) return -1;
+        char e[128], v[64];
+        snprintf(e, sizeof(e), "%.*s", (int)(eq - p - 2), p + 2);
+        snprintf(v, sizeof(v), "%.*s", (int)(end - eq - 1), eq + 1);
+        expr x = {e, true};
+        long long got = ex_sum(&x);
+        char *vend;
+        long long want = strtoll(v, &vend, 10);
+        if (!x.ok || *x.p || *vend || got != want || want < 0) return -1;
+        size_t vl = strlen(v);
+        if (strncmp(end + 2, v, vl) != 0) return -1; /* the text repeats the value */
+        last = want;
+        n++;
+        p = end + 2;
+    }
+    const char *h = strstr(a, "\n#### ");
+    if (!h || strchr(h + 1, '\n') || n == 0) return -1;
+    *final = strtoll(h + 6, NULL, 10);
+    return *final == last ? n : -1;
+}
+
+static int test_data_synth(void) {
+    mt_strbuf q = {0}, a = {0}, q2 = {0}, a2 = {0};
+    int n_bad = 0, n_steps = 0, kinds = 0;
+    char first_words[16][16] = {{0}};
+    for (int64_t i = 0; i < 4000; i++) {
+        mt_synth_problem(42, i, &q, &a);
+        mt_synth_problem(42, i, &q2, &a2);
+        EXPECT(!strcmp(q.p, q2.p) && !strcmp(a.p, a2.p), "problem %lld not deterministic",
+               (long long)i);
+        long long fin;
+        int steps = check_answer(a.p, &fin);
+        if (steps < 2) {
+            if (n_bad++ < 3) printf("bad answer %lld:\n%s\n", (long long)i, a.p);
+            continue;
+        }
+        n_steps += steps;
+        EXPECT(q.len > 20 && q.p[q.len - 1] == '?', "question %lld: \"%s\"", (long long)i, q.p);
+        char w[16];
+        snprintf(w, sizeof(w), "%.*s", (int)strcspn(a.p, " "), a.p);
+        int k = 0;
+        while (k < kinds && strcmp(first_words[k], w)) k++;
+        if (k == kinds && kinds < 16) snprintf(first_words[kinds++], 16, "%s", w);
+    }
+    EXPECT(n_bad == 0, "%d synthetic answers are not arithmetic-correct", n_bad);
+    EXPECT(kinds >= 6, "only %d distinct answer openings: templates missing", kinds);
+    mt_synth_problem(43, 0, &q2, &a2);
+    mt_synth_problem(42, 0, &q, &a);
+    EXPECT(strcmp(q.p, q2.p) || strcmp(a.p, a2.p), "seeds 42 and 43 give the same problem 0");
+    printf("synth: 4000 problems, %d annotated steps, all exact\n", n_steps);
+
+    /* the jsonl is deterministic, atomic and reads back through the GSM8K reader */
+    char dir[4096], p1[4200], p2[4200], err[MT_ERR_LEN];
+    make_tmpdir(dir, sizeof(dir));
+    snprintf(p1, sizeof(p1), "%s/a.jsonl", dir);
+    snprintf(p2, sizeof(p2), "%s/b.jsonl", dir);
+    EXPECT(mt_synth_write_jsonl(p1, 42, 300, err) == 0, "%s", err);
+    EXPECT(mt_synth_write_jsonl(p2, 42, 300, err) == 0, "%s", err);
+    size_t n1, n2;
+    char *b1 = mt_file_read(p1, &n1, err), *b2 = mt_file_read(p2, &n2, err);
+    EXPECT(b1 && b2 && n1 == n2 && !memcmp(b1, b2, n1), "the same seed wrote different files");
+    free(b1);
+    free(b2);
+    EXPECT(count_entries(dir, ".tmp.") == 0, "temporary files left in %s", dir);
+    mt_gsm8k_set s;
+    EXPECT(mt_gsm8k_read(p1, false, &s, err) == 0 && s.n == 300, "read back: %s", err);
+    for (int64_t i = 0; i < s.n; i++) {
+        mt_synth_problem(42, i, &q, &a);
+        EXPECT(!strcmp(s.question[i], q.p) && !strcmp(s.answer[i], a.p), "record %lld differs",
+               (long long)i);
+    }
+    mt_gsm8k_set_free(&s);
+    snprintf(p2, sizeof(p2), "%s/no/such/dir/x.jsonl", dir);
+    EXPECT(mt_synth_write_jsonl(p2, 1, 3, err) != 0 && has(err, "no/such/dir"),
+           "unwritable path: \"%s\"", err);
+    rm_tree(dir);
+    mt_strbuf_free(&q);
+    mt_strbuf_free(&a);
+    mt_strbuf_free(&q2);
+    mt_strbuf_free(&a2);
+    return MT_TEST_OK;
+}
+
+/* ---------------- data_cache ---------------- */
+
+static bool same_data(const mt_token_data *a, const mt_token_data *b) {
+    return a->n_samples == b->n_samples && a->n_tokens == b->n_tokens &&
+           !memcmp(a->ids, b->ids, sizeof(int32_t) * (size_t)a->n_tokens) &&
+           !memcmp(a->labels, b->labels, sizeof(int32_t) * (size_t)a->n_tokens) &&
+           !memcmp(a->offsets, b->offsets, sizeof(int64_t) * (size_t)(a->n_samples + 1)) &&
+           a->n_lines == b->n_lines && a->n_skipped == b->n_skipped &&
+           a->n_truncated == b->n_truncated && a->n_dropped == b->n_dropped &&
+           a->n_targets == b->n_targets;
+}
+
+/* Opens the cache and reports whether it was reused (-1: error). */
+static int open_cache(const mt_token_cache_cfg *cfg, mt_token_data *d, char *err) {
+    bool reused = false;
+    if (mt_token_cache_open(cfg, d, &reused, err) != 0) return -1;
+    return reused;
+}
+
+static int test_data_cache(void) {
+    char dir[4096], data[4200], cache[4200], tok2[4200], err[MT_ERR_LEN], cmd[9000];
+    make_tmpdir(dir, sizeof(dir));
+    snprintf(data, sizeof(data), "%s/data.jsonl", dir);
+    snprintf(cache, sizeof(cache), "%s/cache.h5", dir);
+    MT_CHECK(mt_synth_write_jsonl(data, 9, 200, err) == 0, "%s", err);
+    mt_token_cache_cfg cfg = {
+        .data_path = data, .tokenizer_dir = tokenizer_dir(), .cache_path = cache};
+    mt_sample_opts_default(&cfg.sample);
+    mt_token_data d0, d1, ref;
+    EXPECT(open_cache(&cfg, &d0, err) == 0, "first open: built expected (%s)", err);
+    EXPECT(file_exists(cache) && count_entries(dir, ".tmp.") == 0, "cache file / temp files");
+    EXPECT(d0.n_lines == 200 && d0.n_samples == 200 && d0.n_dropped == 0 && d0.n_targets > 0,
+           "counts: lines %lld samples %lld dropped %lld", (long long)d0.n_lines,
+           (long long)d0.n_samples, (long long)d0.n_dropped);
+
+    /* the cache holds exactly what a direct build produces */
+    char tj[4200];
+    snprintf(tj, sizeof(tj), "%s/tokenizer.json", tokenizer_dir());
+    mt_tokenizer *tok = mt_tokenizer_load(tj);
+    EXPECT(mt_token_data_build(data, tok, &cfg.sample, false, &ref, err) == 0, "%s", err);
+    EXPECT(open_cache(&cfg, &d1, err) == 1, "second open: reuse expected (%s)", err);
+    EXPECT(same_data(&d0, &ref) && same_data(&d1, &ref), "cached data differ from a fresh build");
+    mt_token_data_free(&d1);
+
+    /* every option that changes tokens forces a rebuild, then is reused */
+    mt_token_cache_cfg c2 = cfg;
+    c2.sample.strip_annotations = true;
+    EXPECT(open_cache(&c2, &d1, err) == 0, "strip_annotations: rebuild expected");
+    EXPECT(d1.n_tokens < d0.n_tokens, "stripping did not shorten the samples");
+    mt_token_data_free(&d1);
+    EXPECT(open_cache(&c2, &d1, err) == 1, "strip_annotations: reuse expected");
+    mt_token_data_free(&d1);
+    c2 = cfg;
+    c2.sample.system = "You are a careful math tutor.";
+    EXPECT(open_cache(&c2, &d1, err) == 0, "system: rebuild expected");
+    mt_token_data_free(&d1);
+    c2.sample.system = "You are a careful math tutor!";
+    EXPECT(open_cache(&c2, &d1, err) == 0, "system text: rebuild expected");
+    mt_token_data_free(&d1);
+    c2 = cfg;
+    c2.skip_bad = true;
+    EXPECT(open_cache(&c2, &d1, err) == 0, "skip_bad: rebuild expected");
+    mt_token_data_free(&d1);
+
+    /* max_length and policy: counts from the full-length samples */
+    int64_t cut = 0;
+    for (int64_t i = 0; i < ref.n_samples; i++) cut += ref.offsets[i + 1] - ref.offsets[i];
+    cut /= ref.n_samples; /* the mean length: some samples are longer */
+    int64_t n_long = 0, kept_tokens = 0;
+    for (int64_t i = 0; i < ref.n_samples; i++) {
+        int64_t len = ref.offsets[i + 1] - ref.offsets[i];
+        n_long += len > cut;
+        kept_tokens += len > cut ? cut : len;
+    }
+    c2 = cfg;
+    c2.sample.max_length = cut;
+    EXPECT(open_cache(&c2, &d1, err) == 0, "max_length: rebuild expected");
+    EXPECT(n_long > 0 && d1.n_dropped == n_long && d1.n_samples == ref.n_samples - n_long &&
+               d1.n_truncated == 0,
+           "drop: dropped %lld, want %lld", (long long)d1.n_dropped, (long long)n_long);
+    mt_token_data_free(&d1);
+    c2.sample.policy = MT_TRUNC_TRUNCATE;
+    EXPECT(open_cache(&c2, &d1, err) == 0, "policy: rebuild expected");
+    EXPECT(d1.n_truncated == n_long && d1.n_dropped == 0 && d1.n_tokens == kept_tokens,
+           "truncate: truncated %lld, tokens %lld, want %lld and %lld", (long long)d1.n_truncated,
+           (long long)d1.n_tokens, (long long)n_long, (long long)kept_tokens);
+    for (int64_t i = 0; i < d1.n_samples; i++) {
+        int64_t o = d1.offsets[i], len = d1.offsets[i + 1] - o, o0 = ref.offsets[i];
+        EXPECT(len <= cut && !memcmp(d1.ids + o, ref.ids + o0, sizeof(int32_t) * (size_t)len),
+               "truncated sample %lld is not the prefix", (long long)i);
+    }
+    mt_token_data_free(&d1);
+
+    /* the data file changes */
+    FILE *f = fopen(data, "ab");
+    fputs("{\"question\": \"What is 2+2?\", \"answer\": \"2+2 = <<2+2=4>>4\\n#### 4\"}\n", f);
+    fclose(f);
+    EXPECT(open_cache(&cfg, &d1, err) == 0 && d1.n_lines == 201, "data change: rebuild expected");
+    mt_token_data_free(&d1);
+
+    /* tokenizer.json: the same bytes elsewhere are reused, changed bytes rebuild */
+    snprintf(tok2, sizeof(tok2), "%s/tok", dir);
+    snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", tokenizer_dir(), tok2);
+    MT_CHECK(system(cmd) == 0, "%s failed", cmd);
+    c2 = cfg;
+    c2.tokenizer_dir = tok2;
+    EXPECT(open_cache(&c2, &d1, err) == 1, "copied tokenizer: reuse expected (%s)", err);
+    mt_token_data_free(&d1);
+    snprintf(tj, sizeof(tj), "%s/tokenizer.json", tok2);
+    f = fopen(tj, "ab");
+    fputs("\n", f);
+    fclose(f);
+    EXPECT(open_cache(&c2, &d1, err) == 0, "changed tokenizer.json: rebuild expected");
+    mt_token_data_free(&d1);
+    write_config(tok2, "{{ messages }}");
+    size_t before_n;
+    char *before = mt_file_read(cache, &before_n, err);
+    EXPECT(open_cache(&c2, &d1, err) < 0 && has(err, "chat template not implemented"),
+           "foreign template: \"%s\"", err);
+
+    /* atomic: a failed build leaves no file behind and an old cache untouched */
+    char bad[4200], cache2[4200];
+    snprintf(bad, sizeof(bad), "%s/bad.jsonl", dir);
+    write_text(bad, "{\"question\": \"q\", \"answer\": \"a\\n#### 1\"}\n{\"question\": \n");
+    snprintf(cache2, sizeof(cache2), "%s/cache2.h5", dir);
+    c2 = cfg;
+    c2.data_path = bad;
+    c2.cache_path = cache2;
+    char want[4300];
+    snprintf(want, sizeof(want), "%s:2: ", bad);
+    EXPECT(open_cache(&c2, &d1, err) < 0 && has(err, want), "bad data: \"%s\"", err);
+    EXPECT(!file_exists(cache2) && count_entries(dir, ".tmp.") == 0, "a failed build left files");
+    c2.cache_path = cache;
+    EXPECT(open_cache(&c2, &d1, err) < 0, "bad data over an old cache: error expected");
+    size_t after_n;
+    char *after = mt_file_read(cache, &after_n, err);
+    EXPECT(before && after && before_n == after_n && !memcmp(before, after, before_n),
+           "a failed rebuild changed the old cache");
+    free(before);
+    free(after);
+
+    /* the rename fails (the cache path is a directory): the temporary file goes away */
+    snprintf(cache2, sizeof(cache2), "%s/adir.h5", dir);
+    mkdir(cache2, 0755);
+    c2 = cfg;
+    c2.cache_path = cache2;
+    EXPECT(open_cache(&c2, &d1, err) < 0 && has(err, cache2), "cache path is a directory: \"%s\"",
+           err);
+    EXPECT(count_entries(dir, ".tmp.") == 0, "a failed rename left the temporary file");
+
+    /* a damaged cache is rebuilt */
+    write_text(cache, "not an HDF5 file");
+    EXPECT(open_cache(&cfg, &d1, err) == 0 && d1.n_lines == 201, "damaged cache: rebuild");
+    mt_token_data_free(&d1);
+    EXPECT(count_entries(dir, ".tmp.") == 0, "temporary files left");
+
+    mt_token_data_free(&d0);
+    mt_token_data_free(&ref);
+    mt_tokenizer_free(tok);
+    rm_tree(dir);
+    return MT_TEST_OK;
+}
+
+static const mt_test_case cases[] = {
+    {"data_template", test_data_template},
+    {"data_gsm8k_reader", test_data_gsm8k_reader},
+    {"data_synth", test_data_synth},
+    {"data_cache", test_data_cache},
+};
+MT_TEST_MAIN(cases)
