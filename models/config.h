@@ -1,8 +1,11 @@
 /* config.h: one internal configuration for MiniMax-Text-01, read from a Hugging Face
  * config.json in either schema: transformers' `minimax` or the original `minimax_text_01`
- * (spec section 1). Values that change numerics are explicit fields, never implied. */
+ * (spec section 1). Values that change numerics are explicit fields, never implied.
+ * The reading rules (defaults per schema, which keys are accepted, what is rejected) are in
+ * docs/checkpoints.md. */
 #pragma once
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define MT_MAX_LAYERS 256
@@ -14,18 +17,22 @@ typedef enum { MT_LAYER_LINEAR = 0, MT_LAYER_FULL = 1 } mt_layer_type;
 typedef enum { MT_NAMING_HF_V4, MT_NAMING_HF_V5, MT_NAMING_ORIGINAL } mt_naming;
 
 typedef struct mt_minimax_config {
-    char model_type[32]; /* "minimax" or "minimax_text_01" as read */
-    int vocab_size;
+    char model_type[32];   /* "minimax" or "minimax_text_01" (or "minimax_m1") as read */
+    bool original_schema;  /* read from the original schema: saved back in it by default */
+    int vocab_size;        /* V */
     int hidden_size;       /* C */
     int intermediate_size; /* F: expert FFN width */
-    int num_hidden_layers; /* L */
-    int num_attention_heads;
-    int num_key_value_heads;
-    int head_dim; /* D; H*D need not equal C */
-    int num_local_experts;
-    int num_experts_per_tok;
-    int block_size; /* lightning attention block */
+    int num_hidden_layers; /* L: layers of this model (after mt_minimax_config_keep_layers) */
+    int num_hidden_layers_source; /* layers in the config file: checkpoint tensors of layers
+                                     in [L, source) are skipped when loading, not errors */
+    int num_attention_heads;      /* H, both mixer types */
+    int num_key_value_heads;      /* softmax layers only */
+    int head_dim;                 /* D; H*D need not equal C */
+    int num_local_experts;        /* E */
+    int num_experts_per_tok;      /* K */
+    int block_size;               /* lightning attention block */
     int rotary_dim; /* partial RoPE width (original: rotary_dim; HF: head_dim * factor) */
+    int max_position_embeddings; /* not used by the math (RoPE is computed on the fly) */
     float rms_norm_eps;
     float rope_theta;
     float initializer_range;
@@ -36,8 +43,25 @@ typedef struct mt_minimax_config {
     float mlp_alpha, mlp_beta;
     mt_layer_type layer_types[MT_MAX_LAYERS];
     /* Decay layer factor 1 - l/(L-1) + 1e-5 (original release, false) or
-     * 1 - l/(L-1+1e-5) + 1e-5 (transformers releases read, true). Spec 4.2. */
+     * 1 - l/(L-1+1e-5) + 1e-5 (transformers releases read, true). Spec 4.2. Chosen by the
+     * schema (original: false, transformers: true) unless the config has the project key
+     * "lightning_slope_denominator": "original" | "transformers". */
     bool slope_hf_denominator;
-    bool tie_word_embeddings;
-    int bos_token_id, eos_token_id, pad_token_id; /* -1 when null */
+    bool tie_word_embeddings;                     /* always false (tied configs are rejected) */
+    int bos_token_id, eos_token_id, pad_token_id; /* -1 when null (eos: first of a list) */
 } mt_minimax_config;
+
+/* Reads config.json (a file, or a directory holding config.json) in either schema; dies with
+ * a message naming the file and the key when the file is malformed, the architecture is not
+ * MiniMax-Text-01 or values are inconsistent. */
+void mt_minimax_config_load(const char *path, mt_minimax_config *cfg);
+/* Same, but returns false with the message in err instead of dying. */
+bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err, size_t err_len);
+/* Keeps only the first n layers (1 <= n <= L): the reduced models that validate training on
+ * few GPUs. The slope layer factor then uses the new L, as transformers does for a model built
+ * with num_hidden_layers = n. */
+void mt_minimax_config_keep_layers(mt_minimax_config *cfg, int n);
+/* Writes config.json atomically: the transformers `minimax` schema for HF naming (v4 and v5),
+ * the original `minimax_text_01` schema for original naming. */
+void mt_minimax_config_save_json(const mt_minimax_config *cfg, const char *path, mt_naming naming);
+const char *mt_naming_name(mt_naming naming);

@@ -1,0 +1,78 @@
+/* minimax-info: parameter counts of a MiniMax-Text-01 config.
+ *
+ *   minimax-info --config CONFIG.json [--num-hidden-layers N]
+ *
+ * params_total: every parameter of the layout (models/layout.c).
+ * params_active: the parameters one token uses, as the model card counts them (45.9B for
+ *   MiniMax-Text-01): attention, norms, routers and top-k of the E experts of every layer, plus
+ *   the final norm; the input embedding and lm_head matrices are not counted.
+ * params_active_with_embeddings: the same plus both V x C matrices (embed_tokens, lm_head). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/minimax.h"
+
+static void usage(void) {
+    fprintf(stderr, "usage: minimax-info --config CONFIG.json [--num-hidden-layers N]\n");
+    exit(2);
+}
+
+static void print_count(const char *key, int64_t n, const char *note) {
+    double x = (double)n;
+    const char *unit = x >= 1e9 ? "B" : x >= 1e6 ? "M" : "K";
+    double div = x >= 1e9 ? 1e9 : x >= 1e6 ? 1e6 : 1e3;
+    printf("%s=%lld (%.2f%s)%s%s\n", key, (long long)n, x / div, unit, note[0] ? "  # " : "", note);
+}
+
+int main(int argc, char **argv) {
+    const char *config = NULL;
+    int keep = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            config = argv[++i];
+        } else if (strcmp(argv[i], "--num-hidden-layers") == 0 && i + 1 < argc) {
+            char *end;
+            keep = (int)strtol(argv[++i], &end, 10);
+            if (*end || keep < 1) usage();
+        } else {
+            usage();
+        }
+    }
+    if (!config) usage();
+    mt_minimax_config cfg;
+    mt_minimax_config_load(config, &cfg);
+    if (keep) mt_minimax_config_keep_layers(&cfg, keep);
+    mt_minimax m;
+    mt_minimax_init(&m, &cfg);
+
+    int64_t total = 0, embed = 0, experts = 0;
+    for (int p = 0; p < m.n_params; p++) {
+        const mt_param_info *info = &m.info[p];
+        total += info->numel;
+        if (strcmp(info->name, "model.embed_tokens.weight") == 0 ||
+            strcmp(info->name, "lm_head.weight") == 0)
+            embed += info->numel;
+        else if (strstr(info->name, ".block_sparse_moe.experts."))
+            experts += info->numel;
+    }
+    /* every expert of every layer has the same size: top-k of E is exactly k/E of them */
+    int64_t active_experts = experts / cfg.num_local_experts * cfg.num_experts_per_tok;
+    int64_t active = total - embed - experts + active_experts;
+    int n_full = 0;
+    for (int l = 0; l < cfg.num_hidden_layers; l++) n_full += cfg.layer_types[l] == MT_LAYER_FULL;
+
+    printf("config=%s\n", config);
+    printf("model_type=%s layers=%d (lightning %d, softmax %d) experts=%d top_k=%d\n",
+           cfg.model_type, cfg.num_hidden_layers, cfg.num_hidden_layers - n_full, n_full,
+           cfg.num_local_experts, cfg.num_experts_per_tok);
+    print_count("params_total", total, "");
+    print_count("params_active", active,
+                "per token, model-card definition: without embed_tokens and lm_head");
+    print_count("params_active_with_embeddings", active + embed,
+                "per token, including embed_tokens and lm_head");
+    print_count("params_embeddings", embed, "embed_tokens + lm_head");
+    print_count("params_experts", experts, "all experts of all layers");
+    mt_minimax_free(&m);
+    return 0;
+}

@@ -1,0 +1,387 @@
+/* weights.c: see weights.h. */
+#include "models/weights.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- names ---- */
+
+/* Expert parameter: layer, expert and matrix (1, 2 or 3 for w1/w2/w3); false otherwise. */
+static bool wt_expert(const char *name, int *layer, int *e, int *w) {
+    int used = 0;
+    if (sscanf(name, "model.layers.%d.block_sparse_moe.experts.%d.w%d.weight%n", layer, e, w,
+               &used) != 3)
+        return false;
+    return name[used] == 0;
+}
+
+static bool wt_router(const char *name, int *layer) {
+    int used = 0;
+    return sscanf(name, "model.layers.%d.block_sparse_moe.gate.weight%n", layer, &used) == 1 &&
+           name[used] == 0;
+}
+
+void mt_weights_source_name(const mt_minimax *m, int p, mt_naming naming, char *name, size_t n,
+                            int64_t *offset) {
+    const char *internal = m->info[p].name;
+    int64_t C = m->cfg.hidden_size, F = m->cfg.intermediate_size;
+    int layer, e, w;
+    *offset = 0;
+    if (naming == MT_NAMING_HF_V5 && wt_expert(internal, &layer, &e, &w)) {
+        if (w == 2) {
+            snprintf(name, n, "model.layers.%d.mlp.experts.down_proj", layer);
+            *offset = e * C * F;
+        } else {
+            snprintf(name, n, "model.layers.%d.mlp.experts.gate_up_proj", layer);
+            *offset = e * 2 * F * C + (w == 3 ? F * C : 0);
+        }
+    } else if (naming == MT_NAMING_HF_V5 && wt_router(internal, &layer)) {
+        snprintf(name, n, "model.layers.%d.mlp.gate.weight", layer);
+    } else {
+        snprintf(name, n, "%s", internal);
+    }
+}
+
+/* Shape of the checkpoint tensor that holds parameter p. */
+static int wt_source_shape(const mt_minimax *m, int p, mt_naming naming, int64_t *shape) {
+    int layer, e, w;
+    const mt_param_info *info = &m->info[p];
+    if (naming == MT_NAMING_HF_V5 && wt_expert(info->name, &layer, &e, &w)) {
+        shape[0] = m->cfg.num_local_experts;
+        shape[1] = w == 2 ? m->cfg.hidden_size : 2 * (int64_t)m->cfg.intermediate_size;
+        shape[2] = w == 2 ? m->cfg.intermediate_size : m->cfg.hidden_size;
+        return 3;
+    }
+    for (int d = 0; d < info->ndim; d++) shape[d] = info->shape[d];
+    return info->ndim;
+}
+
+/* ---- reading ---- */
+
+struct mt_weights_reader {
+    const mt_minimax *m;
+    mt_safetensors *st;
+    mt_naming naming;
+    const mt_st_tensor **src; /* (n_params) tensor holding each parameter */
+    int64_t *src_off;         /* (n_params) element offset inside it */
+};
+
+static bool wt_fail(char *err, size_t n, const char *fmt, ...) MT_PRINTF(3, 4);
+static bool wt_fail(char *err, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* transformers >= 5 saves the lightning decay buffers of each linear layer (derived from the
+ * config; transformers uses the stored values when loading): their shapes must match, and
+ * slope_rate must equal the decay this config gives, within the stored dtype's rounding (which
+ * catches a slope-denominator variant that differs where it matters numerically). */
+static bool wt_check_buffer(mt_weights_reader *r, const mt_st_tensor *t, int layer,
+                            const char *what, char *err, size_t n) {
+    const mt_minimax_config *cfg = &r->m->cfg;
+    int64_t H = cfg->num_attention_heads, BS = cfg->block_size, shape[4];
+    int ndim;
+    if (strcmp(what, "slope_rate") == 0)
+        ndim = 3, shape[0] = H, shape[1] = 1, shape[2] = 1;
+    else if (strcmp(what, "diagonal_decay") == 0)
+        ndim = 4, shape[0] = 1, shape[1] = H, shape[2] = BS, shape[3] = BS;
+    else
+        ndim = 3, shape[0] = H, shape[1] = BS, shape[2] = 1;
+    if (!mt_safetensors_check(r->st, t, ndim, shape, err, n)) return false;
+    /* A truncated model (first-N-layers override) has its own decay: f_l uses the new L, as
+     * transformers computes for a model built with num_hidden_layers = N. */
+    if (strcmp(what, "slope_rate") != 0 || cfg->num_hidden_layers != cfg->num_hidden_layers_source)
+        return true;
+    float *s = mt_malloc(sizeof(float) * (size_t)H, "slope_rate");
+    mt_safetensors_read(r->st, t, 0, H, s);
+    double tol = t->dtype == MT_ST_F32 ? 1e-5 : t->dtype == MT_ST_F16 ? 2e-3 : 8e-3;
+    bool ok = true;
+    for (int h = 0; h < H && ok; h++) {
+        double want = r->m->decay[layer * H + h];
+        if (fabs(s[h] - want) > tol * fabs(want))
+            ok = wt_fail(err, n,
+                         "%s: tensor %s: head %d slope %.9g differs from the config's decay "
+                         "%.9g (the lightning slope denominator, \"lightning_slope_denominator\" "
+                         "in docs/checkpoints.md)",
+                         mt_safetensors_file(r->st, t), t->name, h, (double)s[h], want);
+    }
+    free(s);
+    return ok;
+}
+
+/* A tensor no parameter uses: allowed only for dropped layers and derived buffers. */
+static bool wt_check_extra(mt_weights_reader *r, const mt_st_tensor *t, char *err, size_t n) {
+    const mt_minimax_config *cfg = &r->m->cfg;
+    const char *name = t->name;
+    int layer, used = 0;
+    if (strstr(name, "rotary_emb.inv_freq")) return true; /* older transformers saved it */
+    if (sscanf(name, "model.layers.%d.%n", &layer, &used) == 1 && used > 0) {
+        if (layer >= cfg->num_hidden_layers && layer < cfg->num_hidden_layers_source)
+            return true; /* a layer dropped by the first-N-layers override */
+        if (layer >= cfg->num_hidden_layers)
+            return wt_fail(err, n, "%s: tensor %s belongs to layer %d but the config has %d layers",
+                           mt_safetensors_file(r->st, t), name, layer,
+                           cfg->num_hidden_layers_source);
+        const char *rest = name + used;
+        static const char *const buffers[] = {"slope_rate", "query_decay", "key_decay",
+                                              "diagonal_decay"};
+        for (int i = 0; i < 4; i++) {
+            if (strncmp(rest, "self_attn.", 10) == 0 && strcmp(rest + 10, buffers[i]) == 0 &&
+                cfg->layer_types[layer] == MT_LAYER_LINEAR)
+                return wt_check_buffer(r, t, layer, buffers[i], err, n);
+        }
+    }
+    return wt_fail(err, n, "%s: unexpected tensor %s (checkpoint layout %s)",
+                   mt_safetensors_file(r->st, t), name, mt_naming_name(r->naming));
+}
+
+mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, char *err,
+                                       size_t err_len) {
+    mt_safetensors *st = mt_safetensors_try_open(dir, err, err_len);
+    if (!st) return NULL;
+    mt_weights_reader *r = mt_calloc(1, sizeof(*r), "weights reader");
+    r->m = m;
+    r->st = st;
+    int n_t = mt_safetensors_count(st);
+    r->naming = m->cfg.original_schema ? MT_NAMING_ORIGINAL : MT_NAMING_HF_V4;
+    for (int i = 0; i < n_t; i++) {
+        const char *name = mt_safetensors_tensor(st, i)->name;
+        if (strstr(name, ".mlp.experts.gate_up_proj") || strstr(name, ".mlp.experts.down_proj") ||
+            strstr(name, ".mlp.gate.weight"))
+            r->naming = MT_NAMING_HF_V5;
+    }
+    r->src = mt_calloc((size_t)m->n_params, sizeof(*r->src), "weights sources");
+    r->src_off = mt_calloc((size_t)m->n_params, sizeof(int64_t), "weights offsets");
+    bool *used = mt_calloc((size_t)(n_t ? n_t : 1), sizeof(bool), "weights used");
+    bool ok = true;
+    for (int p = 0; p < m->n_params && ok; p++) {
+        char name[160];
+        int64_t shape[MT_ST_MAX_DIMS];
+        mt_weights_source_name(m, p, r->naming, name, sizeof(name), &r->src_off[p]);
+        const mt_st_tensor *t = mt_safetensors_find(st, name);
+        if (!t) {
+            ok = wt_fail(err, err_len, "%s: missing tensor %s (checkpoint layout %s)", dir, name,
+                         mt_naming_name(r->naming));
+            break;
+        }
+        int ndim = wt_source_shape(m, p, r->naming, shape);
+        ok = mt_safetensors_check(st, t, ndim, shape, err, err_len);
+        r->src[p] = t;
+        used[t - mt_safetensors_tensor(st, 0)] = true;
+    }
+    for (int i = 0; i < n_t && ok; i++)
+        if (!used[i]) ok = wt_check_extra(r, mt_safetensors_tensor(st, i), err, err_len);
+    free(used);
+    if (!ok) {
+        mt_weights_close(r);
+        return NULL;
+    }
+    return r;
+}
+
+mt_weights_reader *mt_weights_open(const char *dir, const mt_minimax *m) {
+    char err[1024];
+    mt_weights_reader *r = mt_weights_try_open(dir, m, err, sizeof(err));
+    if (!r) MT_DIE("weights: %s", err);
+    return r;
+}
+
+mt_naming mt_weights_naming(const mt_weights_reader *r) { return r->naming; }
+
+void mt_weights_close(mt_weights_reader *r) {
+    if (!r) return;
+    mt_safetensors_close(r->st);
+    free(r->src);
+    free(r->src_off);
+    free(r);
+}
+
+void mt_weights_read_range(mt_weights_reader *r, int bucket, int64_t lo, int64_t hi, float *dst) {
+    const mt_minimax *m = r->m;
+    MT_CHECK(bucket >= 0 && bucket < m->n_buckets && 0 <= lo && lo <= hi &&
+                 hi <= m->bucket_numel[bucket],
+             "weights: range [%lld, %lld) of bucket %d is outside it", (long long)lo, (long long)hi,
+             bucket);
+    memset(dst, 0, sizeof(float) * (size_t)(hi - lo));
+    for (int p = 0; p < m->n_params; p++) {
+        const mt_param_info *info = &m->info[p];
+        if (info->bucket != bucket) continue;
+        int64_t a = info->offset > lo ? info->offset : lo;
+        int64_t b = info->offset + info->numel < hi ? info->offset + info->numel : hi;
+        if (a >= b) continue;
+        int64_t s = r->src_off[p] + (a - info->offset);
+        mt_safetensors_read(r->st, r->src[p], s, s + (b - a), dst + (a - lo));
+    }
+}
+
+/* The start of a bucket's bound memory. */
+static float *wt_bucket_data(const mt_minimax *m, int bucket) {
+    for (int p = 0; p < m->n_params; p++) {
+        if (m->info[p].bucket != bucket) continue;
+        MT_CHECK(m->params[p].data, "weights: bucket %d is not bound (mt_minimax_bind_bucket)",
+                 bucket);
+        return (float *)m->params[p].data - m->info[p].offset;
+    }
+    MT_DIE("weights: bucket %d has no parameters", bucket);
+}
+
+mt_naming mt_weights_load(const char *dir, mt_minimax *m) {
+    mt_weights_reader *r = mt_weights_open(dir, m);
+    for (int b = 0; b < m->n_buckets; b++)
+        mt_weights_read_range(r, b, 0, m->bucket_numel[b], wt_bucket_data(m, b));
+    mt_naming naming = r->naming;
+    mt_weights_close(r);
+    return naming;
+}
+
+mt_naming mt_weights_load_range(const char *dir, const mt_minimax *m, int bucket, int64_t lo,
+                                int64_t hi, float *dst) {
+    mt_weights_reader *r = mt_weights_open(dir, m);
+    mt_weights_read_range(r, bucket, lo, hi, dst);
+    mt_naming naming = r->naming;
+    mt_weights_close(r);
+    return naming;
+}
+
+/* ---- random initialisation ---- */
+
+static uint64_t wt_mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Element j of a standard normal stream keyed by (seed, p): Box-Muller on the pair j/2, so any
+ * element can be computed alone. */
+static float wt_normal(uint64_t key, int64_t j) {
+    uint64_t c = (uint64_t)(j / 2) * 2;
+    uint64_t a = wt_mix(key + c * 0x9E3779B97F4A7C15ull);
+    uint64_t b = wt_mix(key + (c + 1) * 0x9E3779B97F4A7C15ull);
+    double u1 = ((double)(a >> 11) + 1.0) * (1.0 / 9007199254740992.0); /* (0, 1] */
+    double u2 = (double)(b >> 11) * (1.0 / 9007199254740992.0);
+    double rad = sqrt(-2.0 * log(u1)), ang = 6.283185307179586 * u2;
+    return (float)(rad * ((j & 1) ? sin(ang) : cos(ang)));
+}
+
+void mt_weights_init_random_range(const mt_minimax *m, uint64_t seed, int bucket, int64_t lo,
+                                  int64_t hi, float *dst) {
+    MT_CHECK(bucket >= 0 && bucket < m->n_buckets && 0 <= lo && lo <= hi &&
+                 hi <= m->bucket_numel[bucket],
+             "init: range [%lld, %lld) of bucket %d is outside it", (long long)lo, (long long)hi,
+             bucket);
+    memset(dst, 0, sizeof(float) * (size_t)(hi - lo));
+    float std = m->cfg.initializer_range;
+    for (int p = 0; p < m->n_params; p++) {
+        const mt_param_info *info = &m->info[p];
+        if (info->bucket != bucket) continue;
+        int64_t a = info->offset > lo ? info->offset : lo;
+        int64_t b = info->offset + info->numel < hi ? info->offset + info->numel : hi;
+        if (a >= b) continue;
+        float *out = dst + (a - lo);
+        int64_t j0 = a - info->offset, n = b - a;
+        if (info->ndim == 1) { /* every 1-D parameter is an RMSNorm weight */
+            for (int64_t i = 0; i < n; i++) out[i] = 1.0f;
+            continue;
+        }
+        uint64_t key = wt_mix(seed ^ wt_mix((uint64_t)p + 0x632BE59BD9B4E019ull));
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+        for (int64_t i = 0; i < n; i++) out[i] = std * wt_normal(key, j0 + i);
+        /* nn.Embedding(padding_idx) keeps the pad row at zero */
+        int pad = m->cfg.pad_token_id;
+        if (pad >= 0 && strcmp(info->name, "model.embed_tokens.weight") == 0) {
+            int64_t r0 = (int64_t)pad * info->shape[1], r1 = r0 + info->shape[1];
+            for (int64_t j = r0 > j0 ? r0 : j0; j < r1 && j < j0 + n; j++) out[j - j0] = 0.0f;
+        }
+    }
+}
+
+void mt_weights_init_random(mt_minimax *m, uint64_t seed) {
+    for (int b = 0; b < m->n_buckets; b++)
+        mt_weights_init_random_range(m, seed, b, 0, m->bucket_numel[b], wt_bucket_data(m, b));
+}
+
+/* ---- saving ---- */
+
+struct mt_weights_writer {
+    const mt_minimax *m;
+    mt_naming naming;
+    mt_st_dtype dtype;
+    char *dir;
+    mt_safetensors_writer *st;
+    bool *added; /* (n_buckets) */
+};
+
+mt_weights_writer *mt_weights_writer_open(const char *dir, const mt_minimax *m, mt_naming naming,
+                                          mt_dtype dtype, int64_t shard_bytes) {
+    MT_CHECK(dtype == MT_F32 || dtype == MT_BF16, "weights: can save F32 or BF16, not %s",
+             mt_dtype_name(dtype));
+    mt_weights_writer *w = mt_calloc(1, sizeof(*w), "weights writer");
+    w->m = m;
+    w->naming = naming;
+    w->dtype = dtype == MT_F32 ? MT_ST_F32 : MT_ST_BF16;
+    w->dir = strdup(dir);
+    w->st = mt_safetensors_writer_open(dir, shard_bytes);
+    w->added = mt_calloc((size_t)m->n_buckets, sizeof(bool), "weights writer buckets");
+    return w;
+}
+
+void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float *data) {
+    const mt_minimax *m = w->m;
+    MT_CHECK(bucket >= 0 && bucket < m->n_buckets && !w->added[bucket],
+             "weights: bucket %d added twice or out of range", bucket);
+    w->added[bucket] = true;
+    int E = m->cfg.num_local_experts;
+    for (int p = 0; p < m->n_params; p++) {
+        const mt_param_info *info = &m->info[p];
+        if (info->bucket != bucket) continue;
+        char name[160];
+        int64_t off, shape[MT_ST_MAX_DIMS];
+        int layer, e, which;
+        mt_weights_source_name(m, p, w->naming, name, sizeof(name), &off);
+        int ndim = wt_source_shape(m, p, w->naming, shape);
+        if (w->naming == MT_NAMING_HF_V5 && wt_expert(info->name, &layer, &e, &which)) {
+            /* Fused tensors are written once, at expert 0's w1 (gate_up) and w2 (down). */
+            if (e != 0 || which == 3) continue;
+            int n_parts = which == 1 ? 2 * E : E;
+            const float **parts = mt_malloc(sizeof(float *) * (size_t)n_parts, "parts");
+            int64_t *numel = mt_malloc(sizeof(int64_t) * (size_t)n_parts, "parts");
+            /* gate_up_proj[e] = [w1_e; w3_e]: w3 of expert e sits E params after its w1 */
+            for (int k = 0; k < n_parts; k++) {
+                int q = which == 1 ? p + (k / 2) + (k % 2) * E : p + k;
+                parts[k] = data + m->info[q].offset;
+                numel[k] = m->info[q].numel;
+            }
+            mt_safetensors_writer_add_parts(w->st, name, w->dtype, ndim, shape, n_parts, parts,
+                                            numel);
+            free(parts);
+            free(numel);
+            continue;
+        }
+        mt_safetensors_writer_add(w->st, name, w->dtype, ndim, shape, data + info->offset);
+    }
+}
+
+void mt_weights_writer_close(mt_weights_writer *w) {
+    for (int b = 0; b < w->m->n_buckets; b++)
+        MT_CHECK(w->added[b], "weights: bucket %d was never added before close", b);
+    mt_safetensors_writer_close(w->st);
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/config.json", w->dir);
+    mt_minimax_config_save_json(&w->m->cfg, path, w->naming);
+    free(w->added);
+    free(w->dir);
+    free(w);
+}
+
+void mt_weights_save(const char *dir, const mt_minimax *m, mt_naming naming, mt_dtype dtype,
+                     int64_t shard_bytes) {
+    mt_weights_writer *w = mt_weights_writer_open(dir, m, naming, dtype, shard_bytes);
+    for (int b = 0; b < m->n_buckets; b++) mt_weights_writer_add_bucket(w, b, wt_bucket_data(m, b));
+    mt_weights_writer_close(w);
+}

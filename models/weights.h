@@ -1,0 +1,68 @@
+/* weights.h: MiniMax-Text-01 checkpoints <-> the parameter buckets of mt_minimax.
+ *
+ * Three tensor layouts (docs/checkpoints.md):
+ *   transformers v4.5x: model.layers.i.block_sparse_moe.experts.e.w1/w2/w3.weight and
+ *                       model.layers.i.block_sparse_moe.gate.weight (the internal names);
+ *   transformers v5:    model.layers.i.mlp.experts.gate_up_proj (E, 2F, C): rows [0, F) = w1,
+ *                       [F, 2F) = w3; model.layers.i.mlp.experts.down_proj (E, C, F) = w2;
+ *                       model.layers.i.mlp.gate.weight;
+ *   original release:   the v4.5x names, with an original-schema config.json.
+ * The layout is detected from the tensor names (fused names: v5; else per-expert names: v4.5x
+ * or original by the config's schema). Every other name is the same in all three. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "models/minimax.h"
+#include "models/safetensors.h"
+
+typedef struct mt_weights_reader mt_weights_reader;
+
+/* Opens the checkpoint in dir for model m (its planned layout; buckets need not be bound) and
+ * validates it completely before any data is read: every parameter present with its shape and
+ * a float dtype, no unexpected tensor (tensors of layers dropped with
+ * mt_minimax_config_keep_layers are skipped; transformers' derived lightning buffers
+ * slope_rate/query_decay/key_decay/diagonal_decay are checked against the config's decay and
+ * block size, not loaded). Dies naming the tensor and file. */
+mt_weights_reader *mt_weights_open(const char *dir, const mt_minimax *m);
+/* Same, returning NULL with the message in err. */
+mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, char *err,
+                                       size_t err_len);
+mt_naming mt_weights_naming(const mt_weights_reader *r);
+/* Elements [lo, hi) of bucket's flat layout (mt_param_info offsets) into dst (hi - lo floats);
+ * alignment gaps read as zero. A ZeRO rank loads just its shard this way. */
+void mt_weights_read_range(mt_weights_reader *r, int bucket, int64_t lo, int64_t hi, float *dst);
+void mt_weights_close(mt_weights_reader *r);
+
+/* Loads every bucket of m into its bound data (mt_minimax_bind_bucket); returns the layout. */
+mt_naming mt_weights_load(const char *dir, mt_minimax *m);
+/* Element range [lo, hi) of one bucket (open + read + close). */
+mt_naming mt_weights_load_range(const char *dir, const mt_minimax *m, int bucket, int64_t lo,
+                                int64_t hi, float *dst);
+
+/* Random initialisation as transformers' _init_weights: N(0, initializer_range) for the
+ * embedding, linear, router and expert weights (the pad_token_id row of the embedding zero),
+ * RMSNorm weights 1. Element j of parameter p depends only on (seed, p, j): the same values
+ * whatever the binding or sharding. */
+void mt_weights_init_random(mt_minimax *m, uint64_t seed);
+void mt_weights_init_random_range(const mt_minimax *m, uint64_t seed, int bucket, int64_t lo,
+                                  int64_t hi, float *dst);
+
+/* Checkpoint name of parameter p in a naming, and the element offset of p inside that tensor
+ * (non-zero only for the fused v5 expert tensors). */
+void mt_weights_source_name(const mt_minimax *m, int p, mt_naming naming, char *name, size_t n,
+                            int64_t *offset);
+
+/* Saving: config.json (schema of the naming) + safetensors shards of at most shard_bytes
+ * (<= 0: one file), dtype MT_F32 or MT_BF16. Buckets are added one at a time (full bucket
+ * data, bucket_numel floats), so a sharded trainer can gather and add them in turn; every
+ * bucket must be added once before close. */
+typedef struct mt_weights_writer mt_weights_writer;
+mt_weights_writer *mt_weights_writer_open(const char *dir, const mt_minimax *m, mt_naming naming,
+                                          mt_dtype dtype, int64_t shard_bytes);
+void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float *data);
+void mt_weights_writer_close(mt_weights_writer *w);
+/* All buckets from their bound data. */
+void mt_weights_save(const char *dir, const mt_minimax *m, mt_naming naming, mt_dtype dtype,
+                     int64_t shard_bytes);

@@ -1,0 +1,23 @@
+/* model_io.h: helpers shared by the test_model_io sources (model_io.c, model_io_files.c). */
+#pragma once
+#include <stddef.h>
+
+#include "models/config.h"
+
+/* A temporary directory for the running case, removed by tmp_cleanup. */
+const char *tmp_dir(void);
+void tmp_cleanup(void);
+/* tmp_dir()/name (a few rotating buffers). */
+const char *tmp_path(const char *name);
+void write_bytes(const char *path, const void *data, size_t n);
+void write_text(const char *path, const char *text);
+/* The JSON object base with key set to the JSON text raw (removed when raw is NULL). */
+void write_json_with(const char *path, const char *base, const char *key, const char *raw);
+/* Parses a config that must be valid (a failed check otherwise). */
+mt_minimax_config parse_ok(const char *path);
+/* A 4-layer tiny config in the transformers schema (3 lightning layers, then softmax). */
+extern const char *TINY_HF;
+
+int test_safetensors_roundtrip(void);
+int test_safetensors_errors(void);
+int test_weights_layouts(void);
