@@ -27,3 +27,5 @@ struct mt_comm {
  * MT_DIE on any rank calls MPI_Abort and error messages carry "[rank r]". */
 mt_comm *mt_comm_mpi_init(int *argc, char ***argv);
 void mt_comm_finalize(mt_comm *c);
+/* One rank, no MPI: for unsharded reference runs (tests) and single-process tools. */
+mt_comm *mt_comm_self(void);

@@ -1,0 +1,41 @@
+/* comm_self.c: a one-rank communicator without MPI (a single process owns everything). Used for
+ * unsharded reference runs inside a distributed test. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/comm.h"
+
+static void self_allgather(mt_comm *c, const float *send, float *recv, int64_t count) {
+    (void)c;
+    if (recv != send) memmove(recv, send, sizeof(float) * (size_t)count);
+}
+
+static void self_reduce_scatter(mt_comm *c, const float *send, float *recv, int64_t count) {
+    (void)c;
+    if (recv != send) memmove(recv, send, sizeof(float) * (size_t)count);
+}
+
+static void self_allreduce_f64(mt_comm *c, double *buf, int n) { (void)c, (void)buf, (void)n; }
+static void self_allreduce_i64(mt_comm *c, int64_t *buf, int n) { (void)c, (void)buf, (void)n; }
+static void self_bcast(mt_comm *c, void *buf, size_t bytes, int root) {
+    (void)c, (void)buf, (void)bytes, (void)root;
+}
+static void self_barrier(mt_comm *c) { (void)c; }
+static void self_abort(mt_comm *c, int exit_code) {
+    (void)c;
+    exit(exit_code);
+}
+
+mt_comm *mt_comm_self(void) {
+    static mt_comm self = {.name = "self",
+                           .rank = 0,
+                           .size = 1,
+                           .allgather = self_allgather,
+                           .reduce_scatter = self_reduce_scatter,
+                           .allreduce_f64 = self_allreduce_f64,
+                           .allreduce_i64 = self_allreduce_i64,
+                           .bcast = self_bcast,
+                           .barrier = self_barrier,
+                           .abort = self_abort};
+    return &self;
+}
