@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
 
-    int64_t total = 0, embed = 0, experts = 0;
+    int64_t total = 0, embed = 0, experts = 0, small = 0;
     for (int p = 0; p < m.n_params; p++) {
         const mt_param_info *info = &m.info[p];
         total += info->numel;
@@ -55,6 +55,8 @@ int main(int argc, char **argv) {
             embed += info->numel;
         else if (strstr(info->name, ".block_sparse_moe.experts."))
             experts += info->numel;
+        if (strstr(info->name, "norm.weight") || strstr(info->name, ".block_sparse_moe.gate."))
+            small += info->numel;
     }
     /* every expert of every layer has the same size: top-k of E is exactly k/E of them */
     int64_t active_experts = experts / cfg.num_local_experts * cfg.num_experts_per_tok;
@@ -66,7 +68,9 @@ int main(int argc, char **argv) {
     printf("model_type=%s layers=%d (lightning %d, softmax %d) experts=%d top_k=%d\n",
            cfg.model_type, cfg.num_hidden_layers, cfg.num_hidden_layers - n_full, n_full,
            cfg.num_local_experts, cfg.num_experts_per_tok);
-    print_count("params_total", total, "");
+    print_count("params_total", total, "every parameter (equals transformers' count)");
+    /* The 456.07B often quoted for Text-01 leaves out the router and RMSNorm weights. */
+    print_count("params_total_matrices", total - small, "without router gates and RMSNorm weights");
     print_count("params_active", active,
                 "per token, model-card definition: without embed_tokens and lm_head");
     print_count("params_active_with_embeddings", active + embed,
