@@ -1,0 +1,327 @@
+/* minimax.c: the MiniMax-Text-01 forward on the autograd ops (spec sections 2-7), with the
+ * backward coming from the tape. The same layer code serves training (whole sequences) and
+ * generation (a cached prompt pass, then one token at a time: models/generate.c).
+ *
+ *   x0 = Embed[ids]                                       (no scaling)
+ *   per layer l:  h1 = RMSNorm_in(x)
+ *                 a  = lightning(h1) or softmax attention(h1)   (by layer type)
+ *                 y  = alpha_mix * h1 + beta_mix * a            (residual = normalised input)
+ *                 h2 = RMSNorm_post(y)
+ *                 x  = alpha_mlp * h2 + beta_mlp * MoE(h2)
+ *   logits = RMSNorm_final(x) lm_head^T;  loss = CE(logits, labels) [+ coef * aux]
+ *
+ * Buckets (models/minimax.h): every op of a bucket runs with ctx->tag = bucket, inside the
+ * hooks' enter/leave, so a sharded owner can gather the bucket before its first use and the
+ * tape's tag hook does the same in the backward. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/lightning.h"
+#include "models/generate.h"
+#include "models/minimax.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* parameters */
+
+static mt_tensor *mm_param(mt_minimax *m, const char *fmt, ...) MT_PRINTF(2, 3);
+static mt_tensor *mm_param(mt_minimax *m, const char *fmt, ...) {
+    char name[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof(name), fmt, ap);
+    va_end(ap);
+    int i = mt_minimax_find_param(m, name);
+    MT_CHECK(i >= 0, "minimax: the model has no parameter %s", name);
+    MT_CHECK(m->params[i].data, "minimax: parameter %s is not bound (bucket %d)", name,
+             m->info[i].bucket);
+    return &m->params[i];
+}
+
+static mt_tensor *mm_host_tensor(mt_ctx *c, const char *what) {
+    return mt_arena_alloc(&c->host, sizeof(mt_tensor), what);
+}
+
+/* All experts' w (w1, w3: (F,C) each; w2: (C,F)) of layer l as one (E,d1,d2) tensor over the
+ * bucket: the layout keeps each kind's experts adjacent in expert order. Checked here, since
+ * the op reads expert e at offset e*d1*d2 in data and in grad. */
+static mt_tensor *mm_experts(mt_minimax *m, mt_ctx *c, int l, const char *w, int64_t d1,
+                             int64_t d2) {
+    const int E = m->cfg.num_local_experts;
+    mt_tensor *p0 = mm_param(m, "model.layers.%d.block_sparse_moe.experts.0.%s.weight", l, w);
+    const int i0 = (int)(p0 - m->params);
+    for (int e = 1; e < E; e++) {
+        /* the layout lists a stack's experts in order: try the next slot before a search */
+        char name[160];
+        snprintf(name, sizeof(name), "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", l, e,
+                 w);
+        mt_tensor *pe = i0 + e < m->n_params && strcmp(m->info[i0 + e].name, name) == 0
+                            ? &m->params[i0 + e]
+                            : mm_param(m, "%s", name);
+        const float *want = (const float *)p0->data + (int64_t)e * d1 * d2;
+        const float *want_g = p0->grad ? (const float *)p0->grad + (int64_t)e * d1 * d2 : NULL;
+        MT_CHECK(
+            pe->data == want && pe->grad == want_g,
+            "minimax: layer %d expert %d %s is not stored right after expert %d in its "
+            "bucket (data and gradient); the MoE op needs the experts stacked as (E,%lld,%lld)",
+            l, e, w, e - 1, (long long)d1, (long long)d2);
+    }
+    mt_tensor *t = mm_host_tensor(c, "experts");
+    mt_tensor_wrap(t, MT_F32, 3, (int64_t[]){E, d1, d2}, p0->data, p0->grad, p0->name);
+    t->dev = p0->dev;
+    return t;
+}
+
+/* An I32 (B,T) tensor with rows t0, t0+1, ... (positions when the batch has none). */
+static mt_tensor *mm_positions(mt_ctx *c, int64_t B, int64_t T, int64_t t0) {
+    mt_tensor *pos = mt_tensor_new(c, MT_I32, 2, (int64_t[]){B, T}, "positions");
+    int32_t *h = mt_arena_alloc(&c->host, (size_t)(B * T) * sizeof(int32_t), "positions.host");
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++) h[b * T + t] = (int32_t)(t0 + t);
+    c->be->to_device(pos->data, h, (size_t)(B * T) * sizeof(int32_t));
+    return pos;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* one decoder layer */
+
+typedef struct {
+    mt_tensor *pos, *seg; /* (B,T) I32; seg may be NULL */
+    mt_minimax_cache *kv; /* NULL: whole sequences; else prefill (t_len 0) or a decode step */
+    mt_tensor *router;    /* out: router logits (N,E) */
+    mt_tensor *route_idx; /* out: chosen experts (N,K) I32 */
+} mm_layer_io;
+
+/* Lightning attention (spec 4): silu(h1 Wqkv^T) -> decayed linear attention -> RMSNorm over
+ * H*D (eps 1e-6, as transformers and the original build it) -> sigmoid gate from h1 -> out_proj. */
+static mt_tensor *mm_lightning_mixer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1,
+                                     mm_layer_io *io) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const int64_t B = h1->shape[0], T = h1->shape[1], H = cfg->num_attention_heads,
+                  D = cfg->head_dim;
+    mt_tensor *qkv =
+        mt_silu(c, mt_matmul(c, h1, mm_param(m, "model.layers.%d.self_attn.qkv_proj.weight", l)));
+    qkv = mt_view(c, qkv, 4, (int64_t[]){B, T, H, 3 * D});
+    mt_tensor *decay = mm_host_tensor(c, "decay");
+    mt_tensor_wrap(decay, MT_F32, 1, &H, m->decay + (int64_t)l * H, NULL, "decay");
+
+    mt_tensor *o;
+    if (io->kv && io->kv->t_len > 0) {
+        /* decode: one recurrent step on the cached state (CPU kernel) */
+        MT_CHECK(T == 1, "minimax: a cached decode step takes one token, got T = %lld",
+                 (long long)T);
+        o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "lightning.step");
+        cpu_lightning_decode_step(io->kv->state[l], qkv->data, decay->data, o->data, (int)B, (int)H,
+                                  (int)D);
+    } else {
+        o = mt_lightning(c, qkv, decay, io->seg, cfg->block_size);
+        if (io->kv) /* prefill: the final state is the decode cache */
+            cpu_lightning_state(io->kv->state[l], qkv->data, decay->data, NULL, (int)B, (int)T,
+                                (int)H, (int)D);
+    }
+    o = mt_view(c, o, 3, (int64_t[]){B, T, H * D});
+    o = mt_rmsnorm(c, o, mm_param(m, "model.layers.%d.self_attn.norm.weight", l), 1e-6f, false);
+    mt_tensor *gate = mt_sigmoid(
+        c, mt_matmul(c, h1, mm_param(m, "model.layers.%d.self_attn.output_gate.weight", l)));
+    o = mt_mul(c, gate, o);
+    return mt_matmul(c, o, mm_param(m, "model.layers.%d.self_attn.out_proj.weight", l));
+}
+
+/* Softmax attention (spec 5): q/k/v projections, partial NeoX RoPE on the first rotary_dim
+ * dims of q and k, causal GQA softmax attention with scale D^-1/2, o_proj. */
+static mt_tensor *mm_softmax_mixer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1,
+                                   mm_layer_io *io) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const int64_t B = h1->shape[0], T = h1->shape[1], H = cfg->num_attention_heads,
+                  Hkv = cfg->num_key_value_heads, D = cfg->head_dim;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    mt_tensor *q = mt_matmul(c, h1, mm_param(m, "model.layers.%d.self_attn.q_proj.weight", l));
+    mt_tensor *k = mt_matmul(c, h1, mm_param(m, "model.layers.%d.self_attn.k_proj.weight", l));
+    mt_tensor *v = mt_matmul(c, h1, mm_param(m, "model.layers.%d.self_attn.v_proj.weight", l));
+    q = mt_view(c, q, 4, (int64_t[]){B, T, H, D});
+    k = mt_view(c, k, 4, (int64_t[]){B, T, Hkv, D});
+    v = mt_view(c, v, 4, (int64_t[]){B, T, Hkv, D});
+    q = mt_rope(c, q, io->pos, cfg->rotary_dim, cfg->rope_theta);
+    k = mt_rope(c, k, io->pos, cfg->rotary_dim, cfg->rope_theta);
+
+    mt_tensor *o;
+    mt_minimax_cache *kv = io->kv;
+    if (kv) {
+        /* append the new keys/values at positions t_len .. t_len+T-1 of the cache */
+        MT_CHECK(kv->t_len + T <= kv->t_max, "minimax: KV cache full (%d + %lld > %d positions)",
+                 kv->t_len, (long long)T, kv->t_max);
+        const size_t row = (size_t)(Hkv * D);
+        const float *kd = k->data, *vd = v->data;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++) {
+                size_t dst = ((size_t)b * kv->t_max + (size_t)(kv->t_len + t)) * row;
+                memcpy(kv->k[l] + dst, kd + (size_t)(b * T + t) * row, row * sizeof(float));
+                memcpy(kv->v[l] + dst, vd + (size_t)(b * T + t) * row, row * sizeof(float));
+            }
+    }
+    if (kv && kv->t_len > 0) {
+        MT_CHECK(T == 1, "minimax: a cached decode step takes one token, got T = %lld",
+                 (long long)T);
+        o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "attention.step");
+        cpu_attention_decode(o->data, q->data, kv->k[l], kv->v[l], kv->t_len + 1, B, kv->t_max, H,
+                             Hkv, D, scale);
+    } else {
+        o = mt_attention(c, q, k, v, io->seg, scale);
+    }
+    o = mt_view(c, o, 3, (int64_t[]){B, T, H * D});
+    return mt_matmul(c, o, mm_param(m, "model.layers.%d.self_attn.o_proj.weight", l));
+}
+
+/* MoE (spec 6): router logits -> softmax -> top-K renormalised -> SwiGLU experts. */
+static mt_tensor *mm_moe(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h2, mm_layer_io *io) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const int64_t B = h2->shape[0], T = h2->shape[1], C = cfg->hidden_size,
+                  F = cfg->intermediate_size;
+    mt_tensor *x = mt_view(c, h2, 2, (int64_t[]){B * T, C});
+    io->router = mt_matmul(c, x, mm_param(m, "model.layers.%d.block_sparse_moe.gate.weight", l));
+    mt_tensor *w = mt_moe_route(c, io->router, cfg->num_experts_per_tok, &io->route_idx);
+    mt_tensor *w1 = mm_experts(m, c, l, "w1", F, C);
+    mt_tensor *w3 = mm_experts(m, c, l, "w3", F, C);
+    mt_tensor *w2 = mm_experts(m, c, l, "w2", C, F);
+    mt_tensor *y = mt_moe_experts(c, x, io->route_idx, w, w1, w3, w2);
+    return mt_view(c, y, 3, (int64_t[]){B, T, C});
+}
+
+static mt_tensor *mm_layer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mm_layer_io *io) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const float eps = cfg->rms_norm_eps;
+    mt_tensor *h1 =
+        mt_rmsnorm(c, x, mm_param(m, "model.layers.%d.input_layernorm.weight", l), eps, false);
+    mt_tensor *y;
+    if (cfg->layer_types[l] == MT_LAYER_LINEAR) {
+        mt_tensor *a = mm_lightning_mixer(m, c, l, h1, io);
+        y = mt_axpby(c, cfg->linear_attn_alpha, h1, cfg->linear_attn_beta, a);
+    } else {
+        mt_tensor *a = mm_softmax_mixer(m, c, l, h1, io);
+        y = mt_axpby(c, cfg->full_attn_alpha, h1, cfg->full_attn_beta, a);
+    }
+    mt_tensor *h2 = mt_rmsnorm(
+        c, y, mm_param(m, "model.layers.%d.post_attention_layernorm.weight", l), eps, false);
+    mt_tensor *moe = mm_moe(m, c, l, h2, io);
+    return mt_axpby(c, cfg->mlp_alpha, h2, cfg->mlp_beta, moe);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the model */
+
+static void mm_enter(mt_ctx *c, const mt_bucket_hooks *hooks, int bucket) {
+    if (hooks && hooks->bucket_enter) hooks->bucket_enter(hooks->user, bucket);
+    c->tag = bucket;
+}
+
+static void mm_leave(mt_ctx *c, const mt_bucket_hooks *hooks, int bucket) {
+    c->tag = -1;
+    if (hooks && hooks->bucket_leave) hooks->bucket_leave(hooks->user, bucket);
+}
+
+/* Embedding -> layers -> final norm -> lm_head. routers/idx (L) get each layer's router logits
+ * and choices when not NULL. */
+static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *pos, mt_tensor *seg,
+                           mt_minimax_cache *kv, const mt_bucket_hooks *hooks, mt_tensor **routers,
+                           mt_tensor **idx) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const int L = cfg->num_hidden_layers;
+    MT_CHECK(ids->dtype == MT_I32 && ids->ndim == 2, "minimax: ids %s %s must be i32 (B,T)",
+             ids->name, mt_shape_str(ids));
+
+    mm_enter(c, hooks, 0);
+    mt_tensor *x = mt_embedding(c, ids, mm_param(m, "model.embed_tokens.weight"));
+    mm_leave(c, hooks, 0);
+
+    for (int l = 0; l < L; l++) {
+        mm_layer_io io = {.pos = pos, .seg = seg, .kv = kv};
+        mm_enter(c, hooks, l + 1);
+        x = mm_layer(m, c, l, x, &io);
+        mm_leave(c, hooks, l + 1);
+        if (routers) routers[l] = io.router;
+        if (idx) idx[l] = io.route_idx;
+    }
+
+    mm_enter(c, hooks, L + 1);
+    x = mt_rmsnorm(c, x, mm_param(m, "model.norm.weight"), cfg->rms_norm_eps, false);
+    mt_tensor *logits = mt_matmul(c, x, mm_param(m, "lm_head.weight"));
+    mm_leave(c, hooks, L + 1);
+    return logits;
+}
+
+/* The load-balancing loss of transformers' load_balancing_loss_func over all layers' router
+ * rows (spec 7.2): E * sum_{k,e} f[k,e] Pbar[e] = sum over rows of coef . softmax(row) with
+ * coef[e] = E count[e] / R^2; the counts carry no gradient. */
+static mt_tensor *mm_aux_loss(mt_minimax *m, mt_ctx *c, mt_tensor **routers, mt_tensor **idx) {
+    const int L = m->cfg.num_hidden_layers, E = m->cfg.num_local_experts;
+    int64_t *count = mt_arena_alloc(&c->host, (size_t)E * sizeof(int64_t), "aux.count");
+    memset(count, 0, (size_t)E * sizeof(int64_t));
+    int64_t rows = 0;
+    for (int l = 0; l < L; l++) {
+        const int64_t n = mt_numel(idx[l]);
+        int32_t *h = mt_arena_alloc(&c->host, (size_t)n * sizeof(int32_t), "aux.idx");
+        c->be->to_host(h, idx[l]->data, (size_t)n * sizeof(int32_t));
+        for (int64_t i = 0; i < n; i++) {
+            MT_CHECK(h[i] >= 0 && h[i] < E, "minimax: layer %d routed to expert %d of %d", l,
+                     (int)h[i], E);
+            count[h[i]]++;
+        }
+        rows += routers[l]->shape[0];
+    }
+    float *coef_h = mt_arena_alloc(&c->host, (size_t)E * sizeof(float), "aux.coef.host");
+    mt_moe_aux_coef(coef_h, count, E, rows);
+    int64_t e64 = E;
+    mt_tensor *coef = mt_tensor_new(c, MT_F32, 1, &e64, "aux.coef");
+    c->be->to_device(coef->data, coef_h, (size_t)E * sizeof(float));
+    mt_tensor *aux = NULL;
+    for (int l = 0; l < L; l++) {
+        mt_tensor *a = mt_moe_aux(c, routers[l], coef);
+        aux = aux ? mt_add(c, aux, a) : a;
+    }
+    return aux;
+}
+
+void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
+                        const mt_bucket_hooks *hooks, mt_minimax_out *out) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const int L = cfg->num_hidden_layers;
+    mt_tensor *ids = batch->ids;
+    MT_CHECK(ids && ids->dtype == MT_I32 && ids->ndim == 2,
+             "minimax_forward: ids must be i32 (B,T), got %s", ids ? mt_shape_str(ids) : "NULL");
+    const int64_t B = ids->shape[0], T = ids->shape[1];
+    mt_tensor *pos = batch->pos ? batch->pos : mm_positions(c, B, T, 0);
+    const bool aux_on = cfg->output_router_logits;
+    mt_tensor **routers = NULL, **idx = NULL;
+    if (aux_on) {
+        routers = mt_arena_alloc(&c->host, (size_t)L * sizeof(mt_tensor *), "routers");
+        idx = mt_arena_alloc(&c->host, (size_t)L * sizeof(mt_tensor *), "route_idx");
+    }
+    memset(out, 0, sizeof(*out));
+    out->logits = mm_trunk(m, c, ids, pos, batch->seg, NULL, hooks, routers, idx);
+    if (aux_on) out->aux_loss = mm_aux_loss(m, c, routers, idx);
+    if (batch->labels) {
+        MT_CHECK(batch->labels->dtype == MT_I32 && mt_same_shape(batch->labels, ids),
+                 "minimax_forward: labels %s must be i32 shaped like ids %s",
+                 mt_shape_str(batch->labels), mt_shape_str(ids));
+        out->ce_loss = mt_cross_entropy(c, out->logits, batch->labels, batch->loss_denom);
+        out->loss = out->ce_loss;
+        if (aux_on)
+            out->loss = mt_axpby(c, 1.0f, out->ce_loss, cfg->router_aux_loss_coef, out->aux_loss);
+    }
+}
+
+mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids,
+                                     mt_minimax_cache *kv) {
+    MT_CHECK(ids->dtype == MT_I32 && ids->ndim == 2 && ids->shape[0] == kv->B,
+             "minimax_forward_cached: ids %s must be i32 (B,T) with B = %d", mt_shape_str(ids),
+             kv->B);
+    MT_CHECK(c->be->dev == MT_CPU, "minimax_forward_cached: generation runs on the CPU backend");
+    bool prev = mt_ctx_set_grad(c, false);
+    mt_tensor *pos = mm_positions(c, ids->shape[0], ids->shape[1], kv->t_len);
+    mt_tensor *logits = mm_trunk(m, c, ids, pos, NULL, kv, NULL, NULL, NULL);
+    kv->t_len += (int)ids->shape[1];
+    mt_ctx_set_grad(c, prev);
+    return logits;
+}

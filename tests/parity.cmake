@@ -1,0 +1,9 @@
+# The model against Hugging Face transformers: tiny random checkpoints saved by transformers and
+# the outputs it computed for them (tools/make_fixtures.py, tests/fixtures/models, docs/parity.md).
+mt_test_binary(test_parity parity_model.c)
+mt_test_cases(test_parity parity_tiny_released8 parity_tiny_irregular_gqa parity_tiny_mqa
+  parity_tiny_mqa_v5 parity_tiny_mqa_orig parity_naming parity_cli)
+add_dependencies(test_parity minimax-forward minimax-generate)
+set_property(TEST parity_cli APPEND PROPERTY ENVIRONMENT
+  "MT_MINIMAX_FORWARD=$<TARGET_FILE:minimax-forward>"
+  "MT_MINIMAX_GENERATE=$<TARGET_FILE:minimax-generate>")
