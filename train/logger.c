@@ -20,7 +20,7 @@ double mt_time_now(void) {
 static void logger_truncate(const char *path, int keep_step) {
     FILE *in = fopen(path, "r");
     if (!in) return;
-    char tmp[1100];
+    char tmp[1200];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     FILE *out = fopen(tmp, "w");
     MT_CHECK(out, "cannot write %s", tmp);
