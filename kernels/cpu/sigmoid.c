@@ -1,0 +1,33 @@
+/* sigmoid.c: y = 1 / (1 + exp(-x)); the backward reads y, not x. */
+#include <math.h>
+
+#include "cpu_ops.h"
+
+void cpu_sigmoid_forward(float *y, const float *x, int64_t count) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < count; i++) {
+        /* never evaluates exp of a large positive number */
+        if (x[i] >= 0.0f) {
+            y[i] = 1.0f / (1.0f + expf(-x[i]));
+        } else {
+            float e = expf(x[i]);
+            y[i] = e / (1.0f + e);
+        }
+    }
+}
+
+/* dx += dy * y (1 - y). */
+void cpu_sigmoid_backward(float *dx, const float *dy, const float *y, int64_t count) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < count; i++) dx[i] += dy[i] * y[i] * (1.0f - y[i]);
+}
+
+void cpu_sigmoid_fwd_node(const mt_node *n) {
+    cpu_sigmoid_forward(n->out->data, n->in[0]->data, mt_numel(n->out));
+}
+
+void cpu_sigmoid_bwd_node(const mt_node *n) {
+    const mt_tensor *x = n->in[0];
+    if (!x->grad) return;
+    cpu_sigmoid_backward(x->grad, n->out->grad, n->out->data, mt_numel(x));
+}
