@@ -7,6 +7,7 @@
 #   resume-split     --resume $TMP/resume-a/checkpoint-10, 10 more steps  -> $TMP/resume-b
 #   kill             SIGKILL one rank mid-run: the job must end non-zero in < 30 s; then a
 #                    kill during a checkpoint write must leave the previous checkpoint loadable
+#   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model
 set -euo pipefail
 bin="$1"
@@ -76,6 +77,19 @@ kill)
     --resume "$out/checkpoint-2"
   grep -q "resumed from .*checkpoint-2 at step 2" "$out-resumed.log"
   echo "previous checkpoint loads after a kill during the next write"
+  ;;
+nonfinite)
+  # a learning rate of 1e30 overflows the parameters after step 1: the job must stop with the
+  # step number, or skip such steps when the recipe says so
+  rc=0
+  run 2 "$tmp/nan" --set train.learning_rate=1e30 --set train.max_grad_norm=0 \
+    --set train.per_device_train_batch_size=2 --set train.max_steps=4 || rc=$?
+  [ "$rc" -ne 0 ] || { echo "FAIL: a NaN run exited 0"; exit 1; }
+  grep -E "error: .*step [0-9]+: the (loss|gradient) is not finite" "$tmp/nan.log"
+  run 2 "$tmp/nan-skip" --set train.learning_rate=1e30 --set train.max_grad_norm=0 \
+    --set train.per_device_train_batch_size=2 --set train.max_steps=4 \
+    --set train.skip_nonfinite_steps=true
+  grep -E "step [0-9]+: non-finite loss or gradient, step skipped" "$tmp/nan-skip.log"
   ;;
 bad-recipe)
   expect() { # expect RECIPE_TEXT PATTERN [ARGS...]

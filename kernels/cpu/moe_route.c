@@ -16,8 +16,13 @@ void cpu_moe_route_fwd(const float *logits, int64_t N, int E, int K, float *p, f
         for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
         double sum = 0;
         for (int e = 0; e < E; e++) sum += exp((double)l[e] - mx);
-        MT_CHECK(isfinite(mx) && isfinite(sum), "moe_route: router logits row %lld is not finite",
-                 (long long)n);
+        if (!isfinite(mx) || !isfinite(sum)) {
+            /* A diverged model: route to experts 0..K-1 with NaN weights, so the NaN reaches
+             * the loss and the trainer stops (or skips the step) naming the step. */
+            for (int e = 0; e < E; e++) pn[e] = NAN;
+            for (int j = 0; j < K; j++) in[j] = j, w[n * K + j] = NAN;
+            continue;
+        }
         for (int e = 0; e < E; e++) pn[e] = (float)(exp((double)l[e] - mx) / sum);
         /* Selection on the fp32 probabilities (what HF ranks). Scanning e upwards and replacing
          * only on a strictly larger p gives ties to the lower expert index. O(K^2 E), K tiny. */
