@@ -11,7 +11,7 @@ static void (*abort_hook)(int) = NULL;
 void mt_error_set_rank(int rank) { error_rank = rank; }
 void mt_error_set_abort_hook(void (*hook)(int)) { abort_hook = hook; }
 
-_Noreturn void mt_die_at(const char *file, int line, const char *fmt, ...) {
+MT_NORETURN void mt_die_at(const char *file, int line, const char *fmt, ...) {
     fflush(stdout);
     if (error_rank >= 0) fprintf(stderr, "[rank %d] ", error_rank);
     fprintf(stderr, "error: %s:%d: ", file, line);

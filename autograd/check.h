@@ -10,7 +10,14 @@
 #define MT_PRINTF(a, b)
 #endif
 
-_Noreturn void mt_die_at(const char *file, int line, const char *fmt, ...) MT_PRINTF(3, 4);
+/* C11 _Noreturn; the CUDA sources include this header as C++. */
+#if defined(__cplusplus)
+#define MT_NORETURN [[noreturn]]
+#else
+#define MT_NORETURN _Noreturn
+#endif
+
+MT_NORETURN void mt_die_at(const char *file, int line, const char *fmt, ...) MT_PRINTF(3, 4);
 
 #define MT_DIE(...) mt_die_at(__FILE__, __LINE__, __VA_ARGS__)
 #define MT_CHECK(cond, ...)                                                                        \

@@ -1,0 +1,229 @@
+/* gpu_ops.cu: GPU benchmarks through the CUDA backend table (built with -DMT_CUDA=ON, run by
+ * launch/gpu-check.sh). Prints:
+ *  1. lightning attention (block form) forward+backward time and achieved TFLOP/s for
+ *     T = 2k, 8k, 32k with B*H fixed, and the time ratio for each 4x step in T (linear
+ *     scaling gives 4);
+ *  2. one MoE layer (router matmul, route, experts, aux loss) forward+backward, with the time
+ *     split into route/permute, expert GEMMs, activations and combine (the CUDA phase
+ *     profiler's events), and the GEMMs' TFLOP/s.
+ * fp32 kernels (the parity stage of the CUDA backend): the percentages are against the H100/
+ * H200 datasheet fp32 (67 TFLOP/s) and dense bf16 (989 TFLOP/s) peaks; issue 6's targets are
+ * for the bf16 kernels that come next.
+ * Usage: bench-gpu-ops [lightning|moe|all] [reps] [shrink]: shrink > 1 divides T, N, C and F
+ * (a smoke run, e.g. on the CPU emulator in ctest). Exit 77 when no CUDA device is usable. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_common.cuh"
+
+#define PEAK_FP32_TFLOPS 67.0
+#define PEAK_BF16_TFLOPS 989.0
+
+static uint64_t bench_rng = 0x243F6A8885A308D3ull;
+static float bench_uniform(void) { /* splitmix64 -> [-1, 1) */
+    uint64_t z = (bench_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) / 8388608.0f - 1.0f;
+}
+
+/* A device tensor the benchmark owns, filled with uniform random values times amp (never
+ * zeros: zeros can run faster than real data). */
+static mt_tensor *bench_tensor(const mt_backend *be, mt_dtype dt, int ndim, const int64_t *shape,
+                               bool grad, float amp, const char *name) {
+    mt_tensor *t = (mt_tensor *)calloc(1, sizeof(mt_tensor));
+    mt_tensor_wrap(t, dt, ndim, shape, NULL, NULL, name);
+    size_t nb = mt_nbytes(t);
+    t->data = be->alloc(nb);
+    MT_CHECK(t->data, "bench: cannot allocate %zu bytes for %s", nb, name);
+    t->dev = be->dev;
+    if (dt == MT_F32) {
+        int64_t count = mt_numel(t);
+        float *h = (float *)malloc(nb ? nb : 4);
+        for (int64_t i = 0; i < count; i++) h[i] = amp * bench_uniform();
+        be->to_device(t->data, h, nb);
+        free(h);
+    }
+    if (grad) {
+        t->grad = be->alloc(nb);
+        MT_CHECK(t->grad, "bench: cannot allocate the gradient of %s", name);
+        be->zero(t->grad, nb);
+        t->requires_grad = true;
+    }
+    return t;
+}
+
+static void bench_tensor_free(const mt_backend *be, mt_tensor *t) {
+    be->free(t->data);
+    if (t->grad) be->free(t->grad);
+    free(t);
+}
+
+static float *bench_seed(int64_t n) {
+    float *s = (float *)malloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) s[i] = bench_uniform();
+    return s;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---- lightning attention ---- */
+
+static void bench_lightning(const mt_backend *be, int reps, int shrink) {
+    const int BH = 16, H = 16, B = BH / H, D = 128 / (shrink > 8 ? 8 : shrink);
+    const int block = 256 / shrink > 8 ? 256 / shrink : 8;
+    const int Ts[3] = {2048 / shrink, 8192 / shrink, 32768 / shrink};
+    printf("\n== lightning attention, block form (B=%d H=%d D=%d block=%d), fp32\n", B, H, D,
+           block);
+    printf("FLOPs per position and head: forward 2*block*D (intra, causal) + 4*D^2 (state "
+           "readout + update); backward counted as 2x forward\n");
+    printf("%8s %10s %10s %10s %10s %8s %8s %8s\n", "T", "fwd ms", "bwd ms", "total ms", "TFLOP/s",
+           "%fp32", "%bf16", "x4T");
+    double prev = 0;
+    for (int ti = 0; ti < 3; ti++) {
+        const int T = Ts[ti];
+        mt_ctx c;
+        size_t nblk = (size_t)(T + block - 1) / block;
+        size_t arena =
+            (size_t)B * T * H * D * 4 * 8 + 3 * (size_t)BH * nblk * D * D * 4 + ((size_t)64 << 20);
+        mt_ctx_init(&c, be, arena, 64);
+        int64_t qs[4] = {B, T, H, 3 * D}, hs[1] = {H}, ss[2] = {B, T};
+        mt_tensor *qkv = bench_tensor(be, MT_F32, 4, qs, true, 0.5f, "qkv");
+        mt_tensor *decay = bench_tensor(be, MT_F32, 1, hs, false, 0.0f, "decay");
+        mt_tensor *seg = bench_tensor(be, MT_I32, 2, ss, false, 0.0f, "seg");
+        float lam[64];
+        for (int h = 0; h < H; h++) lam[h] = 0.5f / (float)(1 << (h % 8)); /* 0.5 .. 0.004 */
+        be->to_device(decay->data, lam, sizeof(float) * H);
+        be->zero(seg->data, sizeof(int32_t) * (size_t)B * T); /* one segment per row */
+        float *seed = bench_seed((int64_t)B * T * H * D);
+        double tf[16], tb[16];
+        int nrep = reps < 16 ? reps : 16;
+        cudaEvent_t e0, e1, e2;
+        cudaCheck("bench", cudaEventCreate(&e0));
+        cudaCheck("bench", cudaEventCreate(&e1));
+        cudaCheck("bench", cudaEventCreate(&e2));
+        for (int r = -1; r < nrep; r++) { /* r = -1: warm-up */
+            mt_ctx_reset(&c);
+            cudaCheck("bench", cudaEventRecord(e0));
+            mt_tensor *o = mt_lightning(&c, qkv, decay, seg, block);
+            cudaCheck("bench", cudaEventRecord(e1));
+            mt_backward(&c, o, seed);
+            cudaCheck("bench", cudaEventRecord(e2));
+            cudaCheck("bench", cudaEventSynchronize(e2));
+            float f = 0, b = 0;
+            cudaCheck("bench", cudaEventElapsedTime(&f, e0, e1));
+            cudaCheck("bench", cudaEventElapsedTime(&b, e1, e2));
+            if (r >= 0) {
+                tf[r] = f;
+                tb[r] = b;
+            }
+        }
+        qsort(tf, nrep, sizeof(double), cmp_double);
+        qsort(tb, nrep, sizeof(double), cmp_double);
+        double f = tf[nrep / 2], b = tb[nrep / 2], tot = f + b;
+        double flops = 3.0 * (double)BH * T * (2.0 * block * D + 4.0 * D * D);
+        double tflops = flops / (tot * 1e-3) / 1e12;
+        char ratio[32] = "-";
+        if (prev > 0) snprintf(ratio, sizeof(ratio), "%.2f", tot / prev);
+        printf("%8d %10.3f %10.3f %10.3f %10.3f %7.2f%% %7.2f%% %8s\n", T, f, b, tot, tflops,
+               100 * tflops / PEAK_FP32_TFLOPS, 100 * tflops / PEAK_BF16_TFLOPS, ratio);
+        prev = tot;
+        free(seed);
+        cudaCheck("bench", cudaEventDestroy(e0));
+        cudaCheck("bench", cudaEventDestroy(e1));
+        cudaCheck("bench", cudaEventDestroy(e2));
+        bench_tensor_free(be, qkv);
+        bench_tensor_free(be, decay);
+        bench_tensor_free(be, seg);
+        mt_ctx_free(&c);
+    }
+}
+
+/* ---- MoE layer ---- */
+
+static void bench_moe(const mt_backend *be, int reps, int shrink) {
+    const int64_t N = 4096 / shrink, C = 2048 / shrink, F = 3072 / shrink;
+    const int E = 32, K = 2;
+    printf("\n== MoE layer (N=%lld tokens, C=%lld, F=%lld, E=%d, top-%d), fp32, forward+"
+           "backward\n",
+           (long long)N, (long long)C, (long long)F, E, K);
+    mt_ctx c;
+    size_t arena = (size_t)N * K * (8 * C + 8 * F) * 4 + (size_t)N * E * 4 * 8 +
+                   (size_t)N * C * 4 * 4 + ((size_t)512 << 20);
+    mt_ctx_init(&c, be, arena, 64);
+    int64_t xs[2] = {N, C}, rs[2] = {E, C}, w1s[3] = {E, F, C}, w2s[3] = {E, C, F}, es[1] = {E};
+    mt_tensor *x = bench_tensor(be, MT_F32, 2, xs, true, 1.0f, "x");
+    mt_tensor *wr = bench_tensor(be, MT_F32, 2, rs, true, 0.05f, "router");
+    mt_tensor *w1 = bench_tensor(be, MT_F32, 3, w1s, true, 0.02f, "w1");
+    mt_tensor *w3 = bench_tensor(be, MT_F32, 3, w1s, true, 0.02f, "w3");
+    mt_tensor *w2 = bench_tensor(be, MT_F32, 3, w2s, true, 0.02f, "w2");
+    mt_tensor *coef = bench_tensor(be, MT_F32, 1, es, false, 0.01f, "coef");
+    float *seed = bench_seed(N * C);
+    cuda_prof_enable(true);
+    double total[16];
+    double ms[CUDA_PROF_SLOTS] = {0};
+    int nrep = reps < 16 ? reps : 16;
+    cudaEvent_t e0, e1;
+    cudaCheck("bench", cudaEventCreate(&e0));
+    cudaCheck("bench", cudaEventCreate(&e1));
+    for (int r = -1; r < nrep; r++) {
+        mt_ctx_reset(&c);
+        double discard[CUDA_PROF_SLOTS] = {0};
+        cudaCheck("bench", cudaEventRecord(e0));
+        mt_tensor *logits = mt_matmul(&c, x, wr);
+        mt_tensor *idx = NULL;
+        mt_tensor *w = mt_moe_route(&c, logits, K, &idx);
+        mt_tensor *y = mt_moe_experts(&c, x, idx, w, w1, w3, w2);
+        mt_tensor *aux = mt_moe_aux(&c, logits, coef);
+        (void)aux; /* its backward is not part of the timed path: seeded from y only */
+        mt_backward(&c, y, seed);
+        cudaCheck("bench", cudaEventRecord(e1));
+        cudaCheck("bench", cudaEventSynchronize(e1));
+        float t = 0;
+        cudaCheck("bench", cudaEventElapsedTime(&t, e0, e1));
+        cuda_prof_read(r >= 0 ? ms : discard);
+        if (r >= 0) total[r] = t;
+    }
+    cuda_prof_enable(false);
+    qsort(total, nrep, sizeof(double), cmp_double);
+    double tot = total[nrep / 2];
+    for (int s = 0; s < CUDA_PROF_SLOTS; s++) ms[s] /= nrep;
+    double gemm_flops = 18.0 * (double)N * K * C * F; /* 3 forward + 6 backward GEMMs */
+    double gemm_tflops = gemm_flops / (ms[CUDA_PROF_GEMM] * 1e-3) / 1e12;
+    printf("total fwd+bwd (median of %d): %.3f ms (includes the router matmul and host syncs)\n",
+           nrep, tot);
+    printf("  route/permute %8.3f ms  (router softmax/top-k, counting sort, gathers; mean)\n",
+           ms[CUDA_PROF_ROUTE]);
+    printf("  expert GEMMs  %8.3f ms  %.2f TFLOP/s = %.1f%% of fp32, %.1f%% of bf16 peak\n",
+           ms[CUDA_PROF_GEMM], gemm_tflops, 100 * gemm_tflops / PEAK_FP32_TFLOPS,
+           100 * gemm_tflops / PEAK_BF16_TFLOPS);
+    printf("  activations   %8.3f ms  (SwiGLU, its backward, dweight)\n", ms[CUDA_PROF_ACT]);
+    printf("  combine       %8.3f ms  (weighted unpermute, dx combine)\n", ms[CUDA_PROF_COMBINE]);
+    free(seed);
+    cudaCheck("bench", cudaEventDestroy(e0));
+    cudaCheck("bench", cudaEventDestroy(e1));
+    mt_tensor *all[6] = {x, wr, w1, w3, w2, coef};
+    for (int i = 0; i < 6; i++) bench_tensor_free(be, all[i]);
+    mt_ctx_free(&c);
+}
+
+int main(int argc, char **argv) {
+    const char *what = argc > 1 ? argv[1] : "all";
+    int reps = argc > 2 ? atoi(argv[2]) : 5;
+    int shrink = argc > 3 ? atoi(argv[3]) : 1;
+    if (reps < 1) reps = 1;
+    if (shrink < 1 || shrink > 256) shrink = 1;
+    const mt_backend *be = mt_backend_cuda();
+    if (!be) {
+        printf("bench-gpu-ops: no usable CUDA device; skipped\n");
+        return 77;
+    }
+    if (!strcmp(what, "lightning") || !strcmp(what, "all")) bench_lightning(be, reps, shrink);
+    if (!strcmp(what, "moe") || !strcmp(what, "all")) bench_moe(be, reps, shrink);
+    return 0;
+}

@@ -1,0 +1,233 @@
+/* attention.cu: causal GQA softmax attention (spec section 5), forward with the log-sum-exp
+ * saved and the flash-style backward from it, mirroring kernels/cpu/attention.c.
+ * Node (autograd/op_attention.c): in[0..3] q (B,T,H,D), k, v (B,T,Hkv,D), seg (B,T) I32 or
+ * NULL; saved[0] lse (B,H,T) (only when a backward will run); fp[0] scale. Query head h reads
+ * kv head h / (H/Hkv); with seg, position t sees s <= t only where seg[s] == seg[t].
+ *
+ * This is the straightforward correct version: one warp per query row (or kv row in the
+ * backward) walking the visible positions one at a time, dims spread over the lanes, online
+ * softmax and every sum in double. It is O(T^2 D) with no tiling or tensor cores; the
+ * flash-style tiled kernel (or cuDNN fused attention) replaces it once this one is verified as
+ * the GPU reference. */
+#include "cuda_ops.cuh"
+
+#define ATTN_MAX_D 256
+#define ATTN_R     (ATTN_MAX_D / 32) /* dims per lane */
+#define ATTN_WARPS 8                 /* warps per block */
+
+struct attn_dims {
+    int64_t B, T, H, Hkv, D;
+    double scale;
+};
+
+/* Loads row p (D floats) into the lane's slots: dim lane + 32 r. */
+__device__ inline void attn_load(float (&r)[ATTN_R], const float *p, int D, int lane) {
+#pragma unroll
+    for (int i = 0; i < ATTN_R; i++) {
+        int d = lane + 32 * i;
+        r[i] = d < D ? p[d] : 0.0f;
+    }
+}
+
+/* Dot product of a lane-distributed row with row p, in double, known to every lane. */
+__device__ inline double attn_dot(const float (&a)[ATTN_R], const float *p, int D, int lane) {
+    double s = 0;
+#pragma unroll
+    for (int i = 0; i < ATTN_R; i++) {
+        int d = lane + 32 * i;
+        if (d < D) s += (double)a[i] * (double)p[d];
+    }
+    return cuda_warp_sum(s);
+}
+
+__device__ inline int64_t attn_warp_id() {
+    return ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+}
+
+/* One warp per row (b,t,h) of (B,T,H): online softmax over the visible s <= t. */
+__global__ void attn_fwd_kernel(float *out, float *lse, const float *q, const float *k,
+                                const float *v, const int32_t *seg, attn_dims a) {
+    const int64_t row = attn_warp_id();
+    const int lane = threadIdx.x & 31, D = (int)a.D;
+    if (row >= a.B * a.T * a.H) return;
+    const int64_t b = row / (a.T * a.H), t = (row / a.H) % a.T, h = row % a.H;
+    const int64_t g = h / (a.H / a.Hkv), kv_stride = a.Hkv * a.D;
+    const float *kb = k + (b * a.T * a.Hkv + g) * a.D, *vb = v + (b * a.T * a.Hkv + g) * a.D;
+    const int32_t *segb = seg ? seg + b * a.T : NULL;
+    const int32_t seg_t = segb ? segb[t] : 0;
+    float qr[ATTN_R];
+    attn_load(qr, q + row * a.D, D, lane);
+    double acc[ATTN_R];
+#pragma unroll
+    for (int i = 0; i < ATTN_R; i++) acc[i] = 0;
+    double m = -INFINITY, l = 0;
+    for (int64_t s = 0; s <= t; s++) {
+        if (segb && segb[s] != seg_t) continue;
+        const float *vs = vb + s * kv_stride;
+        double x = a.scale * attn_dot(qr, kb + s * kv_stride, D, lane);
+        if (x > m) {
+            double r = exp(m - x); /* 0 on the first position (m = -inf) */
+            l *= r;
+#pragma unroll
+            for (int i = 0; i < ATTN_R; i++) acc[i] *= r;
+            m = x;
+        }
+        double p = exp(x - m);
+        l += p;
+#pragma unroll
+        for (int i = 0; i < ATTN_R; i++) {
+            int d = lane + 32 * i;
+            if (d < D) acc[i] += p * (double)vs[d];
+        }
+    }
+    /* l >= 1: the row always sees itself */
+#pragma unroll
+    for (int i = 0; i < ATTN_R; i++) {
+        int d = lane + 32 * i;
+        if (d < D) out[row * a.D + d] = (float)(acc[i] / l);
+    }
+    if (lse && lane == 0) lse[(b * a.H + h) * a.T + t] = (float)(m + log(l));
+}
+
+/* delta[b,h,t] = rowsum(dO o O), the softmax backward's per-row term. */
+__global__ void attn_delta_kernel(double *delta, const float *dout, const float *out, attn_dims a) {
+    const int64_t row = attn_warp_id();
+    const int lane = threadIdx.x & 31, D = (int)a.D;
+    if (row >= a.B * a.T * a.H) return;
+    const int64_t b = row / (a.T * a.H), t = (row / a.H) % a.T, h = row % a.H;
+    float o[ATTN_R];
+    attn_load(o, out + row * a.D, D, lane);
+    double s = attn_dot(o, dout + row * a.D, D, lane);
+    if (lane == 0) delta[(b * a.H + h) * a.T + t] = s;
+}
+
+/* dq: one warp per query row, summing scale dS k over its visible kv positions. */
+__global__ void attn_dq_kernel(float *dq, const float *dout, const float *lse, const double *delta,
+                               const float *q, const float *k, const float *v, const int32_t *seg,
+                               attn_dims a) {
+    const int64_t row = attn_warp_id();
+    const int lane = threadIdx.x & 31, D = (int)a.D;
+    if (row >= a.B * a.T * a.H) return;
+    const int64_t b = row / (a.T * a.H), t = (row / a.H) % a.T, h = row % a.H;
+    const int64_t g = h / (a.H / a.Hkv), bht = (b * a.H + h) * a.T + t;
+    const int32_t *segb = seg ? seg + b * a.T : NULL;
+    float qr[ATTN_R], dor[ATTN_R];
+    attn_load(qr, q + row * a.D, D, lane);
+    attn_load(dor, dout + row * a.D, D, lane);
+    const double l = lse[bht], dl = delta[bht];
+    double acc[ATTN_R];
+#pragma unroll
+    for (int i = 0; i < ATTN_R; i++) acc[i] = 0;
+    for (int64_t s = 0; s <= t; s++) {
+        if (segb && segb[s] != segb[t]) continue;
+        const float *ks = k + ((b * a.T + s) * a.Hkv + g) * a.D;
+        const float *vs = v + ((b * a.T + s) * a.Hkv + g) * a.D;
+        double p = exp(a.scale * attn_dot(qr, ks, D, lane) - l);
+        double ds = p * (attn_dot(dor, vs, D, lane) - dl);
+#pragma unroll
+        for (int i = 0; i < ATTN_R; i++) {
+            int d = lane + 32 * i;
+            if (d < D) acc[i] += ds * (double)ks[d];
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < ATTN_R; i++) {
+        int d = lane + 32 * i;
+        if (d < D) dq[row * a.D + d] += (float)(a.scale * acc[i]);
+    }
+}
+
+/* dk, dv: one warp per kv row (b,s,g), summing over the later query rows of every head in its
+ * group (P recomputed, no atomics: each output row has one writer). */
+__global__ void attn_dkv_kernel(float *dk, float *dv, const float *dout, const float *lse,
+                                const double *delta, const float *q, const float *k, const float *v,
+                                const int32_t *seg, attn_dims a) {
+    const int64_t row = attn_warp_id();
+    const int lane = threadIdx.x & 31, D = (int)a.D;
+    if (row >= a.B * a.T * a.Hkv) return;
+    const int64_t b = row / (a.T * a.Hkv), s = (row / a.Hkv) % a.T, g = row % a.Hkv;
+    const int64_t rep = a.H / a.Hkv;
+    const int32_t *segb = seg ? seg + b * a.T : NULL;
+    float kr[ATTN_R], vr[ATTN_R];
+    attn_load(kr, k + row * a.D, D, lane);
+    attn_load(vr, v + row * a.D, D, lane);
+    double acc_k[ATTN_R], acc_v[ATTN_R];
+#pragma unroll
+    for (int i = 0; i < ATTN_R; i++) acc_k[i] = acc_v[i] = 0;
+    for (int64_t h = g * rep; h < (g + 1) * rep; h++) {
+        for (int64_t t = s; t < a.T; t++) {
+            if (segb && segb[t] != segb[s]) continue;
+            const int64_t bht = (b * a.H + h) * a.T + t;
+            const float *qt = q + ((b * a.T + t) * a.H + h) * a.D;
+            const float *do_t = dout + ((b * a.T + t) * a.H + h) * a.D;
+            double p = exp(a.scale * attn_dot(kr, qt, D, lane) - (double)lse[bht]);
+            double ds = p * (attn_dot(vr, do_t, D, lane) - delta[bht]);
+#pragma unroll
+            for (int i = 0; i < ATTN_R; i++) {
+                int d = lane + 32 * i;
+                if (d < D) {
+                    acc_v[i] += p * (double)do_t[d];
+                    acc_k[i] += ds * (double)qt[d];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < ATTN_R; i++) {
+        int d = lane + 32 * i;
+        if (d >= D) continue;
+        if (dk) dk[row * a.D + d] += (float)(a.scale * acc_k[i]);
+        if (dv) dv[row * a.D + d] += (float)acc_v[i];
+    }
+}
+
+static attn_dims attn_node_dims(const mt_node *n) {
+    const mt_tensor *q = n->in[0], *k = n->in[1];
+    attn_dims a = {q->shape[0], q->shape[1], q->shape[2],
+                   k->shape[2], q->shape[3], (double)n->fp[0]};
+    MT_CHECK(a.Hkv > 0 && a.H % a.Hkv == 0 && a.D >= 1 && a.D <= ATTN_MAX_D,
+             "attention (cuda): H=%lld, Hkv=%lld, D=%lld: H must be a multiple of Hkv and D in "
+             "[1, %d]",
+             (long long)a.H, (long long)a.Hkv, (long long)a.D, ATTN_MAX_D);
+    return a;
+}
+
+static unsigned attn_warp_blocks(int64_t rows) {
+    return (unsigned)((rows + ATTN_WARPS - 1) / ATTN_WARPS);
+}
+
+void cuda_attention_fwd_node(const mt_node *n) {
+    attn_dims a = attn_node_dims(n);
+    const mt_tensor *seg = n->in[3];
+    int64_t rows = a.B * a.T * a.H;
+    if (rows == 0) return;
+    attn_fwd_kernel<<<attn_warp_blocks(rows), 32 * ATTN_WARPS>>>(
+        cuda_f32(n->out), n->saved[0] ? cuda_f32(n->saved[0]) : NULL, cuda_f32(n->in[0]),
+        cuda_f32(n->in[1]), cuda_f32(n->in[2]), seg ? cuda_i32(seg) : NULL, a);
+    CUDA_LAUNCH_CHECK("attention forward");
+}
+
+void cuda_attention_bwd_node(const mt_node *n) {
+    const mt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *seg = n->in[3];
+    if (!q->grad && !k->grad && !v->grad) return;
+    attn_dims a = attn_node_dims(n);
+    int64_t rows = a.B * a.T * a.H, kv_rows = a.B * a.T * a.Hkv;
+    if (rows == 0) return;
+    const int32_t *sg = seg ? cuda_i32(seg) : NULL;
+    const float *dout = cuda_grad(n->out), *lse = cuda_f32(n->saved[0]);
+    double *delta = (double *)mt_node_scratch(n, sizeof(double) * (size_t)rows, "attention delta");
+    attn_delta_kernel<<<attn_warp_blocks(rows), 32 * ATTN_WARPS>>>(delta, dout, cuda_f32(n->out),
+                                                                   a);
+    CUDA_LAUNCH_CHECK("attention backward (delta)");
+    if (q->grad) {
+        attn_dq_kernel<<<attn_warp_blocks(rows), 32 * ATTN_WARPS>>>(
+            cuda_grad(q), dout, lse, delta, cuda_f32(q), cuda_f32(k), cuda_f32(v), sg, a);
+        CUDA_LAUNCH_CHECK("attention backward (dq)");
+    }
+    if (k->grad || v->grad) {
+        attn_dkv_kernel<<<attn_warp_blocks(kv_rows), 32 * ATTN_WARPS>>>(
+            cuda_grad(k), cuda_grad(v), dout, lse, delta, cuda_f32(q), cuda_f32(k), cuda_f32(v), sg,
+            a);
+        CUDA_LAUNCH_CHECK("attention backward (dk, dv)");
+    }
+}

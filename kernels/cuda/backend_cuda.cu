@@ -1,0 +1,178 @@
+/* backend_cuda.cu: the CUDA backend table, its device probe, and the helpers every CUDA op
+ * shares (launch checks, the argument-error flag, the row-major GEMM, the phase profiler).
+ *
+ * The probe treats ANY error of cudaGetDeviceCount as "no GPU": on a machine without a driver
+ * it returns cudaErrorInsufficientDriver, not cudaErrorNoDevice (docs/cuda.md). It uses the
+ * current device (0 unless the caller chose another with cudaSetDevice before the first call).
+ * Unverified on hardware so far: see docs/cuda.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_ops.cuh"
+
+cublasHandle_t cuda_blas = NULL;
+unsigned long long *cuda_err_flag = NULL;
+static bool cuda_sync_each = false;
+
+void cuda_launch_check(const char *op, const char *file, int line) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess && cuda_sync_each) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+        mt_die_at(file, line, "cuda %s: kernel failed: %s (%s)", op, cudaGetErrorString(e),
+                  cudaGetErrorName(e));
+}
+
+void cuda_flag_reset(const char *op) {
+    cudaCheck(op, cudaMemsetAsync(cuda_err_flag, 0xff, sizeof(*cuda_err_flag)));
+}
+
+int64_t cuda_flag_read(const char *op) {
+    unsigned long long v = 0;
+    cudaCheck(op, cudaMemcpy(&v, cuda_err_flag, sizeof(v), cudaMemcpyDeviceToHost));
+    return v == ~0ull ? -1 : (int64_t)v;
+}
+
+void cuda_sgemm_rm(const char *op, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                   int ldc) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) { /* an empty sum: C = beta C (C not read when beta = 0, as in BLAS) */
+        if (beta == 0.0f) {
+            cudaCheck(op, cudaMemset2DAsync(C, sizeof(float) * (size_t)ldc, 0,
+                                            sizeof(float) * (size_t)n, (size_t)m));
+        } else if (beta != 1.0f) { /* in place: column-major view of C is (n,m), ld ldc */
+            const float zero = 0.0f;
+            cublasCheck(op, cublasSgeam(cuda_blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, &beta, C, ldc,
+                                        &zero, C, ldc, C, ldc));
+        }
+        return;
+    }
+    cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(op, cublasGemmEx(cuda_blas, tb, ta, n, m, k, &alpha, B, CUDA_R_32F, ldb, A,
+                                 CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
+}
+
+/* ---- phase profiler ---- */
+
+#define CUDA_PROF_MAX 8192
+static bool prof_on = false;
+static int prof_n = 0, prof_open = -1;
+static int prof_slot[CUDA_PROF_MAX];
+static cudaEvent_t prof_ev[CUDA_PROF_MAX][2];
+
+void cuda_prof_enable(bool on) {
+    if (on && !prof_ev[0][0])
+        for (int i = 0; i < CUDA_PROF_MAX; i++)
+            for (int j = 0; j < 2; j++) cudaCheck("profiler", cudaEventCreate(&prof_ev[i][j]));
+    prof_on = on;
+    prof_n = 0;
+    prof_open = -1;
+}
+
+void cuda_prof_begin(int slot) {
+    if (!prof_on) return;
+    MT_CHECK(prof_open < 0 && prof_n < CUDA_PROF_MAX,
+             "cuda profiler: region %d opened inside region %d or more than %d regions", slot,
+             prof_open, CUDA_PROF_MAX);
+    prof_slot[prof_n] = slot;
+    prof_open = slot;
+    cudaCheck("profiler", cudaEventRecord(prof_ev[prof_n][0]));
+}
+
+void cuda_prof_end(int slot) {
+    if (!prof_on) return;
+    MT_CHECK(prof_open == slot, "cuda profiler: closing region %d, open is %d", slot, prof_open);
+    cudaCheck("profiler", cudaEventRecord(prof_ev[prof_n][1]));
+    prof_n++;
+    prof_open = -1;
+}
+
+void cuda_prof_read(double *ms) {
+    cudaCheck("profiler", cudaDeviceSynchronize());
+    for (int i = 0; i < prof_n; i++) {
+        float t = 0;
+        cudaCheck("profiler", cudaEventElapsedTime(&t, prof_ev[i][0], prof_ev[i][1]));
+        ms[prof_slot[i]] += t;
+    }
+    prof_n = 0;
+}
+
+/* ---- the backend table ---- */
+
+static void *cuda_alloc(size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 256) != cudaSuccess) {
+        (void)cudaGetLastError(); /* out of memory is not sticky: let the caller report it */
+        return NULL;
+    }
+    return p;
+}
+static void cuda_free(void *p) { cudaCheck("free", cudaFree(p)); }
+static void cuda_zero(void *p, size_t bytes) {
+    if (bytes) cudaCheck("zero", cudaMemsetAsync(p, 0, bytes));
+}
+/* cudaMemcpy from pageable host memory returns once the source may be reused, and it is
+ * ordered after every kernel queued before it on the default stream. */
+static void cuda_to_device(void *dst, const void *src_host, size_t bytes) {
+    if (bytes) cudaCheck("to_device", cudaMemcpy(dst, src_host, bytes, cudaMemcpyHostToDevice));
+}
+static void cuda_to_host(void *dst_host, const void *src, size_t bytes) {
+    if (bytes) cudaCheck("to_host", cudaMemcpy(dst_host, src, bytes, cudaMemcpyDeviceToHost));
+}
+static void cuda_sync(void) { cudaCheck("sync", cudaDeviceSynchronize()); }
+
+static mt_backend cuda_backend;
+static int cuda_probed = 0; /* 0: not yet; 1: usable; -1: no usable device */
+
+extern "C" const mt_backend *mt_cuda_backend_probe(void) {
+    if (cuda_probed) return cuda_probed > 0 ? &cuda_backend : NULL;
+    cuda_probed = -1;
+    bool verbose = getenv("MT_CUDA_VERBOSE") && atoi(getenv("MT_CUDA_VERBOSE"));
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count <= 0) {
+        if (verbose)
+            fprintf(stderr, "mt cuda: no usable device (cudaGetDeviceCount: %s, count %d)\n",
+                    cudaGetErrorString(e), e == cudaSuccess ? count : 0);
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    int dev = 0;
+    cudaDeviceProp prop;
+    cudaCheck("probe", cudaGetDevice(&dev));
+    cudaCheck("probe", cudaGetDeviceProperties(&prop, dev));
+    if (prop.major < 8) { /* built for sm_80 and sm_90 (+ PTX): no code for older chips */
+        fprintf(stderr, "mt cuda: device %d (%s) has compute capability %d.%d < 8.0; not used\n",
+                dev, prop.name, prop.major, prop.minor);
+        return NULL;
+    }
+    cublasCheck("probe", cublasCreate(&cuda_blas));
+    cublasCheck("probe", cublasSetMathMode(cuda_blas, CUBLAS_DEFAULT_MATH)); /* fp32: no TF32 */
+    cudaCheck("probe", cudaMalloc(&cuda_err_flag, sizeof(*cuda_err_flag)));
+    cuda_sync_each = getenv("MT_CUDA_SYNC") && atoi(getenv("MT_CUDA_SYNC"));
+    if (verbose)
+        fprintf(stderr, "mt cuda: device %d: %s, compute capability %d.%d, %d SMs, %.1f GiB%s\n",
+                dev, prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+                (double)prop.totalGlobalMem / (1 << 30),
+                cuda_sync_each ? ", synchronising after every kernel (MT_CUDA_SYNC)" : "");
+
+    memset(&cuda_backend, 0, sizeof(cuda_backend));
+    cuda_backend.name = "cuda";
+    cuda_backend.dev = MT_CUDA;
+    cuda_backend.alloc = cuda_alloc;
+    cuda_backend.free = cuda_free;
+    cuda_backend.zero = cuda_zero;
+    cuda_backend.to_device = cuda_to_device;
+    cuda_backend.to_host = cuda_to_host;
+    cuda_backend.sync = cuda_sync;
+#define MT_OP(E, name)                                                                             \
+    cuda_backend.ops[MT_OP_##E].fwd = cuda_##name##_fwd_node;                                      \
+    cuda_backend.ops[MT_OP_##E].bwd = cuda_##name##_bwd_node;
+#include "../../autograd/ops.def"
+#undef MT_OP
+    cuda_probed = 1;
+    return &cuda_backend;
+}

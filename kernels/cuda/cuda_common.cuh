@@ -1,0 +1,142 @@
+/* cuda_common.cuh: what every CUDA kernel file shares: the C headers (inside extern "C"),
+ * error checks that name the op, launch geometry, warp/block reductions in double, the
+ * device-side argument-error flag, the row-major GEMM helper and the phase profiler.
+ *
+ * Status: these kernels compile for sm_80 and sm_90 but were written on a machine without a
+ * GPU; none has run on hardware yet (docs/cuda.md). tests/gpu_ops.c compares each of them with
+ * the CPU reference as soon as a device is present.
+ *
+ * Conventions: one stream (the legacy default stream), so kernels, cuBLAS calls and the
+ * backend's memcpys are ordered; fp32 storage; sums over a row or a sequence are accumulated in
+ * double where the CPU reference does so, which keeps fp32 parity at 1e-5 (speed comes later,
+ * with bf16 and tensor cores). Backwards ACCUMULATE into input gradients, exactly like the CPU
+ * adapters, and read the same node fields (ip/fp/saved) with the same meaning. */
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "../../autograd/ops.h"
+}
+
+/* ---- errors ---- */
+
+/* Dies with file:line, the op, the failing call and the runtime's error string. */
+#define cudaCheck(op, call)                                                                        \
+    do {                                                                                           \
+        cudaError_t cuda_err_ = (call);                                                            \
+        if (cuda_err_ != cudaSuccess)                                                              \
+            MT_DIE("cuda %s: %s failed: %s (%s)", (op), #call, cudaGetErrorString(cuda_err_),      \
+                   cudaGetErrorName(cuda_err_));                                                   \
+    } while (0)
+
+#define cublasCheck(op, call)                                                                      \
+    do {                                                                                           \
+        cublasStatus_t blas_err_ = (call);                                                         \
+        if (blas_err_ != CUBLAS_STATUS_SUCCESS)                                                    \
+            MT_DIE("cuda %s: %s failed: %s (%d)", (op), #call, cublasGetStatusString(blas_err_),   \
+                   (int)blas_err_);                                                                \
+    } while (0)
+
+/* After every launch: the launch error, and with MT_CUDA_SYNC=1 in the environment also the
+ * kernel's execution error (a synchronisation per launch, for debugging and the GPU tests). */
+void cuda_launch_check(const char *op, const char *file, int line);
+#define CUDA_LAUNCH_CHECK(op) cuda_launch_check((op), __FILE__, __LINE__)
+
+/* ---- state owned by backend_cuda.cu, valid once mt_cuda_backend_probe returned non-NULL ---- */
+
+extern cublasHandle_t cuda_blas;
+/* One device word for argument errors found inside kernels (an id out of range, a non-finite
+ * router row): kernels atomicMin the offending position into it; see cuda_flag_*. */
+extern unsigned long long *cuda_err_flag;
+
+/* Sets the flag to "no error" (asynchronously, in stream order). */
+void cuda_flag_reset(const char *op);
+/* Waits for the stream and returns the smallest flagged position, or -1. */
+int64_t cuda_flag_read(const char *op);
+
+__device__ inline void cuda_flag_raise(unsigned long long *flag, int64_t pos) {
+    atomicMin(flag, (unsigned long long)pos);
+}
+
+/* ---- launch geometry ---- */
+
+#define CUDA_THREADS 256
+/* Blocks for a grid-stride loop over n items (n > 0). */
+static inline unsigned cuda_blocks(int64_t n, int threads) {
+    int64_t b = (n + threads - 1) / threads;
+    return (unsigned)(b < (1 << 20) ? b : (1 << 20));
+}
+#define CUDA_FOR(i, n)                                                                             \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                      \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+/* ---- tensor access (device pointers) ---- */
+
+static inline float *cuda_f32(const mt_tensor *t) { return (float *)t->data; }
+static inline const int32_t *cuda_i32(const mt_tensor *t) { return (const int32_t *)t->data; }
+static inline float *cuda_grad(const mt_tensor *t) { return t ? (float *)t->grad : NULL; }
+
+/* ---- math shared by several ops ---- */
+
+/* Never evaluates exp of a large positive number (the CPU kernels' formula). */
+__device__ inline float cuda_sigmoidf(float x) {
+    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
+}
+
+__device__ inline double cuda_warp_sum(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ inline int cuda_warp_min(int v) {
+    for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ inline int cuda_warp_max(int v) {
+    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over a block of CUDA_THREADS threads; every thread gets the result. The tree order is
+ * fixed, so the result is deterministic. */
+__device__ inline double cuda_block_sum(double v) {
+    __shared__ double part[CUDA_THREADS / 32];
+    __syncthreads(); /* part may still be read by a previous call */
+    v = cuda_warp_sum(v);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    double s = 0;
+    for (int w = 0; w < CUDA_THREADS / 32; w++) s += part[w];
+    return s;
+}
+__device__ inline float cuda_block_max(float v) {
+    __shared__ float part[CUDA_THREADS / 32];
+    __syncthreads();
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float m = part[0];
+    for (int w = 1; w < CUDA_THREADS / 32; w++) m = fmaxf(m, part[w]);
+    return m;
+}
+
+/* ---- GEMM ---- */
+
+/* Row-major C (m,n) = alpha op(A) op(B) + beta C through cuBLAS in fp32 (CUBLAS_COMPUTE_32F:
+ * no TF32), where op(A) is (m,k) and op(B) is (k,n); lda, ldb, ldc are the row lengths of the
+ * matrices as stored. A row-major matrix is its transpose in column-major, so this computes
+ * C^T = op(B)^T op(A)^T with the operands swapped. m, n or k = 0 is handled (k = 0 scales C). */
+void cuda_sgemm_rm(const char *op, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* ---- phase profiler (bench/gpu_ops.cu): event pairs around regions, off by default ---- */
+
+enum { CUDA_PROF_ROUTE, CUDA_PROF_GEMM, CUDA_PROF_COMBINE, CUDA_PROF_ACT, CUDA_PROF_SLOTS };
+void cuda_prof_enable(bool on);
+void cuda_prof_begin(int slot);
+void cuda_prof_end(int slot);
+/* Synchronises, adds each slot's milliseconds since the last read into ms[CUDA_PROF_SLOTS]. */
+void cuda_prof_read(double *ms);

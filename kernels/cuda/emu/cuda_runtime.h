@@ -1,0 +1,147 @@
+/* cuda_runtime.h (emulator): the subset of the CUDA runtime and device built-ins that
+ * kernels/cuda use, implemented on the CPU, so the kernels' logic (indexing, node
+ * semantics, launch geometry, reductions, the cuBLAS row-major mapping) runs in CI on machines
+ * without a GPU: tests/gpu.cmake compiles each of their .cu files as C++ against these headers
+ * (after turning `k<<<grid, block>>>(args)` into `emu_launcher(k, grid, block)(args)`) and runs the
+ * GPU parity tests through it (ctest op_cuda_emu_*).
+ *
+ * Model: one launch runs its blocks one after another; the threads of a block are fibers
+ * (ucontext) switched at warp shuffles and __syncthreads, so warp- and block-level cooperation
+ * behaves as on the GPU (exited threads release barriers; a shuffle from an exited lane, a
+ * deadlocked barrier or an invalid launch configuration is an error). Device memory is host
+ * memory. What this cannot show: races between blocks or with the memory model, performance,
+ * resource limits (registers, shared memory), and the last bits of device math (host libm is
+ * used). It is a test device, not a GPU: docs/cuda.md. */
+#pragma once
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <functional>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+/* Blocks run one at a time, so a function-local static is the block's shared memory. */
+#define __shared__ static
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct uint3 {
+    unsigned x, y, z;
+};
+struct int2 {
+    int x, y;
+};
+static inline int2 make_int2(int x, int y) { return int2{x, y}; }
+
+/* ---- built-in variables of the running fiber ---- */
+struct emu_thread_state {
+    uint3 tid;
+};
+extern emu_thread_state *emu_current;
+extern uint3 emu_block_idx;
+extern dim3 emu_block_dim, emu_grid_dim;
+#define threadIdx (emu_current->tid)
+#define blockIdx  emu_block_idx
+#define blockDim  emu_block_dim
+#define gridDim   emu_grid_dim
+
+/* ---- synchronisation and warp shuffles ---- */
+void __syncthreads(void);
+uint64_t emu_shfl_xor_bits(uint64_t bits, int lane_mask);
+template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
+    static_assert(sizeof(T) <= 8, "emulated shuffle of a type wider than 8 bytes");
+    (void)mask;
+    uint64_t bits = 0;
+    __builtin_memcpy(&bits, &v, sizeof(T));
+    bits = emu_shfl_xor_bits(bits, lane_mask);
+    T r;
+    __builtin_memcpy(&r, &bits, sizeof(T));
+    return r;
+}
+
+/* Fibers of one block never run at the same time: plain read-modify-write is atomic here. */
+static inline float atomicAdd(float *p, float v) {
+    float old = *p;
+    *p = old + v;
+    return old;
+}
+static inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v) {
+    unsigned long long old = *p;
+    if (v < old) *p = v;
+    return old;
+}
+
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+
+/* ---- runtime API ---- */
+typedef enum {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInsufficientDriver = 35,
+    cudaErrorLaunchFailure = 719
+} cudaError_t;
+typedef enum {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4
+} cudaMemcpyKind;
+struct cudaDeviceProp {
+    char name[256];
+    int major, minor, multiProcessorCount;
+    size_t totalGlobalMem;
+};
+typedef struct emu_event *cudaEvent_t;
+typedef struct emu_stream *cudaStream_t;
+
+const char *cudaGetErrorString(cudaError_t e);
+const char *cudaGetErrorName(cudaError_t e);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaGetDevice(int *dev);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int dev);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaMalloc(void **p, size_t bytes);
+template <typename T> static inline cudaError_t cudaMalloc(T **p, size_t bytes) {
+    return cudaMalloc((void **)p, bytes);
+}
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s = 0);
+cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int value, size_t width, size_t height,
+                              cudaStream_t s = 0);
+cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
+
+/* ---- launches ---- */
+/* Runs fn once per thread of every block; records cudaErrorInvalidConfiguration for an empty
+ * or oversized grid or block (as a real launch would) and runs nothing then. */
+void emu_run(dim3 grid, dim3 block, const std::function<void()> &fn);
+
+template <typename... P> struct emu_launch {
+    void (*kernel)(P...);
+    dim3 grid, block;
+    /* the kernel's own parameter types, so arguments convert as in a real launch */
+    void operator()(P... args) const {
+        emu_run(grid, block, [&]() { kernel(args...); });
+    }
+};
+template <typename... P>
+static inline emu_launch<P...> emu_launcher(void (*kernel)(P...), dim3 grid, dim3 block) {
+    return emu_launch<P...>{kernel, grid, block};
+}

@@ -1,0 +1,478 @@
+/* emu.cpp: the CPU emulator behind kernels/cuda/emu/cuda_runtime.h and cublas_v2.h (see there
+ * for what it models and what it cannot show). Threads of a block are fibers on the calling
+ * thread, scheduled round-robin and switched only at barriers (warp shuffles, __syncthreads),
+ * so a run is deterministic. On x86-64 a fiber switch is a few instructions (emu_switch below:
+ * the callee-saved registers and the stack pointer); elsewhere swapcontext, which also makes a
+ * signal-mask system call per switch. The AddressSanitizer fiber hooks are called when the
+ * emulator is built with ASan, so sanitised builds follow the stack switches. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <ucontext.h>
+
+#include <vector>
+
+#include "cublas_v2.h"
+#include "cuda_runtime.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+#ifdef EMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+#define EMU_FAST_SWITCH 1
+/* emu_switch(save, to): pushes the System V callee-saved registers, stores the stack pointer
+ * in *save, loads `to` and pops the registers saved there (the control words in MXCSR and the
+ * x87 FPU are never changed by the kernels, so they need no saving). */
+extern "C" void emu_switch(void **save_sp, void *new_sp);
+asm(".text\n"
+    ".globl emu_switch\n"
+    ".type emu_switch,@function\n"
+    "emu_switch:\n"
+    "    pushq %rbp\n"
+    "    pushq %rbx\n"
+    "    pushq %r12\n"
+    "    pushq %r13\n"
+    "    pushq %r14\n"
+    "    pushq %r15\n"
+    "    movq %rsp, (%rdi)\n"
+    "    movq %rsi, %rsp\n"
+    "    popq %r15\n"
+    "    popq %r14\n"
+    "    popq %r13\n"
+    "    popq %r12\n"
+    "    popq %rbx\n"
+    "    popq %rbp\n"
+    "    ret\n"
+    ".size emu_switch,.-emu_switch\n");
+#endif
+
+emu_thread_state *emu_current = nullptr;
+uint3 emu_block_idx = {0, 0, 0};
+dim3 emu_block_dim, emu_grid_dim;
+
+namespace {
+
+/* Per fiber; kernels keep small frames. Small also because ASan unpoisons the whole target
+ * stack at every switch. */
+const size_t EMU_STACK = (size_t)64 << 10;
+const int EMU_MAX_THREADS = 1024;
+
+struct group { /* a barrier over the live threads of a warp or of the block */
+    int live, arrived;
+    uint64_t gen;
+};
+
+struct fiber {
+    emu_thread_state st;
+    ucontext_t ctx; /* swapcontext path */
+    void *sp;       /* emu_switch path: the saved stack pointer */
+    char *stack;
+    bool done;
+    group *waiting; /* the barrier it waits at, or NULL */
+    uint64_t wait_gen;
+    void *fake_stack; /* ASan bookkeeping */
+};
+
+struct fiber_pool : std::vector<fiber> {
+    ~fiber_pool() { /* at exit, so leak checkers see the stacks returned */
+        for (fiber &f : *this) free(f.stack);
+    }
+};
+fiber_pool fibers;
+std::vector<group> warps;
+group block_group;
+#ifdef EMU_FAST_SWITCH
+void *sched_sp = nullptr;
+#else
+ucontext_t sched_ctx;
+#endif
+fiber *cur = nullptr;
+int n_threads = 0;
+uint64_t slots[EMU_MAX_THREADS];
+const std::function<void()> *kernel_fn = nullptr;
+cudaError_t last_error = cudaSuccess;
+#ifdef EMU_ASAN
+const void *sched_stack_bottom = nullptr;
+size_t sched_stack_size = 0;
+#endif
+
+[[noreturn]] void emu_die(const char *msg) {
+    fprintf(stderr, "cuda emulator: %s (block %u,%u,%u thread %u)\n", msg, emu_block_idx.x,
+            emu_block_idx.y, emu_block_idx.z, cur ? cur->st.tid.x : 0u);
+    abort();
+}
+
+/* ---- stack switches, with the ASan fiber protocol ---- */
+
+void switch_raw_to_fiber(fiber *f) {
+#ifdef EMU_FAST_SWITCH
+    emu_switch(&sched_sp, f->sp);
+#else
+    swapcontext(&sched_ctx, &f->ctx);
+#endif
+}
+
+void switch_raw_to_scheduler(fiber *f) {
+#ifdef EMU_FAST_SWITCH
+    emu_switch(&f->sp, sched_sp);
+#else
+    swapcontext(&f->ctx, &sched_ctx);
+#endif
+}
+
+void switch_to_fiber(fiber *f) {
+    cur = f;
+    emu_current = &f->st;
+#ifdef EMU_ASAN
+    void *save = nullptr;
+    __sanitizer_start_switch_fiber(&save, f->stack, EMU_STACK);
+    switch_raw_to_fiber(f);
+    __sanitizer_finish_switch_fiber(save, nullptr, nullptr);
+#else
+    switch_raw_to_fiber(f);
+#endif
+    cur = nullptr;
+    emu_current = nullptr;
+}
+
+void switch_to_scheduler(fiber *f, bool final) {
+#ifdef EMU_ASAN
+    __sanitizer_start_switch_fiber(final ? nullptr : &f->fake_stack, sched_stack_bottom,
+                                   sched_stack_size);
+    switch_raw_to_scheduler(f);
+    __sanitizer_finish_switch_fiber(f->fake_stack, &sched_stack_bottom, &sched_stack_size);
+#else
+    (void) final;
+    switch_raw_to_scheduler(f);
+#endif
+}
+
+/* A finished thread leaves its barriers; a barrier whose other live threads all wait opens. */
+void group_leave(group &g) {
+    g.live--;
+    if (g.live > 0 && g.arrived == g.live) {
+        g.arrived = 0;
+        g.gen++;
+    }
+}
+
+void group_wait(group &g) {
+    fiber *f = cur;
+    if (!f) emu_die("a barrier outside a kernel");
+    uint64_t gen = g.gen;
+    if (++g.arrived == g.live) { /* the last to arrive opens it and runs on */
+        g.arrived = 0;
+        g.gen++;
+        return;
+    }
+    f->waiting = &g;
+    f->wait_gen = gen;
+    while (g.gen == gen) switch_to_scheduler(f, false);
+    f->waiting = nullptr;
+}
+
+void fiber_entry() {
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &sched_stack_bottom, &sched_stack_size);
+#endif
+    fiber *f = cur;
+    (*kernel_fn)();
+    f->done = true;
+    group_leave(warps[f->st.tid.x / 32]);
+    group_leave(block_group);
+    switch_to_scheduler(f, true);
+    emu_die("a finished fiber was resumed");
+}
+
+/* Not inlined: getcontext "returns twice" for the compiler, which would otherwise warn that
+ * the caller's loop variable might be clobbered. */
+__attribute__((noinline)) void fiber_init(fiber &f, unsigned tid) {
+    f.st.tid = uint3{tid, 0, 0};
+    f.done = false;
+    f.waiting = nullptr;
+    f.fake_stack = nullptr;
+#ifdef EMU_FAST_SWITCH
+    /* A stack that emu_switch "returns" into fiber_entry from: six register slots, then the
+     * entry address for its ret, then a null return address for fiber_entry itself (which
+     * never returns), so fiber_entry starts with the stack aligned as after a call. */
+    void **sp = (void **)(((uintptr_t)f.stack + EMU_STACK) & ~(uintptr_t)15);
+    *--sp = nullptr;
+    *--sp = reinterpret_cast<void *>(&fiber_entry);
+    for (int i = 0; i < 6; i++) *--sp = nullptr;
+    f.sp = sp;
+#else
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack;
+    f.ctx.uc_stack.ss_size = EMU_STACK;
+    f.ctx.uc_link = nullptr;
+    makecontext(&f.ctx, fiber_entry, 0);
+#endif
+}
+
+void run_block() {
+    for (int i = 0; i < n_threads; i++) fiber_init(fibers[i], (unsigned)i);
+    int n_warps = (n_threads + 31) / 32;
+    warps.assign((size_t)n_warps, group{0, 0, 0});
+    for (int w = 0; w < n_warps; w++)
+        warps[w].live = n_threads - 32 * w < 32 ? n_threads - 32 * w : 32;
+    block_group = group{n_threads, 0, 0};
+    int remaining = n_threads;
+    while (remaining > 0) {
+        bool progress = false;
+        for (int i = 0; i < n_threads; i++) {
+            fiber &f = fibers[i];
+            if (f.done) continue;
+            if (f.waiting && f.waiting->gen == f.wait_gen) continue; /* still blocked */
+            switch_to_fiber(&f);
+            progress = true;
+            if (f.done) remaining--;
+        }
+        if (!progress) emu_die("deadlock: threads wait at a barrier the others never reach");
+    }
+}
+
+double now_ms() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+} // namespace
+
+struct emu_event {
+    double ms;
+};
+struct emu_blas {
+    int unused;
+};
+
+void __syncthreads(void) { group_wait(block_group); }
+
+uint64_t emu_shfl_xor_bits(uint64_t bits, int lane_mask) {
+    if (!cur) emu_die("a shuffle outside a kernel");
+    const int t = (int)cur->st.tid.x, w = t / 32;
+    const int partner = 32 * w + ((t % 32) ^ lane_mask);
+    if (partner >= n_threads) emu_die("a shuffle from a lane outside the block");
+    slots[t] = bits;
+    group_wait(warps[w]);
+    if (fibers[partner].done) emu_die("a shuffle from a lane that has exited");
+    uint64_t r = slots[partner];
+    group_wait(warps[w]);
+    return r;
+}
+
+void emu_run(dim3 grid, dim3 block, const std::function<void()> &fn) {
+    if (cur) emu_die("a launch from inside a kernel");
+    const uint64_t threads = (uint64_t)block.x * block.y * block.z;
+    if (threads == 0 || threads > (uint64_t)EMU_MAX_THREADS || block.y != 1 || block.z != 1 ||
+        grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535u ||
+        grid.z > 65535u) {
+        if (block.y != 1 || block.z != 1)
+            fprintf(stderr, "cuda emulator: 2-D blocks unsupported\n");
+        last_error = cudaErrorInvalidConfiguration;
+        return;
+    }
+    n_threads = (int)threads;
+    while ((int)fibers.size() < n_threads) {
+        fiber f = {};
+        f.stack = (char *)malloc(EMU_STACK);
+        if (!f.stack) emu_die("cannot allocate a fiber stack");
+        fibers.push_back(f);
+    }
+    emu_block_dim = block;
+    emu_grid_dim = grid;
+    kernel_fn = &fn;
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x++) {
+                emu_block_idx = uint3{x, y, z};
+                run_block();
+            }
+    kernel_fn = nullptr;
+}
+
+/* ---- runtime API ---- */
+
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess:
+        return "cudaSuccess";
+    case cudaErrorInvalidValue:
+        return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+        return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration:
+        return "cudaErrorInvalidConfiguration";
+    case cudaErrorInsufficientDriver:
+        return "cudaErrorInsufficientDriver";
+    default:
+        return "cudaErrorUnknown";
+    }
+}
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess:
+        return "no error";
+    case cudaErrorInvalidConfiguration:
+        return "invalid configuration argument (emulator)";
+    case cudaErrorInsufficientDriver:
+        return "no device (emulator, MT_CUDA_EMU_NO_DEVICE=1)";
+    default:
+        return "error (emulator)";
+    }
+}
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaGetDeviceCount(int *count) {
+    const char *off = getenv("MT_CUDA_EMU_NO_DEVICE");
+    if (off && atoi(off)) return cudaErrorInsufficientDriver; /* as on a machine without driver */
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *dev) {
+    *dev = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
+    memset(p, 0, sizeof(*p));
+    snprintf(p->name, sizeof(p->name), "CPU emulator %d (kernels/cuda/emu)", dev);
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = 1;
+    p->totalGlobalMem = (size_t)16 << 30;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaGetLastError(); }
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    size_t rounded = (bytes + 255) / 256 * 256;
+    *p = rounded ? aligned_alloc(256, rounded) : nullptr;
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFree(void *p) {
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    (void)kind;
+    if (bytes) memcpy(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s) {
+    (void)s;
+    if (bytes) memset(p, value, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int value, size_t width, size_t height,
+                              cudaStream_t s) {
+    (void)s;
+    if (width > pitch) return cudaErrorInvalidValue;
+    for (size_t r = 0; r < height; r++) memset((char *)p + r * pitch, value, width);
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    *e = new emu_event{0.0};
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    (void)s;
+    e->ms = now_ms();
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    (void)e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    *ms = (float)(b->ms - a->ms);
+    return cudaSuccess;
+}
+
+/* ---- cuBLAS ---- */
+
+const char *cublasGetStatusString(cublasStatus_t s) {
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS:
+        return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_INVALID_VALUE:
+        return "CUBLAS_STATUS_INVALID_VALUE (emulator)";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+        return "CUBLAS_STATUS_NOT_SUPPORTED (emulator)";
+    default:
+        return "CUBLAS_STATUS_NOT_INITIALIZED (emulator)";
+    }
+}
+cublasStatus_t cublasCreate(cublasHandle_t *h) {
+    *h = new emu_blas{0};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
+    (void)mode;
+    return h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+
+static int emu_max1(int v) { return v > 1 ? v : 1; }
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, const void *alpha_p, const void *A, cudaDataType at,
+                            int lda, const void *B, cudaDataType bt, int ldb, const void *beta_p,
+                            void *C, cudaDataType ct, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo) {
+    (void)algo;
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (m < 0 || n < 0 || k < 0 || lda < emu_max1(ta == CUBLAS_OP_N ? m : k) ||
+        ldb < emu_max1(tb == CUBLAS_OP_N ? k : n) || ldc < emu_max1(m))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    const float alpha = *(const float *)alpha_p, beta = *(const float *)beta_p;
+    const float *a = (const float *)A, *b = (const float *)B;
+    float *c = (float *)C;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double acc = 0;
+            for (int l = 0; l < k; l++) {
+                float x = ta == CUBLAS_OP_N ? a[i + (size_t)l * lda] : a[l + (size_t)i * lda];
+                float y = tb == CUBLAS_OP_N ? b[l + (size_t)j * ldb] : b[j + (size_t)l * ldb];
+                acc += (double)x * y;
+            }
+            float *cij = &c[i + (size_t)j * ldc];
+            *cij = beta == 0.0f ? (float)(alpha * acc) : (float)(alpha * acc + (double)beta * *cij);
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgeam(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                           int n, const float *alpha, const float *A, int lda, const float *beta,
+                           const float *B, int ldb, float *C, int ldc) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (m < 0 || n < 0 || lda < emu_max1(ta == CUBLAS_OP_N ? m : n) ||
+        ldb < emu_max1(tb == CUBLAS_OP_N ? m : n) || ldc < emu_max1(m))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float x = *alpha == 0.0f
+                          ? 0.0f
+                          : (ta == CUBLAS_OP_N ? A[i + (size_t)j * lda] : A[j + (size_t)i * lda]);
+            float y = *beta == 0.0f
+                          ? 0.0f
+                          : (tb == CUBLAS_OP_N ? B[i + (size_t)j * ldb] : B[j + (size_t)i * ldb]);
+            C[i + (size_t)j * ldc] = *alpha * x + *beta * y;
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}
