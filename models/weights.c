@@ -331,8 +331,48 @@ mt_weights_writer *mt_weights_writer_open(const char *dir, const mt_minimax *m, 
     return w;
 }
 
+/* transformers saves four buffers per lightning layer that it derives from the config
+ * (modeling_minimax.py: get_slope_rate, decay_factors) and reports them missing when a checkpoint
+ * lacks them; they are written here the same way, from the layer's decay lambda (fp32 products,
+ * as torch computes them). The loader checks them and never loads them. */
+static void wt_add_decay_buffers(mt_weights_writer *w, int layer) {
+    const mt_minimax *m = w->m;
+    const int H = m->cfg.num_attention_heads, Bk = m->cfg.block_size;
+    const float *lambda = m->decay + (int64_t)layer * H;
+    float *slope = mt_malloc(sizeof(float) * (size_t)H, "slope_rate");
+    float *qd = mt_malloc(sizeof(float) * (size_t)H * Bk, "query_decay");
+    float *kd = mt_malloc(sizeof(float) * (size_t)H * Bk, "key_decay");
+    float *dd = mt_malloc(sizeof(float) * (size_t)H * Bk * Bk, "diagonal_decay");
+    for (int h = 0; h < H; h++) {
+        float s = lambda[h];
+        slope[h] = s;
+        for (int j = 0; j < Bk; j++) {
+            qd[(int64_t)h * Bk + j] = expf(-(s * (float)(j + 1)));
+            kd[(int64_t)h * Bk + j] = expf(-(s * (float)(Bk - (j + 1))));
+            for (int i = 0; i < Bk; i++)
+                dd[((int64_t)h * Bk + i) * Bk + j] = i >= j ? expf(-(s * (float)(i - j))) : 0.0f;
+        }
+    }
+    char name[160];
+    const char *kinds[4] = {"slope_rate", "query_decay", "key_decay", "diagonal_decay"};
+    const float *vals[4] = {slope, qd, kd, dd};
+    int64_t shapes[4][4] = {{H, 1, 1}, {H, Bk, 1}, {H, Bk, 1}, {1, H, Bk, Bk}};
+    int ndims[4] = {3, 3, 3, 4};
+    for (int k = 0; k < 4; k++) {
+        snprintf(name, sizeof(name), "model.layers.%d.self_attn.%s", layer, kinds[k]);
+        mt_safetensors_writer_add(w->st, name, w->dtype, ndims[k], shapes[k], vals[k]);
+    }
+    free(slope);
+    free(qd);
+    free(kd);
+    free(dd);
+}
+
 void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float *data) {
     const mt_minimax *m = w->m;
+    if (w->naming != MT_NAMING_ORIGINAL && bucket >= 1 && bucket <= m->cfg.num_hidden_layers &&
+        m->cfg.layer_types[bucket - 1] == MT_LAYER_LINEAR)
+        wt_add_decay_buffers(w, bucket - 1);
     MT_CHECK(bucket >= 0 && bucket < m->n_buckets && !w->added[bucket],
              "weights: bucket %d added twice or out of range", bucket);
     w->added[bucket] = true;
