@@ -58,9 +58,11 @@ static int test_zero_vs_unsharded(void) {
                 for (int r = 0; r < P; r++) g += grad_value(r, step, b, i);
                 bool decay = b != 1 || i < 900;
                 if (decay) ref[b][i] *= (float)(1.0 - opt.lr * opt.weight_decay);
-                rm[b][i] = 0.9f * rm[b][i] + (1.0f - 0.9f) * g;
-                rv[b][i] = 0.95f * rv[b][i] + (1.0f - 0.95f) * g * g;
-                ref[b][i] -= (float)(opt.lr * (rm[b][i] / bc1) / (sqrt(rv[b][i] / bc2) + opt.eps));
+                /* torch.optim.AdamW's fp32 arithmetic (lerp, sqrt(v)/sqrt(bc2) + eps) */
+                rm[b][i] += (g - rm[b][i]) * (1.0f - 0.9f);
+                rv[b][i] = rv[b][i] * 0.95f + (1.0f - 0.95f) * g * g;
+                float denom = sqrtf(rv[b][i]) / (float)sqrt(bc2) + (float)opt.eps;
+                ref[b][i] -= (float)(opt.lr / bc1) * rm[b][i] / denom;
             }
     }
     for (int b = 0; b < N_BUCKETS; b++) {

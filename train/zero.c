@@ -151,9 +151,24 @@ static bool zero_decays(const mt_zero *z, int b, int64_t i, int64_t *run_end) {
     return false;
 }
 
+/* One run of elements with the same decay flag; PyTorch's fp32 AdamW arithmetic
+ * (torch.optim.adamw, single-tensor path): the loop vectorises and splits over threads. */
+static void zero_adamw_run(float *p, float *m, float *v, const float *g, int64_t n, float keep,
+                           float b1, float b2, float step_size, float bc2_sqrt, float eps) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        p[i] *= keep;
+        m[i] += (g[i] - m[i]) * (1.0f - b1);
+        v[i] = v[i] * b2 + (1.0f - b2) * g[i] * g[i];
+        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+        p[i] -= step_size * m[i] / denom;
+    }
+}
+
 void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
     MT_CHECK(o->step >= 1, "adamw: step must be >= 1");
     double bc1 = 1.0 - pow(o->beta1, (double)o->step), bc2 = 1.0 - pow(o->beta2, (double)o->step);
+    float step_size = (float)(o->lr / bc1), bc2_sqrt = (float)sqrt(bc2), eps = (float)o->eps;
     float b1 = (float)o->beta1, b2 = (float)o->beta2;
     for (int b = 0; b < z->n_buckets; b++) {
         int64_t lo, hi;
@@ -165,13 +180,9 @@ void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
             bool decay = zero_decays(z, b, i, &end);
             if (end > hi) end = hi;
             float keep = decay ? (float)(1.0 - o->lr * o->weight_decay) : 1.0f;
-            for (; i < end; i++) {
-                p[i] *= keep;
-                m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-                v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-                double m_hat = m[i] / bc1, v_hat = v[i] / bc2;
-                p[i] -= (float)(o->lr * m_hat / (sqrt(v_hat) + o->eps));
-            }
+            zero_adamw_run(p + i, m + i, v + i, g + i, end - i, keep, b1, b2, step_size, bc2_sqrt,
+                           eps);
+            i = end;
         }
     }
     z->slot_bucket[0] = z->slot_bucket[1] = -1; /* parameters changed: slots are stale */
