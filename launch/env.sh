@@ -14,3 +14,11 @@ if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -r /proc/cpuinfo ]; then
     unset mt_cpu_flags
     if [ -n "${OPENBLAS_CORETYPE:-}" ]; then export OPENBLAS_CORETYPE; fi
 fi
+
+# OpenMP (our kernels) and OpenBLAS (its own pthreads) are two thread pools; with OpenMP's
+# default active waiting, idle OpenMP threads spin while BLAS runs and a 2-thread rank runs at
+# half speed (docs/benchmarks.md). Passive waiting lets them share the cores.
+if [ -z "${OMP_WAIT_POLICY:-}" ]; then
+    OMP_WAIT_POLICY=PASSIVE
+    export OMP_WAIT_POLICY
+fi

@@ -22,7 +22,7 @@ bin="${MT_TRAIN_BIN:-$root/build/minimax-train}"
 cores="$(nproc)"
 threads=$(( cores / ranks ))
 [ "$threads" -ge 1 ] || threads=1
-envs=(-x OPENBLAS_NUM_THREADS="$threads" -x OMP_NUM_THREADS="$threads")
+envs=(-x OPENBLAS_NUM_THREADS="$threads" -x OMP_NUM_THREADS="$threads" -x OMP_WAIT_POLICY)
 [ -z "${OPENBLAS_CORETYPE:-}" ] || envs+=(-x OPENBLAS_CORETYPE)
 as_root=()
 [ "$(id -u)" -ne 0 ] || as_root=(--allow-run-as-root)

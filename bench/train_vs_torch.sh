@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# train_vs_torch.sh: training throughput of minimax-train against PyTorch + transformers on the
+# CPU: same model, same initial weights, same batches, same thread count (docs/benchmarks.md,
+# "training vs PyTorch"). A benchmark, not a test: it needs the Python venv described there.
+#
+#   bash bench/train_vs_torch.sh [--steps N] [--warmup W] [--repeat R] [--data JSONL] [--out DIR]
+#
+# 1. builds minimax-train (Release) in $MT_BENCH_BUILD (default build-bench) when needed;
+# 2. transformers initialises MiniMaxForCausalLM from bench/configs/bench-small.json and saves it
+#    (fp32 safetensors): both sides start from these weights;
+# 3. minimax-train trains N steps (default 30) of bench/recipes/bench-small.toml (GSM8K train
+#    split, default ../shared/data/gsm8k/train.jsonl; padded rows of 256 tokens, global batch 4,
+#    no shuffling) as 1 rank x 2 threads and as 2 ranks x 1 thread (global batch 4 both times);
+# 4. bench/train_torch.py trains the same N steps with torch.set_num_threads(2), on the batches
+#    it rebuilds from the token cache minimax-train wrote, with the resolved recipe's settings;
+# 5. steps 3 and 4 run R times (default 2), interleaved, and each configuration's best repeat
+#    counts (noise on a shared VM only ever slows a run down);
+# 6. prints tokens/s over steps W+1..N (default W = 3; real tokens / step wall time), the ratios
+#    minimax-train / PyTorch, how well the losses agree, the machine, and how much CPU other
+#    processes took during each run (the numbers are only meaningful on an idle machine).
+# Environment: MT_BENCH_PYTHON (default /work/pyref/bin/python), MT_BENCH_BUILD, MT_BENCH_OUT
+# (default runs/bench-train); OMP_WAIT_POLICY, when set, goes to minimax-train's ranks only.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+
+steps=30
+warmup=3
+repeat=2
+data=""
+out="$(realpath -m "${MT_BENCH_OUT:-$root/runs/bench-train}")"
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --steps) steps="$2"; shift 2 ;;
+  --warmup) warmup="$2"; shift 2 ;;
+  --repeat) repeat="$2"; shift 2 ;;
+  --data) data="$(realpath "$2")"; shift 2 ;;
+  --out) out="$(realpath -m "$2")"; shift 2 ;;
+  -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+  *) echo "$0: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[ "$steps" -gt "$warmup" ] || { echo "$0: --steps must exceed --warmup" >&2; exit 2; }
+cd "$root"
+py="${MT_BENCH_PYTHON:-/work/pyref/bin/python}"
+build="${MT_BENCH_BUILD:-$root/build-bench}"
+config="bench/configs/bench-small.json"
+recipe="bench/recipes/bench-small.toml"
+
+"$py" -c "import torch, transformers, h5py" 2>/dev/null || {
+  echo "$0: $py lacks torch/transformers/h5py; create the venv as docs/benchmarks.md says" >&2
+  exit 2
+}
+mkdir -p "$out"
+
+# 1. build (warnings are not errors here: a benchmark should not die on a new compiler warning)
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/cmake.log" 2>&1 ||
+    { cat "$out/cmake.log" >&2; exit 1; }
+fi
+cmake --build "$build" --target minimax-train >"$out/build.log" 2>&1 ||
+  { tail -30 "$out/build.log" >&2; echo "$0: build failed ($build)" >&2; exit 1; }
+bin="$build/minimax-train"
+
+# 2. the common initial weights (made again only when the config changes)
+if ! cmp -s "$config" "$out/init.config.json" || [ ! -f "$out/init/model.safetensors" ]; then
+  "$py" bench/train_torch.py init --config "$config" --out "$out/init" --seed 42
+  cp "$config" "$out/init.config.json"
+fi
+
+# Interference: CPU time the whole machine spent (/proc/stat: user, nice, system, irq, softirq,
+# steal) minus what the measured command and its children used, as a share of all CPUs.
+hz="$(getconf CLK_TCK)"
+ncpu="$(nproc)"
+cpu_busy() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+measured() { # name command...: runs it, logs to $out/name.log, sets $others for the summary
+  local name="$1" b0 b1 t0 t1 rc=0
+  shift
+  b0="$(cpu_busy)"
+  t0="$(date +%s.%N)"
+  /usr/bin/time -f "%U %S" -o "$out/$name.time" "$@" >"$out/$name.log" 2>&1 || rc=$?
+  t1="$(date +%s.%N)"
+  b1="$(cpu_busy)"
+  if [ "$rc" -ne 0 ]; then
+    tail -20 "$out/$name.log" >&2
+    echo "$0: $name failed (log: $out/$name.log)" >&2
+    exit 1
+  fi
+  others+="  $name: $(awk -v b0="$b0" -v b1="$b1" -v t0="$t0" -v t1="$t1" -v hz="$hz" \
+    -v n="$ncpu" 'NR == 1 { own = $1 + $2; wall = t1 - t0;
+      o = (b1 - b0) / hz - own; if (o < 0) o = 0;
+      p = 100 * o / (wall * n);
+      printf "%.0f s wall, own CPU %.0f s, other processes %.0f%% of the %d CPUs%s", wall, own,
+             p, n, (p > 5 ? "  <- disturbed" : "") }' "$out/$name.time")"$'\n'
+}
+others=""
+
+# 3. minimax-train, in launch/run-local.sh's environment (launch/env.sh: the OpenBLAS core type;
+#    mpirun flags) but with explicit RANKS x THREADS: 1 x 2 and 2 x 1
+# shellcheck source-path=SCRIPTDIR source=../launch/env.sh
+source "$root/launch/env.sh"
+as_root=()
+[ "$(id -u)" -ne 0 ] || as_root=(--allow-run-as-root)
+run_mt() { # name ranks threads per-device-batch
+  local name="$1" ranks="$2" threads="$3" batch="$4" envs
+  envs=(-x OPENBLAS_NUM_THREADS="$threads" -x OMP_NUM_THREADS="$threads")
+  [ -z "${OPENBLAS_CORETYPE:-}" ] || envs+=(-x OPENBLAS_CORETYPE)
+  [ -z "${OMP_WAIT_POLICY:-}" ] || envs+=(-x OMP_WAIT_POLICY)
+  rm -rf "${out:?}/$name"
+  measured "$name" mpirun "${as_root[@]}" -np "$ranks" --oversubscribe --bind-to none \
+    --mca pml ob1 --mca btl self,vader "${envs[@]}" \
+    "$bin" "$recipe" --set output.dir="$out/$name" --set model.path="$out/init" \
+    --set data.cache_dir="$out/cache" --set train.max_steps="$steps" \
+    --set train.per_device_train_batch_size="$batch" ${data:+--set data.path="$data"}
+  rm -rf "${out:?}/$name"/checkpoint-* # the final training state (~200 MB), not needed here
+}
+echo "$repeat round(s) of: minimax-train 1 rank x 2 threads, 2 ranks x 1 thread;" \
+  "PyTorch 2 threads; $steps steps each" >&2
+mt12="" mt21="" pt=""
+for r in $(seq 1 "$repeat"); do
+  run_mt "mt-1x2.$r" 1 2 4
+  run_mt "mt-2x1.$r" 2 1 2
+  # 4. PyTorch, from the 1-rank run's resolved recipe (checkpoint, token cache, batch and
+  #    hyper-parameters), in its default OpenMP setting (OMP_WAIT_POLICY=PASSIVE slows it)
+  measured "torch.$r" env -u OMP_WAIT_POLICY "$py" bench/train_torch.py train --recipe "$out/mt-1x2.1/recipe.toml" \
+    --world 1 --threads 2 --csv "$out/torch.$r.csv"
+  mt12+="${mt12:+,}$out/mt-1x2.$r/loss.csv"
+  mt21+="${mt21:+,}$out/mt-2x1.$r/loss.csv"
+  pt+="${pt:+,}$out/torch.$r.csv"
+done
+
+# 6. results
+{
+  echo "== training vs PyTorch: $(date -u +%Y-%m-%dT%H:%MZ), $steps steps, warm-up $warmup," \
+    "best of $repeat"
+  echo "machine: $("$py" bench/train_torch.py machine); OpenBLAS core type" \
+    "${OPENBLAS_CORETYPE:-auto}; OMP_WAIT_POLICY ${OMP_WAIT_POLICY:-unset}"
+  echo "minimax-train: commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "?")$(
+    git -C "$root" diff --quiet HEAD 2>/dev/null || echo " + uncommitted changes"), $bin"
+  echo "model: $config ($(sed -n 's/^model: \([^;]*\) in [0-9]* buckets.*/\1/p' "$out/mt-1x2.1.log"))"
+  echo "pytorch: $(grep -m1 '^torch ' "$out/torch.1.log")"
+  "$py" bench/train_torch.py summary --warmup "$warmup" --ref "pytorch 1x2" \
+    "minimax-train 1x2=$mt12" "minimax-train 2x1=$mt21" "pytorch 1x2=$pt"
+  echo "interference (whole runs, start-up included; above ~5% the tokens/s are not reliable):"
+  printf "%s" "$others"
+} | tee "$out/summary.txt"
