@@ -15,7 +15,8 @@
 typedef struct {
     int64_t step;         /* optimizer steps done */
     uint64_t recipe_hash; /* mt_recipe_hash of the run that wrote it */
-    uint64_t rng_state;
+    uint64_t rng_state;   /* reserved: a step draws no random numbers today (no dropout, router
+                             jitter 0) and the data order derives from (data.seed, epoch) */
     int64_t tokens_seen;
     uint8_t cursor[MT_CURSOR_BYTES]; /* the data sampler's cursor, opaque here */
     int32_t world_size;              /* informational */
