@@ -227,8 +227,9 @@ static bool cfg_check_foreign(cfg_reader *r, const cJSON *root, const mt_minimax
     return true;
 }
 
-/* transformers `minimax` keys. */
-static bool cfg_read_hf(cfg_reader *r, const cJSON *root, mt_minimax_config *cfg) {
+/* Keys both schemas share, with the defaults of both classes. The original code has no
+ * block_size key (a module constant of 256); vLLM reads "block_size". */
+static bool cfg_read_common(cfg_reader *r, const cJSON *root, mt_minimax_config *cfg) {
     TRY(cfg_int(r, root, "vocab_size", 32000, &cfg->vocab_size));
     TRY(cfg_int(r, root, "hidden_size", 4096, &cfg->hidden_size));
     TRY(cfg_int(r, root, "intermediate_size", 14336, &cfg->intermediate_size));
@@ -248,6 +249,12 @@ static bool cfg_read_hf(cfg_reader *r, const cJSON *root, mt_minimax_config *cfg
     TRY(cfg_int(r, root, "block_size", 256, &cfg->block_size));
     TRY(cfg_int(r, root, "num_experts_per_tok", 2, &cfg->num_experts_per_tok));
     TRY(cfg_int(r, root, "num_local_experts", 8, &cfg->num_local_experts));
+    return true;
+}
+
+/* transformers `minimax` keys. */
+static bool cfg_read_hf(cfg_reader *r, const cJSON *root, mt_minimax_config *cfg) {
+    TRY(cfg_read_common(r, root, cfg));
     const cJSON *alias = cfg_get(root, "num_experts");
     if (alias) {
         int e = 0;
@@ -325,25 +332,7 @@ static bool cfg_read_hf(cfg_reader *r, const cJSON *root, mt_minimax_config *cfg
 
 /* original `minimax_text_01` keys. */
 static bool cfg_read_original(cfg_reader *r, const cJSON *root, mt_minimax_config *cfg) {
-    TRY(cfg_int(r, root, "vocab_size", 32000, &cfg->vocab_size));
-    TRY(cfg_int(r, root, "hidden_size", 4096, &cfg->hidden_size));
-    TRY(cfg_int(r, root, "intermediate_size", 14336, &cfg->intermediate_size));
-    TRY(cfg_int(r, root, "num_hidden_layers", 32, &cfg->num_hidden_layers));
-    TRY(cfg_int(r, root, "num_attention_heads", 32, &cfg->num_attention_heads));
-    if (cJSON_GetObjectItemCaseSensitive(root, "num_key_value_heads"))
-        TRY(cfg_int(r, root, "num_key_value_heads", cfg->num_attention_heads,
-                    &cfg->num_key_value_heads));
-    else
-        cfg->num_key_value_heads = 8;
-    TRY(cfg_int(r, root, "max_position_embeddings", 4096 * 32, &cfg->max_position_embeddings));
-    TRY(cfg_float(r, root, "rms_norm_eps", 1e-5, &cfg->rms_norm_eps));
-    TRY(cfg_float(r, root, "initializer_range", 0.02, &cfg->initializer_range));
-    TRY(cfg_float(r, root, "router_aux_loss_coef", 0.001, &cfg->router_aux_loss_coef));
-    TRY(cfg_bool(r, root, "output_router_logits", false, &cfg->output_router_logits));
-    /* The remote code uses a module constant of 256; vLLM reads "block_size". */
-    TRY(cfg_int(r, root, "block_size", 256, &cfg->block_size));
-    TRY(cfg_int(r, root, "num_experts_per_tok", 2, &cfg->num_experts_per_tok));
-    TRY(cfg_int(r, root, "num_local_experts", 8, &cfg->num_local_experts));
+    TRY(cfg_read_common(r, root, cfg));
     TRY(cfg_float(r, root, "layernorm_full_attention_alpha", 1, &cfg->full_attn_alpha));
     TRY(cfg_float(r, root, "layernorm_full_attention_beta", 1, &cfg->full_attn_beta));
     TRY(cfg_float(r, root, "layernorm_linear_attention_alpha", 1, &cfg->linear_attn_alpha));
