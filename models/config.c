@@ -227,6 +227,22 @@ static bool cfg_check_foreign(cfg_reader *r, const cJSON *root, const mt_minimax
     return true;
 }
 
+/* head_dim, both schemas: absent or null means C / H (transformers' getattr(...) or C // H). */
+static bool cfg_head_dim(cfg_reader *r, const cJSON *root, mt_minimax_config *cfg) {
+    int head_dim = 0;
+    TRY(cfg_int(r, root, "head_dim", 0, &head_dim));
+    if (head_dim == 0) {
+        if (cfg->num_attention_heads <= 0 || cfg->hidden_size % cfg->num_attention_heads != 0)
+            return cfg_fail(r,
+                            "key \"head_dim\" is missing and hidden_size %d is not divisible by "
+                            "num_attention_heads %d",
+                            cfg->hidden_size, cfg->num_attention_heads);
+        head_dim = cfg->hidden_size / cfg->num_attention_heads;
+    }
+    cfg->head_dim = head_dim;
+    return true;
+}
+
 /* Keys both schemas share, with the defaults of both classes. The original code has no
  * block_size key (a module constant of 256); vLLM reads "block_size". */
 static bool cfg_read_common(cfg_reader *r, const cJSON *root, mt_minimax_config *cfg) {
@@ -274,18 +290,8 @@ static bool cfg_read_hf(cfg_reader *r, const cJSON *root, mt_minimax_config *cfg
     TRY(cfg_token(r, root, "eos_token_id", 2, &cfg->eos_token_id));
     TRY(cfg_token(r, root, "pad_token_id", -1, &cfg->pad_token_id));
 
-    /* head_dim: null means C / H (transformers' getattr(...) or C // H). */
-    int head_dim = 0;
-    TRY(cfg_int(r, root, "head_dim", 0, &head_dim));
-    if (head_dim == 0) {
-        if (cfg->num_attention_heads <= 0 || cfg->hidden_size % cfg->num_attention_heads != 0)
-            return cfg_fail(r,
-                            "key \"head_dim\" is missing and hidden_size %d is not divisible by "
-                            "num_attention_heads %d",
-                            cfg->hidden_size, cfg->num_attention_heads);
-        head_dim = cfg->hidden_size / cfg->num_attention_heads;
-    }
-    cfg->head_dim = head_dim;
+    TRY(cfg_head_dim(r, root, cfg));
+    int head_dim = cfg->head_dim;
 
     /* RoPE: rope_parameters (v5) or top-level rope_theta/partial_rotary_factor (v4.5x). */
     double theta = 1e6, partial = 1.0;
@@ -347,17 +353,8 @@ static bool cfg_read_original(cfg_reader *r, const cJSON *root, mt_minimax_confi
     cfg->rope_theta = (float)theta;
     if (cfg_get(root, "rope_scaling")) return cfg_fail(r, "key \"rope_scaling\": not supported");
 
-    int head_dim = 0;
-    TRY(cfg_int(r, root, "head_dim", 0, &head_dim));
-    if (head_dim == 0) {
-        if (cfg->num_attention_heads <= 0 || cfg->hidden_size % cfg->num_attention_heads != 0)
-            return cfg_fail(r,
-                            "key \"head_dim\" is missing and hidden_size %d is not divisible by "
-                            "num_attention_heads %d",
-                            cfg->hidden_size, cfg->num_attention_heads);
-        head_dim = cfg->hidden_size / cfg->num_attention_heads;
-    }
-    cfg->head_dim = head_dim;
+    TRY(cfg_head_dim(r, root, cfg));
+    int head_dim = cfg->head_dim;
     TRY(cfg_int(r, root, "rotary_dim", head_dim, &cfg->rotary_dim));
 
     bool postnorm = false;
