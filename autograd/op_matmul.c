@@ -1,5 +1,7 @@
 /* op_matmul.c: y = x w^T, the linear layer without bias (nn.Linear's weight layout).
- * Node: in[0] = x (..., Kin) flattened to N rows, in[1] = w (M, Kin); no attributes.
+ * Node: in[0] = x (..., Kin) flattened to N rows, in[1] = w (M, Kin); ip[0] = the GEMM
+ * precision (mt_dtype: MT_F32 or MT_BF16, ctx->compute_dtype when the node was created, so the
+ * backward uses the forward's mode).
  * BLAS takes int dimensions, so N, M and Kin must each fit in an int. */
 #include <limits.h>
 
@@ -24,6 +26,7 @@ mt_tensor *mt_matmul(mt_ctx *c, mt_tensor *x, mt_tensor *w) {
     mt_tensor *y = mt_tensor_new(c, MT_F32, x->ndim, shape, "matmul");
     mt_tensor *in[2] = {x, w};
     mt_node *n = mt_node_begin(c, MT_OP_MATMUL, y, 2, in);
+    n->ip[0] = mt_gemm_mode(c, "matmul");
     mt_node_run(c, n);
     return y;
 }

@@ -59,6 +59,7 @@ mt_tensor *mt_moe_experts(mt_ctx *c, mt_tensor *x, mt_tensor *idx, mt_tensor *we
     mt_tensor *out = mt_tensor_new(c, MT_F32, 2, oshape, "moe_experts.out");
     mt_tensor *in[6] = {x, idx, weight, w1, w3, w2};
     mt_node *n = mt_node_begin(c, MT_OP_MOE_EXPERTS, out, 6, in);
+    n->ip[0] = mt_gemm_mode(c, "moe_experts"); /* GEMM precision, as in matmul */
     n->saved[0] = mt_tensor_new(c, MT_I32, 1, eshape, "moe_experts.offsets");
     n->saved[1] = mt_tensor_new(c, MT_I32, 1, ashape, "moe_experts.perm");
     n->saved[2] = mt_tensor_new(c, MT_I32, 1, ashape, "moe_experts.inv");

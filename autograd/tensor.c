@@ -122,6 +122,7 @@ void mt_ctx_init(mt_ctx *c, const mt_backend *be, size_t arena_bytes, int max_no
     c->nodes = mt_calloc((size_t)max_nodes, sizeof(mt_node), "tape");
     c->grad_enabled = true;
     c->tag = -1;
+    c->compute_dtype = MT_F32;
 }
 
 void mt_ctx_free(mt_ctx *c) {

@@ -66,6 +66,13 @@ typedef struct {
     mt_kernel_fn bwd;
 } mt_op_impl;
 
+/* AdamW constants of one run of elements (PyTorch's fp32 arithmetic, torch.optim.AdamW):
+ * p *= keep (decoupled weight decay: keep = 1 - lr*wd, or 1); m += (g - m)(1 - b1);
+ * v = b2 v + (1 - b2) g^2; p -= step_size m / (sqrt(v) / bc2_sqrt + eps). */
+typedef struct {
+    float keep, b1, b2, step_size, bc2_sqrt, eps;
+} mt_adamw_args;
+
 typedef struct mt_backend {
     const char *name;
     mt_dev dev;
@@ -76,6 +83,12 @@ typedef struct mt_backend {
     void (*to_host)(void *dst_host, const void *src, size_t bytes);
     void (*sync)(void);
     mt_op_impl ops[MT_OP_COUNT];
+    /* the sharded optimizer's vector kernels on fp32 buffers (kernels/<backend>/optim) */
+    void (*vec_add)(float *dst, const float *src, int64_t n); /* dst += src */
+    void (*vec_scale)(float *x, float s, int64_t n);          /* x *= s */
+    /* Sum of squares (in double) and the count of non-finite elements, returned to the host. */
+    void (*vec_stats)(const float *x, int64_t n, double *sumsq, int64_t *nonfinite);
+    void (*adamw)(float *p, float *m, float *v, const float *g, int64_t n, const mt_adamw_args *a);
 } mt_backend;
 
 const char *mt_op_name(mt_op op);
@@ -117,6 +130,14 @@ typedef struct mt_ctx {
     int tag;
     void (*tag_hook)(void *user, int tag, bool enter);
     void *tag_user;
+    /* GEMM precision, torch.autocast style: MT_F32 (the default) or MT_BF16. With MT_BF16 the
+     * operands of every GEMM in matmul and moe_experts, forward and backward (x, W, dY and the
+     * saved activations they multiply), are rounded to bf16 (nearest even, NaN stays NaN) and
+     * the products are accumulated in fp32; outputs and gradients stay fp32 tensors. Everything
+     * else (norms, softmax, attention, lightning, CE, optimizer) stays fp32, and parameters stay
+     * fp32 master weights. A node records the mode when it is created, so its backward uses the
+     * mode of its forward (docs/cuda.md, "bf16 mixed precision"). */
+    mt_dtype compute_dtype;
 } mt_ctx;
 
 void mt_ctx_init(mt_ctx *c, const mt_backend *be, size_t arena_bytes, int max_nodes);
@@ -125,6 +146,12 @@ void mt_ctx_free(mt_ctx *c);
 void mt_ctx_reset(mt_ctx *c);
 /* No-grad mode for evaluation and generation; returns the previous setting. */
 bool mt_ctx_set_grad(mt_ctx *c, bool enabled);
+/* c->compute_dtype, checked: what a GEMM op (matmul, moe_experts) records in its node's ip[0]. */
+static inline int64_t mt_gemm_mode(const mt_ctx *c, const char *op) {
+    MT_CHECK(c->compute_dtype == MT_F32 || c->compute_dtype == MT_BF16,
+             "%s: compute_dtype %d is neither MT_F32 nor MT_BF16", op, (int)c->compute_dtype);
+    return (int64_t)c->compute_dtype;
+}
 
 size_t mt_dtype_size(mt_dtype dt);
 const char *mt_dtype_name(mt_dtype dt);

@@ -1,8 +1,12 @@
 /* matmul.c: y = x w^T through BLAS sgemm (row-major).
- * x (N,K) rows, w (M,K) as stored by nn.Linear, y (N,M). */
+ * x (N,K) rows, w (M,K) as stored by nn.Linear, y (N,M).
+ * bf16 mode (node ip[0] == MT_BF16, mt_ctx.compute_dtype): every GEMM operand (x, w, dy) is
+ * rounded through bf16 into a scratch copy and the same sgemm runs on the copies, so products
+ * are exact and sums fp32: the CPU reference of the CUDA bf16 tensor-core GEMM. */
 #include <cblas.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "cpu_ops.h"
 
 void cpu_matmul_forward(float *y, const float *x, const float *w, int N, int M, int K) {
@@ -35,15 +39,31 @@ static void matmul_dims(const mt_node *n, int *N, int *M, int *K) {
     *N = (int)rows;
 }
 
+/* In bf16 mode, a scratch copy of src (n floats) rounded through bf16; else src itself. */
+static const float *matmul_operand(const mt_node *n, const float *src, int64_t count,
+                                   const char *what) {
+    if (n->ip[0] != MT_BF16 || count == 0) return src;
+    float *r = mt_node_scratch(n, sizeof(float) * (size_t)count, what);
+    mt_bf16_round_n(r, src, count);
+    return r;
+}
+
 void cpu_matmul_fwd_node(const mt_node *n) {
     int N, M, K;
     matmul_dims(n, &N, &M, &K);
-    cpu_matmul_forward(n->out->data, n->in[0]->data, n->in[1]->data, N, M, K);
+    const float *x = matmul_operand(n, n->in[0]->data, (int64_t)N * K, "matmul x bf16");
+    const float *w = matmul_operand(n, n->in[1]->data, (int64_t)M * K, "matmul w bf16");
+    cpu_matmul_forward(n->out->data, x, w, N, M, K);
 }
 
 void cpu_matmul_bwd_node(const mt_node *n) {
     int N, M, K;
     matmul_dims(n, &N, &M, &K);
     const mt_tensor *x = n->in[0], *w = n->in[1];
-    cpu_matmul_backward(x->grad, w->grad, n->out->grad, x->data, w->data, N, M, K);
+    if (N == 0 || M == 0 || K == 0) return;
+    /* only the operands a requested gradient multiplies: dx needs dy and w, dw needs dy and x */
+    const float *dy = matmul_operand(n, n->out->grad, (int64_t)N * M, "matmul dy bf16");
+    const float *xr = w->grad ? matmul_operand(n, x->data, (int64_t)N * K, "matmul x bf16") : NULL;
+    const float *wr = x->grad ? matmul_operand(n, w->data, (int64_t)M * K, "matmul w bf16") : NULL;
+    cpu_matmul_backward(x->grad, w->grad, dy, xr, wr, N, M, K);
 }

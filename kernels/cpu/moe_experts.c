@@ -10,11 +10,18 @@
  * of the forward's three GEMMs; the gathered x (N K C) is re-gathered (a copy), and
  * g = silu(h1) * h3 is recomputed elementwise. The forward output of an expert, y_e(x_n), is not
  * needed: dweight = <dout_n, w2_e g> = <w2_e^T dout_n, g>, and w2_e^T dout_n is the product the
- * backward forms anyway. */
+ * backward forms anyway.
+ *
+ * bf16 mode (node ip[0] == MT_BF16, mt_ctx.compute_dtype): every GEMM operand is rounded
+ * through bf16 before the same sgemm runs: the gathered x and dout (in place: they are copies),
+ * the expert's weights (into a per-expert scratch), g (after the dw2 path's row scaling) and
+ * dh1, dh3. GEMM outputs (h1, h3, u, y) and everything elementwise stay fp32, as does dweight,
+ * which is a dot product, not a GEMM. kernels/cuda/moe_experts.cu rounds at the same points. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "cpu_ops.h"
 #include "moe.h"
 
@@ -75,15 +82,24 @@ void cpu_moe_rows_combine(const float *yp, const int32_t *inv, const float *weig
 
 static inline float moe_sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
 
-void cpu_moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, const float *w1,
-                         const float *w3, const float *w2, cpu_moe_perm pm, float *h1, float *h3,
-                         bool keep_h, float *xp, float *yp, float *g, float *out) {
+/* The fp32 kernel when wr is NULL; bf16 mode with wr = 3 F C floats of scratch for one expert's
+ * rounded weights. */
+static void moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, const float *w1,
+                            const float *w3, const float *w2, cpu_moe_perm pm, float *h1, float *h3,
+                            bool keep_h, float *xp, float *yp, float *g, float *out, float *wr) {
     const int64_t C = d.C, F = d.F;
     cpu_moe_rows_gather(x, pm.perm, d.N * d.K, d.K, C, xp);
+    if (wr) mt_bf16_round_n(xp, xp, d.N * d.K * C);
     for (int e = 0; e < d.E; e++) {
         int64_t off = pm.offsets[e], rows = pm.offsets[e + 1] - off;
         if (rows == 0) continue; /* visited in order; contributes nothing */
         const float *w1e = w1 + e * F * C, *w3e = w3 + e * F * C, *w2e = w2 + e * C * F;
+        if (wr) {
+            mt_bf16_round_n(wr, w1e, F * C);
+            mt_bf16_round_n(wr + F * C, w3e, F * C);
+            mt_bf16_round_n(wr + 2 * F * C, w2e, C * F);
+            w1e = wr, w3e = wr + F * C, w2e = wr + 2 * F * C;
+        }
         const float *xe = xp + off * C;
         float *h1e = keep_h ? h1 + off * F : h1, *h3e = keep_h ? h3 + off * F : h3;
         /* h (rows,F) = xe (rows,C) w^T, w (F,C) */
@@ -93,6 +109,7 @@ void cpu_moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, co
                     (int)C, w3e, (int)C, 0.0f, h3e, (int)F);
 #pragma omp parallel for
         for (int64_t i = 0; i < rows * F; i++) g[i] = h1e[i] * moe_sigmoid(h1e[i]) * h3e[i];
+        if (wr) mt_bf16_round_n(g, g, rows * F);
         /* y (rows,C) = g (rows,F) w2e^T, w2e (C,F) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)C, (int)F, 1.0f, g,
                     (int)F, w2e, (int)F, 0.0f, yp + off * C, (int)C);
@@ -101,25 +118,45 @@ void cpu_moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, co
     cpu_moe_rows_combine(yp, pm.inv, weight, d.N, d.K, C, out);
 }
 
+void cpu_moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, const float *w1,
+                         const float *w3, const float *w2, cpu_moe_perm pm, float *h1, float *h3,
+                         bool keep_h, float *xp, float *yp, float *g, float *out) {
+    moe_experts_fwd(d, x, weight, w1, w3, w2, pm, h1, h3, keep_h, xp, yp, g, out, NULL);
+}
+
 /* Per expert with rows s (weight w_s, token n_s), U = dout_perm w2_e (rows,F):
  *   dweight[a_s] += <U_s, g_s>        dw2_e += sum_s (w_s dout_{n_s}) g_s^T
  *   dg_s = w_s U_s;  dh1 = dg h3 silu'(h1);  dh3 = dg silu(h1)
  *   dw1_e += dh1^T xp;  dw3_e += dh3^T xp;  dxp = dh1 w1_e + dh3 w3_e;  dx[n] += sum_j dxp. */
-void cpu_moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, const float *weight,
-                         const float *w1, const float *w3, const float *w2, cpu_moe_perm pm,
-                         const float *h1, const float *h3, float *xp, float *dp, float *dxp,
-                         float *g, float *u, float *dh3, float *dx, float *dweight, float *dw1,
-                         float *dw3, float *dw2) {
+/* The fp32 kernel when wr is NULL; bf16 mode with wr = 3 F C floats of scratch. */
+static void moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, const float *weight,
+                            const float *w1, const float *w3, const float *w2, cpu_moe_perm pm,
+                            const float *h1, const float *h3, float *xp, float *dp, float *dxp,
+                            float *g, float *u, float *dh3, float *dx, float *dweight, float *dw1,
+                            float *dw3, float *dw2, float *wr) {
     const int64_t C = d.C, F = d.F, A = d.N * d.K;
     const bool need_dh = dx || dw1 || dw3;
     const bool need_u = need_dh || dweight;
     if (!need_u && !dw2) return;
     if (dw1 || dw3) cpu_moe_rows_gather(x, pm.perm, A, d.K, C, xp);
     cpu_moe_rows_gather(dout, pm.perm, A, d.K, C, dp);
+    if (wr && xp) mt_bf16_round_n(xp, xp, A * C);
+    if (wr) mt_bf16_round_n(dp, dp, A * C);
     for (int e = 0; e < d.E; e++) {
         int64_t off = pm.offsets[e], rows = pm.offsets[e + 1] - off;
         if (rows == 0) continue; /* no rows: every gradient of this expert stays untouched */
         const float *w1e = w1 + e * F * C, *w3e = w3 + e * F * C, *w2e = w2 + e * C * F;
+        if (wr) { /* only the weights a requested product reads */
+            if (dx) {
+                mt_bf16_round_n(wr, w1e, F * C);
+                mt_bf16_round_n(wr + F * C, w3e, F * C);
+                w1e = wr, w3e = wr + F * C;
+            }
+            if (need_u) {
+                mt_bf16_round_n(wr + 2 * F * C, w2e, C * F);
+                w2e = wr + 2 * F * C;
+            }
+        }
         const float *h1e = h1 + off * F, *h3e = h3 + off * F, *dpe = dp + off * C;
         const int32_t *pe = pm.perm + off;
 #pragma omp parallel for
@@ -140,6 +177,7 @@ void cpu_moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, cons
 #pragma omp parallel for
             for (int64_t s = 0; s < rows; s++)
                 for (int64_t f = 0; f < F; f++) g[s * F + f] *= weight[pe[s]];
+            if (wr) mt_bf16_round_n(g, g, rows * F);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)C, (int)F, (int)rows, 1.0f,
                         dpe, (int)C, g, (int)F, 1.0f, dw2 + e * C * F, (int)F);
         }
@@ -154,6 +192,10 @@ void cpu_moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, cons
                 dh3[i] = dg * z * sg;
                 u[i] = dg * h3e[i] * sg * (1.0f + z * (1.0f - sg));
             }
+        }
+        if (wr) { /* dh1 and dh3 are GEMM operands from here on */
+            mt_bf16_round_n(u, u, rows * F);
+            mt_bf16_round_n(dh3, dh3, rows * F);
         }
         const float *xe = xp + off * C;
         if (dw1) /* dw1e (F,C) += dh1^T (F,rows) xe (rows,C) */
@@ -171,6 +213,21 @@ void cpu_moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, cons
         }
     }
     if (dx) cpu_moe_rows_combine(dxp, pm.inv, NULL, d.N, d.K, C, dx);
+}
+
+void cpu_moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, const float *weight,
+                         const float *w1, const float *w3, const float *w2, cpu_moe_perm pm,
+                         const float *h1, const float *h3, float *xp, float *dp, float *dxp,
+                         float *g, float *u, float *dh3, float *dx, float *dweight, float *dw1,
+                         float *dw3, float *dw2) {
+    moe_experts_bwd(d, dout, x, weight, w1, w3, w2, pm, h1, h3, xp, dp, dxp, g, u, dh3, dx, dweight,
+                    dw1, dw3, dw2, NULL);
+}
+
+/* bf16 mode: 3 F C floats for one expert's rounded w1, w3, w2; NULL in fp32 mode. */
+static float *moe_bf16_weights(const mt_node *n, cpu_moe_dims d) {
+    if (n->ip[0] != MT_BF16) return NULL;
+    return mt_node_scratch(n, sizeof(float) * (size_t)(3 * d.F * d.C + 1), "moe_experts w bf16");
 }
 
 static cpu_moe_dims moe_node_dims(const mt_node *n) {
@@ -205,8 +262,9 @@ void cpu_moe_experts_fwd_node(const mt_node *n) {
     float *xp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts xp");
     float *yp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts yp");
     float *g = mt_node_scratch(n, sizeof(float) * (size_t)(max_rows * d.F), "moe_experts g");
-    cpu_moe_experts_fwd(d, n->in[0]->data, n->in[2]->data, n->in[3]->data, n->in[4]->data,
-                        n->in[5]->data, pm, h1, h3, keep_h, xp, yp, g, n->out->data);
+    moe_experts_fwd(d, n->in[0]->data, n->in[2]->data, n->in[3]->data, n->in[4]->data,
+                    n->in[5]->data, pm, h1, h3, keep_h, xp, yp, g, n->out->data,
+                    moe_bf16_weights(n, d));
 }
 
 void cpu_moe_experts_bwd_node(const mt_node *n) {
@@ -223,7 +281,7 @@ void cpu_moe_experts_bwd_node(const mt_node *n) {
     float *g = mt_node_scratch(n, bf, "moe_experts g");
     float *u = mt_node_scratch(n, bf, "moe_experts u");
     float *dh3 = mt_node_scratch(n, bf, "moe_experts dh3");
-    cpu_moe_experts_bwd(d, n->out->grad, n->in[0]->data, n->in[2]->data, n->in[3]->data,
-                        n->in[4]->data, n->in[5]->data, pm, n->saved[3]->data, n->saved[4]->data,
-                        xp, dp, dxp, g, u, dh3, dx, dweight, dw1, dw3, dw2);
+    moe_experts_bwd(d, n->out->grad, n->in[0]->data, n->in[2]->data, n->in[3]->data, n->in[4]->data,
+                    n->in[5]->data, pm, n->saved[3]->data, n->saved[4]->data, xp, dp, dxp, g, u,
+                    dh3, dx, dweight, dw1, dw3, dw2, moe_bf16_weights(n, d));
 }

@@ -33,9 +33,10 @@ int64_t cuda_flag_read(const char *op) {
     return v == ~0ull ? -1 : (int64_t)v;
 }
 
-void cuda_sgemm_rm(const char *op, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
-                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                   int ldc) {
+/* cuda_sgemm_rm for A and B of type abt (CUDA_R_32F or CUDA_R_16BF); C is fp32. */
+static void cuda_gemm_rm(const char *op, bool trans_a, bool trans_b, int m, int n, int k,
+                         float alpha, const void *A, int lda, const void *B, int ldb,
+                         cudaDataType abt, float beta, float *C, int ldc) {
     if (m == 0 || n == 0) return;
     if (k == 0) { /* an empty sum: C = beta C (C not read when beta = 0, as in BLAS) */
         if (beta == 0.0f) {
@@ -50,9 +51,21 @@ void cuda_sgemm_rm(const char *op, bool trans_a, bool trans_b, int m, int n, int
     }
     cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(op, cublasGemmEx(cuda_blas, tb, ta, n, m, k, &alpha, B, CUDA_R_32F, ldb, A,
-                                 CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-                                 CUBLAS_GEMM_DEFAULT));
+    cublasCheck(op,
+                cublasGemmEx(cuda_blas, tb, ta, n, m, k, &alpha, B, abt, ldb, A, abt, lda, &beta, C,
+                             CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void cuda_sgemm_rm(const char *op, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                   int ldc) {
+    cuda_gemm_rm(op, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, CUDA_R_32F, beta, C, ldc);
+}
+
+void cuda_gemm_bf16_rm(const char *op, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                       const __nv_bfloat16 *A, int lda, const __nv_bfloat16 *B, int ldb, float beta,
+                       float *C, int ldc) {
+    cuda_gemm_rm(op, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, CUDA_R_16BF, beta, C, ldc);
 }
 
 /* ---- phase profiler ---- */
@@ -173,6 +186,10 @@ extern "C" const mt_backend *mt_cuda_backend_probe(void) {
     cuda_backend.ops[MT_OP_##E].bwd = cuda_##name##_bwd_node;
 #include "../../autograd/ops.def"
 #undef MT_OP
+    cuda_backend.vec_add = cuda_vec_add;
+    cuda_backend.vec_scale = cuda_vec_scale;
+    cuda_backend.vec_stats = cuda_vec_stats;
+    cuda_backend.adamw = cuda_adamw;
     cuda_probed = 1;
     return &cuda_backend;
 }

@@ -13,6 +13,7 @@
  * adapters, and read the same node fields (ip/fp/saved) with the same meaning. */
 #pragma once
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -123,6 +124,18 @@ __device__ inline float cuda_block_max(float v) {
     return m;
 }
 
+/* log sum exp(z[v] - mx) over a row of V logits, in double, with mx = max z; one block per
+ * row, every thread gets both. The cross-entropy kernels' row reduction: lse = mx + result. */
+__device__ inline double cuda_block_row_logsumexp(const float *z, int64_t V, float *mx_out) {
+    float mx = -INFINITY;
+    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, z[v]);
+    mx = cuda_block_max(mx);
+    double sum = 0.0;
+    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) sum += exp((double)z[v] - mx);
+    *mx_out = mx;
+    return log(cuda_block_sum(sum));
+}
+
 /* ---- GEMM ---- */
 
 /* Row-major C (m,n) = alpha op(A) op(B) + beta C through cuBLAS in fp32 (CUBLAS_COMPUTE_32F:
@@ -131,6 +144,19 @@ __device__ inline float cuda_block_max(float v) {
  * C^T = op(B)^T op(A)^T with the operands swapped. m, n or k = 0 is handled (k = 0 scales C). */
 void cuda_sgemm_rm(const char *op, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                    const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* The same with bf16 A and B (CUDA_R_16BF), fp32 C and fp32 accumulation (CUBLAS_COMPUTE_32F):
+ * the tensor-core GEMM of the bf16 mode (mt_ctx.compute_dtype). */
+void cuda_gemm_bf16_rm(const char *op, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                       const __nv_bfloat16 *A, int lda, const __nv_bfloat16 *B, int ldb, float beta,
+                       float *C, int ldc);
+
+/* ---- bf16 casts (cast.cu) ---- */
+
+/* dst[i] = bf16(src[i]), round to nearest even (__float2bfloat16_rn), i < count. */
+void cuda_cast_bf16(const char *op, __nv_bfloat16 *dst, const float *src, int64_t count);
+/* A bf16 copy of src (count floats) in scratch carved for node n: a GEMM operand in bf16 mode. */
+__nv_bfloat16 *cuda_bf16_operand(const mt_node *n, const float *src, int64_t count,
+                                 const char *what);
 
 /* ---- phase profiler (bench/gpu_ops.cu): event pairs around regions, off by default ---- */
 

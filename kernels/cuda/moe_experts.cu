@@ -12,7 +12,13 @@
  *
  * Host synchronisation: the per-expert GEMM sizes come from the offsets, copied to the host
  * once per forward and once per backward (E+1 ints). Later (issue 6): one grouped GEMM
- * (cublasGemmGroupedBatchedEx or cuBLASLt) per weight instead of E calls, bf16 operands. */
+ * (cublasGemmGroupedBatchedEx or cuBLASLt) per weight instead of E calls.
+ *
+ * bf16 mode (node ip[0] == MT_BF16): every GEMM operand is cast to a bf16 scratch copy at the
+ * points where the CPU reference rounds (kernels/cpu/moe_experts.c): the gathered x and dout,
+ * each expert's weights (one expert's worth of scratch, reused in stream order), g (after the
+ * dw2 path's row scaling) and dh1, dh3; cuda_gemm_bf16_rm accumulates in fp32. h1, h3, u, y,
+ * the activations and dweight stay fp32. */
 #include "cuda_ops.cuh"
 
 #define MOE_CHUNK 256 /* assignments per chunk of the counting sort */
@@ -208,13 +214,43 @@ static void moe_combine(float *out, const float *yp, const int32_t *inv, const f
     cuda_prof_end(CUDA_PROF_COMBINE);
 }
 
-static void moe_gemm(const char *op, bool ta, bool tb, int64_t m, int64_t nn, int64_t k,
-                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                     int64_t ldc) {
+/* A GEMM operand: fp32, or its bf16 copy in bf16 mode (b non-NULL). */
+struct moe_opnd {
+    const float *f;
+    const __nv_bfloat16 *b;
+};
+static moe_opnd moe_at(moe_opnd o, int64_t offset) {
+    moe_opnd r = {o.f ? o.f + offset : NULL, o.b ? o.b + offset : NULL};
+    return r;
+}
+/* The operand src (count floats) for a GEMM: in bf16 mode cast into dst (count bf16). */
+static moe_opnd moe_opnd_of(const float *src, __nv_bfloat16 *dst, int64_t count, const char *op) {
+    moe_opnd r = {src, NULL};
+    if (dst) {
+        cuda_cast_bf16(op, dst, src, count);
+        r.b = dst;
+    }
+    return r;
+}
+
+static void moe_gemm(const char *op, bool ta, bool tb, int64_t m, int64_t nn, int64_t k, moe_opnd A,
+                     int64_t lda, moe_opnd B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    MT_CHECK(!A.b == !B.b, "%s: a GEMM with one bf16 and one fp32 operand", op);
     cuda_prof_begin(CUDA_PROF_GEMM);
-    cuda_sgemm_rm(op, ta, tb, (int)m, (int)nn, (int)k, 1.0f, A, (int)lda, B, (int)ldb, beta, C,
-                  (int)ldc);
+    if (A.b)
+        cuda_gemm_bf16_rm(op, ta, tb, (int)m, (int)nn, (int)k, 1.0f, A.b, (int)lda, B.b, (int)ldb,
+                          beta, C, (int)ldc);
+    else
+        cuda_sgemm_rm(op, ta, tb, (int)m, (int)nn, (int)k, 1.0f, A.f, (int)lda, B.f, (int)ldb, beta,
+                      C, (int)ldc);
     cuda_prof_end(CUDA_PROF_GEMM);
+}
+
+/* bf16 mode: count bf16 of node scratch; NULL in fp32 mode (then no cast happens). */
+static __nv_bfloat16 *moe_bf16_scratch(const mt_node *n, int64_t count, const char *what) {
+    if (n->ip[0] != MT_BF16) return NULL;
+    return (__nv_bfloat16 *)mt_node_scratch(n, sizeof(__nv_bfloat16) * (size_t)(count ? count : 1),
+                                            what);
 }
 
 void cuda_moe_experts_fwd_node(const mt_node *n) {
@@ -240,12 +276,18 @@ void cuda_moe_experts_fwd_node(const mt_node *n) {
     const int32_t *perm = cuda_i32(n->saved[1]);
     moe_gather(xp, cuda_f32(n->in[0]), perm, d, op);
     cuda_prof_end(CUDA_PROF_ROUTE);
+    /* bf16 mode: copies of x by slot, of one expert's weights and of g */
+    const moe_opnd xo = moe_opnd_of(xp, moe_bf16_scratch(n, A * C, "moe xp bf16"), A * C, op);
+    __nv_bfloat16 *wb = moe_bf16_scratch(n, 3 * F * C, "moe w bf16");
+    __nv_bfloat16 *gb = moe_bf16_scratch(n, max_rows * F, "moe g bf16");
     const float *w1 = cuda_f32(n->in[3]), *w3 = cuda_f32(n->in[4]), *w2 = cuda_f32(n->in[5]);
     for (int e = 0; e < d.E; e++) {
         const int64_t o = off[e], rows = off[e + 1] - o;
         if (rows == 0) continue; /* visited in order; contributes nothing */
-        const float *w1e = w1 + e * F * C, *w3e = w3 + e * F * C, *w2e = w2 + e * C * F;
-        const float *xe = xp + o * C;
+        const moe_opnd w1e = moe_opnd_of(w1 + e * F * C, wb, F * C, op);
+        const moe_opnd w3e = moe_opnd_of(w3 + e * F * C, wb ? wb + F * C : NULL, F * C, op);
+        const moe_opnd w2e = moe_opnd_of(w2 + e * C * F, wb ? wb + 2 * F * C : NULL, C * F, op);
+        const moe_opnd xe = moe_at(xo, o * C);
         float *h1e = keep_h ? h1 + o * F : h1, *h3e = keep_h ? h3 + o * F : h3;
         /* h (rows,F) = xe (rows,C) w^T, w (F,C) */
         moe_gemm(op, false, true, rows, F, C, xe, C, w1e, C, 0.0f, h1e, F);
@@ -258,7 +300,8 @@ void cuda_moe_experts_fwd_node(const mt_node *n) {
             cuda_prof_end(CUDA_PROF_ACT);
         }
         /* y (rows,C) = g (rows,F) w2e^T, w2e (C,F) */
-        moe_gemm(op, false, true, rows, C, F, g, F, w2e, F, 0.0f, yp + o * C, C);
+        moe_gemm(op, false, true, rows, C, F, moe_opnd_of(g, gb, rows * F, op), F, w2e, F, 0.0f,
+                 yp + o * C, C);
     }
     moe_combine(cuda_f32(n->out), yp, cuda_i32(n->saved[2]), cuda_f32(n->in[2]), d, false, op);
 }
@@ -291,13 +334,29 @@ void cuda_moe_experts_bwd_node(const mt_node *n) {
     if (xp) moe_gather(xp, cuda_f32(n->in[0]), perm, d, op);
     moe_gather(dp, cuda_grad(n->out), perm, d, op);
     cuda_prof_end(CUDA_PROF_ROUTE);
+    /* bf16 mode: copies of x and dout by slot, of one expert's weights, of g, dh1 and dh3 */
+    moe_opnd xo = {xp, NULL};
+    if (xp) xo = moe_opnd_of(xp, moe_bf16_scratch(n, A * C, "moe xp bf16"), A * C, op);
+    const moe_opnd dpo = moe_opnd_of(dp, moe_bf16_scratch(n, A * C, "moe dp bf16"), A * C, op);
+    __nv_bfloat16 *wb = moe_bf16_scratch(n, 3 * F * C, "moe w bf16");
+    __nv_bfloat16 *gb = moe_bf16_scratch(n, max_rows * F, "moe g bf16");
+    __nv_bfloat16 *ub = moe_bf16_scratch(n, max_rows * F, "moe dh1 bf16");
+    __nv_bfloat16 *dh3b = moe_bf16_scratch(n, max_rows * F, "moe dh3 bf16");
     const float *w1 = cuda_f32(n->in[3]), *w3 = cuda_f32(n->in[4]), *w2 = cuda_f32(n->in[5]);
     const float *h1 = cuda_f32(n->saved[3]), *h3 = cuda_f32(n->saved[4]);
     for (int e = 0; e < d.E; e++) {
         const int64_t o = off[e], rows = off[e + 1] - o;
         if (rows == 0) continue; /* no rows: every gradient of this expert stays untouched */
-        const float *w1e = w1 + e * F * C, *w3e = w3 + e * F * C, *w2e = w2 + e * C * F;
-        const float *h1e = h1 + o * F, *h3e = h3 + o * F, *dpe = dp + o * C;
+        /* cast only the weights a requested product reads (as the CPU does) */
+        moe_opnd w1e = {w1 + e * F * C, NULL}, w3e = {w3 + e * F * C, NULL};
+        moe_opnd w2e = {w2 + e * C * F, NULL};
+        if (dx) {
+            w1e = moe_opnd_of(w1e.f, wb, F * C, op);
+            w3e = moe_opnd_of(w3e.f, wb ? wb + F * C : NULL, F * C, op);
+        }
+        if (need_u) w2e = moe_opnd_of(w2e.f, wb ? wb + 2 * F * C : NULL, C * F, op);
+        const float *h1e = h1 + o * F, *h3e = h3 + o * F;
+        const moe_opnd dpe = moe_at(dpo, o * C);
         const int32_t *pe = perm + o;
         const int64_t count = rows * F;
         cuda_prof_begin(CUDA_PROF_ACT);
@@ -320,7 +379,8 @@ void cuda_moe_experts_bwd_node(const mt_node *n) {
         }
         cuda_prof_end(CUDA_PROF_ACT);
         if (dw2) /* dw2e (C,F) += dpe^T g */
-            moe_gemm(op, true, false, C, F, rows, dpe, C, g, F, 1.0f, dw2 + e * C * F, F);
+            moe_gemm(op, true, false, C, F, rows, dpe, C, moe_opnd_of(g, gb, count, op), F, 1.0f,
+                     dw2 + e * C * F, F);
         if (!need_dh) continue;
         cuda_prof_begin(CUDA_PROF_ACT);
         if (count > 0) {
@@ -329,14 +389,15 @@ void cuda_moe_experts_bwd_node(const mt_node *n) {
             CUDA_LAUNCH_CHECK(op);
         }
         cuda_prof_end(CUDA_PROF_ACT);
-        const float *xe = xp ? xp + o * C : NULL;
+        const moe_opnd xe = moe_at(xo, o * C), dh1o = moe_opnd_of(u, ub, count, op);
+        const moe_opnd dh3o = moe_opnd_of(dh3, dh3b, count, op);
         if (dw1) /* dw1e (F,C) += dh1^T (F,rows) xe (rows,C) */
-            moe_gemm(op, true, false, F, C, rows, u, F, xe, C, 1.0f, dw1 + e * F * C, C);
-        if (dw3) moe_gemm(op, true, false, F, C, rows, dh3, F, xe, C, 1.0f, dw3 + e * F * C, C);
+            moe_gemm(op, true, false, F, C, rows, dh1o, F, xe, C, 1.0f, dw1 + e * F * C, C);
+        if (dw3) moe_gemm(op, true, false, F, C, rows, dh3o, F, xe, C, 1.0f, dw3 + e * F * C, C);
         if (dx) { /* dxp (rows,C) = dh1 w1e + dh3 w3e, w (F,C) */
             float *dxe = dxp + o * C;
-            moe_gemm(op, false, false, rows, C, F, u, F, w1e, C, 0.0f, dxe, C);
-            moe_gemm(op, false, false, rows, C, F, dh3, F, w3e, C, 1.0f, dxe, C);
+            moe_gemm(op, false, false, rows, C, F, dh1o, F, w1e, C, 0.0f, dxe, C);
+            moe_gemm(op, false, false, rows, C, F, dh3o, F, w3e, C, 1.0f, dxe, C);
         }
     }
     if (dx) moe_combine(dx, dxp, cuda_i32(n->saved[2]), NULL, d, true, op);

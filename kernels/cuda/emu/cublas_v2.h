@@ -20,7 +20,9 @@ typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_PEDANTIC_MATH = 2 } cublasMath_t;
 const char *cublasGetStatusString(cublasStatus_t s);
 cublasStatus_t cublasCreate(cublasHandle_t *h);
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode);
-/* C (m,n) = alpha op(A) op(B) + beta C, column-major; fp32 only; C not read when beta = 0. */
+/* C (m,n) = alpha op(A) op(B) + beta C, column-major; C not read when beta = 0. A and B both
+ * CUDA_R_32F or both CUDA_R_16BF (products exact in double, summed in double); C CUDA_R_32F;
+ * CUBLAS_COMPUTE_32F. Anything else is CUBLAS_STATUS_NOT_SUPPORTED. */
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                             int n, int k, const void *alpha, const void *A, cudaDataType at,
                             int lda, const void *B, cudaDataType bt, int ldb, const void *beta,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cublas_v2.h"
+#include "cuda_bf16.h"
 #include "cuda_runtime.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -435,20 +436,26 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                             cublasGemmAlgo_t algo) {
     (void)algo;
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F)
+    /* the two combinations the kernels use: fp32, and bf16 inputs with fp32 output */
+    if (at != bt || (at != CUDA_R_32F && at != CUDA_R_16BF) || ct != CUDA_R_32F ||
+        compute != CUBLAS_COMPUTE_32F)
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    const bool bf16 = at == CUDA_R_16BF;
     if (m < 0 || n < 0 || k < 0 || lda < emu_max1(ta == CUBLAS_OP_N ? m : k) ||
         ldb < emu_max1(tb == CUBLAS_OP_N ? k : n) || ldc < emu_max1(m))
         return CUBLAS_STATUS_INVALID_VALUE;
     const float alpha = *(const float *)alpha_p, beta = *(const float *)beta_p;
-    const float *a = (const float *)A, *b = (const float *)B;
     float *c = (float *)C;
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             double acc = 0;
             for (int l = 0; l < k; l++) {
-                float x = ta == CUBLAS_OP_N ? a[i + (size_t)l * lda] : a[l + (size_t)i * lda];
-                float y = tb == CUBLAS_OP_N ? b[l + (size_t)j * ldb] : b[j + (size_t)l * ldb];
+                size_t ia = ta == CUBLAS_OP_N ? i + (size_t)l * lda : l + (size_t)i * lda;
+                size_t ib = tb == CUBLAS_OP_N ? l + (size_t)j * ldb : j + (size_t)l * ldb;
+                float x = bf16 ? __bfloat162float(((const __nv_bfloat16 *)A)[ia])
+                               : ((const float *)A)[ia];
+                float y = bf16 ? __bfloat162float(((const __nv_bfloat16 *)B)[ib])
+                               : ((const float *)B)[ib];
                 acc += (double)x * y;
             }
             float *cij = &c[i + (size_t)j * ldc];
