@@ -1,8 +1,15 @@
-/* comm.h: the communicator the sharded optimizer talks to. One interface, two implementations:
- * MPI on host buffers (CPU backend, here) and NCCL on device buffers (CUDA backend).
- * Every collective is issued by every rank in the same order; a failure on any rank aborts
- * the whole job (MPI_Abort / ncclCommAbort), never hangs it. */
+/* comm.h: the communicator the sharded optimizer talks to. One interface, three implementations:
+ * MPI on host buffers (CPU backend), self (one rank, no MPI) and NCCL on device buffers (CUDA
+ * backend, train/comm_nccl.cu). Every collective is issued by every rank in the same order; a
+ * failure on any rank aborts the whole job (MPI_Abort / ncclCommAbort), never hangs it.
+ *
+ * Ordering for device communicators: allgather and reduce_scatter start after every kernel
+ * queued so far on the compute stream (the default stream) and every kernel queued after them
+ * waits for them; the host is not blocked. allgather_start/wait split an all-gather so it can
+ * be issued early (the next bucket's gather prefetched while this one computes). Host
+ * communicators run everything at once and return ticket 0. */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +27,11 @@ struct mt_comm {
     void (*bcast)(mt_comm *c, void *buf, size_t bytes, int root);
     void (*barrier)(mt_comm *c);
     void (*abort)(mt_comm *c, int exit_code);
+    /* true: allgather/reduce_scatter buffers are device memory (NCCL); false: host memory */
+    bool device;
+    /* An all-gather issued now, finished by wait(ticket) before its result is read (see above). */
+    int (*allgather_start)(mt_comm *c, const float *send, float *recv, int64_t count);
+    void (*wait)(mt_comm *c, int ticket);
     void *impl;
 };
 
@@ -29,3 +41,9 @@ mt_comm *mt_comm_mpi_init(int *argc, char ***argv);
 void mt_comm_finalize(mt_comm *c);
 /* One rank, no MPI: for unsharded reference runs (tests) and single-process tools. */
 mt_comm *mt_comm_self(void);
+/* NCCL over the ranks of `host` (an MPI communicator: it broadcasts the ncclUniqueId and keeps
+ * serving the small host all-reduces, bcast and barrier). Binds rank r to device
+ * local_rank % device_count first. NULL when the CUDA backend was not built. */
+mt_comm *mt_comm_nccl_init(mt_comm *host);
+/* ncclCommDestroy, streams and events; the host communicator stays. */
+void mt_comm_nccl_free(mt_comm *c);

@@ -56,6 +56,13 @@ static void mpi_reduce_scatter(mt_comm *c, const float *send, float *recv, int64
     }
 }
 
+/* Host buffers: a started all-gather is a finished one. */
+static int mpi_allgather_start(mt_comm *c, const float *send, float *recv, int64_t count) {
+    mpi_allgather(c, send, recv, count);
+    return 0;
+}
+static void mpi_wait(mt_comm *c, int ticket) { (void)c, (void)ticket; }
+
 static void mpi_allreduce_f64(mt_comm *c, double *buf, int n) {
     (void)c;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
@@ -108,10 +115,21 @@ mt_comm *mt_comm_mpi_init(int *argc, char ***argv) {
     mpi_comm.bcast = mpi_bcast;
     mpi_comm.barrier = mpi_barrier;
     mpi_comm.abort = mpi_abort;
+    mpi_comm.allgather_start = mpi_allgather_start;
+    mpi_comm.wait = mpi_wait;
     if (mpi_comm.size > 1) mt_error_set_rank(mpi_comm.rank);
     mt_error_set_abort_hook(mpi_abort_hook);
     return &mpi_comm;
 }
+
+#ifndef MT_WITH_CUDA
+/* The NCCL communicator is train/comm_nccl.cu, built with the CUDA backend only. */
+mt_comm *mt_comm_nccl_init(mt_comm *host) {
+    (void)host;
+    return NULL;
+}
+void mt_comm_nccl_free(mt_comm *c) { (void)c; }
+#endif
 
 void mt_comm_finalize(mt_comm *c) {
     (void)c;

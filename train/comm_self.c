@@ -15,6 +15,12 @@ static void self_reduce_scatter(mt_comm *c, const float *send, float *recv, int6
     if (recv != send) memmove(recv, send, sizeof(float) * (size_t)count);
 }
 
+static int self_allgather_start(mt_comm *c, const float *send, float *recv, int64_t count) {
+    self_allgather(c, send, recv, count);
+    return 0;
+}
+static void self_wait(mt_comm *c, int ticket) { (void)c, (void)ticket; }
+
 static void self_allreduce_f64(mt_comm *c, double *buf, int n) { (void)c, (void)buf, (void)n; }
 static void self_allreduce_i64(mt_comm *c, int64_t *buf, int n) { (void)c, (void)buf, (void)n; }
 static void self_bcast(mt_comm *c, void *buf, size_t bytes, int root) {
@@ -36,6 +42,8 @@ mt_comm *mt_comm_self(void) {
                            .allreduce_i64 = self_allreduce_i64,
                            .bcast = self_bcast,
                            .barrier = self_barrier,
-                           .abort = self_abort};
+                           .abort = self_abort,
+                           .allgather_start = self_allgather_start,
+                           .wait = self_wait};
     return &self;
 }

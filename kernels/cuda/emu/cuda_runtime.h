@@ -98,8 +98,12 @@ typedef enum {
     cudaMemcpyDeviceToDevice = 3,
     cudaMemcpyDefault = 4
 } cudaMemcpyKind;
+struct cudaUUID_t {
+    char bytes[16];
+};
 struct cudaDeviceProp {
     char name[256];
+    cudaUUID_t uuid; /* all zero: every rank shares the one emulated device */
     int major, minor, multiProcessorCount;
     size_t totalGlobalMem;
 };
@@ -127,6 +131,17 @@ cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
+/* Streams and device selection (emu_nccl.cpp): the default stream runs everything at once; a
+ * created stream queues the emulated NCCL collectives until the default stream waits on an
+ * event or the stream is synchronised (kernels/cuda/emu/nccl.h). */
+#define cudaStreamNonBlocking  0x01
+#define cudaEventDisableTiming 0x02
+cudaError_t cudaSetDevice(int dev);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
 
 /* ---- launches ---- */
 /* Runs fn once per thread of every block; records cudaErrorInvalidConfiguration for an empty

@@ -1,0 +1,302 @@
+/* emu_nccl.cpp: the emulator's NCCL (kernels/cuda/emu/nccl.h) and the stream and device calls
+ * of the runtime that the NCCL communicator needs. Emulated device memory is host memory, so a
+ * collective is the matching MPI collective on a duplicate of MPI_COMM_WORLD.
+ *
+ * Streams: the default stream (0) runs everything at once, as the rest of the emulator does. A
+ * created stream queues its collectives; the queue runs, in order, when the default stream
+ * waits on an event (cudaStreamWaitEvent(0, e)) or the stream is synchronised or destroyed.
+ * Which stream an event was recorded on is not tracked (emu.cpp owns events), so a wait of the
+ * default stream runs every queue: never later than a GPU could, sometimes earlier. What this
+ * shows: a result read before its wait is stale here (on a GPU it may be), and every rank must
+ * issue the same collectives in the same order (else MPI reports or hangs, like NCCL). */
+#define OMPI_SKIP_MPICXX  1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "cuda_runtime.h"
+#include "nccl.h"
+
+struct emu_stream {
+    std::vector<std::function<void()>> queue;
+};
+
+struct emu_nccl_comm {
+    int nranks, rank;
+    bool local; /* one rank without MPI: collectives are copies */
+    bool aborted;
+    MPI_Comm mpi;
+    int queued; /* collectives waiting in a stream queue */
+};
+
+namespace {
+
+std::vector<emu_stream *> live_streams;
+
+void stream_run(emu_stream *s) {
+    /* a queued collective never queues another, so the vector is stable while it runs */
+    for (auto &op : s->queue) op();
+    s->queue.clear();
+}
+
+const char id_magic[] = "emu-nccl-id";
+
+uint64_t id_hash(const ncclUniqueId &id) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++)
+        h = (h ^ (uint8_t)id.internal[i]) * 1099511628211ull;
+    return h;
+}
+
+void mpi_fail(const char *what, int rc) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    fprintf(stderr, "nccl emulator: %s failed: %s\n", what, msg);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort();
+}
+
+/* [a, a+an) and [b, b+bn) share a byte */
+bool overlap(const void *a, size_t an, const void *b, size_t bn) {
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return an && bn && x < y + bn && y < x + an;
+}
+
+/* Runs now on the default stream, else queued on s. */
+void issue(ncclComm_t comm, cudaStream_t s, std::function<void()> op) {
+    if (!s) {
+        op();
+        return;
+    }
+    comm->queued++;
+    s->queue.push_back([comm, op]() {
+        comm->queued--;
+        if (!comm->aborted) op();
+    });
+}
+
+} // namespace
+
+/* ---- runtime: devices, streams, events ---- */
+
+cudaError_t cudaSetDevice(int dev) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) return e;
+    return dev >= 0 && dev < n ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    if (!s || (flags & ~(unsigned)cudaStreamNonBlocking)) return cudaErrorInvalidValue;
+    *s = new emu_stream;
+    live_streams.push_back(*s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    if (s) stream_run(s);
+    return cudaSuccess;
+}
+
+/* As on a GPU, queued work still completes. */
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    auto it = std::find(live_streams.begin(), live_streams.end(), s);
+    if (!s || it == live_streams.end()) return cudaErrorInvalidValue;
+    stream_run(s);
+    live_streams.erase(it);
+    delete s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+    if (!e || flags) return cudaErrorInvalidValue;
+    if (!s)
+        for (emu_stream *q : live_streams) stream_run(q);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+    if (flags & ~(unsigned)cudaEventDisableTiming) return cudaErrorInvalidValue;
+    return cudaEventCreate(e);
+}
+
+/* ---- NCCL ---- */
+
+const char *ncclGetErrorString(ncclResult_t r) {
+    switch (r) {
+    case ncclSuccess:
+        return "no error";
+    case ncclUnhandledCudaError:
+        return "unhandled cuda error (emulator)";
+    case ncclSystemError:
+        return "unhandled system error (emulator)";
+    case ncclInternalError:
+        return "internal error (emulator)";
+    case ncclInvalidArgument:
+        return "invalid argument (emulator)";
+    case ncclInvalidUsage:
+        return "invalid usage (emulator)";
+    case ncclRemoteError:
+        return "remote process exited or there was a network error (emulator)";
+    case ncclInProgress:
+        return "NCCL operation in progress (emulator)";
+    }
+    return "unknown result code (emulator)";
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+    if (!id) return ncclInvalidArgument;
+    memset(id, 0, sizeof(*id));
+    memcpy(id->internal, id_magic, sizeof(id_magic));
+    long stamp[2] = {(long)getpid(), (long)time(nullptr)};
+    memcpy(id->internal + 16, stamp, sizeof(stamp));
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
+    if (!comm || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+    if (memcmp(id.internal, id_magic, sizeof(id_magic)) != 0) {
+        fprintf(stderr,
+                "nccl emulator: rank %d: the unique id did not come from ncclGetUniqueId "
+                "(not broadcast?)\n",
+                rank);
+        return ncclInvalidArgument;
+    }
+    emu_nccl_comm *c = new emu_nccl_comm{nranks, rank, false, false, MPI_COMM_NULL, 0};
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init) {
+        if (nranks != 1) {
+            fprintf(stderr, "nccl emulator: %d ranks need MPI (not initialised)\n", nranks);
+            delete c;
+            return ncclInvalidUsage;
+        }
+        c->local = true;
+        *comm = c;
+        return ncclSuccess;
+    }
+    int wsize = 0, wrank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    if (wsize != nranks || wrank != rank) {
+        fprintf(stderr,
+                "nccl emulator: ncclCommInitRank(nranks %d, rank %d) on MPI rank %d of %d: "
+                "the emulator runs on MPI_COMM_WORLD and needs the same size and rank\n",
+                nranks, rank, wrank, wsize);
+        delete c;
+        return ncclInvalidArgument;
+    }
+    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &c->mpi);
+    if (rc != MPI_SUCCESS) mpi_fail("MPI_Comm_dup", rc);
+    MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
+    /* every rank must hold the same id (the host broadcast worked) */
+    uint64_t h = id_hash(id), lo = h, hi = h;
+    rc = MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, c->mpi);
+    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, c->mpi);
+    if (rc != MPI_SUCCESS) mpi_fail("MPI_Allreduce (unique id check)", rc);
+    if (lo != hi) {
+        fprintf(stderr, "nccl emulator: rank %d: the ranks hold different unique ids\n", rank);
+        MPI_Comm_free(&c->mpi);
+        delete c;
+        return ncclInvalidUsage;
+    }
+    *comm = c;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+    if (!comm) return ncclInvalidArgument;
+    if (comm->queued) {
+        fprintf(stderr,
+                "nccl emulator: ncclCommDestroy with %d collectives still queued "
+                "(synchronise the stream first)\n",
+                comm->queued);
+        return ncclInvalidUsage;
+    }
+    if (!comm->local) MPI_Comm_free(&comm->mpi);
+    delete comm;
+    return ncclSuccess;
+}
+
+/* Queued collectives of an aborted communicator are dropped. The struct is kept (queues may
+ * still name it); an abort ends the process anyway. */
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    if (!comm) return ncclInvalidArgument;
+    comm->aborted = true;
+    /* a trace for tests/nccl.cmake: the error hook reached NCCL before the job ended */
+    fprintf(stderr, "nccl emulator: rank %d: communicator aborted\n", comm->rank);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+    if (!comm || comm->aborted || datatype != ncclFloat) return ncclInvalidArgument;
+    if (sendcount > (size_t)INT32_MAX) {
+        fprintf(stderr, "nccl emulator: count %zu above one MPI call\n", sendcount);
+        return ncclInvalidArgument;
+    }
+    if (sendcount == 0) return ncclSuccess;
+    if (!sendbuff || !recvbuff) return ncclInvalidArgument;
+    size_t bytes = sendcount * sizeof(float);
+    const float *send = (const float *)sendbuff;
+    float *recv = (float *)recvbuff;
+    bool in_place = send == recv + (size_t)comm->rank * sendcount;
+    if (!in_place && overlap(send, bytes, recv, bytes * comm->nranks)) {
+        fprintf(stderr, "nccl emulator: ncclAllGather buffers overlap, not in place\n");
+        return ncclInvalidArgument;
+    }
+    issue(comm, stream, [=]() {
+        if (comm->local) {
+            if (!in_place) memcpy(recv, send, bytes);
+            return;
+        }
+        int rc = MPI_Allgather(in_place ? MPI_IN_PLACE : send, (int)sendcount, MPI_FLOAT, recv,
+                               (int)sendcount, MPI_FLOAT, comm->mpi);
+        if (rc != MPI_SUCCESS) mpi_fail("MPI_Allgather (ncclAllGather)", rc);
+    });
+    return ncclSuccess;
+}
+
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream) {
+    if (!comm || comm->aborted || datatype != ncclFloat || op != ncclSum)
+        return ncclInvalidArgument;
+    if (recvcount > (size_t)INT32_MAX) {
+        fprintf(stderr, "nccl emulator: count %zu above one MPI call\n", recvcount);
+        return ncclInvalidArgument;
+    }
+    if (recvcount == 0) return ncclSuccess;
+    if (!sendbuff || !recvbuff) return ncclInvalidArgument;
+    size_t bytes = recvcount * sizeof(float);
+    const float *send = (const float *)sendbuff;
+    float *recv = (float *)recvbuff;
+    bool in_place = recv == send + (size_t)comm->rank * recvcount;
+    if (!in_place && overlap(send, bytes * comm->nranks, recv, bytes)) {
+        fprintf(stderr, "nccl emulator: ncclReduceScatter buffers overlap, not in place\n");
+        return ncclInvalidArgument;
+    }
+    issue(comm, stream, [=]() {
+        if (comm->local) {
+            if (!in_place) memcpy(recv, send, bytes);
+            return;
+        }
+        /* in place: MPI wants distinct buffers, so reduce into a copy first */
+        std::vector<float> tmp(in_place ? recvcount : 0);
+        float *dst = in_place ? tmp.data() : recv;
+        int rc = MPI_Reduce_scatter_block(send, dst, (int)recvcount, MPI_FLOAT, MPI_SUM, comm->mpi);
+        if (rc != MPI_SUCCESS) mpi_fail("MPI_Reduce_scatter_block (ncclReduceScatter)", rc);
+        if (in_place) memcpy(recv, dst, bytes);
+    });
+    return ncclSuccess;
+}

@@ -1,0 +1,261 @@
+/* dist_nccl.c: the NCCL communicator (train/comm_nccl.cu) on device buffers. Every rank fills
+ * its input with small integers (exact in fp32, so sums are exact in any order) that name the
+ * rank and the position, and checks each result against the value it computes by itself.
+ *
+ * Cases:
+ *   gpu_nccl_np1        one rank over the self communicator (no MPI launcher needed): a real GPU
+ *                       when the CUDA backend is built and finds one, else skipped (77);
+ *   nccl_mpi            over MPI ranks (mpiexec -n 1, 2, 3), on the emulator (tests/nccl.cmake);
+ *   nccl_abort          rank 1 dies mid-run: the job must end, non-zero, not hang;
+ *   nccl_shared_device  two ranks on one device are refused (MT_NCCL_ALLOW_SHARED_DEVICE=0).
+ * Buffers come from the backend (cudaMalloc, cudaMemcpy on the compute stream) and start as
+ * NaN bytes, so an element a collective fails to write is caught. */
+#include "harness.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/comm.h"
+
+static const mt_backend *be;
+
+/* a small integer for (rank, position): distinct per rank for every position */
+static float value_of(int rank, int64_t i) {
+    return (float)((i * 31 + (int64_t)rank * 977) % 8191 - 4095);
+}
+
+static float *dev_alloc(int64_t n) {
+    size_t bytes = sizeof(float) * (size_t)(n ? n : 1);
+    float *d = be->alloc(bytes);
+    void *poison = mt_malloc(bytes, "poison");
+    memset(poison, 0xff, bytes);
+    be->to_device(d, poison, bytes);
+    free(poison);
+    return d;
+}
+
+static float *host_copy(const float *d, int64_t n) {
+    float *h = mt_malloc(sizeof(float) * (size_t)(n ? n : 1), "download");
+    be->to_host(h, d, sizeof(float) * (size_t)n);
+    return h;
+}
+
+/* send (count floats) = value_of(rank, off + i) on the device */
+static float *dev_values(int rank, int64_t off, int64_t count) {
+    float *h = mt_malloc(sizeof(float) * (size_t)(count ? count : 1), "values");
+    for (int64_t i = 0; i < count; i++) h[i] = value_of(rank, off + i);
+    float *d = dev_alloc(count);
+    be->to_device(d, h, sizeof(float) * (size_t)count);
+    free(h);
+    return d;
+}
+
+/* recv holds value_of(q, i) * scale at q*count + i for every rank q */
+static int64_t gather_misses(const float *recv_dev, int P, int64_t count, float scale) {
+    float *h = host_copy(recv_dev, (int64_t)P * count);
+    int64_t bad = 0;
+    for (int q = 0; q < P; q++)
+        for (int64_t i = 0; i < count; i++) bad += h[q * count + i] != value_of(q, i) * scale;
+    free(h);
+    return bad;
+}
+
+/* recv holds sum over q of value_of(q, rank*count + i) */
+static int64_t scatter_misses(const float *recv_dev, int P, int rank, int64_t count) {
+    float *h = host_copy(recv_dev, count);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < count; i++) {
+        double want = 0;
+        for (int q = 0; q < P; q++) want += value_of(q, (int64_t)rank * count + i);
+        bad += h[i] != (float)want;
+    }
+    free(h);
+    return bad;
+}
+
+static void check_allgather(mt_comm *c, int64_t count) {
+    int P = c->size, r = c->rank;
+    float *send = dev_values(r, 0, count), *recv = dev_alloc((int64_t)P * count);
+    /* kernels on the compute stream before and after: the collective must sit between them */
+    bool kernels = be->vec_scale != NULL;
+    if (kernels) be->vec_scale(send, 2.0f, count);
+    c->allgather(c, send, recv, count);
+    if (kernels) be->vec_scale(recv, 0.5f, (int64_t)P * count);
+    int64_t bad = gather_misses(recv, P, count, 1.0f);
+    EXPECT(bad == 0, "allgather count %lld: %lld wrong elements", (long long)count, (long long)bad);
+    be->free(send);
+    be->free(recv);
+}
+
+static void check_reduce_scatter(mt_comm *c, int64_t count) {
+    int P = c->size, r = c->rank;
+    float *send = dev_values(r, 0, (int64_t)P * count), *recv = dev_alloc(count);
+    c->reduce_scatter(c, send, recv, count);
+    int64_t bad = scatter_misses(recv, P, r, count);
+    EXPECT(bad == 0, "reduce_scatter count %lld: %lld wrong elements", (long long)count,
+           (long long)bad);
+    be->free(send);
+    be->free(recv);
+}
+
+/* NCCL's in-place layouts: send is this rank's slice of recv (all-gather), recv is this rank's
+ * slice of send (reduce-scatter). */
+static void check_in_place(mt_comm *c, int64_t count) {
+    int P = c->size, r = c->rank;
+    float *buf = dev_alloc((int64_t)P * count);
+    float *h = mt_malloc(sizeof(float) * (size_t)count, "values");
+    for (int64_t i = 0; i < count; i++) h[i] = value_of(r, i);
+    be->to_device(buf + (int64_t)r * count, h, sizeof(float) * (size_t)count);
+    c->allgather(c, buf + (int64_t)r * count, buf, count);
+    int64_t bad = gather_misses(buf, P, count, 1.0f);
+    EXPECT(bad == 0, "in-place allgather: %lld wrong elements", (long long)bad);
+    be->free(buf);
+    free(h);
+
+    float *sbuf = dev_values(r, 0, (int64_t)P * count);
+    c->reduce_scatter(c, sbuf, sbuf + (int64_t)r * count, count);
+    bad = scatter_misses(sbuf + (int64_t)r * count, P, r, count);
+    EXPECT(bad == 0, "in-place reduce_scatter: %lld wrong elements", (long long)bad);
+    be->free(sbuf);
+}
+
+/* Several all-gathers outstanding at once, waited for in another order than started. */
+static void check_tickets(mt_comm *c) {
+    enum { K = 5 };
+    const int64_t counts[K] = {3, 0, 1, 100003, 17};
+    int P = c->size, r = c->rank;
+    float *send[K], *recv[K];
+    int ticket[K];
+    for (int k = 0; k < K; k++) {
+        send[k] = dev_values(r, 0, counts[k]);
+        recv[k] = dev_alloc((int64_t)P * counts[k]);
+        ticket[k] = c->allgather_start(c, send[k], recv[k], counts[k]);
+        for (int j = 0; j < k; j++) EXPECT(ticket[j] != ticket[k], "tickets %d and %d equal", j, k);
+    }
+#ifdef MT_CUDA_EMU
+    /* the emulator runs a started all-gather no earlier than a wait: reading before it gives
+     * stale data there (a race on a GPU, so checked only here) */
+    EXPECT(gather_misses(recv[3], P, counts[3], 1.0f) == (int64_t)P * counts[3],
+           "all-gather visible before its wait");
+#endif
+    const int order[K] = {3, 0, 4, 2, 1};
+    for (int j = 0; j < K; j++) {
+        int k = order[j];
+        c->wait(c, ticket[k]);
+        int64_t bad = gather_misses(recv[k], P, counts[k], 1.0f);
+        EXPECT(bad == 0, "allgather_start #%d (count %lld): %lld wrong elements", k,
+               (long long)counts[k], (long long)bad);
+    }
+    for (int k = 0; k < K; k++) {
+        be->free(send[k]);
+        be->free(recv[k]);
+    }
+    /* more start/wait pairs than ticket slots: slots are reused */
+    float *s1 = dev_values(r, 0, 5), *r1 = dev_alloc((int64_t)P * 5);
+    int64_t bad = 0;
+    for (int it = 0; it < 150; it++) {
+        int t = c->allgather_start(c, s1, r1, 5);
+        c->wait(c, t);
+        if (it % 50 == 49) bad += gather_misses(r1, P, 5, 1.0f);
+    }
+    EXPECT(bad == 0, "ticket reuse: %lld wrong elements", (long long)bad);
+    be->free(s1);
+    be->free(r1);
+}
+
+static void check_host_side(mt_comm *c) {
+    int P = c->size, r = c->rank;
+    int64_t k[2] = {r, 1};
+    c->allreduce_i64(c, k, 2);
+    EXPECT(k[0] == (int64_t)P * (P - 1) / 2 && k[1] == P, "allreduce_i64 %lld %lld",
+           (long long)k[0], (long long)k[1]);
+    double d = r + 0.25;
+    c->allreduce_f64(c, &d, 1);
+    EXPECT(d == P * (P - 1) / 2.0 + 0.25 * P, "allreduce_f64 %g", d);
+    int v = r == P - 1 ? 4242 : -1;
+    c->bcast(c, &v, sizeof(v), P - 1);
+    EXPECT(v == 4242, "bcast got %d", v);
+    c->barrier(c);
+}
+
+static void check_all(mt_comm *c) {
+    EXPECT(c->device, "the NCCL communicator works on device buffers");
+    EXPECT(!strcmp(c->name, "nccl"), "name %s", c->name);
+    const int64_t sizes[] = {0, 1, 7, 4099, ((int64_t)3 << 20) + 5};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        check_allgather(c, sizes[i]);
+        check_reduce_scatter(c, sizes[i]);
+    }
+    check_in_place(c, 1001);
+    check_tickets(c);
+    check_host_side(c);
+}
+
+static int test_np1_self(void) {
+    be = mt_backend_cuda();
+    if (!be) return MT_TEST_SKIP; /* not built with CUDA, or no device */
+    mt_comm *c = mt_comm_nccl_init(mt_comm_self());
+    if (!c) return MT_TEST_SKIP;
+    EXPECT(c->size == 1 && c->rank == 0, "rank %d of %d", c->rank, c->size);
+    check_all(c);
+    mt_comm_nccl_free(c);
+    return MT_TEST_OK;
+}
+
+/* The emulator's ranks (a real multi-GPU run would start the same way: nccl init before the
+ * backend probe, since the init selects the device). */
+static mt_comm *init_mpi(mt_comm **host) {
+    int argc = 0;
+    char **argv = NULL;
+    *host = mt_comm_mpi_init(&argc, &argv);
+    mt_comm *c = mt_comm_nccl_init(*host);
+    if (c) be = mt_backend_cuda();
+    return be ? c : NULL;
+}
+
+static int test_mpi(void) {
+    mt_comm *host;
+    mt_comm *c = init_mpi(&host);
+    if (!c) return MT_TEST_SKIP;
+    EXPECT(c->size == host->size && c->rank == host->rank, "rank %d of %d", c->rank, c->size);
+    check_all(c);
+    mt_comm_nccl_free(c);
+    /* the host communicator outlives it and still works */
+    check_host_side(host);
+    mt_comm_finalize(host);
+    return MT_TEST_OK;
+}
+
+/* Rank 1 dies with an all-gather outstanding while the others enter the next collective: the
+ * error hook must abort NCCL and the MPI job (tests/nccl.cmake checks the exit and the time). */
+static int test_abort(void) {
+    mt_comm *host;
+    mt_comm *c = init_mpi(&host);
+    if (!c) return MT_TEST_SKIP;
+    EXPECT(c->size >= 2, "run me with at least 2 ranks");
+    check_allgather(c, 1000);
+    float *send = dev_values(c->rank, 0, 10), *recv = dev_alloc((int64_t)c->size * 10);
+    int t = c->allgather_start(c, send, recv, 10);
+    if (c->rank == 1) MT_DIE("deliberate failure on rank 1 (nccl_abort test)");
+    c->wait(c, t);
+    check_allgather(c, 1000);
+    c->barrier(c);
+    printf("rank %d: got past the collective that rank 1 never joined\n", c->rank);
+    return 1;
+}
+
+static int test_shared_device(void) {
+    mt_comm *host;
+    mt_comm *c = init_mpi(&host);
+    (void)c;
+    printf("rank %d: two ranks on one device were accepted\n", host->rank);
+    return 1;
+}
+
+static const mt_test_case cases[] = {
+    {"gpu_nccl_np1", test_np1_self},
+    {"nccl_mpi", test_mpi},
+    {"nccl_abort", test_abort},
+    {"nccl_shared_device", test_shared_device},
+};
+MT_TEST_MAIN(cases)
