@@ -104,8 +104,9 @@ static mt_tensor *mm_lightning_mixer(mt_minimax *m, mt_ctx *c, int l, mt_tensor 
     mt_tensor *qkv =
         mt_silu(c, mt_matmul(c, h1, mm_param(m, "model.layers.%d.self_attn.qkv_proj.weight", l)));
     qkv = mt_view(c, qkv, 4, (int64_t[]){B, T, H, 3 * D});
-    mt_tensor *decay = mm_host_tensor(c, "decay");
-    mt_tensor_wrap(decay, MT_F32, 1, &H, m->decay + (int64_t)l * H, NULL, "decay");
+    /* the per-head decay rates live on the host (config); the kernels read them on the backend */
+    mt_tensor *decay = mt_tensor_new(c, MT_F32, 1, &H, "decay");
+    c->be->to_device(decay->data, m->decay + (int64_t)l * H, sizeof(float) * (size_t)H);
 
     mt_tensor *o;
     if (io->kv && io->kv->t_len > 0) {
@@ -222,10 +223,11 @@ static void mm_leave(mt_ctx *c, const mt_bucket_hooks *hooks, int bucket) {
 }
 
 /* Embedding -> layers -> final norm -> lm_head. routers/idx (L) get each layer's router logits
- * and choices when not NULL. */
+ * and choices when not NULL. With fused (a batch with labels), the lm_head and the
+ * cross-entropy run as one chunked op: *fused_ce gets the loss and no logits are returned. */
 static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *pos, mt_tensor *seg,
                            mt_minimax_cache *kv, const mt_bucket_hooks *hooks, mt_tensor **routers,
-                           mt_tensor **idx) {
+                           mt_tensor **idx, const mt_minimax_batch *fused, mt_tensor **fused_ce) {
     const mt_minimax_config *cfg = &m->cfg;
     const int L = cfg->num_hidden_layers;
     MT_CHECK(ids->dtype == MT_I32 && ids->ndim == 2, "minimax: ids %s %s must be i32 (B,T)",
@@ -246,7 +248,12 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
 
     mm_enter(c, hooks, L + 1);
     x = mt_rmsnorm(c, x, mm_param(m, "model.norm.weight"), cfg->rms_norm_eps, false);
-    mt_tensor *logits = mt_matmul(c, x, mm_param(m, "lm_head.weight"));
+    mt_tensor *logits = NULL;
+    if (fused)
+        *fused_ce = mt_linear_cross_entropy(c, x, mm_param(m, "lm_head.weight"), fused->labels,
+                                            fused->loss_denom);
+    else
+        logits = mt_matmul(c, x, mm_param(m, "lm_head.weight"));
     mm_leave(c, hooks, L + 1);
     return logits;
 }
@@ -299,13 +306,17 @@ void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
         idx = mt_arena_alloc(&c->host, (size_t)L * sizeof(mt_tensor *), "route_idx");
     }
     memset(out, 0, sizeof(*out));
-    out->logits = mm_trunk(m, c, ids, pos, batch->seg, NULL, hooks, routers, idx);
-    if (aux_on) out->aux_loss = mm_aux_loss(m, c, routers, idx);
-    if (batch->labels) {
+    if (batch->labels)
         MT_CHECK(batch->labels->dtype == MT_I32 && mt_same_shape(batch->labels, ids),
                  "minimax_forward: labels %s must be i32 shaped like ids %s",
                  mt_shape_str(batch->labels), mt_shape_str(ids));
-        out->ce_loss = mt_cross_entropy(c, out->logits, batch->labels, batch->loss_denom);
+    const bool fused = batch->labels && batch->fused_loss;
+    out->logits = mm_trunk(m, c, ids, pos, batch->seg, NULL, hooks, routers, idx,
+                           fused ? batch : NULL, &out->ce_loss);
+    if (aux_on) out->aux_loss = mm_aux_loss(m, c, routers, idx);
+    if (batch->labels) {
+        if (!fused)
+            out->ce_loss = mt_cross_entropy(c, out->logits, batch->labels, batch->loss_denom);
         out->loss = out->ce_loss;
         if (aux_on)
             out->loss = mt_axpby(c, 1.0f, out->ce_loss, cfg->router_aux_loss_coef, out->aux_loss);
@@ -320,7 +331,7 @@ mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids,
     MT_CHECK(c->be->dev == MT_CPU, "minimax_forward_cached: generation runs on the CPU backend");
     bool prev = mt_ctx_set_grad(c, false);
     mt_tensor *pos = mm_positions(c, ids->shape[0], ids->shape[1], kv->t_len);
-    mt_tensor *logits = mm_trunk(m, c, ids, pos, NULL, kv, NULL, NULL, NULL);
+    mt_tensor *logits = mm_trunk(m, c, ids, pos, NULL, kv, NULL, NULL, NULL, NULL, NULL);
     kv->t_len += (int)ids->shape[1];
     mt_ctx_set_grad(c, prev);
     return logits;

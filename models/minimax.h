@@ -45,10 +45,13 @@ typedef struct {
     mt_tensor *pos;    /* (B,T) I32 positions, or NULL for 0..T-1 */
     mt_tensor *seg;    /* (B,T) I32 segment ids of packed samples, or NULL */
     float loss_denom;  /* <= 0: mean over this batch's labelled tokens; > 0: sum / loss_denom */
+    bool fused_loss;   /* with labels: lm_head + cross-entropy as one chunked op over the
+                          labelled rows (mt_linear_cross_entropy); no (B,T,V) logits exist and
+                          out->logits is NULL. Training sets it; parity checks compare both. */
 } mt_minimax_batch;
 
 typedef struct {
-    mt_tensor *logits;   /* (B,T,V) */
+    mt_tensor *logits;   /* (B,T,V); NULL with batch->fused_loss */
     mt_tensor *loss;     /* scalar CE (+ coef * aux when the config turns it on), or NULL */
     mt_tensor *ce_loss;  /* scalar */
     mt_tensor *aux_loss; /* scalar, or NULL */

@@ -8,221 +8,23 @@
  * The device arena is filled with NaN bytes first, so an output element a kernel forgets to
  * write, or a scratch buffer read before it is written, shows up as a mismatch.
  *
+ * bf16 mode (mt_ctx.compute_dtype = MT_BF16, cases gpu_matmul_bf16 and gpu_moe_experts_bf16):
+ * the device cannot match the CPU's bf16 run to 1e-5 in general (a different summation order
+ * may flip the rounding of an intermediate such as g), so each output, saved float buffer and
+ * gradient is judged against the fp32 CPU result: with e_ref = ||cpu_bf16 - cpu_fp32|| /
+ * ||cpu_fp32|| and e_dev = ||dev_bf16 - cpu_fp32|| / ||cpu_fp32||, require e_ref > 0 (bf16
+ * really rounded on the CPU), e_dev <= 2 e_ref (the device is no worse than the reference
+ * rounding) and e_dev >= e_ref / 2 (the device rounded too: an fp32 device GEMM would give
+ * e_dev near 1e-7). Integer buffers and untouched gradient elements stay exact.
+ *
  * Cases gpu_<op> exit 77 (skipped) when the CUDA backend is not built or no device is usable.
  * Case op_gpu_harness runs every comparison with the CPU backend standing in for the device,
  * so the comparison code itself is exercised (and sanitised) on machines without a GPU. */
-#include "harness.h"
+#include "gpu_compare.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define GPU_TOL   1e-5
-#define GPU_ARENA ((size_t)16 << 20)
-#define GPU_NODES 64
-
-static const mt_backend *dev_be; /* the backend under test */
-static void *poison;             /* GPU_ARENA bytes of 0xff: NaN as f32 */
-
-/* ---- inputs ---- */
-
-typedef struct {
-    bool present; /* false: a NULL input (optional seg) */
-    mt_dtype dt;
-    int ndim;
-    int64_t shape[MT_MAX_DIMS];
-    bool grad;
-    const char *name;
-    void *host; /* numel elements of dt, owned */
-} gpu_input;
-
-static int64_t gpu_numel(const gpu_input *g) {
-    int64_t n = 1;
-    for (int i = 0; i < g->ndim; i++) n *= g->shape[i];
-    return n;
-}
-
-static gpu_input gpu_f32(mt_rng *r, int ndim, const int64_t *shape, float amp, bool grad,
-                         const char *name) {
-    gpu_input g = {.present = true, .dt = MT_F32, .ndim = ndim, .grad = grad, .name = name};
-    memcpy(g.shape, shape, sizeof(int64_t) * (size_t)ndim);
-    int64_t n = gpu_numel(&g);
-    g.host = mt_malloc(sizeof(float) * (size_t)(n ? n : 1), name);
-    mt_fill_normal(g.host, n, amp, r);
-    return g;
-}
-
-static gpu_input gpu_i32(int ndim, const int64_t *shape, const int32_t *vals, const char *name) {
-    gpu_input g = {.present = true, .dt = MT_I32, .ndim = ndim, .name = name};
-    memcpy(g.shape, shape, sizeof(int64_t) * (size_t)ndim);
-    int64_t n = gpu_numel(&g);
-    g.host = mt_malloc(sizeof(int32_t) * (size_t)(n ? n : 1), name);
-    memcpy(g.host, vals, sizeof(int32_t) * (size_t)n);
-    return g;
-}
-
-static gpu_input gpu_none(void) { return (gpu_input){.present = false}; }
-
-static void gpu_inputs_free(gpu_input *ins, int n) {
-    for (int i = 0; i < n; i++) free(ins[i].host);
-}
-
-/* ---- comparison ---- */
-
-typedef mt_tensor *(*gpu_build)(mt_ctx *c, mt_tensor **in, void *user, mt_tensor **extra);
-
-typedef struct {
-    bool exact_untouched; /* gradient elements the CPU leaves alone must stay bit-identical */
-} gpu_opts;
-
-/* Downloads t's data (or grad) from the device backend into a new host buffer. */
-static void *gpu_download(const mt_tensor *t, bool grad) {
-    size_t nb = mt_nbytes(t);
-    void *h = mt_malloc(nb ? nb : 4, "download");
-    dev_be->to_host(h, grad ? t->grad : t->data, nb);
-    return h;
-}
-
-static void gpu_check(const char *label, const char *what, const mt_tensor *dev_t,
-                      const void *cpu_data, bool grad) {
-    char full[160];
-    snprintf(full, sizeof(full), "%s %s", label, what);
-    void *got = gpu_download(dev_t, grad);
-    int64_t n = mt_numel(dev_t);
-    if (dev_t->dtype == MT_F32) {
-        /* Non-finite values must match in place (a diverged router row propagates NaN on both
-         * backends); they are then left out of the norm. */
-        float *a = got, *b = mt_malloc(sizeof(float) * (size_t)(n ? n : 1), "reference copy");
-        memcpy(b, cpu_data, sizeof(float) * (size_t)n);
-        int64_t odd = 0, same = 0;
-        for (int64_t i = 0; i < n; i++) {
-            if (isfinite(a[i]) && isfinite(b[i])) continue;
-            bool match = (isnan(a[i]) && isnan(b[i])) || a[i] == b[i];
-            if (!match && odd++ < 5)
-                printf("  %s[%lld]: got %g want %g\n", full, (long long)i, (double)a[i],
-                       (double)b[i]);
-            same += match;
-            a[i] = b[i] = 0.0f;
-        }
-        EXPECT(odd == 0, "%s: %lld non-finite values differ", full, (long long)odd);
-        if (same) printf("  %-32s %lld matching non-finite values\n", full, (long long)same);
-        mt_check_rel_l2(full, a, b, n, GPU_TOL);
-        free(b);
-    } else {
-        int64_t bad = 0;
-        const int32_t *a = got, *b = cpu_data;
-        for (int64_t i = 0; i < n; i++)
-            if (a[i] != b[i] && bad++ < 5)
-                printf("  %s[%lld]: got %d want %d\n", full, (long long)i, a[i], b[i]);
-        EXPECT(bad == 0, "%s: %lld of %lld integers differ", full, (long long)bad, (long long)n);
-        printf("  %-32s n=%-8lld %s\n", full, (long long)n, bad ? "MISMATCH" : "exact");
-    }
-    free(got);
-}
-
-/* Runs build on the CPU backend and on the device backend with the same inputs and compares
- * outputs, saved buffers and input gradients. */
-static void gpu_compare(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
-                        gpu_opts opts) {
-    mt_rng r;
-    uint64_t h = 1469598103934665603ull;
-    for (const char *p = label; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
-    mt_rng_seed(&r, h);
-
-    mt_ctx cc, dc;
-    mt_ctx_init(&cc, mt_backend_cpu(), GPU_ARENA, GPU_NODES);
-    mt_ctx_init(&dc, dev_be, GPU_ARENA, GPU_NODES);
-    dev_be->to_device(dc.arena.base, poison, GPU_ARENA);
-
-    mt_tensor tc[MT_MAX_IN], td[MT_MAX_IN];
-    mt_tensor *pc[MT_MAX_IN] = {0}, *pd[MT_MAX_IN] = {0};
-    float *g0[MT_MAX_IN] = {0};
-    for (int i = 0; i < n_in; i++) {
-        gpu_input *g = &ins[i];
-        if (!g->present) continue;
-        int64_t n = gpu_numel(g);
-        size_t nb = (size_t)n * mt_dtype_size(g->dt);
-        void *hc = mt_malloc(nb ? nb : 4, "cpu input");
-        memcpy(hc, g->host, nb);
-        void *dd = dev_be->alloc(nb);
-        MT_CHECK(dd, "%s: cannot allocate input %s on %s", label, g->name, dev_be->name);
-        dev_be->to_device(dd, g->host, nb);
-        float *gc = NULL;
-        void *dg = NULL;
-        if (g->grad) {
-            g0[i] = mt_malloc(nb ? nb : 4, "initial grad");
-            mt_fill_normal(g0[i], n, 0.5f, &r);
-            gc = mt_malloc(nb ? nb : 4, "cpu grad");
-            memcpy(gc, g0[i], nb);
-            dg = dev_be->alloc(nb);
-            MT_CHECK(dg, "%s: cannot allocate the gradient of %s", label, g->name);
-            dev_be->to_device(dg, g0[i], nb);
-        }
-        mt_tensor_wrap(&tc[i], g->dt, g->ndim, g->shape, hc, gc, g->name);
-        mt_tensor_wrap(&td[i], g->dt, g->ndim, g->shape, dd, dg, g->name);
-        td[i].dev = dev_be->dev;
-        pc[i] = &tc[i];
-        pd[i] = &td[i];
-    }
-
-    mt_tensor *ec = NULL, *ed = NULL;
-    mt_tensor *oc = build(&cc, pc, user, &ec);
-    mt_tensor *od = build(&dc, pd, user, &ed);
-    printf("%s: out %s on %s\n", label, mt_shape_str(oc), dev_be->name);
-    gpu_check(label, "out", od, oc->data, false);
-    if (ec) gpu_check(label, ec->name, ed, ec->data, false);
-    if (oc->requires_grad) { /* the op's own node is the last one on each tape */
-        const mt_node *nc = &cc.nodes[cc.n_nodes - 1], *nd = &dc.nodes[dc.n_nodes - 1];
-        for (int k = 0; k < MT_MAX_SAVED; k++) {
-            EXPECT(!nc->saved[k] == !nd->saved[k], "%s: saved[%d] present on one backend only",
-                   label, k);
-            if (nc->saved[k] && nd->saved[k])
-                gpu_check(label, nc->saved[k]->name, nd->saved[k], nc->saved[k]->data, false);
-        }
-
-        int64_t no = mt_numel(oc);
-        float *seed = mt_malloc(sizeof(float) * (size_t)(no ? no : 1), "seed");
-        mt_fill_normal(seed, no, 1.0f, &r);
-        mt_backward(&cc, oc, seed);
-        mt_backward(&dc, od, seed);
-        free(seed);
-        for (int i = 0; i < n_in; i++) {
-            if (!pc[i] || !pc[i]->grad) continue;
-            char what[64];
-            snprintf(what, sizeof(what), "d%s", pc[i]->name);
-            gpu_check(label, what, pd[i], pc[i]->grad, true);
-            if (!opts.exact_untouched) continue;
-            float *got = gpu_download(pd[i], true);
-            const float *want = pc[i]->grad;
-            int64_t n = mt_numel(pc[i]), untouched = 0, moved = 0;
-            for (int64_t j = 0; j < n; j++) {
-                if (memcmp(&want[j], &g0[i][j], sizeof(float)) != 0) continue;
-                untouched++;
-                moved += memcmp(&got[j], &g0[i][j], sizeof(float)) != 0;
-            }
-            EXPECT(moved == 0,
-                   "%s: %lld of the %lld elements of %s the CPU leaves untouched "
-                   "were changed",
-                   label, (long long)moved, (long long)untouched, what);
-            printf("  %-32s %lld untouched elements, %lld changed\n", what, (long long)untouched,
-                   (long long)moved);
-            free(got);
-        }
-    }
-
-    for (int i = 0; i < n_in; i++) {
-        if (!pc[i]) continue;
-        free(tc[i].data);
-        free(tc[i].grad);
-        free(g0[i]);
-        dev_be->free(td[i].data);
-        if (td[i].grad) dev_be->free(td[i].grad);
-    }
-    mt_ctx_free(&cc);
-    mt_ctx_free(&dc);
-}
-
-static const gpu_opts plain = {0}, exact = {.exact_untouched = true};
 
 /* ---- the ops ---- */
 
@@ -459,22 +261,31 @@ static mt_tensor *b_moe_experts(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **
     return mt_moe_experts(c, in[0], in[1], in[2], in[3], in[4], in[5]);
 }
 
-static int case_moe_experts(void) {
-    mt_rng r;
-    mt_rng_seed(&r, 18);
-    const int64_t N = 24, C = 16, F = 20, E = 6, K = 2;
-    int32_t idx[48];
-    for (int n = 0; n < N; n++) { /* two distinct experts per token, never expert 3 */
-        int a = (int)(mt_rng_u64(&r) % 5), b = (a + 1 + (int)(mt_rng_u64(&r) % 4)) % 5;
+/* x (N,C), idx (N,2): two distinct experts per token out of E = 6, never expert 3 (an empty
+ * expert), weight (N,2), w1 and w3 (E,F,C), w2 (E,C,F). */
+static void moe_inputs(mt_rng *r, int64_t N, int64_t C, int64_t F, int64_t E, gpu_input *in) {
+    const int64_t K = 2;
+    int32_t *idx = mt_malloc(sizeof(int32_t) * (size_t)(N * K), "idx");
+    for (int64_t n = 0; n < N; n++) {
+        int a = (int)(mt_rng_u64(r) % 5), b = (a + 1 + (int)(mt_rng_u64(r) % 4)) % 5;
         idx[n * K] = a >= 3 ? a + 1 : a;
         idx[n * K + 1] = b >= 3 ? b + 1 : b;
     }
-    gpu_input in[6] = {gpu_f32(&r, 2, (const int64_t[]){N, C}, 1.0f, true, "x"),
-                       gpu_i32(2, (const int64_t[]){N, K}, idx, "idx"),
-                       gpu_f32(&r, 2, (const int64_t[]){N, K}, 0.5f, true, "weight"),
-                       gpu_f32(&r, 3, (const int64_t[]){E, F, C}, 0.3f, true, "w1"),
-                       gpu_f32(&r, 3, (const int64_t[]){E, F, C}, 0.3f, true, "w3"),
-                       gpu_f32(&r, 3, (const int64_t[]){E, C, F}, 0.3f, true, "w2")};
+    in[0] = gpu_f32(r, 2, (const int64_t[]){N, C}, 1.0f, true, "x");
+    in[1] = gpu_i32(2, (const int64_t[]){N, K}, idx, "idx");
+    in[2] = gpu_f32(r, 2, (const int64_t[]){N, K}, 0.5f, true, "weight");
+    in[3] = gpu_f32(r, 3, (const int64_t[]){E, F, C}, 0.3f, true, "w1");
+    in[4] = gpu_f32(r, 3, (const int64_t[]){E, F, C}, 0.3f, true, "w3");
+    in[5] = gpu_f32(r, 3, (const int64_t[]){E, C, F}, 0.3f, true, "w2");
+    free(idx);
+}
+
+static int case_moe_experts(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 18);
+    const int64_t N = 24, C = 16, F = 20, E = 6;
+    gpu_input in[6];
+    moe_inputs(&r, N, C, F, E, in);
     gpu_compare("moe_experts", b_moe_experts, in, 6, NULL, exact);
     in[0].grad = in[2].grad = false; /* weight gradients only: the dx path is skipped */
     gpu_compare("moe_experts weights only", b_moe_experts, in, 6, NULL, exact);
@@ -527,52 +338,87 @@ static int case_cross_entropy(void) {
     return MT_TEST_OK;
 }
 
-/* ---- the cases ---- */
+static int case_matmul_bf16(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 21);
+    gpu_input in[2] = {gpu_f32(&r, 3, (const int64_t[]){5, 7, 96}, 1.0f, true, "x"),
+                       gpu_f32(&r, 2, (const int64_t[]){40, 96}, 0.3f, true, "w")};
+    gpu_compare_bf16("matmul bf16", b_matmul, in, 2, NULL);
+    in[0].grad = false; /* weight gradient only */
+    gpu_compare_bf16("matmul bf16 dw only", b_matmul, in, 2, NULL);
+    in[0].grad = true;
+    in[1].grad = false; /* input gradient only: a frozen weight */
+    gpu_compare_bf16("matmul bf16 dx only", b_matmul, in, 2, NULL);
+    gpu_inputs_free(in, 2);
+    return MT_TEST_OK;
+}
+
+static int case_moe_experts_bf16(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 22);
+    const int64_t N = 24, C = 32, F = 40, E = 6;
+    gpu_input in[6];
+    moe_inputs(&r, N, C, F, E, in);
+    gpu_compare_bf16("moe_experts bf16", b_moe_experts, in, 6, NULL);
+    in[0].grad = in[2].grad = false; /* weight gradients only: the dx path is skipped */
+    gpu_compare_bf16("moe_experts bf16 weights only", b_moe_experts, in, 6, NULL);
+    gpu_inputs_free(in, 6);
+    return MT_TEST_OK;
+}
+
+/* fused lm_head + cross-entropy: several chunks, the automatic chunk, ignored rows, a frozen x */
+typedef struct {
+    float denom;
+    int64_t chunk;
+} lce_args;
+
+static mt_tensor *b_linear_cross_entropy(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    const lce_args *a = u;
+    return mt_linear_cross_entropy_chunked(c, in[0], in[1], in[2], a->denom, a->chunk);
+}
+
+static int case_linear_cross_entropy(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 23);
+    const int64_t N = 37, C = 48, V = 301;
+    int32_t lab[37], none[37];
+    for (int i = 0; i < N; i++) {
+        lab[i] = i % 4 == 1 ? MT_IGNORE_INDEX : (int32_t)(mt_rng_u64(&r) % V);
+        none[i] = MT_IGNORE_INDEX;
+    }
+    gpu_input in[3] = {gpu_f32(&r, 3, (const int64_t[]){1, N, C}, 1.0f, true, "x"),
+                       gpu_f32(&r, 2, (const int64_t[]){V, C}, 0.3f, true, "w"),
+                       gpu_i32(1, &N, lab, "labels")};
+    lce_args chunked = {0.0f, 5}, automatic = {40.0f, 0};
+    gpu_compare("linear_cross_entropy chunks of 5", b_linear_cross_entropy, in, 3, &chunked, exact);
+    gpu_compare("linear_cross_entropy one chunk", b_linear_cross_entropy, in, 3, &automatic, exact);
+    gpu_compare_bf16("linear_cross_entropy bf16", b_linear_cross_entropy, in, 3, &chunked);
+    in[0].grad = false; /* the lm_head gradient only */
+    gpu_compare("linear_cross_entropy dw only", b_linear_cross_entropy, in, 3, &chunked, exact);
+    memcpy(in[2].host, none, sizeof(none));
+    in[0].grad = true;
+    gpu_compare("linear_cross_entropy all ignored", b_linear_cross_entropy, in, 3, &chunked, exact);
+    gpu_inputs_free(in, 3);
+    return MT_TEST_OK;
+}
+
+/* ---- the cases: one line each; gpu_<op> runs case_<op> against the device ---- */
+
+/* clang-format off */
+#define GPU_CASES(X)                                                                               \
+    X(view) X(embedding) X(matmul) X(rmsnorm) X(silu) X(sigmoid) X(swiglu) X(add) X(mul)          \
+    X(scale) X(axpby) X(rope) X(attention) X(lightning) X(moe_route) X(moe_experts) X(moe_aux)     \
+    X(cross_entropy) X(linear_cross_entropy) X(matmul_bf16) X(moe_experts_bf16)
+/* clang-format on */
 
 typedef struct {
     const char *op;
     mt_test_fn fn;
 } gpu_case;
 
-static const gpu_case gpu_cases[] = {
-    {"view", case_view},
-    {"embedding", case_embedding},
-    {"matmul", case_matmul},
-    {"rmsnorm", case_rmsnorm},
-    {"silu", case_silu},
-    {"sigmoid", case_sigmoid},
-    {"swiglu", case_swiglu},
-    {"add", case_add},
-    {"mul", case_mul},
-    {"scale", case_scale},
-    {"axpby", case_axpby},
-    {"rope", case_rope},
-    {"attention", case_attention},
-    {"lightning", case_lightning},
-    {"moe_route", case_moe_route},
-    {"moe_experts", case_moe_experts},
-    {"moe_aux", case_moe_aux},
-    {"cross_entropy", case_cross_entropy},
-};
+#define GPU_TABLE_ROW(op) {#op, case_##op},
+static const gpu_case gpu_cases[] = {GPU_CASES(GPU_TABLE_ROW)};
 #define GPU_N_CASES ((int)(sizeof(gpu_cases) / sizeof(gpu_cases[0])))
-
-/* Selects the device backend; MT_TEST_SKIP when there is none. */
-static int gpu_setup(void) {
-    dev_be = mt_backend_cuda();
-    if (!dev_be) {
-#ifdef MT_WITH_CUDA
-        printf("no usable CUDA device (no driver, no GPU, or compute capability < 8.0)\n");
-#else
-        printf("CUDA backend not built (configure with -DMT_CUDA=ON)\n");
-#endif
-        return MT_TEST_SKIP;
-    }
-    if (!poison) {
-        poison = mt_malloc(GPU_ARENA, "poison");
-        memset(poison, 0xff, GPU_ARENA);
-    }
-    return MT_TEST_OK;
-}
 
 static int gpu_run(const char *op) {
     if (gpu_setup() == MT_TEST_SKIP) return MT_TEST_SKIP;
@@ -597,46 +443,10 @@ static int case_harness(void) {
     return MT_TEST_OK;
 }
 
-#define GPU_CASE(op)                                                                               \
+#define GPU_CASE_FN(op)                                                                            \
     static int gpu_##op(void) { return gpu_run(#op); }
-GPU_CASE(view)
-GPU_CASE(embedding)
-GPU_CASE(matmul)
-GPU_CASE(rmsnorm)
-GPU_CASE(silu)
-GPU_CASE(sigmoid)
-GPU_CASE(swiglu)
-GPU_CASE(add)
-GPU_CASE(mul)
-GPU_CASE(scale)
-GPU_CASE(axpby)
-GPU_CASE(rope)
-GPU_CASE(attention)
-GPU_CASE(lightning)
-GPU_CASE(moe_route)
-GPU_CASE(moe_experts)
-GPU_CASE(moe_aux)
-GPU_CASE(cross_entropy)
+GPU_CASES(GPU_CASE_FN)
 
-static const mt_test_case cases[] = {
-    {"gpu_view", gpu_view},
-    {"gpu_embedding", gpu_embedding},
-    {"gpu_matmul", gpu_matmul},
-    {"gpu_rmsnorm", gpu_rmsnorm},
-    {"gpu_silu", gpu_silu},
-    {"gpu_sigmoid", gpu_sigmoid},
-    {"gpu_swiglu", gpu_swiglu},
-    {"gpu_add", gpu_add},
-    {"gpu_mul", gpu_mul},
-    {"gpu_scale", gpu_scale},
-    {"gpu_axpby", gpu_axpby},
-    {"gpu_rope", gpu_rope},
-    {"gpu_attention", gpu_attention},
-    {"gpu_lightning", gpu_lightning},
-    {"gpu_moe_route", gpu_moe_route},
-    {"gpu_moe_experts", gpu_moe_experts},
-    {"gpu_moe_aux", gpu_moe_aux},
-    {"gpu_cross_entropy", gpu_cross_entropy},
-    {"op_gpu_harness", case_harness},
-};
+#define GPU_TEST_ROW(op) {"gpu_" #op, gpu_##op},
+static const mt_test_case cases[] = {GPU_CASES(GPU_TEST_ROW){"op_gpu_harness", case_harness}};
 MT_TEST_MAIN(cases)

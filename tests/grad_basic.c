@@ -8,8 +8,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 /* ------------------------------------------------------------------------------------------ */
 /* helpers */
@@ -19,34 +17,6 @@ static mt_tensor *test_f32(int ndim, const int64_t *shape, bool grad, const char
     mt_tensor *t = mt_test_tensor(MT_F32, ndim, shape, grad, name);
     mt_fill_normal(t->data, mt_numel(t), std, rng);
     return t;
-}
-
-/* Runs fn(arg) in a child process; true when the child exits non-zero and its stderr contains
- * `want` (the error names the offending tensor). */
-static bool expect_death(void (*fn)(void *), void *arg, const char *want) {
-    int fds[2];
-    if (pipe(fds) != 0) return false;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], 2);
-        fn(arg);
-        _exit(0);
-    }
-    close(fds[1]);
-    char buf[4096];
-    size_t len = 0;
-    ssize_t r;
-    while ((r = read(fds[0], buf + len, sizeof(buf) - 1 - len)) > 0) len += (size_t)r;
-    buf[len] = 0;
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    bool died = WIFEXITED(status) && WEXITSTATUS(status) != 0;
-    printf("  death test: exit %d, stderr: %s", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-           len ? buf : "(empty)\n");
-    return died && strstr(buf, want) != NULL;
 }
 
 /* The backward ACCUMULATES: a second mt_backward over the same tape (the seed overwrites the
@@ -150,7 +120,7 @@ static int test_op_embedding_forward(void) {
         for (int k = 0; k < 7; k++) bad += yd[n * 7 + k] != td[id_vals[n] * 7 + k];
     EXPECT(bad == 0, "embedding: %d gathered values differ from the table rows", bad);
     mt_ctx_free(&c);
-    EXPECT(expect_death(embedding_bad_id, NULL, "bad_ids"),
+    EXPECT(mt_expect_death(embedding_bad_id, NULL, "bad_ids"),
            "an id outside [0,V) must stop with an error naming the ids tensor");
     return MT_TEST_OK;
 }
@@ -529,7 +499,7 @@ static int test_op_cross_entropy_forward(void) {
     check_cross_entropy_forward("ce T=1", 1, 5, 1.0f, 0.0f, one, 0.0f, &rng);
     int32_t none[3] = {-100, -100, -100};
     check_cross_entropy_forward("ce all ignored", 3, 5, 1.0f, 0.0f, none, 0.0f, &rng);
-    EXPECT(expect_death(cross_entropy_bad_label, NULL, "bad_labels"),
+    EXPECT(mt_expect_death(cross_entropy_bad_label, NULL, "bad_labels"),
            "a label outside [0,V) that is not -100 must stop with an error naming the labels");
     return MT_TEST_OK;
 }

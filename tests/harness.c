@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 int mt_test_failures = 0;
 
@@ -224,4 +226,30 @@ bool mt_gradcheck(const char *label, mt_gradcheck_build build, mt_tensor **in, i
     free(r);
     mt_ctx_free(&c);
     return all_ok;
+}
+
+bool mt_expect_death(void (*fn)(void *), void *arg, const char *want) {
+    int fds[2];
+    if (pipe(fds) != 0) return false;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        fn(arg);
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[4096];
+    size_t len = 0;
+    ssize_t r;
+    while ((r = read(fds[0], buf + len, sizeof(buf) - 1 - len)) > 0) len += (size_t)r;
+    buf[len] = 0;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    bool died = WIFEXITED(status) && WEXITSTATUS(status) != 0;
+    printf("  death test: exit %d, stderr: %s", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+           len ? buf : "(empty)\n");
+    return died && strstr(buf, want) != NULL;
 }

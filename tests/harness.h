@@ -60,6 +60,10 @@ bool mt_check_close(const char *label, const float *a, const float *ref, int64_t
 /* ||a - ref||_2 / ||ref||_2 <= tol. */
 bool mt_check_rel_l2(const char *label, const float *a, const float *ref, int64_t n, double tol);
 
+/* Runs fn(arg) in a child process; true when the child exits non-zero and its stderr contains
+ * `want` (an error must name the offending tensor, file or line). */
+bool mt_expect_death(void (*fn)(void *), void *arg, const char *want);
+
 /* A context on the CPU backend with room for tests (256 MiB arena, 16k nodes). */
 void mt_test_ctx_init(mt_ctx *c);
 

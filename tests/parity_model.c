@@ -205,12 +205,13 @@ static void pm_zero_grads(pm_model *pm) {
         if (pm->grad[b]) memset(pm->grad[b], 0, (size_t)pm->m.bucket_numel[b] * sizeof(float));
 }
 
-/* Forward (+ backward) of batch k; out filled, the context keeps the tensors alive. */
+/* Forward (+ backward) of batch k; out filled, the context keeps the tensors alive. fused: the
+ * training path's chunked lm_head + cross-entropy (no logits). */
 static void pm_run(pm_model *pm, mt_ctx *c, mt_safetensors *st, const char *k, bool backward,
-                   mt_minimax_out *out) {
+                   bool fused, mt_minimax_out *out) {
     mt_tensor *ids, *labels;
     pm_batch(st, k, &ids, &labels);
-    mt_minimax_batch batch = {.ids = ids, .labels = labels};
+    mt_minimax_batch batch = {.ids = ids, .labels = labels, .fused_loss = fused};
     mt_ctx_reset(c);
     bool prev = mt_ctx_set_grad(c, backward);
     if (backward) pm_zero_grads(pm);
@@ -312,16 +313,22 @@ static int pm_fixture(const char *model, const char *ref) {
     mt_minimax_out out;
 
     pm_check_decay(&pm, st);
-    pm_run(&pm, &c, st, "a", false, &out);
+    pm_run(&pm, &c, st, "a", false, false, &out);
     pm_check_logits("logits_a", out.logits, st, "logits_a");
     pm_check_scalar("loss_a", out.loss, st, "loss_a");
     if (out.aux_loss) pm_check_scalar("aux_a", out.aux_loss, st, "aux_a");
 
-    pm_run(&pm, &c, st, "b", true, &out);
+    pm_run(&pm, &c, st, "b", true, false, &out);
     pm_check_logits("logits_b", out.logits, st, "logits_b");
     pm_check_scalar("loss_b", out.loss, st, "loss_b");
     if (out.aux_loss) pm_check_scalar("aux_b", out.aux_loss, st, "aux_b");
     pm_check_grads("grads_b", &pm, st);
+
+    /* the training path: lm_head + cross-entropy fused, against the same references */
+    pm_run(&pm, &c, st, "b", true, true, &out);
+    EXPECT(out.logits == NULL, "fused loss: logits were materialised");
+    pm_check_scalar("loss_b fused", out.loss, st, "loss_b");
+    pm_check_grads("grads_b fused", &pm, st);
 
     pm_check_generate(&pm, &c, st);
     pm_check_decode(&pm, &c, st);
@@ -386,12 +393,12 @@ static int parity_naming(void) {
     mt_test_ctx_init(&c);
     mt_safetensors *st = pm_ref_open("tiny_mqa");
     mt_minimax_out o4, o5;
-    pm_run(&v4, &c, st, "b", true, &o4);
+    pm_run(&v4, &c, st, "b", true, false, &o4);
     size_t nb = mt_nbytes(o4.logits);
     float *l4 = mt_malloc(nb, "logits");
     memcpy(l4, o4.logits->data, nb);
     float loss4 = *(float *)o4.loss->data;
-    pm_run(&v5, &c, st, "b", true, &o5);
+    pm_run(&v5, &c, st, "b", true, false, &o5);
     EXPECT(memcmp(l4, o5.logits->data, nb) == 0 && loss4 == *(float *)o5.loss->data,
            "v4.5x and v5 layouts: logits or loss differ");
     EXPECT(pm_same_grads(&v4, &v5), "v4.5x and v5 layouts: gradients differ");
@@ -406,7 +413,7 @@ static int parity_naming(void) {
     for (int k = 0; k < orig.m.n_buckets; k++)
         mt_minimax_bind_bucket(&orig.m, k, orig.data[k], orig.grad[k]);
     mt_minimax_out oo;
-    pm_run(&orig, &c, st, "b", true, &oo);
+    pm_run(&orig, &c, st, "b", true, false, &oo);
     EXPECT(memcmp(l4, oo.logits->data, nb) == 0 && loss4 == *(float *)oo.loss->data,
            "original layout with transformers semantics: logits or loss differ from v4.5x");
     EXPECT(pm_same_grads(&v4, &orig), "original layout: gradients differ from v4.5x");

@@ -23,14 +23,9 @@ __global__ void ce_fwd_rows_kernel(float *lse, double *row_loss, const float *lo
             continue; /* uniform over the block */
         }
         const float *x = logits + n * V;
-        float mx = -INFINITY;
-        for (int64_t v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, x[v]);
-        mx = cuda_block_max(mx);
-        double sum = 0.0;
-        for (int64_t v = threadIdx.x; v < V; v += blockDim.x) sum += exp((double)x[v] - mx);
-        sum = cuda_block_sum(sum);
+        float mx;
+        double log_sum = cuda_block_row_logsumexp(x, V, &mx);
         if (threadIdx.x == 0) {
-            double log_sum = log(sum);
             lse[n] = (float)(mx + log_sum);
             row_loss[n] = log_sum - ((double)x[lab] - mx); /* = lse - x[label], no rounding */
         }

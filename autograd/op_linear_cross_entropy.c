@@ -1,0 +1,67 @@
+/* op_linear_cross_entropy.c: the lm_head and the cross-entropy fused, so the (N,V) logits never
+ * exist at once (V = 200,064 for MiniMax: 0.8 MB per row in fp32). Only labelled rows are
+ * computed: their logits are formed R rows at a time, reduced to a log-sum-exp, and formed
+ * again in the backward.
+ * Node: in[0] = x (..., C) as N rows, in[1] = w (V,C), in[2] = labels (N) I32;
+ *       saved[0] = lse (M) f32 of the labelled rows, saved[1] = rows (M) I32: the labelled rows
+ *       in ascending order;
+ *       ip[0] = GEMM precision (as matmul), ip[1] = M, ip[2] = R (rows per chunk);
+ *       fp[0] = denom as given (mt_cross_entropy's rule).
+ * The labels are read on the host here (one small copy on a device backend): that checks them
+ * with a message naming the position and fixes M, which sizes every GEMM of the op. */
+#include <limits.h>
+
+#include "ops.h"
+
+#define LCE_CHUNK_BYTES ((int64_t)64 << 20) /* logits of one chunk, fp32 */
+
+mt_tensor *mt_linear_cross_entropy_chunked(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *labels,
+                                           float denom, int64_t chunk_rows) {
+    MT_CHECK(x->dtype == MT_F32 && w->dtype == MT_F32 && x->ndim >= 1 && w->ndim == 2,
+             "linear_cross_entropy: x %s %s must be f32 (...,C), w %s %s f32 (V,C)", x->name,
+             mt_shape_str(x), w->name, mt_shape_str(w));
+    const int64_t C = x->shape[x->ndim - 1], V = w->shape[0], N = C ? mt_numel(x) / C : 0;
+    MT_CHECK(w->shape[1] == C && C > 0 && V > 0,
+             "linear_cross_entropy: x %s %s and w %s %s disagree on C (or are empty)", x->name,
+             mt_shape_str(x), w->name, mt_shape_str(w));
+    MT_CHECK(labels->dtype == MT_I32 && mt_numel(labels) == N,
+             "linear_cross_entropy: labels %s %s must be i32 with one entry per row of x %s %s",
+             labels->name, mt_shape_str(labels), x->name, mt_shape_str(x));
+    MT_CHECK(N <= INT_MAX && V <= INT_MAX && C <= INT_MAX,
+             "linear_cross_entropy: x %s %s, w %s %s: a dimension exceeds BLAS's int range",
+             x->name, mt_shape_str(x), w->name, mt_shape_str(w));
+
+    int32_t *lab = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)(N ? N : 1), "lce.labels");
+    c->be->to_host(lab, labels->data, sizeof(int32_t) * (size_t)N);
+    int32_t *rows = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)(N ? N : 1), "lce.rows");
+    int64_t M = 0;
+    for (int64_t i = 0; i < N; i++) {
+        if (lab[i] == MT_IGNORE_INDEX) continue;
+        MT_CHECK(lab[i] >= 0 && lab[i] < V,
+                 "linear_cross_entropy: %s[%lld] = %d is neither %d nor in [0,%lld) for w %s %s",
+                 labels->name, (long long)i, lab[i], MT_IGNORE_INDEX, (long long)V, w->name,
+                 mt_shape_str(w));
+        rows[M++] = (int32_t)i;
+    }
+    int64_t R = chunk_rows > 0 ? chunk_rows : LCE_CHUNK_BYTES / (4 * V);
+    if (R > M) R = M;
+    if (R < 1) R = 1;
+
+    mt_tensor *y = mt_tensor_new(c, MT_F32, 0, NULL, "linear_cross_entropy");
+    mt_tensor *in[3] = {x, w, labels};
+    mt_node *n = mt_node_begin(c, MT_OP_LINEAR_CROSS_ENTROPY, y, 3, in);
+    n->saved[0] = mt_tensor_new(c, MT_F32, 1, &M, "linear_cross_entropy.lse");
+    n->saved[1] = mt_tensor_new(c, MT_I32, 1, &M, "linear_cross_entropy.rows");
+    c->be->to_device(n->saved[1]->data, rows, sizeof(int32_t) * (size_t)M);
+    n->ip[0] = mt_gemm_mode(c, "linear_cross_entropy");
+    n->ip[1] = M;
+    n->ip[2] = R;
+    n->fp[0] = denom;
+    mt_node_run(c, n);
+    return y;
+}
+
+mt_tensor *mt_linear_cross_entropy(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *labels,
+                                   float denom) {
+    return mt_linear_cross_entropy_chunked(c, x, w, labels, denom, 0);
+}

@@ -1,0 +1,122 @@
+/* linear_cross_entropy.c: the lm_head and the cross-entropy fused over chunks of labelled rows
+ * (node layout: autograd/op_linear_cross_entropy.c).
+ *   forward, per chunk of r <= R labelled rows: xc (r,C) = x[rows]; z (r,C) = xc w^T (r,V);
+ *     lse = log sum exp z (double, max subtracted); row loss = lse - z[label]
+ *   backward, per chunk: z again; dz = g (exp(z - lse) - [v == label]) with g = dloss * scale;
+ *     dx[rows] += dz w;  dw += dz^T xc
+ * Row losses are added in row order, so the loss does not depend on R or the thread count.
+ * bf16 mode rounds xc, w and dz through bf16 as matmul does, so the result equals
+ * cross_entropy(matmul(x, w)) in either mode up to fp32 summation order. */
+#include <cblas.h>
+#include <math.h>
+
+#include "bf16.h"
+#include "cpu_ops.h"
+
+typedef struct {
+    int64_t N, C, V, M, R;
+    bool bf16;
+    const float *x, *w; /* w rounded through bf16 in bf16 mode */
+    const int32_t *labels, *rows;
+    float *xc, *z; /* (R,C), (R,V) scratch */
+} lce_plan;
+
+static lce_plan lce_plan_make(const mt_node *n) {
+    const mt_tensor *x = n->in[0], *w = n->in[1];
+    lce_plan p = {.C = x->shape[x->ndim - 1],
+                  .V = w->shape[0],
+                  .M = n->ip[1],
+                  .R = n->ip[2],
+                  .bf16 = n->ip[0] == MT_BF16,
+                  .x = x->data,
+                  .w = w->data,
+                  .labels = n->in[2]->data,
+                  .rows = n->saved[1]->data};
+    p.N = mt_numel(x) / p.C;
+    p.xc = mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.C), "linear_cross_entropy rows");
+    p.z = mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.V), "linear_cross_entropy logits");
+    if (p.bf16 && p.M > 0) {
+        float *wr = mt_node_scratch(n, sizeof(float) * (size_t)(p.V * p.C), "lce w bf16");
+        mt_bf16_round_n(wr, p.w, p.V * p.C);
+        p.w = wr;
+    }
+    return p;
+}
+
+/* xc = x[rows[r0 .. r0+r)] (rounded in bf16 mode), z = xc w^T. */
+static void lce_chunk_logits(const lce_plan *p, int64_t r0, int64_t r) {
+    for (int64_t i = 0; i < r; i++) {
+        const float *src = p->x + (int64_t)p->rows[r0 + i] * p->C;
+        float *dst = p->xc + i * p->C;
+        if (p->bf16)
+            mt_bf16_round_n(dst, src, p->C);
+        else
+            memcpy(dst, src, sizeof(float) * (size_t)p->C);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)r, (int)p->V, (int)p->C, 1.0f, p->xc,
+                (int)p->C, p->w, (int)p->C, 0.0f, p->z, (int)p->V);
+}
+
+/* 1/denom, else 1/M, else 0: mt_cross_entropy's rule. */
+static double lce_scale(int64_t M, float denom) {
+    if (denom > 0.0f) return 1.0 / denom;
+    return M ? 1.0 / (double)M : 0.0;
+}
+
+void cpu_linear_cross_entropy_fwd_node(const mt_node *n) {
+    lce_plan p = lce_plan_make(n);
+    float *lse = n->saved[0]->data;
+    double *row_loss = mt_node_scratch(n, sizeof(double) * (size_t)(p.M ? p.M : 1), "lce loss");
+    for (int64_t r0 = 0; r0 < p.M; r0 += p.R) {
+        int64_t r = p.M - r0 < p.R ? p.M - r0 : p.R;
+        lce_chunk_logits(&p, r0, r);
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < r; i++) {
+            const float *z = p.z + i * p.V;
+            float mx = z[0];
+            for (int64_t v = 1; v < p.V; v++) mx = z[v] > mx ? z[v] : mx;
+            double sum = 0.0;
+            for (int64_t v = 0; v < p.V; v++) sum += exp((double)z[v] - mx);
+            double log_sum = log(sum);
+            int32_t label = p.labels[p.rows[r0 + i]];
+            lse[r0 + i] = (float)(mx + log_sum);
+            row_loss[r0 + i] = log_sum - ((double)z[label] - mx); /* = lse - z[label] */
+        }
+    }
+    double total = 0.0;
+    for (int64_t i = 0; i < p.M; i++) total += row_loss[i];
+    *(float *)n->out->data = (float)(total * lce_scale(p.M, n->fp[0]));
+}
+
+void cpu_linear_cross_entropy_bwd_node(const mt_node *n) {
+    float *dx = n->in[0]->grad, *dw = n->in[1]->grad;
+    const double g = *(const float *)n->out->grad * lce_scale(n->ip[1], n->fp[0]);
+    if ((!dx && !dw) || g == 0.0 || n->ip[1] == 0) return;
+    lce_plan p = lce_plan_make(n);
+    const float *lse = n->saved[0]->data;
+    float *dxc = dx ? mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.C), "lce dx rows") : NULL;
+    for (int64_t r0 = 0; r0 < p.M; r0 += p.R) {
+        int64_t r = p.M - r0 < p.R ? p.M - r0 : p.R;
+        lce_chunk_logits(&p, r0, r);
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < r; i++) { /* z becomes dz in place */
+            float *z = p.z + i * p.V;
+            double l = lse[r0 + i];
+            for (int64_t v = 0; v < p.V; v++) z[v] = (float)(g * exp((double)z[v] - l));
+            z[p.labels[p.rows[r0 + i]]] -= (float)g;
+            if (p.bf16) mt_bf16_round_n(z, z, p.V);
+        }
+        if (dx) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)r, (int)p.C, (int)p.V, 1.0f,
+                        p.z, (int)p.V, p.w, (int)p.C, 0.0f, dxc, (int)p.C);
+            for (int64_t i = 0; i < r; i++) {
+                float *d = dx + (int64_t)p.rows[r0 + i] * p.C;
+                const float *s = dxc + i * p.C;
+                for (int64_t k = 0; k < p.C; k++) d[k] += s[k];
+            }
+        }
+        if (dw)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p.V, (int)p.C, (int)r, 1.0f,
+                        p.z, (int)p.V, p.xc, (int)p.C, 1.0f, dw, (int)p.C);
+    }
+}

@@ -1,0 +1,177 @@
+/* linear_cross_entropy.cu: the lm_head and the cross-entropy fused over chunks of labelled rows,
+ * as kernels/cpu/linear_cross_entropy.c (node layout: autograd/op_linear_cross_entropy.c).
+ * Per chunk of r <= R rows: gather xc (r,C), one GEMM to z (r,V), one block per row for the
+ * log-sum-exp (double) and, in the backward, dz in place; then dx rows (scattered: rows are
+ * distinct) and dw (accumulated, beta = 1). fp32 GEMMs, or bf16 operands with fp32
+ * accumulation in bf16 mode (the same rounding points as the CPU). The row losses are summed by
+ * one block in row order, so the loss does not depend on R. No host synchronisation. */
+#include <string.h>
+
+#include "cuda_ops.cuh"
+
+/* xc[i,:] = x[rows[r0+i],:], i < r. */
+__global__ void lce_gather_kernel(float *xc, const float *x, const int32_t *rows, int64_t r0,
+                                  int64_t r, int64_t C) {
+    CUDA_FOR(k, r * C) xc[k] = x[(int64_t)rows[r0 + k / C] * C + k % C];
+}
+
+/* dx[rows[r0+i],:] += dxc[i,:], i < r. */
+__global__ void lce_scatter_kernel(float *dx, const float *dxc, const int32_t *rows, int64_t r0,
+                                   int64_t r, int64_t C) {
+    CUDA_FOR(k, r * C) dx[(int64_t)rows[r0 + k / C] * C + k % C] += dxc[k];
+}
+
+__global__ void lce_fwd_rows_kernel(float *lse, double *row_loss, const float *z,
+                                    const int32_t *labels, const int32_t *rows, int64_t r0,
+                                    int64_t r, int64_t V) {
+    for (int64_t i = blockIdx.x; i < r; i += gridDim.x) {
+        const float *zi = z + i * V;
+        float mx;
+        double log_sum = cuda_block_row_logsumexp(zi, V, &mx);
+        if (threadIdx.x == 0) {
+            int32_t label = labels[rows[r0 + i]];
+            lse[r0 + i] = (float)(mx + log_sum);
+            row_loss[r0 + i] = log_sum - ((double)zi[label] - mx); /* = lse - z[label] */
+        }
+    }
+}
+
+__global__ void lce_fwd_total_kernel(float *loss, const double *row_loss, int64_t M, double scale) {
+    double total = 0;
+    /* each thread adds a contiguous stretch, the stretches in thread order: fixed order */
+    int64_t per = (M + blockDim.x - 1) / blockDim.x;
+    for (int64_t i = threadIdx.x * per; i < M && i < (int64_t)(threadIdx.x + 1) * per; i++)
+        total += row_loss[i];
+    total = cuda_block_sum(total);
+    if (threadIdx.x == 0) *loss = (float)(total * scale);
+}
+
+/* z -> dz = g (exp(z - lse) - [v == label]) in place, g = dloss * scale read on the device;
+ * the label's element gets both terms from one thread, in the CPU's order. */
+__global__ void lce_bwd_rows_kernel(float *z, const float *dloss, double scale, const float *lse,
+                                    const int32_t *labels, const int32_t *rows, int64_t r0,
+                                    int64_t r, int64_t V) {
+    double g = (double)*dloss * scale;
+    for (int64_t i = blockIdx.x; i < r; i += gridDim.x) {
+        float *zi = z + i * V;
+        double l = lse[r0 + i];
+        int32_t label = labels[rows[r0 + i]];
+        for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+            float d = (float)(g * exp((double)zi[v] - l));
+            if (v == label) d -= (float)g;
+            zi[v] = d;
+        }
+    }
+}
+
+static double lce_scale(int64_t M, float denom) {
+    if (denom > 0.0f) return 1.0 / denom;
+    return M ? 1.0 / (double)M : 0.0;
+}
+
+static unsigned lce_row_blocks(int64_t r) { return (unsigned)(r < 65536 ? r : 65536); }
+
+typedef struct {
+    int64_t C, V, M, R;
+    bool bf16;
+    const float *x, *w;
+    const int32_t *labels, *rows;
+    float *xc, *z;
+    const __nv_bfloat16 *wb; /* bf16 mode: w cast once per call */
+    __nv_bfloat16 *xcb, *zb;
+} lce_plan;
+
+static lce_plan lce_plan_make(const mt_node *n, bool need_zb) {
+    const mt_tensor *x = n->in[0], *w = n->in[1];
+    lce_plan p;
+    memset(&p, 0, sizeof(p));
+    p.C = x->shape[x->ndim - 1];
+    p.V = w->shape[0];
+    p.M = n->ip[1];
+    p.R = n->ip[2];
+    p.bf16 = n->ip[0] == MT_BF16;
+    p.x = cuda_f32(x);
+    p.w = cuda_f32(w);
+    p.labels = cuda_i32(n->in[2]);
+    p.rows = cuda_i32(n->saved[1]);
+    p.xc = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.C), "lce rows");
+    p.z = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.V), "lce logits");
+    if (p.bf16) {
+        p.wb = cuda_bf16_operand(n, p.w, p.V * p.C, "linear_cross_entropy w bf16");
+        p.xcb = (__nv_bfloat16 *)mt_node_scratch(n, sizeof(__nv_bfloat16) * (size_t)(p.R * p.C),
+                                                 "lce rows bf16");
+        if (need_zb)
+            p.zb = (__nv_bfloat16 *)mt_node_scratch(n, sizeof(__nv_bfloat16) * (size_t)(p.R * p.V),
+                                                    "lce dz bf16");
+    }
+    return p;
+}
+
+/* xc = x[rows[r0 .. r0+r)], z = xc w^T (bf16 operands in bf16 mode). */
+static void lce_chunk_logits(const lce_plan *p, int64_t r0, int64_t r) {
+    const unsigned blocks = cuda_blocks(r * p->C, CUDA_THREADS);
+    lce_gather_kernel<<<blocks, CUDA_THREADS>>>(p->xc, p->x, p->rows, r0, r, p->C);
+    CUDA_LAUNCH_CHECK("linear_cross_entropy gather");
+    if (p->bf16) {
+        cuda_cast_bf16("linear_cross_entropy xc bf16", p->xcb, p->xc, r * p->C);
+        cuda_gemm_bf16_rm("linear_cross_entropy logits", false, true, (int)r, (int)p->V, (int)p->C,
+                          1.0f, p->xcb, (int)p->C, p->wb, (int)p->C, 0.0f, p->z, (int)p->V);
+    } else {
+        cuda_sgemm_rm("linear_cross_entropy logits", false, true, (int)r, (int)p->V, (int)p->C,
+                      1.0f, p->xc, (int)p->C, p->w, (int)p->C, 0.0f, p->z, (int)p->V);
+    }
+}
+
+void cuda_linear_cross_entropy_fwd_node(const mt_node *n) {
+    lce_plan p = lce_plan_make(n, false);
+    double *row_loss =
+        (double *)mt_node_scratch(n, sizeof(double) * (size_t)(p.M ? p.M : 1), "lce row losses");
+    for (int64_t r0 = 0; r0 < p.M; r0 += p.R) {
+        int64_t r = p.M - r0 < p.R ? p.M - r0 : p.R;
+        lce_chunk_logits(&p, r0, r);
+        lce_fwd_rows_kernel<<<lce_row_blocks(r), CUDA_THREADS>>>(cuda_f32(n->saved[0]), row_loss,
+                                                                 p.z, p.labels, p.rows, r0, r, p.V);
+        CUDA_LAUNCH_CHECK("linear_cross_entropy forward (rows)");
+    }
+    lce_fwd_total_kernel<<<1, CUDA_THREADS>>>(cuda_f32(n->out), row_loss, p.M,
+                                              lce_scale(p.M, n->fp[0]));
+    CUDA_LAUNCH_CHECK("linear_cross_entropy forward (total)");
+}
+
+void cuda_linear_cross_entropy_bwd_node(const mt_node *n) {
+    float *dx = cuda_grad(n->in[0]), *dw = cuda_grad(n->in[1]);
+    double scale = lce_scale(n->ip[1], n->fp[0]);
+    if ((!dx && !dw) || scale == 0.0 || n->ip[1] == 0) return;
+    lce_plan p = lce_plan_make(n, true);
+    float *dxc =
+        dx ? (float *)mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.C), "lce dx rows") : NULL;
+    for (int64_t r0 = 0; r0 < p.M; r0 += p.R) {
+        int64_t r = p.M - r0 < p.R ? p.M - r0 : p.R;
+        lce_chunk_logits(&p, r0, r);
+        lce_bwd_rows_kernel<<<lce_row_blocks(r), CUDA_THREADS>>>(
+            p.z, cuda_grad(n->out), scale, cuda_f32(n->saved[0]), p.labels, p.rows, r0, r, p.V);
+        CUDA_LAUNCH_CHECK("linear_cross_entropy backward (rows)");
+        if (p.bf16) cuda_cast_bf16("linear_cross_entropy dz bf16", p.zb, p.z, r * p.V);
+        if (dx) {
+            if (p.bf16)
+                cuda_gemm_bf16_rm("linear_cross_entropy dx", false, false, (int)r, (int)p.C,
+                                  (int)p.V, 1.0f, p.zb, (int)p.V, p.wb, (int)p.C, 0.0f, dxc,
+                                  (int)p.C);
+            else
+                cuda_sgemm_rm("linear_cross_entropy dx", false, false, (int)r, (int)p.C, (int)p.V,
+                              1.0f, p.z, (int)p.V, p.w, (int)p.C, 0.0f, dxc, (int)p.C);
+            const unsigned blocks = cuda_blocks(r * p.C, CUDA_THREADS);
+            lce_scatter_kernel<<<blocks, CUDA_THREADS>>>(dx, dxc, p.rows, r0, r, p.C);
+            CUDA_LAUNCH_CHECK("linear_cross_entropy scatter");
+        }
+        if (dw) {
+            if (p.bf16)
+                cuda_gemm_bf16_rm("linear_cross_entropy dw", true, false, (int)p.V, (int)p.C,
+                                  (int)r, 1.0f, p.zb, (int)p.V, p.xcb, (int)p.C, 1.0f, dw,
+                                  (int)p.C);
+            else
+                cuda_sgemm_rm("linear_cross_entropy dw", true, false, (int)p.V, (int)p.C, (int)r,
+                              1.0f, p.z, (int)p.V, p.xc, (int)p.C, 1.0f, dw, (int)p.C);
+        }
+    }
+}

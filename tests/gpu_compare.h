@@ -1,0 +1,50 @@
+/* gpu_compare.h: the comparison kit of the GPU parity tests (tests/gpu_ops.c): inputs made
+ * once on the host, an op built on the CPU backend and on the device backend from them, and
+ * the fp32 and bf16 rules of gpu_ops.c's header applied to outputs, saved buffers and
+ * gradients. dev_be is the backend under test (the CPU itself in op_gpu_harness). */
+#pragma once
+#include "harness.h"
+
+#define GPU_TOL   1e-5
+#define GPU_ARENA ((size_t)16 << 20)
+
+extern const mt_backend *dev_be;
+extern void *poison; /* GPU_ARENA bytes of 0xff: NaN as f32, the device arena's first fill */
+
+/* ---- inputs ---- */
+
+typedef struct {
+    bool present; /* false: a NULL input (optional seg) */
+    mt_dtype dt;
+    int ndim;
+    int64_t shape[MT_MAX_DIMS];
+    bool grad;
+    const char *name;
+    void *host; /* numel elements of dt, owned */
+} gpu_input;
+
+int64_t gpu_numel(const gpu_input *g);
+gpu_input gpu_f32(mt_rng *r, int ndim, const int64_t *shape, float amp, bool grad,
+                  const char *name);
+gpu_input gpu_i32(int ndim, const int64_t *shape, const int32_t *vals, const char *name);
+gpu_input gpu_none(void);
+void gpu_inputs_free(gpu_input *ins, int n);
+
+/* ---- comparison ---- */
+
+typedef mt_tensor *(*gpu_build)(mt_ctx *c, mt_tensor **in, void *user, mt_tensor **extra);
+
+typedef struct {
+    bool exact_untouched; /* gradient elements the CPU leaves alone must stay bit-identical */
+} gpu_opts;
+static const gpu_opts plain = {0}, exact = {.exact_untouched = true};
+
+/* Runs build on the CPU backend and on the device backend with the same inputs and compares
+ * outputs, saved buffers and input gradients (fp32 rule). */
+void gpu_compare(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
+                 gpu_opts opts);
+/* The same in bf16 GEMM mode under the bf16 rule. */
+void gpu_compare_bf16(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user);
+
+/* Selects the device backend (and the poison fill); MT_TEST_SKIP when there is none. */
+int gpu_setup(void);
