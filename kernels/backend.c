@@ -21,5 +21,7 @@ void mt_backend_validate(const mt_backend *be) {
             len += snprintf(missing + len, sizeof(missing) - len, " %s.bwd", mt_op_name(op));
         if (len >= sizeof(missing)) break;
     }
+    if (!be->vec_add || !be->vec_scale || !be->vec_stats || !be->adamw)
+        snprintf(missing + len, sizeof(missing) - len, " optimizer vector kernels");
     MT_CHECK(!missing[0], "backend %s lacks kernels:%s", be->name, missing);
 }

@@ -30,6 +30,10 @@ static const mt_backend cpu_backend = {
 #include "../autograd/ops.def"
 #undef MT_OP
         },
+    .vec_add = cpu_vec_add,
+    .vec_scale = cpu_vec_scale,
+    .vec_stats = cpu_vec_stats,
+    .adamw = cpu_adamw,
 };
 
 const mt_backend *mt_backend_cpu(void) { return &cpu_backend; }

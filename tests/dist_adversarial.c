@@ -43,7 +43,7 @@ static float rigged_value(const mt_minimax *m, int p, int64_t j, float random) {
 
 static void run_init(run *r, const mt_minimax_config *cfg, mt_comm *comm) {
     mt_minimax_init(&r->model, cfg);
-    mt_zero_init(&r->zero, comm, r->model.n_buckets, r->model.bucket_numel);
+    mt_zero_init(&r->zero, comm, mt_backend_cpu(), r->model.n_buckets, r->model.bucket_numel);
     mt_ctx_init(&r->ctx, mt_backend_cpu(), (size_t)128 << 20, 1 << 14);
     mt_sharded_init(&r->sh, &r->model, &r->zero, &r->ctx);
     for (int b = 0; b < r->model.n_buckets; b++) {

@@ -24,7 +24,7 @@ static int test_save(void) {
     char **argv = NULL;
     mt_comm *comm = mt_comm_mpi_init(&argc, &argv);
     mt_zero z;
-    mt_zero_init(&z, comm, N_BUCKETS, bucket_numel);
+    mt_zero_init(&z, comm, mt_backend_cpu(), N_BUCKETS, bucket_numel);
     for (int b = 0; b < N_BUCKETS; b++) {
         int64_t lo, hi;
         mt_zero_owned_range(&z, b, &lo, &hi);
@@ -48,7 +48,7 @@ static int test_load(void) {
     char **argv = NULL;
     mt_comm *comm = mt_comm_mpi_init(&argc, &argv);
     mt_zero z;
-    mt_zero_init(&z, comm, N_BUCKETS, bucket_numel);
+    mt_zero_init(&z, comm, mt_backend_cpu(), N_BUCKETS, bucket_numel);
     mt_train_state st;
     bool ok = mt_checkpoint_load(ckpt_dir(), &z, &st);
     EXPECT(ok, "no checkpoint in %s", ckpt_dir());

@@ -9,6 +9,10 @@
 #                    kill during a checkpoint write must leave the previous checkpoint loadable
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model
+#   emu-cuda EMU NP  the same 3 steps on the CPU backend (BIN) and on the CUDA backend + NCCL
+#                    through the CPU emulator (EMU, minimax-train-emu), NP ranks each, then the
+#                    emulated run resumed from its step-2 checkpoint, and both in bf16 GEMM mode
+#                    -> $TMP/emu-{cpu,cuda,resume,cpu-bf16,cuda-bf16}
 set -euo pipefail
 bin="$1"
 mode="$2"
@@ -77,6 +81,22 @@ kill)
     --resume "$out/checkpoint-2"
   grep -q "resumed from .*checkpoint-2 at step 2" "$out-resumed.log"
   echo "previous checkpoint loads after a kill during the next write"
+  ;;
+emu-cuda)
+  emu="$3"
+  np="$4"
+  small=(--set train.max_steps=3 --set data.max_length=64 --set data.truncation=truncate
+    --set "data.cache_dir=$tmp/dist-cache-emu"
+    --set "train.per_device_train_batch_size=$((4 / np))")
+  run "$np" "$tmp/emu-cpu" "${small[@]}"
+  bin="$emu" run "$np" "$tmp/emu-cuda" "${small[@]}" --set dist.backend=nccl --set output.save_steps=2
+  bin="$emu" run "$np" "$tmp/emu-resume" "${small[@]}" --set dist.backend=nccl \
+    --resume "$tmp/emu-cuda/checkpoint-2"
+  # bf16 GEMMs: the emulated device against the CPU's bf16 rounding reference
+  run "$np" "$tmp/emu-cpu-bf16" "${small[@]}" --set model.dtype=bf16
+  bin="$emu" run "$np" "$tmp/emu-cuda-bf16" "${small[@]}" --set dist.backend=nccl --set model.dtype=bf16
+  grep -E "^memory|^step" "$tmp/emu-cuda.log"
+  grep -q "memory\[rank 0, cuda\]" "$tmp/emu-cuda.log" || { echo "FAIL: not on the cuda backend"; exit 1; }
   ;;
 nonfinite)
   # a learning rate of 1e30 overflows the parameters after step 1: the job must stop with the

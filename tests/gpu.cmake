@@ -4,71 +4,90 @@
 # device they exit 77 and ctest reports them as skipped. The binary is plain C through the
 # backend table, so the same source builds in both configurations; op_gpu_harness runs the
 # comparisons with the CPU backend standing in for the device (a check of the test itself).
-mt_test_binary(test_gpu_ops gpu_ops.c)
-mt_test_cases(test_gpu_ops gpu_view gpu_embedding gpu_matmul gpu_rmsnorm gpu_silu gpu_sigmoid
-  gpu_swiglu gpu_add gpu_mul gpu_scale gpu_axpby gpu_rope gpu_attention gpu_lightning
-  gpu_moe_route gpu_moe_experts gpu_moe_aux gpu_cross_entropy op_gpu_harness)
+#
+# the cases of tests/gpu_ops.c (its GPU_CASES list), run as gpu_<op> here and as
+# op_cuda_emu_<op> through the emulator below; launch/gpu-check.sh reads this list too
+set(mt_gpu_ops view embedding matmul rmsnorm silu sigmoid swiglu add mul scale axpby rope attention
+  lightning moe_route moe_experts moe_aux cross_entropy linear_cross_entropy matmul_bf16
+  moe_experts_bf16)
+list(TRANSFORM mt_gpu_ops PREPEND gpu_ OUTPUT_VARIABLE mt_gpu_cases)
+mt_test_binary(test_gpu_ops gpu_ops.c gpu_compare.c)
+mt_test_cases(test_gpu_ops ${mt_gpu_cases} op_gpu_harness)
 if(MT_CUDA)
   # synchronise after every kernel so a fault names its op; print the device once
-  set_tests_properties(gpu_view gpu_embedding gpu_matmul gpu_rmsnorm gpu_silu gpu_sigmoid
-    gpu_swiglu gpu_add gpu_mul gpu_scale gpu_axpby gpu_rope gpu_attention gpu_lightning
-    gpu_moe_route gpu_moe_experts gpu_moe_aux gpu_cross_entropy PROPERTIES
+  set_tests_properties(${mt_gpu_cases} PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_CUDA_SYNC=1;MT_CUDA_VERBOSE=1")
 endif()
 
 # ---- the same tests with the CUDA kernels on the CPU emulator (kernels/cuda/emu) ----
-# Every build, no GPU needed: each kernels/cuda/*.cu is compiled as C++ against the emulator's
-# cuda_runtime.h / cublas_v2.h, with `kernel<<<grid, block>>>(args)` rewritten to
-# `emu_launcher(kernel, grid, block)(args)`, and linked with its own copy of the C library
-# sources (not with mt, which in a CUDA build holds the real kernels). ctest op_cuda_emu_<op>
-# runs case gpu_<op> against it: indexing, node semantics, reductions, launch geometry and the
-# cuBLAS mapping are checked; races, timing and device math are not (docs/cuda.md).
+# Every build, no GPU needed: each CUDA source (kernels/cuda/*.cu, train/*.cu, bench/*.cu) is
+# compiled as C++ against the emulator's cuda_runtime.h / cublas_v2.h / nccl.h, with
+# `kernel<<<grid, block>>>(args)` rewritten to `emu_launcher(kernel, grid, block)(args)`, into
+# mt_emu: the whole library (every C module too) with the device emulated, so the trainer's GPU
+# path runs end to end here (minimax-train-emu). ctest op_cuda_emu_<op> runs case gpu_<op>
+# against it: indexing, node semantics, reductions, launch geometry and the cuBLAS mapping are
+# checked; races, timing and device math are not (docs/cuda.md).
 include(CheckLanguage)
 check_language(CXX)
 if(CMAKE_CXX_COMPILER)
   enable_language(CXX)
   set(mt_emu_dir ${CMAKE_BINARY_DIR}/cuda-emu)
-  file(GLOB mt_emu_cu CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)
-  set(mt_emu_srcs "")
-  foreach(cu ${mt_emu_cu})
+  # mt_emu_translate(<file.cu> <out var>): the emulator's C++ version of a CUDA source
+  function(mt_emu_translate cu out)
+    get_filename_component(dir ${cu} DIRECTORY)
+    get_filename_component(dir ${dir} NAME)
     get_filename_component(base ${cu} NAME_WE)
     file(READ ${cu} text)
     string(REGEX REPLACE "([A-Za-z_][A-Za-z_0-9]*)<<<([^>]*)>>>" "emu_launcher(\\1, \\2)" text
       "${text}")
-    file(WRITE ${mt_emu_dir}/${base}.cpp.new "#line 1 \"${cu}\"\n${text}")
-    configure_file(${mt_emu_dir}/${base}.cpp.new ${mt_emu_dir}/${base}.cpp COPYONLY)
-    list(APPEND mt_emu_srcs ${mt_emu_dir}/${base}.cpp)
+    file(WRITE ${mt_emu_dir}/${dir}_${base}.cpp.new "#line 1 \"${cu}\"\n${text}")
+    configure_file(${mt_emu_dir}/${dir}_${base}.cpp.new ${mt_emu_dir}/${dir}_${base}.cpp COPYONLY)
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${cu})
+    set(${out} ${mt_emu_dir}/${dir}_${base}.cpp PARENT_SCOPE)
+  endfunction()
+  file(GLOB mt_emu_cu CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu
+    ${CMAKE_SOURCE_DIR}/train/*.cu)
+  set(mt_emu_srcs ${MT_LIB_SOURCES} ${CMAKE_SOURCE_DIR}/kernels/cuda/emu/emu.cpp)
+  foreach(cu ${mt_emu_cu})
+    mt_emu_translate(${cu} cpp)
+    list(APPEND mt_emu_srcs ${cpp})
   endforeach()
-  file(GLOB mt_emu_c CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/autograd/*.c
-    ${CMAKE_SOURCE_DIR}/kernels/*.c ${CMAKE_SOURCE_DIR}/kernels/cpu/*.c)
-  # the benchmark too, as a smoke run of its code path
-  set(bench_cu ${CMAKE_SOURCE_DIR}/bench/gpu_ops.cu)
-  file(READ ${bench_cu} text)
-  string(REGEX REPLACE "([A-Za-z_][A-Za-z_0-9]*)<<<([^>]*)>>>" "emu_launcher(\\1, \\2)" text
-    "${text}")
-  file(WRITE ${mt_emu_dir}/bench_gpu_ops.cpp.new "#line 1 \"${bench_cu}\"\n${text}")
-  configure_file(${mt_emu_dir}/bench_gpu_ops.cpp.new ${mt_emu_dir}/bench_gpu_ops.cpp COPYONLY)
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${bench_cu})
+  file(GLOB mt_emu_extra CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/emu/*.cpp)
+  list(APPEND mt_emu_srcs ${mt_emu_extra})
+  list(REMOVE_DUPLICATES mt_emu_srcs)
+  mt_emu_translate(${CMAKE_SOURCE_DIR}/bench/gpu_ops.cu bench_cpp)
 
-  add_library(mt_emu_objs OBJECT harness.c ${mt_emu_c} ${mt_emu_srcs}
-    ${CMAKE_SOURCE_DIR}/kernels/cuda/emu/emu.cpp)
-  add_executable(test_gpu_ops_emu gpu_ops.c $<TARGET_OBJECTS:mt_emu_objs>)
-  add_executable(bench_gpu_ops_emu ${mt_emu_dir}/bench_gpu_ops.cpp $<TARGET_OBJECTS:mt_emu_objs>)
-  foreach(t mt_emu_objs test_gpu_ops_emu bench_gpu_ops_emu)
-    target_compile_definitions(${t} PRIVATE MT_WITH_CUDA)
+  add_library(mt_emu STATIC ${mt_emu_srcs})
+  target_link_libraries(mt_emu PUBLIC BLAS::BLAS PkgConfig::CJSON PkgConfig::PCRE2 hdf5::hdf5
+    MPI::MPI_C OpenMP::OpenMP_C m)
+  add_executable(test_gpu_ops_emu gpu_ops.c gpu_compare.c harness.c)
+  add_executable(bench_gpu_ops_emu ${bench_cpp})
+  add_executable(minimax-train-emu ${CMAKE_SOURCE_DIR}/train/minimax_train_main.c)
+  add_executable(bench_gpu_step_emu ${CMAKE_SOURCE_DIR}/bench/gpu_step.c)
+  foreach(t mt_emu test_gpu_ops_emu bench_gpu_ops_emu minimax-train-emu bench_gpu_step_emu)
+    target_compile_definitions(${t} PRIVATE MT_WITH_CUDA MT_CUDA_EMU)
     target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-unknown-pragmas>)
     target_include_directories(${t} PRIVATE ${CMAKE_SOURCE_DIR}/kernels/cuda/emu
       ${CMAKE_SOURCE_DIR}/kernels/cuda ${CMAKE_SOURCE_DIR} ${CBLAS_INCLUDE_DIR})
     set_target_properties(${t} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
       CXX_EXTENSIONS OFF)
-    target_link_libraries(${t} PRIVATE BLAS::BLAS OpenMP::OpenMP_C m)
+    if(NOT t STREQUAL mt_emu)
+      target_link_libraries(${t} PRIVATE mt_emu)
+    endif()
   endforeach()
+  # the full training step benchmark (bench/gpu_step.c) on a tiny shape: fp32 GEMMs with the
+  # fused loss (the trainer's), bf16 GEMMs with the loss from full logits
+  add_test(NAME op_cuda_emu_step COMMAND bench_gpu_step_emu --hidden 64 --heads 4 --kv-heads 2
+    --head-dim 16 --experts 4 --ffn 64 --vocab 256 --seq 48 --block 16 --steps 2 --warmup 1)
+  add_test(NAME op_cuda_emu_step_bf16 COMMAND bench_gpu_step_emu --dtype bf16 --fused-loss 0
+    --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 --ffn 64 --vocab 256 --seq 48
+    --block 16 --steps 2 --warmup 1)
+  set_tests_properties(op_cuda_emu_step op_cuda_emu_step_bf16 PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME op_cuda_emu_bench COMMAND bench_gpu_ops_emu all 1 64)
   set_tests_properties(op_cuda_emu_bench PROPERTIES ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  foreach(op view embedding matmul rmsnorm silu sigmoid swiglu add mul scale axpby rope attention
-      lightning moe_route moe_experts moe_aux cross_entropy)
+  foreach(op ${mt_gpu_ops})
     add_test(NAME op_cuda_emu_${op} COMMAND test_gpu_ops_emu gpu_${op})
     set_tests_properties(op_cuda_emu_${op} PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
       SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

@@ -45,10 +45,19 @@ static hid_t checkpoint_fapl(mt_zero *z) {
     return fapl;
 }
 
-/* Reads or writes this rank's owned range of every bucket array, collectively. */
+/* Reads or writes this rank's owned range of every bucket array, collectively. Device shards
+ * go through one host buffer of the largest shard. */
 static void checkpoint_transfer(hid_t file, const char *path, mt_zero *z, bool write) {
     hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
     H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+    const bool staged = z->be->dev != MT_CPU;
+    float *host = NULL;
+    if (staged) {
+        int64_t most = 1;
+        for (int b = 0; b < z->n_buckets; b++)
+            if (z->shard_numel[b] > most) most = z->shard_numel[b];
+        host = mt_malloc(sizeof(float) * (size_t)most, "checkpoint staging");
+    }
     for (int b = 0; b < z->n_buckets; b++) {
         int64_t lo, hi;
         mt_zero_owned_range(z, b, &lo, &hi);
@@ -81,15 +90,19 @@ static void checkpoint_transfer(hid_t file, const char *path, mt_zero *z, bool w
                 H5Sselect_none(fspace);
                 H5Sselect_none(mspace);
             }
-            float *buf = zero_array(z, a) + z->shard_offset[b];
+            float *shard = zero_array(z, a) + z->shard_offset[b], *buf = staged ? host : shard;
+            size_t bytes = sizeof(float) * (size_t)count;
+            if (write && staged) z->be->to_host(host, shard, bytes);
             herr_t rc = write ? H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf)
                               : H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf);
             H5_CHECK(rc, "%s: cannot %s dataset %s", path, write ? "write" : "read", name);
+            if (!write && staged) z->be->to_device(shard, host, bytes);
             H5Sclose(mspace);
             H5Sclose(fspace);
             H5Dclose(dset);
         }
     }
+    free(host);
     H5Pclose(dxpl);
 }
 

@@ -4,9 +4,12 @@
 #include <math.h>
 #include <stdlib.h>
 
+/* The forward walks buckets 0..L+1 and the backward L+1..0: while one computes, the next one
+ * in walk order is gathered into the other slot. */
 static void hook_forward_enter(void *user, int bucket) {
     mt_sharded *s = user;
     mt_zero_gather(s->zero, bucket, false);
+    if (s->prefetch) mt_zero_prefetch(s->zero, bucket + 1);
 }
 
 static void hook_forward_leave(void *user, int bucket) {
@@ -18,6 +21,7 @@ static void hook_backward(void *user, int bucket, bool enter) {
     mt_sharded *s = user;
     if (enter) {
         mt_zero_gather(s->zero, bucket, true);
+        if (s->prefetch) mt_zero_prefetch(s->zero, bucket - 1);
     } else {
         mt_zero_reduce_grad(s->zero, bucket);
         mt_zero_release(s->zero, bucket);
@@ -28,6 +32,7 @@ void mt_sharded_init(mt_sharded *s, mt_minimax *m, mt_zero *z, mt_ctx *c) {
     s->model = m;
     s->zero = z;
     s->ctx = c;
+    s->prefetch = true;
     for (int b = 0; b < m->n_buckets; b++) {
         int n = 0;
         for (int p = 0; p < m->n_params; p++) n += m->info[p].bucket == b;
@@ -51,16 +56,21 @@ double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, doubl
     mt_ctx_reset(s->ctx);
     mt_minimax_out out;
     mt_minimax_forward(s->model, s->ctx, batch, &hooks, &out);
-    double ce = *(const float *)out.ce_loss->data;
-    if (aux) *aux = out.aux_loss ? *(const float *)out.aux_loss->data : 0.0;
     mt_backward(s->ctx, out.loss, NULL);
+    /* read after the backward is queued: on a device the copy then waits for one stream, once */
+    const mt_backend *be = s->ctx->be;
+    float ce = 0, a = 0;
+    be->to_host(&ce, out.ce_loss->data, sizeof(float));
+    if (out.aux_loss) be->to_host(&a, out.aux_loss->data, sizeof(float));
+    if (aux) *aux = a;
     return ce;
 }
 
 bool mt_sharded_optimizer_step(mt_sharded *s, const mt_adamw *opt, double max_grad_norm,
                                double *grad_norm) {
-    *grad_norm = mt_zero_grad_norm(s->zero);
-    if (!isfinite(*grad_norm) || !mt_zero_grad_finite(s->zero)) return false;
+    bool finite = false;
+    *grad_norm = mt_zero_grad_norm(s->zero, &finite);
+    if (!isfinite(*grad_norm) || !finite) return false;
     if (max_grad_norm > 0 && *grad_norm > max_grad_norm)
         mt_zero_scale_grad(s->zero, (float)(max_grad_norm / (*grad_norm + 1e-6)));
     mt_zero_adamw_step(s->zero, opt);

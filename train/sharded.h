@@ -12,6 +12,7 @@ typedef struct {
     mt_minimax *model;
     mt_zero *zero;
     mt_ctx *ctx;
+    bool prefetch; /* gather the next bucket while one computes (default true) */
 } mt_sharded;
 
 /* Binds every bucket of the model to its gather slot, sets the weight-decay ranges (matrices

@@ -35,7 +35,9 @@
 
 typedef struct {
     mt_recipe rc;
-    mt_comm *comm;
+    mt_comm *host; /* MPI: job control, data, checkpoints */
+    mt_comm *comm; /* the sharded optimizer's: host (CPU backend) or NCCL (CUDA) */
+    const mt_backend *be;
     mt_minimax_config cfg;
     mt_minimax model;
     mt_naming naming;
@@ -45,7 +47,9 @@ typedef struct {
     mt_token_data data;
     mt_sampler sampler;
     char tokenizer_dir[MT_PATH_MAX];
-    int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each */
+    int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each, host */
+    int32_t *dev_batch;  /* (4,B,T) on the backend: ids, labels, positions, segments */
+    float *export_stage; /* rank 0, device backends: one gathered bucket on the host */
     mt_train_state state;
     mt_logger log;
 } trainer;
@@ -97,15 +101,29 @@ static void remove_tree(const char *path) {
 /* ------------------------------------------------------------------------------------------ */
 /* model and shards */
 
+/* dist.backend picks the device: mpi = the CPU backend over MPI, nccl = the CUDA backend over
+ * NCCL (one GPU per rank, chosen from the node-local rank). */
+static void trainer_setup_device(trainer *t) {
+    const mt_recipe *rc = &t->rc;
+    t->comm = t->host;
+    t->be = mt_backend_cpu();
+    if (!strcmp(rc->dist_backend, "nccl")) {
+        t->comm = mt_comm_nccl_init(t->host);
+        MT_CHECK(t->comm,
+                 "dist.backend = \"nccl\" needs the CUDA build (cmake -DMT_CUDA=ON, see "
+                 "docs/cuda.md); this build trains on the CPU with dist.backend = \"mpi\"");
+        t->be = mt_backend_cuda();
+        MT_CHECK(t->be,
+                 "dist.backend = \"nccl\": no usable CUDA device on rank %d "
+                 "(MT_CUDA_VERBOSE=1 says why)",
+                 t->host->rank);
+    }
+    mt_backend_validate(t->be);
+}
+
 static void trainer_setup_model(trainer *t) {
     const mt_recipe *rc = &t->rc;
-    /* the GPU path (bf16 compute, NCCL collectives) lives in the CUDA build: docs/cuda.md */
-    MT_CHECK(!strcmp(rc->dist_backend, "mpi"),
-             "dist.backend = \"%s\" needs the CUDA build; this build trains on the CPU with MPI",
-             rc->dist_backend);
-    MT_CHECK(!strcmp(rc->model_dtype, "fp32"),
-             "model.dtype = \"%s\": the CPU backend computes in fp32 (bf16 is the CUDA build's)",
-             rc->model_dtype);
+    trainer_setup_device(t);
     char path[MT_PATH_MAX + 32];
     if (rc->model_path[0])
         snprintf(path, sizeof(path), "%s/config.json", rc->model_path);
@@ -123,26 +141,35 @@ static void trainer_setup_model(trainer *t) {
         t->cfg.output_router_logits = rc->train_router_aux_loss_coef > 0;
     }
     mt_minimax_init(&t->model, &t->cfg);
-    mt_zero_init(&t->zero, t->comm, t->model.n_buckets, t->model.bucket_numel);
+    mt_zero_init(&t->zero, t->comm, t->be, t->model.n_buckets, t->model.bucket_numel);
 
-    /* each rank reads or draws only what it owns */
+    /* each rank reads or draws only what it owns, through a bounded host buffer */
     mt_weights_reader *reader =
         rc->model_path[0] ? mt_weights_open(rc->model_path, &t->model) : NULL;
     t->naming = reader ? mt_weights_naming(reader) : MT_NAMING_HF_V4;
+    const int64_t chunk = (int64_t)1 << 24;
+    float *host = mt_malloc(sizeof(float) * (size_t)chunk, "weight loading buffer");
     for (int b = 0; b < t->model.n_buckets; b++) {
         int64_t lo, hi;
         mt_zero_owned_range(&t->zero, b, &lo, &hi);
-        float *dst = t->zero.master + t->zero.shard_offset[b];
-        if (hi <= lo) continue;
-        if (reader)
-            mt_weights_read_range(reader, b, lo, hi, dst);
-        else
-            mt_weights_init_random_range(&t->model, (uint64_t)rc->model_init_seed, b, lo, hi, dst);
+        for (int64_t i = lo; i < hi; i += chunk) {
+            int64_t end = hi - i < chunk ? hi : i + chunk;
+            if (reader)
+                mt_weights_read_range(reader, b, i, end, host);
+            else
+                mt_weights_init_random_range(&t->model, (uint64_t)rc->model_init_seed, b, i, end,
+                                             host);
+            mt_zero_set_master(&t->zero, b, i, end, host);
+        }
     }
+    free(host);
     if (reader) mt_weights_close(reader);
 
-    mt_ctx_init(&t->ctx, mt_backend_cpu(), (size_t)rc->dist_arena_mb << 20, 1 << 16);
+    mt_ctx_init(&t->ctx, t->be, (size_t)rc->dist_arena_mb << 20, 1 << 16);
+    /* bf16: GEMM operands rounded to bf16, fp32 accumulation (autograd/tensor.h, docs/cuda.md) */
+    t->ctx.compute_dtype = !strcmp(rc->model_dtype, "bf16") ? MT_BF16 : MT_F32;
     mt_sharded_init(&t->sharded, &t->model, &t->zero, &t->ctx);
+    t->sharded.prefetch = rc->dist_prefetch;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -225,6 +252,9 @@ static void trainer_setup_data(trainer *t) {
     t->batch_labels = mt_malloc(n * sizeof(int32_t), "batch labels");
     t->batch_pos = mt_malloc(n * sizeof(int32_t), "batch positions");
     t->batch_seg = mt_malloc(n * sizeof(int32_t), "batch segments");
+    t->dev_batch = t->be->alloc(4 * n * sizeof(int32_t));
+    MT_CHECK(t->dev_batch, "out of %s memory for the batch (%zu bytes)", t->be->name,
+             4 * n * sizeof(int32_t));
 }
 
 /* Real tokens (prompt and answer, no padding) of this rank's rows in the current step. */
@@ -260,7 +290,16 @@ static void trainer_save(trainer *t, int step) {
     if (t->rc.output_export)
         for (int b = 0; b < t->model.n_buckets; b++) {
             mt_zero_gather(&t->zero, b, false);
-            if (w) mt_weights_writer_add_bucket(w, b, mt_zero_slot_data(&t->zero, b));
+            const float *full = mt_zero_slot_data(&t->zero, b);
+            if (w && t->be->dev != MT_CPU) {
+                if (!t->export_stage)
+                    t->export_stage =
+                        mt_malloc(sizeof(float) * (size_t)t->zero.slot_numel, "export staging");
+                t->be->to_host(t->export_stage, full,
+                               sizeof(float) * (size_t)t->model.bucket_numel[b]);
+                full = t->export_stage;
+            }
+            if (w) mt_weights_writer_add_bucket(w, b, full);
             mt_zero_release(&t->zero, b);
         }
     if (w) {
@@ -323,21 +362,28 @@ static step_result trainer_step(trainer *t, int step) {
     int64_t n_micro = mt_sampler_next(&t->sampler);
     res.targets = t->sampler.global_targets;
     int64_t B = rc->train_per_device_train_batch_size, T = rc->data_max_length;
+    const size_t n = (size_t)(B * T), bytes = n * sizeof(int32_t);
+    int32_t *d = t->dev_batch;
     mt_tensor ids, labels, pos, seg;
-    mt_tensor_wrap(&ids, MT_I32, 2, (int64_t[]){B, T}, t->batch_ids, NULL, "ids");
-    mt_tensor_wrap(&labels, MT_I32, 2, (int64_t[]){B, T}, t->batch_labels, NULL, "labels");
-    mt_tensor_wrap(&pos, MT_I32, 2, (int64_t[]){B, T}, t->batch_pos, NULL, "positions");
-    mt_tensor_wrap(&seg, MT_I32, 2, (int64_t[]){B, T}, t->batch_seg, NULL, "segments");
+    mt_tensor_wrap(&ids, MT_I32, 2, (int64_t[]){B, T}, d, NULL, "ids");
+    mt_tensor_wrap(&labels, MT_I32, 2, (int64_t[]){B, T}, d + n, NULL, "labels");
+    mt_tensor_wrap(&pos, MT_I32, 2, (int64_t[]){B, T}, d + 2 * n, NULL, "positions");
+    mt_tensor_wrap(&seg, MT_I32, 2, (int64_t[]){B, T}, d + 3 * n, NULL, "segments");
     mt_minimax_batch batch = {.ids = &ids,
                               .labels = &labels,
                               .pos = &pos,
                               .seg = &seg,
-                              .loss_denom = (float)(res.targets > 0 ? res.targets : 1)};
+                              .loss_denom = (float)(res.targets > 0 ? res.targets : 1),
+                              .fused_loss = true};
 
     mt_zero_zero_grad(&t->zero);
     double sums[3] = {0, 0, (double)trainer_step_tokens(t)}; /* loss, aux, tokens */
     for (int64_t m = 0; m < n_micro; m++) {
         mt_sampler_fill(&t->sampler, m, t->batch_ids, t->batch_labels, t->batch_pos, t->batch_seg);
+        t->be->to_device(d, t->batch_ids, bytes);
+        t->be->to_device(d + n, t->batch_labels, bytes);
+        t->be->to_device(d + 2 * n, t->batch_pos, bytes);
+        t->be->to_device(d + 3 * n, t->batch_seg, bytes);
         double aux = 0;
         sums[0] += mt_sharded_micro_step(&t->sharded, &batch, &aux);
         /* aux: HF adds coef * aux per forward; averaged over this rank's micro-batches and the
@@ -378,10 +424,11 @@ static void trainer_report_memory(trainer *t) {
            slots = (double)mt_zero_slot_bytes(&t->zero);
     int64_t total = 0;
     for (int b = 0; b < t->model.n_buckets; b++) total += t->model.bucket_numel[b];
-    printf("memory[rank %d]: owned params+grads+moments %.2f MiB (%lld of %lld parameters), "
+    printf("memory[rank %d, %s]: owned params+grads+moments %.2f MiB (%lld of %lld parameters), "
            "gathered buffers peak %.2f MiB, activation arena %.0f MiB (peak use %.2f MiB)\n",
-           t->comm->rank, owned * mib, (long long)t->zero.total_shard, (long long)total,
-           slots * mib, (double)t->ctx.arena.cap * mib, (double)t->ctx.arena.peak * mib);
+           t->comm->rank, t->be->name, owned * mib, (long long)t->zero.total_shard,
+           (long long)total, slots * mib, (double)t->ctx.arena.cap * mib,
+           (double)t->ctx.arena.peak * mib);
     fflush(stdout);
 }
 
@@ -393,7 +440,7 @@ static void usage(void) {
 
 int mt_train_main(int argc, char **argv) {
     trainer *t = mt_calloc(1, sizeof(trainer), "trainer");
-    t->comm = mt_comm_mpi_init(&argc, &argv);
+    t->host = t->comm = mt_comm_mpi_init(&argc, &argv);
     const char *recipe_path = NULL, *resume = NULL;
     const char **sets = mt_calloc((size_t)argc, sizeof(char *), "overrides");
     int n_sets = 0;
@@ -406,7 +453,7 @@ int mt_train_main(int argc, char **argv) {
             resume = argv[++i];
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             if (t->comm->rank == 0) usage();
-            mt_comm_finalize(t->comm);
+            mt_comm_finalize(t->host);
             return 0;
         } else if (argv[i][0] != '-' && !recipe_path) {
             recipe_path = argv[i];
@@ -415,7 +462,7 @@ int mt_train_main(int argc, char **argv) {
                 fprintf(stderr, "minimax-train: unexpected argument '%s'\n", argv[i]);
                 usage();
             }
-            mt_comm_finalize(t->comm);
+            mt_comm_finalize(t->host);
             return 2;
         }
     }
@@ -428,7 +475,7 @@ int mt_train_main(int argc, char **argv) {
             else
                 usage();
         }
-        mt_comm_finalize(t->comm);
+        mt_comm_finalize(t->host);
         return 2;
     }
     free(sets);
@@ -488,7 +535,10 @@ int mt_train_main(int argc, char **argv) {
     free(t->batch_labels);
     free(t->batch_pos);
     free(t->batch_seg);
-    mt_comm_finalize(t->comm);
+    t->be->free(t->dev_batch);
+    free(t->export_stage);
+    if (t->comm != t->host) mt_comm_nccl_free(t->comm);
+    mt_comm_finalize(t->host);
     free(t);
     return 0;
 }

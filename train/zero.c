@@ -1,4 +1,4 @@
-/* zero.c: see zero.h. Host memory (MPI); the NCCL build swaps the buffers and collectives. */
+/* zero.c: see zero.h. */
 #include "zero.h"
 
 #include <math.h>
@@ -7,17 +7,26 @@
 
 #include "autograd/check.h"
 
-static float *zero_alloc(int64_t n, const char *what) {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, sizeof(float) * (size_t)(n > 0 ? n : 1)))
-        MT_DIE("out of memory: %s needs %lld floats", what, (long long)n);
-    memset(p, 0, sizeof(float) * (size_t)(n > 0 ? n : 1));
+static float *zero_alloc(const mt_backend *be, int64_t n, const char *what) {
+    size_t bytes = sizeof(float) * (size_t)(n > 0 ? n : 1);
+    float *p = be->alloc(bytes);
+    if (!p)
+        MT_DIE("out of %s memory: %s needs %lld floats (%.2f GiB)", be->name, what, (long long)n,
+               (double)bytes / (1 << 30));
+    be->zero(p, bytes);
     return p;
 }
 
-void mt_zero_init(mt_zero *z, mt_comm *comm, int n_buckets, const int64_t *bucket_numel) {
+void mt_zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
+                  const int64_t *bucket_numel) {
+    MT_CHECK(comm->device == (be->dev != MT_CPU),
+             "zero: the %s communicator works on %s buffers but the %s backend keeps its memory "
+             "on the %s (dist.backend: mpi for the CPU, nccl for CUDA)",
+             comm->name, comm->device ? "device" : "host", be->name,
+             be->dev != MT_CPU ? "device" : "host");
     memset(z, 0, sizeof(*z));
     z->comm = comm;
+    z->be = be;
     z->n_buckets = n_buckets;
     int P = comm->size;
     z->numel = mt_calloc(n_buckets, sizeof(int64_t), "zero numel");
@@ -26,8 +35,8 @@ void mt_zero_init(mt_zero *z, mt_comm *comm, int n_buckets, const int64_t *bucke
     z->ranges = mt_calloc(n_buckets, sizeof(mt_zero_range *), "zero ranges");
     z->n_ranges = mt_calloc(n_buckets, sizeof(int), "zero ranges");
     for (int b = 0; b < n_buckets; b++) {
-        /* pad to a multiple of 16*P so every shard starts 64-byte aligned */
-        int64_t align = 16 * (int64_t)P;
+        /* pad to a multiple of 64*P so every shard starts 256-byte aligned (cuda, nccl) */
+        int64_t align = 64 * (int64_t)P;
         int64_t padded = (bucket_numel[b] + align - 1) / align * align;
         z->numel[b] = bucket_numel[b];
         z->shard_numel[b] = padded / P;
@@ -35,35 +44,46 @@ void mt_zero_init(mt_zero *z, mt_comm *comm, int n_buckets, const int64_t *bucke
         z->total_shard += z->shard_numel[b];
         if (padded > z->slot_numel) z->slot_numel = padded;
     }
-    z->master = zero_alloc(z->total_shard, "master weights");
-    z->grad = zero_alloc(z->total_shard, "gradients");
-    z->m = zero_alloc(z->total_shard, "adam m");
-    z->v = zero_alloc(z->total_shard, "adam v");
+    z->master = zero_alloc(be, z->total_shard, "master weights");
+    z->grad = zero_alloc(be, z->total_shard, "gradients");
+    z->m = zero_alloc(be, z->total_shard, "adam m");
+    z->v = zero_alloc(be, z->total_shard, "adam v");
     for (int s = 0; s < 2; s++) {
-        z->slot_data[s] = zero_alloc(z->slot_numel, "gather slot");
-        z->slot_grad[s] = zero_alloc(z->slot_numel, "gradient slot");
+        z->slot_data[s] = zero_alloc(be, z->slot_numel, "gather slot");
+        z->slot_grad[s] = zero_alloc(be, z->slot_numel, "gradient slot");
         z->slot_bucket[s] = -1;
+        z->slot_ticket[s] = -1;
     }
     z->recv_numel = z->slot_numel / P;
-    z->recv = zero_alloc(z->recv_numel, "reduce-scatter landing");
+    z->recv = zero_alloc(be, z->recv_numel, "reduce-scatter landing");
+}
+
+/* Makes the compute stream wait for an outstanding prefetch into slot s. */
+static void zero_slot_wait(mt_zero *z, int s) {
+    if (z->slot_ticket[s] < 0) return;
+    z->comm->wait(z->comm, z->slot_ticket[s]);
+    z->slot_ticket[s] = -1;
 }
 
 void mt_zero_free(mt_zero *z) {
+    zero_slot_wait(z, 0); /* no transfer may still write a slot */
+    zero_slot_wait(z, 1);
     free(z->numel);
     free(z->shard_numel);
     free(z->shard_offset);
     for (int b = 0; b < z->n_buckets; b++) free(z->ranges[b]);
     free(z->ranges);
     free(z->n_ranges);
-    free(z->master);
-    free(z->grad);
-    free(z->m);
-    free(z->v);
+    const mt_backend *be = z->be;
+    be->free(z->master);
+    be->free(z->grad);
+    be->free(z->m);
+    be->free(z->v);
     for (int s = 0; s < 2; s++) {
-        free(z->slot_data[s]);
-        free(z->slot_grad[s]);
+        be->free(z->slot_data[s]);
+        be->free(z->slot_grad[s]);
     }
-    free(z->recv);
+    be->free(z->recv);
     memset(z, 0, sizeof(*z));
 }
 
@@ -84,15 +104,39 @@ void mt_zero_owned_range(const mt_zero *z, int bucket, int64_t *lo, int64_t *hi)
     if (*hi < *lo) *hi = *lo;
 }
 
+void mt_zero_set_master(mt_zero *z, int bucket, int64_t lo, int64_t hi, const float *host) {
+    int64_t own_lo, own_hi;
+    mt_zero_owned_range(z, bucket, &own_lo, &own_hi);
+    MT_CHECK(lo >= own_lo && hi <= own_hi && lo <= hi,
+             "zero: set_master of bucket %d [%lld, %lld) outside the owned range [%lld, %lld)",
+             bucket, (long long)lo, (long long)hi, (long long)own_lo, (long long)own_hi);
+    z->be->to_device(z->master + z->shard_offset[bucket] + (lo - own_lo), host,
+                     sizeof(float) * (size_t)(hi - lo));
+    z->slot_bucket[0] = z->slot_bucket[1] = -1; /* parameters changed: slots are stale */
+}
+
+void mt_zero_prefetch(mt_zero *z, int bucket) {
+    if (bucket < 0 || bucket >= z->n_buckets) return;
+    int s = bucket % 2;
+    if (z->slot_bucket[s] == bucket) return;
+    zero_slot_wait(z, s); /* a slot holds one transfer at a time */
+    z->slot_ticket[s] = z->comm->allgather_start(z->comm, z->master + z->shard_offset[bucket],
+                                                 z->slot_data[s], z->shard_numel[bucket]);
+    z->slot_bucket[s] = bucket;
+    z->gathers++;
+}
+
 void mt_zero_gather(mt_zero *z, int bucket, bool with_grad) {
     int s = bucket % 2;
     if (z->slot_bucket[s] != bucket) {
+        zero_slot_wait(z, s);
         z->comm->allgather(z->comm, z->master + z->shard_offset[bucket], z->slot_data[s],
                            z->shard_numel[bucket]);
         z->slot_bucket[s] = bucket;
         z->gathers++;
     }
-    if (with_grad) memset(z->slot_grad[s], 0, sizeof(float) * (size_t)z->slot_numel);
+    zero_slot_wait(z, s);
+    if (with_grad) z->be->zero(z->slot_grad[s], sizeof(float) * (size_t)z->slot_numel);
 }
 
 void mt_zero_release(mt_zero *z, int bucket) {
@@ -109,30 +153,23 @@ void mt_zero_reduce_grad(mt_zero *z, int bucket) {
              bucket, z->slot_bucket[s]);
     int64_t n = z->shard_numel[bucket];
     z->comm->reduce_scatter(z->comm, z->slot_grad[s], z->recv, n);
-    float *g = z->grad + z->shard_offset[bucket];
-    for (int64_t i = 0; i < n; i++) g[i] += z->recv[i];
+    z->be->vec_add(z->grad + z->shard_offset[bucket], z->recv, n);
     z->reduce_scatters++;
 }
 
-void mt_zero_zero_grad(mt_zero *z) { memset(z->grad, 0, sizeof(float) * (size_t)z->total_shard); }
+void mt_zero_zero_grad(mt_zero *z) { z->be->zero(z->grad, sizeof(float) * (size_t)z->total_shard); }
 
-double mt_zero_grad_norm(mt_zero *z) {
-    double ss = 0;
-    for (int64_t i = 0; i < z->total_shard; i++) ss += (double)z->grad[i] * z->grad[i];
-    z->comm->allreduce_f64(z->comm, &ss, 1);
-    return sqrt(ss);
-}
-
-void mt_zero_scale_grad(mt_zero *z, float s) {
-    for (int64_t i = 0; i < z->total_shard; i++) z->grad[i] *= s;
-}
-
-bool mt_zero_grad_finite(mt_zero *z) {
+double mt_zero_grad_norm(mt_zero *z, bool *finite) {
+    double stats[2] = {0, 0}; /* sum of squares, non-finite count */
     int64_t bad = 0;
-    for (int64_t i = 0; i < z->total_shard; i++) bad += !isfinite(z->grad[i]);
-    z->comm->allreduce_i64(z->comm, &bad, 1);
-    return bad == 0;
+    z->be->vec_stats(z->grad, z->total_shard, &stats[0], &bad);
+    stats[1] = (double)bad;
+    z->comm->allreduce_f64(z->comm, stats, 2);
+    if (finite) *finite = stats[1] == 0;
+    return sqrt(stats[0]);
 }
+
+void mt_zero_scale_grad(mt_zero *z, float s) { z->be->vec_scale(z->grad, s, z->total_shard); }
 
 /* Does element i (bucket coordinates) of bucket b get weight decay? */
 static bool zero_decays(const mt_zero *z, int b, int64_t i, int64_t *run_end) {
@@ -143,7 +180,12 @@ static bool zero_decays(const mt_zero *z, int b, int64_t i, int64_t *run_end) {
     for (int k = 0; k < z->n_ranges[b]; k++) {
         const mt_zero_range *r = &z->ranges[b][k];
         if (i >= r->offset && i < r->offset + r->numel) {
+            /* extend over the following adjacent ranges with the same flag: one kernel each */
             *run_end = r->offset + r->numel;
+            for (int j = k + 1; j < z->n_ranges[b] && z->ranges[b][j].offset == *run_end &&
+                                z->ranges[b][j].decay == r->decay;
+                 j++)
+                *run_end += z->ranges[b][j].numel;
             return r->decay;
         }
     }
@@ -151,25 +193,16 @@ static bool zero_decays(const mt_zero *z, int b, int64_t i, int64_t *run_end) {
     return false;
 }
 
-/* One run of elements with the same decay flag; PyTorch's fp32 AdamW arithmetic
- * (torch.optim.adamw, single-tensor path): the loop vectorises and splits over threads. */
-static void zero_adamw_run(float *p, float *m, float *v, const float *g, int64_t n, float keep,
-                           float b1, float b2, float step_size, float bc2_sqrt, float eps) {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        p[i] *= keep;
-        m[i] += (g[i] - m[i]) * (1.0f - b1);
-        v[i] = v[i] * b2 + (1.0f - b2) * g[i] * g[i];
-        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-        p[i] -= step_size * m[i] / denom;
-    }
-}
-
 void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
     MT_CHECK(o->step >= 1, "adamw: step must be >= 1");
     double bc1 = 1.0 - pow(o->beta1, (double)o->step), bc2 = 1.0 - pow(o->beta2, (double)o->step);
-    float step_size = (float)(o->lr / bc1), bc2_sqrt = (float)sqrt(bc2), eps = (float)o->eps;
-    float b1 = (float)o->beta1, b2 = (float)o->beta2;
+    mt_adamw_args a = {.b1 = (float)o->beta1,
+                       .b2 = (float)o->beta2,
+                       .step_size = (float)(o->lr / bc1),
+                       .bc2_sqrt = (float)sqrt(bc2),
+                       .eps = (float)o->eps};
+    zero_slot_wait(z, 0); /* no transfer may still read the master weights */
+    zero_slot_wait(z, 1);
     for (int b = 0; b < z->n_buckets; b++) {
         int64_t lo, hi;
         mt_zero_owned_range(z, b, &lo, &hi);
@@ -179,9 +212,8 @@ void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
             int64_t end;
             bool decay = zero_decays(z, b, i, &end);
             if (end > hi) end = hi;
-            float keep = decay ? (float)(1.0 - o->lr * o->weight_decay) : 1.0f;
-            zero_adamw_run(p + i, m + i, v + i, g + i, end - i, keep, b1, b2, step_size, bc2_sqrt,
-                           eps);
+            a.keep = decay ? (float)(1.0 - o->lr * o->weight_decay) : 1.0f;
+            z->be->adamw(p + i, m + i, v + i, g + i, end - i, &a);
             i = end;
         }
     }

@@ -8,11 +8,17 @@
  * gathered before the bucket's forward, released after, gathered again for its backward, whose
  * full gradient is reduce-scattered to the owners. Every rank issues the same collectives in
  * the same order whatever its tokens were routed to (an expert with no tokens has a zero
- * gradient that still goes through the reduce-scatter). */
+ * gradient that still goes through the reduce-scatter).
+ *
+ * Memory lives on the backend given to mt_zero_init (host for the CPU backend, device memory
+ * for CUDA, where the communicator must be a device one: NCCL); the vector work (gradient
+ * accumulation, norm, clipping, AdamW) runs through the backend's optimizer kernels. While a
+ * bucket computes, the next bucket in walk order is prefetched (mt_zero_prefetch). */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "autograd/tensor.h"
 #include "train/comm.h"
 
 typedef struct {
@@ -22,6 +28,7 @@ typedef struct {
 
 typedef struct mt_zero {
     mt_comm *comm;
+    const mt_backend *be;
     int n_buckets;
     int64_t *numel;        /* (n_buckets) true size */
     int64_t *shard_numel;  /* (n_buckets) padded / P */
@@ -31,6 +38,7 @@ typedef struct mt_zero {
     int64_t slot_numel;           /* largest padded bucket */
     float *slot_data[2], *slot_grad[2];
     int slot_bucket[2]; /* bucket held by each slot, -1 none */
+    int slot_ticket[2]; /* outstanding prefetch of the slot (comm ticket), -1 none */
     float *recv;        /* reduce-scatter landing area (one shard) */
     int64_t recv_numel;
     /* decay ranges per bucket (set by mt_zero_set_ranges), all decayed when not set */
@@ -40,7 +48,8 @@ typedef struct mt_zero {
     int64_t gathers, reduce_scatters;
 } mt_zero;
 
-void mt_zero_init(mt_zero *z, mt_comm *comm, int n_buckets, const int64_t *bucket_numel);
+void mt_zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
+                  const int64_t *bucket_numel);
 void mt_zero_free(mt_zero *z);
 void mt_zero_set_ranges(mt_zero *z, int bucket, const mt_zero_range *ranges, int n);
 /* The slot buffers a bucket's parameters and gradients live in while gathered. */
@@ -48,21 +57,26 @@ float *mt_zero_slot_data(const mt_zero *z, int bucket);
 float *mt_zero_slot_grad(const mt_zero *z, int bucket);
 /* This rank's element range [lo, hi) of bucket b in bucket coordinates (hi clipped to numel). */
 void mt_zero_owned_range(const mt_zero *z, int bucket, int64_t *lo, int64_t *hi);
+/* Copies host values of bucket elements [lo, hi) (within this rank's owned range) into the
+ * master weights (loading, initialisation). */
+void mt_zero_set_master(mt_zero *z, int bucket, int64_t lo, int64_t hi, const float *host);
 
 /* Full parameters of bucket b into its slot (no-op when the slot still holds b). with_grad
  * zeroes the slot's gradient buffer for a backward. */
 void mt_zero_gather(mt_zero *z, int bucket, bool with_grad);
 void mt_zero_release(mt_zero *z, int bucket);
+/* Starts gathering bucket b into its slot without waiting (a no-op when the slot holds it or
+ * b is out of range); the next mt_zero_gather of b waits for it. */
+void mt_zero_prefetch(mt_zero *z, int bucket);
 /* Reduce-scatters the slot's full gradient and adds this rank's part to the owned gradient. */
 void mt_zero_reduce_grad(mt_zero *z, int bucket);
 void mt_zero_zero_grad(mt_zero *z);
 
-/* Global L2 norm of the owned gradients (an all-reduce of the shard sums of squares). */
-double mt_zero_grad_norm(mt_zero *z);
+/* Global L2 norm of the owned gradients and whether all are finite on every rank: one pass
+ * over the shard and one all-reduce. */
+double mt_zero_grad_norm(mt_zero *z, bool *finite);
 /* Scales every owned gradient (clipping, loss normalisation). */
 void mt_zero_scale_grad(mt_zero *z, float s);
-/* true when every owned gradient is finite on every rank. */
-bool mt_zero_grad_finite(mt_zero *z);
 
 typedef struct {
     double lr, beta1, beta2, eps, weight_decay;

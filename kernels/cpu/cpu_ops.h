@@ -9,3 +9,9 @@
     void cpu_##name##_bwd_node(const mt_node *n);
 #include "../../autograd/ops.def"
 #undef MT_OP
+
+/* the sharded optimizer's vector kernels (kernels/cpu/optim.c), see mt_backend */
+void cpu_vec_add(float *dst, const float *src, int64_t n);
+void cpu_vec_scale(float *x, float s, int64_t n);
+void cpu_vec_stats(const float *x, int64_t n, double *sumsq, int64_t *nonfinite);
+void cpu_adamw(float *p, float *m, float *v, const float *g, int64_t n, const mt_adamw_args *a);

@@ -9,3 +9,9 @@
     void cuda_##name##_bwd_node(const mt_node *n);
 #include "../../autograd/ops.def"
 #undef MT_OP
+
+/* the sharded optimizer's vector kernels (optim.cu), see mt_backend */
+void cuda_vec_add(float *dst, const float *src, int64_t n);
+void cuda_vec_scale(float *x, float s, int64_t n);
+void cuda_vec_stats(const float *x, int64_t n, double *sumsq, int64_t *nonfinite);
+void cuda_adamw(float *p, float *m, float *v, const float *g, int64_t n, const mt_adamw_args *a);

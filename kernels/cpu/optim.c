@@ -1,0 +1,42 @@
+/* optim.c: the sharded optimizer's vector kernels on host fp32 buffers (train/zero.c calls them
+ * through the backend table): gradient accumulation, norm and finiteness in one pass, clipping,
+ * and PyTorch's fp32 AdamW. Loops vectorise and split over OpenMP threads. */
+#include <math.h>
+
+#include "cpu_ops.h"
+
+void cpu_vec_add(float *dst, const float *src, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+void cpu_vec_scale(float *x, float s, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; i++) x[i] *= s;
+}
+
+void cpu_vec_stats(const float *x, int64_t n, double *sumsq, int64_t *nonfinite) {
+    double ss = 0;
+    int64_t bad = 0;
+#pragma omp parallel for simd schedule(static) reduction(+ : ss, bad)
+    for (int64_t i = 0; i < n; i++) {
+        ss += (double)x[i] * x[i];
+        bad += !isfinite(x[i]);
+    }
+    *sumsq = ss;
+    *nonfinite = bad;
+}
+
+/* torch.optim.adamw's single-tensor fp32 path, element by element. */
+void cpu_adamw(float *p, float *m, float *v, const float *g, int64_t n, const mt_adamw_args *a) {
+    const float keep = a->keep, b1 = a->b1, b2 = a->b2, step_size = a->step_size,
+                bc2_sqrt = a->bc2_sqrt, eps = a->eps;
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        p[i] *= keep;
+        m[i] += (g[i] - m[i]) * (1.0f - b1);
+        v[i] = v[i] * b2 + (1.0f - b2) * g[i] * g[i];
+        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+        p[i] -= step_size * m[i] / denom;
+    }
+}

@@ -1,0 +1,138 @@
+/* gpu_optim.c: the sharded optimizer's vector kernels on the device backend (kernels/cuda/optim.cu)
+ * against the CPU reference (kernels/cpu/optim.c) on the same inputs: accumulation and scaling
+ * bit-exact, the sum of squares to 1e-12 (double, another order), the non-finite count exact,
+ * AdamW to 4 fp32 ulps of the magnitude of each value's terms (the device fuses multiply-adds).
+ * Case gpu_optim runs on a GPU (skipped without one); op_cuda_emu_optim runs the same case through
+ * the CPU emulator. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/harness.h"
+
+static const mt_backend *dev;
+
+static float *dev_upload(const float *host, int64_t n) {
+    float *d = dev->alloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    MT_CHECK(d, "gpu_optim: out of device memory");
+    dev->to_device(d, host, sizeof(float) * (size_t)n);
+    return d;
+}
+
+static void dev_download(float *host, const float *d, int64_t n) {
+    dev->to_host(host, d, sizeof(float) * (size_t)n);
+    dev->free((void *)d);
+}
+
+/* Worst |a - b| / scale over elements, in units of fp32 epsilon. The scale is the sum of the
+ * magnitudes of the terms that formed the value: where terms cancel, a fused multiply-add (the
+ * device, or the emulator's C++) moves the result by ulps of the terms, not of the result. */
+static double max_term_ulps(const float *a, const float *b, const double *scale, int64_t n) {
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]) / (scale[i] * 1.1920929e-7 + 1e-37);
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
+static void check_size(int64_t n, mt_rng *r) {
+    const mt_backend *cpu = mt_backend_cpu();
+    size_t bytes = sizeof(float) * (size_t)(n > 0 ? n : 1);
+    float *x = malloc(bytes), *y = malloc(bytes), *got = malloc(bytes), *p = malloc(bytes),
+          *m = malloc(bytes), *v = malloc(bytes), *g = malloc(bytes), *gp = malloc(bytes),
+          *gm = malloc(bytes), *gv = malloc(bytes);
+    mt_fill_normal(x, n, 1.0f, r);
+    mt_fill_normal(y, n, 3.0f, r);
+
+    /* dst += src, then *= s: the same fp32 operations on both sides */
+    float *dx = dev_upload(x, n), *dy = dev_upload(y, n);
+    dev->vec_add(dx, dy, n);
+    dev->vec_scale(dx, 0.37f, n);
+    cpu->vec_add(x, y, n);
+    cpu->vec_scale(x, 0.37f, n);
+    dev_download(got, dx, n);
+    dev->free(dy);
+    EXPECT(n == 0 || memcmp(got, x, sizeof(float) * (size_t)n) == 0,
+           "n=%lld: vec_add/vec_scale differ from the CPU", (long long)n);
+
+    /* norm and non-finite count, with a few inf/nan planted */
+    if (n > 10) {
+        x[3] = INFINITY;
+        x[n / 2] = NAN;
+        x[n - 1] = -INFINITY;
+    }
+    double ss_cpu, ss_dev;
+    int64_t bad_cpu, bad_dev;
+    cpu->vec_stats(x, n, &ss_cpu, &bad_cpu);
+    dx = dev_upload(x, n);
+    dev->vec_stats(dx, n, &ss_dev, &bad_dev);
+    dev->free(dx);
+    EXPECT(bad_dev == bad_cpu && bad_cpu == (n > 10 ? 3 : 0), "n=%lld: non-finite %lld vs %lld",
+           (long long)n, (long long)bad_dev, (long long)bad_cpu);
+    if (n > 10) { /* the finite part */
+        x[3] = x[n / 2] = x[n - 1] = 0.5f;
+        cpu->vec_stats(x, n, &ss_cpu, &bad_cpu);
+        dx = dev_upload(x, n);
+        dev->vec_stats(dx, n, &ss_dev, &bad_dev);
+        dev->free(dx);
+    }
+    EXPECT(fabs(ss_dev - ss_cpu) <= 1e-12 * ss_cpu, "n=%lld: sum of squares %.17g vs %.17g",
+           (long long)n, ss_dev, ss_cpu);
+
+    /* AdamW with decay on a mid-training state (step 7) */
+    mt_fill_normal(p, n, 0.02f, r);
+    mt_fill_normal(m, n, 1e-3f, r);
+    mt_fill_uniform(v, n, 0.0f, 1e-5f, r);
+    mt_fill_normal(g, n, 1e-2f, r);
+    mt_adamw_args a = {.keep = 1.0f - 3e-4f * 0.1f,
+                       .b1 = 0.9f,
+                       .b2 = 0.95f,
+                       .step_size = (float)(3e-4 / (1 - pow(0.9, 7))),
+                       .bc2_sqrt = (float)sqrt(1 - pow(0.95, 7)),
+                       .eps = 1e-8f};
+    float *dp = dev_upload(p, n), *dm = dev_upload(m, n), *dv = dev_upload(v, n),
+          *dg = dev_upload(g, n);
+    double *sp = malloc(sizeof(double) * (size_t)(n + 1)),
+           *sm = malloc(sizeof(double) * (size_t)(n + 1)),
+           *sv = malloc(sizeof(double) * (size_t)(n + 1));
+    for (int64_t i = 0; i < n; i++) { /* term magnitudes, from the state before the update */
+        double mn = m[i] + (g[i] - m[i]) * (1.0 - a.b1),
+               vn = v[i] * a.b2 + (1 - a.b2) * g[i] * g[i];
+        sm[i] = fabs(m[i]) + fabs((g[i] - m[i]) * (1.0 - a.b1));
+        sv[i] = fabs(v[i] * a.b2) + fabs((1 - a.b2) * g[i] * g[i]);
+        sp[i] = fabs(p[i]) + fabs(a.step_size * mn / (sqrt(vn) / a.bc2_sqrt + a.eps)) *
+                                 (1 + sm[i] / (fabs(mn) + 1e-30));
+    }
+    dev->adamw(dp, dm, dv, dg, n, &a);
+    cpu->adamw(p, m, v, g, n, &a);
+    dev_download(gp, dp, n);
+    dev_download(gm, dm, n);
+    dev_download(gv, dv, n);
+    dev->free(dg);
+    double up = max_term_ulps(gp, p, sp, n), um = max_term_ulps(gm, m, sm, n),
+           uv = max_term_ulps(gv, v, sv, n);
+    printf("  n=%lld: adamw max diff in ulps of the terms: p %.2f m %.2f v %.2f\n", (long long)n,
+           up, um, uv);
+    EXPECT(up <= 4 && um <= 4 && uv <= 4, "n=%lld: adamw differs by more than 4 ulps of its terms",
+           (long long)n);
+    free(sp), free(sm), free(sv);
+    free(x), free(y), free(got), free(p), free(m), free(v), free(g), free(gp), free(gm), free(gv);
+}
+
+static int case_optim(void) {
+    dev = mt_backend_cuda();
+    if (!dev) {
+        printf("no usable CUDA device (or the CUDA backend was not built)\n");
+        return MT_TEST_SKIP;
+    }
+    mt_backend_validate(dev);
+    mt_rng r;
+    mt_rng_seed(&r, 11);
+    const int64_t sizes[] = {0, 1, 17, 1000, 300001};
+    for (int i = 0; i < (int)(sizeof(sizes) / sizeof(sizes[0])); i++) check_size(sizes[i], &r);
+    return MT_TEST_OK;
+}
+
+static const mt_test_case cases[] = {{"gpu_optim", case_optim}};
+MT_TEST_MAIN(cases)

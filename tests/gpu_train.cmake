@@ -1,0 +1,28 @@
+# The training step's GPU path beyond the ops (included after tests/gpu.cmake, which makes the
+# emulator library mt_emu and minimax-train-emu):
+# - tests/gpu_optim.c: the sharded optimizer's device kernels against the CPU ones: gpu_optim on
+#   a GPU (skipped without one), op_cuda_emu_optim through the CUDA emulator;
+# - dist_train_emu_cuda_np2 + dist_emu_cuda_match: the whole trainer on the CUDA backend with
+#   NCCL (both emulated) against the CPU trainer, 2 ranks, and its resume from a checkpoint;
+#   dist_emu_cuda_bf16: the same in bf16 GEMM mode, under the bf16 rule (device error <= 2x the
+#   CPU bf16 reference's error against fp32).
+mt_test_binary(test_gpu_optim gpu_optim.c)
+mt_test_cases(test_gpu_optim gpu_optim)
+if(TARGET mt_emu)
+  add_executable(test_gpu_optim_emu gpu_optim.c harness.c)
+  target_compile_definitions(test_gpu_optim_emu PRIVATE MT_WITH_CUDA MT_CUDA_EMU)
+  target_include_directories(test_gpu_optim_emu PRIVATE ${CMAKE_SOURCE_DIR} ${CBLAS_INCLUDE_DIR})
+  target_link_libraries(test_gpu_optim_emu PRIVATE mt_emu)
+  add_test(NAME op_cuda_emu_optim COMMAND test_gpu_optim_emu gpu_optim)
+  set_tests_properties(op_cuda_emu_optim PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
+    SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+
+  add_test(NAME dist_train_emu_cuda_np2 COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist_run.sh
+    $<TARGET_FILE:minimax-train> emu-cuda $<TARGET_FILE:minimax-train-emu> 2)
+  set_tests_properties(dist_train_emu_cuda_np2 PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI};MT_NCCL_ALLOW_SHARED_DEVICE=1"
+    TIMEOUT 900 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} FIXTURES_SETUP dist_emu_cuda)
+  mt_test_cases(test_dist_compare dist_emu_cuda_match dist_emu_cuda_bf16)
+  set_tests_properties(dist_emu_cuda_match dist_emu_cuda_bf16 PROPERTIES
+    FIXTURES_REQUIRED dist_emu_cuda)
+endif()
