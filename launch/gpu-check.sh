@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # gpu-check.sh: the one GPU check for a fresh single-GPU machine with the CUDA toolkit.
 # Builds the CUDA backend, runs every GPU parity test (CUDA op vs CPU reference), runs the GPU
-# benchmarks, and prints a summary last. Worst case about 8 minutes: each step has a timeout.
+# benchmarks (ops, then a full training step in fp32 and bf16), and prints a summary last.
+# Worst case 8 minutes: each step has a timeout, capped by what is left of an overall budget
+# (MT_GPU_CHECK_BUDGET, default 470 s; a step with under 10 s left is skipped).
 #
 #   bash launch/gpu-check.sh    # logs under $OUT if set (the device tool), else build-gpu-logs/
 #
@@ -13,7 +15,8 @@
 # OpenBLAS if present, else kernels/cuda/ref/cblas_ref.c as the CPU reference's GEMM.
 # Environment: MT_GPU_CHECK_MODE=cmake|standalone (force a mode), MT_CUDA_ARCH=90 (override the
 # detected architecture), MT_GPU_CHECK_REF_BLAS=1 (standalone: use the reference sgemm),
-# MT_GPU_CHECK_BENCH_REPS (default 3), NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc).
+# MT_GPU_CHECK_BENCH_REPS (default 3), MT_GPU_CHECK_STEP_ARGS (extra bench-gpu-step flags, e.g.
+# "--layers 4 --seq 8192"), NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
@@ -23,6 +26,19 @@ T0=$(date +%s)
 SUMMARY=()
 note() { SUMMARY+=("$*"); }
 elapsed() { echo $(($(date +%s) - $1)); }
+BUDGET=${MT_GPU_CHECK_BUDGET:-470}
+# tmo N CMD...: CMD under a timeout of N seconds, or of what is left of the budget when that is
+# less; not run (exit 124, as a timeout) when under 10 s are left
+tmo() {
+  local n=$1 left=$((BUDGET - $(elapsed "$T0")))
+  shift
+  if [ "$left" -lt 10 ]; then
+    echo "gpu-check: time budget spent, not run: $*" >&2
+    return 124
+  fi
+  [ "$left" -lt "$n" ] && n=$left
+  timeout "$n" "$@"
+}
 
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 CC=${CC:-$(command -v gcc || command -v cc)}
@@ -49,9 +65,11 @@ note "device: $(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=
 
 MODE=${MT_GPU_CHECK_MODE:-}
 BUILD=""
+STEP_BIN=""
+STEP_RC="" # non-empty: the step benchmark failed to build or to run
 if [ "$MODE" != standalone ]; then
   t=$(date +%s)
-  if timeout 90 cmake -S . -B build-gpu -G Ninja -DMT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
+  if tmo 90 cmake -S . -B build-gpu -G Ninja -DMT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
     -DCMAKE_CUDA_COMPILER="$NVCC" > "$LOGDIR/configure.log" 2>&1; then
     MODE=cmake
     note "configure (cmake, MT_CUDA=ON): ok in $(elapsed "$t") s"
@@ -68,13 +86,24 @@ fi
 
 if [ "$MODE" = cmake ]; then
   t=$(date +%s)
-  if timeout 240 cmake --build build-gpu -j "$JOBS" --target test_gpu_ops bench-gpu-ops \
+  if tmo 240 cmake --build build-gpu -j "$JOBS" --target test_gpu_ops bench-gpu-ops \
     > "$LOGDIR/build.log" 2>&1; then
     note "build (cmake): ok in $(elapsed "$t") s"
     BUILD=build-gpu
   else
     tail -30 "$LOGDIR/build.log"
     note "build (cmake): FAILED after $(elapsed "$t") s (see build.log)"
+  fi
+  # the training-step benchmark apart: a failure there must not cost the parity tests
+  t=$(date +%s)
+  if [ -n "$BUILD" ] && tmo 120 cmake --build build-gpu -j "$JOBS" \
+    --target bench-gpu-step > "$LOGDIR/build_step.log" 2>&1; then
+    STEP_BIN=build-gpu/bench-gpu-step
+    note "build (bench-gpu-step): ok in $(elapsed "$t") s"
+  elif [ -n "$BUILD" ]; then
+    tail -20 "$LOGDIR/build_step.log"
+    note "build (bench-gpu-step): FAILED (see build_step.log)"
+    STEP_RC=build
   fi
 elif [ "$MODE" = standalone ]; then
   t=$(date +%s)
@@ -101,17 +130,20 @@ int main(void){float a=1,b=1,c=0;cblas_sgemm(CblasRowMajor,CblasNoTrans,CblasNoT
   compile_c() { "$CC" $CFLAGS -c "$1" -o "$SA/obj/$(echo "$1" | tr / _).o"; }
   compile_cu() { "$NVCC" $NVFLAGS -c "$1" -o "$SA/obj/$(echo "$1" | tr / _).o"; }
   export -f compile_c compile_cu
+  # the parity test: gpu_ops.c and, where present, its comparison helpers
+  TEST_C="tests/gpu_ops.c $(ls tests/gpu_compare.c 2> /dev/null)"
+  TEST_OBJS=$(for f in $TEST_C; do echo "$SA/obj/$(echo "$f" | tr / _).o"; done)
   ok=1
   {
-    printf '%s\n' $C_SRCS tests/gpu_ops.c | timeout 120 xargs -P "$JOBS" -I{} bash -c 'compile_c {}' &&
-      printf '%s\n' $CU_SRCS bench/gpu_ops.cu | timeout 200 xargs -P "$JOBS" -I{} bash -c 'compile_cu {}'
+    printf '%s\n' $C_SRCS $TEST_C | tmo 120 xargs -P "$JOBS" -I{} bash -c 'compile_c {}' &&
+      printf '%s\n' $CU_SRCS bench/gpu_ops.cu | tmo 200 xargs -P "$JOBS" -I{} bash -c 'compile_cu {}'
   } > "$LOGDIR/build.log" 2>&1 || ok=0
   if [ $ok = 1 ]; then
     LIB_OBJS=$(for f in $C_SRCS $CU_SRCS; do echo "$SA/obj/$(echo "$f" | tr / _).o"; done)
     LINK="-lcublas -lcudart -Xcompiler=-fopenmp $BLAS_LIB -lm"
-    timeout 60 "$NVCC" -o "$SA/test_gpu_ops" $LIB_OBJS "$SA/obj/tests_gpu_ops.c.o" $LINK \
+    tmo 60 "$NVCC" -o "$SA/test_gpu_ops" $LIB_OBJS $TEST_OBJS $LINK \
       >> "$LOGDIR/build.log" 2>&1 &&
-      timeout 60 "$NVCC" -o "$SA/bench-gpu-ops" $LIB_OBJS "$SA/obj/bench_gpu_ops.cu.o" $LINK \
+      tmo 60 "$NVCC" -o "$SA/bench-gpu-ops" $LIB_OBJS "$SA/obj/bench_gpu_ops.cu.o" $LINK \
         >> "$LOGDIR/build.log" 2>&1 || ok=0
   fi
   if [ $ok = 1 ]; then
@@ -122,6 +154,28 @@ int main(void){float a=1,b=1,c=0;cblas_sgemm(CblasRowMajor,CblasNoTrans,CblasNoT
     grep -m20 -E "error|Error" "$LOGDIR/build.log"
     note "build (standalone): FAILED after $(elapsed "$t") s (see build.log)"
   fi
+  # the training-step benchmark (bench/gpu_step.c): the model, ZeRO-3 with one rank and the NCCL
+  # communicator on top of the library above; only files that need no cJSON, MPI or HDF5
+  if [ $ok = 1 ]; then
+    t=$(date +%s)
+    STEP_C="models/minimax.c models/layout.c models/generate.c models/weights_init.c train/zero.c
+      train/sharded.c train/comm_self.c bench/gpu_step.c"
+    STEP_CU=$(ls train/*.cu 2> /dev/null)
+    STEP_OBJS=$(for f in $STEP_C $STEP_CU; do echo "$SA/obj/$(echo "$f" | tr / _).o"; done)
+    if {
+      printf '%s\n' $STEP_C | tmo 60 xargs -P "$JOBS" -I{} bash -c 'compile_c {}' &&
+        { [ -z "$STEP_CU" ] || printf '%s\n' $STEP_CU |
+          tmo 120 xargs -P "$JOBS" -I{} bash -c 'compile_cu {}'; } &&
+        tmo 60 "$NVCC" -o "$SA/bench-gpu-step" $LIB_OBJS $STEP_OBJS -lnccl $LINK
+    } > "$LOGDIR/build_step.log" 2>&1; then
+      STEP_BIN=$SA/bench-gpu-step
+      note "build (bench-gpu-step, standalone): ok in $(elapsed "$t") s"
+    else
+      grep -m20 -E "error|Error" "$LOGDIR/build_step.log"
+      note "build (bench-gpu-step, standalone): FAILED (see build_step.log)"
+      STEP_RC=build
+    fi
+  fi
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -130,12 +184,15 @@ fi
 PASS=0 FAIL=0 SKIP=0 FAILED_CASES=""
 if [ -n "$BUILD" ]; then
   t=$(date +%s)
-  CASES=$(sed -n '/mt_test_cases(test_gpu_ops/,/)/p' tests/gpu.cmake | tr -d '()' | tr ' ' '\n' |
-    grep -E '^gpu_')
+  # tests/gpu.cmake lists the ops once: set(mt_gpu_ops view embedding ...), case gpu_<op>
+  CASES=$(sed -n '/^set(mt_gpu_ops/,/)/p' tests/gpu.cmake | tr '() ' '\n\n\n' |
+    grep -vE '^(set|mt_gpu_ops)?$' | sed 's/^/gpu_/')
+  [ -n "$CASES" ] || CASES=$(sed -n '/mt_test_cases(test_gpu_ops/,/)/p' tests/gpu.cmake |
+    tr -d '()' | tr ' ' '\n' | grep -E '^gpu_')
   echo "== GPU parity tests (fp32, ||gpu - cpu|| / ||cpu|| <= 1e-5)"
   for c in $CASES; do
     MT_CUDA_SYNC=1 MT_CUDA_VERBOSE=1 OMP_NUM_THREADS=$JOBS OPENBLAS_NUM_THREADS=1 \
-      timeout 90 "$BUILD/tests/test_gpu_ops" "$c" > "$LOGDIR/test_$c.log" 2>&1
+      tmo 90 "$BUILD/tests/test_gpu_ops" "$c" > "$LOGDIR/test_$c.log" 2>&1
     rc=$?
     case $rc in
       0) PASS=$((PASS + 1)) && echo "   pass  $c" ;;
@@ -158,15 +215,36 @@ fi
 if [ -n "$BUILD" ]; then
   t=$(date +%s)
   echo "== benchmarks (bench-gpu-ops, $REPS timed repetitions after a warm-up, medians)"
-  timeout 200 "$BUILD/bench-gpu-ops" all "$REPS" > "$LOGDIR/bench.log" 2>&1
+  tmo 150 "$BUILD/bench-gpu-ops" all "$REPS" > "$LOGDIR/bench.log" 2>&1
   rc=$?
   cat "$LOGDIR/bench.log"
   case $rc in
     0) note "benchmarks: ok in $(elapsed "$t") s" ;;
     77) note "benchmarks: skipped (no usable CUDA device)" ;;
-    124) note "benchmarks: TIMED OUT after 200 s (partial output above)" ;;
+    124) note "benchmarks: TIMED OUT after $(elapsed "$t") s (partial output above)" ;;
     *) note "benchmarks: FAILED (exit $rc)" ;;
   esac
+fi
+
+# full training step of a MiniMax-Text-01-shaped model (bench/gpu_step.c): fp32, then bf16 GEMMs
+rm -f "$LOGDIR"/step_*.log
+if [ -n "$STEP_BIN" ]; then
+  for dt in fp32 bf16; do
+    t=$(date +%s)
+    echo "== training step benchmark ($dt GEMMs)"
+    # shellcheck disable=SC2086 # MT_GPU_CHECK_STEP_ARGS is a list of flags
+    OMP_NUM_THREADS=$JOBS tmo 100 "$STEP_BIN" --dtype "$dt" ${MT_GPU_CHECK_STEP_ARGS:-} \
+      > "$LOGDIR/step_$dt.log" 2>&1
+    rc=$?
+    cat "$LOGDIR/step_$dt.log"
+    case $rc in
+      0) note "training step $dt: ok in $(elapsed "$t") s" ;;
+      77) note "training step $dt: skipped (no usable CUDA device)" ;;
+      124) note "training step $dt: TIMED OUT after $(elapsed "$t") s (partial output above)" ;;
+      *) note "training step $dt: FAILED (exit $rc)" ;;
+    esac
+    [ "$rc" = 0 ] || [ "$rc" = 77 ] || STEP_RC=$rc
+  done
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -175,6 +253,8 @@ echo "================ gpu-check summary ($(elapsed "$T0") s, mode ${MODE:-none}
 for s in "${SUMMARY[@]}"; do echo "  $s"; done
 [ -s "$LOGDIR/bench.log" ] && grep -E "^ *[0-9]+ |total fwd|route/permute|expert GEMMs|activations|combine" \
   "$LOGDIR/bench.log" | sed 's/^/  | /'
+cat "$LOGDIR"/step_*.log 2> /dev/null | grep -m2 -E "^   C=|FLOPs per token" | sed 's/^/  | /'
+cat "$LOGDIR"/step_*.log 2> /dev/null | grep -E "^RESULT" | sed 's/^/  | /'
 echo "  logs: $LOGDIR"
-[ -n "$BUILD" ] && [ "$FAIL" = 0 ] && exit 0
+[ -n "$BUILD" ] && [ "$FAIL" = 0 ] && [ -z "$STEP_RC" ] && exit 0
 exit 1

@@ -1,0 +1,394 @@
+/* gpu_step.c: one full training step of a MiniMax-Text-01-shaped model on one device: tokens/s
+ * and MFU. The model (models/minimax.h) runs under ZeRO-3 with one rank (train/sharded.h:
+ * gather, forward, backward, reduce-scatter, grad norm, clip, AdamW), so the step timed is the
+ * trainer's step without data loading. Plain C through the backend table: the same source runs
+ * on the CUDA backend (built with -DMT_CUDA=ON, run by launch/gpu-check.sh), on the CPU backend
+ * (--backend cpu, a small shape) and on the CUDA emulator (ctest op_cuda_emu_step).
+ *
+ * The config is built here, without config.json (the GPU image has no cJSON): Text-01's layer
+ * shapes (head_dim 128, GQA with 8 kv heads, 32 experts top-2, vocab 200064, lightning block 256,
+ * partial RoPE on half the head) at a width and depth that fit one GPU. Layer l is softmax when
+ * (l+1) % 8 == 0, Text-01's pattern; with fewer than 8 layers the last one is softmax so every
+ * run has both mixers.
+ *
+ * FLOPs per token (printed with the result):
+ *   matmuls:   6 * N_active, N_active = lm_head V*C + per layer (router E*C, K active experts
+ *              3*K*F*C, lightning qkv/gate/out 5*H*D*C or softmax q/k/v/o (2*H*D + 2*Hkv*D)*C);
+ *              the embedding is a lookup (no FLOPs);
+ *   softmax:   3 * 2*2*(T/2)*D*H per layer (QK^T and PV over T/2 keys on average, causal);
+ *   lightning: 3 * H*(2*min(block,T)*D + 4*D^2) per layer (docs/cuda.md's convention: intra-block
+ *              part plus state readout and update; the backward counted as 2x the forward).
+ * MFU = achieved FLOP/s / --peak (default 989.4 TFLOP/s: H100/H200 SXM dense bf16). The loss is
+ * the trainer's fused lm_head + cross-entropy (--fused-loss 1, no (B,T,V) logits) or the full
+ * logits (0); the FLOP count is the same (a recomputation inside the fused op is not counted).
+ *
+ * Usage: bench-gpu-step [--backend cuda|cpu] [--dtype fp32|bf16] [--hidden C] [--layers L]
+ *        [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] [--ffn F]
+ *        [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] [--peak TF]
+ *        [--fused-loss 0|1] [--arena-mb N]
+ * Exit 77 when the CUDA backend is asked for and no usable device exists. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "models/minimax.h"
+#include "models/weights.h"
+#include "train/comm.h"
+#include "train/sharded.h"
+#include "train/zero.h"
+
+#define MIB 1048576.0
+
+typedef struct {
+    int hidden, layers, heads, kv_heads, head_dim, experts, topk, ffn, vocab, seq, batch, block;
+    int steps, warmup;
+    int fused_loss; /* lm_head + cross-entropy as one chunked op, as the trainer (1) */
+    mt_dtype dtype;
+    bool cpu;
+    double peak_tflops;
+    long arena_mb; /* 0: planned */
+} step_opts;
+
+static void step_usage(void) {
+    fprintf(stderr,
+            "usage: bench-gpu-step [--backend cuda|cpu] [--dtype fp32|bf16] [--hidden C] "
+            "[--layers L] [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] "
+            "[--ffn F] [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] "
+            "[--fused-loss 0|1] [--peak TFLOPS] [--arena-mb N]\n");
+    exit(2);
+}
+
+static long step_int_arg(const char *flag, const char *v) {
+    char *end = NULL;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || x < 0) {
+        fprintf(stderr, "bench-gpu-step: %s expects a non-negative integer, got '%s'\n", flag, v);
+        step_usage();
+    }
+    return x;
+}
+
+static void step_parse(int argc, char **argv, step_opts *o) {
+    *o = (step_opts){.hidden = 2048,
+                     .layers = 2,
+                     .heads = 16,
+                     .kv_heads = 8,
+                     .head_dim = 128,
+                     .experts = 32,
+                     .topk = 2,
+                     .ffn = 2048,
+                     .vocab = 200064,
+                     .seq = 4096,
+                     .batch = 1,
+                     .block = 256,
+                     .steps = 5,
+                     .warmup = 2,
+                     .fused_loss = 1,
+                     .dtype = MT_F32,
+                     .peak_tflops = 989.4};
+    struct {
+        const char *flag;
+        int *dst;
+    } ints[] = {{"--hidden", &o->hidden},
+                {"--layers", &o->layers},
+                {"--heads", &o->heads},
+                {"--kv-heads", &o->kv_heads},
+                {"--head-dim", &o->head_dim},
+                {"--experts", &o->experts},
+                {"--topk", &o->topk},
+                {"--ffn", &o->ffn},
+                {"--vocab", &o->vocab},
+                {"--seq", &o->seq},
+                {"--batch", &o->batch},
+                {"--block", &o->block},
+                {"--steps", &o->steps},
+                {"--warmup", &o->warmup},
+                {"--fused-loss", &o->fused_loss}};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc) step_usage();
+        const char *v = argv[++i];
+        bool done = false;
+        for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]) && !done; k++)
+            if (strcmp(a, ints[k].flag) == 0) {
+                long x = step_int_arg(a, v);
+                if (x > (1L << 30)) step_usage();
+                *ints[k].dst = (int)x;
+                done = true;
+            }
+        if (done) continue;
+        if (strcmp(a, "--backend") == 0 && (!strcmp(v, "cuda") || !strcmp(v, "cpu")))
+            o->cpu = strcmp(v, "cpu") == 0;
+        else if (strcmp(a, "--dtype") == 0 && (!strcmp(v, "fp32") || !strcmp(v, "bf16")))
+            o->dtype = strcmp(v, "bf16") == 0 ? MT_BF16 : MT_F32;
+        else if (strcmp(a, "--peak") == 0 && atof(v) > 0)
+            o->peak_tflops = atof(v);
+        else if (strcmp(a, "--arena-mb") == 0)
+            o->arena_mb = step_int_arg(a, v);
+        else
+            step_usage();
+    }
+    if (o->steps < 1 || o->fused_loss > 1) step_usage();
+}
+
+/* A Text-01-shaped config (see the header); the derived fields config.c would compute from a
+ * config.json (head_dim, rotary_dim, layer types, slope denominator) are set explicitly. */
+static void step_config(const step_opts *o, mt_minimax_config *cfg) {
+    memset(cfg, 0, sizeof(*cfg));
+    snprintf(cfg->model_type, sizeof(cfg->model_type), "minimax");
+    cfg->vocab_size = o->vocab;
+    cfg->hidden_size = o->hidden;
+    cfg->intermediate_size = o->ffn;
+    cfg->num_hidden_layers = cfg->num_hidden_layers_source = o->layers;
+    cfg->num_attention_heads = o->heads;
+    cfg->num_key_value_heads = o->kv_heads;
+    cfg->head_dim = o->head_dim;
+    cfg->num_local_experts = o->experts;
+    cfg->num_experts_per_tok = o->topk;
+    cfg->block_size = o->block;
+    cfg->rotary_dim = o->head_dim / 2 / 2 * 2; /* Text-01: 64 of 128 */
+    cfg->max_position_embeddings = o->seq;
+    cfg->rms_norm_eps = 1e-5f;
+    cfg->rope_theta = 1e7f;
+    cfg->initializer_range = 0.02f;
+    cfg->router_aux_loss_coef = 0.001f;
+    cfg->output_router_logits = false; /* as the released config */
+    cfg->full_attn_alpha = cfg->full_attn_beta = 1.0f;
+    cfg->linear_attn_alpha = cfg->linear_attn_beta = 1.0f;
+    cfg->mlp_alpha = cfg->mlp_beta = 1.0f;
+    cfg->slope_hf_denominator = true;
+    cfg->bos_token_id = 1;
+    cfg->eos_token_id = 2;
+    cfg->pad_token_id = -1;
+    MT_CHECK(o->layers >= 1 && o->layers <= MT_MAX_LAYERS, "bench: --layers %d is outside [1, %d]",
+             o->layers, MT_MAX_LAYERS);
+    for (int l = 0; l < o->layers; l++)
+        cfg->layer_types[l] = (l + 1) % 8 == 0 ? MT_LAYER_FULL : MT_LAYER_LINEAR;
+    if (o->layers < 8 && o->layers > 1) cfg->layer_types[o->layers - 1] = MT_LAYER_FULL;
+    MT_CHECK(o->hidden > 0 && o->heads > 0 && o->kv_heads > 0 && o->heads % o->kv_heads == 0,
+             "bench: --heads %d must be a positive multiple of --kv-heads %d (hidden %d)", o->heads,
+             o->kv_heads, o->hidden);
+    MT_CHECK(o->head_dim >= 4 && o->head_dim <= 256,
+             "bench: --head-dim %d must be in [4, 256] (the kernels' limit)", o->head_dim);
+    MT_CHECK(o->topk >= 1 && o->topk <= o->experts && o->ffn > 0 && o->vocab > 0 && o->block > 0 &&
+                 o->seq > 0 && o->batch > 0,
+             "bench: need 1 <= --topk %d <= --experts %d and positive --ffn, --vocab, --block, "
+             "--seq, --batch",
+             o->topk, o->experts);
+}
+
+/* Model FLOPs per token, split into matmuls (6 N_active) and the two attentions (header). */
+static void step_flops(const mt_minimax_config *cfg, int64_t T, double *matmul, double *attn) {
+    const double C = cfg->hidden_size, V = cfg->vocab_size, F = cfg->intermediate_size;
+    const double H = cfg->num_attention_heads, Hkv = cfg->num_key_value_heads, D = cfg->head_dim;
+    const double E = cfg->num_local_experts, K = cfg->num_experts_per_tok;
+    const double blk = cfg->block_size < T ? cfg->block_size : (double)T;
+    double n_active = V * C, a = 0;
+    for (int l = 0; l < cfg->num_hidden_layers; l++) {
+        n_active += E * C + 3 * K * F * C;
+        if (cfg->layer_types[l] == MT_LAYER_LINEAR) {
+            n_active += 5 * H * D * C;
+            a += 3 * H * (2 * blk * D + 4 * D * D);
+        } else {
+            n_active += (2 * H * D + 2 * Hkv * D) * C;
+            a += 3 * 2 * 2 * ((double)T / 2) * D * H;
+        }
+    }
+    *matmul = 6 * n_active;
+    *attn = a;
+}
+
+/* The activation arena: a generous bound on what one forward+backward carves (outputs, saved
+ * buffers, activation gradients, kernel scratch), per token and layer in floats, plus the
+ * per-block lightning states, the attention backward's doubles, the logits (with their gradient
+ * and the cross-entropy scratch) and, for bf16 GEMMs, the weights' rounded copies. Checked
+ * against the measured peak on the CPU backend and the emulator (the run prints both). */
+static size_t step_arena_bytes(const mt_minimax *m, int64_t B, int64_t T, mt_dtype dtype) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const int64_t N = B * T, C = cfg->hidden_size, F = cfg->intermediate_size;
+    const int64_t H = cfg->num_attention_heads, D = cfg->head_dim, HD = H * D;
+    const int64_t KVD = (int64_t)cfg->num_key_value_heads * D, E = cfg->num_local_experts,
+                  K = cfg->num_experts_per_tok, V = cfg->vocab_size;
+    const int64_t nblk = (T + cfg->block_size - 1) / cfg->block_size;
+    int64_t floats = 8 * N * C + 4 * N * V; /* embedding, final norm; logits, grad, CE */
+    for (int l = 0; l < cfg->num_hidden_layers; l++) {
+        int64_t per_tok = 12 * C + 4 * E + 6 * K * C + 8 * K * F + 4 * K; /* norms, MoE */
+        if (cfg->layer_types[l] == MT_LAYER_LINEAR) {
+            per_tok += 18 * HD;                 /* qkv (x2: silu), lightning out, norm, gate, mul */
+            floats += 3 * B * H * nblk * D * D; /* block states: forward and backward */
+        } else {
+            per_tok += 8 * HD + 6 * KVD + 4 * H; /* q,k,v, rope, attention out, lse */
+        }
+        floats += 2 * N * per_tok;   /* outputs + their gradients */
+        floats += 2 * B * H * T * 2; /* attention backward doubles, rmsnorm partials */
+    }
+    /* bf16 GEMMs: rounded copies of the weights (forward and backward) are scratch too */
+    if (dtype == MT_BF16)
+        for (int b = 0; b < m->n_buckets; b++) floats += m->bucket_numel[b];
+    return sizeof(float) * (size_t)floats + ((size_t)64 << 20);
+}
+
+static double step_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int step_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A (B,T) I32 device tensor the benchmark owns, filled from host values. */
+static mt_tensor *step_ids_tensor(const mt_backend *be, int64_t B, int64_t T, const int32_t *h,
+                                  const char *name) {
+    mt_tensor *t = mt_calloc(1, sizeof(mt_tensor), name);
+    mt_tensor_wrap(t, MT_I32, 2, (int64_t[]){B, T}, NULL, NULL, name);
+    t->data = be->alloc(mt_nbytes(t));
+    MT_CHECK(t->data, "bench: cannot allocate %zu bytes for %s", mt_nbytes(t), name);
+    t->dev = be->dev;
+    be->to_device(t->data, h, mt_nbytes(t));
+    return t;
+}
+
+int main(int argc, char **argv) {
+    step_opts o;
+    step_parse(argc, argv, &o);
+    setenv("MT_CUDA_VERBOSE", "1", 0); /* the backend prints the device's name and memory */
+    const mt_backend *be = o.cpu ? mt_backend_cpu() : mt_backend_cuda();
+    if (!be) {
+        printf("SKIP bench-gpu-step: no usable CUDA device (or the CUDA backend was not built)\n");
+        return 77;
+    }
+    mt_minimax_config cfg;
+    step_config(&o, &cfg);
+    const int64_t B = o.batch, T = o.seq, L = cfg.num_hidden_layers;
+    int n_full = 0;
+    for (int l = 0; l < L; l++) n_full += cfg.layer_types[l] == MT_LAYER_FULL;
+    printf("== training step, MiniMax-Text-01 shape: backend %s, GEMMs %s (fp32 accumulation), "
+           "B=%lld T=%lld, loss %s\n",
+           be->name, o.dtype == MT_BF16 ? "bf16" : "fp32", (long long)B, (long long)T,
+           o.fused_loss ? "fused (lm_head + CE in chunks, as the trainer)" : "from full logits");
+    printf("   C=%d L=%d (%d lightning, %d softmax) H=%d Hkv=%d D=%d rotary=%d E=%d K=%d F=%d V=%d "
+           "block=%d\n",
+           cfg.hidden_size, (int)L, (int)L - n_full, n_full, cfg.num_attention_heads,
+           cfg.num_key_value_heads, cfg.head_dim, cfg.rotary_dim, cfg.num_local_experts,
+           cfg.num_experts_per_tok, cfg.intermediate_size, cfg.vocab_size, cfg.block_size);
+
+    mt_minimax m;
+    mt_minimax_init(&m, &cfg);
+    int64_t n_params = 0, max_bucket = 0;
+    for (int b = 0; b < m.n_buckets; b++) {
+        n_params += m.bucket_numel[b];
+        if (m.bucket_numel[b] > max_bucket) max_bucket = m.bucket_numel[b];
+    }
+    /* one rank: the host self communicator for the CPU backend; for device buffers ZeRO needs a
+     * device communicator, NCCL over one rank (the self communicator as its host side) */
+    mt_comm *comm = mt_comm_self();
+    if (be->dev != MT_CPU) {
+        comm = mt_comm_nccl_init(mt_comm_self());
+        MT_CHECK(comm,
+                 "bench: no NCCL communicator (CUDA backend built without train/comm_nccl.cu?)");
+    }
+    mt_zero z;
+    mt_zero_init(&z, comm, be, m.n_buckets, m.bucket_numel);
+    /* master weights: drawn on the host bucket by bucket, copied to the owned shard */
+    float *host = mt_malloc(sizeof(float) * (size_t)max_bucket, "bench init buffer");
+    double t_init = step_now();
+    for (int b = 0; b < m.n_buckets; b++) {
+        int64_t lo, hi;
+        mt_zero_owned_range(&z, b, &lo, &hi);
+        if (hi <= lo) continue;
+        mt_weights_init_random_range(&m, 1234, b, lo, hi, host);
+        mt_zero_set_master(&z, b, lo, hi, host);
+    }
+    free(host);
+    printf("   parameters %.2f M (init %.1f s); ZeRO owned %.1f MiB (master, grad, m, v) + gather "
+           "slots %.1f MiB\n",
+           (double)n_params * 1e-6, step_now() - t_init, (double)mt_zero_owned_bytes(&z) / MIB,
+           (double)mt_zero_slot_bytes(&z) / MIB);
+
+    size_t arena = o.arena_mb > 0 ? (size_t)o.arena_mb << 20 : step_arena_bytes(&m, B, T, o.dtype);
+    printf("   activation arena %.1f MiB (%s)\n", (double)arena / MIB,
+           o.arena_mb > 0 ? "--arena-mb" : "planned");
+    mt_ctx ctx;
+    mt_ctx_init(&ctx, be, arena, 256 + 64 * (int)L);
+    ctx.compute_dtype = o.dtype;
+    mt_sharded s;
+    mt_sharded_init(&s, &m, &z, &ctx);
+
+    /* random ids; labels are the next token (the last position ignored), as packed SFT data */
+    int32_t *ids_h = mt_malloc(sizeof(int32_t) * (size_t)(B * T), "ids");
+    int32_t *lab_h = mt_malloc(sizeof(int32_t) * (size_t)(B * T), "labels");
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    for (int64_t i = 0; i < B * T; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        ids_h[i] = (int32_t)((rng >> 33) % (uint64_t)cfg.vocab_size);
+    }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++) lab_h[b * T + t] = t + 1 < T ? ids_h[b * T + t + 1] : -100;
+    mt_minimax_batch batch = {.ids = step_ids_tensor(be, B, T, ids_h, "ids"),
+                              .labels = step_ids_tensor(be, B, T, lab_h, "labels"),
+                              .fused_loss = o.fused_loss == 1};
+    free(ids_h);
+    free(lab_h);
+
+    double f_mm, f_attn;
+    step_flops(&cfg, T, &f_mm, &f_attn);
+    const double tokens = (double)(B * T), flops_step = tokens * (f_mm + f_attn);
+    printf("   FLOPs per token: %.3g matmul (6 x %.3g active params) + %.3g attention = %.3g; "
+           "%.3g per step\n",
+           f_mm, f_mm / 6, f_attn, f_mm + f_attn, flops_step);
+
+    printf("%6s %10s %10s %10s %12s\n", "step", "ms", "loss", "grad norm", "tokens/s");
+    double *ms = mt_calloc((size_t)o.steps, sizeof(double), "step times");
+    bool all_finite = true;
+    for (int i = 0; i < o.warmup + o.steps; i++) {
+        be->sync();
+        double t0 = step_now();
+        mt_zero_zero_grad(&z);
+        double loss = mt_sharded_micro_step(&s, &batch, NULL);
+        mt_adamw opt = {.lr = 1e-5,
+                        .beta1 = 0.9,
+                        .beta2 = 0.95,
+                        .eps = 1e-8,
+                        .weight_decay = 0.1,
+                        .step = i + 1};
+        double gnorm = 0;
+        bool ok = mt_sharded_optimizer_step(&s, &opt, 1.0, &gnorm);
+        be->sync();
+        double dt = step_now() - t0;
+        all_finite &= ok && isfinite(loss);
+        if (i >= o.warmup) ms[i - o.warmup] = 1e3 * dt;
+        printf("%6d %10.2f %10.4f %10.4f %12.0f%s\n", i + 1, 1e3 * dt, loss, gnorm, tokens / dt,
+               i < o.warmup ? "  (warm-up)" : "");
+        fflush(stdout);
+    }
+    qsort(ms, (size_t)o.steps, sizeof(double), step_cmp);
+    double med = ms[o.steps / 2] * 1e-3, tflops = flops_step / med * 1e-12;
+    printf("   arena peak %.1f MiB of %.1f MiB planned; device memory: arena peak + ZeRO %.1f MiB "
+           "(+ batch, cuBLAS workspace)\n",
+           (double)ctx.arena.peak / MIB, (double)arena / MIB,
+           (double)(ctx.arena.peak + (size_t)mt_zero_owned_bytes(&z) +
+                    (size_t)mt_zero_slot_bytes(&z)) /
+               MIB);
+    printf(
+        "RESULT step %s: %.2f ms median of %d (min %.2f), %.0f tokens/s, %.3g TFLOP/s, MFU %.3g%% "
+        "of %.1f TFLOP/s (dense bf16 peak)\n",
+        o.dtype == MT_BF16 ? "bf16" : "fp32", med * 1e3, o.steps, ms[0], tokens / med, tflops,
+        100 * tflops / o.peak_tflops, o.peak_tflops);
+    if (!all_finite) printf("FAIL: a loss or gradient was not finite\n");
+
+    free(ms);
+    be->free(batch.ids->data);
+    be->free(batch.labels->data);
+    free(batch.ids);
+    free(batch.labels);
+    mt_ctx_free(&ctx);
+    mt_zero_free(&z);
+    mt_minimax_free(&m);
+    if (comm->device) mt_comm_nccl_free(comm);
+    return all_finite ? 0 : 1;
+}
