@@ -8,6 +8,7 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev          # MPI: real ranks on CPU, bootstrap for NCCL
   libhdf5-openmpi-dev hdf5-tools      # parallel HDF5: token cache, resumable training state
   libopenblas-dev                     # CPU BLAS (see docs/blas.md for the core-type pin)
+  libopenblas-openmp-dev              # its OpenMP build: one thread pool with our loops
   libcjson-dev libpcre2-dev           # config.json / tokenizer.json, tokenizer regexes
   gnuplot-nox                         # loss-curve picture at the end of training
 )

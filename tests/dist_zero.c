@@ -81,7 +81,12 @@ static int test_zero_vs_unsharded(void) {
     for (int b = 0; b < N_BUCKETS; b++) total += bucket_numel[b];
     EXPECT(z.total_shard * P <= total + N_BUCKETS * 64 * P, "owned %lld x %d vs %lld",
            (long long)z.total_shard, P, (long long)total);
-    EXPECT(z.gathers > 0 && z.reduce_scatters == 5 * N_BUCKETS, "collective counts");
+    if (P > 1)
+        EXPECT(z.gathers > 0 && z.reduce_scatters == 5 * N_BUCKETS, "collective counts");
+    else /* one rank: the slots are the shards, no collective and no slot memory */
+        EXPECT(z.gathers == 0 && z.reduce_scatters == 0 && mt_zero_slot_bytes(&z) == 0 &&
+                   mt_zero_slot_data(&z, 1) == z.master + z.shard_offset[1],
+               "one rank: slots must alias the shards");
     mt_zero_free(&z);
     mt_comm_finalize(comm);
     return MT_TEST_OK;

@@ -48,11 +48,15 @@ void mt_zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets
     z->grad = zero_alloc(be, z->total_shard, "gradients");
     z->m = zero_alloc(be, z->total_shard, "adam m");
     z->v = zero_alloc(be, z->total_shard, "adam v");
+    z->slot_ticket[0] = z->slot_ticket[1] = -1;
+    z->slot_bucket[0] = z->slot_bucket[1] = -1;
+    /* One rank owns every bucket whole: the parameters and gradients of bucket b are its
+     * shard, so there is nothing to gather, copy or reduce (no slots either). */
+    z->aliased = P == 1;
+    if (z->aliased) return;
     for (int s = 0; s < 2; s++) {
         z->slot_data[s] = zero_alloc(be, z->slot_numel, "gather slot");
         z->slot_grad[s] = zero_alloc(be, z->slot_numel, "gradient slot");
-        z->slot_bucket[s] = -1;
-        z->slot_ticket[s] = -1;
     }
     z->recv_numel = z->slot_numel / P;
     z->recv = zero_alloc(be, z->recv_numel, "reduce-scatter landing");
@@ -79,11 +83,13 @@ void mt_zero_free(mt_zero *z) {
     be->free(z->grad);
     be->free(z->m);
     be->free(z->v);
-    for (int s = 0; s < 2; s++) {
-        be->free(z->slot_data[s]);
-        be->free(z->slot_grad[s]);
+    if (!z->aliased) {
+        for (int s = 0; s < 2; s++) {
+            be->free(z->slot_data[s]);
+            be->free(z->slot_grad[s]);
+        }
+        be->free(z->recv);
     }
-    be->free(z->recv);
     memset(z, 0, sizeof(*z));
 }
 
@@ -94,8 +100,12 @@ void mt_zero_set_ranges(mt_zero *z, int bucket, const mt_zero_range *ranges, int
     z->n_ranges[bucket] = n;
 }
 
-float *mt_zero_slot_data(const mt_zero *z, int bucket) { return z->slot_data[bucket % 2]; }
-float *mt_zero_slot_grad(const mt_zero *z, int bucket) { return z->slot_grad[bucket % 2]; }
+float *mt_zero_slot_data(const mt_zero *z, int bucket) {
+    return z->aliased ? z->master + z->shard_offset[bucket] : z->slot_data[bucket % 2];
+}
+float *mt_zero_slot_grad(const mt_zero *z, int bucket) {
+    return z->aliased ? z->grad + z->shard_offset[bucket] : z->slot_grad[bucket % 2];
+}
 
 void mt_zero_owned_range(const mt_zero *z, int bucket, int64_t *lo, int64_t *hi) {
     int64_t s = z->shard_numel[bucket];
@@ -116,7 +126,7 @@ void mt_zero_set_master(mt_zero *z, int bucket, int64_t lo, int64_t hi, const fl
 }
 
 void mt_zero_prefetch(mt_zero *z, int bucket) {
-    if (bucket < 0 || bucket >= z->n_buckets) return;
+    if (z->aliased || bucket < 0 || bucket >= z->n_buckets) return;
     int s = bucket % 2;
     if (z->slot_bucket[s] == bucket) return;
     zero_slot_wait(z, s); /* a slot holds one transfer at a time */
@@ -127,6 +137,7 @@ void mt_zero_prefetch(mt_zero *z, int bucket) {
 }
 
 void mt_zero_gather(mt_zero *z, int bucket, bool with_grad) {
+    if (z->aliased) return; /* the backward accumulates into the owned gradient directly */
     int s = bucket % 2;
     if (z->slot_bucket[s] != bucket) {
         zero_slot_wait(z, s);
@@ -148,6 +159,7 @@ void mt_zero_release(mt_zero *z, int bucket) {
 }
 
 void mt_zero_reduce_grad(mt_zero *z, int bucket) {
+    if (z->aliased) return;
     int s = bucket % 2;
     MT_CHECK(z->slot_bucket[s] == bucket, "zero: reduce_grad of bucket %d, but its slot holds %d",
              bucket, z->slot_bucket[s]);
@@ -225,5 +237,6 @@ int64_t mt_zero_owned_bytes(const mt_zero *z) {
 }
 
 int64_t mt_zero_slot_bytes(const mt_zero *z) {
+    if (z->aliased) return 0;
     return 4 * (int64_t)sizeof(float) * z->slot_numel + (int64_t)sizeof(float) * z->recv_numel;
 }

@@ -13,7 +13,11 @@
  * Memory lives on the backend given to mt_zero_init (host for the CPU backend, device memory
  * for CUDA, where the communicator must be a device one: NCCL); the vector work (gradient
  * accumulation, norm, clipping, AdamW) runs through the backend's optimizer kernels. While a
- * bucket computes, the next bucket in walk order is prefetched (mt_zero_prefetch). */
+ * bucket computes, the next bucket in walk order is prefetched (mt_zero_prefetch).
+ *
+ * With one rank nothing is sharded: mt_zero_slot_data/grad of bucket b are the owned master
+ * weights and gradients themselves, gathers and reduces do nothing, and the backward
+ * accumulates straight into the owned gradient (which mt_zero_zero_grad clears per step). */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,6 +43,7 @@ typedef struct mt_zero {
     float *slot_data[2], *slot_grad[2];
     int slot_bucket[2]; /* bucket held by each slot, -1 none */
     int slot_ticket[2]; /* outstanding prefetch of the slot (comm ticket), -1 none */
+    bool aliased;       /* one rank: the "slots" are the shards themselves (no copies) */
     float *recv;        /* reduce-scatter landing area (one shard) */
     int64_t recv_numel;
     /* decay ranges per bucket (set by mt_zero_set_ranges), all decayed when not set */
