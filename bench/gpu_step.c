@@ -25,7 +25,10 @@
  * Usage: bench-gpu-step [--backend cuda|cpu] [--dtype fp32|bf16] [--hidden C] [--layers L]
  *        [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] [--ffn F]
  *        [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] [--peak TF]
- *        [--fused-loss 0|1] [--arena-mb N]
+ *        [--fused-loss 0|1] [--arena-mb N] [--check]
+ * --check (a small shape): the same steps on the CPU backend and on the device, per-step loss and
+ * gradient norm compared: fp32 to 1e-5 relative; bf16 by issue 6's rule, |dev - cpu fp32| <=
+ * 2 |cpu bf16 - cpu fp32| (the CPU's bf16 run is the rounding reference). Exit 1 on a miss.
  * Exit 77 when the CUDA backend is asked for and no usable device exists. */
 #include <math.h>
 #include <stdio.h>
@@ -49,6 +52,7 @@ typedef struct {
     bool cpu;
     double peak_tflops;
     long arena_mb; /* 0: planned */
+    bool check;    /* --check: the device's steps against the CPU backend's (see step_check) */
 } step_opts;
 
 static void step_usage(void) {
@@ -56,7 +60,7 @@ static void step_usage(void) {
             "usage: bench-gpu-step [--backend cuda|cpu] [--dtype fp32|bf16] [--hidden C] "
             "[--layers L] [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] "
             "[--ffn F] [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] "
-            "[--fused-loss 0|1] [--peak TFLOPS] [--arena-mb N]\n");
+            "[--fused-loss 0|1] [--peak TFLOPS] [--arena-mb N] [--check]\n");
     exit(2);
 }
 
@@ -108,6 +112,10 @@ static void step_parse(int argc, char **argv, step_opts *o) {
                 {"--fused-loss", &o->fused_loss}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(a, "--check") == 0) {
+            o->check = true;
+            continue;
+        }
         if (i + 1 >= argc) step_usage();
         const char *v = argv[++i];
         bool done = false;
@@ -253,17 +261,23 @@ static mt_tensor *step_ids_tensor(const mt_backend *be, int64_t B, int64_t T, co
     return t;
 }
 
-int main(int argc, char **argv) {
-    step_opts o;
-    step_parse(argc, argv, &o);
-    setenv("MT_CUDA_VERBOSE", "1", 0); /* the backend prints the device's name and memory */
-    const mt_backend *be = o.cpu ? mt_backend_cpu() : mt_backend_cuda();
-    if (!be) {
-        printf("SKIP bench-gpu-step: no usable CUDA device (or the CUDA backend was not built)\n");
-        return 77;
-    }
+#define STEP_MAX 64
+
+/* Per-step loss and gradient norm of one run (--check compares them). */
+typedef struct {
+    double loss[STEP_MAX], gnorm[STEP_MAX];
+    int n;
+} step_trace;
+
+/* Builds the model on be, runs warm-up + timed steps in GEMM precision dtype and prints the
+ * report; the trace gets every step's loss and gradient norm. Returns 0, or 1 when a loss or
+ * gradient was not finite. */
+static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype, step_trace *tr) {
+    step_opts o = *opts;
+    o.dtype = dtype;
     mt_minimax_config cfg;
     step_config(&o, &cfg);
+    tr->n = 0;
     const int64_t B = o.batch, T = o.seq, L = cfg.num_hidden_layers;
     int n_full = 0;
     for (int l = 0; l < L; l++) n_full += cfg.layer_types[l] == MT_LAYER_FULL;
@@ -361,6 +375,10 @@ int main(int argc, char **argv) {
         be->sync();
         double dt = step_now() - t0;
         all_finite &= ok && isfinite(loss);
+        if (tr->n < STEP_MAX) {
+            tr->loss[tr->n] = loss;
+            tr->gnorm[tr->n++] = gnorm;
+        }
         if (i >= o.warmup) ms[i - o.warmup] = 1e3 * dt;
         printf("%6d %10.2f %10.4f %10.4f %12.0f%s\n", i + 1, 1e3 * dt, loss, gnorm, tokens / dt,
                i < o.warmup ? "  (warm-up)" : "");
@@ -391,4 +409,54 @@ int main(int argc, char **argv) {
     mt_minimax_free(&m);
     if (comm->device) mt_comm_nccl_free(comm);
     return all_finite ? 0 : 1;
+}
+
+/* --check: the device against the CPU backend on the same shape, seeds and steps. */
+static int step_check(const step_opts *o, const mt_backend *dev) {
+    step_trace ref, dev_tr, cpu_tr;
+    const mt_backend *cpu = mt_backend_cpu();
+    int rc = step_run(o, cpu, MT_F32, &ref) | step_run(o, dev, o->dtype, &dev_tr);
+    const bool bf16 = o->dtype == MT_BF16;
+    if (bf16) rc |= step_run(o, cpu, MT_BF16, &cpu_tr);
+    printf("== check: %s on %s against the CPU backend (%s)\n", bf16 ? "bf16" : "fp32", dev->name,
+           bf16 ? "|dev - cpu fp32| <= 2 |cpu bf16 - cpu fp32| + 1e-6 |cpu fp32|"
+                : "relative difference <= 1e-5");
+    printf("%6s %16s %16s %12s %16s %16s %12s\n", "step", "loss cpu", "loss dev", "rel diff",
+           "grad norm cpu", "grad norm dev", "rel diff");
+    int bad = 0;
+    for (int i = 0; i < ref.n && i < dev_tr.n; i++) {
+        const double *pairs[2][3] = {{&ref.loss[i], &dev_tr.loss[i], &cpu_tr.loss[i]},
+                                     {&ref.gnorm[i], &dev_tr.gnorm[i], &cpu_tr.gnorm[i]}};
+        double rel[2];
+        for (int k = 0; k < 2; k++) {
+            double r = *pairs[k][0], d = *pairs[k][1];
+            rel[k] = fabs(d - r) / fmax(fabs(r), 1e-30);
+            double limit = bf16 ? 2 * fabs(*pairs[k][2] - r) / fmax(fabs(r), 1e-30) + 1e-6 : 1e-5;
+            bad += !(rel[k] <= limit);
+        }
+        printf("%6d %16.9g %16.9g %12.3g %16.9g %16.9g %12.3g\n", i + 1, ref.loss[i],
+               dev_tr.loss[i], rel[0], ref.gnorm[i], dev_tr.gnorm[i], rel[1]);
+    }
+    if (bf16)
+        for (int i = 0; i < cpu_tr.n; i++)
+            printf("   step %d, cpu bf16 vs fp32: loss %.3g, grad norm %.3g relative\n", i + 1,
+                   fabs(cpu_tr.loss[i] - ref.loss[i]) / fabs(ref.loss[i]),
+                   fabs(cpu_tr.gnorm[i] - ref.gnorm[i]) / fabs(ref.gnorm[i]));
+    printf("RESULT check %s: %s (%d values outside the rule)\n", bf16 ? "bf16" : "fp32",
+           bad || rc ? "FAIL" : "pass", bad);
+    return bad || rc ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    step_opts o;
+    step_parse(argc, argv, &o);
+    setenv("MT_CUDA_VERBOSE", "1", 0); /* the backend prints the device's name and memory */
+    const mt_backend *be = o.cpu ? mt_backend_cpu() : mt_backend_cuda();
+    if (!be) {
+        printf("SKIP bench-gpu-step: no usable CUDA device (or the CUDA backend was not built)\n");
+        return 77;
+    }
+    if (o.check) return step_check(&o, be);
+    step_trace tr;
+    return step_run(&o, be, o.dtype, &tr);
 }

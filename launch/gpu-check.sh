@@ -97,9 +97,10 @@ if [ "$MODE" = cmake ]; then
   # the training-step benchmark apart: a failure there must not cost the parity tests
   t=$(date +%s)
   if [ -n "$BUILD" ] && tmo 120 cmake --build build-gpu -j "$JOBS" \
-    --target bench-gpu-step > "$LOGDIR/build_step.log" 2>&1; then
+    --target bench-gpu-step test_gpu_optim test_dist_nccl > "$LOGDIR/build_step.log" 2>&1; then
     STEP_BIN=build-gpu/bench-gpu-step
-    note "build (bench-gpu-step): ok in $(elapsed "$t") s"
+    TRAIN_TESTS=build-gpu/tests
+    note "build (bench-gpu-step, optimizer and NCCL tests): ok in $(elapsed "$t") s"
   elif [ -n "$BUILD" ]; then
     tail -20 "$LOGDIR/build_step.log"
     note "build (bench-gpu-step): FAILED (see build_step.log)"
@@ -159,16 +160,27 @@ int main(void){float a=1,b=1,c=0;cblas_sgemm(CblasRowMajor,CblasNoTrans,CblasNoT
   if [ $ok = 1 ]; then
     t=$(date +%s)
     STEP_C="models/minimax.c models/layout.c models/generate.c models/weights_init.c train/zero.c
-      train/sharded.c train/comm_self.c bench/gpu_step.c"
+      train/sharded.c train/comm_self.c bench/gpu_step.c tests/gpu_optim.c tests/dist_nccl.c"
     STEP_CU=$(ls train/*.cu 2> /dev/null)
-    STEP_OBJS=$(for f in $STEP_C $STEP_CU; do echo "$SA/obj/$(echo "$f" | tr / _).o"; done)
+    STEP_OBJS=$(for f in $STEP_C $STEP_CU; do echo "$SA/obj/$(echo "$f" | tr / _).o"; done |
+      grep -vE "tests_(gpu_optim|dist_nccl)")
+    O=$SA/obj
     if {
       printf '%s\n' $STEP_C | tmo 60 xargs -P "$JOBS" -I{} bash -c 'compile_c {}' &&
         { [ -z "$STEP_CU" ] || printf '%s\n' $STEP_CU |
           tmo 120 xargs -P "$JOBS" -I{} bash -c 'compile_cu {}'; } &&
-        tmo 60 "$NVCC" -o "$SA/bench-gpu-step" $LIB_OBJS $STEP_OBJS -lnccl $LINK
+        tmo 60 "$NVCC" -o "$SA/bench-gpu-step" $LIB_OBJS $STEP_OBJS -lnccl $LINK &&
+        tmo 60 "$NVCC" -o "$SA/tests/test_gpu_optim" $LIB_OBJS "$O/tests_gpu_optim.c.o" $LINK &&
+        printf '%s\n' '#include "autograd/check.h"' '#include "train/comm.h"' \
+          'mt_comm *mt_comm_mpi_init(int *c, char ***v) { (void)c, (void)v;' \
+          '  MT_DIE("no MPI in the standalone build: only gpu_nccl_np1 runs here"); }' \
+          'void mt_comm_finalize(mt_comm *c) { (void)c; }' > "$SA/no_mpi.c" &&
+        "$CC" $CFLAGS -c "$SA/no_mpi.c" -o "$O/no_mpi.o" &&
+        tmo 60 "$NVCC" -o "$SA/tests/test_dist_nccl" $LIB_OBJS "$O/tests_dist_nccl.c.o" \
+          "$O/train_comm_self.c.o" $(ls "$O"/train_*.cu.o) "$O/no_mpi.o" -lnccl $LINK
     } > "$LOGDIR/build_step.log" 2>&1; then
       STEP_BIN=$SA/bench-gpu-step
+      TRAIN_TESTS=$SA/tests
       note "build (bench-gpu-step, standalone): ok in $(elapsed "$t") s"
     else
       grep -m20 -E "error|Error" "$LOGDIR/build_step.log"
@@ -201,6 +213,32 @@ if [ -n "$BUILD" ]; then
         FAIL=$((FAIL + 1)) && FAILED_CASES="$FAILED_CASES $c"
         echo "   FAIL  $c (exit $rc)"
         grep -E "MISMATCH|FAIL|error|cuda" "$LOGDIR/test_$c.log" | head -8 | sed 's/^/         /'
+        ;;
+    esac
+  done
+  # beyond the ops: the optimizer kernels, NCCL on one GPU, and a tiny model's training steps
+  # on the device against the CPU backend (bench-gpu-step --check: fp32 to 1e-5; bf16 by the
+  # rule |dev - cpu fp32| <= 2 |cpu bf16 - cpu fp32|)
+  TINY="--hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 --ffn 64 --vocab 256
+    --seq 48 --block 16 --steps 2 --warmup 1 --check"
+  EXTRA=()
+  [ -n "${TRAIN_TESTS:-}" ] && EXTRA+=("gpu_optim|$TRAIN_TESTS/test_gpu_optim gpu_optim"
+    "gpu_nccl_np1|$TRAIN_TESTS/test_dist_nccl gpu_nccl_np1")
+  [ -n "${STEP_BIN:-}" ] && EXTRA+=("gpu_step_check_fp32|$STEP_BIN $TINY"
+    "gpu_step_check_bf16|$STEP_BIN --dtype bf16 $TINY")
+  for e in "${EXTRA[@]}"; do
+    c=${e%%|*}
+    # shellcheck disable=SC2086 # the command line is a word list
+    MT_CUDA_SYNC=1 MT_CUDA_VERBOSE=1 OMP_NUM_THREADS=$JOBS OPENBLAS_NUM_THREADS=1 \
+      tmo 90 ${e#*|} > "$LOGDIR/test_$c.log" 2>&1
+    rc=$?
+    case $rc in
+      0) PASS=$((PASS + 1)) && echo "   pass  $c" ;;
+      77) SKIP=$((SKIP + 1)) && echo "   skip  $c: $(head -1 "$LOGDIR/test_$c.log")" ;;
+      *)
+        FAIL=$((FAIL + 1)) && FAILED_CASES="$FAILED_CASES $c"
+        echo "   FAIL  $c (exit $rc)"
+        grep -E "MISMATCH|FAIL|error|cuda|RESULT" "$LOGDIR/test_$c.log" | head -8 | sed 's/^/         /'
         ;;
     esac
   done

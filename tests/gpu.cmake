@@ -75,13 +75,15 @@ if(CMAKE_CXX_COMPILER)
       target_link_libraries(${t} PRIVATE mt_emu)
     endif()
   endforeach()
-  # the full training step benchmark (bench/gpu_step.c) on a tiny shape: fp32 GEMMs with the
-  # fused loss (the trainer's), bf16 GEMMs with the loss from full logits
-  add_test(NAME op_cuda_emu_step COMMAND bench_gpu_step_emu --hidden 64 --heads 4 --kv-heads 2
-    --head-dim 16 --experts 4 --ffn 64 --vocab 256 --seq 48 --block 16 --steps 2 --warmup 1)
+  # the full training step benchmark (bench/gpu_step.c) on a tiny shape, --check: the device's
+  # steps against the CPU backend's (fp32 1e-5; bf16 by the bf16 rule): fp32 GEMMs with the
+  # fused loss (the trainer's), bf16 GEMMs with the loss from full logits. launch/gpu-check.sh
+  # runs the same two checks on a GPU (MT_GPU_STEP_CHECK_ARGS there).
+  set(mt_step_tiny --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 --ffn 64
+    --vocab 256 --seq 48 --block 16 --steps 2 --warmup 1 --check)
+  add_test(NAME op_cuda_emu_step COMMAND bench_gpu_step_emu ${mt_step_tiny})
   add_test(NAME op_cuda_emu_step_bf16 COMMAND bench_gpu_step_emu --dtype bf16 --fused-loss 0
-    --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 --ffn 64 --vocab 256 --seq 48
-    --block 16 --steps 2 --warmup 1)
+    ${mt_step_tiny})
   set_tests_properties(op_cuda_emu_step op_cuda_emu_step_bf16 PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME op_cuda_emu_bench COMMAND bench_gpu_ops_emu all 1 64)
