@@ -1,20 +1,27 @@
-/* minimax-info: parameter counts of a MiniMax-Text-01 config.
+/* minimax-info: parameter counts of a MiniMax-Text-01 config, and what training it costs per
+ * rank under ZeRO-3.
  *
- *   minimax-info --config CONFIG.json [--num-hidden-layers N]
+ *   minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]
  *
  * params_total: every parameter of the layout (models/layout.c).
  * params_active: the parameters one token uses, as the model card counts them (45.9B for
  *   MiniMax-Text-01): attention, norms, routers and top-k of the E experts of every layer, plus
  *   the final norm; the input embedding and lm_head matrices are not counted.
- * params_active_with_embeddings: the same plus both V x C matrices (embed_tokens, lm_head). */
+ * params_active_with_embeddings: the same plus both V x C matrices (embed_tokens, lm_head).
+ * zero3_*: with --ranks N, the memory one of N ranks holds for the sharded state (train/zero.h:
+ *   fp32 master weights, gradients, AdamW m and v of 1/N of every bucket) and for the gather
+ *   slots (two buckets of parameters and two of gradients at full size, the largest bucket
+ *   being one decoder layer with all its experts), before activations (dist.arena_mb). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "models/minimax.h"
+#include "train/zero.h"
 
 static void usage(void) {
-    fprintf(stderr, "usage: minimax-info --config CONFIG.json [--num-hidden-layers N]\n");
+    fprintf(stderr,
+            "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n");
     exit(2);
 }
 
@@ -27,7 +34,7 @@ static void print_count(const char *key, int64_t n, const char *note) {
 
 int main(int argc, char **argv) {
     const char *config = NULL;
-    int keep = 0;
+    int keep = 0, ranks = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
@@ -35,6 +42,10 @@ int main(int argc, char **argv) {
             char *end;
             keep = (int)strtol(argv[++i], &end, 10);
             if (*end || keep < 1) usage();
+        } else if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc) {
+            char *end;
+            ranks = (int)strtol(argv[++i], &end, 10);
+            if (*end || ranks < 1) usage();
         } else {
             usage();
         }
@@ -77,6 +88,27 @@ int main(int argc, char **argv) {
                 "per token, including embed_tokens and lm_head");
     print_count("params_embeddings", embed, "embed_tokens + lm_head");
     print_count("params_experts", experts, "all experts of all layers");
+    if (ranks) {
+        int64_t owned, slot;
+        mt_zero_plan(ranks, m.n_buckets, m.bucket_numel, &owned, &slot);
+        const double gib = 1.0 / (1 << 30), f = sizeof(float);
+        const double b_owned = 4 * f * (double)owned, b_slots = 4 * f * (double)slot;
+        printf("zero3_ranks=%d\n", ranks);
+        printf("zero3_owned_bytes_per_rank=%.0f (%.2f GiB)  # fp32 master, grad, adam m, v of "
+               "%lld parameters\n",
+               b_owned, b_owned * gib, (long long)owned);
+        int64_t largest = 0;
+        for (int b = 0; b < m.n_buckets; b++)
+            if (m.bucket_numel[b] > largest) largest = m.bucket_numel[b];
+        printf("zero3_slot_bytes_per_rank=%.0f (%.2f GiB)  # %s (largest bucket %lld "
+               "parameters)\n",
+               b_slots, b_slots * gib,
+               ranks == 1 ? "none: one rank computes on its shards"
+                          : "2 gathered buckets + their grads",
+               (long long)largest);
+        printf("zero3_bytes_per_rank=%.0f (%.2f GiB)  # before activations (dist.arena_mb)\n",
+               b_owned + b_slots, (b_owned + b_slots) * gib);
+    }
     mt_minimax_free(&m);
     return 0;
 }

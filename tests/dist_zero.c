@@ -81,6 +81,13 @@ static int test_zero_vs_unsharded(void) {
     for (int b = 0; b < N_BUCKETS; b++) total += bucket_numel[b];
     EXPECT(z.total_shard * P <= total + N_BUCKETS * 64 * P, "owned %lld x %d vs %lld",
            (long long)z.total_shard, P, (long long)total);
+    /* the planner (minimax-info --ranks) matches what was allocated */
+    int64_t plan_owned, plan_slot;
+    mt_zero_plan(P, N_BUCKETS, bucket_numel, &plan_owned, &plan_slot);
+    EXPECT(plan_owned == z.total_shard && plan_slot == (P > 1 ? z.slot_numel : 0) &&
+               4 * (int64_t)sizeof(float) * plan_slot <= mt_zero_slot_bytes(&z),
+           "mt_zero_plan: owned %lld slot %lld, allocated %lld and %lld", (long long)plan_owned,
+           (long long)plan_slot, (long long)z.total_shard, (long long)z.slot_numel);
     if (P > 1)
         EXPECT(z.gathers > 0 && z.reduce_scatters == 5 * N_BUCKETS, "collective counts");
     else /* one rank: the slots are the shards, no collective and no slot memory */

@@ -17,6 +17,22 @@ static float *zero_alloc(const mt_backend *be, int64_t n, const char *what) {
     return p;
 }
 
+/* A bucket padded to a multiple of 64*P, so every shard starts 256-byte aligned (cuda, nccl). */
+static int64_t zero_padded(int64_t numel, int P) {
+    int64_t align = 64 * (int64_t)P;
+    return (numel + align - 1) / align * align;
+}
+
+void mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel, int64_t *owned,
+                  int64_t *slot_numel) {
+    *owned = *slot_numel = 0;
+    for (int b = 0; b < n_buckets; b++) {
+        int64_t padded = zero_padded(bucket_numel[b], P);
+        *owned += padded / P;
+        if (P > 1 && padded > *slot_numel) *slot_numel = padded;
+    }
+}
+
 void mt_zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
                   const int64_t *bucket_numel) {
     MT_CHECK(comm->device == (be->dev != MT_CPU),
@@ -35,9 +51,7 @@ void mt_zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets
     z->ranges = mt_calloc(n_buckets, sizeof(mt_zero_range *), "zero ranges");
     z->n_ranges = mt_calloc(n_buckets, sizeof(int), "zero ranges");
     for (int b = 0; b < n_buckets; b++) {
-        /* pad to a multiple of 64*P so every shard starts 256-byte aligned (cuda, nccl) */
-        int64_t align = 64 * (int64_t)P;
-        int64_t padded = (bucket_numel[b] + align - 1) / align * align;
+        int64_t padded = zero_padded(bucket_numel[b], P);
         z->numel[b] = bucket_numel[b];
         z->shard_numel[b] = padded / P;
         z->shard_offset[b] = z->total_shard;

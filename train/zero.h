@@ -55,6 +55,11 @@ typedef struct mt_zero {
 
 void mt_zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
                   const int64_t *bucket_numel);
+/* The same layout for P ranks without allocating anything (memory planning, minimax-info):
+ * elements one rank owns (each has master, gradient, m and v) and the slot size (the largest
+ * padded bucket; two slots of parameters and two of gradients, none at P = 1). */
+void mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel, int64_t *owned,
+                  int64_t *slot_numel);
 void mt_zero_free(mt_zero *z);
 void mt_zero_set_ranges(mt_zero *z, int bucket, const mt_zero_range *ranges, int n);
 /* The slot buffers a bucket's parameters and gradients live in while gathered. */
