@@ -17,6 +17,25 @@
 #include "cpu_ops.h"
 #include "lightning.h"
 
+/* gamma^n = exp(-lambda n) for n = 0 .. block, the only powers a block uses, computed once per
+ * (b,h) rather than in the inner loops: the table holds the very doubles exp(-lambda n) gives
+ * there, so the results do not change. Blocks above LT_TABLE_MAX fall back to exp(). */
+#define LT_TABLE_MAX 1024
+typedef struct {
+    double lam;
+    const double *g; /* NULL: no table */
+} lt_pow;
+
+static lt_pow lt_pow_init(double *buf, double lam, int block) {
+    lt_pow p = {lam, NULL};
+    if (block > LT_TABLE_MAX) return p;
+    for (int n = 0; n <= block; n++) buf[n] = exp(-lam * n);
+    p.g = buf;
+    return p;
+}
+
+static inline double lt_g(const lt_pow *p, int n) { return p->g ? p->g[n] : exp(-p->lam * n); }
+
 /* The first and last reset positions in [b0, e]: first = e + 1 and last = -1 when none. */
 static void block_resets(const int32_t *sg, int b0, int e, int *first, int *last) {
     *first = e + 1;
@@ -31,15 +50,15 @@ static void block_resets(const int32_t *sg, int b0, int e, int *first, int *last
 /* The state at the block's end, in place:
  * S <- (keep ? gamma^m S : 0) + sum_{j = from .. e} gamma^(e-j) k_j^T v_j. */
 static void block_state_update(float *S, const float *k, const float *v, size_t stride, int D,
-                               double lam, int b0, int e, int from, bool keep) {
-    const double gm = keep ? exp(-lam * (e - b0 + 1)) : 0.0;
+                               const lt_pow *gp, int b0, int e, int from, bool keep) {
+    const double gm = keep ? lt_g(gp, e - b0 + 1) : 0.0;
     double acc[CPU_LIGHTNING_MAX_D];
     for (int c = 0; c < D; c++) {
         float *Sc = S + (size_t)c * D;
         for (int d = 0; d < D; d++) acc[d] = gm * Sc[d];
         for (int j = from; j <= e; j++) {
             const float *vj = v + j * stride;
-            double w = exp(-lam * (e - j)) * k[j * stride + c];
+            double w = lt_g(gp, e - j) * k[j * stride + c];
             for (int d = 0; d < D; d++) acc[d] += w * vj[d];
         }
         for (int d = 0; d < D; d++) Sc[d] = (float)acc[d];
@@ -49,16 +68,16 @@ static void block_state_update(float *S, const float *k, const float *v, size_t 
 /* The state's gradient one block earlier (at position b0 - 1), in place:
  * dS <- (keep ? gamma^m dS : 0) + sum_{i = b0 .. first-1} gamma^(i-b0+1) q_i^T do_i. */
 static void block_dstate_update(float *dS, const float *q, const float *dout, size_t qstride,
-                                size_t gstride, int D, double lam, int b0, int e, int first,
+                                size_t gstride, int D, const lt_pow *gp, int b0, int e, int first,
                                 bool keep) {
-    const double gm = keep ? exp(-lam * (e - b0 + 1)) : 0.0;
+    const double gm = keep ? lt_g(gp, e - b0 + 1) : 0.0;
     double acc[CPU_LIGHTNING_MAX_D];
     for (int c = 0; c < D; c++) {
         float *dSc = dS + (size_t)c * D;
         for (int d = 0; d < D; d++) acc[d] = gm * dSc[d];
         for (int i = b0; i < first; i++) {
             const float *g = dout + i * gstride;
-            double w = exp(-lam * (i - b0 + 1)) * q[i * qstride + c];
+            double w = lt_g(gp, i - b0 + 1) * q[i * qstride + c];
             for (int d = 0; d < D; d++) acc[d] += w * g[d];
         }
         for (int d = 0; d < D; d++) dSc[d] = (float)acc[d];
@@ -76,7 +95,8 @@ void cpu_lightning_forward_block(float *out, float *state, const float *qkv, con
         const float *base = qkv + ((size_t)b * T * H + h) * 3 * D;
         float *obase = out + ((size_t)b * T * H + h) * D;
         const int32_t *sg = seg ? seg + (size_t)b * T : NULL;
-        const double lam = decay[h];
+        double table[LT_TABLE_MAX + 1];
+        const lt_pow gp = lt_pow_init(table, decay[h], block);
         float *S = state + (size_t)bh * D * D;
         memset(S, 0, sizeof(float) * D * D);
         double acc[CPU_LIGHTNING_MAX_D];
@@ -91,11 +111,11 @@ void cpu_lightning_forward_block(float *out, float *state, const float *qkv, con
                 for (int d = 0; d < D; d++) acc[d] = 0;
                 for (int j = start; j <= i; j++) {
                     const float *k = base + j * row3 + D, *v = k + D;
-                    double w = exp(-lam * (i - j)) * cpu_lightning_dot(q, k, D);
+                    double w = lt_g(&gp, i - j) * cpu_lightning_dot(q, k, D);
                     for (int d = 0; d < D; d++) acc[d] += w * v[d];
                 }
                 if (i < first) {
-                    const double qd = exp(-lam * (i - b0 + 1));
+                    const double qd = lt_g(&gp, i - b0 + 1);
                     for (int c = 0; c < D; c++) {
                         const float *Sc = S + (size_t)c * D;
                         double a = qd * q[c];
@@ -105,7 +125,7 @@ void cpu_lightning_forward_block(float *out, float *state, const float *qkv, con
                 float *o = obase + i * row;
                 for (int d = 0; d < D; d++) o[d] = (float)acc[d];
             }
-            block_state_update(S, base + D, base + 2 * D, row3, D, lam, b0, e,
+            block_state_update(S, base + D, base + 2 * D, row3, D, &gp, b0, e,
                                last >= 0 ? last : b0, last < 0);
         }
     }
@@ -133,7 +153,8 @@ void cpu_lightning_backward_block(float *dqkv, float *state, float *dstate, cons
         float *dbase = dqkv + ((size_t)b * T * H + h) * 3 * D;
         const float *gbase = dout + ((size_t)b * T * H + h) * D;
         const int32_t *sg = seg ? seg + (size_t)b * T : NULL;
-        const double lam = decay[h];
+        double table[LT_TABLE_MAX + 1];
+        const lt_pow gp = lt_pow_init(table, decay[h], block);
         double acc[CPU_LIGHTNING_MAX_D], acc2[CPU_LIGHTNING_MAX_D];
 
         /* forward sweep: dq */
@@ -150,18 +171,18 @@ void cpu_lightning_backward_block(float *dqkv, float *state, float *dstate, cons
                 for (int c = 0; c < D; c++) acc[c] = 0;
                 for (int j = start; j <= i; j++) {
                     const float *k = base + j * row3 + D, *v = k + D;
-                    double w = exp(-lam * (i - j)) * cpu_lightning_dot(dot, v, D);
+                    double w = lt_g(&gp, i - j) * cpu_lightning_dot(dot, v, D);
                     for (int c = 0; c < D; c++) acc[c] += w * k[c];
                 }
                 if (i < first) {
-                    const double qd = exp(-lam * (i - b0 + 1));
+                    const double qd = lt_g(&gp, i - b0 + 1);
                     for (int c = 0; c < D; c++)
                         acc[c] += qd * cpu_lightning_dot(dot, S + (size_t)c * D, D);
                 }
                 float *dq = dbase + i * row3;
                 for (int c = 0; c < D; c++) dq[c] += (float)acc[c];
             }
-            block_state_update(S, base + D, base + 2 * D, row3, D, lam, b0, e,
+            block_state_update(S, base + D, base + 2 * D, row3, D, &gp, b0, e,
                                last >= 0 ? last : b0, last < 0);
         }
 
@@ -181,14 +202,14 @@ void cpu_lightning_backward_block(float *dqkv, float *state, float *dstate, cons
                 for (int c = 0; c < D; c++) acc[c] = acc2[c] = 0;
                 for (int i = j; i < end; i++) {
                     const float *q = base + i * row3, *dot = gbase + i * row;
-                    double g = exp(-lam * (i - j));
+                    double g = lt_g(&gp, i - j);
                     double wk = g * cpu_lightning_dot(dot, v, D);
                     double wv = g * cpu_lightning_dot(q, k, D);
                     for (int c = 0; c < D; c++) acc[c] += wk * q[c];
                     for (int d = 0; d < D; d++) acc2[d] += wv * dot[d];
                 }
                 if (j >= from) {
-                    const double kd = exp(-lam * (e - j));
+                    const double kd = lt_g(&gp, e - j);
                     for (int c = 0; c < D; c++) {
                         const float *dSc = dS + (size_t)c * D;
                         acc[c] += kd * cpu_lightning_dot(dSc, v, D);
@@ -200,7 +221,7 @@ void cpu_lightning_backward_block(float *dqkv, float *state, float *dstate, cons
                 for (int c = 0; c < D; c++) dk[c] += (float)acc[c];
                 for (int d = 0; d < D; d++) dv[d] += (float)acc2[d];
             }
-            block_dstate_update(dS, base, gbase, row3, row, D, lam, b0, e, first, last < 0);
+            block_dstate_update(dS, base, gbase, row3, row, D, &gp, b0, e, first, last < 0);
         }
     }
 }
