@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # demo.sh: the main job on a fresh machine: install dependencies, build, and train the tiny
-# MiniMax-Text-01-shaped model on synthetic GSM8K-style data with 2 MPI ranks (about a minute).
+# MiniMax-Text-01-shaped model on synthetic GSM8K-style data with 2 MPI ranks (about 25 s of
+# training on 2 cores, after the build).
 # Usage: bash launch/demo.sh [RECIPE.toml] [minimax-train args...]   (default recipes/tiny.toml)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,5 +14,5 @@ bash launch/run-local.sh -n "${MT_RANKS:-2}" "$recipe" "$@"
 out="$(awk -F' = ' '/^dir = /{gsub(/"/,"",$2); print $2; exit}' "$recipe")"
 if [ -f "$out/loss.csv" ]; then
   awk -F, 'NR==2{first=$2} NR>1{last=$2; step=$1} END{printf "loss: %.4f at step 1 -> %.4f at step %d\n", first, last, step}' "$out/loss.csv"
-  echo "loss curve: $out/loss.csv, $out/loss.png; model: $(ls -d "$out"/checkpoint-* | tail -1)"
+  echo "loss curve: $out/loss.csv, $out/loss.png; model: $(ls -d "$out"/checkpoint-* | sort -V | tail -1)"
 fi
