@@ -28,7 +28,8 @@
  *        [--fused-loss 0|1] [--arena-mb N] [--check]
  * --check (a small shape): the same steps on the CPU backend and on the device, per-step loss and
  * gradient norm compared: fp32 to 1e-5 relative; bf16 by issue 6's rule, |dev - cpu fp32| <=
- * 2 |cpu bf16 - cpu fp32| (the CPU's bf16 run is the rounding reference). Exit 1 on a miss.
+ * 2 |cpu bf16 - cpu fp32| (the CPU's bf16 run is the rounding reference) on the first step, 4x
+ * after AdamW updates. Exit 1 on a miss.
  * Exit 77 when the CUDA backend is asked for and no usable device exists. */
 #include <math.h>
 #include <stdio.h>
@@ -419,7 +420,7 @@ static int step_check(const step_opts *o, const mt_backend *dev) {
     const bool bf16 = o->dtype == MT_BF16;
     if (bf16) rc |= step_run(o, cpu, MT_BF16, &cpu_tr);
     printf("== check: %s on %s against the CPU backend (%s)\n", bf16 ? "bf16" : "fp32", dev->name,
-           bf16 ? "|dev - cpu fp32| <= 2 |cpu bf16 - cpu fp32| + 1e-6 |cpu fp32|"
+           bf16 ? "|dev - cpu fp32| <= 2 (step 1; 4 later) |cpu bf16 - cpu fp32| + 1e-6 |cpu fp32|"
                 : "relative difference <= 1e-5");
     printf("%6s %16s %16s %12s %16s %16s %12s\n", "step", "loss cpu", "loss dev", "rel diff",
            "grad norm cpu", "grad norm dev", "rel diff");
@@ -431,7 +432,11 @@ static int step_check(const step_opts *o, const mt_backend *dev) {
         for (int k = 0; k < 2; k++) {
             double r = *pairs[k][0], d = *pairs[k][1];
             rel[k] = fabs(d - r) / fmax(fabs(r), 1e-30);
-            double limit = bf16 ? 2 * fabs(*pairs[k][2] - r) / fmax(fabs(r), 1e-30) + 1e-6 : 1e-5;
+            /* the bf16 rule on the first step (no update yet); after AdamW updates a 4x guard
+             * (tests/dist_compare.c says why) */
+            double rule = i == 0 ? 2 : 4;
+            double limit =
+                bf16 ? rule * fabs(*pairs[k][2] - r) / fmax(fabs(r), 1e-30) + 1e-6 : 1e-5;
             bad += !(rel[k] <= limit);
         }
         printf("%6d %16.9g %16.9g %12.3g %16.9g %16.9g %12.3g\n", i + 1, ref.loss[i],
