@@ -121,6 +121,7 @@ def recipe_settings(a):
         "G": t["per_device_train_batch_size"] * t["gradient_accumulation_steps"] * a.world,
         "steps": a.steps or t["max_steps"],
         "pad_id": pad[0],
+        "trim": d.get("trim_padding", False),
         "lr": t["learning_rate"],
         "betas": (t["adam_beta1"], t["adam_beta2"]),
         "eps": t["adam_epsilon"],
@@ -129,8 +130,9 @@ def recipe_settings(a):
     }
 
 
-def load_batches(path, G, T, steps, pad_id):
-    """The padded rows of every step, as the sampler builds them (pack off, shuffle off)."""
+def load_batches(path, G, T, steps, pad_id, trim):
+    """The padded rows of every step, as the sampler builds them (pack off, shuffle off); with
+    trim (data.trim_padding) cut after the longest row, rounded up to 8, as the trainer does."""
     import h5py
     import numpy as np
     import torch
@@ -156,6 +158,10 @@ def load_batches(path, G, T, steps, pad_id):
             x[r, :n] = ids[lo:hi]
             y[r, :n] = labels[lo:hi]  # unshifted: HF shifts inside the model
             real += n
+        if trim:
+            longest = max(int(offsets[s * G + r + 1] - offsets[s * G + r]) for r in range(G))
+            keep = min(T, max(8, (longest + 7) // 8 * 8))
+            x, y = x[:, :keep].copy(), y[:, :keep].copy()
         batches.append((torch.from_numpy(x), torch.from_numpy(y), real))
     return batches
 
@@ -170,7 +176,7 @@ def cmd_train(a):
     check_versions()
     torch.set_num_threads(a.threads)
     st = recipe_settings(a)
-    batches = load_batches(st["tokens"], st["G"], st["T"], st["steps"], st["pad_id"])
+    batches = load_batches(st["tokens"], st["G"], st["T"], st["steps"], st["pad_id"], st["trim"])
     model = MiniMaxForCausalLM.from_pretrained(
         st["model"], dtype=torch.float32, attn_implementation=a.attn,
         experts_implementation=a.experts)
@@ -188,7 +194,8 @@ def cmd_train(a):
           f"{model.config._attn_implementation}, experts {model.config._experts_implementation}, "
           f"fused AdamW, "
           f"{sum(p.numel() for p in params)} parameters; {st['steps']} steps of {st['G']} rows "
-          f"x {st['T']} from {st['tokens']}", flush=True)
+          f"x {st['T']}{' (trimmed to the longest row)' if st['trim'] else ''} from "
+          f"{st['tokens']}", flush=True)
     tmp = a.csv + ".tmp"
     out = open(tmp, "w", newline="")
     w = csv.writer(out)

@@ -9,7 +9,8 @@
 # 2. transformers initialises MiniMaxForCausalLM from bench/configs/bench-small.json and saves it
 #    (fp32 safetensors): both sides start from these weights;
 # 3. minimax-train trains N steps (default 30) of bench/recipes/bench-small.toml (GSM8K train
-#    split, default ../shared/data/gsm8k/train.jsonl; padded rows of 256 tokens, global batch 4,
+#    split, default ../shared/data/gsm8k/train.jsonl; padded rows of at most 256 tokens, each
+#    batch cut after its longest row on both sides (data.trim_padding), global batch 4,
 #    no shuffling) as 1 rank x 2 threads and as 2 ranks x 1 thread (global batch 4 both times);
 # 4. bench/train_torch.py trains the same N steps with torch.set_num_threads(2), on the batches
 #    it rebuilds from the token cache minimax-train wrote, with the resolved recipe's settings;

@@ -146,6 +146,20 @@ int64_t mt_sampler_next(mt_sampler *s) {
     return s->n_micro;
 }
 
+int64_t mt_sampler_micro_len(const mt_sampler *s, int64_t m) {
+    MT_CHECK(m >= 0 && m < s->n_micro, "sampler: micro-batch %lld of %lld", (long long)m,
+             (long long)s->n_micro);
+    int64_t longest = 0;
+    for (int64_t row = m * s->cfg.micro_batch; row < (m + 1) * s->cfg.micro_batch; row++) {
+        if (row >= s->n_rows) break;
+        int64_t len = 0;
+        for (int64_t k = s->row_first[row]; k < s->row_first[row + 1]; k++)
+            len += sample_len(s, s->row_items[k]);
+        if (len > longest) longest = len;
+    }
+    return longest;
+}
+
 void mt_sampler_fill(const mt_sampler *s, int64_t m, int32_t *ids, int32_t *labels, int32_t *pos,
                      int32_t *seg) {
     MT_CHECK(m >= 0 && m < s->n_micro, "sampler: micro-batch %lld of %lld", (long long)m,

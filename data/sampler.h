@@ -71,6 +71,9 @@ int64_t mt_sampler_steps_per_epoch(const mt_sampler *s);
  * number of micro-batches to run, equal on every rank. */
 int64_t mt_sampler_next(mt_sampler *s);
 
+/* Tokens in the longest row of micro-batch m (0 when all of its rows are padding). */
+int64_t mt_sampler_micro_len(const mt_sampler *s, int64_t m);
+
 /* Fills micro-batch m (0 <= m < n_micro) of the current step: each array is (B, T). */
 void mt_sampler_fill(const mt_sampler *s, int64_t m, int32_t *ids, int32_t *labels, int32_t *pos,
                      int32_t *seg);

@@ -150,6 +150,15 @@ static int test_resume_match(void) {
     return MT_TEST_OK;
 }
 
+/* data.trim_padding cuts each micro-batch after its longest row: the same losses and parameters
+ * as the padded run, up to summation order (padded rows, 2 ranks, 10 steps). */
+static int test_trim_match(void) {
+    compare_losses("trim-on", "trim-off", 1, 10, 1e-5, true);
+    compare_params("trim-on/checkpoint-10/model.safetensors",
+                   "trim-off/checkpoint-10/model.safetensors", 1e-5);
+    return MT_TEST_OK;
+}
+
 /* The CUDA backend + NCCL path of the trainer (through the CPU emulator) against the CPU run;
  * and its resume from a staged device checkpoint against its own straight run. */
 static int test_emu_cuda_match(void) {
@@ -207,9 +216,8 @@ static int test_emu_cuda_bf16(void) {
 }
 
 static const mt_test_case cases[] = {
-    {"dist_emu_cuda_bf16", test_emu_cuda_bf16},
-    {"dist_ranks_match", test_ranks_match},
-    {"dist_resume_match", test_resume_match},
+    {"dist_emu_cuda_bf16", test_emu_cuda_bf16},   {"dist_ranks_match", test_ranks_match},
+    {"dist_resume_match", test_resume_match},     {"dist_trim_match", test_trim_match},
     {"dist_emu_cuda_match", test_emu_cuda_match},
 };
 MT_TEST_MAIN(cases)

@@ -25,6 +25,7 @@ typedef struct mt_recipe {
     int data_max_length;
     char data_truncation[16]; /* "drop" or "truncate" */
     bool data_packing;
+    bool data_trim_padding; /* run a micro-batch at its longest row's length, not max_length */
     bool data_shuffle;
     int64_t data_seed;
     bool data_strip_annotations; /* remove <<expr=value>> calculator annotations */

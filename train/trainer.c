@@ -362,28 +362,37 @@ static step_result trainer_step(trainer *t, int step) {
     int64_t n_micro = mt_sampler_next(&t->sampler);
     res.targets = t->sampler.global_targets;
     int64_t B = rc->train_per_device_train_batch_size, T = rc->data_max_length;
-    const size_t n = (size_t)(B * T), bytes = n * sizeof(int32_t);
     int32_t *d = t->dev_batch;
-    mt_tensor ids, labels, pos, seg;
-    mt_tensor_wrap(&ids, MT_I32, 2, (int64_t[]){B, T}, d, NULL, "ids");
-    mt_tensor_wrap(&labels, MT_I32, 2, (int64_t[]){B, T}, d + n, NULL, "labels");
-    mt_tensor_wrap(&pos, MT_I32, 2, (int64_t[]){B, T}, d + 2 * n, NULL, "positions");
-    mt_tensor_wrap(&seg, MT_I32, 2, (int64_t[]){B, T}, d + 3 * n, NULL, "segments");
-    mt_minimax_batch batch = {.ids = &ids,
-                              .labels = &labels,
-                              .pos = &pos,
-                              .seg = &seg,
-                              .loss_denom = (float)(res.targets > 0 ? res.targets : 1),
-                              .fused_loss = true};
+    int32_t *host[4] = {t->batch_ids, t->batch_labels, t->batch_pos, t->batch_seg};
 
     mt_zero_zero_grad(&t->zero);
     double sums[3] = {0, 0, (double)trainer_step_tokens(t)}; /* loss, aux, tokens */
     for (int64_t m = 0; m < n_micro; m++) {
         mt_sampler_fill(&t->sampler, m, t->batch_ids, t->batch_labels, t->batch_pos, t->batch_seg);
-        t->be->to_device(d, t->batch_ids, bytes);
-        t->be->to_device(d + n, t->batch_labels, bytes);
-        t->be->to_device(d + 2 * n, t->batch_pos, bytes);
-        t->be->to_device(d + 3 * n, t->batch_seg, bytes);
+        /* data.trim_padding: the rows cut after the longest one's last token (rounded up to 8);
+         * the arrays are rewritten as (B, Tm) in place */
+        int64_t Tm = T;
+        if (rc->data_trim_padding) {
+            Tm = (mt_sampler_micro_len(&t->sampler, m) + 7) / 8 * 8;
+            if (Tm < 8) Tm = 8; /* an all-padding micro-batch still runs (collectives) */
+            if (Tm > T) Tm = T;
+            for (int a = 0; a < 4; a++)
+                for (int64_t b = 1; b < B; b++)
+                    memmove(host[a] + b * Tm, host[a] + b * T, sizeof(int32_t) * (size_t)Tm);
+        }
+        const size_t n = (size_t)(B * Tm);
+        for (int a = 0; a < 4; a++) t->be->to_device(d + a * n, host[a], n * sizeof(int32_t));
+        mt_tensor ids, labels, pos, seg;
+        mt_tensor_wrap(&ids, MT_I32, 2, (int64_t[]){B, Tm}, d, NULL, "ids");
+        mt_tensor_wrap(&labels, MT_I32, 2, (int64_t[]){B, Tm}, d + n, NULL, "labels");
+        mt_tensor_wrap(&pos, MT_I32, 2, (int64_t[]){B, Tm}, d + 2 * n, NULL, "positions");
+        mt_tensor_wrap(&seg, MT_I32, 2, (int64_t[]){B, Tm}, d + 3 * n, NULL, "segments");
+        mt_minimax_batch batch = {.ids = &ids,
+                                  .labels = &labels,
+                                  .pos = &pos,
+                                  .seg = &seg,
+                                  .loss_denom = (float)(res.targets > 0 ? res.targets : 1),
+                                  .fused_loss = true};
         double aux = 0;
         sums[0] += mt_sharded_micro_step(&t->sharded, &batch, &aux);
         /* aux: HF adds coef * aux per forward; averaged over this rank's micro-batches and the
