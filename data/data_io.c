@@ -58,45 +58,57 @@ int mt_file_hash(const char *path, uint64_t *h, char *err) {
     return 0;
 }
 
+int mt_utf8_seq(const uint8_t *s, size_t n, int *bad) {
+    uint8_t c = s[0];
+    *bad = 1;
+    if (c < 0x80) return 1;
+    uint8_t lo = 0x80, hi = 0xBF; /* the second byte's range rules out overlongs, surrogates */
+    int need;
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 1;
+    else if (c == 0xE0)
+        need = 2, lo = 0xA0;
+    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
+        need = 2;
+    else if (c == 0xED)
+        need = 2, hi = 0x9F;
+    else if (c == 0xF0)
+        need = 3, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3)
+        need = 3;
+    else if (c == 0xF4)
+        need = 3, hi = 0x8F;
+    else
+        return 0;
+    for (int k = 1; k <= need; k++) {
+        if ((size_t)k >= n) return *bad = k, 0;
+        uint8_t x = s[k];
+        bool ok = k == 1 ? (x >= lo && x <= hi) : (x & 0xC0) == 0x80;
+        if (!ok) return *bad = k, 0;
+    }
+    return need + 1;
+}
+
 bool mt_utf8_valid(const char *str, size_t n, size_t *bad_at) {
-    const unsigned char *s = (const unsigned char *)str;
+    const uint8_t *s = (const uint8_t *)str;
     size_t i = 0;
     while (i < n) {
-        unsigned c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
+        if (i + 8 <= n) { /* eight ASCII bytes at a time: most text */
+            uint64_t v;
+            memcpy(&v, s + i, 8);
+            if (!(v & 0x8080808080808080ull)) {
+                i += 8;
+                continue;
+            }
         }
-        int k;           /* continuation bytes */
-        unsigned lo, hi; /* allowed range of the second byte (rules out overlongs, surrogates) */
-        if (c >= 0xc2 && c <= 0xdf)
-            k = 1, lo = 0x80, hi = 0xbf;
-        else if (c == 0xe0)
-            k = 2, lo = 0xa0, hi = 0xbf;
-        else if (c >= 0xe1 && c <= 0xec)
-            k = 2, lo = 0x80, hi = 0xbf;
-        else if (c == 0xed)
-            k = 2, lo = 0x80, hi = 0x9f;
-        else if (c >= 0xee && c <= 0xef)
-            k = 2, lo = 0x80, hi = 0xbf;
-        else if (c == 0xf0)
-            k = 3, lo = 0x90, hi = 0xbf;
-        else if (c >= 0xf1 && c <= 0xf3)
-            k = 3, lo = 0x80, hi = 0xbf;
-        else if (c == 0xf4)
-            k = 3, lo = 0x80, hi = 0x8f;
-        else
-            goto bad;
-        if (i + (size_t)k >= n) goto bad; /* truncated sequence */
-        if (s[i + 1] < lo || s[i + 1] > hi) goto bad;
-        for (int j = 2; j <= k; j++)
-            if ((s[i + j] & 0xc0) != 0x80) goto bad;
-        i += (size_t)k + 1;
+        int bad, k = mt_utf8_seq(s + i, n - i, &bad);
+        if (!k) {
+            if (bad_at) *bad_at = i;
+            return false;
+        }
+        i += (size_t)k;
     }
     return true;
-bad:
-    if (bad_at) *bad_at = i;
-    return false;
 }
 
 void mt_strbuf_append(mt_strbuf *b, const char *s, size_t n) {

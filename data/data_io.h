@@ -18,6 +18,11 @@ char *mt_file_read(const char *path, size_t *len, char *err);
 /* Hash of a file's bytes. Returns 0, or -1 with err set. */
 int mt_file_hash(const char *path, uint64_t *h, char *err);
 
+/* The length of the well-formed UTF-8 sequence at s[0, n) (n >= 1), or 0 when it is not one;
+ * then *bad is the length of its longest valid prefix (at least 1), the bytes Rust's
+ * from_utf8_lossy replaces by one U+FFFD. Well-formed: no overlongs, surrogates or code points
+ * above U+10FFFF (what Rust's str accepts). */
+int mt_utf8_seq(const uint8_t *s, size_t n, int *bad);
 /* true when s[0, n) is well-formed UTF-8 (no overlongs, surrogates or code points > U+10FFFF);
  * otherwise *bad_at (when not NULL) receives the byte offset of the first bad sequence. */
 bool mt_utf8_valid(const char *s, size_t n, size_t *bad_at);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "autograd/check.h"
+#include "data/data_io.h"
 #include "data/tokenizer_internal.h"
 
 // The GPT-2 pre-tokenizer regex that ByteLevel(use_regex=true) applies (byte_level.rs).
@@ -209,7 +210,7 @@ static bool index_vocab(loader *L, mt_tokenizer *tok, const cJSON *vocab) {
         size_t len = strlen(e->string), n = 0;
         if (len > raw_cap) raw_cap = len, raw = realloc(raw, raw_cap);
         MT_CHECK(raw, "tokenizer: out of memory");
-        if (!tok_utf8_valid(s, len)) {
+        if (!mt_utf8_valid((const char *)s, len, NULL)) {
             free(raw);
             return fail(L, "vocab token for id %d is not valid UTF-8", id);
         }
@@ -309,8 +310,7 @@ static bool load_added(loader *L, mt_tokenizer *tok, const cJSON *arr, int64_t m
             !jbool(L, t, where, "special", false, &a.special))
             return false;
         if (single_word) return fail(L, "added token '%s': single_word=true is not supported", s);
-        if (!tok_utf8_valid((const uint8_t *)s, len))
-            return fail(L, "added token %d is not valid UTF-8", k);
+        if (!mt_utf8_valid(s, len, NULL)) return fail(L, "added token %d is not valid UTF-8", k);
         if (len == 0) continue; // HF ignores empty added tokens
         int32_t id = tok_strmap_get(&tok->added_map, (const uint8_t *)s, len);
         if (id < 0) id = tok_strmap_get(&tok->vocab, (const uint8_t *)s, len);
@@ -602,39 +602,6 @@ bool mt_tokenizer_is_special(const mt_tokenizer *tok, int32_t id) {
 
 // ---- decode ----
 
-// Length of the valid UTF-8 sequence at s (0 if invalid) and, if invalid, the length of its
-// maximal valid prefix (at least 1): what Rust's from_utf8_lossy replaces by one U+FFFD.
-static int utf8_seq(const uint8_t *s, size_t n, int *bad) {
-    uint8_t c = s[0];
-    *bad = 1;
-    if (c < 0x80) return 1;
-    uint8_t lo = 0x80, hi = 0xBF;
-    int need;
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 1;
-    else if (c == 0xE0)
-        need = 2, lo = 0xA0;
-    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
-        need = 2;
-    else if (c == 0xED)
-        need = 2, hi = 0x9F;
-    else if (c == 0xF0)
-        need = 3, lo = 0x90;
-    else if (c >= 0xF1 && c <= 0xF3)
-        need = 3;
-    else if (c == 0xF4)
-        need = 3, hi = 0x8F;
-    else
-        return 0;
-    for (int k = 1; k <= need; k++) {
-        if ((size_t)k >= n) return *bad = k, 0;
-        uint8_t x = s[k];
-        bool ok = k == 1 ? (x >= lo && x <= hi) : (x & 0xC0) == 0x80;
-        if (!ok) return *bad = k, 0;
-    }
-    return need + 1;
-}
-
 char *mt_tokenizer_decode(const mt_tokenizer *tok, const int32_t *ids, int64_t n,
                           bool skip_special) {
     uint32_t byte_cp[256];
@@ -683,7 +650,7 @@ char *mt_tokenizer_decode(const mt_tokenizer *tok, const int32_t *ids, int64_t n
     uint8_t *out = mt_malloc(len * 3 + 1, "decoded text");
     size_t o = 0;
     for (size_t p = 0; p < len;) {
-        int bad, k = utf8_seq(raw + p, len - p, &bad);
+        int bad, k = mt_utf8_seq(raw + p, len - p, &bad);
         if (k) {
             memcpy(out + o, raw + p, (size_t)k);
             o += (size_t)k, p += (size_t)k;

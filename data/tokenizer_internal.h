@@ -146,6 +146,5 @@ int64_t tok_bpe_word(const mt_tokenizer *tok, tok_work *w, const uint8_t *word, 
 pcre2_code *tok_regex_compile(const char *pattern, bool literal, bool *jit, char *err,
                               size_t errlen);
 // UTF-8 helpers
-bool tok_utf8_valid(const uint8_t *s, size_t n);
 bool tok_is_whitespace(uint32_t cp); // Unicode White_Space (Rust char::is_whitespace)
 uint32_t tok_utf8_decode(const uint8_t *s, int *len);

@@ -9,58 +9,13 @@
 #include <string.h>
 
 #include "autograd/check.h"
+#include "data/data_io.h"
 #include "data/tokenizer_internal.h"
 
 // ---- UTF-8 ----
 
 static inline int utf8_len_lead(uint8_t c) {
     return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; // only called on valid text
-}
-
-// Strict UTF-8 (what Rust's str accepts): no overlongs, surrogates or code points > U+10FFFF.
-bool tok_utf8_valid(const uint8_t *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        if (i + 8 <= n) {
-            uint64_t v;
-            memcpy(&v, s + i, 8);
-            if (!(v & 0x8080808080808080ull)) {
-                i += 8;
-                continue;
-            }
-        }
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        uint8_t lo = 0x80, hi = 0xBF;
-        int need;
-        if (c >= 0xC2 && c <= 0xDF)
-            need = 1;
-        else if (c == 0xE0)
-            need = 2, lo = 0xA0;
-        else if (c >= 0xE1 && c <= 0xEC)
-            need = 2;
-        else if (c == 0xED)
-            need = 2, hi = 0x9F;
-        else if (c >= 0xEE && c <= 0xEF)
-            need = 2;
-        else if (c == 0xF0)
-            need = 3, lo = 0x90;
-        else if (c >= 0xF1 && c <= 0xF3)
-            need = 3;
-        else if (c == 0xF4)
-            need = 3, hi = 0x8F;
-        else
-            return false;
-        if (i + (size_t)need >= n) return false;
-        if (s[i + 1] < lo || s[i + 1] > hi) return false;
-        for (int k = 2; k <= need; k++)
-            if ((s[i + k] & 0xC0) != 0x80) return false;
-        i += (size_t)need + 1;
-    }
-    return true;
 }
 
 uint32_t tok_utf8_decode(const uint8_t *s, int *len) {
@@ -97,28 +52,14 @@ static inline int64_t char_start(const uint8_t *t, int64_t i) {
     "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}"    \
     "\\x{205F}\\x{3000}"
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-} strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        b->cap = (b->n + n + 1) * 2;
-        b->p = realloc(b->p, b->cap);
-        MT_CHECK(b->p, "tokenizer: out of memory translating a regex");
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void sb_str(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_put(mt_strbuf *b, const char *s, size_t n) { mt_strbuf_append(b, s, n); }
+static void sb_str(mt_strbuf *b, const char *s) { mt_strbuf_append(b, s, strlen(s)); }
 
 static bool is_hex(char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-static bool onig_to_pcre2(const char *p, strbuf *o, char *err, size_t errlen) {
+static bool onig_to_pcre2(const char *p, mt_strbuf *o, char *err, size_t errlen) {
     bool in_class = false;
     size_t i = 0;
     while (p[i]) {
@@ -235,7 +176,7 @@ static bool onig_to_pcre2(const char *p, strbuf *o, char *err, size_t errlen) {
 
 pcre2_code *tok_regex_compile(const char *pattern, bool literal, bool *jit, char *err,
                               size_t errlen) {
-    strbuf b = {0};
+    mt_strbuf b = {0};
     uint32_t opts = PCRE2_UTF;
     if (literal) {
         sb_str(&b, pattern);
@@ -252,7 +193,7 @@ pcre2_code *tok_regex_compile(const char *pattern, bool literal, bool *jit, char
     pcre2_set_newline(cc, PCRE2_NEWLINE_LF); // Ruby's '.', '^', '$' only know '\n'
     int ec;
     PCRE2_SIZE eo;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)b.p, b.n, opts, &ec, &eo, cc);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)b.p, b.len, opts, &ec, &eo, cc);
     pcre2_compile_context_free(cc);
     if (!re) {
         char msg[256];
@@ -356,20 +297,26 @@ static void ws_counts(const uint8_t *t, int64_t s, int64_t e, int *lead, int *tr
     *lead = l, *trail = r;
 }
 
+// ' ' + s[0, n) in a scratch buffer of the worker that grows as needed: the piece with
+// ByteLevel's virtual prefix space.
+static const uint8_t *with_space(uint8_t **buf, int64_t *cap, const uint8_t *s, int64_t n) {
+    if (*cap < n + 1) {
+        *cap = 2 * (n + 1);
+        free(*buf);
+        *buf = mt_malloc((size_t)*cap, "tokenizer scratch");
+    }
+    (*buf)[0] = ' ';
+    memcpy(*buf + 1, s, (size_t)n);
+    return *buf;
+}
+
 static void bpe_piece(enc_ctx *c, piece p) {
     const mt_tokenizer *tok = c->tok;
     tok_work *w = c->w;
     const uint8_t *word = c->text + p.start;
     int64_t n = p.end - p.start;
     if (p.prefix) {
-        if (w->vbuf_cap < n + 1) {
-            w->vbuf_cap = 2 * (n + 1);
-            free(w->vbuf);
-            w->vbuf = mt_malloc((size_t)w->vbuf_cap, "tokenizer scratch");
-        }
-        w->vbuf[0] = ' ';
-        memcpy(w->vbuf + 1, word, (size_t)n);
-        word = w->vbuf;
+        word = with_space(&w->vbuf, &w->vbuf_cap, word, n);
         n++;
     }
     int64_t k = tok_bpe_word(tok, w, word, n);
@@ -496,14 +443,7 @@ static void run_steps(enc_ctx *c, int32_t k, piece p) {
     int64_t n = p.end - p.start;
     if (p.prefix) { // the regex must see the virtual space
         tok_work *w = c->w;
-        if (w->rbuf_cap < n + 1) {
-            w->rbuf_cap = 2 * (n + 1);
-            free(w->rbuf);
-            w->rbuf = mt_malloc((size_t)w->rbuf_cap, "tokenizer scratch");
-        }
-        w->rbuf[0] = ' ';
-        memcpy(w->rbuf + 1, subj, (size_t)n);
-        subj = w->rbuf;
+        subj = with_space(&w->rbuf, &w->rbuf_cap, subj, n);
         n++;
     }
     splitter sp = {.c = c, .next_step = k + 1, .behavior = st->behavior, .base = p};
@@ -578,7 +518,7 @@ int64_t mt_tokenizer_encode(const mt_tokenizer *tok, const char *text, size_t le
                             mt_token_buf *out) {
     const uint8_t *t = (const uint8_t *)text;
     if (len > 0 && !text) return -1;
-    if (!tok_utf8_valid(t, len)) return -1;
+    if (!mt_utf8_valid((const char *)t, len, NULL)) return -1;
     tok_work local = {0}, *w = &local;
     // The word cache and the reusable scratch belong to whoever holds the lock; concurrent
     // callers work without them (same result, just slower).
