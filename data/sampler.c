@@ -160,11 +160,14 @@ int64_t mt_sampler_micro_len(const mt_sampler *s, int64_t m) {
     return longest;
 }
 
-void mt_sampler_fill(const mt_sampler *s, int64_t m, int32_t *ids, int32_t *labels, int32_t *pos,
-                     int32_t *seg) {
-    MT_CHECK(m >= 0 && m < s->n_micro, "sampler: micro-batch %lld of %lld", (long long)m,
-             (long long)s->n_micro);
-    int64_t B = s->cfg.micro_batch, T = s->cfg.seq_len;
+void mt_sampler_fill(const mt_sampler *s, int64_t m, int64_t row_len, int32_t *ids, int32_t *labels,
+                     int32_t *pos, int32_t *seg) {
+    MT_CHECK(row_len >= mt_sampler_micro_len(s, m) && row_len <= s->cfg.seq_len,
+             "sampler: rows of %lld tokens for micro-batch %lld, whose longest row has %lld "
+             "(seq_len %lld)",
+             (long long)row_len, (long long)m, (long long)mt_sampler_micro_len(s, m),
+             (long long)s->cfg.seq_len);
+    int64_t B = s->cfg.micro_batch, T = row_len;
     const mt_token_data *d = s->data;
     for (int64_t b = 0; b < B; b++) {
         int64_t row = m * B + b, base = b * T, col = 0, k0 = 0, k1 = 0;

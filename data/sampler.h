@@ -74,6 +74,7 @@ int64_t mt_sampler_next(mt_sampler *s);
 /* Tokens in the longest row of micro-batch m (0 when all of its rows are padding). */
 int64_t mt_sampler_micro_len(const mt_sampler *s, int64_t m);
 
-/* Fills micro-batch m (0 <= m < n_micro) of the current step: each array is (B, T). */
-void mt_sampler_fill(const mt_sampler *s, int64_t m, int32_t *ids, int32_t *labels, int32_t *pos,
-                     int32_t *seg);
+/* Fills micro-batch m (0 <= m < n_micro) of the current step: each array is (B, row_len), with
+ * mt_sampler_micro_len(s, m) <= row_len <= seq_len (seq_len: rows of the full length). */
+void mt_sampler_fill(const mt_sampler *s, int64_t m, int64_t row_len, int32_t *ids, int32_t *labels,
+                     int32_t *pos, int32_t *seg);

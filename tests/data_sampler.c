@@ -118,7 +118,7 @@ static void run_epoch(const mt_token_data *d, bool pack, bool shuffle, int N, in
             for (int64_t mb = 0; mb < m; mb++) {
                 int32_t *ids = buf, *lab = buf + B * T, *pos = buf + 2 * B * T,
                         *seg = buf + 3 * B * T;
-                mt_sampler_fill(&s[r], mb, ids, lab, pos, seg);
+                mt_sampler_fill(&s[r], mb, s[r].cfg.seq_len, ids, lab, pos, seg);
                 for (int64_t b = 0; b < B; b++) {
                     int64_t row = mb * B + b;
                     const int64_t *items = s[r].row_items;
@@ -158,7 +158,7 @@ static uint64_t run_hash(mt_sampler *s, int64_t steps) {
         int64_t m = mt_sampler_next(s);
         h = mt_hash64(&m, sizeof(m), h);
         for (int64_t mb = 0; mb < m; mb++) {
-            mt_sampler_fill(s, mb, buf, buf + BT, buf + 2 * BT, buf + 3 * BT);
+            mt_sampler_fill(s, mb, s->cfg.seq_len, buf, buf + BT, buf + 2 * BT, buf + 3 * BT);
             h = mt_hash64(buf, sizeof(int32_t) * (size_t)(4 * BT), h);
         }
     }

@@ -368,18 +368,14 @@ static step_result trainer_step(trainer *t, int step) {
     mt_zero_zero_grad(&t->zero);
     double sums[3] = {0, 0, (double)trainer_step_tokens(t)}; /* loss, aux, tokens */
     for (int64_t m = 0; m < n_micro; m++) {
-        mt_sampler_fill(&t->sampler, m, t->batch_ids, t->batch_labels, t->batch_pos, t->batch_seg);
-        /* data.trim_padding: the rows cut after the longest one's last token (rounded up to 8);
-         * the arrays are rewritten as (B, Tm) in place */
+        /* data.trim_padding: rows cut after the longest one's last token (rounded up to 8) */
         int64_t Tm = T;
         if (rc->data_trim_padding) {
             Tm = (mt_sampler_micro_len(&t->sampler, m) + 7) / 8 * 8;
             if (Tm < 8) Tm = 8; /* an all-padding micro-batch still runs (collectives) */
             if (Tm > T) Tm = T;
-            for (int a = 0; a < 4; a++)
-                for (int64_t b = 1; b < B; b++)
-                    memmove(host[a] + b * Tm, host[a] + b * T, sizeof(int32_t) * (size_t)Tm);
         }
+        mt_sampler_fill(&t->sampler, m, Tm, host[0], host[1], host[2], host[3]);
         const size_t n = (size_t)(B * Tm);
         for (int a = 0; a < 4; a++) t->be->to_device(d + a * n, host[a], n * sizeof(int32_t));
         mt_tensor ids, labels, pos, seg;
