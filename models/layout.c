@@ -162,3 +162,12 @@ int mt_minimax_find_param(const mt_minimax *m, const char *name) {
         if (strcmp(m->info[i].name, name) == 0) return i;
     return -1;
 }
+
+bool mt_minimax_param_overlap(const mt_minimax *m, int p, int bucket, int64_t lo, int64_t hi,
+                              int64_t *a, int64_t *b) {
+    const mt_param_info *info = &m->info[p];
+    if (info->bucket != bucket) return false;
+    *a = info->offset > lo ? info->offset : lo;
+    *b = info->offset + info->numel < hi ? info->offset + info->numel : hi;
+    return *a < *b;
+}

@@ -35,6 +35,10 @@ void mt_minimax_free(mt_minimax *m);
 /* Points the bucket's parameters at data (bucket_numel floats) and grad (same size, or NULL
  * for no gradients). */
 void mt_minimax_bind_bucket(mt_minimax *m, int bucket, float *data, float *grad);
+/* The part [*a, *b) of parameter p that lies in elements [lo, hi) of `bucket` (bucket
+ * coordinates); false when they do not meet. Range readers and writers walk parameters so. */
+bool mt_minimax_param_overlap(const mt_minimax *m, int p, int bucket, int64_t lo, int64_t hi,
+                              int64_t *a, int64_t *b);
 /* Index of the parameter with this internal name, or -1. */
 int mt_minimax_find_param(const mt_minimax *m, const char *name);
 

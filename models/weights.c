@@ -210,12 +210,9 @@ void mt_weights_read_range(mt_weights_reader *r, int bucket, int64_t lo, int64_t
              bucket);
     memset(dst, 0, sizeof(float) * (size_t)(hi - lo));
     for (int p = 0; p < m->n_params; p++) {
-        const mt_param_info *info = &m->info[p];
-        if (info->bucket != bucket) continue;
-        int64_t a = info->offset > lo ? info->offset : lo;
-        int64_t b = info->offset + info->numel < hi ? info->offset + info->numel : hi;
-        if (a >= b) continue;
-        int64_t s = r->src_off[p] + (a - info->offset);
+        int64_t a, b;
+        if (!mt_minimax_param_overlap(m, p, bucket, lo, hi, &a, &b)) continue;
+        int64_t s = r->src_off[p] + (a - m->info[p].offset);
         mt_safetensors_read(r->st, r->src[p], s, s + (b - a), dst + (a - lo));
     }
 }

@@ -34,10 +34,8 @@ void mt_weights_init_random_range(const mt_minimax *m, uint64_t seed, int bucket
     float std = m->cfg.initializer_range;
     for (int p = 0; p < m->n_params; p++) {
         const mt_param_info *info = &m->info[p];
-        if (info->bucket != bucket) continue;
-        int64_t a = info->offset > lo ? info->offset : lo;
-        int64_t b = info->offset + info->numel < hi ? info->offset + info->numel : hi;
-        if (a >= b) continue;
+        int64_t a, b;
+        if (!mt_minimax_param_overlap(m, p, bucket, lo, hi, &a, &b)) continue;
         float *out = dst + (a - lo);
         int64_t j0 = a - info->offset, n = b - a;
         if (info->ndim == 1) { /* every 1-D parameter is an RMSNorm weight */
