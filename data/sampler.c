@@ -146,15 +146,22 @@ int64_t mt_sampler_next(mt_sampler *s) {
     return s->n_micro;
 }
 
+int64_t mt_sampler_row_len(const mt_sampler *s, int64_t m, int64_t b) {
+    MT_CHECK(m >= 0 && m < s->n_micro && b >= 0 && b < s->cfg.micro_batch,
+             "sampler: row %lld of micro-batch %lld (%lld micro-batches of %lld rows)",
+             (long long)b, (long long)m, (long long)s->n_micro, (long long)s->cfg.micro_batch);
+    const int64_t row = m * s->cfg.micro_batch + b;
+    if (row >= s->n_rows) return 0;
+    int64_t len = 0;
+    for (int64_t k = s->row_first[row]; k < s->row_first[row + 1]; k++)
+        len += sample_len(s, s->row_items[k]);
+    return len;
+}
+
 int64_t mt_sampler_micro_len(const mt_sampler *s, int64_t m) {
-    MT_CHECK(m >= 0 && m < s->n_micro, "sampler: micro-batch %lld of %lld", (long long)m,
-             (long long)s->n_micro);
     int64_t longest = 0;
-    for (int64_t row = m * s->cfg.micro_batch; row < (m + 1) * s->cfg.micro_batch; row++) {
-        if (row >= s->n_rows) break;
-        int64_t len = 0;
-        for (int64_t k = s->row_first[row]; k < s->row_first[row + 1]; k++)
-            len += sample_len(s, s->row_items[k]);
+    for (int64_t b = 0; b < s->cfg.micro_batch; b++) {
+        const int64_t len = mt_sampler_row_len(s, m, b);
         if (len > longest) longest = len;
     }
     return longest;

@@ -71,6 +71,9 @@ int64_t mt_sampler_steps_per_epoch(const mt_sampler *s);
  * number of micro-batches to run, equal on every rank. */
 int64_t mt_sampler_next(mt_sampler *s);
 
+/* Tokens in row b (0 <= b < micro_batch) of micro-batch m; the rest of the row is padding. */
+int64_t mt_sampler_row_len(const mt_sampler *s, int64_t m, int64_t b);
+
 /* Tokens in the longest row of micro-batch m (0 when all of its rows are padding). */
 int64_t mt_sampler_micro_len(const mt_sampler *s, int64_t m);
 

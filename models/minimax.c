@@ -260,31 +260,62 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
 
 /* The load-balancing loss of transformers' load_balancing_loss_func over all layers' router
  * rows (spec 7.2): E * sum_{k,e} f[k,e] Pbar[e] = sum over rows of coef . softmax(row) with
- * coef[e] = E count[e] / R^2; the counts carry no gradient. */
-static mt_tensor *mm_aux_loss(mt_minimax *m, mt_ctx *c, mt_tensor **routers, mt_tensor **idx) {
+ * coef[e] = E count[e] / R^2; the counts carry no gradient. With padding (valid_len), only the
+ * real tokens' rows count, in R, the counts and the sum (transformers with an attention_mask):
+ * their router rows are gathered first (an embedding lookup, so the gradient scatters back). */
+static mt_tensor *mm_aux_loss(mt_minimax *m, mt_ctx *c, mt_tensor **routers, mt_tensor **idx,
+                              const int64_t *valid_len, int64_t B, int64_t T) {
     const int L = m->cfg.num_hidden_layers, E = m->cfg.num_local_experts;
+    const int K = m->cfg.num_experts_per_tok;
+    /* the real rows of one layer, in row order, or all of them */
+    int64_t n_real = B * T;
+    mt_tensor *real = NULL;
+    if (valid_len) {
+        int64_t nr = 0;
+        for (int64_t b = 0; b < B; b++) {
+            MT_CHECK(valid_len[b] >= 0 && valid_len[b] <= T,
+                     "minimax: row %lld has %lld real tokens of %lld", (long long)b,
+                     (long long)valid_len[b], (long long)T);
+            nr += valid_len[b];
+        }
+        if (nr > 0 && nr < B * T) {
+            real = mt_tensor_new(c, MT_I32, 1, &nr, "aux.real_rows");
+            int32_t *h = mt_arena_alloc(&c->host, (size_t)nr * sizeof(int32_t), "aux.rows.host");
+            for (int64_t b = 0, i = 0; b < B; b++)
+                for (int64_t t = 0; t < valid_len[b]; t++) h[i++] = (int32_t)(b * T + t);
+            c->be->to_device(real->data, h, (size_t)nr * sizeof(int32_t));
+        }
+        n_real = nr;
+    }
     int64_t *count = mt_arena_alloc(&c->host, (size_t)E * sizeof(int64_t), "aux.count");
     memset(count, 0, (size_t)E * sizeof(int64_t));
-    int64_t rows = 0;
     for (int l = 0; l < L; l++) {
-        const int64_t n = mt_numel(idx[l]);
-        int32_t *h = mt_arena_alloc(&c->host, (size_t)n * sizeof(int32_t), "aux.idx");
-        c->be->to_host(h, idx[l]->data, (size_t)n * sizeof(int32_t));
-        for (int64_t i = 0; i < n; i++) {
-            MT_CHECK(h[i] >= 0 && h[i] < E, "minimax: layer %d routed to expert %d of %d", l,
-                     (int)h[i], E);
-            count[h[i]]++;
-        }
-        rows += routers[l]->shape[0];
+        MT_CHECK(routers[l]->shape[0] == B * T && mt_numel(idx[l]) == B * T * K,
+                 "minimax: layer %d router rows %lld, expected B*T = %lld", l,
+                 (long long)routers[l]->shape[0], (long long)(B * T));
+        int32_t *h = mt_arena_alloc(&c->host, (size_t)(B * T * K) * sizeof(int32_t), "aux.idx");
+        c->be->to_host(h, idx[l]->data, (size_t)(B * T * K) * sizeof(int32_t));
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < (valid_len ? valid_len[b] : T); t++)
+                for (int k = 0; k < K; k++) {
+                    const int32_t e = h[(b * T + t) * K + k];
+                    MT_CHECK(e >= 0 && e < E, "minimax: layer %d routed to expert %d of %d", l,
+                             (int)e, E);
+                    count[e]++;
+                }
     }
     float *coef_h = mt_arena_alloc(&c->host, (size_t)E * sizeof(float), "aux.coef.host");
-    mt_moe_aux_coef(coef_h, count, E, rows);
+    if (n_real > 0)
+        mt_moe_aux_coef(coef_h, count, E, (int64_t)L * n_real);
+    else /* nothing but padding: no aux loss (and no gradient), not transformers' 0/0 */
+        memset(coef_h, 0, (size_t)E * sizeof(float));
     int64_t e64 = E;
     mt_tensor *coef = mt_tensor_new(c, MT_F32, 1, &e64, "aux.coef");
     c->be->to_device(coef->data, coef_h, (size_t)E * sizeof(float));
     mt_tensor *aux = NULL;
     for (int l = 0; l < L; l++) {
-        mt_tensor *a = mt_moe_aux(c, routers[l], coef);
+        mt_tensor *rows = real ? mt_embedding(c, real, routers[l]) : routers[l];
+        mt_tensor *a = mt_moe_aux(c, rows, coef);
         aux = aux ? mt_add(c, aux, a) : a;
     }
     return aux;
@@ -313,7 +344,7 @@ void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
     const bool fused = batch->labels && batch->fused_loss;
     out->logits = mm_trunk(m, c, ids, pos, batch->seg, NULL, hooks, routers, idx,
                            fused ? batch : NULL, &out->ce_loss);
-    if (aux_on) out->aux_loss = mm_aux_loss(m, c, routers, idx);
+    if (aux_on) out->aux_loss = mm_aux_loss(m, c, routers, idx, batch->valid_len, B, T);
     if (batch->labels) {
         if (!fused)
             out->ce_loss = mt_cross_entropy(c, out->logits, batch->labels, batch->loss_denom);

@@ -43,15 +43,18 @@ bool mt_minimax_param_overlap(const mt_minimax *m, int p, int bucket, int64_t lo
 int mt_minimax_find_param(const mt_minimax *m, const char *name);
 
 typedef struct {
-    mt_tensor *ids;    /* (B,T) I32 */
-    mt_tensor *labels; /* (B,T) I32 targets already aligned with positions (labels[t] is the
-                          token position t must predict), -100 ignored; NULL: no loss */
-    mt_tensor *pos;    /* (B,T) I32 positions, or NULL for 0..T-1 */
-    mt_tensor *seg;    /* (B,T) I32 segment ids of packed samples, or NULL */
-    float loss_denom;  /* <= 0: mean over this batch's labelled tokens; > 0: sum / loss_denom */
-    bool fused_loss;   /* with labels: lm_head + cross-entropy as one chunked op over the
-                          labelled rows (mt_linear_cross_entropy); no (B,T,V) logits exist and
-                          out->logits is NULL. Training sets it; parity checks compare both. */
+    mt_tensor *ids;           /* (B,T) I32 */
+    mt_tensor *labels;        /* (B,T) I32 targets already aligned with positions (labels[t] is the
+                                 token position t must predict), -100 ignored; NULL: no loss */
+    mt_tensor *pos;           /* (B,T) I32 positions, or NULL for 0..T-1 */
+    mt_tensor *seg;           /* (B,T) I32 segment ids of packed samples, or NULL */
+    const int64_t *valid_len; /* (B) host: real tokens at the start of each row, padding after
+                                 (its own segment); the router aux loss leaves padding out, as
+                                 transformers does with an attention_mask. NULL: no padding */
+    float loss_denom; /* <= 0: mean over this batch's labelled tokens; > 0: sum / loss_denom */
+    bool fused_loss;  /* with labels: lm_head + cross-entropy as one chunked op over the
+                         labelled rows (mt_linear_cross_entropy); no (B,T,V) logits exist and
+                         out->logits is NULL. Training sets it; parity checks compare both. */
 } mt_minimax_batch;
 
 typedef struct {

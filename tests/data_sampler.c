@@ -126,6 +126,11 @@ static void run_epoch(const mt_token_data *d, bool pack, bool shuffle, int N, in
                     int64_t k1 = row < s[r].n_rows ? s[r].row_first[row + 1] : 0;
                     labelled += check_row(d, items + k0, k1 - k0, ids + b * T, lab + b * T,
                                           pos + b * T, seg + b * T, T, pack);
+                    int64_t real = 0; /* the filled row's tokens before its padding segment */
+                    while (real < T && seg[b * T + real] < k1 - k0) real++;
+                    EXPECT(mt_sampler_row_len(&s[r], mb, b) == real,
+                           "row %lld: row_len %lld, the filled row has %lld tokens", (long long)row,
+                           (long long)mt_sampler_row_len(&s[r], mb, b), (long long)real);
                 }
             }
             EXPECT(s[r].global_targets == s[0].global_targets, "global_targets differ by rank");

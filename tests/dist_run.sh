@@ -9,8 +9,8 @@
 #                    kill during a checkpoint write must leave the previous checkpoint loadable
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model
-#   trim             padded rows (packing off), 2 ranks, with and without data.trim_padding
-#                    -> $TMP/trim-{on,off}
+#   trim             padded rows (packing off), 2 ranks, with and without data.trim_padding,
+#                    router aux loss on (it must leave the padding out) -> $TMP/trim-{on,off}
 #   emu-cuda EMU NP  the same 3 steps on the CPU backend (BIN) and on the CUDA backend + NCCL
 #                    through the CPU emulator (EMU, minimax-train-emu), NP ranks each, then the
 #                    emulated run resumed from its step-2 checkpoint, and both in bf16 GEMM mode
@@ -88,6 +88,7 @@ trim)
   for v in on off; do
     run 2 "$tmp/trim-$v" --set train.per_device_train_batch_size=2 --set data.packing=false \
       --set data.max_length=384 --set "data.cache_dir=$tmp/dist-cache-trim" \
+      --set train.router_aux_loss_coef=0.02 \
       --set train.max_steps=10 --set "data.trim_padding=$([ $v = on ] && echo true || echo false)"
   done
   ;;

@@ -353,6 +353,72 @@ static int parity_tiny_mqa_orig(void) { return pm_fixture("tiny_mqa_orig", "tiny
 /* ------------------------------------------------------------------------------------------ */
 /* naming */
 
+/* Right padding (tools/make_padding_fixture.py): tiny_irregular_gqa (router aux loss on) on
+ * batch b with row 1 cut after 45 tokens and padded, transformers run with the attention_mask.
+ * Here the padding is its own segment and valid_len marks it, as the trainer's sampler does; the
+ * aux loss must leave the padding rows out (counts, mean and row total), so loss, aux and every
+ * gradient match. Without valid_len the aux loss must miss the reference, or the case proves
+ * nothing about the mask. Both loss paths (logits, fused). */
+static void pm_run_padded(pm_model *pm, mt_ctx *c, mt_safetensors *st, bool masked, bool fused,
+                          mt_minimax_out *out) {
+    mt_tensor *ids, *labels;
+    pm_batch(st, "c", &ids, &labels);
+    int64_t shape[2];
+    float *mask = pm_ref(st, "mask_c", NULL, shape);
+    const int64_t B = shape[0], T = shape[1];
+    mt_tensor *seg = mt_test_tensor(MT_I32, 2, shape, false, "seg");
+    int64_t *real = mt_malloc((size_t)B * sizeof(int64_t), "real");
+    for (int64_t b = 0; b < B; b++) {
+        real[b] = 0;
+        while (real[b] < T && mask[b * T + real[b]] != 0) real[b]++;
+        for (int64_t t = 0; t < T; t++) {
+            EXPECT((mask[b * T + t] != 0) == (t < real[b]), "mask_c row %lld is not right padding",
+                   (long long)b);
+            ((int32_t *)seg->data)[b * T + t] = t < real[b] ? 0 : 1;
+        }
+    }
+    mt_minimax_batch batch = {.ids = ids,
+                              .labels = labels,
+                              .seg = seg,
+                              .valid_len = masked ? real : NULL,
+                              .fused_loss = fused};
+    mt_ctx_reset(c);
+    bool prev = mt_ctx_set_grad(c, true);
+    pm_zero_grads(pm);
+    mt_minimax_forward(&pm->m, c, &batch, NULL, out);
+    mt_backward(c, out->loss, NULL);
+    mt_ctx_set_grad(c, prev);
+    free(real);
+    free(mask);
+}
+
+static int parity_padding(void) {
+    printf("fixture tiny_irregular_gqa, right-padded batch (reference tiny_irregular_gqa_pad)\n");
+    pm_model pm;
+    pm_load(&pm, "tiny_irregular_gqa", true);
+    mt_safetensors *st = pm_ref_open("tiny_irregular_gqa_pad");
+    mt_ctx c;
+    mt_test_ctx_init(&c);
+    mt_minimax_out out;
+    for (int fused = 0; fused < 2; fused++) {
+        pm_run_padded(&pm, &c, st, true, fused, &out);
+        pm_check_scalar(fused ? "loss_c fused" : "loss_c", out.loss, st, "loss_c");
+        pm_check_scalar(fused ? "aux_c fused" : "aux_c", out.aux_loss, st, "aux_c");
+        pm_check_grads(fused ? "grads_c fused" : "grads_c", &pm, st);
+    }
+    pm_run_padded(&pm, &c, st, false, true, &out);
+    float *ref = pm_ref(st, "aux_c", NULL, NULL);
+    const double miss = fabs(*(const float *)out.aux_loss->data - ref[0]) / fabs((double)ref[0]);
+    printf("  %-24s rel %.3e off the masked reference (must exceed %.0e)\n",
+           "aux_c, padding counted", miss, 100 * PM_LOSS_RTOL);
+    EXPECT(miss > 100 * PM_LOSS_RTOL, "the mask does not change the aux loss (rel %.3e)", miss);
+    free(ref);
+    mt_ctx_free(&c);
+    mt_safetensors_close(st);
+    pm_free(&pm);
+    return MT_TEST_OK;
+}
+
 static bool pm_same_buckets(const pm_model *a, const pm_model *b) {
     if (a->m.n_buckets != b->m.n_buckets) return false;
     for (int k = 0; k < a->m.n_buckets; k++)
@@ -548,6 +614,7 @@ static const mt_test_case cases[] = {
     {"parity_tiny_mqa", parity_tiny_mqa},
     {"parity_tiny_mqa_v5", parity_tiny_mqa_v5},
     {"parity_tiny_mqa_orig", parity_tiny_mqa_orig},
+    {"parity_padding", parity_padding},
     {"parity_naming", parity_naming},
     {"parity_cli", parity_cli},
 };

@@ -48,6 +48,7 @@ typedef struct {
     mt_sampler sampler;
     char tokenizer_dir[MT_PATH_MAX];
     int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each, host */
+    int64_t *batch_real; /* (B) host: real tokens per row (the aux loss leaves padding out) */
     int32_t *dev_batch;  /* (4,B,T) on the backend: ids, labels, positions, segments */
     float *export_stage; /* rank 0, device backends: one gathered bucket on the host */
     mt_train_state state;
@@ -252,6 +253,7 @@ static void trainer_setup_data(trainer *t) {
     t->batch_labels = mt_malloc(n * sizeof(int32_t), "batch labels");
     t->batch_pos = mt_malloc(n * sizeof(int32_t), "batch positions");
     t->batch_seg = mt_malloc(n * sizeof(int32_t), "batch segments");
+    t->batch_real = mt_malloc((size_t)B * sizeof(int64_t), "batch row lengths");
     t->dev_batch = t->be->alloc(4 * n * sizeof(int32_t));
     MT_CHECK(t->dev_batch, "out of %s memory for the batch (%zu bytes)", t->be->name,
              4 * n * sizeof(int32_t));
@@ -376,6 +378,7 @@ static step_result trainer_step(trainer *t, int step) {
             if (Tm > T) Tm = T;
         }
         mt_sampler_fill(&t->sampler, m, Tm, host[0], host[1], host[2], host[3]);
+        for (int64_t b = 0; b < B; b++) t->batch_real[b] = mt_sampler_row_len(&t->sampler, m, b);
         const size_t n = (size_t)(B * Tm);
         for (int a = 0; a < 4; a++) t->be->to_device(d + a * n, host[a], n * sizeof(int32_t));
         mt_tensor ids, labels, pos, seg;
@@ -387,6 +390,7 @@ static step_result trainer_step(trainer *t, int step) {
                                   .labels = &labels,
                                   .pos = &pos,
                                   .seg = &seg,
+                                  .valid_len = t->batch_real,
                                   .loss_denom = (float)(res.targets > 0 ? res.targets : 1),
                                   .fused_loss = true};
         double aux = 0;
@@ -540,6 +544,7 @@ int mt_train_main(int argc, char **argv) {
     free(t->batch_labels);
     free(t->batch_pos);
     free(t->batch_seg);
+    free(t->batch_real);
     t->be->free(t->dev_batch);
     free(t->export_stage);
     if (t->comm != t->host) mt_comm_nccl_free(t->comm);
