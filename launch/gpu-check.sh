@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # gpu-check.sh: the one GPU check for a fresh single-GPU machine with the CUDA toolkit.
 # Builds the CUDA backend, runs every GPU parity test (CUDA op vs CPU reference), runs the GPU
-# benchmarks (ops, then a full training step in fp32 and bf16), and prints a summary last.
+# benchmarks (ops, then a full training step in fp32 and bf16), then the PyTorch peer on the same
+# shapes (bench/gpu_peer.py, when python3 has torch and transformers), and prints a summary last
+# with the speed-up over the peer per benchmark.
 # Worst case 8 minutes: each step has a timeout, capped by what is left of an overall budget
 # (MT_GPU_CHECK_BUDGET, default 470 s; a step with under 10 s left is skipped).
 #
@@ -16,7 +18,8 @@
 # Environment: MT_GPU_CHECK_MODE=cmake|standalone (force a mode), MT_CUDA_ARCH=90 (override the
 # detected architecture), MT_GPU_CHECK_REF_BLAS=1 (standalone: use the reference sgemm),
 # MT_GPU_CHECK_BENCH_REPS (default 3), MT_GPU_CHECK_STEP_ARGS (extra bench-gpu-step flags, e.g.
-# "--layers 4 --seq 8192"), NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc).
+# "--layers 4 --seq 8192"), NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc),
+# MT_GPU_CHECK_PYTHON (default python3: the interpreter with torch for the peer).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
@@ -270,6 +273,25 @@ if [ -n "$STEP_BIN" ]; then
   done
 fi
 
+# the PyTorch peer (bench/gpu_peer.py) on the same GPU and shapes, for the ratios in the summary
+rm -f "$LOGDIR/peer.log"
+PY=${MT_GPU_CHECK_PYTHON:-python3}
+if [ -n "$BUILD$STEP_BIN" ] && "$PY" -c "import torch, transformers" 2> /dev/null; then
+  t=$(date +%s)
+  echo "== PyTorch peer (bench/gpu_peer.py)"
+  tmo 90 "$PY" bench/gpu_peer.py --reps "$REPS" > "$LOGDIR/peer.log" 2>&1
+  rc=$?
+  grep -E "^(==|PEER|SKIP)" "$LOGDIR/peer.log"
+  case $rc in
+    0) note "PyTorch peer: ok in $(elapsed "$t") s" ;;
+    77) note "PyTorch peer: skipped (torch sees no CUDA device)" ;;
+    124) note "PyTorch peer: TIMED OUT after $(elapsed "$t") s (partial output above)" ;;
+    *) note "PyTorch peer: some part FAILED (exit $rc, see peer.log)" ;;
+  esac
+else
+  note "PyTorch peer: not run (no python3 with torch and transformers, or nothing built)"
+fi
+
 # ---------------------------------------------------------------------------------------------
 echo
 echo "================ gpu-check summary ($(elapsed "$T0") s, mode ${MODE:-none}) ================"
@@ -278,6 +300,14 @@ for s in "${SUMMARY[@]}"; do echo "  $s"; done
   "$LOGDIR/bench.log" | sed 's/^/  | /'
 cat "$LOGDIR"/step_*.log 2> /dev/null | grep -m2 -E "^   C=|FLOPs per token" | sed 's/^/  | /'
 cat "$LOGDIR"/step_*.log 2> /dev/null | grep -E "^RESULT" | sed 's/^/  | /'
+# minimax-train / PyTorch: each "PEER <key>: <ms> ms" against "RESULT <key>: <ms> ms"
+if [ -s "$LOGDIR/peer.log" ]; then
+  cat "$LOGDIR/bench.log" "$LOGDIR"/step_*.log 2> /dev/null | grep -E "^RESULT " |
+    awk -F': ' 'FILENAME == "-" { k = substr($1, 8); split($2, w, " "); ours[k] = w[1]; next }
+      /^PEER / && $2 ~ /^[0-9]/ { k = substr($1, 6); split($2, w, " ");
+        if (k in ours && ours[k] > 0) printf "  | %-22s minimax-train %10.3f ms  PyTorch %10.3f ms  speed-up x%.2f\n", k, ours[k], w[1], w[1] / ours[k]
+        else printf "  | %-22s PyTorch %10.3f ms (no minimax-train result)\n", k, w[1] }' - "$LOGDIR/peer.log"
+fi
 echo "  logs: $LOGDIR"
 [ -n "$BUILD" ] && [ "$FAIL" = 0 ] && [ -z "$STEP_RC" ] && exit 0
 exit 1
