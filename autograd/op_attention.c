@@ -45,6 +45,8 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, mt_
     mt_tensor *in[4] = {q, k, v, seg};
     mt_node *n = mt_node_begin(c, MT_OP_ATTENTION, out, 4, in);
     n->fp[0] = scale;
+    /* the products' precision (kernels/cpu/attention.c): fixed now, so the backward matches */
+    n->ip[0] = mt_gemm_mode(c, "attention");
     /* the log-sum-exp is only needed by a backward */
     if (out->requires_grad)
         n->saved[0] = mt_tensor_new(c, MT_F32, 3, (int64_t[]){B, H, T}, "attention lse");

@@ -1,5 +1,9 @@
 /* op_lightning.c: lightning attention (spec section 4), naive or block form. The block form
- * saves nothing: its backward recomputes the state a block at a time. */
+ * saves nothing: its backward recomputes the state a block at a time.
+ * Node: in = {qkv, decay, seg or NULL}; ip[0] = block (0: naive); ip[1] = the GEMM precision
+ * (ctx->compute_dtype when the node was created, like matmul's ip[0]): with MT_BF16 the block
+ * form rounds its GEMM operands to bf16 (kernels/cpu/lightning_bf16.c, docs/cuda.md); the
+ * naive form has no GEMMs and stays fp32 in either mode. */
 #include <limits.h>
 
 #include "ops.h"
@@ -27,6 +31,7 @@ mt_tensor *mt_lightning(mt_ctx *c, mt_tensor *qkv, mt_tensor *decay, mt_tensor *
     mt_tensor *in[3] = {qkv, decay, seg};
     mt_node *n = mt_node_begin(c, MT_OP_LIGHTNING, out, 3, in);
     n->ip[0] = block;
+    n->ip[1] = mt_gemm_mode(c, "lightning");
     mt_node_run(c, n);
     return out;
 }

@@ -133,8 +133,10 @@ typedef struct mt_ctx {
     /* GEMM precision, torch.autocast style: MT_F32 (the default) or MT_BF16. With MT_BF16 the
      * operands of every GEMM in matmul and moe_experts, forward and backward (x, W, dY and the
      * saved activations they multiply), are rounded to bf16 (nearest even, NaN stays NaN) and
-     * the products are accumulated in fp32; outputs and gradients stay fp32 tensors. Everything
-     * else (norms, softmax, attention, lightning, CE, optimizer) stays fp32, and parameters stay
+     * the products are accumulated in fp32; outputs and gradients stay fp32 tensors. So are the
+     * block-form lightning products' operands (its state stays fp32), and attention's q, k, v,
+     * dout, probabilities and ds before its products (kernels/cpu/attention.c). Everything
+     * else (norms, softmax, naive lightning, CE, optimizer) stays fp32, and parameters stay
      * fp32 master weights. A node records the mode when it is created, so its backward uses the
      * mode of its forward (docs/cuda.md, "bf16 mixed precision"). */
     mt_dtype compute_dtype;
@@ -146,7 +148,8 @@ void mt_ctx_free(mt_ctx *c);
 void mt_ctx_reset(mt_ctx *c);
 /* No-grad mode for evaluation and generation; returns the previous setting. */
 bool mt_ctx_set_grad(mt_ctx *c, bool enabled);
-/* c->compute_dtype, checked: what a GEMM op (matmul, moe_experts) records in its node's ip[0]. */
+/* c->compute_dtype, checked: what a GEMM op records in its node (matmul, moe_experts,
+ * attention: ip[0]; lightning: ip[1]). */
 static inline int64_t mt_gemm_mode(const mt_ctx *c, const char *op) {
     MT_CHECK(c->compute_dtype == MT_F32 || c->compute_dtype == MT_BF16,
              "%s: compute_dtype %d is neither MT_F32 nor MT_BF16", op, (int)c->compute_dtype);

@@ -1,16 +1,20 @@
 /* gpu_ops.cu: GPU benchmarks through the CUDA backend table (built with -DMT_CUDA=ON, run by
  * launch/gpu-check.sh). Prints:
- *  1. lightning attention (block form) forward+backward time and achieved TFLOP/s for
- *     T = 2k, 8k, 32k with B*H fixed, and the time ratio for each 4x step in T (linear
- *     scaling gives 4);
- *  2. one MoE layer (router matmul, route, experts, aux loss) forward+backward, with the time
- *     split into route/permute, expert GEMMs, activations and combine (the CUDA phase
- *     profiler's events), and the GEMMs' TFLOP/s.
+ *  1. lightning attention (block form: batched cuBLAS GEMMs, lightning_block.cu)
+ *     forward+backward time and achieved TFLOP/s for T = 2k, 8k, 32k with B*H fixed, and the
+ *     time ratio for each 4x step in T (linear scaling gives 4), with fp32 and then bf16 GEMM
+ *     operands (mt_ctx.compute_dtype);
+ *  2. one MoE layer (router matmul, route, experts, aux loss) forward+backward with fp32 and
+ *     then bf16 GEMMs, with the time split into route/permute, expert GEMMs, activations and
+ *     combine (the CUDA phase profiler's events), and the GEMMs' TFLOP/s.
  * fp32 kernels (the parity stage of the CUDA backend): the percentages are against the H100/
  * H200 datasheet fp32 (67 TFLOP/s) and dense bf16 (989 TFLOP/s) peaks; issue 6's targets are
  * for the bf16 kernels that come next.
- * Usage: bench-gpu-ops [lightning|moe|all] [reps] [shrink]: shrink > 1 divides T, N, C and F
- * (a smoke run, e.g. on the CPU emulator in ctest). Exit 77 when no CUDA device is usable. */
+ *  3. softmax attention on the bf16 flash path (attention_flash.cu), fwd and bwd at T = 4k, 8k.
+ * Usage: bench-gpu-ops [lightning|attention|moe|all] [reps] [shrink]: shrink > 1 divides T, N,
+ * C and F (a smoke run, e.g. on the CPU emulator in ctest; attention then also uses H = 2).
+ * Exit 77 when no CUDA device is usable. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +22,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 
 #define PEAK_FP32_TFLOPS 67.0
-#define PEAK_BF16_TFLOPS 989.0
+#define PEAK_BF16_TFLOPS 989.4 /* H100/H200 SXM dense bf16 */
 
 static uint64_t bench_rng = 0x243F6A8885A308D3ull;
 static float bench_uniform(void) { /* splitmix64 -> [-1, 1) */
@@ -74,14 +78,16 @@ static int cmp_double(const void *a, const void *b) {
 
 /* ---- lightning attention ---- */
 
-static void bench_lightning(const mt_backend *be, int reps, int shrink) {
+static void bench_lightning(const mt_backend *be, int reps, int shrink, mt_dtype cd) {
     const int BH = 16, H = 16, B = BH / H, D = 128 / (shrink > 8 ? 8 : shrink);
     const int block = 256 / shrink > 8 ? 256 / shrink : 8;
     const int Ts[3] = {2048 / shrink, 8192 / shrink, 32768 / shrink};
-    printf("\n== lightning attention, block form (B=%d H=%d D=%d block=%d), fp32\n", B, H, D,
-           block);
+    printf("\n== lightning attention, block form (B=%d H=%d D=%d block=%d), %s GEMM operands\n", B,
+           H, D, block, cd == MT_BF16 ? "bf16" : "fp32");
     printf("FLOPs per position and head: forward 2*block*D (intra, causal) + 4*D^2 (state "
            "readout + update); backward counted as 2x forward\n");
+    printf("(the GEMMs execute 4*block*D + 4*D^2 forward and 10*block*D + 10*D^2 backward per "
+           "position and head: full block squares, the state recomputed)\n");
     printf("%8s %10s %10s %10s %10s %8s %8s %8s\n", "T", "fwd ms", "bwd ms", "total ms", "TFLOP/s",
            "%fp32", "%bf16", "x4T");
     double prev = 0;
@@ -89,9 +95,12 @@ static void bench_lightning(const mt_backend *be, int reps, int shrink) {
         const int T = Ts[ti];
         mt_ctx c;
         size_t nblk = (size_t)(T + block - 1) / block;
-        size_t arena =
-            (size_t)B * T * H * D * 4 * 8 + 3 * (size_t)BH * nblk * D * D * 4 + ((size_t)64 << 20);
+        /* activations plus the block form's scratch (lightning_block.cu), fp32 bounds */
+        size_t rows = (size_t)BH * nblk * block;
+        size_t arena = (size_t)B * T * H * D * 4 * 8 + rows * (68 * (size_t)D + 16 * block) +
+                       18 * (size_t)BH * nblk * D * D + ((size_t)64 << 20);
         mt_ctx_init(&c, be, arena, 64);
+        c.compute_dtype = cd;
         int64_t qs[4] = {B, T, H, 3 * D}, hs[1] = {H}, ss[2] = {B, T};
         mt_tensor *qkv = bench_tensor(be, MT_F32, 4, qs, true, 0.5f, "qkv");
         mt_tensor *decay = bench_tensor(be, MT_F32, 1, hs, false, 0.0f, "decay");
@@ -132,6 +141,8 @@ static void bench_lightning(const mt_backend *be, int reps, int shrink) {
         if (prev > 0) snprintf(ratio, sizeof(ratio), "%.2f", tot / prev);
         printf("%8d %10.3f %10.3f %10.3f %10.3f %7.2f%% %7.2f%% %8s\n", T, f, b, tot, tflops,
                100 * tflops / PEAK_FP32_TFLOPS, 100 * tflops / PEAK_BF16_TFLOPS, ratio);
+        if (cd == MT_BF16) /* the line gpu-check.sh pairs with bench/gpu_peer.py's */
+            printf("RESULT lightning T=%d: %.3f ms fwd+bwd, %.2f TFLOP/s\n", T, tot, tflops);
         prev = tot;
         free(seed);
         cudaCheck("bench", cudaEventDestroy(e0));
@@ -144,18 +155,92 @@ static void bench_lightning(const mt_backend *be, int reps, int shrink) {
     }
 }
 
+/* ---- softmax attention (bf16 flash path) ---- */
+
+/* Causal GQA attention in bf16 mode (attention_flash.cu): H = 16, Hkv = 8, D = 128, B = 1, one
+ * segment, T = 4k and 8k. FLOP convention (causal, as FlashAttention reports it): forward
+ * 4 (T^2/2) D H B (Q K^T and P V over the lower triangle), backward 2.5x the forward (five
+ * products). The delta pass and the bf16 casts are inside the timed region. */
+static void bench_attention(const mt_backend *be, int reps, int shrink) {
+    const int B = 1, H = shrink > 1 ? 2 : 16, Hkv = H / 2, D = 128;
+    const int Ts[2] = {4096 / shrink, 8192 / shrink};
+    printf("\n== softmax attention, flash bf16 (B=%d H=%d Hkv=%d D=%d, causal, one segment)\n", B,
+           H, Hkv, D);
+    printf("FLOPs: forward 4*(T^2/2)*D*H*B, backward 2.5x forward\n");
+    printf("%8s %10s %10s %10s %10s %10s %10s %8s\n", "T", "fwd ms", "bwd ms", "fwd TF/s",
+           "bwd TF/s", "total ms", "TFLOP/s", "%bf16");
+    for (int ti = 0; ti < 2; ti++) {
+        const int T = Ts[ti];
+        mt_ctx c;
+        /* out, its gradient, lse; scratch: bf16 q, k, v twice, bf16 dout, delta (generous) */
+        size_t arena = (size_t)B * T * D * (H + 2 * Hkv) * 4 * 4 + ((size_t)64 << 20);
+        mt_ctx_init(&c, be, arena, 16);
+        c.compute_dtype = MT_BF16;
+        int64_t qs[4] = {B, T, H, D}, ks[4] = {B, T, Hkv, D};
+        mt_tensor *q = bench_tensor(be, MT_F32, 4, qs, true, 1.0f, "q");
+        mt_tensor *k = bench_tensor(be, MT_F32, 4, ks, true, 1.0f, "k");
+        mt_tensor *v = bench_tensor(be, MT_F32, 4, ks, true, 1.0f, "v");
+        float *seed = bench_seed((int64_t)B * T * H * D);
+        double tf[16], tb[16];
+        int nrep = reps < 16 ? reps : 16;
+        cudaEvent_t e0, e1, e2;
+        cudaCheck("bench", cudaEventCreate(&e0));
+        cudaCheck("bench", cudaEventCreate(&e1));
+        cudaCheck("bench", cudaEventCreate(&e2));
+        for (int r = -1; r < nrep; r++) { /* r = -1: warm-up */
+            mt_ctx_reset(&c);
+            cudaCheck("bench", cudaEventRecord(e0));
+            mt_tensor *o = mt_attention(&c, q, k, v, NULL, 1.0f / sqrtf((float)D));
+            cudaCheck("bench", cudaEventRecord(e1));
+            mt_backward(&c, o, seed);
+            cudaCheck("bench", cudaEventRecord(e2));
+            cudaCheck("bench", cudaEventSynchronize(e2));
+            float f = 0, b = 0;
+            cudaCheck("bench", cudaEventElapsedTime(&f, e0, e1));
+            cudaCheck("bench", cudaEventElapsedTime(&b, e1, e2));
+            if (r >= 0) {
+                tf[r] = f;
+                tb[r] = b;
+            }
+        }
+        qsort(tf, nrep, sizeof(double), cmp_double);
+        qsort(tb, nrep, sizeof(double), cmp_double);
+        double f = tf[nrep / 2], b = tb[nrep / 2], tot = f + b;
+        double fwd_flops = 4.0 * ((double)T * T / 2) * D * H * B, bwd_flops = 2.5 * fwd_flops;
+        double tflops = (fwd_flops + bwd_flops) / (tot * 1e-3) / 1e12;
+        printf("%8d %10.3f %10.3f %10.2f %10.2f %10.3f %10.2f %7.2f%%\n", T, f, b,
+               fwd_flops / (f * 1e-3) / 1e12, bwd_flops / (b * 1e-3) / 1e12, tot, tflops,
+               100 * tflops / PEAK_BF16_TFLOPS);
+        printf("RESULT attention T=%d: %.3f ms fwd+bwd, %.2f TFLOP/s\n", T, tot, tflops);
+        free(seed);
+        cudaCheck("bench", cudaEventDestroy(e0));
+        cudaCheck("bench", cudaEventDestroy(e1));
+        cudaCheck("bench", cudaEventDestroy(e2));
+        bench_tensor_free(be, q);
+        bench_tensor_free(be, k);
+        bench_tensor_free(be, v);
+        mt_ctx_free(&c);
+    }
+}
+
 /* ---- MoE layer ---- */
 
-static void bench_moe(const mt_backend *be, int reps, int shrink) {
+/* cd: the GEMM precision (mt_ctx.compute_dtype): fp32 runs one grouped cuBLAS GEMM per GEMM
+ * kind, bf16 one cublasGemmEx per expert and kind (kernels/cuda/moe_experts.cu says why). */
+static void bench_moe(const mt_backend *be, int reps, int shrink, mt_dtype cd) {
     const int64_t N = 4096 / shrink, C = 2048 / shrink, F = 3072 / shrink;
     const int E = 32, K = 2;
-    printf("\n== MoE layer (N=%lld tokens, C=%lld, F=%lld, E=%d, top-%d), fp32, forward+"
+    printf("\n== MoE layer (N=%lld tokens, C=%lld, F=%lld, E=%d, top-%d), %s GEMMs, forward+"
            "backward\n",
-           (long long)N, (long long)C, (long long)F, E, K);
+           (long long)N, (long long)C, (long long)F, E, K, cd == MT_BF16 ? "bf16" : "fp32");
     mt_ctx c;
+    /* activations and scratch; bf16 adds the experts' weights cast to bf16 in the forward and
+     * again in the backward (3 E F C bf16 each) */
     size_t arena = (size_t)N * K * (8 * C + 8 * F) * 4 + (size_t)N * E * 4 * 8 +
-                   (size_t)N * C * 4 * 4 + ((size_t)512 << 20);
+                   (size_t)N * C * 4 * 4 + ((size_t)512 << 20) +
+                   (cd == MT_BF16 ? (size_t)3 * E * F * C * 4 : 0);
     mt_ctx_init(&c, be, arena, 64);
+    c.compute_dtype = cd;
     int64_t xs[2] = {N, C}, rs[2] = {E, C}, w1s[3] = {E, F, C}, w2s[3] = {E, C, F}, es[1] = {E};
     mt_tensor *x = bench_tensor(be, MT_F32, 2, xs, true, 1.0f, "x");
     mt_tensor *wr = bench_tensor(be, MT_F32, 2, rs, true, 0.05f, "router");
@@ -204,6 +289,11 @@ static void bench_moe(const mt_backend *be, int reps, int shrink) {
            100 * gemm_tflops / PEAK_BF16_TFLOPS);
     printf("  activations   %8.3f ms  (SwiGLU, its backward, dweight)\n", ms[CUDA_PROF_ACT]);
     printf("  combine       %8.3f ms  (weighted unpermute, dx combine)\n", ms[CUDA_PROF_COMBINE]);
+    printf("  other         %8.3f ms  (router matmul, bf16 casts, host syncs: total - the above)\n",
+           tot - ms[CUDA_PROF_ROUTE] - ms[CUDA_PROF_GEMM] - ms[CUDA_PROF_ACT] -
+               ms[CUDA_PROF_COMBINE]);
+    if (cd == MT_BF16)
+        printf("RESULT moe: %.3f ms fwd+bwd, expert GEMMs %.2f TFLOP/s\n", tot, gemm_tflops);
     free(seed);
     cudaCheck("bench", cudaEventDestroy(e0));
     cudaCheck("bench", cudaEventDestroy(e1));
@@ -223,7 +313,14 @@ int main(int argc, char **argv) {
         printf("bench-gpu-ops: no usable CUDA device; skipped\n");
         return 77;
     }
-    if (!strcmp(what, "lightning") || !strcmp(what, "all")) bench_lightning(be, reps, shrink);
-    if (!strcmp(what, "moe") || !strcmp(what, "all")) bench_moe(be, reps, shrink);
+    if (!strcmp(what, "lightning") || !strcmp(what, "all")) {
+        bench_lightning(be, reps, shrink, MT_F32);
+        bench_lightning(be, reps, shrink, MT_BF16);
+    }
+    if (!strcmp(what, "attention") || !strcmp(what, "all")) bench_attention(be, reps, shrink);
+    if (!strcmp(what, "moe") || !strcmp(what, "all")) {
+        bench_moe(be, reps, shrink, MT_F32);
+        bench_moe(be, reps, shrink, MT_BF16);
+    }
     return 0;
 }

@@ -225,8 +225,11 @@ static size_t step_arena_bytes(const mt_minimax *m, int64_t B, int64_t T, mt_dty
     for (int l = 0; l < cfg->num_hidden_layers; l++) {
         int64_t per_tok = 12 * C + 4 * E + 6 * K * C + 8 * K * F + 4 * K; /* norms, MoE */
         if (cfg->layer_types[l] == MT_LAYER_LINEAR) {
-            per_tok += 18 * HD;                 /* qkv (x2: silu), lightning out, norm, gate, mul */
-            floats += 3 * B * H * nblk * D * D; /* block states: forward and backward */
+            per_tok += 18 * HD; /* qkv (x2: silu), lightning out, norm, gate, mul */
+            /* the block form's scratch, forward and backward (kernels/cuda/lightning_block.cu,
+             * fp32 operands: the larger case): R (17 D + 3 L) + 3 N D^2 floats, R = N L rows */
+            const int64_t L = cfg->block_size < T ? cfg->block_size : T, Nb = B * H * nblk;
+            floats += Nb * L * (17 * D + 3 * L) + 3 * Nb * D * D;
         } else {
             per_tok += 8 * HD + 6 * KVD + 4 * H; /* q,k,v, rope, attention out, lse */
         }

@@ -9,7 +9,7 @@
 # op_cuda_emu_<op> through the emulator below; launch/gpu-check.sh reads this list too
 set(mt_gpu_ops view embedding matmul rmsnorm silu sigmoid swiglu add mul scale axpby rope attention
   lightning moe_route moe_experts moe_aux cross_entropy linear_cross_entropy matmul_bf16
-  moe_experts_bf16)
+  moe_experts_bf16 lightning_bf16 attention_bf16)
 list(TRANSFORM mt_gpu_ops PREPEND gpu_ OUTPUT_VARIABLE mt_gpu_cases)
 mt_test_binary(test_gpu_ops gpu_ops.c gpu_compare.c)
 mt_test_cases(test_gpu_ops ${mt_gpu_cases} op_gpu_harness)
@@ -64,7 +64,9 @@ if(CMAKE_CXX_COMPILER)
   add_executable(bench_gpu_ops_emu ${bench_cpp})
   add_executable(minimax-train-emu ${CMAKE_SOURCE_DIR}/train/minimax_train_main.c)
   add_executable(bench_gpu_step_emu ${CMAKE_SOURCE_DIR}/bench/gpu_step.c)
-  foreach(t mt_emu test_gpu_ops_emu bench_gpu_ops_emu minimax-train-emu bench_gpu_step_emu)
+  add_executable(test_emu_cublas emu_cublas.cpp) # the emulated cuBLAS calls themselves
+  foreach(t mt_emu test_gpu_ops_emu bench_gpu_ops_emu minimax-train-emu bench_gpu_step_emu
+      test_emu_cublas)
     target_compile_definitions(${t} PRIVATE MT_WITH_CUDA MT_CUDA_EMU)
     target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-unknown-pragmas>)
     target_include_directories(${t} PRIVATE ${CMAKE_SOURCE_DIR}/kernels/cuda/emu
@@ -86,6 +88,7 @@ if(CMAKE_CXX_COMPILER)
     ${mt_step_tiny})
   set_tests_properties(op_cuda_emu_step op_cuda_emu_step_bf16 PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME op_cuda_emu_cublas_grouped COMMAND test_emu_cublas)
   add_test(NAME op_cuda_emu_bench COMMAND bench_gpu_ops_emu all 1 64)
   set_tests_properties(op_cuda_emu_bench PROPERTIES ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

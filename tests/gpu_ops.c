@@ -196,6 +196,46 @@ static int case_attention(void) {
     return MT_TEST_OK;
 }
 
+/* bf16 mode (attention_flash.cu at D = 64 and 128, the reference kernels with the same rounding
+ * points at D = 16): T not a multiple of the tiles (37, 70: the forward's 64 query rows, the
+ * backward's 64 kv and 32 query rows, K/V tiles of 64 or 32), GQA, packed segments (one with a
+ * repeated id after a gap), and the backward with only dq or only dk, dv. */
+static mt_tensor *b_attention_scaled(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    return mt_attention(c, in[0], in[1], in[2], in[3], 1.0f / sqrtf((float)in[0]->shape[3]));
+}
+
+static void attention_bf16_run(const char *label, int64_t T, int64_t D, float q_amp, bool with_seg,
+                               bool grad_q, bool grad_kv, uint64_t seed) {
+    mt_rng r;
+    mt_rng_seed(&r, seed);
+    const int64_t B = 2, H = 4, Hkv = 2;
+    int32_t seg[2 * 70];
+    for (int t = 0; t < T; t++) {
+        seg[t] = t < 20 ? 3 : t < 45 ? 1 : t < 52 ? 3 : 2; /* id 3 again after a gap */
+        seg[T + t] = t < 64 ? 0 : 1; /* a sample boundary on a tile edge: whole tiles skipped */
+    }
+    gpu_input in[4] = {gpu_f32(&r, 4, (const int64_t[]){B, T, H, D}, q_amp, grad_q, "q"),
+                       gpu_f32(&r, 4, (const int64_t[]){B, T, Hkv, D}, 1.0f, grad_kv, "k"),
+                       gpu_f32(&r, 4, (const int64_t[]){B, T, Hkv, D}, 1.0f, grad_kv, "v"),
+                       with_seg ? gpu_i32(2, (const int64_t[]){B, T}, seg, "seg") : gpu_none()};
+    gpu_compare_bf16_opts(label, b_attention_scaled, in, 4, NULL, plain);
+    gpu_inputs_free(in, 4);
+}
+
+static int case_attention_bf16(void) {
+    attention_bf16_run("attention bf16 D=64 T=70 seg", 70, 64, 1.0f, true, true, true, 41);
+    attention_bf16_run("attention bf16 D=128 T=70 seg", 70, 128, 1.0f, true, true, true, 42);
+    attention_bf16_run("attention bf16 D=128 T=37", 37, 128, 1.0f, false, true, true, 43);
+    attention_bf16_run("attention bf16 D=64 T=37 dq only", 37, 64, 1.0f, true, true, false, 44);
+    attention_bf16_run("attention bf16 D=64 T=37 dk dv only", 37, 64, 1.0f, false, false, true, 45);
+    /* scores of tens: the running maximum jumps by more than 2^8 between tiles (O rescales) */
+    attention_bf16_run("attention bf16 D=128 T=70 large scores", 70, 128, 8.0f, true, true, true,
+                       47);
+    attention_bf16_run("attention bf16 D=16 T=37 seg (reference)", 37, 16, 1.0f, true, true, true,
+                       46);
+    return MT_TEST_OK;
+}
+
 static mt_tensor *b_lightning(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
     return mt_lightning(c, in[0], in[1], in[2], *(int *)u);
 }
@@ -366,6 +406,32 @@ static int case_moe_experts_bf16(void) {
     return MT_TEST_OK;
 }
 
+/* The block form in bf16 mode (lightning_block.cu against kernels/cpu/lightning_bf16.c): T not
+ * a multiple of the block, resets on a block edge (8) and inside blocks (13, 30), one row
+ * without resets, and a run without segments. */
+static int case_lightning_bf16(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 24);
+    const int64_t B = 2, T = 37, H = 2, D = 32;
+    int32_t seg[74];
+    for (int t = 0; t < T; t++) {
+        seg[t] = t < 8 ? 0 : t < 13 ? 1 : t < 30 ? 2 : 3;
+        seg[T + t] = 7;
+    }
+    gpu_input in[3] = {gpu_f32(&r, 4, (const int64_t[]){B, T, H, 3 * D}, 0.5f, true, "qkv"),
+                       gpu_f32(&r, 1, (const int64_t[]){H}, 1.0f, false, "decay"),
+                       gpu_i32(2, (const int64_t[]){B, T}, seg, "seg")};
+    float *lam = in[1].host;
+    lam[0] = 0.05f;
+    lam[1] = 0.6f;
+    int block = 8;
+    gpu_compare_bf16("lightning bf16 seg block 8", b_lightning, in, 3, &block);
+    gpu_input noseg[3] = {in[0], in[1], gpu_none()};
+    gpu_compare_bf16("lightning bf16 block 8", b_lightning, noseg, 3, &block);
+    gpu_inputs_free(in, 3);
+    return MT_TEST_OK;
+}
+
 /* fused lm_head + cross-entropy: several chunks, the automatic chunk, ignored rows, a frozen x */
 typedef struct {
     float denom;
@@ -408,7 +474,8 @@ static int case_linear_cross_entropy(void) {
 #define GPU_CASES(X)                                                                               \
     X(view) X(embedding) X(matmul) X(rmsnorm) X(silu) X(sigmoid) X(swiglu) X(add) X(mul)          \
     X(scale) X(axpby) X(rope) X(attention) X(lightning) X(moe_route) X(moe_experts) X(moe_aux)     \
-    X(cross_entropy) X(linear_cross_entropy) X(matmul_bf16) X(moe_experts_bf16)
+    X(cross_entropy) X(linear_cross_entropy) X(matmul_bf16) X(moe_experts_bf16)                    \
+    X(lightning_bf16) X(attention_bf16)
 /* clang-format on */
 
 typedef struct {

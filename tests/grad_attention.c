@@ -4,6 +4,7 @@
  * full causal forward. */
 #include "harness.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/bf16.h"
 
 #include <float.h>
 #include <math.h>
@@ -420,11 +421,215 @@ static int test_op_attention_decode(void) {
     return MT_TEST_OK;
 }
 
+/* ---- bf16 mode ------------------------------------------------------------------------------ */
+
+/* The bf16 rule of kernels/cpu/attention.c's header written out in double, with each rounding
+ * point switchable: the op must match the rule with every point on, and differ clearly from it
+ * with any one off (so each rounding is really there and really matters at this shape). */
+typedef struct {
+    bool p_fwd, dout, p_bwd, ds;
+} bf16_points;
+
+static double r16(double x, bool on) { return on ? (double)mt_bf16_round((float)x) : x; }
+
+static bool attn_visible(const int32_t *seg, int64_t b, int64_t T, int64_t t, int64_t s) {
+    return s <= t && (!seg || seg[b * T + s] == seg[b * T + t]);
+}
+
+static double ddot(const float *a, const float *b, int64_t D) {
+    double s = 0;
+    for (int64_t d = 0; d < D; d++) s += (double)a[d] * (double)b[d];
+    return s;
+}
+
+/* out, lse from rounded qr, kr, vr: p~ = exp(x - max) rounded (if p_fwd), divided by sum p~ */
+static void ref_bf16_fwd(double *out, double *lse, const float *qr, const float *kr,
+                         const float *vr, const int32_t *seg, int64_t B, int64_t T, int64_t H,
+                         int64_t Hkv, int64_t D, double scale, bf16_points pt) {
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                int64_t g = h / (H / Hkv);
+                const float *qt = qr + ((b * T + t) * H + h) * D;
+                double m = -INFINITY, l = 0, acc[64] = {0};
+                for (int64_t s = 0; s <= t; s++)
+                    if (attn_visible(seg, b, T, t, s))
+                        m = fmax(m, scale * ddot(qt, kr + ((b * T + s) * Hkv + g) * D, D));
+                for (int64_t s = 0; s <= t; s++) {
+                    if (!attn_visible(seg, b, T, t, s)) continue;
+                    double p = exp(scale * ddot(qt, kr + ((b * T + s) * Hkv + g) * D, D) - m);
+                    l += p;
+                    for (int64_t d = 0; d < D; d++)
+                        acc[d] += r16(p, pt.p_fwd) * vr[((b * T + s) * Hkv + g) * D + d];
+                }
+                for (int64_t d = 0; d < D; d++) out[((b * T + t) * H + h) * D + d] = acc[d] / l;
+                lse[(b * H + h) * T + t] = m + log(l);
+            }
+}
+
+/* dq, dk, dv (from zero) given the op's own out and lse */
+static void ref_bf16_bwd(double *dq, double *dk, double *dv, const float *qr, const float *kr,
+                         const float *vr, const float *dout, const float *out, const float *lse,
+                         const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                         int64_t D, double scale, bf16_points pt) {
+    int64_t nq = B * T * H * D, nkv = B * T * Hkv * D;
+    float *dr = malloc(sizeof(float) * (size_t)nq);
+    for (int64_t i = 0; i < nq; i++) dr[i] = (float)r16(dout[i], pt.dout);
+    memset(dq, 0, sizeof(double) * (size_t)nq);
+    memset(dk, 0, sizeof(double) * (size_t)nkv);
+    memset(dv, 0, sizeof(double) * (size_t)nkv);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                int64_t g = h / (H / Hkv), row = (b * T + t) * H + h;
+                double delta = ddot(dr + row * D, out + row * D, D);
+                for (int64_t s = 0; s <= t; s++) {
+                    if (!attn_visible(seg, b, T, t, s)) continue;
+                    int64_t kv = ((b * T + s) * Hkv + g) * D;
+                    double p = exp(scale * ddot(qr + row * D, kr + kv, D) -
+                                   (double)lse[(b * H + h) * T + t]);
+                    double ds = r16(p * (ddot(dr + row * D, vr + kv, D) - delta), pt.ds);
+                    double pr = r16(p, pt.p_bwd);
+                    for (int64_t d = 0; d < D; d++) {
+                        dq[row * D + d] += scale * ds * kr[kv + d];
+                        dk[kv + d] += scale * ds * qr[row * D + d];
+                        dv[kv + d] += pr * dr[row * D + d];
+                    }
+                }
+            }
+    free(dr);
+}
+
+static double rel_l2_d(const float *a, const double *ref, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return sqrt(num / den);
+}
+
+static double rel_l2_f(const float *a, const float *ref, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    return sqrt(num / den);
+}
+
+/* The op in the given mode, forward and backward from seed; the context is set back to fp32
+ * before the backward, so the node's recorded mode is what counts. Copies out, lse, dq, dk, dv
+ * into res[0..4]. */
+static void run_attention_mode(mt_dtype mode, mt_tensor *q, mt_tensor *k, mt_tensor *v,
+                               mt_tensor *seg, float scale, const float *seed, float *res[5]) {
+    mt_tensor *in[3] = {q, k, v};
+    for (int i = 0; i < 3; i++) memset(in[i]->grad, 0, mt_nbytes(in[i]));
+    mt_ctx c;
+    mt_test_ctx_init(&c);
+    c.compute_dtype = mode;
+    mt_tensor *out = mt_attention(&c, q, k, v, seg, scale);
+    c.compute_dtype = MT_F32;
+    memcpy(res[0], out->data, mt_nbytes(out));
+    const mt_tensor *lse = c.nodes[c.n_nodes - 1].saved[0];
+    memcpy(res[1], lse->data, mt_nbytes(lse));
+    mt_backward(&c, out, seed);
+    for (int i = 0; i < 3; i++) memcpy(res[2 + i], in[i]->grad, mt_nbytes(in[i]));
+    mt_ctx_free(&c);
+}
+
+static int test_op_attention_bf16(void) {
+    const int64_t B = 2, T = 21, H = 4, Hkv = 2, D = 16;
+    const double tol = 1e-6;   /* the op against the rule: fp32 storage of double results */
+    const double apart = 5e-5; /* the rule with one rounding point off must be this far */
+    mt_rng rng;
+    mt_rng_seed(&rng, 31);
+    mt_tensor *q = mt_test_tensor(MT_F32, 4, (int64_t[]){B, T, H, D}, true, "q");
+    mt_tensor *k = mt_test_tensor(MT_F32, 4, (int64_t[]){B, T, Hkv, D}, true, "k");
+    mt_tensor *v = mt_test_tensor(MT_F32, 4, (int64_t[]){B, T, Hkv, D}, true, "v");
+    mt_fill_normal(q->data, mt_numel(q), 2.0f, &rng);
+    mt_fill_normal(k->data, mt_numel(k), 1.0f, &rng);
+    mt_fill_normal(v->data, mt_numel(v), 1.0f, &rng);
+    mt_tensor *seg = mt_test_tensor(MT_I32, 2, (int64_t[]){B, T}, false, "seg");
+    for (int64_t t = 0; t < T; t++) { /* packed, id 0 again after a gap; one sample */
+        ((int32_t *)seg->data)[t] = t < 7 ? 0 : t < 15 ? 1 : 0;
+        ((int32_t *)seg->data)[T + t] = 4;
+    }
+    const float scale = 1.0f / sqrtf((float)D);
+    const int64_t n[5] = {B * T * H * D, B * H * T, B * T * H * D, B * T * Hkv * D,
+                          B * T * Hkv * D};
+    const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
+    float *seed = malloc(sizeof(float) * (size_t)n[0]);
+    mt_fill_normal(seed, n[0], 1.0f, &rng);
+    float *r16v[5], *r32v[5];
+    double *ref[5], *alt[5];
+    for (int i = 0; i < 5; i++) {
+        r16v[i] = malloc(sizeof(float) * (size_t)n[i]);
+        r32v[i] = malloc(sizeof(float) * (size_t)n[i]);
+        ref[i] = malloc(sizeof(double) * (size_t)n[i]);
+        alt[i] = malloc(sizeof(double) * (size_t)n[i]);
+    }
+    run_attention_mode(MT_BF16, q, k, v, seg, scale, seed, r16v);
+    run_attention_mode(MT_F32, q, k, v, seg, scale, seed, r32v);
+
+    float *qr = malloc(sizeof(float) * (size_t)n[2]), *kr = malloc(sizeof(float) * (size_t)n[3]),
+          *vr = malloc(sizeof(float) * (size_t)n[4]);
+    mt_bf16_round_n(qr, q->data, n[2]);
+    mt_bf16_round_n(kr, k->data, n[3]);
+    mt_bf16_round_n(vr, v->data, n[4]);
+    const int32_t *sg = seg->data;
+    const bf16_points all = {true, true, true, true};
+    ref_bf16_fwd(ref[0], ref[1], qr, kr, vr, sg, B, T, H, Hkv, D, scale, all);
+    ref_bf16_bwd(ref[2], ref[3], ref[4], qr, kr, vr, seed, r16v[0], r16v[1], sg, B, T, H, Hkv, D,
+                 scale, all);
+    for (int i = 0; i < 5; i++) {
+        double e = rel_l2_d(r16v[i], ref[i], n[i]), e32 = rel_l2_f(r16v[i], r32v[i], n[i]);
+        printf("  bf16 %-4s vs the rule %.2e (tol %.0e); vs fp32 mode %.2e\n", names[i], e, tol,
+               e32);
+        EXPECT(e <= tol, "bf16 %s: %.3e from the rule", names[i], e);
+        EXPECT(e32 > 1e-4, "bf16 %s: only %.3e from fp32: q, k, v not rounded?", names[i], e32);
+    }
+    /* each rounding point off in turn: the op must be far from that variant */
+    const struct {
+        const char *what;
+        bf16_points pt;
+        int first, last; /* tensors it changes */
+    } off[4] = {{"p (forward)", {false, true, true, true}, 0, 0},
+                {"dout", {true, false, true, true}, 2, 4},
+                {"p (dv)", {true, true, false, true}, 4, 4},
+                {"ds", {true, true, true, false}, 2, 3}};
+    for (int j = 0; j < 4; j++) {
+        if (off[j].first == 0)
+            ref_bf16_fwd(alt[0], alt[1], qr, kr, vr, sg, B, T, H, Hkv, D, scale, off[j].pt);
+        else
+            ref_bf16_bwd(alt[2], alt[3], alt[4], qr, kr, vr, seed, r16v[0], r16v[1], sg, B, T, H,
+                         Hkv, D, scale, off[j].pt);
+        for (int i = off[j].first; i <= off[j].last; i++) {
+            double e = rel_l2_d(r16v[i], alt[i], n[i]);
+            printf("  without rounding %-11s: %-3s %.2e from the op\n", off[j].what, names[i], e);
+            EXPECT(e > apart, "rounding %s: %s only %.3e from the unrounded variant", off[j].what,
+                   names[i], e);
+        }
+    }
+    for (int i = 0; i < 5; i++) {
+        free(r16v[i]);
+        free(r32v[i]);
+        free(ref[i]);
+        free(alt[i]);
+    }
+    free(qr);
+    free(kr);
+    free(vr);
+    free(seed);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"grad_rope", test_grad_rope},
     {"grad_attention", test_grad_attention},
     {"op_attention_forward", test_op_attention_forward},
     {"op_rope_forward", test_op_rope_forward},
     {"op_attention_decode", test_op_attention_decode},
+    {"op_attention_bf16", test_op_attention_bf16},
 };
 MT_TEST_MAIN(cases)

@@ -13,7 +13,12 @@
  * op_moe_experts_bf16: the bf16 experts' pre-activations h1, h3 and output against a double
  * reference on rounded operands, to 1e-5 (fp32 vs double sums): h = R(w) R(x), and
  * out = sum_j weight * R(w2) R(silu(h1) h3), with the node's own saved h1, h3 for the second
- * product, so a rounding flip of g caused by the sum order cannot enter. */
+ * product, so a rounding flip of g caused by the sum order cannot enter.
+ *
+ * op_lightning_bf16: the block form of lightning attention in bf16 mode (kernels/cpu/
+ * lightning_bf16.c) rounds (against the fp32 mode: bf16-sized differences) and is otherwise
+ * the same function (integer inputs where every rounding is exact: equal to the naive fp32
+ * form bit for bit); see test_lightning. */
 #include "harness.h"
 
 #include <float.h>
@@ -98,8 +103,8 @@ static void round_into(float *dst, const float *src, int64_t n) {
 static void expect_same(const char *label, const float *a, const float *b, int64_t n) {
     int64_t diff = 0;
     for (int64_t i = 0; i < n; i++) diff += memcmp(&a[i], &b[i], sizeof(float)) != 0;
-    EXPECT(diff == 0, "%s: %lld of %lld values differ from the pre-rounded fp32 matmul", label,
-           (long long)diff, (long long)n);
+    EXPECT(diff == 0, "%s: %lld of %lld values differ from the reference", label, (long long)diff,
+           (long long)n);
     printf("  %-24s n=%-6lld %s\n", label, (long long)n, diff ? "DIFFER" : "bit-identical");
 }
 
@@ -222,9 +227,117 @@ static int test_moe_experts(void) {
     return MT_TEST_OK;
 }
 
+/* ---- lightning, block form ---- */
+
+/* Forward and backward of mt_lightning in GEMM mode cd; the context is switched to fp32 before
+ * the backward (the node must keep its mode). dqkv starts from g0 (the backward accumulates). */
+static void lightning_run(mt_dtype cd, int block, const float *qkv, const float *decay,
+                          const int32_t *seg, const float *dout, const float *g0,
+                          const int64_t *shape, float *out, float *dqkv) {
+    const int64_t B = shape[0], T = shape[1], H = shape[2], n3 = B * T * H * shape[3];
+    mt_tensor *q = mt_test_tensor(MT_F32, 4, shape, true, "qkv");
+    mt_tensor *dc = mt_test_tensor(MT_F32, 1, (int64_t[]){H}, false, "decay");
+    mt_tensor *sg = seg ? mt_test_tensor(MT_I32, 2, (int64_t[]){B, T}, false, "seg") : NULL;
+    memcpy(q->data, qkv, sizeof(float) * (size_t)n3);
+    memcpy(q->grad, g0, sizeof(float) * (size_t)n3);
+    memcpy(dc->data, decay, sizeof(float) * (size_t)H);
+    if (sg) memcpy(sg->data, seg, sizeof(int32_t) * (size_t)(B * T));
+    mt_ctx c;
+    mt_test_ctx_init(&c);
+    c.compute_dtype = cd;
+    mt_tensor *o = mt_lightning(&c, q, dc, sg, block);
+    c.compute_dtype = MT_F32;
+    mt_backward(&c, o, dout);
+    memcpy(out, o->data, mt_nbytes(o));
+    memcpy(dqkv, q->grad, sizeof(float) * (size_t)n3);
+    mt_ctx_free(&c);
+}
+
+/* (1) Random inputs: the bf16 run differs from the fp32 one by bf16 rounding, relative L2 in
+ * [2e-4, 2e-2] for out and dqkv (no rounding gives about 1e-7; a wrong decay power, mask or
+ * reset about 1e-1). (2) Inputs in {-1, 0, 1}, lambda = 0, D = 4: every GEMM operand and
+ * intermediate (scores, states, their gradients) is an integer below 256 in magnitude, so bf16
+ * rounding is exact and the bf16 block form must equal the naive fp32 form bit for bit: the
+ * masks, resets, padding, scans and transposes are the same function. */
+static int test_lightning(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 64);
+    const int64_t B = 2, T = 37, H = 2;
+    int32_t seg[74];
+    for (int t = 0; t < T; t++) {
+        seg[t] = t < 8 ? 0 : t < 13 ? 1 : t < 30 ? 2 : 3; /* resets on a block edge and inside */
+        seg[T + t] = 7;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        const bool exact = pass == 1;
+        const int64_t D = exact ? 4 : 16, shape[4] = {B, T, H, 3 * D};
+        const int64_t n3 = B * T * H * 3 * D, n1 = B * T * H * D;
+        float *qkv = mt_malloc(sizeof(float) * (size_t)n3, "qkv");
+        float *g0 = mt_malloc(sizeof(float) * (size_t)n3, "g0");
+        float *dout = mt_malloc(sizeof(float) * (size_t)n1, "dout");
+        float *o16 = mt_malloc(sizeof(float) * (size_t)n1, "o16");
+        float *o32 = mt_malloc(sizeof(float) * (size_t)n1, "o32");
+        float *d16 = mt_malloc(sizeof(float) * (size_t)n3, "d16");
+        float *d32 = mt_malloc(sizeof(float) * (size_t)n3, "d32");
+        mt_fill_normal(qkv, n3, 0.5f, &r);
+        mt_fill_normal(dout, n1, 1.0f, &r);
+        mt_fill_normal(g0, n3, 0.5f, &r);
+        if (exact) { /* integers: -1, 0, 1 and an integer-valued initial gradient */
+            for (int64_t i = 0; i < n3; i++) qkv[i] = (float)(mt_rng_u64(&r) % 3) - 1.0f;
+            for (int64_t i = 0; i < n1; i++) dout[i] = (float)(mt_rng_u64(&r) % 3) - 1.0f;
+            for (int64_t i = 0; i < n3; i++) g0[i] = (float)(mt_rng_u64(&r) % 5) - 2.0f;
+        }
+        const float decay[2] = {exact ? 0.0f : 0.1f, exact ? 0.0f : 0.5f};
+        const int blocks[2] = {8, 5};
+        for (int bi = 0; bi < 2; bi++) {
+            const int block = blocks[bi];
+            lightning_run(MT_BF16, block, qkv, decay, seg, dout, g0, shape, o16, d16);
+            char lo[64], ld[64];
+            snprintf(lo, sizeof(lo), "lightning bf16 block %d out", block);
+            snprintf(ld, sizeof(ld), "lightning bf16 block %d dqkv", block);
+            if (exact) {
+                lightning_run(MT_F32, 0, qkv, decay, seg, dout, g0, shape, o32, d32);
+                printf("integer inputs, lambda 0, D 4: bf16 block form against fp32 naive\n");
+                expect_same(lo, o16, o32, n1);
+                expect_same(ld, d16, d32, n3);
+                continue;
+            }
+            lightning_run(MT_F32, block, qkv, decay, seg, dout, g0, shape, o32, d32);
+            /* dqkv - g0: the gradients themselves, not the accumulated sums */
+            for (int64_t i = 0; i < n3; i++) {
+                d16[i] -= g0[i];
+                d32[i] -= g0[i];
+            }
+            const float *a[2] = {o16, d16}, *b[2] = {o32, d32};
+            const int64_t n[2] = {n1, n3};
+            for (int k = 0; k < 2; k++) {
+                double num = 0, den = 0;
+                for (int64_t i = 0; i < n[k]; i++) {
+                    num += ((double)a[k][i] - b[k][i]) * ((double)a[k][i] - b[k][i]);
+                    den += (double)b[k][i] * b[k][i];
+                }
+                double e = sqrt(num / den);
+                printf("  %-32s bf16 vs fp32 rel_l2 %.3e (must lie in [2e-4, 2e-2])\n", k ? ld : lo,
+                       e);
+                EXPECT(e >= 2e-4 && e <= 2e-2, "%s: bf16 vs fp32 rel_l2 %.3e outside [2e-4, 2e-2]",
+                       k ? ld : lo, e);
+            }
+        }
+        free(qkv);
+        free(g0);
+        free(dout);
+        free(o16);
+        free(o32);
+        free(d16);
+        free(d32);
+    }
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"op_bf16_round", test_round},
     {"op_matmul_bf16", test_matmul},
     {"op_moe_experts_bf16", test_moe_experts},
+    {"op_lightning_bf16", test_lightning},
 };
 MT_TEST_MAIN(cases)

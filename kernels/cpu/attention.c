@@ -1,10 +1,29 @@
 /* attention.c: causal GQA softmax attention (spec section 5) on the CPU: forward with the
  * log-sum-exp saved, flash-style backward from that lse, and the single-token decode step.
- * Reference kernel: fp32 storage, double accumulation for every sum over T or D. */
+ * Reference kernel: fp32 storage, double accumulation for every sum over T or D.
+ *
+ * bf16 mode (node ip[0] == MT_BF16, mt_ctx.compute_dtype when the node was made): the CPU
+ * reference of the CUDA tensor-core (flash) path. The operands of its four products are rounded
+ * to bf16 (mt_bf16_round, nearest even; a double is rounded to fp32 first, then to bf16):
+ *   forward:  q, k, v; p~ = exp(x - m) with x = scale q.k and m the row's maximum over its
+ *             visible positions; out = sum_s bf16(p~_s) v_s / l with l = sum_s p~_s (unrounded);
+ *             lse = m + log l;
+ *   backward: dout; p = exp(x - lse) (the saved lse); delta = dout.out; dp = dout.v;
+ *             ds = p (dp - delta); dq += scale sum bf16(ds) k, dk += scale sum bf16(ds) q,
+ *             dv += sum bf16(p) dout.
+ * Everything else (scores, softmax, l, lse, delta, dp, ds, every sum) stays fp32 or better:
+ * here in double; the device sums in fp32 and rounds p~ against its running maximum (see
+ * kernels/cuda/attention_flash.cu), which differs from this by rounding-level amounts only. */
 #include <math.h>
 
 #include "attention.h"
+#include "bf16.h"
 #include "cpu_ops.h"
+
+/* x through bf16 when the mode rounds (double -> fp32 -> bf16), else x */
+static inline double attn_r(double x, bool bf16) {
+    return bf16 ? (double)mt_bf16_round((float)x) : x;
+}
 
 /* Double dot product with 8 independent partial sums: the compiler may not reorder one
  * running sum, and 8 lanes let it use vector registers (fixed order, so deterministic). */
@@ -72,10 +91,54 @@ void cpu_attention_fwd(float *out, float *lse, const float *q, const float *k, c
     }
 }
 
-void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
-                       const float *out, const float *lse, const float *q, const float *k,
-                       const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
-                       int64_t Hkv, int64_t D, float scale) {
+/* The bf16 mode's row (header comment): two passes, the row maximum first, so p~ is rounded
+ * relative to the final maximum. q, k, v arrive rounded. */
+static float attn_row_bf16(float *o, const float *qt, const float *k, const float *v,
+                           int64_t kv_stride, const int32_t *seg, int32_t seg_t, int64_t n_s,
+                           int64_t D, double scale) {
+    double acc[CPU_ATTN_MAX_D];
+    for (int64_t d = 0; d < D; d++) acc[d] = 0;
+    double m = -INFINITY, l = 0;
+    for (int64_t s = 0; s < n_s; s++) {
+        if (seg && seg[s] != seg_t) continue;
+        double x = scale * attn_dot(qt, k + s * kv_stride, D);
+        if (x > m) m = x;
+    }
+    for (int64_t s = 0; s < n_s; s++) {
+        if (seg && seg[s] != seg_t) continue;
+        const float *vs = v + s * kv_stride;
+        double p = exp(scale * attn_dot(qt, k + s * kv_stride, D) - m);
+        l += p;
+        double pr = attn_r(p, true);
+        for (int64_t d = 0; d < D; d++) acc[d] += pr * (double)vs[d];
+    }
+    for (int64_t d = 0; d < D; d++) o[d] = (float)(acc[d] / l);
+    return (float)(m + log(l));
+}
+
+void cpu_attention_fwd_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
+                            const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                            int64_t D, float scale) {
+    attn_check(H, Hkv, D);
+    int64_t rep = H / Hkv;
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int64_t row = 0; row < B * T * H; row++) {
+        int64_t b = row / (T * H), t = (row / H) % T, h = row % H;
+        int64_t g = h / rep;
+        const float *kb = k + (b * T * Hkv + g) * D, *vb = v + (b * T * Hkv + g) * D;
+        const int32_t *segb = seg ? seg + b * T : NULL;
+        float l = attn_row_bf16(out + row * D, q + row * D, kb, vb, Hkv * D, segb,
+                                segb ? segb[t] : 0, t + 1, D, (double)scale);
+        if (lse) lse[(b * H + h) * T + t] = l;
+    }
+}
+
+/* The backward of both modes; bf16 rounds p and ds before their products (dout, q, k, v arrive
+ * rounded in that mode). */
+static void attn_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
+                     const float *out, const float *lse, const float *q, const float *k,
+                     const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
+                     int64_t Hkv, int64_t D, float scale, bool bf16) {
     attn_check(H, Hkv, D);
     int64_t rep = H / Hkv;
     double sc = (double)scale;
@@ -101,7 +164,7 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const flo
                 const float *ks = k + ((b * T + s) * Hkv + g) * D;
                 const float *vs = v + ((b * T + s) * Hkv + g) * D;
                 double p = exp(sc * attn_dot(qt, ks, D) - (double)lse[bht]);
-                double ds = p * (attn_dot(do_t, vs, D) - delta[bht]);
+                double ds = attn_r(p * (attn_dot(do_t, vs, D) - delta[bht]), bf16);
                 for (int64_t d = 0; d < D; d++) acc[d] += ds * (double)ks[d];
             }
             for (int64_t d = 0; d < D; d++) dq[row * D + d] += (float)(sc * acc[d]);
@@ -125,10 +188,12 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const flo
                     const float *qt = q + ((b * T + t) * H + h) * D;
                     const float *do_t = dout + ((b * T + t) * H + h) * D;
                     double p = exp(sc * attn_dot(qt, ks, D) - (double)lse[bht]);
-                    if (dv)
-                        for (int64_t d = 0; d < D; d++) acc_v[d] += p * (double)do_t[d];
+                    if (dv) {
+                        double pr = attn_r(p, bf16);
+                        for (int64_t d = 0; d < D; d++) acc_v[d] += pr * (double)do_t[d];
+                    }
                     if (dk) {
-                        double ds = p * (attn_dot(do_t, vs, D) - delta[bht]);
+                        double ds = attn_r(p * (attn_dot(do_t, vs, D) - delta[bht]), bf16);
                         for (int64_t d = 0; d < D; d++) acc_k[d] += ds * (double)qt[d];
                     }
                 }
@@ -139,6 +204,20 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const flo
                 for (int64_t d = 0; d < D; d++) dv[row * D + d] += (float)acc_v[d];
         }
     }
+}
+
+void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
+                       const float *out, const float *lse, const float *q, const float *k,
+                       const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
+                       int64_t Hkv, int64_t D, float scale) {
+    attn_bwd(dq, dk, dv, delta, dout, out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, false);
+}
+
+void cpu_attention_bwd_bf16(float *dq, float *dk, float *dv, double *delta, const float *dout,
+                            const float *out, const float *lse, const float *q, const float *k,
+                            const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
+                            int64_t Hkv, int64_t D, float scale) {
+    attn_bwd(dq, dk, dv, delta, dout, out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, true);
 }
 
 void cpu_attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache,
@@ -158,13 +237,27 @@ void cpu_attention_decode(float *out, const float *q, const float *k_cache, cons
 }
 
 /* ---- node adapters: in[0..3] q (B,T,H,D), k, v (B,T,Hkv,D), seg (B,T) I32 or NULL;
- * saved[0] lse (B,H,T) (only when a backward will run); fp[0] scale ---- */
+ * saved[0] lse (B,H,T) (only when a backward will run); fp[0] scale; ip[0] the mode (MT_F32 or
+ * MT_BF16, header comment) ---- */
+
+/* In bf16 mode, a scratch copy of t's data rounded through bf16; else the data itself. */
+static const float *attn_operand(const mt_node *n, const mt_tensor *t, const float *src,
+                                 const char *what) {
+    if (n->ip[0] != MT_BF16) return src;
+    int64_t count = mt_numel(t);
+    float *r = mt_node_scratch(n, sizeof(float) * (size_t)(count ? count : 1), what);
+    mt_bf16_round_n(r, src, count);
+    return r;
+}
 
 void cpu_attention_fwd_node(const mt_node *n) {
-    const mt_tensor *q = n->in[0], *k = n->in[1], *seg = n->in[3];
-    cpu_attention_fwd(n->out->data, n->saved[0] ? n->saved[0]->data : NULL, q->data, k->data,
-                      n->in[2]->data, seg ? seg->data : NULL, q->shape[0], q->shape[1], q->shape[2],
-                      k->shape[2], q->shape[3], n->fp[0]);
+    const mt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *seg = n->in[3];
+    const float *qd = attn_operand(n, q, q->data, "attention q bf16");
+    const float *kd = attn_operand(n, k, k->data, "attention k bf16");
+    const float *vd = attn_operand(n, v, v->data, "attention v bf16");
+    (n->ip[0] == MT_BF16 ? cpu_attention_fwd_bf16 : cpu_attention_fwd)(
+        n->out->data, n->saved[0] ? n->saved[0]->data : NULL, qd, kd, vd, seg ? seg->data : NULL,
+        q->shape[0], q->shape[1], q->shape[2], k->shape[2], q->shape[3], n->fp[0]);
 }
 
 void cpu_attention_bwd_node(const mt_node *n) {
@@ -172,7 +265,11 @@ void cpu_attention_bwd_node(const mt_node *n) {
     if (!q->grad && !k->grad && !v->grad) return;
     int64_t B = q->shape[0], T = q->shape[1], H = q->shape[2];
     double *delta = mt_node_scratch(n, sizeof(double) * (size_t)(B * H * T), "attention delta");
-    cpu_attention_bwd(q->grad, k->grad, v->grad, delta, n->out->grad, n->out->data,
-                      n->saved[0]->data, q->data, k->data, v->data, seg ? seg->data : NULL, B, T, H,
-                      k->shape[2], q->shape[3], n->fp[0]);
+    const float *qd = attn_operand(n, q, q->data, "attention q bf16");
+    const float *kd = attn_operand(n, k, k->data, "attention k bf16");
+    const float *vd = attn_operand(n, v, v->data, "attention v bf16");
+    const float *dout = attn_operand(n, n->out, n->out->grad, "attention dout bf16");
+    (n->ip[0] == MT_BF16 ? cpu_attention_bwd_bf16 : cpu_attention_bwd)(
+        q->grad, k->grad, v->grad, delta, dout, n->out->data, n->saved[0]->data, qd, kd, vd,
+        seg ? seg->data : NULL, B, T, H, k->shape[2], q->shape[3], n->fp[0]);
 }

@@ -46,6 +46,16 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const flo
                        const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
                        int64_t Hkv, int64_t D, float scale);
 
+/* The bf16 mode (mt_ctx.compute_dtype = MT_BF16; rounding points in attention.c's header):
+ * q, k, v (and dout) must arrive rounded to bf16; these round p~ / p and ds themselves. */
+void cpu_attention_fwd_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
+                            const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                            int64_t D, float scale);
+void cpu_attention_bwd_bf16(float *dq, float *dk, float *dv, double *delta, const float *dout,
+                            const float *out, const float *lse, const float *q, const float *k,
+                            const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
+                            int64_t Hkv, int64_t D, float scale);
+
 /* One generation step: out (B,H,D) = attention of the new query q (B,H,D) (RoPE already applied)
  * over cache positions [0, t_len) of k_cache, v_cache (B,Tmax,Hkv,D), whose last filled
  * position t_len-1 holds the new token's k and v. No segment mask (one sample per batch row).

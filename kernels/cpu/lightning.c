@@ -148,7 +148,15 @@ void cpu_lightning_decode_step(float *state, const float *qkv_t, const float *de
     }
 }
 
-/* ---- node adapters: in = {qkv (B,T,H,3D), decay (H), seg (B,T) or NULL}, ip[0] = block ---- */
+/* ---- node adapters: in = {qkv (B,T,H,3D), decay (H), seg (B,T) or NULL}, ip[0] = block,
+ * ip[1] = GEMM precision (MT_BF16: the block form with bf16 operands, lightning_bf16.c) ---- */
+
+static bool lightning_node_bf16(const mt_node *n) { return n->ip[0] > 0 && n->ip[1] == MT_BF16; }
+
+static float *lightning_bf16_work(const mt_node *n, int B, int T, int H, int D) {
+    size_t per = cpu_lightning_bf16_scratch_floats(T, D, (int)n->ip[0]);
+    return mt_node_scratch(n, sizeof(float) * per * B * H, "lightning bf16 workspace");
+}
 
 static void lightning_node_dims(const mt_node *n, int *B, int *T, int *H, int *D) {
     const mt_tensor *qkv = n->in[0];
@@ -166,6 +174,9 @@ void cpu_lightning_fwd_node(const mt_node *n) {
     const int32_t *seg = n->in[2] ? n->in[2]->data : NULL;
     if (block == 0) {
         cpu_lightning_forward_naive(n->out->data, qkv, decay, seg, B, T, H, D);
+    } else if (lightning_node_bf16(n)) {
+        cpu_lightning_forward_block_bf16(n->out->data, lightning_bf16_work(n, B, T, H, D), qkv,
+                                         decay, seg, B, T, H, D, block);
     } else {
         float *state = mt_node_scratch(n, sizeof(float) * B * H * D * D, "lightning state");
         cpu_lightning_forward_block(n->out->data, state, qkv, decay, seg, B, T, H, D, block);
@@ -182,6 +193,9 @@ void cpu_lightning_bwd_node(const mt_node *n) {
     float *dqkv = n->in[0]->grad;
     if (block == 0) {
         cpu_lightning_backward_naive(dqkv, dout, qkv, decay, seg, B, T, H, D);
+    } else if (lightning_node_bf16(n)) {
+        cpu_lightning_backward_block_bf16(dqkv, lightning_bf16_work(n, B, T, H, D), dout, qkv,
+                                          decay, seg, B, T, H, D, block);
     } else {
         size_t nstate = (size_t)B * H * D * D;
         float *state = mt_node_scratch(n, sizeof(float) * 2 * nstate, "lightning state");

@@ -12,6 +12,7 @@
  * Backwards ACCUMULATE (+=) into dqkv. D <= CPU_LIGHTNING_MAX_D. */
 #pragma once
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define CPU_LIGHTNING_MAX_D 256
@@ -35,6 +36,16 @@ void cpu_lightning_forward_block(float *out, float *state, const float *qkv, con
 void cpu_lightning_backward_block(float *dqkv, float *state, float *dstate, const float *dout,
                                   const float *qkv, const float *decay, const int32_t *seg, int B,
                                   int T, int H, int D, int block);
+
+/* The block form in the bf16 GEMM mode (node ip[1] = MT_BF16): the rounding points of
+ * lightning_bf16.c's header, which the CUDA path shares. work: B*H times
+ * cpu_lightning_bf16_scratch_floats(T, D, block) floats. */
+size_t cpu_lightning_bf16_scratch_floats(int T, int D, int block);
+void cpu_lightning_forward_block_bf16(float *out, float *work, const float *qkv, const float *decay,
+                                      const int32_t *seg, int B, int T, int H, int D, int block);
+void cpu_lightning_backward_block_bf16(float *dqkv, float *work, const float *dout,
+                                       const float *qkv, const float *decay, const int32_t *seg,
+                                       int B, int T, int H, int D, int block);
 
 /* Decode support (generation). The final state S_{T-1} of each (b,h) after T >= 1 positions
  * (only its last segment counts), accumulated in double: state (B,H,D,D). */

@@ -6,10 +6,15 @@
  *
  * This is the straightforward correct version: one warp per query row (or kv row in the
  * backward) walking the visible positions one at a time, dims spread over the lanes, online
- * softmax and every sum in double. It is O(T^2 D) with no tiling or tensor cores; the
- * flash-style tiled kernel (or cuDNN fused attention) replaces it once this one is verified as
- * the GPU reference. */
-#include "cuda_ops.cuh"
+ * softmax and every sum in double. It is O(T^2 D) with no tiling or tensor cores: the fp32
+ * mode's kernel and the GPU reference.
+ *
+ * bf16 mode (node ip[0] == MT_BF16; rounding points in kernels/cpu/attention.c's header): head
+ * dims 64 and 128 run the tensor-core flash kernels (attention_flash.cu). Other head dims run
+ * these kernels on rounded fp32 copies of q, k, v (and dout), with p~ (against the row maximum,
+ * found in a first pass: the CPU's exact rule), p and ds rounded where the mode says
+ * (attn_dims.bf16): correct and slow, for the small test models. */
+#include "attention_flash.cuh"
 
 #define ATTN_MAX_D 256
 #define ATTN_R     (ATTN_MAX_D / 32) /* dims per lane */
@@ -18,7 +23,13 @@
 struct attn_dims {
     int64_t B, T, H, Hkv, D;
     double scale;
+    int bf16; /* round p and ds through bf16 before their products */
 };
+
+/* x through bf16 (double -> fp32 -> bf16, as on the CPU) when the mode rounds */
+__device__ inline double attn_r(double x, int bf16) {
+    return bf16 ? (double)__bfloat162float(__float2bfloat16_rn((float)x)) : x;
+}
 
 /* Loads row p (D floats) into the lane's slots: dim lane + 32 r. */
 __device__ inline void attn_load(float (&r)[ATTN_R], const float *p, int D, int lane) {
@@ -61,6 +72,12 @@ __global__ void attn_fwd_kernel(float *out, float *lse, const float *q, const fl
 #pragma unroll
     for (int i = 0; i < ATTN_R; i++) acc[i] = 0;
     double m = -INFINITY, l = 0;
+    /* bf16: the row maximum first, so p~ is rounded against it as on the CPU (the online
+     * update below then never fires) */
+    if (a.bf16)
+        for (int64_t s = 0; s <= t; s++)
+            if (!segb || segb[s] == seg_t)
+                m = fmax(m, a.scale * attn_dot(qr, kb + s * kv_stride, D, lane));
     for (int64_t s = 0; s <= t; s++) {
         if (segb && segb[s] != seg_t) continue;
         const float *vs = vb + s * kv_stride;
@@ -72,12 +89,12 @@ __global__ void attn_fwd_kernel(float *out, float *lse, const float *q, const fl
             for (int i = 0; i < ATTN_R; i++) acc[i] *= r;
             m = x;
         }
-        double p = exp(x - m);
+        double p = exp(x - m), pr = attn_r(p, a.bf16);
         l += p;
 #pragma unroll
         for (int i = 0; i < ATTN_R; i++) {
             int d = lane + 32 * i;
-            if (d < D) acc[i] += p * (double)vs[d];
+            if (d < D) acc[i] += pr * (double)vs[d];
         }
     }
     /* l >= 1: the row always sees itself */
@@ -123,7 +140,7 @@ __global__ void attn_dq_kernel(float *dq, const float *dout, const float *lse, c
         const float *ks = k + ((b * a.T + s) * a.Hkv + g) * a.D;
         const float *vs = v + ((b * a.T + s) * a.Hkv + g) * a.D;
         double p = exp(a.scale * attn_dot(qr, ks, D, lane) - l);
-        double ds = p * (attn_dot(dor, vs, D, lane) - dl);
+        double ds = attn_r(p * (attn_dot(dor, vs, D, lane) - dl), a.bf16);
 #pragma unroll
         for (int i = 0; i < ATTN_R; i++) {
             int d = lane + 32 * i;
@@ -161,12 +178,13 @@ __global__ void attn_dkv_kernel(float *dk, float *dv, const float *dout, const f
             const float *qt = q + ((b * a.T + t) * a.H + h) * a.D;
             const float *do_t = dout + ((b * a.T + t) * a.H + h) * a.D;
             double p = exp(a.scale * attn_dot(kr, qt, D, lane) - (double)lse[bht]);
-            double ds = p * (attn_dot(vr, do_t, D, lane) - delta[bht]);
+            double ds = attn_r(p * (attn_dot(vr, do_t, D, lane) - delta[bht]), a.bf16);
+            const double pr = attn_r(p, a.bf16);
 #pragma unroll
             for (int i = 0; i < ATTN_R; i++) {
                 int d = lane + 32 * i;
                 if (d < D) {
-                    acc_v[i] += p * (double)do_t[d];
+                    acc_v[i] += pr * (double)do_t[d];
                     acc_k[i] += ds * (double)qt[d];
                 }
             }
@@ -183,8 +201,14 @@ __global__ void attn_dkv_kernel(float *dk, float *dv, const float *dout, const f
 
 static attn_dims attn_node_dims(const mt_node *n) {
     const mt_tensor *q = n->in[0], *k = n->in[1];
-    attn_dims a = {q->shape[0], q->shape[1], q->shape[2],
-                   k->shape[2], q->shape[3], (double)n->fp[0]};
+    attn_dims a;
+    a.B = q->shape[0];
+    a.T = q->shape[1];
+    a.H = q->shape[2];
+    a.Hkv = k->shape[2];
+    a.D = q->shape[3];
+    a.scale = (double)n->fp[0];
+    a.bf16 = n->ip[0] == MT_BF16;
     MT_CHECK(a.Hkv > 0 && a.H % a.Hkv == 0 && a.D >= 1 && a.D <= ATTN_MAX_D,
              "attention (cuda): H=%lld, Hkv=%lld, D=%lld: H must be a multiple of Hkv and D in "
              "[1, %d]",
@@ -196,14 +220,36 @@ static unsigned attn_warp_blocks(int64_t rows) {
     return (unsigned)((rows + ATTN_WARPS - 1) / ATTN_WARPS);
 }
 
+__global__ void attn_round_kernel(float *dst, const float *src, int64_t count) {
+    CUDA_FOR(i, count) dst[i] = __bfloat162float(__float2bfloat16_rn(src[i]));
+}
+
+/* bf16 mode on the reference kernels: a scratch copy of src (count floats) rounded through bf16;
+ * fp32 mode: src itself. */
+static const float *attn_operand(const mt_node *n, const attn_dims &a, const float *src,
+                                 int64_t count, const char *what) {
+    if (!a.bf16 || count == 0) return src;
+    float *dst = (float *)mt_node_scratch(n, sizeof(float) * (size_t)count, what);
+    attn_round_kernel<<<cuda_blocks(count, CUDA_THREADS), CUDA_THREADS>>>(dst, src, count);
+    CUDA_LAUNCH_CHECK(what);
+    return dst;
+}
+
 void cuda_attention_fwd_node(const mt_node *n) {
     attn_dims a = attn_node_dims(n);
-    const mt_tensor *seg = n->in[3];
+    const mt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *seg = n->in[3];
     int64_t rows = a.B * a.T * a.H;
     if (rows == 0) return;
+    if (a.bf16 && cuda_attention_flash_supported(a.D)) {
+        cuda_attention_flash_fwd(n);
+        return;
+    }
+    const float *qd = attn_operand(n, a, cuda_f32(q), mt_numel(q), "attention q bf16");
+    const float *kd = attn_operand(n, a, cuda_f32(k), mt_numel(k), "attention k bf16");
+    const float *vd = attn_operand(n, a, cuda_f32(v), mt_numel(v), "attention v bf16");
     attn_fwd_kernel<<<attn_warp_blocks(rows), 32 * ATTN_WARPS>>>(
-        cuda_f32(n->out), n->saved[0] ? cuda_f32(n->saved[0]) : NULL, cuda_f32(n->in[0]),
-        cuda_f32(n->in[1]), cuda_f32(n->in[2]), seg ? cuda_i32(seg) : NULL, a);
+        cuda_f32(n->out), n->saved[0] ? cuda_f32(n->saved[0]) : NULL, qd, kd, vd,
+        seg ? cuda_i32(seg) : NULL, a);
     CUDA_LAUNCH_CHECK("attention forward");
 }
 
@@ -213,21 +259,28 @@ void cuda_attention_bwd_node(const mt_node *n) {
     attn_dims a = attn_node_dims(n);
     int64_t rows = a.B * a.T * a.H, kv_rows = a.B * a.T * a.Hkv;
     if (rows == 0) return;
+    if (a.bf16 && cuda_attention_flash_supported(a.D)) {
+        cuda_attention_flash_bwd(n);
+        return;
+    }
     const int32_t *sg = seg ? cuda_i32(seg) : NULL;
-    const float *dout = cuda_grad(n->out), *lse = cuda_f32(n->saved[0]);
+    const float *lse = cuda_f32(n->saved[0]);
+    const float *dout = attn_operand(n, a, cuda_grad(n->out), rows * a.D, "attention dout bf16");
+    const float *qd = attn_operand(n, a, cuda_f32(q), mt_numel(q), "attention q bf16");
+    const float *kd = attn_operand(n, a, cuda_f32(k), mt_numel(k), "attention k bf16");
+    const float *vd = attn_operand(n, a, cuda_f32(v), mt_numel(v), "attention v bf16");
     double *delta = (double *)mt_node_scratch(n, sizeof(double) * (size_t)rows, "attention delta");
     attn_delta_kernel<<<attn_warp_blocks(rows), 32 * ATTN_WARPS>>>(delta, dout, cuda_f32(n->out),
                                                                    a);
     CUDA_LAUNCH_CHECK("attention backward (delta)");
     if (q->grad) {
-        attn_dq_kernel<<<attn_warp_blocks(rows), 32 * ATTN_WARPS>>>(
-            cuda_grad(q), dout, lse, delta, cuda_f32(q), cuda_f32(k), cuda_f32(v), sg, a);
+        attn_dq_kernel<<<attn_warp_blocks(rows), 32 * ATTN_WARPS>>>(cuda_grad(q), dout, lse, delta,
+                                                                    qd, kd, vd, sg, a);
         CUDA_LAUNCH_CHECK("attention backward (dq)");
     }
     if (k->grad || v->grad) {
         attn_dkv_kernel<<<attn_warp_blocks(kv_rows), 32 * ATTN_WARPS>>>(
-            cuda_grad(k), cuda_grad(v), dout, lse, delta, cuda_f32(q), cuda_f32(k), cuda_f32(v), sg,
-            a);
+            cuda_grad(k), cuda_grad(v), dout, lse, delta, qd, kd, vd, sg, a);
         CUDA_LAUNCH_CHECK("attention backward (dk, dv)");
     }
 }

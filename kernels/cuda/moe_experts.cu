@@ -1,8 +1,8 @@
 /* moe_experts.cu: the SwiGLU experts (spec 6.2) with sparse dispatch on the GPU, mirroring
  * kernels/cpu/moe_experts.c: assignments are permuted by expert with a stable counting sort on
- * the device, each expert runs cuBLAS fp32 GEMMs on its contiguous rows in the fixed order
- * e = 0..E-1 (an expert without rows is skipped: exactly zero output and gradient), and the
- * weighted rows are combined back per token by one writer per row (deterministic).
+ * the device, the experts' GEMMs run on their contiguous rows (an expert without rows is left
+ * out: exactly zero output and untouched gradients), and the weighted rows are combined back per
+ * token by one writer per row (deterministic).
  *
  * Node (autograd/op_moe.c): in = {x (N,C), idx (N,K) I32, weight (N,K), w1 (E,F,C),
  * w3 (E,F,C), w2 (E,C,F)}; saved[0] offsets (E+1) I32, saved[1] perm (N*K) I32 (slot ->
@@ -10,15 +10,37 @@
  * (N*K,F) pre-activations by slot (NULL when no backward will run). Same saved-vs-recomputed
  * choices as the CPU (see there).
  *
- * Host synchronisation: the per-expert GEMM sizes come from the offsets, copied to the host
- * once per forward and once per backward (E+1 ints). Later (issue 6): one grouped GEMM
- * (cublasGemmGroupedBatchedEx or cuBLASLt) per weight instead of E calls.
+ * Order: phase by phase over all experts (each GEMM kind for every expert, then each elementwise
+ * step over all A = N*K slots at once), not expert by expert as on the CPU. Every element sees
+ * the same operations, so the results are those of the expert loop.
  *
- * bf16 mode (node ip[0] == MT_BF16): every GEMM operand is cast to a bf16 scratch copy at the
- * points where the CPU reference rounds (kernels/cpu/moe_experts.c): the gathered x and dout,
- * each expert's weights (one expert's worth of scratch, reused in stream order), g (after the
- * dw2 path's row scaling) and dh1, dh3; cuda_gemm_bf16_rm accumulates in fp32. h1, h3, u, y,
- * the activations and dweight stay fp32. */
+ * GEMMs (fp32 mode): one cublasGemmGroupedBatchedEx per GEMM kind, one group per non-empty
+ * expert (group_size 2 where two products share a shape: h1 and h3, dw1 and dw3), CUDA_R_32F
+ * with CUBLAS_COMPUTE_32F (no TF32). Its m/n/k, leading dimensions, alpha/beta and group sizes
+ * are host arrays, which is why the expert offsets come to the host; the A/B/C pointer arrays
+ * must be device arrays: moe_ptr_kernel writes them, once per forward and once per backward,
+ * from the device offsets, so no pointer upload is needed.
+ *
+ * bf16 mode (node ip[0] == MT_BF16): cuBLAS documents cublasGemmGroupedBatchedEx for A/B/C all
+ * CUDA_R_16BF (or all CUDA_R_16F, all CUDA_R_32F, CUDA_R_64F) but not for bf16 A/B with an fp32
+ * C; a bf16 C would round h1, h3, u, y, dx and dw, which this mode keeps fp32 (docs/cuda.md
+ * "bf16 mixed precision"). Not taken either: fp32 copies of the rounded operands through a
+ * grouped TF32 GEMM (exact products, but half the bf16 tensor-core rate and twice the bytes),
+ * and cublasGemmBatchedEx (every problem the same shape; expert row counts differ). So bf16 mode
+ * keeps one cublasGemmEx (bf16 A/B, fp32 C, CUBLAS_COMPUTE_32F) per non-empty expert and GEMM
+ * kind, with no host synchronisation between them (that type table is the documentation's,
+ * not checked on a GPU here; a cuBLAS that takes bf16 A/B with an fp32 C would let bf16 mode use
+ * the grouped path, changing only the types). Every operand is rounded to bf16 at the
+ * points where the CPU reference rounds (kernels/cpu/moe_experts.c): the gathered x and dout and
+ * all of w1, w3, w2 (3 E F C bf16 of scratch) by one cast launch each over all experts; g (after
+ * the dw2 path's row scaling), dh1 and dh3 by the kernels that compute them, which then write
+ * only the bf16 copy. h1, h3, u, y, the activations and dweight stay fp32.
+ *
+ * Host synchronisation: forward 1 (the bad-id flag and the offsets in one copy), backward 1 (the
+ * offsets: the GEMM sizes). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "cuda_ops.cuh"
 
 #define MOE_CHUNK 256 /* assignments per chunk of the counting sort */
@@ -43,19 +65,23 @@ __global__ void moe_count_kernel(int32_t *counts, const int32_t *idx, int64_t A,
 }
 
 /* One thread: offsets[e] = first slot of expert e, and counts[ch, e] becomes the first slot of
- * chunk ch's rows of expert e (expert-major, then chunk order: stable). */
-__global__ void moe_scan_kernel(int32_t *offsets, int32_t *counts, int E, int64_t nchunks) {
+ * chunk ch's rows of expert e (expert-major, then chunk order: stable). view gets what the host
+ * reads in one copy: the flag word, then the E+1 offsets. */
+__global__ void moe_scan_kernel(int32_t *offsets, int32_t *counts, int E, int64_t nchunks,
+                                const unsigned long long *flag, unsigned long long *view) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    int32_t *voff = (int32_t *)(view + 1);
     int32_t run = 0;
     for (int e = 0; e < E; e++) {
-        offsets[e] = run;
+        offsets[e] = voff[e] = run;
         for (int64_t ch = 0; ch < nchunks; ch++) {
             int32_t c = counts[ch * E + e];
             counts[ch * E + e] = run;
             run += c;
         }
     }
-    offsets[E] = run;
+    offsets[E] = voff[E] = run;
+    view[0] = *flag;
 }
 
 /* Each chunk places its assignments in order: ascending assignment within an expert. */
@@ -99,39 +125,246 @@ __global__ void moe_combine_kernel(float *out, const float *yp, const int32_t *i
 /* The CPU's sigmoid form for the experts (kernels/cpu/moe_experts.c). */
 __device__ inline float moe_sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
 
-/* g = silu(h1) * h3 over count elements. */
-__global__ void moe_act_kernel(float *g, const float *h1, const float *h3, int64_t count) {
-    CUDA_FOR(i, count) g[i] = h1[i] * moe_sigmoid(h1[i]) * h3[i];
+/* g = silu(h1) * h3 over count elements; into gb, rounded to bf16, when gb is not NULL (bf16
+ * mode: the fp32 value is not needed, only its rounding, as on the CPU). */
+__global__ void moe_act_kernel(float *g, __nv_bfloat16 *gb, const float *h1, const float *h3,
+                               int64_t count) {
+    CUDA_FOR(i, count) {
+        const float v = h1[i] * moe_sigmoid(h1[i]) * h3[i];
+        if (gb)
+            gb[i] = __float2bfloat16_rn(v);
+        else
+            g[i] = v;
+    }
 }
 
-/* dweight[perm[s]] += <u_s, g_s> (double), one warp per row s of the expert. */
+/* dweight[perm[s]] += <u_s, g_s> (double), one warp per slot s. */
 __global__ void moe_dweight_kernel(float *dweight, const float *u, const float *g,
-                                   const int32_t *pe, int64_t rows, int64_t F) {
+                                   const int32_t *perm, int64_t rows, int64_t F) {
     int64_t s = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (s >= rows) return;
     double acc = 0;
     for (int64_t f = lane; f < F; f += 32) acc += (double)u[s * F + f] * g[s * F + f];
     acc = cuda_warp_sum(acc);
-    if (lane == 0) dweight[pe[s]] += (float)acc;
+    if (lane == 0) dweight[perm[s]] += (float)acc;
 }
 
-/* g[s,:] *= weight[perm[s]]. */
-__global__ void moe_scale_rows_kernel(float *g, const float *weight, const int32_t *pe,
-                                      int64_t rows, int64_t F) {
-    CUDA_FOR(i, rows * F) g[i] *= weight[pe[i / F]];
-}
-
-/* With dg = w_s u: dh3 = dg silu(h1) and, in place of u, dh1 = dg h3 silu'(h1). */
-__global__ void moe_dh_kernel(float *u, float *dh3, const float *h1, const float *h3,
-                              const float *weight, const int32_t *pe, int64_t rows, int64_t F) {
+/* g[s,:] *= weight[perm[s]], in place or (bf16 mode, gb not NULL) rounded into gb. */
+__global__ void moe_scale_rows_kernel(float *g, __nv_bfloat16 *gb, const float *weight,
+                                      const int32_t *perm, int64_t rows, int64_t F) {
     CUDA_FOR(i, rows * F) {
-        float ws = weight[pe[i / F]];
-        float z = h1[i], sg = moe_sigmoid(z), dg = ws * u[i];
-        dh3[i] = dg * z * sg;
-        u[i] = dg * h3[i] * sg * (1.0f + z * (1.0f - sg));
+        const float v = g[i] * weight[perm[i / F]];
+        if (gb)
+            gb[i] = __float2bfloat16_rn(v);
+        else
+            g[i] = v;
     }
 }
+
+/* With dg = w_s u: dh3 = dg silu(h1) and, in place of u, dh1 = dg h3 silu'(h1); in bf16 mode
+ * (dh1b not NULL) both only rounded, into dh1b and dh3b: they are GEMM operands only. */
+__global__ void moe_dh_kernel(float *u, float *dh3, __nv_bfloat16 *dh1b, __nv_bfloat16 *dh3b,
+                              const float *h1, const float *h3, const float *weight,
+                              const int32_t *perm, int64_t rows, int64_t F) {
+    CUDA_FOR(i, rows * F) {
+        float ws = weight[perm[i / F]];
+        float z = h1[i], sg = moe_sigmoid(z), dg = ws * u[i];
+        const float d3 = dg * z * sg, d1 = dg * h3[i] * sg * (1.0f + z * (1.0f - sg));
+        if (dh1b) {
+            dh3b[i] = __float2bfloat16_rn(d3);
+            dh1b[i] = __float2bfloat16_rn(d1);
+        } else {
+            dh3[i] = d3;
+            u[i] = d1;
+        }
+    }
+}
+
+/* ---- the experts' GEMMs ---- */
+
+/* A matrix of every expert: expert e's starts at p + (e * per_expert + off[e] * per_row)
+ * elements (per_expert for the weights, per_row for the slot-major activations). */
+struct moe_mat {
+    const void *p;
+    int64_t per_expert, per_row;
+};
+
+#define MOE_ROWS        (-1) /* in a GEMM kind's m, n or k: the expert's row count */
+#define MOE_MAX_KINDS   6    /* GEMM kinds per forward or backward */
+#define MOE_MAX_PROBLEM 2    /* products per expert in one kind (same shape) */
+
+/* One GEMM kind: for each non-empty expert e and problem j < nprob, row-major
+ * C_ej (m,n) = op(A_ej) op(B_ej) + beta C_ej with op(A) (m,k) and op(B) (k,n), as cuda_sgemm_rm;
+ * exactly one of m, n, k is MOE_ROWS. */
+struct moe_kind {
+    bool ta, tb;
+    int64_t m, n, k, lda, ldb, ldc;
+    float beta;
+    int nprob;
+    moe_mat A[MOE_MAX_PROBLEM], B[MOE_MAX_PROBLEM], C[MOE_MAX_PROBLEM];
+};
+
+/* The pointer arrays of up to MOE_MAX_KINDS kinds: per kind and operand (A, B, C), one array of
+ * E * MOE_MAX_PROBLEM device pointers, filled in group order (non-empty experts ascending, the
+ * problems of an expert adjacent). Passed by value to moe_ptr_kernel. */
+struct moe_ptr_plan {
+    struct {
+        const char *p;
+        int64_t per_expert, per_row; /* bytes */
+    } src[MOE_MAX_KINDS * 3][MOE_MAX_PROBLEM];
+    int nprob[MOE_MAX_KINDS * 3];
+    int narrays;
+};
+
+/* Thread i fills array i from the device offsets, skipping empty experts as the host does. */
+__global__ void moe_ptr_kernel(const void **table, moe_ptr_plan plan, const int32_t *off, int E) {
+    const int i = threadIdx.x;
+    if (blockIdx.x != 0 || i >= plan.narrays) return;
+    const void **out = table + (int64_t)i * E * MOE_MAX_PROBLEM;
+    int64_t q = 0;
+    for (int e = 0; e < E; e++) {
+        if (off[e + 1] == off[e]) continue;
+        for (int j = 0; j < plan.nprob[i]; j++)
+            out[q++] = plan.src[i][j].p + e * plan.src[i][j].per_expert +
+                       (int64_t)off[e] * plan.src[i][j].per_row;
+    }
+}
+
+/* The host arrays of one grouped call: grown to E groups when E first grows, never per call.
+ * They are pageable host memory, which the device cannot read, so cuBLAS consumes them during
+ * the call (as host-mode alpha and beta), and one set serves every call. */
+static struct {
+    int cap;
+    cublasOperation_t *ta, *tb;
+    int *m, *n, *k, *lda, *ldb, *ldc, *size;
+    float *alpha, *beta;
+} moe_host;
+
+static void moe_host_reserve(int E) {
+    if (E <= moe_host.cap) return;
+    free(moe_host.ta); /* one block holds every array */
+    const size_t g = (size_t)E;
+    char *b =
+        (char *)mt_malloc(g * (2 * sizeof(cublasOperation_t) + 7 * sizeof(int) + 2 * sizeof(float)),
+                          "moe_experts grouped GEMM arrays");
+    moe_host.ta = (cublasOperation_t *)b;
+    moe_host.tb = moe_host.ta + g;
+    int *ints = (int *)(moe_host.tb + g);
+    int **arr[7] = {&moe_host.m,   &moe_host.n,   &moe_host.k,   &moe_host.lda,
+                    &moe_host.ldb, &moe_host.ldc, &moe_host.size};
+    for (int i = 0; i < 7; i++) *arr[i] = ints + (size_t)i * g;
+    moe_host.alpha = (float *)(ints + 7 * g);
+    moe_host.beta = moe_host.alpha + g;
+    moe_host.cap = E;
+}
+
+/* How the GEMMs of one forward or backward run: the host offsets, and in fp32 mode the device
+ * pointer table (3 arrays per kind). */
+struct moe_gemms {
+    const int32_t *off; /* host */
+    int E, groups;      /* groups: non-empty experts */
+    bool bf16;
+    size_t es;          /* operand element size */
+    const void **table; /* device; NULL in bf16 mode */
+};
+
+static int64_t moe_dim(int64_t d, int64_t rows) { return d == MOE_ROWS ? rows : d; }
+
+static const void *moe_mat_at(const moe_mat &a, int e, int64_t o, size_t es) {
+    return (const char *)a.p + (size_t)(e * a.per_expert + o * a.per_row) * es;
+}
+
+/* Builds the pointer table of kinds[0..nk) with one launch (fp32 mode only). */
+static moe_gemms moe_gemms_plan(const mt_node *n, const int32_t *off, int E, const moe_kind *kinds,
+                                int nk, const char *op) {
+    moe_gemms gs = {off, E, 0, n->ip[0] == MT_BF16, 0, NULL};
+    gs.es = gs.bf16 ? sizeof(__nv_bfloat16) : sizeof(float);
+    for (int e = 0; e < E; e++) gs.groups += off[e + 1] > off[e];
+    if (gs.bf16 || gs.groups == 0) return gs;
+    MT_CHECK(nk <= MOE_MAX_KINDS, "%s: %d GEMM kinds, at most %d", op, nk, MOE_MAX_KINDS);
+    moe_ptr_plan plan;
+    memset(&plan, 0, sizeof(plan));
+    plan.narrays = 3 * nk;
+    for (int t = 0; t < nk; t++)
+        for (int o = 0; o < 3; o++) {
+            const int i = 3 * t + o;
+            const moe_mat *mats = o == 0 ? kinds[t].A : o == 1 ? kinds[t].B : kinds[t].C;
+            plan.nprob[i] = kinds[t].nprob;
+            for (int j = 0; j < kinds[t].nprob; j++) {
+                plan.src[i][j].p = (const char *)mats[j].p;
+                plan.src[i][j].per_expert = mats[j].per_expert * (int64_t)sizeof(float);
+                plan.src[i][j].per_row = mats[j].per_row * (int64_t)sizeof(float); /* fp32 */
+            }
+        }
+    gs.table = (const void **)mt_node_scratch(
+        n, sizeof(void *) * (size_t)(3 * nk) * (size_t)E * MOE_MAX_PROBLEM,
+        "moe_experts GEMM pointers");
+    moe_ptr_kernel<<<1, 32>>>(gs.table, plan, cuda_i32(n->saved[0]), E);
+    CUDA_LAUNCH_CHECK(op);
+    moe_host_reserve(E);
+    return gs;
+}
+
+/* Runs kind t (its position in the plan) for every non-empty expert. */
+static void moe_gemms_run(const moe_gemms &gs, int t, const moe_kind &g, const char *op) {
+    if (gs.groups == 0) return;
+    const int E = gs.E;
+    cuda_prof_begin(CUDA_PROF_GEMM);
+    /* grouped unless a fixed dimension is 0 (cuda_gemm_rm's zero-size rules then apply) */
+    const bool degenerate = g.m == 0 || g.n == 0 || g.k == 0;
+    if (gs.bf16 || degenerate) {
+        for (int e = 0; e < E; e++) {
+            const int64_t o = gs.off[e], rows = gs.off[e + 1] - o;
+            if (rows == 0) continue; /* left out: its output or gradient stays as it is */
+            const int m = (int)moe_dim(g.m, rows), nn = (int)moe_dim(g.n, rows);
+            const int k = (int)moe_dim(g.k, rows);
+            for (int j = 0; j < g.nprob; j++) {
+                const void *a = moe_mat_at(g.A[j], e, o, gs.es),
+                           *b = moe_mat_at(g.B[j], e, o, gs.es);
+                float *c = (float *)moe_mat_at(g.C[j], e, o, sizeof(float));
+                if (gs.bf16)
+                    cuda_gemm_bf16_rm(op, g.ta, g.tb, m, nn, k, 1.0f, (const __nv_bfloat16 *)a,
+                                      (int)g.lda, (const __nv_bfloat16 *)b, (int)g.ldb, g.beta, c,
+                                      (int)g.ldc);
+                else
+                    cuda_sgemm_rm(op, g.ta, g.tb, m, nn, k, 1.0f, (const float *)a, (int)g.lda,
+                                  (const float *)b, (int)g.ldb, g.beta, c, (int)g.ldc);
+            }
+        }
+    } else {
+        /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first (as
+         * cuda_sgemm_rm) */
+        int q = 0;
+        for (int e = 0; e < E; e++) {
+            const int64_t rows = gs.off[e + 1] - gs.off[e];
+            if (rows == 0) continue;
+            moe_host.ta[q] = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+            moe_host.tb[q] = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+            moe_host.m[q] = (int)moe_dim(g.n, rows);
+            moe_host.n[q] = (int)moe_dim(g.m, rows);
+            moe_host.k[q] = (int)moe_dim(g.k, rows);
+            moe_host.lda[q] = (int)g.ldb;
+            moe_host.ldb[q] = (int)g.lda;
+            moe_host.ldc[q] = (int)g.ldc;
+            moe_host.size[q] = g.nprob;
+            moe_host.alpha[q] = 1.0f;
+            moe_host.beta[q] = g.beta;
+            q++;
+        }
+        const void **tab = gs.table + (size_t)3 * t * E * MOE_MAX_PROBLEM;
+        const void *const *A = tab, *const *B = tab + (size_t)E * MOE_MAX_PROBLEM;
+        void *const *C = (void *const *)(tab + (size_t)2 * E * MOE_MAX_PROBLEM);
+        cublasCheck(op, cublasGemmGroupedBatchedEx(
+                            cuda_blas, moe_host.ta, moe_host.tb, moe_host.m, moe_host.n, moe_host.k,
+                            moe_host.alpha, B, CUDA_R_32F, moe_host.lda, A, CUDA_R_32F,
+                            moe_host.ldb, moe_host.beta, C, CUDA_R_32F, moe_host.ldc, q,
+                            moe_host.size, CUBLAS_COMPUTE_32F));
+    }
+    cuda_prof_end(CUDA_PROF_GEMM);
+}
+
+/* ---- the node adapters ---- */
 
 struct moe_dims {
     int64_t N, C, F;
@@ -157,19 +390,18 @@ static int32_t *moe_host_offsets(const mt_node *n, int E, const char *op) {
     return h;
 }
 
-static int64_t moe_max_rows(const int32_t *off, int E) {
-    int64_t m = 0;
-    for (int e = 0; e < E; e++)
-        if (off[e + 1] - off[e] > m) m = off[e + 1] - off[e];
-    return m;
-}
-
-/* Builds offsets, perm, inv (saved[0..2]) from idx on the device; dies on a bad expert id. */
-static void moe_perm_build(const mt_node *n, const moe_dims &d) {
+/* Builds offsets, perm, inv (saved[0..2]) from idx on the device and returns the offsets on the
+ * host; dies on a bad expert id. One synchronising copy brings the id check and the offsets
+ * together; the placement runs after the check, so a bad id never indexes memory. */
+static const int32_t *moe_perm_build(const mt_node *n, const moe_dims &d) {
     const char *op = "moe_experts forward (permutation)";
     int64_t A = d.N * d.K, nchunks = (A + MOE_CHUNK - 1) / MOE_CHUNK;
     int32_t *counts = (int32_t *)mt_node_scratch(
         n, sizeof(int32_t) * (size_t)((nchunks ? nchunks : 1) * d.E), "moe_experts counts");
+    const size_t vbytes = sizeof(unsigned long long) + sizeof(int32_t) * (size_t)(d.E + 1);
+    unsigned long long *view = (unsigned long long *)mt_node_scratch(n, vbytes, "moe offsets view");
+    unsigned long long *hview =
+        (unsigned long long *)mt_arena_alloc(&n->ctx->host, vbytes, "moe_experts host offsets");
     int32_t *offsets = (int32_t *)n->saved[0]->data, *perm = (int32_t *)n->saved[1]->data;
     int32_t *inv = (int32_t *)n->saved[2]->data;
     const int32_t *idx = cuda_i32(n->in[1]);
@@ -179,20 +411,22 @@ static void moe_perm_build(const mt_node *n, const moe_dims &d) {
                                                              cuda_err_flag);
         CUDA_LAUNCH_CHECK(op);
     }
-    int64_t bad = cuda_flag_read(op);
-    if (bad >= 0) {
+    moe_scan_kernel<<<1, 1>>>(offsets, counts, d.E, nchunks, cuda_err_flag, view);
+    CUDA_LAUNCH_CHECK(op);
+    cudaCheck(op, cudaMemcpy(hview, view, vbytes, cudaMemcpyDeviceToHost));
+    if (hview[0] != ~0ull) {
+        const int64_t bad = (int64_t)hview[0];
         int32_t e = 0;
         cudaCheck(op, cudaMemcpy(&e, idx + bad, sizeof(e), cudaMemcpyDeviceToHost));
         MT_DIE("moe_experts: idx[%lld,%lld] = %d is outside [0,%d)", (long long)(bad / d.K),
                (long long)(bad % d.K), (int)e, d.E);
     }
-    moe_scan_kernel<<<1, 1>>>(offsets, counts, d.E, nchunks);
-    CUDA_LAUNCH_CHECK(op);
     if (nchunks > 0) {
         moe_place_kernel<<<cuda_blocks(nchunks, 128), 128>>>(perm, inv, idx, counts, A, d.E,
                                                              nchunks);
         CUDA_LAUNCH_CHECK(op);
     }
+    return (const int32_t *)(hview + 1);
 }
 
 static void moe_gather(float *xp, const float *x, const int32_t *perm, const moe_dims &d,
@@ -214,191 +448,191 @@ static void moe_combine(float *out, const float *yp, const int32_t *inv, const f
     cuda_prof_end(CUDA_PROF_COMBINE);
 }
 
-/* A GEMM operand: fp32, or its bf16 copy in bf16 mode (b non-NULL). */
-struct moe_opnd {
-    const float *f;
-    const __nv_bfloat16 *b;
-};
-static moe_opnd moe_at(moe_opnd o, int64_t offset) {
-    moe_opnd r = {o.f ? o.f + offset : NULL, o.b ? o.b + offset : NULL};
-    return r;
-}
-/* The operand src (count floats) for a GEMM: in bf16 mode cast into dst (count bf16). */
-static moe_opnd moe_opnd_of(const float *src, __nv_bfloat16 *dst, int64_t count, const char *op) {
-    moe_opnd r = {src, NULL};
-    if (dst) {
-        cuda_cast_bf16(op, dst, src, count);
-        r.b = dst;
-    }
-    return r;
+/* A GEMM operand: src itself in fp32 mode; in bf16 mode its bf16 copy (count elements of node
+ * scratch, cast by one launch). */
+static const void *moe_operand(const mt_node *n, const float *src, int64_t count,
+                               const char *what) {
+    if (n->ip[0] != MT_BF16) return src;
+    return cuda_bf16_operand(n, src, count, what);
 }
 
-static void moe_gemm(const char *op, bool ta, bool tb, int64_t m, int64_t nn, int64_t k, moe_opnd A,
-                     int64_t lda, moe_opnd B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    MT_CHECK(!A.b == !B.b, "%s: a GEMM with one bf16 and one fp32 operand", op);
-    cuda_prof_begin(CUDA_PROF_GEMM);
-    if (A.b)
-        cuda_gemm_bf16_rm(op, ta, tb, (int)m, (int)nn, (int)k, 1.0f, A.b, (int)lda, B.b, (int)ldb,
-                          beta, C, (int)ldc);
-    else
-        cuda_sgemm_rm(op, ta, tb, (int)m, (int)nn, (int)k, 1.0f, A.f, (int)lda, B.f, (int)ldb, beta,
-                      C, (int)ldc);
-    cuda_prof_end(CUDA_PROF_GEMM);
-}
-
-/* bf16 mode: count bf16 of node scratch; NULL in fp32 mode (then no cast happens). */
+/* count bf16 of node scratch (a cast's destination in bf16 mode) */
 static __nv_bfloat16 *moe_bf16_scratch(const mt_node *n, int64_t count, const char *what) {
-    if (n->ip[0] != MT_BF16) return NULL;
-    return (__nv_bfloat16 *)mt_node_scratch(n, sizeof(__nv_bfloat16) * (size_t)(count ? count : 1),
-                                            what);
+    return (__nv_bfloat16 *)mt_node_scratch(
+        n, sizeof(__nv_bfloat16) * (size_t)(count > 0 ? count : 1), what);
 }
+
+/* count floats of node scratch */
+static float *moe_f32_scratch(const mt_node *n, int64_t count, const char *what) {
+    return (float *)mt_node_scratch(n, sizeof(float) * (size_t)(count ? count : 1), what);
+}
+
+static void moe_elementwise_act(float *g, __nv_bfloat16 *gb, const float *h1, const float *h3,
+                                int64_t count, const char *op) {
+    if (count == 0) return;
+    cuda_prof_begin(CUDA_PROF_ACT);
+    moe_act_kernel<<<cuda_blocks(count, CUDA_THREADS), CUDA_THREADS>>>(g, gb, h1, h3, count);
+    CUDA_LAUNCH_CHECK(op);
+    cuda_prof_end(CUDA_PROF_ACT);
+}
+
+static moe_mat moe_rows(const void *p, int64_t ld) { return moe_mat{p, 0, ld}; }
+static moe_mat moe_weights(const void *p, int64_t per_expert) { return moe_mat{p, per_expert, 0}; }
 
 void cuda_moe_experts_fwd_node(const mt_node *n) {
     const char *op = "moe_experts forward";
     moe_dims d = moe_node_dims(n);
     const int64_t A = d.N * d.K, C = d.C, F = d.F;
     cuda_prof_begin(CUDA_PROF_ROUTE);
-    moe_perm_build(n, d);
-    const int32_t *off = moe_host_offsets(n, d.E, op);
-    const int64_t max_rows = moe_max_rows(off, d.E);
+    const int32_t *off = moe_perm_build(n, d);
     const bool keep_h = n->saved[3] != NULL;
-    float *h1, *h3;
-    if (keep_h) {
-        h1 = cuda_f32(n->saved[3]);
-        h3 = cuda_f32(n->saved[4]);
-    } else {
-        h1 = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(max_rows * F), "moe h1");
-        h3 = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(max_rows * F), "moe h3");
-    }
-    float *xp = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(A * C), "moe_experts xp");
-    float *yp = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(A * C), "moe_experts yp");
-    float *g = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(max_rows * F), "moe g");
-    const int32_t *perm = cuda_i32(n->saved[1]);
-    moe_gather(xp, cuda_f32(n->in[0]), perm, d, op);
+    float *h1 = keep_h ? cuda_f32(n->saved[3]) : moe_f32_scratch(n, A * F, "moe h1");
+    float *h3 = keep_h ? cuda_f32(n->saved[4]) : moe_f32_scratch(n, A * F, "moe h3");
+    float *xp = moe_f32_scratch(n, A * C, "moe_experts xp");
+    float *yp = moe_f32_scratch(n, A * C, "moe_experts yp");
+    moe_gather(xp, cuda_f32(n->in[0]), cuda_i32(n->saved[1]), d, op);
     cuda_prof_end(CUDA_PROF_ROUTE);
-    /* bf16 mode: copies of x by slot, of one expert's weights and of g */
-    const moe_opnd xo = moe_opnd_of(xp, moe_bf16_scratch(n, A * C, "moe xp bf16"), A * C, op);
-    __nv_bfloat16 *wb = moe_bf16_scratch(n, 3 * F * C, "moe w bf16");
-    __nv_bfloat16 *gb = moe_bf16_scratch(n, max_rows * F, "moe g bf16");
-    const float *w1 = cuda_f32(n->in[3]), *w3 = cuda_f32(n->in[4]), *w2 = cuda_f32(n->in[5]);
-    for (int e = 0; e < d.E; e++) {
-        const int64_t o = off[e], rows = off[e + 1] - o;
-        if (rows == 0) continue; /* visited in order; contributes nothing */
-        const moe_opnd w1e = moe_opnd_of(w1 + e * F * C, wb, F * C, op);
-        const moe_opnd w3e = moe_opnd_of(w3 + e * F * C, wb ? wb + F * C : NULL, F * C, op);
-        const moe_opnd w2e = moe_opnd_of(w2 + e * C * F, wb ? wb + 2 * F * C : NULL, C * F, op);
-        const moe_opnd xe = moe_at(xo, o * C);
-        float *h1e = keep_h ? h1 + o * F : h1, *h3e = keep_h ? h3 + o * F : h3;
-        /* h (rows,F) = xe (rows,C) w^T, w (F,C) */
-        moe_gemm(op, false, true, rows, F, C, xe, C, w1e, C, 0.0f, h1e, F);
-        moe_gemm(op, false, true, rows, F, C, xe, C, w3e, C, 0.0f, h3e, F);
-        if (rows * F > 0) {
-            cuda_prof_begin(CUDA_PROF_ACT);
-            moe_act_kernel<<<cuda_blocks(rows * F, CUDA_THREADS), CUDA_THREADS>>>(g, h1e, h3e,
-                                                                                  rows * F);
-            CUDA_LAUNCH_CHECK(op);
-            cuda_prof_end(CUDA_PROF_ACT);
-        }
-        /* y (rows,C) = g (rows,F) w2e^T, w2e (C,F) */
-        moe_gemm(op, false, true, rows, C, F, moe_opnd_of(g, gb, rows * F, op), F, w2e, F, 0.0f,
-                 yp + o * C, C);
-    }
+    /* bf16 mode: copies of x by slot, of all experts' weights, and g rounded where computed
+     * (only the bf16 g exists then) */
+    const bool bf16 = n->ip[0] == MT_BF16;
+    float *g = bf16 ? NULL : moe_f32_scratch(n, A * F, "moe g");
+    __nv_bfloat16 *gb = bf16 ? moe_bf16_scratch(n, A * F, "moe g bf16") : NULL;
+    const void *xo = moe_operand(n, xp, A * C, "moe xp bf16");
+    const int64_t W = (int64_t)d.E * F * C;
+    const void *w1 = moe_operand(n, cuda_f32(n->in[3]), W, "moe w1 bf16");
+    const void *w3 = moe_operand(n, cuda_f32(n->in[4]), W, "moe w3 bf16");
+    const void *w2 = moe_operand(n, cuda_f32(n->in[5]), W, "moe w2 bf16");
+    /* h (rows,F) = xe (rows,C) w^T, w (F,C), for w1 and w3; y (rows,C) = g (rows,F) w2^T */
+    moe_kind kinds[2];
+    memset(kinds, 0, sizeof(kinds));
+    kinds[0] = moe_kind{false, true, MOE_ROWS, F, C, C, C, F, 0.0f, 2, {}, {}, {}};
+    kinds[0].A[0] = kinds[0].A[1] = moe_rows(xo, C);
+    kinds[0].B[0] = moe_weights(w1, F * C);
+    kinds[0].B[1] = moe_weights(w3, F * C);
+    kinds[0].C[0] = moe_rows(h1, F);
+    kinds[0].C[1] = moe_rows(h3, F);
+    kinds[1] = moe_kind{false, true, MOE_ROWS, C, F, F, F, C, 0.0f, 1, {}, {}, {}};
+    kinds[1].A[0] = bf16 ? moe_rows(gb, F) : moe_rows(g, F);
+    kinds[1].B[0] = moe_weights(w2, C * F);
+    kinds[1].C[0] = moe_rows(yp, C);
+    const moe_gemms gs = moe_gemms_plan(n, off, d.E, kinds, 2, op);
+    moe_gemms_run(gs, 0, kinds[0], op);
+    moe_elementwise_act(g, gb, h1, h3, A * F, op);
+    moe_gemms_run(gs, 1, kinds[1], op);
     moe_combine(cuda_f32(n->out), yp, cuda_i32(n->saved[2]), cuda_f32(n->in[2]), d, false, op);
 }
 
 /* Per expert with rows s (weight w_s), U = dout_perm w2_e (rows,F), as on the CPU:
  *   dweight[a_s] += <U_s, g_s>        dw2_e += sum_s (w_s dout_{n_s}) g_s^T
  *   dg_s = w_s U_s;  dh1 = dg h3 silu'(h1);  dh3 = dg silu(h1)
- *   dw1_e += dh1^T xp;  dw3_e += dh3^T xp;  dxp = dh1 w1_e + dh3 w3_e;  dx[n] += sum_j dxp. */
+ *   dw1_e += dh1^T xp;  dw3_e += dh3^T xp;  dxp = dh1 w1_e + dh3 w3_e;  dx[n] += sum_j dxp.
+ * Each step runs over all slots at once; the GEMM kinds: u, dw2, dw1 + dw3 (one call), and dxp
+ * in two calls (the dh3 product adds into the dh1 product: one call would race on dxp). */
 void cuda_moe_experts_bwd_node(const mt_node *n) {
     const char *op = "moe_experts backward";
     moe_dims d = moe_node_dims(n);
     MT_CHECK(n->saved[3] && n->saved[4], "moe_experts backward: hidden activations were not saved");
-    const int64_t A = d.N * d.K, C = d.C, F = d.F;
+    const int64_t A = d.N * d.K, C = d.C, F = d.F, W = (int64_t)d.E * F * C;
     float *dx = cuda_grad(n->in[0]), *dweight = cuda_grad(n->in[2]);
     float *dw1 = cuda_grad(n->in[3]), *dw3 = cuda_grad(n->in[4]), *dw2 = cuda_grad(n->in[5]);
     const bool need_dh = dx || dw1 || dw3, need_u = need_dh || dweight;
     if (!need_u && !dw2) return;
+    const bool bf16 = n->ip[0] == MT_BF16;
     const int32_t *off = moe_host_offsets(n, d.E, op);
-    const int64_t max_rows = moe_max_rows(off, d.E);
-    const size_t bc = sizeof(float) * (size_t)(A * C), bf = sizeof(float) * (size_t)(max_rows * F);
-    float *xp = (dw1 || dw3) ? (float *)mt_node_scratch(n, bc, "moe_experts xp") : NULL;
-    float *dp = (float *)mt_node_scratch(n, bc, "moe_experts dout perm");
-    float *dxp = dx ? (float *)mt_node_scratch(n, bc, "moe_experts dx perm") : NULL;
-    float *g = (float *)mt_node_scratch(n, bf, "moe_experts g");
-    float *u = (float *)mt_node_scratch(n, bf, "moe_experts u");
-    float *dh3 = (float *)mt_node_scratch(n, bf, "moe_experts dh3");
+    float *xp = (dw1 || dw3) ? moe_f32_scratch(n, A * C, "moe_experts xp") : NULL;
+    float *dp = moe_f32_scratch(n, A * C, "moe_experts dout perm");
+    float *dxp = dx ? moe_f32_scratch(n, A * C, "moe_experts dx perm") : NULL;
+    float *g = (dweight || dw2) ? moe_f32_scratch(n, A * F, "moe_experts g") : NULL;
+    float *u = need_u ? moe_f32_scratch(n, A * F, "moe_experts u") : NULL;
+    float *dh3 = need_dh && !bf16 ? moe_f32_scratch(n, A * F, "moe_experts dh3") : NULL;
     const int32_t *perm = cuda_i32(n->saved[1]);
     const float *weight = cuda_f32(n->in[2]);
     cuda_prof_begin(CUDA_PROF_ROUTE);
     if (xp) moe_gather(xp, cuda_f32(n->in[0]), perm, d, op);
     moe_gather(dp, cuda_grad(n->out), perm, d, op);
     cuda_prof_end(CUDA_PROF_ROUTE);
-    /* bf16 mode: copies of x and dout by slot, of one expert's weights, of g, dh1 and dh3 */
-    moe_opnd xo = {xp, NULL};
-    if (xp) xo = moe_opnd_of(xp, moe_bf16_scratch(n, A * C, "moe xp bf16"), A * C, op);
-    const moe_opnd dpo = moe_opnd_of(dp, moe_bf16_scratch(n, A * C, "moe dp bf16"), A * C, op);
-    __nv_bfloat16 *wb = moe_bf16_scratch(n, 3 * F * C, "moe w bf16");
-    __nv_bfloat16 *gb = moe_bf16_scratch(n, max_rows * F, "moe g bf16");
-    __nv_bfloat16 *ub = moe_bf16_scratch(n, max_rows * F, "moe dh1 bf16");
-    __nv_bfloat16 *dh3b = moe_bf16_scratch(n, max_rows * F, "moe dh3 bf16");
-    const float *w1 = cuda_f32(n->in[3]), *w3 = cuda_f32(n->in[4]), *w2 = cuda_f32(n->in[5]);
-    const float *h1 = cuda_f32(n->saved[3]), *h3 = cuda_f32(n->saved[4]);
-    for (int e = 0; e < d.E; e++) {
-        const int64_t o = off[e], rows = off[e + 1] - o;
-        if (rows == 0) continue; /* no rows: every gradient of this expert stays untouched */
-        /* cast only the weights a requested product reads (as the CPU does) */
-        moe_opnd w1e = {w1 + e * F * C, NULL}, w3e = {w3 + e * F * C, NULL};
-        moe_opnd w2e = {w2 + e * C * F, NULL};
-        if (dx) {
-            w1e = moe_opnd_of(w1e.f, wb, F * C, op);
-            w3e = moe_opnd_of(w3e.f, wb ? wb + F * C : NULL, F * C, op);
+    /* bf16 mode: copies of x and dout by slot, of the weights a requested product reads (as
+     * the CPU does); g (after the row scaling), dh1 and dh3 rounded where they are computed */
+    const void *xo = xp ? moe_operand(n, xp, A * C, "moe xp bf16") : NULL;
+    const void *dpo = moe_operand(n, dp, A * C, "moe dp bf16");
+    const void *w1 = dx ? moe_operand(n, cuda_f32(n->in[3]), W, "moe w1 bf16") : NULL;
+    const void *w3 = dx ? moe_operand(n, cuda_f32(n->in[4]), W, "moe w3 bf16") : NULL;
+    const void *w2 = need_u ? moe_operand(n, cuda_f32(n->in[5]), W, "moe w2 bf16") : NULL;
+    __nv_bfloat16 *gb = bf16 && dw2 ? moe_bf16_scratch(n, A * F, "moe g bf16") : NULL;
+    __nv_bfloat16 *dh1b = bf16 && need_dh ? moe_bf16_scratch(n, A * F, "moe dh1 bf16") : NULL;
+    __nv_bfloat16 *dh3b = bf16 && need_dh ? moe_bf16_scratch(n, A * F, "moe dh3 bf16") : NULL;
+    /* the GEMM operands g, dh1 (in u's place in fp32 mode), dh3 */
+    const void *go = bf16 ? (const void *)gb : g, *dh1o = bf16 ? (const void *)dh1b : u;
+    const void *dh3o = bf16 ? (const void *)dh3b : dh3;
+    /* the GEMM kinds in the order they run; ids of the requested ones */
+    moe_kind kinds[MOE_MAX_KINDS];
+    memset(kinds, 0, sizeof(kinds));
+    int nk = 0, k_u = -1, k_dw2 = -1, k_dw13 = -1, k_dx1 = -1, k_dx3 = -1;
+    if (need_u) { /* u (rows,F) = dpe (rows,C) w2e (C,F) */
+        kinds[k_u = nk++] = moe_kind{false, false, MOE_ROWS, F, C, C, F, F, 0.0f, 1, {}, {}, {}};
+        kinds[k_u].A[0] = moe_rows(dpo, C);
+        kinds[k_u].B[0] = moe_weights(w2, C * F);
+        kinds[k_u].C[0] = moe_rows(u, F);
+    }
+    if (dw2) { /* dw2e (C,F) += dpe^T (C,rows) g (rows,F) */
+        kinds[k_dw2 = nk++] = moe_kind{true, false, C, F, MOE_ROWS, C, F, F, 1.0f, 1, {}, {}, {}};
+        kinds[k_dw2].A[0] = moe_rows(dpo, C);
+        kinds[k_dw2].B[0] = moe_rows(go, F);
+        kinds[k_dw2].C[0] = moe_weights(dw2, C * F);
+    }
+    if (dw1 || dw3) { /* dw1e (F,C) += dh1^T (F,rows) xe (rows,C); the same for dw3 with dh3 */
+        moe_kind &kd = kinds[k_dw13 = nk++];
+        kd = moe_kind{true, false, F, C, MOE_ROWS, F, C, C, 1.0f, 0, {}, {}, {}};
+        if (dw1) {
+            kd.A[kd.nprob] = moe_rows(dh1o, F);
+            kd.B[kd.nprob] = moe_rows(xo, C);
+            kd.C[kd.nprob++] = moe_weights(dw1, F * C);
         }
-        if (need_u) w2e = moe_opnd_of(w2e.f, wb ? wb + 2 * F * C : NULL, C * F, op);
-        const float *h1e = h1 + o * F, *h3e = h3 + o * F;
-        const moe_opnd dpe = moe_at(dpo, o * C);
-        const int32_t *pe = perm + o;
-        const int64_t count = rows * F;
-        cuda_prof_begin(CUDA_PROF_ACT);
-        if (count > 0) {
-            moe_act_kernel<<<cuda_blocks(count, CUDA_THREADS), CUDA_THREADS>>>(g, h1e, h3e, count);
-            CUDA_LAUNCH_CHECK(op);
-        }
-        cuda_prof_end(CUDA_PROF_ACT);
-        if (need_u) /* u (rows,F) = dpe (rows,C) w2e (C,F) */
-            moe_gemm(op, false, false, rows, F, C, dpe, C, w2e, F, 0.0f, u, F);
-        cuda_prof_begin(CUDA_PROF_ACT);
-        if (dweight) {
-            moe_dweight_kernel<<<(unsigned)((rows + 7) / 8), 256>>>(dweight, u, g, pe, rows, F);
-            CUDA_LAUNCH_CHECK(op);
-        }
-        if (dw2 && count > 0) { /* g's rows scaled by w_s (g is not needed afterwards) */
-            moe_scale_rows_kernel<<<cuda_blocks(count, CUDA_THREADS), CUDA_THREADS>>>(g, weight, pe,
-                                                                                      rows, F);
-            CUDA_LAUNCH_CHECK(op);
-        }
-        cuda_prof_end(CUDA_PROF_ACT);
-        if (dw2) /* dw2e (C,F) += dpe^T g */
-            moe_gemm(op, true, false, C, F, rows, dpe, C, moe_opnd_of(g, gb, count, op), F, 1.0f,
-                     dw2 + e * C * F, F);
-        if (!need_dh) continue;
-        cuda_prof_begin(CUDA_PROF_ACT);
-        if (count > 0) {
-            moe_dh_kernel<<<cuda_blocks(count, CUDA_THREADS), CUDA_THREADS>>>(u, dh3, h1e, h3e,
-                                                                              weight, pe, rows, F);
-            CUDA_LAUNCH_CHECK(op);
-        }
-        cuda_prof_end(CUDA_PROF_ACT);
-        const moe_opnd xe = moe_at(xo, o * C), dh1o = moe_opnd_of(u, ub, count, op);
-        const moe_opnd dh3o = moe_opnd_of(dh3, dh3b, count, op);
-        if (dw1) /* dw1e (F,C) += dh1^T (F,rows) xe (rows,C) */
-            moe_gemm(op, true, false, F, C, rows, dh1o, F, xe, C, 1.0f, dw1 + e * F * C, C);
-        if (dw3) moe_gemm(op, true, false, F, C, rows, dh3o, F, xe, C, 1.0f, dw3 + e * F * C, C);
-        if (dx) { /* dxp (rows,C) = dh1 w1e + dh3 w3e, w (F,C) */
-            float *dxe = dxp + o * C;
-            moe_gemm(op, false, false, rows, C, F, dh1o, F, w1e, C, 0.0f, dxe, C);
-            moe_gemm(op, false, false, rows, C, F, dh3o, F, w3e, C, 1.0f, dxe, C);
+        if (dw3) {
+            kd.A[kd.nprob] = moe_rows(dh3o, F);
+            kd.B[kd.nprob] = moe_rows(xo, C);
+            kd.C[kd.nprob++] = moe_weights(dw3, F * C);
         }
     }
-    if (dx) moe_combine(dx, dxp, cuda_i32(n->saved[2]), NULL, d, true, op);
+    if (dx) { /* dxp (rows,C) = dh1 w1e + dh3 w3e, w (F,C) */
+        kinds[k_dx1 = nk++] = moe_kind{false, false, MOE_ROWS, C, F, F, C, C, 0.0f, 1, {}, {}, {}};
+        kinds[k_dx1].A[0] = moe_rows(dh1o, F);
+        kinds[k_dx1].B[0] = moe_weights(w1, F * C);
+        kinds[k_dx1].C[0] = moe_rows(dxp, C);
+        kinds[k_dx3 = nk++] = moe_kind{false, false, MOE_ROWS, C, F, F, C, C, 1.0f, 1, {}, {}, {}};
+        kinds[k_dx3].A[0] = moe_rows(dh3o, F);
+        kinds[k_dx3].B[0] = moe_weights(w3, F * C);
+        kinds[k_dx3].C[0] = moe_rows(dxp, C);
+    }
+    const moe_gemms gs = moe_gemms_plan(n, off, d.E, kinds, nk, op);
+    const float *h1 = cuda_f32(n->saved[3]), *h3 = cuda_f32(n->saved[4]);
+    const int64_t count = A * F;
+    if (g) moe_elementwise_act(g, NULL, h1, h3, count, op);
+    if (need_u) moe_gemms_run(gs, k_u, kinds[k_u], op);
+    cuda_prof_begin(CUDA_PROF_ACT);
+    if (dweight && A > 0) {
+        moe_dweight_kernel<<<(unsigned)((A + 7) / 8), 256>>>(dweight, u, g, perm, A, F);
+        CUDA_LAUNCH_CHECK(op);
+    }
+    if (dw2 && count > 0) { /* g's rows scaled by w_s (g is not needed afterwards) */
+        moe_scale_rows_kernel<<<cuda_blocks(count, CUDA_THREADS), CUDA_THREADS>>>(g, gb, weight,
+                                                                                  perm, A, F);
+        CUDA_LAUNCH_CHECK(op);
+    }
+    cuda_prof_end(CUDA_PROF_ACT);
+    if (dw2) moe_gemms_run(gs, k_dw2, kinds[k_dw2], op);
+    if (!need_dh) return;
+    cuda_prof_begin(CUDA_PROF_ACT);
+    if (count > 0) {
+        moe_dh_kernel<<<cuda_blocks(count, CUDA_THREADS), CUDA_THREADS>>>(u, dh3, dh1b, dh3b, h1,
+                                                                          h3, weight, perm, A, F);
+        CUDA_LAUNCH_CHECK(op);
+    }
+    cuda_prof_end(CUDA_PROF_ACT);
+    if (k_dw13 >= 0) moe_gemms_run(gs, k_dw13, kinds[k_dw13], op);
+    if (dx) {
+        moe_gemms_run(gs, k_dx1, kinds[k_dx1], op);
+        moe_gemms_run(gs, k_dx3, kinds[k_dx3], op);
+        moe_combine(dx, dxp, cuda_i32(n->saved[2]), NULL, d, true, op);
+    }
 }

@@ -64,6 +64,12 @@ template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int la
     return r;
 }
 
+/* A warp barrier: a shuffle with the lane itself (the shuffle is a rendezvous of the warp). */
+static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    (void)mask;
+    (void)emu_shfl_xor_bits(0, 0);
+}
+
 /* Fibers of one block never run at the same time: plain read-modify-write is atomic here. */
 static inline float atomicAdd(float *p, float v) {
     float old = *p;

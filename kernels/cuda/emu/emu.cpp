@@ -11,6 +11,8 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include <algorithm>
+#include <map>
 #include <vector>
 
 #include "cublas_v2.h"
@@ -356,12 +358,23 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) { return cudaGetLastError(); }
+/* the live cudaMalloc blocks (start -> bytes): lets cuBLAS calls check that what must be device
+ * memory is (emu_is_device) */
+static std::map<uintptr_t, size_t> emu_device_blocks;
+static bool emu_is_device(const void *p, size_t bytes) {
+    auto it = emu_device_blocks.upper_bound((uintptr_t)p);
+    if (it == emu_device_blocks.begin()) return false;
+    --it;
+    return (uintptr_t)p + bytes <= it->first + it->second;
+}
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     size_t rounded = (bytes + 255) / 256 * 256;
     *p = rounded ? aligned_alloc(256, rounded) : nullptr;
+    if (*p) emu_device_blocks[(uintptr_t)*p] = rounded;
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFree(void *p) {
+    emu_device_blocks.erase((uintptr_t)p);
     free(p);
     return cudaSuccess;
 }
@@ -464,6 +477,29 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* One cublasGemmEx per batch entry. Stricter than cuBLAS, to catch wrong strides: a negative
+ * batch or stride, or outputs that overlap (undefined in cuBLAS), is CUBLAS_STATUS_INVALID_VALUE.
+ */
+cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const void *alpha, const void *A, cudaDataType at, int lda, long long strideA, const void *B,
+    cudaDataType bt, int ldb, long long strideB, const void *beta, void *C, cudaDataType ct,
+    int ldc, long long strideC, int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (batch < 0 || strideA < 0 || strideB < 0 || strideC < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if (batch > 1 && m > 0 && n > 0 && strideC < (long long)ldc * (n - 1) + m)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    const size_t ea = at == CUDA_R_16BF ? 2 : 4, eb = bt == CUDA_R_16BF ? 2 : 4;
+    for (int i = 0; i < batch; i++) {
+        cublasStatus_t s =
+            cublasGemmEx(h, ta, tb, m, n, k, alpha, (const char *)A + (size_t)i * strideA * ea, at,
+                         lda, (const char *)B + (size_t)i * strideB * eb, bt, ldb, beta,
+                         (float *)C + (size_t)i * strideC, ct, ldc, compute, algo);
+        if (s != CUBLAS_STATUS_SUCCESS) return s;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t cublasSgeam(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                            int n, const float *alpha, const float *A, int lda, const float *beta,
                            const float *B, int ldb, float *C, int ldc) {
@@ -481,5 +517,98 @@ cublasStatus_t cublasSgeam(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                           : (tb == CUBLAS_OP_N ? B[i + (size_t)j * ldb] : B[j + (size_t)i * ldb]);
             C[i + (size_t)j * ldc] = *alpha * x + *beta * y;
         }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- grouped GEMM ---- */
+
+/* One column-major problem C = alpha op(A) op(B) + beta C; A and B fp32 or bf16 (the products
+ * exact in double, summed in double), C fp32 or bf16 (rounded to nearest even when stored; read
+ * only when beta != 0). */
+static void emu_gemm_one(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                         float alpha, const void *A, bool abf16, int lda, const void *B, int ldb,
+                         float beta, void *C, bool cbf16, int ldc) {
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double acc = 0;
+            for (int l = 0; l < k; l++) {
+                size_t ia = ta == CUBLAS_OP_N ? i + (size_t)l * lda : l + (size_t)i * lda;
+                size_t ib = tb == CUBLAS_OP_N ? l + (size_t)j * ldb : j + (size_t)l * ldb;
+                float x = abf16 ? __bfloat162float(((const __nv_bfloat16 *)A)[ia])
+                                : ((const float *)A)[ia];
+                float y = abf16 ? __bfloat162float(((const __nv_bfloat16 *)B)[ib])
+                                : ((const float *)B)[ib];
+                acc += (double)x * y;
+            }
+            const size_t ic = i + (size_t)j * ldc;
+            float old = 0.0f;
+            if (beta != 0.0f)
+                old = cbf16 ? __bfloat162float(((__nv_bfloat16 *)C)[ic]) : ((float *)C)[ic];
+            float v =
+                beta == 0.0f ? (float)(alpha * acc) : (float)(alpha * acc + (double)beta * old);
+            if (cbf16)
+                ((__nv_bfloat16 *)C)[ic] = __float2bfloat16_rn(v);
+            else
+                ((float *)C)[ic] = v;
+        }
+}
+
+/* cuBLAS's documented combinations for this call (scale type fp32): A, B and C all CUDA_R_32F or
+ * all CUDA_R_16BF with CUBLAS_COMPUTE_32F (the emulator has no CUDA_R_16F, TF32 or fp64 types).
+ * bf16 A/B with an fp32 C, which cublasGemmEx accepts, is CUBLAS_STATUS_NOT_SUPPORTED here as in
+ * cuBLAS. The host arrays are read during the call; Aarray, Barray and Carray must be device
+ * memory (cudaMalloc blocks), as must every matrix, else CUBLAS_STATUS_INVALID_VALUE. Stricter
+ * than cuBLAS, to catch a wrong plan: two problems whose C regions overlap (undefined in cuBLAS:
+ * they may run concurrently) are CUBLAS_STATUS_INVALID_VALUE. */
+cublasStatus_t cublasGemmGroupedBatchedEx(
+    cublasHandle_t h, const cublasOperation_t ta[], const cublasOperation_t tb[], const int m[],
+    const int n[], const int k[], const void *alpha, const void *const Aarray[], cudaDataType at,
+    const int lda[], const void *const Barray[], cudaDataType bt, const int ldb[], const void *beta,
+    void *const Carray[], cudaDataType ct, const int ldc[], int group_count, const int group_size[],
+    cublasComputeType_t compute) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (compute != CUBLAS_COMPUTE_32F || at != bt || bt != ct ||
+        (at != CUDA_R_32F && at != CUDA_R_16BF))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (group_count < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    const bool bf16 = at == CUDA_R_16BF;
+    const size_t es = bf16 ? 2 : 4;
+    int64_t problems = 0;
+    for (int g = 0; g < group_count; g++) {
+        if (group_size[g] < 0 || m[g] < 0 || n[g] < 0 || k[g] < 0 ||
+            lda[g] < emu_max1(ta[g] == CUBLAS_OP_N ? m[g] : k[g]) ||
+            ldb[g] < emu_max1(tb[g] == CUBLAS_OP_N ? k[g] : n[g]) || ldc[g] < emu_max1(m[g]))
+            return CUBLAS_STATUS_INVALID_VALUE;
+        problems += group_size[g];
+    }
+    if (problems == 0) return CUBLAS_STATUS_SUCCESS;
+    const size_t pb = sizeof(void *) * (size_t)problems;
+    if (!emu_is_device(Aarray, pb) || !emu_is_device(Barray, pb) || !emu_is_device(Carray, pb))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    /* the extent of each problem's matrices, in elements: (cols - 1) * ld + rows */
+    std::vector<std::pair<uintptr_t, uintptr_t>> outs;
+    int64_t p = 0;
+    for (int g = 0; g < group_count; g++) {
+        const int ar = ta[g] == CUBLAS_OP_N ? m[g] : k[g], ac = ta[g] == CUBLAS_OP_N ? k[g] : m[g];
+        const int br = tb[g] == CUBLAS_OP_N ? k[g] : n[g], bc = tb[g] == CUBLAS_OP_N ? n[g] : k[g];
+        const size_t asz = ar && ac ? es * ((size_t)(ac - 1) * lda[g] + ar) : 0;
+        const size_t bsz = br && bc ? es * ((size_t)(bc - 1) * ldb[g] + br) : 0;
+        const size_t csz = m[g] && n[g] ? es * ((size_t)(n[g] - 1) * ldc[g] + m[g]) : 0;
+        for (int i = 0; i < group_size[g]; i++, p++) {
+            if ((asz && !emu_is_device(Aarray[p], asz)) ||
+                (bsz && !emu_is_device(Barray[p], bsz)) || (csz && !emu_is_device(Carray[p], csz)))
+                return CUBLAS_STATUS_INVALID_VALUE;
+            if (csz) outs.push_back({(uintptr_t)Carray[p], (uintptr_t)Carray[p] + csz});
+        }
+    }
+    std::sort(outs.begin(), outs.end());
+    for (size_t i = 1; i < outs.size(); i++)
+        if (outs[i].first < outs[i - 1].second) return CUBLAS_STATUS_INVALID_VALUE;
+    p = 0;
+    for (int g = 0; g < group_count; g++)
+        for (int i = 0; i < group_size[g]; i++, p++)
+            emu_gemm_one(ta[g], tb[g], m[g], n[g], k[g], ((const float *)alpha)[g], Aarray[p], bf16,
+                         lda[g], Barray[p], ldb[g], ((const float *)beta)[g], Carray[p], bf16,
+                         ldc[g]);
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -1,0 +1,116 @@
+/* emu_cublas.cpp: the emulator's cublasGemmGroupedBatchedEx (kernels/cuda/emu) against its
+ * cublasGemmEx, problem by problem, and against a double reference rounded to bf16 for the all-
+ * bf16 form; and the refusals that a real GPU would give too: bf16 A/B with an fp32 C
+ * (CUBLAS_STATUS_NOT_SUPPORTED, cuBLAS's documented type table), a pointer array in host memory,
+ * a too small leading dimension and overlapping outputs (CUBLAS_STATUS_INVALID_VALUE). Built only
+ * with the emulator (ctest op_cuda_emu_cublas_grouped). */
+#include <stdio.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+static int failures = 0;
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* device memory filled with small integers (exact in bf16 and in every product sum here) */
+static void *dev_fill(size_t count, bool bf16, int seed) {
+    void *p = NULL;
+    cudaMalloc(&p, count * (bf16 ? 2 : 4));
+    for (size_t i = 0; i < count; i++) {
+        float v = (float)((int)((i * 7 + (size_t)seed * 13) % 9) - 4);
+        if (bf16)
+            ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+        else
+            ((float *)p)[i] = v;
+    }
+    return p;
+}
+
+static cublasHandle_t h; /* static: reachable at exit (the emulator has no cublasDestroy) */
+
+int main(void) {
+    cublasCreate(&h);
+    /* group 0: 2 problems, C (3,4) = A (3,5) B^T, B (4,5); group 1: 1 problem, C (2,3) =
+     * A^T B + 0.5 C with A (4,2), B (4,3) */
+    const cublasOperation_t ta[2] = {CUBLAS_OP_N, CUBLAS_OP_T}, tb[2] = {CUBLAS_OP_T, CUBLAS_OP_N};
+    const int m[2] = {3, 2}, n[2] = {4, 3}, k[2] = {5, 4}, lda[2] = {3, 4}, ldb[2] = {4, 4},
+              ldc[2] = {3, 2}, size[2] = {2, 1};
+    const float alpha[2] = {1.0f, 2.0f}, beta[2] = {0.0f, 0.5f};
+    const size_t na[3] = {15, 15, 8}, nb[3] = {20, 20, 12}, nc[3] = {12, 12, 6};
+    const int grp[3] = {0, 0, 1};
+    for (int pass = 0; pass < 2; pass++) {
+        const bool bf16 = pass == 1;
+        const cudaDataType t = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+        void **arr = NULL; /* A, B, C pointer arrays of 3 problems each, device memory */
+        cudaMalloc(&arr, 9 * sizeof(void *));
+        float *ref[3];
+        for (int p = 0; p < 3; p++) {
+            arr[p] = dev_fill(na[p], bf16, 3 * p);
+            arr[3 + p] = dev_fill(nb[p], bf16, 3 * p + 1);
+            arr[6 + p] = dev_fill(nc[p], bf16, 3 * p + 2);
+            /* the reference: cublasGemmEx on fp32 copies of the inputs, then rounded like C */
+            float *a = (float *)dev_fill(na[p], false, 3 * p),
+                  *b = (float *)dev_fill(nb[p], false, 3 * p + 1);
+            ref[p] = (float *)dev_fill(nc[p], false, 3 * p + 2);
+            const int g = grp[p];
+            EXPECT(cublasGemmEx(h, ta[g], tb[g], m[g], n[g], k[g], &alpha[g], a, CUDA_R_32F, lda[g],
+                                b, CUDA_R_32F, ldb[g], &beta[g], ref[p], CUDA_R_32F, ldc[g],
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS,
+                   "reference GEMM %d", p);
+            cudaFree(a);
+            cudaFree(b);
+        }
+        cublasStatus_t s =
+            cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, alpha, arr, t, lda, arr + 3, t, ldb,
+                                       beta, arr + 6, t, ldc, 2, size, CUBLAS_COMPUTE_32F);
+        EXPECT(s == CUBLAS_STATUS_SUCCESS, "grouped %s: status %d", bf16 ? "bf16" : "fp32", (int)s);
+        for (int p = 0; p < 3; p++)
+            for (size_t i = 0; i < nc[p]; i++) {
+                float got = bf16 ? __bfloat162float(((__nv_bfloat16 *)arr[6 + p])[i])
+                                 : ((float *)arr[6 + p])[i];
+                float want = bf16 ? __bfloat162float(__float2bfloat16_rn(ref[p][i])) : ref[p][i];
+                EXPECT(got == want, "%s problem %d C[%zu] = %g, want %g", bf16 ? "bf16" : "fp32", p,
+                       i, got, want);
+            }
+        if (bf16) { /* bf16 A/B with an fp32 C: fine for cublasGemmEx, not for the grouped call */
+            s = cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, alpha, arr, CUDA_R_16BF, lda,
+                                           arr + 3, CUDA_R_16BF, ldb, beta, arr + 6, CUDA_R_32F,
+                                           ldc, 2, size, CUBLAS_COMPUTE_32F);
+            EXPECT(s == CUBLAS_STATUS_NOT_SUPPORTED, "bf16 A/B, fp32 C: status %d", (int)s);
+        } else {
+            void *host_arr[3] = {arr[0], arr[1], arr[2]}; /* a host pointer array */
+            s = cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, alpha, host_arr, t, lda, arr + 3, t,
+                                           ldb, beta, arr + 6, t, ldc, 2, size, CUBLAS_COMPUTE_32F);
+            EXPECT(s == CUBLAS_STATUS_INVALID_VALUE, "host pointer array: status %d", (int)s);
+            const int small_lda[2] = {2, 4};
+            s = cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, alpha, arr, t, small_lda, arr + 3, t,
+                                           ldb, beta, arr + 6, t, ldc, 2, size, CUBLAS_COMPUTE_32F);
+            EXPECT(s == CUBLAS_STATUS_INVALID_VALUE, "lda < m: status %d", (int)s);
+            void *c1 = arr[7];
+            arr[7] = arr[6]; /* group 0's two problems write the same C */
+            s = cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, alpha, arr, t, lda, arr + 3, t, ldb,
+                                           beta, arr + 6, t, ldc, 2, size, CUBLAS_COMPUTE_32F);
+            EXPECT(s == CUBLAS_STATUS_INVALID_VALUE, "overlapping outputs: status %d", (int)s);
+            arr[7] = c1;
+        }
+        for (int p = 0; p < 9; p++) cudaFree(arr[p]);
+        for (int p = 0; p < 3; p++) cudaFree(ref[p]);
+        cudaFree(arr);
+    }
+    if (failures) {
+        printf("FAILED emu cublasGemmGroupedBatchedEx (%d checks)\n", failures);
+        return 1;
+    }
+    printf("PASSED emu cublasGemmGroupedBatchedEx\n");
+    return 0;
+}
