@@ -184,16 +184,25 @@ static int test_emu_cuda_bf16(void) {
     read_losses("emu-cpu", lf, gf);
     read_losses("emu-cpu-bf16", lc, gc);
     read_losses("emu-cuda-bf16", ld, gd);
-    /* loss.csv has 6 decimals: differences below 2e-6 are not resolved */
+    /* A scalar's bf16 error is one draw: the CPU's bf16 loss can land on the fp32 value by chance
+     * (it did, to the 6 printed decimals, once lightning rounded too), which would make the rule
+     * demand equality. The reference error of a quantity is therefore its largest |cpu bf16 -
+     * fp32| over the 3 steps, the size of the rounding this run shows; loss.csv has 6 decimals,
+     * so differences below 2e-6 are not resolved. */
+    double ref = 0, ref_g = 0;
     for (int s = 1; s <= 3; s++) {
-        double ref = fabs(lc[s] - lf[s]), dev = fabs(ld[s] - lf[s]);
-        double ref_g = fabs(gc[s] - gf[s]), dev_g = fabs(gd[s] - gf[s]);
+        ref = fmax(ref, fabs(lc[s] - lf[s]));
+        ref_g = fmax(ref_g, fabs(gc[s] - gf[s]));
+    }
+    for (int s = 1; s <= 3; s++) {
+        double dev = fabs(ld[s] - lf[s]), dev_g = fabs(gd[s] - gf[s]);
         printf("  step %d: |loss - fp32| cpu bf16 %.3g, device bf16 %.3g; grad norm %.3g, %.3g\n",
-               s, ref, dev, ref_g, dev_g);
+               s, fabs(lc[s] - lf[s]), dev, fabs(gc[s] - gf[s]), dev_g);
         const double k = s == 1 ? 2 : 4;
-        EXPECT(lf[s] > 0 && ld[s] > 0 && dev <= k * ref + 2e-6, "step %d: loss, %gx rule", s, k);
-        EXPECT(gf[s] > 0 && gd[s] > 0 && dev_g <= k * ref_g + 2e-6, "step %d: grad norm, %gx rule",
-               s, k);
+        EXPECT(lf[s] > 0 && ld[s] > 0 && dev <= k * ref + 2e-6,
+               "step %d: loss, %gx rule (ref %.3g)", s, k, ref);
+        EXPECT(gf[s] > 0 && gd[s] > 0 && dev_g <= k * ref_g + 2e-6,
+               "step %d: grad norm, %gx rule (ref %.3g)", s, k, ref_g);
     }
     static double e_ref[256], e_dev[256];
     static char names[256][128];
