@@ -160,6 +160,22 @@ int main(void){float a=1,b=1,c=0;cblas_sgemm(CblasRowMajor,CblasNoTrans,CblasNoT
   fi
   # the training-step benchmark (bench/gpu_step.c): the model, ZeRO-3 with one rank and the NCCL
   # communicator on top of the library above; only files that need no cJSON, MPI or HDF5
+  # NCCL: the toolkit's (or the system's), else the copy that pip's nvidia-nccl wheel (a torch
+  # dependency) carries, linked by its soname with an rpath: a GPU image may have only that
+  NCCL_INC="" NCCL_LINK="-lnccl"
+  printf '%s\n' '#include <nccl.h>' 'int main(void) { int v; return ncclGetVersion(&v); }' \
+    > "$SA/nccl_probe.cu"
+  if [ $ok = 1 ] && ! "$NVCC" "$SA/nccl_probe.cu" -o "$SA/nccl_probe" -lnccl > /dev/null 2>&1; then
+    d=$("${MT_GPU_CHECK_PYTHON:-python3}" -c \
+      'import nvidia.nccl as n; print(list(n.__path__)[0])' 2> /dev/null)
+    if [ -n "$d" ] && [ -f "$d/include/nccl.h" ] && [ -f "$d/lib/libnccl.so.2" ]; then
+      NCCL_INC="-I$d/include"
+      NCCL_LINK="-L$d/lib -l:libnccl.so.2 -Xlinker -rpath -Xlinker $d/lib"
+      note "standalone build: NCCL from $d (pip's nvidia-nccl)"
+    else
+      note "standalone build: no NCCL found (the NCCL test and the step benchmark will not build)"
+    fi
+  fi
   if [ $ok = 1 ]; then
     t=$(date +%s)
     STEP_C="models/minimax.c models/layout.c models/generate.c models/weights_init.c train/zero.c
@@ -171,8 +187,8 @@ int main(void){float a=1,b=1,c=0;cblas_sgemm(CblasRowMajor,CblasNoTrans,CblasNoT
     if {
       printf '%s\n' $STEP_C | tmo 60 xargs -P "$JOBS" -I{} bash -c 'compile_c {}' &&
         { [ -z "$STEP_CU" ] || printf '%s\n' $STEP_CU |
-          tmo 120 xargs -P "$JOBS" -I{} bash -c 'compile_cu {}'; } &&
-        tmo 60 "$NVCC" -o "$SA/bench-gpu-step" $LIB_OBJS $STEP_OBJS -lnccl $LINK &&
+          NVFLAGS="$NVFLAGS $NCCL_INC" tmo 120 xargs -P "$JOBS" -I{} bash -c 'compile_cu {}'; } &&
+        tmo 60 "$NVCC" -o "$SA/bench-gpu-step" $LIB_OBJS $STEP_OBJS $NCCL_LINK $LINK &&
         tmo 60 "$NVCC" -o "$SA/tests/test_gpu_optim" $LIB_OBJS "$O/tests_gpu_optim.c.o" $LINK &&
         printf '%s\n' '#include "autograd/check.h"' '#include "train/comm.h"' \
           'mt_comm *mt_comm_mpi_init(int *c, char ***v) { (void)c, (void)v;' \
@@ -180,7 +196,7 @@ int main(void){float a=1,b=1,c=0;cblas_sgemm(CblasRowMajor,CblasNoTrans,CblasNoT
           'void mt_comm_finalize(mt_comm *c) { (void)c; }' > "$SA/no_mpi.c" &&
         "$CC" $CFLAGS -c "$SA/no_mpi.c" -o "$O/no_mpi.o" &&
         tmo 60 "$NVCC" -o "$SA/tests/test_dist_nccl" $LIB_OBJS "$O/tests_dist_nccl.c.o" \
-          "$O/train_comm_self.c.o" $(ls "$O"/train_*.cu.o) "$O/no_mpi.o" -lnccl $LINK
+          "$O/train_comm_self.c.o" $(ls "$O"/train_*.cu.o) "$O/no_mpi.o" $NCCL_LINK $LINK
     } > "$LOGDIR/build_step.log" 2>&1; then
       STEP_BIN=$SA/bench-gpu-step
       TRAIN_TESTS=$SA/tests
