@@ -63,6 +63,9 @@ mt_tensor *mt_moe_experts(mt_ctx *c, mt_tensor *x, mt_tensor *idx, mt_tensor *we
     n->saved[0] = mt_tensor_new(c, MT_I32, 1, eshape, "moe_experts.offsets");
     n->saved[1] = mt_tensor_new(c, MT_I32, 1, ashape, "moe_experts.perm");
     n->saved[2] = mt_tensor_new(c, MT_I32, 1, ashape, "moe_experts.inv");
+    /* the offsets on the host: a device forward copies them there anyway (the GEMM sizes) and
+     * leaves them for the backward, which then needs no synchronising copy */
+    n->host = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)(E + 1), "moe_experts offsets");
     if (out->requires_grad) { /* pre-activations by slot, only when a backward will run */
         n->saved[3] = mt_tensor_new(c, MT_F32, 2, hshape, "moe_experts.h1");
         n->saved[4] = mt_tensor_new(c, MT_F32, 2, hshape, "moe_experts.h3");

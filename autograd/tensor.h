@@ -55,6 +55,8 @@ typedef struct mt_node {
     float fp[MT_MAX_FPARAMS];       /* float attributes (eps, scale, ...) */
     struct mt_ctx *ctx;             /* for scratch memory in kernels: mt_node_scratch */
     int tag;                        /* ctx->tag when recorded: the parameter bucket in use */
+    void *host; /* host memory (ctx->host) a device forward fills for its backward, so that the
+                   backward need not copy it back again (the MoE expert offsets), or NULL */
 } mt_node;
 
 /* ------------------------------------------------------------------------------------------ */

@@ -36,8 +36,8 @@
  * the dw2 path's row scaling), dh1 and dh3 by the kernels that compute them, which then write
  * only the bf16 copy. h1, h3, u, y, the activations and dweight stay fp32.
  *
- * Host synchronisation: forward 1 (the bad-id flag and the offsets in one copy), backward 1 (the
- * offsets: the GEMM sizes). */
+ * Host synchronisation: forward 1 (the bad-id flag and the offsets in one copy), backward none
+ * (the GEMM sizes come from the offsets the forward left in n->host). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -381,18 +381,10 @@ static moe_dims moe_node_dims(const mt_node *n) {
     return d;
 }
 
-/* The expert offsets on the host (a synchronising copy), carved from the host arena. */
-static int32_t *moe_host_offsets(const mt_node *n, int E, const char *op) {
-    int32_t *h = (int32_t *)mt_arena_alloc(&n->ctx->host, sizeof(int32_t) * (size_t)(E + 1),
-                                           "moe_experts host offsets");
-    cudaCheck(op, cudaMemcpy(h, n->saved[0]->data, sizeof(int32_t) * (size_t)(E + 1),
-                             cudaMemcpyDeviceToHost));
-    return h;
-}
-
 /* Builds offsets, perm, inv (saved[0..2]) from idx on the device and returns the offsets on the
- * host; dies on a bad expert id. One synchronising copy brings the id check and the offsets
- * together; the placement runs after the check, so a bad id never indexes memory. */
+ * host (n->host, kept there for the backward); dies on a bad expert id. One synchronising copy
+ * brings the id check and the offsets together; the placement runs after the check, so a bad id
+ * never indexes memory. */
 static const int32_t *moe_perm_build(const mt_node *n, const moe_dims &d) {
     const char *op = "moe_experts forward (permutation)";
     int64_t A = d.N * d.K, nchunks = (A + MOE_CHUNK - 1) / MOE_CHUNK;
@@ -426,7 +418,9 @@ static const int32_t *moe_perm_build(const mt_node *n, const moe_dims &d) {
                                                              nchunks);
         CUDA_LAUNCH_CHECK(op);
     }
-    return (const int32_t *)(hview + 1);
+    MT_CHECK(n->host, "%s: the node has no host offsets (op_moe.c allocates them)", op);
+    memcpy(n->host, hview + 1, sizeof(int32_t) * (size_t)(d.E + 1));
+    return (const int32_t *)n->host;
 }
 
 static void moe_gather(float *xp, const float *x, const int32_t *perm, const moe_dims &d,
@@ -538,7 +532,7 @@ void cuda_moe_experts_bwd_node(const mt_node *n) {
     const bool need_dh = dx || dw1 || dw3, need_u = need_dh || dweight;
     if (!need_u && !dw2) return;
     const bool bf16 = n->ip[0] == MT_BF16;
-    const int32_t *off = moe_host_offsets(n, d.E, op);
+    const int32_t *off = (const int32_t *)n->host; /* the forward's: no copy back, no sync */
     float *xp = (dw1 || dw3) ? moe_f32_scratch(n, A * C, "moe_experts xp") : NULL;
     float *dp = moe_f32_scratch(n, A * C, "moe_experts dout perm");
     float *dxp = dx ? moe_f32_scratch(n, A * C, "moe_experts dx perm") : NULL;
