@@ -73,24 +73,6 @@ static float attn_row(float *o, const float *qt, const float *k, const float *v,
     return (float)(m + log(l));
 }
 
-void cpu_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
-                       const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
-                       float scale) {
-    attn_check(H, Hkv, D);
-    int64_t rep = H / Hkv;
-    /* rows are independent; later rows are longer, hence dynamic scheduling */
-#pragma omp parallel for schedule(dynamic, 8)
-    for (int64_t row = 0; row < B * T * H; row++) {
-        int64_t b = row / (T * H), t = (row / H) % T, h = row % H;
-        int64_t g = h / rep;
-        const float *kb = k + (b * T * Hkv + g) * D, *vb = v + (b * T * Hkv + g) * D;
-        const int32_t *segb = seg ? seg + b * T : NULL;
-        float l = attn_row(out + row * D, q + row * D, kb, vb, Hkv * D, segb, segb ? segb[t] : 0,
-                           t + 1, D, (double)scale);
-        if (lse) lse[(b * H + h) * T + t] = l;
-    }
-}
-
 /* The bf16 mode's row (header comment): two passes, the row maximum first, so p~ is rounded
  * relative to the final maximum. q, k, v arrive rounded. */
 static float attn_row_bf16(float *o, const float *qt, const float *k, const float *v,
@@ -116,21 +98,36 @@ static float attn_row_bf16(float *o, const float *qt, const float *k, const floa
     return (float)(m + log(l));
 }
 
-void cpu_attention_fwd_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
-                            const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                            int64_t D, float scale) {
+/* The forward of both modes: every row (b, t, h) through its mode's row routine. */
+static void attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                     const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
+                     float scale, bool bf16) {
     attn_check(H, Hkv, D);
     int64_t rep = H / Hkv;
+    /* rows are independent; later rows are longer, hence dynamic scheduling */
 #pragma omp parallel for schedule(dynamic, 8)
     for (int64_t row = 0; row < B * T * H; row++) {
         int64_t b = row / (T * H), t = (row / H) % T, h = row % H;
         int64_t g = h / rep;
         const float *kb = k + (b * T * Hkv + g) * D, *vb = v + (b * T * Hkv + g) * D;
         const int32_t *segb = seg ? seg + b * T : NULL;
-        float l = attn_row_bf16(out + row * D, q + row * D, kb, vb, Hkv * D, segb,
-                                segb ? segb[t] : 0, t + 1, D, (double)scale);
+        float l =
+            (bf16 ? attn_row_bf16 : attn_row)(out + row * D, q + row * D, kb, vb, Hkv * D, segb,
+                                              segb ? segb[t] : 0, t + 1, D, (double)scale);
         if (lse) lse[(b * H + h) * T + t] = l;
     }
+}
+
+void cpu_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                       const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
+                       float scale) {
+    attn_fwd(out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, false);
+}
+
+void cpu_attention_fwd_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
+                            const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                            int64_t D, float scale) {
+    attn_fwd(out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, true);
 }
 
 /* The backward of both modes; bf16 rounds p and ds before their products (dout, q, k, v arrive
