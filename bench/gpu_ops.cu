@@ -3,7 +3,9 @@
  *  1. lightning attention (block form: batched cuBLAS GEMMs, lightning_block.cu)
  *     forward+backward time and achieved TFLOP/s for T = 2k, 8k, 32k with B*H fixed, and the
  *     time ratio for each 4x step in T (linear scaling gives 4), with fp32 and then bf16 GEMM
- *     operands (mt_ctx.compute_dtype);
+ *     operands (mt_ctx.compute_dtype); bf16 twice: the fused intra kernel (lightning_fused.cu,
+ *     the default at D = 64 and 128: RESULT lightning) and the GEMM form (RESULT
+ *     lightning-gemm);
  *  2. one MoE layer (router matmul, route, experts, aux loss) forward+backward with fp32 and
  *     then bf16 GEMMs, with the time split into route/permute, expert GEMMs, activations and
  *     combine (the CUDA phase profiler's events), and the GEMMs' TFLOP/s.
@@ -12,7 +14,8 @@
  * for the bf16 kernels that come next.
  *  3. softmax attention on the bf16 flash path (attention_flash.cu), fwd and bwd at T = 4k, 8k.
  * Usage: bench-gpu-ops [lightning|attention|moe|all] [reps] [shrink]: shrink > 1 divides T, N,
- * C and F (a smoke run, e.g. on the CPU emulator in ctest; attention then also uses H = 2).
+ * C and F (a smoke run, e.g. on the CPU emulator in ctest; attention then also uses H = 2,
+ * lightning D = 64 and a block of 256 / shrink, at least 8, so the fused kernel runs too).
  * Exit 77 when no CUDA device is usable. */
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +23,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/lightning_fused.cuh"
 
 #define PEAK_FP32_TFLOPS 67.0
 #define PEAK_BF16_TFLOPS 989.4 /* H100/H200 SXM dense bf16 */
@@ -78,12 +82,18 @@ static int cmp_double(const void *a, const void *b) {
 
 /* ---- lightning attention ---- */
 
-static void bench_lightning(const mt_backend *be, int reps, int shrink, mt_dtype cd) {
-    const int BH = 16, H = 16, B = BH / H, D = 128 / (shrink > 8 ? 8 : shrink);
+/* fused: the bf16 intra-block products as the fused kernel (else the GEMM form; fp32 mode is
+ * always the GEMM form) */
+static void bench_lightning(const mt_backend *be, int reps, int shrink, mt_dtype cd, bool fused) {
+    const int BH = 16, H = 16, B = BH / H, D = shrink > 1 ? 64 : 128;
     const int block = 256 / shrink > 8 ? 256 / shrink : 8;
     const int Ts[3] = {2048 / shrink, 8192 / shrink, 32768 / shrink};
-    printf("\n== lightning attention, block form (B=%d H=%d D=%d block=%d), %s GEMM operands\n", B,
-           H, D, block, cd == MT_BF16 ? "bf16" : "fp32");
+    cuda_lightning_fused_select(fused);
+    const bool on = cd == MT_BF16 && cuda_lightning_fused_on(D);
+    printf("\n== lightning attention, block form (B=%d H=%d D=%d block=%d), %s GEMM operands, %s\n",
+           B, H, D, block, cd == MT_BF16 ? "bf16" : "fp32",
+           on ? "fused intra kernel" : "GEMM form");
+    if (cd == MT_BF16 && fused && !on) printf("(no fused kernel at D = %d: the GEMM form)\n", D);
     printf("FLOPs per position and head: forward 2*block*D (intra, causal) + 4*D^2 (state "
            "readout + update); backward counted as 2x forward\n");
     printf("(the GEMMs execute 4*block*D + 4*D^2 forward and 10*block*D + 10*D^2 backward per "
@@ -142,7 +152,8 @@ static void bench_lightning(const mt_backend *be, int reps, int shrink, mt_dtype
         printf("%8d %10.3f %10.3f %10.3f %10.3f %7.2f%% %7.2f%% %8s\n", T, f, b, tot, tflops,
                100 * tflops / PEAK_FP32_TFLOPS, 100 * tflops / PEAK_BF16_TFLOPS, ratio);
         if (cd == MT_BF16) /* the line gpu-check.sh pairs with bench/gpu_peer.py's */
-            printf("RESULT lightning T=%d: %.3f ms fwd+bwd, %.2f TFLOP/s\n", T, tot, tflops);
+            printf("RESULT %s T=%d: %.3f ms fwd+bwd, %.2f TFLOP/s\n",
+                   fused ? "lightning" : "lightning-gemm", T, tot, tflops);
         prev = tot;
         free(seed);
         cudaCheck("bench", cudaEventDestroy(e0));
@@ -314,8 +325,9 @@ int main(int argc, char **argv) {
         return 77;
     }
     if (!strcmp(what, "lightning") || !strcmp(what, "all")) {
-        bench_lightning(be, reps, shrink, MT_F32);
-        bench_lightning(be, reps, shrink, MT_BF16);
+        bench_lightning(be, reps, shrink, MT_F32, false);
+        bench_lightning(be, reps, shrink, MT_BF16, true);  /* the default */
+        bench_lightning(be, reps, shrink, MT_BF16, false); /* MT_LIGHTNING_FUSED=0 */
     }
     if (!strcmp(what, "attention") || !strcmp(what, "all")) bench_attention(be, reps, shrink);
     if (!strcmp(what, "moe") || !strcmp(what, "all")) {

@@ -220,6 +220,8 @@ if [ -n "$BUILD" ]; then
     grep -vE '^(set|mt_gpu_ops)?$' | sed 's/^/gpu_/')
   RUNS=()
   for c in $CASES; do RUNS+=("$c|$BUILD/tests/test_gpu_ops $c"); done
+  # lightning's bf16 case once more through the GEMM form instead of the fused intra kernel
+  RUNS+=("gpu_lightning_bf16_gemm|env MT_LIGHTNING_FUSED=0 $BUILD/tests/test_gpu_ops gpu_lightning_bf16")
   # beyond the ops: the optimizer kernels, NCCL on one GPU, and a tiny model's training steps
   # on the device against the CPU backend (bench-gpu-step --check: fp32 to 1e-5; bf16 by the
   # rule |dev - cpu fp32| <= 2 |cpu bf16 - cpu fp32|)
@@ -228,7 +230,8 @@ if [ -n "$BUILD" ]; then
   [ -n "${TRAIN_TESTS:-}" ] && RUNS+=("gpu_optim|$TRAIN_TESTS/test_gpu_optim gpu_optim"
     "gpu_nccl_np1|$TRAIN_TESTS/test_dist_nccl gpu_nccl_np1")
   [ -n "${STEP_BIN:-}" ] && RUNS+=("gpu_step_check_fp32|$STEP_BIN $TINY"
-    "gpu_step_check_bf16|$STEP_BIN --dtype bf16 $TINY")
+    "gpu_step_check_bf16|$STEP_BIN --dtype bf16 $TINY"
+    "gpu_step_check_bf16_d64|$STEP_BIN --dtype bf16 --fused-loss 0 ${TINY/--head-dim 16/--head-dim 64}")
   echo "== GPU tests (ops: fp32 ||gpu - cpu|| / ||cpu|| <= 1e-5, bf16 by the bf16 rule)"
   for r in "${RUNS[@]}"; do
     c=${r%%|*}

@@ -406,16 +406,19 @@ static int case_moe_experts_bf16(void) {
     return MT_TEST_OK;
 }
 
-/* The block form in bf16 mode (lightning_block.cu against kernels/cpu/lightning_bf16.c): T not
- * a multiple of the block, resets on a block edge (8) and inside blocks (13, 30), one row
- * without resets, and a run without segments. */
-static int case_lightning_bf16(void) {
+/* The block form in bf16 mode (lightning_block.cu against kernels/cpu/lightning_bf16.c), B = 2,
+ * H = 2, T not a multiple of the block, with segments (row 0 with resets, row 1 without) and
+ * without. D = 32 runs the GEMM form; D = 64 and 128 the fused intra kernel (lightning_fused.cu)
+ * unless MT_LIGHTNING_FUSED=0 (ctest op_cuda_emu_lightning_bf16_gemm runs the GEMM form). */
+static void lightning_bf16_run(const char *label, int64_t T, int64_t D, int block,
+                               const int *resets, int n_resets, uint64_t seed) {
     mt_rng r;
-    mt_rng_seed(&r, 24);
-    const int64_t B = 2, T = 37, H = 2, D = 32;
-    int32_t seg[74];
-    for (int t = 0; t < T; t++) {
-        seg[t] = t < 8 ? 0 : t < 13 ? 1 : t < 30 ? 2 : 3;
+    mt_rng_seed(&r, seed);
+    const int64_t B = 2, H = 2;
+    int32_t *seg = mt_malloc(sizeof(int32_t) * (size_t)(B * T), "seg");
+    for (int t = 0, id = 0; t < T; t++) {
+        for (int k = 0; k < n_resets; k++) id += resets[k] == t;
+        seg[t] = id;
         seg[T + t] = 7;
     }
     gpu_input in[3] = {gpu_f32(&r, 4, (const int64_t[]){B, T, H, 3 * D}, 0.5f, true, "qkv"),
@@ -424,11 +427,26 @@ static int case_lightning_bf16(void) {
     float *lam = in[1].host;
     lam[0] = 0.05f;
     lam[1] = 0.6f;
-    int block = 8;
-    gpu_compare_bf16("lightning bf16 seg block 8", b_lightning, in, 3, &block);
+    char l2[96];
+    snprintf(l2, sizeof(l2), "%s seg", label);
+    gpu_compare_bf16(l2, b_lightning, in, 3, &block);
     gpu_input noseg[3] = {in[0], in[1], gpu_none()};
-    gpu_compare_bf16("lightning bf16 block 8", b_lightning, noseg, 3, &block);
+    gpu_compare_bf16(label, b_lightning, noseg, 3, &block);
     gpu_inputs_free(in, 3);
+    free(seg);
+}
+
+static int case_lightning_bf16(void) {
+    const int r37[3] = {8, 13, 30}; /* a block edge (8) and inside blocks */
+    lightning_bf16_run("lightning bf16 D=32 T=37 block 8", 37, 32, 8, r37, 3, 24);
+    /* block 100: two 64-row tiles per block (the second partial), the last block 50 rows;
+     * resets inside the first tile (30), across the tile edge (75), on the block edge (100)
+     * and inside the last block (131); block 8 and block > T: tiles of 8 and 37 rows */
+    const int r150[4] = {30, 75, 100, 131};
+    lightning_bf16_run("lightning bf16 D=64 T=150 block 100", 150, 64, 100, r150, 4, 25);
+    lightning_bf16_run("lightning bf16 D=64 T=37 block 8", 37, 64, 8, r37, 3, 26);
+    lightning_bf16_run("lightning bf16 D=128 T=150 block 100", 150, 128, 100, r150, 4, 27);
+    lightning_bf16_run("lightning bf16 D=128 T=37 block 64", 37, 128, 64, r37, 3, 28);
     return MT_TEST_OK;
 }
 

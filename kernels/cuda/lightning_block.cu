@@ -26,9 +26,14 @@
  *   forward   R (5 D s + 4 L + 4 D) + [bf16] 2 R L + N D^2 (4 + [bf16] 2)
  *   backward  R (8 D s + 8 L + 12 D) + 2 N D^2 (4 + [bf16] 2)
  *   both      + 8 H (L + 1) (decay powers) + 4 B T (visible starts) + 8 B nblk (block info)
- * The scores are materialised in fp32 between the two GEMMs: a fused (flash-style) kernel
- * keeping them on chip is the next step. */
+ * The scores are materialised in fp32 between the two GEMMs. In bf16 mode at D = 64 or 128 the
+ * intra products (scores, mask, Pm V; in the backward dPm K, dPm^T Q, Pm^T dO) are instead one
+ * fused tensor-core kernel each (lightning_fused.cu, the scores on chip, the visible tiles only)
+ * writing the same fp32 rows before the inter GEMMs add to them; MT_LIGHTNING_FUSED=0 selects
+ * the GEMM form there too. The fused path needs no score buffers: 6 R L bytes less forward
+ * (P fp32, Pm bf16), 8 R L less backward (P, Pm, dPm). */
 #include "cuda_ops.cuh"
+#include "lightning_fused.cuh"
 
 struct ltb_dims {
     int B, T, H, D, L, nblk, N; /* N = B*H*nblk blocks, batch index ((b*H + h)*nblk + n) */
@@ -296,6 +301,15 @@ static T *ltb_mask(const mt_node *n, const ltb_dims &d, const ltb_setup &s, floa
     return Pm;
 }
 
+/* The bf16 mode at D = 64 or 128 computes the intra products with the fused kernel
+ * (lightning_fused.cu) unless MT_LIGHTNING_FUSED=0; fp32 mode is always the GEMM form. */
+template <typename T> static bool ltb_fused(const ltb_dims &d) {
+    return sizeof(T) == 2 && cuda_lightning_fused_on(d.D);
+}
+template <typename T> static const __nv_bfloat16 *ltb_bf(const T *x) {
+    return (const __nv_bfloat16 *)(const void *)x; /* only reached when T is bf16 */
+}
+
 template <typename T> static void ltb_forward(const mt_node *n, const ltb_dims &d) {
     const ltb_setup s = ltb_prepare(n, d);
     const int D = d.D, L = d.L, W = 5 * D;
@@ -307,11 +321,19 @@ template <typename T> static void ltb_forward(const mt_node *n, const ltb_dims &
     ltb_gemm<T>("lightning state deltas", true, false, D, D, L, Kd, W, LW, V, W, LW, 0.0f, St, D,
                 DD, d);
     const T *S = ltb_scan<T>(n, d, s, St, false);
-    float *P = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LL), "lightning scores");
-    ltb_gemm<T>("lightning scores", false, true, L, L, D, Q, W, LW, K, W, LW, 0.0f, P, L, LL, d);
-    const T *Pm = ltb_mask<T>(n, d, s, P);
     float *Ob = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LD), "lightning rows");
-    ltb_gemm<T>("lightning intra", false, false, L, D, L, Pm, L, LL, V, W, LW, 0.0f, Ob, D, LD, d);
+    if (ltb_fused<T>(d)) { /* Ob = Pm V with the scores on chip (lightning_fused.cu) */
+        cuda_lightning_fused_intra("lightning intra (fused)", Ob, D, ltb_bf(Q), ltb_bf(K),
+                                   ltb_bf(V), W, false, s.vis, s.tab, d.B, d.T, d.H, D, L, d.nblk);
+    } else {
+        float *P =
+            (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LL), "lightning scores");
+        ltb_gemm<T>("lightning scores", false, true, L, L, D, Q, W, LW, K, W, LW, 0.0f, P, L, LL,
+                    d);
+        const T *Pm = ltb_mask<T>(n, d, s, P);
+        ltb_gemm<T>("lightning intra", false, false, L, D, L, Pm, L, LL, V, W, LW, 0.0f, Ob, D, LD,
+                    d);
+    }
     ltb_gemm<T>("lightning readout", false, false, L, D, D, Qd, W, LW, S, D, DD, 1.0f, Ob, D, LD,
                 d);
     const int64_t rows = (int64_t)d.B * d.T * d.H;
@@ -338,29 +360,42 @@ template <typename T> static void ltb_backward(const mt_node *n, const ltb_dims 
                 Gt, D, DD, d);
     const T *G = ltb_scan<T>(n, d, s, Gt, true);
 
-    /* bf16: one fp32 score buffer serves both products (each is masked into its own operand
-     * before the next GEMM); fp32: each is masked in place */
-    float *P = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LL), "lightning scores");
-    ltb_gemm<T>("lightning scores", false, true, L, L, D, Q, W, LW, K, W, LW, 0.0f, P, L, LL, d);
-    const T *Pm = ltb_mask<T>(n, d, s, P);
-    float *dP = bf16 ? P
-                     : (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LL),
-                                                "lightning score grads");
-    ltb_gemm<T>("lightning score grads", false, true, L, L, D, dO, W, LW, V, W, LW, 0.0f, dP, L, LL,
-                d);
-    const T *dPm = ltb_mask<T>(n, d, s, dP);
-
     float *dB = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * L3), "lightning dqkv");
-    ltb_gemm<T>("lightning dq intra", false, false, L, D, L, dPm, L, LL, K, W, LW, 0.0f, dB, W3, L3,
-                d);
+    if (ltb_fused<T>(d)) { /* the intra products with the scores on chip (lightning_fused.cu) */
+        const int B = d.B, Tn = d.T, H = d.H, nb = d.nblk;
+        cuda_lightning_fused_intra("lightning dq intra (fused)", dB, W3, ltb_bf(dO), ltb_bf(V),
+                                   ltb_bf(K), W, false, s.vis, s.tab, B, Tn, H, D, L, nb);
+        cuda_lightning_fused_intra("lightning dk intra (fused)", dB + D, W3, ltb_bf(V), ltb_bf(dO),
+                                   ltb_bf(Q), W, true, s.vis, s.tab, B, Tn, H, D, L, nb);
+        cuda_lightning_fused_intra("lightning dv intra (fused)", dB + 2 * D, W3, ltb_bf(K),
+                                   ltb_bf(Q), ltb_bf(dO), W, true, s.vis, s.tab, B, Tn, H, D, L,
+                                   nb);
+    } else {
+        /* bf16: one fp32 score buffer serves both products (each is masked into its own
+         * operand before the next GEMM); fp32: each is masked in place */
+        float *P =
+            (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LL), "lightning scores");
+        ltb_gemm<T>("lightning scores", false, true, L, L, D, Q, W, LW, K, W, LW, 0.0f, P, L, LL,
+                    d);
+        const T *Pm = ltb_mask<T>(n, d, s, P);
+        float *dP = bf16 ? P
+                         : (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LL),
+                                                    "lightning score grads");
+        ltb_gemm<T>("lightning score grads", false, true, L, L, D, dO, W, LW, V, W, LW, 0.0f, dP, L,
+                    LL, d);
+        const T *dPm = ltb_mask<T>(n, d, s, dP);
+        ltb_gemm<T>("lightning dq intra", false, false, L, D, L, dPm, L, LL, K, W, LW, 0.0f, dB, W3,
+                    L3, d);
+        ltb_gemm<T>("lightning dk intra", true, false, L, D, L, dPm, L, LL, Q, W, LW, 0.0f, dB + D,
+                    W3, L3, d);
+        ltb_gemm<T>("lightning dv intra", true, false, L, D, L, Pm, L, LL, dO, W, LW, 0.0f,
+                    dB + 2 * D, W3, L3, d);
+    }
+    /* the inter-block terms onto the intra ones (beta = 1): dq = fl(fl(dPm K) + dOd R(S)^T) */
     ltb_gemm<T>("lightning dq inter", false, true, L, D, D, dOd, W, LW, S, D, DD, 1.0f, dB, W3, L3,
                 d);
-    ltb_gemm<T>("lightning dk intra", true, false, L, D, L, dPm, L, LL, Q, W, LW, 0.0f, dB + D, W3,
-                L3, d);
     ltb_gemm<T>("lightning dk inter", false, true, L, D, D, Vd, W, LW, G, D, DD, 1.0f, dB + D, W3,
                 L3, d);
-    ltb_gemm<T>("lightning dv intra", true, false, L, D, L, Pm, L, LL, dO, W, LW, 0.0f, dB + 2 * D,
-                W3, L3, d);
     ltb_gemm<T>("lightning dv inter", false, false, L, D, D, Kd, W, LW, G, D, DD, 1.0f, dB + 2 * D,
                 W3, L3, d);
     const int64_t rows = (int64_t)d.B * d.T * d.H;
