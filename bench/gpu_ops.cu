@@ -80,10 +80,55 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Median forward and backward ms over reps (at most 16) after one warm-up, timed with CUDA
+ * events: fwd(c, u) builds the op's output on the reset context, the backward starts from seed. */
+typedef mt_tensor *(*bench_fwd_fn)(mt_ctx *c, void *u);
+static void bench_time_fwd_bwd(mt_ctx *c, int reps, bench_fwd_fn fwd, void *u, const float *seed,
+                               double *fwd_ms, double *bwd_ms) {
+    double tf[16], tb[16];
+    const int nrep = reps < 16 ? reps : 16;
+    cudaEvent_t e0, e1, e2;
+    cudaCheck("bench", cudaEventCreate(&e0));
+    cudaCheck("bench", cudaEventCreate(&e1));
+    cudaCheck("bench", cudaEventCreate(&e2));
+    for (int r = -1; r < nrep; r++) { /* r = -1: warm-up */
+        mt_ctx_reset(c);
+        cudaCheck("bench", cudaEventRecord(e0));
+        mt_tensor *o = fwd(c, u);
+        cudaCheck("bench", cudaEventRecord(e1));
+        mt_backward(c, o, seed);
+        cudaCheck("bench", cudaEventRecord(e2));
+        cudaCheck("bench", cudaEventSynchronize(e2));
+        float f = 0, b = 0;
+        cudaCheck("bench", cudaEventElapsedTime(&f, e0, e1));
+        cudaCheck("bench", cudaEventElapsedTime(&b, e1, e2));
+        if (r >= 0) {
+            tf[r] = f;
+            tb[r] = b;
+        }
+    }
+    qsort(tf, nrep, sizeof(double), cmp_double);
+    qsort(tb, nrep, sizeof(double), cmp_double);
+    *fwd_ms = tf[nrep / 2];
+    *bwd_ms = tb[nrep / 2];
+    cudaCheck("bench", cudaEventDestroy(e0));
+    cudaCheck("bench", cudaEventDestroy(e1));
+    cudaCheck("bench", cudaEventDestroy(e2));
+}
+
 /* ---- lightning attention ---- */
 
 /* fused: the bf16 intra-block products as the fused kernel (else the GEMM form; fp32 mode is
  * always the GEMM form) */
+typedef struct {
+    mt_tensor *qkv, *decay, *seg;
+    int block;
+} bench_lightning_args;
+static mt_tensor *bench_lightning_fwd(mt_ctx *c, void *u) {
+    const bench_lightning_args *a = (const bench_lightning_args *)u;
+    return mt_lightning(c, a->qkv, a->decay, a->seg, a->block);
+}
+
 static void bench_lightning(const mt_backend *be, int reps, int shrink, mt_dtype cd, bool fused) {
     const int BH = 16, H = 16, B = BH / H, D = shrink > 1 ? 64 : 128;
     const int block = 256 / shrink > 8 ? 256 / shrink : 8;
@@ -120,31 +165,10 @@ static void bench_lightning(const mt_backend *be, int reps, int shrink, mt_dtype
         be->to_device(decay->data, lam, sizeof(float) * H);
         be->zero(seg->data, sizeof(int32_t) * (size_t)B * T); /* one segment per row */
         float *seed = bench_seed((int64_t)B * T * H * D);
-        double tf[16], tb[16];
-        int nrep = reps < 16 ? reps : 16;
-        cudaEvent_t e0, e1, e2;
-        cudaCheck("bench", cudaEventCreate(&e0));
-        cudaCheck("bench", cudaEventCreate(&e1));
-        cudaCheck("bench", cudaEventCreate(&e2));
-        for (int r = -1; r < nrep; r++) { /* r = -1: warm-up */
-            mt_ctx_reset(&c);
-            cudaCheck("bench", cudaEventRecord(e0));
-            mt_tensor *o = mt_lightning(&c, qkv, decay, seg, block);
-            cudaCheck("bench", cudaEventRecord(e1));
-            mt_backward(&c, o, seed);
-            cudaCheck("bench", cudaEventRecord(e2));
-            cudaCheck("bench", cudaEventSynchronize(e2));
-            float f = 0, b = 0;
-            cudaCheck("bench", cudaEventElapsedTime(&f, e0, e1));
-            cudaCheck("bench", cudaEventElapsedTime(&b, e1, e2));
-            if (r >= 0) {
-                tf[r] = f;
-                tb[r] = b;
-            }
-        }
-        qsort(tf, nrep, sizeof(double), cmp_double);
-        qsort(tb, nrep, sizeof(double), cmp_double);
-        double f = tf[nrep / 2], b = tb[nrep / 2], tot = f + b;
+        bench_lightning_args la = {qkv, decay, seg, block};
+        double f, b;
+        bench_time_fwd_bwd(&c, reps, bench_lightning_fwd, &la, seed, &f, &b);
+        const double tot = f + b;
         double flops = 3.0 * (double)BH * T * (2.0 * block * D + 4.0 * D * D);
         double tflops = flops / (tot * 1e-3) / 1e12;
         char ratio[32] = "-";
@@ -156,9 +180,6 @@ static void bench_lightning(const mt_backend *be, int reps, int shrink, mt_dtype
                    fused ? "lightning" : "lightning-gemm", T, tot, tflops);
         prev = tot;
         free(seed);
-        cudaCheck("bench", cudaEventDestroy(e0));
-        cudaCheck("bench", cudaEventDestroy(e1));
-        cudaCheck("bench", cudaEventDestroy(e2));
         bench_tensor_free(be, qkv);
         bench_tensor_free(be, decay);
         bench_tensor_free(be, seg);
@@ -172,6 +193,11 @@ static void bench_lightning(const mt_backend *be, int reps, int shrink, mt_dtype
  * segment, T = 4k and 8k. FLOP convention (causal, as FlashAttention reports it): forward
  * 4 (T^2/2) D H B (Q K^T and P V over the lower triangle), backward 2.5x the forward (five
  * products). The delta pass and the bf16 casts are inside the timed region. */
+static mt_tensor *bench_attention_fwd(mt_ctx *c, void *u) {
+    mt_tensor **qkv = (mt_tensor **)u;
+    return mt_attention(c, qkv[0], qkv[1], qkv[2], NULL, 1.0f / sqrtf((float)qkv[0]->shape[3]));
+}
+
 static void bench_attention(const mt_backend *be, int reps, int shrink) {
     const int B = 1, H = shrink > 1 ? 2 : 16, Hkv = H / 2, D = 128;
     const int Ts[2] = {4096 / shrink, 8192 / shrink};
@@ -192,31 +218,10 @@ static void bench_attention(const mt_backend *be, int reps, int shrink) {
         mt_tensor *k = bench_tensor(be, MT_F32, 4, ks, true, 1.0f, "k");
         mt_tensor *v = bench_tensor(be, MT_F32, 4, ks, true, 1.0f, "v");
         float *seed = bench_seed((int64_t)B * T * H * D);
-        double tf[16], tb[16];
-        int nrep = reps < 16 ? reps : 16;
-        cudaEvent_t e0, e1, e2;
-        cudaCheck("bench", cudaEventCreate(&e0));
-        cudaCheck("bench", cudaEventCreate(&e1));
-        cudaCheck("bench", cudaEventCreate(&e2));
-        for (int r = -1; r < nrep; r++) { /* r = -1: warm-up */
-            mt_ctx_reset(&c);
-            cudaCheck("bench", cudaEventRecord(e0));
-            mt_tensor *o = mt_attention(&c, q, k, v, NULL, 1.0f / sqrtf((float)D));
-            cudaCheck("bench", cudaEventRecord(e1));
-            mt_backward(&c, o, seed);
-            cudaCheck("bench", cudaEventRecord(e2));
-            cudaCheck("bench", cudaEventSynchronize(e2));
-            float f = 0, b = 0;
-            cudaCheck("bench", cudaEventElapsedTime(&f, e0, e1));
-            cudaCheck("bench", cudaEventElapsedTime(&b, e1, e2));
-            if (r >= 0) {
-                tf[r] = f;
-                tb[r] = b;
-            }
-        }
-        qsort(tf, nrep, sizeof(double), cmp_double);
-        qsort(tb, nrep, sizeof(double), cmp_double);
-        double f = tf[nrep / 2], b = tb[nrep / 2], tot = f + b;
+        mt_tensor *qkv3[3] = {q, k, v};
+        double f, b;
+        bench_time_fwd_bwd(&c, reps, bench_attention_fwd, qkv3, seed, &f, &b);
+        const double tot = f + b;
         double fwd_flops = 4.0 * ((double)T * T / 2) * D * H * B, bwd_flops = 2.5 * fwd_flops;
         double tflops = (fwd_flops + bwd_flops) / (tot * 1e-3) / 1e12;
         printf("%8d %10.3f %10.3f %10.2f %10.2f %10.3f %10.2f %7.2f%%\n", T, f, b,
@@ -224,9 +229,6 @@ static void bench_attention(const mt_backend *be, int reps, int shrink) {
                100 * tflops / PEAK_BF16_TFLOPS);
         printf("RESULT attention T=%d: %.3f ms fwd+bwd, %.2f TFLOP/s\n", T, tot, tflops);
         free(seed);
-        cudaCheck("bench", cudaEventDestroy(e0));
-        cudaCheck("bench", cudaEventDestroy(e1));
-        cudaCheck("bench", cudaEventDestroy(e2));
         bench_tensor_free(be, q);
         bench_tensor_free(be, k);
         bench_tensor_free(be, v);
