@@ -8,7 +8,8 @@
  *
  * Layouts: qkv (B,T,H,3D) with q|k|v per head (the fused projection's head-major layout),
  * out and dout (B,T,H,D), decay (H) lambda per head, seg (B,T) or NULL, state (B,H,D,D) with
- * S[c][d]: c indexes the key dim, d the value dim. fp32 storage, double accumulation.
+ * S[c][d]: c indexes the key dim, d the value dim. fp32 storage; the naive form and the decode
+ * kernels accumulate in double, the block form in fp32 (sgemm, lightning_block.c).
  * Backwards ACCUMULATE (+=) into dqkv. D <= CPU_LIGHTNING_MAX_D. */
 #pragma once
 #include <stdbool.h>

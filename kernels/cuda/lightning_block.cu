@@ -16,9 +16,9 @@
  * Operands are bf16 (CUDA_R_16BF, tensor cores) when the node is bf16, else fp32 (CUDA_R_32F,
  * the handle's default math: no TF32); C is always fp32 and every sum is accumulated in fp32
  * (CUBLAS_COMPUTE_32F). The state and its gradient stay fp32 between blocks (the scan), and a
- * bf16 copy is only the readout operand. fp32 mode therefore differs from the double-summing
- * CPU reference by fp32 rounding of the intermediates (scores, states, products): well inside
- * the 1e-5 rule at these sizes (sums of at most max(L, D) terms).
+ * bf16 copy is only the readout operand. fp32 mode therefore differs from the CPU reference
+ * (the same GEMM form in fp32 sgemm, tiled differently: kernels/cpu/lightning_block.c) by the
+ * order of fp32 sums: well inside the 1e-5 rule (sums of at most max(L, D) terms).
  *
  * GEMM FLOPs per block: forward 4 L^2 D + 4 L D^2, backward 10 L^2 D + 10 L D^2 (the state
  * recompute included); the (L,L) products are full squares (the causal half is masked, not
