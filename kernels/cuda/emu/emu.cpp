@@ -442,6 +442,37 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
 
 static int emu_max1(int v) { return v > 1 ? v : 1; }
 
+/* One column-major problem C = alpha op(A) op(B) + beta C; A and B fp32 or bf16 (the products
+ * exact in double, summed in double), C fp32 or bf16 (rounded to nearest even when stored; read
+ * only when beta != 0). */
+static void emu_gemm_one(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                         float alpha, const void *A, bool abf16, int lda, const void *B, int ldb,
+                         float beta, void *C, bool cbf16, int ldc) {
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double acc = 0;
+            for (int l = 0; l < k; l++) {
+                size_t ia = ta == CUBLAS_OP_N ? i + (size_t)l * lda : l + (size_t)i * lda;
+                size_t ib = tb == CUBLAS_OP_N ? l + (size_t)j * ldb : j + (size_t)l * ldb;
+                float x = abf16 ? __bfloat162float(((const __nv_bfloat16 *)A)[ia])
+                                : ((const float *)A)[ia];
+                float y = abf16 ? __bfloat162float(((const __nv_bfloat16 *)B)[ib])
+                                : ((const float *)B)[ib];
+                acc += (double)x * y;
+            }
+            const size_t ic = i + (size_t)j * ldc;
+            float old = 0.0f;
+            if (beta != 0.0f)
+                old = cbf16 ? __bfloat162float(((__nv_bfloat16 *)C)[ic]) : ((float *)C)[ic];
+            float v =
+                beta == 0.0f ? (float)(alpha * acc) : (float)(alpha * acc + (double)beta * old);
+            if (cbf16)
+                ((__nv_bfloat16 *)C)[ic] = __float2bfloat16_rn(v);
+            else
+                ((float *)C)[ic] = v;
+        }
+}
+
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                             int n, int k, const void *alpha_p, const void *A, cudaDataType at,
                             int lda, const void *B, cudaDataType bt, int ldb, const void *beta_p,
@@ -457,23 +488,8 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     if (m < 0 || n < 0 || k < 0 || lda < emu_max1(ta == CUBLAS_OP_N ? m : k) ||
         ldb < emu_max1(tb == CUBLAS_OP_N ? k : n) || ldc < emu_max1(m))
         return CUBLAS_STATUS_INVALID_VALUE;
-    const float alpha = *(const float *)alpha_p, beta = *(const float *)beta_p;
-    float *c = (float *)C;
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-            double acc = 0;
-            for (int l = 0; l < k; l++) {
-                size_t ia = ta == CUBLAS_OP_N ? i + (size_t)l * lda : l + (size_t)i * lda;
-                size_t ib = tb == CUBLAS_OP_N ? l + (size_t)j * ldb : j + (size_t)l * ldb;
-                float x = bf16 ? __bfloat162float(((const __nv_bfloat16 *)A)[ia])
-                               : ((const float *)A)[ia];
-                float y = bf16 ? __bfloat162float(((const __nv_bfloat16 *)B)[ib])
-                               : ((const float *)B)[ib];
-                acc += (double)x * y;
-            }
-            float *cij = &c[i + (size_t)j * ldc];
-            *cij = beta == 0.0f ? (float)(alpha * acc) : (float)(alpha * acc + (double)beta * *cij);
-        }
+    emu_gemm_one(ta, tb, m, n, k, *(const float *)alpha_p, A, bf16, lda, B, ldb,
+                 *(const float *)beta_p, C, false, ldc);
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -521,37 +537,6 @@ cublasStatus_t cublasSgeam(cublasHandle_t h, cublasOperation_t ta, cublasOperati
 }
 
 /* ---- grouped GEMM ---- */
-
-/* One column-major problem C = alpha op(A) op(B) + beta C; A and B fp32 or bf16 (the products
- * exact in double, summed in double), C fp32 or bf16 (rounded to nearest even when stored; read
- * only when beta != 0). */
-static void emu_gemm_one(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                         float alpha, const void *A, bool abf16, int lda, const void *B, int ldb,
-                         float beta, void *C, bool cbf16, int ldc) {
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-            double acc = 0;
-            for (int l = 0; l < k; l++) {
-                size_t ia = ta == CUBLAS_OP_N ? i + (size_t)l * lda : l + (size_t)i * lda;
-                size_t ib = tb == CUBLAS_OP_N ? l + (size_t)j * ldb : j + (size_t)l * ldb;
-                float x = abf16 ? __bfloat162float(((const __nv_bfloat16 *)A)[ia])
-                                : ((const float *)A)[ia];
-                float y = abf16 ? __bfloat162float(((const __nv_bfloat16 *)B)[ib])
-                                : ((const float *)B)[ib];
-                acc += (double)x * y;
-            }
-            const size_t ic = i + (size_t)j * ldc;
-            float old = 0.0f;
-            if (beta != 0.0f)
-                old = cbf16 ? __bfloat162float(((__nv_bfloat16 *)C)[ic]) : ((float *)C)[ic];
-            float v =
-                beta == 0.0f ? (float)(alpha * acc) : (float)(alpha * acc + (double)beta * old);
-            if (cbf16)
-                ((__nv_bfloat16 *)C)[ic] = __float2bfloat16_rn(v);
-            else
-                ((float *)C)[ic] = v;
-        }
-}
 
 /* cuBLAS's documented combinations for this call (scale type fp32): A, B and C all CUDA_R_32F or
  * all CUDA_R_16BF with CUBLAS_COMPUTE_32F (the emulator has no CUDA_R_16F, TF32 or fp64 types).
