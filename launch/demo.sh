@@ -6,8 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash launch/install-deps.sh
-cmake -S . -B build -G Ninja -DMT_WERROR=ON > build.log 2>&1 || { cat build.log; exit 1; }
-cmake --build build -j "$(nproc)" >> build.log 2>&1 || { tail -50 build.log; exit 1; }
+mkdir -p build # the build's log goes there, not into the source tree
+cmake -S . -B build -G Ninja -DMT_WERROR=ON > build/demo-build.log 2>&1 ||
+  { cat build/demo-build.log; exit 1; }
+cmake --build build -j "$(nproc)" >> build/demo-build.log 2>&1 ||
+  { tail -50 build/demo-build.log; exit 1; }
 recipe="${1:-recipes/tiny.toml}"
 [ $# -eq 0 ] || shift
 bash launch/run-local.sh -n "${MT_RANKS:-2}" "$recipe" "$@"
