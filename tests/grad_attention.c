@@ -15,6 +15,16 @@ static void fill_ids(mt_tensor *t, const int32_t *vals) {
     memcpy(t->data, vals, sizeof(int32_t) * (size_t)mt_numel(t));
 }
 
+/* Segment ids (2,T) spanning the kernels' 64-row tiles: row 0 has a sample of 70 tokens, one of
+ * 30, then id 0 again after the gap (it sees the first sample's keys, tiles back), then tokens
+ * cycling through 3 ids; row 1 is one sample (plain causal over every tile). */
+static void fill_tile_ids(int32_t *ids, int64_t T) {
+    for (int64_t t = 0; t < T; t++) {
+        ids[t] = t < 70 ? 0 : t < 100 ? 1 : t < 130 ? 0 : (int32_t)(2 + t % 3);
+        ids[T + t] = 7;
+    }
+}
+
 /* ---- gradients ----------------------------------------------------------------------------- */
 
 typedef struct {
@@ -109,6 +119,10 @@ static int test_grad_attention(void) {
     check_attention_grad("attn only dv", 1, 5, 4, 2, 4, seg, false, (bool[3]){false, false, true},
                          19);
     check_attention_grad("rope+attn GQA seg", 2, 6, 4, 2, 8, seg, true, all, 20);
+    /* T past the fp32 kernels' 64-row tiles: online softmax across key tiles, skipped tiles */
+    int32_t tile_seg[2 * 150];
+    fill_tile_ids(tile_seg, 150);
+    check_attention_grad("attn multi-tile seg", 2, 150, 2, 1, 4, tile_seg, false, all, 31);
     return MT_TEST_OK;
 }
 
@@ -231,6 +245,11 @@ static int test_op_attention_forward(void) {
     check_attention_forward("seg GQA", 3, 10, 4, 2, 8, seg, 1.0f, 25);
     /* scores in the hundreds: exp overflows without the max subtraction */
     check_attention_forward("large scores seg", 3, 10, 4, 2, 8, seg, 60.0f, 26);
+    /* T past the fp32 kernels' 64-row tiles */
+    int32_t tile_seg[2 * 150];
+    fill_tile_ids(tile_seg, 150);
+    check_attention_forward("multi-tile seg GQA", 2, 150, 4, 2, 16, tile_seg, 1.0f, 27);
+    check_attention_forward("multi-tile", 1, 200, 2, 1, 8, NULL, 1.0f, 28);
     return MT_TEST_OK;
 }
 

@@ -1,6 +1,26 @@
 /* attention.c: causal GQA softmax attention (spec section 5) on the CPU: forward with the
  * log-sum-exp saved, flash-style backward from that lse, and the single-token decode step.
- * Reference kernel: fp32 storage, double accumulation for every sum over T or D.
+ *
+ * fp32 mode (the reference of the CUDA fp32 kernels): tiled GEMMs, as kernels/cpu/
+ * lightning_block.c does for lightning. Per (b, h) and 64-row query tile I, over the key tiles
+ * J <= I that any row of I sees (tiles above the diagonal, and tiles whose keys all lie in other
+ * packed samples, are skipped before their product):
+ *   forward:  S = scale Q_I K_J^T (cblas_sgemm), causal + segment mask, online softmax in fp32
+ *             (row maximum m, rescale of O_I and l by exp(m_old - m_new) when it grows),
+ *             O_I += exp(S - m) V_J (sgemm); O_I /= l and lse = m + log l at the end.
+ *   backward: delta = rowsum(dO o O) (in double); per (b, kv head g), every head h of the group
+ *             and every live tile pair: P = exp(S - lse) recomputed, dV_J += P^T dO_I,
+ *             dP = dO_I V_J^T, dS = P (dP - delta), dQ_I += scale dS K_J, dK_J += scale dS^T Q_I.
+ * One thread owns a (b, g), so it alone writes dk, dv of that head and dq of the group's heads:
+ * the gradients accumulate (+=) in place, with no atomics and no scratch beyond two score tiles
+ * on the stack. Rounding: fp32 products summed by BLAS, exp by attn_expf (<= 1.3 ulp), l and
+ * the lse in double: 1-2e-7 relative L2 from the double-summing form this replaced (which
+ * attn_row still is: the decode step and the bf16 mode), at D = 16..32 and T up to 300 with
+ * packed samples; as in any fp32 attention (PyTorch's too) a score x carries ~eps32 |x| of
+ * rounding, so outputs drift by ~1e-6 absolute once scores reach ~+-25. Until 2026-11-29 this
+ * mode ran the row-at-a-time double loops: 10.7x slower forward + backward at the training
+ * benchmark's shape (5.6x with packed samples), 26-33x at T = 4096, D = 128 (bench-attention;
+ * docs/benchmarks.md, "After item 6").
  *
  * bf16 mode (node ip[0] == MT_BF16, mt_ctx.compute_dtype when the node was made): the CPU
  * reference of the CUDA tensor-core (flash) path. The operands of its four products are rounded
@@ -14,16 +34,16 @@
  * Everything else (scores, softmax, l, lse, delta, dp, ds, every sum) stays fp32 or better:
  * here in double; the device sums in fp32 and rounds p~ against its running maximum (see
  * kernels/cuda/attention_flash.cu), which differs from this by rounding-level amounts only. */
+#include <cblas.h>
 #include <math.h>
+#include <string.h>
 
 #include "attention.h"
 #include "bf16.h"
 #include "cpu_ops.h"
 
-/* x through bf16 when the mode rounds (double -> fp32 -> bf16), else x */
-static inline double attn_r(double x, bool bf16) {
-    return bf16 ? (double)mt_bf16_round((float)x) : x;
-}
+/* x through bf16 (double -> fp32 -> bf16): the bf16 mode's rounding of p and ds */
+static inline double attn_r(double x) { return (double)mt_bf16_round((float)x); }
 
 /* Double dot product with 8 independent partial sums: the compiler may not reorder one
  * running sum, and 8 lanes let it use vector registers (fixed order, so deterministic). */
@@ -37,6 +57,9 @@ static double attn_dot(const float *a, const float *b, int64_t D) {
     for (; d < D; d++) acc += (double)a[d] * (double)b[d];
     return acc;
 }
+
+/* The fp32 mode's query and key tiles: a 16 KiB score tile, two per thread in the backward. */
+#define ATTN_TILE 64
 
 static void attn_check(int64_t H, int64_t Hkv, int64_t D) {
     MT_CHECK(Hkv > 0 && H % Hkv == 0, "attention: H=%lld is not a multiple of Hkv=%lld",
@@ -91,17 +114,17 @@ static float attn_row_bf16(float *o, const float *qt, const float *k, const floa
         const float *vs = v + s * kv_stride;
         double p = exp(scale * attn_dot(qt, k + s * kv_stride, D) - m);
         l += p;
-        double pr = attn_r(p, true);
+        double pr = attn_r(p);
         for (int64_t d = 0; d < D; d++) acc[d] += pr * (double)vs[d];
     }
     for (int64_t d = 0; d < D; d++) o[d] = (float)(acc[d] / l);
     return (float)(m + log(l));
 }
 
-/* The forward of both modes: every row (b, t, h) through its mode's row routine. */
-static void attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
-                     const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
-                     float scale, bool bf16) {
+/* The bf16 mode's forward (cpu_attention_fwd_bf16), a row at a time in double. */
+static void attn_fwd_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
+                          const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                          int64_t D, float scale) {
     attn_check(H, Hkv, D);
     int64_t rep = H / Hkv;
     /* rows are independent; later rows are longer, hence dynamic scheduling */
@@ -111,31 +134,172 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
         int64_t g = h / rep;
         const float *kb = k + (b * T * Hkv + g) * D, *vb = v + (b * T * Hkv + g) * D;
         const int32_t *segb = seg ? seg + b * T : NULL;
-        float l =
-            (bf16 ? attn_row_bf16 : attn_row)(out + row * D, q + row * D, kb, vb, Hkv * D, segb,
-                                              segb ? segb[t] : 0, t + 1, D, (double)scale);
+        float l = attn_row_bf16(out + row * D, q + row * D, kb, vb, Hkv * D, segb,
+                                segb ? segb[t] : 0, t + 1, D, (double)scale);
         if (lse) lse[(b * H + h) * T + t] = l;
+    }
+}
+
+/* ---- the fp32 mode as tiled GEMMs ----------------------------------------------------------- */
+
+/* Row-major C (M,N) = alpha op(A) op(B) + beta C, called inside the OpenMP loops: the OpenMP
+ * build of OpenBLAS runs it on the calling thread. */
+static void attn_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
+                      size_t lda, const float *Bm, size_t ldb, float beta, float *C, size_t ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+                K, alpha, A, (int)lda, Bm, (int)ldb, beta, C, (int)ldc);
+}
+
+/* exp(x) in fp32 for the softmax's x <= ~0, written so that the loops over a tile vectorise
+ * (libm's expf is a call per element: 28% of the fp32 kernels' time at D = 32). x = n ln2 + r
+ * with n = round(x / ln2) (the 1.5 * 2^23 trick, exact for |n| < 2^22), |r| <= ln2 / 2, ln2 split
+ * in two so n ln2 is exact; e^r by its Taylor series to r^7 (truncation < 5e-9 relative, below
+ * fp32's 6e-8), 2^n from the exponent bits. Within 1.3 ulp of exp over every float in
+ * [-87, 1] (checked exhaustively against double exp); below -87 (e^x < 1.7e-38) it returns 0,
+ * exp(-inf) = 0, NaN stays NaN. */
+static inline float attn_expf(float x) {
+    const float xc = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    const float t = xc * 1.44269504f + 12582912.0f;
+    const float n = t - 12582912.0f;
+    int32_t ti;
+    memcpy(&ti, &t, sizeof ti);
+    const float r = (xc - n * 0.693145751953125f) - n * 1.42860677e-6f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    /* 2^n, n in [-126, 127]; unsigned, so a NaN's garbage exponent is no overflow */
+    const uint32_t bits = (uint32_t)(ti - 0x4B400000 + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return x < -87.0f ? 0.0f : p * scale;
+}
+
+/* The keys row t sees within a tile [j0, j0 + nj): c < attn_hi(..) by causality (s <= t), and
+ * among those, with sg, only keys of t's segment. */
+static inline int attn_hi(int64_t t, int64_t j0, int nj) {
+    int64_t hi = t - j0 + 1;
+    return hi < 0 ? 0 : (hi > nj ? nj : (int)hi);
+}
+
+/* Whether any row i0 .. i0+ni-1 sees any key j0 .. j0+nj-1: tiles above the diagonal and tiles
+ * that lie in other packed samples are skipped before their product. Segments are compared by
+ * id (equal ids after a gap see each other), so this scans until the first visible pair: a few
+ * compares for a live tile, ni x nj for a dead one (a D-th of its product). */
+static bool attn_tile_live(const int32_t *sg, int64_t i0, int ni, int64_t j0, int nj) {
+    if (j0 > i0 + ni - 1) return false;
+    if (!sg) return true;
+    for (int a = ni - 1; a >= 0; a--) {
+        const int64_t t = i0 + a;
+        const int hi = attn_hi(t, j0, nj);
+        for (int c = 0; c < hi; c++)
+            if (sg[j0 + c] == sg[t]) return true;
+    }
+    return false;
+}
+
+/* S (ni, ATTN_TILE) in place: -inf where row i0 + a does not see key j0 + c. */
+static void attn_mask(float *S, const int32_t *sg, int64_t i0, int ni, int64_t j0, int nj) {
+    for (int a = 0; a < ni; a++) {
+        const int64_t t = i0 + a;
+        float *restrict s = S + (size_t)a * ATTN_TILE;
+        const int hi = attn_hi(t, j0, nj);
+        if (sg)
+            for (int c = 0; c < hi; c++)
+                if (sg[j0 + c] != sg[t]) s[c] = -INFINITY;
+        for (int c = hi; c < nj; c++) s[c] = -INFINITY;
+    }
+}
+
+/* Forward of one (b, h) and query tile [i0, i0 + ni): online softmax across the key tiles J <=
+ * I. Per tile: S = scale Q_I K_J^T (sgemm), masked; m the running row maximum, O_I (the output
+ * rows themselves) and l rescaled by exp(m_old - m_new) when it grows; P = exp(S - m);
+ * O_I += P V_J (sgemm); l += rowsum P (in double). At the end O_I /= l, lse = m + log l. */
+static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const float *kb,
+                          const float *vb, const int32_t *sg, int64_t i0, int ni, int64_t H,
+                          int64_t Hkv, int D, float scale) {
+    const size_t ldq = (size_t)(H * D), ldk = (size_t)(Hkv * D);
+    float S[ATTN_TILE * ATTN_TILE], m[ATTN_TILE];
+    double l[ATTN_TILE];
+    for (int a = 0; a < ni; a++) {
+        memset(ob + (size_t)(i0 + a) * ldq, 0, sizeof(float) * (size_t)D);
+        m[a] = -INFINITY;
+        l[a] = 0;
+    }
+    for (int64_t j0 = 0; j0 < i0 + ni; j0 += ATTN_TILE) {
+        const int nj = (int)(i0 + ni - j0 < ATTN_TILE ? i0 + ni - j0 : ATTN_TILE);
+        if (!attn_tile_live(sg, i0, ni, j0, nj)) continue;
+        attn_gemm(false, true, ni, nj, D, scale, qb + i0 * ldq, ldq, kb + j0 * ldk, ldk, 0.0f, S,
+                  ATTN_TILE);
+        attn_mask(S, sg, i0, ni, j0, nj);
+        for (int a = 0; a < ni; a++) {
+            float *restrict s = S + (size_t)a * ATTN_TILE;
+            float mx = m[a];
+#pragma omp simd reduction(max : mx)
+            for (int c = 0; c < nj; c++) mx = s[c] > mx ? s[c] : mx;
+            if (mx == -INFINITY) { /* the row sees nothing here, nor before */
+                for (int c = 0; c < nj; c++) s[c] = 0.0f;
+                continue;
+            }
+            if (mx > m[a] && m[a] != -INFINITY) {
+                const float r = attn_expf(m[a] - mx);
+                float *restrict o = ob + (size_t)(i0 + a) * ldq;
+                for (int d = 0; d < D; d++) o[d] *= r;
+                l[a] *= (double)r;
+            }
+            m[a] = mx;
+            float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+            for (int c = 0; c < nj; c++) { /* masked: exp(-inf) = 0 */
+                s[c] = attn_expf(s[c] - mx);
+                sum += s[c];
+            }
+            l[a] += (double)sum;
+        }
+        attn_gemm(false, false, ni, D, nj, 1.0f, S, ATTN_TILE, vb + j0 * ldk, ldk, 1.0f,
+                  ob + i0 * ldq, ldq);
+    }
+    /* l >= 1: every row sees itself (s = t, same segment) */
+    for (int a = 0; a < ni; a++) {
+        float *restrict o = ob + (size_t)(i0 + a) * ldq;
+        for (int d = 0; d < D; d++) o[d] = (float)((double)o[d] / l[a]);
+        if (lse_row) lse_row[i0 + a] = (float)((double)m[a] + log(l[a]));
     }
 }
 
 void cpu_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
                        const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
                        float scale) {
-    attn_fwd(out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, false);
+    attn_check(H, Hkv, D);
+    const int64_t rep = H / Hkv, nt = (T + ATTN_TILE - 1) / ATTN_TILE;
+    /* (b, h, query tile) are independent; later tiles are longer, hence dynamic scheduling */
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t w = 0; w < B * H * nt; w++) {
+        const int64_t b = w / (H * nt), h = (w / nt) % H, i0 = (w % nt) * ATTN_TILE;
+        const int ni = (int)(T - i0 < ATTN_TILE ? T - i0 : ATTN_TILE);
+        const int64_t g = h / rep;
+        attn_fwd_tile(out + (b * T * H + h) * D, lse ? lse + (b * H + h) * T : NULL,
+                      q + (b * T * H + h) * D, k + (b * T * Hkv + g) * D, v + (b * T * Hkv + g) * D,
+                      seg ? seg + b * T : NULL, i0, ni, H, Hkv, (int)D, scale);
+    }
 }
 
 void cpu_attention_fwd_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
                             const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
                             int64_t D, float scale) {
-    attn_fwd(out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, true);
+    attn_fwd_bf16(out, lse, q, k, v, seg, B, T, H, Hkv, D, scale);
 }
 
-/* The backward of both modes; bf16 rounds p and ds before their products (dout, q, k, v arrive
- * rounded in that mode). */
-static void attn_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
-                     const float *out, const float *lse, const float *q, const float *k,
-                     const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
-                     int64_t Hkv, int64_t D, float scale, bool bf16) {
+/* The bf16 mode's backward, a row at a time in double: p and ds are rounded before their
+ * products (dout, q, k, v arrive rounded in that mode). */
+static void attn_bwd_bf16(float *dq, float *dk, float *dv, double *delta, const float *dout,
+                          const float *out, const float *lse, const float *q, const float *k,
+                          const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
+                          int64_t Hkv, int64_t D, float scale) {
     attn_check(H, Hkv, D);
     int64_t rep = H / Hkv;
     double sc = (double)scale;
@@ -161,7 +325,7 @@ static void attn_bwd(float *dq, float *dk, float *dv, double *delta, const float
                 const float *ks = k + ((b * T + s) * Hkv + g) * D;
                 const float *vs = v + ((b * T + s) * Hkv + g) * D;
                 double p = exp(sc * attn_dot(qt, ks, D) - (double)lse[bht]);
-                double ds = attn_r(p * (attn_dot(do_t, vs, D) - delta[bht]), bf16);
+                double ds = attn_r(p * (attn_dot(do_t, vs, D) - delta[bht]));
                 for (int64_t d = 0; d < D; d++) acc[d] += ds * (double)ks[d];
             }
             for (int64_t d = 0; d < D; d++) dq[row * D + d] += (float)(sc * acc[d]);
@@ -186,11 +350,11 @@ static void attn_bwd(float *dq, float *dk, float *dv, double *delta, const float
                     const float *do_t = dout + ((b * T + t) * H + h) * D;
                     double p = exp(sc * attn_dot(qt, ks, D) - (double)lse[bht]);
                     if (dv) {
-                        double pr = attn_r(p, bf16);
+                        double pr = attn_r(p);
                         for (int64_t d = 0; d < D; d++) acc_v[d] += pr * (double)do_t[d];
                     }
                     if (dk) {
-                        double ds = attn_r(p * (attn_dot(do_t, vs, D) - delta[bht]), bf16);
+                        double ds = attn_r(p * (attn_dot(do_t, vs, D) - delta[bht]));
                         for (int64_t d = 0; d < D; d++) acc_k[d] += ds * (double)qt[d];
                     }
                 }
@@ -203,18 +367,92 @@ static void attn_bwd(float *dq, float *dk, float *dv, double *delta, const float
     }
 }
 
+/* Backward of one (b, h), query tile I against key tile J (live): P = exp(S - lse) recomputed
+ * (0 where masked), dV_J += P^T dO_I, dP = dO_I V_J^T, dS = P (dP - delta),
+ * dQ_I += scale dS K_J, dK_J += scale dS^T Q_I; every product an sgemm accumulating into the
+ * gradient rows (NULL gradients skipped). P, dP: (ATTN_TILE, ATTN_TILE) scratch. */
+static void attn_bwd_tile(float *dqb, float *dkb, float *dvb, float *P, float *dP, const float *dob,
+                          const float *lse_row, const double *delta_row, const float *qb,
+                          const float *kb, const float *vb, const int32_t *sg, int64_t i0, int ni,
+                          int64_t j0, int nj, int64_t H, int64_t Hkv, int D, float scale) {
+    const size_t ldq = (size_t)(H * D), ldk = (size_t)(Hkv * D);
+    attn_gemm(false, true, ni, nj, D, scale, qb + i0 * ldq, ldq, kb + j0 * ldk, ldk, 0.0f, P,
+              ATTN_TILE);
+    for (int a = 0; a < ni; a++) {
+        const int64_t t = i0 + a;
+        const float ls = lse_row[t];
+        float *restrict p = P + (size_t)a * ATTN_TILE;
+        const int hi = attn_hi(t, j0, nj);
+#pragma omp simd
+        for (int c = 0; c < hi; c++) p[c] = attn_expf(p[c] - ls);
+        if (sg)
+            for (int c = 0; c < hi; c++)
+                if (sg[j0 + c] != sg[t]) p[c] = 0.0f;
+        for (int c = hi; c < nj; c++) p[c] = 0.0f;
+    }
+    if (dvb)
+        attn_gemm(true, false, nj, D, ni, 1.0f, P, ATTN_TILE, dob + i0 * ldq, ldq, 1.0f,
+                  dvb + j0 * ldk, ldk);
+    if (!dqb && !dkb) return;
+    attn_gemm(false, true, ni, nj, D, 1.0f, dob + i0 * ldq, ldq, vb + j0 * ldk, ldk, 0.0f, dP,
+              ATTN_TILE);
+    for (int a = 0; a < ni; a++) {
+        const float dl = (float)delta_row[i0 + a];
+        const float *restrict p = P + (size_t)a * ATTN_TILE;
+        float *restrict ds = dP + (size_t)a * ATTN_TILE;
+        for (int c = 0; c < nj; c++) ds[c] = p[c] * (ds[c] - dl);
+    }
+    if (dqb)
+        attn_gemm(false, false, ni, D, nj, scale, dP, ATTN_TILE, kb + j0 * ldk, ldk, 1.0f,
+                  dqb + i0 * ldq, ldq);
+    if (dkb)
+        attn_gemm(true, false, nj, D, ni, scale, dP, ATTN_TILE, qb + i0 * ldq, ldq, 1.0f,
+                  dkb + j0 * ldk, ldk);
+}
+
 void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
                        const float *out, const float *lse, const float *q, const float *k,
                        const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
                        int64_t Hkv, int64_t D, float scale) {
-    attn_bwd(dq, dk, dv, delta, dout, out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, false);
+    attn_check(H, Hkv, D);
+    if (!dq && !dk && !dv) return;
+    const int64_t rep = H / Hkv;
+    /* delta[b,h,t] = rowsum(dO o O): the softmax backward's per-row term */
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < B * T * H; row++) {
+        int64_t b = row / (T * H), t = (row / H) % T, h = row % H;
+        delta[(b * H + h) * T + t] = attn_dot(dout + row * D, out + row * D, D);
+    }
+    /* one (b, kv head) per thread: it alone writes dk, dv of that head and dq of the heads of
+     * its group, so every gradient row is accumulated without atomics or extra scratch */
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t bg = 0; bg < B * Hkv; bg++) {
+        const int64_t b = bg / Hkv, g = bg % Hkv;
+        const int32_t *sg = seg ? seg + b * T : NULL;
+        const size_t kvo = (size_t)((b * T * Hkv + g) * D);
+        float P[ATTN_TILE * ATTN_TILE], dP[ATTN_TILE * ATTN_TILE];
+        for (int64_t h = g * rep; h < (g + 1) * rep; h++) {
+            const size_t qo = (size_t)((b * T * H + h) * D);
+            for (int64_t i0 = 0; i0 < T; i0 += ATTN_TILE) {
+                const int ni = (int)(T - i0 < ATTN_TILE ? T - i0 : ATTN_TILE);
+                for (int64_t j0 = 0; j0 <= i0; j0 += ATTN_TILE) {
+                    const int nj = (int)(i0 + ni - j0 < ATTN_TILE ? i0 + ni - j0 : ATTN_TILE);
+                    if (!attn_tile_live(sg, i0, ni, j0, nj)) continue;
+                    attn_bwd_tile(dq ? dq + qo : NULL, dk ? dk + kvo : NULL, dv ? dv + kvo : NULL,
+                                  P, dP, dout + qo, lse + (b * H + h) * T, delta + (b * H + h) * T,
+                                  q + qo, k + kvo, v + kvo, sg, i0, ni, j0, nj, H, Hkv, (int)D,
+                                  scale);
+                }
+            }
+        }
+    }
 }
 
 void cpu_attention_bwd_bf16(float *dq, float *dk, float *dv, double *delta, const float *dout,
                             const float *out, const float *lse, const float *q, const float *k,
                             const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
                             int64_t Hkv, int64_t D, float scale) {
-    attn_bwd(dq, dk, dv, delta, dout, out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, true);
+    attn_bwd_bf16(dq, dk, dv, delta, dout, out, lse, q, k, v, seg, B, T, H, Hkv, D, scale);
 }
 
 void cpu_attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache,

@@ -31,7 +31,8 @@ void cpu_rope_bwd(float *dx, const float *dy, const int32_t *pos, int64_t N, int
 
 /* out (B,T,H,D) = softmax(scale q k^T + mask) v with the causal mask, and with seg (B,T)
  * (NULL: one segment) position t sees s <= t only where seg[s] == seg[t].
- * Scores, softmax (online, max-subtracted) and the weighted sum are accumulated in double.
+ * fp32 tiled GEMMs (attention.c's header): scores and the weighted sum by sgemm on 64 x 64
+ * tiles, online max-subtracted softmax in fp32.
  * lse (B,H,T) gets log(sum_s exp(scale q_t.k_s)) in fp32, or is skipped when NULL. */
 void cpu_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
                        const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
@@ -39,8 +40,8 @@ void cpu_attention_fwd(float *out, float *lse, const float *q, const float *k, c
 /* Flash-style backward from the saved lse: P = exp(scale q k^T - lse) recomputed,
  * dS = P (dP - rowsum(dO o O)), dq += scale dS k, dk += scale dS^T q, dv += P^T dO, with dk and
  * dv summed over the H/Hkv query heads of each group. Any of dq, dk, dv may be NULL (skipped).
- * delta: scratch of B*H*T doubles. dq rows and dk/dv rows are each accumulated in a double
- * register block, so no output element is summed in fp32 over T terms. */
+ * delta: scratch of B*H*T doubles. fp32 tiled GEMMs accumulating into dq, dk, dv, parallel
+ * over (b, kv head); the bf16 variant below keeps the row-at-a-time double sums. */
 void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
                        const float *out, const float *lse, const float *q, const float *k,
                        const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
@@ -59,8 +60,8 @@ void cpu_attention_bwd_bf16(float *dq, float *dk, float *dv, double *delta, cons
 /* One generation step: out (B,H,D) = attention of the new query q (B,H,D) (RoPE already applied)
  * over cache positions [0, t_len) of k_cache, v_cache (B,Tmax,Hkv,D), whose last filled
  * position t_len-1 holds the new token's k and v. No segment mask (one sample per batch row).
- * Uses the same row routine as cpu_attention_fwd, so a step equals row t_len-1 of the full
- * causal forward over the same (roped) q, k, v. */
+ * One row in double (attention.c's attn_row), so a step equals row t_len-1 of the full causal
+ * forward over the same (roped) q, k, v up to the forward's fp32 rounding. */
 void cpu_attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache,
                           int64_t t_len, int64_t B, int64_t t_max, int64_t H, int64_t Hkv,
                           int64_t D, float scale);
