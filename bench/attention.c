@@ -12,32 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "autograd/check.h"
+#include "bench/bench_util.h"
 #include "kernels/cpu/attention.h"
-
-static double bench_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static float bench_uniform(uint64_t *s) { /* xorshift64*, [0, 1) */
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return (float)((*s * 2685821657736338717ull) >> 40) / (float)(1 << 24);
-}
-
-static float bench_normal(uint64_t *s) { /* roughly normal: a centred sum of 3 uniforms */
-    return 2.0f * (bench_uniform(s) + bench_uniform(s) + bench_uniform(s)) - 3.0f;
-}
 
 static void bench_shape(int B, int T, int H, int Hkv, int D, int with_seg, int reps) {
     const size_t nq = (size_t)B * T * H * D, nk = (size_t)B * T * Hkv * D;
@@ -52,11 +30,7 @@ static void bench_shape(int B, int T, int H, int Hkv, int D, int with_seg, int r
     uint64_t s = 0x9e3779b97f4a7c15ull;
     for (size_t i = 0; i < nq; i++) q[i] = bench_normal(&s), dout[i] = bench_uniform(&s) - 0.5f;
     for (size_t i = 0; i < nk; i++) k[i] = bench_normal(&s), v[i] = bench_normal(&s);
-    if (seg) /* samples of 1..200 tokens packed into each row */
-        for (int b = 0; b < B; b++)
-            for (int t = 0, id = 0; t < T; id++)
-                for (int len = 1 + (int)(bench_uniform(&s) * 200); len > 0 && t < T; len--)
-                    seg[b * T + t++] = id;
+    if (seg) bench_pack_segments(seg, B, T, &s);
     const float scale = 1.0f / sqrtf((float)D);
     double *tf = mt_malloc(sizeof(double) * reps, "bench"),
            *tb = mt_malloc(sizeof(double) * reps, "bench");
@@ -72,15 +46,13 @@ static void bench_shape(int B, int T, int H, int Hkv, int D, int with_seg, int r
         double t3 = bench_now();
         if (r >= 0) tf[r] = t1 - t0, tb[r] = t3 - t2;
     }
-    qsort(tf, reps, sizeof(double), cmp_double);
-    qsort(tb, reps, sizeof(double), cmp_double);
+    const double f = bench_median(tf, reps), b = bench_median(tb, reps);
     double cs = 0; /* a checksum, so that the work cannot be dropped and runs can be compared */
     for (size_t i = 0; i < nq; i++) cs += out[i] + dq[i];
     for (size_t i = 0; i < nk; i++) cs += dk[i] + dv[i];
     printf("B=%d T=%-5d H=%-2d Hkv=%d D=%-3d %s  fwd %9.3f ms  bwd %9.3f ms  fwd+bwd %9.3f ms"
            "  (median of %d; checksum %.6g)\n",
-           B, T, H, Hkv, D, seg ? "seg" : "   ", 1e3 * tf[reps / 2], 1e3 * tb[reps / 2],
-           1e3 * (tf[reps / 2] + tb[reps / 2]), reps, cs);
+           B, T, H, Hkv, D, seg ? "seg" : "   ", 1e3 * f, 1e3 * b, 1e3 * (f + b), reps, cs);
     free(q);
     free(dq);
     free(k);

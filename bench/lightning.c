@@ -12,28 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "autograd/check.h"
+#include "bench/bench_util.h"
 #include "kernels/cpu/lightning.h"
-
-static double bench_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static float bench_uniform(uint64_t *s) { /* xorshift64*, [0, 1) */
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return (float)((*s * 2685821657736338717ull) >> 40) / (float)(1 << 24);
-}
 
 static void bench_shape(int B, int T, int H, int D, int block, int with_seg, int reps) {
     const size_t nq = (size_t)B * T * H * 3 * D, no = (size_t)B * T * H * D;
@@ -47,16 +29,12 @@ static void bench_shape(int B, int T, int H, int D, int block, int with_seg, int
     int32_t *seg = with_seg ? mt_malloc(sizeof(int32_t) * B * T, "bench") : NULL;
     uint64_t s = 0x9e3779b97f4a7c15ull;
     for (size_t i = 0; i < nq; i++) { /* SiLU of a roughly normal value */
-        float x = 2.0f * (bench_uniform(&s) + bench_uniform(&s) + bench_uniform(&s)) - 3.0f;
+        float x = bench_normal(&s);
         qkv[i] = x / (1.0f + expf(-x));
     }
     for (size_t i = 0; i < no; i++) dout[i] = bench_uniform(&s) - 0.5f;
     for (int h = 0; h < H; h++) decay[h] = 0.5f * powf(2.0f, -8.0f * (h + 1) / H); /* slopes */
-    if (seg) /* samples of 1..200 tokens packed into each row */
-        for (int b = 0; b < B; b++)
-            for (int t = 0, id = 0; t < T; id++)
-                for (int len = 1 + (int)(bench_uniform(&s) * 200); len > 0 && t < T; len--)
-                    seg[b * T + t++] = id;
+    if (seg) bench_pack_segments(seg, B, T, &s);
     double *tf = mt_malloc(sizeof(double) * reps, "bench"),
            *tb = mt_malloc(sizeof(double) * reps, "bench");
     for (int r = -1; r < reps; r++) {
@@ -70,15 +48,13 @@ static void bench_shape(int B, int T, int H, int D, int block, int with_seg, int
         double t3 = bench_now();
         if (r >= 0) tf[r] = t1 - t0, tb[r] = t3 - t2;
     }
-    qsort(tf, reps, sizeof(double), cmp_double);
-    qsort(tb, reps, sizeof(double), cmp_double);
+    const double f = bench_median(tf, reps), b = bench_median(tb, reps);
     double cs = 0; /* a checksum, so that the work cannot be dropped and runs can be compared */
     for (size_t i = 0; i < no; i++) cs += out[i];
     for (size_t i = 0; i < nq; i++) cs += dqkv[i];
     printf("B=%d T=%-5d H=%d D=%-3d block %-3d %s  fwd %8.3f ms  bwd %8.3f ms  fwd+bwd %8.3f ms"
            "  (median of %d; checksum %.6g)\n",
-           B, T, H, D, block, seg ? "seg" : "   ", 1e3 * tf[reps / 2], 1e3 * tb[reps / 2],
-           1e3 * (tf[reps / 2] + tb[reps / 2]), reps, cs);
+           B, T, H, D, block, seg ? "seg" : "   ", 1e3 * f, 1e3 * b, 1e3 * (f + b), reps, cs);
     free(qkv);
     free(dqkv);
     free(out);

@@ -21,17 +21,12 @@
 #include <unistd.h>
 
 #include "autograd/ops.h"
+#include "bench/bench_util.h"
 
 /* OpenBLAS extensions, weak so the bench also links against another CBLAS. */
 char *openblas_get_corename(void) __attribute__((weak));
 void openblas_set_num_threads(int n) __attribute__((weak));
 int openblas_get_num_threads(void) __attribute__((weak));
-
-static double bench_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* the CPU: name, flags, nominal and measured clock, flop per cycle */
