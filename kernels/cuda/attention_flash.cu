@@ -31,6 +31,7 @@
 #include <mma.h>
 
 #include "attention_flash.cuh"
+#include "wmma_tile.cuh"
 
 using namespace nvcuda;
 
@@ -43,11 +44,7 @@ using namespace nvcuda;
 #define FLASH_LOG2E   1.4426950408889634f
 #define FLASH_LN2     0.6931471805599453f
 
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> flash_a_row;
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::col_major> flash_a_col;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> flash_b_row;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> flash_b_col;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> flash_acc;
 
 struct flash_dims {
     int64_t B, T, H, Hkv;
@@ -137,11 +134,11 @@ __global__ void flash_fwd_kernel(float *out, float *lse, const __nv_bfloat16 *q,
 
     flash_load_tile<D>(sm.t.q, qb + q0 * q_stride, q_stride, FLASH_BR, a.T - q0);
     __syncthreads();
-    flash_a_row qa[ND];
+    wt_a_row qa[ND];
 #pragma unroll
     for (int kk = 0; kk < ND; kk++)
         wmma::load_matrix_sync(qa[kk], sm.t.q + 16 * warp * D + 16 * kk, D);
-    flash_acc o[ND];
+    wt_acc o[ND];
 #pragma unroll
     for (int n = 0; n < ND; n++) wmma::fill_fragment(o[n], 0.0f);
 
@@ -170,21 +167,8 @@ __global__ void flash_fwd_kernel(float *out, float *lse, const __nv_bfloat16 *q,
         __syncthreads();
         if (kv0 > row0 + 15) continue; /* every row of this warp precedes the tile */
 
-        /* S (16 x BC) = Q K^T: K^T is the K tile read column-major */
-        flash_acc sf[NB];
-#pragma unroll
-        for (int n = 0; n < NB; n++) wmma::fill_fragment(sf[n], 0.0f);
-#pragma unroll
-        for (int kk = 0; kk < ND; kk++)
-#pragma unroll
-            for (int n = 0; n < NB; n++) {
-                flash_b_col kf;
-                wmma::load_matrix_sync(kf, sm.t.kv.k + 16 * n * D + 16 * kk, D);
-                wmma::mma_sync(sf[n], qa[kk], kf, sf[n]);
-            }
-#pragma unroll
-        for (int n = 0; n < NB; n++)
-            wmma::store_matrix_sync(sw + 16 * n, sf[n], BC, wmma::mem_row_major);
+        /* S (16 x BC) = Q K^T */
+        wt_scores<NB, ND>(sw, BC, qa, sm.t.kv.k, D);
         __syncwarp();
 
         /* online softmax of the lane's half row, fp32 */
@@ -234,17 +218,7 @@ __global__ void flash_fwd_kernel(float *out, float *lse, const __nv_bfloat16 *q,
         }
 
         /* O += P V */
-#pragma unroll
-        for (int kk = 0; kk < NB; kk++) {
-            flash_a_row pa;
-            wmma::load_matrix_sync(pa, pw + 16 * kk, BC);
-#pragma unroll
-            for (int n = 0; n < ND; n++) {
-                flash_b_row vf;
-                wmma::load_matrix_sync(vf, sm.t.kv.v + 16 * kk * D + 16 * n, D);
-                wmma::mma_sync(o[n], pa, vf, o[n]);
-            }
-        }
+        wt_accumulate<NB, ND>(o, pw, BC, sm.t.kv.v, D);
         o_live = true;
     }
 
@@ -285,8 +259,8 @@ __global__ void flash_delta_kernel(float *delta, const __nv_bfloat16 *dout, cons
  * A function over the whole array, fully unrolled: selecting dK or dV through a pointer would
  * put the fragments in local memory. */
 template <int D>
-__device__ inline void flash_add_rows(float *grow, flash_acc (&acc)[D / 16], float *sw, bool ok,
-                                      int r, int c0) {
+__device__ inline void flash_add_rows(float *grow, wt_acc (&acc)[D / 16], float *sw, bool ok, int r,
+                                      int c0) {
     constexpr int NQ = FLASH_BQ / 16, HC = FLASH_BQ / 2;
 #pragma unroll
     for (int c = 0; c < D / 16; c += NQ) {
@@ -340,11 +314,11 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
     for (int i = threadIdx.x; i < FLASH_BKV; i += blockDim.x)
         sm.seg_k[i] = segb && kv0 + i < a.T ? segb[kv0 + i] : 0;
     __syncthreads();
-    flash_a_row va[ND]; /* the warp's 16 V rows, as the left operand of dP^T = V dO^T */
+    wt_a_row va[ND]; /* the warp's 16 V rows, as the left operand of dP^T = V dO^T */
 #pragma unroll
     for (int kk = 0; kk < ND; kk++)
         wmma::load_matrix_sync(va[kk], sm.u.v + 16 * warp * D + 16 * kk, D);
-    flash_acc dka[ND], dva[ND];
+    wt_acc dka[ND], dva[ND];
 #pragma unroll
     for (int n = 0; n < ND; n++) {
         wmma::fill_fragment(dka[n], 0.0f);
@@ -381,24 +355,8 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
             /* the warp's kv rows see some query row of this tile */
             const bool active = j0 < a.T && j0 <= i0 + FLASH_BQ - 1;
             if (active) {
-                /* S^T (16 x BQ) = K_w Q^T */
-                flash_acc st[NQ];
-#pragma unroll
-                for (int n = 0; n < NQ; n++) wmma::fill_fragment(st[n], 0.0f);
-#pragma unroll
-                for (int kk = 0; kk < ND; kk++) {
-                    flash_a_row ka;
-                    wmma::load_matrix_sync(ka, sm.k + 16 * warp * D + 16 * kk, D);
-#pragma unroll
-                    for (int n = 0; n < NQ; n++) {
-                        flash_b_col qf;
-                        wmma::load_matrix_sync(qf, sm.u.qd.q + 16 * n * D + 16 * kk, D);
-                        wmma::mma_sync(st[n], ka, qf, st[n]);
-                    }
-                }
-#pragma unroll
-                for (int n = 0; n < NQ; n++)
-                    wmma::store_matrix_sync(sw + 16 * n, st[n], FLASH_BQ, wmma::mem_row_major);
+                /* S^T (16 x BQ) = K_w Q^T (K_w from shared memory: registers are short) */
+                wt_scores_mem<NQ, ND>(sw, FLASH_BQ, sm.k + 16 * warp * D, D, sm.u.qd.q, D);
                 __syncwarp();
                 /* P^T = exp(S^T scale - lse), masked; bf16 copy for the products */
                 float p[HC];
@@ -413,31 +371,9 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
                 }
                 __syncwarp();
                 /* dV += P^T dO */
-#pragma unroll
-                for (int kk = 0; kk < NQ; kk++) {
-                    flash_a_row pa;
-                    wmma::load_matrix_sync(pa, pw + 16 * kk, FLASH_BQ);
-#pragma unroll
-                    for (int n = 0; n < ND; n++) {
-                        flash_b_row df;
-                        wmma::load_matrix_sync(df, sm.u.qd.dout + 16 * kk * D + 16 * n, D);
-                        wmma::mma_sync(dva[n], pa, df, dva[n]);
-                    }
-                }
+                wt_accumulate<NQ, ND>(dva, pw, FLASH_BQ, sm.u.qd.dout, D);
                 /* dP^T (16 x BQ) = V_w dO^T */
-#pragma unroll
-                for (int n = 0; n < NQ; n++) wmma::fill_fragment(st[n], 0.0f);
-#pragma unroll
-                for (int kk = 0; kk < ND; kk++)
-#pragma unroll
-                    for (int n = 0; n < NQ; n++) {
-                        flash_b_col df;
-                        wmma::load_matrix_sync(df, sm.u.qd.dout + 16 * n * D + 16 * kk, D);
-                        wmma::mma_sync(st[n], va[kk], df, st[n]);
-                    }
-#pragma unroll
-                for (int n = 0; n < NQ; n++)
-                    wmma::store_matrix_sync(sw + 16 * n, st[n], FLASH_BQ, wmma::mem_row_major);
+                wt_scores<NQ, ND>(sw, FLASH_BQ, va, sm.u.qd.dout, D);
                 __syncwarp(); /* dP^T stored, and P^T read by every lane before it is replaced */
                               /* dS^T = P^T (dP^T - delta) */
 #pragma unroll
@@ -448,17 +384,7 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
                 }
                 __syncwarp();
                 /* dK += dS^T Q (scaled at the end) */
-#pragma unroll
-                for (int kk = 0; kk < NQ; kk++) {
-                    flash_a_row dsa;
-                    wmma::load_matrix_sync(dsa, pw + 16 * kk, FLASH_BQ);
-#pragma unroll
-                    for (int n = 0; n < ND; n++) {
-                        flash_b_row qf;
-                        wmma::load_matrix_sync(qf, sm.u.qd.q + 16 * kk * D + 16 * n, D);
-                        wmma::mma_sync(dka[n], dsa, qf, dka[n]);
-                    }
-                }
+                wt_accumulate<NQ, ND>(dka, pw, FLASH_BQ, sm.u.qd.q, D);
             } else {
                 /* no visible pair: the warp's dS^T rows are zero for the dQ product */
 #pragma unroll
@@ -471,13 +397,13 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
              * warp at a time, added atomically (other kv tiles add to the same rows) */
             for (int f = warp; f < NQ * ND; f += FLASH_WARPS) {
                 const int mi = f / ND, ni = f % ND;
-                flash_acc acc;
+                wt_acc acc;
                 wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
                 for (int kk = 0; kk < FLASH_BKV / 16; kk++) {
                     flash_a_col dsa;
                     wmma::load_matrix_sync(dsa, sm.pds + 16 * kk * FLASH_BQ + 16 * mi, FLASH_BQ);
-                    flash_b_row kf;
+                    wt_b_row kf;
                     wmma::load_matrix_sync(kf, sm.k + 16 * kk * D + 16 * ni, D);
                     wmma::mma_sync(acc, dsa, kf, acc);
                 }

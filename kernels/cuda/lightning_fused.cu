@@ -38,17 +38,13 @@
 
 #include "cuda_ops.cuh"
 #include "lightning_fused.cuh"
+#include "wmma_tile.cuh"
 
 using namespace nvcuda;
 
 #define LTF_WARPS   4
 #define LTF_THREADS (32 * LTF_WARPS)
 #define LTF_BR      (16 * LTF_WARPS) /* rows x per block */
-
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> ltf_a_row;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> ltf_b_row;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> ltf_b_col;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> ltf_acc;
 
 /* b/c tile rows per step: 64 at D = 64; 32 at D = 128 keeps the block under 48 KiB. Shared rows
  * are padded (LDT, LDS, LDP: 16 bytes more per row) so the fragment loads and stores of 16 rows
@@ -127,11 +123,11 @@ template <int D, bool KEYS> __global__ void ltf_kernel(ltf_args p) {
         for (int k = threadIdx.x; k < LTF_BR; k += blockDim.x)
             sm.row_start[k] = x0 + k < m ? visb[x0 + k] - b0 : p.L; /* L: sees nothing */
     __syncthreads();
-    ltf_a_row af[ND];
+    wt_a_row af[ND];
 #pragma unroll
     for (int kk = 0; kk < ND; kk++)
         wmma::load_matrix_sync(af[kk], sm.t.a + 16 * warp * LDT + 16 * kk, LDT);
-    ltf_acc o[ND];
+    wt_acc o[ND];
 #pragma unroll
     for (int n = 0; n < ND; n++) wmma::fill_fragment(o[n], 0.0f);
 
@@ -167,21 +163,8 @@ template <int D, bool KEYS> __global__ void ltf_kernel(ltf_args p) {
         if (!KEYS && (y0 > xw + 15 || y0 + BC - 1 < sm.row_start[16 * warp])) continue;
         if (KEYS && (y0 + BC - 1 < xw || sm.col_start[0] > xw + 15)) continue;
 
-        /* S (16 x BC) = a_w b^T: b^T is the b tile read column-major */
-        ltf_acc sf[NB];
-#pragma unroll
-        for (int n = 0; n < NB; n++) wmma::fill_fragment(sf[n], 0.0f);
-#pragma unroll
-        for (int kk = 0; kk < ND; kk++)
-#pragma unroll
-            for (int n = 0; n < NB; n++) {
-                ltf_b_col bf;
-                wmma::load_matrix_sync(bf, sm.t.bc.b + 16 * n * LDT + 16 * kk, LDT);
-                wmma::mma_sync(sf[n], af[kk], bf, sf[n]);
-            }
-#pragma unroll
-        for (int n = 0; n < NB; n++)
-            wmma::store_matrix_sync(sw + 16 * n, sf[n], LDS, wmma::mem_row_major);
+        /* S (16 x BC) = a_w b^T */
+        wt_scores<NB, ND>(sw, LDS, af, sm.t.bc.b, LDT);
         __syncwarp();
 
         /* P~ = R(fl(S g^(i-j))) where visible, else 0: row rr (x = xw + rr), column c */
@@ -200,17 +183,7 @@ template <int D, bool KEYS> __global__ void ltf_kernel(ltf_args p) {
         __syncwarp(); /* P~ written, S read */
 
         /* out += P~ c */
-#pragma unroll
-        for (int kk = 0; kk < NB; kk++) {
-            ltf_a_row pa;
-            wmma::load_matrix_sync(pa, pw + 16 * kk, LDP);
-#pragma unroll
-            for (int n = 0; n < ND; n++) {
-                ltf_b_row cf;
-                wmma::load_matrix_sync(cf, sm.t.bc.c + 16 * kk * LDT + 16 * n, LDT);
-                wmma::mma_sync(o[n], pa, cf, o[n]);
-            }
-        }
+        wt_accumulate<NB, ND>(o, pw, LDP, sm.t.bc.c, LDT);
     }
 
     /* the rows out (padding rows of the block as zeros), BC columns at a time through sw */
