@@ -29,6 +29,15 @@ T0=$(date +%s)
 SUMMARY=()
 note() { SUMMARY+=("$*"); }
 elapsed() { echo $(($(date +%s) - $1)); }
+# note_rc LABEL RC START: the summary line of a step that exited with RC (77: no device)
+note_rc() {
+  case $2 in
+    0) note "$1: ok in $(elapsed "$3") s" ;;
+    77) note "$1: skipped (no usable CUDA device)" ;;
+    124) note "$1: TIMED OUT after $(elapsed "$3") s (partial output above)" ;;
+    *) note "$1: FAILED (exit $2)" ;;
+  esac
+}
 BUDGET=${MT_GPU_CHECK_BUDGET:-470}
 # tmo N CMD...: CMD under a timeout of N seconds, or of what is left of the budget when that is
 # less; not run (exit 124, as a timeout) when under 10 s are left
@@ -263,12 +272,7 @@ if [ -n "$BUILD" ]; then
   tmo 150 "$BUILD/bench-gpu-ops" all "$REPS" > "$LOGDIR/bench.log" 2>&1
   rc=$?
   cat "$LOGDIR/bench.log"
-  case $rc in
-    0) note "benchmarks: ok in $(elapsed "$t") s" ;;
-    77) note "benchmarks: skipped (no usable CUDA device)" ;;
-    124) note "benchmarks: TIMED OUT after $(elapsed "$t") s (partial output above)" ;;
-    *) note "benchmarks: FAILED (exit $rc)" ;;
-  esac
+  note_rc benchmarks "$rc" "$t"
 fi
 
 # full training step of a MiniMax-Text-01-shaped model (bench/gpu_step.c): fp32, then bf16 GEMMs
@@ -282,12 +286,7 @@ if [ -n "$STEP_BIN" ]; then
       > "$LOGDIR/step_$dt.log" 2>&1
     rc=$?
     cat "$LOGDIR/step_$dt.log"
-    case $rc in
-      0) note "training step $dt: ok in $(elapsed "$t") s" ;;
-      77) note "training step $dt: skipped (no usable CUDA device)" ;;
-      124) note "training step $dt: TIMED OUT after $(elapsed "$t") s (partial output above)" ;;
-      *) note "training step $dt: FAILED (exit $rc)" ;;
-    esac
+    note_rc "training step $dt" "$rc" "$t"
     [ "$rc" = 0 ] || [ "$rc" = 77 ] || STEP_RC=$rc
   done
 fi
@@ -301,12 +300,7 @@ if [ -n "$BUILD$STEP_BIN" ] && "$PY" -c "import torch, transformers" 2> /dev/nul
   tmo 90 "$PY" bench/gpu_peer.py --reps "$REPS" > "$LOGDIR/peer.log" 2>&1
   rc=$?
   grep -E "^(==|PEER|SKIP)" "$LOGDIR/peer.log"
-  case $rc in
-    0) note "PyTorch peer: ok in $(elapsed "$t") s" ;;
-    77) note "PyTorch peer: skipped (torch sees no CUDA device)" ;;
-    124) note "PyTorch peer: TIMED OUT after $(elapsed "$t") s (partial output above)" ;;
-    *) note "PyTorch peer: some part FAILED (exit $rc, see peer.log)" ;;
-  esac
+  note_rc "PyTorch peer" "$rc" "$t"
 else
   note "PyTorch peer: not run (no python3 with torch and transformers, or nothing built)"
 fi
