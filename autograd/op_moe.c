@@ -1,6 +1,6 @@
-/* op_moe.c: constructors of the MoE ops (spec sections 6 and 7.2): router, experts, aux loss,
- * and the host-side aux coefficient. The node layouts written here are the contract with every
- * backend (kernels/cpu/moe_*.c). */
+/* op_moe.c: constructors of the MoE ops (spec sections 6 and 7.2): router, experts (fused, or
+ * split into dispatch / one op per expert / combine), aux loss, and the host-side aux coefficient.
+ * The node layouts written here are the contract with every backend (kernels/cpu/moe_*.c). */
 #include <limits.h>
 
 #include "ops.h"
@@ -70,6 +70,103 @@ mt_tensor *mt_moe_experts(mt_ctx *c, mt_tensor *x, mt_tensor *idx, mt_tensor *we
         n->saved[3] = mt_tensor_new(c, MT_F32, 2, hshape, "moe_experts.h1");
         n->saved[4] = mt_tensor_new(c, MT_F32, 2, hshape, "moe_experts.h3");
     }
+    mt_node_run(c, n);
+    return out;
+}
+
+mt_tensor *mt_moe_dispatch(mt_ctx *c, mt_tensor *x, mt_tensor *idx, int E, mt_moe_plan *plan) {
+    MT_CHECK(x->dtype == MT_F32 && x->ndim == 2, "moe_dispatch: x %s must be f32 (N,C), got %s %s",
+             x->name, mt_dtype_name(x->dtype), mt_shape_str(x));
+    const int64_t N = x->shape[0], C = x->shape[1];
+    MT_CHECK(idx->dtype == MT_I32 && idx->ndim == 2 && idx->shape[0] == N,
+             "moe_dispatch: idx %s must be i32 (N,K) with N = %lld, got %s %s", idx->name,
+             (long long)N, mt_dtype_name(idx->dtype), mt_shape_str(idx));
+    const int64_t K = idx->shape[1], A = N * K;
+    MT_CHECK(E >= 1 && K >= 1 && A <= INT_MAX && A * C <= INT64_MAX / 4,
+             "moe_dispatch: sizes N=%lld K=%lld C=%lld E=%d out of range", (long long)N,
+             (long long)K, (long long)C, E);
+    MT_CHECK(plan, "moe_dispatch: plan must not be NULL (x %s)", x->name);
+    int64_t oshape[2] = {A, C}, eshape[1] = {E + 1};
+    mt_tensor *out = mt_tensor_new(c, MT_F32, 2, oshape, "moe_dispatch.xs");
+    mt_tensor *in[2] = {x, idx};
+    mt_node *n = mt_node_begin(c, MT_OP_MOE_DISPATCH, out, 2, in);
+    n->ip[0] = E;
+    n->saved[0] = mt_tensor_new(c, MT_I32, 1, eshape, "moe_dispatch.offsets");
+    n->saved[1] = mt_tensor_new(c, MT_I32, 1, &A, "moe_dispatch.perm");
+    n->saved[2] = mt_tensor_new(c, MT_I32, 1, &A, "moe_dispatch.inv");
+    n->host = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)(E + 1), "moe_dispatch offsets");
+    *plan = (mt_moe_plan){n->saved[0], n->saved[1], n->saved[2], n->host, N, E, (int)K};
+    mt_node_run(c, n); /* the forward fills the host offsets: the experts' sizes */
+    return out;
+}
+
+mt_tensor *mt_moe_expert_out(mt_ctx *c, const mt_moe_plan *plan, int64_t C) {
+    int64_t shape[2] = {plan->N * plan->K, C};
+    mt_tensor *ys = mt_tensor_new(c, MT_F32, 2, shape, "moe_expert.ys");
+    ys->requires_grad = false; /* becomes true with the first expert op that needs a gradient */
+    return ys;
+}
+
+mt_tensor *mt_moe_expert_ffn(mt_ctx *c, mt_tensor *xs, const mt_moe_plan *plan, mt_tensor *weight,
+                             int e, mt_tensor *w1, mt_tensor *w3, mt_tensor *w2, mt_tensor *ys) {
+    const int64_t A = plan->N * plan->K;
+    MT_CHECK(xs->dtype == MT_F32 && xs->ndim == 2 && xs->shape[0] == A,
+             "moe_expert_ffn: xs %s must be f32 (N*K,C) with N*K = %lld, got %s", xs->name,
+             (long long)A, mt_shape_str(xs));
+    const int64_t C = xs->shape[1];
+    MT_CHECK(e >= 0 && e < plan->E, "moe_expert_ffn: expert %d of %d", e, plan->E);
+    MT_CHECK(weight->dtype == MT_F32 && weight->ndim == 2 && weight->shape[0] == plan->N &&
+                 weight->shape[1] == plan->K,
+             "moe_expert_ffn: weight %s %s must be f32 (N,K) = (%lld,%d)", weight->name,
+             mt_shape_str(weight), (long long)plan->N, plan->K);
+    MT_CHECK(w1->dtype == MT_F32 && w1->ndim == 2 && w1->shape[1] == C,
+             "moe_expert_ffn: expert %d w1 %s must be f32 (F,C) with C = %lld, got %s", e, w1->name,
+             (long long)C, mt_shape_str(w1));
+    const int64_t F = w1->shape[0];
+    MT_CHECK(w3->dtype == MT_F32 && mt_same_shape(w3, w1),
+             "moe_expert_ffn: expert %d w3 %s %s must match w1 %s", e, w3->name, mt_shape_str(w3),
+             mt_shape_str(w1));
+    MT_CHECK(w2->dtype == MT_F32 && w2->ndim == 2 && w2->shape[0] == C && w2->shape[1] == F,
+             "moe_expert_ffn: expert %d w2 %s must be f32 (C,F) = (%lld,%lld), got %s", e, w2->name,
+             (long long)C, (long long)F, mt_shape_str(w2));
+    MT_CHECK(ys->dtype == MT_F32 && mt_same_shape(ys, xs),
+             "moe_expert_ffn: ys %s %s must be f32 shaped like xs %s (mt_moe_expert_out)", ys->name,
+             mt_shape_str(ys), mt_shape_str(xs));
+    MT_CHECK(F * C <= INT_MAX, "moe_expert_ffn: F*C = %lld exceeds the int range",
+             (long long)(F * C));
+    const int64_t r0 = plan->host_offsets[e], rows = plan->host_offsets[e + 1] - r0;
+    MT_CHECK(r0 >= 0 && rows >= 0 && r0 + rows <= A,
+             "moe_expert_ffn: expert %d slots [%lld, %lld) outside [0, %lld)", e, (long long)r0,
+             (long long)(r0 + rows), (long long)A);
+    /* ys is the output of every expert node of the dispatch: it needs a gradient as soon as one
+     * of them does */
+    const bool ys_grad = ys->requires_grad;
+    mt_tensor *in[6] = {xs, weight, plan->perm, w1, w3, w2};
+    mt_node *n = mt_node_begin(c, MT_OP_MOE_EXPERT_FFN, ys, 6, in);
+    ys->requires_grad = ys->requires_grad || ys_grad;
+    n->ip[0] = mt_gemm_mode(c, "moe_expert_ffn");
+    n->ip[1] = r0;
+    n->ip[2] = rows;
+    n->ip[3] = e;
+    if (ys->requires_grad) { /* the pre-activations w1 x and w3 x of the expert's slots */
+        int64_t hshape[2] = {rows, F};
+        n->saved[0] = mt_tensor_new(c, MT_F32, 2, hshape, "moe_expert.h1");
+        n->saved[1] = mt_tensor_new(c, MT_F32, 2, hshape, "moe_expert.h3");
+    }
+    mt_node_run(c, n);
+    return ys;
+}
+
+mt_tensor *mt_moe_combine(mt_ctx *c, mt_tensor *ys, const mt_moe_plan *plan) {
+    const int64_t A = plan->N * plan->K;
+    MT_CHECK(ys->dtype == MT_F32 && ys->ndim == 2 && ys->shape[0] == A,
+             "moe_combine: ys %s must be f32 (N*K,C) with N*K = %lld, got %s", ys->name,
+             (long long)A, mt_shape_str(ys));
+    int64_t oshape[2] = {plan->N, ys->shape[1]};
+    mt_tensor *out = mt_tensor_new(c, MT_F32, 2, oshape, "moe_combine.out");
+    mt_tensor *in[2] = {ys, plan->inv};
+    mt_node *n = mt_node_begin(c, MT_OP_MOE_COMBINE, out, 2, in);
+    n->ip[0] = plan->K;
     mt_node_run(c, n);
     return out;
 }

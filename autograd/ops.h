@@ -61,6 +61,37 @@ mt_tensor *mt_moe_route(mt_ctx *c, mt_tensor *logits, int k, mt_tensor **idx_out
 mt_tensor *mt_moe_experts(mt_ctx *c, mt_tensor *x, mt_tensor *idx, mt_tensor *weight, mt_tensor *w1,
                           mt_tensor *w3, mt_tensor *w2);
 
+/* The experts split into one op per expert, so that a sharded optimizer can gather one expert's
+ * weights at a time (dist.gather_unit = "expert", models/minimax.c). Together
+ *   xs = mt_moe_dispatch(x, idx); mt_moe_expert_ffn(xs, e, ...) for e = 0..E-1 into ys;
+ *   y = mt_moe_combine(ys)
+ * compute mt_moe_experts (the same products in the same order). An "assignment" a = n*K+j is
+ * token n's j-th choice; the dispatch sorts assignments by expert (stable), so "slot" s in
+ * [offsets[e], offsets[e+1]) holds expert e's rows contiguously. */
+typedef struct {
+    mt_tensor *offsets;          /* (E+1) I32: expert e owns slots [offsets[e], offsets[e+1]) */
+    mt_tensor *perm;             /* (N*K) I32: slot -> assignment */
+    mt_tensor *inv;              /* (N*K) I32: assignment -> slot */
+    const int32_t *host_offsets; /* (E+1) the same offsets on the host (the GEMM sizes) */
+    int64_t N;
+    int E, K;
+} mt_moe_plan;
+
+/* x (N,C), idx (N,K) I32 with ids in [0,E) -> xs (N*K,C): xs[s] = x[perm[s] / K]. Fills *plan.
+ * The backward adds each slot's gradient back to its token (j in order). */
+mt_tensor *mt_moe_dispatch(mt_ctx *c, mt_tensor *x, mt_tensor *idx, int E, mt_moe_plan *plan);
+/* The (N*K,C) tensor the expert ops of one dispatch write into (each its own rows). */
+mt_tensor *mt_moe_expert_out(mt_ctx *c, const mt_moe_plan *plan, int64_t C);
+/* Expert e on its slots: ys[s] = weight[perm[s]] * w2 (silu(w1 xs[s]) * (w3 xs[s])) for s in
+ * [offsets[e], offsets[e+1]). xs (N*K,C) from the dispatch, weight (N,K), w1 and w3 (F,C),
+ * w2 (C,F), ys from mt_moe_expert_out; returns ys. Call it for every expert, also one with no
+ * slots: its node then still marks where the expert's weights are used (the bucket hooks), and
+ * its gradients stay exactly zero. GEMM precision as mt_matmul. */
+mt_tensor *mt_moe_expert_ffn(mt_ctx *c, mt_tensor *xs, const mt_moe_plan *plan, mt_tensor *weight,
+                             int e, mt_tensor *w1, mt_tensor *w3, mt_tensor *w2, mt_tensor *ys);
+/* ys (N*K,C) -> y (N,C): y[n] = sum_j ys[inv[n*K+j]], j in order. */
+mt_tensor *mt_moe_combine(mt_ctx *c, mt_tensor *ys, const mt_moe_plan *plan);
+
 /* The differentiable part of the Switch/Mixtral load-balancing loss:
  * sum_n sum_e coef[e] * softmax(logits[n])[e]; logits (N,E), coef (E) (no grad) -> scalar.
  * With coef = mt_moe_aux_coef(...) and summed over layers this is HF's

@@ -1,8 +1,8 @@
 /* layout.c: the parameter layout of MiniMax-Text-01 (spec section 8) and the lightning decay
  * rates (spec 4.2).
  *
- * Buckets: 0 = embedding, 1 + l = decoder layer l, L + 1 = final norm + lm_head. Inside a
- * bucket the parameters come in this fixed order (names are transformers v4.5x names):
+ * Buckets (unit layer): 0 = embedding, 1 + l = decoder layer l, L + 1 = final norm + lm_head.
+ * Inside a bucket the parameters come in this fixed order (names are transformers v4.5x names):
  *   bucket 0:      model.embed_tokens.weight                                 (V, C)
  *   bucket 1 + l:  model.layers.l.input_layernorm.weight                     (C)
  *                  lightning layer: self_attn.qkv_proj.weight                (3HD, C)
@@ -22,7 +22,10 @@
  * Every parameter starts at a multiple of MT_PARAM_ALIGN elements, except experts 1..E-1 of a
  * stack, which follow their predecessor with no gap: the w1 (and w3, w2) of all experts form
  * one contiguous (E, F, C) (resp. (E, C, F)) block starting at expert 0's offset, the layout
- * mt_moe_experts takes. Alignment gaps are part of bucket_numel and hold zeros. */
+ * mt_moe_experts takes. Alignment gaps are part of bucket_numel and hold zeros.
+ * Unit expert: the same order, but layer l's bucket ends after its router, and each expert e
+ * gets the next bucket of its own: w1 (F,C), w3 (F,C), w2 (C,F), each aligned. Layer l's
+ * bucket is then 1 + l (E + 1), its expert e's 2 + l (E + 1) + e, the final one L (E + 1) + 1. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,8 +87,13 @@ static void layout_decay(mt_minimax *m) {
 }
 
 void mt_minimax_init(mt_minimax *m, const mt_minimax_config *cfg) {
+    mt_minimax_init_unit(m, cfg, MT_GATHER_LAYER);
+}
+
+void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather_unit unit) {
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
+    m->unit = unit;
     int L = cfg->num_hidden_layers, E = cfg->num_local_experts;
     MT_CHECK(L >= 1 && L <= MT_MAX_LAYERS, "layout: %d layers", L);
     int64_t V = cfg->vocab_size, C = cfg->hidden_size, F = cfg->intermediate_size;
@@ -93,7 +101,8 @@ void mt_minimax_init(mt_minimax *m, const mt_minimax_config *cfg) {
     int64_t KVD = (int64_t)cfg->num_key_value_heads * cfg->head_dim;
     int cap = 1 + L * (7 + 3 * E) + 2;
     m->info = mt_calloc((size_t)cap, sizeof(mt_param_info), "parameter info");
-    m->n_buckets = L + 2;
+    const bool by_expert = unit == MT_GATHER_EXPERT;
+    m->n_buckets = by_expert ? L * (E + 1) + 2 : L + 2;
     m->bucket_numel = mt_calloc((size_t)m->n_buckets, sizeof(int64_t), "bucket sizes");
 
     layout_cursor cur = {m, 0, 0};
@@ -114,6 +123,19 @@ void mt_minimax_init(mt_minimax *m, const mt_minimax_config *cfg) {
         }
         layout_add(&cur, true, 1, C, 0, "model.layers.%d.post_attention_layernorm.weight", l, 0);
         layout_add(&cur, true, 2, E, C, "model.layers.%d.block_sparse_moe.gate.weight", l, 0);
+        if (by_expert) {
+            layout_end_bucket(&cur);
+            for (int e = 0; e < E; e++) {
+                layout_add(&cur, true, 2, F, C,
+                           "model.layers.%d.block_sparse_moe.experts.%d.w1.weight", l, e);
+                layout_add(&cur, true, 2, F, C,
+                           "model.layers.%d.block_sparse_moe.experts.%d.w3.weight", l, e);
+                layout_add(&cur, true, 2, C, F,
+                           "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", l, e);
+                layout_end_bucket(&cur);
+            }
+            continue;
+        }
         for (int e = 0; e < E; e++)
             layout_add(&cur, e == 0, 2, F, C,
                        "model.layers.%d.block_sparse_moe.experts.%d.w1.weight", l, e);
@@ -128,7 +150,9 @@ void mt_minimax_init(mt_minimax *m, const mt_minimax_config *cfg) {
     layout_add(&cur, true, 1, C, 0, "model.norm.weight", 0, 0);
     layout_add(&cur, true, 2, V, C, "lm_head.weight", 0, 0);
     layout_end_bucket(&cur);
-    MT_CHECK(m->n_params == cap, "layout: planned %d parameters, made %d", cap, m->n_params);
+    MT_CHECK(m->n_params == cap && cur.bucket == m->n_buckets,
+             "layout: planned %d parameters in %d buckets, made %d in %d", cap, m->n_buckets,
+             m->n_params, cur.bucket);
 
     m->params = mt_calloc((size_t)m->n_params, sizeof(mt_tensor), "parameters");
     for (int i = 0; i < m->n_params; i++) {
@@ -136,6 +160,28 @@ void mt_minimax_init(mt_minimax *m, const mt_minimax_config *cfg) {
         mt_tensor_wrap(&m->params[i], MT_F32, p->ndim, p->shape, NULL, NULL, p->name);
     }
     layout_decay(m);
+}
+
+int mt_minimax_layer_bucket(const mt_minimax *m, int l) {
+    MT_CHECK(l >= 0 && l < m->cfg.num_hidden_layers, "layout: layer %d of %d", l,
+             m->cfg.num_hidden_layers);
+    return m->unit == MT_GATHER_EXPERT ? 1 + l * (m->cfg.num_local_experts + 1) : 1 + l;
+}
+
+int mt_minimax_expert_bucket(const mt_minimax *m, int l, int e) {
+    MT_CHECK(e >= 0 && e < m->cfg.num_local_experts, "layout: expert %d of %d", e,
+             m->cfg.num_local_experts);
+    const int lb = mt_minimax_layer_bucket(m, l);
+    return m->unit == MT_GATHER_EXPERT ? lb + 1 + e : lb;
+}
+
+int mt_minimax_final_bucket(const mt_minimax *m) { return m->n_buckets - 1; }
+
+int mt_minimax_bucket_layer(const mt_minimax *m, int bucket) {
+    const int L = m->cfg.num_hidden_layers,
+              per = m->unit == MT_GATHER_EXPERT ? m->cfg.num_local_experts + 1 : 1;
+    if (bucket < 1 || bucket > L * per || (bucket - 1) % per != 0) return -1;
+    return (bucket - 1) / per;
 }
 
 void mt_minimax_free(mt_minimax *m) {

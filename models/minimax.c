@@ -12,7 +12,8 @@
  *
  * Buckets (models/minimax.h): every op of a bucket runs with ctx->tag = bucket, inside the
  * hooks' enter/leave, so a sharded owner can gather the bucket before its first use and the
- * tape's tag hook does the same in the backward. */
+ * tape's tag hook does the same in the backward. With the gather unit "expert" the MoE runs as
+ * dispatch, one op per expert (each in its expert's bucket) and combine. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -87,9 +88,21 @@ static mt_tensor *mm_positions(mt_ctx *c, int64_t B, int64_t T, int64_t t0) {
 /* ------------------------------------------------------------------------------------------ */
 /* one decoder layer */
 
+static void mm_enter(mt_ctx *c, const mt_bucket_hooks *hooks, int bucket) {
+    if (hooks && hooks->bucket_enter) hooks->bucket_enter(hooks->user, bucket);
+    c->tag = bucket;
+}
+
+static void mm_leave(mt_ctx *c, const mt_bucket_hooks *hooks, int bucket) {
+    c->tag = -1;
+    if (hooks && hooks->bucket_leave) hooks->bucket_leave(hooks->user, bucket);
+}
+
 typedef struct {
     mt_tensor *pos, *seg; /* (B,T) I32; seg may be NULL */
     mt_minimax_cache *kv; /* NULL: whole sequences; else prefill (t_len 0) or a decode step */
+    const mt_bucket_hooks *hooks;
+    int open_bucket;      /* the bucket entered for the layer; -1 once the MoE has left it */
     mt_tensor *router;    /* out: router logits (N,E) */
     mt_tensor *route_idx; /* out: chosen experts (N,K) I32 */
 } mm_layer_io;
@@ -183,10 +196,31 @@ static mt_tensor *mm_moe(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h2, mm_laye
     mt_tensor *x = mt_view(c, h2, 2, (int64_t[]){B * T, C});
     io->router = mt_matmul(c, x, mm_param(m, "model.layers.%d.block_sparse_moe.gate.weight", l));
     mt_tensor *w = mt_moe_route(c, io->router, cfg->num_experts_per_tok, &io->route_idx);
-    mt_tensor *w1 = mm_experts(m, c, l, "w1", F, C);
-    mt_tensor *w3 = mm_experts(m, c, l, "w3", F, C);
-    mt_tensor *w2 = mm_experts(m, c, l, "w2", C, F);
-    mt_tensor *y = mt_moe_experts(c, x, io->route_idx, w, w1, w3, w2);
+    mt_tensor *y;
+    if (m->unit == MT_GATHER_EXPERT) {
+        /* each expert in its own bucket: leave the layer's, then enter the experts' in order
+         * (every one, also those without tokens, so every rank makes the same collectives);
+         * the combine and the residual use no parameters and run in no bucket */
+        mt_moe_plan plan;
+        mt_tensor *xs = mt_moe_dispatch(c, x, io->route_idx, cfg->num_local_experts, &plan);
+        mt_tensor *ys = mt_moe_expert_out(c, &plan, C);
+        mm_leave(c, io->hooks, io->open_bucket);
+        io->open_bucket = -1;
+        for (int e = 0; e < cfg->num_local_experts; e++) {
+            const int b = mt_minimax_expert_bucket(m, l, e);
+            mm_enter(c, io->hooks, b);
+            const char *fmt = "model.layers.%d.block_sparse_moe.experts.%d.%s.weight";
+            mt_moe_expert_ffn(c, xs, &plan, w, e, mm_param(m, fmt, l, e, "w1"),
+                              mm_param(m, fmt, l, e, "w3"), mm_param(m, fmt, l, e, "w2"), ys);
+            mm_leave(c, io->hooks, b);
+        }
+        y = mt_moe_combine(c, ys, &plan);
+    } else {
+        mt_tensor *w1 = mm_experts(m, c, l, "w1", F, C);
+        mt_tensor *w3 = mm_experts(m, c, l, "w3", F, C);
+        mt_tensor *w2 = mm_experts(m, c, l, "w2", C, F);
+        y = mt_moe_experts(c, x, io->route_idx, w, w1, w3, w2);
+    }
     return mt_view(c, y, 3, (int64_t[]){B, T, C});
 }
 
@@ -212,16 +246,6 @@ static mt_tensor *mm_layer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mm_lay
 /* ------------------------------------------------------------------------------------------ */
 /* the model */
 
-static void mm_enter(mt_ctx *c, const mt_bucket_hooks *hooks, int bucket) {
-    if (hooks && hooks->bucket_enter) hooks->bucket_enter(hooks->user, bucket);
-    c->tag = bucket;
-}
-
-static void mm_leave(mt_ctx *c, const mt_bucket_hooks *hooks, int bucket) {
-    c->tag = -1;
-    if (hooks && hooks->bucket_leave) hooks->bucket_leave(hooks->user, bucket);
-}
-
 /* Embedding -> layers -> final norm -> lm_head. routers/idx (L) get each layer's router logits
  * and choices when not NULL. With fused (a batch with labels), the lm_head and the
  * cross-entropy run as one chunked op: *fused_ce gets the loss and no logits are returned. */
@@ -238,15 +262,17 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
     mm_leave(c, hooks, 0);
 
     for (int l = 0; l < L; l++) {
-        mm_layer_io io = {.pos = pos, .seg = seg, .kv = kv};
-        mm_enter(c, hooks, l + 1);
+        const int b = mt_minimax_layer_bucket(m, l);
+        mm_layer_io io = {.pos = pos, .seg = seg, .kv = kv, .hooks = hooks, .open_bucket = b};
+        mm_enter(c, hooks, b);
         x = mm_layer(m, c, l, x, &io);
-        mm_leave(c, hooks, l + 1);
+        if (io.open_bucket >= 0) mm_leave(c, hooks, io.open_bucket);
         if (routers) routers[l] = io.router;
         if (idx) idx[l] = io.route_idx;
     }
 
-    mm_enter(c, hooks, L + 1);
+    const int last = mt_minimax_final_bucket(m);
+    mm_enter(c, hooks, last);
     x = mt_rmsnorm(c, x, mm_param(m, "model.norm.weight"), cfg->rms_norm_eps, false);
     mt_tensor *logits = NULL;
     if (fused)
@@ -254,7 +280,7 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
                                             fused->loss_denom);
     else
         logits = mt_matmul(c, x, mm_param(m, "lm_head.weight"));
-    mm_leave(c, hooks, L + 1);
+    mm_leave(c, hooks, last);
     return logits;
 }
 

@@ -1,11 +1,13 @@
 /* minimax.h: the MiniMax-Text-01 model on the autograd ops (spec sections 2-7).
  *
- * Parameters live in buckets, the unit a sharded optimizer gathers: bucket 0 = embedding,
- * buckets 1..L = decoder layers 0..L-1 (every expert of the layer included), bucket L+1 =
- * final norm + lm_head. A parameter is a slice of its bucket at a fixed offset, so whoever owns
- * the memory (a single process, or ZeRO-3 gather slots) binds a bucket's data and gradient
- * buffers with mt_minimax_bind_bucket and the parameter tensors follow. Internal parameter
- * names are the transformers v4.5x names; models/weights.c maps other layouts onto them. */
+ * Parameters live in buckets, the unit a sharded optimizer gathers: bucket 0 = embedding, then
+ * per decoder layer one bucket (every expert included; gather unit "layer") or one bucket for
+ * the norms, attention and router followed by one per expert (gather unit "expert"), and last
+ * the final norm + lm_head. Bucket numbers follow the order the forward uses them. A parameter is a
+ * slice of its bucket at a fixed offset, so whoever owns the memory (a single process, or ZeRO-3
+ * gather slots) binds a bucket's data and gradient buffers with mt_minimax_bind_bucket and the
+ * parameter tensors follow. Internal parameter names are the transformers v4.5x names;
+ * models/weights.c maps other layouts onto them. */
 #pragma once
 #include "autograd/ops.h"
 #include "models/config.h"
@@ -19,18 +21,32 @@ typedef struct {
     int64_t offset; /* elements from the start of the bucket */
 } mt_param_info;
 
+/* What a sharded optimizer gathers at a time (dist.gather_unit): a whole decoder layer with its
+ * experts (fewest collectives; the MoE runs as one fused op), or a layer's attention part and
+ * then each expert alone (slots the size of one expert: what the full Text-01 needs). */
+typedef enum { MT_GATHER_LAYER, MT_GATHER_EXPERT } mt_gather_unit;
+
 typedef struct mt_minimax {
     mt_minimax_config cfg;
+    mt_gather_unit unit;
     int n_params;
     mt_param_info *info; /* (n_params) */
     mt_tensor *params;   /* (n_params), data/grad set by mt_minimax_bind_bucket */
-    int n_buckets;       /* L + 2 */
+    int n_buckets;       /* L + 2 (layer unit) or L (E + 1) + 2 (expert unit) */
     int64_t *bucket_numel;
     float *decay; /* (L, H) lightning decay lambda per layer and head */
 } mt_minimax;
 
-/* Plans the parameter layout from the config (no parameter memory is allocated). */
+/* Plans the parameter layout from the config (no parameter memory is allocated); unit layer. */
 void mt_minimax_init(mt_minimax *m, const mt_minimax_config *cfg);
+void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather_unit unit);
+/* Layer l's bucket (its norms and attention, and with unit layer its experts); expert e of
+ * layer l's bucket (the layer's bucket with unit layer); the final bucket (norm + lm_head). */
+int mt_minimax_layer_bucket(const mt_minimax *m, int l);
+int mt_minimax_expert_bucket(const mt_minimax *m, int l, int e);
+int mt_minimax_final_bucket(const mt_minimax *m);
+/* The layer whose mt_minimax_layer_bucket this is, or -1 (embedding, experts, final). */
+int mt_minimax_bucket_layer(const mt_minimax *m, int bucket);
 void mt_minimax_free(mt_minimax *m);
 /* Points the bucket's parameters at data (bucket_numel floats) and grad (same size, or NULL
  * for no gradients). */

@@ -2,6 +2,7 @@
  * rank under ZeRO-3.
  *
  *   minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]
+ *                [--gather-unit layer|expert]
  *
  * params_total: every parameter of the layout (models/layout.c).
  * params_active: the parameters one token uses, as the model card counts them (45.9B for
@@ -10,8 +11,9 @@
  * params_active_with_embeddings: the same plus both V x C matrices (embed_tokens, lm_head).
  * zero3_*: with --ranks N, the memory one of N ranks holds for the sharded state (train/zero.h:
  *   fp32 master weights, gradients, AdamW m and v of 1/N of every bucket) and for the gather
- *   slots (two buckets of parameters and two of gradients at full size, the largest bucket
- *   being one decoder layer with all its experts), before activations (dist.arena_mb). */
+ *   slots (two buckets of parameters and two of gradients at full size), before activations
+ *   (dist.arena_mb). The largest bucket is a decoder layer with all its experts with
+ *   --gather-unit layer (the default, as dist.gather_unit), else the embedding or lm_head. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +22,8 @@
 #include "train/zero.h"
 
 static void usage(void) {
-    fprintf(stderr,
-            "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n");
+    fprintf(stderr, "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
+                    "                    [--gather-unit layer|expert]\n");
     exit(2);
 }
 
@@ -35,6 +37,7 @@ static void print_count(const char *key, int64_t n, const char *note) {
 int main(int argc, char **argv) {
     const char *config = NULL;
     int keep = 0, ranks = 0;
+    mt_gather_unit unit = MT_GATHER_LAYER;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
@@ -46,6 +49,10 @@ int main(int argc, char **argv) {
             char *end;
             ranks = (int)strtol(argv[++i], &end, 10);
             if (*end || ranks < 1) usage();
+        } else if (strcmp(argv[i], "--gather-unit") == 0 && i + 1 < argc) {
+            const char *u = argv[++i];
+            if (strcmp(u, "layer") && strcmp(u, "expert")) usage();
+            unit = strcmp(u, "expert") == 0 ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
         } else {
             usage();
         }
@@ -55,7 +62,7 @@ int main(int argc, char **argv) {
     mt_minimax_config_load(config, &cfg);
     if (keep) mt_minimax_config_keep_layers(&cfg, keep);
     mt_minimax m;
-    mt_minimax_init(&m, &cfg);
+    mt_minimax_init_unit(&m, &cfg, unit);
 
     int64_t total = 0, embed = 0, experts = 0, small = 0;
     for (int p = 0; p < m.n_params; p++) {
@@ -93,7 +100,8 @@ int main(int argc, char **argv) {
         mt_zero_plan(ranks, m.n_buckets, m.bucket_numel, &owned, &slot);
         const double gib = 1.0 / (1 << 30), f = sizeof(float);
         const double b_owned = 4 * f * (double)owned, b_slots = 4 * f * (double)slot;
-        printf("zero3_ranks=%d\n", ranks);
+        printf("zero3_ranks=%d gather_unit=%s buckets=%d\n", ranks,
+               unit == MT_GATHER_EXPERT ? "expert" : "layer", m.n_buckets);
         printf("zero3_owned_bytes_per_rank=%.0f (%.2f GiB)  # fp32 master, grad, adam m, v of "
                "%lld parameters\n",
                b_owned, b_owned * gib, (long long)owned);

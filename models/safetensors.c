@@ -540,6 +540,7 @@ typedef struct {
     int64_t shape[MT_ST_MAX_DIMS];
     uint64_t begin, end;
     int shard;
+    int64_t unfilled; /* reserved elements not written yet (mt_safetensors_writer_fill) */
 } st_entry;
 
 struct mt_safetensors_writer {
@@ -602,18 +603,25 @@ static void st_flush(mt_safetensors_writer *w) {
     w->first_in_shard = w->n;
 }
 
-void mt_safetensors_writer_add_parts(mt_safetensors_writer *w, const char *name, mt_st_dtype dtype,
-                                     int ndim, const int64_t *shape, int n_parts,
-                                     const float *const *parts, const int64_t *part_numel) {
-    MT_CHECK(dtype == MT_ST_F32 || dtype == MT_ST_BF16,
-             "safetensors writer: %s: only F32 and BF16 are written", name);
+/* Dies when a reserved tensor of the shard being filled still lacks data. */
+static void st_check_filled(const mt_safetensors_writer *w) {
+    for (int i = w->first_in_shard; i < w->n; i++)
+        MT_CHECK(w->e[i].unfilled == 0,
+                 "safetensors writer: %s was reserved but %lld of its elements never arrived",
+                 w->e[i].name, (long long)w->e[i].unfilled);
+}
+
+static int64_t st_numel(const char *name, int ndim, const int64_t *shape) {
     MT_CHECK(ndim >= 0 && ndim <= MT_ST_MAX_DIMS, "safetensors writer: %s: %d dims", name, ndim);
-    int64_t numel = 1, parts_numel = 0;
+    int64_t numel = 1;
     for (int d = 0; d < ndim; d++) numel *= shape[d];
-    for (int i = 0; i < n_parts; i++) parts_numel += part_numel[i];
-    MT_CHECK(numel == parts_numel, "safetensors writer: %s: shape has %lld elements, data %lld",
-             name, (long long)numel, (long long)parts_numel);
-    size_t bytes = (size_t)numel * (size_t)st_dtype_size(dtype);
+    return numel;
+}
+
+/* Room for bytes more in the shard being filled: the shard is written first when they would
+ * overflow it (and it has something), then the buffer grows. */
+static void st_make_room(mt_safetensors_writer *w, size_t bytes) {
+    st_check_filled(w);
     if (w->n > w->first_in_shard && w->shard_bytes > 0 &&
         (int64_t)(w->len + bytes) > w->shard_bytes)
         st_flush(w);
@@ -622,19 +630,14 @@ void mt_safetensors_writer_add_parts(mt_safetensors_writer *w, const char *name,
         w->buf = realloc(w->buf, w->cap);
         MT_CHECK(w->buf, "safetensors writer: out of memory for %zu bytes", w->cap);
     }
-    uint8_t *dst = w->buf + w->len;
-    for (int i = 0; i < n_parts; i++) {
-        if (dtype == MT_ST_F32) {
-            memcpy(dst, parts[i], sizeof(float) * (size_t)part_numel[i]);
-            dst += sizeof(float) * (size_t)part_numel[i];
-        } else {
-            for (int64_t j = 0; j < part_numel[i]; j++) {
-                uint16_t b = mt_f32_to_bf16(parts[i][j]);
-                memcpy(dst + 2 * j, &b, 2);
-            }
-            dst += 2 * (size_t)part_numel[i];
-        }
-    }
+}
+
+/* A new entry at the end of the shard being filled (room made by the caller). */
+static st_entry *st_append(mt_safetensors_writer *w, const char *name, mt_st_dtype dtype, int ndim,
+                           const int64_t *shape) {
+    MT_CHECK(dtype == MT_ST_F32 || dtype == MT_ST_BF16,
+             "safetensors writer: %s: only F32 and BF16 are written", name);
+    const size_t bytes = (size_t)st_numel(name, ndim, shape) * (size_t)st_dtype_size(dtype);
     if (w->n == w->cap_e) {
         w->cap_e = w->cap_e ? 2 * w->cap_e : 256;
         w->e = realloc(w->e, sizeof(st_entry) * (size_t)w->cap_e);
@@ -649,6 +652,64 @@ void mt_safetensors_writer_add_parts(mt_safetensors_writer *w, const char *name,
     e->begin = w->len;
     e->end = w->len + bytes;
     w->len += bytes;
+    return e;
+}
+
+/* n fp32 values into the buffer at dst, in the entry's dtype. */
+static void st_store(uint8_t *dst, mt_st_dtype dtype, const float *src, int64_t n) {
+    if (dtype == MT_ST_F32) {
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+        return;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        uint16_t b = mt_f32_to_bf16(src[j]);
+        memcpy(dst + 2 * j, &b, 2);
+    }
+}
+
+void mt_safetensors_writer_add_parts(mt_safetensors_writer *w, const char *name, mt_st_dtype dtype,
+                                     int ndim, const int64_t *shape, int n_parts,
+                                     const float *const *parts, const int64_t *part_numel) {
+    int64_t numel = st_numel(name, ndim, shape), parts_numel = 0;
+    for (int i = 0; i < n_parts; i++) parts_numel += part_numel[i];
+    MT_CHECK(numel == parts_numel, "safetensors writer: %s: shape has %lld elements, data %lld",
+             name, (long long)numel, (long long)parts_numel);
+    st_make_room(w, (size_t)numel * (size_t)st_dtype_size(dtype));
+    st_entry *e = st_append(w, name, dtype, ndim, shape);
+    uint8_t *dst = w->buf + e->begin;
+    for (int i = 0; i < n_parts; i++) {
+        st_store(dst, dtype, parts[i], part_numel[i]);
+        dst += (size_t)part_numel[i] * (size_t)st_dtype_size(dtype);
+    }
+}
+
+int mt_safetensors_writer_reserve(mt_safetensors_writer *w, int n, const char *const *names,
+                                  mt_st_dtype dtype, const int *ndim,
+                                  const int64_t (*shapes)[MT_ST_MAX_DIMS]) {
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++)
+        bytes += (size_t)st_numel(names[i], ndim[i], shapes[i]) * (size_t)st_dtype_size(dtype);
+    st_make_room(w, bytes);
+    const int first = w->n;
+    for (int i = 0; i < n; i++)
+        st_append(w, names[i], dtype, ndim[i], shapes[i])->unfilled =
+            st_numel(names[i], ndim[i], shapes[i]);
+    return first;
+}
+
+void mt_safetensors_writer_fill(mt_safetensors_writer *w, int entry, int64_t offset, int64_t n,
+                                const float *data) {
+    MT_CHECK(entry >= w->first_in_shard && entry < w->n,
+             "safetensors writer: tensor %d is not a reserved tensor of the shard being filled",
+             entry);
+    st_entry *e = &w->e[entry];
+    const int64_t numel = st_numel(e->name, e->ndim, e->shape);
+    MT_CHECK(offset >= 0 && n >= 0 && offset + n <= numel && n <= e->unfilled,
+             "safetensors writer: %s: elements [%lld, %lld) of %lld (%lld unfilled)", e->name,
+             (long long)offset, (long long)(offset + n), (long long)numel, (long long)e->unfilled);
+    const size_t es = (size_t)st_dtype_size(e->dtype);
+    st_store(w->buf + e->begin + (size_t)offset * es, e->dtype, data, n);
+    e->unfilled -= n;
 }
 
 void mt_safetensors_writer_add(mt_safetensors_writer *w, const char *name, mt_st_dtype dtype,
@@ -659,6 +720,7 @@ void mt_safetensors_writer_add(mt_safetensors_writer *w, const char *name, mt_st
 }
 
 void mt_safetensors_writer_close(mt_safetensors_writer *w) {
+    st_check_filled(w);
     if (w->n > w->first_in_shard || w->n_shards == 0) st_flush(w);
     char tmp[4200], final[4200], index[4200], single[4200];
     snprintf(index, sizeof(index), "%s/model.safetensors.index.json", w->dir);

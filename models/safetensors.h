@@ -70,6 +70,16 @@ void mt_safetensors_writer_add(mt_safetensors_writer *w, const char *name, mt_st
 void mt_safetensors_writer_add_parts(mt_safetensors_writer *w, const char *name, mt_st_dtype dtype,
                                      int ndim, const int64_t *shape, int n_parts,
                                      const float *const *parts, const int64_t *part_numel);
+/* Reserves n tensors whose data arrives later in pieces (mt_safetensors_writer_fill), all in the
+ * shard being filled (fused tensors whose parts come from different gathers); returns the
+ * index of the first, the others following. Every element must arrive before the next add,
+ * reserve or close. */
+int mt_safetensors_writer_reserve(mt_safetensors_writer *w, int n, const char *const *names,
+                                  mt_st_dtype dtype, const int *ndim,
+                                  const int64_t (*shapes)[MT_ST_MAX_DIMS]);
+/* Elements [offset, offset + n) of reserved tensor `entry`, from fp32 data. */
+void mt_safetensors_writer_fill(mt_safetensors_writer *w, int entry, int64_t offset, int64_t n,
+                                const float *data);
 void mt_safetensors_writer_close(mt_safetensors_writer *w);
 
 /* fp32 -> bf16 bits, round to nearest even (NaN stays NaN). */

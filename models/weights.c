@@ -261,7 +261,9 @@ struct mt_weights_writer {
     mt_st_dtype dtype;
     char *dir;
     mt_safetensors_writer *st;
-    bool *added; /* (n_buckets) */
+    bool *added;  /* (n_buckets) */
+    int fused[2]; /* HF v5: the reserved gate_up_proj and down_proj of the layer being added */
+    int fused_layer;
 };
 
 mt_weights_writer *mt_weights_writer_open(const char *dir, const mt_minimax *m, mt_naming naming,
@@ -275,6 +277,7 @@ mt_weights_writer *mt_weights_writer_open(const char *dir, const mt_minimax *m, 
     w->dir = strdup(dir);
     w->st = mt_safetensors_writer_open(dir, shard_bytes);
     w->added = mt_calloc((size_t)m->n_buckets, sizeof(bool), "weights writer buckets");
+    w->fused_layer = -1;
     return w;
 }
 
@@ -315,41 +318,60 @@ static void wt_add_decay_buffers(mt_weights_writer *w, int layer) {
     free(dd);
 }
 
+/* HF v5 keeps a layer's experts in two fused tensors, gate_up_proj (E,2F,C) = [w1_e; w3_e] per
+ * expert and down_proj (E,C,F). Both are reserved when the layer's first expert parameter
+ * arrives (w1 of expert 0, first in either gather unit) and every expert parameter fills its
+ * part, from this bucket or (gather unit "expert") the next ones. */
+static void wt_add_fused_expert(mt_weights_writer *w, int p, const float *data) {
+    const mt_minimax *m = w->m;
+    int l, e, which;
+    wt_expert(m->info[p].name, &l, &e, &which);
+    if (e == 0 && which == 1) {
+        char names[2][160];
+        const char *np[2] = {names[0], names[1]};
+        int64_t shapes[2][MT_ST_MAX_DIMS], off;
+        int ndim[2];
+        snprintf(names[1], sizeof(names[1]), "model.layers.%d.block_sparse_moe.experts.0.w2.weight",
+                 l);
+        const int down = mt_minimax_find_param(m, names[1]);
+        MT_CHECK(down >= 0, "weights: layer %d has no expert 0 w2", l);
+        mt_weights_source_name(m, p, w->naming, names[0], sizeof(names[0]), &off);
+        mt_weights_source_name(m, down, w->naming, names[1], sizeof(names[1]), &off);
+        ndim[0] = wt_source_shape(m, p, w->naming, shapes[0]);
+        ndim[1] = wt_source_shape(m, down, w->naming, shapes[1]);
+        w->fused[0] = mt_safetensors_writer_reserve(w->st, 2, np, w->dtype, ndim, shapes);
+        w->fused[1] = w->fused[0] + 1;
+        w->fused_layer = l;
+    }
+    MT_CHECK(w->fused_layer == l,
+             "weights: layer %d expert %d w%d added before expert 0 w1 of its layer", l, e, which);
+    char name[160];
+    int64_t off;
+    mt_weights_source_name(m, p, w->naming, name, sizeof(name), &off);
+    mt_safetensors_writer_fill(w->st, w->fused[which == 2], off, m->info[p].numel,
+                               data + m->info[p].offset);
+}
+
 void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float *data) {
     const mt_minimax *m = w->m;
-    if (w->naming != MT_NAMING_ORIGINAL && bucket >= 1 && bucket <= m->cfg.num_hidden_layers &&
-        m->cfg.layer_types[bucket - 1] == MT_LAYER_LINEAR)
-        wt_add_decay_buffers(w, bucket - 1);
     MT_CHECK(bucket >= 0 && bucket < m->n_buckets && !w->added[bucket],
              "weights: bucket %d added twice or out of range", bucket);
+    const int l = mt_minimax_bucket_layer(m, bucket);
+    if (w->naming != MT_NAMING_ORIGINAL && l >= 0 && m->cfg.layer_types[l] == MT_LAYER_LINEAR)
+        wt_add_decay_buffers(w, l);
     w->added[bucket] = true;
-    int E = m->cfg.num_local_experts;
     for (int p = 0; p < m->n_params; p++) {
         const mt_param_info *info = &m->info[p];
         if (info->bucket != bucket) continue;
         char name[160];
         int64_t off, shape[MT_ST_MAX_DIMS];
         int layer, e, which;
-        mt_weights_source_name(m, p, w->naming, name, sizeof(name), &off);
-        int ndim = wt_source_shape(m, p, w->naming, shape);
         if (w->naming == MT_NAMING_HF_V5 && wt_expert(info->name, &layer, &e, &which)) {
-            /* Fused tensors are written once, at expert 0's w1 (gate_up) and w2 (down). */
-            if (e != 0 || which == 3) continue;
-            int n_parts = which == 1 ? 2 * E : E;
-            const float **parts = mt_malloc(sizeof(float *) * (size_t)n_parts, "parts");
-            int64_t *numel = mt_malloc(sizeof(int64_t) * (size_t)n_parts, "parts");
-            /* gate_up_proj[e] = [w1_e; w3_e]: w3 of expert e sits E params after its w1 */
-            for (int k = 0; k < n_parts; k++) {
-                int q = which == 1 ? p + (k / 2) + (k % 2) * E : p + k;
-                parts[k] = data + m->info[q].offset;
-                numel[k] = m->info[q].numel;
-            }
-            mt_safetensors_writer_add_parts(w->st, name, w->dtype, ndim, shape, n_parts, parts,
-                                            numel);
-            free(parts);
-            free(numel);
+            wt_add_fused_expert(w, p, data);
             continue;
         }
+        mt_weights_source_name(m, p, w->naming, name, sizeof(name), &off);
+        int ndim = wt_source_shape(m, p, w->naming, shape);
         mt_safetensors_writer_add(w->st, name, w->dtype, ndim, shape, data + info->offset);
     }
 }

@@ -12,8 +12,15 @@ static uint64_t wt_mix(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-/* Element j of a standard normal stream keyed by (seed, p): Box-Muller on the pair j/2, so any
- * element can be computed alone. */
+/* FNV-1a of a parameter's name: its stream does not depend on the layout (gather unit). */
+static uint64_t wt_name_hash(const char *name) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *name; name++) h = (h ^ (uint8_t)*name) * 1099511628211ull;
+    return h;
+}
+
+/* Element j of a standard normal stream keyed by (seed, parameter): Box-Muller on the pair j/2, so
+ * any element can be computed alone. */
 static float wt_normal(uint64_t key, int64_t j) {
     uint64_t c = (uint64_t)(j / 2) * 2;
     uint64_t a = wt_mix(key + c * 0x9E3779B97F4A7C15ull);
@@ -42,7 +49,7 @@ void mt_weights_init_random_range(const mt_minimax *m, uint64_t seed, int bucket
             for (int64_t i = 0; i < n; i++) out[i] = 1.0f;
             continue;
         }
-        uint64_t key = wt_mix(seed ^ wt_mix((uint64_t)p + 0x632BE59BD9B4E019ull));
+        uint64_t key = wt_mix(seed ^ wt_mix(wt_name_hash(info->name) + 0x632BE59BD9B4E019ull));
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
         for (int64_t i = 0; i < n; i++) out[i] = std * wt_normal(key, j0 + i);
         /* nn.Embedding(padding_idx) keeps the pad row at zero */

@@ -6,7 +6,9 @@
  * group r % 2, so on each rank two of the four experts receive no token at all. The step must
  * neither hang (ctest's timeout) nor differ from an unsharded single-process run of the same
  * global batch; and before the reduce-scatter, the idle experts' local gradients must be
- * exactly zero on every rank. */
+ * exactly zero on every rank. The _experts cases gather expert by expert (dist.gather_unit
+ * "expert": every expert its own bucket, also the idle ones) against the same layer-unit
+ * single-process reference. */
 #include "harness.h"
 
 #include <math.h>
@@ -41,8 +43,8 @@ static float rigged_value(const mt_minimax *m, int p, int64_t j, float random) {
     return random;
 }
 
-static void run_init(run *r, const mt_minimax_config *cfg, mt_comm *comm) {
-    mt_minimax_init(&r->model, cfg);
+static void run_init(run *r, const mt_minimax_config *cfg, mt_comm *comm, mt_gather_unit unit) {
+    mt_minimax_init_unit(&r->model, cfg, unit);
     mt_zero_init(&r->zero, comm, mt_backend_cpu(), r->model.n_buckets, r->model.bucket_numel);
     mt_ctx_init(&r->ctx, mt_backend_cpu(), (size_t)128 << 20, 1 << 14);
     mt_sharded_init(&r->sh, &r->model, &r->zero, &r->ctx);
@@ -78,33 +80,32 @@ static void make_batch(int q, int step, int V, int32_t *ids, int32_t *labels) {
     }
 }
 
-/* Checks, before the reduce-scatter of layer 0, that this rank's idle experts have zero
- * gradient and its busy ones do not; then does the usual reduce-scatter. */
+/* Checks, before the reduce-scatter of a bucket with layer 0's experts, that this rank's idle
+ * experts have zero gradient and its busy ones do not; then does the usual reduce-scatter. */
 static void (*sharded_hook)(void *, int, bool);
 static int check_group = -1;
 static void checking_hook(void *user, int bucket, bool enter) {
     mt_sharded *s = user;
-    if (bucket == 1 && !enter && check_group >= 0) {
-        const float *g = mt_zero_slot_grad(s->zero, 1);
-        for (int e = 0; e < s->model->cfg.num_local_experts; e++) {
-            const char *kinds[3] = {"w1", "w2", "w3"};
-            for (int k = 0; k < 3; k++) {
-                char name[128];
-                snprintf(name, sizeof(name), "model.layers.0.block_sparse_moe.experts.%d.%s.weight",
-                         e, kinds[k]);
-                const mt_param_info *in = &s->model->info[mt_minimax_find_param(s->model, name)];
-                double ss = 0;
-                for (int64_t j = 0; j < in->numel; j++) ss += fabs(g[in->offset + j]);
-                bool busy = e / 2 == check_group;
-                EXPECT(busy ? ss > 0 : ss == 0, "rank group %d, expert %d %s: local |grad| sum %g",
-                       check_group, e, kinds[k], ss);
-            }
+    for (int e = 0; e < s->model->cfg.num_local_experts && !enter && check_group >= 0; e++) {
+        if (mt_minimax_expert_bucket(s->model, 0, e) != bucket) continue;
+        const float *g = mt_zero_slot_grad(s->zero, bucket);
+        const char *kinds[3] = {"w1", "w2", "w3"};
+        for (int k = 0; k < 3; k++) {
+            char name[128];
+            snprintf(name, sizeof(name), "model.layers.0.block_sparse_moe.experts.%d.%s.weight", e,
+                     kinds[k]);
+            const mt_param_info *in = &s->model->info[mt_minimax_find_param(s->model, name)];
+            double ss = 0;
+            for (int64_t j = 0; j < in->numel; j++) ss += fabs(g[in->offset + j]);
+            bool busy = e / 2 == check_group;
+            EXPECT(busy ? ss > 0 : ss == 0, "rank group %d, expert %d %s: local |grad| sum %g",
+                   check_group, e, kinds[k], ss);
         }
     }
     sharded_hook(user, bucket, enter);
 }
 
-static int test_adversarial(void) {
+static int adversarial(mt_gather_unit unit) {
     int argc = 0;
     char **argv = NULL;
     mt_comm *world = mt_comm_mpi_init(&argc, &argv);
@@ -115,8 +116,8 @@ static int test_adversarial(void) {
                  cfg.layer_types[0] == MT_LAYER_LINEAR,
              "the rigging assumes 4 experts, top-2 and a lightning layer 0");
     run sharded, ref;
-    run_init(&sharded, &cfg, world);
-    run_init(&ref, &cfg, mt_comm_self());
+    run_init(&sharded, &cfg, world, unit);
+    run_init(&ref, &cfg, mt_comm_self(), MT_GATHER_LAYER);
     sharded_hook = sharded.ctx.tag_hook;
     sharded.ctx.tag_hook = checking_hook;
 
@@ -149,31 +150,45 @@ static int test_adversarial(void) {
         if (rel > worst_loss) worst_loss = rel;
         EXPECT(rel <= 1e-5, "step %d: loss %.9g sharded vs %.9g unsharded", step, loss, ref_loss);
     }
-    double worst = 0;
-    for (int b = 0; b < sharded.model.n_buckets; b++) {
-        mt_zero_gather(&sharded.zero, b, false);
-        mt_zero_gather(&ref.zero, b, false);
-        const float *x = mt_zero_slot_data(&sharded.zero, b), *y = mt_zero_slot_data(&ref.zero, b);
-        double num = 0, den = 0;
-        for (int64_t j = 0; j < sharded.model.bucket_numel[b]; j++) {
-            num += ((double)x[j] - y[j]) * ((double)x[j] - y[j]);
-            den += (double)y[j] * y[j];
+    /* relative L2 difference per bucket of the reference (layer unit), summed parameter by
+     * parameter: the sharded run's layout may differ */
+    double num[MT_MAX_LAYERS + 2] = {0}, den[MT_MAX_LAYERS + 2] = {0};
+    for (int p = 0; p < sharded.model.n_params; p++) {
+        const mt_param_info *in = &sharded.model.info[p];
+        const mt_param_info *rq = &ref.model.info[mt_minimax_find_param(&ref.model, in->name)];
+        mt_zero_gather(&sharded.zero, in->bucket, false);
+        mt_zero_gather(&ref.zero, rq->bucket, false);
+        const float *x = mt_zero_slot_data(&sharded.zero, in->bucket) + in->offset;
+        const float *y = mt_zero_slot_data(&ref.zero, rq->bucket) + rq->offset;
+        for (int64_t j = 0; j < in->numel; j++) {
+            num[rq->bucket] += ((double)x[j] - y[j]) * ((double)x[j] - y[j]);
+            den[rq->bucket] += (double)y[j] * y[j];
         }
-        double rel = sqrt(num / den);
+    }
+    double worst = 0;
+    for (int b = 0; b < ref.model.n_buckets; b++) {
+        double rel = sqrt(num[b] / den[b]);
         if (rel > worst) worst = rel;
         EXPECT(rel <= 1e-5, "bucket %d: relative L2 difference %.3g", b, rel);
     }
     if (rank == 0)
-        printf("  %d ranks, %d steps: max loss diff %.3g, max parameter rel L2 diff %.3g\n", N,
-               STEPS, worst_loss, worst);
+        printf("  %d ranks, gather unit %s (%d buckets), %d steps: max loss diff %.3g, max "
+               "parameter rel L2 diff %.3g\n",
+               N, unit == MT_GATHER_EXPERT ? "expert" : "layer", sharded.model.n_buckets, STEPS,
+               worst_loss, worst);
     run_free(&sharded);
     run_free(&ref);
     mt_comm_finalize(world);
     return MT_TEST_OK;
 }
 
+static int test_adversarial(void) { return adversarial(MT_GATHER_LAYER); }
+static int test_adversarial_experts(void) { return adversarial(MT_GATHER_EXPERT); }
+
 static const mt_test_case cases[] = {
     {"dist_adversarial_routing_np2", test_adversarial},
     {"dist_adversarial_routing_np4", test_adversarial},
+    {"dist_adversarial_experts_np2", test_adversarial_experts},
+    {"dist_adversarial_experts_np3", test_adversarial_experts},
 };
 MT_TEST_MAIN(cases)

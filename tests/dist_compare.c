@@ -159,6 +159,15 @@ static int test_trim_match(void) {
     return MT_TEST_OK;
 }
 
+/* Gathering one expert at a time (dist.gather_unit = "expert", 2 ranks) against the layer-unit
+ * single-rank run: the same training up to summation order. */
+static int test_expert_match(void) {
+    compare_losses("ranks-np1", "expert-np2", 1, 20, 1e-5, true);
+    compare_params("ranks-np1/checkpoint-20/model.safetensors",
+                   "expert-np2/checkpoint-20/model.safetensors", 1e-5);
+    return MT_TEST_OK;
+}
+
 /* The CUDA backend + NCCL path of the trainer (through the CPU emulator) against the CPU run;
  * and its resume from a staged device checkpoint against its own straight run. */
 static int test_emu_cuda_match(void) {
@@ -176,8 +185,13 @@ static int test_emu_cuda_match(void) {
  * CPU's bf16 run (the rounding reference) differs by. Step 1 is that step. Later steps and the
  * parameters follow AdamW updates, which divide by sqrt(v): elements with near-zero gradients
  * move by up to lr on any rounding difference, so two bf16 runs drift apart about as far as
- * either drifts from fp32 (measured: up to 2.25x here); those get a 4x guard, which a wrong
- * bf16 GEMM (orders of magnitude) still fails. bf16 must differ from fp32 at all. */
+ * either drifts from fp32 (measured: up to 2.25x here); the gradient norm (a sum over every
+ * gradient element) and the parameters (relative L2 per tensor) get a 4x guard there, which a
+ * wrong bf16 GEMM (orders of magnitude) still fails. The loss of a later step is printed, not
+ * judged: its bf16 deviation is a single draw of that drift a few times the print resolution
+ * (measured 1e-6 to 6e-5, and 1.6e-5 vs 5.6e-5 at step 3 for the same device run built with and
+ * without sanitizers, whose summation orders differ), so no one draw of the CPU's sets its
+ * scale. bf16 must differ from fp32 at all. */
 static int test_emu_cuda_bf16(void) {
     double lf[MAX_STEPS] = {0}, lc[MAX_STEPS] = {0}, ld[MAX_STEPS] = {0};
     double gf[MAX_STEPS] = {0}, gc[MAX_STEPS] = {0}, gd[MAX_STEPS] = {0};
@@ -199,7 +213,7 @@ static int test_emu_cuda_bf16(void) {
         printf("  step %d: |loss - fp32| cpu bf16 %.3g, device bf16 %.3g; grad norm %.3g, %.3g\n",
                s, fabs(lc[s] - lf[s]), dev, fabs(gc[s] - gf[s]), dev_g);
         const double k = s == 1 ? 2 : 4;
-        EXPECT(lf[s] > 0 && ld[s] > 0 && dev <= k * ref + 2e-6,
+        EXPECT(lf[s] > 0 && ld[s] > 0 && (s > 1 || dev <= k * ref + 2e-6),
                "step %d: loss, %gx rule (ref %.3g)", s, k, ref);
         EXPECT(gf[s] > 0 && gd[s] > 0 && dev_g <= k * ref_g + 2e-6,
                "step %d: grad norm, %gx rule (ref %.3g)", s, k, ref_g);
@@ -227,6 +241,6 @@ static int test_emu_cuda_bf16(void) {
 static const mt_test_case cases[] = {
     {"dist_emu_cuda_bf16", test_emu_cuda_bf16},   {"dist_ranks_match", test_ranks_match},
     {"dist_resume_match", test_resume_match},     {"dist_trim_match", test_trim_match},
-    {"dist_emu_cuda_match", test_emu_cuda_match},
+    {"dist_emu_cuda_match", test_emu_cuda_match}, {"dist_expert_match", test_expert_match},
 };
 MT_TEST_MAIN(cases)

@@ -9,11 +9,14 @@
 #                    kill during a checkpoint write must leave the previous checkpoint loadable
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model
+#   expert           dist.gather_unit = "expert" on 2 ranks (one expert gathered at a time)
+#                    -> $TMP/expert-np2; then resuming it with another gather unit must fail
 #   trim             padded rows (packing off), 2 ranks, with and without data.trim_padding,
 #                    router aux loss on (it must leave the padding out) -> $TMP/trim-{on,off}
 #   emu-cuda EMU NP  the same 3 steps on the CPU backend (BIN) and on the CUDA backend + NCCL
-#                    through the CPU emulator (EMU, minimax-train-emu), NP ranks each, then the
-#                    emulated run resumed from its step-2 checkpoint, and both in bf16 GEMM mode
+#                    through the CPU emulator (EMU, minimax-train-emu; dist.gather_unit expert),
+#                    NP ranks each, then the emulated run resumed from its step-2 checkpoint, and
+#                    both in bf16 GEMM mode (gather unit layer)
 #                    -> $TMP/emu-{cpu,cuda,resume,cpu-bf16,cuda-bf16}
 set -euo pipefail
 bin="$1"
@@ -84,6 +87,17 @@ kill)
   grep -q "resumed from .*checkpoint-2 at step 2" "$out-resumed.log"
   echo "previous checkpoint loads after a kill during the next write"
   ;;
+expert)
+  run 2 "$tmp/expert-np2" --set train.per_device_train_batch_size=2 --set dist.gather_unit=expert \
+    --set output.save_steps=10
+  grep -E "^memory|^model|^step 20/" "$tmp/expert-np2.log"
+  rc=0
+  run 2 "$tmp/expert-switch" --set train.per_device_train_batch_size=2 \
+    --resume "$tmp/expert-np2/checkpoint-10" > /dev/null || rc=$?
+  [ "$rc" -ne 0 ] || { echo "FAIL: resuming an expert-unit checkpoint with unit layer exited 0"; exit 1; }
+  grep -E "error: .*gather_unit" "$tmp/expert-switch.log" ||
+    { echo "FAIL: the refusal does not name dist.gather_unit"; tail -5 "$tmp/expert-switch.log"; exit 1; }
+  ;;
 trim)
   for v in on off; do
     run 2 "$tmp/trim-$v" --set train.per_device_train_batch_size=2 --set data.packing=false \
@@ -99,9 +113,11 @@ emu-cuda)
     --set "data.cache_dir=$tmp/dist-cache-emu"
     --set "train.per_device_train_batch_size=$((4 / np))")
   run "$np" "$tmp/emu-cpu" "${small[@]}"
-  bin="$emu" run "$np" "$tmp/emu-cuda" "${small[@]}" --set dist.backend=nccl --set output.save_steps=2
+  # the device runs gather one expert at a time (the split MoE ops, expert buckets over NCCL)
+  bin="$emu" run "$np" "$tmp/emu-cuda" "${small[@]}" --set dist.backend=nccl --set output.save_steps=2 \
+    --set dist.gather_unit=expert
   bin="$emu" run "$np" "$tmp/emu-resume" "${small[@]}" --set dist.backend=nccl \
-    --resume "$tmp/emu-cuda/checkpoint-2"
+    --set dist.gather_unit=expert --resume "$tmp/emu-cuda/checkpoint-2"
   # bf16 GEMMs: the emulated device against the CPU's bf16 rounding reference
   run "$np" "$tmp/emu-cpu-bf16" "${small[@]}" --set model.dtype=bf16
   bin="$emu" run "$np" "$tmp/emu-cuda-bf16" "${small[@]}" --set dist.backend=nccl --set model.dtype=bf16

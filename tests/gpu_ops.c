@@ -406,6 +406,147 @@ static int case_moe_experts_bf16(void) {
     return MT_TEST_OK;
 }
 
+/* The split experts (autograd/ops.h): dispatch, one op per expert, combine, on moe_inputs' tensors.
+ * Each expert op gets its rows of the stacked (E,F,C) / (E,C,F) weights (and of their gradients)
+ * as a view, so the stacked inputs' gradients collect every expert's. *u selects what the
+ * builder returns: MOE_SPLIT_Y the combined y (the whole chain), MOE_SPLIT_XS the dispatch's xs
+ * (its node's offsets, perm and inv are then compared), MOE_SPLIT_YS the experts' ys (the last
+ * expert's h1 and h3 compared). */
+enum { MOE_SPLIT_Y, MOE_SPLIT_XS, MOE_SPLIT_YS };
+
+static mt_tensor *moe_expert_view(mt_ctx *c, mt_tensor *w, int e, const char *name) {
+    const int64_t rows = w->shape[1], cols = w->shape[2], per = rows * cols;
+    mt_tensor *v = mt_arena_alloc(&c->host, sizeof(mt_tensor), "expert weight view");
+    mt_tensor_wrap(v, MT_F32, 2, (const int64_t[]){rows, cols}, (float *)w->data + e * per,
+                   w->grad ? (float *)w->grad + e * per : NULL, name);
+    v->dev = w->dev;
+    return v;
+}
+
+static mt_tensor *b_moe_split(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    const int mode = *(int *)u, E = (int)in[3]->shape[0];
+    mt_moe_plan plan;
+    mt_tensor *xs = mt_moe_dispatch(c, in[0], in[1], E, &plan);
+    if (mode == MOE_SPLIT_XS) return xs;
+    mt_tensor *ys = mt_moe_expert_out(c, &plan, xs->shape[1]);
+    for (int e = 0; e < E; e++)
+        mt_moe_expert_ffn(c, xs, &plan, in[2], e, moe_expert_view(c, in[3], e, "w1_e"),
+                          moe_expert_view(c, in[4], e, "w3_e"),
+                          moe_expert_view(c, in[5], e, "w2_e"), ys);
+    if (mode == MOE_SPLIT_YS) return ys;
+    return mt_moe_combine(c, ys, &plan);
+}
+
+/* On the device alone, with every gradient starting at zero: the weight gradients of expert
+ * `empty` (which no token chose) must stay exactly +0 (its op does nothing at all), those of
+ * the other experts must not. */
+static void moe_split_empty_expert(const char *label, gpu_input *ins, int empty, mt_dtype cd) {
+    mt_rng r;
+    mt_rng_seed(&r, 99);
+    mt_ctx c;
+    mt_ctx_init(&c, dev_be, GPU_ARENA, 64);
+    c.compute_dtype = cd;
+    dev_be->to_device(c.arena.base, poison, GPU_ARENA);
+    mt_tensor t[6];
+    mt_tensor *p[6];
+    for (int i = 0; i < 6; i++) {
+        const size_t nb = (size_t)gpu_numel(&ins[i]) * mt_dtype_size(ins[i].dt);
+        void *d = dev_be->alloc(nb), *dg = NULL;
+        MT_CHECK(d, "%s: cannot allocate %s", label, ins[i].name);
+        dev_be->to_device(d, ins[i].host, nb);
+        if (ins[i].grad) {
+            void *zero = calloc(1, nb);
+            dg = dev_be->alloc(nb);
+            MT_CHECK(zero && dg, "%s: cannot allocate the gradient of %s", label, ins[i].name);
+            dev_be->to_device(dg, zero, nb);
+            free(zero);
+        }
+        mt_tensor_wrap(&t[i], ins[i].dt, ins[i].ndim, ins[i].shape, d, dg, ins[i].name);
+        t[i].dev = dev_be->dev;
+        p[i] = &t[i];
+    }
+    int mode = MOE_SPLIT_Y;
+    mt_tensor *y = b_moe_split(&c, p, &mode, NULL);
+    const int64_t ny = mt_numel(y);
+    float *seed = mt_malloc(sizeof(float) * (size_t)ny, "seed");
+    mt_fill_normal(seed, ny, 1.0f, &r);
+    mt_backward(&c, y, seed);
+    free(seed);
+    for (int i = 3; i < 6; i++) {
+        const int64_t per = t[i].shape[1] * t[i].shape[2], E = t[i].shape[0];
+        float *g = mt_malloc(sizeof(float) * (size_t)(E * per), "gradient");
+        dev_be->to_host(g, t[i].grad, sizeof(float) * (size_t)(E * per));
+        int64_t nonzero_empty = 0, zero_used = 0;
+        const float pz = 0.0f;
+        for (int64_t e = 0; e < E; e++)
+            for (int64_t j = 0; j < per; j++) {
+                const bool is_pz = !memcmp(&g[e * per + j], &pz, sizeof(float));
+                if (e == empty)
+                    nonzero_empty += !is_pz;
+                else
+                    zero_used += g[e * per + j] == 0.0f;
+            }
+        EXPECT(nonzero_empty == 0, "%s: d%s of the empty expert %d: %lld of %lld elements not +0",
+               label, t[i].name, empty, (long long)nonzero_empty, (long long)per);
+        EXPECT(zero_used < per, "%s: d%s of the used experts is mostly zero (%lld)", label,
+               t[i].name, (long long)zero_used);
+        printf("  %-32s d%s of empty expert %d: %lld of %lld elements not +0\n", label, t[i].name,
+               empty, (long long)nonzero_empty, (long long)per);
+        free(g);
+    }
+    for (int i = 0; i < 6; i++) {
+        dev_be->free(t[i].data);
+        if (t[i].grad) dev_be->free(t[i].grad);
+    }
+    mt_ctx_free(&c);
+}
+
+static int case_moe_split(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 30);
+    const int64_t N = 24, C = 16, F = 20, E = 6;
+    gpu_input in[6];
+    moe_inputs(&r, N, C, F, E, in); /* expert 3 gets no token */
+    int mode = MOE_SPLIT_Y;
+    gpu_compare("moe split", b_moe_split, in, 6, &mode, exact);
+    mode = MOE_SPLIT_XS;
+    gpu_compare("moe split dispatch", b_moe_split, in, 6, &mode, exact);
+    mode = MOE_SPLIT_YS;
+    gpu_compare("moe split experts", b_moe_split, in, 6, &mode, exact);
+    mode = MOE_SPLIT_Y;
+    in[3].grad = in[4].grad = in[5].grad = false; /* frozen experts: dx and dweight only */
+    gpu_compare("moe split frozen experts", b_moe_split, in, 6, &mode, exact);
+    in[3].grad = in[4].grad = in[5].grad = true;
+    in[0].grad = in[2].grad = false; /* weight gradients only: no dx path, no dispatch backward */
+    gpu_compare("moe split weights only", b_moe_split, in, 6, &mode, exact);
+    in[0].grad = in[2].grad = true;
+    for (int i = 0; i < 6; i++) in[i].grad = false; /* no backward: h1, h3 are scratch */
+    gpu_compare("moe split forward only", b_moe_split, in, 6, &mode, exact);
+    for (int i = 0; i < 6; i++) in[i].grad = i != 1;
+    moe_split_empty_expert("moe split empty expert", in, 3, MT_F32);
+    gpu_inputs_free(in, 6);
+    return MT_TEST_OK;
+}
+
+static int case_moe_split_bf16(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 31);
+    const int64_t N = 24, C = 32, F = 40, E = 6;
+    gpu_input in[6];
+    moe_inputs(&r, N, C, F, E, in); /* expert 3 gets no token */
+    int mode = MOE_SPLIT_Y;
+    gpu_compare_bf16("moe split bf16", b_moe_split, in, 6, &mode);
+    mode = MOE_SPLIT_YS;
+    gpu_compare_bf16("moe split bf16 experts", b_moe_split, in, 6, &mode);
+    mode = MOE_SPLIT_Y;
+    in[0].grad = in[2].grad = false; /* weight gradients only */
+    gpu_compare_bf16("moe split bf16 weights only", b_moe_split, in, 6, &mode);
+    in[0].grad = in[2].grad = true;
+    moe_split_empty_expert("moe split bf16 empty expert", in, 3, MT_BF16);
+    gpu_inputs_free(in, 6);
+    return MT_TEST_OK;
+}
+
 /* The block form in bf16 mode (lightning_block.cu against kernels/cpu/lightning_bf16.c), B = 2,
  * H = 2, T not a multiple of the block, with segments (row 0 with resets, row 1 without) and
  * without. D = 32 runs the GEMM form; D = 64 and 128 the fused intra kernel (lightning_fused.cu)
@@ -493,7 +634,7 @@ static int case_linear_cross_entropy(void) {
     X(view) X(embedding) X(matmul) X(rmsnorm) X(silu) X(sigmoid) X(swiglu) X(add) X(mul)          \
     X(scale) X(axpby) X(rope) X(attention) X(lightning) X(moe_route) X(moe_experts) X(moe_aux)     \
     X(cross_entropy) X(linear_cross_entropy) X(matmul_bf16) X(moe_experts_bf16)                    \
-    X(lightning_bf16) X(attention_bf16)
+    X(lightning_bf16) X(attention_bf16) X(moe_split) X(moe_split_bf16)
 /* clang-format on */
 
 typedef struct {

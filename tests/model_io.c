@@ -372,6 +372,45 @@ static int test_layout_buckets(void) {
            "bind");
     free(data);
     free(grad);
+
+    /* gather unit "expert": the same parameters, each expert in its own bucket after its
+     * layer's, buckets in the forward's order */
+    mt_minimax x;
+    mt_minimax_init_unit(&x, &cfg, MT_GATHER_EXPERT);
+    EXPECT(x.n_buckets == L * (E + 1) + 2 && x.n_params == m.n_params, "expert unit counts");
+    EXPECT(mt_minimax_final_bucket(&x) == x.n_buckets - 1 && mt_minimax_final_bucket(&m) == L + 1,
+           "final buckets");
+    int64_t sum_m = 0, sum_x = 0;
+    for (int b = 0; b < m.n_buckets; b++) sum_m += m.bucket_numel[b];
+    for (int b = 0; b < x.n_buckets; b++) sum_x += x.bucket_numel[b];
+    prev_bucket = 0, end = 0;
+    for (int p = 0; p < x.n_params; p++) {
+        const mt_param_info *i = &x.info[p];
+        if (i->bucket != prev_bucket) end = 0;
+        EXPECT(i->bucket >= prev_bucket && i->offset >= end && i->offset % 16 == 0 &&
+                   i->offset + i->numel <= x.bucket_numel[i->bucket],
+               "expert unit %s: bucket order, aligned, no overlap", i->name);
+        const int pm = mt_minimax_find_param(&m, i->name);
+        EXPECT(pm >= 0 && m.info[pm].numel == i->numel, "expert unit %s exists in unit layer",
+               i->name);
+        int layer, e, w;
+        if (sscanf(i->name, "model.layers.%d.block_sparse_moe.experts.%d.w%d", &layer, &e, &w) == 3)
+            EXPECT(i->bucket == mt_minimax_expert_bucket(&x, layer, e) &&
+                       m.info[pm].bucket == mt_minimax_expert_bucket(&m, layer, e),
+                   "%s: its expert's bucket", i->name);
+        else if (sscanf(i->name, "model.layers.%d.", &layer) == 1)
+            EXPECT(i->bucket == mt_minimax_layer_bucket(&x, layer) &&
+                       mt_minimax_bucket_layer(&x, i->bucket) == layer,
+                   "%s: its layer's bucket", i->name);
+        prev_bucket = i->bucket;
+        end = i->offset + i->numel;
+    }
+    EXPECT(sum_x >= sum_m - 16 * (int64_t)L * E, "expert unit holds every parameter");
+    EXPECT(mt_minimax_bucket_layer(&x, mt_minimax_expert_bucket(&x, 1, 0)) == -1 &&
+               mt_minimax_bucket_layer(&x, 0) == -1 &&
+               mt_minimax_bucket_layer(&x, x.n_buckets - 1) == -1,
+           "expert, embedding and final buckets belong to no layer");
+    mt_minimax_free(&x);
     mt_minimax_free(&m);
     tmp_cleanup();
     return MT_TEST_OK;
@@ -445,6 +484,7 @@ static const mt_test_case cases[] = {
     {"op_safetensors_roundtrip", test_safetensors_roundtrip},
     {"op_safetensors_errors", test_safetensors_errors},
     {"op_weights_layouts", test_weights_layouts},
+    {"op_weights_gather_units", test_weights_gather_units},
     {"op_info_counts", test_info_counts},
 };
 MT_TEST_MAIN(cases)

@@ -21,3 +21,4 @@ extern const char *TINY_HF;
 int test_safetensors_roundtrip(void);
 int test_safetensors_errors(void);
 int test_weights_layouts(void);
+int test_weights_gather_units(void);

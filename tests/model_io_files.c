@@ -258,10 +258,14 @@ int test_safetensors_errors(void) {
 /* ---- weights ---- */
 
 /* A model with every bucket bound to fresh memory (freed by model_free). */
-static void model_new(mt_minimax *m, const mt_minimax_config *cfg) {
-    mt_minimax_init(m, cfg);
+static void model_new_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather_unit unit) {
+    mt_minimax_init_unit(m, cfg, unit);
     for (int b = 0; b < m->n_buckets; b++)
         mt_minimax_bind_bucket(m, b, calloc((size_t)m->bucket_numel[b], sizeof(float)), NULL);
+}
+
+static void model_new(mt_minimax *m, const mt_minimax_config *cfg) {
+    model_new_unit(m, cfg, MT_GATHER_LAYER);
 }
 
 static float *bucket_data(const mt_minimax *m, int b) {
@@ -495,6 +499,74 @@ int test_weights_layouts(void) {
         }
     }
     model_free(&m);
+    tmp_cleanup();
+    return MT_TEST_OK;
+}
+
+/* Every parameter of a and b, found by name, holds the same values. */
+static bool same_params(const mt_minimax *a, const mt_minimax *b) {
+    for (int p = 0; p < a->n_params; p++) {
+        const int q = mt_minimax_find_param(b, a->info[p].name);
+        if (q < 0 || b->info[q].numel != a->info[p].numel ||
+            memcmp(a->params[p].data, b->params[q].data, sizeof(float) * (size_t)a->info[p].numel))
+            return false;
+    }
+    return a->n_params == b->n_params;
+}
+
+/* The gather units are a layout of memory only: the same random initialisation, the same
+ * exported tensors in every naming (v5's fused experts come together from E buckets), and a
+ * checkpoint saved from one loads into the other. */
+int test_weights_gather_units(void) {
+    write_json_with(tmp_path("hf.json"), TINY_HF, "pad_token_id", "5");
+    mt_minimax_config cfg = parse_ok(tmp_path("hf.json"));
+    mt_minimax ml, mx;
+    model_new_unit(&ml, &cfg, MT_GATHER_LAYER);
+    model_new_unit(&mx, &cfg, MT_GATHER_EXPERT);
+    mt_weights_init_random(&ml, 77);
+    mt_weights_init_random(&mx, 77);
+    EXPECT(same_params(&ml, &mx), "random initialisation depends on the gather unit");
+    for (int k = 0; k < 3; k++) {
+        const mt_naming naming = (mt_naming)k;
+        char dl[64], dx[64];
+        snprintf(dl, sizeof(dl), "units-layer-%d", k);
+        snprintf(dx, sizeof(dx), "units-expert-%d", k);
+        /* small shards: shard boundaries fall between the expert buckets' tensors */
+        mt_weights_save(tmp_path(dl), &ml, naming, MT_F32, 30000);
+        mt_weights_save(tmp_path(dx), &mx, naming, MT_F32, 30000);
+        mt_safetensors *sl = mt_safetensors_open(tmp_path(dl)),
+                       *sx = mt_safetensors_open(tmp_path(dx));
+        int same = mt_safetensors_count(sl) == mt_safetensors_count(sx);
+        for (int i = 0; same && i < mt_safetensors_count(sl); i++) {
+            const mt_st_tensor *a = mt_safetensors_tensor(sl, i);
+            const mt_st_tensor *b = mt_safetensors_find(sx, a->name);
+            same = b && b->numel == a->numel;
+            if (!same) break;
+            float *va = malloc(sizeof(float) * (size_t)a->numel),
+                  *vb = malloc(sizeof(float) * (size_t)a->numel);
+            mt_safetensors_read(sl, a, 0, a->numel, va);
+            mt_safetensors_read(sx, b, 0, b->numel, vb);
+            same = memcmp(va, vb, sizeof(float) * (size_t)a->numel) == 0;
+            free(va);
+            free(vb);
+        }
+        EXPECT(same, "%s: the exports of the two gather units differ", mt_naming_name(naming));
+        mt_safetensors_close(sl);
+        mt_safetensors_close(sx);
+        /* across: layer-unit export into an expert-unit model, and back */
+        mt_minimax bx, bl;
+        const mt_minimax_config saved = parse_ok(tmp_path(dl)); /* the schema of the naming */
+        model_new_unit(&bx, &saved, MT_GATHER_EXPERT);
+        model_new_unit(&bl, &saved, MT_GATHER_LAYER);
+        EXPECT(mt_weights_load(tmp_path(dl), &bx) == naming && same_params(&ml, &bx),
+               "%s: layer-unit export into an expert-unit model", mt_naming_name(naming));
+        EXPECT(mt_weights_load(tmp_path(dx), &bl) == naming && same_params(&ml, &bl),
+               "%s: expert-unit export into a layer-unit model", mt_naming_name(naming));
+        model_free(&bx);
+        model_free(&bl);
+    }
+    model_free(&ml);
+    model_free(&mx);
     tmp_cleanup();
     return MT_TEST_OK;
 }

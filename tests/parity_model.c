@@ -45,12 +45,15 @@ typedef struct {
     mt_naming naming;
 } pm_model;
 
+/* The layout every pm_load uses: parity_*_expert_unit set it to MT_GATHER_EXPERT. */
+static mt_gather_unit pm_unit = MT_GATHER_LAYER;
+
 static void pm_load(pm_model *pm, const char *name, bool with_grad) {
     char dir[1200];
     snprintf(dir, sizeof(dir), "%s/%s", pm_fixture_dir(), name);
     mt_minimax_config cfg;
     mt_minimax_config_load(dir, &cfg);
-    mt_minimax_init(&pm->m, &cfg);
+    mt_minimax_init_unit(&pm->m, &cfg, pm_unit);
     const int nb = pm->m.n_buckets;
     pm->data = mt_calloc((size_t)nb, sizeof(float *), "buckets");
     pm->grad = mt_calloc((size_t)nb, sizeof(float *), "bucket grads");
@@ -349,6 +352,20 @@ static int parity_tiny_mqa_v5(void) { return pm_fixture("tiny_mqa_v5", "tiny_mqa
 /* original layout and config schema: the original release's semantics (partial RoPE, slope
  * denominator L-1), against the reference built with those semantics */
 static int parity_tiny_mqa_orig(void) { return pm_fixture("tiny_mqa_orig", "tiny_mqa_orig"); }
+/* dist.gather_unit = "expert": the MoE as dispatch, one op per expert, combine (each expert in
+ * its own bucket), against the same references; irregular_gqa has the router aux loss on */
+static int pm_fixture_expert_unit(const char *model) {
+    pm_unit = MT_GATHER_EXPERT;
+    int rc = pm_fixture(model, model);
+    pm_unit = MT_GATHER_LAYER;
+    return rc;
+}
+static int parity_tiny_released8_expert_unit(void) {
+    return pm_fixture_expert_unit("tiny_released8");
+}
+static int parity_tiny_irregular_gqa_expert_unit(void) {
+    return pm_fixture_expert_unit("tiny_irregular_gqa");
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* naming */
@@ -614,6 +631,8 @@ static const mt_test_case cases[] = {
     {"parity_tiny_mqa", parity_tiny_mqa},
     {"parity_tiny_mqa_v5", parity_tiny_mqa_v5},
     {"parity_tiny_mqa_orig", parity_tiny_mqa_orig},
+    {"parity_tiny_released8_expert_unit", parity_tiny_released8_expert_unit},
+    {"parity_tiny_irregular_gqa_expert_unit", parity_tiny_irregular_gqa_expert_unit},
     {"parity_padding", parity_padding},
     {"parity_naming", parity_naming},
     {"parity_cli", parity_cli},

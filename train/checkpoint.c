@@ -146,8 +146,11 @@ bool mt_checkpoint_load(const char *dir, mt_zero *z, mt_train_state *st) {
     memset(st, 0, sizeof(*st));
     int32_t nb = 0;
     attr_read(file, path, "n_buckets", H5T_NATIVE_INT32, &nb);
-    MT_CHECK(nb == z->n_buckets, "%s: %d parameter buckets, this model has %d", path, nb,
-             z->n_buckets);
+    MT_CHECK(nb == z->n_buckets,
+             "%s: %d parameter buckets, this model has %d: the checkpoint was written for another "
+             "model or another dist.gather_unit (layer: 1 bucket per decoder layer; expert: 1 + "
+             "E per layer; see its recipe.toml)",
+             path, nb, z->n_buckets);
     attr_read(file, path, "step", H5T_NATIVE_INT64, &st->step);
     attr_read(file, path, "recipe_hash", H5T_NATIVE_UINT64, &st->recipe_hash);
     attr_read(file, path, "rng_state", H5T_NATIVE_UINT64, &st->rng_state);

@@ -67,6 +67,7 @@ static const recipe_key recipe_keys[] = {
     I64("output.shard_bytes", output_shard_bytes, "5000000000", false),
     STR("dist.backend", dist_backend, "\"mpi\"", false),
     BOOL("dist.prefetch", dist_prefetch, "true", false),
+    STR("dist.gather_unit", dist_gather_unit, "\"layer\"", true),
     I64("dist.arena_mb", dist_arena_mb, "1024", false),
 };
 #define N_RECIPE_KEYS ((int)(sizeof(recipe_keys) / sizeof(recipe_keys[0])))
@@ -197,6 +198,8 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
     if (strcmp(r->dist_backend, "mpi") && strcmp(r->dist_backend, "nccl"))
         BAD("dist.backend", "must be \"mpi\" or \"nccl\", not \"%s\"", r->dist_backend);
     if (r->dist_arena_mb <= 0) BAD("dist.arena_mb", "must be > 0");
+    if (strcmp(r->dist_gather_unit, "layer") && strcmp(r->dist_gather_unit, "expert"))
+        BAD("dist.gather_unit", "must be \"layer\" or \"expert\", not \"%s\"", r->dist_gather_unit);
 #undef BAD
     return true;
 }

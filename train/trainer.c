@@ -141,7 +141,9 @@ static void trainer_setup_model(trainer *t) {
         t->cfg.router_aux_loss_coef = (float)rc->train_router_aux_loss_coef;
         t->cfg.output_router_logits = rc->train_router_aux_loss_coef > 0;
     }
-    mt_minimax_init(&t->model, &t->cfg);
+    mt_minimax_init_unit(&t->model, &t->cfg,
+                         strcmp(rc->dist_gather_unit, "expert") == 0 ? MT_GATHER_EXPERT
+                                                                     : MT_GATHER_LAYER);
     mt_zero_init(&t->zero, t->comm, t->be, t->model.n_buckets, t->model.bucket_numel);
 
     /* each rank reads or draws only what it owns, through a bounded host buffer */

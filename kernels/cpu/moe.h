@@ -22,7 +22,7 @@ void cpu_moe_route_fwd(const float *logits, int64_t N, int E, int K, float *p, f
 void cpu_moe_route_bwd(const float *dw, const float *p, const float *w, const int32_t *idx,
                        int64_t N, int E, int K, float *dlogits);
 
-/* ---- permutation helpers ---- */
+/* ---- permutation helpers (moe_dispatch.c, moe_combine.c) ---- */
 
 /* Counting sort of the N*K assignments by expert. offsets (E+1): expert e owns slots
  * [offsets[e], offsets[e+1]); perm (N*K): slot -> assignment; inv (N*K): assignment -> slot.
@@ -38,6 +38,25 @@ void cpu_moe_rows_gather(const float *x, const int32_t *perm, int64_t rows, int 
  * row: deterministic). weight NULL means 1 (the dx path). yp (N*K,C), out (N,C). */
 void cpu_moe_rows_combine(const float *yp, const int32_t *inv, const float *weight, int64_t N,
                           int K, int64_t C, float *out);
+
+/* ---- one expert (moe_expert_ffn.c) ---- */
+
+/* Expert rows xe (rows,C) -> h1 = xe w1^T, h3 = xe w3^T (rows,F), g = silu(h1) h3 (rows,F;
+ * rounded through bf16 when bf16), ye = g w2^T (rows,C). w1, w3 (F,C), w2 (C,F) and xe are
+ * the GEMM operands as given: in bf16 mode the caller passes rounded copies. */
+void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, const float *xe,
+                        const float *w1, const float *w3, const float *w2, float *h1, float *h3,
+                        float *g, float *ye);
+/* Accumulates into every non-NULL gradient of one expert whose rows' output entered the loss
+ * weighted: dpe (rows,C) = the gradient of w_s y_s, w_s = weight[pe[s]] (weight flat (N*K),
+ * pe the rows' assignments), h1, h3 (rows,F) from the forward. dxe (rows,C), dweight (N*K),
+ * dw1, dw3 (F,C), dw2 (C,F). Operands as in the forward (rounded copies in bf16 mode; xe only
+ * read for dw1/dw3, w1 and w3 only for dxe). Scratch g, u, dh3 (rows,F). */
+void cpu_moe_expert_bwd(int64_t rows, int64_t C, int64_t F, bool bf16, const float *dpe,
+                        const float *xe, const float *weight, const int32_t *pe, const float *w1,
+                        const float *w3, const float *w2, const float *h1, const float *h3,
+                        float *g, float *u, float *dh3, float *dxe, float *dweight, float *dw1,
+                        float *dw3, float *dw2);
 
 /* ---- experts ---- */
 

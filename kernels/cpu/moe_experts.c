@@ -1,6 +1,7 @@
 /* moe_experts.c: the SwiGLU experts (spec 6.2) with sparse dispatch: tokens are permuted by
  * expert (counting sort), each expert runs BLAS GEMMs on its contiguous rows in the fixed order
- * e = 0..E-1, and the weighted rows are combined back per token.
+ * e = 0..E-1 (the body of moe_expert_ffn.c), and the weighted rows are combined back per
+ * token (moe_dispatch.c and moe_combine.c hold the permutation and the combine).
  *
  * Node layout (autograd/op_moe.c): in = {x (N,C), idx (N,K) I32, weight (N,K), w1 (E,F,C),
  * w3 (E,F,C), w2 (E,C,F)}; saved[0] offsets (E+1) I32, saved[1] perm (N*K) I32, saved[2] inv
@@ -17,70 +18,11 @@
  * the expert's weights (into a per-expert scratch), g (after the dw2 path's row scaling) and
  * dh1, dh3. GEMM outputs (h1, h3, u, y) and everything elementwise stay fp32, as does dweight,
  * which is a dot product, not a GEMM. kernels/cuda/moe_experts.cu rounds at the same points. */
-#include <cblas.h>
-#include <math.h>
 #include <string.h>
 
 #include "bf16.h"
 #include "cpu_ops.h"
 #include "moe.h"
-
-int64_t cpu_moe_perm_build(const int32_t *idx, int64_t N, int K, int E, int32_t *offsets,
-                           int32_t *perm, int32_t *inv) {
-    int64_t A = N * K;
-    /* counts land in offsets[e+1], then become starts shifted by one; placing advances
-     * offsets[e+1] to the end of e, which is the start of e+1: offsets[e] = start of e. */
-    memset(offsets, 0, sizeof(int32_t) * (size_t)(E + 1));
-    for (int64_t a = 0; a < A; a++) {
-        int32_t e = idx[a];
-        MT_CHECK(e >= 0 && e < E, "moe_experts: idx[%lld,%lld] = %d is outside [0,%d)",
-                 (long long)(a / K), (long long)(a % K), (int)e, E);
-        offsets[e + 1]++;
-    }
-    int32_t run = 0;
-    int64_t max_rows = 0;
-    for (int e = 0; e < E; e++) {
-        int32_t cnt = offsets[e + 1];
-        if (cnt > max_rows) max_rows = cnt;
-        offsets[e + 1] = run;
-        run += cnt;
-    }
-    for (int64_t a = 0; a < A; a++) {
-        int32_t s = offsets[idx[a] + 1]++;
-        perm[s] = (int32_t)a;
-        inv[a] = s;
-    }
-    return max_rows;
-}
-
-int64_t cpu_moe_perm_max_rows(const int32_t *offsets, int E) {
-    int64_t m = 0;
-    for (int e = 0; e < E; e++)
-        if (offsets[e + 1] - offsets[e] > m) m = offsets[e + 1] - offsets[e];
-    return m;
-}
-
-void cpu_moe_rows_gather(const float *x, const int32_t *perm, int64_t rows, int K, int64_t C,
-                         float *xp) {
-#pragma omp parallel for
-    for (int64_t s = 0; s < rows; s++)
-        memcpy(xp + s * C, x + (int64_t)(perm[s] / K) * C, sizeof(float) * (size_t)C);
-}
-
-void cpu_moe_rows_combine(const float *yp, const int32_t *inv, const float *weight, int64_t N,
-                          int K, int64_t C, float *out) {
-#pragma omp parallel for
-    for (int64_t n = 0; n < N; n++) {
-        float *o = out + n * C;
-        for (int j = 0; j < K; j++) {
-            const float *y = yp + (int64_t)inv[n * K + j] * C;
-            float wj = weight ? weight[n * K + j] : 1.0f;
-            for (int64_t c = 0; c < C; c++) o[c] += wj * y[c];
-        }
-    }
-}
-
-static inline float moe_sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
 
 /* The fp32 kernel when wr is NULL; bf16 mode with wr = 3 F C floats of scratch for one expert's
  * rounded weights. */
@@ -100,19 +42,9 @@ static void moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight,
             mt_bf16_round_n(wr + 2 * F * C, w2e, C * F);
             w1e = wr, w3e = wr + F * C, w2e = wr + 2 * F * C;
         }
-        const float *xe = xp + off * C;
         float *h1e = keep_h ? h1 + off * F : h1, *h3e = keep_h ? h3 + off * F : h3;
-        /* h (rows,F) = xe (rows,C) w^T, w (F,C) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)F, (int)C, 1.0f, xe,
-                    (int)C, w1e, (int)C, 0.0f, h1e, (int)F);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)F, (int)C, 1.0f, xe,
-                    (int)C, w3e, (int)C, 0.0f, h3e, (int)F);
-#pragma omp parallel for
-        for (int64_t i = 0; i < rows * F; i++) g[i] = h1e[i] * moe_sigmoid(h1e[i]) * h3e[i];
-        if (wr) mt_bf16_round_n(g, g, rows * F);
-        /* y (rows,C) = g (rows,F) w2e^T, w2e (C,F) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)C, (int)F, 1.0f, g,
-                    (int)F, w2e, (int)F, 0.0f, yp + off * C, (int)C);
+        cpu_moe_expert_fwd(rows, C, F, wr != NULL, xp + off * C, w1e, w3e, w2e, h1e, h3e, g,
+                           yp + off * C);
     }
     memset(out, 0, sizeof(float) * (size_t)(d.N * C));
     cpu_moe_rows_combine(yp, pm.inv, weight, d.N, d.K, C, out);
@@ -124,11 +56,9 @@ void cpu_moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, co
     moe_experts_fwd(d, x, weight, w1, w3, w2, pm, h1, h3, keep_h, xp, yp, g, out, NULL);
 }
 
-/* Per expert with rows s (weight w_s, token n_s), U = dout_perm w2_e (rows,F):
- *   dweight[a_s] += <U_s, g_s>        dw2_e += sum_s (w_s dout_{n_s}) g_s^T
- *   dg_s = w_s U_s;  dh1 = dg h3 silu'(h1);  dh3 = dg silu(h1)
- *   dw1_e += dh1^T xp;  dw3_e += dh3^T xp;  dxp = dh1 w1_e + dh3 w3_e;  dx[n] += sum_j dxp. */
-/* The fp32 kernel when wr is NULL; bf16 mode with wr = 3 F C floats of scratch. */
+/* The experts' backward (cpu_moe_expert_bwd, e = 0..E-1) on the gathered dout, then
+ * dx[n] += sum_j dxp[inv[n*K+j]]. The fp32 kernel when wr is NULL; bf16 mode with wr = 3 F C
+ * floats of scratch. */
 static void moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, const float *weight,
                             const float *w1, const float *w3, const float *w2, cpu_moe_perm pm,
                             const float *h1, const float *h3, float *xp, float *dp, float *dxp,
@@ -142,6 +72,7 @@ static void moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, c
     cpu_moe_rows_gather(dout, pm.perm, A, d.K, C, dp);
     if (wr && xp) mt_bf16_round_n(xp, xp, A * C);
     if (wr) mt_bf16_round_n(dp, dp, A * C);
+    if (dxp) memset(dxp, 0, sizeof(float) * (size_t)(A * C)); /* the experts add into it */
     for (int e = 0; e < d.E; e++) {
         int64_t off = pm.offsets[e], rows = pm.offsets[e + 1] - off;
         if (rows == 0) continue; /* no rows: every gradient of this expert stays untouched */
@@ -157,60 +88,10 @@ static void moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, c
                 w2e = wr + 2 * F * C;
             }
         }
-        const float *h1e = h1 + off * F, *h3e = h3 + off * F, *dpe = dp + off * C;
-        const int32_t *pe = pm.perm + off;
-#pragma omp parallel for
-        for (int64_t i = 0; i < rows * F; i++) g[i] = h1e[i] * moe_sigmoid(h1e[i]) * h3e[i];
-        if (need_u) /* u (rows,F) = dpe (rows,C) w2e (C,F) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)F, (int)C, 1.0f,
-                        dpe, (int)C, w2e, (int)F, 0.0f, u, (int)F);
-        if (dweight) {
-#pragma omp parallel for
-            for (int64_t s = 0; s < rows; s++) {
-                double acc = 0;
-                for (int64_t f = 0; f < F; f++) acc += (double)u[s * F + f] * g[s * F + f];
-                dweight[pe[s]] += (float)acc;
-            }
-        }
-        if (dw2) {
-            /* scale g's rows by w_s (g is not needed afterwards), then dw2e (C,F) += dpe^T g */
-#pragma omp parallel for
-            for (int64_t s = 0; s < rows; s++)
-                for (int64_t f = 0; f < F; f++) g[s * F + f] *= weight[pe[s]];
-            if (wr) mt_bf16_round_n(g, g, rows * F);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)C, (int)F, (int)rows, 1.0f,
-                        dpe, (int)C, g, (int)F, 1.0f, dw2 + e * C * F, (int)F);
-        }
-        if (!need_dh) continue;
-            /* dh1 overwrites u in place; dh3 goes to its own buffer */
-#pragma omp parallel for
-        for (int64_t s = 0; s < rows; s++) {
-            float ws = weight[pe[s]];
-            for (int64_t f = 0; f < F; f++) {
-                int64_t i = s * F + f;
-                float z = h1e[i], sg = moe_sigmoid(z), dg = ws * u[i];
-                dh3[i] = dg * z * sg;
-                u[i] = dg * h3e[i] * sg * (1.0f + z * (1.0f - sg));
-            }
-        }
-        if (wr) { /* dh1 and dh3 are GEMM operands from here on */
-            mt_bf16_round_n(u, u, rows * F);
-            mt_bf16_round_n(dh3, dh3, rows * F);
-        }
-        const float *xe = xp + off * C;
-        if (dw1) /* dw1e (F,C) += dh1^T (F,rows) xe (rows,C) */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)F, (int)C, (int)rows, 1.0f, u,
-                        (int)F, xe, (int)C, 1.0f, dw1 + e * F * C, (int)C);
-        if (dw3)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)F, (int)C, (int)rows, 1.0f,
-                        dh3, (int)F, xe, (int)C, 1.0f, dw3 + e * F * C, (int)C);
-        if (dx) { /* dxp (rows,C) = dh1 w1e + dh3 w3e, w (F,C) */
-            float *dxe = dxp + off * C;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)C, (int)F, 1.0f,
-                        u, (int)F, w1e, (int)C, 0.0f, dxe, (int)C);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)C, (int)F, 1.0f,
-                        dh3, (int)F, w3e, (int)C, 1.0f, dxe, (int)C);
-        }
+        cpu_moe_expert_bwd(rows, C, F, wr != NULL, dp + off * C, xp ? xp + off * C : NULL, weight,
+                           pm.perm + off, w1e, w3e, w2e, h1 + off * F, h3 + off * F, g, u, dh3,
+                           dxp ? dxp + off * C : NULL, dweight, dw1 ? dw1 + e * F * C : NULL,
+                           dw3 ? dw3 + e * F * C : NULL, dw2 ? dw2 + e * C * F : NULL);
     }
     if (dx) cpu_moe_rows_combine(dxp, pm.inv, NULL, d.N, d.K, C, dx);
 }

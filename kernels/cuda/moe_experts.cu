@@ -2,7 +2,9 @@
  * kernels/cpu/moe_experts.c: assignments are permuted by expert with a stable counting sort on
  * the device, the experts' GEMMs run on their contiguous rows (an expert without rows is left
  * out: exactly zero output and untouched gradients), and the weighted rows are combined back per
- * token by one writer per row (deterministic).
+ * token by one writer per row (deterministic). The sort, gather, combine and elementwise kernels
+ * are moe_common.cu's, shared with the split ops (moe_dispatch.cu, moe_expert_ffn.cu,
+ * moe_combine.cu); the grouped GEMM machinery below is this op's alone.
  *
  * Node (autograd/op_moe.c): in = {x (N,C), idx (N,K) I32, weight (N,K), w1 (E,F,C),
  * w3 (E,F,C), w2 (E,C,F)}; saved[0] offsets (E+1) I32, saved[1] perm (N*K) I32 (slot ->
@@ -41,145 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_ops.cuh"
-
-#define MOE_CHUNK 256 /* assignments per chunk of the counting sort */
-
-/* counts[ch, e]: how many assignments of chunk ch chose expert e; an expert id outside [0,E)
- * raises the flag at its assignment and is not counted. */
-__global__ void moe_count_kernel(int32_t *counts, const int32_t *idx, int64_t A, int E,
-                                 int64_t nchunks, unsigned long long *flag) {
-    CUDA_FOR(ch, nchunks) {
-        int32_t *cnt = counts + ch * E;
-        for (int e = 0; e < E; e++) cnt[e] = 0;
-        int64_t a1 = (ch + 1) * MOE_CHUNK < A ? (ch + 1) * MOE_CHUNK : A;
-        for (int64_t a = ch * MOE_CHUNK; a < a1; a++) {
-            int32_t e = idx[a];
-            if (e < 0 || e >= E) {
-                cuda_flag_raise(flag, a);
-                continue;
-            }
-            cnt[e]++;
-        }
-    }
-}
-
-/* One thread: offsets[e] = first slot of expert e, and counts[ch, e] becomes the first slot of
- * chunk ch's rows of expert e (expert-major, then chunk order: stable). view gets what the host
- * reads in one copy: the flag word, then the E+1 offsets. */
-__global__ void moe_scan_kernel(int32_t *offsets, int32_t *counts, int E, int64_t nchunks,
-                                const unsigned long long *flag, unsigned long long *view) {
-    if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    int32_t *voff = (int32_t *)(view + 1);
-    int32_t run = 0;
-    for (int e = 0; e < E; e++) {
-        offsets[e] = voff[e] = run;
-        for (int64_t ch = 0; ch < nchunks; ch++) {
-            int32_t c = counts[ch * E + e];
-            counts[ch * E + e] = run;
-            run += c;
-        }
-    }
-    offsets[E] = voff[E] = run;
-    view[0] = *flag;
-}
-
-/* Each chunk places its assignments in order: ascending assignment within an expert. */
-__global__ void moe_place_kernel(int32_t *perm, int32_t *inv, const int32_t *idx, int32_t *base,
-                                 int64_t A, int E, int64_t nchunks) {
-    CUDA_FOR(ch, nchunks) {
-        int32_t *pos = base + ch * E;
-        int64_t a1 = (ch + 1) * MOE_CHUNK < A ? (ch + 1) * MOE_CHUNK : A;
-        for (int64_t a = ch * MOE_CHUNK; a < a1; a++) {
-            int32_t s = pos[idx[a]]++;
-            perm[s] = (int32_t)a;
-            inv[a] = s;
-        }
-    }
-}
-
-/* xp[s,:] = x[perm[s] / K, :] for slots s < rows. */
-__global__ void moe_gather_kernel(float *xp, const float *x, const int32_t *perm, int64_t rows,
-                                  int K, int64_t C) {
-    CUDA_FOR(i, rows * C) {
-        int64_t s = i / C, c = i % C;
-        xp[i] = x[(int64_t)(perm[s] / K) * C + c];
-    }
-}
-
-/* out[n,:] (+)= sum_j weight[n,j] * yp[inv[n*K+j], :], j in order; weight NULL means 1. */
-__global__ void moe_combine_kernel(float *out, const float *yp, const int32_t *inv,
-                                   const float *weight, int64_t N, int K, int64_t C,
-                                   bool accumulate) {
-    CUDA_FOR(i, N * C) {
-        int64_t n = i / C, c = i % C;
-        float acc = accumulate ? out[i] : 0.0f;
-        for (int j = 0; j < K; j++) {
-            float wj = weight ? weight[n * K + j] : 1.0f;
-            acc += wj * yp[(int64_t)inv[n * K + j] * C + c];
-        }
-        out[i] = acc;
-    }
-}
-
-/* The CPU's sigmoid form for the experts (kernels/cpu/moe_experts.c). */
-__device__ inline float moe_sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
-
-/* g = silu(h1) * h3 over count elements; into gb, rounded to bf16, when gb is not NULL (bf16
- * mode: the fp32 value is not needed, only its rounding, as on the CPU). */
-__global__ void moe_act_kernel(float *g, __nv_bfloat16 *gb, const float *h1, const float *h3,
-                               int64_t count) {
-    CUDA_FOR(i, count) {
-        const float v = h1[i] * moe_sigmoid(h1[i]) * h3[i];
-        if (gb)
-            gb[i] = __float2bfloat16_rn(v);
-        else
-            g[i] = v;
-    }
-}
-
-/* dweight[perm[s]] += <u_s, g_s> (double), one warp per slot s. */
-__global__ void moe_dweight_kernel(float *dweight, const float *u, const float *g,
-                                   const int32_t *perm, int64_t rows, int64_t F) {
-    int64_t s = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    int lane = threadIdx.x & 31;
-    if (s >= rows) return;
-    double acc = 0;
-    for (int64_t f = lane; f < F; f += 32) acc += (double)u[s * F + f] * g[s * F + f];
-    acc = cuda_warp_sum(acc);
-    if (lane == 0) dweight[perm[s]] += (float)acc;
-}
-
-/* g[s,:] *= weight[perm[s]], in place or (bf16 mode, gb not NULL) rounded into gb. */
-__global__ void moe_scale_rows_kernel(float *g, __nv_bfloat16 *gb, const float *weight,
-                                      const int32_t *perm, int64_t rows, int64_t F) {
-    CUDA_FOR(i, rows * F) {
-        const float v = g[i] * weight[perm[i / F]];
-        if (gb)
-            gb[i] = __float2bfloat16_rn(v);
-        else
-            g[i] = v;
-    }
-}
-
-/* With dg = w_s u: dh3 = dg silu(h1) and, in place of u, dh1 = dg h3 silu'(h1); in bf16 mode
- * (dh1b not NULL) both only rounded, into dh1b and dh3b: they are GEMM operands only. */
-__global__ void moe_dh_kernel(float *u, float *dh3, __nv_bfloat16 *dh1b, __nv_bfloat16 *dh3b,
-                              const float *h1, const float *h3, const float *weight,
-                              const int32_t *perm, int64_t rows, int64_t F) {
-    CUDA_FOR(i, rows * F) {
-        float ws = weight[perm[i / F]];
-        float z = h1[i], sg = moe_sigmoid(z), dg = ws * u[i];
-        const float d3 = dg * z * sg, d1 = dg * h3[i] * sg * (1.0f + z * (1.0f - sg));
-        if (dh1b) {
-            dh3b[i] = __float2bfloat16_rn(d3);
-            dh1b[i] = __float2bfloat16_rn(d1);
-        } else {
-            dh3[i] = d3;
-            u[i] = d1;
-        }
-    }
-}
+#include "moe_common.cuh"
 
 /* ---- the experts' GEMMs ---- */
 
@@ -381,92 +245,24 @@ static moe_dims moe_node_dims(const mt_node *n) {
     return d;
 }
 
-/* Builds offsets, perm, inv (saved[0..2]) from idx on the device and returns the offsets on the
- * host (n->host, kept there for the backward); dies on a bad expert id. One synchronising copy
- * brings the id check and the offsets together; the placement runs after the check, so a bad id
- * never indexes memory. */
-static const int32_t *moe_perm_build(const mt_node *n, const moe_dims &d) {
-    const char *op = "moe_experts forward (permutation)";
-    int64_t A = d.N * d.K, nchunks = (A + MOE_CHUNK - 1) / MOE_CHUNK;
-    int32_t *counts = (int32_t *)mt_node_scratch(
-        n, sizeof(int32_t) * (size_t)((nchunks ? nchunks : 1) * d.E), "moe_experts counts");
-    const size_t vbytes = sizeof(unsigned long long) + sizeof(int32_t) * (size_t)(d.E + 1);
-    unsigned long long *view = (unsigned long long *)mt_node_scratch(n, vbytes, "moe offsets view");
-    unsigned long long *hview =
-        (unsigned long long *)mt_arena_alloc(&n->ctx->host, vbytes, "moe_experts host offsets");
-    int32_t *offsets = (int32_t *)n->saved[0]->data, *perm = (int32_t *)n->saved[1]->data;
-    int32_t *inv = (int32_t *)n->saved[2]->data;
-    const int32_t *idx = cuda_i32(n->in[1]);
-    cuda_flag_reset(op);
-    if (nchunks > 0) {
-        moe_count_kernel<<<cuda_blocks(nchunks, 128), 128>>>(counts, idx, A, d.E, nchunks,
-                                                             cuda_err_flag);
-        CUDA_LAUNCH_CHECK(op);
-    }
-    moe_scan_kernel<<<1, 1>>>(offsets, counts, d.E, nchunks, cuda_err_flag, view);
-    CUDA_LAUNCH_CHECK(op);
-    cudaCheck(op, cudaMemcpy(hview, view, vbytes, cudaMemcpyDeviceToHost));
-    if (hview[0] != ~0ull) {
-        const int64_t bad = (int64_t)hview[0];
-        int32_t e = 0;
-        cudaCheck(op, cudaMemcpy(&e, idx + bad, sizeof(e), cudaMemcpyDeviceToHost));
-        MT_DIE("moe_experts: idx[%lld,%lld] = %d is outside [0,%d)", (long long)(bad / d.K),
-               (long long)(bad % d.K), (int)e, d.E);
-    }
-    if (nchunks > 0) {
-        moe_place_kernel<<<cuda_blocks(nchunks, 128), 128>>>(perm, inv, idx, counts, A, d.E,
-                                                             nchunks);
-        CUDA_LAUNCH_CHECK(op);
-    }
-    MT_CHECK(n->host, "%s: the node has no host offsets (op_moe.c allocates them)", op);
-    memcpy(n->host, hview + 1, sizeof(int32_t) * (size_t)(d.E + 1));
-    return (const int32_t *)n->host;
-}
-
 static void moe_gather(float *xp, const float *x, const int32_t *perm, const moe_dims &d,
                        const char *op) {
-    int64_t A = d.N * d.K;
-    if (A * d.C == 0) return;
-    moe_gather_kernel<<<cuda_blocks(A * d.C, CUDA_THREADS), CUDA_THREADS>>>(xp, x, perm, A, d.K,
-                                                                            d.C);
-    CUDA_LAUNCH_CHECK(op);
+    cuda_moe_gather(xp, x, perm, d.N * d.K, d.K, d.C, op);
 }
 
 static void moe_combine(float *out, const float *yp, const int32_t *inv, const float *weight,
                         const moe_dims &d, bool accumulate, const char *op) {
     if (d.N * d.C == 0) return;
     cuda_prof_begin(CUDA_PROF_COMBINE);
-    moe_combine_kernel<<<cuda_blocks(d.N * d.C, CUDA_THREADS), CUDA_THREADS>>>(
-        out, yp, inv, weight, d.N, d.K, d.C, accumulate);
-    CUDA_LAUNCH_CHECK(op);
+    cuda_moe_combine_rows(out, yp, inv, weight, d.N, d.K, d.C, accumulate, op);
     cuda_prof_end(CUDA_PROF_COMBINE);
-}
-
-/* A GEMM operand: src itself in fp32 mode; in bf16 mode its bf16 copy (count elements of node
- * scratch, cast by one launch). */
-static const void *moe_operand(const mt_node *n, const float *src, int64_t count,
-                               const char *what) {
-    if (n->ip[0] != MT_BF16) return src;
-    return cuda_bf16_operand(n, src, count, what);
-}
-
-/* count bf16 of node scratch (a cast's destination in bf16 mode) */
-static __nv_bfloat16 *moe_bf16_scratch(const mt_node *n, int64_t count, const char *what) {
-    return (__nv_bfloat16 *)mt_node_scratch(
-        n, sizeof(__nv_bfloat16) * (size_t)(count > 0 ? count : 1), what);
-}
-
-/* count floats of node scratch */
-static float *moe_f32_scratch(const mt_node *n, int64_t count, const char *what) {
-    return (float *)mt_node_scratch(n, sizeof(float) * (size_t)(count ? count : 1), what);
 }
 
 static void moe_elementwise_act(float *g, __nv_bfloat16 *gb, const float *h1, const float *h3,
                                 int64_t count, const char *op) {
     if (count == 0) return;
     cuda_prof_begin(CUDA_PROF_ACT);
-    moe_act_kernel<<<cuda_blocks(count, CUDA_THREADS), CUDA_THREADS>>>(g, gb, h1, h3, count);
-    CUDA_LAUNCH_CHECK(op);
+    cuda_moe_act(g, gb, h1, h3, count, op);
     cuda_prof_end(CUDA_PROF_ACT);
 }
 
@@ -478,24 +274,24 @@ void cuda_moe_experts_fwd_node(const mt_node *n) {
     moe_dims d = moe_node_dims(n);
     const int64_t A = d.N * d.K, C = d.C, F = d.F;
     cuda_prof_begin(CUDA_PROF_ROUTE);
-    const int32_t *off = moe_perm_build(n, d);
+    const int32_t *off = cuda_moe_perm_build(n, d.N, d.K, d.E, "moe_experts");
     const bool keep_h = n->saved[3] != NULL;
-    float *h1 = keep_h ? cuda_f32(n->saved[3]) : moe_f32_scratch(n, A * F, "moe h1");
-    float *h3 = keep_h ? cuda_f32(n->saved[4]) : moe_f32_scratch(n, A * F, "moe h3");
-    float *xp = moe_f32_scratch(n, A * C, "moe_experts xp");
-    float *yp = moe_f32_scratch(n, A * C, "moe_experts yp");
+    float *h1 = keep_h ? cuda_f32(n->saved[3]) : cuda_moe_f32_scratch(n, A * F, "moe h1");
+    float *h3 = keep_h ? cuda_f32(n->saved[4]) : cuda_moe_f32_scratch(n, A * F, "moe h3");
+    float *xp = cuda_moe_f32_scratch(n, A * C, "moe_experts xp");
+    float *yp = cuda_moe_f32_scratch(n, A * C, "moe_experts yp");
     moe_gather(xp, cuda_f32(n->in[0]), cuda_i32(n->saved[1]), d, op);
     cuda_prof_end(CUDA_PROF_ROUTE);
     /* bf16 mode: copies of x by slot, of all experts' weights, and g rounded where computed
      * (only the bf16 g exists then) */
     const bool bf16 = n->ip[0] == MT_BF16;
-    float *g = bf16 ? NULL : moe_f32_scratch(n, A * F, "moe g");
-    __nv_bfloat16 *gb = bf16 ? moe_bf16_scratch(n, A * F, "moe g bf16") : NULL;
-    const void *xo = moe_operand(n, xp, A * C, "moe xp bf16");
+    float *g = bf16 ? NULL : cuda_moe_f32_scratch(n, A * F, "moe g");
+    __nv_bfloat16 *gb = bf16 ? cuda_moe_bf16_scratch(n, A * F, "moe g bf16") : NULL;
+    const void *xo = cuda_moe_operand(n, xp, A * C, "moe xp bf16");
     const int64_t W = (int64_t)d.E * F * C;
-    const void *w1 = moe_operand(n, cuda_f32(n->in[3]), W, "moe w1 bf16");
-    const void *w3 = moe_operand(n, cuda_f32(n->in[4]), W, "moe w3 bf16");
-    const void *w2 = moe_operand(n, cuda_f32(n->in[5]), W, "moe w2 bf16");
+    const void *w1 = cuda_moe_operand(n, cuda_f32(n->in[3]), W, "moe w1 bf16");
+    const void *w3 = cuda_moe_operand(n, cuda_f32(n->in[4]), W, "moe w3 bf16");
+    const void *w2 = cuda_moe_operand(n, cuda_f32(n->in[5]), W, "moe w2 bf16");
     /* h (rows,F) = xe (rows,C) w^T, w (F,C), for w1 and w3; y (rows,C) = g (rows,F) w2^T */
     moe_kind kinds[2];
     memset(kinds, 0, sizeof(kinds));
@@ -533,12 +329,12 @@ void cuda_moe_experts_bwd_node(const mt_node *n) {
     if (!need_u && !dw2) return;
     const bool bf16 = n->ip[0] == MT_BF16;
     const int32_t *off = (const int32_t *)n->host; /* the forward's: no copy back, no sync */
-    float *xp = (dw1 || dw3) ? moe_f32_scratch(n, A * C, "moe_experts xp") : NULL;
-    float *dp = moe_f32_scratch(n, A * C, "moe_experts dout perm");
-    float *dxp = dx ? moe_f32_scratch(n, A * C, "moe_experts dx perm") : NULL;
-    float *g = (dweight || dw2) ? moe_f32_scratch(n, A * F, "moe_experts g") : NULL;
-    float *u = need_u ? moe_f32_scratch(n, A * F, "moe_experts u") : NULL;
-    float *dh3 = need_dh && !bf16 ? moe_f32_scratch(n, A * F, "moe_experts dh3") : NULL;
+    float *xp = (dw1 || dw3) ? cuda_moe_f32_scratch(n, A * C, "moe_experts xp") : NULL;
+    float *dp = cuda_moe_f32_scratch(n, A * C, "moe_experts dout perm");
+    float *dxp = dx ? cuda_moe_f32_scratch(n, A * C, "moe_experts dx perm") : NULL;
+    float *g = (dweight || dw2) ? cuda_moe_f32_scratch(n, A * F, "moe_experts g") : NULL;
+    float *u = need_u ? cuda_moe_f32_scratch(n, A * F, "moe_experts u") : NULL;
+    float *dh3 = need_dh && !bf16 ? cuda_moe_f32_scratch(n, A * F, "moe_experts dh3") : NULL;
     const int32_t *perm = cuda_i32(n->saved[1]);
     const float *weight = cuda_f32(n->in[2]);
     cuda_prof_begin(CUDA_PROF_ROUTE);
@@ -547,14 +343,14 @@ void cuda_moe_experts_bwd_node(const mt_node *n) {
     cuda_prof_end(CUDA_PROF_ROUTE);
     /* bf16 mode: copies of x and dout by slot, of the weights a requested product reads (as
      * the CPU does); g (after the row scaling), dh1 and dh3 rounded where they are computed */
-    const void *xo = xp ? moe_operand(n, xp, A * C, "moe xp bf16") : NULL;
-    const void *dpo = moe_operand(n, dp, A * C, "moe dp bf16");
-    const void *w1 = dx ? moe_operand(n, cuda_f32(n->in[3]), W, "moe w1 bf16") : NULL;
-    const void *w3 = dx ? moe_operand(n, cuda_f32(n->in[4]), W, "moe w3 bf16") : NULL;
-    const void *w2 = need_u ? moe_operand(n, cuda_f32(n->in[5]), W, "moe w2 bf16") : NULL;
-    __nv_bfloat16 *gb = bf16 && dw2 ? moe_bf16_scratch(n, A * F, "moe g bf16") : NULL;
-    __nv_bfloat16 *dh1b = bf16 && need_dh ? moe_bf16_scratch(n, A * F, "moe dh1 bf16") : NULL;
-    __nv_bfloat16 *dh3b = bf16 && need_dh ? moe_bf16_scratch(n, A * F, "moe dh3 bf16") : NULL;
+    const void *xo = xp ? cuda_moe_operand(n, xp, A * C, "moe xp bf16") : NULL;
+    const void *dpo = cuda_moe_operand(n, dp, A * C, "moe dp bf16");
+    const void *w1 = dx ? cuda_moe_operand(n, cuda_f32(n->in[3]), W, "moe w1 bf16") : NULL;
+    const void *w3 = dx ? cuda_moe_operand(n, cuda_f32(n->in[4]), W, "moe w3 bf16") : NULL;
+    const void *w2 = need_u ? cuda_moe_operand(n, cuda_f32(n->in[5]), W, "moe w2 bf16") : NULL;
+    __nv_bfloat16 *gb = bf16 && dw2 ? cuda_moe_bf16_scratch(n, A * F, "moe g bf16") : NULL;
+    __nv_bfloat16 *dh1b = bf16 && need_dh ? cuda_moe_bf16_scratch(n, A * F, "moe dh1 bf16") : NULL;
+    __nv_bfloat16 *dh3b = bf16 && need_dh ? cuda_moe_bf16_scratch(n, A * F, "moe dh3 bf16") : NULL;
     /* the GEMM operands g, dh1 (in u's place in fp32 mode), dh3 */
     const void *go = bf16 ? (const void *)gb : g, *dh1o = bf16 ? (const void *)dh1b : u;
     const void *dh3o = bf16 ? (const void *)dh3b : dh3;
@@ -604,24 +400,13 @@ void cuda_moe_experts_bwd_node(const mt_node *n) {
     if (g) moe_elementwise_act(g, NULL, h1, h3, count, op);
     if (need_u) moe_gemms_run(gs, k_u, kinds[k_u], op);
     cuda_prof_begin(CUDA_PROF_ACT);
-    if (dweight && A > 0) {
-        moe_dweight_kernel<<<(unsigned)((A + 7) / 8), 256>>>(dweight, u, g, perm, A, F);
-        CUDA_LAUNCH_CHECK(op);
-    }
-    if (dw2 && count > 0) { /* g's rows scaled by w_s (g is not needed afterwards) */
-        moe_scale_rows_kernel<<<cuda_blocks(count, CUDA_THREADS), CUDA_THREADS>>>(g, gb, weight,
-                                                                                  perm, A, F);
-        CUDA_LAUNCH_CHECK(op);
-    }
+    if (dweight) cuda_moe_dweight(dweight, u, g, perm, A, F, op);
+    if (dw2) cuda_moe_scale_rows(g, gb, weight, perm, A, F, op); /* g is not needed afterwards */
     cuda_prof_end(CUDA_PROF_ACT);
     if (dw2) moe_gemms_run(gs, k_dw2, kinds[k_dw2], op);
     if (!need_dh) return;
     cuda_prof_begin(CUDA_PROF_ACT);
-    if (count > 0) {
-        moe_dh_kernel<<<cuda_blocks(count, CUDA_THREADS), CUDA_THREADS>>>(u, dh3, dh1b, dh3b, h1,
-                                                                          h3, weight, perm, A, F);
-        CUDA_LAUNCH_CHECK(op);
-    }
+    cuda_moe_dh(u, dh3, dh1b, dh3b, h1, h3, weight, perm, A, F, op);
     cuda_prof_end(CUDA_PROF_ACT);
     if (k_dw13 >= 0) moe_gemms_run(gs, k_dw13, kinds[k_dw13], op);
     if (dx) {
