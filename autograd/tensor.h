@@ -91,6 +91,10 @@ typedef struct mt_backend {
     /* Sum of squares (in double) and the count of non-finite elements, returned to the host. */
     void (*vec_stats)(const float *x, int64_t n, double *sumsq, int64_t *nonfinite);
     void (*adamw)(float *p, float *m, float *v, const float *g, int64_t n, const mt_adamw_args *a);
+    /* bf16 parameter gathers (dist.gather_dtype): dst = the bf16 bits of src rounded to nearest
+     * even (NaN stays NaN); and back, exactly. */
+    void (*vec_to_bf16)(uint16_t *dst, const float *src, int64_t n);
+    void (*vec_from_bf16)(float *dst, const uint16_t *src, int64_t n);
 } mt_backend;
 
 const char *mt_op_name(mt_op op);

@@ -21,7 +21,8 @@ void mt_backend_validate(const mt_backend *be) {
             len += snprintf(missing + len, sizeof(missing) - len, " %s.bwd", mt_op_name(op));
         if (len >= sizeof(missing)) break;
     }
-    if (!be->vec_add || !be->vec_scale || !be->vec_stats || !be->adamw)
+    if (!be->vec_add || !be->vec_scale || !be->vec_stats || !be->adamw || !be->vec_to_bf16 ||
+        !be->vec_from_bf16)
         snprintf(missing + len, sizeof(missing) - len, " optimizer vector kernels");
     MT_CHECK(!missing[0], "backend %s lacks kernels:%s", be->name, missing);
 }

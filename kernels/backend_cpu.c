@@ -34,6 +34,8 @@ static const mt_backend cpu_backend = {
     .vec_scale = cpu_vec_scale,
     .vec_stats = cpu_vec_stats,
     .adamw = cpu_adamw,
+    .vec_to_bf16 = cpu_vec_to_bf16,
+    .vec_from_bf16 = cpu_vec_from_bf16,
 };
 
 const mt_backend *mt_backend_cpu(void) { return &cpu_backend; }

@@ -23,11 +23,23 @@ static int test_comm_collectives(void) {
         int64_t count = 1000 + 3;
         float *send = malloc(sizeof(float) * count * P), *recv = malloc(sizeof(float) * count * P);
         for (int64_t i = 0; i < count; i++) send[i] = value_of(r, i);
-        c->allgather(c, send, recv, count);
+        c->allgather(c, send, recv, count, sizeof(float));
         int bad = 0;
         for (int q = 0; q < P; q++)
             for (int64_t i = 0; i < count; i++) bad += recv[q * count + i] != value_of(q, i);
         EXPECT(bad == 0, "allgather: %d wrong elements", bad);
+        /* 16-bit elements (the bf16 parameter gathers): bit patterns move unchanged */
+        uint16_t *s16 = malloc(sizeof(uint16_t) * count),
+                 *r16 = malloc(sizeof(uint16_t) * count * P);
+        for (int64_t i = 0; i < count; i++) s16[i] = (uint16_t)(r * 7919 + i * 31);
+        c->allgather(c, s16, r16, count, sizeof(uint16_t));
+        bad = 0;
+        for (int q = 0; q < P; q++)
+            for (int64_t i = 0; i < count; i++)
+                bad += r16[q * count + i] != (uint16_t)(q * 7919 + i * 31);
+        EXPECT(bad == 0, "allgather of 16-bit elements: %d wrong", bad);
+        free(s16);
+        free(r16);
 
         for (int64_t i = 0; i < count * P; i++) send[i] = value_of(r, i);
         c->reduce_scatter(c, send, recv, count);

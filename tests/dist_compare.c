@@ -168,6 +168,23 @@ static int test_expert_match(void) {
     return MT_TEST_OK;
 }
 
+/* bf16 parameter gathers (fp32 GEMMs): 1 and 2 ranks compute the same, up to summation order
+ * (one rank rounds its parameters too); against fp32 gathers the loss moves by the rounding of
+ * the parameters, which must show, and stay small (within 1e-3 relative: bf16 has 8 bits). */
+static int test_bf16_gather_match(void) {
+    compare_losses("bf16g-np1", "bf16g-np2", 1, 10, 1e-5, true);
+    compare_params("bf16g-np1/checkpoint-10/model.safetensors",
+                   "bf16g-np2/checkpoint-10/model.safetensors", 1e-5);
+    double a[MAX_STEPS] = {0}, b[MAX_STEPS] = {0};
+    read_losses("bf16g-np2", a, NULL);
+    read_losses("bf16g-fp32", b, NULL);
+    double worst = 0;
+    for (int s = 1; s <= 10; s++) worst = fmax(worst, fabs(a[s] - b[s]) / b[s]);
+    printf("  bf16 vs fp32 gathers: loss max relative diff %.3g over 10 steps\n", worst);
+    EXPECT(worst > 0 && worst <= 1e-3, "bf16 gathers moved the loss by %.3g relative", worst);
+    return MT_TEST_OK;
+}
+
 /* The CUDA backend + NCCL path of the trainer (through the CPU emulator) against the CPU run;
  * and its resume from a staged device checkpoint against its own straight run. */
 static int test_emu_cuda_match(void) {
@@ -239,8 +256,9 @@ static int test_emu_cuda_bf16(void) {
 }
 
 static const mt_test_case cases[] = {
-    {"dist_emu_cuda_bf16", test_emu_cuda_bf16},   {"dist_ranks_match", test_ranks_match},
-    {"dist_resume_match", test_resume_match},     {"dist_trim_match", test_trim_match},
-    {"dist_emu_cuda_match", test_emu_cuda_match}, {"dist_expert_match", test_expert_match},
+    {"dist_emu_cuda_bf16", test_emu_cuda_bf16},         {"dist_ranks_match", test_ranks_match},
+    {"dist_resume_match", test_resume_match},           {"dist_trim_match", test_trim_match},
+    {"dist_emu_cuda_match", test_emu_cuda_match},       {"dist_expert_match", test_expert_match},
+    {"dist_bf16_gather_match", test_bf16_gather_match},
 };
 MT_TEST_MAIN(cases)

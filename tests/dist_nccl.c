@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/bf16.h"
 #include "train/comm.h"
 
 static const mt_backend *be;
@@ -79,10 +80,28 @@ static void check_allgather(mt_comm *c, int64_t count) {
     /* kernels on the compute stream before and after: the collective must sit between them */
     bool kernels = be->vec_scale != NULL;
     if (kernels) be->vec_scale(send, 2.0f, count);
-    c->allgather(c, send, recv, count);
+    c->allgather(c, send, recv, count, sizeof(float));
     if (kernels) be->vec_scale(recv, 0.5f, (int64_t)P * count);
     int64_t bad = gather_misses(recv, P, count, 1.0f);
     EXPECT(bad == 0, "allgather count %lld: %lld wrong elements", (long long)count, (long long)bad);
+    if (kernels && be->vec_to_bf16) {
+        /* 16-bit words, the bf16 parameter gathers: round on the device, gather, expand */
+        uint16_t *s16 = be->alloc(sizeof(uint16_t) * (size_t)(count + 1));
+        uint16_t *r16 = be->alloc(sizeof(uint16_t) * (size_t)((int64_t)P * count + 1));
+        be->vec_to_bf16(s16, send, count); /* send holds 2 value_of(r, i) */
+        c->allgather(c, s16, r16, count, sizeof(uint16_t));
+        be->vec_from_bf16(recv, r16, (int64_t)P * count);
+        float *h = host_copy(recv, (int64_t)P * count);
+        bad = 0;
+        for (int q = 0; q < P; q++)
+            for (int64_t i = 0; i < count; i++)
+                bad += h[q * count + i] != mt_bf16_round(2.0f * value_of(q, i));
+        EXPECT(bad == 0, "bf16 allgather count %lld: %lld wrong elements", (long long)count,
+               (long long)bad);
+        free(h);
+        be->free(s16);
+        be->free(r16);
+    }
     be->free(send);
     be->free(recv);
 }
@@ -106,7 +125,7 @@ static void check_in_place(mt_comm *c, int64_t count) {
     float *h = mt_malloc(sizeof(float) * (size_t)count, "values");
     for (int64_t i = 0; i < count; i++) h[i] = value_of(r, i);
     be->to_device(buf + (int64_t)r * count, h, sizeof(float) * (size_t)count);
-    c->allgather(c, buf + (int64_t)r * count, buf, count);
+    c->allgather(c, buf + (int64_t)r * count, buf, count, sizeof(float));
     int64_t bad = gather_misses(buf, P, count, 1.0f);
     EXPECT(bad == 0, "in-place allgather: %lld wrong elements", (long long)bad);
     be->free(buf);
@@ -129,7 +148,7 @@ static void check_tickets(mt_comm *c) {
     for (int k = 0; k < K; k++) {
         send[k] = dev_values(r, 0, counts[k]);
         recv[k] = dev_alloc((int64_t)P * counts[k]);
-        ticket[k] = c->allgather_start(c, send[k], recv[k], counts[k]);
+        ticket[k] = c->allgather_start(c, send[k], recv[k], counts[k], sizeof(float));
         for (int j = 0; j < k; j++) EXPECT(ticket[j] != ticket[k], "tickets %d and %d equal", j, k);
     }
 #ifdef MT_CUDA_EMU
@@ -154,7 +173,7 @@ static void check_tickets(mt_comm *c) {
     float *s1 = dev_values(r, 0, 5), *r1 = dev_alloc((int64_t)P * 5);
     int64_t bad = 0;
     for (int it = 0; it < 150; it++) {
-        int t = c->allgather_start(c, s1, r1, 5);
+        int t = c->allgather_start(c, s1, r1, 5, sizeof(float));
         c->wait(c, t);
         if (it % 50 == 49) bad += gather_misses(r1, P, 5, 1.0f);
     }
@@ -235,7 +254,7 @@ static int test_abort(void) {
     EXPECT(c->size >= 2, "run me with at least 2 ranks");
     check_allgather(c, 1000);
     float *send = dev_values(c->rank, 0, 10), *recv = dev_alloc((int64_t)c->size * 10);
-    int t = c->allgather_start(c, send, recv, 10);
+    int t = c->allgather_start(c, send, recv, 10, sizeof(float));
     if (c->rank == 1) MT_DIE("deliberate failure on rank 1 (nccl_abort test)");
     c->wait(c, t);
     check_allgather(c, 1000);

@@ -11,12 +11,15 @@
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model
 #   expert           dist.gather_unit = "expert" on 2 ranks (one expert gathered at a time)
 #                    -> $TMP/expert-np2; then resuming it with another gather unit must fail
+#   bf16-gather      bf16 parameter gathers (dist.gather_dtype; fp32 GEMMs, so that only the
+#                    summation order differs between rank counts) on 1 and 2 ranks, next to
+#                    fp32 gathers -> $TMP/bf16g-np{1,2}, $TMP/bf16g-fp32
 #   trim             padded rows (packing off), 2 ranks, with and without data.trim_padding,
 #                    router aux loss on (it must leave the padding out) -> $TMP/trim-{on,off}
 #   emu-cuda EMU NP  the same 3 steps on the CPU backend (BIN) and on the CUDA backend + NCCL
 #                    through the CPU emulator (EMU, minimax-train-emu; dist.gather_unit expert),
 #                    NP ranks each, then the emulated run resumed from its step-2 checkpoint, and
-#                    both in bf16 GEMM mode (gather unit layer)
+#                    both in bf16 GEMM mode with bf16 gathers (gather unit layer)
 #                    -> $TMP/emu-{cpu,cuda,resume,cpu-bf16,cuda-bf16}
 set -euo pipefail
 bin="$1"
@@ -98,6 +101,14 @@ expert)
   grep -E "error: .*gather_unit" "$tmp/expert-switch.log" ||
     { echo "FAIL: the refusal does not name dist.gather_unit"; tail -5 "$tmp/expert-switch.log"; exit 1; }
   ;;
+bf16-gather)
+  common=(--set train.max_steps=10 --set output.save_steps=10)
+  run 1 "$tmp/bf16g-np1" "${common[@]}" --set dist.gather_dtype=bf16
+  run 2 "$tmp/bf16g-np2" "${common[@]}" --set dist.gather_dtype=bf16 \
+    --set train.per_device_train_batch_size=2
+  run 2 "$tmp/bf16g-fp32" "${common[@]}" --set train.per_device_train_batch_size=2
+  grep -E "^memory|^step 10/" "$tmp/bf16g-np2.log"
+  ;;
 trim)
   for v in on off; do
     run 2 "$tmp/trim-$v" --set train.per_device_train_batch_size=2 --set data.packing=false \
@@ -118,9 +129,11 @@ emu-cuda)
     --set dist.gather_unit=expert
   bin="$emu" run "$np" "$tmp/emu-resume" "${small[@]}" --set dist.backend=nccl \
     --set dist.gather_unit=expert --resume "$tmp/emu-cuda/checkpoint-2"
-  # bf16 GEMMs: the emulated device against the CPU's bf16 rounding reference
-  run "$np" "$tmp/emu-cpu-bf16" "${small[@]}" --set model.dtype=bf16
-  bin="$emu" run "$np" "$tmp/emu-cuda-bf16" "${small[@]}" --set dist.backend=nccl --set model.dtype=bf16
+  # bf16 GEMMs and bf16 parameter gathers: the emulated device against the CPU's bf16 rounding
+  # reference
+  run "$np" "$tmp/emu-cpu-bf16" "${small[@]}" --set model.dtype=bf16 --set dist.gather_dtype=bf16
+  bin="$emu" run "$np" "$tmp/emu-cuda-bf16" "${small[@]}" --set dist.backend=nccl --set model.dtype=bf16 \
+    --set dist.gather_dtype=bf16
   grep -E "^memory|^step" "$tmp/emu-cuda.log"
   grep -q "memory\[rank 0, cuda\]" "$tmp/emu-cuda.log" || { echo "FAIL: not on the cuda backend"; exit 1; }
   ;;

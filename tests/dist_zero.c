@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/bf16.h"
 #include "train/zero.h"
 
 #define N_BUCKETS 4
@@ -15,6 +16,24 @@ static const int64_t bucket_numel[N_BUCKETS] = {37, 1000, 5, 333};
 static float init_value(int b, int64_t i) { return 0.01f * (float)((b * 131 + i * 7) % 50 - 25); }
 static float grad_value(int rank, int step, int b, int64_t i) {
     return (float)((rank * 17 + step * 5 + b * 3 + i) % 33 - 16) / 64.0f;
+}
+
+/* The reference: one process, full vectors, the same formula, the gradients of all P ranks. */
+static void ref_adamw_step(float **ref, float **rm, float **rv, int step, int P,
+                           const mt_adamw *opt) {
+    double bc1 = 1 - pow(opt->beta1, step), bc2 = 1 - pow(opt->beta2, step);
+    for (int b = 0; b < N_BUCKETS; b++)
+        for (int64_t i = 0; i < bucket_numel[b]; i++) {
+            float g = 0;
+            for (int r = 0; r < P; r++) g += grad_value(r, step, b, i);
+            bool decay = b != 1 || i < 900;
+            if (decay) ref[b][i] *= (float)(1.0 - opt->lr * opt->weight_decay);
+            /* torch.optim.AdamW's fp32 arithmetic (lerp, sqrt(v)/sqrt(bc2) + eps) */
+            rm[b][i] += (g - rm[b][i]) * (1.0f - 0.9f);
+            rv[b][i] = rv[b][i] * 0.95f + (1.0f - 0.95f) * g * g;
+            float denom = sqrtf(rv[b][i]) / (float)sqrt(bc2) + (float)opt->eps;
+            ref[b][i] -= (float)(opt->lr / bc1) * rm[b][i] / denom;
+        }
 }
 
 static int test_zero_vs_unsharded(void) {
@@ -50,20 +69,7 @@ static int test_zero_vs_unsharded(void) {
         }
         opt.step = step;
         mt_zero_adamw_step(&z, &opt);
-        /* the reference: one process, full vectors, same formula */
-        double bc1 = 1 - pow(opt.beta1, step), bc2 = 1 - pow(opt.beta2, step);
-        for (int b = 0; b < N_BUCKETS; b++)
-            for (int64_t i = 0; i < bucket_numel[b]; i++) {
-                float g = 0;
-                for (int r = 0; r < P; r++) g += grad_value(r, step, b, i);
-                bool decay = b != 1 || i < 900;
-                if (decay) ref[b][i] *= (float)(1.0 - opt.lr * opt.weight_decay);
-                /* torch.optim.AdamW's fp32 arithmetic (lerp, sqrt(v)/sqrt(bc2) + eps) */
-                rm[b][i] += (g - rm[b][i]) * (1.0f - 0.9f);
-                rv[b][i] = rv[b][i] * 0.95f + (1.0f - 0.95f) * g * g;
-                float denom = sqrtf(rv[b][i]) / (float)sqrt(bc2) + (float)opt.eps;
-                ref[b][i] -= (float)(opt.lr / bc1) * rm[b][i] / denom;
-            }
+        ref_adamw_step(ref, rm, rv, step, P, &opt);
     }
     for (int b = 0; b < N_BUCKETS; b++) {
         mt_zero_gather(&z, b, false);
@@ -99,9 +105,82 @@ static int test_zero_vs_unsharded(void) {
     return MT_TEST_OK;
 }
 
+/* bf16 gathers: every gathered parameter is its master weight rounded to bf16 (also with one
+ * rank), through prefetches that land while another bucket is in use; the master weights stay
+ * fp32 and follow the unsharded AdamW exactly; mt_zero_gather_master gives them whole. */
+static int test_zero_bf16(void) {
+    int argc = 0;
+    char **argv = NULL;
+    mt_comm *comm = mt_comm_mpi_init(&argc, &argv);
+    const int P = comm->size;
+    mt_zero z;
+    mt_zero_init_gather(&z, comm, mt_backend_cpu(), N_BUCKETS, bucket_numel, MT_BF16);
+    mt_zero_range ranges[2] = {{0, 900, true}, {900, 100, false}};
+    mt_zero_set_ranges(&z, 1, ranges, 2);
+    float *ref[N_BUCKETS], *rm[N_BUCKETS], *rv[N_BUCKETS];
+    for (int b = 0; b < N_BUCKETS; b++) {
+        ref[b] = calloc(bucket_numel[b], sizeof(float));
+        rm[b] = calloc(bucket_numel[b], sizeof(float));
+        rv[b] = calloc(bucket_numel[b], sizeof(float));
+        for (int64_t i = 0; i < bucket_numel[b]; i++) ref[b][i] = init_value(b, i) * 1.01f;
+        int64_t lo, hi;
+        mt_zero_owned_range(&z, b, &lo, &hi);
+        mt_zero_set_master(&z, b, lo, hi, ref[b] + lo);
+    }
+    int bad_gather = 0, rounded = 0;
+    mt_adamw opt = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+    for (int step = 1; step <= 4; step++) {
+        mt_zero_zero_grad(&z);
+        for (int b = 0; b < N_BUCKETS; b++) { /* forward order, prefetching the next */
+            mt_zero_gather(&z, b, false);
+            mt_zero_prefetch(&z, b + 1);
+            const float *x = mt_zero_slot_data(&z, b);
+            for (int64_t i = 0; i < bucket_numel[b]; i++) {
+                bad_gather += x[i] != mt_bf16_round(ref[b][i]);
+                rounded += x[i] != ref[b][i];
+            }
+        }
+        for (int b = N_BUCKETS - 1; b >= 0; b--) { /* backward order, prefetching the previous */
+            mt_zero_gather(&z, b, true);
+            mt_zero_prefetch(&z, b - 1);
+            const float *x = mt_zero_slot_data(&z, b);
+            float *g = mt_zero_slot_grad(&z, b);
+            for (int64_t i = 0; i < bucket_numel[b]; i++) {
+                bad_gather += x[i] != mt_bf16_round(ref[b][i]);
+                g[i] = grad_value(comm->rank, step, b, i);
+            }
+            mt_zero_reduce_grad(&z, b);
+        }
+        opt.step = step;
+        mt_zero_adamw_step(&z, &opt);
+        ref_adamw_step(ref, rm, rv, step, P, &opt);
+    }
+    EXPECT(bad_gather == 0, "%d gathered parameters are not their master weight rounded to bf16",
+           bad_gather);
+    EXPECT(rounded > 0, "no gathered parameter differs from fp32: nothing was rounded");
+    for (int b = 0; b < N_BUCKETS; b++) {
+        const float *full = mt_zero_gather_master(&z, b);
+        int bad = 0;
+        for (int64_t i = 0; i < bucket_numel[b]; i++) bad += full[i] != ref[b][i];
+        EXPECT(bad == 0, "bucket %d: %d master weights differ from the unsharded AdamW", b, bad);
+        mt_zero_gather(&z, b, false); /* back to the rounded values */
+        const float *x = mt_zero_slot_data(&z, b);
+        bad = 0;
+        for (int64_t i = 0; i < bucket_numel[b]; i++) bad += x[i] != mt_bf16_round(ref[b][i]);
+        EXPECT(bad == 0, "bucket %d: a gather after the fp32 one is not rounded (%d)", b, bad);
+        free(ref[b]);
+        free(rm[b]);
+        free(rv[b]);
+    }
+    EXPECT(z.gathers > 0 && mt_zero_slot_bytes(&z) > 0, "bf16 gathers use slots, also at P = 1");
+    mt_zero_free(&z);
+    mt_comm_finalize(comm);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
-    {"dist_zero_np1", test_zero_vs_unsharded},
-    {"dist_zero_np2", test_zero_vs_unsharded},
-    {"dist_zero_np3", test_zero_vs_unsharded},
+    {"dist_zero_np1", test_zero_vs_unsharded}, {"dist_zero_np2", test_zero_vs_unsharded},
+    {"dist_zero_np3", test_zero_vs_unsharded}, {"dist_zero_bf16_np1", test_zero_bf16},
+    {"dist_zero_bf16_np2", test_zero_bf16},    {"dist_zero_bf16_np3", test_zero_bf16},
 };
 MT_TEST_MAIN(cases)

@@ -1,7 +1,8 @@
 /* gpu_optim.c: the sharded optimizer's vector kernels on the device backend (kernels/cuda/optim.cu)
  * against the CPU reference (kernels/cpu/optim.c) on the same inputs: accumulation and scaling
  * bit-exact, the sum of squares to 1e-12 (double, another order), the non-finite count exact,
- * AdamW to 4 fp32 ulps of the magnitude of each value's terms (the device fuses multiply-adds).
+ * AdamW to 4 fp32 ulps of the magnitude of each value's terms (the device fuses multiply-adds),
+ * the bf16 casts of the bf16 parameter gathers bit-exact.
  * Case gpu_optim runs on a GPU (skipped without one); op_cuda_emu_optim runs the same case through
  * the CPU emulator. */
 #include <math.h>
@@ -55,6 +56,37 @@ static void check_size(int64_t n, mt_rng *r) {
     dev->free(dy);
     EXPECT(n == 0 || memcmp(got, x, sizeof(float) * (size_t)n) == 0,
            "n=%lld: vec_add/vec_scale differ from the CPU", (long long)n);
+
+    /* the bf16 gathers' casts: rounding bit-exact (ties to even, NaN, inf, large values), and
+     * back exactly; the ties are planted: fp32 values halfway between two bf16 values */
+    if (n > 0) {
+        uint16_t *h16 = malloc(sizeof(uint16_t) * (size_t)n),
+                 *c16 = malloc(sizeof(uint16_t) * (size_t)n);
+        float *t = malloc(bytes);
+        memcpy(t, x, bytes);
+        for (int64_t i = 0; i < n; i += 7) { /* halfway: the 16 low bits 0x8000 */
+            uint32_t u;
+            memcpy(&u, &t[i], 4);
+            u = (u & 0xffff0000u) | 0x8000u;
+            memcpy(&t[i], &u, 4);
+        }
+        if (n > 5) t[1] = NAN, t[2] = INFINITY, t[4] = 3.4e38f;
+        float *dt = dev_upload(t, n);
+        uint16_t *d16 = dev->alloc(sizeof(uint16_t) * (size_t)n);
+        dev->vec_to_bf16(d16, dt, n);
+        dev->to_host(h16, d16, sizeof(uint16_t) * (size_t)n);
+        cpu->vec_to_bf16(c16, t, n);
+        int bad = 0;
+        for (int64_t i = 0; i < n; i++) /* any NaN is a NaN: compare the class there */
+            bad += isnan(t[i]) ? (h16[i] & 0x7fff) <= 0x7f80 : h16[i] != c16[i];
+        dev->vec_from_bf16(dt, d16, n);
+        dev_download(got, dt, n);
+        cpu->vec_from_bf16(t, c16, n);
+        for (int64_t i = 0; i < n; i++) bad += !isnan(t[i]) && memcmp(&got[i], &t[i], 4) != 0;
+        EXPECT(bad == 0, "n=%lld: %d bf16 casts differ from the CPU", (long long)n, bad);
+        dev->free(d16);
+        free(h16), free(c16), free(t);
+    }
 
     /* norm and non-finite count, with a few inf/nan planted */
     if (n > 10) {

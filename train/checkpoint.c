@@ -159,6 +159,6 @@ bool mt_checkpoint_load(const char *dir, mt_zero *z, mt_train_state *st) {
     attr_read(file, path, "world_size", H5T_NATIVE_INT32, &st->world_size);
     checkpoint_transfer(file, path, z, false);
     H5Fclose(file);
-    z->slot_bucket[0] = z->slot_bucket[1] = -1;
+    mt_zero_master_changed(z);
     return true;
 }

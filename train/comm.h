@@ -17,8 +17,9 @@ typedef struct mt_comm mt_comm;
 struct mt_comm {
     const char *name;
     int rank, size;
-    /* recv[r*count .. (r+1)*count) = send of rank r (count floats per rank). */
-    void (*allgather)(mt_comm *c, const float *send, float *recv, int64_t count);
+    /* recv[r*count .. (r+1)*count) = send of rank r: count elements of elem bytes per rank,
+     * elem 4 (fp32) or 2 (bf16 bits: the bf16 parameter gathers); a copy, no arithmetic. */
+    void (*allgather)(mt_comm *c, const void *send, void *recv, int64_t count, size_t elem);
     /* recv (count floats) = sum over ranks of send[rank*count .. (rank+1)*count). */
     void (*reduce_scatter)(mt_comm *c, const float *send, float *recv, int64_t count);
     /* In place sums over ranks (host memory: small scalars such as norms and token counts). */
@@ -30,7 +31,7 @@ struct mt_comm {
     /* true: allgather/reduce_scatter buffers are device memory (NCCL); false: host memory */
     bool device;
     /* An all-gather issued now, finished by wait(ticket) before its result is read (see above). */
-    int (*allgather_start)(mt_comm *c, const float *send, float *recv, int64_t count);
+    int (*allgather_start)(mt_comm *c, const void *send, void *recv, int64_t count, size_t elem);
     void (*wait)(mt_comm *c, int ticket);
     void *impl;
 };

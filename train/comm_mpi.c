@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "autograd/check.h"
 #include "train/comm.h"
@@ -24,20 +25,22 @@ static int64_t mpi_chunk = (int64_t)1 << 30;
 
 static mt_comm mpi_comm;
 
-static void mpi_allgather(mt_comm *c, const float *send, float *recv, int64_t count) {
+static void mpi_allgather(mt_comm *c, const void *send, void *recv, int64_t count, size_t elem) {
+    MT_CHECK(elem == 4 || elem == 2, "mpi allgather: elements of %zu bytes (4 or 2)", elem);
+    MPI_Datatype type = elem == 4 ? MPI_FLOAT : MPI_UINT16_T;
     if (count <= MPI_CHUNK) {
-        MPI_CHECK(MPI_Allgather(send, (int)count, MPI_FLOAT, recv, (int)count, MPI_FLOAT,
-                                MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Allgather(send, (int)count, type, recv, (int)count, type, MPI_COMM_WORLD));
         return;
     }
-    /* Large: gather chunk by chunk through a strided datatype into each rank's slice. */
+    /* Large: gather chunk by chunk, each rank broadcasting its slice's piece. */
+    const char *src = send;
+    char *dst0 = recv;
     for (int64_t off = 0; off < count; off += MPI_CHUNK) {
         int n = (int)(count - off < MPI_CHUNK ? count - off : MPI_CHUNK);
         for (int r = 0; r < c->size; r++) {
-            float *dst = recv + (int64_t)r * count + off;
-            if (r == c->rank)
-                for (int i = 0; i < n; i++) dst[i] = send[off + i];
-            MPI_CHECK(MPI_Bcast(dst, n, MPI_FLOAT, r, MPI_COMM_WORLD));
+            char *dst = dst0 + ((int64_t)r * count + off) * (int64_t)elem;
+            if (r == c->rank) memcpy(dst, src + off * (int64_t)elem, (size_t)n * elem);
+            MPI_CHECK(MPI_Bcast(dst, n, type, r, MPI_COMM_WORLD));
         }
     }
 }
@@ -57,8 +60,9 @@ static void mpi_reduce_scatter(mt_comm *c, const float *send, float *recv, int64
 }
 
 /* Host buffers: a started all-gather is a finished one. */
-static int mpi_allgather_start(mt_comm *c, const float *send, float *recv, int64_t count) {
-    mpi_allgather(c, send, recv, count);
+static int mpi_allgather_start(mt_comm *c, const void *send, void *recv, int64_t count,
+                               size_t elem) {
+    mpi_allgather(c, send, recv, count, elem);
     return 0;
 }
 static void mpi_wait(mt_comm *c, int ticket) { (void)c, (void)ticket; }

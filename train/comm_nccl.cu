@@ -99,11 +99,15 @@ static void nccl_after_compute(nccl_state *s) {
     commCudaCheck(cudaStreamWaitEvent(s->stream, s->ready, 0));
 }
 
-static void nccl_issue_allgather(nccl_state *s, const float *send, float *recv, int64_t count) {
-    MT_CHECK(count >= 0, "nccl allgather: count %lld < 0", (long long)count);
+/* elem 4: fp32; 2: bf16 bits (a copy: any 16-bit type moves them unchanged) */
+static void nccl_issue_allgather(nccl_state *s, const void *send, void *recv, int64_t count,
+                                 size_t elem) {
+    MT_CHECK(count >= 0 && (elem == 4 || elem == 2),
+             "nccl allgather: count %lld of %zu-byte elements (4 or 2)", (long long)count, elem);
     nccl_after_compute(s);
     if (count > 0)
-        ncclCheck(ncclAllGather(send, recv, (size_t)count, ncclFloat, s->nccl, s->stream));
+        ncclCheck(ncclAllGather(send, recv, (size_t)count, elem == 4 ? ncclFloat : ncclBfloat16,
+                                s->nccl, s->stream));
 }
 
 /* compute waits for everything queued on comm so far */
@@ -112,9 +116,9 @@ static void nccl_compute_waits(nccl_state *s) {
     commCudaCheck(cudaStreamWaitEvent(nccl_compute, s->done, 0));
 }
 
-static void nccl_allgather(mt_comm *c, const float *send, float *recv, int64_t count) {
+static void nccl_allgather(mt_comm *c, const void *send, void *recv, int64_t count, size_t elem) {
     nccl_state *s = nccl_of(c);
-    nccl_issue_allgather(s, send, recv, count);
+    nccl_issue_allgather(s, send, recv, count, elem);
     nccl_compute_waits(s);
 }
 
@@ -128,7 +132,8 @@ static void nccl_reduce_scatter(mt_comm *c, const float *send, float *recv, int6
     nccl_compute_waits(s);
 }
 
-static int nccl_allgather_start(mt_comm *c, const float *send, float *recv, int64_t count) {
+static int nccl_allgather_start(mt_comm *c, const void *send, void *recv, int64_t count,
+                                size_t elem) {
     nccl_state *s = nccl_of(c);
     int t = -1;
     for (int i = 0; i < NCCL_TICKETS && t < 0; i++) {
@@ -137,7 +142,7 @@ static int nccl_allgather_start(mt_comm *c, const float *send, float *recv, int6
     }
     MT_CHECK(t >= 0, "nccl allgather_start: %d all-gathers already outstanding (wait for some)",
              NCCL_TICKETS);
-    nccl_issue_allgather(s, send, recv, count);
+    nccl_issue_allgather(s, send, recv, count, elem);
     commCudaCheck(cudaEventRecord(s->ticket_done[t], s->stream));
     s->outstanding[t] = true;
     s->next_ticket = (t + 1) % NCCL_TICKETS;

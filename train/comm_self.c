@@ -5,9 +5,9 @@
 
 #include "train/comm.h"
 
-static void self_allgather(mt_comm *c, const float *send, float *recv, int64_t count) {
+static void self_allgather(mt_comm *c, const void *send, void *recv, int64_t count, size_t elem) {
     (void)c;
-    if (recv != send) memmove(recv, send, sizeof(float) * (size_t)count);
+    if (recv != send) memmove(recv, send, elem * (size_t)count);
 }
 
 static void self_reduce_scatter(mt_comm *c, const float *send, float *recv, int64_t count) {
@@ -15,8 +15,9 @@ static void self_reduce_scatter(mt_comm *c, const float *send, float *recv, int6
     if (recv != send) memmove(recv, send, sizeof(float) * (size_t)count);
 }
 
-static int self_allgather_start(mt_comm *c, const float *send, float *recv, int64_t count) {
-    self_allgather(c, send, recv, count);
+static int self_allgather_start(mt_comm *c, const void *send, void *recv, int64_t count,
+                                size_t elem) {
+    self_allgather(c, send, recv, count, elem);
     return 0;
 }
 static void self_wait(mt_comm *c, int ticket) { (void)c, (void)ticket; }

@@ -144,7 +144,8 @@ static void trainer_setup_model(trainer *t) {
     mt_minimax_init_unit(&t->model, &t->cfg,
                          strcmp(rc->dist_gather_unit, "expert") == 0 ? MT_GATHER_EXPERT
                                                                      : MT_GATHER_LAYER);
-    mt_zero_init(&t->zero, t->comm, t->be, t->model.n_buckets, t->model.bucket_numel);
+    mt_zero_init_gather(&t->zero, t->comm, t->be, t->model.n_buckets, t->model.bucket_numel,
+                        strcmp(rc->dist_gather_dtype, "bf16") == 0 ? MT_BF16 : MT_F32);
 
     /* each rank reads or draws only what it owns, through a bounded host buffer */
     mt_weights_reader *reader =
@@ -293,8 +294,7 @@ static void trainer_save(trainer *t, int step) {
     }
     if (t->rc.output_export)
         for (int b = 0; b < t->model.n_buckets; b++) {
-            mt_zero_gather(&t->zero, b, false);
-            const float *full = mt_zero_slot_data(&t->zero, b);
+            const float *full = mt_zero_gather_master(&t->zero, b); /* fp32, whatever gathers */
             if (w && t->be->dev != MT_CPU) {
                 if (!t->export_stage)
                     t->export_stage =

@@ -35,6 +35,17 @@ void mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel, int64_t *ow
 
 void mt_zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
                   const int64_t *bucket_numel) {
+    mt_zero_init_gather(z, comm, be, n_buckets, bucket_numel, MT_F32);
+}
+
+static uint16_t *zero_alloc16(const mt_backend *be, int64_t n, const char *what) {
+    return (uint16_t *)zero_alloc(be, (n + 1) / 2, what); /* n 16-bit words */
+}
+
+void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
+                         const int64_t *bucket_numel, mt_dtype gather_dtype) {
+    MT_CHECK(gather_dtype == MT_F32 || gather_dtype == MT_BF16,
+             "zero: parameters are gathered as fp32 or bf16, not %s", mt_dtype_name(gather_dtype));
     MT_CHECK(comm->device == (be->dev != MT_CPU),
              "zero: the %s communicator works on %s buffers but the %s backend keeps its memory "
              "on the %s (dist.backend: mpi for the CPU, nccl for CUDA)",
@@ -64,10 +75,18 @@ void mt_zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets
     z->v = zero_alloc(be, z->total_shard, "adam v");
     z->slot_ticket[0] = z->slot_ticket[1] = -1;
     z->slot_bucket[0] = z->slot_bucket[1] = -1;
+    z->land16_slot = -1;
+    z->gather_bf16 = gather_dtype == MT_BF16;
     /* One rank owns every bucket whole: the parameters and gradients of bucket b are its
-     * shard, so there is nothing to gather, copy or reduce (no slots either). */
-    z->aliased = P == 1;
+     * shard, so there is nothing to gather, copy or reduce (no slots either); unless the
+     * parameters are used rounded to bf16, which needs a copy. */
+    z->aliased = P == 1 && !z->gather_bf16;
     if (z->aliased) return;
+    if (z->gather_bf16) {
+        z->master16 = zero_alloc16(be, z->total_shard, "bf16 master copy");
+        z->land16 = zero_alloc16(be, z->slot_numel, "bf16 gather landing");
+        z->master16_stale = true;
+    }
     for (int s = 0; s < 2; s++) {
         z->slot_data[s] = zero_alloc(be, z->slot_numel, "gather slot");
         z->slot_grad[s] = zero_alloc(be, z->slot_numel, "gradient slot");
@@ -104,6 +123,10 @@ void mt_zero_free(mt_zero *z) {
         }
         be->free(z->recv);
     }
+    if (z->gather_bf16) {
+        be->free(z->master16);
+        be->free(z->land16);
+    }
     memset(z, 0, sizeof(*z));
 }
 
@@ -136,7 +159,58 @@ void mt_zero_set_master(mt_zero *z, int bucket, int64_t lo, int64_t hi, const fl
              bucket, (long long)lo, (long long)hi, (long long)own_lo, (long long)own_hi);
     z->be->to_device(z->master + z->shard_offset[bucket] + (lo - own_lo), host,
                      sizeof(float) * (size_t)(hi - lo));
+    mt_zero_master_changed(z);
+}
+
+void mt_zero_master_changed(mt_zero *z) {
+    zero_slot_wait(z, 0); /* no transfer may still land */
+    zero_slot_wait(z, 1);
     z->slot_bucket[0] = z->slot_bucket[1] = -1; /* parameters changed: slots are stale */
+    z->land16_slot = -1;
+    z->master16_stale = z->gather_bf16;
+}
+
+/* bf16 gathers: the bf16 copy of the shard, refreshed after the master weights changed (on the
+ * compute stream, which every later all-gather waits for). */
+static const uint16_t *zero_master16(mt_zero *z) {
+    if (z->master16_stale) {
+        z->be->vec_to_bf16(z->master16, z->master, z->total_shard);
+        z->master16_stale = false;
+    }
+    return z->master16;
+}
+
+/* bf16 gathers: slot s's all-gather waits in land16; expands it into the slot's fp32 buffer. */
+static void zero_expand(mt_zero *z, int s) {
+    if (z->land16_slot != s) return;
+    zero_slot_wait(z, s);
+    z->be->vec_from_bf16(z->slot_data[s], z->land16,
+                         z->shard_numel[z->slot_bucket[s]] * z->comm->size);
+    z->land16_slot = -1;
+}
+
+/* Issues the all-gather of bucket b into slot s (started: a ticket; else finished). */
+static void zero_issue_gather(mt_zero *z, int bucket, int s, bool start) {
+    mt_comm *c = z->comm;
+    const int64_t n = z->shard_numel[bucket];
+    if (z->gather_bf16) {
+        /* land16 holds one gather at a time: the other slot's must be expanded first */
+        if (z->land16_slot >= 0 && z->land16_slot != s) zero_expand(z, z->land16_slot);
+        const uint16_t *send = zero_master16(z) + z->shard_offset[bucket];
+        if (start)
+            z->slot_ticket[s] = c->allgather_start(c, send, z->land16, n, sizeof(uint16_t));
+        else
+            c->allgather(c, send, z->land16, n, sizeof(uint16_t));
+        z->land16_slot = s;
+    } else {
+        const float *send = z->master + z->shard_offset[bucket];
+        if (start)
+            z->slot_ticket[s] = c->allgather_start(c, send, z->slot_data[s], n, sizeof(float));
+        else
+            c->allgather(c, send, z->slot_data[s], n, sizeof(float));
+    }
+    z->slot_bucket[s] = bucket;
+    z->gathers++;
 }
 
 void mt_zero_prefetch(mt_zero *z, int bucket) {
@@ -144,10 +218,7 @@ void mt_zero_prefetch(mt_zero *z, int bucket) {
     int s = bucket % 2;
     if (z->slot_bucket[s] == bucket) return;
     zero_slot_wait(z, s); /* a slot holds one transfer at a time */
-    z->slot_ticket[s] = z->comm->allgather_start(z->comm, z->master + z->shard_offset[bucket],
-                                                 z->slot_data[s], z->shard_numel[bucket]);
-    z->slot_bucket[s] = bucket;
-    z->gathers++;
+    zero_issue_gather(z, bucket, s, true);
 }
 
 void mt_zero_gather(mt_zero *z, int bucket, bool with_grad) {
@@ -155,13 +226,22 @@ void mt_zero_gather(mt_zero *z, int bucket, bool with_grad) {
     int s = bucket % 2;
     if (z->slot_bucket[s] != bucket) {
         zero_slot_wait(z, s);
-        z->comm->allgather(z->comm, z->master + z->shard_offset[bucket], z->slot_data[s],
-                           z->shard_numel[bucket]);
-        z->slot_bucket[s] = bucket;
-        z->gathers++;
+        zero_issue_gather(z, bucket, s, false);
     }
     zero_slot_wait(z, s);
+    zero_expand(z, s);
     if (with_grad) z->be->zero(z->slot_grad[s], sizeof(float) * (size_t)z->slot_numel);
+}
+
+const float *mt_zero_gather_master(mt_zero *z, int bucket) {
+    if (z->aliased) return z->master + z->shard_offset[bucket];
+    int s = bucket % 2;
+    zero_slot_wait(z, s);
+    if (z->land16_slot == s) z->land16_slot = -1; /* its pending bf16 gather is dropped */
+    z->comm->allgather(z->comm, z->master + z->shard_offset[bucket], z->slot_data[s],
+                       z->shard_numel[bucket], sizeof(float));
+    z->slot_bucket[s] = -1; /* exact values, not what a gather of the bucket holds */
+    return z->slot_data[s];
 }
 
 void mt_zero_release(mt_zero *z, int bucket) {
@@ -243,14 +323,15 @@ void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
             i = end;
         }
     }
-    z->slot_bucket[0] = z->slot_bucket[1] = -1; /* parameters changed: slots are stale */
+    mt_zero_master_changed(z);
 }
 
 int64_t mt_zero_owned_bytes(const mt_zero *z) {
-    return 4 * (int64_t)sizeof(float) * z->total_shard;
+    return (4 * (int64_t)sizeof(float) + (z->gather_bf16 ? 2 : 0)) * z->total_shard;
 }
 
 int64_t mt_zero_slot_bytes(const mt_zero *z) {
     if (z->aliased) return 0;
-    return 4 * (int64_t)sizeof(float) * z->slot_numel + (int64_t)sizeof(float) * z->recv_numel;
+    return (4 * (int64_t)sizeof(float) + (z->gather_bf16 ? 2 : 0)) * z->slot_numel +
+           (int64_t)sizeof(float) * z->recv_numel;
 }

@@ -17,7 +17,16 @@
  *
  * With one rank nothing is sharded: mt_zero_slot_data/grad of bucket b are the owned master
  * weights and gradients themselves, gathers and reduces do nothing, and the backward
- * accumulates straight into the owned gradient (which mt_zero_zero_grad clears per step). */
+ * accumulates straight into the owned gradient (which mt_zero_zero_grad clears per step).
+ *
+ * bf16 gathers (mt_zero_init_gather, dist.gather_dtype = "bf16"): the parameters travel as bf16,
+ * half the bytes of every all-gather, and the model computes with those values (each gathered
+ * parameter is its master weight rounded to nearest even bf16, held in the slot as fp32), as
+ * Megatron and DeepSpeed do with bf16 parameters; gradients, their reduce-scatter, the norm and
+ * AdamW stay fp32 on the fp32 master weights. A bf16 copy of the owned shard (2 bytes per owned
+ * parameter) is refreshed once after each change of the master weights and is what each rank
+ * sends; one bf16 landing buffer (2 bytes per slot element) is expanded into the slot. Then one
+ * rank gathers too (a copy), so that 1 and N ranks compute the same. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -44,7 +53,12 @@ typedef struct mt_zero {
     int slot_bucket[2]; /* bucket held by each slot, -1 none */
     int slot_ticket[2]; /* outstanding prefetch of the slot (comm ticket), -1 none */
     bool aliased;       /* one rank: the "slots" are the shards themselves (no copies) */
-    float *recv;        /* reduce-scatter landing area (one shard) */
+    bool gather_bf16;   /* parameters gathered as bf16 (see above) */
+    uint16_t *master16; /* (total_shard) bf16 of the master weights, when gather_bf16 */
+    bool master16_stale;
+    uint16_t *land16; /* (slot_numel) where bf16 all-gathers land */
+    int land16_slot;  /* the slot whose gather sits in land16 unexpanded, -1 none */
+    float *recv;      /* reduce-scatter landing area (one shard) */
     int64_t recv_numel;
     /* decay ranges per bucket (set by mt_zero_set_ranges), all decayed when not set */
     mt_zero_range **ranges;
@@ -55,6 +69,9 @@ typedef struct mt_zero {
 
 void mt_zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
                   const int64_t *bucket_numel);
+/* The same with the gather precision: MT_F32 (mt_zero_init) or MT_BF16 (see above). */
+void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
+                         const int64_t *bucket_numel, mt_dtype gather_dtype);
 /* The same layout for P ranks without allocating anything (memory planning, minimax-info):
  * elements one rank owns (each has master, gradient, m and v) and the slot size (the largest
  * padded bucket; two slots of parameters and two of gradients, none at P = 1). */
@@ -70,10 +87,17 @@ void mt_zero_owned_range(const mt_zero *z, int bucket, int64_t *lo, int64_t *hi)
 /* Copies host values of bucket elements [lo, hi) (within this rank's owned range) into the
  * master weights (loading, initialisation). */
 void mt_zero_set_master(mt_zero *z, int bucket, int64_t lo, int64_t hi, const float *host);
+/* Whoever writes z->master directly (checkpoint loading) calls this: slots and the bf16 copy
+ * are stale. */
+void mt_zero_master_changed(mt_zero *z);
 
 /* Full parameters of bucket b into its slot (no-op when the slot still holds b). with_grad
  * zeroes the slot's gradient buffer for a backward. */
 void mt_zero_gather(mt_zero *z, int bucket, bool with_grad);
+/* The fp32 master weights of bucket b, whole (exports): a plain fp32 all-gather into its slot
+ * whatever the gather precision, or the shard itself with one aliased rank. The slot counts as
+ * holding nothing afterwards. */
+const float *mt_zero_gather_master(mt_zero *z, int bucket);
 void mt_zero_release(mt_zero *z, int bucket);
 /* Starts gathering bucket b into its slot without waiting (a no-op when the slot holds it or
  * b is out of range); the next mt_zero_gather of b waits for it. */
@@ -96,6 +120,7 @@ typedef struct {
  * p -= lr * m_hat / (sqrt(v_hat) + eps). */
 void mt_zero_adamw_step(mt_zero *z, const mt_adamw *opt);
 
-/* Bytes this rank holds: owned (master + grad + m + v) and the gather slots. */
+/* Bytes this rank holds: owned (master + grad + m + v, + the bf16 copy) and the gather slots
+ * (+ the bf16 landing buffer). */
 int64_t mt_zero_owned_bytes(const mt_zero *z);
 int64_t mt_zero_slot_bytes(const mt_zero *z);

@@ -1,8 +1,10 @@
 /* optim.c: the sharded optimizer's vector kernels on host fp32 buffers (train/zero.c calls them
  * through the backend table): gradient accumulation, norm and finiteness in one pass, clipping,
- * and PyTorch's fp32 AdamW. Loops vectorise and split over OpenMP threads. */
+ * PyTorch's fp32 AdamW, and the bf16 casts of the bf16 parameter gathers. Loops vectorise and
+ * split over OpenMP threads. */
 #include <math.h>
 
+#include "bf16.h"
 #include "cpu_ops.h"
 
 void cpu_vec_add(float *dst, const float *src, int64_t n) {
@@ -39,4 +41,14 @@ void cpu_adamw(float *p, float *m, float *v, const float *g, int64_t n, const mt
         float denom = sqrtf(v[i]) / bc2_sqrt + eps;
         p[i] -= step_size * m[i] / denom;
     }
+}
+
+void cpu_vec_to_bf16(uint16_t *dst, const float *src, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) dst[i] = mt_bf16_bits(src[i]);
+}
+
+void cpu_vec_from_bf16(float *dst, const uint16_t *src, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) dst[i] = mt_bf16_to_f32(src[i]);
 }

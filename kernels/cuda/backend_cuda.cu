@@ -190,6 +190,8 @@ extern "C" const mt_backend *mt_cuda_backend_probe(void) {
     cuda_backend.vec_scale = cuda_vec_scale;
     cuda_backend.vec_stats = cuda_vec_stats;
     cuda_backend.adamw = cuda_adamw;
+    cuda_backend.vec_to_bf16 = cuda_vec_to_bf16;
+    cuda_backend.vec_from_bf16 = cuda_vec_from_bf16;
     cuda_probed = 1;
     return &cuda_backend;
 }

@@ -1,6 +1,7 @@
 /* optim.cu: the sharded optimizer's vector kernels on device fp32 shards (train/zero.c calls
  * them through the backend table; kernels/cpu/optim.c is the reference): gradient accumulation,
- * norm and finiteness in one pass, clipping, and PyTorch's fp32 AdamW. */
+ * norm and finiteness in one pass, clipping, PyTorch's fp32 AdamW, and the bf16 casts of the
+ * bf16 parameter gathers. */
 #include "cuda_ops.cuh"
 
 __global__ void vec_add_kernel(float *dst, const float *src, int64_t n) {
@@ -91,4 +92,27 @@ void cuda_adamw(float *p, float *m, float *v, const float *g, int64_t n, const m
     if (n <= 0) return;
     adamw_kernel<<<cuda_blocks(n, CUDA_THREADS), CUDA_THREADS>>>(p, m, v, g, n, *a);
     CUDA_LAUNCH_CHECK("optim adamw");
+}
+
+/* __float2bfloat16_rn: nearest even, NaN stays NaN, as the CPU's mt_bf16_bits */
+__global__ void vec_to_bf16_kernel(__nv_bfloat16 *dst, const float *src, int64_t n) {
+    CUDA_FOR(i, n) dst[i] = __float2bfloat16_rn(src[i]);
+}
+
+__global__ void vec_from_bf16_kernel(float *dst, const __nv_bfloat16 *src, int64_t n) {
+    CUDA_FOR(i, n) dst[i] = __bfloat162float(src[i]);
+}
+
+void cuda_vec_to_bf16(uint16_t *dst, const float *src, int64_t n) {
+    if (n <= 0) return;
+    vec_to_bf16_kernel<<<cuda_blocks(n, CUDA_THREADS), CUDA_THREADS>>>((__nv_bfloat16 *)dst, src,
+                                                                       n);
+    CUDA_LAUNCH_CHECK("optim vec_to_bf16");
+}
+
+void cuda_vec_from_bf16(float *dst, const uint16_t *src, int64_t n) {
+    if (n <= 0) return;
+    vec_from_bf16_kernel<<<cuda_blocks(n, CUDA_THREADS), CUDA_THREADS>>>(
+        dst, (const __nv_bfloat16 *)src, n);
+    CUDA_LAUNCH_CHECK("optim vec_from_bf16");
 }

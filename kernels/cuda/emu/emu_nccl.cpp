@@ -240,17 +240,21 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-    if (!comm || comm->aborted || datatype != ncclFloat) return ncclInvalidArgument;
+    if (!comm || comm->aborted || (datatype != ncclFloat && datatype != ncclBfloat16))
+        return ncclInvalidArgument;
     if (sendcount > (size_t)INT32_MAX) {
         fprintf(stderr, "nccl emulator: count %zu above one MPI call\n", sendcount);
         return ncclInvalidArgument;
     }
     if (sendcount == 0) return ncclSuccess;
     if (!sendbuff || !recvbuff) return ncclInvalidArgument;
-    size_t bytes = sendcount * sizeof(float);
-    const float *send = (const float *)sendbuff;
-    float *recv = (float *)recvbuff;
-    bool in_place = send == recv + (size_t)comm->rank * sendcount;
+    /* a copy: bf16 moves as 16-bit words */
+    const size_t elem = datatype == ncclFloat ? sizeof(float) : sizeof(uint16_t);
+    const MPI_Datatype type = datatype == ncclFloat ? MPI_FLOAT : MPI_UINT16_T;
+    size_t bytes = sendcount * elem;
+    const char *send = (const char *)sendbuff;
+    char *recv = (char *)recvbuff;
+    bool in_place = send == recv + (size_t)comm->rank * bytes;
     if (!in_place && overlap(send, bytes, recv, bytes * comm->nranks)) {
         fprintf(stderr, "nccl emulator: ncclAllGather buffers overlap, not in place\n");
         return ncclInvalidArgument;
@@ -260,8 +264,8 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
             if (!in_place) memcpy(recv, send, bytes);
             return;
         }
-        int rc = MPI_Allgather(in_place ? MPI_IN_PLACE : send, (int)sendcount, MPI_FLOAT, recv,
-                               (int)sendcount, MPI_FLOAT, comm->mpi);
+        int rc = MPI_Allgather(in_place ? MPI_IN_PLACE : send, (int)sendcount, type, recv,
+                               (int)sendcount, type, comm->mpi);
         if (rc != MPI_SUCCESS) mpi_fail("MPI_Allgather (ncclAllGather)", rc);
     });
     return ncclSuccess;
