@@ -2,7 +2,7 @@
  * rank under ZeRO-3.
  *
  *   minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]
- *                [--gather-unit layer|expert]
+ *                [--gather-unit layer|expert] [--gather-dtype fp32|bf16]
  *
  * params_total: every parameter of the layout (models/layout.c).
  * params_active: the parameters one token uses, as the model card counts them (45.9B for
@@ -22,8 +22,9 @@
 #include "train/zero.h"
 
 static void usage(void) {
-    fprintf(stderr, "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
-                    "                    [--gather-unit layer|expert]\n");
+    fprintf(stderr,
+            "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
+            "                    [--gather-unit layer|expert] [--gather-dtype fp32|bf16]\n");
     exit(2);
 }
 
@@ -38,6 +39,7 @@ int main(int argc, char **argv) {
     const char *config = NULL;
     int keep = 0, ranks = 0;
     mt_gather_unit unit = MT_GATHER_LAYER;
+    mt_dtype gather_dtype = MT_F32;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
@@ -53,6 +55,10 @@ int main(int argc, char **argv) {
             const char *u = argv[++i];
             if (strcmp(u, "layer") && strcmp(u, "expert")) usage();
             unit = strcmp(u, "expert") == 0 ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
+        } else if (strcmp(argv[i], "--gather-dtype") == 0 && i + 1 < argc) {
+            const char *d = argv[++i];
+            if (strcmp(d, "fp32") && strcmp(d, "bf16")) usage();
+            gather_dtype = strcmp(d, "bf16") == 0 ? MT_BF16 : MT_F32;
         } else {
             usage();
         }
@@ -96,23 +102,24 @@ int main(int argc, char **argv) {
     print_count("params_embeddings", embed, "embed_tokens + lm_head");
     print_count("params_experts", experts, "all experts of all layers");
     if (ranks) {
-        int64_t owned, slot;
-        mt_zero_plan(ranks, m.n_buckets, m.bucket_numel, &owned, &slot);
-        const double gib = 1.0 / (1 << 30), f = sizeof(float);
-        const double b_owned = 4 * f * (double)owned, b_slots = 4 * f * (double)slot;
-        printf("zero3_ranks=%d gather_unit=%s buckets=%d\n", ranks,
-               unit == MT_GATHER_EXPERT ? "expert" : "layer", m.n_buckets);
+        const mt_zero_sizes z = mt_zero_plan(ranks, m.n_buckets, m.bucket_numel, gather_dtype);
+        const double gib = 1.0 / (1 << 30);
+        const double b_owned = (double)z.owned_bytes, b_slots = (double)z.slot_bytes;
+        const bool bf16 = gather_dtype == MT_BF16;
+        printf("zero3_ranks=%d gather_unit=%s gather_dtype=%s buckets=%d\n", ranks,
+               unit == MT_GATHER_EXPERT ? "expert" : "layer", bf16 ? "bf16" : "fp32", m.n_buckets);
         printf("zero3_owned_bytes_per_rank=%.0f (%.2f GiB)  # fp32 master, grad, adam m, v of "
                "%lld parameters\n",
-               b_owned, b_owned * gib, (long long)owned);
+               b_owned, b_owned * gib, (long long)z.owned);
         int64_t largest = 0;
         for (int b = 0; b < m.n_buckets; b++)
             if (m.bucket_numel[b] > largest) largest = m.bucket_numel[b];
         printf("zero3_slot_bytes_per_rank=%.0f (%.2f GiB)  # %s (largest bucket %lld "
                "parameters)\n",
                b_slots, b_slots * gib,
-               ranks == 1 ? "none: one rank computes on its shards"
-                          : "2 gathered buckets + their grads",
+               z.slot_numel == 0 ? "none: one rank computes on its shards"
+               : bf16 ? "2 gathered buckets + their grads, bf16 send and landing, reduce landing"
+                      : "2 gathered buckets + their grads, reduce landing",
                (long long)largest);
         printf("zero3_bytes_per_rank=%.0f (%.2f GiB)  # before activations (dist.arena_mb)\n",
                b_owned + b_slots, (b_owned + b_slots) * gib);

@@ -65,8 +65,10 @@ static void compare_losses(const char *a, const char *b, int first, int last, do
 }
 
 /* err[i] = ||a_i - ref_i|| / ||ref_i|| for the tensors of export a (names[i]; -1 when ref lacks
- * it or has another size); returns their count (at most max). */
-static int param_errors(const char *a, const char *ref, double *err, char (*names)[128], int max) {
+ * it or has another size); *global (when not NULL) the same over all of them together; returns
+ * their count (at most max). */
+static int param_errors(const char *a, const char *ref, double *err, char (*names)[128], int max,
+                        double *global) {
     char pa[2048], pr[2048];
     snprintf(pa, sizeof(pa), "%s/%s", tmp_dir(), a);
     snprintf(pr, sizeof(pr), "%s/%s", tmp_dir(), ref);
@@ -74,6 +76,7 @@ static int param_errors(const char *a, const char *ref, double *err, char (*name
     EXPECT(mt_safetensors_count(sa) == mt_safetensors_count(sr), "%s and %s: tensor counts differ",
            a, ref);
     int n = mt_safetensors_count(sa) < max ? mt_safetensors_count(sa) : max;
+    double num_all = 0, den_all = 0;
     for (int i = 0; i < n; i++) {
         const mt_st_tensor *ta = mt_safetensors_tensor(sa, i);
         const mt_st_tensor *tr = mt_safetensors_find(sr, ta->name);
@@ -90,9 +93,12 @@ static int param_errors(const char *a, const char *ref, double *err, char (*name
             den += (double)y[j] * y[j];
         }
         err[i] = sqrt(num / fmax(den, 1e-300));
+        num_all += num;
+        den_all += den;
         free(x);
         free(y);
     }
+    if (global) *global = sqrt(num_all / fmax(den_all, 1e-300));
     mt_safetensors_close(sa);
     mt_safetensors_close(sr);
     return n;
@@ -101,7 +107,7 @@ static int param_errors(const char *a, const char *ref, double *err, char (*name
 static void compare_params(const char *a, const char *b, double rtol) {
     static double err[256];
     static char names[256][128];
-    int n = param_errors(a, b, err, names, 256);
+    int n = param_errors(a, b, err, names, 256, NULL);
     double worst = 0;
     const char *worst_name = "";
     for (int i = 0; i < n; i++) {
@@ -235,22 +241,40 @@ static int test_emu_cuda_bf16(void) {
         EXPECT(gf[s] > 0 && gd[s] > 0 && dev_g <= k * ref_g + 2e-6,
                "step %d: grad norm, %gx rule (ref %.3g)", s, k, ref_g);
     }
-    static double e_ref[256], e_dev[256];
+    /* Parameters: a tensor's own bf16 deviation alone is no scale for it: an expert that got one
+     * or two tokens is barely updated and its CPU bf16 run can land within 1.5e-7 of fp32, while
+     * a flip of one intermediate bf16 rounding (another fp32 summation order) moves the
+     * device's by 2.5e-6 (measured 17x in the sanitizer build). The rule per tensor: the
+     * device's bf16 run may differ from the CPU's bf16 run by at most 4 times the tensor's bf16
+     * deviation (the CPU bf16 run against fp32), floored at the whole model's (all parameters
+     * together); over all parameters, the device's deviation from fp32 is at most 2 times the
+     * CPU's. */
+    static double e_ref[256], e_dev[256], e_cross[256];
     static char names[256][128];
+    double g_ref = 0, g_dev = 0;
     int n = param_errors("emu-cpu-bf16/checkpoint-3/model.safetensors",
-                         "emu-cpu/checkpoint-3/model.safetensors", e_ref, names, 256);
+                         "emu-cpu/checkpoint-3/model.safetensors", e_ref, names, 256, &g_ref);
     param_errors("emu-cuda-bf16/checkpoint-3/model.safetensors",
-                 "emu-cpu/checkpoint-3/model.safetensors", e_dev, names, 256);
+                 "emu-cpu/checkpoint-3/model.safetensors", e_dev, names, 256, &g_dev);
+    param_errors("emu-cuda-bf16/checkpoint-3/model.safetensors",
+                 "emu-cpu-bf16/checkpoint-3/model.safetensors", e_cross, names, 256, NULL);
     double worst = 0, moved = 0;
+    const char *worst_name = "";
     for (int i = 0; i < n; i++) {
-        EXPECT(e_ref[i] >= 0 && e_dev[i] >= 0 && e_dev[i] <= 4 * e_ref[i] + 1e-7,
-               "%s: device bf16 off fp32 by %.3g, cpu bf16 by %.3g", names[i], e_dev[i], e_ref[i]);
-        if (e_ref[i] > 0) worst = fmax(worst, e_dev[i] / e_ref[i]);
+        const double scale = fmax(e_ref[i], g_ref);
+        EXPECT(e_ref[i] >= 0 && e_cross[i] >= 0 && e_cross[i] <= 4 * scale,
+               "%s: device bf16 off cpu bf16 by %.3g, more than 4x its bf16 deviation %.3g "
+               "(the model's %.3g)",
+               names[i], e_cross[i], e_ref[i], g_ref);
+        if (e_cross[i] / scale > worst) worst = e_cross[i] / scale, worst_name = names[i];
         moved = fmax(moved, e_ref[i]);
     }
-    printf("  parameters: %d tensors, cpu bf16 vs fp32 up to %.3g rel L2, device/cpu error ratio "
-           "up to %.3f (limit 4)\n",
-           n, moved, worst);
+    printf("  parameters (%d tensors), relative L2 against fp32 over all: cpu bf16 %.3g, device "
+           "bf16 %.3g (limit 2x); device vs cpu bf16 per tensor up to %.2fx its scale (%s; "
+           "limit 4x)\n",
+           n, g_ref, g_dev, worst, worst_name);
+    EXPECT(g_dev <= 2 * g_ref, "device bf16 off fp32 by %.3g over all parameters, cpu bf16 by %.3g",
+           g_dev, g_ref);
     EXPECT(moved > 1e-6, "bf16 mode changed no parameter: is it rounding at all?");
     return MT_TEST_OK;
 }

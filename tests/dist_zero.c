@@ -88,12 +88,15 @@ static int test_zero_vs_unsharded(void) {
     EXPECT(z.total_shard * P <= total + N_BUCKETS * 64 * P, "owned %lld x %d vs %lld",
            (long long)z.total_shard, P, (long long)total);
     /* the planner (minimax-info --ranks) matches what was allocated */
-    int64_t plan_owned, plan_slot;
-    mt_zero_plan(P, N_BUCKETS, bucket_numel, &plan_owned, &plan_slot);
-    EXPECT(plan_owned == z.total_shard && plan_slot == (P > 1 ? z.slot_numel : 0) &&
-               4 * (int64_t)sizeof(float) * plan_slot <= mt_zero_slot_bytes(&z),
-           "mt_zero_plan: owned %lld slot %lld, allocated %lld and %lld", (long long)plan_owned,
-           (long long)plan_slot, (long long)z.total_shard, (long long)z.slot_numel);
+    mt_zero_sizes plan = mt_zero_plan(P, N_BUCKETS, bucket_numel, MT_F32);
+    EXPECT(plan.owned == z.total_shard && plan.slot_numel == (P > 1 ? z.slot_numel : 0) &&
+               plan.owned_bytes == mt_zero_owned_bytes(&z) &&
+               plan.slot_bytes == mt_zero_slot_bytes(&z),
+           "mt_zero_plan: owned %lld slot %lld (%lld, %lld bytes), allocated %lld and %lld (%lld, "
+           "%lld bytes)",
+           (long long)plan.owned, (long long)plan.slot_numel, (long long)plan.owned_bytes,
+           (long long)plan.slot_bytes, (long long)z.total_shard, (long long)z.slot_numel,
+           (long long)mt_zero_owned_bytes(&z), (long long)mt_zero_slot_bytes(&z));
     if (P > 1)
         EXPECT(z.gathers > 0 && z.reduce_scatters == 5 * N_BUCKETS, "collective counts");
     else /* one rank: the slots are the shards, no collective and no slot memory */
@@ -173,6 +176,11 @@ static int test_zero_bf16(void) {
         free(rv[b]);
     }
     EXPECT(z.gathers > 0 && mt_zero_slot_bytes(&z) > 0, "bf16 gathers use slots, also at P = 1");
+    mt_zero_sizes plan = mt_zero_plan(P, N_BUCKETS, bucket_numel, MT_BF16);
+    EXPECT(plan.owned_bytes == mt_zero_owned_bytes(&z) && plan.slot_bytes == mt_zero_slot_bytes(&z),
+           "mt_zero_plan (bf16 gathers): %lld and %lld bytes, allocated %lld and %lld",
+           (long long)plan.owned_bytes, (long long)plan.slot_bytes,
+           (long long)mt_zero_owned_bytes(&z), (long long)mt_zero_slot_bytes(&z));
     mt_zero_free(&z);
     mt_comm_finalize(comm);
     return MT_TEST_OK;

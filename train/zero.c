@@ -23,14 +23,27 @@ static int64_t zero_padded(int64_t numel, int P) {
     return (numel + align - 1) / align * align;
 }
 
-void mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel, int64_t *owned,
-                  int64_t *slot_numel) {
-    *owned = *slot_numel = 0;
+/* The bytes of the owned state and of the slots (with the reduce-scatter landing area and, for
+ * bf16 gathers, the two shard-sized bf16 send buffers and the bf16 landing buffer). */
+static int64_t zero_owned_bytes(int64_t owned) { return 4 * (int64_t)sizeof(float) * owned; }
+static int64_t zero_slot_bytes(int64_t slot_numel, int64_t recv_numel, bool bf16) {
+    return (4 * (int64_t)sizeof(float) + (bf16 ? 2 : 0)) * slot_numel +
+           ((int64_t)sizeof(float) + (bf16 ? 4 : 0)) * recv_numel;
+}
+
+mt_zero_sizes mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel,
+                           mt_dtype gather_dtype) {
+    mt_zero_sizes z = {0, 0, 0, 0};
+    const bool bf16 = gather_dtype == MT_BF16;
     for (int b = 0; b < n_buckets; b++) {
         int64_t padded = zero_padded(bucket_numel[b], P);
-        *owned += padded / P;
-        if (P > 1 && padded > *slot_numel) *slot_numel = padded;
+        z.owned += padded / P;
+        if (padded > z.slot_numel) z.slot_numel = padded;
     }
+    if (P == 1 && !bf16) z.slot_numel = 0; /* aliased: the shards are the slots */
+    z.owned_bytes = zero_owned_bytes(z.owned);
+    z.slot_bytes = z.slot_numel ? zero_slot_bytes(z.slot_numel, z.slot_numel / P, bf16) : 0;
+    return z;
 }
 
 void mt_zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
@@ -83,9 +96,9 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
     z->aliased = P == 1 && !z->gather_bf16;
     if (z->aliased) return;
     if (z->gather_bf16) {
-        z->master16 = zero_alloc16(be, z->total_shard, "bf16 master copy");
+        z->send16[0] = zero_alloc16(be, z->slot_numel / P, "bf16 gather send");
+        z->send16[1] = zero_alloc16(be, z->slot_numel / P, "bf16 gather send");
         z->land16 = zero_alloc16(be, z->slot_numel, "bf16 gather landing");
-        z->master16_stale = true;
     }
     for (int s = 0; s < 2; s++) {
         z->slot_data[s] = zero_alloc(be, z->slot_numel, "gather slot");
@@ -124,7 +137,8 @@ void mt_zero_free(mt_zero *z) {
         be->free(z->recv);
     }
     if (z->gather_bf16) {
-        be->free(z->master16);
+        be->free(z->send16[0]);
+        be->free(z->send16[1]);
         be->free(z->land16);
     }
     memset(z, 0, sizeof(*z));
@@ -167,17 +181,6 @@ void mt_zero_master_changed(mt_zero *z) {
     zero_slot_wait(z, 1);
     z->slot_bucket[0] = z->slot_bucket[1] = -1; /* parameters changed: slots are stale */
     z->land16_slot = -1;
-    z->master16_stale = z->gather_bf16;
-}
-
-/* bf16 gathers: the bf16 copy of the shard, refreshed after the master weights changed (on the
- * compute stream, which every later all-gather waits for). */
-static const uint16_t *zero_master16(mt_zero *z) {
-    if (z->master16_stale) {
-        z->be->vec_to_bf16(z->master16, z->master, z->total_shard);
-        z->master16_stale = false;
-    }
-    return z->master16;
 }
 
 /* bf16 gathers: slot s's all-gather waits in land16; expands it into the slot's fp32 buffer. */
@@ -196,7 +199,11 @@ static void zero_issue_gather(mt_zero *z, int bucket, int s, bool start) {
     if (z->gather_bf16) {
         /* land16 holds one gather at a time: the other slot's must be expanded first */
         if (z->land16_slot >= 0 && z->land16_slot != s) zero_expand(z, z->land16_slot);
-        const uint16_t *send = zero_master16(z) + z->shard_offset[bucket];
+        /* this slot's previous transfer, the last reader of send16[s], has finished (waited
+         * for by the caller); the rounding runs on the compute stream, which the all-gather
+         * waits for */
+        uint16_t *send = z->send16[s];
+        z->be->vec_to_bf16(send, z->master + z->shard_offset[bucket], n);
         if (start)
             z->slot_ticket[s] = c->allgather_start(c, send, z->land16, n, sizeof(uint16_t));
         else
@@ -326,12 +333,8 @@ void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
     mt_zero_master_changed(z);
 }
 
-int64_t mt_zero_owned_bytes(const mt_zero *z) {
-    return (4 * (int64_t)sizeof(float) + (z->gather_bf16 ? 2 : 0)) * z->total_shard;
-}
+int64_t mt_zero_owned_bytes(const mt_zero *z) { return zero_owned_bytes(z->total_shard); }
 
 int64_t mt_zero_slot_bytes(const mt_zero *z) {
-    if (z->aliased) return 0;
-    return (4 * (int64_t)sizeof(float) + (z->gather_bf16 ? 2 : 0)) * z->slot_numel +
-           (int64_t)sizeof(float) * z->recv_numel;
+    return z->aliased ? 0 : zero_slot_bytes(z->slot_numel, z->recv_numel, z->gather_bf16);
 }

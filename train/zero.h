@@ -23,10 +23,10 @@
  * half the bytes of every all-gather, and the model computes with those values (each gathered
  * parameter is its master weight rounded to nearest even bf16, held in the slot as fp32), as
  * Megatron and DeepSpeed do with bf16 parameters; gradients, their reduce-scatter, the norm and
- * AdamW stay fp32 on the fp32 master weights. A bf16 copy of the owned shard (2 bytes per owned
- * parameter) is refreshed once after each change of the master weights and is what each rank
- * sends; one bf16 landing buffer (2 bytes per slot element) is expanded into the slot. Then one
- * rank gathers too (a copy), so that 1 and N ranks compute the same. */
+ * AdamW stay fp32 on the fp32 master weights. Each gather rounds the bucket's shard into a send
+ * buffer of its slot (a shard's size) and lands in one bf16 buffer (2 bytes per slot element),
+ * expanded into the slot before use. One rank gathers too (a copy), so that 1 and N ranks
+ * compute the same. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -50,15 +50,14 @@ typedef struct mt_zero {
     float *master, *grad, *m, *v; /* (total_shard) each: what this rank owns */
     int64_t slot_numel;           /* largest padded bucket */
     float *slot_data[2], *slot_grad[2];
-    int slot_bucket[2]; /* bucket held by each slot, -1 none */
-    int slot_ticket[2]; /* outstanding prefetch of the slot (comm ticket), -1 none */
-    bool aliased;       /* one rank: the "slots" are the shards themselves (no copies) */
-    bool gather_bf16;   /* parameters gathered as bf16 (see above) */
-    uint16_t *master16; /* (total_shard) bf16 of the master weights, when gather_bf16 */
-    bool master16_stale;
-    uint16_t *land16; /* (slot_numel) where bf16 all-gathers land */
-    int land16_slot;  /* the slot whose gather sits in land16 unexpanded, -1 none */
-    float *recv;      /* reduce-scatter landing area (one shard) */
+    int slot_bucket[2];  /* bucket held by each slot, -1 none */
+    int slot_ticket[2];  /* outstanding prefetch of the slot (comm ticket), -1 none */
+    bool aliased;        /* one rank: the "slots" are the shards themselves (no copies) */
+    bool gather_bf16;    /* parameters gathered as bf16 (see above) */
+    uint16_t *send16[2]; /* (slot_numel / P) each: a slot's shard rounded to bf16, sent */
+    uint16_t *land16;    /* (slot_numel) where bf16 all-gathers land */
+    int land16_slot;     /* the slot whose gather sits in land16 unexpanded, -1 none */
+    float *recv;         /* reduce-scatter landing area (one shard) */
     int64_t recv_numel;
     /* decay ranges per bucket (set by mt_zero_set_ranges), all decayed when not set */
     mt_zero_range **ranges;
@@ -73,10 +72,15 @@ void mt_zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets
 void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
                          const int64_t *bucket_numel, mt_dtype gather_dtype);
 /* The same layout for P ranks without allocating anything (memory planning, minimax-info):
- * elements one rank owns (each has master, gradient, m and v) and the slot size (the largest
- * padded bucket; two slots of parameters and two of gradients, none at P = 1). */
-void mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel, int64_t *owned,
-                  int64_t *slot_numel);
+ * elements one rank owns (each has master, gradient, m and v), the slot size (the largest padded
+ * bucket; 0 when one rank computes on its shards), and the bytes mt_zero_owned_bytes and
+ * mt_zero_slot_bytes will report for it. */
+typedef struct {
+    int64_t owned, slot_numel;
+    int64_t owned_bytes, slot_bytes;
+} mt_zero_sizes;
+mt_zero_sizes mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel,
+                           mt_dtype gather_dtype);
 void mt_zero_free(mt_zero *z);
 void mt_zero_set_ranges(mt_zero *z, int bucket, const mt_zero_range *ranges, int n);
 /* The slot buffers a bucket's parameters and gradients live in while gathered. */
@@ -87,8 +91,7 @@ void mt_zero_owned_range(const mt_zero *z, int bucket, int64_t *lo, int64_t *hi)
 /* Copies host values of bucket elements [lo, hi) (within this rank's owned range) into the
  * master weights (loading, initialisation). */
 void mt_zero_set_master(mt_zero *z, int bucket, int64_t lo, int64_t hi, const float *host);
-/* Whoever writes z->master directly (checkpoint loading) calls this: slots and the bf16 copy
- * are stale. */
+/* Whoever writes z->master directly (checkpoint loading) calls this: the slots are stale. */
 void mt_zero_master_changed(mt_zero *z);
 
 /* Full parameters of bucket b into its slot (no-op when the slot still holds b). with_grad
@@ -120,7 +123,7 @@ typedef struct {
  * p -= lr * m_hat / (sqrt(v_hat) + eps). */
 void mt_zero_adamw_step(mt_zero *z, const mt_adamw *opt);
 
-/* Bytes this rank holds: owned (master + grad + m + v, + the bf16 copy) and the gather slots
- * (+ the bf16 landing buffer). */
+/* Bytes this rank holds: owned (master + grad + m + v) and the gather slots (with the
+ * reduce-scatter landing area, and for bf16 gathers the send and landing buffers). */
 int64_t mt_zero_owned_bytes(const mt_zero *z);
 int64_t mt_zero_slot_bytes(const mt_zero *z);
