@@ -36,27 +36,32 @@ static void ref_adamw_step(float **ref, float **rm, float **rv, int step, int P,
         }
 }
 
+/* A sharded state with decay everywhere in bucket 1 except a "norm" range, master weights
+ * init_value * scale, and the reference's full vectors (parameters, m, v) next to it. */
+static void zero_setup(mt_zero *z, mt_comm *comm, mt_dtype gather, float scale, float **ref,
+                       float **rm, float **rv) {
+    mt_zero_init_gather(z, comm, mt_backend_cpu(), N_BUCKETS, bucket_numel, gather);
+    mt_zero_range ranges[2] = {{0, 900, true}, {900, 100, false}};
+    mt_zero_set_ranges(z, 1, ranges, 2);
+    for (int b = 0; b < N_BUCKETS; b++) {
+        ref[b] = calloc(bucket_numel[b], sizeof(float));
+        rm[b] = calloc(bucket_numel[b], sizeof(float));
+        rv[b] = calloc(bucket_numel[b], sizeof(float));
+        for (int64_t i = 0; i < bucket_numel[b]; i++) ref[b][i] = init_value(b, i) * scale;
+        int64_t lo, hi;
+        mt_zero_owned_range(z, b, &lo, &hi);
+        mt_zero_set_master(z, b, lo, hi, ref[b] + lo);
+    }
+}
+
 static int test_zero_vs_unsharded(void) {
     int argc = 0;
     char **argv = NULL;
     mt_comm *comm = mt_comm_mpi_init(&argc, &argv);
     int P = comm->size;
     mt_zero z;
-    mt_zero_init(&z, comm, mt_backend_cpu(), N_BUCKETS, bucket_numel);
-    /* decay everywhere in bucket 1 except a "norm" range */
-    mt_zero_range ranges[2] = {{0, 900, true}, {900, 100, false}};
-    mt_zero_set_ranges(&z, 1, ranges, 2);
-
     float *ref[N_BUCKETS], *rm[N_BUCKETS], *rv[N_BUCKETS];
-    for (int b = 0; b < N_BUCKETS; b++) {
-        ref[b] = calloc(bucket_numel[b], sizeof(float));
-        rm[b] = calloc(bucket_numel[b], sizeof(float));
-        rv[b] = calloc(bucket_numel[b], sizeof(float));
-        for (int64_t i = 0; i < bucket_numel[b]; i++) ref[b][i] = init_value(b, i);
-        int64_t lo, hi;
-        mt_zero_owned_range(&z, b, &lo, &hi);
-        for (int64_t i = lo; i < hi; i++) z.master[z.shard_offset[b] + i - lo] = init_value(b, i);
-    }
+    zero_setup(&z, comm, MT_F32, 1.0f, ref, rm, rv);
     mt_adamw opt = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
     for (int step = 1; step <= 5; step++) {
         mt_zero_zero_grad(&z);
@@ -117,19 +122,8 @@ static int test_zero_bf16(void) {
     mt_comm *comm = mt_comm_mpi_init(&argc, &argv);
     const int P = comm->size;
     mt_zero z;
-    mt_zero_init_gather(&z, comm, mt_backend_cpu(), N_BUCKETS, bucket_numel, MT_BF16);
-    mt_zero_range ranges[2] = {{0, 900, true}, {900, 100, false}};
-    mt_zero_set_ranges(&z, 1, ranges, 2);
     float *ref[N_BUCKETS], *rm[N_BUCKETS], *rv[N_BUCKETS];
-    for (int b = 0; b < N_BUCKETS; b++) {
-        ref[b] = calloc(bucket_numel[b], sizeof(float));
-        rm[b] = calloc(bucket_numel[b], sizeof(float));
-        rv[b] = calloc(bucket_numel[b], sizeof(float));
-        for (int64_t i = 0; i < bucket_numel[b]; i++) ref[b][i] = init_value(b, i) * 1.01f;
-        int64_t lo, hi;
-        mt_zero_owned_range(&z, b, &lo, &hi);
-        mt_zero_set_master(&z, b, lo, hi, ref[b] + lo);
-    }
+    zero_setup(&z, comm, MT_BF16, 1.01f, ref, rm, rv); /* 1.01: values bf16 cannot hold */
     int bad_gather = 0, rounded = 0;
     mt_adamw opt = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
     for (int step = 1; step <= 4; step++) {

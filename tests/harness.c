@@ -228,6 +228,26 @@ bool mt_gradcheck(const char *label, mt_gradcheck_build build, mt_tensor **in, i
     return all_ok;
 }
 
+void mt_gradcheck_subsets(const char *const *labels, int n_sets, const int *masks,
+                          mt_gradcheck_build build, mt_tensor **in, int n_in, void *user) {
+    void *grads[MT_MAX_IN * 2];
+    MT_CHECK(n_in <= MT_MAX_IN * 2, "gradcheck subsets: %d inputs", n_in);
+    for (int s = 0; s < n_sets; s++) {
+        for (int i = 0; i < n_in; i++) {
+            grads[i] = in[i]->grad;
+            if (!masks[s * n_in + i]) {
+                in[i]->grad = NULL;
+                in[i]->requires_grad = false;
+            }
+        }
+        mt_gradcheck(labels[s], build, in, n_in, user, NULL);
+        for (int i = 0; i < n_in; i++) {
+            in[i]->grad = grads[i];
+            in[i]->requires_grad = grads[i] != NULL;
+        }
+    }
+}
+
 bool mt_expect_death(void (*fn)(void *), void *arg, const char *want) {
     int fds[2];
     if (pipe(fds) != 0) return false;

@@ -89,3 +89,7 @@ typedef struct {
 } mt_gradcheck_opts;
 bool mt_gradcheck(const char *label, mt_gradcheck_build build, mt_tensor **in, int n_in, void *user,
                   const mt_gradcheck_opts *opts);
+/* mt_gradcheck once per subset s of the inputs: only those with masks[s * n_in + i] set require
+ * a gradient (kernels skip the products nobody needs; each path must still be right). */
+void mt_gradcheck_subsets(const char *const *labels, int n_sets, const int *masks,
+                          mt_gradcheck_build build, mt_tensor **in, int n_in, void *user);
