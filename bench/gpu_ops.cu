@@ -8,7 +8,8 @@
  *     lightning-gemm);
  *  2. one MoE layer (router matmul, route, experts, aux loss) forward+backward with fp32 and
  *     then bf16 GEMMs, with the time split into route/permute, expert GEMMs, activations and
- *     combine (the CUDA phase profiler's events), and the GEMMs' TFLOP/s.
+ *     combine (the CUDA phase profiler's events), and the GEMMs' TFLOP/s; then in bf16 the
+ *     split form that dist.gather_unit = "expert" runs (RESULT moe_split);
  * fp32 kernels (the parity stage of the CUDA backend): the percentages are against the H100/
  * H200 datasheet fp32 (67 TFLOP/s) and dense bf16 (989 TFLOP/s) peaks; issue 6's targets are
  * for the bf16 kernels that come next.
@@ -238,14 +239,27 @@ static void bench_attention(const mt_backend *be, int reps, int shrink) {
 
 /* ---- MoE layer ---- */
 
+/* Expert e's (d1,d2) matrix of a stacked (E,d1,d2) tensor, data and gradient (host struct). */
+static mt_tensor *bench_expert_slice(mt_ctx *c, mt_tensor *w, int e) {
+    mt_tensor *t = (mt_tensor *)mt_arena_alloc(&c->host, sizeof(mt_tensor), "expert slice");
+    const int64_t per = w->shape[1] * w->shape[2], shape[2] = {w->shape[1], w->shape[2]};
+    mt_tensor_wrap(t, MT_F32, 2, shape, (float *)w->data + e * per, (float *)w->grad + e * per,
+                   w->name);
+    t->dev = w->dev;
+    return t;
+}
+
 /* cd: the GEMM precision (mt_ctx.compute_dtype): fp32 runs one grouped cuBLAS GEMM per GEMM
- * kind, bf16 one cublasGemmEx per expert and kind (kernels/cuda/moe_experts.cu says why). */
-static void bench_moe(const mt_backend *be, int reps, int shrink, mt_dtype cd) {
+ * kind, bf16 one cublasGemmEx per expert and kind (kernels/cuda/moe_experts.cu says why).
+ * split: the experts as dispatch, one op per expert, combine (dist.gather_unit = "expert"),
+ * every GEMM one cuBLAS call per expert. */
+static void bench_moe(const mt_backend *be, int reps, int shrink, mt_dtype cd, bool split) {
     const int64_t N = 4096 / shrink, C = 2048 / shrink, F = 3072 / shrink;
     const int E = 32, K = 2;
-    printf("\n== MoE layer (N=%lld tokens, C=%lld, F=%lld, E=%d, top-%d), %s GEMMs, forward+"
+    printf("\n== MoE layer (N=%lld tokens, C=%lld, F=%lld, E=%d, top-%d), %s GEMMs, %s, forward+"
            "backward\n",
-           (long long)N, (long long)C, (long long)F, E, K, cd == MT_BF16 ? "bf16" : "fp32");
+           (long long)N, (long long)C, (long long)F, E, K, cd == MT_BF16 ? "bf16" : "fp32",
+           split ? "split (one op per expert)" : "fused");
     mt_ctx c;
     /* activations and scratch; bf16 adds the experts' weights cast to bf16 in the forward and
      * again in the backward (3 E F C bf16 each) */
@@ -276,7 +290,18 @@ static void bench_moe(const mt_backend *be, int reps, int shrink, mt_dtype cd) {
         mt_tensor *logits = mt_matmul(&c, x, wr);
         mt_tensor *idx = NULL;
         mt_tensor *w = mt_moe_route(&c, logits, K, &idx);
-        mt_tensor *y = mt_moe_experts(&c, x, idx, w, w1, w3, w2);
+        mt_tensor *y;
+        if (split) {
+            mt_moe_plan plan;
+            mt_tensor *xsl = mt_moe_dispatch(&c, x, idx, E, &plan);
+            mt_tensor *ys = mt_moe_expert_out(&c, &plan, C);
+            for (int e = 0; e < E; e++)
+                mt_moe_expert_ffn(&c, xsl, &plan, w, e, bench_expert_slice(&c, w1, e),
+                                  bench_expert_slice(&c, w3, e), bench_expert_slice(&c, w2, e), ys);
+            y = mt_moe_combine(&c, ys, &plan);
+        } else {
+            y = mt_moe_experts(&c, x, idx, w, w1, w3, w2);
+        }
         mt_tensor *aux = mt_moe_aux(&c, logits, coef);
         (void)aux; /* its backward is not part of the timed path: seeded from y only */
         mt_backward(&c, y, seed);
@@ -306,7 +331,8 @@ static void bench_moe(const mt_backend *be, int reps, int shrink, mt_dtype cd) {
            tot - ms[CUDA_PROF_ROUTE] - ms[CUDA_PROF_GEMM] - ms[CUDA_PROF_ACT] -
                ms[CUDA_PROF_COMBINE]);
     if (cd == MT_BF16)
-        printf("RESULT moe: %.3f ms fwd+bwd, expert GEMMs %.2f TFLOP/s\n", tot, gemm_tflops);
+        printf("RESULT %s: %.3f ms fwd+bwd, expert GEMMs %.2f TFLOP/s\n",
+               split ? "moe_split" : "moe", tot, gemm_tflops);
     free(seed);
     cudaCheck("bench", cudaEventDestroy(e0));
     cudaCheck("bench", cudaEventDestroy(e1));
@@ -333,8 +359,9 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(what, "attention") || !strcmp(what, "all")) bench_attention(be, reps, shrink);
     if (!strcmp(what, "moe") || !strcmp(what, "all")) {
-        bench_moe(be, reps, shrink, MT_F32);
-        bench_moe(be, reps, shrink, MT_BF16);
+        bench_moe(be, reps, shrink, MT_F32, false);
+        bench_moe(be, reps, shrink, MT_BF16, false);
+        bench_moe(be, reps, shrink, MT_BF16, true);
     }
     return 0;
 }

@@ -309,8 +309,9 @@ fi
 echo
 echo "================ gpu-check summary ($(elapsed "$T0") s, mode ${MODE:-none}) ================"
 for s in "${SUMMARY[@]}"; do echo "  $s"; done
-[ -s "$LOGDIR/bench.log" ] && grep -E "^ *[0-9]+ |total fwd|route/permute|expert GEMMs|activations|combine" \
-  "$LOGDIR/bench.log" | sed 's/^/  | /'
+[ -s "$LOGDIR/bench.log" ] &&
+  grep -E "^== MoE|^ *[0-9]+ |total fwd|route/permute|expert GEMMs|activations|combine|^RESULT moe_split" \
+    "$LOGDIR/bench.log" | sed 's/^/  | /'
 cat "$LOGDIR"/step_*.log 2> /dev/null | grep -m2 -E "^   C=|FLOPs per token" | sed 's/^/  | /'
 cat "$LOGDIR"/step_*.log 2> /dev/null | grep -E "^RESULT" | sed 's/^/  | /'
 # minimax-train / PyTorch: each "PEER <key>: <ms> ms" against "RESULT <key>: <ms> ms"
