@@ -175,12 +175,17 @@ static int test_expert_match(void) {
 }
 
 /* bf16 parameter gathers (fp32 GEMMs): 1 and 2 ranks compute the same, up to summation order
- * (one rank rounds its parameters too); against fp32 gathers the loss moves by the rounding of
- * the parameters, which must show, and stay small (within 1e-3 relative: bf16 has 8 bits). */
+ * (one rank rounds its parameters too); a resumed run continues bit for bit; against fp32
+ * gathers the loss moves by the rounding of the parameters, which must show, and stay small
+ * (within 1e-3 relative: bf16 has 8 bits). */
 static int test_bf16_gather_match(void) {
     compare_losses("bf16g-np1", "bf16g-np2", 1, 10, 1e-5, true);
     compare_params("bf16g-np1/checkpoint-10/model.safetensors",
                    "bf16g-np2/checkpoint-10/model.safetensors", 1e-5);
+    /* a resume rounds from the restored fp32 masters: the same steps to the bit */
+    compare_losses("bf16g-np2", "bf16g-resume", 6, 10, 0.0, false);
+    compare_params("bf16g-np2/checkpoint-10/model.safetensors",
+                   "bf16g-resume/checkpoint-10/model.safetensors", 0.0);
     double a[MAX_STEPS] = {0}, b[MAX_STEPS] = {0};
     read_losses("bf16g-np2", a, NULL);
     read_losses("bf16g-fp32", b, NULL);

@@ -12,8 +12,9 @@
 #   expert           dist.gather_unit = "expert" on 2 ranks (one expert gathered at a time)
 #                    -> $TMP/expert-np2; then resuming it with another gather unit must fail
 #   bf16-gather      bf16 parameter gathers (dist.gather_dtype; fp32 GEMMs, so that only the
-#                    summation order differs between rank counts) on 1 and 2 ranks, next to
-#                    fp32 gathers -> $TMP/bf16g-np{1,2}, $TMP/bf16g-fp32
+#                    summation order differs between rank counts) on 1 and 2 ranks, the 2-rank
+#                    run resumed from its step-5 checkpoint, and fp32 gathers
+#                    -> $TMP/bf16g-np{1,2}, $TMP/bf16g-resume, $TMP/bf16g-fp32
 #   trim             padded rows (packing off), 2 ranks, with and without data.trim_padding,
 #                    router aux loss on (it must leave the padding out) -> $TMP/trim-{on,off}
 #   emu-cuda EMU NP  the same 3 steps on the CPU backend (BIN) and on the CUDA backend + NCCL
@@ -102,10 +103,12 @@ expert)
     { echo "FAIL: the refusal does not name dist.gather_unit"; tail -5 "$tmp/expert-switch.log"; exit 1; }
   ;;
 bf16-gather)
-  common=(--set train.max_steps=10 --set output.save_steps=10)
+  common=(--set train.max_steps=10 --set output.save_steps=5)
   run 1 "$tmp/bf16g-np1" "${common[@]}" --set dist.gather_dtype=bf16
   run 2 "$tmp/bf16g-np2" "${common[@]}" --set dist.gather_dtype=bf16 \
     --set train.per_device_train_batch_size=2
+  run 2 "$tmp/bf16g-resume" "${common[@]}" --set dist.gather_dtype=bf16 \
+    --set train.per_device_train_batch_size=2 --resume "$tmp/bf16g-np2/checkpoint-5"
   run 2 "$tmp/bf16g-fp32" "${common[@]}" --set train.per_device_train_batch_size=2
   grep -E "^memory|^step 10/" "$tmp/bf16g-np2.log"
   ;;
