@@ -119,6 +119,17 @@ static void compare_params(const char *a, const char *b, double rtol) {
            worst_name);
 }
 
+/* Two runs that end at step `last`: their losses and gradient norms over first..last, and the
+ * parameters each exported there (checkpoint-<last>). */
+static void compare_runs(const char *a, const char *b, int first, int last, double loss_rtol,
+                         double param_rtol, bool need_fall) {
+    compare_losses(a, b, first, last, loss_rtol, need_fall);
+    char pa[512], pb[512];
+    snprintf(pa, sizeof(pa), "%s/checkpoint-%d/model.safetensors", a, last);
+    snprintf(pb, sizeof(pb), "%s/checkpoint-%d/model.safetensors", b, last);
+    compare_params(pa, pb, param_rtol);
+}
+
 /* "owned params+grads+moments X MiB" of rank 0 in a run's log. */
 static double owned_mib(const char *log) {
     char path[2048], line[1024];
@@ -136,12 +147,8 @@ static double owned_mib(const char *log) {
 }
 
 static int test_ranks_match(void) {
-    compare_losses("ranks-np1", "ranks-np2", 1, 20, 1e-5, true);
-    compare_losses("ranks-np1", "ranks-np4", 1, 20, 1e-5, true);
-    compare_params("ranks-np1/checkpoint-20/model.safetensors",
-                   "ranks-np2/checkpoint-20/model.safetensors", 1e-5);
-    compare_params("ranks-np1/checkpoint-20/model.safetensors",
-                   "ranks-np4/checkpoint-20/model.safetensors", 1e-5);
+    compare_runs("ranks-np1", "ranks-np2", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("ranks-np1", "ranks-np4", 1, 20, 1e-5, 1e-5, true);
     double m1 = owned_mib("ranks-np1.log"), m4 = owned_mib("ranks-np4.log");
     printf("  owned params+grads+moments per rank: %.2f MiB on 1 rank, %.2f MiB on 4 (%.3fx)\n", m1,
            m4, m4 / m1);
@@ -150,27 +157,21 @@ static int test_ranks_match(void) {
 }
 
 static int test_resume_match(void) {
-    compare_losses("resume-a", "resume-b", 11, 20, 1e-7, true);
-    compare_params("resume-a/checkpoint-20/model.safetensors",
-                   "resume-b/checkpoint-20/model.safetensors", 0.0);
+    compare_runs("resume-a", "resume-b", 11, 20, 1e-7, 0.0, true);
     return MT_TEST_OK;
 }
 
 /* data.trim_padding cuts each micro-batch after its longest row: the same losses and parameters
  * as the padded run, up to summation order (padded rows, 2 ranks, 10 steps). */
 static int test_trim_match(void) {
-    compare_losses("trim-on", "trim-off", 1, 10, 1e-5, true);
-    compare_params("trim-on/checkpoint-10/model.safetensors",
-                   "trim-off/checkpoint-10/model.safetensors", 1e-5);
+    compare_runs("trim-on", "trim-off", 1, 10, 1e-5, 1e-5, true);
     return MT_TEST_OK;
 }
 
 /* Gathering one expert at a time (dist.gather_unit = "expert", 2 ranks) against the layer-unit
  * single-rank run: the same training up to summation order. */
 static int test_expert_match(void) {
-    compare_losses("ranks-np1", "expert-np2", 1, 20, 1e-5, true);
-    compare_params("ranks-np1/checkpoint-20/model.safetensors",
-                   "expert-np2/checkpoint-20/model.safetensors", 1e-5);
+    compare_runs("ranks-np1", "expert-np2", 1, 20, 1e-5, 1e-5, true);
     return MT_TEST_OK;
 }
 
@@ -179,13 +180,9 @@ static int test_expert_match(void) {
  * gathers the loss moves by the rounding of the parameters, which must show, and stay small
  * (within 1e-3 relative: bf16 has 8 bits). */
 static int test_bf16_gather_match(void) {
-    compare_losses("bf16g-np1", "bf16g-np2", 1, 10, 1e-5, true);
-    compare_params("bf16g-np1/checkpoint-10/model.safetensors",
-                   "bf16g-np2/checkpoint-10/model.safetensors", 1e-5);
+    compare_runs("bf16g-np1", "bf16g-np2", 1, 10, 1e-5, 1e-5, true);
     /* a resume rounds from the restored fp32 masters: the same steps to the bit */
-    compare_losses("bf16g-np2", "bf16g-resume", 6, 10, 0.0, false);
-    compare_params("bf16g-np2/checkpoint-10/model.safetensors",
-                   "bf16g-resume/checkpoint-10/model.safetensors", 0.0);
+    compare_runs("bf16g-np2", "bf16g-resume", 6, 10, 0.0, 0.0, false);
     double a[MAX_STEPS] = {0}, b[MAX_STEPS] = {0};
     read_losses("bf16g-np2", a, NULL);
     read_losses("bf16g-fp32", b, NULL);
@@ -199,12 +196,8 @@ static int test_bf16_gather_match(void) {
 /* The CUDA backend + NCCL path of the trainer (through the CPU emulator) against the CPU run;
  * and its resume from a staged device checkpoint against its own straight run. */
 static int test_emu_cuda_match(void) {
-    compare_losses("emu-cpu", "emu-cuda", 1, 3, 1e-5, false);
-    compare_params("emu-cpu/checkpoint-3/model.safetensors",
-                   "emu-cuda/checkpoint-3/model.safetensors", 1e-5);
-    compare_losses("emu-cuda", "emu-resume", 3, 3, 0.0, false);
-    compare_params("emu-cuda/checkpoint-3/model.safetensors",
-                   "emu-resume/checkpoint-3/model.safetensors", 0.0);
+    compare_runs("emu-cpu", "emu-cuda", 1, 3, 1e-5, 1e-5, false);
+    compare_runs("emu-cuda", "emu-resume", 3, 3, 0.0, 0.0, false);
     return MT_TEST_OK;
 }
 

@@ -310,6 +310,17 @@ template <typename T> static const __nv_bfloat16 *ltb_bf(const T *x) {
     return (const __nv_bfloat16 *)(const void *)x; /* only reached when T is bf16 */
 }
 
+/* The block states of the scan: per block the delta A_b^T B_b (D,D) of the packed operands (row
+ * stride W), then their decayed scan, reversed for the state gradients. */
+template <typename T>
+static const T *ltb_states(const mt_node *n, const ltb_dims &d, const ltb_setup &s, const T *A,
+                           const T *Bm, int W, bool reverse, const char *what) {
+    const int64_t DD = (int64_t)d.D * d.D, LW = (int64_t)d.L * W;
+    float *St = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * DD), what);
+    ltb_gemm<T>(what, true, false, d.D, d.D, d.L, A, W, LW, Bm, W, LW, 0.0f, St, d.D, DD, d);
+    return ltb_scan<T>(n, d, s, St, reverse);
+}
+
 template <typename T> static void ltb_forward(const mt_node *n, const ltb_dims &d) {
     const ltb_setup s = ltb_prepare(n, d);
     const int D = d.D, L = d.L, W = 5 * D;
@@ -317,10 +328,7 @@ template <typename T> static void ltb_forward(const mt_node *n, const ltb_dims &
                   DD = (int64_t)D * D;
     const T *X = ltb_pack<T>(n, d, s, 5, NULL);
     const T *Q = X, *K = X + D, *V = X + 2 * D, *Qd = X + 3 * D, *Kd = X + 4 * D;
-    float *St = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * DD), "lightning states");
-    ltb_gemm<T>("lightning state deltas", true, false, D, D, L, Kd, W, LW, V, W, LW, 0.0f, St, D,
-                DD, d);
-    const T *S = ltb_scan<T>(n, d, s, St, false);
+    const T *S = ltb_states<T>(n, d, s, Kd, V, W, false, "lightning state deltas");
     float *Ob = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LD), "lightning rows");
     if (ltb_fused<T>(d)) { /* Ob = Pm V with the scores on chip (lightning_fused.cu) */
         cuda_lightning_fused_intra("lightning intra (fused)", Ob, D, ltb_bf(Q), ltb_bf(K),
@@ -350,15 +358,8 @@ template <typename T> static void ltb_backward(const mt_node *n, const ltb_dims 
     const T *X = ltb_pack<T>(n, d, s, 8, cuda_grad(n->out));
     const T *Q = X, *K = X + D, *V = X + 2 * D, *Qd = X + 3 * D, *Kd = X + 4 * D, *Vd = X + 5 * D,
             *dO = X + 6 * D, *dOd = X + 7 * D;
-    float *St = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * DD), "lightning states");
-    ltb_gemm<T>("lightning state deltas", true, false, D, D, L, Kd, W, LW, V, W, LW, 0.0f, St, D,
-                DD, d);
-    const T *S = ltb_scan<T>(n, d, s, St, false);
-    float *Gt =
-        (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * DD), "lightning state grads");
-    ltb_gemm<T>("lightning state-gradient deltas", true, false, D, D, L, Qd, W, LW, dO, W, LW, 0.0f,
-                Gt, D, DD, d);
-    const T *G = ltb_scan<T>(n, d, s, Gt, true);
+    const T *S = ltb_states<T>(n, d, s, Kd, V, W, false, "lightning state deltas");
+    const T *G = ltb_states<T>(n, d, s, Qd, dO, W, true, "lightning state-gradient deltas");
 
     float *dB = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * L3), "lightning dqkv");
     if (ltb_fused<T>(d)) { /* the intra products with the scores on chip (lightning_fused.cu) */
