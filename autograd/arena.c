@@ -30,3 +30,11 @@ void *mt_arena_alloc(mt_arena *a, size_t bytes, const char *what) {
 }
 
 void mt_arena_reset(mt_arena *a) { a->used = 0; }
+
+size_t mt_arena_mark(const mt_arena *a) { return a->used; }
+
+void mt_arena_rewind(mt_arena *a, size_t mark) {
+    MT_CHECK(mark <= a->used, "arena %s: rewind to %zu, beyond the %zu bytes in use", a->name, mark,
+             a->used);
+    a->used = mark;
+}

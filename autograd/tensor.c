@@ -11,7 +11,10 @@ static const char *op_names[MT_OP_COUNT] = {
 #undef MT_OP
 };
 
-const char *mt_op_name(mt_op op) { return (op >= 0 && op < MT_OP_COUNT) ? op_names[op] : "?"; }
+const char *mt_op_name(mt_op op) {
+    if (op == MT_OP_SEGMENT) return "checkpoint";
+    return (op >= 0 && op < MT_OP_COUNT) ? op_names[op] : "?";
+}
 
 size_t mt_dtype_size(mt_dtype dt) {
     switch (dt) {
@@ -189,10 +192,22 @@ void mt_backward(mt_ctx *c, mt_tensor *out, const float *seed) {
         const float one = 1.0f;
         c->be->to_device(out->grad, &one, sizeof(one));
     }
+    mt_tape_backward(c, 0, c->n_nodes);
+}
+
+/* Does a gradient flow into node n (into its output, or into any output of a segment)? */
+static bool node_has_grad(const mt_node *n) {
+    if (n->op != MT_OP_SEGMENT) return n->out->grad != NULL;
+    for (int i = 0; i < n->segment->n_out; i++)
+        if (n->segment->out[i] && n->segment->out[i]->grad) return true;
+    return false;
+}
+
+void mt_tape_backward(mt_ctx *c, int begin, int end) {
     int tag = -1;
-    for (int i = c->n_nodes - 1; i >= 0; i--) {
-        mt_node *n = &c->nodes[i];
-        if (!n->out->grad) continue; /* nothing flowed into this node */
+    for (int i = end - 1; i >= begin; i--) {
+        const mt_node *n = &c->nodes[i]; /* the tape never moves: segments append after end */
+        if (!node_has_grad(n)) continue;
         if (n->tag != tag && c->tag_hook) {
             if (tag >= 0) c->tag_hook(c->tag_user, tag, false);
             if (n->tag >= 0) c->tag_hook(c->tag_user, n->tag, true);
@@ -201,7 +216,10 @@ void mt_backward(mt_ctx *c, mt_tensor *out, const float *seed) {
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] && n->in[j]->requires_grad && n->in[j]->dtype != MT_I32)
                 mt_tensor_ensure_grad(c, n->in[j]);
-        c->be->ops[n->op].bwd(n);
+        if (n->op == MT_OP_SEGMENT)
+            mt_segment_backward(c, n);
+        else
+            c->be->ops[n->op].bwd(n);
     }
     if (tag >= 0 && c->tag_hook) c->tag_hook(c->tag_user, tag, false);
 }

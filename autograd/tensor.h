@@ -23,7 +23,8 @@ typedef enum {
 #define MT_OP(E, name) MT_OP_##E,
 #include "ops.def"
 #undef MT_OP
-    MT_OP_COUNT
+    MT_OP_COUNT,
+    MT_OP_SEGMENT = MT_OP_COUNT /* a recomputed segment (mt_checkpoint): no backend kernel */
 } mt_op;
 
 #define MT_MAX_DIMS    4
@@ -57,6 +58,7 @@ typedef struct mt_node {
     int tag;                        /* ctx->tag when recorded: the parameter bucket in use */
     void *host; /* host memory (ctx->host) a device forward fills for its backward, so that the
                    backward need not copy it back again (the MoE expert offsets), or NULL */
+    struct mt_segment *segment; /* op MT_OP_SEGMENT: what mt_checkpoint recorded */
 } mt_node;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -83,6 +85,7 @@ typedef struct mt_backend {
     void (*zero)(void *p, size_t bytes);
     void (*to_device)(void *dst, const void *src_host, size_t bytes);
     void (*to_host)(void *dst_host, const void *src, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes); /* backend memory to backend memory */
     void (*sync)(void);
     mt_op_impl ops[MT_OP_COUNT];
     /* the sharded optimizer's vector kernels on fp32 buffers (kernels/<backend>/optim) */
@@ -119,6 +122,9 @@ void mt_arena_free(mt_arena *a);
 /* 64-byte aligned; dies with the requested size, use and capacity when full. */
 void *mt_arena_alloc(mt_arena *a, size_t bytes, const char *what);
 void mt_arena_reset(mt_arena *a);
+/* Everything carved after mt_arena_mark is dropped by mt_arena_rewind (recomputed segments). */
+size_t mt_arena_mark(const mt_arena *a);
+void mt_arena_rewind(mt_arena *a, size_t mark);
 
 /* ------------------------------------------------------------------------------------------ */
 /* context: backend + arena + tape */
@@ -146,6 +152,9 @@ typedef struct mt_ctx {
      * fp32 master weights. A node records the mode when it is created, so its backward uses the
      * mode of its forward (docs/cuda.md, "bf16 mixed precision"). */
     mt_dtype compute_dtype;
+    /* > 0 while mt_backward re-runs a checkpointed segment's forward (mt_checkpoint): bucket
+     * hooks use it to prefetch in the order the backward needs. */
+    int recomputing;
 } mt_ctx;
 
 void mt_ctx_init(mt_ctx *c, const mt_backend *be, size_t arena_bytes, int max_nodes);
@@ -189,6 +198,31 @@ mt_node *mt_node_begin(mt_ctx *c, mt_op op, mt_tensor *out, int n_in, mt_tensor 
 void mt_node_run(mt_ctx *c, mt_node *n);
 /* Scratch memory for a kernel, carved from the arena (alive until mt_ctx_reset). */
 void *mt_node_scratch(const mt_node *n, size_t bytes, const char *what);
+
+/* Activation checkpointing: a segment of ops whose activations are recomputed in the backward
+ * instead of kept (autograd/checkpoint.c). fn builds outputs out[0..n_out) from x with ops
+ * (out[i] may be NULL, the same ones every time; none may be x itself) and must compute the
+ * same values when run again on the same x: the backward re-runs it on x, so each bucket hook
+ * it calls runs again too. With gradients off fn just runs. Otherwise only out[] survive, copied
+ * (their contents equal), and one tape node stands for the segment: the arena holds the kept
+ * inputs and outputs of all segments plus one segment's activations. user (user_bytes) is
+ * copied and handed to fn both times. Called outside any bucket tag (ctx->tag = -1). */
+#define MT_SEGMENT_MAX_OUT 4
+typedef void (*mt_segment_fn)(mt_ctx *c, void *user, mt_tensor *x, mt_tensor **out);
+void mt_checkpoint(mt_ctx *c, mt_segment_fn fn, const void *user, size_t user_bytes, mt_tensor *x,
+                   int n_out, mt_tensor **out);
+/* What a segment node records: fn, its copy of user, and the kept outputs (node->out is out[0]). */
+typedef struct mt_segment {
+    mt_segment_fn fn;
+    void *user;
+    int n_out;
+    mt_tensor *out[MT_SEGMENT_MAX_OUT];
+} mt_segment;
+/* The backward of a segment node (called by the reverse pass). */
+void mt_segment_backward(mt_ctx *c, const mt_node *n);
+/* Reverse pass over tape nodes [begin, end) with the tag hooks; the gradients of the outputs
+ * that seed it are set. mt_backward and segment backwards use it. */
+void mt_tape_backward(mt_ctx *c, int begin, int end);
 
 /* Reverse pass from `out`. seed: dL/dout on the host (numel floats), or NULL for a scalar
  * loss (seed 1). Accumulates into the grads of every tensor that requires one. */

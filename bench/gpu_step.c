@@ -25,7 +25,9 @@
  * Usage: bench-gpu-step [--backend cuda|cpu] [--dtype fp32|bf16] [--hidden C] [--layers L]
  *        [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] [--ffn F]
  *        [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] [--peak TF]
- *        [--fused-loss 0|1] [--arena-mb N] [--check]
+ *        [--fused-loss 0|1] [--recompute 0|1] [--arena-mb N] [--check]
+ * --recompute 1: every layer recomputed in the backward (train.gradient_checkpointing); the
+ * FLOP count stays the model's (the recomputation is overhead, as MFU conventionally counts).
  * --check (a small shape): the same steps on the CPU backend and on the device, per-step loss and
  * gradient norm compared: fp32 to 1e-5 relative; bf16 by issue 6's rule, |dev - cpu fp32| <=
  * 2 |cpu bf16 - cpu fp32| (the CPU's bf16 run is the rounding reference) on the first step, 4x
@@ -49,6 +51,7 @@ typedef struct {
     int hidden, layers, heads, kv_heads, head_dim, experts, topk, ffn, vocab, seq, batch, block;
     int steps, warmup;
     int fused_loss; /* lm_head + cross-entropy as one chunked op, as the trainer (1) */
+    int recompute;  /* train.gradient_checkpointing: each layer recomputed in the backward */
     mt_dtype dtype;
     bool cpu;
     double peak_tflops;
@@ -61,7 +64,7 @@ static void step_usage(void) {
             "usage: bench-gpu-step [--backend cuda|cpu] [--dtype fp32|bf16] [--hidden C] "
             "[--layers L] [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] "
             "[--ffn F] [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] "
-            "[--fused-loss 0|1] [--peak TFLOPS] [--arena-mb N] [--check]\n");
+            "[--fused-loss 0|1] [--recompute 0|1] [--peak TFLOPS] [--arena-mb N] [--check]\n");
     exit(2);
 }
 
@@ -110,7 +113,8 @@ static void step_parse(int argc, char **argv, step_opts *o) {
                 {"--block", &o->block},
                 {"--steps", &o->steps},
                 {"--warmup", &o->warmup},
-                {"--fused-loss", &o->fused_loss}};
+                {"--fused-loss", &o->fused_loss},
+                {"--recompute", &o->recompute}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--check") == 0) {
@@ -286,9 +290,10 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
     int n_full = 0;
     for (int l = 0; l < L; l++) n_full += cfg.layer_types[l] == MT_LAYER_FULL;
     printf("== training step, MiniMax-Text-01 shape: backend %s, GEMMs %s (fp32 accumulation), "
-           "B=%lld T=%lld, loss %s\n",
+           "B=%lld T=%lld, loss %s%s\n",
            be->name, o.dtype == MT_BF16 ? "bf16" : "fp32", (long long)B, (long long)T,
-           o.fused_loss ? "fused (lm_head + CE in chunks, as the trainer)" : "from full logits");
+           o.fused_loss ? "fused (lm_head + CE in chunks, as the trainer)" : "from full logits",
+           o.recompute ? ", layers recomputed in the backward" : "");
     printf("   C=%d L=%d (%d lightning, %d softmax) H=%d Hkv=%d D=%d rotary=%d E=%d K=%d F=%d V=%d "
            "block=%d\n",
            cfg.hidden_size, (int)L, (int)L - n_full, n_full, cfg.num_attention_heads,
@@ -297,6 +302,7 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
 
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
+    m.gradient_checkpointing = o.recompute == 1;
     int64_t n_params = 0, max_bucket = 0;
     for (int b = 0; b < m.n_buckets; b++) {
         n_params += m.bucket_numel[b];
@@ -396,11 +402,10 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
            (double)(ctx.arena.peak + (size_t)mt_zero_owned_bytes(&z) +
                     (size_t)mt_zero_slot_bytes(&z)) /
                MIB);
-    printf(
-        "RESULT step %s: %.2f ms median of %d (min %.2f), %.0f tokens/s, %.3g TFLOP/s, MFU %.3g%% "
-        "of %.1f TFLOP/s (dense bf16 peak)\n",
-        o.dtype == MT_BF16 ? "bf16" : "fp32", med * 1e3, o.steps, ms[0], tokens / med, tflops,
-        100 * tflops / o.peak_tflops, o.peak_tflops);
+    printf("RESULT step %s%s: %.2f ms median of %d (min %.2f), %.0f tokens/s, %.3g TFLOP/s, MFU "
+           "%.3g%% of %.1f TFLOP/s (dense bf16 peak)\n",
+           o.dtype == MT_BF16 ? "bf16" : "fp32", o.recompute ? " recompute" : "", med * 1e3,
+           o.steps, ms[0], tokens / med, tflops, 100 * tflops / o.peak_tflops, o.peak_tflops);
     if (!all_finite) printf("FAIL: a loss or gradient was not finite\n");
 
     free(ms);

@@ -23,6 +23,7 @@ static const mt_backend cpu_backend = {
     .zero = cpu_zero,
     .to_device = cpu_copy,
     .to_host = cpu_copy,
+    .copy = cpu_copy,
     .sync = cpu_sync,
     .ops =
         {

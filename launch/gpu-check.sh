@@ -240,7 +240,8 @@ if [ -n "$BUILD" ]; then
     "gpu_nccl_np1|$TRAIN_TESTS/test_dist_nccl gpu_nccl_np1")
   [ -n "${STEP_BIN:-}" ] && RUNS+=("gpu_step_check_fp32|$STEP_BIN $TINY"
     "gpu_step_check_bf16|$STEP_BIN --dtype bf16 $TINY"
-    "gpu_step_check_bf16_d64|$STEP_BIN --dtype bf16 --fused-loss 0 ${TINY/--head-dim 16/--head-dim 64}")
+    "gpu_step_check_bf16_d64|$STEP_BIN --dtype bf16 --fused-loss 0 ${TINY/--head-dim 16/--head-dim 64}"
+    "gpu_step_check_recompute|$STEP_BIN --dtype bf16 --recompute 1 $TINY")
   echo "== GPU tests (ops: fp32 ||gpu - cpu|| / ||cpu|| <= 1e-5, bf16 by the bf16 rule)"
   for r in "${RUNS[@]}"; do
     c=${r%%|*}
@@ -275,18 +276,20 @@ if [ -n "$BUILD" ]; then
   note_rc benchmarks "$rc" "$t"
 fi
 
-# full training step of a MiniMax-Text-01-shaped model (bench/gpu_step.c): fp32, then bf16 GEMMs
+# full training step of a MiniMax-Text-01-shaped model (bench/gpu_step.c): fp32, then bf16
+# GEMMs, then bf16 with every layer recomputed in the backward (train.gradient_checkpointing)
 rm -f "$LOGDIR"/step_*.log
 if [ -n "$STEP_BIN" ]; then
-  for dt in fp32 bf16; do
+  for run in fp32:0 bf16:0 bf16:1; do
+    dt=${run%:*} rec=${run#*:} name=${run%:*}$([ "${run#*:}" = 1 ] && echo _recompute)
     t=$(date +%s)
-    echo "== training step benchmark ($dt GEMMs)"
+    echo "== training step benchmark ($dt GEMMs$([ "$rec" = 1 ] && echo ", layers recomputed"))"
     # shellcheck disable=SC2086 # MT_GPU_CHECK_STEP_ARGS is a list of flags
-    OMP_NUM_THREADS=$JOBS tmo 100 "$STEP_BIN" --dtype "$dt" ${MT_GPU_CHECK_STEP_ARGS:-} \
-      > "$LOGDIR/step_$dt.log" 2>&1
+    OMP_NUM_THREADS=$JOBS tmo 100 "$STEP_BIN" --dtype "$dt" --recompute "$rec" \
+      ${MT_GPU_CHECK_STEP_ARGS:-} > "$LOGDIR/step_$name.log" 2>&1
     rc=$?
-    cat "$LOGDIR/step_$dt.log"
-    note_rc "training step $dt" "$rc" "$t"
+    cat "$LOGDIR/step_$name.log"
+    note_rc "training step $name" "$rc" "$t"
     [ "$rc" = 0 ] || [ "$rc" = 77 ] || STEP_RC=$rc
   done
 fi

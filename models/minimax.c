@@ -260,6 +260,32 @@ static mt_tensor *mm_layer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mm_lay
     return mt_axpby(c, cfg->mlp_alpha, h2, cfg->mlp_beta, moe);
 }
 
+/* One decoder layer as a segment (mt_checkpoint's fn; also run directly): its buckets entered
+ * and left around it; out = {x out, router logits (N,E), chosen experts (N,K)}. */
+typedef struct {
+    mt_minimax *m;
+    int l;
+    mt_tensor *pos, *seg;
+    mt_minimax_cache *kv;
+    mt_bucket_hooks hooks; /* a copy: the backward re-runs the layer after the caller returned */
+    bool with_hooks;
+} mm_layer_args;
+
+static void mm_layer_segment(mt_ctx *c, void *user, mt_tensor *x, mt_tensor **out) {
+    mm_layer_args *a = user;
+    const int b = mt_minimax_layer_bucket(a->m, a->l);
+    mm_layer_io io = {.pos = a->pos,
+                      .seg = a->seg,
+                      .kv = a->kv,
+                      .hooks = a->with_hooks ? &a->hooks : NULL,
+                      .open_bucket = b};
+    mm_enter(c, io.hooks, b);
+    out[0] = mm_layer(a->m, c, a->l, x, &io);
+    if (io.open_bucket >= 0) mm_leave(c, io.hooks, io.open_bucket);
+    out[1] = io.router;
+    out[2] = io.route_idx;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* the model */
 
@@ -278,14 +304,19 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
     mt_tensor *x = mt_embedding(c, ids, mm_param(m, "model.embed_tokens.weight"));
     mm_leave(c, hooks, 0);
 
+    const bool recompute = m->gradient_checkpointing && c->grad_enabled && !kv;
     for (int l = 0; l < L; l++) {
-        const int b = mt_minimax_layer_bucket(m, l);
-        mm_layer_io io = {.pos = pos, .seg = seg, .kv = kv, .hooks = hooks, .open_bucket = b};
-        mm_enter(c, hooks, b);
-        x = mm_layer(m, c, l, x, &io);
-        if (io.open_bucket >= 0) mm_leave(c, hooks, io.open_bucket);
-        if (routers) routers[l] = io.router;
-        if (idx) idx[l] = io.route_idx;
+        mm_layer_args a = {.m = m, .l = l, .pos = pos, .seg = seg, .kv = kv};
+        if (hooks) a.hooks = *hooks;
+        a.with_hooks = hooks != NULL;
+        mt_tensor *out[3];
+        if (recompute)
+            mt_checkpoint(c, mm_layer_segment, &a, sizeof(a), x, 3, out);
+        else
+            mm_layer_segment(c, &a, x, out);
+        x = out[0];
+        if (routers) routers[l] = out[1];
+        if (idx) idx[l] = out[2];
     }
 
     const int last = mt_minimax_final_bucket(m);

@@ -35,6 +35,11 @@ typedef struct mt_minimax {
     int n_buckets;       /* L + 2 (layer unit) or L (E + 1) + 2 (expert unit) */
     int64_t *bucket_numel;
     float *decay; /* (L, H) lightning decay lambda per layer and head */
+    /* Activation checkpointing (train.gradient_checkpointing): with gradients on, each decoder
+     * layer is a recomputed segment (mt_checkpoint): only its input, output and router logits
+     * stay in the arena, and the backward runs its forward again, bucket hooks included. The
+     * same gradients bit for bit. Off after init. */
+    bool gradient_checkpointing;
 } mt_minimax;
 
 /* Plans the parameter layout from the config (no parameter memory is allocated); unit layer. */

@@ -130,26 +130,27 @@ static void compare_runs(const char *a, const char *b, int first, int last, doub
     compare_params(pa, pb, param_rtol);
 }
 
-/* "owned params+grads+moments X MiB" of rank 0 in a run's log. */
-static double owned_mib(const char *log) {
+/* The number after `key` in rank 0's memory line of a run's log ("owned params+grads+moments ",
+ * "peak use "). */
+static double rank0_memory(const char *log, const char *key) {
     char path[2048], line[1024];
     snprintf(path, sizeof(path), "%s/%s", tmp_dir(), log);
     FILE *f = fopen(path, "r");
     double mib = -1;
     while (f && fgets(line, sizeof(line), f)) {
-        const char *key = "owned params+grads+moments ";
         const char *p = strstr(line, "memory[rank 0,") ? strstr(line, key) : NULL;
         if (p) mib = atof(p + strlen(key));
     }
     if (f) fclose(f);
-    EXPECT(mib > 0, "no memory line in %s", path);
+    EXPECT(mib > 0, "no \"%s\" in the memory line of %s", key, path);
     return mib;
 }
 
 static int test_ranks_match(void) {
     compare_runs("ranks-np1", "ranks-np2", 1, 20, 1e-5, 1e-5, true);
     compare_runs("ranks-np1", "ranks-np4", 1, 20, 1e-5, 1e-5, true);
-    double m1 = owned_mib("ranks-np1.log"), m4 = owned_mib("ranks-np4.log");
+    const char *owned = "owned params+grads+moments ";
+    double m1 = rank0_memory("ranks-np1.log", owned), m4 = rank0_memory("ranks-np4.log", owned);
     printf("  owned params+grads+moments per rank: %.2f MiB on 1 rank, %.2f MiB on 4 (%.3fx)\n", m1,
            m4, m4 / m1);
     EXPECT(m4 <= 0.3 * m1, "owned memory at N=4 is %.3fx of N=1 (limit 0.3)", m4 / m1);
@@ -172,6 +173,25 @@ static int test_trim_match(void) {
  * single-rank run: the same training up to summation order. */
 static int test_expert_match(void) {
     compare_runs("ranks-np1", "expert-np2", 1, 20, 1e-5, 1e-5, true);
+    return MT_TEST_OK;
+}
+
+/* train.gradient_checkpointing recomputes each layer in the backward from the same values: the
+ * same training bit for bit (losses and exports), unit layer with the router aux loss and unit
+ * expert; a run resumed with it continues one without it exactly; the arena peak falls. */
+static int test_recompute_match(void) {
+    compare_runs("recompute-keep", "recompute-on", 1, 10, 0.0, 0.0, true);
+    compare_runs("expert-np2", "recompute-expert", 1, 20, 0.0, 0.0, true);
+    compare_runs("expert-np2", "recompute-resume", 11, 20, 0.0, 0.0, false);
+    const char *key = "peak use ";
+    double keep = rank0_memory("recompute-keep.log", key),
+           on = rank0_memory("recompute-on.log", key);
+    double ek = rank0_memory("expert-np2.log", key),
+           eon = rank0_memory("recompute-expert.log", key);
+    printf("  activation arena peak (rank 0): unit layer %.2f -> %.2f MiB, unit expert %.2f -> "
+           "%.2f MiB recomputed\n",
+           keep, on, ek, eon);
+    EXPECT(on < keep && eon < ek, "recomputing layers did not lower the arena peak");
     return MT_TEST_OK;
 }
 
@@ -278,9 +298,13 @@ static int test_emu_cuda_bf16(void) {
 }
 
 static const mt_test_case cases[] = {
-    {"dist_emu_cuda_bf16", test_emu_cuda_bf16},         {"dist_ranks_match", test_ranks_match},
-    {"dist_resume_match", test_resume_match},           {"dist_trim_match", test_trim_match},
-    {"dist_emu_cuda_match", test_emu_cuda_match},       {"dist_expert_match", test_expert_match},
+    {"dist_emu_cuda_bf16", test_emu_cuda_bf16},
+    {"dist_ranks_match", test_ranks_match},
+    {"dist_resume_match", test_resume_match},
+    {"dist_trim_match", test_trim_match},
+    {"dist_emu_cuda_match", test_emu_cuda_match},
+    {"dist_expert_match", test_expert_match},
     {"dist_bf16_gather_match", test_bf16_gather_match},
+    {"dist_recompute_match", test_recompute_match},
 };
 MT_TEST_MAIN(cases)

@@ -11,6 +11,10 @@
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model
 #   expert           dist.gather_unit = "expert" on 2 ranks (one expert gathered at a time)
 #                    -> $TMP/expert-np2; then resuming it with another gather unit must fail
+#   recompute        train.gradient_checkpointing on 2 ranks: unit layer with the router aux loss,
+#                    kept and recomputed (the same collectives) -> $TMP/recompute-{keep,on};
+#                    unit expert like the expert mode, and expert-np2 resumed from its step-10
+#                    checkpoint with recomputation -> $TMP/recompute-{expert,resume}
 #   bf16-gather      bf16 parameter gathers (dist.gather_dtype; fp32 GEMMs, so that only the
 #                    summation order differs between rank counts) on 1 and 2 ranks, the 2-rank
 #                    run resumed from its step-5 checkpoint, and fp32 gathers
@@ -19,7 +23,8 @@
 #                    router aux loss on (it must leave the padding out) -> $TMP/trim-{on,off}
 #   emu-cuda EMU NP  the same 3 steps on the CPU backend (BIN) and on the CUDA backend + NCCL
 #                    through the CPU emulator (EMU, minimax-train-emu; dist.gather_unit expert),
-#                    NP ranks each, then the emulated run resumed from its step-2 checkpoint, and
+#                    NP ranks each, then the emulated run resumed from its step-2 checkpoint (with
+#                    train.gradient_checkpointing: the same step 3 to the bit), and
 #                    both in bf16 GEMM mode with bf16 gathers (gather unit layer)
 #                    -> $TMP/emu-{cpu,cuda,resume,cpu-bf16,cuda-bf16}
 set -euo pipefail
@@ -102,6 +107,24 @@ expert)
   grep -E "error: .*gather_unit" "$tmp/expert-switch.log" ||
     { echo "FAIL: the refusal does not name dist.gather_unit"; tail -5 "$tmp/expert-switch.log"; exit 1; }
   ;;
+recompute)
+  common=(--set train.per_device_train_batch_size=2 --set train.router_aux_loss_coef=0.01
+    --set train.max_steps=10)
+  run 2 "$tmp/recompute-keep" "${common[@]}"
+  run 2 "$tmp/recompute-on" "${common[@]}" --set train.gradient_checkpointing=true
+  collectives() { grep -o "peak use .*" "$1" | sort | head -1; }
+  collectives "$tmp/recompute-keep.log"
+  collectives "$tmp/recompute-on.log"
+  grep -q "layers recomputed" "$tmp/recompute-on.log" || { echo "FAIL: not recomputed"; exit 1; }
+  [ "$(collectives "$tmp/recompute-keep.log" | grep -o "step collectives.*")" = \
+    "$(collectives "$tmp/recompute-on.log" | grep -o "step collectives.*")" ] ||
+    { echo "FAIL: recomputing layers (unit layer) changed the collectives"; exit 1; }
+  expert=(--set train.per_device_train_batch_size=2 --set dist.gather_unit=expert
+    --set train.gradient_checkpointing=true)
+  run 2 "$tmp/recompute-expert" "${expert[@]}"
+  collectives "$tmp/recompute-expert.log"
+  run 2 "$tmp/recompute-resume" "${expert[@]}" --resume "$tmp/expert-np2/checkpoint-10"
+  ;;
 bf16-gather)
   common=(--set train.max_steps=10 --set output.save_steps=5)
   run 1 "$tmp/bf16g-np1" "${common[@]}" --set dist.gather_dtype=bf16
@@ -133,8 +156,10 @@ emu-cuda)
   # the device runs gather one expert at a time (the split MoE ops, expert buckets over NCCL)
   bin="$emu" run "$np" "$tmp/emu-cuda" "${small[@]}" --set dist.backend=nccl --set output.save_steps=2 \
     --set dist.gather_unit=expert
+  # resumed with every layer recomputed in the backward: step 3 must still equal the straight run's
   bin="$emu" run "$np" "$tmp/emu-resume" "${small[@]}" --set dist.backend=nccl \
-    --set dist.gather_unit=expert --resume "$tmp/emu-cuda/checkpoint-2"
+    --set dist.gather_unit=expert --set train.gradient_checkpointing=true \
+    --resume "$tmp/emu-cuda/checkpoint-2"
   # bf16 GEMMs and bf16 parameter gathers: the emulated device against the CPU's bf16 rounding
   # reference
   run "$np" "$tmp/emu-cpu-bf16" "${small[@]}" --set model.dtype=bf16 --set dist.gather_dtype=bf16

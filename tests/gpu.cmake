@@ -80,7 +80,7 @@ if(CMAKE_CXX_COMPILER)
   # the full training step benchmark (bench/gpu_step.c) on a tiny shape, --check: the device's
   # steps against the CPU backend's (fp32 1e-5; bf16 by the bf16 rule): fp32 GEMMs with the
   # fused loss (the trainer's), bf16 GEMMs with the loss from full logits. launch/gpu-check.sh
-  # runs the same two checks on a GPU (MT_GPU_STEP_CHECK_ARGS there).
+  # runs the same checks on a GPU (gpu_step_check_* there).
   set(mt_step_tiny --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 --ffn 64
     --vocab 256 --seq 48 --block 16 --steps 2 --warmup 1 --check)
   add_test(NAME op_cuda_emu_step COMMAND bench_gpu_step_emu ${mt_step_tiny})
@@ -90,7 +90,11 @@ if(CMAKE_CXX_COMPILER)
   add_test(NAME op_cuda_emu_step_bf16_d64 COMMAND bench_gpu_step_emu --dtype bf16 --fused-loss 0
     --hidden 64 --heads 4 --kv-heads 2 --head-dim 64 --experts 4 --ffn 64 --vocab 256 --seq 96
     --block 32 --steps 2 --warmup 1 --check)
-  set_tests_properties(op_cuda_emu_step op_cuda_emu_step_bf16 op_cuda_emu_step_bf16_d64 PROPERTIES
+  # every layer recomputed in the backward (train.gradient_checkpointing), on both backends
+  add_test(NAME op_cuda_emu_step_recompute COMMAND bench_gpu_step_emu --dtype bf16 --recompute 1
+    ${mt_step_tiny})
+  set_tests_properties(op_cuda_emu_step op_cuda_emu_step_bf16 op_cuda_emu_step_bf16_d64
+    op_cuda_emu_step_recompute PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME op_cuda_emu_cublas_grouped COMMAND test_emu_cublas)
   add_test(NAME op_cuda_emu_bench COMMAND bench_gpu_ops_emu all 1 64)

@@ -45,8 +45,10 @@ typedef struct {
     mt_naming naming;
 } pm_model;
 
-/* The layout every pm_load uses: parity_*_expert_unit set it to MT_GATHER_EXPERT. */
+/* The layout every pm_load uses: parity_*_expert_unit set it to MT_GATHER_EXPERT; and whether
+ * its layers are recomputed in the backward (parity_*_recompute). */
 static mt_gather_unit pm_unit = MT_GATHER_LAYER;
+static bool pm_recompute = false;
 
 static void pm_load(pm_model *pm, const char *name, bool with_grad) {
     char dir[1200];
@@ -54,6 +56,7 @@ static void pm_load(pm_model *pm, const char *name, bool with_grad) {
     mt_minimax_config cfg;
     mt_minimax_config_load(dir, &cfg);
     mt_minimax_init_unit(&pm->m, &cfg, pm_unit);
+    pm->m.gradient_checkpointing = pm_recompute;
     const int nb = pm->m.n_buckets;
     pm->data = mt_calloc((size_t)nb, sizeof(float *), "buckets");
     pm->grad = mt_calloc((size_t)nb, sizeof(float *), "bucket grads");
@@ -367,6 +370,61 @@ static int parity_tiny_irregular_gqa_expert_unit(void) {
     return pm_fixture_expert_unit("tiny_irregular_gqa");
 }
 
+/* train.gradient_checkpointing: every layer recomputed in the backward. Against the same
+ * references; then batch b's loss and every gradient must equal those of the run that keeps
+ * its activations bit for bit (the same ops on the same values), in a smaller arena. */
+static int pm_fixture_recompute(const char *model, mt_gather_unit unit) {
+    pm_unit = unit;
+    pm_recompute = true;
+    int rc = pm_fixture(model, model);
+    pm_recompute = false;
+    pm_model pm;
+    pm_load(&pm, model, true);
+    mt_safetensors *st = pm_ref_open(model);
+    mt_ctx c;
+    mt_test_ctx_init(&c);
+    float *kept[2][64];
+    float loss[2];
+    size_t peak[2];
+    EXPECT(pm.m.n_buckets <= 64, "%d buckets", pm.m.n_buckets);
+    for (int r = 0; r < 2; r++) {
+        pm.m.gradient_checkpointing = r == 1;
+        mt_minimax_out out;
+        c.arena.peak = 0;
+        pm_run(&pm, &c, st, "b", true, true, &out);
+        peak[r] = c.arena.peak;
+        loss[r] = *(const float *)out.loss->data;
+        for (int b = 0; b < pm.m.n_buckets && b < 64; b++) {
+            kept[r][b] = mt_malloc((size_t)pm.m.bucket_numel[b] * sizeof(float), "grads");
+            memcpy(kept[r][b], pm.grad[b], (size_t)pm.m.bucket_numel[b] * sizeof(float));
+        }
+    }
+    int differ = 0;
+    for (int b = 0; b < pm.m.n_buckets && b < 64; b++) {
+        differ += memcmp(kept[0][b], kept[1][b], (size_t)pm.m.bucket_numel[b] * sizeof(float)) != 0;
+        free(kept[0][b]);
+        free(kept[1][b]);
+    }
+    printf("  %-24s loss %s, %d of %d buckets' gradients differ; arena peak %.1f KiB kept, "
+           "%.1f KiB recomputed\n",
+           "recompute vs keep", loss[0] == loss[1] ? "equal" : "DIFFERS", differ, pm.m.n_buckets,
+           peak[0] / 1024.0, peak[1] / 1024.0);
+    EXPECT(loss[0] == loss[1] && differ == 0,
+           "recomputed layers: loss or gradients differ from the run that keeps activations");
+    EXPECT(peak[1] < peak[0], "recomputing layers did not lower the arena peak");
+    mt_ctx_free(&c);
+    mt_safetensors_close(st);
+    pm_free(&pm);
+    pm_unit = MT_GATHER_LAYER;
+    return rc;
+}
+static int parity_tiny_irregular_gqa_recompute(void) {
+    return pm_fixture_recompute("tiny_irregular_gqa", MT_GATHER_LAYER);
+}
+static int parity_tiny_released8_expert_unit_recompute(void) {
+    return pm_fixture_recompute("tiny_released8", MT_GATHER_EXPERT);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* naming */
 
@@ -633,6 +691,8 @@ static const mt_test_case cases[] = {
     {"parity_tiny_mqa_orig", parity_tiny_mqa_orig},
     {"parity_tiny_released8_expert_unit", parity_tiny_released8_expert_unit},
     {"parity_tiny_irregular_gqa_expert_unit", parity_tiny_irregular_gqa_expert_unit},
+    {"parity_tiny_irregular_gqa_recompute", parity_tiny_irregular_gqa_recompute},
+    {"parity_tiny_released8_expert_unit_recompute", parity_tiny_released8_expert_unit_recompute},
     {"parity_padding", parity_padding},
     {"parity_naming", parity_naming},
     {"parity_cli", parity_cli},

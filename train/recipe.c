@@ -60,6 +60,7 @@ static const recipe_key recipe_keys[] = {
     I64("train.seed", train_seed, "42", true),
     FLT("train.router_aux_loss_coef", train_router_aux_loss_coef, "-1.0", true),
     BOOL("train.skip_nonfinite_steps", train_skip_nonfinite_steps, "false", true),
+    BOOL("train.gradient_checkpointing", train_gradient_checkpointing, "false", false),
     STR("output.dir", output_dir, "\"runs/out\"", false),
     INT("output.save_steps", output_save_steps, "0", false),
     BOOL("output.export", output_export, "true", false),

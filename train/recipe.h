@@ -43,6 +43,7 @@ typedef struct mt_recipe {
     double train_router_aux_loss_coef; /* < 0: from the model config; 0: off */
     bool
         train_skip_nonfinite_steps; /* skip a step with NaN/Inf loss or grads instead of stopping */
+    bool train_gradient_checkpointing; /* recompute each layer in the backward (same numbers) */
     /* [output] */
     char output_dir[MT_PATH_MAX];
     int output_save_steps; /* training-state checkpoint + export every N steps; 0 = only at end */

@@ -4,12 +4,38 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* The forward walks buckets 0..L+1 and the backward L+1..0: while one computes, the next one
- * in walk order is gathered into the other slot. */
+/* The forward walks buckets 0..n-1 and the backward n-1..0: while one computes, the next one
+ * in walk order is gathered into the other slot. With recomputed layers
+ * (m->gradient_checkpointing) the backward walks each layer twice, forward (its recompute) then
+ * backward, from the last layer to the first; the prefetches follow that walk. */
+static int sharded_next_forward(const mt_sharded *s, int bucket) {
+    const mt_minimax *m = s->model;
+    if (!s->ctx->recomputing) return bucket + 1;
+    /* a layer recomputed in the backward: its own experts next, never the following layer */
+    const bool next_is_expert =
+        bucket + 1 < mt_minimax_final_bucket(m) && mt_minimax_bucket_layer(m, bucket + 1) < 0;
+    return next_is_expert ? bucket + 1 : -1;
+}
+
+static int sharded_next_backward(const mt_sharded *s, int bucket) {
+    const mt_minimax *m = s->model;
+    if (!m->gradient_checkpointing) return bucket - 1;
+    /* after a layer's first bucket (or the final one) the previous layer's recompute starts */
+    const int l = bucket == mt_minimax_final_bucket(m) ? m->cfg.num_hidden_layers
+                                                       : mt_minimax_bucket_layer(m, bucket);
+    return l >= 1 ? mt_minimax_layer_bucket(m, l - 1) : bucket - 1;
+}
+
+/* Starts gathering `next` while `bucket` computes; never into the slot `bucket` is using (both
+ * of one parity: a layer with an odd number of experts apart). */
+static void sharded_prefetch(mt_sharded *s, int bucket, int next) {
+    if (s->prefetch && next >= 0 && next % 2 != bucket % 2) mt_zero_prefetch(s->zero, next);
+}
+
 static void hook_forward_enter(void *user, int bucket) {
     mt_sharded *s = user;
     mt_zero_gather(s->zero, bucket, false);
-    if (s->prefetch) mt_zero_prefetch(s->zero, bucket + 1);
+    sharded_prefetch(s, bucket, sharded_next_forward(s, bucket));
 }
 
 static void hook_forward_leave(void *user, int bucket) {
@@ -21,7 +47,7 @@ static void hook_backward(void *user, int bucket, bool enter) {
     mt_sharded *s = user;
     if (enter) {
         mt_zero_gather(s->zero, bucket, true);
-        if (s->prefetch) mt_zero_prefetch(s->zero, bucket - 1);
+        sharded_prefetch(s, bucket, sharded_next_backward(s, bucket));
     } else {
         mt_zero_reduce_grad(s->zero, bucket);
         mt_zero_release(s->zero, bucket);

@@ -144,6 +144,7 @@ static void trainer_setup_model(trainer *t) {
     mt_minimax_init_unit(&t->model, &t->cfg,
                          strcmp(rc->dist_gather_unit, "expert") == 0 ? MT_GATHER_EXPERT
                                                                      : MT_GATHER_LAYER);
+    t->model.gradient_checkpointing = rc->train_gradient_checkpointing;
     mt_zero_init_gather(&t->zero, t->comm, t->be, t->model.n_buckets, t->model.bucket_numel,
                         strcmp(rc->dist_gather_dtype, "bf16") == 0 ? MT_BF16 : MT_F32);
 
@@ -435,11 +436,15 @@ static void trainer_report_memory(trainer *t) {
            slots = (double)mt_zero_slot_bytes(&t->zero);
     int64_t total = 0;
     for (int b = 0; b < t->model.n_buckets; b++) total += t->model.bucket_numel[b];
+    /* called after the first step: the counters hold its collectives (a resume gathers none) */
     printf("memory[rank %d, %s]: owned params+grads+moments %.2f MiB (%lld of %lld parameters), "
-           "gathered buffers peak %.2f MiB, activation arena %.0f MiB (peak use %.2f MiB)\n",
+           "gathered buffers peak %.2f MiB, activation arena %.0f MiB (peak use %.2f MiB%s); "
+           "step collectives: %lld all-gathers, %lld reduce-scatters\n",
            t->comm->rank, t->be->name, owned * mib, (long long)t->zero.total_shard,
            (long long)total, slots * mib, (double)t->ctx.arena.cap * mib,
-           (double)t->ctx.arena.peak * mib);
+           (double)t->ctx.arena.peak * mib,
+           t->model.gradient_checkpointing ? ", layers recomputed" : "", (long long)t->zero.gathers,
+           (long long)t->zero.reduce_scatters);
     fflush(stdout);
 }
 

@@ -135,6 +135,10 @@ static void cuda_to_device(void *dst, const void *src_host, size_t bytes) {
 static void cuda_to_host(void *dst_host, const void *src, size_t bytes) {
     if (bytes) cudaCheck("to_host", cudaMemcpy(dst_host, src, bytes, cudaMemcpyDeviceToHost));
 }
+/* device to device: queued on the default stream, no host synchronisation */
+static void cuda_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes) cudaCheck("copy", cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+}
 static void cuda_sync(void) { cudaCheck("sync", cudaDeviceSynchronize()); }
 
 static mt_backend cuda_backend;
@@ -180,6 +184,7 @@ extern "C" const mt_backend *mt_cuda_backend_probe(void) {
     cuda_backend.zero = cuda_zero;
     cuda_backend.to_device = cuda_to_device;
     cuda_backend.to_host = cuda_to_host;
+    cuda_backend.copy = cuda_copy;
     cuda_backend.sync = cuda_sync;
 #define MT_OP(E, name)                                                                             \
     cuda_backend.ops[MT_OP_##E].fwd = cuda_##name##_fwd_node;                                      \
