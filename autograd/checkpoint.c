@@ -77,6 +77,22 @@ void mt_checkpoint(mt_ctx *c, mt_segment_fn fn, const void *user, size_t user_by
     c->n_nodes++;
 }
 
+/* After a segment's backward the gradient of its output k is dead (the reverse walk reaches a
+ * producer after all its consumers). In a chain of segments the walk carves the input x's
+ * gradient right above it (arena top: [k grad][x grad], a0 = the end); then x's gradient moves
+ * down into k's place and the arena shrinks, so a chain holds one such gradient, not one per
+ * segment. */
+static void ckpt_reuse_grad(mt_ctx *c, mt_tensor *k, mt_tensor *x, size_t a0) {
+    if (!k->grad || !x->grad || mt_nbytes(k) != mt_nbytes(x)) return;
+    uint8_t *kg = k->grad, *xg = x->grad;
+    const size_t nb = mt_nbytes(x);
+    if (xg != kg + ckpt_padded(nb) || xg + nb != c->arena.base + a0) return;
+    c->be->copy(kg, xg, nb); /* disjoint: x's region starts where k's padded one ends */
+    x->grad = kg;
+    k->grad = NULL;
+    mt_arena_rewind(&c->arena, (size_t)(kg + nb - c->arena.base));
+}
+
 void mt_segment_backward(mt_ctx *c, const mt_node *n) {
     const mt_segment *seg = n->segment;
     mt_tensor *x = n->in[0]; /* its gradient, if any, was carved before the marks below */
@@ -101,4 +117,5 @@ void mt_segment_backward(mt_ctx *c, const mt_node *n) {
     mt_arena_rewind(&c->arena, a0);
     mt_arena_rewind(&c->host, h0);
     mt_ctx_set_grad(c, prev);
+    ckpt_reuse_grad(c, seg->out[0], x, a0);
 }

@@ -169,7 +169,11 @@ mt_node *mt_node_begin(mt_ctx *c, mt_op op, mt_tensor *out, int n_in, mt_tensor 
 }
 
 void mt_node_run(mt_ctx *c, mt_node *n) {
+    /* the constructor carved the output and the saved buffers; what the kernel carves is
+     * scratch, dropped after (on a device the next kernels queue behind its users) */
+    const size_t mark = mt_arena_mark(&c->arena);
     c->be->ops[n->op].fwd(n);
+    mt_arena_rewind(&c->arena, mark);
     if (n->out->requires_grad) c->n_nodes++; /* keep it: the slot is not reused */
 }
 
@@ -216,10 +220,15 @@ void mt_tape_backward(mt_ctx *c, int begin, int end) {
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] && n->in[j]->requires_grad && n->in[j]->dtype != MT_I32)
                 mt_tensor_ensure_grad(c, n->in[j]);
-        if (n->op == MT_OP_SEGMENT)
+        if (n->op == MT_OP_SEGMENT) {
             mt_segment_backward(c, n);
-        else
+        } else {
+            /* a backward carves only scratch (input gradients exist by now): drop it after;
+             * on a device the next kernels queue behind the ones still using it */
+            const size_t mark = mt_arena_mark(&c->arena);
             c->be->ops[n->op].bwd(n);
+            mt_arena_rewind(&c->arena, mark);
+        }
     }
     if (tag >= 0 && c->tag_hook) c->tag_hook(c->tag_user, tag, false);
 }

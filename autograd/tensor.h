@@ -196,7 +196,9 @@ void mt_tensor_ensure_grad(mt_ctx *c, mt_tensor *t);
 mt_node *mt_node_begin(mt_ctx *c, mt_op op, mt_tensor *out, int n_in, mt_tensor *const *in);
 /* Runs the backend forward; keeps the node on the tape when it needs a backward. */
 void mt_node_run(mt_ctx *c, mt_node *n);
-/* Scratch memory for a kernel, carved from the arena (alive until mt_ctx_reset). */
+/* Scratch memory for a kernel, carved from the arena: alive until the kernel (forward or
+ * backward) returns; the tape rewinds the arena after each. A backward must not rely on a
+ * forward's scratch: what it needs is a saved buffer the op constructor carves. */
 void *mt_node_scratch(const mt_node *n, size_t bytes, const char *what);
 
 /* Activation checkpointing: a segment of ops whose activations are recomputed in the backward
