@@ -169,6 +169,11 @@ mt_node *mt_node_begin(mt_ctx *c, mt_op op, mt_tensor *out, int n_in, mt_tensor 
 }
 
 void mt_node_run(mt_ctx *c, mt_node *n) {
+    if (c->defer_forward && n->out->requires_grad) {
+        n->fwd_pending = true; /* mt_tape_backward runs it */
+        c->n_nodes++;
+        return;
+    }
     /* the constructor carved the output and the saved buffers; what the kernel carves is
      * scratch, dropped after (on a device the next kernels queue behind its users) */
     const size_t mark = mt_arena_mark(&c->arena);
@@ -226,6 +231,7 @@ void mt_tape_backward(mt_ctx *c, int begin, int end) {
             /* a backward carves only scratch (input gradients exist by now): drop it after;
              * on a device the next kernels queue behind the ones still using it */
             const size_t mark = mt_arena_mark(&c->arena);
+            if (n->fwd_pending) c->be->ops[n->op].fwd(n);
             c->be->ops[n->op].bwd(n);
             mt_arena_rewind(&c->arena, mark);
         }

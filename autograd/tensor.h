@@ -59,6 +59,7 @@ typedef struct mt_node {
     void *host; /* host memory (ctx->host) a device forward fills for its backward, so that the
                    backward need not copy it back again (the MoE expert offsets), or NULL */
     struct mt_segment *segment; /* op MT_OP_SEGMENT: what mt_checkpoint recorded */
+    bool fwd_pending; /* recorded under ctx->defer_forward: forward runs in the backward */
 } mt_node;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -155,6 +156,12 @@ typedef struct mt_ctx {
     /* > 0 while mt_backward re-runs a checkpointed segment's forward (mt_checkpoint): bucket
      * hooks use it to prefetch in the order the backward needs. */
     int recomputing;
+    /* While set, an op that needs a gradient keeps its node but not its forward: the reverse
+     * pass runs the forward kernel right before the backward kernel (inside the node's bucket
+     * hooks, so its parameters are gathered once for both), and until then the output holds no
+     * values. Only for ops whose output values nothing reads: the experts of a layer being
+     * recomputed (the combine's backward reads none; the layer's output is kept). */
+    bool defer_forward;
 } mt_ctx;
 
 void mt_ctx_init(mt_ctx *c, const mt_backend *be, size_t arena_bytes, int max_nodes);

@@ -215,22 +215,30 @@ static mt_tensor *mm_moe(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h2, mm_laye
     if (m->unit == MT_GATHER_EXPERT) {
         /* each expert in its own bucket: leave the layer's, then enter the experts' in order
          * (every one, also those without tokens, so every rank makes the same collectives);
-         * the combine and the residual use no parameters and run in no bucket */
+         * the combine and the residual use no parameters and run in no bucket. A layer being
+         * recomputed in the backward defers its experts' forwards to their backwards (the
+         * layer's output is kept, nothing reads these values): each expert is gathered once,
+         * by the tape's hook, for both; ys is zeroed so the combine reads defined values. */
         mt_moe_plan plan;
         mt_tensor *xs = mt_moe_dispatch(c, x, io->route_idx, cfg->num_local_experts, &plan);
         mt_tensor *ys = mt_moe_expert_out(c, &plan, C);
         mm_leave(c, io->hooks, io->open_bucket);
         io->open_bucket = -1;
+        const bool defer = c->recomputing > 0;
+        const mt_bucket_hooks *hooks = defer ? NULL : io->hooks;
+        if (defer) c->be->zero(ys->data, mt_nbytes(ys));
+        c->defer_forward = defer;
         const int p0 =
             (int)(mm_param(m, "model.layers.%d.block_sparse_moe.experts.0.w1.weight", l) -
                   m->params);
         for (int e = 0; e < cfg->num_local_experts; e++) {
             const int b = mt_minimax_expert_bucket(m, l, e);
-            mm_enter(c, io->hooks, b);
+            mm_enter(c, hooks, b);
             mt_moe_expert_ffn(c, xs, &plan, w, e, mm_expert_param(m, p0, l, e, 0),
                               mm_expert_param(m, p0, l, e, 1), mm_expert_param(m, p0, l, e, 2), ys);
-            mm_leave(c, io->hooks, b);
+            mm_leave(c, hooks, b);
         }
+        c->defer_forward = false;
         y = mt_moe_combine(c, ys, &plan);
     } else {
         mt_tensor *w1 = mm_experts(m, c, l, "w1", F, C);

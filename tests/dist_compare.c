@@ -131,7 +131,7 @@ static void compare_runs(const char *a, const char *b, int first, int last, doub
 }
 
 /* The number after `key` in rank 0's memory line of a run's log ("owned params+grads+moments ",
- * "peak use "). */
+ * "peak use ", "step collectives: "). */
 static double rank0_memory(const char *log, const char *key) {
     char path[2048], line[1024];
     snprintf(path, sizeof(path), "%s/%s", tmp_dir(), log);
@@ -192,6 +192,22 @@ static int test_recompute_match(void) {
            "%.2f MiB recomputed\n",
            keep, on, ek, eon);
     EXPECT(on < keep && eon < ek, "recomputing layers did not lower the arena peak");
+    /* all-gathers of the first step: unit layer the same (the layer's bucket is still in its
+     * slot when its recompute starts); unit expert one more per layer (the attention bucket,
+     * evicted by the layer's experts before its backward; the experts' forwards wait for their
+     * backwards, so each expert is gathered once) and one for the last layer's last expert,
+     * which the forward left in its slot. The tiny model has 4 layers. */
+    const char *col = "step collectives: ";
+    double gk = rank0_memory("recompute-keep.log", col),
+           gon = rank0_memory("recompute-on.log", col);
+    double gek = rank0_memory("expert-np2.log", col),
+           geon = rank0_memory("recompute-expert.log", col);
+    printf(
+        "  all-gathers of a step: unit layer %.0f -> %.0f, unit expert %.0f -> %.0f recomputed\n",
+        gk, gon, gek, geon);
+    EXPECT(gon == gk, "unit layer: recomputing changed the all-gathers (%.0f -> %.0f)", gk, gon);
+    EXPECT(geon <= gek + 4 + 1, "unit expert: %.0f all-gathers recomputed, %.0f kept (limit +5)",
+           geon, gek);
     return MT_TEST_OK;
 }
 

@@ -6,15 +6,17 @@
 
 /* The forward walks buckets 0..n-1 and the backward n-1..0: while one computes, the next one
  * in walk order is gathered into the other slot. With recomputed layers
- * (m->gradient_checkpointing) the backward walks each layer twice, forward (its recompute) then
- * backward, from the last layer to the first; the prefetches follow that walk. */
+ * (m->gradient_checkpointing) the backward walks each layer's first bucket twice (its recompute,
+ * then its backward) and its experts once, from the last layer to the first; the prefetches
+ * follow that walk. */
 static int sharded_next_forward(const mt_sharded *s, int bucket) {
     const mt_minimax *m = s->model;
     if (!s->ctx->recomputing) return bucket + 1;
-    /* a layer recomputed in the backward: its own experts next, never the following layer */
-    const bool next_is_expert =
-        bucket + 1 < mt_minimax_final_bucket(m) && mt_minimax_bucket_layer(m, bucket + 1) < 0;
-    return next_is_expert ? bucket + 1 : -1;
+    /* a layer recomputed in the backward enters only its first bucket (its experts' forwards
+     * wait for their backwards, models/minimax.c), and its backward starts at its last expert */
+    const int l = mt_minimax_bucket_layer(m, bucket);
+    if (l < 0 || m->unit != MT_GATHER_EXPERT) return -1;
+    return mt_minimax_expert_bucket(m, l, m->cfg.num_local_experts - 1);
 }
 
 static int sharded_next_backward(const mt_sharded *s, int bucket) {
