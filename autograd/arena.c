@@ -6,7 +6,7 @@
 void mt_arena_init(mt_arena *a, const mt_backend *be, size_t cap_bytes, const char *name) {
     a->be = be;
     a->cap = cap_bytes;
-    a->used = a->peak = 0;
+    a->used = a->peak = a->peak_live = 0;
     a->name = name;
     a->base = cap_bytes ? be->alloc(cap_bytes) : NULL;
     MT_CHECK(!cap_bytes || a->base, "arena %s: cannot allocate %zu bytes on %s", name, cap_bytes,

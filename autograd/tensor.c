@@ -168,6 +168,13 @@ mt_node *mt_node_begin(mt_ctx *c, mt_op op, mt_tensor *out, int n_in, mt_tensor 
     return n;
 }
 
+/* Where a kernel's scratch starts: what is live then counts toward the arena's peak_live. */
+static size_t tape_kernel_mark(mt_ctx *c) {
+    const size_t mark = mt_arena_mark(&c->arena);
+    if (mark > c->arena.peak_live) c->arena.peak_live = mark;
+    return mark;
+}
+
 void mt_node_run(mt_ctx *c, mt_node *n) {
     if (c->defer_forward && n->out->requires_grad) {
         n->fwd_pending = true; /* mt_tape_backward runs it */
@@ -176,7 +183,7 @@ void mt_node_run(mt_ctx *c, mt_node *n) {
     }
     /* the constructor carved the output and the saved buffers; what the kernel carves is
      * scratch, dropped after (on a device the next kernels queue behind its users) */
-    const size_t mark = mt_arena_mark(&c->arena);
+    const size_t mark = tape_kernel_mark(c);
     c->be->ops[n->op].fwd(n);
     mt_arena_rewind(&c->arena, mark);
     if (n->out->requires_grad) c->n_nodes++; /* keep it: the slot is not reused */
@@ -230,7 +237,7 @@ void mt_tape_backward(mt_ctx *c, int begin, int end) {
         } else {
             /* a backward carves only scratch (input gradients exist by now): drop it after;
              * on a device the next kernels queue behind the ones still using it */
-            const size_t mark = mt_arena_mark(&c->arena);
+            const size_t mark = tape_kernel_mark(c);
             if (n->fwd_pending) c->be->ops[n->op].fwd(n);
             c->be->ops[n->op].bwd(n);
             mt_arena_rewind(&c->arena, mark);

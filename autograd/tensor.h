@@ -105,6 +105,8 @@ const char *mt_op_name(mt_op op);
 const mt_backend *mt_backend_cpu(void);
 /* NULL when the CUDA backend was not built or no device is present. */
 const mt_backend *mt_backend_cuda(void);
+/* A backend that computes nothing, for memory planning (kernels/backend_plan.c). */
+const mt_backend *mt_backend_plan(void);
 /* Dies naming every (op, direction) the backend lacks. */
 void mt_backend_validate(const mt_backend *be);
 
@@ -115,6 +117,7 @@ typedef struct mt_arena {
     const mt_backend *be;
     uint8_t *base;
     size_t cap, used, peak;
+    size_t peak_live; /* the peak without kernels' scratch: what is in use when a kernel starts */
     const char *name;
 } mt_arena;
 

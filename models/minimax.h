@@ -95,3 +95,12 @@ typedef struct {
 
 void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
                         const mt_bucket_hooks *hooks, mt_minimax_out *out);
+
+/* Activation arena bytes of one training micro-step (forward and backward with the fused loss,
+ * the router aux loss as the config says, every token labelled) on a B x T batch: the peak of
+ * live outputs, saved buffers and gradients (the arena's peak_live), from a dry run of this
+ * model code on the plan backend (models/plan.c), exact for these shapes with the experts' rows
+ * split evenly. A backend's kernels carve their scratch on top (the chunked loss's logits, bf16
+ * operand copies), each only while it runs. */
+int64_t mt_minimax_plan_activations(const mt_minimax_config *cfg, mt_gather_unit unit,
+                                    bool recompute, int64_t B, int64_t T);

@@ -2,7 +2,7 @@
  * rank under ZeRO-3.
  *
  *   minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]
- *                [--gather-unit layer|expert] [--gather-dtype fp32|bf16]
+ *                [--gather-unit layer|expert] [--gather-dtype fp32|bf16] [--seq T [--batch B]]
  *
  * params_total: every parameter of the layout (models/layout.c).
  * params_active: the parameters one token uses, as the model card counts them (45.9B for
@@ -13,7 +13,11 @@
  *   fp32 master weights, gradients, AdamW m and v of 1/N of every bucket) and for the gather
  *   slots (two buckets of parameters and two of gradients at full size), before activations
  *   (dist.arena_mb). The largest bucket is a decoder layer with all its experts with
- *   --gather-unit layer (the default, as dist.gather_unit), else the embedding or lm_head. */
+ *   --gather-unit layer (the default, as dist.gather_unit), else the embedding or lm_head.
+ * activation_*: with --seq T, the activation arena one micro-step of B x T tokens needs per rank
+ *   (the peak of live tensors, from a dry run of the model code: mt_minimax_plan_activations),
+ *   with every layer's activations kept and with train.gradient_checkpointing; kernels' scratch
+ *   comes on top. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +26,9 @@
 #include "train/zero.h"
 
 static void usage(void) {
-    fprintf(stderr,
-            "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
-            "                    [--gather-unit layer|expert] [--gather-dtype fp32|bf16]\n");
+    fprintf(stderr, "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
+                    "                    [--gather-unit layer|expert] [--gather-dtype fp32|bf16]\n"
+                    "                    [--seq T [--batch B]]\n");
     exit(2);
 }
 
@@ -38,6 +42,7 @@ static void print_count(const char *key, int64_t n, const char *note) {
 int main(int argc, char **argv) {
     const char *config = NULL;
     int keep = 0, ranks = 0;
+    long seq = 0, batch = 1;
     mt_gather_unit unit = MT_GATHER_LAYER;
     mt_dtype gather_dtype = MT_F32;
     for (int i = 1; i < argc; i++) {
@@ -51,6 +56,13 @@ int main(int argc, char **argv) {
             char *end;
             ranks = (int)strtol(argv[++i], &end, 10);
             if (*end || ranks < 1) usage();
+        } else if ((strcmp(argv[i], "--seq") == 0 || strcmp(argv[i], "--batch") == 0) &&
+                   i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[i + 1], &end, 10);
+            if (*end || v < 1 || v > (1L << 24)) usage();
+            *(strcmp(argv[i], "--seq") == 0 ? &seq : &batch) = v;
+            i++;
         } else if (strcmp(argv[i], "--gather-unit") == 0 && i + 1 < argc) {
             const char *u = argv[++i];
             if (strcmp(u, "layer") && strcmp(u, "expert")) usage();
@@ -123,6 +135,16 @@ int main(int argc, char **argv) {
                (long long)largest);
         printf("zero3_bytes_per_rank=%.0f (%.2f GiB)  # before activations (dist.arena_mb)\n",
                b_owned + b_slots, (b_owned + b_slots) * gib);
+    }
+    if (seq) {
+        const double gib = 1.0 / (1 << 30);
+        const char *u = unit == MT_GATHER_EXPERT ? "expert" : "layer";
+        for (int r = 0; r < 2; r++) {
+            const int64_t bytes = mt_minimax_plan_activations(&cfg, unit, r == 1, batch, seq);
+            printf("activation_bytes_%s=%lld (%.2f GiB)  # B=%ld T=%ld, gather unit %s: live "
+                   "outputs, saved buffers and gradients at their peak; kernels' scratch on top\n",
+                   r ? "recomputed" : "kept", (long long)bytes, (double)bytes * gib, batch, seq, u);
+        }
     }
     mt_minimax_free(&m);
     return 0;

@@ -19,6 +19,7 @@
 #include "model_io.h"
 #include "models/config.h"
 #include "models/minimax.h"
+#include "models/weights.h"
 
 /* ---- temporary files ---- */
 
@@ -477,6 +478,76 @@ static int test_info_counts(void) {
     return MT_TEST_OK;
 }
 
+/* mt_minimax_plan_activations (a dry run on the plan backend) against the arena of a real CPU
+ * micro-step of the same shapes (random weights and tokens, every token labelled, the router aux
+ * loss on): the peak of live tensors agrees up to allocation padding, which only the experts'
+ * token counts move (the plan splits the rows evenly): each expert's two saved (rows, F) buffers
+ * may round differently to 64 bytes, over every layer. Both gather units, kept and recomputed. */
+static int test_plan_activations(void) {
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/recipes/configs/tiny.json",
+             getenv("MT_SOURCE_DIR") ? getenv("MT_SOURCE_DIR") : ".");
+    mt_minimax_config cfg;
+    mt_minimax_config_load(path, &cfg);
+    cfg.output_router_logits = true;
+    const int64_t B = 2, T = 96, L = cfg.num_hidden_layers, E = cfg.num_local_experts;
+    mt_rng rng;
+    mt_rng_seed(&rng, 5);
+    mt_tensor *io[4];
+    const char *names[4] = {"ids", "labels", "positions", "segments"};
+    for (int i = 0; i < 4; i++) {
+        io[i] = mt_test_tensor(MT_I32, 2, (int64_t[]){B, T}, false, names[i]);
+        int32_t *d = io[i]->data;
+        for (int64_t j = 0; j < B * T; j++)
+            d[j] = i < 2    ? (int32_t)(mt_rng_u64(&rng) % (uint64_t)cfg.vocab_size)
+                   : i == 2 ? (int32_t)(j % T)
+                            : 0;
+    }
+    const int64_t valid[2] = {T, T};
+    for (int u = 0; u < 2; u++)
+        for (int r = 0; r < 2; r++) {
+            const mt_gather_unit unit = u ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
+            mt_minimax m;
+            mt_minimax_init_unit(&m, &cfg, unit);
+            m.gradient_checkpointing = r == 1;
+            float **data = mt_calloc((size_t)m.n_buckets, sizeof(float *), "buckets");
+            float **grad = mt_calloc((size_t)m.n_buckets, sizeof(float *), "grads");
+            for (int b = 0; b < m.n_buckets; b++) {
+                data[b] = mt_calloc((size_t)m.bucket_numel[b], sizeof(float), "bucket");
+                grad[b] = mt_calloc((size_t)m.bucket_numel[b], sizeof(float), "grad");
+                mt_minimax_bind_bucket(&m, b, data[b], grad[b]);
+            }
+            mt_weights_init_random(&m, 11);
+            mt_ctx c;
+            mt_test_ctx_init(&c);
+            mt_minimax_batch batch = {.ids = io[0],
+                                      .labels = io[1],
+                                      .pos = io[2],
+                                      .seg = io[3],
+                                      .valid_len = valid,
+                                      .loss_denom = (float)(B * T),
+                                      .fused_loss = true};
+            mt_minimax_out out;
+            mt_minimax_forward(&m, &c, &batch, NULL, &out);
+            mt_backward(&c, out.loss, NULL);
+            const int64_t real = (int64_t)c.arena.peak_live;
+            const int64_t plan = mt_minimax_plan_activations(&cfg, unit, r == 1, B, T);
+            const int64_t slack = u ? 2 * 64 * E * L : 0;
+            printf("  unit %-6s %-10s live peak %lld bytes, plan %lld (|diff| %lld, padding bound "
+                   "%lld); with kernels' scratch %zu\n",
+                   u ? "expert" : "layer", r ? "recomputed" : "kept", (long long)real,
+                   (long long)plan, (long long)llabs(real - plan), (long long)slack, c.arena.peak);
+            EXPECT(llabs(real - plan) <= slack, "plan %lld bytes, the real step %lld",
+                   (long long)plan, (long long)real);
+            mt_ctx_free(&c);
+            for (int b = 0; b < m.n_buckets; b++) free(data[b]), free(grad[b]);
+            free(data);
+            free(grad);
+            mt_minimax_free(&m);
+        }
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"op_config_schemas", test_config_schemas},
     {"op_layout_decay", test_layout_decay},
@@ -486,5 +557,6 @@ static const mt_test_case cases[] = {
     {"op_weights_layouts", test_weights_layouts},
     {"op_weights_gather_units", test_weights_gather_units},
     {"op_info_counts", test_info_counts},
+    {"op_plan_activations", test_plan_activations},
 };
 MT_TEST_MAIN(cases)
