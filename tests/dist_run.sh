@@ -8,7 +8,8 @@
 #   kill             SIGKILL one rank mid-run: the job must end non-zero in < 30 s; then a
 #                    kill during a checkpoint write must leave the previous checkpoint loadable
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
-#   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model
+#   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model; an
+#                    activation arena too small for one micro-step
 #   expert           dist.gather_unit = "expert" on 2 ranks (one expert gathered at a time)
 #                    -> $TMP/expert-np2; then resuming it with another gather unit must fail
 #   recompute        train.gradient_checkpointing on 2 ranks: unit layer with the router aux loss,
@@ -210,6 +211,11 @@ max_steps = \"ten\"
   expect '[model]
 path = "/nonexistent/MiniMax-Text-01-hf"
 ' "bad.toml:2:8: model.path: directory /nonexistent/MiniMax-Text-01-hf does not exist"
+  # an arena one micro-step cannot fit: refused before any memory or weights, naming the remedy
+  expect "$(printf "$good")
+[dist]
+arena_mb = 4
+" "error: dist.arena_mb = 4 is too small: .* or set train.gradient_checkpointing = true"
   ;;
 *)
   echo "unknown mode $mode" >&2

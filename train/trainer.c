@@ -122,9 +122,41 @@ static void trainer_setup_device(trainer *t) {
     mt_backend_validate(t->be);
 }
 
+/* The activation arena against a dry run of one micro-step of these shapes (models/plan.c): a
+ * step that cannot fit fails now, with every rank, before any memory or weights are taken, not
+ * after minutes of loading. */
+static void trainer_check_arena(trainer *t) {
+    const mt_recipe *rc = &t->rc;
+    const int64_t B = rc->train_per_device_train_batch_size, T = rc->data_max_length;
+    const int64_t need =
+        mt_minimax_plan_activations(&t->cfg, t->model.unit, rc->train_gradient_checkpointing, B, T);
+    const double mib = 1.0 / (1 << 20);
+    if (need <= rc->dist_arena_mb << 20) {
+        LOG0(t,
+             "activations: a micro-step of %lld x %lld tokens peaks at %.1f MiB (planned; kernel "
+             "scratch on top) of the %lld MiB arena%s\n",
+             (long long)B, (long long)T, (double)need * mib, (long long)rc->dist_arena_mb,
+             rc->train_gradient_checkpointing ? ", layers recomputed" : "");
+        return;
+    }
+    if (t->comm->rank == 0) {
+        const int64_t other = mt_minimax_plan_activations(&t->cfg, t->model.unit,
+                                                          !rc->train_gradient_checkpointing, B, T);
+        fprintf(stderr,
+                "error: dist.arena_mb = %lld is too small: a micro-step of %lld x %lld tokens "
+                "(train.per_device_train_batch_size x data.max_length) peaks at %.0f MiB of "
+                "activations, plus kernel scratch; raise dist.arena_mb%s (%.0f MiB with it %s)\n",
+                (long long)rc->dist_arena_mb, (long long)B, (long long)T, (double)need * mib,
+                rc->train_gradient_checkpointing ? ", or shorten the batch"
+                                                 : ", or set train.gradient_checkpointing = true",
+                (double)other * mib, rc->train_gradient_checkpointing ? "off" : "on");
+    }
+    mt_comm_finalize(t->host);
+    exit(2);
+}
+
 static void trainer_setup_model(trainer *t) {
     const mt_recipe *rc = &t->rc;
-    trainer_setup_device(t);
     char path[MT_PATH_MAX + 32];
     if (rc->model_path[0])
         snprintf(path, sizeof(path), "%s/config.json", rc->model_path);
@@ -145,6 +177,8 @@ static void trainer_setup_model(trainer *t) {
                          strcmp(rc->dist_gather_unit, "expert") == 0 ? MT_GATHER_EXPERT
                                                                      : MT_GATHER_LAYER);
     t->model.gradient_checkpointing = rc->train_gradient_checkpointing;
+    trainer_check_arena(t);
+    trainer_setup_device(t);
     mt_zero_init_gather(&t->zero, t->comm, t->be, t->model.n_buckets, t->model.bucket_numel,
                         strcmp(rc->dist_gather_dtype, "bf16") == 0 ? MT_BF16 : MT_F32);
 
