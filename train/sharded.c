@@ -28,16 +28,16 @@ static int sharded_next_backward(const mt_sharded *s, int bucket) {
     return l >= 1 ? mt_minimax_layer_bucket(m, l - 1) : bucket - 1;
 }
 
-/* Starts gathering `next` while `bucket` computes; never into the slot `bucket` is using (both
- * of one parity: a layer with an odd number of experts apart). */
-static void sharded_prefetch(mt_sharded *s, int bucket, int next) {
-    if (s->prefetch && next >= 0 && next % 2 != bucket % 2) mt_zero_prefetch(s->zero, next);
+/* Starts gathering `next` while `bucket` computes (zero skips it when both share a slot: a
+ * layer with an odd number of experts apart, or lm_head after an even bucket). */
+static void sharded_prefetch(mt_sharded *s, int next) {
+    if (s->prefetch) mt_zero_prefetch(s->zero, next);
 }
 
 static void hook_forward_enter(void *user, int bucket) {
     mt_sharded *s = user;
     mt_zero_gather(s->zero, bucket, false);
-    sharded_prefetch(s, bucket, sharded_next_forward(s, bucket));
+    sharded_prefetch(s, sharded_next_forward(s, bucket));
 }
 
 static void hook_forward_leave(void *user, int bucket) {
@@ -49,7 +49,7 @@ static void hook_backward(void *user, int bucket, bool enter) {
     mt_sharded *s = user;
     if (enter) {
         mt_zero_gather(s->zero, bucket, true);
-        sharded_prefetch(s, bucket, sharded_next_backward(s, bucket));
+        sharded_prefetch(s, sharded_next_backward(s, bucket));
     } else {
         mt_zero_reduce_grad(s->zero, bucket);
         mt_zero_release(s->zero, bucket);

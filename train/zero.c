@@ -23,26 +23,54 @@ static int64_t zero_padded(int64_t numel, int P) {
     return (numel + align - 1) / align * align;
 }
 
-/* The bytes of the owned state and of the slots (with the reduce-scatter landing area and, for
- * bf16 gathers, the two shard-sized bf16 send buffers and the bf16 landing buffer). */
+/* Bucket b's slot is b % 2, so that consecutive buckets alternate (one computes while the next
+ * lands in the other), except the last bucket when its index is odd and it is larger than
+ * every other odd bucket (lm_head with gather unit expert, as large as the embedding, bucket 0):
+ * it joins slot 0, so that one slot, not both, has the size of the two largest buckets. The
+ * slot of the last bucket and each slot's capacity, from the padded bucket sizes. */
+static int zero_final_slot(const int64_t *padded, int n) {
+    const int last = n - 1;
+    if (last % 2 == 0) return 0;
+    for (int b = 1; b < last; b += 2)
+        if (padded[b] >= padded[last]) return 1;
+    return 0;
+}
+
+static void zero_slot_caps(const int64_t *padded, int n, int64_t cap[2]) {
+    const int final_slot = zero_final_slot(padded, n);
+    cap[0] = cap[1] = 0;
+    for (int b = 0; b < n; b++) {
+        const int s = b == n - 1 ? final_slot : b % 2;
+        if (padded[b] > cap[s]) cap[s] = padded[b];
+    }
+}
+
+/* The bytes of the owned state and of the slots: data and gradient buffers of both slots, the
+ * reduce-scatter landing area (one shard of the largest bucket) and, for bf16 gathers, a
+ * shard-sized bf16 send buffer per slot and one bf16 landing buffer of the larger slot. */
 static int64_t zero_owned_bytes(int64_t owned) { return 4 * (int64_t)sizeof(float) * owned; }
-static int64_t zero_slot_bytes(int64_t slot_numel, int64_t recv_numel, bool bf16) {
-    return (4 * (int64_t)sizeof(float) + (bf16 ? 2 : 0)) * slot_numel +
-           ((int64_t)sizeof(float) + (bf16 ? 4 : 0)) * recv_numel;
+static int64_t zero_slot_bytes(const int64_t cap[2], int P, bool bf16) {
+    const int64_t big = cap[0] > cap[1] ? cap[0] : cap[1];
+    return 2 * (int64_t)sizeof(float) * (cap[0] + cap[1]) + (int64_t)sizeof(float) * (big / P) +
+           (bf16 ? 2 * big + 2 * (cap[0] / P + cap[1] / P) : 0);
 }
 
 mt_zero_sizes mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel,
                            mt_dtype gather_dtype) {
     mt_zero_sizes z = {0, 0, 0, 0};
     const bool bf16 = gather_dtype == MT_BF16;
+    int64_t *padded = mt_malloc(sizeof(int64_t) * (size_t)n_buckets, "zero plan");
     for (int b = 0; b < n_buckets; b++) {
-        int64_t padded = zero_padded(bucket_numel[b], P);
-        z.owned += padded / P;
-        if (padded > z.slot_numel) z.slot_numel = padded;
+        padded[b] = zero_padded(bucket_numel[b], P);
+        z.owned += padded[b] / P;
+        if (padded[b] > z.slot_numel) z.slot_numel = padded[b];
     }
+    int64_t cap[2];
+    zero_slot_caps(padded, n_buckets, cap);
+    free(padded);
     if (P == 1 && !bf16) z.slot_numel = 0; /* aliased: the shards are the slots */
     z.owned_bytes = zero_owned_bytes(z.owned);
-    z.slot_bytes = z.slot_numel ? zero_slot_bytes(z.slot_numel, z.slot_numel / P, bf16) : 0;
+    z.slot_bytes = z.slot_numel ? zero_slot_bytes(cap, P, bf16) : 0;
     return z;
 }
 
@@ -74,14 +102,18 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
     z->shard_offset = mt_calloc(n_buckets, sizeof(int64_t), "zero shard offset");
     z->ranges = mt_calloc(n_buckets, sizeof(mt_zero_range *), "zero ranges");
     z->n_ranges = mt_calloc(n_buckets, sizeof(int), "zero ranges");
+    int64_t *padded = mt_malloc(sizeof(int64_t) * (size_t)n_buckets, "zero padded");
     for (int b = 0; b < n_buckets; b++) {
-        int64_t padded = zero_padded(bucket_numel[b], P);
+        padded[b] = zero_padded(bucket_numel[b], P);
         z->numel[b] = bucket_numel[b];
-        z->shard_numel[b] = padded / P;
+        z->shard_numel[b] = padded[b] / P;
         z->shard_offset[b] = z->total_shard;
         z->total_shard += z->shard_numel[b];
-        if (padded > z->slot_numel) z->slot_numel = padded;
+        if (padded[b] > z->slot_numel) z->slot_numel = padded[b];
     }
+    z->final_slot = zero_final_slot(padded, n_buckets);
+    zero_slot_caps(padded, n_buckets, z->slot_cap);
+    free(padded);
     z->master = zero_alloc(be, z->total_shard, "master weights");
     z->grad = zero_alloc(be, z->total_shard, "gradients");
     z->m = zero_alloc(be, z->total_shard, "adam m");
@@ -89,6 +121,7 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
     z->slot_ticket[0] = z->slot_ticket[1] = -1;
     z->slot_bucket[0] = z->slot_bucket[1] = -1;
     z->land16_slot = -1;
+    z->in_use = -1;
     z->gather_bf16 = gather_dtype == MT_BF16;
     /* One rank owns every bucket whole: the parameters and gradients of bucket b are its
      * shard, so there is nothing to gather, copy or reduce (no slots either); unless the
@@ -96,13 +129,13 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
     z->aliased = P == 1 && !z->gather_bf16;
     if (z->aliased) return;
     if (z->gather_bf16) {
-        z->send16[0] = zero_alloc16(be, z->slot_numel / P, "bf16 gather send");
-        z->send16[1] = zero_alloc16(be, z->slot_numel / P, "bf16 gather send");
+        z->send16[0] = zero_alloc16(be, z->slot_cap[0] / P, "bf16 gather send");
+        z->send16[1] = zero_alloc16(be, z->slot_cap[1] / P, "bf16 gather send");
         z->land16 = zero_alloc16(be, z->slot_numel, "bf16 gather landing");
     }
     for (int s = 0; s < 2; s++) {
-        z->slot_data[s] = zero_alloc(be, z->slot_numel, "gather slot");
-        z->slot_grad[s] = zero_alloc(be, z->slot_numel, "gradient slot");
+        z->slot_data[s] = zero_alloc(be, z->slot_cap[s], "gather slot");
+        z->slot_grad[s] = zero_alloc(be, z->slot_cap[s], "gradient slot");
     }
     z->recv_numel = z->slot_numel / P;
     z->recv = zero_alloc(be, z->recv_numel, "reduce-scatter landing");
@@ -151,11 +184,17 @@ void mt_zero_set_ranges(mt_zero *z, int bucket, const mt_zero_range *ranges, int
     z->n_ranges[bucket] = n;
 }
 
+int mt_zero_slot_of(const mt_zero *z, int bucket) {
+    return bucket == z->n_buckets - 1 ? z->final_slot : bucket % 2;
+}
+
 float *mt_zero_slot_data(const mt_zero *z, int bucket) {
-    return z->aliased ? z->master + z->shard_offset[bucket] : z->slot_data[bucket % 2];
+    return z->aliased ? z->master + z->shard_offset[bucket]
+                      : z->slot_data[mt_zero_slot_of(z, bucket)];
 }
 float *mt_zero_slot_grad(const mt_zero *z, int bucket) {
-    return z->aliased ? z->grad + z->shard_offset[bucket] : z->slot_grad[bucket % 2];
+    return z->aliased ? z->grad + z->shard_offset[bucket]
+                      : z->slot_grad[mt_zero_slot_of(z, bucket)];
 }
 
 void mt_zero_owned_range(const mt_zero *z, int bucket, int64_t *lo, int64_t *hi) {
@@ -222,27 +261,31 @@ static void zero_issue_gather(mt_zero *z, int bucket, int s, bool start) {
 
 void mt_zero_prefetch(mt_zero *z, int bucket) {
     if (z->aliased || bucket < 0 || bucket >= z->n_buckets) return;
-    int s = bucket % 2;
+    int s = mt_zero_slot_of(z, bucket);
+    if (z->in_use >= 0 && z->in_use != bucket && s == mt_zero_slot_of(z, z->in_use)) return;
     if (z->slot_bucket[s] == bucket) return;
     zero_slot_wait(z, s); /* a slot holds one transfer at a time */
     zero_issue_gather(z, bucket, s, true);
 }
 
 void mt_zero_gather(mt_zero *z, int bucket, bool with_grad) {
+    z->in_use = bucket;
     if (z->aliased) return; /* the backward accumulates into the owned gradient directly */
-    int s = bucket % 2;
+    int s = mt_zero_slot_of(z, bucket);
     if (z->slot_bucket[s] != bucket) {
         zero_slot_wait(z, s);
         zero_issue_gather(z, bucket, s, false);
     }
     zero_slot_wait(z, s);
     zero_expand(z, s);
-    if (with_grad) z->be->zero(z->slot_grad[s], sizeof(float) * (size_t)z->slot_numel);
+    if (with_grad) /* the bucket's padded size: its shards' range of the reduce-scatter */
+        z->be->zero(z->slot_grad[s],
+                    sizeof(float) * (size_t)(z->shard_numel[bucket] * z->comm->size));
 }
 
 const float *mt_zero_gather_master(mt_zero *z, int bucket) {
     if (z->aliased) return z->master + z->shard_offset[bucket];
-    int s = bucket % 2;
+    int s = mt_zero_slot_of(z, bucket);
     zero_slot_wait(z, s);
     if (z->land16_slot == s) z->land16_slot = -1; /* its pending bf16 gather is dropped */
     z->comm->allgather(z->comm, z->master + z->shard_offset[bucket], z->slot_data[s],
@@ -255,13 +298,12 @@ void mt_zero_release(mt_zero *z, int bucket) {
     /* Slots are planned memory: nothing is freed. The slot keeps its contents, so gathering the
      * same bucket again before the next optimizer step (forward end -> backward start) is
      * skipped; the other buckets of its parity overwrite it. */
-    (void)z;
-    (void)bucket;
+    if (z->in_use == bucket) z->in_use = -1;
 }
 
 void mt_zero_reduce_grad(mt_zero *z, int bucket) {
     if (z->aliased) return;
-    int s = bucket % 2;
+    int s = mt_zero_slot_of(z, bucket);
     MT_CHECK(z->slot_bucket[s] == bucket, "zero: reduce_grad of bucket %d, but its slot holds %d",
              bucket, z->slot_bucket[s]);
     int64_t n = z->shard_numel[bucket];
@@ -336,5 +378,5 @@ void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
 int64_t mt_zero_owned_bytes(const mt_zero *z) { return zero_owned_bytes(z->total_shard); }
 
 int64_t mt_zero_slot_bytes(const mt_zero *z) {
-    return z->aliased ? 0 : zero_slot_bytes(z->slot_numel, z->recv_numel, z->gather_bf16);
+    return z->aliased ? 0 : zero_slot_bytes(z->slot_cap, z->comm->size, z->gather_bf16);
 }

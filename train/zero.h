@@ -4,7 +4,8 @@
  * with ALL its experts, final norm + lm_head). Bucket b is padded to a multiple of the world
  * size P; rank r owns elements [r*S_b, (r+1)*S_b) of it (S_b = padded_b / P) as fp32 master
  * weights, accumulated gradients and AdamW moments. Full parameters exist only in two gather
- * slots (bucket b uses slot b % 2, so the next bucket can be fetched while one computes):
+ * slots (bucket b uses slot b % 2, so the next bucket can be fetched while one computes; see
+ * mt_zero_slot_of for the one exception):
  * gathered before the bucket's forward, released after, gathered again for its backward, whose
  * full gradient is reduce-scattered to the owners. Every rank issues the same collectives in
  * the same order whatever its tokens were routed to (an expert with no tokens has a zero
@@ -49,12 +50,15 @@ typedef struct mt_zero {
     int64_t total_shard;   /* owned elements of this rank */
     float *master, *grad, *m, *v; /* (total_shard) each: what this rank owns */
     int64_t slot_numel;           /* largest padded bucket */
+    int64_t slot_cap[2];          /* each slot's size: its largest padded bucket */
+    int final_slot;               /* the last bucket's slot (mt_zero_slot_of) */
     float *slot_data[2], *slot_grad[2];
     int slot_bucket[2];  /* bucket held by each slot, -1 none */
     int slot_ticket[2];  /* outstanding prefetch of the slot (comm ticket), -1 none */
+    int in_use;          /* gathered and not yet released (computing): no prefetch into its slot */
     bool aliased;        /* one rank: the "slots" are the shards themselves (no copies) */
     bool gather_bf16;    /* parameters gathered as bf16 (see above) */
-    uint16_t *send16[2]; /* (slot_numel / P) each: a slot's shard rounded to bf16, sent */
+    uint16_t *send16[2]; /* (slot_cap[s] / P): a slot's shard rounded to bf16, sent */
     uint16_t *land16;    /* (slot_numel) where bf16 all-gathers land */
     int land16_slot;     /* the slot whose gather sits in land16 unexpanded, -1 none */
     float *recv;         /* reduce-scatter landing area (one shard) */
@@ -83,6 +87,10 @@ mt_zero_sizes mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel,
                            mt_dtype gather_dtype);
 void mt_zero_free(mt_zero *z);
 void mt_zero_set_ranges(mt_zero *z, int bucket, const mt_zero_range *ranges, int n);
+/* Bucket b's gather slot (0 or 1): b % 2, so consecutive buckets alternate; but a last bucket
+ * of odd index larger than every other odd bucket (lm_head with gather unit expert) shares
+ * slot 0 with the embedding, so that only one slot needs their size. */
+int mt_zero_slot_of(const mt_zero *z, int bucket);
 /* The slot buffers a bucket's parameters and gradients live in while gathered. */
 float *mt_zero_slot_data(const mt_zero *z, int bucket);
 float *mt_zero_slot_grad(const mt_zero *z, int bucket);
@@ -102,8 +110,9 @@ void mt_zero_gather(mt_zero *z, int bucket, bool with_grad);
  * holding nothing afterwards. */
 const float *mt_zero_gather_master(mt_zero *z, int bucket);
 void mt_zero_release(mt_zero *z, int bucket);
-/* Starts gathering bucket b into its slot without waiting (a no-op when the slot holds it or
- * b is out of range); the next mt_zero_gather of b waits for it. */
+/* Starts gathering bucket b into its slot without waiting (a no-op when the slot holds it, when
+ * b is out of range, or when its slot is the one of the bucket in use: gathered and not yet
+ * released); the next mt_zero_gather of b waits for it. */
 void mt_zero_prefetch(mt_zero *z, int bucket);
 /* Reduce-scatters the slot's full gradient and adds this rank's part to the owned gradient. */
 void mt_zero_reduce_grad(mt_zero *z, int bucket);
