@@ -472,11 +472,12 @@ static void trainer_report_memory(trainer *t) {
     for (int b = 0; b < t->model.n_buckets; b++) total += t->model.bucket_numel[b];
     /* called after the first step: the counters hold its collectives (a resume gathers none) */
     printf("memory[rank %d, %s]: owned params+grads+moments %.2f MiB (%lld of %lld parameters), "
-           "gathered buffers peak %.2f MiB, activation arena %.0f MiB (peak use %.2f MiB%s); "
-           "step collectives: %lld all-gathers, %lld reduce-scatters\n",
+           "gathered buffers peak %.2f MiB, activation arena %.0f MiB (peak use %.2f MiB, "
+           "%.2f MiB without kernel scratch%s); step collectives: %lld all-gathers, %lld "
+           "reduce-scatters\n",
            t->comm->rank, t->be->name, owned * mib, (long long)t->zero.total_shard,
            (long long)total, slots * mib, (double)t->ctx.arena.cap * mib,
-           (double)t->ctx.arena.peak * mib,
+           (double)t->ctx.arena.peak * mib, (double)t->ctx.arena.peak_live * mib,
            t->model.gradient_checkpointing ? ", layers recomputed" : "", (long long)t->zero.gathers,
            (long long)t->zero.reduce_scatters);
     fflush(stdout);
