@@ -6,6 +6,7 @@
           saves it (fp32 safetensors) so that minimax-train (model.path) starts from the same
           weights.
   train   --recipe RUN/recipe.toml --world N --csv OUT.csv [--steps S] [--threads K]
+          [--gradient-checkpointing]
           trains the run that minimax-train made with that resolved recipe on N ranks (same
           checkpoint model.path, same token cache, same hyper-parameters, global batch
           per_device_train_batch_size x gradient_accumulation_steps x N; data.packing and
@@ -30,6 +31,9 @@ What the train step is (docs/benchmarks.md, "training vs PyTorch"):
   * timing: wall time of the whole step (forward, backward, clipping, AdamW) with
     time.perf_counter(); tokens = real (non-padding) tokens of the global batch, as in
     minimax-train's loss.csv.
+  * --gradient-checkpointing: model.gradient_checkpointing_enable() (non-reentrant), the
+    transformers counterpart of train.gradient_checkpointing: each decoder layer recomputed in
+    the backward.
 
 Python packages (the benchmark only; tests never need them), pinned:
   torch==2.15.0 transformers==5.24.0 h5py==3.16.0 numpy==2.4.6
@@ -182,6 +186,8 @@ def cmd_train(a):
         experts_implementation=a.experts)
     model.config.output_router_logits = False  # router aux loss off, as in the recipe
     model.config.use_cache = False
+    if a.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
@@ -192,7 +198,7 @@ def cmd_train(a):
     params = list(model.parameters())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, attention "
           f"{model.config._attn_implementation}, experts {model.config._experts_implementation}, "
-          f"fused AdamW, "
+          f"fused AdamW, {'gradient checkpointing, ' if a.gradient_checkpointing else ''}"
           f"{sum(p.numel() for p in params)} parameters; {st['steps']} steps of {st['G']} rows "
           f"x {st['T']}{' (trimmed to the longest row)' if st['trim'] else ''} from "
           f"{st['tokens']}", flush=True)
@@ -304,6 +310,8 @@ def main():
     pt.add_argument("--attn", default="sdpa", help="sdpa (HF default) or eager")
     pt.add_argument("--experts", default="grouped_mm",
                     help="grouped_mm (HF default), batched_mm or eager")
+    pt.add_argument("--gradient-checkpointing", action="store_true",
+                    help="recompute each decoder layer in the backward")
     ps = sub.add_parser("summary")
     ps.add_argument("--warmup", type=int, default=3)
     ps.add_argument("--ref", default=None, help="run the ratios are taken to (default: last)")

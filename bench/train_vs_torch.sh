@@ -4,6 +4,7 @@
 # "training vs PyTorch"). A benchmark, not a test: it needs the Python venv described there.
 #
 #   bash bench/train_vs_torch.sh [--steps N] [--warmup W] [--repeat R] [--data JSONL] [--out DIR]
+#                                [--recompute]
 #
 # 1. builds minimax-train (Release) in $MT_BENCH_BUILD (default build-bench) when needed;
 # 2. transformers initialises MiniMaxForCausalLM from bench/configs/bench-small.json and saves it
@@ -18,7 +19,11 @@
 #    counts (noise on a shared VM only ever slows a run down);
 # 6. prints tokens/s over steps W+1..N (default W = 3; real tokens / step wall time), the ratios
 #    minimax-train / PyTorch, how well the losses agree, the machine, and how much CPU other
-#    processes took during each run (the numbers are only meaningful on an idle machine).
+#    processes took during each run (the numbers are only meaningful on an idle machine), and
+#    each run's peak resident memory (GNU time's maximum RSS: the largest rank's).
+# --recompute: both sides recompute each decoder layer in the backward
+# (train.gradient_checkpointing; transformers' gradient_checkpointing_enable()); default output
+# runs/bench-train-recompute.
 # Environment: MT_BENCH_PYTHON (default /work/pyref/bin/python), MT_BENCH_BUILD, MT_BENCH_OUT
 # (default runs/bench-train); OMP_WAIT_POLICY, when set, goes to minimax-train's ranks only.
 set -euo pipefail
@@ -29,7 +34,8 @@ steps=30
 warmup=3
 repeat=2
 data=""
-out="$(realpath -m "${MT_BENCH_OUT:-$root/runs/bench-train}")"
+recompute=0
+out=""
 while [ $# -gt 0 ]; do
   case "$1" in
   --steps) steps="$2"; shift 2 ;;
@@ -37,11 +43,15 @@ while [ $# -gt 0 ]; do
   --repeat) repeat="$2"; shift 2 ;;
   --data) data="$(realpath "$2")"; shift 2 ;;
   --out) out="$(realpath -m "$2")"; shift 2 ;;
-  -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+  --recompute) recompute=1; shift ;;
+  -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
   *) echo "$0: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [ "$steps" -gt "$warmup" ] || { echo "$0: --steps must exceed --warmup" >&2; exit 2; }
+[ -n "$out" ] || out="$(realpath -m "${MT_BENCH_OUT:-$root/runs/bench-train$([ $recompute = 1 ] && echo -recompute)}")"
+mt_recompute=() pt_recompute=()
+[ $recompute = 0 ] || { mt_recompute=(--set train.gradient_checkpointing=true); pt_recompute=(--gradient-checkpointing); }
 cd "$root"
 py="${MT_BENCH_PYTHON:-/work/pyref/bin/python}"
 build="${MT_BENCH_BUILD:-$root/build-bench}"
@@ -79,7 +89,7 @@ measured() { # name command...: runs it, logs to $out/name.log, sets $others for
   shift
   b0="$(cpu_busy)"
   t0="$(date +%s.%N)"
-  /usr/bin/time -f "%U %S" -o "$out/$name.time" "$@" >"$out/$name.log" 2>&1 || rc=$?
+  /usr/bin/time -f "%U %S %M" -o "$out/$name.time" "$@" >"$out/$name.log" 2>&1 || rc=$?
   t1="$(date +%s.%N)"
   b1="$(cpu_busy)"
   if [ "$rc" -ne 0 ]; then
@@ -91,8 +101,8 @@ measured() { # name command...: runs it, logs to $out/name.log, sets $others for
     -v n="$ncpu" 'NR == 1 { own = $1 + $2; wall = t1 - t0;
       o = (b1 - b0) / hz - own; if (o < 0) o = 0;
       p = 100 * o / (wall * n);
-      printf "%.0f s wall, own CPU %.0f s, other processes %.0f%% of the %d CPUs%s", wall, own,
-             p, n, (p > 5 ? "  <- disturbed" : "") }' "$out/$name.time")"$'\n'
+      printf "%.0f s wall, own CPU %.0f s, other processes %.0f%% of the %d CPUs, max RSS %.0f MiB%s",
+             wall, own, p, n, $3 / 1024, (p > 5 ? "  <- disturbed" : "") }' "$out/$name.time")"$'\n'
 }
 others=""
 
@@ -112,7 +122,8 @@ run_mt() { # name ranks threads per-device-batch
     --mca pml ob1 --mca btl self,vader "${envs[@]}" \
     "$bin" "$recipe" --set output.dir="$out/$name" --set model.path="$out/init" \
     --set data.cache_dir="$out/cache" --set train.max_steps="$steps" \
-    --set train.per_device_train_batch_size="$batch" ${data:+--set data.path="$data"}
+    --set train.per_device_train_batch_size="$batch" ${data:+--set data.path="$data"} \
+    "${mt_recompute[@]}"
   rm -rf "${out:?}/$name"/checkpoint-* # the final training state (~200 MB), not needed here
 }
 echo "$repeat round(s) of: minimax-train 1 rank x 2 threads, 2 ranks x 1 thread;" \
@@ -124,7 +135,7 @@ for r in $(seq 1 "$repeat"); do
   # 4. PyTorch, from the 1-rank run's resolved recipe (checkpoint, token cache, batch and
   #    hyper-parameters), in its default OpenMP setting (OMP_WAIT_POLICY=PASSIVE slows it)
   measured "torch.$r" env -u OMP_WAIT_POLICY "$py" bench/train_torch.py train --recipe "$out/mt-1x2.1/recipe.toml" \
-    --world 1 --threads 2 --csv "$out/torch.$r.csv"
+    --world 1 --threads 2 --csv "$out/torch.$r.csv" "${pt_recompute[@]}"
   mt12+="${mt12:+,}$out/mt-1x2.$r/loss.csv"
   mt21+="${mt21:+,}$out/mt-2x1.$r/loss.csv"
   pt+="${pt:+,}$out/torch.$r.csv"
@@ -133,7 +144,7 @@ done
 # 6. results
 {
   echo "== training vs PyTorch: $(date -u +%Y-%m-%dT%H:%MZ), $steps steps, warm-up $warmup," \
-    "best of $repeat"
+    "best of $repeat$([ $recompute = 1 ] && echo ", layers recomputed in the backward on both sides")"
   echo "machine: $("$py" bench/train_torch.py machine); OpenBLAS core type" \
     "${OPENBLAS_CORETYPE:-auto}; OMP_WAIT_POLICY ${OMP_WAIT_POLICY:-unset}"
   echo "minimax-train: commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "?")$(
@@ -142,6 +153,7 @@ done
   echo "pytorch: $(grep -m1 '^torch ' "$out/torch.1.log")"
   "$py" bench/train_torch.py summary --warmup "$warmup" --ref "pytorch 1x2" \
     "minimax-train 1x2=$mt12" "minimax-train 2x1=$mt21" "pytorch 1x2=$pt"
-  echo "interference (whole runs, start-up included; above ~5% the tokens/s are not reliable):"
+  echo "interference and memory (whole runs, start-up included; above ~5% the tokens/s are not" \
+    "reliable):"
   printf "%s" "$others"
 } | tee "$out/summary.txt"
