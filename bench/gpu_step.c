@@ -396,9 +396,17 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
     }
     qsort(ms, (size_t)o.steps, sizeof(double), step_cmp);
     double med = ms[o.steps / 2] * 1e-3, tflops = flops_step / med * 1e-12;
-    printf("   arena peak %.1f MiB of %.1f MiB planned; device memory: arena peak + ZeRO %.1f MiB "
-           "(+ batch, cuBLAS workspace)\n",
-           (double)ctx.arena.peak / MIB, (double)arena / MIB,
+    /* the planner of minimax-info --seq and the trainer (a dry run of the model code), for the
+     * trainer's batch form (positions, segments, every token labelled): close to the measured
+     * peak without scratch, which this batch (no positions or segments given, the last token
+     * of each row unlabelled) differs from by a few (B,T) integer buffers */
+    const int64_t planned =
+        mt_minimax_plan_activations(&cfg, MT_GATHER_LAYER, o.recompute == 1, B, T);
+    printf("   arena peak %.1f MiB (without kernel scratch %.1f MiB; mt_minimax_plan_activations "
+           "%.1f MiB) of %.1f MiB planned here\n",
+           (double)ctx.arena.peak / MIB, (double)ctx.arena.peak_live / MIB, (double)planned / MIB,
+           (double)arena / MIB);
+    printf("   device memory: arena peak + ZeRO %.1f MiB (+ batch, cuBLAS workspace)\n",
            (double)(ctx.arena.peak + (size_t)mt_zero_owned_bytes(&z) +
                     (size_t)mt_zero_slot_bytes(&z)) /
                MIB);

@@ -187,8 +187,9 @@ int main(void){float a=1,b=1,c=0;cblas_sgemm(CblasRowMajor,CblasNoTrans,CblasNoT
   fi
   if [ $ok = 1 ]; then
     t=$(date +%s)
-    STEP_C="models/minimax.c models/layout.c models/generate.c models/weights_init.c train/zero.c
-      train/sharded.c train/comm_self.c bench/gpu_step.c tests/gpu_optim.c tests/dist_nccl.c"
+    STEP_C="models/minimax.c models/layout.c models/generate.c models/weights_init.c models/plan.c
+      train/zero.c train/sharded.c train/comm_self.c bench/gpu_step.c tests/gpu_optim.c
+      tests/dist_nccl.c"
     STEP_CU=$(ls train/*.cu 2> /dev/null)
     STEP_OBJS=$(for f in $STEP_C $STEP_CU; do echo "$SA/obj/$(echo "$f" | tr / _).o"; done |
       grep -vE "tests_(gpu_optim|dist_nccl)")
