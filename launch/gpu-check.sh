@@ -278,21 +278,25 @@ if [ -n "$BUILD" ]; then
 fi
 
 # full training step of a MiniMax-Text-01-shaped model (bench/gpu_step.c): fp32, then bf16
-# GEMMs, then bf16 with every layer recomputed in the backward (train.gradient_checkpointing)
+# GEMMs; after the PyTorch peer (whose ratios need those two), bf16 with every layer recomputed
+# in the backward (train.gradient_checkpointing), the first thing a short budget drops
 rm -f "$LOGDIR"/step_*.log
+step_bench() { # DTYPE RECOMPUTE(0|1)
+  local dt=$1 rec=$2 name t rc
+  name=$dt$([ "$rec" = 1 ] && echo _recompute)
+  t=$(date +%s)
+  echo "== training step benchmark ($dt GEMMs$([ "$rec" = 1 ] && echo ", layers recomputed"))"
+  # shellcheck disable=SC2086 # MT_GPU_CHECK_STEP_ARGS is a list of flags
+  OMP_NUM_THREADS=$JOBS tmo 100 "$STEP_BIN" --dtype "$dt" --recompute "$rec" \
+    ${MT_GPU_CHECK_STEP_ARGS:-} > "$LOGDIR/step_$name.log" 2>&1
+  rc=$?
+  cat "$LOGDIR/step_$name.log"
+  note_rc "training step $name" "$rc" "$t"
+  [ "$rc" = 0 ] || [ "$rc" = 77 ] || STEP_RC=$rc
+}
 if [ -n "$STEP_BIN" ]; then
-  for run in fp32:0 bf16:0 bf16:1; do
-    dt=${run%:*} rec=${run#*:} name=${run%:*}$([ "${run#*:}" = 1 ] && echo _recompute)
-    t=$(date +%s)
-    echo "== training step benchmark ($dt GEMMs$([ "$rec" = 1 ] && echo ", layers recomputed"))"
-    # shellcheck disable=SC2086 # MT_GPU_CHECK_STEP_ARGS is a list of flags
-    OMP_NUM_THREADS=$JOBS tmo 100 "$STEP_BIN" --dtype "$dt" --recompute "$rec" \
-      ${MT_GPU_CHECK_STEP_ARGS:-} > "$LOGDIR/step_$name.log" 2>&1
-    rc=$?
-    cat "$LOGDIR/step_$name.log"
-    note_rc "training step $name" "$rc" "$t"
-    [ "$rc" = 0 ] || [ "$rc" = 77 ] || STEP_RC=$rc
-  done
+  step_bench fp32 0
+  step_bench bf16 0
 fi
 
 # the PyTorch peer (bench/gpu_peer.py) on the same GPU and shapes, for the ratios in the summary
@@ -308,6 +312,7 @@ if [ -n "$BUILD$STEP_BIN" ] && "$PY" -c "import torch, transformers" 2> /dev/nul
 else
   note "PyTorch peer: not run (no python3 with torch and transformers, or nothing built)"
 fi
+[ -z "$STEP_BIN" ] || step_bench bf16 1
 
 # ---------------------------------------------------------------------------------------------
 echo
