@@ -177,12 +177,14 @@ static int test_expert_match(void) {
 }
 
 /* train.gradient_checkpointing recomputes each layer in the backward from the same values: the
- * same training bit for bit (losses and exports), unit layer with the router aux loss and unit
- * expert; a run resumed with it continues one without it exactly; the arena peak falls. */
+ * same training bit for bit (losses and exports), unit layer with the router aux loss, unit
+ * expert, and unit expert with bf16 gathers; a run resumed with it continues one without it
+ * exactly; the arena peak falls. */
 static int test_recompute_match(void) {
     compare_runs("recompute-keep", "recompute-on", 1, 10, 0.0, 0.0, true);
     compare_runs("expert-np2", "recompute-expert", 1, 20, 0.0, 0.0, true);
     compare_runs("expert-np2", "recompute-resume", 11, 20, 0.0, 0.0, false);
+    compare_runs("recompute-bf16-keep", "recompute-bf16-on", 1, 10, 0.0, 0.0, true);
     const char *key = "peak use ";
     double keep = rank0_memory("recompute-keep.log", key),
            on = rank0_memory("recompute-on.log", key);

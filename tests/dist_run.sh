@@ -15,7 +15,8 @@
 #   recompute        train.gradient_checkpointing on 2 ranks: unit layer with the router aux loss,
 #                    kept and recomputed (the same collectives) -> $TMP/recompute-{keep,on};
 #                    unit expert like the expert mode, and expert-np2 resumed from its step-10
-#                    checkpoint with recomputation -> $TMP/recompute-{expert,resume}
+#                    checkpoint with recomputation -> $TMP/recompute-{expert,resume}; unit
+#                    expert with bf16 gathers, kept and recomputed -> $TMP/recompute-bf16-{keep,on}
 #   bf16-gather      bf16 parameter gathers (dist.gather_dtype; fp32 GEMMs, so that only the
 #                    summation order differs between rank counts) on 1 and 2 ranks, the 2-rank
 #                    run resumed from its step-5 checkpoint, and fp32 gathers
@@ -125,6 +126,12 @@ recompute)
   run 2 "$tmp/recompute-expert" "${expert[@]}"
   collectives "$tmp/recompute-expert.log"
   run 2 "$tmp/recompute-resume" "${expert[@]}" --resume "$tmp/expert-np2/checkpoint-10"
+  # bf16 gathers (one landing buffer, expanded into its slot) under the recompute walk's
+  # re-gathers and prefetch order, kept and recomputed
+  bf16=(--set train.per_device_train_batch_size=2 --set dist.gather_unit=expert
+    --set dist.gather_dtype=bf16 --set train.max_steps=10)
+  run 2 "$tmp/recompute-bf16-keep" "${bf16[@]}"
+  run 2 "$tmp/recompute-bf16-on" "${bf16[@]}" --set train.gradient_checkpointing=true
   ;;
 bf16-gather)
   common=(--set train.max_steps=10 --set output.save_steps=5)
