@@ -12,8 +12,9 @@
 #                    activation arena too small for one micro-step
 #   expert           dist.gather_unit = "expert" on 2 ranks (one expert gathered at a time)
 #                    -> $TMP/expert-np2; then resuming it with another gather unit must fail
-#   recompute        train.gradient_checkpointing on 2 ranks: unit layer with the router aux loss,
-#                    kept and recomputed (the same collectives) -> $TMP/recompute-{keep,on};
+#   recompute        train.gradient_checkpointing on 2 ranks: unit layer with the router aux loss
+#                    and 2 micro-batches per step, kept and recomputed (the same collectives)
+#                    -> $TMP/recompute-{keep,on};
 #                    unit expert like the expert mode, and expert-np2 resumed from its step-10
 #                    checkpoint with recomputation -> $TMP/recompute-{expert,resume}; unit
 #                    expert with bf16 gathers, kept and recomputed -> $TMP/recompute-bf16-{keep,on}
@@ -110,8 +111,8 @@ expert)
     { echo "FAIL: the refusal does not name dist.gather_unit"; tail -5 "$tmp/expert-switch.log"; exit 1; }
   ;;
 recompute)
-  common=(--set train.per_device_train_batch_size=2 --set train.router_aux_loss_coef=0.01
-    --set train.max_steps=10)
+  common=(--set train.per_device_train_batch_size=1 --set train.gradient_accumulation_steps=2
+    --set train.router_aux_loss_coef=0.01 --set train.max_steps=10)
   run 2 "$tmp/recompute-keep" "${common[@]}"
   run 2 "$tmp/recompute-on" "${common[@]}" --set train.gradient_checkpointing=true
   collectives() { grep -o "peak use .*" "$1" | sort | head -1; }
