@@ -17,7 +17,7 @@
  * activation_*: with --seq T, the activation arena one micro-step of B x T tokens needs per rank
  *   (the peak of live tensors, from a dry run of the model code: mt_minimax_plan_activations),
  *   with every layer's activations kept and with train.gradient_checkpointing; kernels' scratch
- *   comes on top. */
+ *   comes on top. total_*: with both, zero3 + activations per rank. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +113,7 @@ int main(int argc, char **argv) {
                 "per token, including embed_tokens and lm_head");
     print_count("params_embeddings", embed, "embed_tokens + lm_head");
     print_count("params_experts", experts, "all experts of all layers");
+    int64_t zero_bytes = 0; /* with --ranks: the state and slots one rank holds */
     if (ranks) {
         const mt_zero_sizes z = mt_zero_plan(ranks, m.n_buckets, m.bucket_numel, gather_dtype);
         const double gib = 1.0 / (1 << 30);
@@ -135,6 +136,7 @@ int main(int argc, char **argv) {
                (long long)largest);
         printf("zero3_bytes_per_rank=%.0f (%.2f GiB)  # before activations (dist.arena_mb)\n",
                b_owned + b_slots, (b_owned + b_slots) * gib);
+        zero_bytes = z.owned_bytes + z.slot_bytes;
     }
     if (seq) {
         const double gib = 1.0 / (1 << 30);
@@ -144,6 +146,11 @@ int main(int argc, char **argv) {
             printf("activation_bytes_%s=%lld (%.2f GiB)  # B=%ld T=%ld, gather unit %s: live "
                    "outputs, saved buffers and gradients at their peak; kernels' scratch on top\n",
                    r ? "recomputed" : "kept", (long long)bytes, (double)bytes * gib, batch, seq, u);
+            if (zero_bytes)
+                printf("total_bytes_per_rank_%s=%lld (%.2f GiB)  # zero3 + activations; the "
+                       "CUDA context, cuBLAS workspace, NCCL buffers and scratch on top\n",
+                       r ? "recomputed" : "kept", (long long)(zero_bytes + bytes),
+                       (double)(zero_bytes + bytes) * gib);
         }
     }
     mt_minimax_free(&m);

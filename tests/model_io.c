@@ -471,6 +471,22 @@ static int test_info_counts(void) {
     EXPECT(info_run(args, &t, &a, &w, out, sizeof(out)) && t == 456089655296ll &&
                a == 45944920064ll,
            "transformers-schema copy: total %lld active %lld", (long long)t, (long long)a);
+    /* --seq: the plan of mt_minimax_plan_activations, and with --ranks the sum per rank */
+    snprintf(args, sizeof(args), "--config %s --ranks 64 --gather-unit expert --seq 512", released);
+    EXPECT(info_run(args, &t, &a, &w, out, sizeof(out)), "minimax-info --seq failed:\n%s", out);
+    printf("%s", out);
+    long long zb = -1, act = -1, tot = -1;
+    const char *p;
+    if ((p = strstr(out, "zero3_bytes_per_rank="))) sscanf(p, "zero3_bytes_per_rank=%lld", &zb);
+    if ((p = strstr(out, "activation_bytes_recomputed=")))
+        sscanf(p, "activation_bytes_recomputed=%lld", &act);
+    if ((p = strstr(out, "total_bytes_per_rank_recomputed=")))
+        sscanf(p, "total_bytes_per_rank_recomputed=%lld", &tot);
+    mt_minimax_config_load(released, &cfg);
+    const int64_t plan = mt_minimax_plan_activations(&cfg, MT_GATHER_EXPERT, true, 1, 512);
+    EXPECT(act == plan && zb > 0 && tot == zb + act,
+           "--seq 512: activations %lld (plan %lld), zero3 %lld, total %lld", act, (long long)plan,
+           zb, tot);
     snprintf(args, sizeof(args), "--config %s/missing.json 2>&1", tmp_dir());
     EXPECT(!info_run(args, &t, &a, &w, out, sizeof(out)) && strstr(out, "missing.json"),
            "a missing config fails naming the file: %s", out);
