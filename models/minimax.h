@@ -102,5 +102,7 @@ void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
  * model code on the plan backend (models/plan.c), exact for these shapes with the experts' rows
  * split evenly. A backend's kernels carve their scratch on top (the chunked loss's logits, bf16
  * operand copies), each only while it runs. */
+/* Tape capacity of a training micro-step (the trainer's context; the plan uses the same). */
+#define MT_MINIMAX_TAPE_NODES (1 << 16)
 int64_t mt_minimax_plan_activations(const mt_minimax_config *cfg, mt_gather_unit unit,
                                     bool recompute, int64_t B, int64_t T);

@@ -17,7 +17,8 @@ int64_t mt_minimax_plan_activations(const mt_minimax_config *cfg, mt_gather_unit
         mt_minimax_bind_bucket(&m, b, be->alloc(bytes), be->alloc(bytes));
     }
     mt_ctx c;
-    mt_ctx_init(&c, be, (size_t)1 << 50, 1 << 16); /* the trainer's tape; an arena never filled */
+    /* the trainer's tape; an arena never filled */
+    mt_ctx_init(&c, be, (size_t)1 << 50, MT_MINIMAX_TAPE_NODES);
     mt_tensor io[4];
     const char *names[4] = {"ids", "labels", "positions", "segments"};
     for (int i = 0; i < 4; i++) {

@@ -204,7 +204,7 @@ static void trainer_setup_model(trainer *t) {
     free(host);
     if (reader) mt_weights_close(reader);
 
-    mt_ctx_init(&t->ctx, t->be, (size_t)rc->dist_arena_mb << 20, 1 << 16);
+    mt_ctx_init(&t->ctx, t->be, (size_t)rc->dist_arena_mb << 20, MT_MINIMAX_TAPE_NODES);
     /* bf16: GEMM operands rounded to bf16, fp32 accumulation (autograd/tensor.h, docs/cuda.md) */
     t->ctx.compute_dtype = !strcmp(rc->model_dtype, "bf16") ? MT_BF16 : MT_F32;
     mt_sharded_init(&t->sharded, &t->model, &t->zero, &t->ctx);

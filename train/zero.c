@@ -36,8 +36,7 @@ static int zero_final_slot(const int64_t *padded, int n) {
     return 0;
 }
 
-static void zero_slot_caps(const int64_t *padded, int n, int64_t cap[2]) {
-    const int final_slot = zero_final_slot(padded, n);
+static void zero_slot_caps(const int64_t *padded, int n, int final_slot, int64_t cap[2]) {
     cap[0] = cap[1] = 0;
     for (int b = 0; b < n; b++) {
         const int s = b == n - 1 ? final_slot : b % 2;
@@ -66,7 +65,7 @@ mt_zero_sizes mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel,
         if (padded[b] > z.slot_numel) z.slot_numel = padded[b];
     }
     int64_t cap[2];
-    zero_slot_caps(padded, n_buckets, cap);
+    zero_slot_caps(padded, n_buckets, zero_final_slot(padded, n_buckets), cap);
     free(padded);
     if (P == 1 && !bf16) z.slot_numel = 0; /* aliased: the shards are the slots */
     z.owned_bytes = zero_owned_bytes(z.owned);
@@ -112,7 +111,7 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
         if (padded[b] > z->slot_numel) z->slot_numel = padded[b];
     }
     z->final_slot = zero_final_slot(padded, n_buckets);
-    zero_slot_caps(padded, n_buckets, z->slot_cap);
+    zero_slot_caps(padded, n_buckets, z->final_slot, z->slot_cap);
     free(padded);
     z->master = zero_alloc(be, z->total_shard, "master weights");
     z->grad = zero_alloc(be, z->total_shard, "gradients");
