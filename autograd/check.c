@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static int error_rank = -1;
 static void (*abort_hook)(int) = NULL;
@@ -13,14 +14,20 @@ void mt_error_set_abort_hook(void (*hook)(int)) { abort_hook = hook; }
 
 MT_NORETURN void mt_die_at(const char *file, int line, const char *fmt, ...) {
     fflush(stdout);
-    if (error_rank >= 0) fprintf(stderr, "[rank %d] ", error_rank);
-    fprintf(stderr, "error: %s:%d: ", file, line);
+    /* one write of the whole line: under mpirun, pieces of a line written separately can be
+     * forwarded apart, interleaved with other output (the abort banner) */
+    char msg[4096];
+    int n = error_rank >= 0 ? snprintf(msg, sizeof(msg), "[rank %d] ", error_rank) : 0;
+    n += snprintf(msg + n, sizeof(msg) - (size_t)n, "error: %s:%d: ", file, line);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    if (n < (int)sizeof(msg)) n += vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    if (n > (int)sizeof(msg) - 2) n = (int)sizeof(msg) - 2; /* truncated: keep the newline */
+    msg[n++] = '\n';
     fflush(stderr);
+    const ssize_t written = write(STDERR_FILENO, msg, (size_t)n);
+    (void)written; /* a failed write has nowhere left to be reported */
     if (abort_hook) abort_hook(EXIT_FAILURE);
     exit(EXIT_FAILURE);
 }
