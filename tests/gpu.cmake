@@ -40,13 +40,32 @@ if(CMAKE_CXX_COMPILER)
     file(READ ${cu} text)
     string(REGEX REPLACE "([A-Za-z_][A-Za-z_0-9]*)<<<([^>]*)>>>" "emu_launcher(\\1, \\2)" text
       "${text}")
-    file(WRITE ${mt_emu_dir}/${dir}_${base}.cpp.new "#line 1 \"${cu}\"\n${text}")
-    configure_file(${mt_emu_dir}/${dir}_${base}.cpp.new ${mt_emu_dir}/${dir}_${base}.cpp COPYONLY)
+    # `__shared__ T name[..];` -> a static registered once with the emulator (cuda_runtime.h);
+    # arrays, then the rest (CMake's replace cannot refer to an optional group)
+    set(reg "[[maybe_unused]] static const bool emu_shared_\\2 = emu_shared_register(&\\2, sizeof \\2);")
+    string(REGEX REPLACE "__shared__ ([A-Za-z_][^;\n]*[ >])([A-Za-z_][A-Za-z_0-9]*)(\\[[^;\n]*\\]);"
+      "static \\1\\2\\3; ${reg}" text "${text}")
+    string(REGEX REPLACE "__shared__ ([A-Za-z_][^;\n]*[ >])([A-Za-z_][A-Za-z_0-9]*);"
+      "static \\1\\2; ${reg}" text "${text}")
+    get_filename_component(ext ${cu} EXT)
+    if(ext STREQUAL ".cuh") # headers keep their name, under the emulator's include directory
+      set(dst ${mt_emu_dir}/kernels/cuda/${base}.cuh)
+    else()
+      set(dst ${mt_emu_dir}/${dir}_${base}.cpp)
+    endif()
+    file(WRITE ${dst}.new "#line 1 \"${cu}\"\n${text}")
+    configure_file(${dst}.new ${dst} COPYONLY)
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${cu})
-    set(${out} ${mt_emu_dir}/${dir}_${base}.cpp PARENT_SCOPE)
+    set(${out} ${dst} PARENT_SCOPE)
   endfunction()
   file(GLOB mt_emu_cu CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu
     ${CMAKE_SOURCE_DIR}/train/*.cu)
+  # the translated headers come first on the include path (quoted includes from the translated
+  # sources find them there, by either spelling: "x.cuh" or "kernels/cuda/x.cuh")
+  file(GLOB mt_emu_cuh CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cuh)
+  foreach(cuh ${mt_emu_cuh})
+    mt_emu_translate(${cuh} unused)
+  endforeach()
   set(mt_emu_srcs ${MT_LIB_SOURCES} ${CMAKE_SOURCE_DIR}/kernels/cuda/emu/emu.cpp)
   foreach(cu ${mt_emu_cu})
     mt_emu_translate(${cu} cpp)
@@ -69,7 +88,8 @@ if(CMAKE_CXX_COMPILER)
       test_emu_cublas)
     target_compile_definitions(${t} PRIVATE MT_WITH_CUDA MT_CUDA_EMU)
     target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-unknown-pragmas>)
-    target_include_directories(${t} PRIVATE ${CMAKE_SOURCE_DIR}/kernels/cuda/emu
+    target_include_directories(${t} PRIVATE ${mt_emu_dir}/kernels/cuda ${mt_emu_dir}
+      ${CMAKE_SOURCE_DIR}/kernels/cuda/emu
       ${CMAKE_SOURCE_DIR}/kernels/cuda ${CMAKE_SOURCE_DIR} ${CBLAS_INCLUDE_DIR})
     set_target_properties(${t} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
       CXX_EXTENSIONS OFF)
@@ -111,6 +131,30 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(op_cuda_emu_lightning_bf16_gemm PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_LIGHTNING_FUSED=0" SKIP_RETURN_CODE 77 TIMEOUT 300
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # Strict emulation (MT_EMU_STRICT=1, kernels/cuda/emu/emu.cpp): the same cases with the
+  # block's threads and the grid's blocks in reverse order, the highest thread always running on,
+  # shared memory poisoned at each block start and cudaMalloc memory at allocation, and one
+  # __syncthreads per barrier. A missing barrier, a read of uninitialised shared or device
+  # memory or a divergent barrier changes the values or stops the run here, where the default
+  # order can hide it (docs/cuda.md, "What is verified").
+  foreach(op ${mt_gpu_ops} lightning_bf16_gemm)
+    string(REGEX REPLACE "_gemm$" "" case ${op})
+    add_test(NAME op_cuda_emu_strict_${op} COMMAND test_gpu_ops_emu gpu_${case})
+    set(env "${MT_TEST_ENV};MT_EMU_STRICT=1")
+    if(op STREQUAL lightning_bf16_gemm)
+      set(env "${env};MT_LIGHTNING_FUSED=0")
+    endif()
+    set_tests_properties(op_cuda_emu_strict_${op} PROPERTIES ENVIRONMENT "${env}"
+      SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  endforeach()
+  add_test(NAME op_cuda_emu_strict_step COMMAND bench_gpu_step_emu ${mt_step_tiny})
+  add_test(NAME op_cuda_emu_strict_step_bf16_d64 COMMAND bench_gpu_step_emu --dtype bf16
+    --fused-loss 0 --hidden 64 --heads 4 --kv-heads 2 --head-dim 64 --experts 4 --ffn 64
+    --vocab 256 --seq 96 --block 32 --steps 2 --warmup 1 --check)
+  set_tests_properties(op_cuda_emu_strict_step op_cuda_emu_strict_step_bf16_d64 PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};MT_EMU_STRICT=1" TIMEOUT 300
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+
   # no device: the probe must report none and the cases must skip, not fail
   add_test(NAME op_cuda_emu_no_device COMMAND test_gpu_ops_emu gpu_matmul)
   set_tests_properties(op_cuda_emu_no_device PROPERTIES

@@ -16,6 +16,11 @@ if(TARGET mt_emu)
   add_test(NAME op_cuda_emu_optim COMMAND test_gpu_optim_emu gpu_optim)
   set_tests_properties(op_cuda_emu_optim PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
     SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # strict emulation (tests/gpu.cmake): the block sums of the gradient statistics
+  add_test(NAME op_cuda_emu_strict_optim COMMAND test_gpu_optim_emu gpu_optim)
+  set_tests_properties(op_cuda_emu_strict_optim PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};MT_EMU_STRICT=1" SKIP_RETURN_CODE 77 TIMEOUT 300
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 
   add_test(NAME dist_train_emu_cuda_np2 COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist_run.sh
     $<TARGET_FILE:minimax-train> emu-cuda $<TARGET_FILE:minimax-train-emu> 2)

@@ -9,9 +9,11 @@
  * (ucontext) switched at warp shuffles and __syncthreads, so warp- and block-level cooperation
  * behaves as on the GPU (exited threads release barriers; a shuffle from an exited lane, a
  * deadlocked barrier or an invalid launch configuration is an error). Device memory is host
- * memory. What this cannot show: races between blocks or with the memory model, performance,
- * resource limits (registers, shared memory), and the last bits of device math (host libm is
- * used). It is a test device, not a GPU: docs/cuda.md. */
+ * memory. Strict mode (MT_EMU_STRICT=1, emu.cpp) reverses the schedule and poisons shared and
+ * fresh device memory, so a missing barrier or a read of uninitialised memory shows. What this
+ * cannot show: races that need true concurrency or the memory model, performance, resource
+ * limits (registers, shared memory), and the last bits of device math (host libm is used). It
+ * is a test device, not a GPU: docs/cuda.md. */
 #pragma once
 #include <math.h>
 #include <stddef.h>
@@ -23,8 +25,12 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-/* Blocks run one at a time, so a function-local static is the block's shared memory. */
+/* Blocks run one at a time, so a function-local static is the block's shared memory. The
+ * translation of a CUDA source (tests/gpu.cmake) turns `__shared__ T name...;` into
+ * `static T name...;` plus a once-only emu_shared_register(&name, sizeof name), so strict mode
+ * can poison all shared memory at each block start (emu.cpp); the macro covers the rest. */
 #define __shared__ static
+bool emu_shared_register(void *p, size_t bytes);
 
 struct dim3 {
     unsigned x, y, z;
@@ -51,7 +57,9 @@ extern dim3 emu_block_dim, emu_grid_dim;
 #define gridDim   emu_grid_dim
 
 /* ---- synchronisation and warp shuffles ---- */
-void __syncthreads(void);
+/* The call's source line names the barrier: strict mode checks all threads meet at one. */
+void emu_syncthreads(const char *file, int line);
+#define __syncthreads() emu_syncthreads(__FILE__, __LINE__)
 uint64_t emu_shfl_xor_bits(uint64_t bits, int lane_mask);
 template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
     static_assert(sizeof(T) <= 8, "emulated shuffle of a type wider than 8 bytes");

@@ -1,10 +1,11 @@
 /* emu.cpp: the CPU emulator behind kernels/cuda/emu/cuda_runtime.h and cublas_v2.h (see there
  * for what it models and what it cannot show). Threads of a block are fibers on the calling
- * thread, scheduled round-robin and switched only at barriers (warp shuffles, __syncthreads),
- * so a run is deterministic. On x86-64 a fiber switch is a few instructions (emu_switch below:
- * the callee-saved registers and the stack pointer); elsewhere swapcontext, which also makes a
- * signal-mask system call per switch. The AddressSanitizer fiber hooks are called when the
- * emulator is built with ASan, so sanitised builds follow the stack switches. */
+ * thread, scheduled round-robin (strict mode: highest first) and switched only at barriers
+ * (warp shuffles, __syncthreads), so a run is deterministic. On x86-64 a fiber switch is a few
+ * instructions (emu_switch below: the callee-saved registers and the stack pointer); elsewhere
+ * swapcontext, which also makes a signal-mask system call per switch. The AddressSanitizer fiber
+ * hooks are called when the emulator is built with ASan, so sanitised builds follow the stack
+ * switches. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,23 @@ void switch_to_scheduler(fiber *f, bool final) {
 #endif
 }
 
+/* Strict mode (MT_EMU_STRICT=1): the grid's blocks run in reverse order and the block's highest
+ * runnable thread always runs next (also after it opens a barrier), shared memory is poisoned
+ * at every block start, cudaMalloc memory at allocation, and the threads meeting at a
+ * __syncthreads must all come from the same call (its source line). A kernel that is
+ * correct on a GPU computes the same either way (floating-point atomics aside: their order
+ * changes); one that reads another thread's write without a barrier between them, relies on
+ * zeroed or left-over shared or device memory, or diverges at a barrier, gets other values or
+ * stops here. The op_cuda_emu_strict_* tests run every case in it. */
+bool strict_mode() {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MT_EMU_STRICT");
+        on = v && atoi(v) ? 1 : 0;
+    }
+    return on != 0;
+}
+
 /* A finished thread leaves its barriers; a barrier whose other live threads all wait opens. */
 void group_leave(group &g) {
     g.live--;
@@ -175,6 +193,7 @@ void group_wait(group &g) {
     if (++g.arrived == g.live) { /* the last to arrive opens it and runs on */
         g.arrived = 0;
         g.gen++;
+        if (strict_mode()) switch_to_scheduler(f, false); /* strict: the highest runs on */
         return;
     }
     f->waiting = &g;
@@ -221,7 +240,20 @@ __attribute__((noinline)) void fiber_init(fiber &f, unsigned tid) {
 #endif
 }
 
+/* the __shared__ variables met so far (emu_shared_register) */
+std::vector<std::pair<void *, size_t>> shared_vars;
+
+void shared_poison() {
+    for (auto &v : shared_vars) memset(v.first, 0xff, v.second);
+}
+
+/* the __syncthreads the threads now waiting at the block barrier called */
+const char *barrier_file = "";
+int barrier_line = 0;
+
 void run_block() {
+    const bool strict = strict_mode();
+    if (strict) shared_poison();
     for (int i = 0; i < n_threads; i++) fiber_init(fibers[i], (unsigned)i);
     int n_warps = (n_threads + 31) / 32;
     warps.assign((size_t)n_warps, group{0, 0, 0});
@@ -231,13 +263,17 @@ void run_block() {
     int remaining = n_threads;
     while (remaining > 0) {
         bool progress = false;
-        for (int i = 0; i < n_threads; i++) {
-            fiber &f = fibers[i];
+        for (int j = 0; j < n_threads; j++) {
+            /* strict: always the highest runnable thread, so the last warp runs as far as it
+             * can (through its warp barriers) before a lower one moves: its writes land before
+             * the lower threads' reads of the same barrier interval */
+            fiber &f = fibers[strict ? n_threads - 1 - j : j];
             if (f.done) continue;
             if (f.waiting && f.waiting->gen == f.wait_gen) continue; /* still blocked */
             switch_to_fiber(&f);
             progress = true;
             if (f.done) remaining--;
+            if (strict) break;
         }
         if (!progress) emu_die("deadlock: threads wait at a barrier the others never reach");
     }
@@ -258,7 +294,25 @@ struct emu_blas {
     int unused;
 };
 
-void __syncthreads(void) { group_wait(block_group); }
+bool emu_shared_register(void *p, size_t bytes) {
+    shared_vars.push_back({p, bytes});
+    if (strict_mode()) memset(p, 0xff, bytes); /* first reached: poison it for this block too */
+    return true;
+}
+
+void emu_syncthreads(const char *file, int line) {
+    if (strict_mode()) { /* every thread of a barrier comes from the same __syncthreads */
+        if (block_group.arrived == 0) {
+            barrier_file = file;
+            barrier_line = line;
+        } else if (line != barrier_line || strcmp(file, barrier_file) != 0) {
+            fprintf(stderr, "cuda emulator: __syncthreads at %s:%d meets one at %s:%d\n", file,
+                    line, barrier_file, barrier_line);
+            emu_die("divergent __syncthreads: threads of the block wait at different calls");
+        }
+    }
+    group_wait(block_group);
+}
 
 uint64_t emu_shfl_xor_bits(uint64_t bits, int lane_mask) {
     if (!cur) emu_die("a shuffle outside a kernel");
@@ -294,10 +348,12 @@ void emu_run(dim3 grid, dim3 block, const std::function<void()> &fn) {
     emu_block_dim = block;
     emu_grid_dim = grid;
     kernel_fn = &fn;
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++) {
-                emu_block_idx = uint3{x, y, z};
+    const bool rev = strict_mode(); /* blocks in reverse order too */
+    for (unsigned zi = 0; zi < grid.z; zi++)
+        for (unsigned yi = 0; yi < grid.y; yi++)
+            for (unsigned xi = 0; xi < grid.x; xi++) {
+                emu_block_idx = rev ? uint3{grid.x - 1 - xi, grid.y - 1 - yi, grid.z - 1 - zi}
+                                    : uint3{xi, yi, zi};
                 run_block();
             }
     kernel_fn = nullptr;
@@ -371,6 +427,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     size_t rounded = (bytes + 255) / 256 * 256;
     *p = rounded ? aligned_alloc(256, rounded) : nullptr;
     if (*p) emu_device_blocks[(uintptr_t)*p] = rounded;
+    if (*p && strict_mode()) memset(*p, 0xff, rounded); /* NaN floats, -1 ints: never zero */
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFree(void *p) {

@@ -9,9 +9,10 @@
  * an unspecified eighth). Kernels must therefore not depend on which element x[i] is; per-row or
  * per-column work goes through memory (store, then index the rows). mma_sync multiplies the
  * operands as floats (a bf16 product is exact in fp32) and accumulates in fp32, k = 0..15 in
- * order, onto the accumulator. A store writes the whole tile from every lane: identical values,
- * so the repeated stores are harmless; what a kernel must still order (a warp or block barrier
- * between a store and other lanes' reads) it must order on the device too.
+ * order, onto the accumulator. A store writes only the lane's share of the tile (element i by
+ * lane i mod 32), as on the device, where each lane stores its own elements: a read of the
+ * tile by another lane before a warp or block barrier can see stale values (strict mode runs
+ * the lanes in reverse order, so it does).
  *
  * Checked like the device's requirements: the pointer is 32-byte aligned and ldm is a multiple
  * of 16 bytes (8 bf16 or 4 floats); a violation aborts with a message. */
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 
 #include "cuda_bf16.h"
+#include "cuda_runtime.h"
 
 namespace nvcuda {
 namespace wmma {
@@ -86,8 +88,10 @@ static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f,
 static inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f,
                                      unsigned ldm, layout_t layout) {
     emu_wmma_check(p, ldm, sizeof(float), "store");
+    const int lane = (int)(threadIdx.x % 32);
     for (int r = 0; r < 16; r++)
         for (int c = 0; c < 16; c++) {
+            if ((16 * r + c) % 32 != lane) continue;
             float *dst =
                 layout == mem_row_major ? &p[(size_t)r * ldm + c] : &p[(size_t)c * ldm + r];
             *dst = f.x[16 * r + c];
