@@ -87,6 +87,9 @@ typedef struct mt_backend {
     void (*to_device)(void *dst, const void *src_host, size_t bytes);
     void (*to_host)(void *dst_host, const void *src, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes); /* backend memory to backend memory */
+    /* host memory that to_device/to_host move fastest (page-locked on CUDA): staging buffers */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_free)(void *p);
     void (*sync)(void);
     mt_op_impl ops[MT_OP_COUNT];
     /* the sharded optimizer's vector kernels on fp32 buffers (kernels/<backend>/optim) */

@@ -25,9 +25,11 @@
  * Usage: bench-gpu-step [--backend cuda|cpu] [--dtype fp32|bf16] [--hidden C] [--layers L]
  *        [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] [--ffn F]
  *        [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] [--peak TF]
- *        [--fused-loss 0|1] [--recompute 0|1] [--arena-mb N] [--check]
+ *        [--fused-loss 0|1] [--recompute 0|1] [--offload 0|1] [--arena-mb N] [--check]
  * --recompute 1: every layer recomputed in the backward (train.gradient_checkpointing); the
  * FLOP count stays the model's (the recomputation is overhead, as MFU conventionally counts).
+ * --offload 1: AdamW moments in host memory and the update on the host (dist.offload_optimizer);
+ * the step time includes the copies and the host update.
  * --check (a small shape): the same steps on the CPU backend and on the device, per-step loss and
  * gradient norm compared: fp32 to 1e-5 relative; bf16 by issue 6's rule, |dev - cpu fp32| <=
  * 2 |cpu bf16 - cpu fp32| (the CPU's bf16 run is the rounding reference) on the first step, 4x
@@ -52,6 +54,7 @@ typedef struct {
     int steps, warmup;
     int fused_loss; /* lm_head + cross-entropy as one chunked op, as the trainer (1) */
     int recompute;  /* train.gradient_checkpointing: each layer recomputed in the backward */
+    int offload;    /* dist.offload_optimizer: AdamW on the host with host moments */
     mt_dtype dtype;
     bool cpu;
     double peak_tflops;
@@ -64,7 +67,8 @@ static void step_usage(void) {
             "usage: bench-gpu-step [--backend cuda|cpu] [--dtype fp32|bf16] [--hidden C] "
             "[--layers L] [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] "
             "[--ffn F] [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] "
-            "[--fused-loss 0|1] [--recompute 0|1] [--peak TFLOPS] [--arena-mb N] [--check]\n");
+            "[--fused-loss 0|1] [--recompute 0|1] [--offload 0|1] [--peak TFLOPS] [--arena-mb N] "
+            "[--check]\n");
     exit(2);
 }
 
@@ -114,7 +118,8 @@ static void step_parse(int argc, char **argv, step_opts *o) {
                 {"--steps", &o->steps},
                 {"--warmup", &o->warmup},
                 {"--fused-loss", &o->fused_loss},
-                {"--recompute", &o->recompute}};
+                {"--recompute", &o->recompute},
+                {"--offload", &o->offload}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--check") == 0) {
@@ -290,10 +295,11 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
     int n_full = 0;
     for (int l = 0; l < L; l++) n_full += cfg.layer_types[l] == MT_LAYER_FULL;
     printf("== training step, MiniMax-Text-01 shape: backend %s, GEMMs %s (fp32 accumulation), "
-           "B=%lld T=%lld, loss %s%s\n",
+           "B=%lld T=%lld, loss %s%s%s\n",
            be->name, o.dtype == MT_BF16 ? "bf16" : "fp32", (long long)B, (long long)T,
            o.fused_loss ? "fused (lm_head + CE in chunks, as the trainer)" : "from full logits",
-           o.recompute ? ", layers recomputed in the backward" : "");
+           o.recompute ? ", layers recomputed in the backward" : "",
+           o.offload ? ", AdamW offloaded to the host" : "");
     printf("   C=%d L=%d (%d lightning, %d softmax) H=%d Hkv=%d D=%d rotary=%d E=%d K=%d F=%d V=%d "
            "block=%d\n",
            cfg.hidden_size, (int)L, (int)L - n_full, n_full, cfg.num_attention_heads,
@@ -317,7 +323,7 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
                  "bench: no NCCL communicator (CUDA backend built without train/comm_nccl.cu?)");
     }
     mt_zero z;
-    mt_zero_init(&z, comm, be, m.n_buckets, m.bucket_numel);
+    mt_zero_init_gather(&z, comm, be, m.n_buckets, m.bucket_numel, MT_F32, o.offload == 1);
     /* master weights: drawn on the host bucket by bucket, copied to the owned shard */
     float *host = mt_malloc(sizeof(float) * (size_t)max_bucket, "bench init buffer");
     double t_init = step_now();
@@ -410,10 +416,11 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
            (double)(ctx.arena.peak + (size_t)mt_zero_owned_bytes(&z) +
                     (size_t)mt_zero_slot_bytes(&z)) /
                MIB);
-    printf("RESULT step %s%s: %.2f ms median of %d (min %.2f), %.0f tokens/s, %.3g TFLOP/s, MFU "
+    printf("RESULT step %s%s%s: %.2f ms median of %d (min %.2f), %.0f tokens/s, %.3g TFLOP/s, MFU "
            "%.3g%% of %.1f TFLOP/s (dense bf16 peak)\n",
-           o.dtype == MT_BF16 ? "bf16" : "fp32", o.recompute ? " recompute" : "", med * 1e3,
-           o.steps, ms[0], tokens / med, tflops, 100 * tflops / o.peak_tflops, o.peak_tflops);
+           o.dtype == MT_BF16 ? "bf16" : "fp32", o.recompute ? " recompute" : "",
+           o.offload ? " offload" : "", med * 1e3, o.steps, ms[0], tokens / med, tflops,
+           100 * tflops / o.peak_tflops, o.peak_tflops);
     if (!all_finite) printf("FAIL: a loss or gradient was not finite\n");
 
     free(ms);

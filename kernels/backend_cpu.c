@@ -24,6 +24,8 @@ static const mt_backend cpu_backend = {
     .to_device = cpu_copy,
     .to_host = cpu_copy,
     .copy = cpu_copy,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
     .sync = cpu_sync,
     .ops =
         {

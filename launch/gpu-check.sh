@@ -242,7 +242,8 @@ if [ -n "$BUILD" ]; then
   [ -n "${STEP_BIN:-}" ] && RUNS+=("gpu_step_check_fp32|$STEP_BIN $TINY"
     "gpu_step_check_bf16|$STEP_BIN --dtype bf16 $TINY"
     "gpu_step_check_bf16_d64|$STEP_BIN --dtype bf16 --fused-loss 0 ${TINY/--head-dim 16/--head-dim 64}"
-    "gpu_step_check_recompute|$STEP_BIN --dtype bf16 --recompute 1 $TINY")
+    "gpu_step_check_recompute|$STEP_BIN --dtype bf16 --recompute 1 $TINY"
+    "gpu_step_check_offload|$STEP_BIN --dtype bf16 --offload 1 $TINY")
   echo "== GPU tests (ops: fp32 ||gpu - cpu|| / ||cpu|| <= 1e-5, bf16 by the bf16 rule)"
   for r in "${RUNS[@]}"; do
     c=${r%%|*}
@@ -279,15 +280,17 @@ fi
 
 # full training step of a MiniMax-Text-01-shaped model (bench/gpu_step.c): fp32, then bf16
 # GEMMs; after the PyTorch peer (whose ratios need those two), bf16 with every layer recomputed
-# in the backward (train.gradient_checkpointing), the first thing a short budget drops
+# in the backward (train.gradient_checkpointing), then bf16 with AdamW offloaded to the host
+# (dist.offload_optimizer: what the copies and the host update cost), the first things a short
+# budget drops
 rm -f "$LOGDIR"/step_*.log
-step_bench() { # DTYPE RECOMPUTE(0|1)
-  local dt=$1 rec=$2 name t rc
-  name=$dt$([ "$rec" = 1 ] && echo _recompute)
+step_bench() { # DTYPE RECOMPUTE(0|1) [OFFLOAD(0|1)]
+  local dt=$1 rec=$2 off=${3:-0} name t rc
+  name=$dt$([ "$rec" = 1 ] && echo _recompute)$([ "$off" = 1 ] && echo _offload)
   t=$(date +%s)
-  echo "== training step benchmark ($dt GEMMs$([ "$rec" = 1 ] && echo ", layers recomputed"))"
+  echo "== training step benchmark ($dt GEMMs$([ "$rec" = 1 ] && echo ", layers recomputed")$([ "$off" = 1 ] && echo ", AdamW on the host"))"
   # shellcheck disable=SC2086 # MT_GPU_CHECK_STEP_ARGS is a list of flags
-  OMP_NUM_THREADS=$JOBS tmo 100 "$STEP_BIN" --dtype "$dt" --recompute "$rec" \
+  OMP_NUM_THREADS=$JOBS tmo 100 "$STEP_BIN" --dtype "$dt" --recompute "$rec" --offload "$off" \
     ${MT_GPU_CHECK_STEP_ARGS:-} > "$LOGDIR/step_$name.log" 2>&1
   rc=$?
   cat "$LOGDIR/step_$name.log"
@@ -313,6 +316,7 @@ else
   note "PyTorch peer: not run (no python3 with torch and transformers, or nothing built)"
 fi
 [ -z "$STEP_BIN" ] || step_bench bf16 1
+[ -z "$STEP_BIN" ] || step_bench bf16 0 1
 
 # ---------------------------------------------------------------------------------------------
 echo

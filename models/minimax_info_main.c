@@ -2,7 +2,8 @@
  * rank under ZeRO-3.
  *
  *   minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]
- *                [--gather-unit layer|expert] [--gather-dtype fp32|bf16] [--seq T [--batch B]]
+ *                [--gather-unit layer|expert] [--gather-dtype fp32|bf16] [--offload]
+ *                [--seq T [--batch B]]
  *
  * params_total: every parameter of the layout (models/layout.c).
  * params_active: the parameters one token uses, as the model card counts them (45.9B for
@@ -14,6 +15,7 @@
  *   slots (two buckets of parameters and two of gradients at full size), before activations
  *   (dist.arena_mb). The largest bucket is a decoder layer with all its experts with
  *   --gather-unit layer (the default, as dist.gather_unit), else the embedding or lm_head.
+ *   --offload (dist.offload_optimizer): m and v in host memory instead (zero3_host_bytes_*).
  * activation_*: with --seq T, the activation arena one micro-step of B x T tokens needs per rank
  *   (the peak of live tensors, from a dry run of the model code: mt_minimax_plan_activations),
  *   with every layer's activations kept and with train.gradient_checkpointing; kernels' scratch
@@ -28,7 +30,7 @@
 static void usage(void) {
     fprintf(stderr, "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
                     "                    [--gather-unit layer|expert] [--gather-dtype fp32|bf16]\n"
-                    "                    [--seq T [--batch B]]\n");
+                    "                    [--offload] [--seq T [--batch B]]\n");
     exit(2);
 }
 
@@ -45,6 +47,7 @@ int main(int argc, char **argv) {
     long seq = 0, batch = 1;
     mt_gather_unit unit = MT_GATHER_LAYER;
     mt_dtype gather_dtype = MT_F32;
+    bool offload = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
@@ -67,6 +70,8 @@ int main(int argc, char **argv) {
             const char *u = argv[++i];
             if (strcmp(u, "layer") && strcmp(u, "expert")) usage();
             unit = strcmp(u, "expert") == 0 ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
+        } else if (strcmp(argv[i], "--offload") == 0) {
+            offload = true;
         } else if (strcmp(argv[i], "--gather-dtype") == 0 && i + 1 < argc) {
             const char *d = argv[++i];
             if (strcmp(d, "fp32") && strcmp(d, "bf16")) usage();
@@ -115,15 +120,20 @@ int main(int argc, char **argv) {
     print_count("params_experts", experts, "all experts of all layers");
     int64_t zero_bytes = 0; /* with --ranks: the state and slots one rank holds */
     if (ranks) {
-        const mt_zero_sizes z = mt_zero_plan(ranks, m.n_buckets, m.bucket_numel, gather_dtype);
+        const mt_zero_sizes z =
+            mt_zero_plan(ranks, m.n_buckets, m.bucket_numel, gather_dtype, offload);
         const double gib = 1.0 / (1 << 30);
         const double b_owned = (double)z.owned_bytes, b_slots = (double)z.slot_bytes;
         const bool bf16 = gather_dtype == MT_BF16;
         printf("zero3_ranks=%d gather_unit=%s gather_dtype=%s buckets=%d\n", ranks,
                unit == MT_GATHER_EXPERT ? "expert" : "layer", bf16 ? "bf16" : "fp32", m.n_buckets);
-        printf("zero3_owned_bytes_per_rank=%.0f (%.2f GiB)  # fp32 master, grad, adam m, v of "
-               "%lld parameters\n",
-               b_owned, b_owned * gib, (long long)z.owned);
+        printf("zero3_owned_bytes_per_rank=%.0f (%.2f GiB)  # fp32 master, grad%s of %lld "
+               "parameters\n",
+               b_owned, b_owned * gib, offload ? "" : ", adam m, v", (long long)z.owned);
+        if (offload)
+            printf("zero3_host_bytes_per_rank=%.0f (%.2f GiB)  # adam m, v in host memory "
+                   "(dist.offload_optimizer), and the staging of the host update\n",
+                   (double)z.host_bytes, (double)z.host_bytes * gib);
         int64_t largest = 0;
         for (int b = 0; b < m.n_buckets; b++)
             if (m.bucket_numel[b] > largest) largest = m.bucket_numel[b];

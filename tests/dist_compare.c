@@ -236,6 +236,10 @@ static int test_bf16_gather_match(void) {
 static int test_emu_cuda_match(void) {
     compare_runs("emu-cpu", "emu-cuda", 1, 3, 1e-5, 1e-5, false);
     compare_runs("emu-cuda", "emu-resume", 3, 3, 0.0, 0.0, false);
+    /* dist.offload_optimizer: the host's AdamW instead of the device's (the same formula, the
+     * last bits may differ: op_cuda_emu_optim), with host moments through the checkpoint */
+    compare_runs("emu-cuda", "emu-offload", 1, 3, 1e-5, 1e-5, false);
+    compare_runs("emu-offload", "emu-offload-resume", 3, 3, 0.0, 0.0, false);
     return MT_TEST_OK;
 }
 

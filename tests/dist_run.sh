@@ -28,8 +28,9 @@
 #                    through the CPU emulator (EMU, minimax-train-emu; dist.gather_unit expert),
 #                    NP ranks each, then the emulated run resumed from its step-2 checkpoint (with
 #                    train.gradient_checkpointing: the same step 3 to the bit), and
-#                    both in bf16 GEMM mode with bf16 gathers (gather unit layer)
-#                    -> $TMP/emu-{cpu,cuda,resume,cpu-bf16,cuda-bf16}
+#                    both in bf16 GEMM mode with bf16 gathers (gather unit layer); and the
+#                    emulated run with dist.offload_optimizer, resumed from its step 2
+#                    -> $TMP/emu-{cpu,cuda,resume,cpu-bf16,cuda-bf16,offload,offload-resume}
 set -euo pipefail
 bin="$1"
 mode="$2"
@@ -169,6 +170,18 @@ emu-cuda)
   bin="$emu" run "$np" "$tmp/emu-resume" "${small[@]}" --set dist.backend=nccl \
     --set dist.gather_unit=expert --set train.gradient_checkpointing=true \
     --resume "$tmp/emu-cuda/checkpoint-2"
+  # the AdamW moments offloaded to host memory (the update on the host CPU, through a staging
+  # buffer shrunk to 4099 elements so that every shard takes several chunks), checkpointed at
+  # step 2 and resumed from there
+  MT_OFFLOAD_STAGE_NUMEL=4099 bin="$emu" run "$np" "$tmp/emu-offload" "${small[@]}" \
+    --set dist.backend=nccl --set dist.gather_unit=expert --set output.save_steps=2 \
+    --set dist.offload_optimizer=true
+  MT_OFFLOAD_STAGE_NUMEL=4099 bin="$emu" run "$np" "$tmp/emu-offload-resume" "${small[@]}" \
+    --set dist.backend=nccl --set dist.gather_unit=expert --set dist.offload_optimizer=true \
+    --resume "$tmp/emu-offload/checkpoint-2"
+  grep "^memory" "$tmp/emu-offload.log"
+  grep -q "moments offloaded: .* MiB of host memory" "$tmp/emu-offload.log" ||
+    { echo "FAIL: the offloaded run's memory line does not show host moments"; exit 1; }
   # bf16 GEMMs and bf16 parameter gathers: the emulated device against the CPU's bf16 rounding
   # reference
   run "$np" "$tmp/emu-cpu-bf16" "${small[@]}" --set model.dtype=bf16 --set dist.gather_dtype=bf16

@@ -42,7 +42,7 @@ static void ref_adamw_step(float **ref, float **rm, float **rv, int step, int P,
  * init_value * scale, and the reference's full vectors (parameters, m, v) next to it. */
 static void zero_setup(mt_zero *z, mt_comm *comm, mt_dtype gather, float scale, float **ref,
                        float **rm, float **rv) {
-    mt_zero_init_gather(z, comm, mt_backend_cpu(), N_BUCKETS, bucket_numel, gather);
+    mt_zero_init_gather(z, comm, mt_backend_cpu(), N_BUCKETS, bucket_numel, gather, false);
     mt_zero_range ranges[2] = {{0, 900, true}, {900, 100, false}};
     mt_zero_set_ranges(z, 2, ranges, 2);
     for (int b = 0; b < N_BUCKETS; b++) {
@@ -95,7 +95,7 @@ static int test_zero_vs_unsharded(void) {
     EXPECT(z.total_shard * P <= total + N_BUCKETS * 64 * P, "owned %lld x %d vs %lld",
            (long long)z.total_shard, P, (long long)total);
     /* the planner (minimax-info --ranks) matches what was allocated */
-    mt_zero_sizes plan = mt_zero_plan(P, N_BUCKETS, bucket_numel, MT_F32);
+    mt_zero_sizes plan = mt_zero_plan(P, N_BUCKETS, bucket_numel, MT_F32, false);
     EXPECT(plan.owned == z.total_shard && plan.slot_numel == (P > 1 ? z.slot_numel : 0) &&
                plan.owned_bytes == mt_zero_owned_bytes(&z) &&
                plan.slot_bytes == mt_zero_slot_bytes(&z),
@@ -177,7 +177,7 @@ static int test_zero_bf16(void) {
         free(rv[b]);
     }
     EXPECT(z.gathers > 0 && mt_zero_slot_bytes(&z) > 0, "bf16 gathers use slots, also at P = 1");
-    mt_zero_sizes plan = mt_zero_plan(P, N_BUCKETS, bucket_numel, MT_BF16);
+    mt_zero_sizes plan = mt_zero_plan(P, N_BUCKETS, bucket_numel, MT_BF16, false);
     EXPECT(plan.owned_bytes == mt_zero_owned_bytes(&z) && plan.slot_bytes == mt_zero_slot_bytes(&z),
            "mt_zero_plan (bf16 gathers): %lld and %lld bytes, allocated %lld and %lld",
            (long long)plan.owned_bytes, (long long)plan.slot_bytes,

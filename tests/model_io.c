@@ -487,6 +487,22 @@ static int test_info_counts(void) {
     EXPECT(act == plan && zb > 0 && tot == zb + act,
            "--seq 512: activations %lld (plan %lld), zero3 %lld, total %lld", act, (long long)plan,
            zb, tot);
+    /* --offload: m and v leave the device for host memory, with a staging of 2 x 2^24 floats */
+    long long owned = -1, owned_off = -1, host_off = -1, n_owned = -1;
+    if ((p = strstr(out, "zero3_owned_bytes_per_rank=")))
+        sscanf(p, "zero3_owned_bytes_per_rank=%lld", &owned);
+    if (p && (p = strstr(p, "grad, adam m, v of "))) sscanf(p, "grad, adam m, v of %lld", &n_owned);
+    snprintf(args, sizeof(args), "--config %s --ranks 64 --gather-unit expert --offload", released);
+    EXPECT(info_run(args, &t, &a, &w, out, sizeof(out)), "minimax-info --offload failed:\n%s", out);
+    printf("%s", out);
+    if ((p = strstr(out, "zero3_owned_bytes_per_rank=")))
+        sscanf(p, "zero3_owned_bytes_per_rank=%lld", &owned_off);
+    if ((p = strstr(out, "zero3_host_bytes_per_rank=")))
+        sscanf(p, "zero3_host_bytes_per_rank=%lld", &host_off);
+    EXPECT(n_owned > (1 << 24) && owned == 16 * n_owned && owned_off == 8 * n_owned &&
+               host_off == 8 * n_owned + 8 * (1 << 24),
+           "--offload: %lld owned elements, %lld device bytes (%lld without offload), %lld host",
+           n_owned, owned_off, owned, host_off);
     snprintf(args, sizeof(args), "--config %s/missing.json 2>&1", tmp_dir());
     EXPECT(!info_run(args, &t, &a, &w, out, sizeof(out)) && strstr(out, "missing.json"),
            "a missing config fails naming the file: %s", out);

@@ -20,6 +20,10 @@ static const char *state_arrays[3] = {"master", "m", "v"};
 static float *zero_array(mt_zero *z, int which) {
     return which == 0 ? z->master : which == 1 ? z->m : z->v;
 }
+/* in the backend's device memory (else host memory: the CPU backend, offloaded moments) */
+static bool zero_array_on_device(const mt_zero *z, int which) {
+    return z->be->dev != MT_CPU && !(which > 0 && z->offload);
+}
 
 static void attr_write(hid_t file, const char *name, hid_t type, const void *value, size_t n) {
     hsize_t dims = n;
@@ -46,7 +50,7 @@ static hid_t checkpoint_fapl(mt_zero *z) {
 }
 
 /* Reads or writes this rank's owned range of every bucket array, collectively. Device shards
- * go through one host buffer of the largest shard. */
+ * go through one host buffer of the largest shard; host ones (offloaded m, v) directly. */
 static void checkpoint_transfer(hid_t file, const char *path, mt_zero *z, bool write) {
     hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
     H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
@@ -90,13 +94,14 @@ static void checkpoint_transfer(hid_t file, const char *path, mt_zero *z, bool w
                 H5Sselect_none(fspace);
                 H5Sselect_none(mspace);
             }
-            float *shard = zero_array(z, a) + z->shard_offset[b], *buf = staged ? host : shard;
+            const bool via_host = zero_array_on_device(z, a);
+            float *shard = zero_array(z, a) + z->shard_offset[b], *buf = via_host ? host : shard;
             size_t bytes = sizeof(float) * (size_t)count;
-            if (write && staged) z->be->to_host(host, shard, bytes);
+            if (write && via_host) z->be->to_host(host, shard, bytes);
             herr_t rc = write ? H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf)
                               : H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf);
             H5_CHECK(rc, "%s: cannot %s dataset %s", path, write ? "write" : "read", name);
-            if (!write && staged) z->be->to_device(shard, host, bytes);
+            if (!write && via_host) z->be->to_device(shard, host, bytes);
             H5Sclose(mspace);
             H5Sclose(fspace);
             H5Dclose(dset);

@@ -71,6 +71,7 @@ static const recipe_key recipe_keys[] = {
     STR("dist.gather_unit", dist_gather_unit, "\"layer\"", true),
     STR("dist.gather_dtype", dist_gather_dtype, "\"fp32\"", true),
     I64("dist.arena_mb", dist_arena_mb, "1024", false),
+    BOOL("dist.offload_optimizer", dist_offload_optimizer, "false", false),
 };
 #define N_RECIPE_KEYS ((int)(sizeof(recipe_keys) / sizeof(recipe_keys[0])))
 

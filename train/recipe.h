@@ -51,11 +51,12 @@ typedef struct mt_recipe {
     char output_export_dtype[8]; /* "bf16" or "fp32" */
     int64_t output_shard_bytes;
     /* [dist] */
-    char dist_backend[8];      /* "mpi" (CPU) or "nccl" (CUDA) */
-    bool dist_prefetch;        /* gather the next bucket while the current one computes */
-    char dist_gather_unit[8];  /* "layer" (a decoder layer with its experts) or "expert" */
-    char dist_gather_dtype[8]; /* "fp32" or "bf16": the parameters as gathered and used */
-    int64_t dist_arena_mb;     /* activation arena per rank */
+    char dist_backend[8];        /* "mpi" (CPU) or "nccl" (CUDA) */
+    bool dist_prefetch;          /* gather the next bucket while the current one computes */
+    char dist_gather_unit[8];    /* "layer" (a decoder layer with its experts) or "expert" */
+    char dist_gather_dtype[8];   /* "fp32" or "bf16": the parameters as gathered and used */
+    int64_t dist_arena_mb;       /* activation arena per rank */
+    bool dist_offload_optimizer; /* AdamW moments in host memory, the update on the host CPU */
 } mt_recipe;
 
 /* Defaults, then the file (if path is not NULL), then each "table.key=value" override.

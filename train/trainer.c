@@ -180,7 +180,8 @@ static void trainer_setup_model(trainer *t) {
     trainer_check_arena(t);
     trainer_setup_device(t);
     mt_zero_init_gather(&t->zero, t->comm, t->be, t->model.n_buckets, t->model.bucket_numel,
-                        strcmp(rc->dist_gather_dtype, "bf16") == 0 ? MT_BF16 : MT_F32);
+                        strcmp(rc->dist_gather_dtype, "bf16") == 0 ? MT_BF16 : MT_F32,
+                        rc->dist_offload_optimizer);
 
     /* each rank reads or draws only what it owns, through a bounded host buffer */
     mt_weights_reader *reader =
@@ -470,14 +471,19 @@ static void trainer_report_memory(trainer *t) {
            slots = (double)mt_zero_slot_bytes(&t->zero);
     int64_t total = 0;
     for (int b = 0; b < t->model.n_buckets; b++) total += t->model.bucket_numel[b];
+    char offload[96] = "";
+    if (t->zero.offload)
+        snprintf(offload, sizeof(offload), " (moments offloaded: %.2f MiB of host memory)",
+                 (double)mt_zero_host_bytes(&t->zero) * mib);
     /* called after the first step: the counters hold its collectives (a resume gathers none) */
-    printf("memory[rank %d, %s]: owned params+grads+moments %.2f MiB (%lld of %lld parameters), "
+    printf("memory[rank %d, %s]: owned params+grads%s %.2f MiB%s (%lld of %lld parameters), "
            "gathered buffers peak %.2f MiB, activation arena %.0f MiB (peak use %.2f MiB, "
            "%.2f MiB without kernel scratch%s); step collectives: %lld all-gathers, %lld "
            "reduce-scatters\n",
-           t->comm->rank, t->be->name, owned * mib, (long long)t->zero.total_shard,
-           (long long)total, slots * mib, (double)t->ctx.arena.cap * mib,
-           (double)t->ctx.arena.peak * mib, (double)t->ctx.arena.peak_live * mib,
+           t->comm->rank, t->be->name, t->zero.offload ? "" : "+moments", owned * mib, offload,
+           (long long)t->zero.total_shard, (long long)total, slots * mib,
+           (double)t->ctx.arena.cap * mib, (double)t->ctx.arena.peak * mib,
+           (double)t->ctx.arena.peak_live * mib,
            t->model.gradient_checkpointing ? ", layers recomputed" : "", (long long)t->zero.gathers,
            (long long)t->zero.reduce_scatters);
     fflush(stdout);

@@ -47,16 +47,27 @@ static void zero_slot_caps(const int64_t *padded, int n, int final_slot, int64_t
 /* The bytes of the owned state and of the slots: data and gradient buffers of both slots, the
  * reduce-scatter landing area (one shard of the largest bucket) and, for bf16 gathers, a
  * shard-sized bf16 send buffer per slot and one bf16 landing buffer of the larger slot. */
-static int64_t zero_owned_bytes(int64_t owned) { return 4 * (int64_t)sizeof(float) * owned; }
+static int64_t zero_owned_bytes(int64_t owned, bool offload) {
+    return (offload ? 2 : 4) * (int64_t)sizeof(float) * owned;
+}
+/* offload: m and v, and on a device backend the staging of p and g chunks (ZERO_STAGE_NUMEL
+ * elements each at most: 128 MiB) */
+#define ZERO_STAGE_NUMEL ((int64_t)1 << 24)
+static int64_t zero_stage_numel(int64_t owned) {
+    return owned < 1 ? 1 : owned < ZERO_STAGE_NUMEL ? owned : ZERO_STAGE_NUMEL;
+}
+static int64_t zero_host_bytes(int64_t owned, bool offload, int64_t stage_numel) {
+    return offload ? 2 * (int64_t)sizeof(float) * (owned + stage_numel) : 0;
+}
 static int64_t zero_slot_bytes(const int64_t cap[2], int P, bool bf16) {
     const int64_t big = cap[0] > cap[1] ? cap[0] : cap[1];
     return 2 * (int64_t)sizeof(float) * (cap[0] + cap[1]) + (int64_t)sizeof(float) * (big / P) +
            (bf16 ? 2 * big + 2 * (cap[0] / P + cap[1] / P) : 0);
 }
 
-mt_zero_sizes mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel,
-                           mt_dtype gather_dtype) {
-    mt_zero_sizes z = {0, 0, 0, 0};
+mt_zero_sizes mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel, mt_dtype gather_dtype,
+                           bool offload) {
+    mt_zero_sizes z = {0, 0, 0, 0, 0};
     const bool bf16 = gather_dtype == MT_BF16;
     int64_t *padded = mt_malloc(sizeof(int64_t) * (size_t)n_buckets, "zero plan");
     for (int b = 0; b < n_buckets; b++) {
@@ -68,14 +79,15 @@ mt_zero_sizes mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel,
     zero_slot_caps(padded, n_buckets, zero_final_slot(padded, n_buckets), cap);
     free(padded);
     if (P == 1 && !bf16) z.slot_numel = 0; /* aliased: the shards are the slots */
-    z.owned_bytes = zero_owned_bytes(z.owned);
+    z.owned_bytes = zero_owned_bytes(z.owned, offload);
+    z.host_bytes = zero_host_bytes(z.owned, offload, zero_stage_numel(z.owned)); /* a device */
     z.slot_bytes = z.slot_numel ? zero_slot_bytes(cap, P, bf16) : 0;
     return z;
 }
 
 void mt_zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
                   const int64_t *bucket_numel) {
-    mt_zero_init_gather(z, comm, be, n_buckets, bucket_numel, MT_F32);
+    mt_zero_init_gather(z, comm, be, n_buckets, bucket_numel, MT_F32, false);
 }
 
 static uint16_t *zero_alloc16(const mt_backend *be, int64_t n, const char *what) {
@@ -83,7 +95,7 @@ static uint16_t *zero_alloc16(const mt_backend *be, int64_t n, const char *what)
 }
 
 void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
-                         const int64_t *bucket_numel, mt_dtype gather_dtype) {
+                         const int64_t *bucket_numel, mt_dtype gather_dtype, bool offload) {
     MT_CHECK(gather_dtype == MT_F32 || gather_dtype == MT_BF16,
              "zero: parameters are gathered as fp32 or bf16, not %s", mt_dtype_name(gather_dtype));
     MT_CHECK(comm->device == (be->dev != MT_CPU),
@@ -115,8 +127,24 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
     free(padded);
     z->master = zero_alloc(be, z->total_shard, "master weights");
     z->grad = zero_alloc(be, z->total_shard, "gradients");
-    z->m = zero_alloc(be, z->total_shard, "adam m");
-    z->v = zero_alloc(be, z->total_shard, "adam v");
+    z->offload = offload;
+    if (offload) { /* zeroed host pages, touched first by the first step */
+        z->m = mt_calloc((size_t)z->total_shard, sizeof(float), "adam m (host, offload)");
+        z->v = mt_calloc((size_t)z->total_shard, sizeof(float), "adam v (host, offload)");
+        if (be->dev != MT_CPU) {
+            z->stage_numel = zero_stage_numel(z->total_shard);
+            /* tests shrink the chunk to run the chunking on small models */
+            const char *chunk = getenv("MT_OFFLOAD_STAGE_NUMEL");
+            if (chunk && atoll(chunk) > 0 && atoll(chunk) < z->stage_numel)
+                z->stage_numel = atoll(chunk);
+            z->stage = be->host_alloc(2 * sizeof(float) * (size_t)z->stage_numel);
+            MT_CHECK(z->stage, "zero: out of host memory for the offload staging (%lld bytes)",
+                     (long long)(2 * sizeof(float) * (size_t)z->stage_numel));
+        }
+    } else {
+        z->m = zero_alloc(be, z->total_shard, "adam m");
+        z->v = zero_alloc(be, z->total_shard, "adam v");
+    }
     z->slot_ticket[0] = z->slot_ticket[1] = -1;
     z->slot_bucket[0] = z->slot_bucket[1] = -1;
     z->land16_slot = -1;
@@ -159,8 +187,14 @@ void mt_zero_free(mt_zero *z) {
     const mt_backend *be = z->be;
     be->free(z->master);
     be->free(z->grad);
-    be->free(z->m);
-    be->free(z->v);
+    if (z->offload) {
+        free(z->m);
+        free(z->v);
+        if (z->stage) be->host_free(z->stage);
+    } else {
+        be->free(z->m);
+        be->free(z->v);
+    }
     if (!z->aliased) {
         for (int s = 0; s < 2; s++) {
             be->free(z->slot_data[s]);
@@ -357,24 +391,45 @@ void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
                        .eps = (float)o->eps};
     zero_slot_wait(z, 0); /* no transfer may still read the master weights */
     zero_slot_wait(z, 1);
+    /* offload on a device backend: chunks [c0, c1) of p and g to the host staging, the host's
+     * AdamW there with the host m and v, p back; else the backend's AdamW in place */
+    const bool staged = z->stage != NULL;
+    const mt_backend *run = staged ? mt_backend_cpu() : z->be;
     for (int b = 0; b < z->n_buckets; b++) {
         int64_t lo, hi;
         mt_zero_owned_range(z, b, &lo, &hi);
         float *p = z->master + z->shard_offset[b] - lo, *g = z->grad + z->shard_offset[b] - lo;
         float *m = z->m + z->shard_offset[b] - lo, *v = z->v + z->shard_offset[b] - lo;
-        for (int64_t i = lo; i < hi;) {
-            int64_t end;
-            bool decay = zero_decays(z, b, i, &end);
-            if (end > hi) end = hi;
-            a.keep = decay ? (float)(1.0 - o->lr * o->weight_decay) : 1.0f;
-            z->be->adamw(p + i, m + i, v + i, g + i, end - i, &a);
-            i = end;
+        for (int64_t c0 = lo, c1; c0 < hi; c0 = c1) {
+            c1 = staged && hi - c0 > z->stage_numel ? c0 + z->stage_numel : hi;
+            float *pc = p, *gc = g; /* indexed by bucket coordinates */
+            const size_t bytes = sizeof(float) * (size_t)(c1 - c0);
+            if (staged) {
+                z->be->to_host(z->stage, p + c0, bytes);
+                z->be->to_host(z->stage + z->stage_numel, g + c0, bytes);
+                pc = z->stage - c0;
+                gc = z->stage + z->stage_numel - c0;
+            }
+            for (int64_t i = c0; i < c1;) {
+                int64_t end;
+                bool decay = zero_decays(z, b, i, &end);
+                if (end > c1) end = c1;
+                a.keep = decay ? (float)(1.0 - o->lr * o->weight_decay) : 1.0f;
+                run->adamw(pc + i, m + i, v + i, gc + i, end - i, &a);
+                i = end;
+            }
+            if (staged) z->be->to_device(p + c0, z->stage, bytes);
         }
     }
     mt_zero_master_changed(z);
 }
 
-int64_t mt_zero_owned_bytes(const mt_zero *z) { return zero_owned_bytes(z->total_shard); }
+int64_t mt_zero_owned_bytes(const mt_zero *z) {
+    return zero_owned_bytes(z->total_shard, z->offload);
+}
+int64_t mt_zero_host_bytes(const mt_zero *z) {
+    return zero_host_bytes(z->total_shard, z->offload, z->stage ? z->stage_numel : 0);
+}
 
 int64_t mt_zero_slot_bytes(const mt_zero *z) {
     return z->aliased ? 0 : zero_slot_bytes(z->slot_cap, z->comm->size, z->gather_bf16);

@@ -27,7 +27,15 @@
  * AdamW stay fp32 on the fp32 master weights. Each gather rounds the bucket's shard into a send
  * buffer of its slot (a shard's size) and lands in one bf16 buffer (2 bytes per slot element),
  * expanded into the slot before use. One rank gathers too (a copy), so that 1 and N ranks
- * compute the same. */
+ * compute the same.
+ *
+ * Optimizer offload (dist.offload_optimizer): the AdamW moments m and v live in host memory and
+ * the update runs on the host CPU (the CPU backend's AdamW, OpenMP threads), as DeepSpeed's
+ * ZeRO-Offload does: the master weights and gradients stay on the device (the gathers and
+ * reduce-scatters need them there), and each step moves the gradient shard to the host and the
+ * updated master weights back, through a page-locked staging buffer, chunk by chunk. Device
+ * memory per owned element: 8 bytes instead of 16. On the CPU backend everything is host
+ * memory already: the same arrays, the same kernel. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -53,11 +61,14 @@ typedef struct mt_zero {
     int64_t slot_cap[2];          /* each slot's size: its largest padded bucket */
     int final_slot;               /* the last bucket's slot (mt_zero_slot_of) */
     float *slot_data[2], *slot_grad[2];
-    int slot_bucket[2];  /* bucket held by each slot, -1 none */
-    int slot_ticket[2];  /* outstanding prefetch of the slot (comm ticket), -1 none */
-    int in_use;          /* gathered and not yet released (computing): no prefetch into its slot */
-    bool aliased;        /* one rank: the "slots" are the shards themselves (no copies) */
-    bool gather_bf16;    /* parameters gathered as bf16 (see above) */
+    int slot_bucket[2]; /* bucket held by each slot, -1 none */
+    int slot_ticket[2]; /* outstanding prefetch of the slot (comm ticket), -1 none */
+    int in_use;         /* gathered and not yet released (computing): no prefetch into its slot */
+    bool aliased;       /* one rank: the "slots" are the shards themselves (no copies) */
+    bool gather_bf16;   /* parameters gathered as bf16 (see above) */
+    bool offload;       /* m and v in host memory, AdamW on the host (see above) */
+    float *stage;       /* offload on a device backend: (2 stage_numel) host p and g chunks */
+    int64_t stage_numel;
     uint16_t *send16[2]; /* (slot_cap[s] / P): a slot's shard rounded to bf16, sent */
     uint16_t *land16;    /* (slot_numel) where bf16 all-gathers land */
     int land16_slot;     /* the slot whose gather sits in land16 unexpanded, -1 none */
@@ -72,19 +83,21 @@ typedef struct mt_zero {
 
 void mt_zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
                   const int64_t *bucket_numel);
-/* The same with the gather precision: MT_F32 (mt_zero_init) or MT_BF16 (see above). */
+/* The same with the gather precision, MT_F32 (mt_zero_init) or MT_BF16, and the optimizer
+ * offload (see above). */
 void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
-                         const int64_t *bucket_numel, mt_dtype gather_dtype);
+                         const int64_t *bucket_numel, mt_dtype gather_dtype, bool offload);
 /* The same layout for P ranks without allocating anything (memory planning, minimax-info):
  * elements one rank owns (each has master, gradient, m and v), the slot size (the largest padded
- * bucket; 0 when one rank computes on its shards), and the bytes mt_zero_owned_bytes and
- * mt_zero_slot_bytes will report for it. */
+ * bucket; 0 when one rank computes on its shards), and the bytes mt_zero_owned_bytes,
+ * mt_zero_slot_bytes and mt_zero_host_bytes will report for it (device backends: with offload,
+ * m and v count as host bytes). */
 typedef struct {
     int64_t owned, slot_numel;
-    int64_t owned_bytes, slot_bytes;
+    int64_t owned_bytes, slot_bytes, host_bytes;
 } mt_zero_sizes;
-mt_zero_sizes mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel,
-                           mt_dtype gather_dtype);
+mt_zero_sizes mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel, mt_dtype gather_dtype,
+                           bool offload);
 void mt_zero_free(mt_zero *z);
 void mt_zero_set_ranges(mt_zero *z, int bucket, const mt_zero_range *ranges, int n);
 /* Bucket b's gather slot (0 or 1): b % 2, so consecutive buckets alternate; but a last bucket
@@ -132,7 +145,9 @@ typedef struct {
  * p -= lr * m_hat / (sqrt(v_hat) + eps). */
 void mt_zero_adamw_step(mt_zero *z, const mt_adamw *opt);
 
-/* Bytes this rank holds: owned (master + grad + m + v) and the gather slots (with the
- * reduce-scatter landing area, and for bf16 gathers the send and landing buffers). */
+/* Bytes this rank holds in the backend's memory: owned (master + grad, + m + v without offload)
+ * and the gather slots (with the reduce-scatter landing area, and for bf16 gathers the send and
+ * landing buffers); and in host memory with offload: m + v and the staging buffer. */
 int64_t mt_zero_owned_bytes(const mt_zero *z);
 int64_t mt_zero_slot_bytes(const mt_zero *z);
+int64_t mt_zero_host_bytes(const mt_zero *z);

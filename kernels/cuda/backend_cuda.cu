@@ -124,6 +124,14 @@ static void *cuda_alloc(size_t bytes) {
     return p;
 }
 static void cuda_free(void *p) { cudaCheck("free", cudaFree(p)); }
+/* page-locked: copies from and to it run at full PCIe speed, and a copy to the device from it
+ * has finished when cudaMemcpy returns */
+static void *cuda_host_alloc(size_t bytes) {
+    void *p = NULL;
+    cudaCheck("host_alloc", cudaMallocHost(&p, bytes ? bytes : 256));
+    return p;
+}
+static void cuda_host_free(void *p) { cudaCheck("host_free", cudaFreeHost(p)); }
 static void cuda_zero(void *p, size_t bytes) {
     if (bytes) cudaCheck("zero", cudaMemsetAsync(p, 0, bytes));
 }
@@ -185,6 +193,8 @@ extern "C" const mt_backend *mt_cuda_backend_probe(void) {
     cuda_backend.to_device = cuda_to_device;
     cuda_backend.to_host = cuda_to_host;
     cuda_backend.copy = cuda_copy;
+    cuda_backend.host_alloc = cuda_host_alloc;
+    cuda_backend.host_free = cuda_host_free;
     cuda_backend.sync = cuda_sync;
 #define MT_OP(E, name)                                                                             \
     cuda_backend.ops[MT_OP_##E].fwd = cuda_##name##_fwd_node;                                      \

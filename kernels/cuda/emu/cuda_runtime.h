@@ -136,6 +136,8 @@ template <typename T> static inline cudaError_t cudaMalloc(T **p, size_t bytes) 
     return cudaMalloc((void **)p, bytes);
 }
 cudaError_t cudaFree(void *p);
+cudaError_t cudaMallocHost(void **p, size_t bytes);
+cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s = 0);
 cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int value, size_t width, size_t height,

@@ -430,6 +430,14 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     if (*p && strict_mode()) memset(*p, 0xff, rounded); /* NaN floats, -1 ints: never zero */
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
+cudaError_t cudaMallocHost(void **p, size_t bytes) { /* plain host memory (not device) */
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFreeHost(void *p) {
+    free(p);
+    return cudaSuccess;
+}
 cudaError_t cudaFree(void *p) {
     emu_device_blocks.erase((uintptr_t)p);
     free(p);
