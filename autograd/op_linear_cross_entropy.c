@@ -13,7 +13,7 @@
 
 #include "ops.h"
 
-#define LCE_CHUNK_BYTES ((int64_t)64 << 20) /* logits of one chunk, fp32 */
+#define LCE_CHUNK_BYTES ((int64_t)64 << 20) /* logits of one chunk, fp32, unless the backend says */
 
 mt_tensor *mt_linear_cross_entropy_chunked(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *labels,
                                            float denom, int64_t chunk_rows) {
@@ -43,7 +43,9 @@ mt_tensor *mt_linear_cross_entropy_chunked(mt_ctx *c, mt_tensor *x, mt_tensor *w
                  mt_shape_str(w));
         rows[M++] = (int32_t)i;
     }
-    int64_t R = chunk_rows > 0 ? chunk_rows : LCE_CHUNK_BYTES / (4 * V);
+    const int64_t budget =
+        c->be->logits_chunk_bytes ? (int64_t)c->be->logits_chunk_bytes : LCE_CHUNK_BYTES;
+    int64_t R = chunk_rows > 0 ? chunk_rows : budget / (4 * V);
     if (R > M) R = M;
     if (R < 1) R = 1;
 

@@ -108,7 +108,8 @@ void mt_moe_aux_coef(float *coef, const int64_t *count, int E, int64_t rows);
 mt_tensor *mt_cross_entropy(mt_ctx *c, mt_tensor *logits, mt_tensor *labels, float denom);
 
 /* mt_cross_entropy(mt_matmul(x, w), labels, denom) without the (N,V) logits: the labelled
- * rows go R at a time (R chosen for 64 MiB of fp32 logits; chunk_rows > 0 sets R, for tests),
+ * rows go R at a time (R chosen for the backend's logits_chunk_bytes of fp32 logits: 64 MiB on
+ * the CPU, 1 GiB on CUDA; chunk_rows > 0 sets R, for tests),
  * their logits are formed again in the backward, ignored rows cost nothing.
  * x (...,C) N rows, w (V,C), labels (N) I32 -> scalar. GEMM precision as mt_matmul. */
 mt_tensor *mt_linear_cross_entropy(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *labels,

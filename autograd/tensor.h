@@ -91,6 +91,9 @@ typedef struct mt_backend {
     void *(*host_alloc)(size_t bytes);
     void (*host_free)(void *p);
     void (*sync)(void);
+    /* fp32 logits per chunk of the fused lm_head + loss (0: 64 MiB): larger chunks make its
+     * GEMMs compute-bound on a GPU (each chunk reads all of w, and its dw GEMM rewrites dw) */
+    size_t logits_chunk_bytes;
     mt_op_impl ops[MT_OP_COUNT];
     /* the sharded optimizer's vector kernels on fp32 buffers (kernels/<backend>/optim) */
     void (*vec_add)(float *dst, const float *src, int64_t n); /* dst += src */
