@@ -13,8 +13,8 @@
 
 #include "ops.h"
 
-#define LCE_CHUNK_BYTES ((int64_t)64 << 20) /* logits of one chunk, fp32, unless the backend says  \
-                                             */
+/* fp32 logits of one chunk, unless the backend sets its own (mt_backend.logits_chunk_bytes) */
+#define LCE_CHUNK_BYTES ((int64_t)64 << 20)
 
 mt_tensor *mt_linear_cross_entropy_chunked(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *labels,
                                            float denom, int64_t chunk_rows) {
