@@ -90,6 +90,9 @@ typedef struct mt_backend {
     /* host memory that to_device/to_host move fastest (page-locked on CUDA): staging buffers */
     void *(*host_alloc)(size_t bytes);
     void (*host_free)(void *p);
+    /* bytes this process could still allocate with alloc (the device's free memory; the CPU's
+     * available memory, shared by every process on the node), 0 when unknown */
+    size_t (*mem_available)(void);
     void (*sync)(void);
     /* fp32 logits per chunk of the fused lm_head + loss (0: 64 MiB): larger chunks make its
      * GEMMs compute-bound on a GPU (each chunk reads all of w, and its dw GEMM rewrites dw) */

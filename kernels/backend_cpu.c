@@ -1,5 +1,6 @@
 /* backend_cpu.c: the CPU backend table. fp32 storage; the reference every other backend is
  * compared against. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,17 @@ static void cpu_free(void *p) { free(p); }
 static void cpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 static void cpu_sync(void) {}
+/* MemAvailable of /proc/meminfo (Linux), 0 elsewhere */
+static size_t cpu_mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kib = 0;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    fclose(f);
+    return (size_t)kib << 10;
+}
 
 static const mt_backend cpu_backend = {
     .name = "cpu",
@@ -26,6 +38,7 @@ static const mt_backend cpu_backend = {
     .copy = cpu_copy,
     .host_alloc = cpu_alloc,
     .host_free = cpu_free,
+    .mem_available = cpu_mem_available,
     .sync = cpu_sync,
     .ops =
         {

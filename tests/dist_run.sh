@@ -180,6 +180,16 @@ emu-cuda)
     --set dist.backend=nccl --set dist.gather_unit=expert --set dist.offload_optimizer=true \
     --resume "$tmp/emu-offload/checkpoint-2"
   grep "^memory" "$tmp/emu-offload.log"
+  # a device too small for the state, slots and arena (an emulated 64 MiB one): stopped before
+  # anything is allocated, with the remedies, offload among them
+  rc=0
+  MT_CUDA_EMU_MEM_MB=64 bin="$emu" run "$np" "$tmp/emu-small-device" "${small[@]}" \
+    --set dist.backend=nccl > /dev/null 2>&1 || rc=$?
+  [ "$rc" -ne 0 ] || { echo "FAIL: a 64 MiB device was accepted"; exit 1; }
+  grep -q "^error: a rank needs .* GiB of cuda memory .* are free; use more GPUs .*dist.offload_optimizer = true" \
+    "$tmp/emu-small-device.log" || { echo "FAIL: no memory error"; cat "$tmp/emu-small-device.log"; exit 1; }
+  ! grep -q "^memory\[" "$tmp/emu-small-device.log" || { echo "FAIL: it trained"; exit 1; }
+  grep "^error" "$tmp/emu-small-device.log"
   grep -q "moments offloaded: .* MiB of host memory" "$tmp/emu-offload.log" ||
     { echo "FAIL: the offloaded run's memory line does not show host moments"; exit 1; }
   # bf16 GEMMs and bf16 parameter gathers: the emulated device against the CPU's bf16 rounding
@@ -237,6 +247,17 @@ path = "/nonexistent/MiniMax-Text-01-hf"
 [dist]
 arena_mb = 4
 " "error: dist.arena_mb = 4 is too small: .* or set train.gradient_checkpointing = true"
+  # more memory than any node has (the released Text-01: 7.3 TB of sharded state over 2
+  # ranks): refused before any memory is taken or any weight is read
+  expect '[model]
+config = "recipes/configs/minimax-text-01.json"
+[data]
+tokenizer_dir = "tests/fixtures/tokenizer"
+[train]
+gradient_checkpointing = true
+[dist]
+arena_mb = 8192
+' "error: a rank needs .* GiB of cpu memory (sharded state [0-9.]* GiB: 228044827648 parameters, 1/2 of the model; .*) but .* GiB are free.*; use more nodes"
   ;;
 *)
   echo "unknown mode $mode" >&2

@@ -53,6 +53,7 @@ typedef struct {
     float *export_stage; /* rank 0, device backends: one gathered bucket on the host */
     mt_train_state state;
     mt_logger log;
+    int64_t planned_activations; /* the arena's planned peak of one micro-step (bytes) */
 } trainer;
 
 #define LOG0(t, ...)                                                                               \
@@ -130,6 +131,7 @@ static void trainer_check_arena(trainer *t) {
     const int64_t B = rc->train_per_device_train_batch_size, T = rc->data_max_length;
     const int64_t need =
         mt_minimax_plan_activations(&t->cfg, t->model.unit, rc->train_gradient_checkpointing, B, T);
+    t->planned_activations = need;
     const double mib = 1.0 / (1 << 20);
     if (need <= rc->dist_arena_mb << 20) {
         LOG0(t,
@@ -151,6 +153,91 @@ static void trainer_check_arena(trainer *t) {
                                                  : ", or set train.gradient_checkpointing = true",
                 (double)other * mib, rc->train_gradient_checkpointing ? "off" : "on");
     }
+    mt_comm_finalize(t->host);
+    exit(2);
+}
+
+/* Processes sharing this node's memory: the launcher's local size (Open MPI, MPICH/Intel MPI,
+ * Slurm), else every rank (one node). */
+static int trainer_local_ranks(const trainer *t) {
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 0) return atoi(v);
+    }
+    return t->comm->size;
+}
+
+/* What a rank allocates before its first step (sharded state, gather slots, activation arena;
+ * with dist.offload_optimizer the moments in host memory) against what its backend has free: a
+ * run that cannot fit stops now on every rank, naming the parts and the remedies, instead of in
+ * an allocation after loading (or, on the CPU, in the kernel's OOM killer, which says nothing).
+ * On the CPU the node's available memory is shared by its ranks. Skipped where unknown. */
+static void trainer_check_memory(trainer *t) {
+    const mt_recipe *rc = &t->rc;
+    const bool cpu = t->be->dev == MT_CPU, offload = rc->dist_offload_optimizer;
+    const mt_zero_sizes z =
+        mt_zero_plan(t->comm->size, t->model.n_buckets, t->model.bucket_numel,
+                     strcmp(rc->dist_gather_dtype, "bf16") == 0 ? MT_BF16 : MT_F32, offload);
+    const double gib = 1.0 / (1 << 30);
+    const int local = trainer_local_ranks(t);
+    /* On the CPU offloading changes nothing (master, gradient, m and v are all host memory), and
+     * the arena's pages cost only once touched: its planned peak counts there, not its size. */
+    const int64_t cap = rc->dist_arena_mb << 20, state = cpu ? 16 * z.owned : z.owned_bytes;
+    const int64_t arena = cpu && t->planned_activations < cap ? t->planned_activations : cap;
+    const int64_t need = state + z.slot_bytes + arena;
+    const size_t avail = t->be->mem_available ? t->be->mem_available() : 0;
+    const int64_t share = cpu ? (int64_t)(avail / (size_t)local) : (int64_t)avail;
+    const size_t host_avail = !cpu && offload ? mt_backend_cpu()->mem_available() : 0;
+    const int64_t host_share = (int64_t)(host_avail / (size_t)local);
+    const bool short_dev = avail && need > share,
+               short_host = host_avail && z.host_bytes > host_share;
+    /* every rank learns whether any must stop; rank 0 speaks for all when it is short too
+     * (ranks are alike), else each short rank names itself */
+    int64_t bad[2] = {short_dev || short_host, t->comm->rank == 0 && (short_dev || short_host)};
+    t->host->allreduce_i64(t->host, bad, 2);
+    if (!bad[0]) {
+        LOG0(t,
+             "planned memory per rank: %.2f GiB of %s memory (state %.2f, gather slots %.2f, "
+             "activations %.2f: %s)%s of %.2f GiB available%s\n",
+             (double)need * gib, t->be->name, (double)state * gib, (double)z.slot_bytes * gib,
+             (double)arena * gib, cpu ? "the planned peak" : "dist.arena_mb",
+             offload && !cpu ? ", AdamW moments in host memory" : "", (double)share * gib,
+             cpu && local > 1 ? " to each of the node's ranks" : "");
+        return;
+    }
+    char who[32] = "";
+    if (!bad[1]) snprintf(who, sizeof(who), "[rank %d] ", t->comm->rank);
+    const bool speak = bad[1] ? t->comm->rank == 0 : short_dev || short_host;
+    if (speak && short_dev) {
+        /* the remedies that apply, biggest lever first */
+        char fix[512];
+        snprintf(fix, sizeof(fix),
+                 "more %s (the state is 1/N)%s%s%s, or fewer layers "
+                 "(model.num_hidden_layers)",
+                 cpu ? "nodes" : "GPUs",
+                 !cpu && !offload ? ", dist.offload_optimizer = true (half the state)" : "",
+                 strcmp(rc->dist_gather_unit, "layer") == 0 && 4 * z.slot_bytes > need
+                     ? ", dist.gather_unit = \"expert\" (smaller slots)"
+                     : "",
+                 !cpu                                ? ", a smaller dist.arena_mb"
+                 : !rc->train_gradient_checkpointing ? ", train.gradient_checkpointing = true"
+                                                     : "");
+        fprintf(stderr,
+                "%serror: a rank needs %.2f GiB of %s memory (sharded state %.2f GiB: %lld "
+                "parameters, 1/%d of the model; gather slots %.2f GiB; activations %.2f GiB, %s) "
+                "but %.2f GiB are free%s; use %s\n",
+                who, (double)need * gib, t->be->name, (double)state * gib, (long long)z.owned,
+                t->comm->size, (double)z.slot_bytes * gib, (double)arena * gib,
+                cpu ? "the planned peak" : "dist.arena_mb", (double)share * gib,
+                cpu && local > 1 ? " (the node's available memory / its ranks)" : "", fix);
+    }
+    if (speak && short_host)
+        fprintf(stderr,
+                "%serror: dist.offload_optimizer puts %.2f GiB of AdamW moments per rank "
+                "in host memory, but the node's available memory is %.2f GiB per rank (%d "
+                "ranks); use more nodes, or fewer ranks per node\n",
+                who, (double)z.host_bytes * gib, (double)host_share * gib, local);
     mt_comm_finalize(t->host);
     exit(2);
 }
@@ -179,6 +266,7 @@ static void trainer_setup_model(trainer *t) {
     t->model.gradient_checkpointing = rc->train_gradient_checkpointing;
     trainer_check_arena(t);
     trainer_setup_device(t);
+    trainer_check_memory(t);
     mt_zero_init_gather(&t->zero, t->comm, t->be, t->model.n_buckets, t->model.bucket_numel,
                         strcmp(rc->dist_gather_dtype, "bf16") == 0 ? MT_BF16 : MT_F32,
                         rc->dist_offload_optimizer);

@@ -132,6 +132,11 @@ static void *cuda_host_alloc(size_t bytes) {
     return p;
 }
 static void cuda_host_free(void *p) { cudaCheck("host_free", cudaFreeHost(p)); }
+static size_t cuda_mem_available(void) {
+    size_t free_b = 0, total_b = 0;
+    cudaCheck("mem_available", cudaMemGetInfo(&free_b, &total_b));
+    return free_b;
+}
 static void cuda_zero(void *p, size_t bytes) {
     if (bytes) cudaCheck("zero", cudaMemsetAsync(p, 0, bytes));
 }
@@ -195,6 +200,7 @@ extern "C" const mt_backend *mt_cuda_backend_probe(void) {
     cuda_backend.copy = cuda_copy;
     cuda_backend.host_alloc = cuda_host_alloc;
     cuda_backend.host_free = cuda_host_free;
+    cuda_backend.mem_available = cuda_mem_available;
     cuda_backend.sync = cuda_sync;
     /* the fused loss: 1 GiB of fp32 logits per chunk (R = 1341 rows at V = 200,064). At the
      * CPU's 64 MiB (R = 83) each chunk's logits GEMM would read all of w (2.5 GB in bf16) for

@@ -137,6 +137,9 @@ template <typename T> static inline cudaError_t cudaMalloc(T **p, size_t bytes) 
 }
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMallocHost(void **p, size_t bytes);
+/* free = the emulated device's size (MT_CUDA_EMU_MEM_MB, else 16 GiB) less the live cudaMalloc
+ * blocks; cudaMalloc itself does not enforce it */
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s = 0);

@@ -404,13 +404,18 @@ cudaError_t cudaGetDevice(int *dev) {
     *dev = 0;
     return cudaSuccess;
 }
+/* the emulated device size: MT_CUDA_EMU_MEM_MB, else 16 GiB */
+static size_t emu_total_mem(void) {
+    const char *mb = getenv("MT_CUDA_EMU_MEM_MB");
+    return mb && atoll(mb) > 0 ? (size_t)atoll(mb) << 20 : (size_t)16 << 30;
+}
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
     memset(p, 0, sizeof(*p));
     snprintf(p->name, sizeof(p->name), "CPU emulator %d (kernels/cuda/emu)", dev);
     p->major = 9;
     p->minor = 0;
     p->multiProcessorCount = 1;
-    p->totalGlobalMem = (size_t)16 << 30;
+    p->totalGlobalMem = emu_total_mem();
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) { return cudaGetLastError(); }
@@ -429,6 +434,13 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     if (*p) emu_device_blocks[(uintptr_t)*p] = rounded;
     if (*p && strict_mode()) memset(*p, 0xff, rounded); /* NaN floats, -1 ints: never zero */
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    size_t used = 0;
+    for (auto &b : emu_device_blocks) used += b.second;
+    *total_bytes = emu_total_mem();
+    *free_bytes = used < *total_bytes ? *total_bytes - used : 0;
+    return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes) { /* plain host memory (not device) */
     *p = malloc(bytes ? bytes : 1);
