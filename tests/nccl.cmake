@@ -24,6 +24,13 @@ if(CMAKE_CXX_COMPILER AND TARGET mt_emu)
       ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI}" SKIP_RETURN_CODE 77 TIMEOUT 300
       WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   endforeach()
+  # strict emulation (tests/gpu.cmake): also, every collective on the communication stream must
+  # come after that stream waited for the compute stream's earlier work
+  add_test(NAME op_cuda_emu_strict_nccl_np2 COMMAND ${mt_nccl_mpiexec} 2 ${mt_nccl_mpiflags}
+    $<TARGET_FILE:test_dist_nccl_emu> nccl_mpi)
+  set_tests_properties(op_cuda_emu_strict_nccl_np2 PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI};MT_EMU_STRICT=1" SKIP_RETURN_CODE 77
+    TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME op_cuda_emu_nccl_np1_self COMMAND test_dist_nccl_emu gpu_nccl_np1)
   set_tests_properties(op_cuda_emu_nccl_np1_self PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
     SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

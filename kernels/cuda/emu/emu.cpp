@@ -289,7 +289,15 @@ double now_ms() {
 
 struct emu_event {
     double ms;
+    uint64_t work; /* recorded on the default stream after this much of its work, else 0 */
 };
+
+/* The default stream's work so far (launches, copies, memsets, cuBLAS calls): strict mode checks
+ * that a created stream waited for all of it before a collective (emu_nccl.cpp). */
+static uint64_t default_work = 0;
+uint64_t emu_default_work(void) { return default_work; }
+uint64_t emu_event_work(cudaEvent_t e) { return e->work; }
+bool emu_strict(void) { return strict_mode(); }
 struct emu_blas {
     int unused;
 };
@@ -348,6 +356,7 @@ void emu_run(dim3 grid, dim3 block, const std::function<void()> &fn) {
     emu_block_dim = block;
     emu_grid_dim = grid;
     kernel_fn = &fn;
+    default_work++;
     const bool rev = strict_mode(); /* blocks in reverse order too */
     for (unsigned zi = 0; zi < grid.z; zi++)
         for (unsigned yi = 0; yi < grid.y; yi++)
@@ -457,23 +466,24 @@ cudaError_t cudaFree(void *p) {
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     (void)kind;
+    default_work++;
     if (bytes) memcpy(dst, src, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s) {
-    (void)s;
+    default_work += s == nullptr;
     if (bytes) memset(p, value, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int value, size_t width, size_t height,
                               cudaStream_t s) {
-    (void)s;
+    default_work += s == nullptr;
     if (width > pitch) return cudaErrorInvalidValue;
     for (size_t r = 0; r < height; r++) memset((char *)p + r * pitch, value, width);
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
-    *e = new emu_event{0.0};
+    *e = new emu_event{0.0, 0};
     return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
@@ -481,7 +491,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
     return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-    (void)s;
+    e->work = s ? 0 : default_work;
     e->ms = now_ms();
     return cudaSuccess;
 }
@@ -557,6 +567,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                             cublasGemmAlgo_t algo) {
     (void)algo;
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    default_work++; /* a cuBLAS call runs on the default stream */
     /* the two combinations the kernels use: fp32, and bf16 inputs with fp32 output */
     if (at != bt || (at != CUDA_R_32F && at != CUDA_R_16BF) || ct != CUDA_R_32F ||
         compute != CUBLAS_COMPUTE_32F)
@@ -579,6 +590,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(
     cudaDataType bt, int ldb, long long strideB, const void *beta, void *C, cudaDataType ct,
     int ldc, long long strideC, int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    default_work++; /* a cuBLAS call runs on the default stream */
     if (batch < 0 || strideA < 0 || strideB < 0 || strideC < 0) return CUBLAS_STATUS_INVALID_VALUE;
     if (batch > 1 && m > 0 && n > 0 && strideC < (long long)ldc * (n - 1) + m)
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -597,6 +609,7 @@ cublasStatus_t cublasSgeam(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                            int n, const float *alpha, const float *A, int lda, const float *beta,
                            const float *B, int ldb, float *C, int ldc) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    default_work++; /* a cuBLAS call runs on the default stream */
     if (m < 0 || n < 0 || lda < emu_max1(ta == CUBLAS_OP_N ? m : n) ||
         ldb < emu_max1(tb == CUBLAS_OP_N ? m : n) || ldc < emu_max1(m))
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -629,6 +642,7 @@ cublasStatus_t cublasGemmGroupedBatchedEx(
     void *const Carray[], cudaDataType ct, const int ldc[], int group_count, const int group_size[],
     cublasComputeType_t compute) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    default_work++; /* a cuBLAS call runs on the default stream */
     if (compute != CUBLAS_COMPUTE_32F || at != bt || bt != ct ||
         (at != CUDA_R_32F && at != CUDA_R_16BF))
         return CUBLAS_STATUS_NOT_SUPPORTED;

@@ -28,7 +28,11 @@
 
 struct emu_stream {
     std::vector<std::function<void()>> queue;
+    uint64_t waited = 0; /* the default stream's work this stream has waited for (emu.cpp) */
 };
+uint64_t emu_default_work(void);
+uint64_t emu_event_work(cudaEvent_t e);
+bool emu_strict(void);
 
 struct emu_nccl_comm {
     int nranks, rank;
@@ -72,11 +76,20 @@ bool overlap(const void *a, size_t an, const void *b, size_t bn) {
     return an && bn && x < y + bn && y < x + an;
 }
 
-/* Runs now on the default stream, else queued on s. */
+/* Runs now on the default stream, else queued on s. Strict mode (MT_EMU_STRICT=1): a
+ * collective on a created stream must come after that stream waited for all the default
+ * stream's earlier work (cudaEventRecord there, cudaStreamWaitEvent here): on a GPU it could
+ * otherwise read a send buffer kernels still write or land in a buffer kernels still read,
+ * which the emulator, running kernels at once, cannot show. */
 void issue(ncclComm_t comm, cudaStream_t s, std::function<void()> op) {
     if (!s) {
         op();
         return;
+    }
+    if (emu_strict() && s->waited < emu_default_work()) {
+        fprintf(stderr, "nccl emulator: a collective queued on a created stream that has not "
+                        "waited for the default stream's earlier work (strict mode)\n");
+        abort();
     }
     comm->queued++;
     s->queue.push_back([comm, op]() {
@@ -122,6 +135,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     if (!e || flags) return cudaErrorInvalidValue;
     if (!s)
         for (emu_stream *q : live_streams) stream_run(q);
+    else if (emu_event_work(e) > s->waited)
+        s->waited = emu_event_work(e);
     return cudaSuccess;
 }
 

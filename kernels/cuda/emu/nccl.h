@@ -7,8 +7,10 @@
  * queued and runs when the default stream waits on an event (cudaStreamWaitEvent) or the
  * stream is synchronised, so a result read before its wait is visibly stale, as it may be on a
  * GPU. The ranks' collectives run in issue order; buffers that overlap other than in NCCL's
- * in-place layout are an error (ncclInvalidArgument). It cannot show timing, overlap, NCCL's
- * own transports or a missing "comm stream waits for compute" dependency (docs/cuda.md). */
+ * in-place layout are an error (ncclInvalidArgument). Strict mode (MT_EMU_STRICT=1) also
+ * requires a created stream to have waited for all the default stream's earlier work before
+ * each collective (the "comm stream waits for compute" dependency, which running kernels at
+ * once would hide). It cannot show timing, overlap or NCCL's own transports (docs/cuda.md). */
 #pragma once
 #include <stddef.h>
 
