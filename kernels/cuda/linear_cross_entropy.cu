@@ -1,10 +1,10 @@
 /* linear_cross_entropy.cu: the lm_head and the cross-entropy fused over chunks of labelled rows,
  * as kernels/cpu/linear_cross_entropy.c (node layout: autograd/op_linear_cross_entropy.c).
  * Per chunk of r <= R rows: gather xc (r,C), one GEMM to z (r,V), one block per row for the
- * log-sum-exp (double) and, in the backward, dz in place; then dx rows (scattered: rows are
- * distinct) and dw (accumulated, beta = 1). fp32 GEMMs, or bf16 operands with fp32
- * accumulation in bf16 mode (the same rounding points as the CPU). The row losses are summed by
- * one block in row order, so the loss does not depend on R. No host synchronisation. */
+ * log-sum-exp (double) and, in the backward, dz (in place, or as bf16 in bf16 mode); then dx rows
+ * (scattered: rows are distinct) and dw (accumulated, beta = 1). fp32 GEMMs, or bf16 operands with
+ * fp32 accumulation in bf16 mode (the same rounding points as the CPU). The row losses are summed
+ * by one block in row order, so the loss does not depend on R. No host synchronisation. */
 #include <string.h>
 
 #include "cuda_ops.cuh"
@@ -46,11 +46,13 @@ __global__ void lce_fwd_total_kernel(float *loss, const double *row_loss, int64_
     if (threadIdx.x == 0) *loss = (float)(total * scale);
 }
 
-/* z -> dz = g (exp(z - lse) - [v == label]) in place, g = dloss * scale read on the device;
- * the label's element gets both terms from one thread, in the CPU's order. */
-__global__ void lce_bwd_rows_kernel(float *z, const float *dloss, double scale, const float *lse,
-                                    const int32_t *labels, const int32_t *rows, int64_t r0,
-                                    int64_t r, int64_t V) {
+/* z -> dz = g (exp(z - lse) - [v == label]), g = dloss * scale read on the device; the
+ * label's element gets both terms from one thread, in the CPU's order. In place (fp32 GEMMs),
+ * or rounded straight into zb (bf16 GEMMs, the products' operand: the fp32 dz would only be
+ * cast, a write and a read of (r,V) floats saved per chunk). */
+__global__ void lce_bwd_rows_kernel(float *z, __nv_bfloat16 *zb, const float *dloss, double scale,
+                                    const float *lse, const int32_t *labels, const int32_t *rows,
+                                    int64_t r0, int64_t r, int64_t V) {
     double g = (double)*dloss * scale;
     for (int64_t i = blockIdx.x; i < r; i += gridDim.x) {
         float *zi = z + i * V;
@@ -59,7 +61,10 @@ __global__ void lce_bwd_rows_kernel(float *z, const float *dloss, double scale, 
         for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
             float d = (float)(g * exp((double)zi[v] - l));
             if (v == label) d -= (float)g;
-            zi[v] = d;
+            if (zb)
+                zb[i * V + v] = __float2bfloat16_rn(d);
+            else
+                zi[v] = d;
         }
     }
 }
@@ -148,10 +153,10 @@ void cuda_linear_cross_entropy_bwd_node(const mt_node *n) {
     for (int64_t r0 = 0; r0 < p.M; r0 += p.R) {
         int64_t r = p.M - r0 < p.R ? p.M - r0 : p.R;
         lce_chunk_logits(&p, r0, r);
-        lce_bwd_rows_kernel<<<lce_row_blocks(r), CUDA_THREADS>>>(
-            p.z, cuda_grad(n->out), scale, cuda_f32(n->saved[0]), p.labels, p.rows, r0, r, p.V);
+        lce_bwd_rows_kernel<<<lce_row_blocks(r), CUDA_THREADS>>>(p.z, p.zb, cuda_grad(n->out),
+                                                                 scale, cuda_f32(n->saved[0]),
+                                                                 p.labels, p.rows, r0, r, p.V);
         CUDA_LAUNCH_CHECK("linear_cross_entropy backward (rows)");
-        if (p.bf16) cuda_cast_bf16("linear_cross_entropy dz bf16", p.zb, p.z, r * p.V);
         if (dx) {
             if (p.bf16)
                 cuda_gemm_bf16_rm("linear_cross_entropy dx", false, false, (int)r, (int)p.C,
