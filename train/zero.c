@@ -2,6 +2,7 @@
 #include "zero.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,14 +51,14 @@ static void zero_slot_caps(const int64_t *padded, int n, int final_slot, int64_t
 static int64_t zero_owned_bytes(int64_t owned, bool offload) {
     return (offload ? 2 : 4) * (int64_t)sizeof(float) * owned;
 }
-/* offload: m and v, and on a device backend the staging of p and g chunks (ZERO_STAGE_NUMEL
- * elements each at most: 128 MiB) */
-#define ZERO_STAGE_NUMEL ((int64_t)1 << 24)
+/* offload: m and v, and on a device backend three staging buffers of p and g chunks
+ * (ZERO_STAGE_NUMEL elements each at most: 192 MiB in all) */
+#define ZERO_STAGE_NUMEL ((int64_t)1 << 23)
 static int64_t zero_stage_numel(int64_t owned) {
     return owned < 1 ? 1 : owned < ZERO_STAGE_NUMEL ? owned : ZERO_STAGE_NUMEL;
 }
 static int64_t zero_host_bytes(int64_t owned, bool offload, int64_t stage_numel) {
-    return offload ? 2 * (int64_t)sizeof(float) * (owned + stage_numel) : 0;
+    return offload ? 2 * (int64_t)sizeof(float) * (owned + 3 * stage_numel) : 0;
 }
 static int64_t zero_slot_bytes(const int64_t cap[2], int P, bool bf16) {
     const int64_t big = cap[0] > cap[1] ? cap[0] : cap[1];
@@ -137,9 +138,10 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
             const char *chunk = getenv("MT_OFFLOAD_STAGE_NUMEL");
             if (chunk && atoll(chunk) > 0 && atoll(chunk) < z->stage_numel)
                 z->stage_numel = atoll(chunk);
-            z->stage = be->host_alloc(2 * sizeof(float) * (size_t)z->stage_numel);
-            MT_CHECK(z->stage, "zero: out of host memory for the offload staging (%lld bytes)",
-                     (long long)(2 * sizeof(float) * (size_t)z->stage_numel));
+            const size_t bytes = 6 * sizeof(float) * (size_t)z->stage_numel; /* 3 x (p, g) */
+            z->stage = be->host_alloc(bytes);
+            MT_CHECK(z->stage, "zero: out of host memory for the offload staging (%zu bytes)",
+                     bytes);
         }
     } else {
         z->m = zero_alloc(be, z->total_shard, "adam m");
@@ -381,6 +383,121 @@ static bool zero_decays(const mt_zero *z, int b, int64_t i, int64_t *run_end) {
     return false;
 }
 
+/* Offload on a device backend: the owned elements go through the host in chunks (a bucket's
+ * owned range cut at stage_numel). zero_chunk_next advances *c to the next non-empty chunk in
+ * bucket order (c->b = -1 before the first), false after the last. */
+typedef struct {
+    int b;
+    int64_t c0, c1; /* bucket coordinates */
+} zero_chunk;
+
+static bool zero_chunk_next(const mt_zero *z, zero_chunk *c) {
+    int64_t lo, hi;
+    if (c->b >= 0) {
+        mt_zero_owned_range(z, c->b, &lo, &hi);
+        if (c->c1 < hi) {
+            c->c0 = c->c1;
+            c->c1 = hi - c->c0 > z->stage_numel ? c->c0 + z->stage_numel : hi;
+            return true;
+        }
+    }
+    for (c->b++; c->b < z->n_buckets; c->b++) {
+        mt_zero_owned_range(z, c->b, &lo, &hi);
+        if (hi > lo) {
+            c->c0 = lo;
+            c->c1 = hi - lo > z->stage_numel ? lo + z->stage_numel : hi;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A chunk's device master weights and gradients (indexed by bucket coordinates), and staging
+ * buffer k of three: p and g, stage_numel floats each. */
+static float *zero_chunk_p(const mt_zero *z, const zero_chunk *c) {
+    int64_t lo, hi;
+    mt_zero_owned_range(z, c->b, &lo, &hi);
+    return z->master + z->shard_offset[c->b] - lo;
+}
+static float *zero_chunk_g(const mt_zero *z, const zero_chunk *c) {
+    int64_t lo, hi;
+    mt_zero_owned_range(z, c->b, &lo, &hi);
+    return z->grad + z->shard_offset[c->b] - lo;
+}
+static float *zero_stage_buf(const mt_zero *z, int k) { return z->stage + 2 * k * z->stage_numel; }
+
+static void zero_chunk_fetch(const mt_zero *z, const zero_chunk *c, int k) {
+    const size_t bytes = sizeof(float) * (size_t)(c->c1 - c->c0);
+    z->be->to_host(zero_stage_buf(z, k), zero_chunk_p(z, c) + c->c0, bytes);
+    z->be->to_host(zero_stage_buf(z, k) + z->stage_numel, zero_chunk_g(z, c) + c->c0, bytes);
+}
+static void zero_chunk_store(const mt_zero *z, const zero_chunk *c, int k) {
+    z->be->to_device(zero_chunk_p(z, c) + c->c0, zero_stage_buf(z, k),
+                     sizeof(float) * (size_t)(c->c1 - c->c0));
+}
+
+/* AdamW over [c0, c1) of bucket b: p, g, m, v indexed by bucket coordinates, one call per run
+ * of elements with the same weight-decay flag. */
+static void zero_adamw_range(const mt_zero *z, const mt_backend *run, int b, int64_t c0, int64_t c1,
+                             float *p, float *m, float *v, const float *g, const mt_adamw *o,
+                             mt_adamw_args *a) {
+    for (int64_t i = c0; i < c1;) {
+        int64_t end;
+        bool decay = zero_decays(z, b, i, &end);
+        if (end > c1) end = c1;
+        a->keep = decay ? (float)(1.0 - o->lr * o->weight_decay) : 1.0f;
+        run->adamw(p + i, m + i, v + i, g + i, end - i, a);
+        i = end;
+    }
+}
+
+/* The copies of a pipeline step, on a thread of their own while the host updates chunk cur:
+ * chunk prev's master weights back to the device, chunk next's master weights and gradients
+ * to the host. */
+typedef struct {
+    const mt_zero *z;
+    zero_chunk prev, next;
+    int prev_buf, next_buf; /* -1: nothing */
+} zero_copy_job;
+
+static void *zero_copy_run(void *arg) {
+    const zero_copy_job *j = arg;
+    if (j->prev_buf >= 0) zero_chunk_store(j->z, &j->prev, j->prev_buf);
+    if (j->next_buf >= 0) zero_chunk_fetch(j->z, &j->next, j->next_buf);
+    return NULL;
+}
+
+/* Offload: chunk k is fetched into staging buffer k % 3 while chunk k - 1 is updated and chunk
+ * k - 2 stored, so PCIe transfers overlap the host's AdamW. The same chunks, the same kernel
+ * and the same order per element as one chunk at a time: the same bits. */
+static void zero_adamw_offloaded(mt_zero *z, const mt_adamw *o, mt_adamw_args *a) {
+    zero_chunk cur = {-1, 0, 0};
+    if (!zero_chunk_next(z, &cur)) return;
+    zero_chunk_fetch(z, &cur, 0);
+    zero_copy_job job = {z, cur, cur, -1, -1};
+    for (int k = 0;; k++) {
+        zero_chunk next = cur;
+        const bool more = zero_chunk_next(z, &next);
+        job.next = next;
+        job.next_buf = more ? (k + 1) % 3 : -1;
+        pthread_t copier;
+        MT_CHECK(pthread_create(&copier, NULL, zero_copy_run, &job) == 0,
+                 "zero: cannot start the offload copy thread");
+        float *hp = zero_stage_buf(z, k % 3), *hg = hp + z->stage_numel;
+        int64_t lo, hi;
+        mt_zero_owned_range(z, cur.b, &lo, &hi);
+        const int64_t moff = z->shard_offset[cur.b] - lo;
+        zero_adamw_range(z, mt_backend_cpu(), cur.b, cur.c0, cur.c1, hp - cur.c0, z->m + moff,
+                         z->v + moff, hg - cur.c0, o, a);
+        pthread_join(copier, NULL);
+        job.prev = cur;
+        job.prev_buf = k % 3;
+        if (!more) break;
+        cur = next;
+    }
+    zero_chunk_store(z, &job.prev, job.prev_buf);
+}
+
 void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
     MT_CHECK(o->step >= 1, "adamw: step must be >= 1");
     double bc1 = 1.0 - pow(o->beta1, (double)o->step), bc2 = 1.0 - pow(o->beta2, (double)o->step);
@@ -391,34 +508,15 @@ void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
                        .eps = (float)o->eps};
     zero_slot_wait(z, 0); /* no transfer may still read the master weights */
     zero_slot_wait(z, 1);
-    /* offload on a device backend: chunks [c0, c1) of p and g to the host staging, the host's
-     * AdamW there with the host m and v, p back; else the backend's AdamW in place */
-    const bool staged = z->stage != NULL;
-    const mt_backend *run = staged ? mt_backend_cpu() : z->be;
-    for (int b = 0; b < z->n_buckets; b++) {
-        int64_t lo, hi;
-        mt_zero_owned_range(z, b, &lo, &hi);
-        float *p = z->master + z->shard_offset[b] - lo, *g = z->grad + z->shard_offset[b] - lo;
-        float *m = z->m + z->shard_offset[b] - lo, *v = z->v + z->shard_offset[b] - lo;
-        for (int64_t c0 = lo, c1; c0 < hi; c0 = c1) {
-            c1 = staged && hi - c0 > z->stage_numel ? c0 + z->stage_numel : hi;
-            float *pc = p, *gc = g; /* indexed by bucket coordinates */
-            const size_t bytes = sizeof(float) * (size_t)(c1 - c0);
-            if (staged) {
-                z->be->to_host(z->stage, p + c0, bytes);
-                z->be->to_host(z->stage + z->stage_numel, g + c0, bytes);
-                pc = z->stage - c0;
-                gc = z->stage + z->stage_numel - c0;
-            }
-            for (int64_t i = c0; i < c1;) {
-                int64_t end;
-                bool decay = zero_decays(z, b, i, &end);
-                if (end > c1) end = c1;
-                a.keep = decay ? (float)(1.0 - o->lr * o->weight_decay) : 1.0f;
-                run->adamw(pc + i, m + i, v + i, gc + i, end - i, &a);
-                i = end;
-            }
-            if (staged) z->be->to_device(p + c0, z->stage, bytes);
+    if (z->stage) {
+        zero_adamw_offloaded(z, o, &a);
+    } else { /* the backend's AdamW in place (offloaded moments on the CPU backend too) */
+        for (int b = 0; b < z->n_buckets; b++) {
+            int64_t lo, hi;
+            mt_zero_owned_range(z, b, &lo, &hi);
+            const int64_t off = z->shard_offset[b] - lo;
+            zero_adamw_range(z, z->be, b, lo, hi, z->master + off, z->m + off, z->v + off,
+                             z->grad + off, o, &a);
         }
     }
     mt_zero_master_changed(z);

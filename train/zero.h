@@ -33,8 +33,9 @@
  * the update runs on the host CPU (the CPU backend's AdamW, OpenMP threads), as DeepSpeed's
  * ZeRO-Offload does: the master weights and gradients stay on the device (the gathers and
  * reduce-scatters need them there), and each step moves the gradient and master shards to the
- * host and the updated master weights back, through a page-locked staging buffer, chunk by
- * chunk (12 bytes over PCIe per owned element). Device
+ * host and the updated master weights back, chunk by chunk through three page-locked staging
+ * buffers, a copy thread moving chunks k - 1 and k + 1 while the host updates chunk k (12 bytes
+ * over PCIe per owned element). Device
  * memory per owned element: 8 bytes instead of 16. On the CPU backend everything is host
  * memory already: the same arrays, the same kernel. */
 #pragma once
@@ -68,7 +69,7 @@ typedef struct mt_zero {
     bool aliased;       /* one rank: the "slots" are the shards themselves (no copies) */
     bool gather_bf16;   /* parameters gathered as bf16 (see above) */
     bool offload;       /* m and v in host memory, AdamW on the host (see above) */
-    float *stage;       /* offload on a device backend: (2 stage_numel) host p and g chunks */
+    float *stage;       /* offload on a device backend: 3 x (p, g) host chunks, stage_numel each */
     int64_t stage_numel;
     uint16_t *send16[2]; /* (slot_cap[s] / P): a slot's shard rounded to bf16, sent */
     uint16_t *land16;    /* (slot_numel) where bf16 all-gathers land */
