@@ -78,7 +78,7 @@ if(CMAKE_CXX_COMPILER)
 
   add_library(mt_emu STATIC ${mt_emu_srcs})
   target_link_libraries(mt_emu PUBLIC BLAS::BLAS PkgConfig::CJSON PkgConfig::PCRE2 hdf5::hdf5
-    MPI::MPI_C OpenMP::OpenMP_C m)
+    MPI::MPI_C OpenMP::OpenMP_C Threads::Threads m)
   add_executable(test_gpu_ops_emu gpu_ops.c gpu_compare.c harness.c)
   add_executable(bench_gpu_ops_emu ${bench_cpp})
   add_executable(minimax-train-emu ${CMAKE_SOURCE_DIR}/train/minimax_train_main.c)
