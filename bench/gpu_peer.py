@@ -218,6 +218,14 @@ def bench_step(a, run, dev):
         opt.zero_grad(set_to_none=True)
 
     ms = run(step, max(3, a.reps), warmup=2)
+
+    def fwd_bwd():  # the same without the optimizer (bench-gpu-step's "fwd+bwd" key)
+        with torch.autocast(device_type=dev, dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    ms_fb = run(fwd_bwd, max(3, a.reps), warmup=1)
     # bench-gpu-step's count: 6 x active matmul parameters + attention terms, per token
     lin = 5 * H * D * C
     soft = (2 * H * D + 2 * Hkv * D) * C
@@ -232,6 +240,9 @@ def bench_step(a, run, dev):
         f"experts {getattr(model.config, '_experts_implementation', '?')}, attention sdpa)",
         flush=True,
     )
+    tf_fb = flops / (ms_fb * 1e-3) / 1e12
+    print(f"PEER step bf16 fwd+bwd: {ms_fb:.2f} ms, {tf_fb:.3g} TFLOP/s, MFU {100 * tf_fb / a.peak:.3g}%",
+          flush=True)
 
 
 def main():

@@ -372,14 +372,20 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
            "%.3g per step\n",
            f_mm, f_mm / 6, f_attn, f_mm + f_attn, flops_step);
 
-    printf("%6s %10s %10s %10s %12s\n", "step", "ms", "loss", "grad norm", "tokens/s");
+    printf("%6s %10s %10s %10s %10s %10s %12s\n", "step", "ms", "fwd+bwd", "optimizer", "loss",
+           "grad norm", "tokens/s");
     double *ms = mt_calloc((size_t)o.steps, sizeof(double), "step times");
+    double *ms_fb = mt_calloc((size_t)o.steps, sizeof(double), "fwd+bwd times");
     bool all_finite = true;
     for (int i = 0; i < o.warmup + o.steps; i++) {
         be->sync();
         double t0 = step_now();
         mt_zero_zero_grad(&z);
         double loss = mt_sharded_micro_step(&s, &batch, NULL);
+        /* the split: one sync more, so the optimizer's share shows (one device holds the whole
+         * model's optimizer here; a rank of an N-rank ZeRO run updates 1/N of it) */
+        be->sync();
+        const double t_fb = step_now() - t0;
         mt_adamw opt = {.lr = 1e-5,
                         .beta1 = 0.9,
                         .beta2 = 0.95,
@@ -395,13 +401,18 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
             tr->loss[tr->n] = loss;
             tr->gnorm[tr->n++] = gnorm;
         }
-        if (i >= o.warmup) ms[i - o.warmup] = 1e3 * dt;
-        printf("%6d %10.2f %10.4f %10.4f %12.0f%s\n", i + 1, 1e3 * dt, loss, gnorm, tokens / dt,
-               i < o.warmup ? "  (warm-up)" : "");
+        if (i >= o.warmup) {
+            ms[i - o.warmup] = 1e3 * dt;
+            ms_fb[i - o.warmup] = 1e3 * t_fb;
+        }
+        printf("%6d %10.2f %10.2f %10.2f %10.4f %10.4f %12.0f%s\n", i + 1, 1e3 * dt, 1e3 * t_fb,
+               1e3 * (dt - t_fb), loss, gnorm, tokens / dt, i < o.warmup ? "  (warm-up)" : "");
         fflush(stdout);
     }
     qsort(ms, (size_t)o.steps, sizeof(double), step_cmp);
+    qsort(ms_fb, (size_t)o.steps, sizeof(double), step_cmp);
     double med = ms[o.steps / 2] * 1e-3, tflops = flops_step / med * 1e-12;
+    const double med_fb = ms_fb[o.steps / 2] * 1e-3, tflops_fb = flops_step / med_fb * 1e-12;
     /* the planner of minimax-info --seq and the trainer (a dry run of the model code), for the
      * trainer's batch form (positions, segments, every token labelled): close to the measured
      * peak without scratch, which this batch (no positions or segments given, the last token
@@ -421,8 +432,17 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
            o.dtype == MT_BF16 ? "bf16" : "fp32", o.recompute ? " recompute" : "",
            o.offload ? " offload" : "", med * 1e3, o.steps, ms[0], tokens / med, tflops,
            100 * tflops / o.peak_tflops, o.peak_tflops);
+    /* the forward and backward alone (gathers and reduce-scatters included): what a step costs
+     * when the optimizer is spread over N ranks or many accumulated micro-steps */
+    printf("RESULT step %s%s%s fwd+bwd: %.2f ms median, %.3g TFLOP/s, MFU %.3g%%; the optimizer "
+           "(grad norm, clip, AdamW over all %lld parameters on this one device) %.2f ms of the "
+           "step\n",
+           o.dtype == MT_BF16 ? "bf16" : "fp32", o.recompute ? " recompute" : "",
+           o.offload ? " offload" : "", med_fb * 1e3, tflops_fb, 100 * tflops_fb / o.peak_tflops,
+           (long long)z.total_shard, (med - med_fb) * 1e3);
     if (!all_finite) printf("FAIL: a loss or gradient was not finite\n");
 
+    free(ms_fb);
     free(ms);
     be->free(batch.ids->data);
     be->free(batch.labels->data);
