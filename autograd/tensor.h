@@ -74,8 +74,10 @@ typedef struct {
 /* AdamW constants of one run of elements (PyTorch's fp32 arithmetic, torch.optim.AdamW):
  * p *= keep (decoupled weight decay: keep = 1 - lr*wd, or 1); m += (g - m)(1 - b1);
  * v = b2 v + (1 - b2) g^2; p -= step_size m / (sqrt(v) / bc2_sqrt + eps). */
+/* keep = 1 - lr * weight_decay (1: no decay); gscale multiplies the gradient first, rounded
+ * as its own fp32 product (gradient clipping in the same pass; 0 is taken as 1). */
 typedef struct {
-    float keep, b1, b2, step_size, bc2_sqrt, eps;
+    float keep, b1, b2, step_size, bc2_sqrt, eps, gscale;
 } mt_adamw_args;
 
 typedef struct mt_backend {
@@ -100,7 +102,6 @@ typedef struct mt_backend {
     mt_op_impl ops[MT_OP_COUNT];
     /* the sharded optimizer's vector kernels on fp32 buffers (kernels/<backend>/optim) */
     void (*vec_add)(float *dst, const float *src, int64_t n); /* dst += src */
-    void (*vec_scale)(float *x, float s, int64_t n);          /* x *= s */
     /* Sum of squares (in double) and the count of non-finite elements, returned to the host. */
     void (*vec_stats)(const float *x, int64_t n, double *sumsq, int64_t *nonfinite);
     void (*adamw)(float *p, float *m, float *v, const float *g, int64_t n, const mt_adamw_args *a);

@@ -22,8 +22,7 @@ void mt_backend_validate(const mt_backend *be) {
         if (len >= sizeof(missing)) break;
     }
     if (!be->copy) len += snprintf(missing + len, sizeof(missing) - len, " copy");
-    if (!be->vec_add || !be->vec_scale || !be->vec_stats || !be->adamw || !be->vec_to_bf16 ||
-        !be->vec_from_bf16)
+    if (!be->vec_add || !be->vec_stats || !be->adamw || !be->vec_to_bf16 || !be->vec_from_bf16)
         snprintf(missing + len, sizeof(missing) - len, " optimizer vector kernels");
     MT_CHECK(!missing[0], "backend %s lacks kernels:%s", be->name, missing);
 }

@@ -47,7 +47,6 @@ static const mt_backend cpu_backend = {
 #undef MT_OP
         },
     .vec_add = cpu_vec_add,
-    .vec_scale = cpu_vec_scale,
     .vec_stats = cpu_vec_stats,
     .adamw = cpu_adamw,
     .vec_to_bf16 = cpu_vec_to_bf16,

@@ -41,7 +41,6 @@ static void plan_moe_fwd(const mt_node *n) {
 }
 
 static void plan_vec_add(float *dst, const float *src, int64_t n) { (void)dst, (void)src, (void)n; }
-static void plan_vec_scale(float *x, float s, int64_t n) { (void)x, (void)s, (void)n; }
 static void plan_vec_stats(const float *x, int64_t n, double *sumsq, int64_t *nonfinite) {
     (void)x, (void)n;
     *sumsq = 0;
@@ -71,7 +70,6 @@ const mt_backend *mt_backend_plan(void) {
                           .copy = plan_copy,
                           .sync = plan_sync,
                           .vec_add = plan_vec_add,
-                          .vec_scale = plan_vec_scale,
                           .vec_stats = plan_vec_stats,
                           .adamw = plan_adamw,
                           .vec_to_bf16 = plan_to_bf16,

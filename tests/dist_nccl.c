@@ -77,12 +77,13 @@ static int64_t scatter_misses(const float *recv_dev, int P, int rank, int64_t co
 static void check_allgather(mt_comm *c, int64_t count) {
     int P = c->size, r = c->rank;
     float *send = dev_values(r, 0, count), *recv = dev_alloc((int64_t)P * count);
-    /* kernels on the compute stream before and after: the collective must sit between them */
-    bool kernels = be->vec_scale != NULL;
-    if (kernels) be->vec_scale(send, 2.0f, count);
+    /* kernels on the compute stream before and after (x += x doubles x exactly): the collective
+     * must sit between them */
+    bool kernels = be->vec_add != NULL;
+    if (kernels) be->vec_add(send, send, count);
     c->allgather(c, send, recv, count, sizeof(float));
-    if (kernels) be->vec_scale(recv, 0.5f, (int64_t)P * count);
-    int64_t bad = gather_misses(recv, P, count, 1.0f);
+    if (kernels) be->vec_add(recv, recv, (int64_t)P * count);
+    int64_t bad = gather_misses(recv, P, count, kernels ? 4.0f : 1.0f);
     EXPECT(bad == 0, "allgather count %lld: %lld wrong elements", (long long)count, (long long)bad);
     if (kernels && be->vec_to_bf16) {
         /* 16-bit words, the bf16 parameter gathers: round on the device, gather, expand */

@@ -46,16 +46,14 @@ static void check_size(int64_t n, mt_rng *r) {
     mt_fill_normal(x, n, 1.0f, r);
     mt_fill_normal(y, n, 3.0f, r);
 
-    /* dst += src, then *= s: the same fp32 operations on both sides */
+    /* dst += src: the same fp32 operations on both sides */
     float *dx = dev_upload(x, n), *dy = dev_upload(y, n);
     dev->vec_add(dx, dy, n);
-    dev->vec_scale(dx, 0.37f, n);
     cpu->vec_add(x, y, n);
-    cpu->vec_scale(x, 0.37f, n);
     dev_download(got, dx, n);
     dev->free(dy);
     EXPECT(n == 0 || memcmp(got, x, sizeof(float) * (size_t)n) == 0,
-           "n=%lld: vec_add/vec_scale differ from the CPU", (long long)n);
+           "n=%lld: vec_add differs from the CPU", (long long)n);
 
     /* the bf16 gathers' casts: rounding bit-exact (ties to even, NaN, inf, large values), and
      * back exactly; the ties are planted: fp32 values halfway between two bf16 values */
@@ -112,43 +110,68 @@ static void check_size(int64_t n, mt_rng *r) {
     EXPECT(fabs(ss_dev - ss_cpu) <= 1e-12 * ss_cpu, "n=%lld: sum of squares %.17g vs %.17g",
            (long long)n, ss_dev, ss_cpu);
 
-    /* AdamW with decay on a mid-training state (step 7) */
-    mt_fill_normal(p, n, 0.02f, r);
-    mt_fill_normal(m, n, 1e-3f, r);
-    mt_fill_uniform(v, n, 0.0f, 1e-5f, r);
-    mt_fill_normal(g, n, 1e-2f, r);
-    mt_adamw_args a = {.keep = 1.0f - 3e-4f * 0.1f,
-                       .b1 = 0.9f,
-                       .b2 = 0.95f,
-                       .step_size = (float)(3e-4 / (1 - pow(0.9, 7))),
-                       .bc2_sqrt = (float)sqrt(1 - pow(0.95, 7)),
-                       .eps = 1e-8f};
-    float *dp = dev_upload(p, n), *dm = dev_upload(m, n), *dv = dev_upload(v, n),
-          *dg = dev_upload(g, n);
-    double *sp = malloc(sizeof(double) * (size_t)(n + 1)),
-           *sm = malloc(sizeof(double) * (size_t)(n + 1)),
-           *sv = malloc(sizeof(double) * (size_t)(n + 1));
-    for (int64_t i = 0; i < n; i++) { /* term magnitudes, from the state before the update */
-        double mn = m[i] + (g[i] - m[i]) * (1.0 - a.b1),
-               vn = v[i] * a.b2 + (1 - a.b2) * g[i] * g[i];
-        sm[i] = fabs(m[i]) + fabs((g[i] - m[i]) * (1.0 - a.b1));
-        sv[i] = fabs(v[i] * a.b2) + fabs((1 - a.b2) * g[i] * g[i]);
-        sp[i] = fabs(p[i]) + fabs(a.step_size * mn / (sqrt(vn) / a.bc2_sqrt + a.eps)) *
-                                 (1 + sm[i] / (fabs(mn) + 1e-30));
+    /* AdamW with decay on a mid-training state (step 7), on the gradient as it is and times a
+     * clipping factor (gscale) */
+    for (int pass = 0; pass < 2; pass++) {
+        mt_fill_normal(p, n, 0.02f, r);
+        mt_fill_normal(m, n, 1e-3f, r);
+        mt_fill_uniform(v, n, 0.0f, 1e-5f, r);
+        mt_fill_normal(g, n, 1e-2f, r);
+        mt_adamw_args a = {.keep = 1.0f - 3e-4f * 0.1f,
+                           .b1 = 0.9f,
+                           .b2 = 0.95f,
+                           .step_size = (float)(3e-4 / (1 - pow(0.9, 7))),
+                           .bc2_sqrt = (float)sqrt(1 - pow(0.95, 7)),
+                           .eps = 1e-8f,
+                           .gscale = pass ? 0.37f : 0.0f};
+        const float gs = pass ? 0.37f : 1.0f;
+        float *dp = dev_upload(p, n), *dm = dev_upload(m, n), *dv = dev_upload(v, n),
+              *dg = dev_upload(g, n);
+        double *sp = malloc(sizeof(double) * (size_t)(n + 1)),
+               *sm = malloc(sizeof(double) * (size_t)(n + 1)),
+               *sv = malloc(sizeof(double) * (size_t)(n + 1));
+        for (int64_t i = 0; i < n; i++) { /* term magnitudes, from the state before the update */
+            const double gi = (double)(g[i] * gs);
+            double mn = m[i] + (gi - m[i]) * (1.0 - a.b1), vn = v[i] * a.b2 + (1 - a.b2) * gi * gi;
+            sm[i] = fabs(m[i]) + fabs((gi - m[i]) * (1.0 - a.b1));
+            sv[i] = fabs(v[i] * a.b2) + fabs((1 - a.b2) * gi * gi);
+            sp[i] = fabs(p[i]) + fabs(a.step_size * mn / (sqrt(vn) / a.bc2_sqrt + a.eps)) *
+                                     (1 + sm[i] / (fabs(mn) + 1e-30));
+        }
+        /* the CPU's gscale is the gradient scaled in place first (what clipping did), bit for bit
+         */
+        float *p2 = NULL, *m2 = NULL, *v2 = NULL, *g2 = NULL;
+        if (pass) {
+            p2 = malloc(bytes), m2 = malloc(bytes), v2 = malloc(bytes), g2 = malloc(bytes);
+            for (int64_t i = 0; i < n; i++) p2[i] = p[i], m2[i] = m[i], v2[i] = v[i];
+            for (int64_t i = 0; i < n; i++) g2[i] = g[i] * gs;
+        }
+        dev->adamw(dp, dm, dv, dg, n, &a);
+        cpu->adamw(p, m, v, g, n, &a);
+        if (pass) {
+            mt_adamw_args a1 = a;
+            a1.gscale = 1.0f;
+            cpu->adamw(p2, m2, v2, g2, n, &a1);
+            EXPECT(n == 0 || (memcmp(p2, p, sizeof(float) * (size_t)n) == 0 &&
+                              memcmp(m2, m, sizeof(float) * (size_t)n) == 0 &&
+                              memcmp(v2, v, sizeof(float) * (size_t)n) == 0),
+                   "n=%lld: adamw with gscale differs from adamw on the scaled gradient",
+                   (long long)n);
+            free(p2), free(m2), free(v2), free(g2);
+        }
+        dev_download(gp, dp, n);
+        dev_download(gm, dm, n);
+        dev_download(gv, dv, n);
+        dev->free(dg); /* dev_download freed the others */
+        double up = max_term_ulps(gp, p, sp, n), um = max_term_ulps(gm, m, sm, n),
+               uv = max_term_ulps(gv, v, sv, n);
+        printf("  n=%lld: adamw%s max diff in ulps of the terms: p %.2f m %.2f v %.2f\n",
+               (long long)n, pass ? " (gscale 0.37)" : "", up, um, uv);
+        EXPECT(up <= 4 && um <= 4 && uv <= 4,
+               "n=%lld: adamw%s differs by more than 4 ulps of its terms", (long long)n,
+               pass ? " (gscale 0.37)" : "");
+        free(sp), free(sm), free(sv);
     }
-    dev->adamw(dp, dm, dv, dg, n, &a);
-    cpu->adamw(p, m, v, g, n, &a);
-    dev_download(gp, dp, n);
-    dev_download(gm, dm, n);
-    dev_download(gv, dv, n);
-    dev->free(dg);
-    double up = max_term_ulps(gp, p, sp, n), um = max_term_ulps(gm, m, sm, n),
-           uv = max_term_ulps(gv, v, sv, n);
-    printf("  n=%lld: adamw max diff in ulps of the terms: p %.2f m %.2f v %.2f\n", (long long)n,
-           up, um, uv);
-    EXPECT(up <= 4 && um <= 4 && uv <= 4, "n=%lld: adamw differs by more than 4 ulps of its terms",
-           (long long)n);
-    free(sp), free(sm), free(sv);
     free(x), free(y), free(got), free(p), free(m), free(v), free(g), free(gp), free(gm), free(gv);
 }
 

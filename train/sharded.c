@@ -99,8 +99,9 @@ bool mt_sharded_optimizer_step(mt_sharded *s, const mt_adamw *opt, double max_gr
     bool finite = false;
     *grad_norm = mt_zero_grad_norm(s->zero, &finite);
     if (!isfinite(*grad_norm) || !finite) return false;
+    mt_adamw o = *opt; /* clipping: AdamW reads the gradients scaled (zero.h) */
     if (max_grad_norm > 0 && *grad_norm > max_grad_norm)
-        mt_zero_scale_grad(s->zero, (float)(max_grad_norm / (*grad_norm + 1e-6)));
-    mt_zero_adamw_step(s->zero, opt);
+        o.grad_scale = (float)(max_grad_norm / (*grad_norm + 1e-6));
+    mt_zero_adamw_step(s->zero, &o);
     return true;
 }

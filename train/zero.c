@@ -359,8 +359,6 @@ double mt_zero_grad_norm(mt_zero *z, bool *finite) {
     return sqrt(stats[0]);
 }
 
-void mt_zero_scale_grad(mt_zero *z, float s) { z->be->vec_scale(z->grad, s, z->total_shard); }
-
 /* Does element i (bucket coordinates) of bucket b get weight decay? */
 static bool zero_decays(const mt_zero *z, int b, int64_t i, int64_t *run_end) {
     if (!z->n_ranges[b]) {
@@ -505,7 +503,8 @@ void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
                        .b2 = (float)o->beta2,
                        .step_size = (float)(o->lr / bc1),
                        .bc2_sqrt = (float)sqrt(bc2),
-                       .eps = (float)o->eps};
+                       .eps = (float)o->eps,
+                       .gscale = o->grad_scale > 0.0f ? o->grad_scale : 1.0f};
     zero_slot_wait(z, 0); /* no transfer may still read the master weights */
     zero_slot_wait(z, 1);
     if (z->stage) {

@@ -136,14 +136,14 @@ void mt_zero_zero_grad(mt_zero *z);
 /* Global L2 norm of the owned gradients and whether all are finite on every rank: one pass
  * over the shard and one all-reduce. */
 double mt_zero_grad_norm(mt_zero *z, bool *finite);
-/* Scales every owned gradient (clipping, loss normalisation). */
-void mt_zero_scale_grad(mt_zero *z, float s);
 
 typedef struct {
     double lr, beta1, beta2, eps, weight_decay;
-    int64_t step; /* 1-based, for bias correction */
+    int64_t step;     /* 1-based, for bias correction */
+    float grad_scale; /* the gradients times this first (clipping); 0: 1 */
 } mt_adamw;
-/* PyTorch AdamW on the owned shard: p -= lr*wd*p (decayed ranges); m, v update;
+/* PyTorch AdamW on the owned shard, on the gradients times grad_scale (the clipping, in the same
+ * pass; they stay unscaled): p -= lr*wd*p (decayed ranges); m, v update;
  * p -= lr * m_hat / (sqrt(v_hat) + eps). */
 void mt_zero_adamw_step(mt_zero *z, const mt_adamw *opt);
 

@@ -12,7 +12,6 @@
 
 /* the sharded optimizer's vector kernels (kernels/cpu/optim.c), see mt_backend */
 void cpu_vec_add(float *dst, const float *src, int64_t n);
-void cpu_vec_scale(float *x, float s, int64_t n);
 void cpu_vec_stats(const float *x, int64_t n, double *sumsq, int64_t *nonfinite);
 void cpu_adamw(float *p, float *m, float *v, const float *g, int64_t n, const mt_adamw_args *a);
 void cpu_vec_to_bf16(uint16_t *dst, const float *src, int64_t n);

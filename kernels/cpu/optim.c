@@ -12,11 +12,6 @@ void cpu_vec_add(float *dst, const float *src, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
-void cpu_vec_scale(float *x, float s, int64_t n) {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; i++) x[i] *= s;
-}
-
 void cpu_vec_stats(const float *x, int64_t n, double *sumsq, int64_t *nonfinite) {
     double ss = 0;
     int64_t bad = 0;
@@ -29,15 +24,17 @@ void cpu_vec_stats(const float *x, int64_t n, double *sumsq, int64_t *nonfinite)
     *nonfinite = bad;
 }
 
-/* torch.optim.adamw's single-tensor fp32 path, element by element. */
+/* torch.optim.adamw's single-tensor fp32 path, element by element, on the gradient times gscale
+ * (clip_grad_norm_'s in-place scaling, one rounding, folded into this pass). */
 void cpu_adamw(float *p, float *m, float *v, const float *g, int64_t n, const mt_adamw_args *a) {
     const float keep = a->keep, b1 = a->b1, b2 = a->b2, step_size = a->step_size,
-                bc2_sqrt = a->bc2_sqrt, eps = a->eps;
+                bc2_sqrt = a->bc2_sqrt, eps = a->eps, gs = a->gscale != 0.0f ? a->gscale : 1.0f;
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++) {
+        const float gi = g[i] * gs;
         p[i] *= keep;
-        m[i] += (g[i] - m[i]) * (1.0f - b1);
-        v[i] = v[i] * b2 + (1.0f - b2) * g[i] * g[i];
+        m[i] += (gi - m[i]) * (1.0f - b1);
+        v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;
         float denom = sqrtf(v[i]) / bc2_sqrt + eps;
         p[i] -= step_size * m[i] / denom;
     }

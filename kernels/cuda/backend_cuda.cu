@@ -213,7 +213,6 @@ extern "C" const mt_backend *mt_cuda_backend_probe(void) {
 #include "../../autograd/ops.def"
 #undef MT_OP
     cuda_backend.vec_add = cuda_vec_add;
-    cuda_backend.vec_scale = cuda_vec_scale;
     cuda_backend.vec_stats = cuda_vec_stats;
     cuda_backend.adamw = cuda_adamw;
     cuda_backend.vec_to_bf16 = cuda_vec_to_bf16;

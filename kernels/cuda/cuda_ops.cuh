@@ -12,7 +12,6 @@
 
 /* the sharded optimizer's vector kernels (optim.cu), see mt_backend */
 void cuda_vec_add(float *dst, const float *src, int64_t n);
-void cuda_vec_scale(float *x, float s, int64_t n);
 void cuda_vec_stats(const float *x, int64_t n, double *sumsq, int64_t *nonfinite);
 void cuda_adamw(float *p, float *m, float *v, const float *g, int64_t n, const mt_adamw_args *a);
 void cuda_vec_to_bf16(uint16_t *dst, const float *src, int64_t n);

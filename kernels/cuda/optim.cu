@@ -8,8 +8,6 @@ __global__ void vec_add_kernel(float *dst, const float *src, int64_t n) {
     CUDA_FOR(i, n) dst[i] += src[i];
 }
 
-__global__ void vec_scale_kernel(float *x, float s, int64_t n) { CUDA_FOR(i, n) x[i] *= s; }
-
 /* Pass 1: block b sums squares (double) and counts non-finite values over its grid-stride
  * share; pass 2: one block adds the partials in block order, so the result is deterministic. */
 __global__ void vec_stats_part_kernel(double *part, const float *x, int64_t n) {
@@ -41,11 +39,13 @@ __global__ void vec_stats_total_kernel(double *part, int n_part) {
     }
 }
 
-/* torch.optim.adamw's fp32 arithmetic, as kernels/cpu/optim.c. */
+/* torch.optim.adamw's fp32 arithmetic on the gradient times gscale, as kernels/cpu/optim.c;
+ * __fmul_rn keeps that product rounded on its own (no fused multiply-add into gi - mi). */
 __global__ void adamw_kernel(float *p, float *m, float *v, const float *g, int64_t n,
                              mt_adamw_args a) {
+    const float gs = a.gscale != 0.0f ? a.gscale : 1.0f;
     CUDA_FOR(i, n) {
-        float gi = g[i], mi = m[i], vi = v[i];
+        float gi = __fmul_rn(g[i], gs), mi = m[i], vi = v[i];
         float pi = p[i] * a.keep;
         mi += (gi - mi) * (1.0f - a.b1);
         vi = vi * a.b2 + (1.0f - a.b2) * gi * gi;
@@ -60,12 +60,6 @@ void cuda_vec_add(float *dst, const float *src, int64_t n) {
     if (n <= 0) return;
     vec_add_kernel<<<cuda_blocks(n, CUDA_THREADS), CUDA_THREADS>>>(dst, src, n);
     CUDA_LAUNCH_CHECK("optim vec_add");
-}
-
-void cuda_vec_scale(float *x, float s, int64_t n) {
-    if (n <= 0) return;
-    vec_scale_kernel<<<cuda_blocks(n, CUDA_THREADS), CUDA_THREADS>>>(x, s, n);
-    CUDA_LAUNCH_CHECK("optim vec_scale");
 }
 
 #define VEC_STATS_BLOCKS 1024
