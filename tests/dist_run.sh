@@ -29,8 +29,9 @@
 #                    NP ranks each, then the emulated run resumed from its step-2 checkpoint (with
 #                    train.gradient_checkpointing: the same step 3 to the bit), and
 #                    both in bf16 GEMM mode with bf16 gathers (gather unit layer); and the
-#                    emulated run with dist.offload_optimizer, resumed from its step 2
-#                    -> $TMP/emu-{cpu,cuda,resume,cpu-bf16,cuda-bf16,offload,offload-resume}
+#                    emulated run with dist.offload_optimizer, resumed from its step 2; and
+#                    2 steps in strict emulation
+#                    -> $TMP/emu-{cpu,cuda,resume,cpu-bf16,cuda-bf16,offload,offload-resume,strict}
 set -euo pipefail
 bin="$1"
 mode="$2"
@@ -180,6 +181,11 @@ emu-cuda)
     --set dist.backend=nccl --set dist.gather_unit=expert --set dist.offload_optimizer=true \
     --resume "$tmp/emu-offload/checkpoint-2"
   grep "^memory" "$tmp/emu-offload.log"
+  # strict emulation (kernels/cuda/emu/emu.cpp) over the whole trainer, 2 steps: reversed
+  # schedules, poisoned shared and fresh device memory, and every prefetch and reduce-scatter
+  # after its stream waited for the compute stream's earlier work
+  MT_EMU_STRICT=1 bin="$emu" run "$np" "$tmp/emu-strict" "${small[@]}" --set dist.backend=nccl \
+    --set dist.gather_unit=expert --set train.max_steps=2
   # a device too small for the state, slots and arena (an emulated 64 MiB one): stopped before
   # anything is allocated, with the remedies, offload among them
   rc=0
