@@ -3,7 +3,7 @@
  *
  *   minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]
  *                [--gather-unit layer|expert] [--gather-dtype fp32|bf16] [--offload]
- *                [--seq T [--batch B]]
+ *                [--seq T [--batch B]] [--fit-gib G]
  *
  * params_total: every parameter of the layout (models/layout.c).
  * params_active: the parameters one token uses, as the model card counts them (45.9B for
@@ -19,7 +19,10 @@
  * activation_*: with --seq T, the activation arena one micro-step of B x T tokens needs per rank
  *   (the peak of live tensors, from a dry run of the model code: mt_minimax_plan_activations),
  *   with every layer's activations kept and with train.gradient_checkpointing; kernels' scratch
- *   comes on top. total_*: with both, zero3 + activations per rank. */
+ *   comes on top. total_*: with both, zero3 + activations per rank.
+ * fit_ranks_*: with --fit-gib G, for each gather unit, without and with --offload, the fewest
+ *   ranks whose per-rank sum (state, slots, and with --seq the recomputed activations) is at
+ *   most G GiB (the CUDA context, cuBLAS workspace, NCCL buffers and kernel scratch on top). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +33,7 @@
 static void usage(void) {
     fprintf(stderr, "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
                     "                    [--gather-unit layer|expert] [--gather-dtype fp32|bf16]\n"
-                    "                    [--offload] [--seq T [--batch B]]\n");
+                    "                    [--offload] [--seq T [--batch B]] [--fit-gib G]\n");
     exit(2);
 }
 
@@ -41,6 +44,50 @@ static void print_count(const char *key, int64_t n, const char *note) {
     printf("%s=%lld (%.2f%s)%s%s\n", key, (long long)n, x / div, unit, note[0] ? "  # " : "", note);
 }
 
+/* The per-rank bytes of N ranks: state + slots (+ recomputed activations, the same at any N). */
+static int64_t info_rank_bytes(const mt_minimax *m, int N, mt_dtype gather_dtype, bool offload,
+                               int64_t act, int64_t *host) {
+    const mt_zero_sizes z = mt_zero_plan(N, m->n_buckets, m->bucket_numel, gather_dtype, offload);
+    *host = z.host_bytes;
+    return z.owned_bytes + z.slot_bytes + act;
+}
+
+/* --fit-gib: per gather unit and offload, the fewest ranks that fit (the bytes fall with N, so
+ * a bisection over [1, 2^20]). */
+static void info_fit(const mt_minimax_config *cfg, mt_dtype gather_dtype, long seq, long batch,
+                     double gib) {
+    const int64_t cap = (int64_t)(gib * (double)(1 << 30));
+    for (int u = 0; u < 2; u++) {
+        const mt_gather_unit unit = u ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
+        mt_minimax m;
+        mt_minimax_init_unit(&m, cfg, unit);
+        const int64_t act = seq ? mt_minimax_plan_activations(cfg, unit, true, batch, seq) : 0;
+        for (int off = 0; off < 2; off++) {
+            int64_t host;
+            int lo = 1, hi = 1 << 20;
+            if (info_rank_bytes(&m, hi, gather_dtype, off, act, &host) > cap) {
+                printf("fit_ranks_%s%s=none  # more than %d ranks, or the activations alone "
+                       "exceed %.1f GiB\n",
+                       u ? "expert" : "layer", off ? "_offload" : "", hi, gib);
+                continue;
+            }
+            while (lo < hi) {
+                const int mid = lo + (hi - lo) / 2;
+                if (info_rank_bytes(&m, mid, gather_dtype, off, act, &host) <= cap)
+                    hi = mid;
+                else
+                    lo = mid + 1;
+            }
+            const int64_t bytes = info_rank_bytes(&m, lo, gather_dtype, off, act, &host);
+            printf("fit_ranks_%s%s=%d  # %.2f GiB per rank of %.1f (state, slots%s)%s",
+                   u ? "expert" : "layer", off ? "_offload" : "", lo, (double)bytes / (1 << 30),
+                   gib, seq ? ", recomputed activations" : "", off ? "" : "\n");
+            if (off) printf(", host %.2f GiB per rank\n", (double)host / (1 << 30));
+        }
+        mt_minimax_free(&m);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *config = NULL;
     int keep = 0, ranks = 0;
@@ -48,6 +95,7 @@ int main(int argc, char **argv) {
     mt_gather_unit unit = MT_GATHER_LAYER;
     mt_dtype gather_dtype = MT_F32;
     bool offload = false;
+    double fit_gib = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
@@ -70,6 +118,10 @@ int main(int argc, char **argv) {
             const char *u = argv[++i];
             if (strcmp(u, "layer") && strcmp(u, "expert")) usage();
             unit = strcmp(u, "expert") == 0 ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
+        } else if (strcmp(argv[i], "--fit-gib") == 0 && i + 1 < argc) {
+            char *end;
+            fit_gib = strtod(argv[++i], &end);
+            if (*end || !(fit_gib > 0)) usage();
         } else if (strcmp(argv[i], "--offload") == 0) {
             offload = true;
         } else if (strcmp(argv[i], "--gather-dtype") == 0 && i + 1 < argc) {
@@ -163,6 +215,7 @@ int main(int argc, char **argv) {
                        (double)(zero_bytes + bytes) * gib);
         }
     }
+    if (fit_gib > 0) info_fit(&cfg, gather_dtype, seq, batch, fit_gib);
     mt_minimax_free(&m);
     return 0;
 }

@@ -503,6 +503,28 @@ static int test_info_counts(void) {
                host_off == 8 * n_owned + 24 * (1 << 23),
            "--offload: %lld owned elements, %lld device bytes (%lld without offload), %lld host",
            n_owned, owned_off, owned, host_off);
+    /* --fit-gib: the fewest ranks at which --ranks prints a total within the budget, one fewer
+     * exceeding it (unit expert, offload, T = 512 recomputed, an H200's 131.3 GiB) */
+    snprintf(args, sizeof(args), "--config %s --fit-gib 131.3 --seq 512", released);
+    EXPECT(info_run(args, &t, &a, &w, out, sizeof(out)), "minimax-info --fit-gib failed:\n%s", out);
+    printf("%s", out);
+    int fit = -1;
+    if ((p = strstr(out, "fit_ranks_expert_offload=")))
+        sscanf(p, "fit_ranks_expert_offload=%d", &fit);
+    const double budget = 131.3 * (double)(1 << 30);
+    for (int k = 0; k < 2 && fit > 1; k++) {
+        snprintf(args, sizeof(args),
+                 "--config %s --ranks %d --gather-unit expert --offload --seq 512", released,
+                 fit - k);
+        long long total = -1;
+        EXPECT(info_run(args, &t, &a, &w, out, sizeof(out)), "minimax-info failed:\n%s", out);
+        if ((p = strstr(out, "total_bytes_per_rank_recomputed=")))
+            sscanf(p, "total_bytes_per_rank_recomputed=%lld", &total);
+        EXPECT(total > 0 && (k == 0 ? (double)total <= budget : (double)total > budget),
+               "--fit-gib said %d ranks; at %d ranks a rank holds %lld bytes (budget %.0f)", fit,
+               fit - k, total, budget);
+    }
+    EXPECT(fit > 1, "--fit-gib: fit_ranks_expert_offload missing or 1 (%d)", fit);
     snprintf(args, sizeof(args), "--config %s/missing.json 2>&1", tmp_dir());
     EXPECT(!info_run(args, &t, &a, &w, out, sizeof(out)) && strstr(out, "missing.json"),
            "a missing config fails naming the file: %s", out);
