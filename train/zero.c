@@ -8,6 +8,10 @@
 
 #include "autograd/check.h"
 
+struct zero_copier;
+static struct zero_copier *zero_copier_start(const mt_zero *z);
+static void zero_copier_stop(struct zero_copier *c);
+
 static float *zero_alloc(const mt_backend *be, int64_t n, const char *what) {
     size_t bytes = sizeof(float) * (size_t)(n > 0 ? n : 1);
     float *p = be->alloc(bytes);
@@ -142,6 +146,7 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
             z->stage = be->host_alloc(bytes);
             MT_CHECK(z->stage, "zero: out of host memory for the offload staging (%zu bytes)",
                      bytes);
+            z->copier = zero_copier_start(z);
         }
     } else {
         z->m = zero_alloc(be, z->total_shard, "adam m");
@@ -192,6 +197,7 @@ void mt_zero_free(mt_zero *z) {
     if (z->offload) {
         free(z->m);
         free(z->v);
+        if (z->copier) zero_copier_stop(z->copier);
         if (z->stage) be->host_free(z->stage);
     } else {
         be->free(z->m);
@@ -449,20 +455,72 @@ static void zero_adamw_range(const mt_zero *z, const mt_backend *run, int b, int
     }
 }
 
-/* The copies of a pipeline step, on a thread of their own while the host updates chunk cur:
+/* The copies of a pipeline step, done by the copy thread while the host updates chunk cur:
  * chunk prev's master weights back to the device, chunk next's master weights and gradients
  * to the host. */
 typedef struct {
-    const mt_zero *z;
     zero_chunk prev, next;
     int prev_buf, next_buf; /* -1: nothing */
 } zero_copy_job;
 
-static void *zero_copy_run(void *arg) {
-    const zero_copy_job *j = arg;
-    if (j->prev_buf >= 0) zero_chunk_store(j->z, &j->prev, j->prev_buf);
-    if (j->next_buf >= 0) zero_chunk_fetch(j->z, &j->next, j->next_buf);
+/* One copy thread per offloading mt_zero, started at init and stopped at free (no thread is
+ * created in a step): it waits for a job, runs it, reports it done. */
+struct zero_copier {
+    const mt_zero *z;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    zero_copy_job job;
+    int state; /* 0 idle, 1 a job waits or runs, 2 quit */
+};
+
+static void *zero_copier_main(void *arg) {
+    struct zero_copier *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (c->state == 0) pthread_cond_wait(&c->cv, &c->mu);
+        if (c->state == 2) break;
+        const zero_copy_job j = c->job;
+        pthread_mutex_unlock(&c->mu);
+        if (j.prev_buf >= 0) zero_chunk_store(c->z, &j.prev, j.prev_buf);
+        if (j.next_buf >= 0) zero_chunk_fetch(c->z, &j.next, j.next_buf);
+        pthread_mutex_lock(&c->mu);
+        c->state = 0;
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
     return NULL;
+}
+
+static struct zero_copier *zero_copier_start(const mt_zero *z) {
+    struct zero_copier *c = mt_calloc(1, sizeof(*c), "offload copy thread");
+    c->z = z;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    MT_CHECK(pthread_create(&c->thread, NULL, zero_copier_main, c) == 0,
+             "zero: cannot start the offload copy thread");
+    return c;
+}
+
+static void zero_copier_set(struct zero_copier *c, int state) {
+    pthread_mutex_lock(&c->mu);
+    c->state = state;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void zero_copier_wait(struct zero_copier *c) {
+    pthread_mutex_lock(&c->mu);
+    while (c->state == 1) pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void zero_copier_stop(struct zero_copier *c) {
+    zero_copier_set(c, 2);
+    pthread_join(c->thread, NULL);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
 }
 
 /* Offload: chunk k is fetched into staging buffer k % 3 while chunk k - 1 is updated and chunk
@@ -472,22 +530,22 @@ static void zero_adamw_offloaded(mt_zero *z, const mt_adamw *o, mt_adamw_args *a
     zero_chunk cur = {-1, 0, 0};
     if (!zero_chunk_next(z, &cur)) return;
     zero_chunk_fetch(z, &cur, 0);
-    zero_copy_job job = {z, cur, cur, -1, -1};
+    struct zero_copier *c = z->copier;
+    zero_copy_job job = {cur, cur, -1, -1};
     for (int k = 0;; k++) {
         zero_chunk next = cur;
         const bool more = zero_chunk_next(z, &next);
         job.next = next;
         job.next_buf = more ? (k + 1) % 3 : -1;
-        pthread_t copier;
-        MT_CHECK(pthread_create(&copier, NULL, zero_copy_run, &job) == 0,
-                 "zero: cannot start the offload copy thread");
+        c->job = job; /* the thread is idle: no lock needed to fill it */
+        zero_copier_set(c, 1);
         float *hp = zero_stage_buf(z, k % 3), *hg = hp + z->stage_numel;
         int64_t lo, hi;
         mt_zero_owned_range(z, cur.b, &lo, &hi);
         const int64_t moff = z->shard_offset[cur.b] - lo;
         zero_adamw_range(z, mt_backend_cpu(), cur.b, cur.c0, cur.c1, hp - cur.c0, z->m + moff,
                          z->v + moff, hg - cur.c0, o, a);
-        pthread_join(copier, NULL);
+        zero_copier_wait(c);
         job.prev = cur;
         job.prev_buf = k % 3;
         if (!more) break;

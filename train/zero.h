@@ -71,10 +71,11 @@ typedef struct mt_zero {
     bool offload;       /* m and v in host memory, AdamW on the host (see above) */
     float *stage;       /* offload on a device backend: 3 x (p, g) host chunks, stage_numel each */
     int64_t stage_numel;
-    uint16_t *send16[2]; /* (slot_cap[s] / P): a slot's shard rounded to bf16, sent */
-    uint16_t *land16;    /* (slot_numel) where bf16 all-gathers land */
-    int land16_slot;     /* the slot whose gather sits in land16 unexpanded, -1 none */
-    float *recv;         /* reduce-scatter landing area (one shard) */
+    struct zero_copier *copier; /* offload on a device backend: the copy thread (zero.c) */
+    uint16_t *send16[2];        /* (slot_cap[s] / P): a slot's shard rounded to bf16, sent */
+    uint16_t *land16;           /* (slot_numel) where bf16 all-gathers land */
+    int land16_slot;            /* the slot whose gather sits in land16 unexpanded, -1 none */
+    float *recv;                /* reduce-scatter landing area (one shard) */
     int64_t recv_numel;
     /* decay ranges per bucket (set by mt_zero_set_ranges), all decayed when not set */
     mt_zero_range **ranges;
