@@ -25,11 +25,15 @@
  * Usage: bench-gpu-step [--backend cuda|cpu] [--dtype fp32|bf16] [--hidden C] [--layers L]
  *        [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] [--ffn F]
  *        [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] [--peak TF]
- *        [--fused-loss 0|1] [--recompute 0|1] [--offload 0|1] [--arena-mb N] [--check]
+ *        [--fused-loss 0|1] [--recompute 0|1] [--offload 0|1] [--gather-dtype fp32|bf16]
+ *        [--arena-mb N] [--check]
  * --recompute 1: every layer recomputed in the backward (train.gradient_checkpointing); the
  * FLOP count stays the model's (the recomputation is overhead, as MFU conventionally counts).
  * --offload 1: AdamW moments in host memory and the update on the host (dist.offload_optimizer);
  * the step time includes the copies and the host update.
+ * --gather-dtype bf16 (dist.gather_dtype): the parameters used rounded to bf16, gathered (one
+ * rank: copied) into slots; with --offload 1 the master weights live on the host (train/zero.h).
+ * --check applies it to the CPU runs too.
  * --check (a small shape): the same steps on the CPU backend and on the device, per-step loss and
  * gradient norm compared: fp32 to 1e-5 relative; bf16 by issue 6's rule, |dev - cpu fp32| <=
  * 2 |cpu bf16 - cpu fp32| (the CPU's bf16 run is the rounding reference) on the first step, 4x
@@ -56,6 +60,7 @@ typedef struct {
     int recompute;  /* train.gradient_checkpointing: each layer recomputed in the backward */
     int offload;    /* dist.offload_optimizer: AdamW on the host with host moments */
     mt_dtype dtype;
+    mt_dtype gather_dtype; /* dist.gather_dtype */
     bool cpu;
     double peak_tflops;
     long arena_mb; /* 0: planned */
@@ -67,8 +72,8 @@ static void step_usage(void) {
             "usage: bench-gpu-step [--backend cuda|cpu] [--dtype fp32|bf16] [--hidden C] "
             "[--layers L] [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] "
             "[--ffn F] [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] "
-            "[--fused-loss 0|1] [--recompute 0|1] [--offload 0|1] [--peak TFLOPS] [--arena-mb N] "
-            "[--check]\n");
+            "[--fused-loss 0|1] [--recompute 0|1] [--offload 0|1] [--gather-dtype fp32|bf16] "
+            "[--peak TFLOPS] [--arena-mb N] [--check]\n");
     exit(2);
 }
 
@@ -99,6 +104,7 @@ static void step_parse(int argc, char **argv, step_opts *o) {
                      .warmup = 2,
                      .fused_loss = 1,
                      .dtype = MT_F32,
+                     .gather_dtype = MT_F32,
                      .peak_tflops = 989.4};
     struct {
         const char *flag;
@@ -141,6 +147,8 @@ static void step_parse(int argc, char **argv, step_opts *o) {
             o->cpu = strcmp(v, "cpu") == 0;
         else if (strcmp(a, "--dtype") == 0 && (!strcmp(v, "fp32") || !strcmp(v, "bf16")))
             o->dtype = strcmp(v, "bf16") == 0 ? MT_BF16 : MT_F32;
+        else if (strcmp(a, "--gather-dtype") == 0 && (!strcmp(v, "fp32") || !strcmp(v, "bf16")))
+            o->gather_dtype = strcmp(v, "bf16") == 0 ? MT_BF16 : MT_F32;
         else if (strcmp(a, "--peak") == 0 && atof(v) > 0)
             o->peak_tflops = atof(v);
         else if (strcmp(a, "--arena-mb") == 0)
@@ -295,11 +303,12 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
     int n_full = 0;
     for (int l = 0; l < L; l++) n_full += cfg.layer_types[l] == MT_LAYER_FULL;
     printf("== training step, MiniMax-Text-01 shape: backend %s, GEMMs %s (fp32 accumulation), "
-           "B=%lld T=%lld, loss %s%s%s\n",
+           "B=%lld T=%lld, loss %s%s%s%s\n",
            be->name, o.dtype == MT_BF16 ? "bf16" : "fp32", (long long)B, (long long)T,
            o.fused_loss ? "fused (lm_head + CE in chunks, as the trainer)" : "from full logits",
            o.recompute ? ", layers recomputed in the backward" : "",
-           o.offload ? ", AdamW offloaded to the host" : "");
+           o.offload ? ", AdamW offloaded to the host" : "",
+           o.gather_dtype == MT_BF16 ? ", bf16 gathers" : "");
     printf("   C=%d L=%d (%d lightning, %d softmax) H=%d Hkv=%d D=%d rotary=%d E=%d K=%d F=%d V=%d "
            "block=%d\n",
            cfg.hidden_size, (int)L, (int)L - n_full, n_full, cfg.num_attention_heads,
@@ -323,7 +332,7 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
                  "bench: no NCCL communicator (CUDA backend built without train/comm_nccl.cu?)");
     }
     mt_zero z;
-    mt_zero_init_gather(&z, comm, be, m.n_buckets, m.bucket_numel, MT_F32, o.offload == 1);
+    mt_zero_init_gather(&z, comm, be, m.n_buckets, m.bucket_numel, o.gather_dtype, o.offload == 1);
     /* master weights: drawn on the host bucket by bucket, copied to the owned shard */
     float *host = mt_malloc(sizeof(float) * (size_t)max_bucket, "bench init buffer");
     double t_init = step_now();
@@ -335,10 +344,13 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
         mt_zero_set_master(&z, b, lo, hi, host);
     }
     free(host);
-    printf("   parameters %.2f M (init %.1f s); ZeRO owned %.1f MiB (master, grad, m, v) + gather "
-           "slots %.1f MiB\n",
+    printf("   parameters %.2f M (init %.1f s); ZeRO owned %.1f MiB (%s) + gather slots %.1f MiB; "
+           "host %.1f MiB\n",
            (double)n_params * 1e-6, step_now() - t_init, (double)mt_zero_owned_bytes(&z) / MIB,
-           (double)mt_zero_slot_bytes(&z) / MIB);
+           z.master_on_host ? "grad, bf16 master"
+           : z.offload      ? "master, grad"
+                            : "master, grad, m, v",
+           (double)mt_zero_slot_bytes(&z) / MIB, (double)mt_zero_host_bytes(&z) / MIB);
 
     size_t arena = o.arena_mb > 0 ? (size_t)o.arena_mb << 20 : step_arena_bytes(&m, B, T, o.dtype);
     printf("   activation arena %.1f MiB (%s)\n", (double)arena / MIB,

@@ -243,7 +243,8 @@ if [ -n "$BUILD" ]; then
     "gpu_step_check_bf16|$STEP_BIN --dtype bf16 $TINY"
     "gpu_step_check_bf16_d64|$STEP_BIN --dtype bf16 --fused-loss 0 ${TINY/--head-dim 16/--head-dim 64}"
     "gpu_step_check_recompute|$STEP_BIN --dtype bf16 --recompute 1 $TINY"
-    "gpu_step_check_offload|$STEP_BIN --dtype bf16 --offload 1 $TINY")
+    "gpu_step_check_offload|$STEP_BIN --dtype bf16 --offload 1 $TINY"
+    "gpu_step_check_offload_bf16g|$STEP_BIN --dtype bf16 --offload 1 --gather-dtype bf16 $TINY")
   echo "== GPU tests (ops: fp32 ||gpu - cpu|| / ||cpu|| <= 1e-5, bf16 by the bf16 rule)"
   for r in "${RUNS[@]}"; do
     c=${r%%|*}
@@ -281,16 +282,17 @@ fi
 # full training step of a MiniMax-Text-01-shaped model (bench/gpu_step.c): fp32, then bf16
 # GEMMs; after the PyTorch peer (whose ratios need those two), bf16 with every layer recomputed
 # in the backward (train.gradient_checkpointing), then bf16 with AdamW offloaded to the host
-# (dist.offload_optimizer: what the copies and the host update cost), the first things a short
-# budget drops
+# (dist.offload_optimizer with bf16 gathers, the GPU setting: master weights on the host too;
+# what the copies and the host update cost), the first things a short budget drops
 rm -f "$LOGDIR"/step_*.log
 step_bench() { # DTYPE RECOMPUTE(0|1) [OFFLOAD(0|1)]
   local dt=$1 rec=$2 off=${3:-0} name t rc
   name=$dt$([ "$rec" = 1 ] && echo _recompute)$([ "$off" = 1 ] && echo _offload)
   t=$(date +%s)
-  echo "== training step benchmark ($dt GEMMs$([ "$rec" = 1 ] && echo ", layers recomputed")$([ "$off" = 1 ] && echo ", AdamW on the host"))"
+  echo "== training step benchmark ($dt GEMMs$([ "$rec" = 1 ] && echo ", layers recomputed")$([ "$off" = 1 ] && echo ", AdamW on the host, bf16 gathers"))"
   # shellcheck disable=SC2086 # MT_GPU_CHECK_STEP_ARGS is a list of flags
   OMP_NUM_THREADS=$JOBS tmo 100 "$STEP_BIN" --dtype "$dt" --recompute "$rec" --offload "$off" \
+    --gather-dtype "$([ "$off" = 1 ] && echo bf16 || echo fp32)" \
     ${MT_GPU_CHECK_STEP_ARGS:-} > "$LOGDIR/step_$name.log" 2>&1
   rc=$?
   cat "$LOGDIR/step_$name.log"

@@ -15,7 +15,9 @@
  *   slots (two buckets of parameters and two of gradients at full size), before activations
  *   (dist.arena_mb). The largest bucket is a decoder layer with all its experts with
  *   --gather-unit layer (the default, as dist.gather_unit), else the embedding or lm_head.
- *   --offload (dist.offload_optimizer): m and v in host memory instead (zero3_host_bytes_*).
+ *   --offload (dist.offload_optimizer): m and v in host memory instead (zero3_host_bytes_*),
+ *   and with --gather-dtype bf16 the fp32 master weights too (the device keeps their bf16
+ *   rounding: 6 bytes per owned parameter instead of 8).
  * activation_*: with --seq T, the activation arena one micro-step of B x T tokens needs per rank
  *   (the peak of live tensors, from a dry run of the model code: mt_minimax_plan_activations),
  *   with every layer's activations kept and with train.gradient_checkpointing; kernels' scratch
@@ -179,13 +181,16 @@ int main(int argc, char **argv) {
         const bool bf16 = gather_dtype == MT_BF16;
         printf("zero3_ranks=%d gather_unit=%s gather_dtype=%s buckets=%d\n", ranks,
                unit == MT_GATHER_EXPERT ? "expert" : "layer", bf16 ? "bf16" : "fp32", m.n_buckets);
-        printf("zero3_owned_bytes_per_rank=%.0f (%.2f GiB)  # fp32 master, grad%s of %lld "
+        const bool host_master = offload && bf16; /* zero.h: the fp32 master on the host */
+        printf("zero3_owned_bytes_per_rank=%.0f (%.2f GiB)  # %s master, grad%s of %lld "
                "parameters\n",
-               b_owned, b_owned * gib, offload ? "" : ", adam m, v", (long long)z.owned);
+               b_owned, b_owned * gib, host_master ? "bf16" : "fp32", offload ? "" : ", adam m, v",
+               (long long)z.owned);
         if (offload)
-            printf("zero3_host_bytes_per_rank=%.0f (%.2f GiB)  # adam m, v in host memory "
+            printf("zero3_host_bytes_per_rank=%.0f (%.2f GiB)  # adam m, v%s in host memory "
                    "(dist.offload_optimizer), and the staging of the host update\n",
-                   (double)z.host_bytes, (double)z.host_bytes * gib);
+                   (double)z.host_bytes, (double)z.host_bytes * gib,
+                   host_master ? ", fp32 master" : "");
         int64_t largest = 0;
         for (int b = 0; b < m.n_buckets; b++)
             if (m.bucket_numel[b] > largest) largest = m.bucket_numel[b];
@@ -193,6 +198,7 @@ int main(int argc, char **argv) {
                "parameters)\n",
                b_slots, b_slots * gib,
                z.slot_numel == 0 ? "none: one rank computes on its shards"
+               : host_master     ? "2 gathered buckets + their grads, bf16 landing, reduce landing"
                : bf16 ? "2 gathered buckets + their grads, bf16 send and landing, reduce landing"
                       : "2 gathered buckets + their grads, reduce landing",
                (long long)largest);

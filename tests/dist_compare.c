@@ -240,6 +240,11 @@ static int test_emu_cuda_match(void) {
      * last bits may differ: op_cuda_emu_optim), with host moments through the checkpoint */
     compare_runs("emu-cuda", "emu-offload", 1, 3, 1e-5, 1e-5, false);
     compare_runs("emu-offload", "emu-offload-resume", 3, 3, 0.0, 0.0, false);
+    /* with bf16 gathers the offload keeps the fp32 master weights on the host and only their
+     * bf16 rounding on the device: the values of the device run (up to AdamW's last bits),
+     * and a resume (host master from the checkpoint, rounded and uploaded again) to the bit */
+    compare_runs("emu-cuda-bf16", "emu-offload-bf16", 1, 3, 1e-5, 1e-5, false);
+    compare_runs("emu-offload-bf16", "emu-offload-bf16-resume", 3, 3, 0.0, 0.0, false);
     /* strict emulation: the same training (floating-point atomics sum in another order) */
     compare_runs("emu-cuda", "emu-strict", 1, 2, 1e-5, 1e-5, false);
     return MT_TEST_OK;

@@ -29,9 +29,11 @@
 #                    NP ranks each, then the emulated run resumed from its step-2 checkpoint (with
 #                    train.gradient_checkpointing: the same step 3 to the bit), and
 #                    both in bf16 GEMM mode with bf16 gathers (gather unit layer); and the
-#                    emulated run with dist.offload_optimizer, resumed from its step 2; and
-#                    2 steps in strict emulation
-#                    -> $TMP/emu-{cpu,cuda,resume,cpu-bf16,cuda-bf16,offload,offload-resume,strict}
+#                    emulated run with dist.offload_optimizer, resumed from its step 2, with
+#                    fp32 gathers and in bf16 mode with bf16 gathers (master weights on the
+#                    host); and 2 steps in strict emulation
+#                    -> $TMP/emu-{cpu,cuda,resume,cpu-bf16,cuda-bf16,offload,offload-resume,strict,
+#                       offload-bf16,offload-bf16-resume}
 set -euo pipefail
 bin="$1"
 mode="$2"
@@ -203,6 +205,17 @@ emu-cuda)
   run "$np" "$tmp/emu-cpu-bf16" "${small[@]}" --set model.dtype=bf16 --set dist.gather_dtype=bf16
   bin="$emu" run "$np" "$tmp/emu-cuda-bf16" "${small[@]}" --set dist.backend=nccl --set model.dtype=bf16 \
     --set dist.gather_dtype=bf16
+  # offload with bf16 gathers: the fp32 master weights in host memory too, the device keeping
+  # only their bf16 rounding for the gathers; checkpointed at step 2 and resumed from there
+  offload_bf16=(--set dist.backend=nccl --set model.dtype=bf16 --set dist.gather_dtype=bf16
+    --set dist.offload_optimizer=true)
+  MT_OFFLOAD_STAGE_NUMEL=4099 bin="$emu" run "$np" "$tmp/emu-offload-bf16" "${small[@]}" \
+    "${offload_bf16[@]}" --set output.save_steps=2
+  MT_OFFLOAD_STAGE_NUMEL=4099 bin="$emu" run "$np" "$tmp/emu-offload-bf16-resume" "${small[@]}" \
+    "${offload_bf16[@]}" --resume "$tmp/emu-offload-bf16/checkpoint-2"
+  grep "^memory" "$tmp/emu-offload-bf16.log"
+  grep -q "moments and master weights offloaded: .* MiB of host memory" "$tmp/emu-offload-bf16.log" ||
+    { echo "FAIL: the bf16-gather offload's memory line does not show host master weights"; exit 1; }
   grep -E "^memory|^step" "$tmp/emu-cuda.log"
   grep -q "memory\[rank 0, cuda\]" "$tmp/emu-cuda.log" || { echo "FAIL: not on the cuda backend"; exit 1; }
   ;;

@@ -116,8 +116,12 @@ if(CMAKE_CXX_COMPILER)
   # the AdamW moments in host memory and the update on the host (dist.offload_optimizer)
   add_test(NAME op_cuda_emu_step_offload COMMAND bench_gpu_step_emu --dtype bf16 --offload 1
     ${mt_step_tiny})
+  # the same with bf16 gathers: the fp32 master weights on the host too, the device keeping
+  # their bf16 rounding (train/zero.h)
+  add_test(NAME op_cuda_emu_step_offload_bf16g COMMAND bench_gpu_step_emu --dtype bf16
+    --offload 1 --gather-dtype bf16 ${mt_step_tiny})
   set_tests_properties(op_cuda_emu_step op_cuda_emu_step_bf16 op_cuda_emu_step_bf16_d64
-    op_cuda_emu_step_recompute op_cuda_emu_step_offload PROPERTIES
+    op_cuda_emu_step_recompute op_cuda_emu_step_offload op_cuda_emu_step_offload_bf16g PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME op_cuda_emu_cublas_grouped COMMAND test_emu_cublas)
   add_test(NAME op_cuda_emu_bench COMMAND bench_gpu_ops_emu all 1 64)

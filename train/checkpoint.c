@@ -20,9 +20,10 @@ static const char *state_arrays[3] = {"master", "m", "v"};
 static float *zero_array(mt_zero *z, int which) {
     return which == 0 ? z->master : which == 1 ? z->m : z->v;
 }
-/* in the backend's device memory (else host memory: the CPU backend, offloaded moments) */
+/* in the backend's device memory (else host memory: the CPU backend, offloaded moments, a host
+ * master) */
 static bool zero_array_on_device(const mt_zero *z, int which) {
-    return z->be->dev != MT_CPU && !(which > 0 && z->offload);
+    return z->be->dev != MT_CPU && !(which > 0 ? z->offload : z->master_on_host);
 }
 
 static void attr_write(hid_t file, const char *name, hid_t type, const void *value, size_t n) {

@@ -175,10 +175,12 @@ static int trainer_local_ranks(const trainer *t) {
  * On the CPU the node's available memory is shared by its ranks. Skipped where unknown. */
 static void trainer_check_memory(trainer *t) {
     const mt_recipe *rc = &t->rc;
-    const bool cpu = t->be->dev == MT_CPU, offload = rc->dist_offload_optimizer;
-    const mt_zero_sizes z =
-        mt_zero_plan(t->comm->size, t->model.n_buckets, t->model.bucket_numel,
-                     strcmp(rc->dist_gather_dtype, "bf16") == 0 ? MT_BF16 : MT_F32, offload);
+    const bool cpu = t->be->dev == MT_CPU, offload = rc->dist_offload_optimizer,
+               bf16 = strcmp(rc->dist_gather_dtype, "bf16") == 0;
+    const mt_zero_sizes z = mt_zero_plan(t->comm->size, t->model.n_buckets, t->model.bucket_numel,
+                                         bf16 ? MT_BF16 : MT_F32, offload);
+    /* with bf16 gathers the offload takes the fp32 master weights to the host too (zero.h) */
+    const char *to_host = bf16 ? "AdamW moments and master weights" : "AdamW moments";
     const double gib = 1.0 / (1 << 30);
     const int local = trainer_local_ranks(t);
     /* On the CPU offloading changes nothing (master, gradient, m and v are all host memory), and
@@ -197,13 +199,14 @@ static void trainer_check_memory(trainer *t) {
     int64_t bad[2] = {short_dev || short_host, t->comm->rank == 0 && (short_dev || short_host)};
     t->host->allreduce_i64(t->host, bad, 2);
     if (!bad[0]) {
+        char host_part[96] = "";
+        if (offload && !cpu) snprintf(host_part, sizeof(host_part), ", %s in host memory", to_host);
         LOG0(t,
              "planned memory per rank: %.2f GiB of %s memory (state %.2f, gather slots %.2f, "
              "activations %.2f: %s)%s of %.2f GiB available%s\n",
              (double)need * gib, t->be->name, (double)state * gib, (double)z.slot_bytes * gib,
-             (double)arena * gib, cpu ? "the planned peak" : "dist.arena_mb",
-             offload && !cpu ? ", AdamW moments in host memory" : "", (double)share * gib,
-             cpu && local > 1 ? " to each of the node's ranks" : "");
+             (double)arena * gib, cpu ? "the planned peak" : "dist.arena_mb", host_part,
+             (double)share * gib, cpu && local > 1 ? " to each of the node's ranks" : "");
         return;
     }
     char who[32] = "";
@@ -216,7 +219,9 @@ static void trainer_check_memory(trainer *t) {
                  "more %s (the state is 1/N)%s%s%s, or fewer layers "
                  "(model.num_hidden_layers)",
                  cpu ? "nodes" : "GPUs",
-                 !cpu && !offload ? ", dist.offload_optimizer = true (half the state)" : "",
+                 !cpu && !offload ? (bf16 ? ", dist.offload_optimizer = true (3/8 of the state)"
+                                          : ", dist.offload_optimizer = true (half the state)")
+                                  : "",
                  strcmp(rc->dist_gather_unit, "layer") == 0 && 4 * z.slot_bytes > need
                      ? ", dist.gather_unit = \"expert\" (smaller slots)"
                      : "",
@@ -234,10 +239,12 @@ static void trainer_check_memory(trainer *t) {
     }
     if (speak && short_host)
         fprintf(stderr,
-                "%serror: dist.offload_optimizer puts %.2f GiB of AdamW moments per rank "
-                "in host memory, but the node's available memory is %.2f GiB per rank (%d "
-                "ranks); use more nodes, or fewer ranks per node\n",
-                who, (double)z.host_bytes * gib, (double)host_share * gib, local);
+                "%serror: dist.offload_optimizer puts %.2f GiB of %s per rank in host memory, "
+                "but the node's available memory is %.2f GiB per rank (%d ranks); use more "
+                "nodes, or fewer ranks per node%s\n",
+                who, (double)z.host_bytes * gib, to_host, (double)host_share * gib, local,
+                bf16 ? ", or dist.gather_dtype = \"fp32\" (the master weights stay on the GPU)"
+                     : "");
     mt_comm_finalize(t->host);
     exit(2);
 }
@@ -559,9 +566,10 @@ static void trainer_report_memory(trainer *t) {
            slots = (double)mt_zero_slot_bytes(&t->zero);
     int64_t total = 0;
     for (int b = 0; b < t->model.n_buckets; b++) total += t->model.bucket_numel[b];
-    char offload[96] = "";
+    char offload[128] = "";
     if (t->zero.offload)
-        snprintf(offload, sizeof(offload), " (moments offloaded: %.2f MiB of host memory)",
+        snprintf(offload, sizeof(offload), " (moments%s offloaded: %.2f MiB of host memory)",
+                 t->zero.master_on_host ? " and master weights" : "",
                  (double)mt_zero_host_bytes(&t->zero) * mib);
     /* called after the first step: the counters hold its collectives (a resume gathers none) */
     printf("memory[rank %d, %s]: owned params+grads%s %.2f MiB%s (%lld of %lld parameters), "

@@ -49,25 +49,27 @@ static void zero_slot_caps(const int64_t *padded, int n, int final_slot, int64_t
     }
 }
 
-/* The bytes of the owned state and of the slots: data and gradient buffers of both slots, the
- * reduce-scatter landing area (one shard of the largest bucket) and, for bf16 gathers, a
- * shard-sized bf16 send buffer per slot and one bf16 landing buffer of the larger slot. */
-static int64_t zero_owned_bytes(int64_t owned, bool offload) {
-    return (offload ? 2 : 4) * (int64_t)sizeof(float) * owned;
+/* The bytes of the owned state (per element: master, gradient, m, v; with offload master and
+ * gradient; with a host master the gradient and the bf16 master) and of the slots: data and
+ * gradient buffers of both slots, the reduce-scatter landing area (one shard of the largest
+ * bucket) and, for bf16 gathers, one bf16 landing buffer of the larger slot and, unless the
+ * gathers send master16, a shard-sized bf16 send buffer per slot. */
+static int64_t zero_owned_bytes(int64_t owned, bool offload, bool host_master) {
+    return (host_master ? 6 : offload ? 8 : 16) * owned;
 }
-/* offload: m and v, and on a device backend three staging buffers of p and g chunks
- * (ZERO_STAGE_NUMEL elements each at most: 192 MiB in all) */
+/* offload: m and v (and a host master), and on a device backend three staging buffers of p and
+ * g chunks (ZERO_STAGE_NUMEL elements each at most: 192 MiB in all) */
 #define ZERO_STAGE_NUMEL ((int64_t)1 << 23)
 static int64_t zero_stage_numel(int64_t owned) {
     return owned < 1 ? 1 : owned < ZERO_STAGE_NUMEL ? owned : ZERO_STAGE_NUMEL;
 }
-static int64_t zero_host_bytes(int64_t owned, bool offload, int64_t stage_numel) {
-    return offload ? 2 * (int64_t)sizeof(float) * (owned + 3 * stage_numel) : 0;
+static int64_t zero_host_bytes(int64_t owned, bool offload, bool host_master, int64_t stage_numel) {
+    return offload ? (int64_t)sizeof(float) * ((host_master ? 3 : 2) * owned + 6 * stage_numel) : 0;
 }
-static int64_t zero_slot_bytes(const int64_t cap[2], int P, bool bf16) {
+static int64_t zero_slot_bytes(const int64_t cap[2], int P, bool bf16, bool host_master) {
     const int64_t big = cap[0] > cap[1] ? cap[0] : cap[1];
     return 2 * (int64_t)sizeof(float) * (cap[0] + cap[1]) + (int64_t)sizeof(float) * (big / P) +
-           (bf16 ? 2 * big + 2 * (cap[0] / P + cap[1] / P) : 0);
+           (bf16 ? 2 * big + (host_master ? 0 : 2 * (cap[0] / P + cap[1] / P)) : 0);
 }
 
 mt_zero_sizes mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel, mt_dtype gather_dtype,
@@ -83,10 +85,11 @@ mt_zero_sizes mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel, mt
     int64_t cap[2];
     zero_slot_caps(padded, n_buckets, zero_final_slot(padded, n_buckets), cap);
     free(padded);
-    if (P == 1 && !bf16) z.slot_numel = 0; /* aliased: the shards are the slots */
-    z.owned_bytes = zero_owned_bytes(z.owned, offload);
-    z.host_bytes = zero_host_bytes(z.owned, offload, zero_stage_numel(z.owned)); /* a device */
-    z.slot_bytes = z.slot_numel ? zero_slot_bytes(cap, P, bf16) : 0;
+    if (P == 1 && !bf16) z.slot_numel = 0;    /* aliased: the shards are the slots */
+    const bool host_master = offload && bf16; /* on a device backend, which this plans for */
+    z.owned_bytes = zero_owned_bytes(z.owned, offload, host_master);
+    z.host_bytes = zero_host_bytes(z.owned, offload, host_master, zero_stage_numel(z.owned));
+    z.slot_bytes = z.slot_numel ? zero_slot_bytes(cap, P, bf16, host_master) : 0;
     return z;
 }
 
@@ -130,9 +133,17 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
     z->final_slot = zero_final_slot(padded, n_buckets);
     zero_slot_caps(padded, n_buckets, z->final_slot, z->slot_cap);
     free(padded);
-    z->master = zero_alloc(be, z->total_shard, "master weights");
-    z->grad = zero_alloc(be, z->total_shard, "gradients");
+    z->gather_bf16 = gather_dtype == MT_BF16;
     z->offload = offload;
+    z->master_on_host = offload && z->gather_bf16 && be->dev != MT_CPU;
+    if (z->master_on_host) {
+        z->master =
+            mt_calloc((size_t)z->total_shard, sizeof(float), "master weights (host, offload)");
+        z->master16 = zero_alloc16(be, z->total_shard, "bf16 master weights");
+    } else {
+        z->master = zero_alloc(be, z->total_shard, "master weights");
+    }
+    z->grad = zero_alloc(be, z->total_shard, "gradients");
     if (offload) { /* zeroed host pages, touched first by the first step */
         z->m = mt_calloc((size_t)z->total_shard, sizeof(float), "adam m (host, offload)");
         z->v = mt_calloc((size_t)z->total_shard, sizeof(float), "adam v (host, offload)");
@@ -156,15 +167,16 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
     z->slot_bucket[0] = z->slot_bucket[1] = -1;
     z->land16_slot = -1;
     z->in_use = -1;
-    z->gather_bf16 = gather_dtype == MT_BF16;
     /* One rank owns every bucket whole: the parameters and gradients of bucket b are its
      * shard, so there is nothing to gather, copy or reduce (no slots either); unless the
      * parameters are used rounded to bf16, which needs a copy. */
     z->aliased = P == 1 && !z->gather_bf16;
     if (z->aliased) return;
     if (z->gather_bf16) {
-        z->send16[0] = zero_alloc16(be, z->slot_cap[0] / P, "bf16 gather send");
-        z->send16[1] = zero_alloc16(be, z->slot_cap[1] / P, "bf16 gather send");
+        if (!z->master16) { /* else the gathers send master16 */
+            z->send16[0] = zero_alloc16(be, z->slot_cap[0] / P, "bf16 gather send");
+            z->send16[1] = zero_alloc16(be, z->slot_cap[1] / P, "bf16 gather send");
+        }
         z->land16 = zero_alloc16(be, z->slot_numel, "bf16 gather landing");
     }
     for (int s = 0; s < 2; s++) {
@@ -192,7 +204,12 @@ void mt_zero_free(mt_zero *z) {
     free(z->ranges);
     free(z->n_ranges);
     const mt_backend *be = z->be;
-    be->free(z->master);
+    if (z->master_on_host) {
+        free(z->master);
+        be->free(z->master16);
+    } else {
+        be->free(z->master);
+    }
     be->free(z->grad);
     if (z->offload) {
         free(z->m);
@@ -211,8 +228,8 @@ void mt_zero_free(mt_zero *z) {
         be->free(z->recv);
     }
     if (z->gather_bf16) {
-        be->free(z->send16[0]);
-        be->free(z->send16[1]);
+        if (z->send16[0]) be->free(z->send16[0]);
+        if (z->send16[1]) be->free(z->send16[1]);
         be->free(z->land16);
     }
     memset(z, 0, sizeof(*z));
@@ -251,17 +268,29 @@ void mt_zero_set_master(mt_zero *z, int bucket, int64_t lo, int64_t hi, const fl
     MT_CHECK(lo >= own_lo && hi <= own_hi && lo <= hi,
              "zero: set_master of bucket %d [%lld, %lld) outside the owned range [%lld, %lld)",
              bucket, (long long)lo, (long long)hi, (long long)own_lo, (long long)own_hi);
-    z->be->to_device(z->master + z->shard_offset[bucket] + (lo - own_lo), host,
-                     sizeof(float) * (size_t)(hi - lo));
+    float *dst = z->master + z->shard_offset[bucket] + (lo - own_lo);
+    const size_t bytes = sizeof(float) * (size_t)(hi - lo);
+    if (z->master_on_host)
+        memcpy(dst, host, bytes);
+    else
+        z->be->to_device(dst, host, bytes);
     mt_zero_master_changed(z);
 }
 
-void mt_zero_master_changed(mt_zero *z) {
+/* The parameters changed: no slot holds a current gather. */
+static void zero_slots_stale(mt_zero *z) {
     zero_slot_wait(z, 0); /* no transfer may still land */
     zero_slot_wait(z, 1);
-    z->slot_bucket[0] = z->slot_bucket[1] = -1; /* parameters changed: slots are stale */
+    z->slot_bucket[0] = z->slot_bucket[1] = -1;
     z->land16_slot = -1;
 }
+
+void mt_zero_master_changed(mt_zero *z) {
+    zero_slots_stale(z);
+    z->master16_stale = z->master_on_host; /* rounded and uploaded by the next gather */
+}
+
+static void zero_master16_refresh(mt_zero *z);
 
 /* bf16 gathers: slot s's all-gather waits in land16; expands it into the slot's fp32 buffer. */
 static void zero_expand(mt_zero *z, int s) {
@@ -282,8 +311,14 @@ static void zero_issue_gather(mt_zero *z, int bucket, int s, bool start) {
         /* this slot's previous transfer, the last reader of send16[s], has finished (waited
          * for by the caller); the rounding runs on the compute stream, which the all-gather
          * waits for */
-        uint16_t *send = z->send16[s];
-        z->be->vec_to_bf16(send, z->master + z->shard_offset[bucket], n);
+        uint16_t *send;
+        if (z->master16) {
+            zero_master16_refresh(z);
+            send = z->master16 + z->shard_offset[bucket];
+        } else {
+            send = z->send16[s];
+            z->be->vec_to_bf16(send, z->master + z->shard_offset[bucket], n);
+        }
         if (start)
             z->slot_ticket[s] = c->allgather_start(c, send, z->land16, n, sizeof(uint16_t));
         else
@@ -329,8 +364,12 @@ const float *mt_zero_gather_master(mt_zero *z, int bucket) {
     int s = mt_zero_slot_of(z, bucket);
     zero_slot_wait(z, s);
     if (z->land16_slot == s) z->land16_slot = -1; /* its pending bf16 gather is dropped */
-    z->comm->allgather(z->comm, z->master + z->shard_offset[bucket], z->slot_data[s],
-                       z->shard_numel[bucket], sizeof(float));
+    const float *send = z->master + z->shard_offset[bucket];
+    if (z->master_on_host) { /* the host shard goes up through the reduce-scatter landing area */
+        z->be->to_device(z->recv, send, sizeof(float) * (size_t)z->shard_numel[bucket]);
+        send = z->recv;
+    }
+    z->comm->allgather(z->comm, send, z->slot_data[s], z->shard_numel[bucket], sizeof(float));
     z->slot_bucket[s] = -1; /* exact values, not what a gather of the bucket holds */
     return z->slot_data[s];
 }
@@ -416,28 +455,45 @@ static bool zero_chunk_next(const mt_zero *z, zero_chunk *c) {
     return false;
 }
 
-/* A chunk's device master weights and gradients (indexed by bucket coordinates), and staging
- * buffer k of three: p and g, stage_numel floats each. */
-static float *zero_chunk_p(const mt_zero *z, const zero_chunk *c) {
+/* Where bucket coordinate 0 of a chunk's bucket sits in the owned arrays (master, grad,
+ * master16, m, v are indexed by bucket coordinates from there), and staging buffer k of three:
+ * p (fp32, or bf16 with a host master) and g, stage_numel floats each. */
+static int64_t zero_chunk_base(const mt_zero *z, const zero_chunk *c) {
     int64_t lo, hi;
     mt_zero_owned_range(z, c->b, &lo, &hi);
-    return z->master + z->shard_offset[c->b] - lo;
-}
-static float *zero_chunk_g(const mt_zero *z, const zero_chunk *c) {
-    int64_t lo, hi;
-    mt_zero_owned_range(z, c->b, &lo, &hi);
-    return z->grad + z->shard_offset[c->b] - lo;
+    return z->shard_offset[c->b] - lo;
 }
 static float *zero_stage_buf(const mt_zero *z, int k) { return z->stage + 2 * k * z->stage_numel; }
 
+/* A chunk's gradients (and without a host master its master weights) to staging buffer k. */
 static void zero_chunk_fetch(const mt_zero *z, const zero_chunk *c, int k) {
+    const int64_t at = zero_chunk_base(z, c) + c->c0;
     const size_t bytes = sizeof(float) * (size_t)(c->c1 - c->c0);
-    z->be->to_host(zero_stage_buf(z, k), zero_chunk_p(z, c) + c->c0, bytes);
-    z->be->to_host(zero_stage_buf(z, k) + z->stage_numel, zero_chunk_g(z, c) + c->c0, bytes);
+    if (!z->master_on_host) z->be->to_host(zero_stage_buf(z, k), z->master + at, bytes);
+    z->be->to_host(zero_stage_buf(z, k) + z->stage_numel, z->grad + at, bytes);
 }
+/* Staging buffer k's updated master weights (with a host master: their bf16 rounding) of a
+ * chunk to the device. */
 static void zero_chunk_store(const mt_zero *z, const zero_chunk *c, int k) {
-    z->be->to_device(zero_chunk_p(z, c) + c->c0, zero_stage_buf(z, k),
-                     sizeof(float) * (size_t)(c->c1 - c->c0));
+    const int64_t at = zero_chunk_base(z, c) + c->c0, n = c->c1 - c->c0;
+    if (z->master_on_host)
+        z->be->to_device(z->master16 + at, zero_stage_buf(z, k), sizeof(uint16_t) * (size_t)n);
+    else
+        z->be->to_device(z->master + at, zero_stage_buf(z, k), sizeof(float) * (size_t)n);
+}
+
+/* Host master: master16 from the host master after it changed (loading), chunk by chunk
+ * through the first staging buffer, rounded as the step's pipeline rounds. */
+static void zero_master16_refresh(mt_zero *z) {
+    if (!z->master16_stale) return;
+    uint16_t *h16 = (uint16_t *)zero_stage_buf(z, 0);
+    zero_chunk c = {-1, 0, 0};
+    while (zero_chunk_next(z, &c)) {
+        const int64_t at = zero_chunk_base(z, &c) + c.c0, n = c.c1 - c.c0;
+        mt_backend_cpu()->vec_to_bf16(h16, z->master + at, n);
+        z->be->to_device(z->master16 + at, h16, sizeof(uint16_t) * (size_t)n);
+    }
+    z->master16_stale = false;
 }
 
 /* AdamW over [c0, c1) of bucket b: p, g, m, v indexed by bucket coordinates, one call per run
@@ -540,11 +596,13 @@ static void zero_adamw_offloaded(mt_zero *z, const mt_adamw *o, mt_adamw_args *a
         c->job = job; /* the thread is idle: no lock needed to fill it */
         zero_copier_set(c, 1);
         float *hp = zero_stage_buf(z, k % 3), *hg = hp + z->stage_numel;
-        int64_t lo, hi;
-        mt_zero_owned_range(z, cur.b, &lo, &hi);
-        const int64_t moff = z->shard_offset[cur.b] - lo;
-        zero_adamw_range(z, mt_backend_cpu(), cur.b, cur.c0, cur.c1, hp - cur.c0, z->m + moff,
-                         z->v + moff, hg - cur.c0, o, a);
+        const int64_t base = zero_chunk_base(z, &cur);
+        /* bucket coordinates: the staged master weights, or the host master */
+        float *p = z->master_on_host ? z->master + base : hp - cur.c0;
+        zero_adamw_range(z, mt_backend_cpu(), cur.b, cur.c0, cur.c1, p, z->m + base, z->v + base,
+                         hg - cur.c0, o, a);
+        if (z->master_on_host) /* what the device keeps and the gathers send */
+            mt_backend_cpu()->vec_to_bf16((uint16_t *)hp, p + cur.c0, cur.c1 - cur.c0);
         zero_copier_wait(c);
         job.prev = cur;
         job.prev_buf = k % 3;
@@ -567,6 +625,7 @@ void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
     zero_slot_wait(z, 1);
     if (z->stage) {
         zero_adamw_offloaded(z, o, &a);
+        z->master16_stale = false; /* every owned element was rounded and stored */
     } else { /* the backend's AdamW in place (offloaded moments on the CPU backend too) */
         for (int b = 0; b < z->n_buckets; b++) {
             int64_t lo, hi;
@@ -576,16 +635,19 @@ void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
                              z->grad + off, o, &a);
         }
     }
-    mt_zero_master_changed(z);
+    zero_slots_stale(z);
 }
 
 int64_t mt_zero_owned_bytes(const mt_zero *z) {
-    return zero_owned_bytes(z->total_shard, z->offload);
+    return zero_owned_bytes(z->total_shard, z->offload, z->master_on_host);
 }
 int64_t mt_zero_host_bytes(const mt_zero *z) {
-    return zero_host_bytes(z->total_shard, z->offload, z->stage ? z->stage_numel : 0);
+    return zero_host_bytes(z->total_shard, z->offload, z->master_on_host,
+                           z->stage ? z->stage_numel : 0);
 }
 
 int64_t mt_zero_slot_bytes(const mt_zero *z) {
-    return z->aliased ? 0 : zero_slot_bytes(z->slot_cap, z->comm->size, z->gather_bf16);
+    return z->aliased
+               ? 0
+               : zero_slot_bytes(z->slot_cap, z->comm->size, z->gather_bf16, z->master_on_host);
 }

@@ -37,7 +37,17 @@
  * buffers, a copy thread moving chunks k - 1 and k + 1 while the host updates chunk k (12 bytes
  * over PCIe per owned element). Device
  * memory per owned element: 8 bytes instead of 16. On the CPU backend everything is host
- * memory already: the same arrays, the same kernel. */
+ * memory already: the same arrays, the same kernel.
+ *
+ * Offload with bf16 gathers on a device backend (host master): the gathers only ever send the
+ * master weights rounded to bf16, so the fp32 master weights move to host memory too (master
+ * points there, as DeepSpeed's ZeRO-Offload keeps them) and the device keeps their bf16
+ * rounding (master16), which the gathers send as it is. A step moves the gradient to the host
+ * (4 bytes per owned element) and the rounded update back (2 bytes) instead of 12; the device
+ * holds 6 bytes per owned element (gradient + master16), the host 12 (master, m, v). The
+ * values are those of the device-master layout: the same AdamW on the host, the same
+ * round-to-nearest-even. Whoever changes the host master (loading, checkpoints) marks master16
+ * stale (mt_zero_master_changed); the next gather rounds and uploads it. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -63,13 +73,16 @@ typedef struct mt_zero {
     int64_t slot_cap[2];          /* each slot's size: its largest padded bucket */
     int final_slot;               /* the last bucket's slot (mt_zero_slot_of) */
     float *slot_data[2], *slot_grad[2];
-    int slot_bucket[2]; /* bucket held by each slot, -1 none */
-    int slot_ticket[2]; /* outstanding prefetch of the slot (comm ticket), -1 none */
-    int in_use;         /* gathered and not yet released (computing): no prefetch into its slot */
-    bool aliased;       /* one rank: the "slots" are the shards themselves (no copies) */
-    bool gather_bf16;   /* parameters gathered as bf16 (see above) */
-    bool offload;       /* m and v in host memory, AdamW on the host (see above) */
-    float *stage;       /* offload on a device backend: 3 x (p, g) host chunks, stage_numel each */
+    int slot_bucket[2];  /* bucket held by each slot, -1 none */
+    int slot_ticket[2];  /* outstanding prefetch of the slot (comm ticket), -1 none */
+    int in_use;          /* gathered and not yet released (computing): no prefetch into its slot */
+    bool aliased;        /* one rank: the "slots" are the shards themselves (no copies) */
+    bool gather_bf16;    /* parameters gathered as bf16 (see above) */
+    bool offload;        /* m and v in host memory, AdamW on the host (see above) */
+    bool master_on_host; /* offload + bf16 gathers on a device: master is host memory (above) */
+    uint16_t *master16;  /* (total_shard) device, host master: master rounded to bf16 */
+    bool master16_stale; /* the host master changed since master16 was written */
+    float *stage;        /* offload on a device backend: 3 x (p, g) host chunks, stage_numel each */
     int64_t stage_numel;
     struct zero_copier *copier; /* offload on a device backend: the copy thread (zero.c) */
     uint16_t *send16[2];        /* (slot_cap[s] / P): a slot's shard rounded to bf16, sent */
@@ -94,7 +107,7 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
  * elements one rank owns (each has master, gradient, m and v), the slot size (the largest padded
  * bucket; 0 when one rank computes on its shards), and the bytes mt_zero_owned_bytes,
  * mt_zero_slot_bytes and mt_zero_host_bytes will report for it (device backends: with offload,
- * m and v count as host bytes). */
+ * m and v count as host bytes, and with bf16 gathers the master too). */
 typedef struct {
     int64_t owned, slot_numel;
     int64_t owned_bytes, slot_bytes, host_bytes;
@@ -115,7 +128,8 @@ void mt_zero_owned_range(const mt_zero *z, int bucket, int64_t *lo, int64_t *hi)
 /* Copies host values of bucket elements [lo, hi) (within this rank's owned range) into the
  * master weights (loading, initialisation). */
 void mt_zero_set_master(mt_zero *z, int bucket, int64_t lo, int64_t hi, const float *host);
-/* Whoever writes z->master directly (checkpoint loading) calls this: the slots are stale. */
+/* Whoever writes z->master directly (checkpoint loading) calls this: the slots are stale (and
+ * master16 with a host master). */
 void mt_zero_master_changed(mt_zero *z);
 
 /* Full parameters of bucket b into its slot (no-op when the slot still holds b). with_grad
@@ -148,9 +162,10 @@ typedef struct {
  * p -= lr * m_hat / (sqrt(v_hat) + eps). */
 void mt_zero_adamw_step(mt_zero *z, const mt_adamw *opt);
 
-/* Bytes this rank holds in the backend's memory: owned (master + grad, + m + v without offload)
- * and the gather slots (with the reduce-scatter landing area, and for bf16 gathers the send and
- * landing buffers); and in host memory with offload: m + v and the staging buffer. */
+/* Bytes this rank holds in the backend's memory: owned (master + grad, + m + v without offload;
+ * grad + master16 with a host master) and the gather slots (with the reduce-scatter landing
+ * area, and for bf16 gathers the send and landing buffers); and in host memory with offload:
+ * m + v (+ master with a host master) and the staging buffer. */
 int64_t mt_zero_owned_bytes(const mt_zero *z);
 int64_t mt_zero_slot_bytes(const mt_zero *z);
 int64_t mt_zero_host_bytes(const mt_zero *z);
