@@ -1,7 +1,7 @@
 /* chat_template.c: the MiniMax-Text-01 chat template (check + render + assistant mask). */
 #include "data/chat_template.h"
 
-#include <cJSON.h>
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* gsm8k.c: jsonl reader, annotation stripping, sample rendering + labels. */
 #include "data/gsm8k.h"
 
-#include <cJSON.h>
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* synth.c: templated GSM8K-style problems with exact integer arithmetic. */
 #include "data/synth.h"
 
-#include <cJSON.h>
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

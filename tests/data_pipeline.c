@@ -5,7 +5,7 @@
  * happen and would only shorten a message. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-#include <cJSON.h>
+#include <cjson/cJSON.h>
 #include <ctype.h>
 
 #include "data/synth.h"

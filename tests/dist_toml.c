@@ -95,6 +95,9 @@ static int test_toml_errors(void) {
     expect_error("[[arr]]\n", "arrays of tables are not supported");
     expect_error("x\n", "bad.toml:1:2: expected '=' after key 'x'");
     expect_error("x = [1, 2\n", "expected ',' or ']' in array");
+    /* an error inside a nested array frees what it had read (a leak under ASan otherwise;
+     * found by tests/fuzz/fuzz_toml.c) */
+    expect_error("x = [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11, 12 y]]\n", "expected ',' or ']'");
     expect_error("x = \"\\q\"\n", "unknown escape \\q");
     expect_error("x = \"\"\"long\"\"\"\n", "multi-line strings");
     expect_error("x = \"\\uD800\"\n", "not a Unicode scalar value");

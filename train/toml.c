@@ -208,7 +208,10 @@ static bool toml_parse_array(toml_parser *p, mt_toml_value *v, int depth) {
         }
         mt_toml_value *item = &v->items[v->n_items];
         memset(item, 0, sizeof(*item));
-        if (!toml_parse_value(p, item, depth + 1)) return false;
+        if (!toml_parse_value(p, item, depth + 1)) {
+            toml_value_free(item); /* a nested array may hold items already */
+            return false;
+        }
         v->n_items++;
         toml_skip_space_lines(p);
         if (toml_peek(p) == ',') {

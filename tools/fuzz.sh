@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# fuzz.sh: builds the fuzz targets (tests/fuzz, clang + libFuzzer + ASan/UBSan) and runs each
+# over its seeds and mutations of them.
+#   bash tools/fuzz.sh            60 s of fuzzing per target, the corpus kept in build-fuzz/
+#   bash tools/fuzz.sh 600        10 minutes per target
+#   bash tools/fuzz.sh --runs N   N mutations per target from the seeds alone, with a fixed
+#                                 random seed (CI: a short regression run, not a search)
+# A crash, leak, sanitizer report or hang stops with the target's name and the input that did
+# it (build-fuzz/<target>-crash-*); replay one with build-fuzz/fuzz_<target> FILE.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=(-max_total_time=60)
+corpus_dir=build-fuzz/corpus
+if [ "${1:-}" = "--runs" ]; then
+  # a fresh corpus: the seeds and what these runs add, nothing from earlier searches
+  mode=(-runs="${2:?--runs N}" -seed=1)
+  corpus_dir=build-fuzz/corpus-runs
+  rm -rf "$corpus_dir"
+elif [ -n "${1:-}" ]; then
+  mode=(-max_total_time="$1")
+fi
+mkdir -p build-fuzz
+log=build-fuzz/build.log
+cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang > "$log" 2>&1 ||
+  { cat "$log"; exit 1; }
+cmake --build build-fuzz -j "$(nproc)" >> "$log" 2>&1 || { tail -40 "$log"; exit 1; }
+
+seeds=tests/fuzz/seeds
+declare -A corpus=(
+  [toml]="recipes tests/recipes"
+  [safetensors]="$seeds/safetensors"
+  [config]="recipes/configs"
+  [tokenizer_json]="$seeds/tokenizer_json"
+  [encode]="$seeds/text"
+  [sample]="$seeds/text"
+  [jsonl]="$seeds/jsonl"
+)
+for t in toml safetensors config tokenizer_json encode sample jsonl; do
+  # new inputs go to the first directory (kept between runs); the seed directories are read only
+  mkdir -p "$corpus_dir/$t"
+  start=$(date +%s)
+  # shellcheck disable=SC2086 # the seed directories are a word list
+  if ! build-fuzz/fuzz_$t "${mode[@]}" -max_len=16384 -timeout=20 -rss_limit_mb=4096 \
+    -artifact_prefix="build-fuzz/$t-" "$corpus_dir/$t" ${corpus[$t]} \
+    > "build-fuzz/$t.log" 2>&1; then
+    tail -40 "build-fuzz/$t.log"
+    echo "FAIL: fuzz_$t (input: $(ls build-fuzz/$t-* 2>/dev/null | head -1))"
+    exit 1
+  fi
+  echo "ok: fuzz_$t, $(grep -o 'Done [0-9]* runs' "build-fuzz/$t.log") in $(($(date +%s) - start)) s," \
+    "coverage $(grep -o 'cov: [0-9]*' "build-fuzz/$t.log" | tail -1 | cut -d' ' -f2) edges"
+done
