@@ -133,10 +133,14 @@ static bool load_model(loader *L, mt_tokenizer *tok, const cJSON *model, cJSON *
     int64_t nv = cJSON_GetArraySize(vocab);
     tok_strmap_init(&tok->vocab, (const uint8_t **)&tok->arena, nv);
     tok_strmap_init(&tok->vocab_raw, (const uint8_t **)&tok->arena, nv);
+    // Ids index tables of max id + 1 entries (and in training the embedding's rows): an id far
+    // above any real vocabulary is a damaged file, not a reason to allocate gigabytes.
+    const int32_t max_id = (1 << 24) - 1;
     for (const cJSON *e = vocab->child; e; e = e->next) {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 2147483646.0 ||
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > max_id ||
             e->valuedouble != (double)(int32_t)e->valuedouble)
-            return fail(L, "model.vocab['%s'] must be a non-negative integer id", e->string);
+            return fail(L, "model.vocab['%s'] must be an integer id in [0, %d]", e->string,
+                        max_id);
         int32_t id = (int32_t)e->valuedouble;
         size_t len = strlen(e->string);
         tok_strmap_put(&tok->vocab, arena_put(tok, e->string, len), (uint32_t)len, id);

@@ -567,6 +567,9 @@ static int test_errors(void) {
     expect_reject("\"unk_token\":\"a\"", "\"unk_token\":\"<unk>\"", "unk_token");
     expect_reject("\"unk_token\":\"a\"", "\"unk_token\":null", "byte 0x00");
     expect_reject("\"truncation\":null", "\"truncation\":{\"max_length\":5}", "truncation");
+    // an absurd id would size the id tables (found by tests/fuzz/fuzz_tokenizer_json.c: 8 GB)
+    expect_reject("\"ab\":2", "\"ab\":2000000000", "model.vocab['ab'] must be an integer id in");
+    expect_reject("\"ab\":2", "\"ab\":-1", "model.vocab['ab'] must be an integer id in");
     expect_reject("\"added_tokens\":[]",
                   "\"added_tokens\":[{\"id\":3,\"content\":\"x\",\"single_word\":true}]",
                   "single_word");
