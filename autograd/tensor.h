@@ -109,6 +109,11 @@ typedef struct mt_backend {
      * even (NaN stays NaN); and back, exactly. */
     void (*vec_to_bf16)(uint16_t *dst, const float *src, int64_t n);
     void (*vec_from_bf16)(float *dst, const uint16_t *src, int64_t n);
+    /* The bf16 bits of fp32 memory [base, base + n) whose every value is a widened bf16 (a
+     * gather slot expanded from a bf16 all-gather): bf16-mode kernels then take an operand
+     * inside it from shadow instead of casting a copy. One registration per slot (0, 1);
+     * shadow NULL withdraws it. NULL where the backend has no use for it (the CPU). */
+    void (*bf16_shadow)(int slot, const float *base, const uint16_t *shadow, int64_t n);
 } mt_backend;
 
 const char *mt_op_name(mt_op op);

@@ -33,7 +33,7 @@
 #                    fp32 gathers and in bf16 mode with bf16 gathers (master weights on the
 #                    host); and 2 steps in strict emulation
 #                    -> $TMP/emu-{cpu,cuda,resume,cpu-bf16,cuda-bf16,offload,offload-resume,strict,
-#                       offload-bf16,offload-bf16-resume}
+#                       offload-bf16,offload-bf16-resume,cuda-bf16-cast,cuda-bf16x{,-cast}}
 set -euo pipefail
 bin="$1"
 mode="$2"
@@ -205,6 +205,16 @@ emu-cuda)
   run "$np" "$tmp/emu-cpu-bf16" "${small[@]}" --set model.dtype=bf16 --set dist.gather_dtype=bf16
   bin="$emu" run "$np" "$tmp/emu-cuda-bf16" "${small[@]}" --set dist.backend=nccl --set model.dtype=bf16 \
     --set dist.gather_dtype=bf16
+  # the same with every bf16 GEMM operand cast, none taken from a gather slot's bf16 values
+  # (mt_backend.bf16_shadow): the same bits; with gather unit layer (one landing buffer for
+  # both slots) and expert (one per slot)
+  MT_BF16_SHADOW=0 bin="$emu" run "$np" "$tmp/emu-cuda-bf16-cast" "${small[@]}" --set dist.backend=nccl \
+    --set model.dtype=bf16 --set dist.gather_dtype=bf16
+  for cast in 1 0; do
+    MT_BF16_SHADOW=$cast bin="$emu" run "$np" "$tmp/emu-cuda-bf16x$([ $cast = 0 ] && echo -cast)" \
+      "${small[@]}" --set dist.backend=nccl --set model.dtype=bf16 --set dist.gather_dtype=bf16 \
+      --set dist.gather_unit=expert
+  done
   # offload with bf16 gathers: the fp32 master weights in host memory too, the device keeping
   # only their bf16 rounding for the gathers; checkpointed at step 2 and resumed from there
   offload_bf16=(--set dist.backend=nccl --set model.dtype=bf16 --set dist.gather_dtype=bf16

@@ -52,7 +52,7 @@ static void zero_slot_caps(const int64_t *padded, int n, int final_slot, int64_t
 /* The bytes of the owned state (per element: master, gradient, m, v; with offload master and
  * gradient; with a host master the gradient and the bf16 master) and of the slots: data and
  * gradient buffers of both slots, the reduce-scatter landing area (one shard of the largest
- * bucket) and, for bf16 gathers, one bf16 landing buffer of the larger slot and, unless the
+ * bucket) and, for bf16 gathers, the bf16 landing buffers (zero_land16_split) and, unless the
  * gathers send master16, a shard-sized bf16 send buffer per slot. */
 static int64_t zero_owned_bytes(int64_t owned, bool offload, bool host_master) {
     return (host_master ? 6 : offload ? 8 : 16) * owned;
@@ -66,10 +66,21 @@ static int64_t zero_stage_numel(int64_t owned) {
 static int64_t zero_host_bytes(int64_t owned, bool offload, bool host_master, int64_t stage_numel) {
     return offload ? (int64_t)sizeof(float) * ((host_master ? 3 : 2) * owned + 6 * stage_numel) : 0;
 }
+/* bf16 gathers: a landing buffer per slot, so that each slot keeps its bf16 values (its
+ * shadow, mt_backend.bf16_shadow) while the other slot's next gather lands, where that costs
+ * little: the smaller slot at most a quarter of the larger (unit expert: the embedding and
+ * lm_head slot against an expert's). Else one buffer of the larger slot, shared (unit layer:
+ * equal slots, a second buffer would hold another whole layer), and a slot's shadow ends when
+ * the other slot's gather starts. */
+static bool zero_land16_split(const int64_t cap[2]) {
+    const int64_t small = cap[0] < cap[1] ? cap[0] : cap[1], big = cap[0] + cap[1] - small;
+    return 4 * small <= big;
+}
 static int64_t zero_slot_bytes(const int64_t cap[2], int P, bool bf16, bool host_master) {
     const int64_t big = cap[0] > cap[1] ? cap[0] : cap[1];
+    const int64_t land = zero_land16_split(cap) ? cap[0] + cap[1] : big;
     return 2 * (int64_t)sizeof(float) * (cap[0] + cap[1]) + (int64_t)sizeof(float) * (big / P) +
-           (bf16 ? 2 * big + (host_master ? 0 : 2 * (cap[0] / P + cap[1] / P)) : 0);
+           (bf16 ? 2 * land + (host_master ? 0 : 2 * (cap[0] / P + cap[1] / P)) : 0);
 }
 
 mt_zero_sizes mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel, mt_dtype gather_dtype,
@@ -165,7 +176,6 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
     }
     z->slot_ticket[0] = z->slot_ticket[1] = -1;
     z->slot_bucket[0] = z->slot_bucket[1] = -1;
-    z->land16_slot = -1;
     z->in_use = -1;
     /* One rank owns every bucket whole: the parameters and gradients of bucket b are its
      * shard, so there is nothing to gather, copy or reduce (no slots either); unless the
@@ -177,7 +187,12 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
             z->send16[0] = zero_alloc16(be, z->slot_cap[0] / P, "bf16 gather send");
             z->send16[1] = zero_alloc16(be, z->slot_cap[1] / P, "bf16 gather send");
         }
-        z->land16 = zero_alloc16(be, z->slot_numel, "bf16 gather landing");
+        if (zero_land16_split(z->slot_cap)) {
+            z->land16[0] = zero_alloc16(be, z->slot_cap[0], "bf16 gather landing");
+            z->land16[1] = zero_alloc16(be, z->slot_cap[1], "bf16 gather landing");
+        } else { /* shared */
+            z->land16[0] = z->land16[1] = zero_alloc16(be, z->slot_numel, "bf16 gather landing");
+        }
     }
     for (int s = 0; s < 2; s++) {
         z->slot_data[s] = zero_alloc(be, z->slot_cap[s], "gather slot");
@@ -230,7 +245,10 @@ void mt_zero_free(mt_zero *z) {
     if (z->gather_bf16) {
         if (z->send16[0]) be->free(z->send16[0]);
         if (z->send16[1]) be->free(z->send16[1]);
-        be->free(z->land16);
+        for (int s = 0; s < 2; s++)
+            if (be->bf16_shadow) be->bf16_shadow(s, NULL, NULL, 0);
+        be->free(z->land16[0]);
+        if (z->land16[1] != z->land16[0]) be->free(z->land16[1]);
     }
     memset(z, 0, sizeof(*z));
 }
@@ -277,12 +295,27 @@ void mt_zero_set_master(mt_zero *z, int bucket, int64_t lo, int64_t hi, const fl
     mt_zero_master_changed(z);
 }
 
+/* bf16 gathers: slot s's bf16 values registered with the backend as the shadow of its fp32
+ * buffer (on: after widening, so both hold the same bucket), or withdrawn (before land16[s] or
+ * the slot is overwritten). */
+static void zero_shadow(mt_zero *z, int s, bool on) {
+    if (!z->gather_bf16 || !z->be->bf16_shadow) return;
+    if (on)
+        z->be->bf16_shadow(s, z->slot_data[s], z->land16[s],
+                           z->shard_numel[z->slot_bucket[s]] * z->comm->size);
+    else
+        z->be->bf16_shadow(s, NULL, NULL, 0);
+}
+
 /* The parameters changed: no slot holds a current gather. */
 static void zero_slots_stale(mt_zero *z) {
     zero_slot_wait(z, 0); /* no transfer may still land */
     zero_slot_wait(z, 1);
-    z->slot_bucket[0] = z->slot_bucket[1] = -1;
-    z->land16_slot = -1;
+    for (int s = 0; s < 2; s++) {
+        z->slot_bucket[s] = -1;
+        z->land16_pending[s] = false;
+        zero_shadow(z, s, false);
+    }
 }
 
 void mt_zero_master_changed(mt_zero *z) {
@@ -292,13 +325,15 @@ void mt_zero_master_changed(mt_zero *z) {
 
 static void zero_master16_refresh(mt_zero *z);
 
-/* bf16 gathers: slot s's all-gather waits in land16; expands it into the slot's fp32 buffer. */
+/* bf16 gathers: slot s's all-gather waits in land16[s]; widens it into the slot's fp32 buffer
+ * and registers land16[s] as its shadow. */
 static void zero_expand(mt_zero *z, int s) {
-    if (z->land16_slot != s) return;
+    if (!z->land16_pending[s]) return;
     zero_slot_wait(z, s);
-    z->be->vec_from_bf16(z->slot_data[s], z->land16,
+    z->be->vec_from_bf16(z->slot_data[s], z->land16[s],
                          z->shard_numel[z->slot_bucket[s]] * z->comm->size);
-    z->land16_slot = -1;
+    z->land16_pending[s] = false;
+    zero_shadow(z, s, true);
 }
 
 /* Issues the all-gather of bucket b into slot s (started: a ticket; else finished). */
@@ -306,8 +341,14 @@ static void zero_issue_gather(mt_zero *z, int bucket, int s, bool start) {
     mt_comm *c = z->comm;
     const int64_t n = z->shard_numel[bucket];
     if (z->gather_bf16) {
-        /* land16 holds one gather at a time: the other slot's must be expanded first */
-        if (z->land16_slot >= 0 && z->land16_slot != s) zero_expand(z, z->land16_slot);
+        /* land16[s] is about to change: the kernels queued so far still read it (the gather
+         * waits for them), those queued later must not take it for the old bucket. A shared
+         * buffer holds the other slot's values too: its pending gather is widened first. */
+        if (z->land16[0] == z->land16[1]) {
+            zero_expand(z, 1 - s);
+            zero_shadow(z, 1 - s, false);
+        }
+        zero_shadow(z, s, false);
         /* this slot's previous transfer, the last reader of send16[s], has finished (waited
          * for by the caller); the rounding runs on the compute stream, which the all-gather
          * waits for */
@@ -320,10 +361,10 @@ static void zero_issue_gather(mt_zero *z, int bucket, int s, bool start) {
             z->be->vec_to_bf16(send, z->master + z->shard_offset[bucket], n);
         }
         if (start)
-            z->slot_ticket[s] = c->allgather_start(c, send, z->land16, n, sizeof(uint16_t));
+            z->slot_ticket[s] = c->allgather_start(c, send, z->land16[s], n, sizeof(uint16_t));
         else
-            c->allgather(c, send, z->land16, n, sizeof(uint16_t));
-        z->land16_slot = s;
+            c->allgather(c, send, z->land16[s], n, sizeof(uint16_t));
+        z->land16_pending[s] = true;
     } else {
         const float *send = z->master + z->shard_offset[bucket];
         if (start)
@@ -363,7 +404,8 @@ const float *mt_zero_gather_master(mt_zero *z, int bucket) {
     if (z->aliased) return z->master + z->shard_offset[bucket];
     int s = mt_zero_slot_of(z, bucket);
     zero_slot_wait(z, s);
-    if (z->land16_slot == s) z->land16_slot = -1; /* its pending bf16 gather is dropped */
+    z->land16_pending[s] = false; /* a pending bf16 gather is dropped */
+    zero_shadow(z, s, false);
     const float *send = z->master + z->shard_offset[bucket];
     if (z->master_on_host) { /* the host shard goes up through the reduce-scatter landing area */
         z->be->to_device(z->recv, send, sizeof(float) * (size_t)z->shard_numel[bucket]);

@@ -25,8 +25,11 @@
  * parameter is its master weight rounded to nearest even bf16, held in the slot as fp32), as
  * Megatron and DeepSpeed do with bf16 parameters; gradients, their reduce-scatter, the norm and
  * AdamW stay fp32 on the fp32 master weights. Each gather rounds the bucket's shard into a send
- * buffer of its slot (a shard's size) and lands in one bf16 buffer (2 bytes per slot element),
- * expanded into the slot before use. One rank gathers too (a copy), so that 1 and N ranks
+ * buffer of its slot (a shard's size) and lands in the slot's bf16 buffer (2 bytes per slot
+ * element), widened into the slot before use and kept: the backend takes bf16 GEMM operands
+ * inside the slot from it instead of casting them again (mt_backend.bf16_shadow); where slots
+ * are equal (gather unit layer) one landing buffer serves both and a slot's bf16 values last
+ * until the other slot's next gather. One rank gathers too (a copy), so that 1 and N ranks
  * compute the same.
  *
  * Optimizer offload (dist.offload_optimizer): the AdamW moments m and v live in host memory and
@@ -86,9 +89,10 @@ typedef struct mt_zero {
     int64_t stage_numel;
     struct zero_copier *copier; /* offload on a device backend: the copy thread (zero.c) */
     uint16_t *send16[2];        /* (slot_cap[s] / P): a slot's shard rounded to bf16, sent */
-    uint16_t *land16;           /* (slot_numel) where bf16 all-gathers land */
-    int land16_slot;            /* the slot whose gather sits in land16 unexpanded, -1 none */
-    float *recv;                /* reduce-scatter landing area (one shard) */
+    uint16_t *land16[2];    /* (slot_cap[s]) where slot s's bf16 all-gathers land, kept; the same
+                               buffer for both slots where a second would cost much (zero.c) */
+    bool land16_pending[2]; /* slot s's gather sits in land16[s], not yet widened */
+    float *recv;            /* reduce-scatter landing area (one shard) */
     int64_t recv_numel;
     /* decay ranges per bucket (set by mt_zero_set_ranges), all decayed when not set */
     mt_zero_range **ranges;

@@ -217,6 +217,7 @@ extern "C" const mt_backend *mt_cuda_backend_probe(void) {
     cuda_backend.adamw = cuda_adamw;
     cuda_backend.vec_to_bf16 = cuda_vec_to_bf16;
     cuda_backend.vec_from_bf16 = cuda_vec_from_bf16;
+    cuda_backend.bf16_shadow = cuda_bf16_shadow;
     cuda_probed = 1;
     return &cuda_backend;
 }

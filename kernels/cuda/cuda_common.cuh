@@ -154,9 +154,12 @@ void cuda_gemm_bf16_rm(const char *op, bool trans_a, bool trans_b, int m, int n,
 
 /* dst[i] = bf16(src[i]), round to nearest even (__float2bfloat16_rn), i < count. */
 void cuda_cast_bf16(const char *op, __nv_bfloat16 *dst, const float *src, int64_t count);
-/* A bf16 copy of src (count floats) in scratch carved for node n: a GEMM operand in bf16 mode. */
-__nv_bfloat16 *cuda_bf16_operand(const mt_node *n, const float *src, int64_t count,
-                                 const char *what);
+/* src (count floats) as bf16, a GEMM operand in bf16 mode, read only: a copy in scratch carved
+ * for node n, or, inside a gather slot expanded from bf16, the slot's bf16 values themselves. */
+const __nv_bfloat16 *cuda_bf16_operand(const mt_node *n, const float *src, int64_t count,
+                                       const char *what);
+/* mt_backend.bf16_shadow: operands inside [base, base + n) are taken from shadow (cast.cu). */
+void cuda_bf16_shadow(int slot, const float *base, const uint16_t *shadow, int64_t n);
 
 /* ---- phase profiler (bench/gpu_ops.cu): event pairs around regions, off by default ---- */
 
