@@ -2,7 +2,8 @@
 # fuzz.sh: builds the fuzz targets (tests/fuzz, clang + libFuzzer + ASan/UBSan) and runs each
 # over its seeds and mutations of them.
 #   bash tools/fuzz.sh            60 s of fuzzing per target, the corpus kept in build-fuzz/
-#   bash tools/fuzz.sh 600        10 minutes per target
+#   bash tools/fuzz.sh 600 [T..]  10 minutes per target (or only targets T: toml, safetensors,
+#                                 config, tokenizer_json, encode, sample, jsonl)
 #   bash tools/fuzz.sh --runs N   N mutations per target from the seeds alone, with a fixed
 #                                 random seed (CI: a short regression run, not a search)
 # A crash, leak, sanitizer report or hang stops with the target's name and the input that did
@@ -16,9 +17,13 @@ if [ "${1:-}" = "--runs" ]; then
   mode=(-runs="${2:?--runs N}" -seed=1)
   corpus_dir=build-fuzz/corpus-runs
   rm -rf "$corpus_dir"
+  shift 2
 elif [ -n "${1:-}" ]; then
   mode=(-max_total_time="$1")
+  shift
 fi
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(toml safetensors config tokenizer_json encode sample jsonl)
 mkdir -p build-fuzz
 log=build-fuzz/build.log
 cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang > "$log" 2>&1 ||
@@ -35,7 +40,8 @@ declare -A corpus=(
   [sample]="$seeds/text"
   [jsonl]="$seeds/jsonl"
 )
-for t in toml safetensors config tokenizer_json encode sample jsonl; do
+for t in "${targets[@]}"; do
+  [ -n "${corpus[$t]:-}" ] || { echo "fuzz.sh: no target '$t'"; exit 2; }
   # new inputs go to the first directory (kept between runs); the seed directories are read only
   mkdir -p "$corpus_dir/$t"
   start=$(date +%s)
