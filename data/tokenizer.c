@@ -168,9 +168,11 @@ static bool load_model(loader *L, mt_tokenizer *tok, const cJSON *model, cJSON *
             const char *s = m->valuestring;
             if (strncmp(s, "#version", 8) == 0) continue;
             const char *sp = strchr(s, ' ');
-            if (!sp || strchr(sp + 1, ' '))
+            if (!sp || strchr(sp + 1, ' ')) {
+                free(cat);
                 return fail(L, "merge #%u '%s' is not two tokens separated by one space", rank + 1,
                             s);
+            }
             a = s, la = (size_t)(sp - s), b = sp + 1, lb = strlen(b);
         } else if (cJSON_IsArray(m) && cJSON_GetArraySize(m) == 2 && cJSON_IsString(m->child) &&
                    cJSON_IsString(m->child->next)) {

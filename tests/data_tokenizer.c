@@ -564,6 +564,8 @@ static int test_errors(void) {
                   "continuing_subword_prefix");
     expect_reject("\"merges\":[\"a b\"]", "\"merges\":[\"a c\"]", "'c' is not in the vocab");
     expect_reject("\"merges\":[\"a b\"]", "\"merges\":[\"a b c\"]", "merge #1");
+    // after a good merge (a leak of its buffer under ASan before; found by fuzz_tokenizer_json)
+    expect_reject("\"merges\":[\"a b\"]", "\"merges\":[\"a b\",\"ab\"]", "merge #2");
     expect_reject("\"unk_token\":\"a\"", "\"unk_token\":\"<unk>\"", "unk_token");
     expect_reject("\"unk_token\":\"a\"", "\"unk_token\":null", "byte 0x00");
     expect_reject("\"truncation\":null", "\"truncation\":{\"max_length\":5}", "truncation");
