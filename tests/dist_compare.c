@@ -246,7 +246,7 @@ static int test_emu_cuda_match(void) {
     compare_runs("emu-cuda-bf16", "emu-offload-bf16", 1, 3, 1e-5, 1e-5, false);
     compare_runs("emu-offload-bf16", "emu-offload-bf16-resume", 3, 3, 0.0, 0.0, false);
     /* bf16 GEMM weights taken from the gather slots' bf16 values or cast again: the same bits
-     * (gather unit layer: one landing buffer; expert: one per slot) */
+     * (gather unit layer: one landing buffer; expert: one per slot, layers recomputed) */
     compare_runs("emu-cuda-bf16", "emu-cuda-bf16-cast", 1, 3, 0.0, 0.0, false);
     compare_runs("emu-cuda-bf16x", "emu-cuda-bf16x-cast", 1, 3, 0.0, 0.0, false);
     /* strict emulation: the same training (floating-point atomics sum in another order) */

@@ -131,7 +131,7 @@ recompute)
   run 2 "$tmp/recompute-expert" "${expert[@]}"
   collectives "$tmp/recompute-expert.log"
   run 2 "$tmp/recompute-resume" "${expert[@]}" --resume "$tmp/expert-np2/checkpoint-10"
-  # bf16 gathers (one landing buffer, expanded into its slot) under the recompute walk's
+  # bf16 gathers (a landing buffer per slot, widened into it) under the recompute walk's
   # re-gathers and prefetch order, kept and recomputed
   bf16=(--set train.per_device_train_batch_size=2 --set dist.gather_unit=expert
     --set dist.gather_dtype=bf16 --set train.max_steps=10)
@@ -207,13 +207,13 @@ emu-cuda)
     --set dist.gather_dtype=bf16
   # the same with every bf16 GEMM operand cast, none taken from a gather slot's bf16 values
   # (mt_backend.bf16_shadow): the same bits; with gather unit layer (one landing buffer for
-  # both slots) and expert (one per slot)
+  # both slots) and expert (one per slot, and every layer recomputed in the backward)
   MT_BF16_SHADOW=0 bin="$emu" run "$np" "$tmp/emu-cuda-bf16-cast" "${small[@]}" --set dist.backend=nccl \
     --set model.dtype=bf16 --set dist.gather_dtype=bf16
   for cast in 1 0; do
     MT_BF16_SHADOW=$cast bin="$emu" run "$np" "$tmp/emu-cuda-bf16x$([ $cast = 0 ] && echo -cast)" \
       "${small[@]}" --set dist.backend=nccl --set model.dtype=bf16 --set dist.gather_dtype=bf16 \
-      --set dist.gather_unit=expert
+      --set dist.gather_unit=expert --set train.gradient_checkpointing=true
   done
   # offload with bf16 gathers: the fp32 master weights in host memory too, the device keeping
   # only their bf16 rounding for the gathers; checkpointed at step 2 and resumed from there

@@ -492,30 +492,29 @@ static int test_info_counts(void) {
     if ((p = strstr(out, "zero3_owned_bytes_per_rank=")))
         sscanf(p, "zero3_owned_bytes_per_rank=%lld", &owned);
     if (p && (p = strstr(p, "grad, adam m, v of "))) sscanf(p, "grad, adam m, v of %lld", &n_owned);
-    snprintf(args, sizeof(args), "--config %s --ranks 64 --gather-unit expert --offload", released);
-    EXPECT(info_run(args, &t, &a, &w, out, sizeof(out)), "minimax-info --offload failed:\n%s", out);
-    printf("%s", out);
-    if ((p = strstr(out, "zero3_owned_bytes_per_rank=")))
-        sscanf(p, "zero3_owned_bytes_per_rank=%lld", &owned_off);
-    if ((p = strstr(out, "zero3_host_bytes_per_rank=")))
-        sscanf(p, "zero3_host_bytes_per_rank=%lld", &host_off);
-    EXPECT(n_owned > (1 << 24) && owned == 16 * n_owned && owned_off == 8 * n_owned &&
-               host_off == 8 * n_owned + 24 * (1 << 23),
-           "--offload: %lld owned elements, %lld device bytes (%lld without offload), %lld host",
-           n_owned, owned_off, owned, host_off);
     /* with bf16 gathers the fp32 master weights go to the host too: 6 device bytes (gradient,
      * bf16 master) and 12 host bytes (master, m, v) per owned element */
-    snprintf(args, sizeof(args),
-             "--config %s --ranks 64 --gather-unit expert --offload --gather-dtype bf16", released);
-    EXPECT(info_run(args, &t, &a, &w, out, sizeof(out)), "minimax-info --offload failed:\n%s", out);
-    printf("%s", out);
-    if ((p = strstr(out, "zero3_owned_bytes_per_rank=")))
-        sscanf(p, "zero3_owned_bytes_per_rank=%lld", &owned_off);
-    if ((p = strstr(out, "zero3_host_bytes_per_rank=")))
-        sscanf(p, "zero3_host_bytes_per_rank=%lld", &host_off);
-    EXPECT(owned_off == 6 * n_owned && host_off == 12 * n_owned + 24 * (1 << 23),
-           "--offload --gather-dtype bf16: %lld owned elements, %lld device bytes, %lld host",
-           n_owned, owned_off, host_off);
+    const struct {
+        const char *flags;
+        long long device, host;
+    } off[2] = {{"", 8, 8}, {" --gather-dtype bf16", 6, 12}};
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof(args), "--config %s --ranks 64 --gather-unit expert --offload%s",
+                 released, off[k].flags);
+        EXPECT(info_run(args, &t, &a, &w, out, sizeof(out)), "minimax-info %s failed:\n%s", args,
+               out);
+        printf("%s", out);
+        if ((p = strstr(out, "zero3_owned_bytes_per_rank=")))
+            sscanf(p, "zero3_owned_bytes_per_rank=%lld", &owned_off);
+        if ((p = strstr(out, "zero3_host_bytes_per_rank=")))
+            sscanf(p, "zero3_host_bytes_per_rank=%lld", &host_off);
+        EXPECT(n_owned > (1 << 24) && owned == 16 * n_owned &&
+                   owned_off == off[k].device * n_owned &&
+                   host_off == off[k].host * n_owned + 24 * (1 << 23),
+               "--offload%s: %lld owned elements, %lld device bytes (%lld without offload), %lld "
+               "host",
+               off[k].flags, n_owned, owned_off, owned, host_off);
+    }
     /* --fit-gib: the fewest ranks at which --ranks prints a total within the budget, one fewer
      * exceeding it (unit expert, offload, T = 512 recomputed, an H200's 131.3 GiB) */
     snprintf(args, sizeof(args), "--config %s --fit-gib 131.3 --seq 512", released);
