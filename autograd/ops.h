@@ -11,6 +11,10 @@ mt_tensor *mt_view(mt_ctx *c, mt_tensor *x, int ndim, const int64_t *shape);
 
 /* out[b,t,:] = table[ids[b,t],:]. ids (B,T) I32, table (V,C) -> (B,T,C). */
 mt_tensor *mt_embedding(mt_ctx *c, mt_tensor *ids, mt_tensor *table);
+/* The lookup in rows [row0, row0 + R) of a vocabulary of `vocab` ids split by rows: table (R,C);
+ * ids outside it give zero rows (the parts' lookups sum to the whole table's). */
+mt_tensor *mt_embedding_rows(mt_ctx *c, mt_tensor *ids, mt_tensor *table, int64_t row0,
+                             int64_t vocab);
 
 /* out = x w^T. x (..., Kin), w (M, Kin) -> (..., M). Through BLAS. */
 mt_tensor *mt_matmul(mt_ctx *c, mt_tensor *x, mt_tensor *w);
@@ -116,3 +120,11 @@ mt_tensor *mt_linear_cross_entropy(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_ten
                                    float denom);
 mt_tensor *mt_linear_cross_entropy_chunked(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *labels,
                                            float denom, int64_t chunk_rows);
+/* One part of an lm_head split by vocabulary rows: w (V_k,C) = rows [row0, row0 + V_k) of a
+ * vocabulary of `vocab`; labels in [0, vocab). prev: the previous part's output (2,M), NULL for
+ * the first. Not final -> (2,M): per labelled row the running log-sum-exp and target logit;
+ * final -> the scalar loss, as mt_linear_cross_entropy over all parts' rows
+ * (autograd/op_linear_cross_entropy.c). */
+mt_tensor *mt_linear_cross_entropy_part(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *labels,
+                                        mt_tensor *prev, int64_t row0, int64_t vocab, bool final,
+                                        float denom, int64_t chunk_rows);

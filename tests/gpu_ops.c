@@ -45,6 +45,10 @@ static mt_tensor *b_embedding(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x)
     return mt_embedding(c, in[0], in[1]);
 }
 
+static mt_tensor *b_embedding_rows(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    return mt_embedding_rows(c, in[0], in[1], 4, 11);
+}
+
 static int case_embedding(void) {
     mt_rng r;
     mt_rng_seed(&r, 2);
@@ -55,6 +59,12 @@ static int case_embedding(void) {
                        gpu_f32(&r, 2, (const int64_t[]){11, 16}, 1.0f, true, "table")};
     gpu_compare("embedding", b_embedding, in, 2, NULL, exact);
     gpu_inputs_free(in, 2);
+    /* rows 4..8 of the 11-id vocabulary as a table of their own: the other ids give zero rows,
+     * and their gradients go nowhere */
+    gpu_input part[2] = {gpu_i32(2, (const int64_t[]){3, 7}, ids, "ids"),
+                         gpu_f32(&r, 2, (const int64_t[]){5, 16}, 1.0f, true, "table rows 4..8")};
+    gpu_compare("embedding rows 4..8 of 11", b_embedding_rows, part, 2, NULL, exact);
+    gpu_inputs_free(part, 2);
     return MT_TEST_OK;
 }
 
@@ -602,6 +612,15 @@ static mt_tensor *b_linear_cross_entropy(mt_ctx *c, mt_tensor **in, void *u, mt_
     return mt_linear_cross_entropy_chunked(c, in[0], in[1], in[2], a->denom, a->chunk);
 }
 
+static mt_tensor *b_lce_parts(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    const lce_args *a = u;
+    const int64_t vocab = in[1]->shape[0] + in[2]->shape[0];
+    mt_tensor *chain = mt_linear_cross_entropy_part(c, in[0], in[1], in[3], NULL, 0, vocab, false,
+                                                    a->denom, a->chunk);
+    return mt_linear_cross_entropy_part(c, in[0], in[2], in[3], chain, in[1]->shape[0], vocab, true,
+                                        a->denom, a->chunk);
+}
+
 static int case_linear_cross_entropy(void) {
     mt_rng r;
     mt_rng_seed(&r, 23);
@@ -624,6 +643,14 @@ static int case_linear_cross_entropy(void) {
     in[0].grad = true;
     gpu_compare("linear_cross_entropy all ignored", b_linear_cross_entropy, in, 3, &chunked, exact);
     gpu_inputs_free(in, 3);
+    /* the lm_head split by vocabulary rows: a chain of two parts (120 and 181 rows) */
+    gpu_input parts[4] = {gpu_f32(&r, 3, (const int64_t[]){1, N, C}, 1.0f, true, "x"),
+                          gpu_f32(&r, 2, (const int64_t[]){120, C}, 0.3f, true, "w rows 0..119"),
+                          gpu_f32(&r, 2, (const int64_t[]){181, C}, 0.3f, true, "w rows 120.."),
+                          gpu_i32(1, &N, lab, "labels")};
+    gpu_compare("linear_cross_entropy 2 parts", b_lce_parts, parts, 4, &chunked, exact);
+    gpu_compare_bf16("linear_cross_entropy 2 parts bf16", b_lce_parts, parts, 4, &chunked);
+    gpu_inputs_free(parts, 4);
     return MT_TEST_OK;
 }
 

@@ -4,7 +4,12 @@
  * - op_linear_cross_entropy_matches: against the unfused mt_cross_entropy(mt_matmul(x, w)) on
  *   the same inputs, in fp32 and bf16 GEMM mode: loss and gradients to 1e-6 (the same
  *   arithmetic, other summation orders); every row ignored gives exactly zero; a bad label
- *   stops with an error naming the labels tensor. */
+ *   stops with an error naming the labels tensor.
+ * - grad_linear_cross_entropy_parts: the lm_head split by vocabulary rows into a chain of parts
+ *   (mt_linear_cross_entropy_part): finite differences for x and every part, a part no label
+ *   falls in included.
+ * - op_linear_cross_entropy_parts_match: the chain against the whole lm_head's fused op on the
+ *   same w, fp32 and bf16 mode: loss and gradients to 1e-6. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,8 +151,107 @@ static int test_lce_matches(void) {
     return MT_TEST_OK;
 }
 
+/* ---- the chain of vocabulary parts ---- */
+
+typedef struct {
+    int n_parts;
+    int64_t rows[4]; /* each part's vocabulary rows */
+    float denom;
+    int64_t chunk;
+} lce_parts_args;
+
+/* in[0] = x, in[1 .. n_parts] = the parts of w in vocabulary order, in[n_parts + 1] = labels */
+static mt_tensor *build_lce_parts(mt_ctx *c, mt_tensor **in, void *user) {
+    const lce_parts_args *a = user;
+    int64_t vocab = 0, row0 = 0;
+    for (int k = 0; k < a->n_parts; k++) vocab += a->rows[k];
+    mt_tensor *chain = NULL;
+    for (int k = 0; k < a->n_parts; k++) {
+        chain = mt_linear_cross_entropy_part(c, in[0], in[1 + k], in[1 + a->n_parts], chain, row0,
+                                             vocab, k == a->n_parts - 1, a->denom, a->chunk);
+        row0 += a->rows[k];
+    }
+    return chain;
+}
+
+static int test_grad_lce_parts(void) {
+    mt_rng rng;
+    mt_rng_seed(&rng, 73);
+    /* V = 9 as three parts of 3, 4 and 2 rows; no label falls in the last part */
+    mt_tensor *x = lce_f32(3, (int64_t[]){2, 4, 5}, "x", 1.0f, &rng);
+    mt_tensor *w0 = lce_f32(2, (int64_t[]){3, 5}, "w0", 0.7f, &rng);
+    mt_tensor *w1 = lce_f32(2, (int64_t[]){4, 5}, "w1", 0.7f, &rng);
+    mt_tensor *w2 = lce_f32(2, (int64_t[]){2, 5}, "w2", 0.7f, &rng);
+    mt_tensor *labels = lce_labels(8, (int32_t[]){3, -100, 0, 6, 2, 3, -100, 5});
+    mt_tensor *in[5] = {x, w0, w1, w2, labels};
+    const lce_parts_args cases[] = {{3, {3, 4, 2}, 0.0f, 1}, {3, {3, 4, 2}, 11.0f, 0}};
+    for (int i = 0; i < 2; i++) {
+        char label[96];
+        snprintf(label, sizeof(label), "linear_cross_entropy 3 parts denom %g chunk %lld",
+                 (double)cases[i].denom, (long long)cases[i].chunk);
+        mt_gradcheck(label, build_lce_parts, in, 5, (void *)&cases[i], NULL);
+    }
+    return MT_TEST_OK;
+}
+
+/* The chain over parts of w (rows copied out of w; their gradients put back in place) against
+ * the whole op. */
+static int test_lce_parts_match(void) {
+    mt_rng rng;
+    mt_rng_seed(&rng, 74);
+    const int64_t N = 37, C = 24, V = 301, rows[3] = {100, 1, 200};
+    mt_tensor *x = lce_f32(2, (int64_t[]){N, C}, "x", 1.0f, &rng);
+    mt_tensor *w = lce_f32(2, (int64_t[]){V, C}, "w", 0.3f, &rng);
+    int32_t lab[37];
+    for (int i = 0; i < N; i++) lab[i] = i % 4 == 1 ? -100 : (int32_t)(mt_rng_u64(&rng) % V);
+    lab[0] = 100; /* the one-row part */
+    mt_tensor *labels = lce_labels(N, lab);
+    mt_tensor *part[3];
+    for (int k = 0, r0 = 0; k < 3; r0 += (int)rows[k], k++) {
+        part[k] = mt_test_tensor(MT_F32, 2, (int64_t[]){rows[k], C}, true, "w part");
+        memcpy(part[k]->data, (float *)w->data + r0 * C, sizeof(float) * (size_t)(rows[k] * C));
+    }
+    float *dx0 = malloc(mt_nbytes(x)), *dw0 = malloc(mt_nbytes(w)), *dx1 = malloc(mt_nbytes(x)),
+          *dw1 = malloc(mt_nbytes(w));
+    const mt_dtype modes[2] = {MT_F32, MT_BF16};
+    for (int m = 0; m < 2; m++)
+        for (int d = 0; d < 2; d++) {
+            const float denom = d ? 50.0f : 0.0f;
+            const float l0 = run_grads(x, w, labels, denom, true, 7, modes[m], dx0, dw0);
+            mt_ctx c;
+            mt_test_ctx_init(&c);
+            c.compute_dtype = modes[m];
+            memset(x->grad, 0, mt_nbytes(x));
+            for (int k = 0; k < 3; k++) memset(part[k]->grad, 0, mt_nbytes(part[k]));
+            lce_parts_args a = {3, {rows[0], rows[1], rows[2]}, denom, 7};
+            mt_tensor *in[5] = {x, part[0], part[1], part[2], labels};
+            mt_tensor *loss = build_lce_parts(&c, in, &a);
+            mt_backward(&c, loss, NULL);
+            const float l1 = *(const float *)loss->data;
+            memcpy(dx1, x->grad, mt_nbytes(x));
+            for (int k = 0, r0 = 0; k < 3; r0 += (int)rows[k], k++)
+                memcpy(dw1 + r0 * C, part[k]->grad, mt_nbytes(part[k]));
+            mt_ctx_free(&c);
+            char what[96];
+            snprintf(what, sizeof(what), "3 parts, %s denom %g", mt_dtype_name(modes[m]),
+                     (double)denom);
+            printf("  %s: loss %.9g vs %.9g (whole)\n", what, (double)l1, (double)l0);
+            EXPECT(fabs((double)l1 - l0) <= 1e-6 * fabs((double)l0), "%s: loss %.9g vs %.9g", what,
+                   (double)l1, (double)l0);
+            char lx[128], lw[128];
+            snprintf(lx, sizeof(lx), "%s dx", what);
+            snprintf(lw, sizeof(lw), "%s dw", what);
+            mt_check_rel_l2(lx, dx1, dx0, mt_numel(x), 1e-6);
+            mt_check_rel_l2(lw, dw1, dw0, mt_numel(w), 1e-6);
+        }
+    free(dx0), free(dw0), free(dx1), free(dw1);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"grad_linear_cross_entropy", test_grad_lce},
     {"op_linear_cross_entropy_matches", test_lce_matches},
+    {"grad_linear_cross_entropy_parts", test_grad_lce_parts},
+    {"op_linear_cross_entropy_parts_match", test_lce_parts_match},
 };
 MT_TEST_MAIN(cases)

@@ -1,9 +1,12 @@
 /* linear_cross_entropy.c: the lm_head and the cross-entropy fused over chunks of labelled rows
- * (node layout: autograd/op_linear_cross_entropy.c).
+ * (node layout, and the chain of vocabulary parts: autograd/op_linear_cross_entropy.c).
  *   forward, per chunk of r <= R labelled rows: xc (r,C) = x[rows]; z (r,C) = xc w^T (r,V);
- *     lse = log sum exp z (max subtracted, expf terms summed in double); row loss = lse - z[label]
- *   backward, per chunk: z again; dz = g (exp(z - lse) - [v == label]) with g = dloss * scale;
- *     dx[rows] += dz w;  dw += dz^T xc
+ *     a = log sum exp z (max subtracted, expf terms summed in double); with a predecessor
+ *     lse = logaddexp(prev lse, a), else a; t = prev t + z[label - row0] (label in the part);
+ *     final: row loss = lse - t, else out = (lse, t)
+ *   backward, per chunk: z again; dz = g_l exp(z - lse) + g_t [v == label - row0], with
+ *     (g_l, g_t) = (g, -g), g = dloss * scale, for the final op, else dout's rows;
+ *     dx[rows] += dz w;  dw += dz^T xc;  dprev = (g_l exp(prev lse - lse), g_t)
  * Row losses are added in row order, so the loss does not depend on R or the thread count.
  * bf16 mode rounds xc, w and dz through bf16 as matmul does, so the result equals
  * cross_entropy(matmul(x, w)) in either mode up to fp32 summation order. */
@@ -14,8 +17,8 @@
 #include "cpu_ops.h"
 
 typedef struct {
-    int64_t N, C, V, M, R;
-    bool bf16;
+    int64_t N, C, V, M, R, row0;
+    bool bf16, final;
     const float *x, *w; /* w rounded through bf16 in bf16 mode */
     const int32_t *labels, *rows;
     float *xc, *z; /* (R,C), (R,V) scratch */
@@ -27,7 +30,9 @@ static lce_plan lce_plan_make(const mt_node *n) {
                   .V = w->shape[0],
                   .M = n->ip[1],
                   .R = n->ip[2],
+                  .row0 = n->ip[3],
                   .bf16 = n->ip[0] == MT_BF16,
+                  .final = n->ip[5] != 0,
                   .x = x->data,
                   .w = w->data,
                   .labels = n->in[2]->data,
@@ -63,9 +68,16 @@ static double lce_scale(int64_t M, float denom) {
     return M ? 1.0 / (double)M : 0.0;
 }
 
+/* The label's column in this part, or -1. */
+static int64_t lce_label_col(const lce_plan *p, int64_t j) {
+    const int64_t v = (int64_t)p->labels[p->rows[j]] - p->row0;
+    return v >= 0 && v < p->V ? v : -1;
+}
+
 void cpu_linear_cross_entropy_fwd_node(const mt_node *n) {
     lce_plan p = lce_plan_make(n);
-    float *lse = n->saved[0]->data;
+    float *lse = n->saved[0]->data, *out = n->out->data;
+    const float *prev = n->in[3] ? n->in[3]->data : NULL; /* (2,M): lse, t */
     double *row_loss = mt_node_scratch(n, sizeof(double) * (size_t)(p.M ? p.M : 1), "lce loss");
     for (int64_t r0 = 0; r0 < p.M; r0 += p.R) {
         int64_t r = p.M - r0 < p.R ? p.M - r0 : p.R;
@@ -80,11 +92,26 @@ void cpu_linear_cross_entropy_fwd_node(const mt_node *n) {
              * exp per term and a fraction of the cost; this loop is the op's only non-GEMM work */
             for (int64_t v = 0; v < p.V; v++) sum += expf(z[v] - mx);
             double log_sum = log(sum);
-            int32_t label = p.labels[p.rows[r0 + i]];
-            lse[r0 + i] = (float)(mx + log_sum);
-            row_loss[r0 + i] = log_sum - ((double)z[label] - mx); /* = lse - z[label] */
+            const int64_t j = r0 + i, col = lce_label_col(&p, j);
+            if (!prev) { /* the first part, or all of the lm_head */
+                lse[j] = (float)(mx + log_sum);
+                if (p.final) /* = lse - z[label] */
+                    row_loss[j] = log_sum - ((double)z[col] - mx);
+                else
+                    out[j] = lse[j], out[p.M + j] = col >= 0 ? z[col] : 0.0f;
+                continue;
+            }
+            const double a = mx + log_sum, pl = prev[j], hi = a > pl ? a : pl;
+            const double l = hi + log(exp(pl - hi) + exp(a - hi));
+            const double t = (double)prev[p.M + j] + (col >= 0 ? (double)z[col] : 0.0);
+            lse[j] = (float)l;
+            if (p.final)
+                row_loss[j] = l - t;
+            else
+                out[j] = lse[j], out[p.M + j] = (float)t;
         }
     }
+    if (!p.final) return;
     double total = 0.0;
     for (int64_t i = 0; i < p.M; i++) total += row_loss[i];
     *(float *)n->out->data = (float)(total * lce_scale(p.M, n->fp[0]));
@@ -92,10 +119,15 @@ void cpu_linear_cross_entropy_fwd_node(const mt_node *n) {
 
 void cpu_linear_cross_entropy_bwd_node(const mt_node *n) {
     float *dx = n->in[0]->grad, *dw = n->in[1]->grad;
-    const double g = *(const float *)n->out->grad * lce_scale(n->ip[1], n->fp[0]);
-    if ((!dx && !dw) || g == 0.0 || n->ip[1] == 0) return;
+    const mt_tensor *pv = n->in[3];
+    float *dprev = pv ? pv->grad : NULL;
+    const bool final = n->ip[5] != 0;
+    /* the final op: one g for every row; a part before it: its rows of dout */
+    const double g = final ? *(const float *)n->out->grad * lce_scale(n->ip[1], n->fp[0]) : 0.0;
+    const float *dout = final ? NULL : n->out->grad;
+    if ((!dx && !dw && !dprev) || (final && g == 0.0) || n->ip[1] == 0) return;
     lce_plan p = lce_plan_make(n);
-    const float *lse = n->saved[0]->data;
+    const float *lse = n->saved[0]->data, *prev = pv ? pv->data : NULL;
     float *dxc = dx ? mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.C), "lce dx rows") : NULL;
     for (int64_t r0 = 0; r0 < p.M; r0 += p.R) {
         int64_t r = p.M - r0 < p.R ? p.M - r0 : p.R;
@@ -103,11 +135,16 @@ void cpu_linear_cross_entropy_bwd_node(const mt_node *n) {
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < r; i++) { /* z becomes dz in place */
             float *z = p.z + i * p.V;
-            double l = lse[r0 + i];
-            const float lf = (float)l;
-            for (int64_t v = 0; v < p.V; v++) z[v] = (float)(g * expf(z[v] - lf));
-            z[p.labels[p.rows[r0 + i]]] -= (float)g;
+            const int64_t j = r0 + i, col = lce_label_col(&p, j);
+            const double gl = final ? g : dout[j], gt = final ? -g : dout[p.M + j];
+            const float lf = lse[j];
+            for (int64_t v = 0; v < p.V; v++) z[v] = (float)(gl * expf(z[v] - lf));
+            if (col >= 0) z[col] += (float)gt;
             if (p.bf16) mt_bf16_round_n(z, z, p.V);
+            if (dprev) {
+                dprev[j] += (float)(gl * exp((double)prev[j] - (double)lf));
+                dprev[p.M + j] += (float)gt;
+            }
         }
         if (dx) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)r, (int)p.C, (int)p.V, 1.0f,

@@ -1,11 +1,14 @@
 /* embedding.cu: row gather from the table, and its scatter-add backward.
- * Node (autograd/op_embedding.c): in[0] = ids (I32, any shape), in[1] = table (V,C). */
+ * Node (autograd/op_embedding.c): in[0] = ids (I32, any shape), in[1] = table (R,C), the rows
+ * [row0, row0 + R) of a vocabulary of V ids (ip[0] = row0, ip[1] = V). */
 #include "cuda_ops.cuh"
 
-/* out (N,C) = table[ids[n]]; an id outside [0,V) raises the error flag at its position and its
- * row is left unwritten (the adapter dies before anything reads it). */
+/* out (N,C) = table[ids[n] - row0], zero where that is outside [0,R); an id outside [0,V)
+ * raises the error flag at its position and its row is left unwritten (the adapter dies before
+ * anything reads it). */
 __global__ void embedding_fwd_kernel(float *out, const int32_t *ids, const float *table, int64_t N,
-                                     int64_t C, int64_t V, unsigned long long *flag) {
+                                     int64_t C, int64_t V, int64_t row0, int64_t R,
+                                     unsigned long long *flag) {
     CUDA_FOR(i, N * C) {
         int64_t n = i / C, c = i % C;
         int32_t id = ids[n];
@@ -13,28 +16,32 @@ __global__ void embedding_fwd_kernel(float *out, const int32_t *ids, const float
             if (c == 0) cuda_flag_raise(flag, n);
             continue;
         }
-        out[i] = table[(int64_t)id * C + c];
+        const int64_t r = (int64_t)id - row0;
+        out[i] = r >= 0 && r < R ? table[r * C + c] : 0.0f;
     }
 }
 
-/* dtable[ids[n]] += dout[n]. Repeated ids meet in atomicAdd, so the order of their sum (and
- * its last bit) is not fixed; bf16/deterministic variants can sort by id later. */
+/* dtable[ids[n] - row0] += dout[n] for the ids inside the table. Repeated ids meet in
+ * atomicAdd, so the order of their sum (and its last bit) is not fixed; bf16/deterministic
+ * variants can sort by id later. */
 __global__ void embedding_bwd_kernel(float *dtable, const float *dout, const int32_t *ids,
-                                     int64_t N, int64_t C) {
+                                     int64_t N, int64_t C, int64_t row0, int64_t R) {
     CUDA_FOR(i, N * C) {
         int64_t n = i / C, c = i % C;
-        atomicAdd(dtable + (int64_t)ids[n] * C + c, dout[i]);
+        const int64_t r = (int64_t)ids[n] - row0;
+        if (r >= 0 && r < R) atomicAdd(dtable + r * C + c, dout[i]);
     }
 }
 
 void cuda_embedding_fwd_node(const mt_node *n) {
     const mt_tensor *ids = n->in[0], *table = n->in[1];
-    int64_t N = mt_numel(ids), V = table->shape[0], C = table->shape[1];
+    int64_t N = mt_numel(ids), V = n->ip[1], C = table->shape[1];
     if (N == 0) return;
     cuda_flag_reset("embedding forward");
     if (C > 0) {
         embedding_fwd_kernel<<<cuda_blocks(N * C, CUDA_THREADS), CUDA_THREADS>>>(
-            cuda_f32(n->out), cuda_i32(ids), cuda_f32(table), N, C, V, cuda_err_flag);
+            cuda_f32(n->out), cuda_i32(ids), cuda_f32(table), N, C, V, n->ip[0], table->shape[0],
+            cuda_err_flag);
         CUDA_LAUNCH_CHECK("embedding forward");
     }
     int64_t bad = cuda_flag_read("embedding forward"); /* one small synchronising copy */
@@ -52,6 +59,6 @@ void cuda_embedding_bwd_node(const mt_node *n) {
     int64_t N = mt_numel(ids), C = table->shape[1];
     if (!table->grad || N * C == 0) return;
     embedding_bwd_kernel<<<cuda_blocks(N * C, CUDA_THREADS), CUDA_THREADS>>>(
-        cuda_grad(table), cuda_grad(n->out), cuda_i32(ids), N, C);
+        cuda_grad(table), cuda_grad(n->out), cuda_i32(ids), N, C, n->ip[0], table->shape[0]);
     CUDA_LAUNCH_CHECK("embedding backward");
 }

@@ -1,5 +1,6 @@
 /* linear_cross_entropy.cu: the lm_head and the cross-entropy fused over chunks of labelled rows,
- * as kernels/cpu/linear_cross_entropy.c (node layout: autograd/op_linear_cross_entropy.c).
+ * as kernels/cpu/linear_cross_entropy.c (node layout, and the chain of vocabulary parts:
+ * autograd/op_linear_cross_entropy.c).
  * Per chunk of r <= R rows: gather xc (r,C), one GEMM to z (r,V), one block per row for the
  * log-sum-exp (double) and, in the backward, dz (in place, or as bf16 in bf16 mode); then dx rows
  * (scattered: rows are distinct) and dw (accumulated, beta = 1). fp32 GEMMs, or bf16 operands with
@@ -21,18 +22,45 @@ __global__ void lce_scatter_kernel(float *dx, const float *dxc, const int32_t *r
     CUDA_FOR(k, r * C) dx[(int64_t)rows[r0 + k / C] * C + k % C] += dxc[k];
 }
 
-__global__ void lce_fwd_rows_kernel(float *lse, double *row_loss, const float *z,
-                                    const int32_t *labels, const int32_t *rows, int64_t r0,
-                                    int64_t r, int64_t V) {
-    for (int64_t i = blockIdx.x; i < r; i += gridDim.x) {
-        const float *zi = z + i * V;
+/* A chunk's rows: the node's labelled rows, the part's vocabulary rows [row0, row0 + V). */
+struct lce_rows {
+    const int32_t *labels, *rows;
+    int64_t r0, r, V, row0, M;
+    const float *prev; /* (2,M) lse, t of the chain's previous part, or NULL */
+};
+
+/* The label's column of row j in this part, or -1. */
+__device__ int64_t lce_label_col(const lce_rows &a, int64_t j) {
+    const int64_t v = (int64_t)a.labels[a.rows[j]] - a.row0;
+    return v >= 0 && v < a.V ? v : -1;
+}
+
+/* One block per row: lse = logaddexp(prev lse, lse(z)) (or lse(z)), t = prev t + the label's
+ * logit; the final part's row loss lse - t, else (lse, t) into out (2,M). */
+__global__ void lce_fwd_rows_kernel(float *lse, double *row_loss, float *out, const float *z,
+                                    lce_rows a) {
+    for (int64_t i = blockIdx.x; i < a.r; i += gridDim.x) {
+        const float *zi = z + i * a.V;
         float mx;
-        double log_sum = cuda_block_row_logsumexp(zi, V, &mx);
-        if (threadIdx.x == 0) {
-            int32_t label = labels[rows[r0 + i]];
-            lse[r0 + i] = (float)(mx + log_sum);
-            row_loss[r0 + i] = log_sum - ((double)zi[label] - mx); /* = lse - z[label] */
+        double log_sum = cuda_block_row_logsumexp(zi, a.V, &mx);
+        if (threadIdx.x != 0) continue;
+        const int64_t j = a.r0 + i, col = lce_label_col(a, j);
+        if (!a.prev) { /* the first part, or all of the lm_head */
+            lse[j] = (float)(mx + log_sum);
+            if (!out) /* = lse - z[label] */
+                row_loss[j] = log_sum - ((double)zi[col] - mx);
+            else
+                out[j] = lse[j], out[a.M + j] = col >= 0 ? zi[col] : 0.0f;
+            continue;
         }
+        const double s = mx + log_sum, pl = a.prev[j], hi = s > pl ? s : pl;
+        const double l = hi + log(exp(pl - hi) + exp(s - hi));
+        const double t = (double)a.prev[a.M + j] + (col >= 0 ? (double)zi[col] : 0.0);
+        lse[j] = (float)l;
+        if (!out)
+            row_loss[j] = l - t;
+        else
+            out[j] = lse[j], out[a.M + j] = (float)t;
     }
 }
 
@@ -46,25 +74,30 @@ __global__ void lce_fwd_total_kernel(float *loss, const double *row_loss, int64_
     if (threadIdx.x == 0) *loss = (float)(total * scale);
 }
 
-/* z -> dz = g (exp(z - lse) - [v == label]), g = dloss * scale read on the device; the
- * label's element gets both terms from one thread, in the CPU's order. In place (fp32 GEMMs),
- * or rounded straight into zb (bf16 GEMMs, the products' operand: the fp32 dz would only be
- * cast, a write and a read of (r,V) floats saved per chunk). */
-__global__ void lce_bwd_rows_kernel(float *z, __nv_bfloat16 *zb, const float *dloss, double scale,
-                                    const float *lse, const int32_t *labels, const int32_t *rows,
-                                    int64_t r0, int64_t r, int64_t V) {
-    double g = (double)*dloss * scale;
-    for (int64_t i = blockIdx.x; i < r; i += gridDim.x) {
-        float *zi = z + i * V;
-        double l = lse[r0 + i];
-        int32_t label = labels[rows[r0 + i]];
-        for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
-            float d = (float)(g * exp((double)zi[v] - l));
-            if (v == label) d -= (float)g;
+/* z -> dz = g_l exp(z - lse) + g_t [v == label], with (g_l, g_t) = (g, -g), g = dloss * scale
+ * read on the device (the final part), else dout's rows (2,M); the label's element gets both
+ * terms from one thread, in the CPU's order. In place (fp32 GEMMs), or rounded straight into zb
+ * (bf16 GEMMs, the products' operand: the fp32 dz would only be cast, a write and a read of
+ * (r,V) floats saved per chunk). With a predecessor, dprev += (g_l exp(prev lse - lse), g_t). */
+__global__ void lce_bwd_rows_kernel(float *z, __nv_bfloat16 *zb, const float *dloss,
+                                    const float *dout, double scale, const float *lse, float *dprev,
+                                    lce_rows a) {
+    const double g = dloss ? (double)*dloss * scale : 0.0;
+    for (int64_t i = blockIdx.x; i < a.r; i += gridDim.x) {
+        float *zi = z + i * a.V;
+        const int64_t j = a.r0 + i, col = lce_label_col(a, j);
+        const double l = lse[j], gl = dloss ? g : dout[j], gt = dloss ? -g : dout[a.M + j];
+        for (int64_t v = threadIdx.x; v < a.V; v += blockDim.x) {
+            float d = (float)(gl * exp((double)zi[v] - l));
+            if (v == col) d += (float)gt;
             if (zb)
-                zb[i * V + v] = __float2bfloat16_rn(d);
+                zb[i * a.V + v] = __float2bfloat16_rn(d);
             else
                 zi[v] = d;
+        }
+        if (dprev && threadIdx.x == 0) {
+            dprev[j] += (float)(gl * exp((double)a.prev[j] - l));
+            dprev[a.M + j] += (float)gt;
         }
     }
 }
@@ -77,8 +110,8 @@ static double lce_scale(int64_t M, float denom) {
 static unsigned lce_row_blocks(int64_t r) { return (unsigned)(r < 65536 ? r : 65536); }
 
 typedef struct {
-    int64_t C, V, M, R;
-    bool bf16;
+    int64_t C, V, M, R, row0;
+    bool bf16, final;
     const float *x, *w;
     const int32_t *labels, *rows;
     float *xc, *z;
@@ -94,7 +127,9 @@ static lce_plan lce_plan_make(const mt_node *n, bool need_zb) {
     p.V = w->shape[0];
     p.M = n->ip[1];
     p.R = n->ip[2];
+    p.row0 = n->ip[3];
     p.bf16 = n->ip[0] == MT_BF16;
+    p.final = n->ip[5] != 0;
     p.x = cuda_f32(x);
     p.w = cuda_f32(w);
     p.labels = cuda_i32(n->in[2]);
@@ -127,6 +162,13 @@ static void lce_chunk_logits(const lce_plan *p, int64_t r0, int64_t r) {
     }
 }
 
+/* The rows r0 .. r0 + r of a chunk, for the row kernels. */
+static lce_rows lce_rows_of(const lce_plan *p, const mt_node *n, int64_t r0, int64_t r) {
+    lce_rows a = {p->labels, p->rows, r0,   r,
+                  p->V,      p->row0, p->M, n->in[3] ? cuda_f32(n->in[3]) : NULL};
+    return a;
+}
+
 void cuda_linear_cross_entropy_fwd_node(const mt_node *n) {
     lce_plan p = lce_plan_make(n, false);
     double *row_loss =
@@ -135,9 +177,11 @@ void cuda_linear_cross_entropy_fwd_node(const mt_node *n) {
         int64_t r = p.M - r0 < p.R ? p.M - r0 : p.R;
         lce_chunk_logits(&p, r0, r);
         lce_fwd_rows_kernel<<<lce_row_blocks(r), CUDA_THREADS>>>(cuda_f32(n->saved[0]), row_loss,
-                                                                 p.z, p.labels, p.rows, r0, r, p.V);
+                                                                 p.final ? NULL : cuda_f32(n->out),
+                                                                 p.z, lce_rows_of(&p, n, r0, r));
         CUDA_LAUNCH_CHECK("linear_cross_entropy forward (rows)");
     }
+    if (!p.final) return;
     lce_fwd_total_kernel<<<1, CUDA_THREADS>>>(cuda_f32(n->out), row_loss, p.M,
                                               lce_scale(p.M, n->fp[0]));
     CUDA_LAUNCH_CHECK("linear_cross_entropy forward (total)");
@@ -145,17 +189,19 @@ void cuda_linear_cross_entropy_fwd_node(const mt_node *n) {
 
 void cuda_linear_cross_entropy_bwd_node(const mt_node *n) {
     float *dx = cuda_grad(n->in[0]), *dw = cuda_grad(n->in[1]);
+    float *dprev = n->in[3] ? cuda_grad(n->in[3]) : NULL;
+    const bool final = n->ip[5] != 0;
     double scale = lce_scale(n->ip[1], n->fp[0]);
-    if ((!dx && !dw) || scale == 0.0 || n->ip[1] == 0) return;
+    if ((!dx && !dw && !dprev) || (final && scale == 0.0) || n->ip[1] == 0) return;
     lce_plan p = lce_plan_make(n, true);
     float *dxc =
         dx ? (float *)mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.C), "lce dx rows") : NULL;
     for (int64_t r0 = 0; r0 < p.M; r0 += p.R) {
         int64_t r = p.M - r0 < p.R ? p.M - r0 : p.R;
         lce_chunk_logits(&p, r0, r);
-        lce_bwd_rows_kernel<<<lce_row_blocks(r), CUDA_THREADS>>>(p.z, p.zb, cuda_grad(n->out),
-                                                                 scale, cuda_f32(n->saved[0]),
-                                                                 p.labels, p.rows, r0, r, p.V);
+        lce_bwd_rows_kernel<<<lce_row_blocks(r), CUDA_THREADS>>>(
+            p.z, p.zb, final ? cuda_grad(n->out) : NULL, final ? NULL : cuda_grad(n->out), scale,
+            cuda_f32(n->saved[0]), dprev, lce_rows_of(&p, n, r0, r));
         CUDA_LAUNCH_CHECK("linear_cross_entropy backward (rows)");
         if (dx) {
             if (p.bf16)
