@@ -10,11 +10,15 @@
 mt_tensor *mt_view(mt_ctx *c, mt_tensor *x, int ndim, const int64_t *shape);
 
 /* out[b,t,:] = table[ids[b,t],:]. ids (B,T) I32, table (V,C) -> (B,T,C). */
+/* [a | b] along the last dimension: a (..., Da), b (..., Db) with the same leading dims ->
+ * (..., Da + Db) (the logits of an lm_head split by vocabulary rows). */
+mt_tensor *mt_concat(mt_ctx *c, mt_tensor *a, mt_tensor *b);
 mt_tensor *mt_embedding(mt_ctx *c, mt_tensor *ids, mt_tensor *table);
-/* The lookup in rows [row0, row0 + R) of a vocabulary of `vocab` ids split by rows: table (R,C);
- * ids outside it give zero rows (the parts' lookups sum to the whole table's). */
+/* The lookup in rows [row0, row0 + R) of a vocabulary of `vocab` ids split by rows: table (R,C).
+ * into NULL: a new output, zero rows for ids outside the table; else into is the output of the
+ * other parts' lookups (of the same ids), whose rows for this table's ids are written. */
 mt_tensor *mt_embedding_rows(mt_ctx *c, mt_tensor *ids, mt_tensor *table, int64_t row0,
-                             int64_t vocab);
+                             int64_t vocab, mt_tensor *into);
 
 /* out = x w^T. x (..., Kin), w (M, Kin) -> (..., M). Through BLAS. */
 mt_tensor *mt_matmul(mt_ctx *c, mt_tensor *x, mt_tensor *w);

@@ -139,8 +139,7 @@ static bool load_model(loader *L, mt_tokenizer *tok, const cJSON *model, cJSON *
     for (const cJSON *e = vocab->child; e; e = e->next) {
         if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > max_id ||
             e->valuedouble != (double)(int32_t)e->valuedouble)
-            return fail(L, "model.vocab['%s'] must be an integer id in [0, %d]", e->string,
-                        max_id);
+            return fail(L, "model.vocab['%s'] must be an integer id in [0, %d]", e->string, max_id);
         int32_t id = (int32_t)e->valuedouble;
         size_t len = strlen(e->string);
         tok_strmap_put(&tok->vocab, arena_put(tok, e->string, len), (uint32_t)len, id);

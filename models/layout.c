@@ -24,8 +24,13 @@
  * one contiguous (E, F, C) (resp. (E, C, F)) block starting at expert 0's offset, the layout
  * mt_moe_experts takes. Alignment gaps are part of bucket_numel and hold zeros.
  * Unit expert: the same order, but layer l's bucket ends after its router, and each expert e
- * gets the next bucket of its own: w1 (F,C), w3 (F,C), w2 (C,F), each aligned. Layer l's
- * bucket is then 1 + l (E + 1), its expert e's 2 + l (E + 1) + e, the final one L (E + 1) + 1. */
+ * gets the next bucket of its own: w1 (F,C), w3 (F,C), w2 (C,F), each aligned; and
+ * embed_tokens and lm_head are cut into S = ceil(V / 3F) parts of ceil(V / S) rows (the last
+ * smaller), each about an expert's size, so that no bucket (and no gather slot) is much larger
+ * than an expert: embedding part k is bucket k, layer l's bucket S + l (E + 1), its expert e's
+ * S + 1 + l (E + 1) + e, the final norm with lm_head part 0 S + L (E + 1), lm_head part k the
+ * k-th after it. A part is the parameter of its tensor's name covering its rows
+ * (src_offset, src_shape0), so checkpoints load and export as the whole tensors. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,8 +59,20 @@ static void layout_add(layout_cursor *cur, bool align, int ndim, int64_t d0, int
     p->numel = ndim == 1 ? d0 : d0 * d1;
     p->bucket = cur->bucket;
     p->offset = cur->offset;
+    p->src_offset = 0;
+    p->src_shape0 = d0;
     cur->offset += p->numel;
     m->n_params++;
+}
+
+/* Part k of a (V,C) vocabulary matrix: its rows as a parameter of the same name. */
+static void layout_add_vocab_part(layout_cursor *cur, const char *name, int k) {
+    mt_minimax *m = cur->m;
+    const int64_t V = m->cfg.vocab_size, C = m->cfg.hidden_size, row0 = k * m->vocab_part_rows;
+    const int64_t rows = k == m->vocab_parts - 1 ? V - row0 : m->vocab_part_rows;
+    layout_add(cur, true, 2, rows, C, name, 0, 0);
+    m->info[m->n_params - 1].src_offset = row0 * C;
+    m->info[m->n_params - 1].src_shape0 = V;
 }
 
 static void layout_end_bucket(layout_cursor *cur) {
@@ -99,15 +116,23 @@ void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather
     int64_t V = cfg->vocab_size, C = cfg->hidden_size, F = cfg->intermediate_size;
     int64_t HD = (int64_t)cfg->num_attention_heads * cfg->head_dim;
     int64_t KVD = (int64_t)cfg->num_key_value_heads * cfg->head_dim;
-    int cap = 1 + L * (7 + 3 * E) + 2;
-    m->info = mt_calloc((size_t)cap, sizeof(mt_param_info), "parameter info");
     const bool by_expert = unit == MT_GATHER_EXPERT;
-    m->n_buckets = by_expert ? L * (E + 1) + 2 : L + 2;
+    /* unit expert: vocabulary parts of about an expert's 3F rows of C */
+    const int S = by_expert && F > 0 ? (int)((V + 3 * F - 1) / (3 * F)) : 1;
+    m->vocab_parts = S;
+    m->vocab_part_rows = (V + S - 1) / S;
+    MT_CHECK(S >= 1 && (S - 1) * m->vocab_part_rows < V, "layout: %d parts of %lld rows for V %lld",
+             S, (long long)m->vocab_part_rows, (long long)V);
+    int cap = S + L * (7 + 3 * E) + 1 + S;
+    m->info = mt_calloc((size_t)cap, sizeof(mt_param_info), "parameter info");
+    m->n_buckets = by_expert ? S + L * (E + 1) + S : L + 2;
     m->bucket_numel = mt_calloc((size_t)m->n_buckets, sizeof(int64_t), "bucket sizes");
 
     layout_cursor cur = {m, 0, 0};
-    layout_add(&cur, true, 2, V, C, "model.embed_tokens.weight", 0, 0);
-    layout_end_bucket(&cur);
+    for (int k = 0; k < S; k++) {
+        layout_add_vocab_part(&cur, "model.embed_tokens.weight", k);
+        layout_end_bucket(&cur);
+    }
     for (int l = 0; l < L; l++) {
         layout_add(&cur, true, 1, C, 0, "model.layers.%d.input_layernorm.weight", l, 0);
         if (cfg->layer_types[l] == MT_LAYER_LINEAR) {
@@ -148,8 +173,10 @@ void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather
         layout_end_bucket(&cur);
     }
     layout_add(&cur, true, 1, C, 0, "model.norm.weight", 0, 0);
-    layout_add(&cur, true, 2, V, C, "lm_head.weight", 0, 0);
-    layout_end_bucket(&cur);
+    for (int k = 0; k < S; k++) {
+        layout_add_vocab_part(&cur, "lm_head.weight", k);
+        layout_end_bucket(&cur);
+    }
     MT_CHECK(m->n_params == cap && cur.bucket == m->n_buckets,
              "layout: planned %d parameters in %d buckets, made %d in %d", cap, m->n_buckets,
              m->n_params, cur.bucket);
@@ -165,7 +192,8 @@ void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather
 int mt_minimax_layer_bucket(const mt_minimax *m, int l) {
     MT_CHECK(l >= 0 && l < m->cfg.num_hidden_layers, "layout: layer %d of %d", l,
              m->cfg.num_hidden_layers);
-    return m->unit == MT_GATHER_EXPERT ? 1 + l * (m->cfg.num_local_experts + 1) : 1 + l;
+    return m->unit == MT_GATHER_EXPERT ? m->vocab_parts + l * (m->cfg.num_local_experts + 1)
+                                       : 1 + l;
 }
 
 int mt_minimax_expert_bucket(const mt_minimax *m, int l, int e) {
@@ -175,13 +203,13 @@ int mt_minimax_expert_bucket(const mt_minimax *m, int l, int e) {
     return m->unit == MT_GATHER_EXPERT ? lb + 1 + e : lb;
 }
 
-int mt_minimax_final_bucket(const mt_minimax *m) { return m->n_buckets - 1; }
+int mt_minimax_final_bucket(const mt_minimax *m) { return m->n_buckets - m->vocab_parts; }
 
 int mt_minimax_bucket_layer(const mt_minimax *m, int bucket) {
-    const int L = m->cfg.num_hidden_layers,
+    const int L = m->cfg.num_hidden_layers, first = mt_minimax_layer_bucket(m, 0),
               per = m->unit == MT_GATHER_EXPERT ? m->cfg.num_local_experts + 1 : 1;
-    if (bucket < 1 || bucket > L * per || (bucket - 1) % per != 0) return -1;
-    return (bucket - 1) / per;
+    if (bucket < first || bucket >= first + L * per || (bucket - first) % per != 0) return -1;
+    return (bucket - first) / per;
 }
 
 void mt_minimax_free(mt_minimax *m) {

@@ -41,6 +41,18 @@ static mt_tensor *mm_param(mt_minimax *m, const char *fmt, ...) {
     return &m->params[i];
 }
 
+/* Part k of a vocabulary matrix (embed_tokens, lm_head): the k-th parameter of that name, the
+ * layout lists them in order. */
+static mt_tensor *mm_vocab_part(mt_minimax *m, const char *name, int k) {
+    const int i = (int)(mm_param(m, "%s", name) - m->params) + k;
+    MT_CHECK(i < m->n_params && strcmp(m->info[i].name, name) == 0 &&
+                 m->info[i].src_offset == k * m->vocab_part_rows * m->cfg.hidden_size,
+             "minimax: %s has no vocabulary part %d", name, k);
+    MT_CHECK(m->params[i].data, "minimax: %s part %d is not bound (bucket %d)", name, k,
+             m->info[i].bucket);
+    return &m->params[i];
+}
+
 static mt_tensor *mm_host_tensor(mt_ctx *c, const char *what) {
     return mt_arena_alloc(&c->host, sizeof(mt_tensor), what);
 }
@@ -308,9 +320,16 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
     MT_CHECK(ids->dtype == MT_I32 && ids->ndim == 2, "minimax: ids %s %s must be i32 (B,T)",
              ids->name, mt_shape_str(ids));
 
-    mm_enter(c, hooks, 0);
-    mt_tensor *x = mt_embedding(c, ids, mm_param(m, "model.embed_tokens.weight"));
-    mm_leave(c, hooks, 0);
+    /* the embedding, part by part, each writing its rows of one output */
+    const int S = m->vocab_parts;
+    const int64_t V = cfg->vocab_size;
+    mt_tensor *x = NULL;
+    for (int k = 0; k < S; k++) {
+        mm_enter(c, hooks, k);
+        x = mt_embedding_rows(c, ids, mm_vocab_part(m, "model.embed_tokens.weight", k),
+                              k * m->vocab_part_rows, V, x);
+        mm_leave(c, hooks, k);
+    }
 
     const bool recompute = m->gradient_checkpointing && c->grad_enabled && !kv;
     for (int l = 0; l < L; l++) {
@@ -331,12 +350,30 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
     mm_enter(c, hooks, last);
     x = mt_rmsnorm(c, x, mm_param(m, "model.norm.weight"), cfg->rms_norm_eps, false);
     mt_tensor *logits = NULL;
-    if (fused)
-        *fused_ce = mt_linear_cross_entropy(c, x, mm_param(m, "lm_head.weight"), fused->labels,
-                                            fused->loss_denom);
-    else
-        logits = mt_matmul(c, x, mm_param(m, "lm_head.weight"));
-    mm_leave(c, hooks, last);
+    if (fused) { /* the loss through lm_head's parts, each in its bucket (op_linear_cross_entropy.c)
+                  */
+        mt_tensor *chain = NULL;
+        for (int k = 0; k < S; k++) {
+            if (k) {
+                mm_leave(c, hooks, last + k - 1);
+                mm_enter(c, hooks, last + k);
+            }
+            chain = mt_linear_cross_entropy_part(c, x, mm_vocab_part(m, "lm_head.weight", k),
+                                                 fused->labels, chain, k * m->vocab_part_rows, V,
+                                                 k == S - 1, fused->loss_denom, 0);
+        }
+        *fused_ce = chain;
+    } else { /* the logits, part by part, side by side */
+        for (int k = 0; k < S; k++) {
+            if (k) {
+                mm_leave(c, hooks, last + k - 1);
+                mm_enter(c, hooks, last + k);
+            }
+            mt_tensor *part = mt_matmul(c, x, mm_vocab_part(m, "lm_head.weight", k));
+            logits = logits ? mt_concat(c, logits, part) : part;
+        }
+    }
+    mm_leave(c, hooks, last + S - 1);
     return logits;
 }
 

@@ -3,7 +3,11 @@
  * Parameters live in buckets, the unit a sharded optimizer gathers: bucket 0 = embedding, then
  * per decoder layer one bucket (every expert included; gather unit "layer") or one bucket for
  * the norms, attention and router followed by one per expert (gather unit "expert"), and last
- * the final norm + lm_head. Bucket numbers follow the order the forward uses them. A parameter is a
+ * the final norm + lm_head. With gather unit "expert" the embedding and lm_head are split by
+ * vocabulary rows into S parts of about an expert's size (vocab_parts), each a bucket and a
+ * parameter of its own: embedding parts 0..S-1 first, then the layers, then the final norm with
+ * lm_head part 0, then lm_head parts 1..S-1. Bucket numbers follow the order the forward uses
+ * them. A parameter is a
  * slice of its bucket at a fixed offset, so whoever owns the memory (a single process, or ZeRO-3
  * gather slots) binds a bucket's data and gradient buffers with mt_minimax_bind_bucket and the
  * parameter tensors follow. Internal parameter names are the transformers v4.5x names;
@@ -19,6 +23,9 @@ typedef struct {
     int64_t numel;
     int bucket;
     int64_t offset; /* elements from the start of the bucket */
+    /* where it lies in the checkpoint tensor of its name: 0 and shape[0], except for a
+     * vocabulary part (rows [src_offset / C, ...) of src_shape0 rows) */
+    int64_t src_offset, src_shape0;
 } mt_param_info;
 
 /* What a sharded optimizer gathers at a time (dist.gather_unit): a whole decoder layer with its
@@ -30,9 +37,11 @@ typedef struct mt_minimax {
     mt_minimax_config cfg;
     mt_gather_unit unit;
     int n_params;
-    mt_param_info *info; /* (n_params) */
-    mt_tensor *params;   /* (n_params), data/grad set by mt_minimax_bind_bucket */
-    int n_buckets;       /* L + 2 (layer unit) or L (E + 1) + 2 (expert unit) */
+    mt_param_info *info;     /* (n_params) */
+    mt_tensor *params;       /* (n_params), data/grad set by mt_minimax_bind_bucket */
+    int n_buckets;           /* L + 2 (layer unit) or L (E + 1) + 2 S (expert unit) */
+    int vocab_parts;         /* S: parts of embed_tokens and lm_head (1 with unit layer) */
+    int64_t vocab_part_rows; /* rows of each part but the last (V - (S - 1) of them) */
     int64_t *bucket_numel;
     float *decay; /* (L, H) lightning decay lambda per layer and head */
     /* Activation checkpointing (train.gradient_checkpointing): with gradients on, each decoder
@@ -46,7 +55,8 @@ typedef struct mt_minimax {
 void mt_minimax_init(mt_minimax *m, const mt_minimax_config *cfg);
 void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather_unit unit);
 /* Layer l's bucket (its norms and attention, and with unit layer its experts); expert e of
- * layer l's bucket (the layer's bucket with unit layer); the final bucket (norm + lm_head). */
+ * layer l's bucket (the layer's bucket with unit layer); the final bucket (norm + lm_head, or
+ * its part 0; part k is final + k). */
 int mt_minimax_layer_bucket(const mt_minimax *m, int l);
 int mt_minimax_expert_bucket(const mt_minimax *m, int l, int e);
 int mt_minimax_final_bucket(const mt_minimax *m);

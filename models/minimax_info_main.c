@@ -14,7 +14,8 @@
  *   fp32 master weights, gradients, AdamW m and v of 1/N of every bucket) and for the gather
  *   slots (two buckets of parameters and two of gradients at full size), before activations
  *   (dist.arena_mb). The largest bucket is a decoder layer with all its experts with
- *   --gather-unit layer (the default, as dist.gather_unit), else the embedding or lm_head.
+ *   --gather-unit layer (the default, as dist.gather_unit), else a layer's attention or an
+ *   expert (embed_tokens and lm_head come in vocabulary parts of about an expert's size).
  *   --offload (dist.offload_optimizer): m and v in host memory instead (zero3_host_bytes_*),
  *   and with --gather-dtype bf16 the fp32 master weights too (the device keeps their bf16
  *   rounding: 6 bytes per owned parameter instead of 8).

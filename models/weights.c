@@ -29,7 +29,7 @@ void mt_weights_source_name(const mt_minimax *m, int p, mt_naming naming, char *
     const char *internal = m->info[p].name;
     int64_t C = m->cfg.hidden_size, F = m->cfg.intermediate_size;
     int layer, e, w;
-    *offset = 0;
+    *offset = m->info[p].src_offset; /* a vocabulary part: its rows of the whole tensor */
     if (naming == MT_NAMING_HF_V5 && wt_expert(internal, &layer, &e, &w)) {
         if (w == 2) {
             snprintf(name, n, "model.layers.%d.mlp.experts.down_proj", layer);
@@ -56,6 +56,7 @@ static int wt_source_shape(const mt_minimax *m, int p, mt_naming naming, int64_t
         return 3;
     }
     for (int d = 0; d < info->ndim; d++) shape[d] = info->shape[d];
+    shape[0] = info->src_shape0; /* a vocabulary part's tensor is the whole vocabulary */
     return info->ndim;
 }
 
@@ -264,6 +265,8 @@ struct mt_weights_writer {
     bool *added;  /* (n_buckets) */
     int fused[2]; /* HF v5: the reserved gate_up_proj and down_proj of the layer being added */
     int fused_layer;
+    int vocab_entry;    /* the reserved tensor whose vocabulary parts are being added, -1 none */
+    int64_t vocab_next; /* the element its next part starts at */
 };
 
 mt_weights_writer *mt_weights_writer_open(const char *dir, const mt_minimax *m, mt_naming naming,
@@ -278,6 +281,7 @@ mt_weights_writer *mt_weights_writer_open(const char *dir, const mt_minimax *m, 
     w->st = mt_safetensors_writer_open(dir, shard_bytes);
     w->added = mt_calloc((size_t)m->n_buckets, sizeof(bool), "weights writer buckets");
     w->fused_layer = -1;
+    w->vocab_entry = -1;
     return w;
 }
 
@@ -372,7 +376,23 @@ void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float 
         }
         mt_weights_source_name(m, p, w->naming, name, sizeof(name), &off);
         int ndim = wt_source_shape(m, p, w->naming, shape);
-        mt_safetensors_writer_add(w->st, name, w->dtype, ndim, shape, data + info->offset);
+        if (info->src_shape0 == info->shape[0]) {
+            mt_safetensors_writer_add(w->st, name, w->dtype, ndim, shape, data + info->offset);
+            continue;
+        }
+        /* a vocabulary part: the whole tensor is reserved with part 0, and every part fills
+         * its rows, in order (buckets are added in order) */
+        if (off == 0) {
+            const char *np[1] = {name};
+            w->vocab_entry = mt_safetensors_writer_reserve(
+                w->st, 1, np, w->dtype, &ndim, (const int64_t(*)[MT_ST_MAX_DIMS]) & shape);
+            w->vocab_next = 0;
+        }
+        MT_CHECK(w->vocab_entry >= 0 && off == w->vocab_next,
+                 "weights: %s rows from element %lld added out of order (buckets in order)", name,
+                 (long long)off);
+        mt_safetensors_writer_fill(w->st, w->vocab_entry, off, info->numel, data + info->offset);
+        w->vocab_next = off + info->numel;
     }
 }
 

@@ -44,7 +44,9 @@ void mt_weights_init_random_range(const mt_minimax *m, uint64_t seed, int bucket
         int64_t a, b;
         if (!mt_minimax_param_overlap(m, p, bucket, lo, hi, &a, &b)) continue;
         float *out = dst + (a - lo);
-        int64_t j0 = a - info->offset, n = b - a;
+        /* element j0 of the parameter's tensor (a vocabulary part: of the whole one), so that
+         * every layout draws the same values */
+        int64_t j0 = a - info->offset + info->src_offset, n = b - a;
         if (info->ndim == 1) { /* every 1-D parameter is an RMSNorm weight */
             for (int64_t i = 0; i < n; i++) out[i] = 1.0f;
             continue;

@@ -41,12 +41,31 @@ static int case_view(void) {
     return MT_TEST_OK;
 }
 
+static mt_tensor *b_concat(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    return mt_concat(c, in[0], in[1]);
+}
+
+static int case_concat(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 30);
+    gpu_input in[2] = {gpu_f32(&r, 3, (const int64_t[]){3, 5, 17}, 1.0f, true, "a"),
+                       gpu_f32(&r, 3, (const int64_t[]){3, 5, 6}, 1.0f, true, "b")};
+    gpu_compare("concat", b_concat, in, 2, NULL, exact);
+    gpu_inputs_free(in, 2);
+    return MT_TEST_OK;
+}
+
 static mt_tensor *b_embedding(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
     return mt_embedding(c, in[0], in[1]);
 }
 
 static mt_tensor *b_embedding_rows(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
-    return mt_embedding_rows(c, in[0], in[1], 4, 11);
+    return mt_embedding_rows(c, in[0], in[1], 4, 11, NULL);
+}
+
+static mt_tensor *b_embedding_parts(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    mt_tensor *y = mt_embedding_rows(c, in[0], in[1], 0, 11, NULL);
+    return mt_embedding_rows(c, in[0], in[2], 4, 11, y);
 }
 
 static int case_embedding(void) {
@@ -65,6 +84,12 @@ static int case_embedding(void) {
                          gpu_f32(&r, 2, (const int64_t[]){5, 16}, 1.0f, true, "table rows 4..8")};
     gpu_compare("embedding rows 4..8 of 11", b_embedding_rows, part, 2, NULL, exact);
     gpu_inputs_free(part, 2);
+    /* the whole vocabulary as parts of 4 and 7 rows filling one output */
+    gpu_input parts[3] = {gpu_i32(2, (const int64_t[]){3, 7}, ids, "ids"),
+                          gpu_f32(&r, 2, (const int64_t[]){4, 16}, 1.0f, true, "table rows 0..3"),
+                          gpu_f32(&r, 2, (const int64_t[]){7, 16}, 1.0f, true, "table rows 4..")};
+    gpu_compare("embedding in 2 parts", b_embedding_parts, parts, 3, NULL, exact);
+    gpu_inputs_free(parts, 3);
     return MT_TEST_OK;
 }
 
@@ -658,9 +683,9 @@ static int case_linear_cross_entropy(void) {
 
 /* clang-format off */
 #define GPU_CASES(X)                                                                               \
-    X(view) X(embedding) X(matmul) X(rmsnorm) X(silu) X(sigmoid) X(swiglu) X(add) X(mul)          \
-    X(scale) X(axpby) X(rope) X(attention) X(lightning) X(moe_route) X(moe_experts) X(moe_aux)     \
-    X(cross_entropy) X(linear_cross_entropy) X(matmul_bf16) X(moe_experts_bf16)                    \
+    X(view) X(concat) X(embedding) X(matmul) X(rmsnorm) X(silu) X(sigmoid) X(swiglu) X(add)       \
+    X(mul) X(scale) X(axpby) X(rope) X(attention) X(lightning) X(moe_route) X(moe_experts)         \
+    X(moe_aux) X(cross_entropy) X(linear_cross_entropy) X(matmul_bf16) X(moe_experts_bf16)         \
     X(lightning_bf16) X(attention_bf16) X(moe_split) X(moe_split_bf16)
 /* clang-format on */
 

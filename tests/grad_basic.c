@@ -73,6 +73,18 @@ static mt_tensor *build_embedding(mt_ctx *c, mt_tensor **in, void *user) {
     return mt_embedding(c, in[0], in[1]);
 }
 
+static mt_tensor *build_embedding_rows(mt_ctx *c, mt_tensor **in, void *user) {
+    (void)user;
+    return mt_embedding_rows(c, in[0], in[1], 1, 5, NULL);
+}
+
+/* rows 0..1 and 2..4 of a 5-id vocabulary, the second part filling the first's output */
+static mt_tensor *build_embedding_parts(mt_ctx *c, mt_tensor **in, void *user) {
+    (void)user;
+    mt_tensor *y = mt_embedding_rows(c, in[0], in[1], 0, 5, NULL);
+    return mt_embedding_rows(c, in[0], in[2], 2, 5, y);
+}
+
 static int test_grad_embedding(void) {
     mt_rng rng;
     mt_rng_seed(&rng, 11);
@@ -89,6 +101,15 @@ static int test_grad_embedding(void) {
     ((int32_t *)ids1->data)[0] = 4;
     mt_tensor *in1[2] = {ids1, table};
     gradcheck_op("embedding N=1", build_embedding, in1, 2, NULL);
+
+    /* rows 1..3 of the 5-id vocabulary as a table of their own (ids 0 and 4: zero rows) */
+    mt_tensor *rows = test_f32(2, (int64_t[]){3, 3}, true, "table rows 1..3", 1.0f, &rng);
+    mt_tensor *inr[2] = {ids, rows};
+    gradcheck_op("embedding rows 1..3 of 5", build_embedding_rows, inr, 2, NULL);
+    mt_tensor *p0 = test_f32(2, (int64_t[]){2, 3}, true, "table rows 0..1", 1.0f, &rng);
+    mt_tensor *p1 = test_f32(2, (int64_t[]){3, 3}, true, "table rows 2..4", 1.0f, &rng);
+    mt_tensor *inp[3] = {ids, p0, p1};
+    gradcheck_op("embedding in 2 parts", build_embedding_parts, inp, 3, NULL);
     return MT_TEST_OK;
 }
 
@@ -119,6 +140,16 @@ static int test_op_embedding_forward(void) {
     for (int n = 0; n < 6; n++)
         for (int k = 0; k < 7; k++) bad += yd[n * 7 + k] != td[id_vals[n] * 7 + k];
     EXPECT(bad == 0, "embedding: %d gathered values differ from the table rows", bad);
+    /* the table as three parts of 2, 2 and 1 rows, each filling its rows of one output: the
+     * whole table's lookup exactly */
+    mt_tensor *parts = NULL;
+    for (int k = 0; k < 3; k++) {
+        const int64_t r0 = 2 * k, R = k < 2 ? 2 : 1;
+        mt_tensor *part = mt_test_tensor(MT_F32, 2, (int64_t[]){R, 7}, false, "part");
+        memcpy(part->data, td + r0 * 7, sizeof(float) * (size_t)(R * 7));
+        parts = mt_embedding_rows(&c, ids, part, r0, 5, parts);
+    }
+    EXPECT(memcmp(parts->data, yd, sizeof(float) * 42) == 0, "embedding parts differ from it");
     mt_ctx_free(&c);
     EXPECT(mt_expect_death(embedding_bad_id, NULL, "bad_ids"),
            "an id outside [0,V) must stop with an error naming the ids tensor");
@@ -318,6 +349,11 @@ static mt_tensor *build_add(mt_ctx *c, mt_tensor **in, void *user) {
     (void)user;
     return mt_add(c, in[0], in[1]);
 }
+static mt_tensor *build_concat(mt_ctx *c, mt_tensor **in, void *user) {
+    (void)user;
+    return mt_concat(c, in[0], in[1]);
+}
+
 static mt_tensor *build_mul(mt_ctx *c, mt_tensor **in, void *user) {
     (void)user;
     return mt_mul(c, in[0], in[1]);
@@ -370,6 +406,15 @@ static int test_grad_swiglu(void) {
 static int test_grad_add(void) {
     grad_pointwise("add", build_add, 2, NULL, 44);
     grad_pointwise("add a+a", build_double, 1, NULL, 45);
+    return MT_TEST_OK;
+}
+static int test_grad_concat(void) {
+    mt_rng rng;
+    mt_rng_seed(&rng, 50);
+    mt_tensor *a = test_f32(3, (int64_t[]){2, 3, 4}, true, "a", 1.0f, &rng);
+    mt_tensor *b = test_f32(3, (int64_t[]){2, 3, 1}, true, "b", 1.0f, &rng);
+    mt_tensor *in[2] = {a, b};
+    gradcheck_op("concat", build_concat, in, 2, NULL);
     return MT_TEST_OK;
 }
 static int test_grad_mul(void) {
@@ -513,6 +558,7 @@ static const mt_test_case cases[] = {
     {"grad_sigmoid", test_grad_sigmoid},
     {"grad_swiglu", test_grad_swiglu},
     {"grad_add", test_grad_add},
+    {"grad_concat", test_grad_concat},
     {"grad_mul", test_grad_mul},
     {"grad_scale", test_grad_scale},
     {"grad_axpby", test_grad_axpby},

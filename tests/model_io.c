@@ -375,11 +375,17 @@ static int test_layout_buckets(void) {
     free(grad);
 
     /* gather unit "expert": the same parameters, each expert in its own bucket after its
-     * layer's, buckets in the forward's order */
+     * layer's, embed_tokens and lm_head in S vocabulary parts of about an expert's 3F rows,
+     * buckets in the forward's order */
     mt_minimax x;
     mt_minimax_init_unit(&x, &cfg, MT_GATHER_EXPERT);
-    EXPECT(x.n_buckets == L * (E + 1) + 2 && x.n_params == m.n_params, "expert unit counts");
-    EXPECT(mt_minimax_final_bucket(&x) == x.n_buckets - 1 && mt_minimax_final_bucket(&m) == L + 1,
+    const int S = x.vocab_parts;
+    const int64_t V = cfg.vocab_size, F = cfg.intermediate_size;
+    EXPECT(S == (V + 3 * F - 1) / (3 * F) && S > 1 && m.vocab_parts == 1 &&
+               x.n_buckets == S + L * (E + 1) + S && x.n_params == m.n_params + 2 * (S - 1),
+           "expert unit counts: %d vocabulary parts, %d buckets, %d parameters", S, x.n_buckets,
+           x.n_params);
+    EXPECT(mt_minimax_final_bucket(&x) == x.n_buckets - S && mt_minimax_final_bucket(&m) == L + 1,
            "final buckets");
     int64_t sum_m = 0, sum_x = 0;
     for (int b = 0; b < m.n_buckets; b++) sum_m += m.bucket_numel[b];
@@ -392,8 +398,16 @@ static int test_layout_buckets(void) {
                    i->offset + i->numel <= x.bucket_numel[i->bucket],
                "expert unit %s: bucket order, aligned, no overlap", i->name);
         const int pm = mt_minimax_find_param(&m, i->name);
-        EXPECT(pm >= 0 && m.info[pm].numel == i->numel, "expert unit %s exists in unit layer",
-               i->name);
+        EXPECT(pm >= 0 && m.info[pm].numel == i->numel / i->shape[0] * i->src_shape0 &&
+                   i->src_offset + i->numel <= m.info[pm].numel,
+               "expert unit %s exists in unit layer", i->name);
+        if (i->src_shape0 != i->shape[0]) /* a vocabulary part: rows in order, none missing */
+            EXPECT(i->src_offset == (p > 0 && !strcmp(x.info[p - 1].name, i->name)
+                                         ? x.info[p - 1].src_offset + x.info[p - 1].numel
+                                         : 0) &&
+                       (i->bucket < S || i->bucket >= mt_minimax_final_bucket(&x)),
+                   "%s part at element %lld: out of order or outside the vocabulary buckets",
+                   i->name, (long long)i->src_offset);
         int layer, e, w;
         if (sscanf(i->name, "model.layers.%d.block_sparse_moe.experts.%d.w%d", &layer, &e, &w) == 3)
             EXPECT(i->bucket == mt_minimax_expert_bucket(&x, layer, e) &&

@@ -503,15 +503,31 @@ int test_weights_layouts(void) {
     return MT_TEST_OK;
 }
 
-/* Every parameter of a and b, found by name, holds the same values. */
+/* Every parameter of a holds the values of the same elements of its tensor in b (found by name;
+ * a vocabulary part of either model at its offset in the other's parts), and b has no other. */
 static bool same_params(const mt_minimax *a, const mt_minimax *b) {
+    int64_t total_a = 0, total_b = 0;
+    for (int q = 0; q < b->n_params; q++) total_b += b->info[q].numel;
     for (int p = 0; p < a->n_params; p++) {
-        const int q = mt_minimax_find_param(b, a->info[p].name);
-        if (q < 0 || b->info[q].numel != a->info[p].numel ||
-            memcmp(a->params[p].data, b->params[q].data, sizeof(float) * (size_t)a->info[p].numel))
-            return false;
+        const mt_param_info *ia = &a->info[p];
+        total_a += ia->numel;
+        for (int64_t i = 0; i < ia->numel; i++) {
+            const int64_t at = ia->src_offset + i; /* element of the tensor */
+            bool found = false;
+            for (int q = 0; q < b->n_params && !found; q++) {
+                const mt_param_info *ib = &b->info[q];
+                if (strcmp(ib->name, ia->name) || at < ib->src_offset ||
+                    at >= ib->src_offset + ib->numel)
+                    continue;
+                if (((const float *)a->params[p].data)[i] !=
+                    ((const float *)b->params[q].data)[at - ib->src_offset])
+                    return false;
+                found = true;
+            }
+            if (!found) return false;
+        }
     }
-    return a->n_params == b->n_params;
+    return total_a == total_b;
 }
 
 /* The gather units are a layout of memory only: the same random initialisation, the same

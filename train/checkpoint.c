@@ -155,7 +155,8 @@ bool mt_checkpoint_load(const char *dir, mt_zero *z, mt_train_state *st) {
     MT_CHECK(nb == z->n_buckets,
              "%s: %d parameter buckets, this model has %d: the checkpoint was written for another "
              "model or another dist.gather_unit (layer: 1 bucket per decoder layer; expert: 1 + "
-             "E per layer; see its recipe.toml)",
+             "E per layer and 2 S vocabulary parts; see its recipe.toml; a unit-expert state from "
+             "before the vocabulary split does not resume, its exported model loads)",
              path, nb, z->n_buckets);
     attr_read(file, path, "step", H5T_NATIVE_INT64, &st->step);
     attr_read(file, path, "recipe_hash", H5T_NATIVE_UINT64, &st->recipe_hash);

@@ -29,7 +29,7 @@ static int sharded_next_backward(const mt_sharded *s, int bucket) {
 }
 
 /* Starts gathering `next` while `bucket` computes (zero skips it when both share a slot: a
- * layer with an odd number of experts apart, or lm_head after an even bucket). */
+ * layer with an odd number of experts apart, or a whole lm_head after an even bucket). */
 static void sharded_prefetch(mt_sharded *s, int next) {
     if (s->prefetch) mt_zero_prefetch(s->zero, next);
 }

@@ -30,8 +30,9 @@ static int64_t zero_padded(int64_t numel, int P) {
 
 /* Bucket b's slot is b % 2, so that consecutive buckets alternate (one computes while the next
  * lands in the other), except the last bucket when its index is odd and it is larger than
- * every other odd bucket (lm_head with gather unit expert, as large as the embedding, bucket 0):
- * it joins slot 0, so that one slot, not both, has the size of the two largest buckets. The
+ * every other odd bucket (a whole lm_head after small buckets, as large as the embedding,
+ * bucket 0; the model splits both by vocabulary with gather unit expert, so it is rare): it
+ * joins slot 0, so that one slot, not both, has the size of the two largest buckets. The
  * slot of the last bucket and each slot's capacity, from the padded bucket sizes. */
 static int zero_final_slot(const int64_t *padded, int n) {
     const int last = n - 1;

@@ -1,11 +1,12 @@
 /* zero.h: ZeRO-3 sharding of parameters, gradients and AdamW moments over a communicator.
  *
  * The unit is the model's parameter bucket (models/minimax.h: embedding, each decoder layer
- * with ALL its experts, final norm + lm_head). Bucket b is padded to a multiple of the world
- * size P; rank r owns elements [r*S_b, (r+1)*S_b) of it (S_b = padded_b / P) as fp32 master
- * weights, accumulated gradients and AdamW moments. Full parameters exist only in two gather
- * slots (bucket b uses slot b % 2, so the next bucket can be fetched while one computes; see
- * mt_zero_slot_of for the one exception):
+ * with ALL its experts, final norm + lm_head; or with gather unit expert each layer's attention,
+ * each expert, and vocabulary parts of the embedding and lm_head). Bucket b is padded to a
+ * multiple of the world size P; rank r owns elements [r*S_b, (r+1)*S_b) of it (S_b = padded_b /
+ * P) as fp32 master weights, accumulated gradients and AdamW moments. Full parameters exist only
+ * in two gather slots (bucket b uses slot b % 2, so the next bucket can be fetched while one
+ * computes; see mt_zero_slot_of for the one exception):
  * gathered before the bucket's forward, released after, gathered again for its backward, whose
  * full gradient is reduce-scattered to the owners. Every rank issues the same collectives in
  * the same order whatever its tokens were routed to (an expert with no tokens has a zero
@@ -121,8 +122,8 @@ mt_zero_sizes mt_zero_plan(int P, int n_buckets, const int64_t *bucket_numel, mt
 void mt_zero_free(mt_zero *z);
 void mt_zero_set_ranges(mt_zero *z, int bucket, const mt_zero_range *ranges, int n);
 /* Bucket b's gather slot (0 or 1): b % 2, so consecutive buckets alternate; but a last bucket
- * of odd index larger than every other odd bucket (lm_head with gather unit expert) shares
- * slot 0 with the embedding, so that only one slot needs their size. */
+ * of odd index larger than every other odd bucket (a whole lm_head after small buckets)
+ * shares slot 0 with the embedding, so that only one slot needs their size. */
 int mt_zero_slot_of(const mt_zero *z, int bucket);
 /* The slot buffers a bucket's parameters and gradients live in while gathered. */
 float *mt_zero_slot_data(const mt_zero *z, int bucket);

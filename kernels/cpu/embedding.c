@@ -4,16 +4,16 @@
 
 #include "cpu_ops.h"
 
-/* out (N,C) = table[ids[n] - row0] with table (R,C), a zero row where ids[n] - row0 is outside
- * [0,R); ids already checked against the vocabulary. */
+/* out (N,C) = table[ids[n] - row0] with table (R,C) where ids[n] - row0 is in [0,R); other rows
+ * zero (all) or untouched; ids already checked against the vocabulary. */
 void cpu_embedding_forward(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C,
-                           int64_t row0, int64_t R) {
+                           int64_t row0, int64_t R, bool all) {
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
         const int64_t r = (int64_t)ids[n] - row0;
         if (r >= 0 && r < R)
             memcpy(out + n * C, table + r * C, sizeof(float) * (size_t)C);
-        else
+        else if (all)
             memset(out + n * C, 0, sizeof(float) * (size_t)C);
     }
 }
@@ -38,7 +38,8 @@ void cpu_embedding_fwd_node(const mt_node *n) {
     for (int64_t i = 0; i < N; i++)
         MT_CHECK(id[i] >= 0 && id[i] < V, "embedding: %s[%lld] = %d is outside [0,%lld) of %s %s",
                  ids->name, (long long)i, id[i], (long long)V, table->name, mt_shape_str(table));
-    cpu_embedding_forward(n->out->data, id, table->data, N, C, n->ip[0], table->shape[0]);
+    cpu_embedding_forward(n->out->data, id, table->data, N, C, n->ip[0], table->shape[0],
+                          n->ip[2] != 0);
 }
 
 void cpu_embedding_bwd_node(const mt_node *n) {

@@ -1,13 +1,14 @@
 /* embedding.cu: row gather from the table, and its scatter-add backward.
  * Node (autograd/op_embedding.c): in[0] = ids (I32, any shape), in[1] = table (R,C), the rows
- * [row0, row0 + R) of a vocabulary of V ids (ip[0] = row0, ip[1] = V). */
+ * [row0, row0 + R) of a vocabulary of V ids (ip[0] = row0, ip[1] = V); ip[2]: write every row
+ * of the output (zeros outside the table) or only the table's. */
 #include "cuda_ops.cuh"
 
-/* out (N,C) = table[ids[n] - row0], zero where that is outside [0,R); an id outside [0,V)
- * raises the error flag at its position and its row is left unwritten (the adapter dies before
- * anything reads it). */
+/* out (N,C) = table[ids[n] - row0] where that is in [0,R), other rows zero (all) or untouched;
+ * an id outside [0,V) raises the error flag at its position and its row is left unwritten (the
+ * adapter dies before anything reads it). */
 __global__ void embedding_fwd_kernel(float *out, const int32_t *ids, const float *table, int64_t N,
-                                     int64_t C, int64_t V, int64_t row0, int64_t R,
+                                     int64_t C, int64_t V, int64_t row0, int64_t R, bool all,
                                      unsigned long long *flag) {
     CUDA_FOR(i, N * C) {
         int64_t n = i / C, c = i % C;
@@ -17,7 +18,10 @@ __global__ void embedding_fwd_kernel(float *out, const int32_t *ids, const float
             continue;
         }
         const int64_t r = (int64_t)id - row0;
-        out[i] = r >= 0 && r < R ? table[r * C + c] : 0.0f;
+        if (r >= 0 && r < R)
+            out[i] = table[r * C + c];
+        else if (all)
+            out[i] = 0.0f;
     }
 }
 
@@ -41,7 +45,7 @@ void cuda_embedding_fwd_node(const mt_node *n) {
     if (C > 0) {
         embedding_fwd_kernel<<<cuda_blocks(N * C, CUDA_THREADS), CUDA_THREADS>>>(
             cuda_f32(n->out), cuda_i32(ids), cuda_f32(table), N, C, V, n->ip[0], table->shape[0],
-            cuda_err_flag);
+            n->ip[2] != 0, cuda_err_flag);
         CUDA_LAUNCH_CHECK("embedding forward");
     }
     int64_t bad = cuda_flag_read("embedding forward"); /* one small synchronising copy */
