@@ -311,7 +311,8 @@ static void mm_layer_segment(mt_ctx *c, void *user, mt_tensor *x, mt_tensor **ou
 
 /* Embedding -> layers -> final norm -> lm_head. routers/idx (L) get each layer's router logits
  * and choices when not NULL. With fused (a batch with labels), the lm_head and the
- * cross-entropy run as one chunked op: *fused_ce gets the loss and no logits are returned. */
+ * cross-entropy run fused and chunked (one op per vocabulary part): *fused_ce gets the loss and
+ * no logits are returned. */
 static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *pos, mt_tensor *seg,
                            mt_minimax_cache *kv, const mt_bucket_hooks *hooks, mt_tensor **routers,
                            mt_tensor **idx, const mt_minimax_batch *fused, mt_tensor **fused_ce) {
@@ -350,29 +351,25 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
     mm_enter(c, hooks, last);
     x = mt_rmsnorm(c, x, mm_param(m, "model.norm.weight"), cfg->rms_norm_eps, false);
     mt_tensor *logits = NULL;
-    if (fused) { /* the loss through lm_head's parts, each in its bucket (op_linear_cross_entropy.c)
-                  */
-        mt_tensor *chain = NULL;
-        for (int k = 0; k < S; k++) {
-            if (k) {
-                mm_leave(c, hooks, last + k - 1);
-                mm_enter(c, hooks, last + k);
-            }
-            chain = mt_linear_cross_entropy_part(c, x, mm_vocab_part(m, "lm_head.weight", k),
-                                                 fused->labels, chain, k * m->vocab_part_rows, V,
-                                                 k == S - 1, fused->loss_denom, 0);
+    /* lm_head part by part, each in its bucket: the loss as a chain of fused parts
+     * (op_linear_cross_entropy.c), or the logits side by side */
+    mt_tensor *chain = NULL;
+    for (int k = 0; k < S; k++) {
+        if (k) {
+            mm_leave(c, hooks, last + k - 1);
+            mm_enter(c, hooks, last + k);
         }
-        *fused_ce = chain;
-    } else { /* the logits, part by part, side by side */
-        for (int k = 0; k < S; k++) {
-            if (k) {
-                mm_leave(c, hooks, last + k - 1);
-                mm_enter(c, hooks, last + k);
-            }
-            mt_tensor *part = mt_matmul(c, x, mm_vocab_part(m, "lm_head.weight", k));
+        mt_tensor *w = mm_vocab_part(m, "lm_head.weight", k);
+        if (fused) {
+            chain =
+                mt_linear_cross_entropy_part(c, x, w, fused->labels, chain, k * m->vocab_part_rows,
+                                             V, k == S - 1, fused->loss_denom, 0);
+        } else {
+            mt_tensor *part = mt_matmul(c, x, w);
             logits = logits ? mt_concat(c, logits, part) : part;
         }
     }
+    if (fused) *fused_ce = chain;
     mm_leave(c, hooks, last + S - 1);
     return logits;
 }
