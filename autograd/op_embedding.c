@@ -4,8 +4,8 @@
  * when the node writes every row of its output (an id outside the table's rows: a zero row),
  * 0 when it fills only its rows of an output an earlier part's node made (a table split by
  * vocabulary rows: every part's node has the same output, so the parts cost one buffer and one
- * gradient). Every id must lie in [0, vocab). The backward scatters the table's rows back and
- * accumulates ids that repeat. */
+ * gradient). Every id must lie in [0, vocab), checked by the node that writes every row. The
+ * backward scatters the table's rows back and accumulates ids that repeat. */
 #include <string.h>
 
 #include "ops.h"

@@ -15,8 +15,9 @@ mt_tensor *mt_view(mt_ctx *c, mt_tensor *x, int ndim, const int64_t *shape);
 mt_tensor *mt_concat(mt_ctx *c, mt_tensor *a, mt_tensor *b);
 mt_tensor *mt_embedding(mt_ctx *c, mt_tensor *ids, mt_tensor *table);
 /* The lookup in rows [row0, row0 + R) of a vocabulary of `vocab` ids split by rows: table (R,C).
- * into NULL: a new output, zero rows for ids outside the table; else into is the output of the
- * other parts' lookups (of the same ids), whose rows for this table's ids are written. */
+ * into NULL: a new output, zero rows for ids outside the table, the ids checked against vocab;
+ * else into is the output of the other parts' lookups of the same ids (checked there), whose
+ * rows for this table's ids are written. */
 mt_tensor *mt_embedding_rows(mt_ctx *c, mt_tensor *ids, mt_tensor *table, int64_t row0,
                              int64_t vocab, mt_tensor *into);
 

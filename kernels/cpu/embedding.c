@@ -35,7 +35,9 @@ void cpu_embedding_fwd_node(const mt_node *n) {
     const mt_tensor *ids = n->in[0], *table = n->in[1];
     int64_t N = mt_numel(ids), V = n->ip[1], C = table->shape[1];
     const int32_t *id = ids->data;
-    for (int64_t i = 0; i < N; i++)
+    /* checked once, by the node that writes every row (a vocabulary split's other parts look up
+     * the same ids) */
+    for (int64_t i = 0; i < N && n->ip[2]; i++)
         MT_CHECK(id[i] >= 0 && id[i] < V, "embedding: %s[%lld] = %d is outside [0,%lld) of %s %s",
                  ids->name, (long long)i, id[i], (long long)V, table->name, mt_shape_str(table));
     cpu_embedding_forward(n->out->data, id, table->data, N, C, n->ip[0], table->shape[0],

@@ -5,8 +5,8 @@
 #include "cuda_ops.cuh"
 
 /* out (N,C) = table[ids[n] - row0] where that is in [0,R), other rows zero (all) or untouched;
- * an id outside [0,V) raises the error flag at its position and its row is left unwritten (the
- * adapter dies before anything reads it). */
+ * an id outside [0,V) raises the error flag (when given) at its position and its row is left
+ * unwritten (the adapter dies before anything reads it). */
 __global__ void embedding_fwd_kernel(float *out, const int32_t *ids, const float *table, int64_t N,
                                      int64_t C, int64_t V, int64_t row0, int64_t R, bool all,
                                      unsigned long long *flag) {
@@ -14,7 +14,7 @@ __global__ void embedding_fwd_kernel(float *out, const int32_t *ids, const float
         int64_t n = i / C, c = i % C;
         int32_t id = ids[n];
         if (id < 0 || id >= V) {
-            if (c == 0) cuda_flag_raise(flag, n);
+            if (flag && c == 0) cuda_flag_raise(flag, n);
             continue;
         }
         const int64_t r = (int64_t)id - row0;
@@ -41,13 +41,17 @@ void cuda_embedding_fwd_node(const mt_node *n) {
     const mt_tensor *ids = n->in[0], *table = n->in[1];
     int64_t N = mt_numel(ids), V = n->ip[1], C = table->shape[1];
     if (N == 0) return;
-    cuda_flag_reset("embedding forward");
+    /* the ids are checked once, by the node that writes every row (a vocabulary split's first
+     * part; its other parts look up the same ids) */
+    const bool first = n->ip[2] != 0;
+    if (first) cuda_flag_reset("embedding forward");
     if (C > 0) {
         embedding_fwd_kernel<<<cuda_blocks(N * C, CUDA_THREADS), CUDA_THREADS>>>(
             cuda_f32(n->out), cuda_i32(ids), cuda_f32(table), N, C, V, n->ip[0], table->shape[0],
-            n->ip[2] != 0, cuda_err_flag);
+            first, first ? cuda_err_flag : NULL);
         CUDA_LAUNCH_CHECK("embedding forward");
     }
+    if (!first) return;
     int64_t bad = cuda_flag_read("embedding forward"); /* one small synchronising copy */
     if (bad >= 0) {
         int32_t id = 0;
