@@ -327,7 +327,7 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
      * device communicator, NCCL over one rank (the self communicator as its host side) */
     mt_comm *comm = mt_comm_self();
     if (be->dev != MT_CPU) {
-        comm = mt_comm_nccl_init(mt_comm_self());
+        comm = mt_comm_nccl_init(mt_comm_self(), 1800); /* the recipe's default dist.timeout */
         MT_CHECK(comm,
                  "bench: no NCCL communicator (CUDA backend built without train/comm_nccl.cu?)");
     }

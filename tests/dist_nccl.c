@@ -7,6 +7,9 @@
  *                       when the CUDA backend is built and finds one, else skipped (77);
  *   nccl_mpi            over MPI ranks (mpiexec -n 1, 2, 3), on the emulator (tests/nccl.cmake);
  *   nccl_abort          rank 1 dies mid-run: the job must end, non-zero, not hang;
+ *   nccl_watchdog       collectives in a loop under an emulated fault (MT_EMU_NCCL_STALL: a
+ *                       rank hangs in one; MT_EMU_NCCL_ASYNC_ERROR: NCCL reports a lost peer):
+ *                       the watchdog must end the job (timeout 2 s);
  *   nccl_shared_device  two ranks on one device are refused (MT_NCCL_ALLOW_SHARED_DEVICE=0).
  * Buffers come from the backend (cudaMalloc, cudaMemcpy on the compute stream) and start as
  * NaN bytes, so an element a collective fails to write is caught. */
@@ -14,6 +17,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/cpu/bf16.h"
 #include "train/comm.h"
@@ -214,7 +218,7 @@ static void check_all(mt_comm *c) {
 static int test_np1_self(void) {
     be = mt_backend_cuda();
     if (!be) return MT_TEST_SKIP; /* not built with CUDA, or no device */
-    mt_comm *c = mt_comm_nccl_init(mt_comm_self());
+    mt_comm *c = mt_comm_nccl_init(mt_comm_self(), 60);
     if (!c) return MT_TEST_SKIP;
     EXPECT(c->size == 1 && c->rank == 0, "rank %d of %d", c->rank, c->size);
     check_all(c);
@@ -224,18 +228,18 @@ static int test_np1_self(void) {
 
 /* The emulator's ranks (a real multi-GPU run would start the same way: nccl init before the
  * backend probe, since the init selects the device). */
-static mt_comm *init_mpi(mt_comm **host) {
+static mt_comm *init_mpi(mt_comm **host, double timeout_s) {
     int argc = 0;
     char **argv = NULL;
     *host = mt_comm_mpi_init(&argc, &argv);
-    mt_comm *c = mt_comm_nccl_init(*host);
+    mt_comm *c = mt_comm_nccl_init(*host, timeout_s);
     if (c) be = mt_backend_cuda();
     return be ? c : NULL;
 }
 
 static int test_mpi(void) {
     mt_comm *host;
-    mt_comm *c = init_mpi(&host);
+    mt_comm *c = init_mpi(&host, 60);
     if (!c) return MT_TEST_SKIP;
     EXPECT(c->size == host->size && c->rank == host->rank, "rank %d of %d", c->rank, c->size);
     check_all(c);
@@ -250,7 +254,7 @@ static int test_mpi(void) {
  * error hook must abort NCCL and the MPI job (tests/nccl.cmake checks the exit and the time). */
 static int test_abort(void) {
     mt_comm *host;
-    mt_comm *c = init_mpi(&host);
+    mt_comm *c = init_mpi(&host, 60);
     if (!c) return MT_TEST_SKIP;
     EXPECT(c->size >= 2, "run me with at least 2 ranks");
     check_allgather(c, 1000);
@@ -264,9 +268,25 @@ static int test_abort(void) {
     return 1;
 }
 
+/* Collectives in a loop for up to 30 s under the fault the environment sets up: the watchdog
+ * must end the job first (tests/nccl.cmake checks the exit, the message and the time). */
+static int test_watchdog(void) {
+    mt_comm *host;
+    mt_comm *c = init_mpi(&host, 2);
+    if (!c) return MT_TEST_SKIP;
+    EXPECT(c->size >= 2, "run me with at least 2 ranks");
+    const time_t t0 = time(NULL);
+    while (time(NULL) - t0 < 30) {
+        check_allgather(c, 1000);
+        check_reduce_scatter(c, 1000);
+    }
+    printf("rank %d: 30 s of collectives and the watchdog never fired\n", c->rank);
+    return 1;
+}
+
 static int test_shared_device(void) {
     mt_comm *host;
-    mt_comm *c = init_mpi(&host);
+    mt_comm *c = init_mpi(&host, 60);
     (void)c;
     printf("rank %d: two ranks on one device were accepted\n", host->rank);
     return 1;
@@ -276,6 +296,7 @@ static const mt_test_case cases[] = {
     {"gpu_nccl_np1", test_np1_self},
     {"nccl_mpi", test_mpi},
     {"nccl_abort", test_abort},
+    {"nccl_watchdog", test_watchdog},
     {"nccl_shared_device", test_shared_device},
 };
 MT_TEST_MAIN(cases)

@@ -45,7 +45,8 @@ static int test_recipe_load(void) {
            "file values");
     EXPECT(r.train_max_steps == 9 && !strcmp(r.output_dir, "/tmp/x y"), "overrides win");
     EXPECT(r.data_max_length == 512 && r.train_per_device_train_batch_size == 1 &&
-               !r.data_shuffle && !strcmp(r.train_lr_scheduler_type, "cosine"),
+               !r.data_shuffle && !strcmp(r.train_lr_scheduler_type, "cosine") &&
+               r.dist_timeout == 1800,
            "defaults");
     /* the formatted recipe reads back to the same hash */
     char text[8192];
@@ -95,6 +96,8 @@ static int test_recipe_errors(void) {
     expect_error(BASE, "train.adam_beta1=1.5",
                  "--set train.adam_beta1: train.adam_beta1: must be in [0, 1)");
     expect_error(BASE, "train.nope=1", "--set train.nope: unknown key 'train.nope'");
+    expect_error(BASE, "dist.timeout=-1",
+                 "--set dist.timeout: dist.timeout: must be >= 0 seconds (0: no limit)");
     expect_error("[data]\ntokenizer_dir = \"/tmp/mt_recipe_tok\"\n", NULL,
                  "recipe: model.path: set model.path (an HF model dir) or model.config");
     return MT_TEST_OK;

@@ -1,8 +1,8 @@
 # The NCCL communicator (train/comm_nccl.cu, tests/dist_nccl.c). gpu_nccl_np1: one rank over the
 # self communicator on a real GPU (skipped, 77, without -DMT_CUDA=ON or without a device).
 # op_cuda_emu_nccl_*: the same code on the CPU emulator (kernels/cuda/emu/emu_nccl.cpp: NCCL on
-# MPI) with 1-3 MPI ranks; the abort and shared-device cases must end the job non-zero with
-# their message, within 60 s (a hang is the failure they guard against).
+# MPI) with 1-3 MPI ranks; the abort, shared-device and watchdog cases must end the job non-zero
+# with their message, within 60 s (a hang is the failure they guard against).
 mt_test_binary(test_dist_nccl dist_nccl.c)
 mt_test_cases(test_dist_nccl gpu_nccl_np1)
 if(MT_CUDA)
@@ -46,17 +46,30 @@ if(CMAKE_CXX_COMPILER AND TARGET mt_emu)
       n=$((n - 1))
     done
   ]=])
-  foreach(case abort shared_device)
+  # the watchdog (train/comm_nccl.cu) under the emulator's faults (emu_nccl.cpp): rank 1 hangs
+  # in its 5th collective, so both ranks' oldest collective outlives the 2 s timeout; or NCCL
+  # reports an asynchronous error on rank 1 from its 5th collective on
+  foreach(case abort shared_device watchdog_stall watchdog_async)
+    set(run nccl_${case})
     if(case STREQUAL abort)
       # rank 1's own message, and its hook aborted NCCL (the emulator's trace)
       set(pat "rank 1.*deliberate failure on rank 1" "rank 1: communicator aborted")
       set(env "")
-    else()
+    elseif(case STREQUAL shared_device)
       set(pat "share one GPU")
       set(env "MT_NCCL_ALLOW_SHARED_DEVICE=0")
+    elseif(case STREQUAL watchdog_stall)
+      set(run nccl_watchdog)
+      set(pat "nccl watchdog: collective [0-9]+ .* has not completed after [0-9]+ s"
+        "communicator aborted")
+      set(env "MT_EMU_NCCL_STALL=1:5")
+    else()
+      set(run nccl_watchdog)
+      set(pat "rank 1.*nccl watchdog: asynchronous NCCL error" "rank 1: communicator aborted")
+      set(env "MT_EMU_NCCL_ASYNC_ERROR=1:5")
     endif()
     add_test(NAME op_cuda_emu_nccl_${case} COMMAND sh -c "${mt_nccl_expect_death}" sh ${pat} --
-      ${mt_nccl_mpiexec} 2 ${mt_nccl_mpiflags} $<TARGET_FILE:test_dist_nccl_emu> nccl_${case})
+      ${mt_nccl_mpiexec} 2 ${mt_nccl_mpiflags} $<TARGET_FILE:test_dist_nccl_emu> ${run})
     set_tests_properties(op_cuda_emu_nccl_${case} PROPERTIES
       ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI};${env}" TIMEOUT 120
       WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

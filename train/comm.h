@@ -44,7 +44,9 @@ void mt_comm_finalize(mt_comm *c);
 mt_comm *mt_comm_self(void);
 /* NCCL over the ranks of `host` (an MPI communicator: it broadcasts the ncclUniqueId and keeps
  * serving the small host all-reduces, bcast and barrier). Binds rank r to device
- * local_rank % device_count first. NULL when the CUDA backend was not built. */
-mt_comm *mt_comm_nccl_init(mt_comm *host);
-/* ncclCommDestroy, streams and events; the host communicator stays. */
+ * local_rank % device_count first. A watchdog thread ends the job when NCCL reports an
+ * asynchronous error or a collective stays pending longer than timeout_s (0: no limit;
+ * the recipe's dist.timeout). NULL when the CUDA backend was not built. */
+mt_comm *mt_comm_nccl_init(mt_comm *host, double timeout_s);
+/* ncclCommDestroy, streams, events and the watchdog; the host communicator stays. */
 void mt_comm_nccl_free(mt_comm *c);

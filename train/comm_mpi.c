@@ -128,8 +128,9 @@ mt_comm *mt_comm_mpi_init(int *argc, char ***argv) {
 
 #ifndef MT_WITH_CUDA
 /* The NCCL communicator is train/comm_nccl.cu, built with the CUDA backend only. */
-mt_comm *mt_comm_nccl_init(mt_comm *host) {
+mt_comm *mt_comm_nccl_init(mt_comm *host, double timeout_s) {
     (void)host;
+    (void)timeout_s;
     return NULL;
 }
 void mt_comm_nccl_free(mt_comm *c) { (void)c; }

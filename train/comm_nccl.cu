@@ -13,12 +13,28 @@
  * rank's queued collectives stop) and then the host abort (MPI_Abort), which ends every rank;
  * a failing rank never leaves the others hanging in a collective.
  *
+ * Watchdog: a rank that dies without MT_DIE (killed, a lost node or link) or that never issues
+ * the collective its peers wait in leaves the others' NCCL kernels spinning and their host
+ * threads blocked in the next CUDA call. A thread per rank therefore polls every 100 ms:
+ * ncclCommGetAsyncError (NCCL's report of a peer or network failure), and the oldest collective
+ * not yet complete (an event recorded after each one, in a ring of NCCL_WATCH, queried with
+ * cudaEventQuery). An error, or a collective pending longer than the timeout (dist.timeout),
+ * ends the job through MT_DIE from the watchdog thread (its hook: ncclCommAbort, MPI_Abort).
+ * A ring slot reused before the watchdog saw its collective finish names a later collective
+ * of the same stream; that one completing implies the earlier did, and its later issue time
+ * only delays a timeout, so the watchdog never fires early.
+ *
  * Verified on the CPU emulator (kernels/cuda/emu/emu_nccl.cpp, tests/dist_nccl.c); compiled
  * against the real NCCL but not yet run on GPUs (docs/cuda.md, "The NCCL communicator"). */
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <atomic>
 
 extern "C" {
 #include "autograd/check.h"
@@ -43,8 +59,25 @@ extern "C" {
 
 /* all-gathers started and not yet waited for, at most */
 #define NCCL_TICKETS 64
+/* collectives the watchdog tells apart (a ring of completion events) */
+#define NCCL_WATCH 256
 
-typedef struct {
+/* The watchdog's view of the collectives (see the header). The main thread writes a slot and
+ * then publishes it by incrementing issued; the watchdog reads slots below issued. */
+struct nccl_watch {
+    pthread_t thread;
+    bool running;
+    std::atomic<bool> stop;
+    pthread_mutex_t lock; /* held while the watchdog uses the NCCL handle, against an abort */
+    double timeout_s;     /* a collective pending longer ends the job; 0: never */
+    std::atomic<int64_t> issued;
+    cudaEvent_t event[NCCL_WATCH];          /* recorded on comm after the collective */
+    std::atomic<double> stamp[NCCL_WATCH];  /* when it was issued (monotonic seconds) */
+    std::atomic<int64_t> count[NCCL_WATCH]; /* its elements per rank */
+    std::atomic<bool> gather[NCCL_WATCH];   /* an all-gather, else a reduce-scatter */
+};
+
+struct nccl_state {
     mt_comm pub;
     mt_comm *host;
     ncclComm_t nccl;
@@ -55,7 +88,8 @@ typedef struct {
     cudaEvent_t ticket_done[NCCL_TICKETS];
     bool outstanding[NCCL_TICKETS];
     int next_ticket;
-} nccl_state;
+    nccl_watch watch;
+};
 
 /* the legacy default stream: every kernel, cuBLAS call and backend memcpy */
 static const cudaStream_t nccl_compute = 0;
@@ -71,11 +105,14 @@ static nccl_state *nccl_of(mt_comm *c) { return (nccl_state *)c->impl; }
 
 static void nccl_abort_comm(nccl_state *s) {
     /* unchecked: this runs while dying, and a second MT_DIE would recurse */
-    if (s && s->nccl) {
+    if (!s) return;
+    pthread_mutex_lock(&s->watch.lock);
+    if (s->nccl) {
         ncclComm_t comm = s->nccl;
         s->nccl = NULL;
         (void)ncclCommAbort(comm);
     }
+    pthread_mutex_unlock(&s->watch.lock);
 }
 
 static void nccl_abort_hook(int exit_code) {
@@ -89,6 +126,103 @@ static void nccl_abort(mt_comm *c, int exit_code) {
     nccl_abort_comm(s);
     s->host->abort(s->host, exit_code);
     exit(exit_code);
+}
+
+/* ---- the watchdog ---- */
+
+static double nccl_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* After a collective was queued on comm: its slot in the ring, then published. */
+static void nccl_watch_mark(nccl_state *s, bool gather, int64_t count) {
+    nccl_watch *w = &s->watch;
+    const int64_t seq = w->issued.load(std::memory_order_relaxed);
+    const int slot = (int)(seq % NCCL_WATCH);
+    w->stamp[slot].store(nccl_now(), std::memory_order_relaxed);
+    w->count[slot].store(count, std::memory_order_relaxed);
+    w->gather[slot].store(gather, std::memory_order_relaxed);
+    commCudaCheck(cudaEventRecord(w->event[slot], s->stream));
+    w->issued.store(seq + 1, std::memory_order_release);
+}
+
+/* Advances *done past the collectives that completed; writes why the job must end, if it must:
+ * the oldest pending one is older than the timeout, or the device reported an error. */
+static void nccl_watch_progress(nccl_state *s, int64_t *done, char *why, size_t len) {
+    nccl_watch *w = &s->watch;
+    const int64_t issued = w->issued.load(std::memory_order_acquire);
+    if (*done >= issued) return;
+    /* one stream: the newest complete means all are */
+    cudaError_t e = cudaEventQuery(w->event[(issued - 1) % NCCL_WATCH]);
+    if (e == cudaSuccess) {
+        *done = issued;
+        return;
+    }
+    while (*done < issued && (e = cudaEventQuery(w->event[*done % NCCL_WATCH])) == cudaSuccess)
+        (*done)++;
+    if (*done == issued) return;
+    const int slot = (int)(*done % NCCL_WATCH);
+    const bool gather = w->gather[slot].load(std::memory_order_relaxed);
+    const long long count = (long long)w->count[slot].load(std::memory_order_relaxed);
+    const double age = nccl_now() - w->stamp[slot].load(std::memory_order_relaxed);
+    if (e != cudaErrorNotReady)
+        snprintf(why, len, "CUDA error while collective %lld (%s of %lld elements) was pending: %s",
+                 (long long)*done + 1, gather ? "an all-gather" : "a reduce-scatter", count,
+                 cudaGetErrorString(e));
+    else if (w->timeout_s > 0 && age > w->timeout_s)
+        snprintf(why, len,
+                 "collective %lld (%s of %lld elements per rank) has not completed after %.0f s "
+                 "(dist.timeout = %g s): another rank died, is stuck, or issued different "
+                 "collectives; ending the job",
+                 (long long)*done + 1, gather ? "an all-gather" : "a reduce-scatter", count, age,
+                 w->timeout_s);
+}
+
+static void *nccl_watchdog(void *arg) {
+    nccl_state *s = (nccl_state *)arg;
+    nccl_watch *w = &s->watch;
+    (void)cudaSetDevice(s->device); /* the runtime's current device is per thread */
+    int64_t done = 0;
+    char why[512];
+    const struct timespec poll = {0, 100 * 1000 * 1000};
+    while (!w->stop.load()) {
+        nanosleep(&poll, NULL);
+        why[0] = '\0';
+        pthread_mutex_lock(&w->lock);
+        ncclResult_t r = ncclSuccess;
+        if (s->nccl && ncclCommGetAsyncError(s->nccl, &r) == ncclSuccess && r != ncclSuccess &&
+            r != ncclInProgress)
+            snprintf(why, sizeof(why),
+                     "asynchronous NCCL error: %s (%d): a peer process exited or the network "
+                     "failed; ending the job",
+                     ncclGetErrorString(r), (int)r);
+        pthread_mutex_unlock(&w->lock); /* the abort below takes it */
+        if (!why[0]) nccl_watch_progress(s, &done, why, sizeof(why));
+        if (why[0]) MT_DIE("nccl watchdog: %s", why);
+    }
+    return NULL;
+}
+
+static void nccl_watch_start(nccl_state *s, double timeout_s) {
+    nccl_watch *w = &s->watch;
+    MT_CHECK(timeout_s >= 0, "nccl: timeout %g s must be >= 0 (0: none)", timeout_s);
+    w->timeout_s = timeout_s;
+    for (int i = 0; i < NCCL_WATCH; i++)
+        commCudaCheck(cudaEventCreateWithFlags(&w->event[i], cudaEventDisableTiming));
+    MT_CHECK(pthread_create(&w->thread, NULL, nccl_watchdog, s) == 0,
+             "nccl: could not start the watchdog thread");
+    w->running = true;
+}
+
+static void nccl_watch_stop(nccl_state *s) {
+    nccl_watch *w = &s->watch;
+    if (!w->running) return;
+    w->stop.store(true);
+    pthread_join(w->thread, NULL);
+    w->running = false;
+    for (int i = 0; i < NCCL_WATCH; i++) commCudaCheck(cudaEventDestroy(w->event[i]));
 }
 
 /* ---- device collectives ---- */
@@ -105,9 +239,10 @@ static void nccl_issue_allgather(nccl_state *s, const void *send, void *recv, in
     MT_CHECK(count >= 0 && (elem == 4 || elem == 2),
              "nccl allgather: count %lld of %zu-byte elements (4 or 2)", (long long)count, elem);
     nccl_after_compute(s);
-    if (count > 0)
-        ncclCheck(ncclAllGather(send, recv, (size_t)count, elem == 4 ? ncclFloat : ncclBfloat16,
-                                s->nccl, s->stream));
+    if (count == 0) return;
+    ncclCheck(ncclAllGather(send, recv, (size_t)count, elem == 4 ? ncclFloat : ncclBfloat16,
+                            s->nccl, s->stream));
+    nccl_watch_mark(s, true, count);
 }
 
 /* compute waits for everything queued on comm so far */
@@ -126,9 +261,11 @@ static void nccl_reduce_scatter(mt_comm *c, const float *send, float *recv, int6
     nccl_state *s = nccl_of(c);
     MT_CHECK(count >= 0, "nccl reduce_scatter: count %lld < 0", (long long)count);
     nccl_after_compute(s);
-    if (count > 0)
+    if (count > 0) {
         ncclCheck(
             ncclReduceScatter(send, recv, (size_t)count, ncclFloat, ncclSum, s->nccl, s->stream));
+        nccl_watch_mark(s, false, count);
+    }
     nccl_compute_waits(s);
 }
 
@@ -227,7 +364,7 @@ static void nccl_check_device_unique(nccl_state *s) {
     free(ids);
 }
 
-mt_comm *mt_comm_nccl_init(mt_comm *host) {
+mt_comm *mt_comm_nccl_init(mt_comm *host, double timeout_s) {
     MT_CHECK(host && host->bcast && host->abort, "nccl: a host communicator is required");
     MT_CHECK(!nccl_live, "nccl: one NCCL communicator at a time (free the previous one)");
     int ndev = 0;
@@ -236,7 +373,8 @@ mt_comm *mt_comm_nccl_init(mt_comm *host) {
         MT_DIE("nccl: no usable CUDA device on this rank (cudaGetDeviceCount: %s, %d devices); "
                "the NCCL communicator needs one GPU per rank",
                cudaGetErrorString(e), e == cudaSuccess ? ndev : 0);
-    nccl_state *s = (nccl_state *)mt_calloc(1, sizeof(nccl_state), "nccl communicator");
+    nccl_state *s = new nccl_state(); /* value-initialised: zeros, and the atomics */
+    pthread_mutex_init(&s->watch.lock, NULL);
     s->host = host;
     s->device = nccl_local_rank(host) % ndev;
     commCudaCheck(cudaSetDevice(s->device));
@@ -253,6 +391,7 @@ mt_comm *mt_comm_nccl_init(mt_comm *host) {
     commCudaCheck(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
     for (int i = 0; i < NCCL_TICKETS; i++)
         commCudaCheck(cudaEventCreateWithFlags(&s->ticket_done[i], cudaEventDisableTiming));
+    nccl_watch_start(s, timeout_s);
 
     mt_comm *c = &s->pub;
     c->name = "nccl";
@@ -280,8 +419,9 @@ void mt_comm_nccl_free(mt_comm *c) {
     nccl_state *s = nccl_of(c);
     for (int i = 0; i < NCCL_TICKETS; i++)
         MT_CHECK(!s->outstanding[i], "nccl free: all-gather ticket %d was never waited for", i);
-    /* queued collectives finish before the communicator goes */
+    /* queued collectives finish before the communicator goes (still watched) */
     commCudaCheck(cudaStreamSynchronize(s->stream));
+    nccl_watch_stop(s);
     ncclCheck(ncclCommDestroy(s->nccl));
     s->nccl = NULL;
     for (int i = 0; i < NCCL_TICKETS; i++) commCudaCheck(cudaEventDestroy(s->ticket_done[i]));
@@ -290,5 +430,6 @@ void mt_comm_nccl_free(mt_comm *c) {
     commCudaCheck(cudaStreamDestroy(s->stream));
     /* from here an error aborts through the host alone (nccl_live NULL, nccl_hook_host kept) */
     nccl_live = NULL;
-    free(s);
+    pthread_mutex_destroy(&s->watch.lock);
+    delete s;
 }

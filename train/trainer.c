@@ -110,7 +110,7 @@ static void trainer_setup_device(trainer *t) {
     t->comm = t->host;
     t->be = mt_backend_cpu();
     if (!strcmp(rc->dist_backend, "nccl")) {
-        t->comm = mt_comm_nccl_init(t->host);
+        t->comm = mt_comm_nccl_init(t->host, rc->dist_timeout);
         MT_CHECK(t->comm,
                  "dist.backend = \"nccl\" needs the CUDA build (cmake -DMT_CUDA=ON, see "
                  "docs/cuda.md); this build trains on the CPU with dist.backend = \"mpi\"");

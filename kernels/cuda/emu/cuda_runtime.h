@@ -103,6 +103,7 @@ typedef enum {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInsufficientDriver = 35,
+    cudaErrorNotReady = 600,
     cudaErrorLaunchFailure = 719
 } cudaError_t;
 typedef enum {
@@ -149,6 +150,9 @@ cudaError_t cudaEventCreate(cudaEvent_t *e);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
+/* cudaErrorNotReady while the work before an event recorded on a created stream is queued;
+ * safe from another host thread (the NCCL watchdog) */
+cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
 /* Streams and device selection (emu_nccl.cpp): the default stream runs everything at once; a
  * created stream queues the emulated NCCL collectives until the default stream waits on an

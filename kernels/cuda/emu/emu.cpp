@@ -13,6 +13,8 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -288,9 +290,12 @@ double now_ms() {
 } // namespace
 
 struct emu_event {
-    double ms;
-    uint64_t work; /* recorded on the default stream after this much of its work, else 0 */
+    double ms = 0;
+    uint64_t work = 0; /* recorded on the default stream after this much of its work, else 0 */
+    /* records on a created stream and the last of them that ran there: pending while fewer */
+    std::atomic<uint64_t> recorded{0}, reached{0};
 };
+void emu_stream_enqueue(cudaStream_t s, std::function<void()> op); /* emu_nccl.cpp */
 
 /* The default stream's work so far (launches, copies, memsets, cuBLAS calls): strict mode checks
  * that a created stream waited for all of it before a collective (emu_nccl.cpp). */
@@ -382,6 +387,8 @@ const char *cudaGetErrorName(cudaError_t e) {
         return "cudaErrorInvalidConfiguration";
     case cudaErrorInsufficientDriver:
         return "cudaErrorInsufficientDriver";
+    case cudaErrorNotReady:
+        return "cudaErrorNotReady";
     default:
         return "cudaErrorUnknown";
     }
@@ -394,6 +401,8 @@ const char *cudaGetErrorString(cudaError_t e) {
         return "invalid configuration argument (emulator)";
     case cudaErrorInsufficientDriver:
         return "no device (emulator, MT_CUDA_EMU_NO_DEVICE=1)";
+    case cudaErrorNotReady:
+        return "device not ready (emulator)";
     default:
         return "error (emulator)";
     }
@@ -483,7 +492,7 @@ cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int value, size_t width, si
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
-    *e = new emu_event{0.0, 0};
+    *e = new emu_event();
     return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
@@ -493,7 +502,18 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     e->work = s ? 0 : default_work;
     e->ms = now_ms();
+    if (s) { /* complete when the stream's queue reaches it */
+        const uint64_t n = ++e->recorded;
+        emu_stream_enqueue(s, [e, n]() {
+            if (e->reached < n) e->reached = n;
+        });
+    } else {
+        e->reached = e->recorded.load();
+    }
     return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    return e->reached.load() < e->recorded.load() ? cudaErrorNotReady : cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     (void)e;

@@ -8,7 +8,14 @@
  * Which stream an event was recorded on is not tracked (emu.cpp owns events), so a wait of the
  * default stream runs every queue: never later than a GPU could, sometimes earlier. What this
  * shows: a result read before its wait is stale here (on a GPU it may be), and every rank must
- * issue the same collectives in the same order (else MPI reports or hangs, like NCCL). */
+ * issue the same collectives in the same order (else MPI reports or hangs, like NCCL). An event
+ * recorded on a created stream stays pending (cudaEventQuery) until its queue runs.
+ *
+ * Faults for the watchdog tests (tests/nccl.cmake), "rank:n" in the environment:
+ *   MT_EMU_NCCL_ASYNC_ERROR  from rank's n-th collective (counted from 1) on,
+ *                            ncclCommGetAsyncError reports ncclRemoteError (a lost peer)
+ *   MT_EMU_NCCL_STALL        rank's n-th collective never finishes once it runs (a hung
+ *                            peer: the others then wait in MPI) */
 #define OMPI_SKIP_MPICXX  1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
@@ -20,6 +27,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <vector>
 
@@ -35,11 +43,14 @@ uint64_t emu_event_work(cudaEvent_t e);
 bool emu_strict(void);
 
 struct emu_nccl_comm {
-    int nranks, rank;
-    bool local; /* one rank without MPI: collectives are copies */
-    bool aborted;
-    MPI_Comm mpi;
-    int queued; /* collectives waiting in a stream queue */
+    int nranks = 0, rank = 0;
+    bool local = false; /* one rank without MPI: collectives are copies */
+    std::atomic<bool> aborted{false};
+    MPI_Comm mpi = MPI_COMM_NULL;
+    int queued = 0;                     /* collectives waiting in a stream queue */
+    int64_t issued = 0;                 /* collectives issued (non-empty) */
+    int64_t error_at = 0, stall_at = 0; /* the faults above: this rank's collective, 0 none */
+    std::atomic<int> async_error{0};
 };
 
 namespace {
@@ -76,12 +87,27 @@ bool overlap(const void *a, size_t an, const void *b, size_t bn) {
     return an && bn && x < y + bn && y < x + an;
 }
 
+/* n of MT_EMU_NCCL_* = "rank:n" when rank is this one, else 0 */
+int64_t fault_at(const char *var, int rank) {
+    const char *v = getenv(var);
+    int r = -1;
+    long long n = 0;
+    if (!v || sscanf(v, "%d:%lld", &r, &n) != 2 || r != rank || n < 1) return 0;
+    return n;
+}
+
 /* Runs now on the default stream, else queued on s. Strict mode (MT_EMU_STRICT=1): a
  * collective on a created stream must come after that stream waited for all the default
  * stream's earlier work (cudaEventRecord there, cudaStreamWaitEvent here): on a GPU it could
  * otherwise read a send buffer kernels still write or land in a buffer kernels still read,
  * which the emulator, running kernels at once, cannot show. */
 void issue(ncclComm_t comm, cudaStream_t s, std::function<void()> op) {
+    const int64_t n = ++comm->issued;
+    if (n == comm->error_at) comm->async_error = ncclRemoteError;
+    if (n == comm->stall_at)
+        op = []() {
+            for (;;) sleep(1); /* until the watchdog (or the launcher) ends the process */
+        };
     if (!s) {
         op();
         return;
@@ -99,6 +125,8 @@ void issue(ncclComm_t comm, cudaStream_t s, std::function<void()> op) {
 }
 
 } // namespace
+
+void emu_stream_enqueue(cudaStream_t s, std::function<void()> op) { s->queue.push_back(op); }
 
 /* ---- runtime: devices, streams, events ---- */
 
@@ -187,7 +215,11 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
                 rank);
         return ncclInvalidArgument;
     }
-    emu_nccl_comm *c = new emu_nccl_comm{nranks, rank, false, false, MPI_COMM_NULL, 0};
+    emu_nccl_comm *c = new emu_nccl_comm();
+    c->nranks = nranks;
+    c->rank = rank;
+    c->error_at = fault_at("MT_EMU_NCCL_ASYNC_ERROR", rank);
+    c->stall_at = fault_at("MT_EMU_NCCL_STALL", rank);
     int init = 0;
     MPI_Initialized(&init);
     if (!init) {
@@ -250,6 +282,13 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     comm->aborted = true;
     /* a trace for tests/nccl.cmake: the error hook reached NCCL before the job ended */
     fprintf(stderr, "nccl emulator: rank %d: communicator aborted\n", comm->rank);
+    return ncclSuccess;
+}
+
+/* Safe from another thread (the watchdog). */
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *async_error) {
+    if (!comm || !async_error) return ncclInvalidArgument;
+    *async_error = (ncclResult_t)comm->async_error.load();
     return ncclSuccess;
 }
 
