@@ -15,13 +15,52 @@
  *       ip[0] = GEMM precision (as matmul), ip[1] = M, ip[2] = R (rows per chunk), ip[3] = row0,
  *       ip[4] = vocab, ip[5] = final; fp[0] = denom as given (mt_cross_entropy's rule).
  * The labels are read on the host here (one small copy on a device backend): that checks them
- * with a message naming the position and fixes M, which sizes every GEMM of the op. */
+ * with a message naming the position and fixes M, which sizes every GEMM of the op. Later parts
+ * of a chain take M and the row list from their predecessor, so a chain copies the labels once
+ * (each copy waits for the device). */
 #include <limits.h>
 
 #include "ops.h"
 
 /* fp32 logits of one chunk, unless the backend sets its own (mt_backend.logits_chunk_bytes) */
 #define LCE_CHUNK_BYTES ((int64_t)64 << 20)
+
+/* The node of the chain's previous part when it read the same labels against the same vocabulary,
+ * else NULL. */
+static const mt_node *lce_previous_part(const mt_ctx *c, const mt_tensor *prev,
+                                        const mt_tensor *labels, int64_t vocab) {
+    if (!prev) return NULL;
+    for (int i = c->n_nodes - 1; i >= 0; i--) {
+        const mt_node *n = &c->nodes[i];
+        if (n->out != prev) continue;
+        return n->op == MT_OP_LINEAR_CROSS_ENTROPY && n->in[2] == labels && n->ip[4] == vocab
+                   ? n
+                   : NULL;
+    }
+    return NULL;
+}
+
+/* The labelled rows of labels (N) in ascending order, checked against the vocabulary, as a new
+ * I32 tensor (device memory on a device backend); *M their number. */
+static mt_tensor *lce_labelled_rows(mt_ctx *c, const mt_tensor *labels, int64_t N, int64_t vocab,
+                                    const mt_tensor *w, int64_t *M_out) {
+    int32_t *lab = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)(N ? N : 1), "lce.labels");
+    c->be->to_host(lab, labels->data, sizeof(int32_t) * (size_t)N);
+    int32_t *rows = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)(N ? N : 1), "lce.rows");
+    int64_t M = 0;
+    for (int64_t i = 0; i < N; i++) {
+        if (lab[i] == MT_IGNORE_INDEX) continue;
+        MT_CHECK(lab[i] >= 0 && lab[i] < vocab,
+                 "linear_cross_entropy: %s[%lld] = %d is neither %d nor in [0,%lld) for w %s %s",
+                 labels->name, (long long)i, lab[i], MT_IGNORE_INDEX, (long long)vocab, w->name,
+                 mt_shape_str(w));
+        rows[M++] = (int32_t)i;
+    }
+    mt_tensor *t = mt_tensor_new(c, MT_I32, 1, &M, "linear_cross_entropy.rows");
+    c->be->to_device(t->data, rows, sizeof(int32_t) * (size_t)M);
+    *M_out = M;
+    return t;
+}
 
 mt_tensor *mt_linear_cross_entropy_part(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *labels,
                                         mt_tensor *prev, int64_t row0, int64_t vocab, bool final,
@@ -44,18 +83,9 @@ mt_tensor *mt_linear_cross_entropy_part(mt_ctx *c, mt_tensor *x, mt_tensor *w, m
              mt_shape_str(w), (long long)row0, (long long)vocab,
              prev || !final ? "" : " (a final part without predecessor must be all of it)");
 
-    int32_t *lab = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)(N ? N : 1), "lce.labels");
-    c->be->to_host(lab, labels->data, sizeof(int32_t) * (size_t)N);
-    int32_t *rows = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)(N ? N : 1), "lce.rows");
-    int64_t M = 0;
-    for (int64_t i = 0; i < N; i++) {
-        if (lab[i] == MT_IGNORE_INDEX) continue;
-        MT_CHECK(lab[i] >= 0 && lab[i] < vocab,
-                 "linear_cross_entropy: %s[%lld] = %d is neither %d nor in [0,%lld) for w %s %s",
-                 labels->name, (long long)i, lab[i], MT_IGNORE_INDEX, (long long)vocab, w->name,
-                 mt_shape_str(w));
-        rows[M++] = (int32_t)i;
-    }
+    const mt_node *pred = lce_previous_part(c, prev, labels, vocab);
+    int64_t M = pred ? pred->ip[1] : 0;
+    mt_tensor *rows = pred ? pred->saved[1] : lce_labelled_rows(c, labels, N, vocab, w, &M);
     MT_CHECK(!prev || (prev->dtype == MT_F32 && prev->ndim == 2 && prev->shape[0] == 2 &&
                        prev->shape[1] == M),
              "linear_cross_entropy: prev %s %s must be f32 (2,%lld): the chain's lse and t rows",
@@ -72,8 +102,7 @@ mt_tensor *mt_linear_cross_entropy_part(mt_ctx *c, mt_tensor *x, mt_tensor *w, m
     mt_tensor *in[4] = {x, w, labels, prev};
     mt_node *n = mt_node_begin(c, MT_OP_LINEAR_CROSS_ENTROPY, y, 4, in);
     n->saved[0] = mt_tensor_new(c, MT_F32, 1, &M, "linear_cross_entropy.lse");
-    n->saved[1] = mt_tensor_new(c, MT_I32, 1, &M, "linear_cross_entropy.rows");
-    c->be->to_device(n->saved[1]->data, rows, sizeof(int32_t) * (size_t)M);
+    n->saved[1] = rows; /* shared along a chain, read only */
     n->ip[0] = mt_gemm_mode(c, "linear_cross_entropy");
     n->ip[1] = M;
     n->ip[2] = R;

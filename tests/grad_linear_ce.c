@@ -226,6 +226,16 @@ static int test_lce_parts_match(void) {
             lce_parts_args a = {3, {rows[0], rows[1], rows[2]}, denom, 7};
             mt_tensor *in[5] = {x, part[0], part[1], part[2], labels};
             mt_tensor *loss = build_lce_parts(&c, in, &a);
+            /* the labels are read once per chain: every part has the first part's row list */
+            const mt_tensor *first_rows = NULL;
+            int n_parts = 0;
+            for (int i = 0; i < c.n_nodes; i++) {
+                const mt_node *n = &c.nodes[i];
+                if (n->op != MT_OP_LINEAR_CROSS_ENTROPY) continue;
+                if (!n_parts++) first_rows = n->saved[1];
+                EXPECT(n->saved[1] == first_rows, "part %d made its own row list", n_parts);
+            }
+            EXPECT(n_parts == 3, "%d chain parts recorded", n_parts);
             mt_backward(&c, loss, NULL);
             const float l1 = *(const float *)loss->data;
             memcpy(dx1, x->grad, mt_nbytes(x));
