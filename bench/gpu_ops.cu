@@ -3,9 +3,8 @@
  *  1. lightning attention (block form: batched cuBLAS GEMMs, lightning_block.cu)
  *     forward+backward time and achieved TFLOP/s for T = 2k, 8k, 32k with B*H fixed, and the
  *     time ratio for each 4x step in T (linear scaling gives 4), with fp32 and then bf16 GEMM
- *     operands (mt_ctx.compute_dtype); bf16 twice: the fused intra kernel (lightning_fused.cu,
- *     the default at D = 64 and 128: RESULT lightning) and the GEMM form (RESULT
- *     lightning-gemm);
+ *     operands (mt_ctx.compute_dtype); bf16 twice: the fused kernels (lightning_fused.cu, the
+ *     default at D = 64 and 128: RESULT lightning) and the GEMM form (RESULT lightning-gemm);
  *  2. one MoE layer (router matmul, route, experts, aux loss) forward+backward with fp32 and
  *     then bf16 GEMMs, with the time split into route/permute, expert GEMMs, activations and
  *     combine (the CUDA phase profiler's events), and the GEMMs' TFLOP/s; then in bf16 the
@@ -119,8 +118,8 @@ static void bench_time_fwd_bwd(mt_ctx *c, int reps, bench_fwd_fn fwd, void *u, c
 
 /* ---- lightning attention ---- */
 
-/* fused: the bf16 intra-block products as the fused kernel (else the GEMM form; fp32 mode is
- * always the GEMM form) */
+/* fused: bf16 mode as the fused kernels (else the GEMM form; fp32 mode is always the GEMM
+ * form) */
 typedef struct {
     mt_tensor *qkv, *decay, *seg;
     int block;
@@ -137,8 +136,7 @@ static void bench_lightning(const mt_backend *be, int reps, int shrink, mt_dtype
     cuda_lightning_fused_select(fused);
     const bool on = cd == MT_BF16 && cuda_lightning_fused_on(D);
     printf("\n== lightning attention, block form (B=%d H=%d D=%d block=%d), %s GEMM operands, %s\n",
-           B, H, D, block, cd == MT_BF16 ? "bf16" : "fp32",
-           on ? "fused intra kernel" : "GEMM form");
+           B, H, D, block, cd == MT_BF16 ? "bf16" : "fp32", on ? "fused kernels" : "GEMM form");
     if (cd == MT_BF16 && fused && !on) printf("(no fused kernel at D = %d: the GEMM form)\n", D);
     printf("FLOPs per position and head: forward 2*block*D (intra, causal) + 4*D^2 (state "
            "readout + update); backward counted as 2x forward\n");

@@ -106,7 +106,7 @@ if(CMAKE_CXX_COMPILER)
   add_test(NAME op_cuda_emu_step COMMAND bench_gpu_step_emu ${mt_step_tiny})
   add_test(NAME op_cuda_emu_step_bf16 COMMAND bench_gpu_step_emu --dtype bf16 --fused-loss 0
     ${mt_step_tiny})
-  # head dim 64: lightning's fused intra kernel and the flash attention kernels in a whole step
+  # head dim 64: lightning's fused kernels and the flash attention kernels in a whole step
   add_test(NAME op_cuda_emu_step_bf16_d64 COMMAND bench_gpu_step_emu --dtype bf16 --fused-loss 0
     --hidden 64 --heads 4 --kv-heads 2 --head-dim 64 --experts 4 --ffn 64 --vocab 256 --seq 96
     --block 32 --steps 2 --warmup 1 --check)
@@ -133,7 +133,7 @@ if(CMAKE_CXX_COMPILER)
       SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   endforeach()
   # lightning's bf16 case through the GEMM form (MT_LIGHTNING_FUSED=0) instead of the fused
-  # intra kernel that D = 64 and 128 take by default (kernels/cuda/lightning_fused.cu)
+  # kernels that D = 64 and 128 take by default (kernels/cuda/lightning_fused.cu)
   add_test(NAME op_cuda_emu_lightning_bf16_gemm COMMAND test_gpu_ops_emu gpu_lightning_bf16)
   set_tests_properties(op_cuda_emu_lightning_bf16_gemm PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_LIGHTNING_FUSED=0" SKIP_RETURN_CODE 77 TIMEOUT 300

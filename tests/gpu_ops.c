@@ -584,7 +584,7 @@ static int case_moe_split_bf16(void) {
 
 /* The block form in bf16 mode (lightning_block.cu against kernels/cpu/lightning_bf16.c), B = 2,
  * H = 2, T not a multiple of the block, with segments (row 0 with resets, row 1 without) and
- * without. D = 32 runs the GEMM form; D = 64 and 128 the fused intra kernel (lightning_fused.cu)
+ * without. D = 32 runs the GEMM form; D = 64 and 128 the fused kernels (lightning_fused.cu)
  * unless MT_LIGHTNING_FUSED=0 (ctest op_cuda_emu_lightning_bf16_gemm runs the GEMM form). */
 static void lightning_bf16_run(const char *label, int64_t T, int64_t D, int block,
                                const int *resets, int n_resets, uint64_t seed) {

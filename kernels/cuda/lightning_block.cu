@@ -27,11 +27,11 @@
  *   backward  R (8 D s + 8 L + 12 D) + 2 N D^2 (4 + [bf16] 2)
  *   both      + 8 H (L + 1) (decay powers) + 4 B T (visible starts) + 8 B nblk (block info)
  * The scores are materialised in fp32 between the two GEMMs. In bf16 mode at D = 64 or 128 the
- * intra products (scores, mask, Pm V; in the backward dPm K, dPm^T Q, Pm^T dO) are instead one
- * fused tensor-core kernel each (lightning_fused.cu, the scores on chip, the visible tiles only)
- * writing the same fp32 rows before the inter GEMMs add to them; MT_LIGHTNING_FUSED=0 selects
- * the GEMM form there too. The fused path needs no score buffers: 6 R L bytes less forward
- * (P fp32, Pm bf16), 8 R L less backward (P, Pm, dPm). */
+ * fused form (the end of this file, kernels in lightning_fused.cu) replaces all of it but the
+ * setup and the scans: the state deltas and the rows are tensor-core kernels that read qkv and
+ * dout in place and write out and dqkv directly, the scores on chip; its scratch is the states,
+ * N D^2 (4 + 2) forward and twice that backward. MT_LIGHTNING_FUSED=0 selects the GEMM form
+ * there too. */
 #include "cuda_ops.cuh"
 #include "lightning_fused.cuh"
 
@@ -301,15 +301,6 @@ static T *ltb_mask(const mt_node *n, const ltb_dims &d, const ltb_setup &s, floa
     return Pm;
 }
 
-/* The bf16 mode at D = 64 or 128 computes the intra products with the fused kernel
- * (lightning_fused.cu) unless MT_LIGHTNING_FUSED=0; fp32 mode is always the GEMM form. */
-template <typename T> static bool ltb_fused(const ltb_dims &d) {
-    return sizeof(T) == 2 && cuda_lightning_fused_on(d.D);
-}
-template <typename T> static const __nv_bfloat16 *ltb_bf(const T *x) {
-    return (const __nv_bfloat16 *)(const void *)x; /* only reached when T is bf16 */
-}
-
 /* The block states of the scan: per block the delta A_b^T B_b (D,D) of the packed operands (row
  * stride W), then their decayed scan, reversed for the state gradients. */
 template <typename T>
@@ -330,18 +321,10 @@ template <typename T> static void ltb_forward(const mt_node *n, const ltb_dims &
     const T *Q = X, *K = X + D, *V = X + 2 * D, *Qd = X + 3 * D, *Kd = X + 4 * D;
     const T *S = ltb_states<T>(n, d, s, Kd, V, W, false, "lightning state deltas");
     float *Ob = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LD), "lightning rows");
-    if (ltb_fused<T>(d)) { /* Ob = Pm V with the scores on chip (lightning_fused.cu) */
-        cuda_lightning_fused_intra("lightning intra (fused)", Ob, D, ltb_bf(Q), ltb_bf(K),
-                                   ltb_bf(V), W, false, s.vis, s.tab, d.B, d.T, d.H, D, L, d.nblk);
-    } else {
-        float *P =
-            (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LL), "lightning scores");
-        ltb_gemm<T>("lightning scores", false, true, L, L, D, Q, W, LW, K, W, LW, 0.0f, P, L, LL,
-                    d);
-        const T *Pm = ltb_mask<T>(n, d, s, P);
-        ltb_gemm<T>("lightning intra", false, false, L, D, L, Pm, L, LL, V, W, LW, 0.0f, Ob, D, LD,
-                    d);
-    }
+    float *P = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LL), "lightning scores");
+    ltb_gemm<T>("lightning scores", false, true, L, L, D, Q, W, LW, K, W, LW, 0.0f, P, L, LL, d);
+    const T *Pm = ltb_mask<T>(n, d, s, P);
+    ltb_gemm<T>("lightning intra", false, false, L, D, L, Pm, L, LL, V, W, LW, 0.0f, Ob, D, LD, d);
     ltb_gemm<T>("lightning readout", false, false, L, D, D, Qd, W, LW, S, D, DD, 1.0f, Ob, D, LD,
                 d);
     const int64_t rows = (int64_t)d.B * d.T * d.H;
@@ -362,36 +345,23 @@ template <typename T> static void ltb_backward(const mt_node *n, const ltb_dims 
     const T *G = ltb_states<T>(n, d, s, Qd, dO, W, true, "lightning state-gradient deltas");
 
     float *dB = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * L3), "lightning dqkv");
-    if (ltb_fused<T>(d)) { /* the intra products with the scores on chip (lightning_fused.cu) */
-        const int B = d.B, Tn = d.T, H = d.H, nb = d.nblk;
-        cuda_lightning_fused_intra("lightning dq intra (fused)", dB, W3, ltb_bf(dO), ltb_bf(V),
-                                   ltb_bf(K), W, false, s.vis, s.tab, B, Tn, H, D, L, nb);
-        cuda_lightning_fused_intra("lightning dk intra (fused)", dB + D, W3, ltb_bf(V), ltb_bf(dO),
-                                   ltb_bf(Q), W, true, s.vis, s.tab, B, Tn, H, D, L, nb);
-        cuda_lightning_fused_intra("lightning dv intra (fused)", dB + 2 * D, W3, ltb_bf(K),
-                                   ltb_bf(Q), ltb_bf(dO), W, true, s.vis, s.tab, B, Tn, H, D, L,
-                                   nb);
-    } else {
-        /* bf16: one fp32 score buffer serves both products (each is masked into its own
-         * operand before the next GEMM); fp32: each is masked in place */
-        float *P =
-            (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LL), "lightning scores");
-        ltb_gemm<T>("lightning scores", false, true, L, L, D, Q, W, LW, K, W, LW, 0.0f, P, L, LL,
-                    d);
-        const T *Pm = ltb_mask<T>(n, d, s, P);
-        float *dP = bf16 ? P
-                         : (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LL),
-                                                    "lightning score grads");
-        ltb_gemm<T>("lightning score grads", false, true, L, L, D, dO, W, LW, V, W, LW, 0.0f, dP, L,
-                    LL, d);
-        const T *dPm = ltb_mask<T>(n, d, s, dP);
-        ltb_gemm<T>("lightning dq intra", false, false, L, D, L, dPm, L, LL, K, W, LW, 0.0f, dB, W3,
-                    L3, d);
-        ltb_gemm<T>("lightning dk intra", true, false, L, D, L, dPm, L, LL, Q, W, LW, 0.0f, dB + D,
-                    W3, L3, d);
-        ltb_gemm<T>("lightning dv intra", true, false, L, D, L, Pm, L, LL, dO, W, LW, 0.0f,
-                    dB + 2 * D, W3, L3, d);
-    }
+    /* bf16: one fp32 score buffer serves both products (each is masked into its own operand
+     * before the next GEMM); fp32: each is masked in place */
+    float *P = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LL), "lightning scores");
+    ltb_gemm<T>("lightning scores", false, true, L, L, D, Q, W, LW, K, W, LW, 0.0f, P, L, LL, d);
+    const T *Pm = ltb_mask<T>(n, d, s, P);
+    float *dP = bf16 ? P
+                     : (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LL),
+                                                "lightning score grads");
+    ltb_gemm<T>("lightning score grads", false, true, L, L, D, dO, W, LW, V, W, LW, 0.0f, dP, L, LL,
+                d);
+    const T *dPm = ltb_mask<T>(n, d, s, dP);
+    ltb_gemm<T>("lightning dq intra", false, false, L, D, L, dPm, L, LL, K, W, LW, 0.0f, dB, W3, L3,
+                d);
+    ltb_gemm<T>("lightning dk intra", true, false, L, D, L, dPm, L, LL, Q, W, LW, 0.0f, dB + D, W3,
+                L3, d);
+    ltb_gemm<T>("lightning dv intra", true, false, L, D, L, Pm, L, LL, dO, W, LW, 0.0f, dB + 2 * D,
+                W3, L3, d);
     /* the inter-block terms onto the intra ones (beta = 1): dq = fl(fl(dPm K) + dOd R(S)^T) */
     ltb_gemm<T>("lightning dq inter", false, true, L, D, D, dOd, W, LW, S, D, DD, 1.0f, dB, W3, L3,
                 d);
@@ -404,18 +374,72 @@ template <typename T> static void ltb_backward(const mt_node *n, const ltb_dims 
     CUDA_LAUNCH_CHECK("lightning dqkv rows");
 }
 
+/* ---- the fused form (bf16, D = 64 or 128): lightning_fused.cu ---- */
+
+static ltf_geom ltb_geom(const ltb_dims &d, const ltb_setup &s) {
+    const ltf_geom g = {s.vis, s.info, s.tab, d.B, d.T, d.H, d.D, d.L, d.nblk};
+    return g;
+}
+
+/* The block states from A~^T B per block, read in place, scanned (reversed for the state
+ * gradients); returns their bf16 copy, the readout operand. */
+static const __nv_bfloat16 *ltb_fused_states(const mt_node *n, const ltb_dims &d,
+                                             const ltb_setup &s, ltf_rows a, int akind, ltf_rows b,
+                                             bool reverse, const char *what) {
+    float *St = (float *)mt_node_scratch(n, sizeof(float) * (size_t)d.N * d.D * d.D, what);
+    cuda_lightning_fused_state(what, St, a, akind, b, ltb_geom(d, s));
+    return ltb_scan<__nv_bfloat16>(n, d, s, St, reverse);
+}
+
+static void ltb_forward_fused(const mt_node *n, const ltb_dims &d) {
+    const ltb_setup s = ltb_prepare(n, d);
+    const int D = d.D, W = 3 * D;
+    const float *qkv = cuda_f32(n->in[0]);
+    const ltf_rows q = {qkv, W, 0}, k = {qkv, W, D}, v = {qkv, W, 2 * D};
+    const __nv_bfloat16 *S =
+        ltb_fused_states(n, d, s, k, LTF_DECAY_K, v, false, "lightning state deltas (fused)");
+    const ltf_out out = {cuda_f32(n->out), D, 0, false}; /* o = Q~ R(S) + Pm V */
+    cuda_lightning_fused_rows("lightning rows (fused)", out, q, k, v, false, q, LTF_DECAY_Q, S,
+                              false, ltb_geom(d, s));
+}
+
+static void ltb_backward_fused(const mt_node *n, const ltb_dims &d) {
+    const ltb_setup s = ltb_prepare(n, d);
+    const ltf_geom g = ltb_geom(d, s);
+    const int D = d.D, W = 3 * D;
+    const float *qkv = cuda_f32(n->in[0]);
+    const ltf_rows q = {qkv, W, 0}, k = {qkv, W, D}, v = {qkv, W, 2 * D},
+                   dO = {cuda_grad(n->out), D, 0};
+    const __nv_bfloat16 *S =
+        ltb_fused_states(n, d, s, k, LTF_DECAY_K, v, false, "lightning state deltas (fused)");
+    const __nv_bfloat16 *G = ltb_fused_states(n, d, s, q, LTF_DECAY_Q, dO, true,
+                                              "lightning state-gradient deltas (fused)");
+    float *dqkv = cuda_grad(n->in[0]);
+    /* dq += dO~ R(S)^T + dPm K;  dk += V~ R(G)^T + dPm^T Q;  dv += K~ R(G) + Pm^T dO */
+    cuda_lightning_fused_rows("lightning dq (fused)", ltf_out{dqkv, W, 0, true}, dO, v, k, false,
+                              dO, LTF_DECAY_Q, S, true, g);
+    cuda_lightning_fused_rows("lightning dk (fused)", ltf_out{dqkv, W, D, true}, v, dO, q, true, v,
+                              LTF_DECAY_K, G, true, g);
+    cuda_lightning_fused_rows("lightning dv (fused)", ltf_out{dqkv, W, 2 * D, true}, k, q, dO, true,
+                              k, LTF_DECAY_K, G, false, g);
+}
+
 void cuda_lightning_block_fwd(const mt_node *n) {
     const ltb_dims d = ltb_node_dims(n);
-    if (n->ip[1] == MT_BF16)
-        ltb_forward<__nv_bfloat16>(n, d);
-    else
+    if (n->ip[1] != MT_BF16)
         ltb_forward<float>(n, d);
+    else if (cuda_lightning_fused_on(d.D))
+        ltb_forward_fused(n, d);
+    else
+        ltb_forward<__nv_bfloat16>(n, d);
 }
 
 void cuda_lightning_block_bwd(const mt_node *n) {
     const ltb_dims d = ltb_node_dims(n);
-    if (n->ip[1] == MT_BF16)
-        ltb_backward<__nv_bfloat16>(n, d);
-    else
+    if (n->ip[1] != MT_BF16)
         ltb_backward<float>(n, d);
+    else if (cuda_lightning_fused_on(d.D))
+        ltb_backward_fused(n, d);
+    else
+        ltb_backward<__nv_bfloat16>(n, d);
 }

@@ -8,6 +8,9 @@
 typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
                                nvcuda::wmma::row_major>
     wt_a_row;
+typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
+                               nvcuda::wmma::col_major>
+    wt_a_col;
 typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16,
                                nvcuda::wmma::row_major>
     wt_b_row;
