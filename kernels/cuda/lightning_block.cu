@@ -149,9 +149,10 @@ __global__ void ltb_mask_kernel(T *Pm, const float *P, const int32_t *vis, const
     }
 }
 
-/* Per (b,h) and state element, the scan over blocks in place: forward, buf[n] becomes the state
- * at block n's start; reverse, the state gradient at block n's end. carry = fl(keep g^m carry +
- * delta), the fp32 state between blocks. op (when not NULL) gets buf's T copy: the GEMM operand. */
+/* Per (b,h) and state element, the scan over blocks: forward, block n's state at its start;
+ * reverse, the state gradient at block n's end. carry = fl(keep g^m carry + delta), the fp32
+ * state between blocks. The states replace the deltas in buf, or, when op is not NULL (bf16),
+ * go to op as T only: the GEMM operand, and all that reads them (buf keeps the deltas). */
 template <typename T>
 __global__ void ltb_scan_kernel(float *buf, T *op, const int2 *info, const double *tab, ltb_dims d,
                                 bool reverse) {
@@ -166,8 +167,10 @@ __global__ void ltb_scan_kernel(float *buf, T *op, const int2 *info, const doubl
             const bool keep = info[(size_t)b * d.nblk + n].y < 0;
             const size_t at = ((size_t)bh * d.nblk + n) * DD + el;
             const float delta = buf[at];
-            buf[at] = S;
-            if (op) op[at] = ltb_cvt<T>(S);
+            if (op)
+                op[at] = ltb_cvt<T>(S);
+            else
+                buf[at] = S;
             const double gm = keep ? tab[(size_t)h * (d.L + 1) + m] : 0.0;
             S = (float)(gm * (double)S + (double)delta);
         }
