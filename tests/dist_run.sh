@@ -198,15 +198,16 @@ emu-cuda)
     "$tmp/emu-small-device.log" || { echo "FAIL: no memory error"; cat "$tmp/emu-small-device.log"; exit 1; }
   ! grep -q "^memory\[" "$tmp/emu-small-device.log" || { echo "FAIL: it trained"; exit 1; }
   grep "^error" "$tmp/emu-small-device.log"
-  # rank 1 hangs in its 12th collective (kernels/cuda/emu/emu_nccl.cpp): with dist.timeout = 5
-  # the NCCL watchdogs must name it and end the job
+  # rank 1 hangs in its first collective (kernels/cuda/emu/emu_nccl.cpp): with dist.timeout = 5
+  # the NCCL watchdogs must name it and end the job (the first, so that no slow emulated kernel
+  # can keep an earlier one pending for 5 s, as the emulator runs queued collectives late)
   rc=0
-  MT_EMU_NCCL_STALL=1:12 timeout -k 5 120 mpirun -np "$np" --oversubscribe --bind-to none "$emu" \
+  MT_EMU_NCCL_STALL=1:1 timeout -k 5 120 mpirun -np "$np" --oversubscribe --bind-to none "$emu" \
     "$recipe" --set "output.dir=$tmp/emu-stall" "${small[@]}" --set dist.backend=nccl \
     --set dist.timeout=5 > "$tmp/emu-stall.log" 2>&1 || rc=$?
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] ||
     { echo "FAIL: a stalled collective: exit $rc"; tail -20 "$tmp/emu-stall.log"; exit 1; }
-  grep -E "nccl watchdog: collective 12 \(.*\) has not completed after [0-9]+ s \(dist.timeout = 5 s\)" \
+  grep -E "nccl watchdog: collective 1 \(.*\) has not completed after [0-9]+ s \(dist.timeout = 5 s\)" \
     "$tmp/emu-stall.log" || { echo "FAIL: no watchdog message"; tail -20 "$tmp/emu-stall.log"; exit 1; }
   grep -q "moments offloaded: .* MiB of host memory" "$tmp/emu-offload.log" ||
     { echo "FAIL: the offloaded run's memory line does not show host moments"; exit 1; }

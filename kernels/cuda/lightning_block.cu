@@ -385,7 +385,7 @@ static ltf_geom ltb_geom(const ltb_dims &d, const ltb_setup &s) {
 }
 
 /* The block states from A~^T B per block, read in place, scanned (reversed for the state
- * gradients); returns their bf16 copy, the readout operand. */
+ * gradients); returns the bf16 states, the readout operand. */
 static const __nv_bfloat16 *ltb_fused_states(const mt_node *n, const ltb_dims &d,
                                              const ltb_setup &s, ltf_rows a, int akind, ltf_rows b,
                                              bool reverse, const char *what) {
