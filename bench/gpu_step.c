@@ -26,7 +26,7 @@
  *        [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] [--ffn F]
  *        [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] [--peak TF]
  *        [--fused-loss 0|1] [--recompute 0|1] [--offload 0|1] [--gather-dtype fp32|bf16]
- *        [--arena-mb N] [--check]
+ *        [--arena-mb N] [--profile 0|1] [--check]
  * --recompute 1: every layer recomputed in the backward (train.gradient_checkpointing); the
  * FLOP count stays the model's (the recomputation is overhead, as MFU conventionally counts).
  * --offload 1: AdamW moments in host memory and the update on the host (dist.offload_optimizer);
@@ -34,6 +34,10 @@
  * --gather-dtype bf16 (dist.gather_dtype): the parameters used rounded to bf16, gathered (one
  * rank: copied) into slots; with --offload 1 the master weights live on the host (train/zero.h).
  * --check applies it to the CPU runs too.
+ * --profile 1: after the timed steps, one more forward and backward with the backend's sync
+ * around every op's kernels, so each op's device time (launches included) shows, forward and
+ * backward apart, and what is left of the wall time (gathers, reduce-scatters, host work): where
+ * the step's time goes, not how fast it is (the syncs stop the host from running ahead).
  * --check (a small shape): the same steps on the CPU backend and on the device, per-step loss and
  * gradient norm compared: fp32 to 1e-5 relative; bf16 by issue 6's rule, |dev - cpu fp32| <=
  * 2 |cpu bf16 - cpu fp32| (the CPU's bf16 run is the rounding reference) on the first step, 4x
@@ -65,6 +69,7 @@ typedef struct {
     double peak_tflops;
     long arena_mb; /* 0: planned */
     bool check;    /* --check: the device's steps against the CPU backend's (see step_check) */
+    int profile;   /* --profile 1: one more fwd+bwd timed op by op (step_profile) */
 } step_opts;
 
 static void step_usage(void) {
@@ -73,7 +78,7 @@ static void step_usage(void) {
             "[--layers L] [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] "
             "[--ffn F] [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] "
             "[--fused-loss 0|1] [--recompute 0|1] [--offload 0|1] [--gather-dtype fp32|bf16] "
-            "[--peak TFLOPS] [--arena-mb N] [--check]\n");
+            "[--peak TFLOPS] [--arena-mb N] [--profile 0|1] [--check]\n");
     exit(2);
 }
 
@@ -125,7 +130,8 @@ static void step_parse(int argc, char **argv, step_opts *o) {
                 {"--warmup", &o->warmup},
                 {"--fused-loss", &o->fused_loss},
                 {"--recompute", &o->recompute},
-                {"--offload", &o->offload}};
+                {"--offload", &o->offload},
+                {"--profile", &o->profile}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--check") == 0) {
@@ -156,7 +162,7 @@ static void step_parse(int argc, char **argv, step_opts *o) {
         else
             step_usage();
     }
-    if (o->steps < 1 || o->fused_loss > 1) step_usage();
+    if (o->steps < 1 || o->fused_loss > 1 || o->profile > 1) step_usage();
 }
 
 /* A Text-01-shaped config (see the header); the derived fields config.c would compute from a
@@ -268,6 +274,85 @@ static double step_now(void) {
 static int step_cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* ---- --profile: every op's kernels timed between two syncs ---- */
+
+static const mt_backend *prof_real;
+static mt_op_impl prof_orig[MT_OP_COUNT];
+static double prof_ms[MT_OP_COUNT][2];
+static int prof_calls[MT_OP_COUNT][2];
+
+static void prof_time(const mt_node *n, int dir) {
+    const mt_kernel_fn fn = dir ? prof_orig[n->op].bwd : prof_orig[n->op].fwd;
+    prof_real->sync();
+    const double t0 = step_now();
+    fn(n);
+    prof_real->sync();
+    prof_ms[n->op][dir] += 1e3 * (step_now() - t0);
+    prof_calls[n->op][dir]++;
+}
+static void prof_fwd(const mt_node *n) { prof_time(n, 0); }
+static void prof_bwd(const mt_node *n) { prof_time(n, 1); }
+
+static int prof_order(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    const double tx = prof_ms[x][0] + prof_ms[x][1], ty = prof_ms[y][0] + prof_ms[y][1];
+    return (tx < ty) - (tx > ty);
+}
+
+/* One more forward and backward through a copy of the backend whose ops time themselves (a
+ * recomputed segment's ops count where they run); prints the table and a RESULT line. */
+static void step_profile(const step_opts *o, const mt_backend *be, mt_ctx *ctx, mt_sharded *s,
+                         mt_zero *z, const mt_minimax_batch *batch) {
+    static mt_backend timed;
+    timed = *be;
+    prof_real = be;
+    memset(prof_ms, 0, sizeof(prof_ms));
+    memset(prof_calls, 0, sizeof(prof_calls));
+    for (int op = 0; op < MT_OP_COUNT; op++) {
+        prof_orig[op] = be->ops[op];
+        if (be->ops[op].fwd) timed.ops[op].fwd = prof_fwd;
+        if (be->ops[op].bwd) timed.ops[op].bwd = prof_bwd;
+    }
+    ctx->be = &timed;
+    be->sync();
+    const double t0 = step_now();
+    mt_zero_zero_grad(z);
+    (void)mt_sharded_micro_step(s, batch, NULL);
+    be->sync();
+    const double wall = 1e3 * (step_now() - t0);
+    ctx->be = be;
+
+    int order[MT_OP_COUNT], n = 0;
+    double fwd = 0, bwd = 0;
+    for (int op = 0; op < MT_OP_COUNT; op++) {
+        fwd += prof_ms[op][0];
+        bwd += prof_ms[op][1];
+        if (prof_calls[op][0] + prof_calls[op][1]) order[n++] = op;
+    }
+    qsort(order, (size_t)n, sizeof(int), prof_order);
+    printf("   profile: one more forward and backward with a sync around every op (launches "
+           "included; the syncs stop the host running ahead, so the wall time is longer)\n");
+    printf("   %-22s %10s %7s %10s %7s %7s\n", "op", "fwd ms", "calls", "bwd ms", "calls",
+           "% wall");
+    for (int i = 0; i < n; i++) {
+        const int op = order[i];
+        printf("   %-22s %10.3f %7d %10.3f %7d %6.1f%%\n", mt_op_name((mt_op)op), prof_ms[op][0],
+               prof_calls[op][0], prof_ms[op][1], prof_calls[op][1],
+               100 * (prof_ms[op][0] + prof_ms[op][1]) / wall);
+    }
+    printf("   ops: forward %.2f ms, backward %.2f ms; the rest of the %.2f ms (gathers, "
+           "reduce-scatters, casts into the slots, host work) %.2f ms\n",
+           fwd, bwd, wall, wall - fwd - bwd);
+    printf("RESULT profile %s%s%s: fwd+bwd %.2f ms with a sync per op; ops %.2f ms (forward %.2f, "
+           "backward %.2f)",
+           o->dtype == MT_BF16 ? "bf16" : "fp32", o->recompute ? " recompute" : "",
+           o->offload ? " offload" : "", wall, fwd + bwd, fwd, bwd);
+    for (int i = 0; i < n && i < 4; i++)
+        printf("%s %s %.1f%%", i ? "," : "; top:", mt_op_name((mt_op)order[i]),
+               100 * (prof_ms[order[i]][0] + prof_ms[order[i]][1]) / wall);
+    printf("\n");
 }
 
 /* A (B,T) I32 device tensor the benchmark owns, filled from host values. */
@@ -453,6 +538,7 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
            o.offload ? " offload" : "", med_fb * 1e3, tflops_fb, 100 * tflops_fb / o.peak_tflops,
            (long long)z.total_shard, (med - med_fb) * 1e3);
     if (!all_finite) printf("FAIL: a loss or gradient was not finite\n");
+    if (o.profile) step_profile(&o, be, &ctx, &s, &z, &batch);
 
     free(ms_fb);
     free(ms);

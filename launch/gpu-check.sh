@@ -291,8 +291,10 @@ step_bench() { # DTYPE RECOMPUTE(0|1) [OFFLOAD(0|1)]
   t=$(date +%s)
   echo "== training step benchmark ($dt GEMMs$([ "$rec" = 1 ] && echo ", layers recomputed")$([ "$off" = 1 ] && echo ", AdamW on the host, bf16 gathers"))"
   # shellcheck disable=SC2086 # MT_GPU_CHECK_STEP_ARGS is a list of flags
+  # the plain bf16 step also prints where its time goes, op by op (--profile)
   OMP_NUM_THREADS=$JOBS tmo 100 "$STEP_BIN" --dtype "$dt" --recompute "$rec" --offload "$off" \
     --gather-dtype "$([ "$off" = 1 ] && echo bf16 || echo fp32)" \
+    --profile "$([ "$dt$rec$off" = bf1600 ] && echo 1 || echo 0)" \
     ${MT_GPU_CHECK_STEP_ARGS:-} > "$LOGDIR/step_$name.log" 2>&1
   rc=$?
   cat "$LOGDIR/step_$name.log"

@@ -106,10 +106,11 @@ if(CMAKE_CXX_COMPILER)
   add_test(NAME op_cuda_emu_step COMMAND bench_gpu_step_emu ${mt_step_tiny})
   add_test(NAME op_cuda_emu_step_bf16 COMMAND bench_gpu_step_emu --dtype bf16 --fused-loss 0
     ${mt_step_tiny})
-  # head dim 64: lightning's fused kernels and the flash attention kernels in a whole step
+  # head dim 64: lightning's fused kernels and the flash attention kernels in a whole step; with
+  # the op-by-op profile that launch/gpu-check.sh prints for its bf16 step
   add_test(NAME op_cuda_emu_step_bf16_d64 COMMAND bench_gpu_step_emu --dtype bf16 --fused-loss 0
     --hidden 64 --heads 4 --kv-heads 2 --head-dim 64 --experts 4 --ffn 64 --vocab 256 --seq 96
-    --block 32 --steps 2 --warmup 1 --check)
+    --block 32 --steps 2 --warmup 1 --profile 1 --check)
   # every layer recomputed in the backward (train.gradient_checkpointing), on both backends
   add_test(NAME op_cuda_emu_step_recompute COMMAND bench_gpu_step_emu --dtype bf16 --recompute 1
     ${mt_step_tiny})
