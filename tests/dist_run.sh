@@ -7,6 +7,8 @@
 #   resume-split     --resume $TMP/resume-a/checkpoint-10, 10 more steps  -> $TMP/resume-b
 #   kill             SIGKILL one rank mid-run: the job must end non-zero in < 30 s; then a
 #                    kill during a checkpoint write must leave the previous checkpoint loadable
+#   signal           SIGUSR1 to mpirun, then SIGTERM to one rank alone: every rank stops after
+#                    the same step with a checkpoint (exit 75), and the run resumes from it
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model; an
 #                    activation arena too small for one micro-step
@@ -239,6 +241,40 @@ emu-cuda)
     { echo "FAIL: the bf16-gather offload's memory line does not show host master weights"; exit 1; }
   grep -E "^memory|^step" "$tmp/emu-cuda.log"
   grep -q "memory\[rank 0, cuda\]" "$tmp/emu-cuda.log" || { echo "FAIL: not on the cuda backend"; exit 1; }
+  ;;
+signal)
+  # stop_run SIGNAL TARGET(mpirun|rank) OUT [ARGS]: a long run, stopped once loss.csv has 3
+  # steps; prints the step it stopped after
+  stop_run() {
+    local sig="$1" target="$2" out="$3" job rc=0 step
+    shift 3
+    rm -rf "$out"
+    mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
+      --set "data.cache_dir=$tmp/dist-cache-signal" --set train.max_steps=100000 \
+      --set train.per_device_train_batch_size=2 "$@" > "$out.log" 2>&1 &
+    job=$!
+    for _ in $(seq 600); do [ "$(wc -l < "$out/loss.csv" 2> /dev/null || echo 0)" -ge 4 ] && break; sleep 0.1; done
+    if [ "$target" = mpirun ]; then kill -"$sig" "$job"; else kill -"$sig" "$(pgrep -f -n "output.dir=$out")"; fi
+    for _ in $(seq 600); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
+    kill -0 "$job" 2> /dev/null && { echo "FAIL: still running 60 s after SIG$sig" >&2; kill -9 "$job"; exit 1; }
+    wait "$job" || rc=$?
+    [ "$rc" -eq 75 ] || { echo "FAIL: SIG$sig to $target: exit $rc, not 75" >&2; tail -20 "$out.log" >&2; exit 1; }
+    step=$(sed -n 's/^stopped by a signal (SIGUSR1 or SIGTERM) after step \([0-9]*\) of 100000.*/\1/p' "$out.log")
+    [ -n "$step" ] && [ -d "$out/checkpoint-$step" ] ||
+      { echo "FAIL: SIG$sig to $target: no stop message or checkpoint" >&2; tail -20 "$out.log" >&2; exit 1; }
+    [ "$(ls -d "$out"/checkpoint-* | wc -l)" -eq 1 ] || { echo "FAIL: more than one checkpoint" >&2; exit 1; }
+    echo "SIG$sig to $target: every rank stopped after step $step, exit 75, checkpoint-$step" >&2
+    echo "$step"
+  }
+  step=$(stop_run USR1 mpirun "$tmp/signal-usr1")
+  step_term=$(stop_run TERM rank "$tmp/signal-term")
+  # the first run resumes from its checkpoint and finishes 2 more steps
+  run 2 "$tmp/signal-resume" --set "data.cache_dir=$tmp/dist-cache-signal" \
+    --set train.per_device_train_batch_size=2 --set "train.max_steps=$((step + 2))" \
+    --resume "$tmp/signal-usr1/checkpoint-$step"
+  grep -q "resumed from .*checkpoint-$step at step $step" "$tmp/signal-resume.log"
+  grep -E "^step $((step + 2))/|^done" "$tmp/signal-resume.log"
+  echo "SIGTERM run stopped after step $step_term"
   ;;
 nonfinite)
   # a learning rate of 1e30 overflows the parameters after step 1: the job must stop with the

@@ -6,6 +6,9 @@
  *   -> steps: per micro-batch forward (gather bucket by bucket) and backward (re-gather,
  *   reduce-scatter gradients), global grad norm, clipping, AdamW on the owned shard
  *   -> loss.csv, checkpoints (training state + HF export) every save_steps and at the end.
+ * SIGUSR1 or SIGTERM on any rank (mpirun forwards SIGUSR1 to every rank; Slurm sends it before
+ * the time limit with --signal=USR1@SECONDS) stops the job after the step in progress, with a
+ * checkpoint: each step ends with one small all-reduce that asks whether a rank got one.
  *
  * The loss of a step is the token-level mean over every labelled token of the global batch:
  * each micro-batch's cross-entropy is a sum divided by the global count, so neither the number
@@ -14,6 +17,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -585,6 +589,31 @@ static void trainer_report_memory(trainer *t) {
     fflush(stdout);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* stop signals: finish the step, checkpoint, exit MT_EXIT_STOPPED */
+
+static volatile sig_atomic_t trainer_stop_signal = 0;
+
+static void trainer_on_stop_signal(int sig) { trainer_stop_signal = sig; }
+
+static void trainer_catch_stop_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = trainer_on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    MT_CHECK(sigaction(SIGUSR1, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0,
+             "cannot install the SIGUSR1/SIGTERM handlers: %s", strerror(errno));
+}
+
+/* Whether a rank got a stop signal: asked by every rank after every step, so all stop after
+ * the same one. */
+static bool trainer_stop_requested(trainer *t) {
+    int64_t got = trainer_stop_signal != 0;
+    t->host->allreduce_i64(t->host, &got, 1);
+    return got > 0;
+}
+
 static void usage(void) {
     fprintf(stderr, "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR]\n"
                     "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
@@ -654,7 +683,9 @@ int mt_train_main(int argc, char **argv) {
          (long long)mt_sampler_steps_per_epoch(&t->sampler), first, rc->train_max_steps);
     if (t->comm->rank == 0)
         mt_logger_open(&t->log, rc->output_dir, t->cfg.output_router_logits, (int)t->state.step);
+    trainer_catch_stop_signals();
     double t_start = mt_time_now();
+    int stopped_after = 0; /* the step a stop signal ended the run with, else 0 */
     for (int step = first; step <= rc->train_max_steps; step++) {
         double t0 = mt_time_now();
         step_result r = trainer_step(t, step);
@@ -672,13 +703,24 @@ int mt_train_main(int argc, char **argv) {
                               .elapsed_s = mt_time_now() - t_start};
             mt_logger_row(&t->log, &row, rc->train_max_steps);
         }
-        bool last = step == rc->train_max_steps;
-        if (last || (rc->output_save_steps > 0 && step % rc->output_save_steps == 0))
+        const bool last = step == rc->train_max_steps, stop = !last && trainer_stop_requested(t);
+        if (last || stop || (rc->output_save_steps > 0 && step % rc->output_save_steps == 0))
             trainer_save(t, step);
+        if (stop) {
+            stopped_after = step;
+            break;
+        }
     }
     if (t->comm->rank == 0) mt_logger_close(&t->log);
-    LOG0(t, "done: %d steps in %.1f s; outputs in %s\n", rc->train_max_steps - first + 1,
-         mt_time_now() - t_start, rc->output_dir);
+    if (stopped_after)
+        LOG0(t,
+             "stopped by a signal (SIGUSR1 or SIGTERM) after step %d of %d, %.1f s; continue "
+             "with --resume %s/checkpoint-%d\n",
+             stopped_after, rc->train_max_steps, mt_time_now() - t_start, rc->output_dir,
+             stopped_after);
+    else
+        LOG0(t, "done: %d steps in %.1f s; outputs in %s\n", rc->train_max_steps - first + 1,
+             mt_time_now() - t_start, rc->output_dir);
     mt_sampler_free(&t->sampler);
     mt_token_data_free(&t->data);
     mt_ctx_free(&t->ctx);
@@ -694,5 +736,5 @@ int mt_train_main(int argc, char **argv) {
     if (t->comm != t->host) mt_comm_nccl_free(t->comm);
     mt_comm_finalize(t->host);
     free(t);
-    return 0;
+    return stopped_after ? MT_EXIT_STOPPED : 0;
 }
