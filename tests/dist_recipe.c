@@ -96,6 +96,9 @@ static int test_recipe_errors(void) {
     expect_error(BASE, "train.adam_beta1=1.5",
                  "--set train.adam_beta1: train.adam_beta1: must be in [0, 1)");
     expect_error(BASE, "train.nope=1", "--set train.nope: unknown key 'train.nope'");
+    expect_error(BASE, "output.save_total_limit=-1",
+                 "--set output.save_total_limit: output.save_total_limit: must be >= 0 (0: keep "
+                 "every checkpoint)");
     expect_error(BASE, "dist.timeout=-1",
                  "--set dist.timeout: dist.timeout: must be >= 0 seconds (0: no limit)");
     expect_error("[data]\ntokenizer_dir = \"/tmp/mt_recipe_tok\"\n", NULL,

@@ -8,7 +8,8 @@
 #   kill             SIGKILL one rank mid-run: the job must end non-zero in < 30 s; then a
 #                    kill during a checkpoint write must leave the previous checkpoint loadable
 #   signal           SIGUSR1 to mpirun, then SIGTERM to one rank alone: every rank stops after
-#                    the same step with a checkpoint (exit 75), and the run resumes from it
+#                    the same step with a checkpoint (exit 75), and the run resumes from it;
+#                    then output.save_total_limit keeps the newest checkpoints only
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model; an
 #                    activation arena too small for one micro-step
@@ -275,6 +276,13 @@ signal)
   grep -q "resumed from .*checkpoint-$step at step $step" "$tmp/signal-resume.log"
   grep -E "^step $((step + 2))/|^done" "$tmp/signal-resume.log"
   echo "SIGTERM run stopped after step $step_term"
+  # output.save_total_limit = 2 with a checkpoint every step: the last two remain
+  run 2 "$tmp/save-limit" --set "data.cache_dir=$tmp/dist-cache-signal" \
+    --set train.per_device_train_batch_size=2 --set train.max_steps=4 --set output.save_steps=1 \
+    --set output.save_total_limit=2
+  kept=$(cd "$tmp/save-limit" && echo checkpoint-*)
+  [ "$kept" = "checkpoint-3 checkpoint-4" ] || { echo "FAIL: save_total_limit 2 kept: $kept"; exit 1; }
+  grep -c "^removed .*checkpoint-[12] (output.save_total_limit = 2)" "$tmp/save-limit.log"
   ;;
 nonfinite)
   # a learning rate of 1e30 overflows the parameters after step 1: the job must stop with the

@@ -63,6 +63,7 @@ static const recipe_key recipe_keys[] = {
     BOOL("train.gradient_checkpointing", train_gradient_checkpointing, "false", false),
     STR("output.dir", output_dir, "\"runs/out\"", false),
     INT("output.save_steps", output_save_steps, "0", false),
+    INT("output.save_total_limit", output_save_total_limit, "0", false),
     BOOL("output.export", output_export, "true", false),
     STR("output.export_dtype", output_export_dtype, "\"bf16\"", false),
     I64("output.shard_bytes", output_shard_bytes, "5000000000", false),
@@ -196,6 +197,8 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
     if (!(r->train_adam_epsilon > 0)) BAD("train.adam_epsilon", "must be > 0");
     if (!r->output_dir[0]) BAD("output.dir", "must not be empty");
     if (r->output_save_steps < 0) BAD("output.save_steps", "must be >= 0");
+    if (r->output_save_total_limit < 0)
+        BAD("output.save_total_limit", "must be >= 0 (0: keep every checkpoint)");
     if (strcmp(r->output_export_dtype, "fp32") && strcmp(r->output_export_dtype, "bf16"))
         BAD("output.export_dtype", "must be \"fp32\" or \"bf16\"");
     if (r->output_shard_bytes < (1 << 20)) BAD("output.shard_bytes", "must be >= 1 MiB");

@@ -47,7 +47,8 @@ typedef struct mt_recipe {
     /* [output] */
     char output_dir[MT_PATH_MAX];
     int output_save_steps; /* training-state checkpoint + export every N steps; 0 = only at end */
-    bool output_export;    /* export an HF model directory */
+    int output_save_total_limit; /* checkpoints kept in output.dir, the newest; 0 = all */
+    bool output_export;          /* export an HF model directory */
     char output_export_dtype[8]; /* "bf16" or "fp32" */
     int64_t output_shard_bytes;
     /* [dist] */

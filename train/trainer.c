@@ -15,6 +15,7 @@
  * of ranks nor the split into micro-batches changes the update. */
 #include "trainer.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -411,6 +412,36 @@ static int64_t trainer_step_tokens(const trainer *t) {
 /* ------------------------------------------------------------------------------------------ */
 /* checkpoints: <output.dir>/checkpoint-<step>/ = HF model directory + state.h5 */
 
+/* output.save_total_limit: rank 0 keeps the checkpoint just saved and the newest limit - 1
+ * other checkpoint-<step> directories of output.dir (by step), and removes the rest. */
+static void trainer_prune_checkpoints(trainer *t, int saved_step) {
+    const int limit = t->rc.output_save_total_limit;
+    if (limit <= 0 || t->comm->rank != 0) return;
+    DIR *d = opendir(t->rc.output_dir);
+    if (!d) return;
+    int steps[4096], n = 0;
+    for (struct dirent *e; (e = readdir(d)) && n < 4096;) {
+        int s = 0, len = 0;
+        if (sscanf(e->d_name, "checkpoint-%d%n", &s, &len) == 1 && e->d_name[len] == '\0' &&
+            s != saved_step)
+            steps[n++] = s;
+    }
+    closedir(d);
+    /* newest first; keep limit - 1 besides the one just saved */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && steps[j - 1] < steps[j]; j--) {
+            const int x = steps[j];
+            steps[j] = steps[j - 1];
+            steps[j - 1] = x;
+        }
+    for (int i = limit - 1; i < n; i++) {
+        char dir[MT_PATH_MAX + 64];
+        snprintf(dir, sizeof(dir), "%s/checkpoint-%d", t->rc.output_dir, steps[i]);
+        remove_tree(dir);
+        LOG0(t, "removed %s (output.save_total_limit = %d)\n", dir, limit);
+    }
+}
+
 static void trainer_save(trainer *t, int step) {
     char dir[MT_PATH_MAX + 64], tmp[MT_PATH_MAX + 80];
     snprintf(dir, sizeof(dir), "%s/checkpoint-%d", t->rc.output_dir, step);
@@ -469,6 +500,7 @@ static void trainer_save(trainer *t, int step) {
     }
     t->comm->barrier(t->comm);
     LOG0(t, "saved %s (%.1f s)\n", dir, mt_time_now() - t0);
+    trainer_prune_checkpoints(t, step);
 }
 
 static void trainer_resume(trainer *t, const char *dir) {
