@@ -9,6 +9,7 @@
 #                    kill during a checkpoint write must leave the previous checkpoint loadable
 #   signal           SIGUSR1 to mpirun, then SIGTERM to one rank alone: every rank stops after
 #                    the same step with a checkpoint (exit 75), and the run resumes from it;
+#                    two SIGTERMs end a rank at once;
 #                    then output.save_total_limit keeps the newest checkpoints only
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model; an
@@ -276,6 +277,26 @@ signal)
   grep -q "resumed from .*checkpoint-$step at step $step" "$tmp/signal-resume.log"
   grep -E "^step $((step + 2))/|^done" "$tmp/signal-resume.log"
   echo "SIGTERM run stopped after step $step_term"
+  # a second SIGTERM ends the rank at once: the job ends, but not as a clean stop (steps of 40
+  # micro-batches, several seconds, so that the first cannot finish one before the second)
+  out="$tmp/signal-twice"
+  rm -rf "$out"
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
+    --set "data.cache_dir=$tmp/dist-cache-signal" --set train.max_steps=100000 \
+    --set train.per_device_train_batch_size=2 --set train.gradient_accumulation_steps=40 \
+    > "$out.log" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do [ "$(wc -l < "$out/loss.csv" 2> /dev/null || echo 0)" -ge 2 ] && break; sleep 0.1; done
+  victim=$(pgrep -f -n "output.dir=$out")
+  kill -TERM "$victim"
+  sleep 0.5 # apart: a signal sent while the same one is pending merges with it
+  kill -TERM "$victim"
+  for _ in $(seq 600); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
+  kill -0 "$job" 2> /dev/null && { echo "FAIL: still running 60 s after two SIGTERMs"; kill -9 "$job"; exit 1; }
+  rc=0
+  wait "$job" || rc=$?
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] || { echo "FAIL: two SIGTERMs: exit $rc"; exit 1; }
+  echo "two SIGTERMs to one rank: the job ended with $rc"
   # output.save_total_limit = 2 with a checkpoint every step: the last two remain
   run 2 "$tmp/save-limit" --set "data.cache_dir=$tmp/dist-cache-signal" \
     --set train.per_device_train_batch_size=2 --set train.max_steps=4 --set output.save_steps=1 \

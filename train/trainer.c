@@ -626,7 +626,15 @@ static void trainer_report_memory(trainer *t) {
 
 static volatile sig_atomic_t trainer_stop_signal = 0;
 
-static void trainer_on_stop_signal(int sig) { trainer_stop_signal = sig; }
+/* The first signal asks for the stop; a second SIGTERM ends the process at once, as by
+ * default (launchers escalate that way, and a rank stuck in a collective must still go). */
+static void trainer_on_stop_signal(int sig) {
+    if (trainer_stop_signal && sig == SIGTERM) {
+        signal(SIGTERM, SIG_DFL);
+        raise(SIGTERM);
+    }
+    trainer_stop_signal = sig;
+}
 
 static void trainer_catch_stop_signals(void) {
     struct sigaction sa;
