@@ -15,7 +15,8 @@
  *  3. softmax attention on the bf16 flash path (attention_flash.cu), fwd and bwd at T = 4k, 8k.
  * Usage: bench-gpu-ops [lightning|attention|moe|all] [reps] [shrink]: shrink > 1 divides T, N,
  * C and F (a smoke run, e.g. on the CPU emulator in ctest; attention then also uses H = 2,
- * lightning D = 64 and a block of 256 / shrink, at least 8, so the fused kernel runs too).
+ * lightning D = 64 and a block of 256 / shrink, at least 64, one row tile of the fused
+ * kernels, which run too: fewer, fuller blocks keep the emulated run short).
  * Exit 77 when no CUDA device is usable. */
 #include <math.h>
 #include <stdio.h>
@@ -131,7 +132,7 @@ static mt_tensor *bench_lightning_fwd(mt_ctx *c, void *u) {
 
 static void bench_lightning(const mt_backend *be, int reps, int shrink, mt_dtype cd, bool fused) {
     const int BH = 16, H = 16, B = BH / H, D = shrink > 1 ? 64 : 128;
-    const int block = 256 / shrink > 8 ? 256 / shrink : 8;
+    const int block = 256 / shrink > 64 ? 256 / shrink : 64;
     const int Ts[3] = {2048 / shrink, 8192 / shrink, 32768 / shrink};
     cuda_lightning_fused_select(fused);
     const bool on = cd == MT_BF16 && cuda_lightning_fused_on(D);
