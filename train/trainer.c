@@ -657,7 +657,9 @@ static bool trainer_stop_requested(trainer *t) {
 static void usage(void) {
     fprintf(stderr, "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR]\n"
                     "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
-                    "  recipe keys: docs/recipes.md\n");
+                    "  recipe keys: docs/recipes.md\n"
+                    "  SIGUSR1 or SIGTERM (kill -USR1 on mpirun): stop after the current step with "
+                    "a checkpoint, exit 75\n");
 }
 
 int mt_train_main(int argc, char **argv) {
