@@ -62,6 +62,34 @@ void cuda_sgemm_rm(const char *op, bool trans_a, bool trans_b, int m, int n, int
     cuda_gemm_rm(op, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, CUDA_R_32F, beta, C, ldc);
 }
 
+/* The element distance b - a, when a whole number of elements of `elem` bytes. */
+static bool cuda_elem_delta(const void *a, const void *b, size_t elem, long long *d) {
+    const long long bytes = (long long)((const char *)b - (const char *)a);
+    *d = bytes / (long long)elem;
+    return bytes % (long long)elem == 0;
+}
+
+void cuda_gemm_rm_pair(const char *op, bool bf16, bool trans_a, bool trans_b, int m, int n, int k,
+                       float alpha, const void *A0, const void *A1, int lda, const void *B0,
+                       const void *B1, int ldb, float beta, float *C0, float *C1, int ldc) {
+    const cudaDataType abt = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const size_t elem = bf16 ? 2 : 4;
+    long long da, db, dc;
+    const bool one = m > 0 && n > 0 && k > 0 && cuda_elem_delta(A0, A1, elem, &da) &&
+                     cuda_elem_delta(B0, B1, elem, &db) && cuda_elem_delta(C0, C1, 4, &dc) &&
+                     da >= 0 && db >= 0 && dc >= 0;
+    if (!one) {
+        cuda_gemm_rm(op, trans_a, trans_b, m, n, k, alpha, A0, lda, B0, ldb, abt, beta, C0, ldc);
+        cuda_gemm_rm(op, trans_a, trans_b, m, n, k, alpha, A1, lda, B1, ldb, abt, beta, C1, ldc);
+        return;
+    }
+    cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(op, cublasGemmStridedBatchedEx(cuda_blas, tb, ta, n, m, k, &alpha, B0, abt, ldb, db,
+                                               A0, abt, lda, da, &beta, C0, CUDA_R_32F, ldc, dc, 2,
+                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 void cuda_gemm_bf16_rm(const char *op, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                        const __nv_bfloat16 *A, int lda, const __nv_bfloat16 *B, int ldb, float beta,
                        float *C, int ldc) {

@@ -150,6 +150,15 @@ void cuda_gemm_bf16_rm(const char *op, bool trans_a, bool trans_b, int m, int n,
                        const __nv_bfloat16 *A, int lda, const __nv_bfloat16 *B, int ldb, float beta,
                        float *C, int ldc);
 
+/* Two GEMMs of one shape, C_i = alpha op(A_i) op(B_i) + beta C_i (i = 0, 1; row-major as
+ * above, fp32 operands or bf16 ones when bf16), as one strided-batched cuBLAS call when the
+ * three pointer differences A_1 - A_0, B_1 - B_0, C_1 - C_0 have one sign (a shared operand
+ * has 0), else as two calls: the pair fills twice the tiles of one call (an expert's GEMMs of
+ * a few hundred rows occupy part of the GPU alone). Each C_i is the single call's result. */
+void cuda_gemm_rm_pair(const char *op, bool bf16, bool trans_a, bool trans_b, int m, int n, int k,
+                       float alpha, const void *A0, const void *A1, int lda, const void *B0,
+                       const void *B1, int ldb, float beta, float *C0, float *C1, int ldc);
+
 /* ---- bf16 casts (cast.cu) ---- */
 
 /* dst[i] = bf16(src[i]), round to nearest even (__float2bfloat16_rn), i < count. */
