@@ -412,6 +412,11 @@ static int64_t trainer_step_tokens(const trainer *t) {
 /* ------------------------------------------------------------------------------------------ */
 /* checkpoints: <output.dir>/checkpoint-<step>/ = HF model directory + state.h5 */
 
+static int trainer_step_newer(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x < y) - (x > y);
+}
+
 /* output.save_total_limit: rank 0 keeps the checkpoint just saved and the newest limit - 1
  * other checkpoint-<step> directories of output.dir (by step), and removes the rest. */
 static void trainer_prune_checkpoints(trainer *t, int saved_step) {
@@ -428,12 +433,7 @@ static void trainer_prune_checkpoints(trainer *t, int saved_step) {
     }
     closedir(d);
     /* newest first; keep limit - 1 besides the one just saved */
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && steps[j - 1] < steps[j]; j--) {
-            const int x = steps[j];
-            steps[j] = steps[j - 1];
-            steps[j - 1] = x;
-        }
+    qsort(steps, (size_t)n, sizeof(int), trainer_step_newer);
     for (int i = limit - 1; i < n; i++) {
         char dir[MT_PATH_MAX + 64];
         snprintf(dir, sizeof(dir), "%s/checkpoint-%d", t->rc.output_dir, steps[i]);
