@@ -5,7 +5,8 @@
 #   ranks N          tests/recipes/dist.toml on N ranks (global batch 4) -> $TMP/ranks-npN
 #   resume-straight  20 steps, checkpoints at 10 and 20                   -> $TMP/resume-a
 #   resume-split     --resume $TMP/resume-a/checkpoint-10, 10 more steps  -> $TMP/resume-b
-#   kill             SIGKILL one rank mid-run: the job must end non-zero in < 30 s; then a
+#   kill             SIGKILL one rank mid-run: the job must end non-zero in < 30 s; SIGSTOP one:
+#                    the peer's watchdog (dist.timeout = 3) must end it in < 30 s; then a
 #                    kill during a checkpoint write must leave the previous checkpoint loadable
 #   signal           SIGUSR1 to mpirun, then SIGTERM to one rank alone: every rank stops after
 #                    the same step with a checkpoint (exit 75), and the run resumes from it;
@@ -85,6 +86,37 @@ kill)
   took=$(echo "$(date +%s.%N) - $start" | bc)
   echo "killed rank pid $victim: mpirun exited with $rc after ${took}s"
   [ "$rc" -ne 0 ] || { echo "FAIL: the job exited 0 after a rank was killed"; exit 1; }
+  awk -v t="$took" 'BEGIN { exit !(t < 30) }' || { echo "FAIL: took ${took}s (limit 30s)"; exit 1; }
+
+  # a rank stopped (SIGSTOP): alive, so MPI notices nothing, and its peer waits in a collective;
+  # the peer's host watchdog must end the job after dist.timeout = 3 s
+  out="$tmp/stop-rank"
+  rm -rf "$out"
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
+    --set "data.cache_dir=$tmp/dist-cache-kill" --set train.max_steps=100000 \
+    --set train.per_device_train_batch_size=2 --set dist.timeout=3 > "$out.log" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do [ "$(wc -l < "$out/loss.csv" 2> /dev/null || echo 0)" -ge 3 ] && break; sleep 0.1; done
+  victim=$(pgrep -f -n "output.dir=$out" | head -1)
+  [ -n "$victim" ] || { echo "no rank process found"; exit 1; }
+  kill -0 "$job" 2> /dev/null || { echo "FAIL: the job ended before a rank was stopped"; cat "$out.log"; exit 1; }
+  start=$(date +%s.%N)
+  kill -STOP "$victim"
+  for _ in $(seq 600); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2> /dev/null; then
+    echo "FAIL: the job still runs 60 s after a rank was stopped"
+    pkill -9 -f "output.dir=$out"
+    exit 1
+  fi
+  rc=0
+  wait "$job" || rc=$?
+  took=$(echo "$(date +%s.%N) - $start" | bc)
+  pkill -9 -f "output.dir=$out" || true
+  grep "mpi watchdog" "$out.log" | head -2
+  echo "stopped rank pid $victim: mpirun exited with $rc after ${took}s"
+  [ "$rc" -ne 0 ] || { echo "FAIL: the job exited 0 after a rank was stopped"; exit 1; }
+  grep -q "mpi watchdog: host collective [0-9]* (.*) has not completed after [0-9]* s (dist.timeout = 3 s)" \
+    "$out.log" || { echo "FAIL: no watchdog message"; tail -20 "$out.log"; exit 1; }
   awk -v t="$took" 'BEGIN { exit !(t < 30) }' || { echo "FAIL: took ${took}s (limit 30s)"; exit 1; }
 
   # a kill during a checkpoint write: MT_TEST_CHECKPOINT_DELAY holds the state file under its

@@ -39,6 +39,11 @@ struct mt_comm {
 /* MPI_Init (or use the running MPI), rank/size of MPI_COMM_WORLD; installs the error hook so
  * MT_DIE on any rank calls MPI_Abort and error messages carry "[rank r]". */
 mt_comm *mt_comm_mpi_init(int *argc, char ***argv);
+/* Starts the host watchdog of the MPI communicator: a thread that ends the job (MT_DIE, so
+ * MPI_Abort) when one collective has waited longer than timeout_s, as it does when a peer is
+ * stopped or stuck outside the collectives (the recipe's dist.timeout; 0: none). A no-op for
+ * one rank and for the other communicators. */
+void mt_comm_mpi_watch(mt_comm *c, double timeout_s);
 void mt_comm_finalize(mt_comm *c);
 /* One rank, no MPI: for unsharded reference runs (tests) and single-process tools. */
 mt_comm *mt_comm_self(void);

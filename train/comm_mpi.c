@@ -1,9 +1,19 @@
 /* comm_mpi.c: the MPI communicator (host buffers). Counts above INT_MAX are split into chunks,
- * since MPI 3.1 takes int counts. */
+ * since MPI 3.1 takes int counts.
+ *
+ * The watchdog (mt_comm_mpi_watch): every collective stamps its start and clears the stamp when
+ * it returns; a thread polls the stamp and ends the job through MT_DIE (MPI_Abort) when one
+ * collective has waited longer than the timeout. MPI notices a peer that exited, but not one
+ * that is stopped, stuck in a loop or a file system call, or took another path: its peers would
+ * wait in the collective for ever. */
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "autograd/check.h"
 #include "train/comm.h"
@@ -25,11 +35,85 @@ static int64_t mpi_chunk = (int64_t)1 << 30;
 
 static mt_comm mpi_comm;
 
+/* ---- the watchdog ---- */
+
+/* The main thread writes seq, what and count, then publishes the start; the thread reads the
+ * start, the rest, and seq again, and trusts what it read only when seq did not move. */
+static struct {
+    atomic_llong started_ns;    /* 0: not in a collective */
+    atomic_llong seq;           /* collectives entered so far */
+    _Atomic(const char *) what; /* a format of count: "an all-gather of %lld elements ..." */
+    atomic_llong count;
+    double timeout_s;
+    atomic_bool stop;
+    bool running;
+    pthread_t thread;
+} mpi_watch;
+
+static long long mpi_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void mpi_watch_enter(const char *what, int64_t count) {
+    atomic_fetch_add_explicit(&mpi_watch.seq, 1, memory_order_relaxed);
+    atomic_store_explicit(&mpi_watch.what, what, memory_order_relaxed);
+    atomic_store_explicit(&mpi_watch.count, (long long)count, memory_order_relaxed);
+    atomic_store_explicit(&mpi_watch.started_ns, mpi_now_ns(), memory_order_release);
+}
+
+static void mpi_watch_leave(void) {
+    atomic_store_explicit(&mpi_watch.started_ns, 0, memory_order_release);
+}
+
+static void *mpi_watchdog(void *arg) {
+    (void)arg;
+    const struct timespec poll = {0, 100 * 1000 * 1000};
+    while (!atomic_load(&mpi_watch.stop)) {
+        nanosleep(&poll, NULL);
+        const long long seq = atomic_load_explicit(&mpi_watch.seq, memory_order_acquire);
+        const long long started = atomic_load_explicit(&mpi_watch.started_ns, memory_order_acquire);
+        const char *what = atomic_load_explicit(&mpi_watch.what, memory_order_relaxed);
+        const long long count = atomic_load_explicit(&mpi_watch.count, memory_order_relaxed);
+        if (!started || atomic_load_explicit(&mpi_watch.seq, memory_order_acquire) != seq) continue;
+        const double age = 1e-9 * (double)(mpi_now_ns() - started);
+        if (age <= mpi_watch.timeout_s) continue;
+        char name[128];
+        snprintf(name, sizeof(name), what, count);
+        MT_DIE("mpi watchdog: host collective %lld (%s) has not completed after %.0f s "
+               "(dist.timeout = %g s): another rank died, is stopped or stuck, or issued "
+               "different collectives; ending the job (0 turns the limit off)",
+               seq, name, age, mpi_watch.timeout_s);
+    }
+    return NULL;
+}
+
+void mt_comm_mpi_watch(mt_comm *c, double timeout_s) {
+    MT_CHECK(timeout_s >= 0, "mpi: timeout %g s must be >= 0 (0: none)", timeout_s);
+    if (c != &mpi_comm || c->size == 1 || timeout_s == 0 || mpi_watch.running) return;
+    mpi_watch.timeout_s = timeout_s;
+    MT_CHECK(pthread_create(&mpi_watch.thread, NULL, mpi_watchdog, NULL) == 0,
+             "mpi: could not start the watchdog thread");
+    mpi_watch.running = true;
+}
+
+static void mpi_watch_stop(void) {
+    if (!mpi_watch.running) return;
+    atomic_store(&mpi_watch.stop, true);
+    pthread_join(mpi_watch.thread, NULL);
+    mpi_watch.running = false;
+}
+
+/* ---- collectives ---- */
+
 static void mpi_allgather(mt_comm *c, const void *send, void *recv, int64_t count, size_t elem) {
     MT_CHECK(elem == 4 || elem == 2, "mpi allgather: elements of %zu bytes (4 or 2)", elem);
     MPI_Datatype type = elem == 4 ? MPI_FLOAT : MPI_UINT16_T;
+    mpi_watch_enter("an all-gather of %lld elements per rank", count);
     if (count <= MPI_CHUNK) {
         MPI_CHECK(MPI_Allgather(send, (int)count, type, recv, (int)count, type, MPI_COMM_WORLD));
+        mpi_watch_leave();
         return;
     }
     /* Large: gather chunk by chunk, each rank broadcasting its slice's piece. */
@@ -43,12 +127,15 @@ static void mpi_allgather(mt_comm *c, const void *send, void *recv, int64_t coun
             MPI_CHECK(MPI_Bcast(dst, n, type, r, MPI_COMM_WORLD));
         }
     }
+    mpi_watch_leave();
 }
 
 static void mpi_reduce_scatter(mt_comm *c, const float *send, float *recv, int64_t count) {
+    mpi_watch_enter("a reduce-scatter of %lld elements per rank", count);
     if (count <= MPI_CHUNK) {
         MPI_CHECK(
             MPI_Reduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        mpi_watch_leave();
         return;
     }
     for (int64_t off = 0; off < count; off += MPI_CHUNK) {
@@ -57,6 +144,7 @@ static void mpi_reduce_scatter(mt_comm *c, const float *send, float *recv, int64
             MPI_CHECK(MPI_Reduce(send + (int64_t)r * count + off, r == c->rank ? recv + off : NULL,
                                  n, MPI_FLOAT, MPI_SUM, r, MPI_COMM_WORLD));
     }
+    mpi_watch_leave();
 }
 
 /* Host buffers: a started all-gather is a finished one. */
@@ -69,25 +157,33 @@ static void mpi_wait(mt_comm *c, int ticket) { (void)c, (void)ticket; }
 
 static void mpi_allreduce_f64(mt_comm *c, double *buf, int n) {
     (void)c;
+    mpi_watch_enter("an all-reduce of %lld elements", n);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    mpi_watch_leave();
 }
 
 static void mpi_allreduce_i64(mt_comm *c, int64_t *buf, int n) {
     (void)c;
+    mpi_watch_enter("an all-reduce of %lld elements", n);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+    mpi_watch_leave();
 }
 
 static void mpi_bcast(mt_comm *c, void *buf, size_t bytes, int root) {
     (void)c;
+    mpi_watch_enter("a broadcast of %lld bytes", (int64_t)bytes);
     for (size_t off = 0; off < bytes; off += (size_t)INT_MAX) {
         size_t n = bytes - off < (size_t)INT_MAX ? bytes - off : (size_t)INT_MAX;
         MPI_CHECK(MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root, MPI_COMM_WORLD));
     }
+    mpi_watch_leave();
 }
 
 static void mpi_barrier(mt_comm *c) {
     (void)c;
+    mpi_watch_enter("a barrier", 0);
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    mpi_watch_leave();
 }
 
 static void mpi_abort(mt_comm *c, int exit_code) {
@@ -138,6 +234,7 @@ void mt_comm_nccl_free(mt_comm *c) { (void)c; }
 
 void mt_comm_finalize(mt_comm *c) {
     (void)c;
+    mpi_watch_stop();
     mt_error_set_abort_hook(NULL);
     MPI_Finalize();
 }

@@ -704,6 +704,7 @@ int mt_train_main(int argc, char **argv) {
     }
     free(sets);
     const mt_recipe *rc = &t->rc;
+    mt_comm_mpi_watch(t->host, rc->dist_timeout);
     if (t->comm->rank == 0) {
         mkdir_p(rc->output_dir);
         char text[16384], path[MT_PATH_MAX + 32];
