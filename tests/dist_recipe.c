@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -106,8 +107,75 @@ static int test_recipe_errors(void) {
     return MT_TEST_OK;
 }
 
+/* The backquoted words of a table cell, in order: "`a`, `b`" -> a, b. Returns their count. */
+static int cell_words(char *cell, char **words, int max) {
+    int n = 0;
+    for (char *p = strchr(cell, '`'); p && n < max;) {
+        char *end = strchr(p + 1, '`');
+        if (!end) break;
+        *end = '\0';
+        words[n++] = p + 1;
+        p = strchr(end + 1, '`');
+    }
+    return n;
+}
+
+/* docs/recipes.md's key table against the recipe's: every key documented, every documented
+ * key real, the same default, and *numerics* exactly on the keys in the resume hash. */
+static int test_recipe_docs(void) {
+    char path[4096];
+    const char *src = getenv("MT_SOURCE_DIR");
+    snprintf(path, sizeof(path), "%s/docs/recipes.md", src ? src : ".");
+    FILE *f = fopen(path, "r");
+    MT_CHECK(f, "cannot read %s", path);
+    enum { MAX_KEYS = 128 };
+    bool documented[MAX_KEYS] = {false};
+    int n_keys = 0, n_rows = 0;
+    const char *key, *def;
+    bool numerics;
+    while (mt_recipe_key_at(n_keys, &key, &def, &numerics)) n_keys++;
+    MT_CHECK(n_keys <= MAX_KEYS, "more than %d recipe keys", MAX_KEYS);
+    char line[8192];
+    for (int lineno = 1; fgets(line, sizeof(line), f); lineno++) {
+        if (strncmp(line, "| `", 3) != 0) continue;
+        /* | keys | defaults | what it does | */
+        char *cells[3], *save = NULL;
+        int nc = 0;
+        for (char *c = strtok_r(line, "|", &save); c && nc < 3; c = strtok_r(NULL, "|", &save))
+            cells[nc++] = c;
+        EXPECT(nc == 3, "%s:%d: a key row needs 3 cells", path, lineno);
+        if (nc < 3) continue;
+        const bool row_numerics = strstr(cells[2], "*numerics*") != NULL;
+        char *keys[8], *defs[8];
+        const int nk = cell_words(cells[0], keys, 8), nd = cell_words(cells[1], defs, 8);
+        EXPECT(nk > 0 && nk == nd, "%s:%d: %d keys but %d defaults", path, lineno, nk, nd);
+        for (int k = 0; k < nk && k < nd; k++) {
+            int i = 0;
+            while (mt_recipe_key_at(i, &key, &def, &numerics) && strcmp(key, keys[k]) != 0) i++;
+            EXPECT(i < n_keys, "%s:%d: %s is not a recipe key", path, lineno, keys[k]);
+            if (i == n_keys) continue;
+            EXPECT(!documented[i], "%s:%d: %s is documented twice", path, lineno, key);
+            documented[i] = true;
+            EXPECT(!strcmp(def, defs[k]), "%s:%d: %s: documented default %s, the code's %s", path,
+                   lineno, key, defs[k], def);
+            EXPECT(numerics == row_numerics, "%s:%d: %s: %s *numerics* (the resume hash %s it)",
+                   path, lineno, key, row_numerics ? "marked" : "not marked",
+                   numerics ? "covers" : "does not cover");
+            n_rows++;
+        }
+    }
+    fclose(f);
+    for (int i = 0; i < n_keys; i++) {
+        mt_recipe_key_at(i, &key, &def, &numerics);
+        EXPECT(documented[i], "%s: recipe key %s (default %s) is not documented", path, key, def);
+    }
+    printf("%d recipe keys, %d documented in %s\n", n_keys, n_rows, path);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"dist_recipe_load", test_recipe_load},
     {"dist_recipe_errors", test_recipe_errors},
+    {"dist_recipe_docs", test_recipe_docs},
 };
 MT_TEST_MAIN(cases)

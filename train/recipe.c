@@ -77,6 +77,14 @@ static const recipe_key recipe_keys[] = {
 };
 #define N_RECIPE_KEYS ((int)(sizeof(recipe_keys) / sizeof(recipe_keys[0])))
 
+bool mt_recipe_key_at(int i, const char **key, const char **def, bool *numerics) {
+    if (i < 0 || i >= N_RECIPE_KEYS) return false;
+    *key = recipe_keys[i].key;
+    *def = recipe_keys[i].def;
+    *numerics = recipe_keys[i].numerics;
+    return true;
+}
+
 static const recipe_key *recipe_key_find(const char *key) {
     for (int i = 0; i < N_RECIPE_KEYS; i++)
         if (!strcmp(recipe_keys[i].key, key)) return &recipe_keys[i];

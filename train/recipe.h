@@ -58,7 +58,7 @@ typedef struct mt_recipe {
     char dist_gather_dtype[8];   /* "fp32" or "bf16": the parameters as gathered and used */
     int64_t dist_arena_mb;       /* activation arena per rank */
     bool dist_offload_optimizer; /* AdamW moments in host memory, the update on the host CPU */
-    double dist_timeout;         /* seconds a device collective may stay pending (0: no limit) */
+    double dist_timeout;         /* seconds one collective may wait (0: no limit) */
 } mt_recipe;
 
 /* Defaults, then the file (if path is not NULL), then each "table.key=value" override.
@@ -69,3 +69,7 @@ bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides
 void mt_recipe_format(const mt_recipe *r, char *buf, size_t len);
 /* 64-bit hash of the resolved recipe's fields that change training numerics (for resume). */
 uint64_t mt_recipe_hash(const mt_recipe *r);
+/* Key i of the table (0 ..): its name ("table.key"), default (TOML text) and whether it is
+ * part of the resume hash. false past the last key. (tests/dist_recipe.c checks the table
+ * against docs/recipes.md.) */
+bool mt_recipe_key_at(int i, const char **key, const char **def, bool *numerics);
