@@ -76,6 +76,8 @@ struct group { /* a barrier over the live threads of a warp or of the block */
     int live, arrived;
     uint64_t gen;
 };
+/* barriers opened so far, any group: only an opening makes a blocked thread runnable again */
+uint64_t n_opened = 0;
 
 struct fiber {
     emu_thread_state st;
@@ -85,7 +87,8 @@ struct fiber {
     bool done;
     group *waiting; /* the barrier it waits at, or NULL */
     uint64_t wait_gen;
-    void *fake_stack; /* ASan bookkeeping */
+    void *fake_stack;  /* ASan bookkeeping */
+    unsigned shuffles; /* shuffles this thread made: which half of slots the next one uses */
 };
 
 struct fiber_pool : std::vector<fiber> {
@@ -103,7 +106,8 @@ ucontext_t sched_ctx;
 #endif
 fiber *cur = nullptr;
 int n_threads = 0;
-uint64_t slots[EMU_MAX_THREADS];
+uint64_t slots[2]
+              [EMU_MAX_THREADS]; /* a shuffle's values, in alternate halves (emu_shfl_xor_bits) */
 const std::function<void()> *kernel_fn = nullptr;
 cudaError_t last_error = cudaSuccess;
 #ifdef EMU_ASAN
@@ -185,6 +189,7 @@ void group_leave(group &g) {
     if (g.live > 0 && g.arrived == g.live) {
         g.arrived = 0;
         g.gen++;
+        n_opened++;
     }
 }
 
@@ -195,6 +200,7 @@ void group_wait(group &g) {
     if (++g.arrived == g.live) { /* the last to arrive opens it and runs on */
         g.arrived = 0;
         g.gen++;
+        n_opened++;
         if (strict_mode()) switch_to_scheduler(f, false); /* strict: the highest runs on */
         return;
     }
@@ -224,6 +230,7 @@ __attribute__((noinline)) void fiber_init(fiber &f, unsigned tid) {
     f.done = false;
     f.waiting = nullptr;
     f.fake_stack = nullptr;
+    f.shuffles = 0;
 #ifdef EMU_FAST_SWITCH
     /* A stack that emu_switch "returns" into fiber_entry from: six register slots, then the
      * entry address for its ret, then a null return address for fiber_entry itself (which
@@ -263,19 +270,33 @@ void run_block() {
         warps[w].live = n_threads - 32 * w < 32 ? n_threads - 32 * w : 32;
     block_group = group{n_threads, 0, 0};
     int remaining = n_threads;
+    auto runnable = [](const fiber &f) {
+        return !f.done && !(f.waiting && f.waiting->gen == f.wait_gen);
+    };
+    if (strict) {
+        /* always the highest runnable thread, so the last warp runs as far as it can (through
+         * its warp barriers) before a lower one moves: its writes land before the lower
+         * threads' reads of the same barrier interval. The threads above p stay blocked or
+         * done until a barrier opens, so the search goes on downwards from p until then. */
+        int p = n_threads - 1;
+        while (remaining > 0) {
+            while (p >= 0 && !runnable(fibers[p])) p--;
+            if (p < 0) emu_die("deadlock: threads wait at a barrier the others never reach");
+            const uint64_t opened = n_opened;
+            switch_to_fiber(&fibers[p]);
+            if (fibers[p].done) remaining--;
+            if (n_opened != opened) p = n_threads - 1;
+        }
+        return;
+    }
     while (remaining > 0) {
         bool progress = false;
         for (int j = 0; j < n_threads; j++) {
-            /* strict: always the highest runnable thread, so the last warp runs as far as it
-             * can (through its warp barriers) before a lower one moves: its writes land before
-             * the lower threads' reads of the same barrier interval */
-            fiber &f = fibers[strict ? n_threads - 1 - j : j];
-            if (f.done) continue;
-            if (f.waiting && f.waiting->gen == f.wait_gen) continue; /* still blocked */
+            fiber &f = fibers[j];
+            if (!runnable(f)) continue;
             switch_to_fiber(&f);
             progress = true;
             if (f.done) remaining--;
-            if (strict) break;
         }
         if (!progress) emu_die("deadlock: threads wait at a barrier the others never reach");
     }
@@ -332,12 +353,15 @@ uint64_t emu_shfl_xor_bits(uint64_t bits, int lane_mask) {
     const int t = (int)cur->st.tid.x, w = t / 32;
     const int partner = 32 * w + ((t % 32) ^ lane_mask);
     if (partner >= n_threads) emu_die("a shuffle from a lane outside the block");
-    slots[t] = bits;
+    /* One barrier per shuffle: the next shuffle writes the other half, and the one after it
+     * this half again only after the next barrier, which every lane reaches after its read. */
+    const unsigned n = ++cur->shuffles;
+    uint64_t *half = slots[n & 1u];
+    half[t] = bits;
     group_wait(warps[w]);
-    if (fibers[partner].done) emu_die("a shuffle from a lane that has exited");
-    uint64_t r = slots[partner];
-    group_wait(warps[w]);
-    return r;
+    /* the partner made this shuffle unless it exited before (it may have exited since) */
+    if (fibers[partner].shuffles < n) emu_die("a shuffle from a lane that has exited");
+    return half[partner];
 }
 
 void emu_run(dim3 grid, dim3 block, const std::function<void()> &fn) {
@@ -549,35 +573,71 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
 
 static int emu_max1(int v) { return v > 1 ? v : 1; }
 
+/* op(X)'s rows (trans: row r is X[r ld ..], else X[r + l ld] over l) as rows of k fp32 values
+ * at out + r k. These loads of device memory stay checked by the sanitizers. */
+static void emu_gemm_pack(bool trans, int rows, int k, const void *X, bool bf16, int ld,
+                          float *out) {
+    for (int r = 0; r < rows; r++)
+        for (int l = 0; l < k; l++) {
+            const size_t ix = trans ? l + (size_t)r * ld : r + (size_t)l * ld;
+            out[(size_t)r * k + l] =
+                bf16 ? __bfloat162float(((const __nv_bfloat16 *)X)[ix]) : ((const float *)X)[ix];
+        }
+}
+
+/* acc[i + m c] = sum over l = 0 .. k-1, in that order, of Ap[i k + l] Bp[(j + c) k + l] in
+ * double, for the columns c < nc <= 4 from j: four independent sums per pass. Only the packed
+ * copies are read, so the sanitizers are left out of this loop (the tests' hot spot). */
+__attribute__((no_sanitize("address", "undefined"))) static void
+emu_gemm_dots(int m, int k, int nc, const float *Ap, const float *Bp, double *acc) {
+    const float *b[4];
+    for (int c = 0; c < 4; c++) b[c] = Bp + (size_t)(c < nc ? c : 0) * k;
+    for (int i = 0; i < m; i++) {
+        const float *a = Ap + (size_t)i * k;
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int l = 0; l < k; l++) {
+            const double x = a[l];
+            s0 += x * b[0][l];
+            s1 += x * b[1][l];
+            s2 += x * b[2][l];
+            s3 += x * b[3][l];
+        }
+        const double sc[4] = {s0, s1, s2, s3};
+        for (int c = 0; c < nc; c++) acc[i + (size_t)m * c] = sc[c];
+    }
+}
+
 /* One column-major problem C = alpha op(A) op(B) + beta C; A and B fp32 or bf16 (the products
- * exact in double, summed in double), C fp32 or bf16 (rounded to nearest even when stored; read
- * only when beta != 0). */
+ * exact in double, summed in double in the order of k), C fp32 or bf16 (rounded to nearest
+ * even when stored; read only when beta != 0). */
 static void emu_gemm_one(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                          float alpha, const void *A, bool abf16, int lda, const void *B, int ldb,
                          float beta, void *C, bool cbf16, int ldc) {
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-            double acc = 0;
-            for (int l = 0; l < k; l++) {
-                size_t ia = ta == CUBLAS_OP_N ? i + (size_t)l * lda : l + (size_t)i * lda;
-                size_t ib = tb == CUBLAS_OP_N ? l + (size_t)j * ldb : j + (size_t)l * ldb;
-                float x = abf16 ? __bfloat162float(((const __nv_bfloat16 *)A)[ia])
-                                : ((const float *)A)[ia];
-                float y = abf16 ? __bfloat162float(((const __nv_bfloat16 *)B)[ib])
-                                : ((const float *)B)[ib];
-                acc += (double)x * y;
+    static thread_local std::vector<float> ap, bp;
+    static thread_local std::vector<double> acc;
+    ap.resize((size_t)m * k);
+    bp.resize((size_t)n * k);
+    acc.resize((size_t)m * 4);
+    emu_gemm_pack(ta != CUBLAS_OP_N, m, k, A, abf16, lda, ap.data());
+    emu_gemm_pack(tb == CUBLAS_OP_N, n, k, B, abf16, ldb, bp.data());
+    for (int j0 = 0; j0 < n; j0 += 4) {
+        const int nc = n - j0 < 4 ? n - j0 : 4;
+        emu_gemm_dots(m, k, nc, ap.data(), bp.data() + (size_t)j0 * k, acc.data());
+        for (int c = 0; c < nc; c++)
+            for (int i = 0; i < m; i++) {
+                const double a = acc[i + (size_t)m * c];
+                const size_t ic = i + (size_t)(j0 + c) * ldc;
+                float old = 0.0f;
+                if (beta != 0.0f)
+                    old = cbf16 ? __bfloat162float(((__nv_bfloat16 *)C)[ic]) : ((float *)C)[ic];
+                float v =
+                    beta == 0.0f ? (float)(alpha * a) : (float)(alpha * a + (double)beta * old);
+                if (cbf16)
+                    ((__nv_bfloat16 *)C)[ic] = __float2bfloat16_rn(v);
+                else
+                    ((float *)C)[ic] = v;
             }
-            const size_t ic = i + (size_t)j * ldc;
-            float old = 0.0f;
-            if (beta != 0.0f)
-                old = cbf16 ? __bfloat162float(((__nv_bfloat16 *)C)[ic]) : ((float *)C)[ic];
-            float v =
-                beta == 0.0f ? (float)(alpha * acc) : (float)(alpha * acc + (double)beta * old);
-            if (cbf16)
-                ((__nv_bfloat16 *)C)[ic] = __float2bfloat16_rn(v);
-            else
-                ((float *)C)[ic] = v;
-        }
+    }
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
