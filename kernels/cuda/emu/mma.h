@@ -19,6 +19,7 @@
 #pragma once
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_bf16.h"
 #include "cuda_runtime.h"
@@ -51,9 +52,23 @@ static inline void emu_wmma_check(const void *p, unsigned ldm, size_t elem, cons
     }
 }
 
+/* The hot loop's helpers (mma_sync below) are left out of the sanitizers with it: a function
+ * they instrument is not inlined into one they skip, and a call per element costs more than
+ * the products. */
+#if defined(__GNUC__)
+#define EMU_WMMA_HOT __attribute__((no_sanitize("address", "undefined")))
+#else
+#define EMU_WMMA_HOT
+#endif
+
 /* float <-> fragment element conversions: bf16 operands and float accumulators */
-static inline float emu_wmma_f(float v) { return v; }
-static inline float emu_wmma_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+EMU_WMMA_HOT static inline float emu_wmma_f(float v) { return v; }
+EMU_WMMA_HOT static inline float emu_wmma_f(__nv_bfloat16 v) { /* as __bfloat162float */
+    uint32_t u = (uint32_t)v.__x << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
 
 template <typename U, typename T, typename L>
 static inline void fill_fragment(fragment<U, 16, 16, 16, T, L> &f, const T &v) {
@@ -102,11 +117,6 @@ static inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 1
  * whole tile, so this is the emulator's hot loop: the sanitizers skip it (it only touches its
  * own fragments, which the loads and stores around it check), which makes the sanitizer build's
  * tensor-core kernels several times faster. */
-#if defined(__GNUC__)
-#define EMU_WMMA_HOT __attribute__((no_sanitize("address", "undefined")))
-#else
-#define EMU_WMMA_HOT
-#endif
 template <typename T, typename LA, typename LB>
 EMU_WMMA_HOT static inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
                                          const fragment<matrix_a, 16, 16, 16, T, LA> &a,
