@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "autograd/check.h"
+#include "data/hdf5_error.h"
 
 void mt_token_data_free(mt_token_data *d) {
     free(d->ids);
@@ -94,18 +95,8 @@ int mt_token_data_build(const char *data_path, const mt_tokenizer *tok, const mt
 
 /* ---- HDF5 ---- */
 
-/* HDF5 prints its error stack by default; the cache reports its own errors instead. */
-typedef struct {
-    H5E_auto2_t fn;
-    void *data;
-} h5_quiet;
-static h5_quiet h5_silence(void) {
-    h5_quiet q;
-    H5Eget_auto2(H5E_DEFAULT, &q.fn, &q.data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    return q;
-}
-static void h5_restore(h5_quiet q) { H5Eset_auto2(H5E_DEFAULT, q.fn, q.data); }
+/* HDF5 prints its error stack by default; the cache reports its own errors instead, with
+ * HDF5's reason (data/hdf5_error.h). */
 
 static bool attr_write(hid_t f, const char *name, hid_t file_type, hid_t mem_type, const void *v) {
     hid_t sp = H5Screate(H5S_SCALAR);
@@ -175,12 +166,13 @@ int mt_token_cache_write(const char *path, const mt_cache_key *key, const mt_tok
                          char *err) {
     char tmp[4096];
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-    h5_quiet q = h5_silence();
+    mt_hdf5_errors q = mt_hdf5_errors_capture();
     remove(tmp); /* a leftover of a killed run with the same pid */
     hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
     if (f < 0) {
-        h5_restore(q);
-        snprintf(err, MT_ERR_LEN, "%.300s: cannot create the token cache (HDF5)", tmp);
+        mt_hdf5_errors_restore(q);
+        snprintf(err, MT_ERR_LEN, "%.300s: cannot create the token cache (HDF5: %s)", tmp,
+                 mt_hdf5_error_reason());
         return -1;
     }
     bool ok =
@@ -200,10 +192,16 @@ int mt_token_cache_write(const char *path, const mt_cache_key *key, const mt_tok
         ok = attr_write(f, count_names[i], H5T_STD_I64LE, H5T_NATIVE_INT64,
                         count_field((mt_token_data *)d, i));
     ok = H5Fclose(f) >= 0 && ok;
-    h5_restore(q);
-    if (!ok || rename(tmp, path) != 0) {
-        snprintf(err, MT_ERR_LEN, "%.300s: cannot write the token cache%s%s", ok ? path : tmp,
-                 ok ? ": " : "", ok ? strerror(errno) : "");
+    mt_hdf5_errors_restore(q);
+    if (!ok) {
+        snprintf(err, MT_ERR_LEN, "%.300s: cannot write the token cache (HDF5: %s)", tmp,
+                 mt_hdf5_error_reason());
+        remove(tmp);
+        return -1;
+    }
+    if (rename(tmp, path) != 0) {
+        snprintf(err, MT_ERR_LEN, "%.300s: cannot write the token cache: %s", path,
+                 strerror(errno));
         remove(tmp);
         return -1;
     }
@@ -238,11 +236,12 @@ int mt_token_cache_read(const char *path, const mt_cache_key *want, mt_token_dat
         snprintf(why, MT_ERR_LEN, "%s: no cache file", path);
         return 1;
     }
-    h5_quiet q = h5_silence();
+    mt_hdf5_errors q = mt_hdf5_errors_capture();
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) {
-        h5_restore(q);
-        snprintf(why, MT_ERR_LEN, "%s: not a readable HDF5 file", path);
+        mt_hdf5_errors_restore(q);
+        snprintf(why, MT_ERR_LEN, "%s: not a readable HDF5 file (HDF5: %s)", path,
+                 mt_hdf5_error_reason());
         return 1;
     }
     mt_cache_key have;
@@ -271,7 +270,7 @@ int mt_token_cache_read(const char *path, const mt_cache_key *want, mt_token_dat
     }
     if (rc == -1) snprintf(why, MT_ERR_LEN, "%s: the token cache is inconsistent", path);
     H5Fclose(f);
-    h5_restore(q);
+    mt_hdf5_errors_restore(q);
     if (rc != 0) mt_token_data_free(out);
     return rc;
 }

@@ -7,6 +7,9 @@
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/resource.h>
 
 #include "data/synth.h"
 #include "data/token_cache.h"
@@ -650,10 +653,44 @@ static int test_data_cache(void) {
     return MT_TEST_OK;
 }
 
+/* A cache write that fails (here: a file size limit of 16 KiB, as a full disk or a quota would
+ * make it fail) names the file and HDF5's reason, and leaves neither a cache nor a temporary
+ * file behind. */
+static int test_data_cache_write_error(void) {
+    char dir[4096], data[4200], cache[4200], err[MT_ERR_LEN];
+    make_tmpdir(dir, sizeof(dir));
+    snprintf(data, sizeof(data), "%s/data.jsonl", dir);
+    snprintf(cache, sizeof(cache), "%s/cache.h5", dir);
+    MT_CHECK(mt_synth_write_jsonl(data, 9, 200, err) == 0, "%s", err);
+    mt_token_cache_cfg cfg = {
+        .data_path = data, .tokenizer_dir = tokenizer_dir(), .cache_path = cache};
+    mt_sample_opts_default(&cfg.sample);
+    struct rlimit old;
+    MT_CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0, "getrlimit");
+    struct rlimit small = {16 << 10, old.rlim_max};
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN); /* the write fails with EFBIG instead */
+    MT_CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0, "setrlimit");
+    mt_token_data d;
+    err[0] = '\0';
+    const int rc = open_cache(&cfg, &d, err);
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, old_handler);
+    printf("error: %s\n", err);
+    EXPECT(rc == -1, "a cache larger than the file size limit was written (rc %d)", rc);
+    EXPECT(strstr(err, "cache.h5.tmp.") && strstr(err, ": cannot write the token cache (HDF5: ") &&
+               strstr(err, strerror(EFBIG)),
+           "the error names neither the file nor HDF5's reason (%s): %s", strerror(EFBIG), err);
+    EXPECT(!file_exists(cache) && count_entries(dir, ".tmp.") == 0,
+           "a cache or a temporary file was left behind");
+    rm_tree(dir);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"data_template", test_data_template},
     {"data_gsm8k_reader", test_data_gsm8k_reader},
     {"data_synth", test_data_synth},
     {"data_cache", test_data_cache},
+    {"data_cache_write_error", test_data_cache_write_error},
 };
 MT_TEST_MAIN(cases)

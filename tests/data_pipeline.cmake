@@ -1,7 +1,8 @@
 # The data pipeline: chat template, GSM8K reader, synthetic problems, token cache, sampler, CLI.
 # data_gsm8k_full needs ../shared/data/gsm8k/train.jsonl and is skipped (77) without it.
 mt_test_binary(test_data_pipeline data_pipeline.c)
-mt_test_cases(test_data_pipeline data_template data_gsm8k_reader data_synth data_cache)
+mt_test_cases(test_data_pipeline data_template data_gsm8k_reader data_synth data_cache
+  data_cache_write_error)
 mt_test_binary(test_data_sampler data_sampler.c)
 mt_test_cases(test_data_sampler data_sampler)
 mt_test_binary(test_data_cli data_cli.c)

@@ -12,6 +12,8 @@
 #                    the same step with a checkpoint (exit 75), and the run resumes from it;
 #                    two SIGTERMs end a rank at once;
 #                    then output.save_total_limit keeps the newest checkpoints only
+#   disk-full        a checkpoint beyond a file size limit: one-line error with HDF5's reason,
+#                    non-zero exit, no checkpoint under its final name
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model; an
 #                    activation arena too small for one micro-step
@@ -336,6 +338,28 @@ signal)
   kept=$(cd "$tmp/save-limit" && echo checkpoint-*)
   [ "$kept" = "checkpoint-3 checkpoint-4" ] || { echo "FAIL: save_total_limit 2 kept: $kept"; exit 1; }
   grep -c "^removed .*checkpoint-[12] (output.save_total_limit = 2)" "$tmp/save-limit.log"
+  ;;
+disk-full)
+  # a checkpoint that cannot be written: a file size limit of 20 MB (SIGXFSZ ignored, so writes
+  # fail with EFBIG as on a full disk or quota) against a 41 MB state file. One line names the
+  # file, the dataset and HDF5's reason (no HDF5 error stack), the exit is non-zero, and no
+  # checkpoint exists under its final name; loss.csv keeps both steps
+  out="$tmp/disk-full"
+  rm -rf "$out"
+  rc=0
+  (
+    trap '' XFSZ
+    ulimit -f 20000
+    mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
+      --set "data.cache_dir=$tmp/dist-cache-np2" --set train.max_steps=2 --set output.save_steps=2 \
+      --set train.per_device_train_batch_size=2
+  ) > "$out.log" 2>&1 || rc=$?
+  [ "$rc" -ne 0 ] || { echo "FAIL: a checkpoint beyond the file size limit was written"; exit 1; }
+  grep -E "^\[rank [0-9]\] error: .*/checkpoint-2\.tmp/state\.h5\.tmp: cannot write dataset bucket_[0-9]+_[a-z]+ \(HDF5: Write failed" \
+    "$out.log" || { echo "FAIL: no error naming the file and HDF5's reason"; tail -20 "$out.log"; exit 1; }
+  ! grep -q "HDF5-DIAG" "$out.log" || { echo "FAIL: HDF5 printed its error stack"; exit 1; }
+  [ ! -e "$out/checkpoint-2" ] || { echo "FAIL: checkpoint-2 exists"; exit 1; }
+  [ "$(wc -l < "$out/loss.csv")" -eq 3 ] || { echo "FAIL: loss.csv lacks a step"; exit 1; }
   ;;
 nonfinite)
   # a learning rate of 1e30 overflows the parameters after step 1: the job must stop with the

@@ -2,6 +2,7 @@
 #include "checkpoint.h"
 
 #include <hdf5.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +10,24 @@
 #include <unistd.h>
 
 #include "autograd/check.h"
+#include "data/hdf5_error.h"
 
+/* An HDF5 call failed: the message, then HDF5's reason ("Write failed: No space left on
+ * device"), kept since mt_checkpoint_save or _load began (data/hdf5_error.h; every failure
+ * here ends the job, so the first one kept is the one reported). */
+MT_NORETURN static void checkpoint_die(const char *file, int line, const char *fmt, ...)
+    MT_PRINTF(3, 4);
+static void checkpoint_die(const char *file, int line, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    mt_die_at(file, line, "%s (HDF5: %s)", msg, mt_hdf5_error_reason());
+}
 #define H5_CHECK(expr, ...)                                                                        \
     do {                                                                                           \
-        if ((expr) < 0) MT_DIE(__VA_ARGS__);                                                       \
+        if ((expr) < 0) checkpoint_die(__FILE__, __LINE__, __VA_ARGS__);                           \
     } while (0)
 
 static const char *state_arrays[3] = {"master", "m", "v"};
@@ -118,6 +133,7 @@ void mt_checkpoint_save(const char *dir, mt_zero *z, const mt_train_state *st) {
     snprintf(tmp, sizeof(tmp), "%s/state.h5.tmp", dir);
     if (z->comm->rank == 0) mkdir(dir, 0755); /* may exist */
     z->comm->barrier(z->comm);
+    const mt_hdf5_errors saved = mt_hdf5_errors_capture();
     hid_t fapl = checkpoint_fapl(z);
     hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     H5_CHECK(file, "checkpoint: cannot create %s", tmp);
@@ -132,6 +148,7 @@ void mt_checkpoint_save(const char *dir, mt_zero *z, const mt_train_state *st) {
     attr_write(file, "n_buckets", H5T_NATIVE_INT32, &nb, 1);
     checkpoint_transfer(file, tmp, z, true);
     H5_CHECK(H5Fclose(file), "checkpoint: cannot close %s", tmp);
+    mt_hdf5_errors_restore(saved);
     z->comm->barrier(z->comm); /* every rank's data is in the file before it becomes current */
     /* test hook (tests/dist_run.sh kill): hold the finished file under its temporary name */
     const char *delay = getenv("MT_TEST_CHECKPOINT_DELAY");
@@ -145,6 +162,7 @@ bool mt_checkpoint_load(const char *dir, mt_zero *z, mt_train_state *st) {
     char path[4096];
     snprintf(path, sizeof(path), "%s/state.h5", dir);
     if (access(path, R_OK) != 0) return false;
+    const mt_hdf5_errors saved = mt_hdf5_errors_capture();
     hid_t fapl = checkpoint_fapl(z);
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     H5_CHECK(file, "%s: cannot open as HDF5 (damaged checkpoint?)", path);
@@ -166,6 +184,7 @@ bool mt_checkpoint_load(const char *dir, mt_zero *z, mt_train_state *st) {
     attr_read(file, path, "world_size", H5T_NATIVE_INT32, &st->world_size);
     checkpoint_transfer(file, path, z, false);
     H5Fclose(file);
+    mt_hdf5_errors_restore(saved);
     mt_zero_master_changed(z);
     return true;
 }
