@@ -13,7 +13,7 @@
 #                    two SIGTERMs end a rank at once;
 #                    then output.save_total_limit keeps the newest checkpoints only
 #   disk-full        a checkpoint beyond a file size limit: one-line error with HDF5's reason,
-#                    non-zero exit, no checkpoint under its final name
+#                    non-zero exit, no checkpoint under its final name; loss.csv on /dev/full
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model; an
 #                    activation arena too small for one micro-step
@@ -360,6 +360,18 @@ disk-full)
   ! grep -q "HDF5-DIAG" "$out.log" || { echo "FAIL: HDF5 printed its error stack"; exit 1; }
   [ ! -e "$out/checkpoint-2" ] || { echo "FAIL: checkpoint-2 exists"; exit 1; }
   [ "$(wc -l < "$out/loss.csv")" -eq 3 ] || { echo "FAIL: loss.csv lacks a step"; exit 1; }
+  # the loss log on a full device (/dev/full: every write fails with ENOSPC)
+  out="$tmp/disk-full-log"
+  rm -rf "$out"
+  mkdir -p "$out"
+  ln -s /dev/full "$out/loss.csv"
+  rc=0
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
+    --set "data.cache_dir=$tmp/dist-cache-np2" --set train.max_steps=2 \
+    --set train.per_device_train_batch_size=2 > "$out.log" 2>&1 || rc=$?
+  [ "$rc" -ne 0 ] || { echo "FAIL: a run without its loss log went on"; exit 1; }
+  grep "loss.csv: write failed: No space left on device" "$out.log" ||
+    { echo "FAIL: no error naming loss.csv"; tail -20 "$out.log"; exit 1; }
   ;;
 nonfinite)
   # a learning rate of 1e30 overflows the parameters after step 1: the job must stop with the

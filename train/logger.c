@@ -1,6 +1,7 @@
 /* logger.c: see logger.h. */
 #include "logger.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -9,6 +10,13 @@
 #include "autograd/check.h"
 
 #define CSV_HEADER "step,loss,lr,grad_norm,tokens,tokens_per_s,elapsed_s"
+
+/* Every row reaches the file at once; a row that cannot (a full disk) ends the run with the
+ * reason rather than leaving the loss curve silently short. */
+static void logger_flush(mt_logger *lg) {
+    MT_CHECK(fflush(lg->csv) == 0 && !ferror(lg->csv), "%s/loss.csv: write failed: %s", lg->dir,
+             strerror(errno));
+}
 
 double mt_time_now(void) {
     struct timespec ts;
@@ -48,7 +56,7 @@ void mt_logger_open(mt_logger *lg, const char *dir, bool aux, int resume_step) {
     MT_CHECK(lg->csv, "cannot write %s", path);
     if (!append) {
         fprintf(lg->csv, "%s%s\n", CSV_HEADER, aux ? ",aux_loss" : "");
-        fflush(lg->csv);
+        logger_flush(lg);
     }
 }
 
@@ -65,7 +73,7 @@ void mt_logger_row(mt_logger *lg, const mt_log_row *r, int max_steps) {
             (long long)r->tokens, r->tokens_per_s, r->elapsed_s);
     if (lg->aux) fprintf(lg->csv, ",%.6f", r->aux_loss);
     fprintf(lg->csv, "\n");
-    fflush(lg->csv);
+    logger_flush(lg);
     char eta[32];
     double per_step = r->elapsed_s / (r->step > 0 ? r->step : 1);
     format_duration(per_step * (max_steps - r->step), eta, sizeof(eta));
