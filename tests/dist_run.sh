@@ -6,7 +6,8 @@
 #   resume-straight  20 steps, checkpoints at 10 and 20                   -> $TMP/resume-a
 #   resume-split     --resume $TMP/resume-a/checkpoint-10, 10 more steps  -> $TMP/resume-b
 #   kill             SIGKILL one rank mid-run: the job must end non-zero in < 30 s; SIGSTOP one:
-#                    the peer's watchdog (dist.timeout = 3) must end it in < 30 s; then a
+#                    the peer's watchdog (dist.timeout = 3) must end it in < 30 s, but not a
+#                    token cache build longer than dist.timeout; then a
 #                    kill during a checkpoint write must leave the previous checkpoint loadable
 #   signal           SIGUSR1 to mpirun, then SIGTERM to one rank alone: every rank stops after
 #                    the same step with a checkpoint (exit 75), and the run resumes from it;
@@ -120,6 +121,13 @@ kill)
   grep -q "mpi watchdog: host collective [0-9]* (.*) has not completed after [0-9]* s (dist.timeout = 3 s)" \
     "$out.log" || { echo "FAIL: no watchdog message"; tail -20 "$out.log"; exit 1; }
   awk -v t="$took" 'BEGIN { exit !(t < 30) }' || { echo "FAIL: took ${took}s (limit 30s)"; exit 1; }
+  # ... but not while rank 0 alone builds the token cache (50,000 synthetic samples: about 2 s
+  # of generating and tokenizing, longer than dist.timeout = 1) and its peer waits
+  out="$tmp/stop-cache"
+  run 2 "$out" --set "data.cache_dir=$out-cache" --set data.synthetic_samples=50000 \
+    --set dist.timeout=1 --set train.max_steps=1 --set train.per_device_train_batch_size=2
+  rm -rf "$out-cache"
+  grep "cache built" "$out.log"
 
   # a kill during a checkpoint write: MT_TEST_CHECKPOINT_DELAY holds the state file under its
   # temporary name for a while, so the kill lands inside the write

@@ -41,8 +41,10 @@ struct mt_comm {
 mt_comm *mt_comm_mpi_init(int *argc, char ***argv);
 /* Starts the host watchdog of the MPI communicator: a thread that ends the job (MT_DIE, so
  * MPI_Abort) when one collective has waited longer than timeout_s, as it does when a peer is
- * stopped or stuck outside the collectives (the recipe's dist.timeout; 0: none). A no-op for
- * one rank and for the other communicators. */
+ * stopped or stuck outside the collectives (the recipe's dist.timeout; 0: none). Called again
+ * it sets a new limit, 0 pausing the watch (the trainer's ranks wait so while rank 0 alone
+ * builds the token cache, which takes as long as the data set needs). A no-op for one rank and
+ * for the other communicators. */
 void mt_comm_mpi_watch(mt_comm *c, double timeout_s);
 void mt_comm_finalize(mt_comm *c);
 /* One rank, no MPI: for unsharded reference runs (tests) and single-process tools. */

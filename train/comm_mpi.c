@@ -44,7 +44,7 @@ static struct {
     atomic_llong seq;           /* collectives entered so far */
     _Atomic(const char *) what; /* a format of count: "an all-gather of %lld elements ..." */
     atomic_llong count;
-    double timeout_s;
+    atomic_llong timeout_ms; /* 0: not watching (mt_comm_mpi_watch) */
     atomic_bool stop;
     bool running;
     pthread_t thread;
@@ -76,23 +76,27 @@ static void *mpi_watchdog(void *arg) {
         const long long started = atomic_load_explicit(&mpi_watch.started_ns, memory_order_acquire);
         const char *what = atomic_load_explicit(&mpi_watch.what, memory_order_relaxed);
         const long long count = atomic_load_explicit(&mpi_watch.count, memory_order_relaxed);
-        if (!started || atomic_load_explicit(&mpi_watch.seq, memory_order_acquire) != seq) continue;
+        const double timeout_s = 1e-3 * (double)atomic_load(&mpi_watch.timeout_ms);
+        if (!started || timeout_s == 0 ||
+            atomic_load_explicit(&mpi_watch.seq, memory_order_acquire) != seq)
+            continue;
         const double age = 1e-9 * (double)(mpi_now_ns() - started);
-        if (age <= mpi_watch.timeout_s) continue;
+        if (age <= timeout_s) continue;
         char name[128];
         snprintf(name, sizeof(name), what, count);
         MT_DIE("mpi watchdog: host collective %lld (%s) has not completed after %.0f s "
                "(dist.timeout = %g s): another rank died, is stopped or stuck, or issued "
                "different collectives; ending the job (0 turns the limit off)",
-               seq, name, age, mpi_watch.timeout_s);
+               seq, name, age, timeout_s);
     }
     return NULL;
 }
 
 void mt_comm_mpi_watch(mt_comm *c, double timeout_s) {
     MT_CHECK(timeout_s >= 0, "mpi: timeout %g s must be >= 0 (0: none)", timeout_s);
-    if (c != &mpi_comm || c->size == 1 || timeout_s == 0 || mpi_watch.running) return;
-    mpi_watch.timeout_s = timeout_s;
+    if (c != &mpi_comm || c->size == 1) return;
+    atomic_store(&mpi_watch.timeout_ms, (long long)(timeout_s * 1e3 + 0.5));
+    if (timeout_s == 0 || mpi_watch.running) return;
     MT_CHECK(pthread_create(&mpi_watch.thread, NULL, mpi_watchdog, NULL) == 0,
              "mpi: could not start the watchdog thread");
     mpi_watch.running = true;

@@ -356,7 +356,9 @@ static void trainer_setup_data(trainer *t) {
                (long long)t->data.n_dropped, reused ? "cache reused:" : "cache built:", cache_path,
                mt_time_now() - t0);
     }
+    mt_comm_mpi_watch(t->host, 0); /* no limit on rank 0's cache build */
     t->comm->barrier(t->comm);
+    mt_comm_mpi_watch(t->host, rc->dist_timeout);
     if (t->comm->rank != 0) {
         char why[MT_ERR_LEN];
         MT_CHECK(mt_token_cache_read(cache_path, NULL, &t->data, why) == 0,
