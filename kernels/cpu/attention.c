@@ -13,7 +13,7 @@
  *             dP = dO_I V_J^T, dS = P (dP - delta), dQ_I += scale dS K_J, dK_J += scale dS^T Q_I.
  * One thread owns a (b, g), so it alone writes dk, dv of that head and dq of the group's heads:
  * the gradients accumulate (+=) in place, with no atomics and no scratch beyond two score tiles
- * on the stack. Rounding: fp32 products summed by BLAS, exp by attn_expf (<= 1.3 ulp), l and
+ * on the stack. Rounding: fp32 products summed by BLAS, exp by cpu_expf (<= 1.3 ulp), l and
  * the lse in double: 1-2e-7 relative L2 from the double-summing form this replaced (which
  * attn_row still is: the decode step and the bf16 mode), at D = 16..32 and T up to 300 with
  * packed samples; as in any fp32 attention (PyTorch's too) a score x carries ~eps32 |x| of
@@ -40,6 +40,7 @@
 
 #include "attention.h"
 #include "bf16.h"
+#include "cpu_math.h"
 #include "cpu_ops.h"
 
 /* x through bf16 (double -> fp32 -> bf16): the bf16 mode's rounding of p and ds */
@@ -150,35 +151,6 @@ static void attn_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const 
                 K, alpha, A, (int)lda, Bm, (int)ldb, beta, C, (int)ldc);
 }
 
-/* exp(x) in fp32 for the softmax's x <= ~0, written so that the loops over a tile vectorise
- * (libm's expf is a call per element: 28% of the fp32 kernels' time at D = 32). x = n ln2 + r
- * with n = round(x / ln2) (the 1.5 * 2^23 trick, exact for |n| < 2^22), |r| <= ln2 / 2, ln2 split
- * in two so n ln2 is exact; e^r by its Taylor series to r^7 (truncation < 5e-9 relative, below
- * fp32's 6e-8), 2^n from the exponent bits. Within 1.3 ulp of exp over every float in
- * [-87, 1] (checked exhaustively against double exp); below -87 (e^x < 1.7e-38) it returns 0,
- * exp(-inf) = 0, NaN stays NaN. */
-static inline float attn_expf(float x) {
-    const float xc = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    const float t = xc * 1.44269504f + 12582912.0f;
-    const float n = t - 12582912.0f;
-    int32_t ti;
-    memcpy(&ti, &t, sizeof ti);
-    const float r = (xc - n * 0.693145751953125f) - n * 1.42860677e-6f;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    /* 2^n, n in [-126, 127]; unsigned, so a NaN's garbage exponent is no overflow */
-    const uint32_t bits = (uint32_t)(ti - 0x4B400000 + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return x < -87.0f ? 0.0f : p * scale;
-}
-
 /* The keys row t sees within a tile [j0, j0 + nj): c < attn_hi(..) by causality (s <= t), and
  * among those, with sg, only keys of t's segment. */
 static inline int attn_hi(int64_t t, int64_t j0, int nj) {
@@ -246,7 +218,7 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
                 continue;
             }
             if (mx > m[a] && m[a] != -INFINITY) {
-                const float r = attn_expf(m[a] - mx);
+                const float r = cpu_expf(m[a] - mx);
                 float *restrict o = ob + (size_t)(i0 + a) * ldq;
                 for (int d = 0; d < D; d++) o[d] *= r;
                 l[a] *= (double)r;
@@ -255,7 +227,7 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
             float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
             for (int c = 0; c < nj; c++) { /* masked: exp(-inf) = 0 */
-                s[c] = attn_expf(s[c] - mx);
+                s[c] = cpu_expf(s[c] - mx);
                 sum += s[c];
             }
             l[a] += (double)sum;
@@ -384,7 +356,7 @@ static void attn_bwd_tile(float *dqb, float *dkb, float *dvb, float *P, float *d
         float *restrict p = P + (size_t)a * ATTN_TILE;
         const int hi = attn_hi(t, j0, nj);
 #pragma omp simd
-        for (int c = 0; c < hi; c++) p[c] = attn_expf(p[c] - ls);
+        for (int c = 0; c < hi; c++) p[c] = cpu_expf(p[c] - ls);
         if (sg)
             for (int c = 0; c < hi; c++)
                 if (sg[j0 + c] != sg[t]) p[c] = 0.0f;

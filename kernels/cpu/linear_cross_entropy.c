@@ -1,7 +1,7 @@
 /* linear_cross_entropy.c: the lm_head and the cross-entropy fused over chunks of labelled rows
  * (node layout, and the chain of vocabulary parts: autograd/op_linear_cross_entropy.c).
  *   forward, per chunk of r <= R labelled rows: xc (r,C) = x[rows]; z (r,C) = xc w^T (r,V);
- *     a = log sum exp z (max subtracted, expf terms summed in double); with a predecessor
+ *     a = log sum exp z (max subtracted, fp32 exp terms summed in double); with a predecessor
  *     lse = logaddexp(prev lse, a), else a; t = prev t + z[label - row0] (label in the part);
  *     final: row loss = lse - t, else out = (lse, t)
  *   backward, per chunk: z again; dz = g_l exp(z - lse) + g_t [v == label - row0], with
@@ -14,6 +14,7 @@
 #include <math.h>
 
 #include "bf16.h"
+#include "cpu_math.h"
 #include "cpu_ops.h"
 
 typedef struct {
@@ -88,9 +89,10 @@ void cpu_linear_cross_entropy_fwd_node(const mt_node *n) {
             float mx = z[0];
             for (int64_t v = 1; v < p.V; v++) mx = z[v] > mx ? z[v] : mx;
             double sum = 0.0;
-            /* expf of an fp32 difference (<= 0), summed in double: within an ulp of the double
-             * exp per term and a fraction of the cost; this loop is the op's only non-GEMM work */
-            for (int64_t v = 0; v < p.V; v++) sum += expf(z[v] - mx);
+            /* cpu_expf of an fp32 difference (<= 0), summed in double: within 1.3 ulp of the
+             * double exp per term and a fraction of the cost; this loop is the op's only
+             * non-GEMM work */
+            for (int64_t v = 0; v < p.V; v++) sum += cpu_expf(z[v] - mx);
             double log_sum = log(sum);
             const int64_t j = r0 + i, col = lce_label_col(&p, j);
             if (!prev) { /* the first part, or all of the lm_head */
@@ -138,7 +140,7 @@ void cpu_linear_cross_entropy_bwd_node(const mt_node *n) {
             const int64_t j = r0 + i, col = lce_label_col(&p, j);
             const double gl = final ? g : dout[j], gt = final ? -g : dout[p.M + j];
             const float lf = lse[j];
-            for (int64_t v = 0; v < p.V; v++) z[v] = (float)(gl * expf(z[v] - lf));
+            for (int64_t v = 0; v < p.V; v++) z[v] = (float)(gl * cpu_expf(z[v] - lf));
             if (col >= 0) z[col] += (float)gt;
             if (p.bf16) mt_bf16_round_n(z, z, p.V);
             if (dprev) {

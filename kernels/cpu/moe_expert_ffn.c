@@ -17,10 +17,9 @@
 #include <string.h>
 
 #include "bf16.h"
+#include "cpu_math.h"
 #include "cpu_ops.h"
 #include "moe.h"
-
-static inline float moe_sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
 
 void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, const float *xe,
                         const float *w1, const float *w3, const float *w2, float *h1, float *h3,
@@ -32,7 +31,7 @@ void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, const flo
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)F, (int)C, 1.0f, xe,
                 (int)C, w3, (int)C, 0.0f, h3, (int)F);
 #pragma omp parallel for
-    for (int64_t i = 0; i < rows * F; i++) g[i] = h1[i] * moe_sigmoid(h1[i]) * h3[i];
+    for (int64_t i = 0; i < rows * F; i++) g[i] = h1[i] * cpu_sigmoidf(h1[i]) * h3[i];
     if (bf16) mt_bf16_round_n(g, g, rows * F);
     /* y (rows,C) = g (rows,F) w2^T, w2 (C,F) */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)C, (int)F, 1.0f, g, (int)F,
@@ -51,7 +50,7 @@ void cpu_moe_expert_bwd(int64_t rows, int64_t C, int64_t F, bool bf16, const flo
     const bool need_dh = dxe || dw1 || dw3, need_u = need_dh || dweight;
     if (rows == 0 || (!need_u && !dw2)) return; /* no rows: every gradient stays untouched */
 #pragma omp parallel for
-    for (int64_t i = 0; i < rows * F; i++) g[i] = h1[i] * moe_sigmoid(h1[i]) * h3[i];
+    for (int64_t i = 0; i < rows * F; i++) g[i] = h1[i] * cpu_sigmoidf(h1[i]) * h3[i];
     if (need_u) /* u (rows,F) = dpe (rows,C) w2 (C,F) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)F, (int)C, 1.0f, dpe,
                     (int)C, w2, (int)F, 0.0f, u, (int)F);
@@ -79,7 +78,7 @@ void cpu_moe_expert_bwd(int64_t rows, int64_t C, int64_t F, bool bf16, const flo
         float ws = weight[pe[s]];
         for (int64_t f = 0; f < F; f++) {
             int64_t i = s * F + f;
-            float z = h1[i], sg = moe_sigmoid(z), dg = ws * u[i];
+            float z = h1[i], sg = cpu_sigmoidf(z), dg = ws * u[i];
             dh3[i] = dg * z * sg;
             u[i] = dg * h3[i] * sg * (1.0f + z * (1.0f - sg));
         }

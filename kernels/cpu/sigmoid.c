@@ -1,19 +1,10 @@
 /* sigmoid.c: y = 1 / (1 + exp(-x)); the backward reads y, not x. */
-#include <math.h>
-
+#include "cpu_math.h"
 #include "cpu_ops.h"
 
 void cpu_sigmoid_forward(float *y, const float *x, int64_t count) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < count; i++) {
-        /* never evaluates exp of a large positive number */
-        if (x[i] >= 0.0f) {
-            y[i] = 1.0f / (1.0f + expf(-x[i]));
-        } else {
-            float e = expf(x[i]);
-            y[i] = e / (1.0f + e);
-        }
-    }
+    for (int64_t i = 0; i < count; i++) y[i] = cpu_sigmoidf(x[i]);
 }
 
 /* dx += dy * y (1 - y). */

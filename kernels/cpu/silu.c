@@ -1,25 +1,17 @@
 /* silu.c: y = x * sigmoid(x). */
-#include <math.h>
-
+#include "cpu_math.h"
 #include "cpu_ops.h"
-
-/* Never evaluates exp of a large positive number. */
-static inline float silu_sigmoid(float x) {
-    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
 
 void cpu_silu_forward(float *y, const float *x, int64_t count) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < count; i++) y[i] = x[i] * silu_sigmoid(x[i]);
+    for (int64_t i = 0; i < count; i++) y[i] = x[i] * cpu_sigmoidf(x[i]);
 }
 
 /* d silu / dx = s (1 + x (1 - s)), s = sigmoid(x). */
 void cpu_silu_backward(float *dx, const float *dy, const float *x, int64_t count) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < count; i++) {
-        float s = silu_sigmoid(x[i]);
+        float s = cpu_sigmoidf(x[i]);
         dx[i] += dy[i] * s * (1.0f + x[i] * (1.0f - s));
     }
 }

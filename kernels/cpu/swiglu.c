@@ -1,18 +1,10 @@
 /* swiglu.c: y = silu(gate) * up, the gated FFN activation. */
-#include <math.h>
-
+#include "cpu_math.h"
 #include "cpu_ops.h"
-
-/* Never evaluates exp of a large positive number. */
-static inline float swiglu_sigmoid(float x) {
-    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
 
 void cpu_swiglu_forward(float *y, const float *gate, const float *up, int64_t count) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < count; i++) y[i] = gate[i] * swiglu_sigmoid(gate[i]) * up[i];
+    for (int64_t i = 0; i < count; i++) y[i] = gate[i] * cpu_sigmoidf(gate[i]) * up[i];
 }
 
 /* dgate += dy * up * s (1 + g (1 - s));  dup += dy * silu(g). Either may be NULL. */
@@ -20,7 +12,7 @@ void cpu_swiglu_backward(float *dgate, float *dup, const float *dy, const float 
                          const float *up, int64_t count) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < count; i++) {
-        float g = gate[i], s = swiglu_sigmoid(g);
+        float g = gate[i], s = cpu_sigmoidf(g);
         if (dgate) dgate[i] += dy[i] * up[i] * s * (1.0f + g * (1.0f - s));
         if (dup) dup[i] += dy[i] * g * s;
     }
