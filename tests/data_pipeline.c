@@ -509,15 +509,23 @@ static int open_cache(const mt_token_cache_cfg *cfg, mt_token_data *d, char *err
     return reused;
 }
 
-static int test_data_cache(void) {
-    char dir[4096], data[4200], cache[4200], tok2[4200], err[MT_ERR_LEN], cmd[9000];
-    make_tmpdir(dir, sizeof(dir));
-    snprintf(data, sizeof(data), "%s/data.jsonl", dir);
-    snprintf(cache, sizeof(cache), "%s/cache.h5", dir);
+/* A temporary directory with 200 synthetic problems (data.jsonl) and the configuration of a
+ * cache for them (cache.h5, not built yet). */
+static mt_token_cache_cfg cache_fixture(char *dir, char *data, char *cache) {
+    char err[MT_ERR_LEN];
+    make_tmpdir(dir, 4096);
+    snprintf(data, 4200, "%s/data.jsonl", dir);
+    snprintf(cache, 4200, "%s/cache.h5", dir);
     MT_CHECK(mt_synth_write_jsonl(data, 9, 200, err) == 0, "%s", err);
     mt_token_cache_cfg cfg = {
         .data_path = data, .tokenizer_dir = tokenizer_dir(), .cache_path = cache};
     mt_sample_opts_default(&cfg.sample);
+    return cfg;
+}
+
+static int test_data_cache(void) {
+    char dir[4096], data[4200], cache[4200], tok2[4200], err[MT_ERR_LEN], cmd[9000];
+    mt_token_cache_cfg cfg = cache_fixture(dir, data, cache);
     mt_token_data d0, d1, ref;
     EXPECT(open_cache(&cfg, &d0, err) == 0, "first open: built expected (%s)", err);
     EXPECT(file_exists(cache) && count_entries(dir, ".tmp.") == 0, "cache file / temp files");
@@ -658,13 +666,7 @@ static int test_data_cache(void) {
  * file behind. */
 static int test_data_cache_write_error(void) {
     char dir[4096], data[4200], cache[4200], err[MT_ERR_LEN];
-    make_tmpdir(dir, sizeof(dir));
-    snprintf(data, sizeof(data), "%s/data.jsonl", dir);
-    snprintf(cache, sizeof(cache), "%s/cache.h5", dir);
-    MT_CHECK(mt_synth_write_jsonl(data, 9, 200, err) == 0, "%s", err);
-    mt_token_cache_cfg cfg = {
-        .data_path = data, .tokenizer_dir = tokenizer_dir(), .cache_path = cache};
-    mt_sample_opts_default(&cfg.sample);
+    mt_token_cache_cfg cfg = cache_fixture(dir, data, cache);
     struct rlimit old;
     MT_CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0, "getrlimit");
     struct rlimit small = {16 << 10, old.rlim_max};
