@@ -106,8 +106,8 @@ ucontext_t sched_ctx;
 #endif
 fiber *cur = nullptr;
 int n_threads = 0;
-uint64_t slots[2]
-              [EMU_MAX_THREADS]; /* a shuffle's values, in alternate halves (emu_shfl_xor_bits) */
+/* a shuffle's values, in alternate halves (emu_shfl_xor_bits) */
+uint64_t slots[2][EMU_MAX_THREADS];
 const std::function<void()> *kernel_fn = nullptr;
 cudaError_t last_error = cudaSuccess;
 #ifdef EMU_ASAN
@@ -613,6 +613,7 @@ emu_gemm_dots(int m, int k, int nc, const float *Ap, const float *Bp, double *ac
 static void emu_gemm_one(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                          float alpha, const void *A, bool abf16, int lda, const void *B, int ldb,
                          float beta, void *C, bool cbf16, int ldc) {
+    if (m == 0 || n == 0) return; /* nothing read, nothing written */
     static thread_local std::vector<float> ap, bp;
     static thread_local std::vector<double> acc;
     ap.resize((size_t)m * k);
