@@ -14,7 +14,8 @@
 #                    two SIGTERMs end a rank at once;
 #                    then output.save_total_limit keeps the newest checkpoints only
 #   disk-full        a checkpoint beyond a file size limit: one-line error with HDF5's reason,
-#                    non-zero exit, no checkpoint under its final name; loss.csv on /dev/full
+#                    non-zero exit, no checkpoint under its final name; the same for the HF
+#                    export; loss.csv on /dev/full
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model; an
 #                    activation arena too small for one micro-step
@@ -353,15 +354,14 @@ signal)
   grep -c "^removed .*checkpoint-[12] (output.save_total_limit = 2)" "$tmp/save-limit.log"
   ;;
 disk-full)
-  # a checkpoint that cannot be written: a file size limit of 20 MB (SIGXFSZ ignored, so writes
-  # fail with EFBIG as on a full disk or quota) against a 41 MB state file. One line names the
+  # a checkpoint that cannot be written: a file size limit of 20 MB (the trainer ignores SIGXFSZ,
+  # so writes fail with EFBIG as on a full disk or quota) against a 41 MB state file. One line names the
   # file, the dataset and HDF5's reason (no HDF5 error stack), the exit is non-zero, and no
   # checkpoint exists under its final name; loss.csv keeps both steps
   out="$tmp/disk-full"
   rm -rf "$out"
   rc=0
   (
-    trap '' XFSZ
     ulimit -f 20000
     mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
       --set "data.cache_dir=$tmp/dist-cache-np2" --set train.max_steps=2 --set output.save_steps=2 \
@@ -373,6 +373,21 @@ disk-full)
   ! grep -q "HDF5-DIAG" "$out.log" || { echo "FAIL: HDF5 printed its error stack"; exit 1; }
   [ ! -e "$out/checkpoint-2" ] || { echo "FAIL: checkpoint-2 exists"; exit 1; }
   [ "$(wc -l < "$out/loss.csv")" -eq 3 ] || { echo "FAIL: loss.csv lacks a step"; exit 1; }
+  # the same with a 10 MB limit against the 14 MB export, written first: mpirun restores the
+  # default action of SIGXFSZ (death) in the ranks, so this needs the trainer's own SIG_IGN
+  out="$tmp/disk-full-export"
+  rm -rf "$out"
+  rc=0
+  (
+    ulimit -f 10000
+    mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
+      --set "data.cache_dir=$tmp/dist-cache-np2" --set train.max_steps=2 --set output.save_steps=2 \
+      --set train.per_device_train_batch_size=2
+  ) > "$out.log" 2>&1 || rc=$?
+  [ "$rc" -ne 0 ] || { echo "FAIL: an export beyond the file size limit was written"; exit 1; }
+  grep -E "^\[rank 0\] error: .*/checkpoint-2\.tmp/\.model-00001\.safetensors\.tmp\.[0-9]+: write failed: File too large" \
+    "$out.log" || { echo "FAIL: no error naming the export file"; tail -20 "$out.log"; exit 1; }
+  [ ! -e "$out/checkpoint-2" ] || { echo "FAIL: checkpoint-2 exists"; exit 1; }
   # the loss log on a full device (/dev/full: every write fails with ENOSPC)
   out="$tmp/disk-full-log"
   rm -rf "$out"

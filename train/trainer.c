@@ -646,6 +646,9 @@ static void trainer_catch_stop_signals(void) {
     sa.sa_flags = SA_RESTART;
     MT_CHECK(sigaction(SIGUSR1, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0,
              "cannot install the SIGUSR1/SIGTERM handlers: %s", strerror(errno));
+    /* A file size limit (ulimit -f, set by some batch systems) then fails the write with EFBIG,
+     * which the writers report naming the file, instead of killing the rank with no word */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 /* Whether a rank got a stop signal: asked by every rank after every step, so all stop after
