@@ -354,40 +354,35 @@ signal)
   grep -c "^removed .*checkpoint-[12] (output.save_total_limit = 2)" "$tmp/save-limit.log"
   ;;
 disk-full)
-  # a checkpoint that cannot be written: a file size limit of 20 MB (the trainer ignores SIGXFSZ,
-  # so writes fail with EFBIG as on a full disk or quota) against a 41 MB state file. One line names the
-  # file, the dataset and HDF5's reason (no HDF5 error stack), the exit is non-zero, and no
-  # checkpoint exists under its final name; loss.csv keeps both steps
+  # limited KB OUT: 2 ranks, 2 steps and a checkpoint at step 2 under a file size limit of KB
+  # KiB (the trainer ignores SIGXFSZ, so writes fail with EFBIG as on a full disk or quota;
+  # mpirun restores the signal's default action, death, in the ranks); must fail, leaving no
+  # checkpoint-2
+  limited() {
+    rm -rf "$2"
+    local rc=0
+    (
+      ulimit -f "$1"
+      mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$2" \
+        --set "data.cache_dir=$tmp/dist-cache-np2" --set train.max_steps=2 \
+        --set output.save_steps=2 --set train.per_device_train_batch_size=2
+    ) > "$2.log" 2>&1 || rc=$?
+    [ "$rc" -ne 0 ] || { echo "FAIL: $2: a checkpoint beyond $1 KiB was written"; exit 1; }
+    [ ! -e "$2/checkpoint-2" ] || { echo "FAIL: $2: checkpoint-2 exists"; exit 1; }
+  }
+  # 20 MB against the 41 MB state file: one line names the file, the dataset and HDF5's reason
+  # (no HDF5 error stack); loss.csv keeps both steps
   out="$tmp/disk-full"
-  rm -rf "$out"
-  rc=0
-  (
-    ulimit -f 20000
-    mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
-      --set "data.cache_dir=$tmp/dist-cache-np2" --set train.max_steps=2 --set output.save_steps=2 \
-      --set train.per_device_train_batch_size=2
-  ) > "$out.log" 2>&1 || rc=$?
-  [ "$rc" -ne 0 ] || { echo "FAIL: a checkpoint beyond the file size limit was written"; exit 1; }
+  limited 20000 "$out"
   grep -E "^\[rank [0-9]\] error: .*/checkpoint-2\.tmp/state\.h5\.tmp: cannot write dataset bucket_[0-9]+_[a-z]+ \(HDF5: Write failed" \
     "$out.log" || { echo "FAIL: no error naming the file and HDF5's reason"; tail -20 "$out.log"; exit 1; }
   ! grep -q "HDF5-DIAG" "$out.log" || { echo "FAIL: HDF5 printed its error stack"; exit 1; }
-  [ ! -e "$out/checkpoint-2" ] || { echo "FAIL: checkpoint-2 exists"; exit 1; }
   [ "$(wc -l < "$out/loss.csv")" -eq 3 ] || { echo "FAIL: loss.csv lacks a step"; exit 1; }
-  # the same with a 10 MB limit against the 14 MB export, written first: mpirun restores the
-  # default action of SIGXFSZ (death) in the ranks, so this needs the trainer's own SIG_IGN
+  # 10 MB against the 14 MB export, written first
   out="$tmp/disk-full-export"
-  rm -rf "$out"
-  rc=0
-  (
-    ulimit -f 10000
-    mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
-      --set "data.cache_dir=$tmp/dist-cache-np2" --set train.max_steps=2 --set output.save_steps=2 \
-      --set train.per_device_train_batch_size=2
-  ) > "$out.log" 2>&1 || rc=$?
-  [ "$rc" -ne 0 ] || { echo "FAIL: an export beyond the file size limit was written"; exit 1; }
+  limited 10000 "$out"
   grep -E "^\[rank 0\] error: .*/checkpoint-2\.tmp/\.model-00001\.safetensors\.tmp\.[0-9]+: write failed: File too large" \
     "$out.log" || { echo "FAIL: no error naming the export file"; tail -20 "$out.log"; exit 1; }
-  [ ! -e "$out/checkpoint-2" ] || { echo "FAIL: checkpoint-2 exists"; exit 1; }
   # the loss log on a full device (/dev/full: every write fails with ENOSPC)
   out="$tmp/disk-full-log"
   rm -rf "$out"
