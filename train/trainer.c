@@ -638,7 +638,8 @@ static void trainer_on_stop_signal(int sig) {
     trainer_stop_signal = sig;
 }
 
-static void trainer_catch_stop_signals(void) {
+/* SIGUSR1/SIGTERM: stop after the step (trainer_on_stop_signal); SIGXFSZ: ignored. */
+static void trainer_set_signals(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = trainer_on_stop_signal;
@@ -731,7 +732,7 @@ int mt_train_main(int argc, char **argv) {
          (long long)mt_sampler_steps_per_epoch(&t->sampler), first, rc->train_max_steps);
     if (t->comm->rank == 0)
         mt_logger_open(&t->log, rc->output_dir, t->cfg.output_router_logits, (int)t->state.step);
-    trainer_catch_stop_signals();
+    trainer_set_signals();
     double t_start = mt_time_now();
     int stopped_after = 0; /* the step a stop signal ended the run with, else 0 */
     for (int step = first; step <= rc->train_max_steps; step++) {
