@@ -249,16 +249,25 @@ static mt_tensor *bench_expert_slice(mt_ctx *c, mt_tensor *w, int e) {
 }
 
 /* cd: the GEMM precision (mt_ctx.compute_dtype): fp32 runs one grouped cuBLAS GEMM per GEMM
- * kind, bf16 one cublasGemmEx per expert and kind (kernels/cuda/moe_experts.cu says why).
+ * kind, bf16 one cublasGemmEx per expert and kind (kernels/cuda/moe_experts.cu says why) spread
+ * over `lanes` GEMM lanes (concurrent streams; 0: MT_CUDA_GEMM_LANES, else the default).
  * split: the experts as dispatch, one op per expert, combine (dist.gather_unit = "expert"),
  * every GEMM one cuBLAS call per expert. */
-static void bench_moe(const mt_backend *be, int reps, int shrink, mt_dtype cd, bool split) {
+static void bench_moe(const mt_backend *be, int reps, int shrink, mt_dtype cd, bool split,
+                      int lanes) {
     const int64_t N = 4096 / shrink, C = 2048 / shrink, F = 3072 / shrink;
     const int E = 32, K = 2;
-    printf("\n== MoE layer (N=%lld tokens, C=%lld, F=%lld, E=%d, top-%d), %s GEMMs, %s, forward+"
-           "backward\n",
+    cuda_lanes_set(lanes);
+    char lanes_txt[64] = "";
+    if (cd == MT_BF16 && !split && lanes > 0)
+        snprintf(lanes_txt, sizeof(lanes_txt), ", %d GEMM lane%s", lanes, lanes > 1 ? "s" : "");
+    else if (cd == MT_BF16 && !split)
+        snprintf(lanes_txt, sizeof(lanes_txt), ", GEMM lanes: MT_CUDA_GEMM_LANES, else %d",
+                 CUDA_LANES_DEFAULT);
+    printf("\n== MoE layer (N=%lld tokens, C=%lld, F=%lld, E=%d, top-%d), %s GEMMs, %s%s, "
+           "forward+backward\n",
            (long long)N, (long long)C, (long long)F, E, K, cd == MT_BF16 ? "bf16" : "fp32",
-           split ? "split (one op per expert)" : "fused");
+           split ? "split (one op per expert)" : "fused", lanes_txt);
     mt_ctx c;
     /* activations and scratch; bf16 adds the experts' weights cast to bf16 in the forward and
      * again in the backward (3 E F C bf16 each) */
@@ -331,7 +340,10 @@ static void bench_moe(const mt_backend *be, int reps, int shrink, mt_dtype cd, b
                ms[CUDA_PROF_COMBINE]);
     if (cd == MT_BF16)
         printf("RESULT %s: %.3f ms fwd+bwd, expert GEMMs %.2f TFLOP/s\n",
-               split ? "moe_split" : "moe", tot, gemm_tflops);
+               split        ? "moe_split"
+               : lanes == 1 ? "moe_lanes1"
+                            : "moe",
+               tot, gemm_tflops);
     free(seed);
     cudaCheck("bench", cudaEventDestroy(e0));
     cudaCheck("bench", cudaEventDestroy(e1));
@@ -358,9 +370,10 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(what, "attention") || !strcmp(what, "all")) bench_attention(be, reps, shrink);
     if (!strcmp(what, "moe") || !strcmp(what, "all")) {
-        bench_moe(be, reps, shrink, MT_F32, false);
-        bench_moe(be, reps, shrink, MT_BF16, false);
-        bench_moe(be, reps, shrink, MT_BF16, true);
+        bench_moe(be, reps, shrink, MT_F32, false, 0);
+        bench_moe(be, reps, shrink, MT_BF16, false, 0); /* the default lanes */
+        bench_moe(be, reps, shrink, MT_BF16, false, 1); /* no concurrency: the A/B */
+        bench_moe(be, reps, shrink, MT_BF16, true, 0);
     }
     return 0;
 }

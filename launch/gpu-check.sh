@@ -232,6 +232,8 @@ if [ -n "$BUILD" ]; then
   for c in $CASES; do RUNS+=("$c|$BUILD/tests/test_gpu_ops $c"); done
   # lightning's bf16 case once more through the GEMM form instead of the fused intra kernel
   RUNS+=("gpu_lightning_bf16_gemm|env MT_LIGHTNING_FUSED=0 $BUILD/tests/test_gpu_ops gpu_lightning_bf16")
+  # the bf16 experts' GEMMs on the default stream alone instead of the concurrent GEMM lanes
+  RUNS+=("gpu_moe_experts_bf16_lanes1|env MT_CUDA_GEMM_LANES=1 $BUILD/tests/test_gpu_ops gpu_moe_experts_bf16")
   # beyond the ops: the optimizer kernels, NCCL on one GPU, and a tiny model's training steps
   # on the device against the CPU backend (bench-gpu-step --check: fp32 to 1e-5; bf16 by the
   # rule |dev - cpu fp32| <= 2 |cpu bf16 - cpu fp32|)
@@ -327,7 +329,7 @@ echo
 echo "================ gpu-check summary ($(elapsed "$T0") s, mode ${MODE:-none}) ================"
 for s in "${SUMMARY[@]}"; do echo "  $s"; done
 [ -s "$LOGDIR/bench.log" ] &&
-  grep -E "^== MoE|^ *[0-9]+ |total fwd|route/permute|expert GEMMs|activations|combine|^RESULT moe_split" \
+  grep -E "^== MoE|^ *[0-9]+ |total fwd|route/permute|expert GEMMs|activations|combine|^RESULT moe_(split|lanes1)" \
     "$LOGDIR/bench.log" | sed 's/^/  | /'
 cat "$LOGDIR"/step_*.log 2> /dev/null | grep -m2 -E "^   C=|FLOPs per token" | sed 's/^/  | /'
 cat "$LOGDIR"/step_*.log 2> /dev/null | grep -E "^RESULT" | sed 's/^/  | /'

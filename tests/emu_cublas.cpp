@@ -2,8 +2,9 @@
  * cublasGemmEx, problem by problem, and against a double reference rounded to bf16 for the all-
  * bf16 form; and the refusals that a real GPU would give too: bf16 A/B with an fp32 C
  * (CUBLAS_STATUS_NOT_SUPPORTED, cuBLAS's documented type table), a pointer array in host memory,
- * a too small leading dimension and overlapping outputs (CUBLAS_STATUS_INVALID_VALUE). Built only
- * with the emulator (ctest op_cuda_emu_cublas_grouped). */
+ * a too small leading dimension and overlapping outputs (CUBLAS_STATUS_INVALID_VALUE); then a
+ * GEMM queued on a created stream. Built only with the emulator (ctest
+ * op_cuda_emu_cublas_grouped). */
 #include <stdio.h>
 #include <string.h>
 
@@ -36,7 +37,51 @@ static void *dev_fill(size_t count, bool bf16, int seed) {
     return p;
 }
 
-static cublasHandle_t h; /* static: reachable at exit (the emulator has no cublasDestroy) */
+static cublasHandle_t h, hs; /* static: reachable at exit (the emulator has no cublasDestroy) */
+
+/* A handle bound to a created stream (the GEMM lanes, kernels/cuda/backend_cuda.cu) queues its
+ * GEMMs there: the output is untouched until the default stream waits on an event recorded on
+ * that stream after them, and then equals the default stream's GEMM. */
+static void check_stream_queue(void) {
+    cudaStream_t s;
+    cudaEvent_t fork, join;
+    EXPECT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "stream");
+    cudaEventCreate(&fork);
+    cudaEventCreate(&join);
+    cublasCreate(&hs);
+    EXPECT(cublasSetStream(hs, s) == CUBLAS_STATUS_SUCCESS, "cublasSetStream");
+    float *a = (float *)dev_fill(6, false, 1), *b = (float *)dev_fill(6, false, 2);
+    float *c = (float *)dev_fill(4, false, 0), *ref = (float *)dev_fill(4, false, 0);
+    float before[4] = {100, 100, 100, 100}; /* no product here is that large */
+    memcpy(c, before, sizeof(before));
+    const float one = 1.0f, zero = 0.0f;
+    cudaEventRecord(fork, 0);
+    cudaStreamWaitEvent(s, fork, 0);
+    /* C (2,2) = A (2,3) B^T, B (2,3) */
+    EXPECT(cublasGemmEx(hs, CUBLAS_OP_N, CUBLAS_OP_T, 2, 2, 3, &one, a, CUDA_R_32F, 2, b,
+                        CUDA_R_32F, 2, &zero, c, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS,
+           "queued GEMM");
+    EXPECT(memcmp(before, c, sizeof(before)) == 0,
+           "a queued GEMM ran before its stream was waited for");
+    EXPECT(cublasSgeam(hs, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, &one, a, 2, &zero, a, 2, c, 2) ==
+               CUBLAS_STATUS_NOT_SUPPORTED,
+           "cublasSgeam on a created stream");
+    cudaEventRecord(join, s);
+    cudaStreamWaitEvent(0, join, 0);
+    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, 2, 2, 3, &one, a, CUDA_R_32F, 2, b, CUDA_R_32F, 2,
+                 &zero, ref, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    for (int i = 0; i < 4; i++)
+        EXPECT(c[i] == ref[i] && ref[i] != before[i], "joined GEMM C[%d] = %g, want %g", i, c[i],
+               ref[i]);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
+    cudaFree(ref);
+    cudaEventDestroy(fork);
+    cudaEventDestroy(join);
+    cudaStreamDestroy(s);
+}
 
 int main(void) {
     cublasCreate(&h);
@@ -107,6 +152,7 @@ int main(void) {
         for (int p = 0; p < 3; p++) cudaFree(ref[p]);
         cudaFree(arr);
     }
+    check_stream_queue();
     if (failures) {
         printf("FAILED emu cublasGemmGroupedBatchedEx (%d checks)\n", failures);
         return 1;

@@ -139,6 +139,17 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(op_cuda_emu_lightning_bf16_gemm PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_LIGHTNING_FUSED=0" SKIP_RETURN_CODE 77 TIMEOUT 300
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # the bf16 experts' GEMMs with one GEMM lane (the default stream) instead of the default four
+  # concurrent ones (kernels/cuda/moe_experts.cu); a malformed lane count is refused by name
+  add_test(NAME op_cuda_emu_moe_experts_bf16_lanes1 COMMAND test_gpu_ops_emu gpu_moe_experts_bf16)
+  set_tests_properties(op_cuda_emu_moe_experts_bf16_lanes1 PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};MT_CUDA_GEMM_LANES=1" SKIP_RETURN_CODE 77 TIMEOUT 300
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME op_cuda_emu_gemm_lanes_bad COMMAND test_gpu_ops_emu gpu_moe_experts_bf16)
+  set_tests_properties(op_cuda_emu_gemm_lanes_bad PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};MT_CUDA_GEMM_LANES=4x" WILL_FAIL FALSE
+    PASS_REGULAR_EXPRESSION "MT_CUDA_GEMM_LANES=4x: expected a whole number of lanes from 1 to 16"
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   # Strict emulation (MT_EMU_STRICT=1, kernels/cuda/emu/emu.cpp): the same cases with the
   # block's threads and the grid's blocks in reverse order, the highest thread always running on,
   # shared memory poisoned at each block start and cudaMalloc memory at allocation, and one

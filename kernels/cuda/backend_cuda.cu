@@ -33,12 +33,14 @@ int64_t cuda_flag_read(const char *op) {
     return v == ~0ull ? -1 : (int64_t)v;
 }
 
-/* cuda_sgemm_rm for A and B of type abt (CUDA_R_32F or CUDA_R_16BF); C is fp32. */
-static void cuda_gemm_rm(const char *op, bool trans_a, bool trans_b, int m, int n, int k,
-                         float alpha, const void *A, int lda, const void *B, int ldb,
+/* cuda_sgemm_rm for A and B of type abt (CUDA_R_32F or CUDA_R_16BF) on handle h; C is fp32.
+ * k = 0 (C = beta C) runs on the default stream: only with h = cuda_blas. */
+static void cuda_gemm_rm(cublasHandle_t h, const char *op, bool trans_a, bool trans_b, int m, int n,
+                         int k, float alpha, const void *A, int lda, const void *B, int ldb,
                          cudaDataType abt, float beta, float *C, int ldc) {
     if (m == 0 || n == 0) return;
     if (k == 0) { /* an empty sum: C = beta C (C not read when beta = 0, as in BLAS) */
+        MT_CHECK(h == cuda_blas, "cuda %s: an empty GEMM on a GEMM lane", op);
         if (beta == 0.0f) {
             cudaCheck(op, cudaMemset2DAsync(C, sizeof(float) * (size_t)ldc, 0,
                                             sizeof(float) * (size_t)n, (size_t)m));
@@ -51,15 +53,15 @@ static void cuda_gemm_rm(const char *op, bool trans_a, bool trans_b, int m, int 
     }
     cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(op,
-                cublasGemmEx(cuda_blas, tb, ta, n, m, k, &alpha, B, abt, ldb, A, abt, lda, &beta, C,
-                             CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    cublasCheck(op, cublasGemmEx(h, tb, ta, n, m, k, &alpha, B, abt, ldb, A, abt, lda, &beta, C,
+                                 CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 void cuda_sgemm_rm(const char *op, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
                    int ldc) {
-    cuda_gemm_rm(op, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, CUDA_R_32F, beta, C, ldc);
+    cuda_gemm_rm(cuda_blas, op, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, CUDA_R_32F, beta,
+                 C, ldc);
 }
 
 /* The element distance b - a, when a whole number of elements of `elem` bytes. */
@@ -69,9 +71,11 @@ static bool cuda_elem_delta(const void *a, const void *b, size_t elem, long long
     return bytes % (long long)elem == 0;
 }
 
-void cuda_gemm_rm_pair(const char *op, bool bf16, bool trans_a, bool trans_b, int m, int n, int k,
-                       float alpha, const void *A0, const void *A1, int lda, const void *B0,
-                       const void *B1, int ldb, float beta, float *C0, float *C1, int ldc) {
+/* cuda_gemm_rm_pair on handle h */
+static void cuda_gemm_rm_pair_on(cublasHandle_t h, const char *op, bool bf16, bool trans_a,
+                                 bool trans_b, int m, int n, int k, float alpha, const void *A0,
+                                 const void *A1, int lda, const void *B0, const void *B1, int ldb,
+                                 float beta, float *C0, float *C1, int ldc) {
     const cudaDataType abt = bf16 ? CUDA_R_16BF : CUDA_R_32F;
     const size_t elem = bf16 ? 2 : 4;
     long long da, db, dc;
@@ -79,21 +83,98 @@ void cuda_gemm_rm_pair(const char *op, bool bf16, bool trans_a, bool trans_b, in
                      cuda_elem_delta(B0, B1, elem, &db) && cuda_elem_delta(C0, C1, 4, &dc) &&
                      da >= 0 && db >= 0 && dc >= 0;
     if (!one) {
-        cuda_gemm_rm(op, trans_a, trans_b, m, n, k, alpha, A0, lda, B0, ldb, abt, beta, C0, ldc);
-        cuda_gemm_rm(op, trans_a, trans_b, m, n, k, alpha, A1, lda, B1, ldb, abt, beta, C1, ldc);
+        cuda_gemm_rm(h, op, trans_a, trans_b, m, n, k, alpha, A0, lda, B0, ldb, abt, beta, C0, ldc);
+        cuda_gemm_rm(h, op, trans_a, trans_b, m, n, k, alpha, A1, lda, B1, ldb, abt, beta, C1, ldc);
         return;
     }
     cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(op, cublasGemmStridedBatchedEx(cuda_blas, tb, ta, n, m, k, &alpha, B0, abt, ldb, db,
-                                               A0, abt, lda, da, &beta, C0, CUDA_R_32F, ldc, dc, 2,
+    cublasCheck(op, cublasGemmStridedBatchedEx(h, tb, ta, n, m, k, &alpha, B0, abt, ldb, db, A0,
+                                               abt, lda, da, &beta, C0, CUDA_R_32F, ldc, dc, 2,
                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void cuda_gemm_rm_pair(const char *op, bool bf16, bool trans_a, bool trans_b, int m, int n, int k,
+                       float alpha, const void *A0, const void *A1, int lda, const void *B0,
+                       const void *B1, int ldb, float beta, float *C0, float *C1, int ldc) {
+    cuda_gemm_rm_pair_on(cuda_blas, op, bf16, trans_a, trans_b, m, n, k, alpha, A0, A1, lda, B0, B1,
+                         ldb, beta, C0, C1, ldc);
 }
 
 void cuda_gemm_bf16_rm(const char *op, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                        const __nv_bfloat16 *A, int lda, const __nv_bfloat16 *B, int ldb, float beta,
                        float *C, int ldc) {
-    cuda_gemm_rm(op, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, CUDA_R_16BF, beta, C, ldc);
+    cuda_gemm_rm(cuda_blas, op, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, CUDA_R_16BF, beta,
+                 C, ldc);
+}
+
+/* ---- GEMM lanes ---- */
+
+static int lanes_want = -1; /* -1: MT_CUDA_GEMM_LANES not read yet */
+static int lanes_open = 0;  /* lanes of the open fork; 0: none open */
+static int lanes_made = 0;  /* lanes with a stream, handle and event so far */
+static cudaStream_t lane_stream[CUDA_LANES_MAX];
+static cublasHandle_t lane_blas[CUDA_LANES_MAX];
+static cudaEvent_t lane_fork, lane_join[CUDA_LANES_MAX];
+
+void cuda_lanes_set(int lanes) {
+    MT_CHECK(lanes >= 0 && lanes <= CUDA_LANES_MAX && lanes_open == 0,
+             "cuda GEMM lanes: %d lanes (0..%d), not inside a fork", lanes, CUDA_LANES_MAX);
+    lanes_want = lanes > 0 ? lanes : -1;
+}
+
+int cuda_lanes_fork(const char *op) {
+    MT_CHECK(lanes_open == 0, "cuda %s: GEMM lanes forked while a fork is open", op);
+    if (lanes_want < 0) {
+        const char *v = getenv("MT_CUDA_GEMM_LANES");
+        char *end = NULL;
+        const long n = v ? strtol(v, &end, 10) : CUDA_LANES_DEFAULT;
+        MT_CHECK(!v || (*v && !*end && n >= 1 && n <= CUDA_LANES_MAX),
+                 "MT_CUDA_GEMM_LANES=%s: expected a whole number of lanes from 1 to %d", v,
+                 CUDA_LANES_MAX);
+        lanes_want = (int)n;
+    }
+    lanes_open = lanes_want;
+    if (lanes_open == 1) return 1; /* cuda_blas on the default stream: nothing to fork */
+    for (; lanes_made < lanes_open; lanes_made++) {
+        const int i = lanes_made;
+        if (!lane_fork) cudaCheck(op, cudaEventCreateWithFlags(&lane_fork, cudaEventDisableTiming));
+        cudaCheck(op, cudaStreamCreateWithFlags(&lane_stream[i], cudaStreamNonBlocking));
+        cudaCheck(op, cudaEventCreateWithFlags(&lane_join[i], cudaEventDisableTiming));
+        cublasCheck(op, cublasCreate(&lane_blas[i]));
+        cublasCheck(op, cublasSetMathMode(lane_blas[i], CUBLAS_DEFAULT_MATH)); /* as cuda_blas */
+        cublasCheck(op, cublasSetStream(lane_blas[i], lane_stream[i]));
+    }
+    cudaCheck(op, cudaEventRecord(lane_fork, 0));
+    for (int i = 0; i < lanes_open; i++)
+        cudaCheck(op, cudaStreamWaitEvent(lane_stream[i], lane_fork, 0));
+    return lanes_open;
+}
+
+void cuda_lanes_join(const char *op) {
+    MT_CHECK(lanes_open > 0, "cuda %s: GEMM lanes joined without a fork", op);
+    if (lanes_open > 1)
+        for (int i = 0; i < lanes_open; i++) {
+            cudaCheck(op, cudaEventRecord(lane_join[i], lane_stream[i]));
+            cudaCheck(op, cudaStreamWaitEvent(0, lane_join[i], 0));
+        }
+    lanes_open = 0;
+}
+
+void cuda_gemm_rm_lane(int lane, const char *op, bool bf16, bool trans_a, bool trans_b, int m,
+                       int n, int k, float alpha, const void *A0, const void *A1, int lda,
+                       const void *B0, const void *B1, int ldb, float beta, float *C0, float *C1,
+                       int ldc) {
+    MT_CHECK(lane >= 0 && lane < lanes_open && m > 0 && n > 0 && k > 0,
+             "cuda %s: GEMM lane %d of %d open, sizes %d x %d x %d (lanes take non-empty GEMMs)",
+             op, lane, lanes_open, m, n, k);
+    cublasHandle_t h = lanes_open == 1 ? cuda_blas : lane_blas[lane];
+    if (A1)
+        cuda_gemm_rm_pair_on(h, op, bf16, trans_a, trans_b, m, n, k, alpha, A0, A1, lda, B0, B1,
+                             ldb, beta, C0, C1, ldc);
+    else
+        cuda_gemm_rm(h, op, trans_a, trans_b, m, n, k, alpha, A0, lda, B0, ldb,
+                     bf16 ? CUDA_R_16BF : CUDA_R_32F, beta, C0, ldc);
 }
 
 /* ---- phase profiler ---- */

@@ -7,10 +7,11 @@
  * the CPU reference as soon as a device is present.
  *
  * Conventions: one stream (the legacy default stream), so kernels, cuBLAS calls and the
- * backend's memcpys are ordered; fp32 storage; sums over a row or a sequence are accumulated in
- * double where the CPU reference does so, which keeps fp32 parity at 1e-5 (speed comes later,
- * with bf16 and tensor cores). Backwards ACCUMULATE into input gradients, exactly like the CPU
- * adapters, and read the same node fields (ip/fp/saved) with the same meaning. */
+ * backend's memcpys are ordered (the GEMM lanes below fork from it and join it again inside
+ * one op; the NCCL communicator has its own stream); fp32 storage; sums over a row or a sequence
+ * are accumulated in double where the CPU reference does so, which keeps fp32 parity at 1e-5 (speed
+ * comes later, with bf16 and tensor cores). Backwards ACCUMULATE into input gradients, exactly like
+ * the CPU adapters, and read the same node fields (ip/fp/saved) with the same meaning. */
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -158,6 +159,30 @@ void cuda_gemm_bf16_rm(const char *op, bool trans_a, bool trans_b, int m, int n,
 void cuda_gemm_rm_pair(const char *op, bool bf16, bool trans_a, bool trans_b, int m, int n, int k,
                        float alpha, const void *A0, const void *A1, int lda, const void *B0,
                        const void *B1, int ldb, float beta, float *C0, float *C1, int ldc);
+
+/* ---- GEMM lanes: one phase's independent GEMMs on concurrent streams (backend_cuda.cu) ---- */
+
+/* An expert's GEMM of a few hundred rows fills part of the GPU, and the experts' GEMMs of one
+ * kind are independent (disjoint outputs): on lanes they run concurrently. A fork makes every
+ * lane (a created stream with its own cuBLAS handle) wait for the default stream's work so far;
+ * the join makes the default stream wait for every lane. Between the two only lane GEMMs may be
+ * issued, and two GEMMs that write the same output must share a lane (a lane runs in order).
+ * The number of lanes is MT_CUDA_GEMM_LANES (default CUDA_LANES_DEFAULT; 1 runs every GEMM on
+ * the default stream, as before lanes existed), read at the first fork. */
+#define CUDA_LANES_DEFAULT 4
+#define CUDA_LANES_MAX     16
+/* Opens a fork; returns the number of lanes L (lanes 0 .. L-1), at least 1. */
+int cuda_lanes_fork(const char *op);
+void cuda_lanes_join(const char *op);
+/* Sets the lanes of later forks (1 .. CUDA_LANES_MAX) over MT_CUDA_GEMM_LANES; 0 goes back to
+ * the variable (benchmarks). */
+void cuda_lanes_set(int lanes);
+/* cuda_gemm_rm_pair's product(s) on a lane of the open fork: C0 only when A1 is NULL (B1 and
+ * C1 ignored then); m, n, k > 0. */
+void cuda_gemm_rm_lane(int lane, const char *op, bool bf16, bool trans_a, bool trans_b, int m,
+                       int n, int k, float alpha, const void *A0, const void *A1, int lda,
+                       const void *B0, const void *B1, int ldb, float beta, float *C0, float *C1,
+                       int ldc);
 
 /* ---- bf16 casts (cast.cu) ---- */
 

@@ -30,13 +30,16 @@
  * grouped TF32 GEMM (exact products, but half the bf16 tensor-core rate and twice the bytes),
  * and cublasGemmBatchedEx (every problem the same shape; expert row counts differ). So bf16 mode
  * keeps one cublasGemmEx (bf16 A/B, fp32 C, CUBLAS_COMPUTE_32F) per non-empty expert and GEMM
- * kind, with no host synchronisation between them (that type table is the documentation's,
- * not checked on a GPU here; a cuBLAS that takes bf16 A/B with an fp32 C would let bf16 mode use
- * the grouped path, changing only the types). Every operand is rounded to bf16 at the
- * points where the CPU reference rounds (kernels/cpu/moe_experts.c): the gathered x and dout and
- * all of w1, w3, w2 (3 E F C bf16 of scratch) by one cast launch each over all experts; g (after
- * the dw2 path's row scaling), dh1 and dh3 by the kernels that compute them, which then write
- * only the bf16 copy. h1, h3, u, y, the activations and dweight stay fp32.
+ * kind (a strided-batched pair where a kind has two problems), with no host synchronisation
+ * between them, and spreads the experts over the GEMM lanes (cuda_common.cuh: concurrent
+ * streams) so that experts of a few hundred rows together fill the GPU as one grouped call
+ * would (that type table is the documentation's, not checked on a GPU here; a cuBLAS that
+ * takes bf16 A/B with an fp32 C would let bf16 mode use the grouped path, changing only the
+ * types). Every operand is rounded to bf16 at the points where the CPU reference rounds
+ * (kernels/cpu/moe_experts.c): the gathered x and dout and all of w1, w3, w2 (3 E F C bf16 of
+ * scratch) by one cast launch each over all experts; g (after the dw2 path's row scaling), dh1
+ * and dh3 by the kernels that compute them, which then write only the bf16 copy. h1, h3, u, y,
+ * the activations and dweight stay fp32.
  *
  * Host synchronisation: forward 1 (the bad-id flag and the offsets in one copy), backward none
  * (the GEMM sizes come from the offsets the forward left in n->host). */
@@ -175,9 +178,9 @@ static void moe_gemms_run(const moe_gemms &gs, int t, const moe_kind &g, const c
     if (gs.groups == 0) return;
     const int E = gs.E;
     cuda_prof_begin(CUDA_PROF_GEMM);
-    /* grouped unless a fixed dimension is 0 (cuda_gemm_rm's zero-size rules then apply) */
-    const bool degenerate = g.m == 0 || g.n == 0 || g.k == 0;
-    if (gs.bf16 || degenerate) {
+    /* a fixed dimension 0: per expert on the default stream (cuda_gemm_rm's zero-size rules);
+     * else bf16 on the GEMM lanes, fp32 grouped */
+    if (g.m == 0 || g.n == 0 || g.k == 0) {
         for (int e = 0; e < E; e++) {
             const int64_t o = gs.off[e], rows = gs.off[e + 1] - o;
             if (rows == 0) continue; /* left out: its output or gradient stays as it is */
@@ -196,6 +199,25 @@ static void moe_gemms_run(const moe_gemms &gs, int t, const moe_kind &g, const c
                                   (const float *)b, (int)g.ldb, g.beta, c, (int)g.ldc);
             }
         }
+    } else if (gs.bf16) {
+        /* one call per non-empty expert (both problems of a two-problem kind in one where
+         * cuda_gemm_rm_pair can), the experts round-robin on the GEMM lanes; no two experts
+         * write the same rows or weights */
+        const int lanes = cuda_lanes_fork(op);
+        int q = 0;
+        for (int e = 0; e < E; e++) {
+            const int64_t o = gs.off[e], rows = gs.off[e + 1] - o;
+            if (rows == 0) continue;
+            const bool two = g.nprob == 2;
+            cuda_gemm_rm_lane(
+                q++ % lanes, op, true, g.ta, g.tb, (int)moe_dim(g.m, rows), (int)moe_dim(g.n, rows),
+                (int)moe_dim(g.k, rows), 1.0f, moe_mat_at(g.A[0], e, o, gs.es),
+                two ? moe_mat_at(g.A[1], e, o, gs.es) : NULL, (int)g.lda,
+                moe_mat_at(g.B[0], e, o, gs.es), two ? moe_mat_at(g.B[1], e, o, gs.es) : NULL,
+                (int)g.ldb, g.beta, (float *)moe_mat_at(g.C[0], e, o, sizeof(float)),
+                two ? (float *)moe_mat_at(g.C[1], e, o, sizeof(float)) : NULL, (int)g.ldc);
+        }
+        cuda_lanes_join(op);
     } else {
         /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first (as
          * cuda_sgemm_rm) */

@@ -20,6 +20,9 @@ typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_PEDANTIC_MATH = 2 } cublasMath_t;
 const char *cublasGetStatusString(cublasStatus_t s);
 cublasStatus_t cublasCreate(cublasHandle_t *h);
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode);
+/* The stream the handle's later calls run on (0: the default stream). On a created stream the
+ * GEMMs are queued there (emu_blas.cpp says when they run). */
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s);
 /* C (m,n) = alpha op(A) op(B) + beta C, column-major; C not read when beta = 0. A and B both
  * CUDA_R_32F or both CUDA_R_16BF (products exact in double, summed in double); C CUDA_R_32F;
  * CUBLAS_COMPUTE_32F. Anything else is CUBLAS_STATUS_NOT_SUPPORTED. */

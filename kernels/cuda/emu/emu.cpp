@@ -1,11 +1,11 @@
-/* emu.cpp: the CPU emulator behind kernels/cuda/emu/cuda_runtime.h and cublas_v2.h (see there
- * for what it models and what it cannot show). Threads of a block are fibers on the calling
- * thread, scheduled round-robin (strict mode: highest first) and switched only at barriers
- * (warp shuffles, __syncthreads), so a run is deterministic. On x86-64 a fiber switch is a few
- * instructions (emu_switch below: the callee-saved registers and the stack pointer); elsewhere
- * swapcontext, which also makes a signal-mask system call per switch. The AddressSanitizer fiber
- * hooks are called when the emulator is built with ASan, so sanitised builds follow the stack
- * switches. */
+/* emu.cpp: the CPU emulator behind kernels/cuda/emu/cuda_runtime.h (see there for what it models
+ * and what it cannot show; cuBLAS is emu_blas.cpp, NCCL and created streams emu_nccl.cpp).
+ * Threads of a block are fibers on the calling thread, scheduled round-robin (strict mode:
+ * highest first) and switched only at barriers (warp shuffles, __syncthreads), so a run is
+ * deterministic. On x86-64 a fiber switch is a few instructions (emu_switch below: the
+ * callee-saved registers and the stack pointer); elsewhere swapcontext, which also makes a
+ * signal-mask system call per switch. The AddressSanitizer fiber hooks are called when the
+ * emulator is built with ASan, so sanitised builds follow the stack switches. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +18,8 @@
 #include <map>
 #include <vector>
 
-#include "cublas_v2.h"
-#include "cuda_bf16.h"
 #include "cuda_runtime.h"
+#include "emu_internal.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define EMU_ASAN 1
@@ -313,20 +312,20 @@ double now_ms() {
 struct emu_event {
     double ms = 0;
     uint64_t work = 0; /* recorded on the default stream after this much of its work, else 0 */
+    cudaStream_t stream = nullptr; /* recorded on this created stream, else nullptr */
     /* records on a created stream and the last of them that ran there: pending while fewer */
     std::atomic<uint64_t> recorded{0}, reached{0};
 };
-void emu_stream_enqueue(cudaStream_t s, std::function<void()> op); /* emu_nccl.cpp */
 
 /* The default stream's work so far (launches, copies, memsets, cuBLAS calls): strict mode checks
- * that a created stream waited for all of it before a collective (emu_nccl.cpp). */
+ * that a created stream waited for all of it before a collective or a cuBLAS call is queued
+ * there (emu_nccl.cpp, emu_blas.cpp). */
 static uint64_t default_work = 0;
 uint64_t emu_default_work(void) { return default_work; }
+void emu_default_work_add(void) { default_work++; }
 uint64_t emu_event_work(cudaEvent_t e) { return e->work; }
+cudaStream_t emu_event_stream(cudaEvent_t e) { return e->stream; }
 bool emu_strict(void) { return strict_mode(); }
-struct emu_blas {
-    int unused;
-};
 
 bool emu_shared_register(void *p, size_t bytes) {
     shared_vars.push_back({p, bytes});
@@ -460,11 +459,14 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
     p->totalGlobalMem = emu_total_mem();
     return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaGetLastError(); }
+cudaError_t cudaDeviceSynchronize(void) { /* every stream's work, the created ones' too */
+    emu_streams_run_all();
+    return cudaGetLastError();
+}
 /* the live cudaMalloc blocks (start -> bytes): lets cuBLAS calls check that what must be device
  * memory is (emu_is_device) */
 static std::map<uintptr_t, size_t> emu_device_blocks;
-static bool emu_is_device(const void *p, size_t bytes) {
+bool emu_is_device(const void *p, size_t bytes) {
     auto it = emu_device_blocks.upper_bound((uintptr_t)p);
     if (it == emu_device_blocks.begin()) return false;
     --it;
@@ -525,6 +527,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     e->work = s ? 0 : default_work;
+    e->stream = s;
     e->ms = now_ms();
     if (s) { /* complete when the stream's queue reaches it */
         const uint64_t n = ++e->recorded;
@@ -546,226 +549,4 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     *ms = (float)(b->ms - a->ms);
     return cudaSuccess;
-}
-
-/* ---- cuBLAS ---- */
-
-const char *cublasGetStatusString(cublasStatus_t s) {
-    switch (s) {
-    case CUBLAS_STATUS_SUCCESS:
-        return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_INVALID_VALUE:
-        return "CUBLAS_STATUS_INVALID_VALUE (emulator)";
-    case CUBLAS_STATUS_NOT_SUPPORTED:
-        return "CUBLAS_STATUS_NOT_SUPPORTED (emulator)";
-    default:
-        return "CUBLAS_STATUS_NOT_INITIALIZED (emulator)";
-    }
-}
-cublasStatus_t cublasCreate(cublasHandle_t *h) {
-    *h = new emu_blas{0};
-    return CUBLAS_STATUS_SUCCESS;
-}
-cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
-    (void)mode;
-    return h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
-}
-
-static int emu_max1(int v) { return v > 1 ? v : 1; }
-
-/* op(X)'s rows (trans: row r is X[r ld ..], else X[r + l ld] over l) as rows of k fp32 values
- * at out + r k. These loads of device memory stay checked by the sanitizers. */
-static void emu_gemm_pack(bool trans, int rows, int k, const void *X, bool bf16, int ld,
-                          float *out) {
-    for (int r = 0; r < rows; r++)
-        for (int l = 0; l < k; l++) {
-            const size_t ix = trans ? l + (size_t)r * ld : r + (size_t)l * ld;
-            out[(size_t)r * k + l] =
-                bf16 ? __bfloat162float(((const __nv_bfloat16 *)X)[ix]) : ((const float *)X)[ix];
-        }
-}
-
-/* acc[i + m c] = sum over l = 0 .. k-1, in that order, of Ap[i k + l] Bp[(j + c) k + l] in
- * double, for the columns c < nc <= 4 from j: four independent sums per pass. Only the packed
- * copies are read, so the sanitizers are left out of this loop (the tests' hot spot). */
-__attribute__((no_sanitize("address", "undefined"))) static void
-emu_gemm_dots(int m, int k, int nc, const float *Ap, const float *Bp, double *acc) {
-    const float *b[4];
-    for (int c = 0; c < 4; c++) b[c] = Bp + (size_t)(c < nc ? c : 0) * k;
-    for (int i = 0; i < m; i++) {
-        const float *a = Ap + (size_t)i * k;
-        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (int l = 0; l < k; l++) {
-            const double x = a[l];
-            s0 += x * b[0][l];
-            s1 += x * b[1][l];
-            s2 += x * b[2][l];
-            s3 += x * b[3][l];
-        }
-        const double sc[4] = {s0, s1, s2, s3};
-        for (int c = 0; c < nc; c++) acc[i + (size_t)m * c] = sc[c];
-    }
-}
-
-/* One column-major problem C = alpha op(A) op(B) + beta C; A and B fp32 or bf16 (the products
- * exact in double, summed in double in the order of k), C fp32 or bf16 (rounded to nearest
- * even when stored; read only when beta != 0). */
-static void emu_gemm_one(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                         float alpha, const void *A, bool abf16, int lda, const void *B, int ldb,
-                         float beta, void *C, bool cbf16, int ldc) {
-    if (m == 0 || n == 0) return; /* nothing read, nothing written */
-    static thread_local std::vector<float> ap, bp;
-    static thread_local std::vector<double> acc;
-    ap.resize((size_t)m * k);
-    bp.resize((size_t)n * k);
-    acc.resize((size_t)m * 4);
-    emu_gemm_pack(ta != CUBLAS_OP_N, m, k, A, abf16, lda, ap.data());
-    emu_gemm_pack(tb == CUBLAS_OP_N, n, k, B, abf16, ldb, bp.data());
-    for (int j0 = 0; j0 < n; j0 += 4) {
-        const int nc = n - j0 < 4 ? n - j0 : 4;
-        emu_gemm_dots(m, k, nc, ap.data(), bp.data() + (size_t)j0 * k, acc.data());
-        for (int c = 0; c < nc; c++)
-            for (int i = 0; i < m; i++) {
-                const double a = acc[i + (size_t)m * c];
-                const size_t ic = i + (size_t)(j0 + c) * ldc;
-                float old = 0.0f;
-                if (beta != 0.0f)
-                    old = cbf16 ? __bfloat162float(((__nv_bfloat16 *)C)[ic]) : ((float *)C)[ic];
-                float v =
-                    beta == 0.0f ? (float)(alpha * a) : (float)(alpha * a + (double)beta * old);
-                if (cbf16)
-                    ((__nv_bfloat16 *)C)[ic] = __float2bfloat16_rn(v);
-                else
-                    ((float *)C)[ic] = v;
-            }
-    }
-}
-
-cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
-                            int n, int k, const void *alpha_p, const void *A, cudaDataType at,
-                            int lda, const void *B, cudaDataType bt, int ldb, const void *beta_p,
-                            void *C, cudaDataType ct, int ldc, cublasComputeType_t compute,
-                            cublasGemmAlgo_t algo) {
-    (void)algo;
-    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    default_work++; /* a cuBLAS call runs on the default stream */
-    /* the two combinations the kernels use: fp32, and bf16 inputs with fp32 output */
-    if (at != bt || (at != CUDA_R_32F && at != CUDA_R_16BF) || ct != CUDA_R_32F ||
-        compute != CUBLAS_COMPUTE_32F)
-        return CUBLAS_STATUS_NOT_SUPPORTED;
-    const bool bf16 = at == CUDA_R_16BF;
-    if (m < 0 || n < 0 || k < 0 || lda < emu_max1(ta == CUBLAS_OP_N ? m : k) ||
-        ldb < emu_max1(tb == CUBLAS_OP_N ? k : n) || ldc < emu_max1(m))
-        return CUBLAS_STATUS_INVALID_VALUE;
-    emu_gemm_one(ta, tb, m, n, k, *(const float *)alpha_p, A, bf16, lda, B, ldb,
-                 *(const float *)beta_p, C, false, ldc);
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-/* One cublasGemmEx per batch entry. Stricter than cuBLAS, to catch wrong strides: a negative
- * batch or stride, or outputs that overlap (undefined in cuBLAS), is CUBLAS_STATUS_INVALID_VALUE.
- */
-cublasStatus_t cublasGemmStridedBatchedEx(
-    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-    const void *alpha, const void *A, cudaDataType at, int lda, long long strideA, const void *B,
-    cudaDataType bt, int ldb, long long strideB, const void *beta, void *C, cudaDataType ct,
-    int ldc, long long strideC, int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo) {
-    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    default_work++; /* a cuBLAS call runs on the default stream */
-    if (batch < 0 || strideA < 0 || strideB < 0 || strideC < 0) return CUBLAS_STATUS_INVALID_VALUE;
-    if (batch > 1 && m > 0 && n > 0 && strideC < (long long)ldc * (n - 1) + m)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    const size_t ea = at == CUDA_R_16BF ? 2 : 4, eb = bt == CUDA_R_16BF ? 2 : 4;
-    for (int i = 0; i < batch; i++) {
-        cublasStatus_t s =
-            cublasGemmEx(h, ta, tb, m, n, k, alpha, (const char *)A + (size_t)i * strideA * ea, at,
-                         lda, (const char *)B + (size_t)i * strideB * eb, bt, ldb, beta,
-                         (float *)C + (size_t)i * strideC, ct, ldc, compute, algo);
-        if (s != CUBLAS_STATUS_SUCCESS) return s;
-    }
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasSgeam(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
-                           int n, const float *alpha, const float *A, int lda, const float *beta,
-                           const float *B, int ldb, float *C, int ldc) {
-    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    default_work++; /* a cuBLAS call runs on the default stream */
-    if (m < 0 || n < 0 || lda < emu_max1(ta == CUBLAS_OP_N ? m : n) ||
-        ldb < emu_max1(tb == CUBLAS_OP_N ? m : n) || ldc < emu_max1(m))
-        return CUBLAS_STATUS_INVALID_VALUE;
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-            float x = *alpha == 0.0f
-                          ? 0.0f
-                          : (ta == CUBLAS_OP_N ? A[i + (size_t)j * lda] : A[j + (size_t)i * lda]);
-            float y = *beta == 0.0f
-                          ? 0.0f
-                          : (tb == CUBLAS_OP_N ? B[i + (size_t)j * ldb] : B[j + (size_t)i * ldb]);
-            C[i + (size_t)j * ldc] = *alpha * x + *beta * y;
-        }
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-/* ---- grouped GEMM ---- */
-
-/* cuBLAS's documented combinations for this call (scale type fp32): A, B and C all CUDA_R_32F or
- * all CUDA_R_16BF with CUBLAS_COMPUTE_32F (the emulator has no CUDA_R_16F, TF32 or fp64 types).
- * bf16 A/B with an fp32 C, which cublasGemmEx accepts, is CUBLAS_STATUS_NOT_SUPPORTED here as in
- * cuBLAS. The host arrays are read during the call; Aarray, Barray and Carray must be device
- * memory (cudaMalloc blocks), as must every matrix, else CUBLAS_STATUS_INVALID_VALUE. Stricter
- * than cuBLAS, to catch a wrong plan: two problems whose C regions overlap (undefined in cuBLAS:
- * they may run concurrently) are CUBLAS_STATUS_INVALID_VALUE. */
-cublasStatus_t cublasGemmGroupedBatchedEx(
-    cublasHandle_t h, const cublasOperation_t ta[], const cublasOperation_t tb[], const int m[],
-    const int n[], const int k[], const void *alpha, const void *const Aarray[], cudaDataType at,
-    const int lda[], const void *const Barray[], cudaDataType bt, const int ldb[], const void *beta,
-    void *const Carray[], cudaDataType ct, const int ldc[], int group_count, const int group_size[],
-    cublasComputeType_t compute) {
-    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    default_work++; /* a cuBLAS call runs on the default stream */
-    if (compute != CUBLAS_COMPUTE_32F || at != bt || bt != ct ||
-        (at != CUDA_R_32F && at != CUDA_R_16BF))
-        return CUBLAS_STATUS_NOT_SUPPORTED;
-    if (group_count < 0) return CUBLAS_STATUS_INVALID_VALUE;
-    const bool bf16 = at == CUDA_R_16BF;
-    const size_t es = bf16 ? 2 : 4;
-    int64_t problems = 0;
-    for (int g = 0; g < group_count; g++) {
-        if (group_size[g] < 0 || m[g] < 0 || n[g] < 0 || k[g] < 0 ||
-            lda[g] < emu_max1(ta[g] == CUBLAS_OP_N ? m[g] : k[g]) ||
-            ldb[g] < emu_max1(tb[g] == CUBLAS_OP_N ? k[g] : n[g]) || ldc[g] < emu_max1(m[g]))
-            return CUBLAS_STATUS_INVALID_VALUE;
-        problems += group_size[g];
-    }
-    if (problems == 0) return CUBLAS_STATUS_SUCCESS;
-    const size_t pb = sizeof(void *) * (size_t)problems;
-    if (!emu_is_device(Aarray, pb) || !emu_is_device(Barray, pb) || !emu_is_device(Carray, pb))
-        return CUBLAS_STATUS_INVALID_VALUE;
-    /* the extent of each problem's matrices, in elements: (cols - 1) * ld + rows */
-    std::vector<std::pair<uintptr_t, uintptr_t>> outs;
-    int64_t p = 0;
-    for (int g = 0; g < group_count; g++) {
-        const int ar = ta[g] == CUBLAS_OP_N ? m[g] : k[g], ac = ta[g] == CUBLAS_OP_N ? k[g] : m[g];
-        const int br = tb[g] == CUBLAS_OP_N ? k[g] : n[g], bc = tb[g] == CUBLAS_OP_N ? n[g] : k[g];
-        const size_t asz = ar && ac ? es * ((size_t)(ac - 1) * lda[g] + ar) : 0;
-        const size_t bsz = br && bc ? es * ((size_t)(bc - 1) * ldb[g] + br) : 0;
-        const size_t csz = m[g] && n[g] ? es * ((size_t)(n[g] - 1) * ldc[g] + m[g]) : 0;
-        for (int i = 0; i < group_size[g]; i++, p++) {
-            if ((asz && !emu_is_device(Aarray[p], asz)) ||
-                (bsz && !emu_is_device(Barray[p], bsz)) || (csz && !emu_is_device(Carray[p], csz)))
-                return CUBLAS_STATUS_INVALID_VALUE;
-            if (csz) outs.push_back({(uintptr_t)Carray[p], (uintptr_t)Carray[p] + csz});
-        }
-    }
-    std::sort(outs.begin(), outs.end());
-    for (size_t i = 1; i < outs.size(); i++)
-        if (outs[i].first < outs[i - 1].second) return CUBLAS_STATUS_INVALID_VALUE;
-    p = 0;
-    for (int g = 0; g < group_count; g++)
-        for (int i = 0; i < group_size[g]; i++, p++)
-            emu_gemm_one(ta[g], tb[g], m[g], n[g], k[g], ((const float *)alpha)[g], Aarray[p], bf16,
-                         lda[g], Barray[p], ldb[g], ((const float *)beta)[g], Carray[p], bf16,
-                         ldc[g]);
-    return CUBLAS_STATUS_SUCCESS;
 }

@@ -4,12 +4,14 @@
  *
  * Streams: the default stream (0) runs everything at once, as the rest of the emulator does. A
  * created stream queues its collectives; the queue runs, in order, when the default stream
- * waits on an event (cudaStreamWaitEvent(0, e)) or the stream is synchronised or destroyed.
- * Which stream an event was recorded on is not tracked (emu.cpp owns events), so a wait of the
- * default stream runs every queue: never later than a GPU could, sometimes earlier. What this
- * shows: a result read before its wait is stale here (on a GPU it may be), and every rank must
- * issue the same collectives in the same order (else MPI reports or hangs, like NCCL). An event
- * recorded on a created stream stays pending (cudaEventQuery) until its queue runs.
+ * waits on an event recorded on that stream (cudaStreamWaitEvent(0, e)), the stream is
+ * synchronised or destroyed, or at cudaDeviceSynchronize; a wait on an event of the default
+ * stream runs every queue. A queue runs whole, so its later work may run early: never later
+ * than a GPU could, sometimes earlier. cuBLAS calls on a handle bound to a created stream are
+ * queued the same way (emu_blas.cpp). What this shows: a result read before its wait is stale
+ * here (on a GPU it may be), and every rank must issue the same collectives in the same order
+ * (else MPI reports or hangs, like NCCL). An event recorded on a created stream stays pending
+ * (cudaEventQuery) until its queue runs.
  *
  * Faults for the watchdog tests (tests/nccl.cmake), "rank:n" in the environment:
  *   MT_EMU_NCCL_ASYNC_ERROR  from rank's n-th collective (counted from 1) on,
@@ -32,15 +34,13 @@
 #include <vector>
 
 #include "cuda_runtime.h"
+#include "emu_internal.h"
 #include "nccl.h"
 
 struct emu_stream {
     std::vector<std::function<void()>> queue;
     uint64_t waited = 0; /* the default stream's work this stream has waited for (emu.cpp) */
 };
-uint64_t emu_default_work(void);
-uint64_t emu_event_work(cudaEvent_t e);
-bool emu_strict(void);
 
 struct emu_nccl_comm {
     int nranks = 0, rank = 0;
@@ -112,7 +112,7 @@ void issue(ncclComm_t comm, cudaStream_t s, std::function<void()> op) {
         op();
         return;
     }
-    if (emu_strict() && s->waited < emu_default_work()) {
+    if (emu_strict() && !emu_stream_waited_all(s)) {
         fprintf(stderr, "nccl emulator: a collective queued on a created stream that has not "
                         "waited for the default stream's earlier work (strict mode)\n");
         abort();
@@ -126,7 +126,13 @@ void issue(ncclComm_t comm, cudaStream_t s, std::function<void()> op) {
 
 } // namespace
 
-void emu_stream_enqueue(cudaStream_t s, std::function<void()> op) { s->queue.push_back(op); }
+void emu_stream_enqueue(cudaStream_t s, std::function<void()> op) {
+    s->queue.push_back(std::move(op));
+}
+bool emu_stream_waited_all(cudaStream_t s) { return s->waited >= emu_default_work(); }
+void emu_streams_run_all(void) {
+    for (emu_stream *q : live_streams) stream_run(q);
+}
 
 /* ---- runtime: devices, streams, events ---- */
 
@@ -161,9 +167,15 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     if (!e || flags) return cudaErrorInvalidValue;
-    if (!s)
-        for (emu_stream *q : live_streams) stream_run(q);
-    else if (emu_event_work(e) > s->waited)
+    if (!s) {
+        /* the queue of the created stream e was recorded on, else (an event of the default
+         * stream, where a GPU has nothing to wait for) every queue */
+        cudaStream_t q = emu_event_stream(e);
+        if (q && std::find(live_streams.begin(), live_streams.end(), q) != live_streams.end())
+            stream_run(q);
+        else
+            emu_streams_run_all();
+    } else if (emu_event_work(e) > s->waited)
         s->waited = emu_event_work(e);
     return cudaSuccess;
 }
