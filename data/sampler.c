@@ -25,12 +25,21 @@ void mt_sampler_init(mt_sampler *s, const mt_sampler_cfg *cfg, const mt_token_da
              "sampler: global_batch %lld, micro_batch %lld, seq_len %lld must be positive "
              "(seq_len >= 2)",
              (long long)cfg->global_batch, (long long)cfg->micro_batch, (long long)cfg->seq_len);
-    MT_CHECK(data->n_samples >= 1, "sampler: the dataset has no samples");
+    const int64_t n_all = data->n_samples, n = cfg->pool ? cfg->n_pool : n_all;
+    MT_CHECK(n >= 1, "sampler: the dataset has no samples%s", cfg->pool ? " in the pool" : "");
     s->cfg = *cfg;
     s->data = data;
-    int64_t n = data->n_samples;
-    s->targets = mt_malloc(sizeof(int64_t) * (size_t)n, "sampler targets");
+    s->n_pool = n;
+    s->pool = mt_malloc(sizeof(int64_t) * (size_t)n, "sampler pool");
     for (int64_t i = 0; i < n; i++) {
+        s->pool[i] = cfg->pool ? cfg->pool[i] : i;
+        MT_CHECK(s->pool[i] >= 0 && s->pool[i] < n_all && (i == 0 || s->pool[i] > s->pool[i - 1]),
+                 "sampler: pool entry %lld (%lld) is not an ascending sample of %lld", (long long)i,
+                 (long long)s->pool[i], (long long)n_all);
+    }
+    s->cfg.pool = NULL; /* the copy above is the sampler's */
+    s->targets = mt_malloc(sizeof(int64_t) * (size_t)n_all, "sampler targets");
+    for (int64_t i = 0; i < n_all; i++) {
         int64_t len = sample_len(s, i), off = data->offsets[i];
         MT_CHECK(len <= cfg->seq_len,
                  "sampler: sample %lld has %lld tokens, more than seq_len %lld (build the cache "
@@ -49,6 +58,7 @@ void mt_sampler_init(mt_sampler *s, const mt_sampler_cfg *cfg, const mt_token_da
 }
 
 void mt_sampler_free(mt_sampler *s) {
+    free(s->pool);
     free(s->targets);
     free(s->order);
     free(s->row_first);
@@ -60,31 +70,58 @@ void mt_sampler_free(mt_sampler *s) {
 mt_sampler_cursor mt_sampler_get_cursor(const mt_sampler *s) { return s->cur; }
 
 void mt_sampler_set_cursor(mt_sampler *s, mt_sampler_cursor c) {
-    MT_CHECK(c.epoch >= 0 && c.position >= 0 && c.position <= s->data->n_samples,
+    MT_CHECK(c.epoch >= 0 && c.position >= 0 && c.position <= s->n_pool,
              "sampler: cursor (epoch %lld, position %lld) is outside a dataset of %lld samples",
-             (long long)c.epoch, (long long)c.position, (long long)s->data->n_samples);
+             (long long)c.epoch, (long long)c.position, (long long)s->n_pool);
     s->cur = c;
 }
 
 int64_t mt_sampler_steps_per_epoch(const mt_sampler *s) {
-    return (s->data->n_samples + s->cfg.global_batch - 1) / s->cfg.global_batch;
+    return (s->n_pool + s->cfg.global_batch - 1) / s->cfg.global_batch;
 }
 
-/* The order of an epoch: identity, or Fisher-Yates driven by splitmix64(seed, epoch). */
+/* Fisher-Yates over a[0..n) driven by splitmix64 from state st. */
+static void shuffle(int64_t *a, int64_t n, uint64_t st) {
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(splitmix64(&st) % (uint64_t)(i + 1));
+        int64_t t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+/* The order of an epoch: the pool in index order, or shuffled by splitmix64(seed, epoch). */
 static void make_order(mt_sampler *s, int64_t epoch) {
-    int64_t n = s->data->n_samples;
-    for (int64_t i = 0; i < n; i++) s->order[i] = i;
+    memcpy(s->order, s->pool, sizeof(int64_t) * (size_t)s->n_pool);
     if (s->cfg.shuffle) {
         uint64_t st = s->cfg.seed;
         st = splitmix64(&st) ^ ((uint64_t)epoch * 0xd6e8feb86659fd93ull);
-        for (int64_t i = n - 1; i > 0; i--) {
-            int64_t j = (int64_t)(splitmix64(&st) % (uint64_t)(i + 1));
-            int64_t t = s->order[i];
-            s->order[i] = s->order[j];
-            s->order[j] = t;
-        }
+        shuffle(s->order, s->n_pool, st);
     }
     s->order_epoch = epoch;
+}
+
+void mt_sampler_split(int64_t n, int64_t n_eval, uint64_t seed, int64_t *train, int64_t *eval) {
+    MT_CHECK(n_eval >= 0 && n_eval < n,
+             "sampler: %lld held-out samples of %lld leave none to train", (long long)n_eval,
+             (long long)n);
+    int64_t *perm = mt_malloc(sizeof(int64_t) * (size_t)n, "sampler split");
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
+    /* its own starting state (the seed mixed with a constant), not an epoch order's */
+    uint64_t st = seed ^ 0x5be0cd19137e2179ull;
+    st = splitmix64(&st);
+    shuffle(perm, n, st);
+    char *held = mt_calloc((size_t)n, 1, "sampler split marks");
+    for (int64_t i = 0; i < n_eval; i++) held[perm[i]] = 1;
+    int64_t a = 0, b = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (held[i])
+            eval[b++] = i;
+        else
+            train[a++] = i;
+    }
+    free(held);
+    free(perm);
 }
 
 /* Packs the share of rank q into rows. With out_first/out_items the rows are written there
@@ -117,7 +154,7 @@ static int64_t plan_rank(mt_sampler *s, int q, int64_t *out_first, int64_t *out_
 }
 
 int64_t mt_sampler_next(mt_sampler *s) {
-    int64_t n = s->data->n_samples;
+    int64_t n = s->n_pool;
     if (s->cur.position >= n) {
         s->cur.epoch++;
         s->cur.position = 0;

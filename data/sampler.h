@@ -1,11 +1,12 @@
 /* sampler.h: the order in which samples are trained, and the rank's micro-batches.
  *
- * Order: epoch e visits every sample once, in index order (shuffle off) or in a permutation
- * drawn from (seed, e) (shuffle on). The order does not depend on the rank or the world size.
- * A global batch (one optimizer step) is the next global_batch samples of the order (the last
- * one of an epoch may be shorter; a global batch never spans two epochs). Rank r of N takes the
- * samples at positions j = r, r + N, r + 2N, ... of the global batch, so the shares are
- * disjoint, they cover the epoch, and their union is the global batch whatever N is.
+ * Order: epoch e visits every sample of the pool (all samples, or the subset cfg.pool names)
+ * once, in index order (shuffle off) or in a permutation drawn from (seed, e) (shuffle on). The
+ * order does not depend on the rank or the world size. A global batch (one optimizer step) is the
+ * next global_batch samples of the order (the last one of an epoch may be shorter; a global batch
+ * never spans two epochs). Rank r of N takes the samples at positions j = r, r + N, r + 2N, ... of
+ * the global batch, so the shares are disjoint, they cover the epoch, and their union is the global
+ * batch whatever N is.
  *
  * Rows of seq_len tokens (B rows make a micro-batch, all (B,T) I32):
  *   padded (pack off): one sample per row;
@@ -35,6 +36,9 @@ typedef struct {
     int64_t seq_len;      /* T: tokens per row, >= the longest sample */
     int rank, world;
     int32_t pad_id; /* id of padding tokens (labels there are -100); recipes use eos */
+    /* the samples to draw from, ascending (copied at init); NULL: all of the data */
+    const int64_t *pool;
+    int64_t n_pool;
 } mt_sampler_cfg;
 
 typedef struct {
@@ -44,9 +48,10 @@ typedef struct {
 typedef struct {
     mt_sampler_cfg cfg;
     const mt_token_data *data;
-    int64_t *targets;    /* (n_samples) predicted tokens of each sample after the shift */
-    int64_t *order;      /* (n_samples) the order of epoch order_epoch */
-    int64_t order_epoch; /* -1: none yet */
+    int64_t *pool, n_pool; /* the sample indices an epoch visits, ascending */
+    int64_t *targets;      /* (data->n_samples) predicted tokens of each sample after the shift */
+    int64_t *order;        /* (n_pool) the order of epoch order_epoch */
+    int64_t order_epoch;   /* -1: none yet */
     mt_sampler_cursor cur;
     /* the current step, set by mt_sampler_next */
     int64_t step_epoch, step_first, step_count; /* global batch = order[first, first + count) */
@@ -62,6 +67,12 @@ typedef struct {
 /* Dies (MT_DIE) on a bad configuration or when a sample is longer than seq_len. */
 void mt_sampler_init(mt_sampler *s, const mt_sampler_cfg *cfg, const mt_token_data *data);
 void mt_sampler_free(mt_sampler *s);
+
+/* Splits samples 0..n-1 into n - n_eval to train on and n_eval held out for evaluation, each
+ * ascending: the held-out ones are the first n_eval of a permutation drawn from seed (a stream
+ * apart from the epoch orders'), so they do not depend on the world size or the batch. Dies
+ * unless 0 <= n_eval < n. */
+void mt_sampler_split(int64_t n, int64_t n_eval, uint64_t seed, int64_t *train, int64_t *eval);
 
 mt_sampler_cursor mt_sampler_get_cursor(const mt_sampler *s);
 void mt_sampler_set_cursor(mt_sampler *s, mt_sampler_cursor c);

@@ -1,5 +1,6 @@
 /* data_sampler.c: the sampler on a synthetic tokenized dataset (no tokenizer needed):
- * rank shares, N-independence of global batches, exact resume, packing layout. */
+ * rank shares, N-independence of global batches, exact resume, packing layout; the held-out
+ * split and a sampler over a pool of samples. */
 #include "data/sampler.h"
 #include "data_util.h"
 
@@ -263,5 +264,77 @@ static int test_data_sampler(void) {
     return MT_TEST_OK;
 }
 
-static const mt_test_case cases[] = {{"data_sampler", test_data_sampler}};
+/* The held-out split (mt_sampler_split) and a sampler over a pool of samples. */
+static int test_data_sampler_split(void) {
+    mt_token_data d;
+    make_data(&d, 57, 30, 3);
+    const int64_t n = d.n_samples, n_eval = 12;
+    int64_t train[57], eval[57], train2[57], eval2[57];
+    mt_sampler_split(n, n_eval, 5, train, eval);
+    char seen[57] = {0};
+    for (int64_t i = 0; i < n - n_eval; i++) {
+        EXPECT(i == 0 || train[i] > train[i - 1], "train indices not ascending at %lld",
+               (long long)i);
+        seen[train[i]]++;
+    }
+    for (int64_t i = 0; i < n_eval; i++) {
+        EXPECT(i == 0 || eval[i] > eval[i - 1], "eval indices not ascending at %lld", (long long)i);
+        seen[eval[i]]++;
+    }
+    for (int64_t i = 0; i < n; i++)
+        EXPECT(seen[i] == 1, "sample %lld in %d parts", (long long)i, seen[i]);
+    /* drawn, not the last n_eval: spread over the file */
+    EXPECT(eval[0] < n - n_eval, "the held-out samples are the file's last ones");
+    mt_sampler_split(n, n_eval, 5, train2, eval2);
+    EXPECT(!memcmp(eval, eval2, sizeof(int64_t) * (size_t)n_eval), "same seed, another split");
+    mt_sampler_split(n, n_eval, 6, train2, eval2);
+    EXPECT(memcmp(eval, eval2, sizeof(int64_t) * (size_t)n_eval) != 0, "seeds 5 and 6 split alike");
+    mt_sampler_split(n, 0, 5, train2, eval2);
+    for (int64_t i = 0; i < n; i++)
+        EXPECT(train2[i] == i, "no held-out samples: train[%lld] = %lld", (long long)i,
+               (long long)train2[i]);
+
+    /* a pool of every sample is the sampler without one */
+    mt_sampler a, b;
+    mt_sampler_cfg c = base_cfg(true, true);
+    mt_sampler_init(&a, &c, &d);
+    c.pool = train2;
+    c.n_pool = n;
+    mt_sampler_init(&b, &c, &d);
+    EXPECT(run_hash(&a, 13) == run_hash(&b, 13), "a full pool changes the batches");
+    mt_sampler_free(&a);
+    mt_sampler_free(&b);
+
+    /* an epoch over a pool visits exactly its samples, once each; unshuffled in pool order */
+    for (int shuffle = 0; shuffle <= 1; shuffle++) {
+        c = base_cfg(false, shuffle);
+        c.global_batch = 7;
+        c.pool = eval;
+        c.n_pool = n_eval;
+        mt_sampler_init(&a, &c, &d);
+        EXPECT(mt_sampler_steps_per_epoch(&a) == 2, "12 pool samples in batches of 7: %lld steps",
+               (long long)mt_sampler_steps_per_epoch(&a));
+        int64_t got[57], k = 0;
+        for (int st = 0; st < 2; st++) {
+            mt_sampler_next(&a);
+            for (int64_t r = 0; r < a.n_rows; r++) got[k++] = a.row_items[a.row_first[r]];
+        }
+        EXPECT(k == n_eval, "shuffle %d: %lld samples in the pool's epoch", shuffle, (long long)k);
+        char in_pool[57] = {0};
+        for (int64_t i = 0; i < n_eval; i++) in_pool[eval[i]] = 1;
+        for (int64_t i = 0; i < k; i++) {
+            EXPECT(in_pool[got[i]] == 1, "shuffle %d: sample %lld visited %s", shuffle,
+                   (long long)got[i], in_pool[got[i]] ? "twice" : "outside the pool");
+            in_pool[got[i]]++;
+            if (!shuffle)
+                EXPECT(got[i] == eval[i], "unshuffled pool order broken at %lld", (long long)i);
+        }
+        mt_sampler_free(&a);
+    }
+    mt_token_data_free(&d);
+    return MT_TEST_OK;
+}
+
+static const mt_test_case cases[] = {{"data_sampler", test_data_sampler},
+                                     {"data_sampler_split", test_data_sampler_split}};
 MT_TEST_MAIN(cases)

@@ -330,6 +330,90 @@ static int test_emu_cuda_bf16(void) {
     return MT_TEST_OK;
 }
 
+/* loss[step] and tokens[step] from <dir>/eval.csv; returns the rows. */
+static int read_evals(const char *dir, double *loss, long long *tokens) {
+    char path[2048], line[1024];
+    snprintf(path, sizeof(path), "%s/%s/eval.csv", tmp_dir(), dir);
+    FILE *f = fopen(path, "r");
+    EXPECT(f, "cannot read %s", path);
+    int rows = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        int step;
+        double l;
+        long long n;
+        if (sscanf(line, "%d,%lf,%lld", &step, &l, &n) == 3 && step > 0 && step < MAX_STEPS) {
+            loss[step] = l;
+            tokens[step] = n;
+            rows++;
+        }
+    }
+    if (f) fclose(f);
+    return rows;
+}
+
+/* The integer that follows `key` on the first line of a run's log containing it, else -1. */
+static long long log_count(const char *log, const char *key) {
+    char path[2048], line[1024];
+    snprintf(path, sizeof(path), "%s/%s", tmp_dir(), log);
+    FILE *f = fopen(path, "r");
+    long long v = -1;
+    while (f && v < 0 && fgets(line, sizeof(line), f)) {
+        const char *p = strstr(line, key);
+        if (p) v = atoll(p + strlen(key));
+    }
+    if (f) fclose(f);
+    EXPECT(v >= 0, "no \"%s\" in %s", key, path);
+    return v;
+}
+
+/* data.eval_samples (tests/dist_run.sh eval): the eval loss the same on 1 and 2 ranks, after a
+ * resume and from the exported weights; and, at learning rate 0, the held-out samples' eval
+ * loss and the training loss over the rest (one global batch) weighted by their labelled
+ * tokens give the loss over all the samples: the split is a partition and the forward-only
+ * eval computes the training loss's function (checked against transformers by the parity
+ * tests). */
+static int test_eval_match(void) {
+    compare_runs("eval-np1", "eval-np2", 1, 10, 1e-5, 1e-5, true);
+    double e1[MAX_STEPS] = {0}, e2[MAX_STEPS] = {0}, er[MAX_STEPS] = {0};
+    long long n1[MAX_STEPS] = {0}, n2[MAX_STEPS] = {0}, nr[MAX_STEPS] = {0};
+    EXPECT(read_evals("eval-np1", e1, n1) == 2 && read_evals("eval-np2", e2, n2) == 2,
+           "eval.csv: want the rows of steps 5 and 10");
+    for (int s = 5; s <= 10; s += 5) {
+        const double rel = fabs(e1[s] - e2[s]) / e1[s];
+        printf("  eval loss after step %d: %.6f (1 rank) vs %.6f (2 ranks), relative %.3g\n", s,
+               e1[s], e2[s], rel);
+        EXPECT(e1[s] > 0 && rel <= 1e-5 && n1[s] == n2[s] && n1[s] > 0,
+               "step %d: eval loss %.9g over %lld tokens (1 rank) vs %.9g over %lld (2 ranks)", s,
+               e1[s], n1[s], e2[s], n2[s]);
+    }
+    EXPECT(e2[10] < e2[5], "the eval loss did not fall (%g -> %g)", e2[5], e2[10]);
+    /* resumed from checkpoint-5: its own output directory has the step-10 row, to the bit */
+    EXPECT(read_evals("eval-resume", er, nr) == 1 && er[10] == e2[10],
+           "resumed eval loss %.9g vs %.9g straight", er[10], e2[10]);
+
+    double lp[MAX_STEPS] = {0}, la[MAX_STEPS] = {0}, el[MAX_STEPS] = {0};
+    long long ne[MAX_STEPS] = {0};
+    read_losses("eval-lr0", lp, NULL);
+    read_losses("eval-all-lr0", la, NULL);
+    read_evals("eval-lr0", el, ne);
+    const long long tp = log_count("eval-lr0.log", "to train on ("),
+                    ta = log_count("eval-all-lr0.log", "tokens, ");
+    EXPECT(tp > 0 && ne[1] > 0 && tp + ne[1] == ta,
+           "labelled tokens: %lld trained + %lld held out != %lld in all", tp, ne[1], ta);
+    const double mix = (lp[1] * (double)tp + el[1] * (double)ne[1]) / (double)ta;
+    const double rel = fabs(mix - la[1]) / la[1];
+    printf("  lr 0: train %.6f x %lld + eval %.6f x %lld -> %.7f; all samples %.6f (relative "
+           "%.3g)\n",
+           lp[1], tp, el[1], ne[1], mix, la[1], rel);
+    /* the eval of the run that wrote that export, after its last step: the same weights */
+    EXPECT(fabs(el[1] - e2[10]) <= 1e-6 * e2[10],
+           "eval loss from the step-10 export %.9g, in the run after step 10 %.9g", el[1], e2[10]);
+    /* fp32 cross-entropy values summed in double, printed with 6 decimals (3e-7 relative) */
+    EXPECT(la[1] > 0 && rel <= 1e-6, "the weighted losses give %.9g, the loss over all %.9g", mix,
+           la[1]);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"dist_emu_cuda_bf16", test_emu_cuda_bf16},
     {"dist_ranks_match", test_ranks_match},
@@ -339,5 +423,6 @@ static const mt_test_case cases[] = {
     {"dist_expert_match", test_expert_match},
     {"dist_bf16_gather_match", test_bf16_gather_match},
     {"dist_recompute_match", test_recompute_match},
+    {"dist_eval_match", test_eval_match},
 };
 MT_TEST_MAIN(cases)

@@ -58,6 +58,12 @@ static int test_recipe_load(void) {
     /* max_steps is not part of the numerics hash (resume may extend a run); lr is */
     r2.train_max_steps = 100;
     EXPECT(mt_recipe_hash(&r) == mt_recipe_hash(&r2), "max_steps outside the hash");
+    /* how often to evaluate changes no update; which samples are held out does */
+    r2.train_eval_steps = 7;
+    EXPECT(mt_recipe_hash(&r) == mt_recipe_hash(&r2), "eval_steps outside the hash");
+    r2.data_eval_samples = 5;
+    EXPECT(mt_recipe_hash(&r) != mt_recipe_hash(&r2), "eval_samples inside the hash");
+    r2.data_eval_samples = 0;
     r2.train_learning_rate = 1e-3;
     EXPECT(mt_recipe_hash(&r) != mt_recipe_hash(&r2), "learning_rate inside the hash");
     unlink(path);
@@ -100,6 +106,11 @@ static int test_recipe_errors(void) {
     expect_error(BASE, "output.save_total_limit=-1",
                  "--set output.save_total_limit: output.save_total_limit: must be >= 0 (0: keep "
                  "every checkpoint)");
+    expect_error(BASE, "data.eval_samples=-1",
+                 "--set data.eval_samples: data.eval_samples: must be >= 0 (0: no evaluation)");
+    expect_error(BASE, "train.eval_steps=10",
+                 "--set train.eval_steps: train.eval_steps: needs data.eval_samples > 0: the "
+                 "samples to evaluate on");
     expect_error(BASE, "dist.timeout=-1",
                  "--set dist.timeout: dist.timeout: must be >= 0 seconds (0: no limit)");
     expect_error("[data]\ntokenizer_dir = \"/tmp/mt_recipe_tok\"\n", NULL,

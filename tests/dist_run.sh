@@ -33,6 +33,10 @@
 #                    -> $TMP/bf16g-np{1,2}, $TMP/bf16g-resume, $TMP/bf16g-fp32
 #   trim             padded rows (packing off), 2 ranks, with and without data.trim_padding,
 #                    router aux loss on (it must leave the padding out) -> $TMP/trim-{on,off}
+#   eval             data.eval_samples with train.eval_steps on 1 and 2 ranks, the 2-rank run
+#                    resumed from its step-5 checkpoint, one step at learning rate 0 over the
+#                    whole training pool with and without held-out samples
+#                    -> $TMP/eval-{np1,np2,resume,lr0,all-lr0}; all samples held out: an error
 #   emu-cuda EMU NP  the same 3 steps on the CPU backend (BIN) and on the CUDA backend + NCCL
 #                    through the CPU emulator (EMU, minimax-train-emu; dist.gather_unit expert),
 #                    NP ranks each, then the emulated run resumed from its step-2 checkpoint (with
@@ -207,6 +211,33 @@ trim)
       --set train.router_aux_loss_coef=0.02 \
       --set train.max_steps=10 --set "data.trim_padding=$([ $v = on ] && echo true || echo false)"
   done
+  ;;
+eval)
+  # data.eval_samples = 16 of the 93 held out, evaluated every 5 steps, on 1 and 2 ranks; the
+  # 2-rank run resumed from its step-5 checkpoint; then, from its trained step-10 export, one
+  # step at learning rate 0 that takes the whole training pool as its global batch (4 rows x 12
+  # micro-batches x 2 ranks >= 77), and the same without held-out samples over all 93: the
+  # training loss over the pool and the eval loss over the held-out samples must add up to the
+  # loss over all of them
+  ev=(--set data.eval_samples=16 --set train.eval_steps=5 --set train.max_steps=10
+    --set output.save_steps=5 --set "data.cache_dir=$tmp/dist-cache-eval")
+  run 1 "$tmp/eval-np1" "${ev[@]}" --set train.per_device_train_batch_size=4
+  run 2 "$tmp/eval-np2" "${ev[@]}" --set train.per_device_train_batch_size=2
+  run 2 "$tmp/eval-resume" "${ev[@]}" --set train.per_device_train_batch_size=2 \
+    --resume "$tmp/eval-np2/checkpoint-5"
+  whole=(--set train.max_steps=1 --set train.learning_rate=0 --set train.per_device_train_batch_size=4
+    --set train.gradient_accumulation_steps=12 --set "data.cache_dir=$tmp/dist-cache-eval"
+    --set "model.path=$tmp/eval-np2/checkpoint-10")
+  run 2 "$tmp/eval-lr0" "${whole[@]}" --set data.eval_samples=16
+  run 2 "$tmp/eval-all-lr0" "${whole[@]}"
+  grep -h "^eval after\|held out" "$tmp/eval-np2.log" "$tmp/eval-lr0.log"
+  # all samples held out: refused by name once the data is known, non-zero exit
+  rc=0
+  run 2 "$tmp/eval-none" --set data.eval_samples=93 --set "data.cache_dir=$tmp/dist-cache-eval" \
+    > /dev/null || rc=$?
+  [ "$rc" -ne 0 ] && grep -q "data.eval_samples = 93 leaves no sample to train on: .* has 93 usable samples" \
+    "$tmp/eval-none.log" || { echo "FAIL: data.eval_samples = 93 (exit $rc)"; cat "$tmp/eval-none.log"; exit 1; }
+  echo "ok: $(grep -m1 'error' "$tmp/eval-none.log")"
   ;;
 emu-cuda)
   emu="$3"

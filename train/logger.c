@@ -9,12 +9,13 @@
 
 #include "autograd/check.h"
 
-#define CSV_HEADER "step,loss,lr,grad_norm,tokens,tokens_per_s,elapsed_s"
+#define CSV_HEADER      "step,loss,lr,grad_norm,tokens,tokens_per_s,elapsed_s"
+#define EVAL_CSV_HEADER "step,eval_loss,tokens,seconds"
 
 /* Every row reaches the file at once; a row that cannot (a full disk) ends the run with the
  * reason rather than leaving the loss curve silently short. */
-static void logger_flush(mt_logger *lg) {
-    MT_CHECK(fflush(lg->csv) == 0 && !ferror(lg->csv), "%s/loss.csv: write failed: %s", lg->dir,
+static void logger_flush(const mt_logger *lg, FILE *f, const char *name) {
+    MT_CHECK(fflush(f) == 0 && !ferror(f), "%s/%s: write failed: %s", lg->dir, name,
              strerror(errno));
 }
 
@@ -42,22 +43,36 @@ static void logger_truncate(const char *path, int keep_step) {
     MT_CHECK(fclose(out) == 0 && rename(tmp, path) == 0, "cannot rewrite %s", path);
 }
 
-void mt_logger_open(mt_logger *lg, const char *dir, bool aux, int resume_step) {
+/* Opens <dir>/name for appending after the rows of steps <= resume_step, or anew with header. */
+static FILE *logger_csv_open(const mt_logger *lg, const char *name, const char *header,
+                             int resume_step) {
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/%s", lg->dir, name);
+    if (resume_step > 0) logger_truncate(path, resume_step);
+    bool append = resume_step > 0 && access(path, F_OK) == 0;
+    FILE *f = fopen(path, append ? "a" : "w");
+    MT_CHECK(f, "cannot write %s: %s", path, strerror(errno));
+    if (!append) {
+        fprintf(f, "%s\n", header);
+        logger_flush(lg, f, name);
+    }
+    return f;
+}
+
+void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool eval, int resume_step) {
     memset(lg, 0, sizeof(*lg));
     snprintf(lg->dir, sizeof(lg->dir), "%s", dir);
     lg->aux = aux;
     lg->tty = isatty(STDERR_FILENO);
     lg->t_start = mt_time_now();
-    char path[1100];
-    snprintf(path, sizeof(path), "%s/loss.csv", dir);
-    if (resume_step > 0) logger_truncate(path, resume_step);
-    bool append = resume_step > 0 && access(path, F_OK) == 0;
-    lg->csv = fopen(path, append ? "a" : "w");
-    MT_CHECK(lg->csv, "cannot write %s", path);
-    if (!append) {
-        fprintf(lg->csv, "%s%s\n", CSV_HEADER, aux ? ",aux_loss" : "");
-        logger_flush(lg);
-    }
+    lg->csv =
+        logger_csv_open(lg, "loss.csv", aux ? CSV_HEADER ",aux_loss" : CSV_HEADER, resume_step);
+    if (eval) lg->eval_csv = logger_csv_open(lg, "eval.csv", EVAL_CSV_HEADER, resume_step);
+}
+
+void mt_logger_eval_row(mt_logger *lg, int step, double loss, int64_t tokens, double seconds) {
+    fprintf(lg->eval_csv, "%d,%.6f,%lld,%.3f\n", step, loss, (long long)tokens, seconds);
+    logger_flush(lg, lg->eval_csv, "eval.csv");
 }
 
 static void format_duration(double s, char *buf, size_t len) {
@@ -73,7 +88,7 @@ void mt_logger_row(mt_logger *lg, const mt_log_row *r, int max_steps) {
             (long long)r->tokens, r->tokens_per_s, r->elapsed_s);
     if (lg->aux) fprintf(lg->csv, ",%.6f", r->aux_loss);
     fprintf(lg->csv, "\n");
-    logger_flush(lg);
+    logger_flush(lg, lg->csv, "loss.csv");
     char eta[32];
     double per_step = r->elapsed_s / (r->step > 0 ? r->step : 1);
     format_duration(per_step * (max_steps - r->step), eta, sizeof(eta));
@@ -95,15 +110,19 @@ void mt_logger_close(mt_logger *lg) {
     if (!lg->csv) return;
     fclose(lg->csv);
     lg->csv = NULL;
+    const bool eval = lg->eval_csv != NULL;
+    if (eval) fclose(lg->eval_csv);
+    lg->eval_csv = NULL;
     if (lg->tty && lg->last_len) fputc('\n', stderr);
     char cmd[4096];
     snprintf(cmd, sizeof(cmd),
              "cd '%s' && gnuplot -e \""
              "set terminal png size 900,540; set output 'loss.png.tmp'; set datafile separator "
              "','; set key autotitle columnhead; set xlabel 'step'; set ylabel 'loss'; "
-             "set grid; plot 'loss.csv' using 1:2 with lines lw 2 title 'training loss'\" "
+             "set grid; plot 'loss.csv' using 1:2 with lines lw 2 title 'training loss'%s\" "
              "2>/dev/null && mv loss.png.tmp loss.png",
-             lg->dir);
+             lg->dir,
+             eval ? ", 'eval.csv' using 1:2 with linespoints lw 2 pt 7 title 'eval loss'" : "");
     if (system(cmd) != 0)
         fprintf(stderr, "warning: could not draw %s/loss.png (is gnuplot installed?)\n", lg->dir);
 }

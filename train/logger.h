@@ -1,5 +1,5 @@
-/* logger.h: rank 0's training log: loss.csv (flushed every step), a one-line progress display
- * on stderr, and a loss-curve picture (gnuplot) at the end. */
+/* logger.h: rank 0's training log: loss.csv (flushed every step), eval.csv (the eval losses), a
+ * one-line progress display on stderr, and a loss-curve picture (gnuplot) at the end. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -7,6 +7,7 @@
 
 typedef struct {
     FILE *csv;
+    FILE *eval_csv; /* NULL: no evaluation */
     char dir[1024];
     bool aux;
     bool tty;
@@ -21,10 +22,13 @@ typedef struct {
     double tokens_per_s, elapsed_s;
 } mt_log_row;
 
-/* Opens <dir>/loss.csv. resume_step > 0 keeps the rows of steps <= resume_step of an existing
- * log (rewritten atomically) and appends after them; 0 starts a new file. */
-void mt_logger_open(mt_logger *lg, const char *dir, bool aux, int resume_step);
+/* Opens <dir>/loss.csv, and <dir>/eval.csv when eval. resume_step > 0 keeps the rows of steps
+ * <= resume_step of an existing log (rewritten atomically) and appends after them; 0 starts a
+ * new file. */
+void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool eval, int resume_step);
 void mt_logger_row(mt_logger *lg, const mt_log_row *row, int max_steps);
+/* One row of eval.csv: step, eval_loss, tokens (the held-out labelled tokens), seconds. */
+void mt_logger_eval_row(mt_logger *lg, int step, double loss, int64_t tokens, double seconds);
 /* Closes the CSV and renders <dir>/loss.png with gnuplot (a warning if gnuplot is missing). */
 void mt_logger_close(mt_logger *lg);
 double mt_time_now(void);

@@ -46,7 +46,9 @@ static const recipe_key recipe_keys[] = {
     BOOL("data.shuffle", data_shuffle, "false", true),
     I64("data.seed", data_seed, "42", true),
     BOOL("data.strip_annotations", data_strip_annotations, "false", true),
+    INT("data.eval_samples", data_eval_samples, "0", true),
     INT("train.max_steps", train_max_steps, "300", false),
+    INT("train.eval_steps", train_eval_steps, "0", false),
     INT("train.per_device_train_batch_size", train_per_device_train_batch_size, "1", true),
     INT("train.gradient_accumulation_steps", train_gradient_accumulation_steps, "1", true),
     FLT("train.learning_rate", train_learning_rate, "1e-5", true),
@@ -184,7 +186,12 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
     if (r->data_max_length < 2) BAD("data.max_length", "must be >= 2");
     if (strcmp(r->data_truncation, "drop") && strcmp(r->data_truncation, "truncate"))
         BAD("data.truncation", "must be \"drop\" or \"truncate\", not \"%s\"", r->data_truncation);
+    if (r->data_eval_samples < 0) BAD("data.eval_samples", "must be >= 0 (0: no evaluation)");
     if (r->train_max_steps <= 0) BAD("train.max_steps", "must be > 0");
+    if (r->train_eval_steps < 0)
+        BAD("train.eval_steps", "must be >= 0 (0: evaluate after the last step only)");
+    if (r->train_eval_steps > 0 && r->data_eval_samples == 0)
+        BAD("train.eval_steps", "needs data.eval_samples > 0: the samples to evaluate on");
     if (r->train_per_device_train_batch_size <= 0)
         BAD("train.per_device_train_batch_size", "must be > 0");
     if (r->train_gradient_accumulation_steps <= 0)

@@ -29,8 +29,10 @@ typedef struct mt_recipe {
     bool data_shuffle;
     int64_t data_seed;
     bool data_strip_annotations; /* remove <<expr=value>> calculator annotations */
+    int data_eval_samples;       /* held out of training for the eval loss; 0 = no evaluation */
     /* [train] */
     int train_max_steps;
+    int train_eval_steps; /* evaluate every N steps (and after the last); 0 = after the last */
     int train_per_device_train_batch_size;
     int train_gradient_accumulation_steps;
     double train_learning_rate;

@@ -94,6 +94,18 @@ double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, doubl
     return ce;
 }
 
+double mt_sharded_micro_eval(mt_sharded *s, const mt_minimax_batch *batch) {
+    mt_bucket_hooks hooks = {hook_forward_enter, hook_forward_leave, s};
+    mt_ctx_reset(s->ctx);
+    const bool grad = mt_ctx_set_grad(s->ctx, false); /* nothing saved for a backward */
+    mt_minimax_out out;
+    mt_minimax_forward(s->model, s->ctx, batch, &hooks, &out);
+    mt_ctx_set_grad(s->ctx, grad);
+    float ce = 0;
+    s->ctx->be->to_host(&ce, out.ce_loss->data, sizeof(float));
+    return ce;
+}
+
 bool mt_sharded_optimizer_step(mt_sharded *s, const mt_adamw *opt, double max_grad_norm,
                                double *grad_norm) {
     bool finite = false;

@@ -24,6 +24,11 @@ void mt_sharded_init(mt_sharded *s, mt_minimax *m, mt_zero *z, mt_ctx *c);
  * count, these add up to the global mean); *aux (may be NULL) gets the aux-loss value or 0. */
 double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, double *aux);
 
+/* The forward alone of one micro-batch (evaluation: the buckets gathered as in training, no
+ * gradients, nothing saved for a backward); returns its cross-entropy value as
+ * mt_sharded_micro_step does, without the aux loss. */
+double mt_sharded_micro_eval(mt_sharded *s, const mt_minimax_batch *batch);
+
 /* Global grad norm into *grad_norm; when every gradient is finite: clips to max_grad_norm
  * (<= 0: no clipping), runs AdamW on the owned shards and returns true; else returns false
  * and changes nothing. */

@@ -2,10 +2,12 @@
  *
  *   recipe (checked before anything is allocated) -> config -> parameter layout -> ZeRO-3 shards
  *   (each rank loads or initialises only the range it owns) -> tokenized data (rank 0 builds
- *   the HDF5 cache, the others read it) -> sampler (this rank's share of each global batch)
- *   -> steps: per micro-batch forward (gather bucket by bucket) and backward (re-gather,
- *   reduce-scatter gradients), global grad norm, clipping, AdamW on the owned shard
- *   -> loss.csv, checkpoints (training state + HF export) every save_steps and at the end.
+ *   the HDF5 cache, the others read it) -> samplers (this rank's share of each global batch;
+ *   data.eval_samples held out) -> steps (trainer_step.c): per micro-batch forward (gather
+ *   bucket by bucket) and backward (re-gather, reduce-scatter gradients), global grad norm,
+ *   clipping, AdamW on the owned shard -> loss.csv, eval.csv (the held-out loss every
+ *   train.eval_steps and at the end), checkpoints (training state + HF export) every
+ *   save_steps and at the end.
  * SIGUSR1 or SIGTERM on any rank (mpirun forwards SIGUSR1 to every rank; Slurm sends it before
  * the time limit with --signal=USR1@SECONDS) stops the job after the step in progress, with a
  * checkpoint: each step ends with one small all-reduce that asks whether a rank got one.
@@ -17,7 +19,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,48 +27,8 @@
 #include <unistd.h>
 
 #include "data/gsm8k.h"
-#include "data/sampler.h"
 #include "data/synth.h"
-#include "data/token_cache.h"
-#include "models/weights.h"
-#include "train/checkpoint.h"
-#include "train/comm.h"
-#include "train/logger.h"
-#include "train/recipe.h"
-#include "train/schedule.h"
-#include "train/sharded.h"
-#include "train/zero.h"
-
-typedef struct {
-    mt_recipe rc;
-    mt_comm *host; /* MPI: job control, data, checkpoints */
-    mt_comm *comm; /* the sharded optimizer's: host (CPU backend) or NCCL (CUDA) */
-    const mt_backend *be;
-    mt_minimax_config cfg;
-    mt_minimax model;
-    mt_naming naming;
-    mt_zero zero;
-    mt_ctx ctx;
-    mt_sharded sharded;
-    mt_token_data data;
-    mt_sampler sampler;
-    char tokenizer_dir[MT_PATH_MAX];
-    int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each, host */
-    int64_t *batch_real; /* (B) host: real tokens per row (the aux loss leaves padding out) */
-    int32_t *dev_batch;  /* (4,B,T) on the backend: ids, labels, positions, segments */
-    float *export_stage; /* rank 0, device backends: one gathered bucket on the host */
-    mt_train_state state;
-    mt_logger log;
-    int64_t planned_activations; /* the arena's planned peak of one micro-step (bytes) */
-} trainer;
-
-#define LOG0(t, ...)                                                                               \
-    do {                                                                                           \
-        if ((t)->comm->rank == 0) {                                                                \
-            printf(__VA_ARGS__);                                                                   \
-            fflush(stdout);                                                                        \
-        }                                                                                          \
-    } while (0)
+#include "train/trainer_internal.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* files */
@@ -376,6 +337,15 @@ static void trainer_setup_data(trainer *t) {
              "%s: <end_of_sentence> id %d is outside the model's vocabulary (%d)", tok_path, eos,
              t->cfg.vocab_size);
 
+    /* data.eval_samples: held out of training, drawn with data.seed */
+    const int64_t n_all = t->data.n_samples, n_eval = rc->data_eval_samples;
+    MT_CHECK(n_eval < n_all,
+             "data.eval_samples = %lld leaves no sample to train on: %s has %lld usable samples",
+             (long long)n_eval, data_path, (long long)n_all);
+    int64_t *train_ids = mt_malloc(sizeof(int64_t) * (size_t)n_all, "training samples");
+    int64_t *eval_ids = mt_malloc(sizeof(int64_t) * (size_t)(n_eval + 1), "held-out samples");
+    mt_sampler_split(n_all, n_eval, (uint64_t)rc->data_seed, train_ids, eval_ids);
+
     int64_t B = rc->train_per_device_train_batch_size;
     mt_sampler_cfg sc = {
         .seed = (uint64_t)rc->data_seed,
@@ -387,8 +357,28 @@ static void trainer_setup_data(trainer *t) {
         .rank = t->comm->rank,
         .world = t->comm->size,
         .pad_id = eos,
+        .pool = n_eval > 0 ? train_ids : NULL,
+        .n_pool = n_all - n_eval,
     };
     mt_sampler_init(&t->sampler, &sc, &t->data);
+    if (n_eval > 0) { /* one epoch in index order per evaluation */
+        sc.shuffle = false;
+        sc.pool = eval_ids;
+        sc.n_pool = n_eval;
+        mt_sampler_init(&t->eval_sampler, &sc, &t->data);
+        int64_t train_targets = 0;
+        for (int64_t i = 0; i < n_eval; i++)
+            t->eval_targets += t->eval_sampler.targets[eval_ids[i]];
+        for (int64_t i = 0; i < n_all - n_eval; i++)
+            train_targets += t->sampler.targets[train_ids[i]];
+        LOG0(t,
+             "data: %lld samples held out for the eval loss (%lld labelled tokens), %lld to "
+             "train on (%lld labelled tokens)\n",
+             (long long)n_eval, (long long)t->eval_targets, (long long)(n_all - n_eval),
+             (long long)train_targets);
+    }
+    free(train_ids);
+    free(eval_ids);
     size_t n = (size_t)(B * rc->data_max_length);
     t->batch_ids = mt_malloc(n * sizeof(int32_t), "batch ids");
     t->batch_labels = mt_malloc(n * sizeof(int32_t), "batch labels");
@@ -398,17 +388,6 @@ static void trainer_setup_data(trainer *t) {
     t->dev_batch = t->be->alloc(4 * n * sizeof(int32_t));
     MT_CHECK(t->dev_batch, "out of %s memory for the batch (%zu bytes)", t->be->name,
              4 * n * sizeof(int32_t));
-}
-
-/* Real tokens (prompt and answer, no padding) of this rank's rows in the current step. */
-static int64_t trainer_step_tokens(const trainer *t) {
-    const mt_sampler *s = &t->sampler;
-    int64_t n = 0;
-    for (int64_t k = 0; k < s->row_first[s->n_rows]; k++) {
-        int64_t i = s->row_items[k];
-        n += t->data.offsets[i + 1] - t->data.offsets[i];
-    }
-    return n;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -520,83 +499,14 @@ static void trainer_resume(trainer *t, const char *dir) {
          st.world_size, t->comm->size);
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* one optimizer step */
-
-typedef struct {
-    double loss, aux, grad_norm, lr;
-    int64_t tokens, targets;
-    bool skipped;
-} step_result;
-
-static step_result trainer_step(trainer *t, int step) {
-    const mt_recipe *rc = &t->rc;
-    step_result res = {0};
-    int64_t n_micro = mt_sampler_next(&t->sampler);
-    res.targets = t->sampler.global_targets;
-    int64_t B = rc->train_per_device_train_batch_size, T = rc->data_max_length;
-    int32_t *d = t->dev_batch;
-    int32_t *host[4] = {t->batch_ids, t->batch_labels, t->batch_pos, t->batch_seg};
-
-    mt_zero_zero_grad(&t->zero);
-    double sums[3] = {0, 0, (double)trainer_step_tokens(t)}; /* loss, aux, tokens */
-    for (int64_t m = 0; m < n_micro; m++) {
-        /* data.trim_padding: rows cut after the longest one's last token (rounded up to 8) */
-        int64_t Tm = T;
-        if (rc->data_trim_padding) {
-            Tm = (mt_sampler_micro_len(&t->sampler, m) + 7) / 8 * 8;
-            if (Tm < 8) Tm = 8; /* an all-padding micro-batch still runs (collectives) */
-            if (Tm > T) Tm = T;
-        }
-        mt_sampler_fill(&t->sampler, m, Tm, host[0], host[1], host[2], host[3]);
-        for (int64_t b = 0; b < B; b++) t->batch_real[b] = mt_sampler_row_len(&t->sampler, m, b);
-        const size_t n = (size_t)(B * Tm);
-        for (int a = 0; a < 4; a++) t->be->to_device(d + a * n, host[a], n * sizeof(int32_t));
-        mt_tensor ids, labels, pos, seg;
-        mt_tensor_wrap(&ids, MT_I32, 2, (int64_t[]){B, Tm}, d, NULL, "ids");
-        mt_tensor_wrap(&labels, MT_I32, 2, (int64_t[]){B, Tm}, d + n, NULL, "labels");
-        mt_tensor_wrap(&pos, MT_I32, 2, (int64_t[]){B, Tm}, d + 2 * n, NULL, "positions");
-        mt_tensor_wrap(&seg, MT_I32, 2, (int64_t[]){B, Tm}, d + 3 * n, NULL, "segments");
-        mt_minimax_batch batch = {.ids = &ids,
-                                  .labels = &labels,
-                                  .pos = &pos,
-                                  .seg = &seg,
-                                  .valid_len = t->batch_real,
-                                  .loss_denom = (float)(res.targets > 0 ? res.targets : 1),
-                                  .fused_loss = true};
-        double aux = 0;
-        sums[0] += mt_sharded_micro_step(&t->sharded, &batch, &aux);
-        /* aux: HF adds coef * aux per forward; averaged over this rank's micro-batches and the
-         * ranks, so it is weighted like one forward of the global batch */
-        sums[1] += aux / (double)(n_micro * t->comm->size);
-    }
-    t->comm->allreduce_f64(t->comm, sums, 3);
-    res.loss = sums[0];
-    res.aux = sums[1];
-    res.tokens = (int64_t)sums[2];
-    res.lr = mt_lr_at(mt_lr_kind_parse(rc->train_lr_scheduler_type), rc->train_learning_rate,
-                      step - 1, rc->train_warmup_steps, rc->train_max_steps);
-    mt_adamw opt = {.lr = res.lr,
-                    .beta1 = rc->train_adam_beta1,
-                    .beta2 = rc->train_adam_beta2,
-                    .eps = rc->train_adam_epsilon,
-                    .weight_decay = rc->train_weight_decay,
-                    .step = step};
-    bool updated =
-        isfinite(res.loss) &&
-        mt_sharded_optimizer_step(&t->sharded, &opt, rc->train_max_grad_norm, &res.grad_norm);
-    if (!updated) {
-        if (!rc->train_skip_nonfinite_steps)
-            MT_DIE("step %d: the %s is not finite (loss %g, grad norm %g); stopping "
-                   "(train.skip_nonfinite_steps = true skips such steps)",
-                   step, isfinite(res.loss) ? "gradient" : "loss", res.loss, res.grad_norm);
-        LOG0(t, "step %d: non-finite loss or gradient, step skipped\n", step);
-        res.skipped = true;
-    }
-    return res;
+/* The eval loss after `step`, into eval.csv and the log. */
+static void trainer_eval(trainer *t, int step) {
+    const double t0 = mt_time_now();
+    const double loss = trainer_run_eval(t), dt = mt_time_now() - t0;
+    if (t->comm->rank == 0) mt_logger_eval_row(&t->log, step, loss, t->eval_targets, dt);
+    LOG0(t, "eval after step %d: loss %.6f over %lld held-out tokens (%.1f s)\n", step, loss,
+         (long long)t->eval_targets, dt);
 }
-
-/* ------------------------------------------------------------------------------------------ */
 
 static void trainer_report_memory(trainer *t) {
     double mib = 1.0 / (1 << 20);
@@ -731,13 +641,14 @@ int mt_train_main(int argc, char **argv) {
          t->cfg.num_hidden_layers, (long long)n_params, t->model.n_buckets,
          (long long)mt_sampler_steps_per_epoch(&t->sampler), first, rc->train_max_steps);
     if (t->comm->rank == 0)
-        mt_logger_open(&t->log, rc->output_dir, t->cfg.output_router_logits, (int)t->state.step);
+        mt_logger_open(&t->log, rc->output_dir, t->cfg.output_router_logits,
+                       rc->data_eval_samples > 0, (int)t->state.step);
     trainer_set_signals();
     double t_start = mt_time_now();
     int stopped_after = 0; /* the step a stop signal ended the run with, else 0 */
     for (int step = first; step <= rc->train_max_steps; step++) {
         double t0 = mt_time_now();
-        step_result r = trainer_step(t, step);
+        step_result r = trainer_run_step(t, step);
         double dt = mt_time_now() - t0;
         t->state.tokens_seen += r.tokens;
         if (step == first) trainer_report_memory(t);
@@ -752,7 +663,11 @@ int mt_train_main(int argc, char **argv) {
                               .elapsed_s = mt_time_now() - t_start};
             mt_logger_row(&t->log, &row, rc->train_max_steps);
         }
-        const bool last = step == rc->train_max_steps, stop = !last && trainer_stop_requested(t);
+        const bool last = step == rc->train_max_steps;
+        if (rc->data_eval_samples > 0 &&
+            (last || (rc->train_eval_steps > 0 && step % rc->train_eval_steps == 0)))
+            trainer_eval(t, step);
+        const bool stop = !last && trainer_stop_requested(t);
         if (last || stop || (rc->output_save_steps > 0 && step % rc->output_save_steps == 0))
             trainer_save(t, step);
         if (stop) {
@@ -771,6 +686,7 @@ int mt_train_main(int argc, char **argv) {
         LOG0(t, "done: %d steps in %.1f s; outputs in %s\n", rc->train_max_steps - first + 1,
              mt_time_now() - t_start, rc->output_dir);
     mt_sampler_free(&t->sampler);
+    if (rc->data_eval_samples > 0) mt_sampler_free(&t->eval_sampler);
     mt_token_data_free(&t->data);
     mt_ctx_free(&t->ctx);
     mt_zero_free(&t->zero);

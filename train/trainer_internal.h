@@ -1,0 +1,64 @@
+/* trainer_internal.h: the training job's state, shared by trainer.c (setup, checkpoints, the
+ * loop) and trainer_step.c (an optimizer step, an evaluation). Not an interface. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "data/sampler.h"
+#include "data/token_cache.h"
+#include "models/minimax.h"
+#include "models/weights.h"
+#include "train/checkpoint.h"
+#include "train/comm.h"
+#include "train/logger.h"
+#include "train/recipe.h"
+#include "train/sharded.h"
+#include "train/zero.h"
+
+typedef struct {
+    mt_recipe rc;
+    mt_comm *host; /* MPI: job control, data, checkpoints */
+    mt_comm *comm; /* the sharded optimizer's: host (CPU backend) or NCCL (CUDA) */
+    const mt_backend *be;
+    mt_minimax_config cfg;
+    mt_minimax model;
+    mt_naming naming;
+    mt_zero zero;
+    mt_ctx ctx;
+    mt_sharded sharded;
+    mt_token_data data;
+    mt_sampler sampler;      /* the training samples (all but the held-out ones) */
+    mt_sampler eval_sampler; /* the held-out samples (data.eval_samples > 0), one epoch per eval */
+    int64_t eval_targets;    /* their labelled tokens: the eval loss's denominator */
+    char tokenizer_dir[MT_PATH_MAX];
+    int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each, host */
+    int64_t *batch_real; /* (B) host: real tokens per row (the aux loss leaves padding out) */
+    int32_t *dev_batch;  /* (4,B,T) on the backend: ids, labels, positions, segments */
+    float *export_stage; /* rank 0, device backends: one gathered bucket on the host */
+    mt_train_state state;
+    mt_logger log;
+    int64_t planned_activations; /* the arena's planned peak of one micro-step (bytes) */
+} trainer;
+
+#define LOG0(t, ...)                                                                               \
+    do {                                                                                           \
+        if ((t)->comm->rank == 0) {                                                                \
+            printf(__VA_ARGS__);                                                                   \
+            fflush(stdout);                                                                        \
+        }                                                                                          \
+    } while (0)
+
+/* one optimizer step (trainer_step.c) */
+typedef struct {
+    double loss, aux, grad_norm, lr;
+    int64_t tokens, targets;
+    bool skipped;
+} step_result;
+
+/* Forward and backward of the step's micro-batches, then AdamW (or a skip). */
+step_result trainer_run_step(trainer *t, int step);
+
+/* The eval loss with the current weights over every held-out sample (t->eval_sampler): the
+ * token-level mean over their labelled tokens, equal on every rank. */
+double trainer_run_eval(trainer *t);

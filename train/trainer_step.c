@@ -1,0 +1,116 @@
+/* trainer_step.c: one optimizer step (the step's micro-batches forward and backward through
+ * the ZeRO-3 shards, the global grad norm, clipping, AdamW) and one evaluation (the held-out
+ * samples forward only). */
+#include <math.h>
+
+#include "train/schedule.h"
+#include "train/trainer_internal.h"
+
+/* Real tokens (prompt and answer, no padding) of this rank's rows in the current step. */
+static int64_t trainer_step_tokens(const trainer *t) {
+    const mt_sampler *s = &t->sampler;
+    int64_t n = 0;
+    for (int64_t k = 0; k < s->row_first[s->n_rows]; k++) {
+        int64_t i = s->row_items[k];
+        n += t->data.offsets[i + 1] - t->data.offsets[i];
+    }
+    return n;
+}
+
+/* The tensors of one micro-batch on the backend (t->dev_batch). */
+typedef struct {
+    mt_tensor ids, labels, pos, seg;
+} micro_tensors;
+
+/* Fills micro-batch m of sampler s's current step and uploads it; the batch divides its loss
+ * by denom. data.trim_padding: rows cut after the longest one's last token (rounded up to 8). */
+static mt_minimax_batch trainer_micro_upload(trainer *t, const mt_sampler *s, int64_t m,
+                                             int64_t denom, micro_tensors *mt) {
+    const mt_recipe *rc = &t->rc;
+    const int64_t B = rc->train_per_device_train_batch_size, T = rc->data_max_length;
+    int64_t Tm = T;
+    if (rc->data_trim_padding) {
+        Tm = (mt_sampler_micro_len(s, m) + 7) / 8 * 8;
+        if (Tm < 8) Tm = 8; /* an all-padding micro-batch still runs (collectives) */
+        if (Tm > T) Tm = T;
+    }
+    int32_t *d = t->dev_batch;
+    int32_t *host[4] = {t->batch_ids, t->batch_labels, t->batch_pos, t->batch_seg};
+    mt_sampler_fill(s, m, Tm, host[0], host[1], host[2], host[3]);
+    for (int64_t b = 0; b < B; b++) t->batch_real[b] = mt_sampler_row_len(s, m, b);
+    const size_t n = (size_t)(B * Tm);
+    for (int a = 0; a < 4; a++) t->be->to_device(d + a * n, host[a], n * sizeof(int32_t));
+    mt_tensor_wrap(&mt->ids, MT_I32, 2, (int64_t[]){B, Tm}, d, NULL, "ids");
+    mt_tensor_wrap(&mt->labels, MT_I32, 2, (int64_t[]){B, Tm}, d + n, NULL, "labels");
+    mt_tensor_wrap(&mt->pos, MT_I32, 2, (int64_t[]){B, Tm}, d + 2 * n, NULL, "positions");
+    mt_tensor_wrap(&mt->seg, MT_I32, 2, (int64_t[]){B, Tm}, d + 3 * n, NULL, "segments");
+    return (mt_minimax_batch){.ids = &mt->ids,
+                              .labels = &mt->labels,
+                              .pos = &mt->pos,
+                              .seg = &mt->seg,
+                              .valid_len = t->batch_real,
+                              .loss_denom = (float)(denom > 0 ? denom : 1),
+                              .fused_loss = true};
+}
+
+step_result trainer_run_step(trainer *t, int step) {
+    const mt_recipe *rc = &t->rc;
+    step_result res = {0};
+    int64_t n_micro = mt_sampler_next(&t->sampler);
+    res.targets = t->sampler.global_targets;
+
+    mt_zero_zero_grad(&t->zero);
+    double sums[3] = {0, 0, (double)trainer_step_tokens(t)}; /* loss, aux, tokens */
+    for (int64_t m = 0; m < n_micro; m++) {
+        micro_tensors mt;
+        mt_minimax_batch batch = trainer_micro_upload(t, &t->sampler, m, res.targets, &mt);
+        double aux = 0;
+        sums[0] += mt_sharded_micro_step(&t->sharded, &batch, &aux);
+        /* aux: HF adds coef * aux per forward; averaged over this rank's micro-batches and the
+         * ranks, so it is weighted like one forward of the global batch */
+        sums[1] += aux / (double)(n_micro * t->comm->size);
+    }
+    t->comm->allreduce_f64(t->comm, sums, 3);
+    res.loss = sums[0];
+    res.aux = sums[1];
+    res.tokens = (int64_t)sums[2];
+    res.lr = mt_lr_at(mt_lr_kind_parse(rc->train_lr_scheduler_type), rc->train_learning_rate,
+                      step - 1, rc->train_warmup_steps, rc->train_max_steps);
+    mt_adamw opt = {.lr = res.lr,
+                    .beta1 = rc->train_adam_beta1,
+                    .beta2 = rc->train_adam_beta2,
+                    .eps = rc->train_adam_epsilon,
+                    .weight_decay = rc->train_weight_decay,
+                    .step = step};
+    bool updated =
+        isfinite(res.loss) &&
+        mt_sharded_optimizer_step(&t->sharded, &opt, rc->train_max_grad_norm, &res.grad_norm);
+    if (!updated) {
+        if (!rc->train_skip_nonfinite_steps)
+            MT_DIE("step %d: the %s is not finite (loss %g, grad norm %g); stopping "
+                   "(train.skip_nonfinite_steps = true skips such steps)",
+                   step, isfinite(res.loss) ? "gradient" : "loss", res.loss, res.grad_norm);
+        LOG0(t, "step %d: non-finite loss or gradient, step skipped\n", step);
+        res.skipped = true;
+    }
+    return res;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* evaluation */
+
+double trainer_run_eval(trainer *t) {
+    mt_sampler *s = &t->eval_sampler;
+    mt_sampler_set_cursor(s, (mt_sampler_cursor){0, 0});
+    double sum = 0;
+    for (int64_t st = mt_sampler_steps_per_epoch(s); st > 0; st--) {
+        const int64_t n_micro = mt_sampler_next(s);
+        for (int64_t m = 0; m < n_micro; m++) {
+            micro_tensors mt;
+            mt_minimax_batch batch = trainer_micro_upload(t, s, m, t->eval_targets, &mt);
+            sum += mt_sharded_micro_eval(&t->sharded, &batch);
+        }
+    }
+    t->comm->allreduce_f64(t->comm, &sum, 1);
+    return sum;
+}
