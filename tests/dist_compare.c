@@ -39,6 +39,41 @@ static int read_losses(const char *dir, double *loss, double *grad_norm) {
     return rows;
 }
 
+/* loss[step] and tokens[step] from <dir>/eval.csv; returns the rows. */
+static int read_evals(const char *dir, double *loss, long long *tokens) {
+    char path[2048], line[1024];
+    snprintf(path, sizeof(path), "%s/%s/eval.csv", tmp_dir(), dir);
+    FILE *f = fopen(path, "r");
+    EXPECT(f, "cannot read %s", path);
+    int rows = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        int step;
+        double l;
+        long long n;
+        if (sscanf(line, "%d,%lf,%lld", &step, &l, &n) == 3 && step > 0 && step < MAX_STEPS) {
+            loss[step] = l;
+            tokens[step] = n;
+            rows++;
+        }
+    }
+    if (f) fclose(f);
+    return rows;
+}
+
+/* The eval losses after `step` of two runs (and their token counts): relative rtol. */
+static void compare_evals(const char *a, const char *b, int step, double rtol) {
+    double ea[MAX_STEPS] = {0}, eb[MAX_STEPS] = {0};
+    long long na[MAX_STEPS] = {0}, nb[MAX_STEPS] = {0};
+    read_evals(a, ea, na);
+    read_evals(b, eb, nb);
+    const double rel = fabs(ea[step] - eb[step]) / fmax(ea[step], 1e-30);
+    printf("  eval loss after step %d: %.6f (%s) vs %.6f (%s), relative %.3g (tol %g)\n", step,
+           ea[step], a, eb[step], b, rel, rtol);
+    EXPECT(ea[step] > 0 && rel <= rtol && na[step] == nb[step] && na[step] > 0,
+           "step %d: eval loss %.9g over %lld tokens (%s) vs %.9g over %lld (%s)", step, ea[step],
+           na[step], a, eb[step], nb[step], b);
+}
+
 /* Losses and gradient norms of steps first..last; need_fall: the loss must also fall by 0.05. */
 static void compare_losses(const char *a, const char *b, int first, int last, double rtol,
                            bool need_fall) {
@@ -236,6 +271,10 @@ static int test_bf16_gather_match(void) {
 static int test_emu_cuda_match(void) {
     compare_runs("emu-cpu", "emu-cuda", 1, 3, 1e-5, 1e-5, false);
     compare_runs("emu-cuda", "emu-resume", 3, 3, 0.0, 0.0, false);
+    /* the held-out samples' eval loss after the last step, forward only on the device */
+    compare_evals("emu-cpu", "emu-cuda", 3, 1e-5);
+    compare_evals("emu-cuda", "emu-resume", 3, 0.0);
+    compare_evals("emu-cuda-bf16", "emu-cuda-bf16-cast", 3, 0.0);
     /* dist.offload_optimizer: the host's AdamW instead of the device's (the same formula, the
      * last bits may differ: op_cuda_emu_optim), with host moments through the checkpoint */
     compare_runs("emu-cuda", "emu-offload", 1, 3, 1e-5, 1e-5, false);
@@ -330,27 +369,6 @@ static int test_emu_cuda_bf16(void) {
     return MT_TEST_OK;
 }
 
-/* loss[step] and tokens[step] from <dir>/eval.csv; returns the rows. */
-static int read_evals(const char *dir, double *loss, long long *tokens) {
-    char path[2048], line[1024];
-    snprintf(path, sizeof(path), "%s/%s/eval.csv", tmp_dir(), dir);
-    FILE *f = fopen(path, "r");
-    EXPECT(f, "cannot read %s", path);
-    int rows = 0;
-    while (f && fgets(line, sizeof(line), f)) {
-        int step;
-        double l;
-        long long n;
-        if (sscanf(line, "%d,%lf,%lld", &step, &l, &n) == 3 && step > 0 && step < MAX_STEPS) {
-            loss[step] = l;
-            tokens[step] = n;
-            rows++;
-        }
-    }
-    if (f) fclose(f);
-    return rows;
-}
-
 /* The integer that follows `key` on the first line of a run's log containing it, else -1. */
 static long long log_count(const char *log, const char *key) {
     char path[2048], line[1024];
@@ -378,14 +396,8 @@ static int test_eval_match(void) {
     long long n1[MAX_STEPS] = {0}, n2[MAX_STEPS] = {0}, nr[MAX_STEPS] = {0};
     EXPECT(read_evals("eval-np1", e1, n1) == 2 && read_evals("eval-np2", e2, n2) == 2,
            "eval.csv: want the rows of steps 5 and 10");
-    for (int s = 5; s <= 10; s += 5) {
-        const double rel = fabs(e1[s] - e2[s]) / e1[s];
-        printf("  eval loss after step %d: %.6f (1 rank) vs %.6f (2 ranks), relative %.3g\n", s,
-               e1[s], e2[s], rel);
-        EXPECT(e1[s] > 0 && rel <= 1e-5 && n1[s] == n2[s] && n1[s] > 0,
-               "step %d: eval loss %.9g over %lld tokens (1 rank) vs %.9g over %lld (2 ranks)", s,
-               e1[s], n1[s], e2[s], n2[s]);
-    }
+    compare_evals("eval-np1", "eval-np2", 5, 1e-5);
+    compare_evals("eval-np1", "eval-np2", 10, 1e-5);
     EXPECT(e2[10] < e2[5], "the eval loss did not fall (%g -> %g)", e2[5], e2[10]);
     /* resumed from checkpoint-5: its own output directory has the step-10 row, to the bit */
     EXPECT(read_evals("eval-resume", er, nr) == 1 && er[10] == e2[10],

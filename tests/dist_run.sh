@@ -245,9 +245,11 @@ emu-cuda)
   # AdamW with epsilon above the gradients' scale: each update is proportional to its
   # gradient, so the bf16 comparison sees the kernels' rounding, not AdamW's first steps
   # turning any rounding of a near-zero gradient into a full +-lr step
+  # 8 samples held out: every run ends with the eval loss, forward only through the backend
   small=(--set train.max_steps=3 --set data.max_length=64 --set data.truncation=truncate
     --set "data.cache_dir=$tmp/dist-cache-emu" --set train.adam_epsilon=0.1
-    --set train.learning_rate=1e-2 --set "train.per_device_train_batch_size=$((4 / np))")
+    --set train.learning_rate=1e-2 --set "train.per_device_train_batch_size=$((4 / np))"
+    --set data.eval_samples=8)
   run "$np" "$tmp/emu-cpu" "${small[@]}"
   # the device runs gather one expert at a time (the split MoE ops, expert buckets over NCCL)
   bin="$emu" run "$np" "$tmp/emu-cuda" "${small[@]}" --set dist.backend=nccl --set output.save_steps=2 \
