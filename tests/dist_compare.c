@@ -417,6 +417,24 @@ static int test_eval_match(void) {
     printf("  lr 0: train %.6f x %lld + eval %.6f x %lld -> %.7f; all samples %.6f (relative "
            "%.3g)\n",
            lp[1], tp, el[1], ne[1], mix, la[1], rel);
+    /* data.eval_path = the data file: all of it evaluates to the loss over all samples, and
+     * 16 drawn from it are the 16 that data.eval_samples holds out (the same eval loss); the
+     * training data is left whole (the training loss over all samples) */
+    double ef[MAX_STEPS] = {0}, ef16[MAX_STEPS] = {0}, lf[MAX_STEPS] = {0};
+    long long nf[MAX_STEPS] = {0}, nf16[MAX_STEPS] = {0};
+    read_evals("eval-file-lr0", ef, nf);
+    read_evals("eval-file16-lr0", ef16, nf16);
+    read_losses("eval-file-lr0", lf, NULL);
+    printf("  data.eval_path: all %.6f over %lld tokens (the loss over all %.6f), 16 drawn %.6f "
+           "(held out %.6f)\n",
+           ef[1], nf[1], la[1], ef16[1], el[1]);
+    EXPECT(nf[1] == ta && fabs(ef[1] - la[1]) <= 1e-6 * la[1] && lf[1] == la[1],
+           "eval over the whole file %.9g (%lld tokens), training loss %.9g; all samples %.9g "
+           "(%lld tokens)",
+           ef[1], nf[1], lf[1], la[1], ta);
+    EXPECT(nf16[1] == ne[1] && ef16[1] == el[1],
+           "16 drawn from the eval file: %.9g over %lld tokens, held out: %.9g over %lld", ef16[1],
+           nf16[1], el[1], ne[1]);
     /* the eval of the run that wrote that export, after its last step: the same weights */
     EXPECT(fabs(el[1] - e2[10]) <= 1e-6 * e2[10],
            "eval loss from the step-10 export %.9g, in the run after step 10 %.9g", el[1], e2[10]);

@@ -107,10 +107,13 @@ static int test_recipe_errors(void) {
                  "--set output.save_total_limit: output.save_total_limit: must be >= 0 (0: keep "
                  "every checkpoint)");
     expect_error(BASE, "data.eval_samples=-1",
-                 "--set data.eval_samples: data.eval_samples: must be >= 0 (0: no evaluation)");
+                 "--set data.eval_samples: data.eval_samples: must be >= 0 (0: no evaluation, or "
+                 "all of data.eval_path)");
     expect_error(BASE, "train.eval_steps=10",
-                 "--set train.eval_steps: train.eval_steps: needs data.eval_samples > 0: the "
-                 "samples to evaluate on");
+                 "--set train.eval_steps: train.eval_steps: needs data.eval_samples > 0 or "
+                 "data.eval_path: the samples to evaluate on");
+    expect_error(BASE, "data.eval_path=/nonexistent/test.jsonl",
+                 "--set data.eval_path: data.eval_path: cannot read /nonexistent/test.jsonl");
     expect_error(BASE, "dist.timeout=-1",
                  "--set dist.timeout: dist.timeout: must be >= 0 seconds (0: no limit)");
     expect_error("[data]\ntokenizer_dir = \"/tmp/mt_recipe_tok\"\n", NULL,

@@ -35,8 +35,10 @@
 #                    router aux loss on (it must leave the padding out) -> $TMP/trim-{on,off}
 #   eval             data.eval_samples with train.eval_steps on 1 and 2 ranks, the 2-rank run
 #                    resumed from its step-5 checkpoint, one step at learning rate 0 over the
-#                    whole training pool with and without held-out samples
-#                    -> $TMP/eval-{np1,np2,resume,lr0,all-lr0}; all samples held out: an error
+#                    whole training pool with and without held-out samples, and with the data
+#                    file as data.eval_path (all of it, 16 drawn samples)
+#                    -> $TMP/eval-{np1,np2,resume,lr0,all-lr0,file-lr0,file16-lr0}; all samples
+#                    held out: an error
 #   emu-cuda EMU NP  the same 3 steps on the CPU backend (BIN) and on the CUDA backend + NCCL
 #                    through the CPU emulator (EMU, minimax-train-emu; dist.gather_unit expert),
 #                    NP ranks each, then the emulated run resumed from its step-2 checkpoint (with
@@ -230,6 +232,11 @@ eval)
     --set "model.path=$tmp/eval-np2/checkpoint-10")
   run 2 "$tmp/eval-lr0" "${whole[@]}" --set data.eval_samples=16
   run 2 "$tmp/eval-all-lr0" "${whole[@]}"
+  # data.eval_path: the same data file as an eval file of its own, all of it and 16 drawn
+  # samples (those that data.eval_samples = 16 holds out); the training data stays whole
+  file="$tmp/dist-cache-eval/synthetic-11-96.jsonl"
+  run 2 "$tmp/eval-file-lr0" "${whole[@]}" --set "data.eval_path=$file"
+  run 2 "$tmp/eval-file16-lr0" "${whole[@]}" --set "data.eval_path=$file" --set data.eval_samples=16
   grep -h "^eval after\|held out" "$tmp/eval-np2.log" "$tmp/eval-lr0.log"
   # all samples held out: refused by name once the data is known, non-zero exit
   rc=0

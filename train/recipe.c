@@ -47,6 +47,7 @@ static const recipe_key recipe_keys[] = {
     I64("data.seed", data_seed, "42", true),
     BOOL("data.strip_annotations", data_strip_annotations, "false", true),
     INT("data.eval_samples", data_eval_samples, "0", true),
+    STR("data.eval_path", data_eval_path, "\"\"", false),
     INT("train.max_steps", train_max_steps, "300", false),
     INT("train.eval_steps", train_eval_steps, "0", false),
     INT("train.per_device_train_batch_size", train_per_device_train_batch_size, "1", true),
@@ -186,12 +187,16 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
     if (r->data_max_length < 2) BAD("data.max_length", "must be >= 2");
     if (strcmp(r->data_truncation, "drop") && strcmp(r->data_truncation, "truncate"))
         BAD("data.truncation", "must be \"drop\" or \"truncate\", not \"%s\"", r->data_truncation);
-    if (r->data_eval_samples < 0) BAD("data.eval_samples", "must be >= 0 (0: no evaluation)");
+    if (r->data_eval_samples < 0)
+        BAD("data.eval_samples", "must be >= 0 (0: no evaluation, or all of data.eval_path)");
+    if (r->data_eval_path[0] && access(r->data_eval_path, R_OK) != 0)
+        BAD("data.eval_path", "cannot read %s", r->data_eval_path);
     if (r->train_max_steps <= 0) BAD("train.max_steps", "must be > 0");
     if (r->train_eval_steps < 0)
         BAD("train.eval_steps", "must be >= 0 (0: evaluate after the last step only)");
-    if (r->train_eval_steps > 0 && r->data_eval_samples == 0)
-        BAD("train.eval_steps", "needs data.eval_samples > 0: the samples to evaluate on");
+    if (r->train_eval_steps > 0 && r->data_eval_samples == 0 && !r->data_eval_path[0])
+        BAD("train.eval_steps", "needs data.eval_samples > 0 or data.eval_path: the samples to "
+                                "evaluate on");
     if (r->train_per_device_train_batch_size <= 0)
         BAD("train.per_device_train_batch_size", "must be > 0");
     if (r->train_gradient_accumulation_steps <= 0)

@@ -30,6 +30,7 @@ typedef struct mt_recipe {
     int64_t data_seed;
     bool data_strip_annotations; /* remove <<expr=value>> calculator annotations */
     int data_eval_samples;       /* held out of training for the eval loss; 0 = no evaluation */
+    char data_eval_path[MT_PATH_MAX]; /* evaluate on this jsonl instead ("" = held-out samples) */
     /* [train] */
     int train_max_steps;
     int train_eval_steps; /* evaluate every N steps (and after the last); 0 = after the last */

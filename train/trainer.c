@@ -276,6 +276,26 @@ static void trainer_setup_model(trainer *t) {
 /* ------------------------------------------------------------------------------------------ */
 /* data */
 
+/* Rank 0: reuses or builds the token cache of cc into out and says which. */
+static void trainer_cache_build(const mt_token_cache_cfg *cc, mt_token_data *out) {
+    char err[MT_ERR_LEN];
+    bool reused = false;
+    double t0 = mt_time_now();
+    MT_CHECK(mt_token_cache_open(cc, out, &reused, err) == 0, "%s", err);
+    printf("data: %s: %lld samples, %lld tokens, %lld targets, %lld truncated, %lld dropped "
+           "(%s %s, %.1f s)\n",
+           cc->data_path, (long long)out->n_samples, (long long)out->n_tokens,
+           (long long)out->n_targets, (long long)out->n_truncated, (long long)out->n_dropped,
+           reused ? "cache reused:" : "cache built:", cc->cache_path, mt_time_now() - t0);
+}
+
+/* The other ranks, after rank 0 built it: reads the cache. */
+static void trainer_cache_read(const char *cache_path, mt_token_data *out) {
+    char why[MT_ERR_LEN];
+    MT_CHECK(mt_token_cache_read(cache_path, NULL, out, why) == 0,
+             "cannot read the token cache %s: %s", cache_path, why);
+}
+
 static void trainer_setup_data(trainer *t) {
     const mt_recipe *rc = &t->rc;
     snprintf(t->tokenizer_dir, sizeof(t->tokenizer_dir), "%s",
@@ -300,6 +320,13 @@ static void trainer_setup_data(trainer *t) {
     cc.sample.strip_annotations = rc->data_strip_annotations;
     cc.sample.max_length = rc->data_max_length;
     cc.sample.policy = !strcmp(rc->data_truncation, "drop") ? MT_TRUNC_DROP : MT_TRUNC_TRUNCATE;
+    /* data.eval_path: its own cache, built the same way */
+    char eval_cache[MT_PATH_MAX * 2];
+    snprintf(eval_cache, sizeof(eval_cache), "%s/eval-tokens.h5", cache_dir);
+    mt_token_cache_cfg ec = cc;
+    ec.data_path = rc->data_eval_path;
+    ec.cache_path = eval_cache;
+    const bool eval_file = rc->data_eval_path[0] != 0;
     char err[MT_ERR_LEN];
     if (t->comm->rank == 0) {
         mkdir_p(cache_dir);
@@ -307,25 +334,19 @@ static void trainer_setup_data(trainer *t) {
             MT_CHECK(mt_synth_write_jsonl(data_path, (uint64_t)rc->data_seed,
                                           rc->data_synthetic_samples, err) == 0,
                      "%s", err);
-        bool reused = false;
-        double t0 = mt_time_now();
-        MT_CHECK(mt_token_cache_open(&cc, &t->data, &reused, err) == 0, "%s", err);
-        printf("data: %s: %lld samples, %lld tokens, %lld targets, %lld truncated, %lld dropped "
-               "(%s %s, %.1f s)\n",
-               data_path, (long long)t->data.n_samples, (long long)t->data.n_tokens,
-               (long long)t->data.n_targets, (long long)t->data.n_truncated,
-               (long long)t->data.n_dropped, reused ? "cache reused:" : "cache built:", cache_path,
-               mt_time_now() - t0);
+        trainer_cache_build(&cc, &t->data);
+        if (eval_file) trainer_cache_build(&ec, &t->eval_data);
     }
     mt_comm_mpi_watch(t->host, 0); /* no limit on rank 0's cache build */
     t->comm->barrier(t->comm);
     mt_comm_mpi_watch(t->host, rc->dist_timeout);
     if (t->comm->rank != 0) {
-        char why[MT_ERR_LEN];
-        MT_CHECK(mt_token_cache_read(cache_path, NULL, &t->data, why) == 0,
-                 "cannot read the token cache %s: %s", cache_path, why);
+        trainer_cache_read(cache_path, &t->data);
+        if (eval_file) trainer_cache_read(eval_cache, &t->eval_data);
     }
     MT_CHECK(t->data.n_samples > 0, "%s: no usable samples", data_path);
+    MT_CHECK(!eval_file || t->eval_data.n_samples > 0, "data.eval_path %s: no usable samples",
+             rc->data_eval_path);
 
     mt_tokenizer *tok = NULL;
     char tok_path[MT_PATH_MAX + 32];
@@ -337,14 +358,27 @@ static void trainer_setup_data(trainer *t) {
              "%s: <end_of_sentence> id %d is outside the model's vocabulary (%d)", tok_path, eos,
              t->cfg.vocab_size);
 
-    /* data.eval_samples: held out of training, drawn with data.seed */
-    const int64_t n_all = t->data.n_samples, n_eval = rc->data_eval_samples;
-    MT_CHECK(n_eval < n_all,
+    /* data.eval_samples: held out of training, drawn with data.seed; with data.eval_path, drawn
+     * from that file instead (0: all of it), the training data left whole */
+    const mt_token_data *ed = eval_file ? &t->eval_data : &t->data;
+    const int64_t n_all = t->data.n_samples, n_src = ed->n_samples;
+    int64_t n_eval = rc->data_eval_samples;
+    if (eval_file && (n_eval == 0 || n_eval >= n_src)) n_eval = n_src;
+    MT_CHECK(eval_file || n_eval < n_all,
              "data.eval_samples = %lld leaves no sample to train on: %s has %lld usable samples",
              (long long)n_eval, data_path, (long long)n_all);
+    const int64_t n_hold = eval_file ? 0 : n_eval; /* taken out of the training data */
     int64_t *train_ids = mt_malloc(sizeof(int64_t) * (size_t)n_all, "training samples");
-    int64_t *eval_ids = mt_malloc(sizeof(int64_t) * (size_t)(n_eval + 1), "held-out samples");
-    mt_sampler_split(n_all, n_eval, (uint64_t)rc->data_seed, train_ids, eval_ids);
+    int64_t *eval_ids = mt_malloc(sizeof(int64_t) * (size_t)(n_src + 1), "eval samples");
+    if (!eval_file) {
+        mt_sampler_split(n_all, n_eval, (uint64_t)rc->data_seed, train_ids, eval_ids);
+    } else if (n_eval < n_src) { /* the drawn ones; the rest of the file is not used */
+        int64_t *rest = mt_malloc(sizeof(int64_t) * (size_t)n_src, "eval file rest");
+        mt_sampler_split(n_src, n_eval, (uint64_t)rc->data_seed, rest, eval_ids);
+        free(rest);
+    } else {
+        for (int64_t i = 0; i < n_src; i++) eval_ids[i] = i;
+    }
 
     int64_t B = rc->train_per_device_train_batch_size;
     mt_sampler_cfg sc = {
@@ -357,25 +391,26 @@ static void trainer_setup_data(trainer *t) {
         .rank = t->comm->rank,
         .world = t->comm->size,
         .pad_id = eos,
-        .pool = n_eval > 0 ? train_ids : NULL,
-        .n_pool = n_all - n_eval,
+        .pool = n_hold > 0 ? train_ids : NULL,
+        .n_pool = n_all - n_hold,
     };
     mt_sampler_init(&t->sampler, &sc, &t->data);
-    if (n_eval > 0) { /* one epoch in index order per evaluation */
+    t->evaluates = n_eval > 0;
+    if (t->evaluates) { /* one epoch in index order per evaluation */
         sc.shuffle = false;
         sc.pool = eval_ids;
         sc.n_pool = n_eval;
-        mt_sampler_init(&t->eval_sampler, &sc, &t->data);
+        mt_sampler_init(&t->eval_sampler, &sc, ed);
         int64_t train_targets = 0;
         for (int64_t i = 0; i < n_eval; i++)
             t->eval_targets += t->eval_sampler.targets[eval_ids[i]];
-        for (int64_t i = 0; i < n_all - n_eval; i++)
-            train_targets += t->sampler.targets[train_ids[i]];
+        for (int64_t i = 0; i < n_all - n_hold; i++)
+            train_targets += t->sampler.targets[n_hold > 0 ? train_ids[i] : i];
         LOG0(t,
-             "data: %lld samples held out for the eval loss (%lld labelled tokens), %lld to "
-             "train on (%lld labelled tokens)\n",
-             (long long)n_eval, (long long)t->eval_targets, (long long)(n_all - n_eval),
-             (long long)train_targets);
+             "data: %lld samples %s for the eval loss (%lld labelled tokens), %lld to train on "
+             "(%lld labelled tokens)\n",
+             (long long)n_eval, eval_file ? "of data.eval_path" : "held out",
+             (long long)t->eval_targets, (long long)(n_all - n_hold), (long long)train_targets);
     }
     free(train_ids);
     free(eval_ids);
@@ -641,8 +676,8 @@ int mt_train_main(int argc, char **argv) {
          t->cfg.num_hidden_layers, (long long)n_params, t->model.n_buckets,
          (long long)mt_sampler_steps_per_epoch(&t->sampler), first, rc->train_max_steps);
     if (t->comm->rank == 0)
-        mt_logger_open(&t->log, rc->output_dir, t->cfg.output_router_logits,
-                       rc->data_eval_samples > 0, (int)t->state.step);
+        mt_logger_open(&t->log, rc->output_dir, t->cfg.output_router_logits, t->evaluates,
+                       (int)t->state.step);
     trainer_set_signals();
     double t_start = mt_time_now();
     int stopped_after = 0; /* the step a stop signal ended the run with, else 0 */
@@ -664,7 +699,7 @@ int mt_train_main(int argc, char **argv) {
             mt_logger_row(&t->log, &row, rc->train_max_steps);
         }
         const bool last = step == rc->train_max_steps;
-        if (rc->data_eval_samples > 0 &&
+        if (t->evaluates &&
             (last || (rc->train_eval_steps > 0 && step % rc->train_eval_steps == 0)))
             trainer_eval(t, step);
         const bool stop = !last && trainer_stop_requested(t);
@@ -686,7 +721,8 @@ int mt_train_main(int argc, char **argv) {
         LOG0(t, "done: %d steps in %.1f s; outputs in %s\n", rc->train_max_steps - first + 1,
              mt_time_now() - t_start, rc->output_dir);
     mt_sampler_free(&t->sampler);
-    if (rc->data_eval_samples > 0) mt_sampler_free(&t->eval_sampler);
+    if (t->evaluates) mt_sampler_free(&t->eval_sampler);
+    mt_token_data_free(&t->eval_data);
     mt_token_data_free(&t->data);
     mt_ctx_free(&t->ctx);
     mt_zero_free(&t->zero);

@@ -29,8 +29,10 @@ typedef struct {
     mt_sharded sharded;
     mt_token_data data;
     mt_sampler sampler;      /* the training samples (all but the held-out ones) */
-    mt_sampler eval_sampler; /* the held-out samples (data.eval_samples > 0), one epoch per eval */
+    mt_token_data eval_data; /* data.eval_path's samples (when set) */
+    mt_sampler eval_sampler; /* the samples to evaluate on (evaluates), one epoch per eval */
     int64_t eval_targets;    /* their labelled tokens: the eval loss's denominator */
+    bool evaluates;          /* data.eval_samples > 0 or data.eval_path */
     char tokenizer_dir[MT_PATH_MAX];
     int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each, host */
     int64_t *batch_real; /* (B) host: real tokens per row (the aux loss leaves padding out) */
