@@ -539,7 +539,7 @@ static void trainer_eval(trainer *t, int step) {
     const double t0 = mt_time_now();
     const double loss = trainer_run_eval(t), dt = mt_time_now() - t0;
     if (t->comm->rank == 0) mt_logger_eval_row(&t->log, step, loss, t->eval_targets, dt);
-    LOG0(t, "eval after step %d: loss %.6f over %lld held-out tokens (%.1f s)\n", step, loss,
+    LOG0(t, "eval after step %d: loss %.6f over %lld labelled eval tokens (%.1f s)\n", step, loss,
          (long long)t->eval_targets, dt);
 }
 
