@@ -15,7 +15,7 @@
 #                    then output.save_total_limit keeps the newest checkpoints only
 #   disk-full        a checkpoint beyond a file size limit: one-line error with HDF5's reason,
 #                    non-zero exit, no checkpoint under its final name; the same for the HF
-#                    export; loss.csv on /dev/full
+#                    export; loss.csv and eval.csv on /dev/full
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model; an
 #                    activation arena too small for one micro-step
@@ -435,6 +435,18 @@ disk-full)
   [ "$rc" -ne 0 ] || { echo "FAIL: a run without its loss log went on"; exit 1; }
   grep "loss.csv: write failed: No space left on device" "$out.log" ||
     { echo "FAIL: no error naming loss.csv"; tail -20 "$out.log"; exit 1; }
+  # and the eval log
+  out="$tmp/disk-full-eval"
+  rm -rf "$out"
+  mkdir -p "$out"
+  ln -s /dev/full "$out/eval.csv"
+  rc=0
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
+    --set "data.cache_dir=$tmp/dist-cache-np2" --set train.max_steps=2 --set data.eval_samples=8 \
+    --set train.per_device_train_batch_size=2 > "$out.log" 2>&1 || rc=$?
+  [ "$rc" -ne 0 ] || { echo "FAIL: a run without its eval log went on"; exit 1; }
+  grep "eval.csv: write failed: No space left on device" "$out.log" ||
+    { echo "FAIL: no error naming eval.csv"; tail -20 "$out.log"; exit 1; }
   ;;
 nonfinite)
   # a learning rate of 1e30 overflows the parameters after step 1: the job must stop with the
