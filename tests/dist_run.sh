@@ -423,30 +423,22 @@ disk-full)
   limited 10000 "$out"
   grep -E "^\[rank 0\] error: .*/checkpoint-2\.tmp/\.model-00001\.safetensors\.tmp\.[0-9]+: write failed: File too large" \
     "$out.log" || { echo "FAIL: no error naming the export file"; tail -20 "$out.log"; exit 1; }
-  # the loss log on a full device (/dev/full: every write fails with ENOSPC)
-  out="$tmp/disk-full-log"
-  rm -rf "$out"
-  mkdir -p "$out"
-  ln -s /dev/full "$out/loss.csv"
-  rc=0
-  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
-    --set "data.cache_dir=$tmp/dist-cache-np2" --set train.max_steps=2 \
-    --set train.per_device_train_batch_size=2 > "$out.log" 2>&1 || rc=$?
-  [ "$rc" -ne 0 ] || { echo "FAIL: a run without its loss log went on"; exit 1; }
-  grep "loss.csv: write failed: No space left on device" "$out.log" ||
-    { echo "FAIL: no error naming loss.csv"; tail -20 "$out.log"; exit 1; }
-  # and the eval log
-  out="$tmp/disk-full-eval"
-  rm -rf "$out"
-  mkdir -p "$out"
-  ln -s /dev/full "$out/eval.csv"
-  rc=0
-  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
-    --set "data.cache_dir=$tmp/dist-cache-np2" --set train.max_steps=2 --set data.eval_samples=8 \
-    --set train.per_device_train_batch_size=2 > "$out.log" 2>&1 || rc=$?
-  [ "$rc" -ne 0 ] || { echo "FAIL: a run without its eval log went on"; exit 1; }
-  grep "eval.csv: write failed: No space left on device" "$out.log" ||
-    { echo "FAIL: no error naming eval.csv"; tail -20 "$out.log"; exit 1; }
+  # the loss log and the eval log on a full device (/dev/full: every write fails with ENOSPC)
+  full_log() { # full_log FILE ARGS...: FILE of the output directory on /dev/full
+    local file="$1" out="$tmp/disk-full-$1" rc=0
+    shift
+    rm -rf "$out"
+    mkdir -p "$out"
+    ln -s /dev/full "$out/$file"
+    mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
+      --set "data.cache_dir=$tmp/dist-cache-np2" --set train.max_steps=2 \
+      --set train.per_device_train_batch_size=2 "$@" > "$out.log" 2>&1 || rc=$?
+    [ "$rc" -ne 0 ] || { echo "FAIL: a run without its $file went on"; exit 1; }
+    grep "$file: write failed: No space left on device" "$out.log" ||
+      { echo "FAIL: no error naming $file"; tail -20 "$out.log"; exit 1; }
+  }
+  full_log loss.csv
+  full_log eval.csv --set data.eval_samples=8
   ;;
 nonfinite)
   # a learning rate of 1e30 overflows the parameters after step 1: the job must stop with the
