@@ -331,6 +331,11 @@ for s in "${SUMMARY[@]}"; do echo "  $s"; done
 [ -s "$LOGDIR/bench.log" ] &&
   grep -E "^== MoE|^ *[0-9]+ |total fwd|route/permute|expert GEMMs|activations|combine|^RESULT moe_(split|lanes1)" \
     "$LOGDIR/bench.log" | sed 's/^/  | /'
+# the bf16 experts' GEMM lanes against one lane (MT_CUDA_GEMM_LANES, kernels/cuda/moe_experts.cu)
+[ -s "$LOGDIR/bench.log" ] &&
+  awk -F': ' '/^RESULT moe: /{ split($2, w, " "); a = w[1] } /^RESULT moe_lanes1: /{ split($2, w, " "); b = w[1] }
+    END { if (a > 0 && b > 0) printf "  | GEMM lanes: bf16 MoE layer %.3f ms with the default lanes, %.3f ms with one: x%.2f\n", a, b, b / a }' \
+    "$LOGDIR/bench.log"
 cat "$LOGDIR"/step_*.log 2> /dev/null | grep -m2 -E "^   C=|FLOPs per token" | sed 's/^/  | /'
 cat "$LOGDIR"/step_*.log 2> /dev/null | grep -E "^RESULT" | sed 's/^/  | /'
 # minimax-train / PyTorch: each "PEER <key>: <ms> ms" against "RESULT <key>: <ms> ms"
