@@ -4,7 +4,7 @@
  * (CUBLAS_STATUS_NOT_SUPPORTED, cuBLAS's documented type table), a pointer array in host memory,
  * a too small leading dimension and overlapping outputs (CUBLAS_STATUS_INVALID_VALUE); then a
  * GEMM queued on a created stream. Built only with the emulator (ctest
- * op_cuda_emu_cublas_grouped). */
+ * op_cuda_emu_cublas_grouped; with the argument "race", op_cuda_emu_cublas_race). */
 #include <stdio.h>
 #include <string.h>
 
@@ -83,7 +83,35 @@ static void check_stream_queue(void) {
     cudaStreamDestroy(s);
 }
 
-int main(void) {
+/* "race": two created streams, one GEMM writing C on the first and, still queued, one reading C
+ * on the second: the emulator must stop (a race on a GPU). Before that, two GEMMs that only
+ * share their inputs, one per stream, are no race. */
+static int run_race(void) {
+    static cublasHandle_t h1, h2; /* reachable at exit */
+    cudaStream_t s1, s2;
+    cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking);
+    cublasCreate(&h1);
+    cublasCreate(&h2);
+    cublasSetStream(h1, s1);
+    cublasSetStream(h2, s2);
+    float *a = (float *)dev_fill(4, false, 1), *b = (float *)dev_fill(4, false, 2);
+    float *c = (float *)dev_fill(4, false, 3), *d = (float *)dev_fill(4, false, 4);
+    const float one = 1.0f, zero = 0.0f;
+    cublasGemmEx(h1, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, a, CUDA_R_32F, 2, b, CUDA_R_32F, 2,
+                 &zero, c, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublasGemmEx(h2, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, a, CUDA_R_32F, 2, b, CUDA_R_32F, 2,
+                 &zero, d, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    printf("shared inputs on two streams: no race\n");
+    fflush(stdout);
+    cublasGemmEx(h2, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, c, CUDA_R_32F, 2, b, CUDA_R_32F, 2,
+                 &zero, d, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    printf("FAILED: a read of another stream's pending output went through\n");
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "race")) return run_race();
     cublasCreate(&h);
     /* group 0: 2 problems, C (3,4) = A (3,5) B^T, B (4,5); group 1: 1 problem, C (2,3) =
      * A^T B + 0.5 C with A (4,2), B (4,3) */

@@ -125,6 +125,11 @@ if(CMAKE_CXX_COMPILER)
     op_cuda_emu_step_recompute op_cuda_emu_step_offload op_cuda_emu_step_offload_bf16g PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME op_cuda_emu_cublas_grouped COMMAND test_emu_cublas)
+  # GEMMs queued on two created streams at once that touch the same output: stopped as a race
+  add_test(NAME op_cuda_emu_cublas_race COMMAND sh -c "\"$0\" race 2>&1; true"
+    $<TARGET_FILE:test_emu_cublas>)
+  set_tests_properties(op_cuda_emu_cublas_race PROPERTIES PASS_REGULAR_EXPRESSION
+    "shared inputs on two streams: no race.*GEMM queued on one created stream reads bytes .* that a GEMM still queued on another writes: a race on a GPU")
   add_test(NAME op_cuda_emu_bench COMMAND bench_gpu_ops_emu all 1 64)
   set_tests_properties(op_cuda_emu_bench PROPERTIES ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

@@ -10,7 +10,8 @@
  * queued; the other calls on such a handle are CUBLAS_STATUS_NOT_SUPPORTED here. Strict mode
  * (MT_EMU_STRICT=1) also requires the stream to have waited for all the default stream's earlier
  * work before a call is queued (else the GEMM could read operands kernels still write), and stops
- * the run otherwise. */
+ * the run otherwise. In any mode two GEMMs queued on different created streams at once must not
+ * touch the same bytes where one of them writes (emu_span below). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -49,8 +50,31 @@ cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
-/* Runs op now on the default stream (counted as its work), else queues it on the handle's. */
-static void emu_blas_issue(cublasHandle_t h, std::function<void()> op) {
+/* What a GEMM queued on a created stream reads and writes, until it runs: [lo, hi) bytes. On a
+ * GPU created streams run concurrently, so a queued GEMM that writes what a GEMM still queued on
+ * another stream reads or writes (or reads what that one writes) races. The emulator runs the
+ * queues one after the other, where such a race would go unseen, so it stops at the second
+ * call instead. */
+struct emu_span {
+    cudaStream_t s;
+    uintptr_t lo, hi;
+    bool write;
+    uint64_t call; /* the queued call: its spans go when it runs */
+};
+static std::vector<emu_span> emu_spans;
+static uint64_t emu_calls = 0;
+
+/* The bytes of a column-major rows x cols matrix at p with leading dimension ld. */
+static emu_span emu_matrix(const void *p, int rows, int cols, int ld, size_t es, bool write) {
+    const uintptr_t lo = (uintptr_t)p;
+    const size_t n = rows > 0 && cols > 0 ? ((size_t)(cols - 1) * ld + rows) * es : 0;
+    return emu_span{nullptr, lo, lo + n, write, 0};
+}
+
+/* Runs op now on the default stream (counted as its work), else queues it on the handle's with
+ * the spans it touches (n of them). */
+static void emu_blas_issue(cublasHandle_t h, std::function<void()> op, const emu_span *spans,
+                           int n) {
     if (!h->stream) {
         emu_default_work_add();
         op();
@@ -61,7 +85,27 @@ static void emu_blas_issue(cublasHandle_t h, std::function<void()> op) {
                         "for the default stream's earlier work (strict mode)\n");
         abort();
     }
-    emu_stream_enqueue(h->stream, std::move(op));
+    const uint64_t call = ++emu_calls;
+    for (int i = 0; i < n; i++) {
+        if (spans[i].hi == spans[i].lo) continue;
+        for (const emu_span &o : emu_spans)
+            if (o.s != h->stream && (o.write || spans[i].write) && spans[i].lo < o.hi &&
+                o.lo < spans[i].hi) {
+                fprintf(stderr,
+                        "cublas emulator: a GEMM queued on one created stream %s bytes "
+                        "[%#lx, %#lx) that a GEMM still queued on another %s: a race on a GPU\n",
+                        spans[i].write ? "writes" : "reads", (unsigned long)spans[i].lo,
+                        (unsigned long)spans[i].hi, o.write ? "writes" : "reads");
+                abort();
+            }
+        emu_spans.push_back(emu_span{h->stream, spans[i].lo, spans[i].hi, spans[i].write, call});
+    }
+    emu_stream_enqueue(h->stream, [op, call]() {
+        op();
+        emu_spans.erase(std::remove_if(emu_spans.begin(), emu_spans.end(),
+                                       [call](const emu_span &x) { return x.call == call; }),
+                        emu_spans.end());
+    });
 }
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
     (void)mode;
@@ -154,9 +198,15 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
         ldb < emu_max1(tb == CUBLAS_OP_N ? k : n) || ldc < emu_max1(m))
         return CUBLAS_STATUS_INVALID_VALUE;
     const float alpha = *(const float *)alpha_p, beta = *(const float *)beta_p; /* host mode */
-    emu_blas_issue(h, [=]() {
-        emu_gemm_one(ta, tb, m, n, k, alpha, A, bf16, lda, B, ldb, beta, C, false, ldc);
-    });
+    const size_t es = bf16 ? 2 : 4;
+    const emu_span spans[3] = {
+        emu_matrix(A, ta == CUBLAS_OP_N ? m : k, ta == CUBLAS_OP_N ? k : m, lda, es, false),
+        emu_matrix(B, tb == CUBLAS_OP_N ? k : n, tb == CUBLAS_OP_N ? n : k, ldb, es, false),
+        emu_matrix(C, m, n, ldc, sizeof(float), true)};
+    emu_blas_issue(
+        h,
+        [=]() { emu_gemm_one(ta, tb, m, n, k, alpha, A, bf16, lda, B, ldb, beta, C, false, ldc); },
+        spans, 3);
     return CUBLAS_STATUS_SUCCESS;
 }
 
