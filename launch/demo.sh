@@ -18,6 +18,6 @@ out="$(awk -F' = ' '/^dir = /{gsub(/"/,"",$2); print $2; exit}' "$recipe")"
 if [ -f "$out/loss.csv" ]; then
   awk -F, 'NR==2{first=$2} NR>1{last=$2; step=$1} END{printf "loss: %.4f at step 1 -> %.4f at step %d\n", first, last, step}' "$out/loss.csv"
   [ -f "$out/eval.csv" ] &&
-    awk -F, 'NR>1{printf "eval loss (held-out samples) after step %d: %.4f\n", $1, $2}' "$out/eval.csv"
+    awk -F, 'NR>1{printf "eval loss after step %d: %.4f\n", $1, $2}' "$out/eval.csv"
   echo "loss curve: $out/loss.csv, $out/loss.png; model: $(ls -d "$out"/checkpoint-* | sort -V | tail -1)"
 fi
