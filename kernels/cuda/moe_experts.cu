@@ -173,79 +173,102 @@ static moe_gemms moe_gemms_plan(const mt_node *n, const int32_t *off, int E, con
     return gs;
 }
 
-/* Runs kind t (its position in the plan) for every non-empty expert. */
-static void moe_gemms_run(const moe_gemms &gs, int t, const moe_kind &g, const char *op) {
-    if (gs.groups == 0) return;
-    const int E = gs.E;
-    cuda_prof_begin(CUDA_PROF_GEMM);
-    /* a fixed dimension 0: per expert on the default stream (cuda_gemm_rm's zero-size rules);
-     * else bf16 on the GEMM lanes, fp32 grouped */
-    if (g.m == 0 || g.n == 0 || g.k == 0) {
-        for (int e = 0; e < E; e++) {
-            const int64_t o = gs.off[e], rows = gs.off[e + 1] - o;
-            if (rows == 0) continue; /* left out: its output or gradient stays as it is */
-            const int m = (int)moe_dim(g.m, rows), nn = (int)moe_dim(g.n, rows);
-            const int k = (int)moe_dim(g.k, rows);
-            for (int j = 0; j < g.nprob; j++) {
-                const void *a = moe_mat_at(g.A[j], e, o, gs.es),
-                           *b = moe_mat_at(g.B[j], e, o, gs.es);
-                float *c = (float *)moe_mat_at(g.C[j], e, o, sizeof(float));
-                if (gs.bf16)
-                    cuda_gemm_bf16_rm(op, g.ta, g.tb, m, nn, k, 1.0f, (const __nv_bfloat16 *)a,
-                                      (int)g.lda, (const __nv_bfloat16 *)b, (int)g.ldb, g.beta, c,
-                                      (int)g.ldc);
-                else
-                    cuda_sgemm_rm(op, g.ta, g.tb, m, nn, k, 1.0f, (const float *)a, (int)g.lda,
-                                  (const float *)b, (int)g.ldb, g.beta, c, (int)g.ldc);
-            }
+/* Kind g for every non-empty expert, one call per expert and problem on the default stream:
+ * used when a fixed dimension is 0 (cuda_gemm_rm's zero-size rules then apply). */
+static void moe_gemms_each(const moe_gemms &gs, const moe_kind &g, const char *op) {
+    for (int e = 0; e < gs.E; e++) {
+        const int64_t o = gs.off[e], rows = gs.off[e + 1] - o;
+        if (rows == 0) continue; /* left out: its output or gradient stays as it is */
+        const int m = (int)moe_dim(g.m, rows), nn = (int)moe_dim(g.n, rows);
+        const int k = (int)moe_dim(g.k, rows);
+        for (int j = 0; j < g.nprob; j++) {
+            const void *a = moe_mat_at(g.A[j], e, o, gs.es), *b = moe_mat_at(g.B[j], e, o, gs.es);
+            float *c = (float *)moe_mat_at(g.C[j], e, o, sizeof(float));
+            if (gs.bf16)
+                cuda_gemm_bf16_rm(op, g.ta, g.tb, m, nn, k, 1.0f, (const __nv_bfloat16 *)a,
+                                  (int)g.lda, (const __nv_bfloat16 *)b, (int)g.ldb, g.beta, c,
+                                  (int)g.ldc);
+            else
+                cuda_sgemm_rm(op, g.ta, g.tb, m, nn, k, 1.0f, (const float *)a, (int)g.lda,
+                              (const float *)b, (int)g.ldb, g.beta, c, (int)g.ldc);
         }
+    }
+}
+
+/* fp32: kind g (position t in the plan) as one grouped call over the non-empty experts. */
+static void moe_gemms_grouped(const moe_gemms &gs, int t, const moe_kind &g, const char *op) {
+    const int E = gs.E;
+    /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first (as
+     * cuda_sgemm_rm) */
+    int q = 0;
+    for (int e = 0; e < E; e++) {
+        const int64_t rows = gs.off[e + 1] - gs.off[e];
+        if (rows == 0) continue;
+        moe_host.ta[q] = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+        moe_host.tb[q] = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+        moe_host.m[q] = (int)moe_dim(g.n, rows);
+        moe_host.n[q] = (int)moe_dim(g.m, rows);
+        moe_host.k[q] = (int)moe_dim(g.k, rows);
+        moe_host.lda[q] = (int)g.ldb;
+        moe_host.ldb[q] = (int)g.lda;
+        moe_host.ldc[q] = (int)g.ldc;
+        moe_host.size[q] = g.nprob;
+        moe_host.alpha[q] = 1.0f;
+        moe_host.beta[q] = g.beta;
+        q++;
+    }
+    const void **tab = gs.table + (size_t)3 * t * E * MOE_MAX_PROBLEM;
+    const void *const *A = tab, *const *B = tab + (size_t)E * MOE_MAX_PROBLEM;
+    void *const *C = (void *const *)(tab + (size_t)2 * E * MOE_MAX_PROBLEM);
+    cublasCheck(op, cublasGemmGroupedBatchedEx(cuda_blas, moe_host.ta, moe_host.tb, moe_host.m,
+                                               moe_host.n, moe_host.k, moe_host.alpha, B,
+                                               CUDA_R_32F, moe_host.lda, A, CUDA_R_32F,
+                                               moe_host.ldb, moe_host.beta, C, CUDA_R_32F,
+                                               moe_host.ldc, q, moe_host.size, CUBLAS_COMPUTE_32F));
+}
+
+/* bf16: kind g for expert e (rows from o) on a GEMM lane, both problems of a two-problem kind
+ * in one call where cuda_gemm_rm_pair can. */
+static void moe_gemms_lane(const moe_gemms &gs, const moe_kind &g, int e, int64_t o, int64_t rows,
+                           int lane, const char *op) {
+    const bool two = g.nprob == 2;
+    cuda_gemm_rm_lane(lane, op, true, g.ta, g.tb, (int)moe_dim(g.m, rows), (int)moe_dim(g.n, rows),
+                      (int)moe_dim(g.k, rows), 1.0f, moe_mat_at(g.A[0], e, o, gs.es),
+                      two ? moe_mat_at(g.A[1], e, o, gs.es) : NULL, (int)g.lda,
+                      moe_mat_at(g.B[0], e, o, gs.es), two ? moe_mat_at(g.B[1], e, o, gs.es) : NULL,
+                      (int)g.ldb, g.beta, (float *)moe_mat_at(g.C[0], e, o, sizeof(float)),
+                      two ? (float *)moe_mat_at(g.C[1], e, o, sizeof(float)) : NULL, (int)g.ldc);
+}
+
+/* Runs the kinds ts[0..nt) (positions in the plan, in this order) for every non-empty expert.
+ * fp32: one grouped call per kind. bf16: one fork of the GEMM lanes for all of them, the
+ * experts dealt round-robin to the lanes and each expert's kinds in order on its lane, so kinds
+ * that write the same rows of one expert (dx1, then dx3 adding to it) stay ordered while the
+ * experts run concurrently. A kind with a fixed dimension 0 makes the set run kind by kind on
+ * the default stream. */
+static void moe_gemms_run(const moe_gemms &gs, const int *ts, int nt, const moe_kind *kinds,
+                          const char *op) {
+    if (gs.groups == 0 || nt == 0) return;
+    cuda_prof_begin(CUDA_PROF_GEMM);
+    bool degenerate = false;
+    for (int i = 0; i < nt; i++) {
+        const moe_kind &g = kinds[ts[i]];
+        degenerate = degenerate || g.m == 0 || g.n == 0 || g.k == 0;
+    }
+    if (degenerate) {
+        for (int i = 0; i < nt; i++) moe_gemms_each(gs, kinds[ts[i]], op);
     } else if (gs.bf16) {
-        /* one call per non-empty expert (both problems of a two-problem kind in one where
-         * cuda_gemm_rm_pair can), the experts round-robin on the GEMM lanes; no two experts
-         * write the same rows or weights */
         const int lanes = cuda_lanes_fork(op);
         int q = 0;
-        for (int e = 0; e < E; e++) {
+        for (int e = 0; e < gs.E; e++) {
             const int64_t o = gs.off[e], rows = gs.off[e + 1] - o;
             if (rows == 0) continue;
-            const bool two = g.nprob == 2;
-            cuda_gemm_rm_lane(
-                q++ % lanes, op, true, g.ta, g.tb, (int)moe_dim(g.m, rows), (int)moe_dim(g.n, rows),
-                (int)moe_dim(g.k, rows), 1.0f, moe_mat_at(g.A[0], e, o, gs.es),
-                two ? moe_mat_at(g.A[1], e, o, gs.es) : NULL, (int)g.lda,
-                moe_mat_at(g.B[0], e, o, gs.es), two ? moe_mat_at(g.B[1], e, o, gs.es) : NULL,
-                (int)g.ldb, g.beta, (float *)moe_mat_at(g.C[0], e, o, sizeof(float)),
-                two ? (float *)moe_mat_at(g.C[1], e, o, sizeof(float)) : NULL, (int)g.ldc);
+            const int lane = q++ % lanes;
+            for (int i = 0; i < nt; i++) moe_gemms_lane(gs, kinds[ts[i]], e, o, rows, lane, op);
         }
         cuda_lanes_join(op);
     } else {
-        /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first (as
-         * cuda_sgemm_rm) */
-        int q = 0;
-        for (int e = 0; e < E; e++) {
-            const int64_t rows = gs.off[e + 1] - gs.off[e];
-            if (rows == 0) continue;
-            moe_host.ta[q] = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-            moe_host.tb[q] = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-            moe_host.m[q] = (int)moe_dim(g.n, rows);
-            moe_host.n[q] = (int)moe_dim(g.m, rows);
-            moe_host.k[q] = (int)moe_dim(g.k, rows);
-            moe_host.lda[q] = (int)g.ldb;
-            moe_host.ldb[q] = (int)g.lda;
-            moe_host.ldc[q] = (int)g.ldc;
-            moe_host.size[q] = g.nprob;
-            moe_host.alpha[q] = 1.0f;
-            moe_host.beta[q] = g.beta;
-            q++;
-        }
-        const void **tab = gs.table + (size_t)3 * t * E * MOE_MAX_PROBLEM;
-        const void *const *A = tab, *const *B = tab + (size_t)E * MOE_MAX_PROBLEM;
-        void *const *C = (void *const *)(tab + (size_t)2 * E * MOE_MAX_PROBLEM);
-        cublasCheck(op, cublasGemmGroupedBatchedEx(
-                            cuda_blas, moe_host.ta, moe_host.tb, moe_host.m, moe_host.n, moe_host.k,
-                            moe_host.alpha, B, CUDA_R_32F, moe_host.lda, A, CUDA_R_32F,
-                            moe_host.ldb, moe_host.beta, C, CUDA_R_32F, moe_host.ldc, q,
-                            moe_host.size, CUBLAS_COMPUTE_32F));
+        for (int i = 0; i < nt; i++) moe_gemms_grouped(gs, ts[i], kinds[ts[i]], op);
     }
     cuda_prof_end(CUDA_PROF_GEMM);
 }
@@ -328,9 +351,10 @@ void cuda_moe_experts_fwd_node(const mt_node *n) {
     kinds[1].B[0] = moe_weights(w2, C * F);
     kinds[1].C[0] = moe_rows(yp, C);
     const moe_gemms gs = moe_gemms_plan(n, off, d.E, kinds, 2, op);
-    moe_gemms_run(gs, 0, kinds[0], op);
+    const int k_h = 0, k_y = 1;
+    moe_gemms_run(gs, &k_h, 1, kinds, op);
     moe_elementwise_act(g, gb, h1, h3, A * F, op);
-    moe_gemms_run(gs, 1, kinds[1], op);
+    moe_gemms_run(gs, &k_y, 1, kinds, op);
     moe_combine(cuda_f32(n->out), yp, cuda_i32(n->saved[2]), cuda_f32(n->in[2]), d, false, op);
 }
 
@@ -420,20 +444,23 @@ void cuda_moe_experts_bwd_node(const mt_node *n) {
     const float *h1 = cuda_f32(n->saved[3]), *h3 = cuda_f32(n->saved[4]);
     const int64_t count = A * F;
     if (g) moe_elementwise_act(g, NULL, h1, h3, count, op);
-    if (need_u) moe_gemms_run(gs, k_u, kinds[k_u], op);
+    if (need_u) moe_gemms_run(gs, &k_u, 1, kinds, op);
     cuda_prof_begin(CUDA_PROF_ACT);
     if (dweight) cuda_moe_dweight(dweight, u, g, perm, A, F, op);
     if (dw2) cuda_moe_scale_rows(g, gb, weight, perm, A, F, op); /* g is not needed afterwards */
     cuda_prof_end(CUDA_PROF_ACT);
-    if (dw2) moe_gemms_run(gs, k_dw2, kinds[k_dw2], op);
+    if (dw2) moe_gemms_run(gs, &k_dw2, 1, kinds, op);
     if (!need_dh) return;
     cuda_prof_begin(CUDA_PROF_ACT);
     cuda_moe_dh(u, dh3, dh1b, dh3b, h1, h3, weight, perm, A, F, op);
     cuda_prof_end(CUDA_PROF_ACT);
-    if (k_dw13 >= 0) moe_gemms_run(gs, k_dw13, kinds[k_dw13], op);
+    /* dw1 + dw3, then dxp (dh1 w1, then dh3 w3 added): one set, so in bf16 mode one fork */
+    int last[3], nl = 0;
+    if (k_dw13 >= 0) last[nl++] = k_dw13;
     if (dx) {
-        moe_gemms_run(gs, k_dx1, kinds[k_dx1], op);
-        moe_gemms_run(gs, k_dx3, kinds[k_dx3], op);
-        moe_combine(dx, dxp, cuda_i32(n->saved[2]), NULL, d, true, op);
+        last[nl++] = k_dx1;
+        last[nl++] = k_dx3;
     }
+    moe_gemms_run(gs, last, nl, kinds, op);
+    if (dx) moe_combine(dx, dxp, cuda_i32(n->saved[2]), NULL, d, true, op);
 }
