@@ -50,7 +50,7 @@ static int read_evals(const char *dir, double *loss, long long *tokens) {
         int step;
         double l;
         long long n;
-        if (sscanf(line, "%d,%lf,%lld", &step, &l, &n) == 3 && step > 0 && step < MAX_STEPS) {
+        if (sscanf(line, "%d,%lf,%lld", &step, &l, &n) == 3 && step >= 0 && step < MAX_STEPS) {
             loss[step] = l;
             tokens[step] = n;
             rows++;
@@ -384,22 +384,23 @@ static long long log_count(const char *log, const char *key) {
     return v;
 }
 
-/* data.eval_samples (tests/dist_run.sh eval): the eval loss the same on 1 and 2 ranks, after a
- * resume and from the exported weights; and, at learning rate 0, the held-out samples' eval
- * loss and the training loss over the rest (one global batch) weighted by their labelled
- * tokens give the loss over all the samples: the split is a partition and the forward-only
- * eval computes the training loss's function (checked against transformers by the parity
- * tests). */
+/* data.eval_samples (tests/dist_run.sh eval): the eval loss the same on 1 and 2 ranks (at the
+ * start too), after a resume and from the exported weights; and, at learning rate 0, the
+ * held-out samples' eval loss and the training loss over the rest (one global batch) weighted
+ * by their labelled tokens give the loss over all the samples: the split is a partition and
+ * the forward-only eval computes the training loss's function (checked against transformers by
+ * the parity tests). */
 static int test_eval_match(void) {
     compare_runs("eval-np1", "eval-np2", 1, 10, 1e-5, 1e-5, true);
     double e1[MAX_STEPS] = {0}, e2[MAX_STEPS] = {0}, er[MAX_STEPS] = {0};
     long long n1[MAX_STEPS] = {0}, n2[MAX_STEPS] = {0}, nr[MAX_STEPS] = {0};
-    EXPECT(read_evals("eval-np1", e1, n1) == 2 && read_evals("eval-np2", e2, n2) == 2,
-           "eval.csv: want the rows of steps 5 and 10");
-    compare_evals("eval-np1", "eval-np2", 5, 1e-5);
-    compare_evals("eval-np1", "eval-np2", 10, 1e-5);
+    EXPECT(read_evals("eval-np1", e1, n1) == 3 && read_evals("eval-np2", e2, n2) == 3,
+           "eval.csv: want the rows of steps 0 (train.eval_on_start), 5 and 10");
+    for (int s = 0; s <= 10; s += 5) compare_evals("eval-np1", "eval-np2", s, 1e-5);
+    EXPECT(e2[5] < e2[0], "the eval loss did not fall from the start (%g -> %g)", e2[0], e2[5]);
     EXPECT(e2[10] < e2[5], "the eval loss did not fall (%g -> %g)", e2[5], e2[10]);
-    /* resumed from checkpoint-5: its own output directory has the step-10 row, to the bit */
+    /* resumed from checkpoint-5: its own output directory has the step-10 row, to the bit, and
+     * no start row (train.eval_on_start is for a run's start, not a resume's) */
     EXPECT(read_evals("eval-resume", er, nr) == 1 && er[10] == e2[10],
            "resumed eval loss %.9g vs %.9g straight", er[10], e2[10]);
 
@@ -435,6 +436,10 @@ static int test_eval_match(void) {
     EXPECT(nf16[1] == ne[1] && ef16[1] == el[1],
            "16 drawn from the eval file: %.9g over %lld tokens, held out: %.9g over %lld", ef16[1],
            nf16[1], el[1], ne[1]);
+    /* at learning rate 0 the step changes no weight: the start's eval equals the end's, to the
+     * bit */
+    EXPECT(el[0] > 0 && el[0] == el[1], "eval loss at the start %.9g, after a step at lr 0 %.9g",
+           el[0], el[1]);
     /* the eval of the run that wrote that export, after its last step: the same weights */
     EXPECT(fabs(el[1] - e2[10]) <= 1e-6 * e2[10],
            "eval loss from the step-10 export %.9g, in the run after step 10 %.9g", el[1], e2[10]);

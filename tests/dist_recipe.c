@@ -112,6 +112,9 @@ static int test_recipe_errors(void) {
     expect_error(BASE, "train.eval_steps=10",
                  "--set train.eval_steps: train.eval_steps: needs data.eval_samples > 0 or "
                  "data.eval_path: the samples to evaluate on");
+    expect_error(BASE, "train.eval_on_start=true",
+                 "--set train.eval_on_start: train.eval_on_start: needs data.eval_samples > 0 or "
+                 "data.eval_path: the samples to evaluate on");
     expect_error(BASE, "data.eval_path=/nonexistent/test.jsonl",
                  "--set data.eval_path: data.eval_path: cannot read /nonexistent/test.jsonl");
     expect_error(BASE, "dist.timeout=-1",

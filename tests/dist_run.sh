@@ -215,14 +215,16 @@ trim)
   done
   ;;
 eval)
-  # data.eval_samples = 16 of the 93 held out, evaluated every 5 steps, on 1 and 2 ranks; the
+  # data.eval_samples = 16 of the 93 held out, evaluated at the start and every 5 steps, on 1
+  # and 2 ranks; the
   # 2-rank run resumed from its step-5 checkpoint; then, from its trained step-10 export, one
   # step at learning rate 0 that takes the whole training pool as its global batch (4 rows x 12
   # micro-batches x 2 ranks >= 77), and the same without held-out samples over all 93: the
   # training loss over the pool and the eval loss over the held-out samples must add up to the
   # loss over all of them
   ev=(--set data.eval_samples=16 --set train.eval_steps=5 --set train.max_steps=10
-    --set output.save_steps=5 --set "data.cache_dir=$tmp/dist-cache-eval")
+    --set output.save_steps=5 --set "data.cache_dir=$tmp/dist-cache-eval"
+    --set train.eval_on_start=true)
   run 1 "$tmp/eval-np1" "${ev[@]}" --set train.per_device_train_batch_size=4
   run 2 "$tmp/eval-np2" "${ev[@]}" --set train.per_device_train_batch_size=2
   run 2 "$tmp/eval-resume" "${ev[@]}" --set train.per_device_train_batch_size=2 \
@@ -230,14 +232,14 @@ eval)
   whole=(--set train.max_steps=1 --set train.learning_rate=0 --set train.per_device_train_batch_size=4
     --set train.gradient_accumulation_steps=12 --set "data.cache_dir=$tmp/dist-cache-eval"
     --set "model.path=$tmp/eval-np2/checkpoint-10")
-  run 2 "$tmp/eval-lr0" "${whole[@]}" --set data.eval_samples=16
+  run 2 "$tmp/eval-lr0" "${whole[@]}" --set data.eval_samples=16 --set train.eval_on_start=true
   run 2 "$tmp/eval-all-lr0" "${whole[@]}"
   # data.eval_path: the same data file as an eval file of its own, all of it and 16 drawn
   # samples (those that data.eval_samples = 16 holds out); the training data stays whole
   file="$tmp/dist-cache-eval/synthetic-11-96.jsonl"
   run 2 "$tmp/eval-file-lr0" "${whole[@]}" --set "data.eval_path=$file"
   run 2 "$tmp/eval-file16-lr0" "${whole[@]}" --set "data.eval_path=$file" --set data.eval_samples=16
-  grep -h "^eval after\|held out" "$tmp/eval-np2.log" "$tmp/eval-lr0.log"
+  grep -h "^eval \(at\|after\)\|held out" "$tmp/eval-np2.log" "$tmp/eval-lr0.log"
   # all samples held out: refused by name once the data is known, non-zero exit
   rc=0
   run 2 "$tmp/eval-none" --set data.eval_samples=93 --set "data.cache_dir=$tmp/dist-cache-eval" \

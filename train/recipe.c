@@ -50,6 +50,7 @@ static const recipe_key recipe_keys[] = {
     STR("data.eval_path", data_eval_path, "\"\"", false),
     INT("train.max_steps", train_max_steps, "300", false),
     INT("train.eval_steps", train_eval_steps, "0", false),
+    BOOL("train.eval_on_start", train_eval_on_start, "false", false),
     INT("train.per_device_train_batch_size", train_per_device_train_batch_size, "1", true),
     INT("train.gradient_accumulation_steps", train_gradient_accumulation_steps, "1", true),
     FLT("train.learning_rate", train_learning_rate, "1e-5", true),
@@ -197,6 +198,9 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
     if (r->train_eval_steps > 0 && r->data_eval_samples == 0 && !r->data_eval_path[0])
         BAD("train.eval_steps", "needs data.eval_samples > 0 or data.eval_path: the samples to "
                                 "evaluate on");
+    if (r->train_eval_on_start && r->data_eval_samples == 0 && !r->data_eval_path[0])
+        BAD("train.eval_on_start", "needs data.eval_samples > 0 or data.eval_path: the samples "
+                                   "to evaluate on");
     if (r->train_per_device_train_batch_size <= 0)
         BAD("train.per_device_train_batch_size", "must be > 0");
     if (r->train_gradient_accumulation_steps <= 0)

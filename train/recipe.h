@@ -33,7 +33,8 @@ typedef struct mt_recipe {
     char data_eval_path[MT_PATH_MAX]; /* evaluate on this jsonl instead ("" = held-out samples) */
     /* [train] */
     int train_max_steps;
-    int train_eval_steps; /* evaluate every N steps (and after the last); 0 = after the last */
+    int train_eval_steps;     /* evaluate every N steps (and after the last); 0 = after the last */
+    bool train_eval_on_start; /* also evaluate before the first step (not on a resume) */
     int train_per_device_train_batch_size;
     int train_gradient_accumulation_steps;
     double train_learning_rate;

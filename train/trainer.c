@@ -534,12 +534,14 @@ static void trainer_resume(trainer *t, const char *dir) {
          st.world_size, t->comm->size);
 }
 
-/* The eval loss after `step`, into eval.csv and the log. */
+/* The eval loss after `step` (0: before the first), into eval.csv and the log. */
 static void trainer_eval(trainer *t, int step) {
     const double t0 = mt_time_now();
     const double loss = trainer_run_eval(t), dt = mt_time_now() - t0;
     if (t->comm->rank == 0) mt_logger_eval_row(&t->log, step, loss, t->eval_targets, dt);
-    LOG0(t, "eval after step %d: loss %.6f over %lld labelled eval tokens (%.1f s)\n", step, loss,
+    char when[32] = "at the start"; /* step 0: train.eval_on_start */
+    if (step > 0) snprintf(when, sizeof(when), "after step %d", step);
+    LOG0(t, "eval %s: loss %.6f over %lld labelled eval tokens (%.1f s)\n", when, loss,
          (long long)t->eval_targets, dt);
 }
 
@@ -681,6 +683,7 @@ int mt_train_main(int argc, char **argv) {
     trainer_set_signals();
     double t_start = mt_time_now();
     int stopped_after = 0; /* the step a stop signal ended the run with, else 0 */
+    if (t->evaluates && rc->train_eval_on_start && t->state.step == 0) trainer_eval(t, 0);
     for (int step = first; step <= rc->train_max_steps; step++) {
         double t0 = mt_time_now();
         step_result r = trainer_run_step(t, step);
