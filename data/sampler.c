@@ -102,9 +102,8 @@ static void make_order(mt_sampler *s, int64_t epoch) {
 }
 
 void mt_sampler_split(int64_t n, int64_t n_eval, uint64_t seed, int64_t *train, int64_t *eval) {
-    MT_CHECK(n_eval >= 0 && n_eval < n,
-             "sampler: %lld held-out samples of %lld leave none to train", (long long)n_eval,
-             (long long)n);
+    MT_CHECK(n_eval >= 0 && n_eval <= n, "sampler: %lld held-out samples of %lld",
+             (long long)n_eval, (long long)n);
     int64_t *perm = mt_malloc(sizeof(int64_t) * (size_t)n, "sampler split");
     for (int64_t i = 0; i < n; i++) perm[i] = i;
     /* its own starting state (the seed mixed with a constant), not an epoch order's */
@@ -117,7 +116,7 @@ void mt_sampler_split(int64_t n, int64_t n_eval, uint64_t seed, int64_t *train, 
     for (int64_t i = 0; i < n; i++) {
         if (held[i])
             eval[b++] = i;
-        else
+        else if (train)
             train[a++] = i;
     }
     free(held);

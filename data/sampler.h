@@ -68,10 +68,11 @@ typedef struct {
 void mt_sampler_init(mt_sampler *s, const mt_sampler_cfg *cfg, const mt_token_data *data);
 void mt_sampler_free(mt_sampler *s);
 
-/* Splits samples 0..n-1 into n - n_eval to train on and n_eval held out for evaluation, each
- * ascending: the held-out ones are the first n_eval of a permutation drawn from seed (a stream
- * apart from the epoch orders'), so they do not depend on the world size or the batch. Dies
- * unless 0 <= n_eval < n. */
+/* Splits samples 0..n-1 into n - n_eval to train on (into train, unless NULL) and n_eval held
+ * out for evaluation, each ascending: the held-out ones are the first n_eval of a permutation
+ * drawn from seed (a stream apart from the epoch orders'), so they do not depend on the world
+ * size or the batch. Dies unless 0 <= n_eval <= n (the caller decides whether an empty
+ * training part is an error). */
 void mt_sampler_split(int64_t n, int64_t n_eval, uint64_t seed, int64_t *train, int64_t *eval);
 
 mt_sampler_cursor mt_sampler_get_cursor(const mt_sampler *s);

@@ -289,6 +289,9 @@ static int test_data_sampler_split(void) {
     EXPECT(!memcmp(eval, eval2, sizeof(int64_t) * (size_t)n_eval), "same seed, another split");
     mt_sampler_split(n, n_eval, 6, train2, eval2);
     EXPECT(memcmp(eval, eval2, sizeof(int64_t) * (size_t)n_eval) != 0, "seeds 5 and 6 split alike");
+    mt_sampler_split(n, n, 5, NULL, eval2); /* all of them, no training part */
+    for (int64_t i = 0; i < n; i++)
+        EXPECT(eval2[i] == i, "all held out: eval[%lld] = %lld", (long long)i, (long long)eval2[i]);
     mt_sampler_split(n, 0, 5, train2, eval2);
     for (int64_t i = 0; i < n; i++)
         EXPECT(train2[i] == i, "no held-out samples: train[%lld] = %lld", (long long)i,

@@ -370,15 +370,9 @@ static void trainer_setup_data(trainer *t) {
     const int64_t n_hold = eval_file ? 0 : n_eval; /* taken out of the training data */
     int64_t *train_ids = mt_malloc(sizeof(int64_t) * (size_t)n_all, "training samples");
     int64_t *eval_ids = mt_malloc(sizeof(int64_t) * (size_t)(n_src + 1), "eval samples");
-    if (!eval_file) {
-        mt_sampler_split(n_all, n_eval, (uint64_t)rc->data_seed, train_ids, eval_ids);
-    } else if (n_eval < n_src) { /* the drawn ones; the rest of the file is not used */
-        int64_t *rest = mt_malloc(sizeof(int64_t) * (size_t)n_src, "eval file rest");
-        mt_sampler_split(n_src, n_eval, (uint64_t)rc->data_seed, rest, eval_ids);
-        free(rest);
-    } else {
-        for (int64_t i = 0; i < n_src; i++) eval_ids[i] = i;
-    }
+    /* from an eval file only the drawn samples are used (all when n_eval = n_src) */
+    mt_sampler_split(n_src, n_eval, (uint64_t)rc->data_seed, eval_file ? NULL : train_ids,
+                     eval_ids);
 
     int64_t B = rc->train_per_device_train_batch_size;
     mt_sampler_cfg sc = {
