@@ -26,13 +26,14 @@ check() { # check COND_DESCRIPTION CMD...: one verdict line
     fails=$((fails + 1))
   fi
 }
-# gpu_check NAME [VAR=VALUE...]: the script into $tmp/NAME (OUT) with its stdout in NAME.stdout
+# gpu_check NAME BUILD [VAR=VALUE...]: the script on BUILD's binaries into $tmp/NAME (OUT), its
+# stdout in NAME/stdout
 gpu_check() {
-  local name=$1
-  shift
+  local name=$1 dir=$2
+  shift 2
   mkdir -p "$tmp/$name/out" "$tmp/$name/work"
   env CUDA_VISIBLE_DEVICES=-1 OUT="$tmp/$name/out" MT_GPU_CHECK_TMP="$tmp/$name/work" \
-    MT_GPU_CHECK_BUILD_DIR="$build" "$@" bash "$src/launch/gpu-check.sh" > "$tmp/$name/stdout" 2>&1
+    MT_GPU_CHECK_BUILD_DIR="$dir" "$@" bash "$src/launch/gpu-check.sh" > "$tmp/$name/stdout" 2>&1
 }
 lineno() { grep -n -m1 -E "^[A-Za-z]+ +$2: " "$1" | cut -d: -f1; }
 only_files() { # DIR: exactly the four result files, no directory
@@ -41,7 +42,7 @@ only_files() { # DIR: exactly the four result files, no directory
 
 # 1. the default run
 t0=$SECONDS
-gpu_check default
+gpu_check default "$build"
 rc=$?
 s=$tmp/default/out/summary.txt
 echo "default run: exit $rc in $((SECONDS - t0)) s"
@@ -66,7 +67,7 @@ check "stdout ends with the summary" cmp -s <(tail -n "$(wc -l < "$s")" "$tmp/de
 check "tests.log has each case's output" grep -q '^=== gpu_view: ' "$tmp/default/out/tests.log"
 
 # 2. a subset
-gpu_check only MT_GPU_CHECK_ONLY='^gpu_(matmul|step_check_bf16_nosync)$'
+gpu_check only "$build" MT_GPU_CHECK_ONLY='^gpu_(matmul|step_check_bf16_nosync)$'
 s=$tmp/only/out/summary.txt
 n=$(grep -cvE '^info ' "$s")
 check "MT_GPU_CHECK_ONLY: exactly its 2 steps ($n lines)" [ "$n" = 2 ]
@@ -74,7 +75,7 @@ check "MT_GPU_CHECK_ONLY: gpu_matmul" grep -qE '^skip +gpu_matmul: ' "$s"
 check "MT_GPU_CHECK_ONLY: gpu_step_check_bf16_nosync" grep -qE '^skip +gpu_step_check_bf16_nosync: ' "$s"
 
 # 3. no budget left
-gpu_check budget MT_GPU_CHECK_BUDGET=0
+gpu_check budget "$build" MT_GPU_CHECK_BUDGET=0
 rc=$?
 s=$tmp/budget/out/summary.txt
 check "MT_GPU_CHECK_BUDGET=0: exit 0 ($rc)" [ "$rc" = 0 ]
@@ -96,8 +97,9 @@ case $1 in
 esac
 EOF
 chmod +x "$fake/tests/test_gpu_ops"
-mkdir -p "$tmp/fake_run/out" "$tmp/fake_run/work"
 export FAKE_PID=$tmp/fake.pid
+mkdir -p "$tmp/fake_run/out" "$tmp/fake_run/work"
+# in the background itself (not in a subshell), so that the TERM below reaches the script
 CUDA_VISIBLE_DEVICES=-1 OUT=$tmp/fake_run/out MT_GPU_CHECK_TMP=$tmp/fake_run/work \
   MT_GPU_CHECK_BUILD_DIR=$fake bash "$src/launch/gpu-check.sh" > "$tmp/fake_run/stdout" 2>&1 &
 pid=$!
