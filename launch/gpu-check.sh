@@ -202,20 +202,21 @@ line info device "${GPU:-none (nvidia-smi lists no GPU: every GPU case will skip
 
 # build_step NAME CAP CMD...: a build command, its output into build.log
 build_step() {
-  local name=$1 cap=$2 t rc rest
+  local name=$1 cap=$2 t rc rest from
   shift 2
   rest=$(left)
   [ "$rest" -lt "$cap" ] && cap=$((rest > 10 ? rest : 10))
   CURRENT=$name
   t=$SECONDS
   echo "=== $name: $(printf '%s ' "$@" | cut -c1-300)" >> "$BUILD_LOG"
+  from=$(($(wc -c < "$BUILD_LOG") + 1)) # this step's part of build.log
   capped "$cap" "$BUILD_LOG" "$@"
   rc=$?
   CURRENT=""
   case $rc in
     0) line ok "$name" "$((SECONDS - t)) s" ;;
     124 | 137) line TIMEOUT "$name" "killed at its $cap s cap (build.log)" ;;
-    *) line FAIL "$name" "exit $rc after $((SECONDS - t)) s: $(grep -m1 -E 'error|Error' "$BUILD_LOG" | cut -c1-200) (build.log)" ;;
+    *) line FAIL "$name" "exit $rc after $((SECONDS - t)) s: $(tail -c "+$from" "$BUILD_LOG" | grep -m1 -E 'error|Error' | cut -c1-200) (build.log)" ;;
   esac
   return "$rc"
 }
@@ -296,6 +297,7 @@ sa_link() {
   build_step "$name" 90 bash -c '"$NVCC" -o "$1.part" "${@:2}" $LINK && mv -f "$1.part" "$1"' _ "$bin" "$@"
 }
 
+# shellcheck disable=SC2015 # "compile && link || remove the binary": removed when either fails
 standalone_build() {
   SA=$ROOT/build-gpu-sa
   B=$SA
@@ -348,14 +350,20 @@ EOF
   local lib_src=(autograd/*.c kernels/*.c kernels/cpu/*.c tests/harness.c "${extra_c[@]}" kernels/cuda/*.cu)
   local lib_obj=() f
   for f in "${lib_src[@]}"; do lib_obj+=("$(obj_of "$f")"); done
-  sa_compile build_lib 300 "${lib_src[@]}" || return 1
+  # a chain that fails removes its binary, so that no stale one runs
+  sa_compile build_lib 300 "${lib_src[@]}" || {
+    rm -f "$SA"/tests/test_* "$SA"/bench-gpu-*
+    return 1
+  }
   sa_compile build_test_gpu_ops_src 60 tests/gpu_ops.c tests/gpu_compare.c &&
     sa_link build_test_gpu_ops "$SA/tests/test_gpu_ops" "${lib_obj[@]}" \
-      "$(obj_of tests/gpu_ops.c)" "$(obj_of tests/gpu_compare.c)"
+      "$(obj_of tests/gpu_ops.c)" "$(obj_of tests/gpu_compare.c)" || rm -f "$SA/tests/test_gpu_ops"
   sa_compile build_test_gpu_optim_src 60 tests/gpu_optim.c &&
-    sa_link build_test_gpu_optim "$SA/tests/test_gpu_optim" "${lib_obj[@]}" "$(obj_of tests/gpu_optim.c)"
+    sa_link build_test_gpu_optim "$SA/tests/test_gpu_optim" "${lib_obj[@]}" "$(obj_of tests/gpu_optim.c)" ||
+    rm -f "$SA/tests/test_gpu_optim"
   sa_compile build_bench_gpu_ops_src 120 bench/gpu_ops.cu &&
-    sa_link build_bench_gpu_ops "$SA/bench-gpu-ops" "${lib_obj[@]}" "$(obj_of bench/gpu_ops.cu)"
+    sa_link build_bench_gpu_ops "$SA/bench-gpu-ops" "${lib_obj[@]}" "$(obj_of bench/gpu_ops.cu)" ||
+    rm -f "$SA/bench-gpu-ops"
   # the training step: the model, ZeRO-3 and the communicators on top of the library, only files
   # that need no cJSON, MPI or HDF5; NCCL's communicator, or a stub when there is no NCCL
   local step_src=(models/minimax.c models/layout.c models/generate.c models/weights_init.c
@@ -373,7 +381,8 @@ EOF
   for f in "${step_src[@]}"; do step_obj+=("$(obj_of "${f#"$ROOT"/}")"); done
   # shellcheck disable=SC2086 # nccl_link is a flag list
   sa_compile build_bench_gpu_step_src 120 "${step_src[@]#"$ROOT"/}" &&
-    sa_link build_bench_gpu_step "$SA/bench-gpu-step" "${lib_obj[@]}" "${step_obj[@]}" $nccl_link
+    sa_link build_bench_gpu_step "$SA/bench-gpu-step" "${lib_obj[@]}" "${step_obj[@]}" $nccl_link ||
+    rm -f "$SA/bench-gpu-step"
   if [ "${HAVE_NCCL:-0}" = 1 ]; then
     printf '%s\n' '#include "autograd/check.h"' '#include "train/comm.h"' \
       'mt_comm *mt_comm_mpi_init(int *c, char ***v) { (void)c, (void)v;' \
@@ -385,7 +394,8 @@ EOF
       "${SA#"$ROOT"/}/no_mpi.c" train/*.cu &&
       sa_link build_test_dist_nccl "$SA/tests/test_dist_nccl" "${lib_obj[@]}" \
         "$(obj_of tests/dist_nccl.c)" "$(obj_of train/comm_self.c)" "$(obj_of train/zero.c)" \
-        "$(obj_of "${SA#"$ROOT"/}/no_mpi.c")" $(for f in train/*.cu; do obj_of "$f"; done) $nccl_link
+        "$(obj_of "${SA#"$ROOT"/}/no_mpi.c")" $(for f in train/*.cu; do obj_of "$f"; done) $nccl_link ||
+      rm -f "$SA/tests/test_dist_nccl"
   fi
 }
 
