@@ -114,6 +114,12 @@ typedef struct mt_backend {
      * inside it from shadow instead of casting a copy. One registration per slot (0, 1);
      * shadow NULL withdraws it. NULL where the backend has no use for it (the CPU). */
     void (*bf16_shadow)(int slot, const float *base, const uint16_t *shadow, int64_t n);
+    /* The calling thread's device, and binding another thread to it: the CUDA runtime's current
+     * device is per thread, so a helper thread that calls into the backend (the optimizer
+     * offload's copies) first calls thread_bind(thread_device() of the thread that started it),
+     * else its work goes to device 0 on every rank. NULL where there are no devices (CPU). */
+    int (*thread_device)(void);
+    void (*thread_bind)(int device);
 } mt_backend;
 
 const char *mt_op_name(mt_op op);

@@ -121,8 +121,14 @@ if(CMAKE_CXX_COMPILER)
   # their bf16 rounding (train/zero.h)
   add_test(NAME op_cuda_emu_step_offload_bf16g COMMAND bench_gpu_step_emu --dtype bf16
     --offload 1 --gather-dtype bf16 ${mt_step_tiny})
+  # ZeRO's collectives as device copies (--comm self, mt_comm_self_device) instead of NCCL: the
+  # single-GPU step where NCCL is missing or fails (launch/gpu-check.sh); bf16 gathers, so the
+  # one-rank slots are not aliased to the shards and the all-gathers really copy
+  add_test(NAME op_cuda_emu_step_comm_self COMMAND bench_gpu_step_emu --dtype bf16 --comm self
+    --gather-dtype bf16 ${mt_step_tiny})
   set_tests_properties(op_cuda_emu_step op_cuda_emu_step_bf16 op_cuda_emu_step_bf16_d64
-    op_cuda_emu_step_recompute op_cuda_emu_step_offload op_cuda_emu_step_offload_bf16g PROPERTIES
+    op_cuda_emu_step_recompute op_cuda_emu_step_offload op_cuda_emu_step_offload_bf16g
+    op_cuda_emu_step_comm_self PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME op_cuda_emu_cublas_grouped COMMAND test_emu_cublas)
   # GEMMs queued on two created streams at once that touch the same output: stopped as a race

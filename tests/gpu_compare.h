@@ -52,5 +52,11 @@ void gpu_compare_bf16(const char *label, gpu_build build, gpu_input *ins, int n_
 void gpu_compare_bf16_opts(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
                            gpu_opts opts);
 
+/* MT_GPU_COMPARE_ONLY=<extended regex>: only the comparisons whose label matches run, the
+ * others print a line and return (one small shape of a case, for slow runs: compute-sanitizer in
+ * launch/gpu-check.sh). gpu_filter_done, after a case: the counts, and a failure when the filter
+ * left nothing to run (a pass that checked nothing). */
+void gpu_filter_done(void);
+
 /* Selects the device backend (and the poison fill); MT_TEST_SKIP when there is none. */
 int gpu_setup(void);

@@ -703,6 +703,7 @@ static int gpu_run(const char *op) {
     for (int i = 0; i < GPU_N_CASES; i++)
         if (!strcmp(gpu_cases[i].op, op)) {
             int rc = gpu_cases[i].fn();
+            gpu_filter_done();
             free(poison);
             poison = NULL;
             return rc;

@@ -570,11 +570,13 @@ struct zero_copier {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     zero_copy_job job;
-    int state; /* 0 idle, 1 a job waits or runs, 2 quit */
+    int state;  /* 0 idle, 1 a job waits or runs, 2 quit */
+    int device; /* the starting thread's device (-1: none), the thread's too */
 };
 
 static void *zero_copier_main(void *arg) {
     struct zero_copier *c = arg;
+    if (c->device >= 0) c->z->be->thread_bind(c->device); /* this rank's GPU, not device 0 */
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (c->state == 0) pthread_cond_wait(&c->cv, &c->mu);
@@ -594,6 +596,7 @@ static void *zero_copier_main(void *arg) {
 static struct zero_copier *zero_copier_start(const mt_zero *z) {
     struct zero_copier *c = mt_calloc(1, sizeof(*c), "offload copy thread");
     c->z = z;
+    c->device = z->be->thread_device ? z->be->thread_device() : -1;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     MT_CHECK(pthread_create(&c->thread, NULL, zero_copier_main, c) == 0,
