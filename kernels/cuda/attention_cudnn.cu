@@ -366,13 +366,25 @@ static sdpa_entry *sdpa_begin(sdpa_call *c, const mt_node *n, bool bwd, const ch
     return e->ok ? e : NULL;
 }
 
-/* The scalars passed by value (host memory, read when the plan is queued) */
+/* The scalars passed by value (host memory, read when the plan is queued), each as aligned as
+ * its tensor descriptor says (16 bytes, as every tensor of the graphs) */
 struct sdpa_scalars {
-    float scale, neg_inf, one;
+    alignas(16) float scale;
+    alignas(16) float neg_inf;
+    alignas(16) float one;
 };
 
-/* The variant pack's entries both directions share: the scalars and the ragged tables. */
+/* The variant pack's entries both directions share: the scalars, the ragged tables and bf16
+ * copies of q, k, v (ragged: with the padding positions). */
 static void sdpa_ptrs_common(const sdpa_call &c, sdpa_scalars *v, void *ptr[SDPA_N_UID]) {
+    const int64_t pad = c.sh.ragged ? SDPA_PAD : 0;
+    const mt_tensor *q = c.n->in[0], *k = c.n->in[1], *vv = c.n->in[2];
+    ptr[SDPA_Q] =
+        sdpa_bf16_copy(c, cuda_f32(q), c.N * c.H * c.D, pad * c.H * c.D, "attention q bf16");
+    ptr[SDPA_K] =
+        sdpa_bf16_copy(c, cuda_f32(k), c.N * c.Hkv * c.D, pad * c.Hkv * c.D, "attention k bf16");
+    ptr[SDPA_V] =
+        sdpa_bf16_copy(c, cuda_f32(vv), c.N * c.Hkv * c.D, pad * c.Hkv * c.D, "attention v bf16");
     v->scale = c.n->fp[0];
     v->neg_inf = -INFINITY;
     v->one = 1.0f;
@@ -406,7 +418,7 @@ bool cuda_attention_cudnn_fwd(const mt_node *n) {
     bool wanted;
     sdpa_entry *e = sdpa_begin(&c, n, false, "forward", &wanted);
     const bool rg = c.sh.ragged;
-    const int64_t P = rg ? c.sh.s : c.N, pad = rg ? SDPA_PAD : 0; /* buffer positions */
+    const int64_t P = rg ? c.sh.s : c.N; /* buffer positions */
     float *lse = n->saved[0] ? cuda_f32(n->saved[0]) : NULL;
     const size_t need = sdpa_bytes(2 * P * (2 * c.H + 2 * c.Hkv) * c.D) +
                         (rg || !lse ? sdpa_bytes(4 * P * c.H) : 0) +
@@ -415,14 +427,10 @@ bool cuda_attention_cudnn_fwd(const mt_node *n) {
         attn_stats.fallback_fwd += wanted;
         return false;
     }
-    const mt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    const int64_t nq = c.N * c.H * c.D, nkv = c.N * c.Hkv * c.D;
+    const int64_t nq = c.N * c.H * c.D;
     void *ptr[SDPA_N_UID] = {0};
     sdpa_scalars sc;
     sdpa_ptrs_common(c, &sc, ptr);
-    ptr[SDPA_Q] = sdpa_bf16_copy(c, cuda_f32(q), nq, pad * c.H * c.D, "attention q bf16");
-    ptr[SDPA_K] = sdpa_bf16_copy(c, cuda_f32(k), nkv, pad * c.Hkv * c.D, "attention k bf16");
-    ptr[SDPA_V] = sdpa_bf16_copy(c, cuda_f32(v), nkv, pad * c.Hkv * c.D, "attention v bf16");
     __nv_bfloat16 *o = (__nv_bfloat16 *)mt_node_scratch(
         n, sizeof(__nv_bfloat16) * (size_t)(P * c.H * c.D), "attention cudnn O");
     ptr[SDPA_O] = o;
@@ -463,14 +471,10 @@ bool cuda_attention_cudnn_bwd(const mt_node *n) {
         attn_stats.fallback_bwd += wanted;
         return false;
     }
-    const mt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     const int64_t nq = c.N * c.H * c.D, nkv = c.N * c.Hkv * c.D;
     void *ptr[SDPA_N_UID] = {0};
     sdpa_scalars sc;
     sdpa_ptrs_common(c, &sc, ptr);
-    ptr[SDPA_Q] = sdpa_bf16_copy(c, cuda_f32(q), nq, pad * c.H * c.D, "attention q bf16");
-    ptr[SDPA_K] = sdpa_bf16_copy(c, cuda_f32(k), nkv, pad * c.Hkv * c.D, "attention k bf16");
-    ptr[SDPA_V] = sdpa_bf16_copy(c, cuda_f32(v), nkv, pad * c.Hkv * c.D, "attention v bf16");
     ptr[SDPA_O] = sdpa_bf16_copy(c, cuda_f32(n->out), nq, pad * c.H * c.D, "attention out bf16");
     ptr[SDPA_DO] = sdpa_bf16_copy(c, cuda_grad(n->out), nq, pad * c.H * c.D, "attention dout bf16");
     float *lse = cuda_f32(n->saved[0]);
@@ -500,7 +504,7 @@ bool cuda_attention_cudnn_bwd(const mt_node *n) {
         return false;
     }
     CUDA_LAUNCH_CHECK("attention backward (cudnn)");
-    float *dst[3] = {cuda_grad(q), cuda_grad(k), cuda_grad(v)};
+    float *dst[3] = {cuda_grad(n->in[0]), cuda_grad(n->in[1]), cuda_grad(n->in[2])};
     for (int i = 0; i < 3; i++) {
         if (!dst[i]) continue;
         sdpa_add_bf16_kernel<<<cuda_blocks(g_n[i], CUDA_THREADS), CUDA_THREADS>>>(
