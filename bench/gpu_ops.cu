@@ -217,7 +217,7 @@ static void bench_attention(const mt_backend *be, int reps, int shrink, int impl
         mt_ctx c;
         /* out, its gradient, lse; scratch: bf16 copies of q, k, v, out, dout and of the three
          * gradients, cuDNN's fp32 dq, its workspace (generous) */
-        size_t arena = (size_t)B * T * D * (H + Hkv) * 4 * 6 + ((size_t)512 << 20);
+        size_t arena = (size_t)B * T * D * (H + Hkv) * 4 * 6 + ((size_t)1 << 30);
         mt_ctx_init(&c, be, arena, 16);
         c.compute_dtype = MT_BF16;
         int64_t qs[4] = {B, T, H, D}, ks[4] = {B, T, Hkv, D};
