@@ -391,6 +391,28 @@ void gpu_compare_bf16_opts(const char *label, gpu_build build, gpu_input *ins, i
     snap_free(&d16);
 }
 
+/* Two bf16 device runs that must agree bit for bit (a fallback path against the path it falls
+ * back to): before_a and before_b select what differs. */
+void gpu_compare_same_bf16(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
+                           void (*before_a)(void), void (*before_b)(void)) {
+    if (!gpu_selected(label)) return;
+    gpu_snap a, b;
+    before_a();
+    gpu_exec(dev_be, MT_BF16, label, build, ins, n_in, user, &a);
+    before_b();
+    gpu_exec(dev_be, MT_BF16, label, build, ins, n_in, user, &b);
+    EXPECT(a.n == b.n, "%s: %d and %d tensors", label, a.n, b.n);
+    for (int i = 0; i < a.n && i < b.n; i++) {
+        const size_t nb = (size_t)a.numel[i] * mt_dtype_size(a.dt[i]);
+        const bool same = a.numel[i] == b.numel[i] && !memcmp(a.host[i], b.host[i], nb);
+        EXPECT(same, "%s %s: the two runs differ", label, a.name[i]);
+        printf("  %-36s n=%-8lld %s\n", a.name[i], (long long)a.numel[i],
+               same ? "same bits" : "DIFFERENT");
+    }
+    snap_free(&a);
+    snap_free(&b);
+}
+
 /* Selects the device backend; MT_TEST_SKIP when there is none. */
 int gpu_setup(void) {
     dev_be = mt_backend_cuda();

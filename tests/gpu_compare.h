@@ -58,5 +58,10 @@ void gpu_compare_bf16_opts(const char *label, gpu_build build, gpu_input *ins, i
  * left nothing to run (a pass that checked nothing). */
 void gpu_filter_done(void);
 
+/* Two device runs in bf16 mode, before_a() and before_b() called before each, whose outputs,
+ * saved buffers and gradients must be bit-identical. */
+void gpu_compare_same_bf16(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
+                           void (*before_a)(void), void (*before_b)(void));
+
 /* Selects the device backend (and the poison fill); MT_TEST_SKIP when there is none. */
 int gpu_setup(void);
