@@ -325,7 +325,8 @@ standalone_build() {
     cudnn_inc=$PROBE_INC cudnn_link=$PROBE_LINK
     line info cudnn "${PROBE_LINK%% *}${PROBE_INC:+ (the pip wheel nvidia-cudnn)}"
   else
-    line info cudnn "not found"
+    line info cudnn "not found: built with MT_NO_CUDNN (attention on the flash kernels; gpu_attention_cudnn fails on 9.x)"
+    nv_flags="$nv_flags -DMT_NO_CUDNN"
   fi
   export CC NVCC SA
   export CFLAGS="$c_flags $nccl_inc $cudnn_inc" NVFLAGS="$nv_flags $nccl_inc $cudnn_inc"

@@ -94,6 +94,28 @@ static bool attn_verbose(void) {
     return v > 0;
 }
 
+#ifdef MT_NO_CUDNN
+/* Built without cuDNN (launch/gpu-check.sh's standalone build when it finds none): every call
+ * that wants cuDNN falls back, with the usual line, once. */
+static bool attn_nocudnn(const char *dir, int64_t *fallbacks) {
+    if (attn_impl() == CUDA_ATTN_FLASH ||
+        (attn_impl() == CUDA_ATTN_AUTO && attn_device_major() != 9))
+        return false;
+    static bool logged;
+    if (!logged) sdpa_log(dir, "", "this build has no cuDNN (MT_NO_CUDNN)");
+    logged = true;
+    (*fallbacks)++;
+    (void)attn_verbose;
+    return false;
+}
+bool cuda_attention_cudnn_fwd(const mt_node *) {
+    return attn_nocudnn("forward", &attn_stats.fallback_fwd);
+}
+bool cuda_attention_cudnn_bwd(const mt_node *) {
+    return attn_nocudnn("backward", &attn_stats.fallback_bwd);
+}
+#else
+
 /* ---- the handle and the plan cache ---- */
 
 static cudnnHandle_t sdpa_handle;
@@ -514,3 +536,4 @@ bool cuda_attention_cudnn_bwd(const mt_node *n) {
     attn_stats.cudnn_bwd++;
     return true;
 }
+#endif /* MT_NO_CUDNN */

@@ -2,10 +2,14 @@
  * attention_cudnn_graph.cu builds them through the cuDNN 9 backend API) and what
  * attention_cudnn.cu needs to run them. */
 #pragma once
+#ifndef MT_NO_CUDNN
 #include <cudnn.h>
+#endif
 
 #include "attention_cudnn.h"
 #include "cuda_ops.cuh"
+
+#ifndef MT_NO_CUDNN /* a build without cuDNN (launch/gpu-check.sh when none is found) */
 
 /* The graphs' non-virtual tensors by unique id: the variant pack's keys (sdpa_plan.uids lists
  * the ones a plan takes). Ragged offsets: Q and dQ take OFF_Q, O and dO OFF_O, K and dK OFF_K,
@@ -75,3 +79,4 @@ void sdpa_plan_free(sdpa_plan *p);
  * by-value scalars), workspace of p->workspace bytes. false with the reason in why. */
 bool sdpa_plan_run(cudnnHandle_t h, const sdpa_plan &p, void *const ptr[SDPA_N_UID],
                    void *workspace, char *why, size_t len);
+#endif

@@ -27,6 +27,8 @@
 
 #include "attention_cudnn.cuh"
 
+#ifndef MT_NO_CUDNN
+
 /* ---- descriptors ---- */
 
 struct sdpa_builder {
@@ -585,3 +587,4 @@ bool sdpa_plan_run(cudnnHandle_t h, const sdpa_plan &p, void *const ptr[SDPA_N_U
     cudnnBackendDestroyDescriptor(vp);
     return st == CUDNN_STATUS_SUCCESS;
 }
+#endif /* MT_NO_CUDNN */
