@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "autograd/check.h"
 #include "data/chat_template.h"
@@ -18,14 +19,29 @@ uint64_t mt_hash64(const void *p, size_t n, uint64_t h) {
     return h;
 }
 
-char *mt_file_read(const char *path, size_t *len, char *err) {
+char *mt_file_read_max(const char *path, size_t *len, size_t max_bytes, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, MT_ERR_LEN, "%s: cannot open: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = mt_malloc(cap, "file contents");
+    /* a directory opens (and reads as EISDIR, or as a size of LONG_MAX to ftell): say so */
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s: is a directory, not a file", path);
+        fclose(f);
+        return NULL;
+    }
+    const size_t limit = max_bytes ? max_bytes : SIZE_MAX - 1;
+    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > limit) {
+        snprintf(err, errlen, "%s: %lld bytes, more than the %zu this file may have", path,
+                 (long long)st.st_size, limit);
+        fclose(f);
+        return NULL;
+    }
+    /* regular files: their size, read to the end (it may grow); pipes and devices: grown */
+    size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 1 << 16, n = 0;
+    char *buf = mt_malloc(cap, path);
     for (;;) {
         if (n + 1 >= cap) {
             cap *= 2;
@@ -35,18 +51,25 @@ char *mt_file_read(const char *path, size_t *len, char *err) {
         }
         size_t got = fread(buf + n, 1, cap - 1 - n, f);
         n += got;
-        if (got == 0) break;
+        if (got == 0 || n > limit) break;
     }
-    bool bad = ferror(f);
+    const int read_errno = ferror(f) ? errno : 0;
     fclose(f);
-    if (bad) {
-        snprintf(err, MT_ERR_LEN, "%s: read error", path);
+    if (read_errno || n > limit) {
+        if (read_errno)
+            snprintf(err, errlen, "%s: read error: %s", path, strerror(read_errno));
+        else
+            snprintf(err, errlen, "%s: more than the %zu bytes this file may have", path, limit);
         free(buf);
         return NULL;
     }
     buf[n] = 0;
     if (len) *len = n;
     return buf;
+}
+
+char *mt_file_read(const char *path, size_t *len, char *err) {
+    return mt_file_read_max(path, len, 0, err, MT_ERR_LEN);
 }
 
 int mt_file_hash(const char *path, uint64_t *h, char *err) {

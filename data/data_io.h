@@ -11,8 +11,11 @@
 #define MT_HASH64_INIT 0xcbf29ce484222325ull
 uint64_t mt_hash64(const void *p, size_t n, uint64_t h);
 
-/* Reads the whole file into a malloc'ed, NUL-terminated buffer. Returns NULL with
- * "path: reason" in err when it cannot. */
+/* Reads the whole file into a malloc'ed, NUL-terminated buffer (every reader of a user's file
+ * goes through it). Returns NULL with "path: reason" in err (errlen bytes) when it cannot: it
+ * does not open, is a directory, has more than max_bytes (0: no limit) or fails to read. */
+char *mt_file_read_max(const char *path, size_t *len, size_t max_bytes, char *err, size_t errlen);
+/* The same without a size limit, err of MT_ERR_LEN bytes. */
 char *mt_file_read(const char *path, size_t *len, char *err);
 
 /* Hash of a file's bytes. Returns 0, or -1 with err set. */

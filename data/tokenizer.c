@@ -2,7 +2,6 @@
 // the id <-> token API and decoding. Encoding lives in tokenizer_pretok.c, BPE in
 // tokenizer_bpe.c. Anything the loader does not implement exactly is rejected by name.
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -518,29 +517,10 @@ mt_tokenizer *mt_tokenizer_load_json(const char *json, size_t len, const char *n
 }
 
 mt_tokenizer *mt_tokenizer_try_load(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (size < 0) {
-        fclose(f);
-        snprintf(err, errlen, "%s: cannot read", path);
-        return NULL;
-    }
-    char *buf = mt_malloc((size_t)size + 1, "tokenizer.json");
-    size_t got = fread(buf, 1, (size_t)size, f);
-    fclose(f);
-    if (got != (size_t)size) {
-        free(buf);
-        snprintf(err, errlen, "%s: short read", path);
-        return NULL;
-    }
-    buf[size] = 0;
-    mt_tokenizer *tok = mt_tokenizer_load_json(buf, (size_t)size, path, err, errlen);
+    size_t size;
+    char *buf = mt_file_read_max(path, &size, 0, err, errlen);
+    if (!buf) return NULL;
+    mt_tokenizer *tok = mt_tokenizer_load_json(buf, size, path, err, errlen);
     free(buf);
     return tok;
 }

@@ -336,6 +336,9 @@ static int test_data_gsm8k_reader(void) {
     snprintf(path, sizeof(path), "%s/absent.jsonl", dir);
     rc = mt_gsm8k_read(path, false, &s, err);
     EXPECT(rc != 0 && has(err, path) && has(err, "cannot open"), "unreadable file: \"%s\"", err);
+    rc = mt_gsm8k_read(dir, false, &s, err);
+    EXPECT(rc != 0 && has(err, dir) && has(err, "is a directory, not a file"),
+           "a directory: \"%s\"", err);
 
     /* skip_bad counts and goes on */
     snprintf(path, sizeof(path), "%s/mixed.jsonl", dir);

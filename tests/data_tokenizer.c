@@ -542,6 +542,9 @@ static int test_errors(void) {
     EXPECT(!mt_tokenizer_try_load("/nonexistent/tokenizer.json", err, sizeof(err)) &&
                strstr(err, "/nonexistent/tokenizer.json") && strstr(err, "cannot open"),
            "missing file: \"%s\"", err);
+    EXPECT(!mt_tokenizer_try_load("tests", err, sizeof(err)) &&
+               strstr(err, "tests: is a directory, not a file"),
+           "a directory: \"%s\"", err);
     const char *bad_json = "{\"version\": \"1.0\",\n \"model\": {\"type\": \"BPE\",, }}";
     EXPECT(!mt_tokenizer_load_json(bad_json, strlen(bad_json), "bad.json", err, sizeof(err)) &&
                strstr(err, "bad.json") && strstr(err, "malformed JSON") && strstr(err, "line 2"),

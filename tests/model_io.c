@@ -262,6 +262,13 @@ static int test_config_schemas(void) {
     EXPECT(!mt_minimax_config_parse(bad, &cfg, err, sizeof(err)) && strstr(err, "line 2") &&
                strstr(err, "JSON"),
            "malformed JSON names the line: %s", err);
+    /* a model directory whose config.json is a directory */
+    const char *cdir = tmp_path("model");
+    MT_CHECK(mkdir(cdir, 0755) == 0 && mkdir(tmp_path("model/config.json"), 0755) == 0,
+             "cannot create %s/config.json", cdir);
+    EXPECT(!mt_minimax_config_parse(cdir, &cfg, err, sizeof(err)) &&
+               strstr(err, "config.json: is a directory, not a file"),
+           "config.json a directory: %s", err);
     tmp_cleanup();
     return MT_TEST_OK;
 }
