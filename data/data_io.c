@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
 #include "autograd/check.h"
 #include "data/chat_template.h"
 
@@ -132,6 +134,61 @@ bool mt_utf8_valid(const char *str, size_t n, size_t *bad_at) {
         i += (size_t)k;
     }
     return true;
+}
+
+static int json_key_cmp(const void *a, const void *b) {
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* A key of object o that appears twice, or NULL: pairwise for a few keys, sorted otherwise
+ * (so an object of many keys costs n log n, not n^2). */
+static const char *json_object_duplicate(const cJSON *o) {
+    int n = 0;
+    for (const cJSON *c = o->child; c; c = c->next) n++;
+    if (n <= 16) {
+        for (const cJSON *a = o->child; a; a = a->next)
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (strcmp(a->string, b->string) == 0) return a->string;
+        return NULL;
+    }
+    const cJSON **keys = mt_malloc(sizeof(*keys) * (size_t)n, "json keys");
+    int k = 0;
+    for (const cJSON *c = o->child; c; c = c->next) keys[k++] = c;
+    qsort(keys, (size_t)n, sizeof(*keys), json_key_cmp);
+    const char *dup = NULL;
+    for (int i = 1; i < n && !dup; i++)
+        if (strcmp(keys[i - 1]->string, keys[i]->string) == 0) dup = keys[i]->string;
+    free(keys);
+    return dup;
+}
+
+/* Depth-first from v, whose path is path[0, strlen(path)). */
+static const char *json_duplicate_walk(const cJSON *v, const cJSON *skip, char *path, size_t n) {
+    if (!v || v == skip || !(cJSON_IsObject(v) || cJSON_IsArray(v))) return NULL;
+    const size_t at = strlen(path);
+    if (cJSON_IsObject(v)) {
+        const char *dup = json_object_duplicate(v);
+        if (dup) {
+            snprintf(path + at, n - at, "%s%s", at ? "." : "", dup);
+            return dup;
+        }
+    }
+    int i = 0;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        if (cJSON_IsObject(v))
+            snprintf(path + at, n - at, "%s%s", at ? "." : "", c->string);
+        else
+            snprintf(path + at, n - at, "[%d]", i);
+        const char *dup = json_duplicate_walk(c, skip, path, n);
+        if (dup) return dup;
+        path[at] = 0;
+    }
+    return NULL;
+}
+
+const char *mt_json_duplicate_key(const cJSON *v, const cJSON *skip, char *path, size_t n) {
+    path[0] = 0;
+    return json_duplicate_walk(v, skip, path, n);
 }
 
 void mt_strbuf_append(mt_strbuf *b, const char *s, size_t n) {

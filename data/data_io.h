@@ -30,6 +30,15 @@ int mt_utf8_seq(const uint8_t *s, size_t n, int *bad);
  * otherwise *bad_at (when not NULL) receives the byte offset of the first bad sequence. */
 bool mt_utf8_valid(const char *s, size_t n, size_t *bad_at);
 
+/* A key that appears twice in one object of the JSON tree v (arrays and objects searched
+ * depth-first, objects inside them too; `skip`, if not NULL, is an object not looked into):
+ * its name, with its path from v ("pre_tokenizer.pretokenizers[1].type") in path; NULL when
+ * every object's keys are distinct. cJSON keeps both and its lookups return the first, while
+ * Python's json (transformers, datasets) takes the last: readers refuse such files. */
+struct cJSON;
+const char *mt_json_duplicate_key(const struct cJSON *v, const struct cJSON *skip, char *path,
+                                  size_t n);
+
 typedef struct {
     char *p; /* NUL-terminated */
     size_t len, cap;

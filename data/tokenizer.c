@@ -499,6 +499,16 @@ mt_tokenizer *mt_tokenizer_load_json(const char *json, size_t len, const char *n
         fail(&L, "top level is not a JSON object");
         return NULL;
     }
+    // HF takes the last of a repeated key, cJSON's lookups the first: refused. The vocabulary
+    // is not looked into: its last entry wins here too (tok_strmap_put), and it is the big one.
+    char dup[256];
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (mt_json_duplicate_key(root, cJSON_GetObjectItemCaseSensitive(model, "vocab"), dup,
+                              sizeof(dup))) {
+        cJSON_Delete(root);
+        fail(&L, "key \"%s\" appears twice", dup);
+        return NULL;
+    }
     mt_tokenizer *tok = mt_calloc(1, sizeof(mt_tokenizer), "tokenizer");
     tok->path = strdup(name);
     bool ok = load_components(&L, tok, root);

@@ -481,8 +481,11 @@ bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err
     free(text);
     bool ok = false;
     const cJSON *mt = cfg_get(root, "model_type");
+    char dup[256];
     if (!cJSON_IsObject(root)) {
         cfg_fail(&r, "expected a JSON object");
+    } else if (mt_json_duplicate_key(root, NULL, dup, sizeof(dup))) {
+        cfg_fail(&r, "key \"%s\" appears twice (transformers would take the last)", dup);
     } else if (!mt || !cJSON_IsString(mt)) {
         cfg_fail(&r, "key \"model_type\" is missing");
     } else {

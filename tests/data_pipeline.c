@@ -332,6 +332,26 @@ static int test_data_gsm8k_reader(void) {
     expect_bad(dir, buf, 1, "not a JSON object");
     snprintf(buf, sizeof(buf), "%s {\"question\": \"q\", \"answer\": \"a\"} x\n", good);
     expect_bad(dir, buf, 2, "extra text");
+    /* a NUL would end the C string: the text cut silently */
+    snprintf(buf, sizeof(buf), "%s{\"question\": \"q\\u0000 and more\", \"answer\": \"a\"}\n",
+             good);
+    expect_bad(dir, buf, 2, "a NUL character (\\u0000) at column 16");
+    snprintf(path, sizeof(path), "%s/bad.jsonl", dir);
+    write_bytes(path, "{\"question\": \"q\", \"answer\": \"a\0b\"}\n", 37);
+    rc = mt_gsm8k_read(path, false, &s, err);
+    EXPECT(rc != 0 && has(err, ":1: a NUL character (a zero byte) at column 31"), "a NUL byte: %s",
+           err);
+    /* a repeated key: Python's json takes the last, cJSON the first */
+    snprintf(buf, sizeof(buf), "%s{\"question\": \"q\", \"answer\": \"a\", \"question\": \"r\"}\n",
+             good);
+    expect_bad(dir, buf, 2, "key \"question\" appears twice");
+    /* an escaped backslash before "u0000" is text, not a NUL */
+    snprintf(path, sizeof(path), "%s/ok2.jsonl", dir);
+    write_text(path, "{\"question\": \"q\\\\u0000\", \"answer\": \"a\"}\n");
+    rc = mt_gsm8k_read(path, false, &s, err);
+    EXPECT(rc == 0 && s.n == 1 && !strcmp(s.question[0], "q\\u0000"), "\\\\u0000: rc %d %s", rc,
+           rc ? err : s.question[0]);
+    mt_gsm8k_set_free(&s);
 
     snprintf(path, sizeof(path), "%s/absent.jsonl", dir);
     rc = mt_gsm8k_read(path, false, &s, err);

@@ -553,6 +553,11 @@ static int test_errors(void) {
                                               err, sizeof(err));
     EXPECT(ok, "mini tokenizer: %s", err);
     expect_reject("\"type\":\"BPE\"", "\"type\":\"WordPiece\"", "WordPiece");
+    // a repeated key: HF takes the last, cJSON's lookups the first
+    expect_reject("\"trim_offsets\":true,", "\"trim_offsets\":true,\"use_regex\":false,",
+                  "key \"pre_tokenizer.use_regex\" appears twice");
+    expect_reject("\"decoder\":null", "\"decoder\":null,\"decoder\":null",
+                  "key \"decoder\" appears twice");
     expect_reject("\"type\":\"ByteLevel\"", "\"type\":\"Whitespace\"", "Whitespace");
     expect_reject("\"normalizer\":null", "\"normalizer\":{\"type\":\"NFC\"}", "NFC");
     expect_reject("\"normalizer\":null",
