@@ -235,8 +235,10 @@ int mt_sample_build(mt_sample_builder *b, const char *question, const char *answ
     mt_chat_render(msgs, n_msgs, false, &b->rendered);
 
     mt_token_buf_clear(&b->tokens);
-    if (mt_tokenizer_encode(b->tok, b->rendered.text, b->rendered.len, &b->tokens) < 0) {
-        snprintf(err, MT_ERR_LEN, "the rendered sample is not valid UTF-8");
+    char why[MT_ERR_LEN - 64];
+    if (mt_tokenizer_encode_err(b->tok, b->rendered.text, b->rendered.len, &b->tokens, why,
+                                sizeof(why)) < 0) {
+        snprintf(err, MT_ERR_LEN, "the rendered sample cannot be tokenized: %s", why);
         return MT_SAMPLE_ERROR;
     }
     int64_t n = b->tokens.n;

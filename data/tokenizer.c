@@ -361,6 +361,7 @@ static bool add_steps(loader *L, mt_tokenizer *tok, const cJSON *pt, int depth) 
             return false;
         st->kind = TOK_STEP_BYTELEVEL;
         st->behavior = TOK_ISOLATED;
+        st->pattern = strdup(GPT2_PATTERN);
         if (use_regex) {
             st->re = tok_regex_compile(GPT2_PATTERN, false, &st->jit, err, sizeof(err));
             if (!st->re) return fail(L, "ByteLevel regex: %s", err);
@@ -373,6 +374,7 @@ static bool add_steps(loader *L, mt_tokenizer *tok, const cJSON *pt, int depth) 
         if (!cJSON_IsString(rx) && !cJSON_IsString(lit))
             return fail(L, "Split pattern must be {\"Regex\": ...} or {\"String\": ...}");
         const char *src = rx ? rx->valuestring : lit->valuestring;
+        st->pattern = strdup(src);
         st->re = tok_regex_compile(src, lit != NULL, &st->jit, err, sizeof(err));
         if (!st->re) return fail(L, "Split pattern '%s': %s", src, err);
         const cJSON *beh = jget(pt, "behavior");
@@ -558,8 +560,10 @@ void mt_tokenizer_free(mt_tokenizer *tok) {
     free(tok->added);
     free(tok->set_raw.order);
     free(tok->set_norm.order);
-    for (int32_t i = 0; i < tok->n_steps; i++)
+    for (int32_t i = 0; i < tok->n_steps; i++) {
         if (tok->steps[i].re) pcre2_code_free(tok->steps[i].re);
+        free(tok->steps[i].pattern);
+    }
     free(tok->steps);
     tok_cache_free(tok->cache);
     if (tok->work) tok_work_free(tok->work);
