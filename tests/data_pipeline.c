@@ -95,6 +95,23 @@ static void check_template_acceptance(void) {
     write_text(jinja, with_nl);
     EXPECT(mt_chat_template_check(cfg, NULL, err) == 0, "chat_template.jinja rejected: %s", err);
 
+    /* the template twice: transformers takes the last, cJSON's lookup the first */
+    cJSON *ts = cJSON_CreateString(t);
+    char *tq = cJSON_PrintUnformatted(ts);
+    mt_strbuf twice = {0};
+    const char *head = "{\"chat_template\": ", *tail = ",\n \"chat_template\": \"{{ x }}\"}";
+    mt_strbuf_append(&twice, head, strlen(head));
+    mt_strbuf_append(&twice, tq, strlen(tq));
+    mt_strbuf_append(&twice, tail, strlen(tail));
+    free(tq);
+    cJSON_Delete(ts);
+    write_text(cfg, twice.p);
+    mt_strbuf_free(&twice);
+    err[0] = 0;
+    const int rc_twice = mt_chat_template_check(cfg, NULL, err);
+    EXPECT(rc_twice != 0 && has(err, cfg) && has(err, "key \"chat_template\" appears twice"),
+           "a repeated key: rc %d \"%s\"", rc_twice, err);
+
     write_text(cfg, "{\"chat_template\": ");
     EXPECT(mt_chat_template_check(cfg, NULL, err) != 0 && has(err, cfg), "bad JSON: \"%s\"", err);
     snprintf(jinja, sizeof(jinja), "%s/absent.json", dir);
