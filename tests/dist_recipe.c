@@ -123,6 +123,16 @@ static int test_recipe_errors(void) {
                  "--set dist.timeout: dist.timeout: must be >= 0 seconds (0: no limit)");
     expect_error("[data]\ntokenizer_dir = \"/tmp/mt_recipe_tok\"\n", NULL,
                  "recipe: model.path: set model.path (an HF model dir) or model.config");
+    /* an output directory that is a file: the first write used to say "recipe.toml.tmp.PID:
+     * cannot create: Not a directory" */
+    expect_error(BASE, "output.dir=/tmp/mt_recipe_c.json",
+                 "--set output.dir: output.dir: /tmp/mt_recipe_c.json is a file, not a directory");
+    expect_error(BASE, "output.dir=/tmp/mt_recipe_c.json/out",
+                 "--set output.dir: output.dir: /tmp/mt_recipe_c.json/out cannot be a directory: a "
+                 "part of its path is a file");
+    expect_error(BASE, "data.cache_dir=/tmp/mt_recipe_c.json",
+                 "--set data.cache_dir: data.cache_dir: /tmp/mt_recipe_c.json is a file, not a "
+                 "directory");
     /* sizes, before anything is written: they used to fail in the first forward's MoE op
      * ("exceed the int range"), or as an arena "too small" after 2^20 x arena_mb wrapped */
     expect_error(BASE, "dist.arena_mb=100000000000000",

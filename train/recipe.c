@@ -1,11 +1,13 @@
 /* recipe.c: the key table and the checks behind mt_recipe_load. */
 #include "recipe.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "data/tokenizer.h"
@@ -151,6 +153,14 @@ static bool recipe_assign(mt_recipe *r, const recipe_key *k, const mt_toml_entry
     return true;
 }
 
+/* Why directory `path` cannot be made or written into, or NULL when it is one, or can be made:
+ * a file there, or a file where one of its parents should be. */
+static const char *recipe_dir_problem(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0) return S_ISDIR(st.st_mode) ? NULL : "is a file, not a directory";
+    return errno == ENOTDIR ? "cannot be a directory: a part of its path is a file" : NULL;
+}
+
 /* Value checks that need no files: ranges and enumerations. */
 static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *err, size_t errlen) {
 #define BAD(key, ...)                                                                              \
@@ -224,6 +234,11 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
         BAD("train.adam_beta2", "must be in [0, 1)");
     if (!(r->train_adam_epsilon > 0)) BAD("train.adam_epsilon", "must be > 0");
     if (!r->output_dir[0]) BAD("output.dir", "must not be empty");
+    /* else the first write says "recipe.toml.tmp.PID: cannot create: Not a directory" */
+    const char *why = recipe_dir_problem(r->output_dir);
+    if (why) BAD("output.dir", "%s %s", r->output_dir, why);
+    if (r->data_cache_dir[0] && (why = recipe_dir_problem(r->data_cache_dir)))
+        BAD("data.cache_dir", "%s %s", r->data_cache_dir, why);
     if (r->output_save_steps < 0) BAD("output.save_steps", "must be >= 0");
     if (r->output_save_total_limit < 0)
         BAD("output.save_total_limit", "must be >= 0 (0: keep every checkpoint)");
