@@ -41,8 +41,9 @@ char *mt_file_read_max(const char *path, size_t *len, size_t max_bytes, char *er
         fclose(f);
         return NULL;
     }
-    /* regular files: their size, read to the end (it may grow); pipes and devices: grown */
-    size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 1 << 16, n = 0;
+    /* regular files: their size, the terminator and one byte more, so the read that finds the
+     * end needs no second buffer (a file that grew meanwhile still grows it); pipes: grown */
+    size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 2 : 1 << 16, n = 0;
     char *buf = mt_malloc(cap, path);
     for (;;) {
         if (n + 1 >= cap) {
