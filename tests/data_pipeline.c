@@ -354,7 +354,8 @@ static int test_data_gsm8k_reader(void) {
              good);
     expect_bad(dir, buf, 2, "a NUL character (\\u0000) at column 16");
     snprintf(path, sizeof(path), "%s/bad.jsonl", dir);
-    write_bytes(path, "{\"question\": \"q\", \"answer\": \"a\0b\"}\n", 37);
+    static const char nul_line[] = "{\"question\": \"q\", \"answer\": \"a\0b\"}\n";
+    write_bytes(path, nul_line, sizeof(nul_line) - 1);
     rc = mt_gsm8k_read(path, false, &s, err);
     EXPECT(rc != 0 && has(err, ":1: a NUL character (a zero byte) at column 31"), "a NUL byte: %s",
            err);
