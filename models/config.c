@@ -13,7 +13,6 @@
 #include "models/config.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "autograd/check.h"
+#include "data/data_io.h"
 #include "models/safetensors.h"
 
 typedef struct {
@@ -455,25 +455,7 @@ static bool cfg_validate(cfg_reader *r, const cJSON *root, mt_minimax_config *cf
 }
 
 static char *cfg_read_file(cfg_reader *r, const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cfg_fail(r, "cannot open: %s", strerror(errno));
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (n < 0 || n > (64l << 20)) {
-        fclose(f);
-        cfg_fail(r, "not a config file (size %ld)", n);
-        return NULL;
-    }
-    char *buf = mt_malloc((size_t)n + 1, "config.json");
-    size_t got = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    buf[got] = 0;
-    *len = got;
-    return buf;
+    return mt_file_read_max(path, len, (size_t)64 << 20, r->err, r->err_len); /* names path */
 }
 
 bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err, size_t err_len) {
@@ -499,8 +481,11 @@ bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err
     free(text);
     bool ok = false;
     const cJSON *mt = cfg_get(root, "model_type");
+    char dup[256];
     if (!cJSON_IsObject(root)) {
         cfg_fail(&r, "expected a JSON object");
+    } else if (mt_json_duplicate_key(root, NULL, dup, sizeof(dup))) {
+        cfg_fail(&r, "key \"%s\" appears twice (transformers would take the last)", dup);
     } else if (!mt || !cJSON_IsString(mt)) {
         cfg_fail(&r, "key \"model_type\" is missing");
     } else {
