@@ -156,6 +156,11 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(op_cuda_emu_moe_experts_bf16_lanes1 PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_CUDA_GEMM_LANES=1" SKIP_RETURN_CODE 77 TIMEOUT 300
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # an expert id outside [0, E) ends the run naming the first bad position
+  add_test(NAME op_cuda_emu_moe_bad_id COMMAND test_gpu_ops_emu gpu_moe_bad_id)
+  set_tests_properties(op_cuda_emu_moe_bad_id PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
+    PASS_REGULAR_EXPRESSION "moe_experts: idx\\[5,1\\] = 6 is outside \\[0,6\\)"
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME op_cuda_emu_gemm_lanes_bad COMMAND test_gpu_ops_emu gpu_moe_experts_bf16)
   set_tests_properties(op_cuda_emu_gemm_lanes_bad PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_CUDA_GEMM_LANES=4x" WILL_FAIL FALSE

@@ -682,6 +682,33 @@ static int case_moe_split(void) {
     for (int i = 0; i < 6; i++) in[i].grad = i != 1;
     moe_split_empty_expert("moe split empty expert", in, 3, MT_F32);
     gpu_inputs_free(in, 6);
+    /* the device's expert sort at MiniMax-M2's width (kernels/cuda/sort.cuh): E = 256 experts,
+     * K = 8 distinct experts per token, 1500 tokens (12000 assignments: 12 chunks of the count
+     * and place kernels), experts 0 and 250..255 empty; the dispatch alone (offsets, perm and
+     * inv exact, xs, and dx from the combine of dxs) */
+    enum { NM = 1500, KM = 8, EM = 256, CM = 4 };
+    int32_t *idx = mt_malloc(sizeof(int32_t) * NM * KM, "idx");
+    for (int n = 0; n < NM; n++)
+        for (int j = 0; j < KM; j++) {
+            int32_t e;
+            bool seen;
+            do { /* a distinct expert in 1..249 */
+                e = 1 + (int32_t)(mt_rng_u64(&r) % 249);
+                seen = false;
+                for (int k = 0; k < j; k++) seen |= idx[n * KM + k] == e;
+            } while (seen);
+            idx[n * KM + j] = e;
+        }
+    gpu_input wide[6] = {gpu_f32(&r, 2, (const int64_t[]){NM, CM}, 1.0f, true, "x"),
+                         gpu_i32(2, (const int64_t[]){NM, KM}, idx, "idx"),
+                         gpu_f32(&r, 2, (const int64_t[]){NM, KM}, 0.5f, false, "weight"),
+                         gpu_f32(&r, 3, (const int64_t[]){EM, CM, CM}, 0.3f, false, "w1"),
+                         gpu_f32(&r, 3, (const int64_t[]){EM, CM, CM}, 0.3f, false, "w3"),
+                         gpu_f32(&r, 3, (const int64_t[]){EM, CM, CM}, 0.3f, false, "w2")};
+    free(idx);
+    mode = MOE_SPLIT_XS;
+    gpu_compare("moe split dispatch E=256 K=8 N=1500", b_moe_split, wide, 6, &mode, exact);
+    gpu_inputs_free(wide, 6);
     return MT_TEST_OK;
 }
 
@@ -848,6 +875,38 @@ static int case_harness(void) {
     static int gpu_##op(void) { return gpu_run(#op); }
 GPU_CASES(GPU_CASE_FN)
 
+/* An expert id outside [0, E) must end the run naming its position (the device's sort flags it
+ * and leaves it out, so it indexes nothing first): ids 6 at [5,1] and -1 at [9,0], E = 6; the
+ * first in assignment order is named. A death test (tests/gpu.cmake matches the message), so
+ * not among GPU_CASES, which the harness runs in one process. */
+static int gpu_moe_bad_id(void) {
+    if (gpu_setup() == MT_TEST_SKIP) return MT_TEST_SKIP;
+    mt_rng r;
+    mt_rng_seed(&r, 18);
+    gpu_input in[6];
+    moe_inputs(&r, 24, 16, 20, 6, in);
+    int32_t *idx = in[1].host;
+    idx[5 * 2 + 1] = 6;
+    idx[9 * 2] = -1;
+    mt_ctx c;
+    mt_ctx_init(&c, dev_be, GPU_ARENA, 64);
+    mt_tensor t[6];
+    mt_tensor *p[6];
+    for (int i = 0; i < 6; i++) {
+        const size_t nb = (size_t)gpu_numel(&in[i]) * mt_dtype_size(in[i].dt);
+        void *d = dev_be->alloc(nb);
+        MT_CHECK(d, "gpu_moe_bad_id: cannot allocate %s", in[i].name);
+        dev_be->to_device(d, in[i].host, nb);
+        mt_tensor_wrap(&t[i], in[i].dt, in[i].ndim, in[i].shape, d, NULL, in[i].name);
+        t[i].dev = dev_be->dev;
+        p[i] = &t[i];
+    }
+    b_moe_experts(&c, p, NULL, NULL);
+    printf("gpu_moe_bad_id: the bad ids were not refused\n");
+    return 1;
+}
+
 #define GPU_TEST_ROW(op) {"gpu_" #op, gpu_##op},
-static const mt_test_case cases[] = {GPU_CASES(GPU_TEST_ROW){"op_gpu_harness", case_harness}};
+static const mt_test_case cases[] = {GPU_CASES(GPU_TEST_ROW){"gpu_moe_bad_id", gpu_moe_bad_id},
+                                     {"op_gpu_harness", case_harness}};
 MT_TEST_MAIN(cases)
