@@ -55,7 +55,7 @@ static void *gpu_download(const mt_tensor *t, bool grad) {
 }
 
 static void gpu_check(const char *label, const char *what, const mt_tensor *dev_t,
-                      const void *cpu_data, bool grad) {
+                      const void *cpu_data, bool grad, bool bitwise) {
     char full[160];
     snprintf(full, sizeof(full), "%s %s", label, what);
     void *got = gpu_download(dev_t, grad);
@@ -76,6 +76,14 @@ static void gpu_check(const char *label, const char *what, const mt_tensor *dev_
             a[i] = b[i] = 0.0f;
         }
         EXPECT(odd == 0, "%s: %lld non-finite values differ", full, (long long)odd);
+        if (bitwise) { /* the CPU's summation order: the same bits */
+            int64_t differ = 0;
+            for (int64_t i = 0; i < n; i++) differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+            EXPECT(differ == 0, "%s: %lld of %lld values differ from the CPU's bits", full,
+                   (long long)differ, (long long)n);
+            printf("  %-32s n=%-8lld %s\n", full, (long long)n,
+                   differ ? "MISMATCH" : "bit-identical to the CPU");
+        }
         if (same) printf("  %-32s %lld matching non-finite values\n", full, (long long)same);
         mt_check_rel_l2(full, a, b, n, GPU_TOL);
         free(b);
@@ -172,15 +180,16 @@ void gpu_compare(const char *label, gpu_build build, gpu_input *ins, int n_in, v
     mt_tensor *oc = build(&cc, pc, user, &ec);
     mt_tensor *od = build(&dc, pd, user, &ed);
     printf("%s: out %s on %s\n", label, mt_shape_str(oc), dev_be->name);
-    gpu_check(label, "out", od, oc->data, false);
-    if (ec) gpu_check(label, ec->name, ed, ec->data, false);
+    gpu_check(label, "out", od, oc->data, false, opts.bitwise);
+    if (ec) gpu_check(label, ec->name, ed, ec->data, false, opts.bitwise);
     if (oc->requires_grad) { /* the op's own node is the last one on each tape */
         const mt_node *nc = &cc.nodes[cc.n_nodes - 1], *nd = &dc.nodes[dc.n_nodes - 1];
         for (int k = 0; k < MT_MAX_SAVED; k++) {
             EXPECT(!nc->saved[k] == !nd->saved[k], "%s: saved[%d] present on one backend only",
                    label, k);
             if (nc->saved[k] && nd->saved[k])
-                gpu_check(label, nc->saved[k]->name, nd->saved[k], nc->saved[k]->data, false);
+                gpu_check(label, nc->saved[k]->name, nd->saved[k], nc->saved[k]->data, false,
+                          opts.bitwise);
         }
 
         int64_t no = mt_numel(oc);
@@ -193,7 +202,7 @@ void gpu_compare(const char *label, gpu_build build, gpu_input *ins, int n_in, v
             if (!pc[i] || !pc[i]->grad) continue;
             char what[64];
             snprintf(what, sizeof(what), "d%s", pc[i]->name);
-            gpu_check(label, what, pd[i], pc[i]->grad, true);
+            gpu_check(label, what, pd[i], pc[i]->grad, true, opts.bitwise);
             if (!opts.exact_untouched) continue;
             float *got = gpu_download(pd[i], true);
             const float *want = pc[i]->grad;

@@ -36,8 +36,10 @@ typedef mt_tensor *(*gpu_build)(mt_ctx *c, mt_tensor **in, void *user, mt_tensor
 
 typedef struct {
     bool exact_untouched; /* gradient elements the CPU leaves alone must stay bit-identical */
+    bool bitwise;         /* every float bit-identical to the CPU's (the same summation order) */
 } gpu_opts;
-static const gpu_opts plain = {0}, exact = {.exact_untouched = true};
+static const gpu_opts plain = {0}, exact = {.exact_untouched = true},
+                      bitwise = {.exact_untouched = true, .bitwise = true};
 
 /* Runs build on the CPU backend and on the device backend with the same inputs and compares
  * outputs, saved buffers and input gradients (fp32 rule). */

@@ -72,6 +72,10 @@ static mt_tensor *b_embedding_parts(mt_ctx *c, mt_tensor **in, void *u, mt_tenso
     return mt_embedding_rows(c, in[0], in[2], 4, 11, y);
 }
 
+static mt_tensor *b_embedding_rows_1000(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    return mt_embedding_rows(c, in[0], in[1], 1000, 3000, NULL);
+}
+
 static int case_embedding(void) {
     mt_rng r;
     mt_rng_seed(&r, 2);
@@ -80,20 +84,36 @@ static int case_embedding(void) {
     ids[4] = ids[5] = ids[17] = 3;                                       /* repeats accumulate */
     gpu_input in[2] = {gpu_i32(2, (const int64_t[]){3, 7}, ids, "ids"),
                        gpu_f32(&r, 2, (const int64_t[]){11, 16}, 1.0f, true, "table")};
-    gpu_compare("embedding", b_embedding, in, 2, NULL, exact);
+    gpu_compare("embedding", b_embedding, in, 2, NULL, bitwise);
     gpu_inputs_free(in, 2);
     /* rows 4..8 of the 11-id vocabulary as a table of their own: the other ids give zero rows,
      * and their gradients go nowhere */
     gpu_input part[2] = {gpu_i32(2, (const int64_t[]){3, 7}, ids, "ids"),
                          gpu_f32(&r, 2, (const int64_t[]){5, 16}, 1.0f, true, "table rows 4..8")};
-    gpu_compare("embedding rows 4..8 of 11", b_embedding_rows, part, 2, NULL, exact);
+    gpu_compare("embedding rows 4..8 of 11", b_embedding_rows, part, 2, NULL, bitwise);
     gpu_inputs_free(part, 2);
     /* the whole vocabulary as parts of 4 and 7 rows filling one output */
     gpu_input parts[3] = {gpu_i32(2, (const int64_t[]){3, 7}, ids, "ids"),
                           gpu_f32(&r, 2, (const int64_t[]){4, 16}, 1.0f, true, "table rows 0..3"),
                           gpu_f32(&r, 2, (const int64_t[]){7, 16}, 1.0f, true, "table rows 4..")};
-    gpu_compare("embedding in 2 parts", b_embedding_parts, parts, 3, NULL, exact);
+    gpu_compare("embedding in 2 parts", b_embedding_parts, parts, 3, NULL, bitwise);
     gpu_inputs_free(parts, 3);
+    /* the device's sort at size (kernels/cuda/sort.cuh): 3000 positions (3 chunks) into 3000
+     * rows (12-bit keys: two radix passes), id 7 at every other position (a run of 1500 summed
+     * in position order); then rows 1000..2499 as a part (11-bit keys) */
+    enum { NL = 3000, VL = 3000 };
+    int32_t *many = mt_malloc(sizeof(int32_t) * NL, "ids");
+    for (int i = 0; i < NL; i++) many[i] = i % 2 ? 7 : (int32_t)(mt_rng_u64(&r) % VL);
+    gpu_input large[2] = {gpu_i32(1, (const int64_t[]){NL}, many, "ids"),
+                          gpu_f32(&r, 2, (const int64_t[]){VL, 8}, 1.0f, true, "table")};
+    gpu_compare("embedding 3000 positions", b_embedding, large, 2, NULL, bitwise);
+    gpu_inputs_free(large, 2);
+    gpu_input half[2] = {gpu_i32(1, (const int64_t[]){NL}, many, "ids"),
+                         gpu_f32(&r, 2, (const int64_t[]){1500, 8}, 1.0f, true, "rows 1000..")};
+    gpu_compare("embedding 3000 positions rows 1000..2499", b_embedding_rows_1000, half, 2, NULL,
+                bitwise);
+    gpu_inputs_free(half, 2);
+    free(many);
     return MT_TEST_OK;
 }
 
