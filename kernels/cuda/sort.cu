@@ -10,16 +10,22 @@ int64_t cuda_sort_chunks(int64_t n) {
     return c > 0 ? c : 1;
 }
 
+/* Inclusive prefix sum over the warp's 32 lanes in lane order. */
+__device__ inline int32_t sort_warp_scan(int32_t x) {
+    const int lane = threadIdx.x & 31;
+    for (int o = 1; o < 32; o <<= 1) {
+        const int32_t y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    return x;
+}
+
 /* Exclusive prefix sum over the block's SORT_THREADS threads in thread order; *total gets the
  * block's sum on every thread. */
 __device__ inline int32_t sort_block_scan(int32_t v, int32_t *total) {
     __shared__ int32_t warp_sum[SORT_WARPS];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    int32_t x = v; /* inclusive scan within the warp */
-    for (int o = 1; o < 32; o <<= 1) {
-        const int32_t y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-    }
+    const int32_t x = sort_warp_scan(v);
     __syncthreads(); /* warp_sum may still be read by a previous call */
     if (lane == 31) warp_sum[w] = x;
     __syncthreads();
@@ -55,19 +61,21 @@ __global__ void sort_count_kernel(int32_t *counts, const int32_t *keys, const in
         counts[(int64_t)d * nchunks + blockIdx.x] = hist[d];
 }
 
-/* 2. Block d: counts[d, :] becomes its exclusive prefix sum, totals[d] the bucket's size. */
-__global__ void sort_scan_kernel(int32_t *counts, int32_t *totals, int64_t nchunks) {
-    int32_t *col = counts + (int64_t)blockIdx.x * nchunks;
+/* 2. A warp per bucket d: counts[d, :] becomes its exclusive prefix sum (32 chunks a step, the
+ * carry from lane 31), totals[d] the bucket's size. */
+__global__ void sort_scan_kernel(int32_t *counts, int32_t *totals, int nb, int64_t nchunks) {
+    const int lane = threadIdx.x & 31, d = blockIdx.x * SORT_WARPS + (threadIdx.x >> 5);
+    if (d >= nb) return; /* whole warps: no block barrier follows */
+    int32_t *col = counts + (int64_t)d * nchunks;
     int32_t carry = 0;
-    for (int64_t t0 = 0; t0 < nchunks; t0 += SORT_THREADS) {
-        const int64_t ch = t0 + threadIdx.x;
+    for (int64_t t0 = 0; t0 < nchunks; t0 += 32) {
+        const int64_t ch = t0 + lane;
         const int32_t v = ch < nchunks ? col[ch] : 0;
-        int32_t tile;
-        const int32_t ex = sort_block_scan(v, &tile);
-        if (ch < nchunks) col[ch] = carry + ex;
-        carry += tile;
+        const int32_t x = sort_warp_scan(v);
+        if (ch < nchunks) col[ch] = carry + x - v;
+        carry += __shfl_sync(0xffffffffu, x, 31); /* the step's sum */
     }
-    if (threadIdx.x == 0) totals[blockIdx.x] = carry;
+    if (lane == 0) totals[d] = carry;
 }
 
 /* 3. The chunk's elements into their slots (see sort.cuh); block 0 also writes the offsets and
@@ -158,7 +166,8 @@ void cuda_sort_pass(const char *op, int32_t *perm, int32_t *inv, int32_t *sorted
     sort_count_kernel<<<(unsigned)nchunks, SORT_THREADS>>>(counts, keys, order, n, shift, mask, nb,
                                                            nchunks, flag);
     CUDA_LAUNCH_CHECK(op);
-    sort_scan_kernel<<<(unsigned)nb, SORT_THREADS>>>(counts, totals, nchunks);
+    sort_scan_kernel<<<(unsigned)((nb + SORT_WARPS - 1) / SORT_WARPS), SORT_THREADS>>>(
+        counts, totals, nb, nchunks);
     CUDA_LAUNCH_CHECK(op);
     sort_place_kernel<<<(unsigned)nchunks, SORT_THREADS>>>(perm, inv, sorted, keys, order, counts,
                                                            totals, n, shift, bits, nb, nchunks,

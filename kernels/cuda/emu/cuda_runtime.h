@@ -76,6 +76,10 @@ template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int la
     (void)mask;
     return emu_shfl(v, (int)(threadIdx.x % 32) ^ lane_mask);
 }
+template <typename T> static inline T __shfl_sync(unsigned mask, T v, int src_lane) {
+    (void)mask;
+    return emu_shfl(v, src_lane & 31);
+}
 /* the value of lane - delta; lanes below delta keep their own (width 32) */
 template <typename T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta) {
     (void)mask;
@@ -89,11 +93,12 @@ static inline void __syncwarp(unsigned mask = 0xffffffffu) {
     (void)emu_shfl_bits(0, (int)(threadIdx.x % 32));
 }
 
-/* bit l set when lane l's predicate is non-zero (full warps: every lane takes part) */
+/* bit l set when lane l's predicate is non-zero: one rendezvous of the warp (every lane of
+ * it takes part; one that has exited is an error) */
+unsigned emu_ballot(int pred);
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
-    unsigned v = pred ? 1u << (threadIdx.x % 32) : 0u;
-    for (int o = 16; o > 0; o >>= 1) v |= __shfl_xor_sync(mask, v, o);
-    return v;
+    (void)mask;
+    return emu_ballot(pred);
 }
 static inline int __popc(unsigned v) { return __builtin_popcount(v); }
 

@@ -392,6 +392,22 @@ uint64_t emu_shfl_bits(uint64_t bits, int src_lane) {
     return half[partner];
 }
 
+unsigned emu_ballot(int pred) {
+    if (!cur) emu_die("a ballot outside a kernel");
+    const int t = (int)cur->st.tid.x, w = t / 32;
+    if (32 * w + 32 > n_threads) emu_die("a ballot in a warp with lanes outside the block");
+    const unsigned n = ++cur->shuffles; /* the shuffles' slots and their rule (above) */
+    uint64_t *half = slots[n & 1u];
+    half[t] = pred != 0;
+    group_wait(warps[w]);
+    unsigned bits = 0;
+    for (int l = 0; l < 32; l++) {
+        if (fibers[32 * w + l].shuffles < n) emu_die("a ballot with a lane that has exited");
+        bits |= (unsigned)half[32 * w + l] << l;
+    }
+    return bits;
+}
+
 void emu_run(dim3 grid, dim3 block, const std::function<void()> &fn) {
     if (cur) emu_die("a launch from inside a kernel");
     const uint64_t threads = (uint64_t)block.x * block.y * block.z;
