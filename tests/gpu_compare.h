@@ -65,5 +65,10 @@ void gpu_filter_done(void);
 void gpu_compare_same_bf16(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
                            void (*before_a)(void), void (*before_b)(void));
 
+/* Determinism mode (case gpu_determinism): when set, gpu_compare and gpu_compare_bf16* run no
+ * CPU reference; they run the device several times on the same inputs (on the emulator under
+ * different block and thread schedules) and require bit-identical results. */
+extern bool gpu_self_compare;
+
 /* Selects the device backend (and the poison fill); MT_TEST_SKIP when there is none. */
 int gpu_setup(void);

@@ -850,12 +850,15 @@ static int case_linear_cross_entropy(void) {
 
 /* ---- the cases: one line each; gpu_<op> runs case_<op> against the device ---- */
 
+static int case_determinism(void);
+
 /* clang-format off */
 #define GPU_CASES(X)                                                                               \
     X(view) X(concat) X(embedding) X(matmul) X(rmsnorm) X(silu) X(sigmoid) X(swiglu) X(add)       \
     X(mul) X(scale) X(axpby) X(rope) X(attention) X(lightning) X(moe_route) X(moe_experts)         \
     X(moe_aux) X(cross_entropy) X(linear_cross_entropy) X(matmul_bf16) X(moe_experts_bf16)         \
-    X(lightning_bf16) X(attention_bf16) X(attention_cudnn) X(moe_split) X(moe_split_bf16)
+    X(lightning_bf16) X(attention_bf16) X(attention_cudnn) X(moe_split) X(moe_split_bf16)         \
+    X(determinism)
 /* clang-format on */
 
 typedef struct {
@@ -866,6 +869,22 @@ typedef struct {
 #define GPU_TABLE_ROW(op) {#op, case_##op},
 static const gpu_case gpu_cases[] = {GPU_CASES(GPU_TABLE_ROW)};
 #define GPU_N_CASES ((int)(sizeof(gpu_cases) / sizeof(gpu_cases[0])))
+
+/* Every other case with the device checked against itself instead of the CPU (gpu_compare.h):
+ * each comparison runs the device on the same inputs twice on the emulator (its own order, then
+ * blocks and threads shuffled) or three times on a GPU (in whatever order the hardware picks),
+ * and requires bit-identical outputs, saved buffers and gradients: no result may depend on the
+ * order in which blocks or threads run (floating-point atomics; docs/cuda.md, "Determinism").
+ * Left out: attention_cudnn, whose dq cuDNN sums by atomics (on the emulator it falls back to
+ * the flash kernels, which attention_bf16 covers). */
+static int case_determinism(void) {
+    gpu_self_compare = true;
+    for (int i = 0; i < GPU_N_CASES; i++)
+        if (gpu_cases[i].fn != case_determinism && gpu_cases[i].fn != case_attention_cudnn)
+            gpu_cases[i].fn();
+    gpu_self_compare = false;
+    return MT_TEST_OK;
+}
 
 static int gpu_run(const char *op) {
     if (gpu_setup() == MT_TEST_SKIP) return MT_TEST_SKIP;
