@@ -151,6 +151,18 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(op_cuda_emu_lightning_bf16_gemm PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_LIGHTNING_FUSED=0" SKIP_RETURN_CODE 77 TIMEOUT 300
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # the flash backward's dq summed by atomics inside the kv kernel (MT_ATTENTION_DETERMINISTIC=0)
+  # instead of the fixed-order dq kernel (kernels/cuda/attention_flash.cu); a bad value is refused
+  add_test(NAME op_cuda_emu_attention_bf16_atomic COMMAND test_gpu_ops_emu gpu_attention_bf16)
+  set_tests_properties(op_cuda_emu_attention_bf16_atomic PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};MT_ATTENTION_DETERMINISTIC=0" SKIP_RETURN_CODE 77 TIMEOUT 300
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME op_cuda_emu_attention_deterministic_bad COMMAND test_gpu_ops_emu
+    gpu_attention_bf16)
+  set_tests_properties(op_cuda_emu_attention_deterministic_bad PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};MT_ATTENTION_DETERMINISTIC=yes"
+    PASS_REGULAR_EXPRESSION "MT_ATTENTION_DETERMINISTIC=yes: expected 0 \\(dq by atomics\\) or 1"
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   # the bf16 experts' GEMMs with one GEMM lane (the default stream) instead of the default four
   # concurrent ones (kernels/cuda/moe_experts.cu); a malformed lane count is refused by name
   add_test(NAME op_cuda_emu_moe_experts_bf16_lanes1 COMMAND test_gpu_ops_emu gpu_moe_experts_bf16)

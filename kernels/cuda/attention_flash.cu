@@ -62,8 +62,10 @@ struct flash_dims {
  * or 64 floats) is a multiple of 128 bytes, so the rows a fragment load or store touches would
  * all start in the same bank; padded, consecutive rows start 4 banks apart. Each stays a
  * multiple of 16 bytes and 16 rows a multiple of 32 bytes (wmma's ldm and pointer rules). The
- * backward's fp32 buffer (LDB) stays unpadded: padded it would take the kv kernel past 48 KiB
- * at D = 128, and it is only stored to by fragments (the loads are of the bf16 tiles). */
+ * kv kernel's fp32 buffer (LDB) stays unpadded: padded it would take that kernel past 48 KiB at
+ * D = 128. Fragments only store to it, and its per-element passes read it a lane per column
+ * (BQ = 32 columns), so those reads hit 32 banks; the forward and dQ kernels' two lanes per
+ * row read their padded buffers 4 ways conflicted (16 rows over 8 bank offsets). */
 template <int D> struct flash_cfg {
     static constexpr int BC = D <= 64 ? 64 : 32;
     static constexpr int LDT = D + 8;  /* bf16 q, k, v, dout tiles */
@@ -320,7 +322,8 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
                                  const __nv_bfloat16 *k, const __nv_bfloat16 *v,
                                  const __nv_bfloat16 *dout, const float *lse, const float *delta,
                                  const int32_t *seg, flash_dims a) {
-    constexpr int ND = D / 16, NQ = FLASH_BQ / 16, HC = FLASH_BQ / 2, LDT = flash_cfg<D>::LDT;
+    constexpr int ND = D / 16, NQ = FLASH_BQ / 16, LDT = flash_cfg<D>::LDT;
+    static_assert(FLASH_BQ == 32, "a lane per query column");
     static_assert(FLASH_BKV == 2 * FLASH_BQ, "the V staging must fit in the Q and dO tiles");
     static_assert(ND % NQ == 0, "dK and dV go through the score buffer in whole chunks");
     static_assert(sizeof(flash_bwd_smem<D>) <= 48 * 1024, "static shared memory limit");
@@ -349,10 +352,10 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
         wmma::fill_fragment(dva[n], 0.0f);
     }
 
-    /* lanes 2r and 2r+1 own kv row r of the warp's 16: query columns [c0, c0 + HC) each */
-    const int r = lane >> 1, c0 = (lane & 1) * HC;
-    const int j = j0 + r;
-    const int32_t seg_j = sm.seg_k[16 * warp + r];
+    /* lane l owns query column l of each query tile, for all 16 kv rows of the warp: its reads
+     * of the fp32 buffer (ld BQ = 32 floats, unpadded: see flash_cfg) hit 32 banks, and lse,
+     * delta and the segment id are one value per lane and step */
+    const int32_t *seg_w = sm.seg_k + 16 * warp;
     const int2 kv_ids =
         segb ? flash_seg_range(segb, kv0, flash_min(FLASH_BKV, a.T - kv0), lane) : make_int2(0, 0);
     float *sw = sm.s[warp];
@@ -383,14 +386,15 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
                 wt_scores_mem<NQ, ND>(sw, FLASH_LDB, sm.k + 16 * warp * LDT, LDT, sm.u.qd.q, LDT);
                 __syncwarp();
                 /* P^T = exp(S^T scale - lse), masked; bf16 copy for the products */
-                float p[HC];
+                const int i = i0 + lane;
+                const float lse2_i = sm.lse2[lane];
+                const int32_t seg_i = sm.seg_q[lane];
+                float p[16];
 #pragma unroll
-                for (int jj = 0; jj < HC; jj++) {
-                    const int c = c0 + jj;
-                    const int i = i0 + c;
-                    const bool vis = j <= i && i < T && (!segb || sm.seg_q[c] == seg_j);
-                    p[jj] = vis ? exp2f(sw[r * FLASH_LDB + c] * a.scale_log2 - sm.lse2[c]) : 0.0f;
-                    pw[r * FLASH_LDPB + c] = __float2bfloat16_rn(p[jj]);
+                for (int rr = 0; rr < 16; rr++) {
+                    const bool vis = j0 + rr <= i && i < T && (!segb || seg_w[rr] == seg_i);
+                    p[rr] = vis ? exp2f(sw[rr * FLASH_LDB + lane] * a.scale_log2 - lse2_i) : 0.0f;
+                    pw[rr * FLASH_LDPB + lane] = __float2bfloat16_rn(p[rr]);
                 }
                 __syncwarp();
                 /* dV += P^T dO */
@@ -399,11 +403,11 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
                 wt_scores<NQ, ND>(sw, FLASH_LDB, va, sm.u.qd.dout, LDT);
                 __syncwarp(); /* dP^T stored, and P^T read by every lane before it is replaced */
                               /* dS^T = P^T (dP^T - delta) */
+                const float delta_i = sm.delta[lane];
 #pragma unroll
-                for (int jj = 0; jj < HC; jj++) {
-                    const int c = c0 + jj;
-                    const float ds = p[jj] * (sw[r * FLASH_LDB + c] - sm.delta[c]);
-                    pw[r * FLASH_LDPB + c] = __float2bfloat16_rn(ds);
+                for (int rr = 0; rr < 16; rr++) {
+                    const float ds = p[rr] * (sw[rr * FLASH_LDB + lane] - delta_i);
+                    pw[rr * FLASH_LDPB + lane] = __float2bfloat16_rn(ds);
                 }
                 __syncwarp();
                 /* dK += dS^T Q (scaled at the end) */
@@ -411,8 +415,8 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
             } else {
                 /* no visible pair: the warp's dS^T rows are zero for the dQ product */
 #pragma unroll
-                for (int jj = 0; jj < HC; jj++)
-                    pw[r * FLASH_LDPB + c0 + jj] = __float2bfloat16_rn(0.0f);
+                for (int rr = 0; rr < 16; rr++)
+                    pw[rr * FLASH_LDPB + lane] = __float2bfloat16_rn(0.0f);
             }
             if (!DQ || !dq) continue; /* uniform: the next step starts with a barrier */
             __syncthreads();          /* dS^T complete */
@@ -445,6 +449,7 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
 
     /* dK (times scale) and dV into the gradients */
     if (j0 >= a.T) return; /* uniform: no barrier follows */
+    const int r = lane >> 1, c0 = (lane & 1) * (FLASH_BQ / 2), j = j0 + r;
     const int64_t kv_row = ((b * a.T + j) * a.Hkv + g) * D;
     if (dk) {
 #pragma unroll

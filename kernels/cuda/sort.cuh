@@ -9,8 +9,9 @@
  * the digit d = (key >> shift) & (2^bits - 1) in [0, nb), nb <= CUDA_SORT_MAX_BUCKETS:
  *   1. count: chunks of CUDA_SORT_CHUNK elements, a block each, a histogram in shared memory:
  *      counts[d, ch] (bucket-major);
- *   2. scan: a block per bucket d turns counts[d, 0..nchunks) into its exclusive prefix sum
- *      (parallel, a tile of 256 chunks at a time) and writes the bucket's size totals[d];
+ *   2. scan: a warp per bucket d (8 a block) turns counts[d, 0..nchunks) into its exclusive
+ *      prefix sum (32 chunks a step, the carry from lane 31) and writes the bucket's size
+ *      totals[d];
  *   3. place: each chunk's block scans the totals into the buckets' first slots, gives each warp
  *      its base per bucket (the warps of the chunk in order), and each warp walks its 128
  *      elements 32 at a time: lanes with one digit rank among themselves by ballot, so element i
