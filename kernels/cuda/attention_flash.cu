@@ -135,6 +135,28 @@ template <int D> struct flash_fwd_smem {
     int seg_k[BC];
 };
 
+/* K/V tile kv0 (BC rows) and its segment ids into the block's shared memory, between two
+ * barriers (before: the previous tile, or the Q and dO staging, is no longer read), for the
+ * forward and the dQ kernel; false, with nothing loaded and no barrier, when its id range does
+ * not meet the query tile's (packed batches: a tile of other samples only, skipped by the whole
+ * block). */
+template <int D>
+__device__ inline bool flash_stage_kv(flash_fwd_smem<D> &sm, const __nv_bfloat16 *kb,
+                                      const __nv_bfloat16 *vb, int64_t kv_stride,
+                                      const int32_t *segb, int2 q_ids, int64_t kv0, int64_t T,
+                                      int lane) {
+    constexpr int BC = flash_cfg<D>::BC;
+    if (segb && flash_seg_apart(q_ids, flash_seg_range(segb, kv0, flash_min(BC, T - kv0), lane)))
+        return false;
+    __syncthreads();
+    flash_load_tile<D>(sm.t.kv.k, kb + kv0 * kv_stride, kv_stride, BC, T - kv0);
+    flash_load_tile<D>(sm.t.kv.v, vb + kv0 * kv_stride, kv_stride, BC, T - kv0);
+    for (int i = threadIdx.x; i < BC; i += blockDim.x)
+        sm.seg_k[i] = segb && kv0 + i < T ? segb[kv0 + i] : 0;
+    __syncthreads();
+    return true;
+}
+
 /* Block (query tile, b h): out rows and lse (B,H,T) or NULL. q (B,T,H,D), k, v (B,T,Hkv,D) in
  * bf16; seg (B,T) or NULL. */
 template <int D>
@@ -179,16 +201,7 @@ __global__ void flash_fwd_kernel(float *out, float *lse, const __nv_bfloat16 *q,
     const int2 q_ids =
         segb ? flash_seg_range(segb, q0, flash_min(FLASH_BR, a.T - q0), lane) : make_int2(0, 0);
     for (int64_t kv0 = 0; kv0 < kv_end; kv0 += BC) {
-        /* a K/V tile of other samples only (packed batches): skipped by the whole block */
-        if (segb &&
-            flash_seg_apart(q_ids, flash_seg_range(segb, kv0, flash_min(BC, a.T - kv0), lane)))
-            continue;
-        __syncthreads(); /* the previous tile and the Q staging are no longer read */
-        flash_load_tile<D>(sm.t.kv.k, kb + kv0 * kv_stride, kv_stride, BC, a.T - kv0);
-        flash_load_tile<D>(sm.t.kv.v, vb + kv0 * kv_stride, kv_stride, BC, a.T - kv0);
-        for (int i = threadIdx.x; i < BC; i += blockDim.x)
-            sm.seg_k[i] = segb && kv0 + i < a.T ? segb[kv0 + i] : 0;
-        __syncthreads();
+        if (!flash_stage_kv<D>(sm, kb, vb, kv_stride, segb, q_ids, kv0, a.T, lane)) continue;
         if (kv0 > row0 + 15) continue; /* every row of this warp precedes the tile */
 
         /* S (16 x BC) = Q K^T */
@@ -520,15 +533,7 @@ __global__ void flash_dq_kernel(float *dq, const __nv_bfloat16 *q, const __nv_bf
     const int2 q_ids =
         segb ? flash_seg_range(segb, q0, flash_min(FLASH_BR, a.T - q0), lane) : make_int2(0, 0);
     for (int64_t kv0 = 0; kv0 < kv_end; kv0 += BC) {
-        if (segb &&
-            flash_seg_apart(q_ids, flash_seg_range(segb, kv0, flash_min(BC, a.T - kv0), lane)))
-            continue;
-        __syncthreads(); /* the previous tile and the dO staging are no longer read */
-        flash_load_tile<D>(sm.t.kv.k, kb + kv0 * kv_stride, kv_stride, BC, a.T - kv0);
-        flash_load_tile<D>(sm.t.kv.v, vb + kv0 * kv_stride, kv_stride, BC, a.T - kv0);
-        for (int i = threadIdx.x; i < BC; i += blockDim.x)
-            sm.seg_k[i] = segb && kv0 + i < a.T ? segb[kv0 + i] : 0;
-        __syncthreads();
+        if (!flash_stage_kv<D>(sm, kb, vb, kv_stride, segb, q_ids, kv0, a.T, lane)) continue;
         if (kv0 > row0 + 15) continue; /* every row of this warp precedes the tile */
 
         /* P = exp(S scale - lse), masked, S = Q K^T */
