@@ -149,3 +149,52 @@ pcre2_code *tok_regex_compile(const char *pattern, bool literal, bool *jit, char
 // UTF-8 helpers
 bool tok_is_whitespace(uint32_t cp); // Unicode White_Space (Rust char::is_whitespace)
 uint32_t tok_utf8_decode(const uint8_t *s, int *len);
+
+// ---- tokenizer_unicode_data.c (tools/make_unicode_tables.py) ----
+// General_Category values, in the generator's order (GC there).
+enum {
+    TOK_GC_Lu,
+    TOK_GC_Ll,
+    TOK_GC_Lt,
+    TOK_GC_Lm,
+    TOK_GC_Lo,
+    TOK_GC_Mn,
+    TOK_GC_Mc,
+    TOK_GC_Me,
+    TOK_GC_Nd,
+    TOK_GC_Nl,
+    TOK_GC_No,
+    TOK_GC_Pc,
+    TOK_GC_Pd,
+    TOK_GC_Ps,
+    TOK_GC_Pe,
+    TOK_GC_Pi,
+    TOK_GC_Pf,
+    TOK_GC_Po,
+    TOK_GC_Sm,
+    TOK_GC_Sc,
+    TOK_GC_Sk,
+    TOK_GC_So,
+    TOK_GC_Zs,
+    TOK_GC_Zl,
+    TOK_GC_Zp,
+    TOK_GC_Cc,
+    TOK_GC_Cf,
+    TOK_GC_Cs,
+    TOK_GC_Co,
+    TOK_GC_Cn,
+    TOK_GC_COUNT
+};
+typedef struct {
+    uint32_t start; // the run covers [start, next run's start)
+    uint8_t gc;
+} tok_gc_run;
+typedef struct {
+    uint32_t lo, hi; // [lo, hi] had old_gc in the base version, has new_gc now
+    uint8_t old_gc, new_gc;
+} tok_gc_change;
+extern const char tok_ucd_version[], tok_ucd_base_version[];
+extern const tok_gc_run tok_ucd_gc_runs[];
+extern const int32_t tok_ucd_n_gc_runs;
+extern const tok_gc_change tok_ucd_gc_changes[];
+extern const int32_t tok_ucd_n_gc_changes;
