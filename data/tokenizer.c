@@ -363,8 +363,8 @@ static bool add_steps(loader *L, mt_tokenizer *tok, const cJSON *pt, int depth) 
         st->behavior = TOK_ISOLATED;
         st->pattern = strdup(GPT2_PATTERN);
         if (use_regex) {
-            st->re = tok_regex_compile(GPT2_PATTERN, false, &st->jit, err, sizeof(err));
-            if (!st->re) return fail(L, "ByteLevel regex: %s", err);
+            if (!tok_step_compile(st, GPT2_PATTERN, false, err, sizeof(err)))
+                return fail(L, "ByteLevel regex: %s", err);
         }
     } else if (strcmp(type, "Split") == 0) {
         st->kind = TOK_STEP_SPLIT;
@@ -375,8 +375,8 @@ static bool add_steps(loader *L, mt_tokenizer *tok, const cJSON *pt, int depth) 
             return fail(L, "Split pattern must be {\"Regex\": ...} or {\"String\": ...}");
         const char *src = rx ? rx->valuestring : lit->valuestring;
         st->pattern = strdup(src);
-        st->re = tok_regex_compile(src, lit != NULL, &st->jit, err, sizeof(err));
-        if (!st->re) return fail(L, "Split pattern '%s': %s", src, err);
+        if (!tok_step_compile(st, src, lit != NULL, err, sizeof(err)))
+            return fail(L, "Split pattern '%s': %s", src, err);
         const cJSON *beh = jget(pt, "behavior");
         const char *names[5] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext",
                                 "Contiguous"};
@@ -562,6 +562,7 @@ void mt_tokenizer_free(mt_tokenizer *tok) {
     free(tok->set_norm.order);
     for (int32_t i = 0; i < tok->n_steps; i++) {
         if (tok->steps[i].re) pcre2_code_free(tok->steps[i].re);
+        if (tok->steps[i].re_base) pcre2_code_free(tok->steps[i].re_base);
         free(tok->steps[i].pattern);
     }
     free(tok->steps);
