@@ -27,7 +27,7 @@ static void byte_level_map(uint32_t byte_cp[256], int16_t cp_byte[324]) {
     }
 }
 
-static int utf8_put(uint8_t *o, uint32_t cp) {
+int tok_utf8_encode(uint8_t *o, uint32_t cp) {
     if (cp < 0x80) return o[0] = (uint8_t)cp, 1;
     if (cp < 0x800)
         return o[0] = (uint8_t)(0xC0 | (cp >> 6)), o[1] = (uint8_t)(0x80 | (cp & 0x3F)), 2;
@@ -249,7 +249,7 @@ static bool index_vocab(loader *L, mt_tokenizer *tok, const cJSON *vocab) {
     free(raw);
     for (int b = 0; b < 256; b++) {
         uint8_t u[4];
-        int n = utf8_put(u, byte_cp[b]);
+        int n = tok_utf8_encode(u, byte_cp[b]);
         tok->byte_id[b] = tok_strmap_get(&tok->vocab, u, (size_t)n);
         if (tok->byte_id[b] < 0 && tok->unk_id < 0)
             return fail(L,

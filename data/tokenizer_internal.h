@@ -161,6 +161,7 @@ int64_t tok_pretokenize(const mt_tokenizer *tok, const char *text, size_t len,
 // UTF-8 helpers
 bool tok_is_whitespace(uint32_t cp); // Unicode White_Space (Rust char::is_whitespace)
 uint32_t tok_utf8_decode(const uint8_t *s, int *len);
+int tok_utf8_encode(uint8_t *o, uint32_t cp); // tokenizer.c; returns the byte count
 
 // ---- tokenizer_unicode.c, tokenizer_unicode_data.c (tools/make_unicode_tables.py) ----
 // General_Category values, in the generator's order (GC there).
