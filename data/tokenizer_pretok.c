@@ -92,14 +92,10 @@ static bool onig_to_pcre2(const char *p, mt_strbuf *o, bool base, char *err, siz
                 break;
             case 'w':
             case 'd':
-                tok_ucd_class(o, d == 'w' ? TOK_GC_MASK_WORD : TOK_GC_MASK_DIGIT, false, in_class,
-                              base);
-                i += 2;
-                continue;
             case 'W':
-            case 'D':
-                tok_ucd_class(o, d == 'W' ? TOK_GC_MASK_WORD : TOK_GC_MASK_DIGIT, true, in_class,
-                              base);
+            case 'D': // upper case: the complement
+                tok_ucd_class(o, (d | 0x20) == 'w' ? TOK_GC_MASK_WORD : TOK_GC_MASK_DIGIT, d < 'a',
+                              in_class, base);
                 i += 2;
                 continue;
             case 'p':

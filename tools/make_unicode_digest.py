@@ -32,6 +32,9 @@ import sys
 
 import tokenizers
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_tokenizer_fixtures import fnv  # noqa: E402  (the same hash as gsm8k_digest.txt)
+
 PINNED = "0.23.3"
 FIX = "tests/fixtures/tokenizer"
 BLOCK = 4096
@@ -44,14 +47,6 @@ def context(cp):
 
 def code_points(block):
     return [cp for cp in range(max(block, 1), block + BLOCK) if not 0xD800 <= cp <= 0xDFFF]
-
-
-def fnv(values):
-    h = 0xCBF29CE484222325
-    for v in values:
-        h ^= v & 0xFFFFFFFF
-        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
 
 
 def piece_lengths(tok, text):
