@@ -61,6 +61,16 @@ static bool is_hex(char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
+// Oniguruma rejects a class escape (\s, \w, \p{L}, ...) as the start of a range ("[\w-.]":
+// "unmatched range specifier"); p[j] is the character after the escape.
+static bool range_from_class(const char *p, size_t j, bool in_class, char d, char *err,
+                             size_t errlen) {
+    if (!in_class || p[j] != '-' || !p[j + 1] || p[j + 1] == ']') return false;
+    snprintf(err, errlen,
+             "'\\%c' followed by '-' in a character class: a class cannot start a range", d);
+    return true;
+}
+
 // \p{NAME}, \P{NAME}, \p{^NAME} at e[0]: a category is written by tok_ucd_class and *i moved
 // past it; anything else (a script, a binary property, no closing brace) is left to PCRE2.
 static bool put_property(const char *e, mt_strbuf *o, bool in_class, bool base, size_t *i) {
@@ -88,21 +98,27 @@ static bool onig_to_pcre2(const char *p, mt_strbuf *o, bool base, char *err, siz
                 snprintf(err, errlen, "pattern ends with a backslash");
                 return false;
             case 's':
+                if (range_from_class(p, i + 2, in_class, d, err, errlen)) return false;
                 rep = in_class ? ONIG_SPACE : "[" ONIG_SPACE "]";
                 break;
             case 'w':
             case 'd':
             case 'W':
             case 'D': // upper case: the complement
+                if (range_from_class(p, i + 2, in_class, d, err, errlen)) return false;
                 tok_ucd_class(o, (d | 0x20) == 'w' ? TOK_GC_MASK_WORD : TOK_GC_MASK_DIGIT, d < 'a',
                               in_class, base);
                 i += 2;
                 continue;
             case 'p':
             case 'P':
-                if (p[i + 2] == '{' && put_property(p + i, o, in_class, base, &i)) continue;
+                if (p[i + 2] == '{' && put_property(p + i, o, in_class, base, &i)) {
+                    if (range_from_class(p, i, in_class, d, err, errlen)) return false;
+                    continue;
+                }
                 break;
             case 'h':
+                if (range_from_class(p, i + 2, in_class, d, err, errlen)) return false;
                 rep = in_class ? "0-9a-fA-F" : "[0-9a-fA-F]";
                 break;
             case 'v':
