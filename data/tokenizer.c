@@ -27,7 +27,7 @@ static void byte_level_map(uint32_t byte_cp[256], int16_t cp_byte[324]) {
     }
 }
 
-static int utf8_put(uint8_t *o, uint32_t cp) {
+int tok_utf8_encode(uint8_t *o, uint32_t cp) {
     if (cp < 0x80) return o[0] = (uint8_t)cp, 1;
     if (cp < 0x800)
         return o[0] = (uint8_t)(0xC0 | (cp >> 6)), o[1] = (uint8_t)(0x80 | (cp & 0x3F)), 2;
@@ -249,7 +249,7 @@ static bool index_vocab(loader *L, mt_tokenizer *tok, const cJSON *vocab) {
     free(raw);
     for (int b = 0; b < 256; b++) {
         uint8_t u[4];
-        int n = utf8_put(u, byte_cp[b]);
+        int n = tok_utf8_encode(u, byte_cp[b]);
         tok->byte_id[b] = tok_strmap_get(&tok->vocab, u, (size_t)n);
         if (tok->byte_id[b] < 0 && tok->unk_id < 0)
             return fail(L,
@@ -363,8 +363,8 @@ static bool add_steps(loader *L, mt_tokenizer *tok, const cJSON *pt, int depth) 
         st->behavior = TOK_ISOLATED;
         st->pattern = strdup(GPT2_PATTERN);
         if (use_regex) {
-            st->re = tok_regex_compile(GPT2_PATTERN, false, &st->jit, err, sizeof(err));
-            if (!st->re) return fail(L, "ByteLevel regex: %s", err);
+            if (!tok_step_compile(st, GPT2_PATTERN, false, err, sizeof(err)))
+                return fail(L, "ByteLevel regex: %s", err);
         }
     } else if (strcmp(type, "Split") == 0) {
         st->kind = TOK_STEP_SPLIT;
@@ -375,8 +375,8 @@ static bool add_steps(loader *L, mt_tokenizer *tok, const cJSON *pt, int depth) 
             return fail(L, "Split pattern must be {\"Regex\": ...} or {\"String\": ...}");
         const char *src = rx ? rx->valuestring : lit->valuestring;
         st->pattern = strdup(src);
-        st->re = tok_regex_compile(src, lit != NULL, &st->jit, err, sizeof(err));
-        if (!st->re) return fail(L, "Split pattern '%s': %s", src, err);
+        if (!tok_step_compile(st, src, lit != NULL, err, sizeof(err)))
+            return fail(L, "Split pattern '%s': %s", src, err);
         const cJSON *beh = jget(pt, "behavior");
         const char *names[5] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext",
                                 "Contiguous"};
@@ -562,6 +562,7 @@ void mt_tokenizer_free(mt_tokenizer *tok) {
     free(tok->set_norm.order);
     for (int32_t i = 0; i < tok->n_steps; i++) {
         if (tok->steps[i].re) pcre2_code_free(tok->steps[i].re);
+        if (tok->steps[i].re_base) pcre2_code_free(tok->steps[i].re_base);
         free(tok->steps[i].pattern);
     }
     free(tok->steps);

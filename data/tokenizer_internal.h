@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/data_io.h"
 #include "data/tokenizer.h"
 
 // ---- string -> id hash map (open addressing; keys live in the tokenizer's byte arena) ----
@@ -67,6 +68,11 @@ typedef struct {
     char *pattern;  // the regex as tokenizer.json has it (ByteLevel: GPT-2's), for messages
     pcre2_code *re; // NULL for ByteLevel without regex
     bool jit;
+    // the same regex with PCRE2's own classes (Unicode 14, faster: tokenizer_unicode.c) for
+    // texts that tok_ucd_text_unchanged accepts; NULL when it would be the same or PCRE2 is
+    // not at the tables' base version
+    pcre2_code *re_base;
+    bool jit_base;
     int behavior;
     bool invert;
     bool add_prefix_space; // ByteLevel only
@@ -143,9 +149,88 @@ int64_t tok_bpe_word(const mt_tokenizer *tok, tok_work *w, const uint8_t *word, 
 
 // ---- tokenizer_pretok.c ----
 // Translates an Oniguruma (Ruby syntax) pattern, as HF tokenizers compiles it, to PCRE2 and
-// compiles it; on failure writes a message to err and returns NULL.
-pcre2_code *tok_regex_compile(const char *pattern, bool literal, bool *jit, char *err,
-                              size_t errlen);
+// compiles it into st->re (and st->re_base); on failure writes a message to err and returns
+// false.
+bool tok_step_compile(tok_step *st, const char *pattern, bool literal, char *err, size_t errlen);
+// The pre-tokenizer's pieces of text (added tokens split off first, not reported) instead of
+// tokens, for tests: on_piece gets each piece's bytes [start, end) and whether ByteLevel's
+// virtual space precedes it. 0, or -1 with err set (invalid UTF-8, a regex failed).
+typedef void (*tok_piece_fn)(void *arg, int64_t start, int64_t end, bool prefix);
+int64_t tok_pretokenize(const mt_tokenizer *tok, const char *text, size_t len,
+                        tok_piece_fn on_piece, void *arg, char *err, size_t errlen);
 // UTF-8 helpers
 bool tok_is_whitespace(uint32_t cp); // Unicode White_Space (Rust char::is_whitespace)
 uint32_t tok_utf8_decode(const uint8_t *s, int *len);
+int tok_utf8_encode(uint8_t *o, uint32_t cp); // tokenizer.c; returns the byte count
+
+// ---- tokenizer_unicode.c, tokenizer_unicode_data.c (tools/make_unicode_tables.py) ----
+// General_Category values, in the generator's order (GC there).
+enum {
+    TOK_GC_Lu,
+    TOK_GC_Ll,
+    TOK_GC_Lt,
+    TOK_GC_Lm,
+    TOK_GC_Lo,
+    TOK_GC_Mn,
+    TOK_GC_Mc,
+    TOK_GC_Me,
+    TOK_GC_Nd,
+    TOK_GC_Nl,
+    TOK_GC_No,
+    TOK_GC_Pc,
+    TOK_GC_Pd,
+    TOK_GC_Ps,
+    TOK_GC_Pe,
+    TOK_GC_Pi,
+    TOK_GC_Pf,
+    TOK_GC_Po,
+    TOK_GC_Sm,
+    TOK_GC_Sc,
+    TOK_GC_Sk,
+    TOK_GC_So,
+    TOK_GC_Zs,
+    TOK_GC_Zl,
+    TOK_GC_Zp,
+    TOK_GC_Cc,
+    TOK_GC_Cf,
+    TOK_GC_Cs,
+    TOK_GC_Co,
+    TOK_GC_Cn,
+    TOK_GC_COUNT
+};
+typedef struct {
+    uint32_t start; // the run covers [start, next run's start)
+    uint8_t gc;
+} tok_gc_run;
+typedef struct {
+    uint32_t lo, hi; // [lo, hi] had old_gc in the base version, has new_gc now
+    uint8_t old_gc, new_gc;
+} tok_gc_change;
+extern const char tok_ucd_version[], tok_ucd_base_version[];
+extern const tok_gc_run tok_ucd_gc_runs[];
+extern const int32_t tok_ucd_n_gc_runs;
+extern const tok_gc_change tok_ucd_gc_changes[];
+extern const int32_t tok_ucd_n_gc_changes;
+// The General_Category set (bit g = TOK_GC_g) that Oniguruma's property NAME (n bytes) names:
+// short or long, any case, ' ', '-', '_' ignored; 0 when it is no category (a script, a
+// binary property: those are left to PCRE2 and its Unicode version).
+uint32_t tok_ucd_gc_mask(const char *name, size_t n);
+#define TOK_GC_MASK_DIGIT (1u << TOK_GC_Nd) // Oniguruma's \d
+// \w: L, M, N (bits Lu..No) and Pc, as the translation always had it (Oniguruma's own \w
+// differs: No out, Other_Alphabetic symbols such as U+24B6 in; docs/tokenizer.md)
+#define TOK_GC_MASK_WORD (((1u << (TOK_GC_No + 1)) - 1) | (1u << TOK_GC_Pc))
+// Appends bracket-class items (no brackets) matching exactly the characters whose category
+// (tok_ucd_version) is in mask, or with negate the ones whose category is not. base: PCRE2's
+// own items instead, exact only on texts that tok_ucd_text_unchanged accepts.
+void tok_ucd_class_items(mt_strbuf *b, uint32_t mask, bool negate, bool base);
+// The class of an escape (\p{..}, \d, \w; negated \P{..}, \D, \W): inside brackets its
+// items, else a bracket class (or PCRE2's lone property, with base).
+void tok_ucd_class(mt_strbuf *b, uint32_t mask, bool negate, bool in_class, bool base);
+// PCRE2 classifies by the tables' base version (tok_ucd_base_version).
+bool tok_ucd_pcre2_is_base(void);
+// No character of the UTF-8 text changed category between the base version and
+// tok_ucd_version.
+bool tok_ucd_text_unchanged(const uint8_t *t, size_t n);
+// Tests: always list every range (the path taken when PCRE2's Unicode version is not the
+// tables' base version), to check it against the fast one.
+extern bool tok_ucd_full_tables;

@@ -43,8 +43,10 @@ static inline int64_t char_start(const uint8_t *t, int64_t i) {
 // ---- Oniguruma (Ruby syntax) -> PCRE2 ----
 // HF compiles Split regexes with Oniguruma, whose Unicode classes differ from PCRE2's UCP ones:
 // \s also has U+0085, \w also has marks and connector punctuation, \h is a hex digit, \v is
-// the VT character, (?m) means dot-all. We rewrite those; constructs whose meaning we cannot
-// reproduce (\b, \S or \W inside a class, class set operations, \Q) are rejected.
+// the VT character, (?m) means dot-all; and Oniguruma in HF classifies by Unicode 16, PCRE2
+// 10.42 by Unicode 14, so \p{<category>}, \d and \w are written out from our Unicode 16
+// tables. We rewrite those; constructs whose meaning we cannot reproduce (\b, \S or \H inside
+// a class, class set operations, \Q) are rejected.
 
 // Oniguruma's \s is exactly Unicode White_Space. Spelled out because PCRE2's UCP \s lacks
 // U+0085 and still takes U+180E (it is in PCRE2's horizontal-space list).
@@ -59,7 +61,31 @@ static bool is_hex(char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-static bool onig_to_pcre2(const char *p, mt_strbuf *o, char *err, size_t errlen) {
+// Oniguruma rejects a class escape (\s, \w, \p{L}, ...) as the start of a range ("[\w-.]":
+// "unmatched range specifier"); p[j] is the character after the escape.
+static bool range_from_class(const char *p, size_t j, bool in_class, char d, char *err,
+                             size_t errlen) {
+    if (!in_class || p[j] != '-' || !p[j + 1] || p[j + 1] == ']') return false;
+    snprintf(err, errlen,
+             "'\\%c' followed by '-' in a character class: a class cannot start a range", d);
+    return true;
+}
+
+// \p{NAME}, \P{NAME}, \p{^NAME} at e[0]: a category is written by tok_ucd_class and *i moved
+// past it; anything else (a script, a binary property, no closing brace) is left to PCRE2.
+static bool put_property(const char *e, mt_strbuf *o, bool in_class, bool base, size_t *i) {
+    const char *name = e + 3, *close = strchr(name, '}');
+    bool negate = e[1] == 'P';
+    if (*name == '^') negate = !negate, name++;
+    uint32_t mask = close ? tok_ucd_gc_mask(name, (size_t)(close - name)) : 0;
+    if (!mask) return false;
+    tok_ucd_class(o, mask, negate, in_class, base);
+    *i += (size_t)(close + 1 - e);
+    return true;
+}
+
+// base: the classes by PCRE2's own tables (tok_ucd_class_items), else by Unicode 16.
+static bool onig_to_pcre2(const char *p, mt_strbuf *o, bool base, char *err, size_t errlen) {
     bool in_class = false;
     size_t i = 0;
     while (p[i]) {
@@ -72,27 +98,39 @@ static bool onig_to_pcre2(const char *p, mt_strbuf *o, char *err, size_t errlen)
                 snprintf(err, errlen, "pattern ends with a backslash");
                 return false;
             case 's':
+                if (range_from_class(p, i + 2, in_class, d, err, errlen)) return false;
                 rep = in_class ? ONIG_SPACE : "[" ONIG_SPACE "]";
                 break;
             case 'w':
-                rep = in_class ? "\\w\\p{M}\\p{Pc}" : "[\\w\\p{M}\\p{Pc}]";
+            case 'd':
+            case 'W':
+            case 'D': // upper case: the complement
+                if (range_from_class(p, i + 2, in_class, d, err, errlen)) return false;
+                tok_ucd_class(o, (d | 0x20) == 'w' ? TOK_GC_MASK_WORD : TOK_GC_MASK_DIGIT, d < 'a',
+                              in_class, base);
+                i += 2;
+                continue;
+            case 'p':
+            case 'P':
+                if (p[i + 2] == '{' && put_property(p + i, o, in_class, base, &i)) {
+                    if (range_from_class(p, i, in_class, d, err, errlen)) return false;
+                    continue;
+                }
                 break;
             case 'h':
+                if (range_from_class(p, i + 2, in_class, d, err, errlen)) return false;
                 rep = in_class ? "0-9a-fA-F" : "[0-9a-fA-F]";
                 break;
             case 'v':
                 rep = "\\x{0B}";
                 break;
             case 'S':
-            case 'W':
             case 'H':
                 if (in_class) {
                     snprintf(err, errlen, "'\\%c' inside a character class is not supported", d);
                     return false;
                 }
-                rep = d == 'S'   ? "[^" ONIG_SPACE "]"
-                      : d == 'W' ? "[^\\w\\p{M}\\p{Pc}]"
-                                 : "[^0-9a-fA-F]";
+                rep = d == 'S' ? "[^" ONIG_SPACE "]" : "[^0-9a-fA-F]";
                 break;
             case 'b':
             case 'B':
@@ -174,52 +212,67 @@ static bool onig_to_pcre2(const char *p, mt_strbuf *o, char *err, size_t errlen)
     return true;
 }
 
-pcre2_code *tok_regex_compile(const char *pattern, bool literal, bool *jit, char *err,
-                              size_t errlen) {
-    mt_strbuf b = {0};
+static pcre2_code *regex_compile(const char *pattern, bool literal, bool base, mt_strbuf *b,
+                                 bool *jit, char *err, size_t errlen) {
     uint32_t opts = PCRE2_UTF;
     if (literal) {
-        sb_str(&b, pattern);
+        sb_str(b, pattern);
         opts |= PCRE2_LITERAL;
     } else {
-        if (!onig_to_pcre2(pattern, &b, err, errlen)) {
-            free(b.p);
-            return NULL;
-        }
+        if (!onig_to_pcre2(pattern, b, base, err, errlen)) return NULL;
         opts |= PCRE2_UCP | PCRE2_MULTILINE; // Ruby: ^ and $ are line anchors
     }
-    if (!b.p) sb_str(&b, "");
+    if (!b->p) sb_str(b, "");
     pcre2_compile_context *cc = pcre2_compile_context_create(NULL);
     pcre2_set_newline(cc, PCRE2_NEWLINE_LF); // Ruby's '.', '^', '$' only know '\n'
     int ec;
     PCRE2_SIZE eo;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)b.p, b.len, opts, &ec, &eo, cc);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)b->p, b->len, opts, &ec, &eo, cc);
     pcre2_compile_context_free(cc);
     if (!re) {
         char msg[256];
         pcre2_get_error_message(ec, (PCRE2_UCHAR *)msg, sizeof(msg));
-        snprintf(err, errlen, "PCRE2 rejects it at offset %zu of '%s': %s", (size_t)eo, b.p, msg);
-        free(b.p);
+        snprintf(err, errlen, "PCRE2 rejects it at offset %zu of '%s': %s", (size_t)eo, b->p, msg);
         return NULL;
     }
-    free(b.p);
     *jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
     return re;
+}
+
+bool tok_step_compile(tok_step *st, const char *pattern, bool literal, char *err, size_t errlen) {
+    mt_strbuf b16 = {0}, bb = {0};
+    st->re = regex_compile(pattern, literal, false, &b16, &st->jit, err, errlen);
+    // PCRE2's own classes are exact on texts whose characters all kept their category since
+    // its Unicode version, and faster (tokenizer_unicode.c); only worth it when they differ
+    if (st->re && !literal && tok_ucd_pcre2_is_base() &&
+        onig_to_pcre2(pattern, &bb, true, err, errlen) &&
+        (bb.len != b16.len || (bb.len && memcmp(bb.p, b16.p, bb.len) != 0))) {
+        mt_strbuf_free(&bb);
+        char err_base[256]; // cannot fail where the first one compiled; st->re would do
+        st->re_base =
+            regex_compile(pattern, false, true, &bb, &st->jit_base, err_base, sizeof(err_base));
+    }
+    mt_strbuf_free(&b16);
+    mt_strbuf_free(&bb);
+    return st->re != NULL;
 }
 
 // Next match at or after `from` in subj[0,n): 1, 0 when there is none, or PCRE2's (negative)
 // error code: its match limit (PCRE2_ERROR_MATCHLIMIT), hit by catastrophic backtracking or a
 // run of millions of spaces. PCRE2's default limit, 10,000,000, is kept: it is Oniguruma's
 // default retry limit too, and HF tokenizers stops (with an error) on such input as well.
-static int regex_find(tok_work *w, const tok_step *st, const uint8_t *subj, int64_t n, int64_t from,
-                      int64_t *s, int64_t *e) {
+// base: the text has no character whose category changed since PCRE2's Unicode version, so
+// st->re_base (when there is one) gives the same matches.
+static int regex_find(tok_work *w, const tok_step *st, bool base, const uint8_t *subj, int64_t n,
+                      int64_t from, int64_t *s, int64_t *e) {
+    pcre2_code *re = base && st->re_base ? st->re_base : st->re;
+    bool jit = base && st->re_base ? st->jit_base : st->jit;
     if (!w->md) w->md = pcre2_match_data_create(1, NULL);
     MT_CHECK(w->md, "tokenizer: cannot allocate PCRE2 match data");
     for (;;) {
-        int rc = st->jit ? pcre2_jit_match(st->re, subj, (PCRE2_SIZE)n, (PCRE2_SIZE)from, 0, w->md,
-                                           w->mctx)
-                         : pcre2_match(st->re, subj, (PCRE2_SIZE)n, (PCRE2_SIZE)from,
-                                       PCRE2_NO_UTF_CHECK, w->md, w->mctx);
+        int rc = jit ? pcre2_jit_match(re, subj, (PCRE2_SIZE)n, (PCRE2_SIZE)from, 0, w->md, w->mctx)
+                     : pcre2_match(re, subj, (PCRE2_SIZE)n, (PCRE2_SIZE)from, PCRE2_NO_UTF_CHECK,
+                                   w->md, w->mctx);
         if (rc == PCRE2_ERROR_NOMATCH) return 0;
         if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !w->jit_stack) {
             w->jit_stack = pcre2_jit_stack_create(32 * 1024, 256 * 1024 * 1024, NULL);
@@ -250,11 +303,14 @@ typedef struct {
     const uint8_t *text;
     mt_token_buf *out;
     int64_t n0; // out->n when this encode call started
+    bool base;  // no character of the text changed category since PCRE2's Unicode version
     // a regex failed: PCRE2's code, the step and the text offset its search started at; the
     // encode unwinds without emitting more
     int fail_rc;
     const tok_step *fail_step;
     int64_t fail_at;
+    tok_piece_fn on_piece; // tok_pretokenize: gets the pieces instead of BPE
+    void *piece_arg;
 } enc_ctx;
 
 // ByteLevel post-processor offset trimming (byte_level.rs process_offsets). HF counts in
@@ -419,7 +475,7 @@ static void split_regex(enc_ctx *c, const tok_step *st, const uint8_t *subj, int
     int64_t last_end = 0, last_match = -1, prev = 0, s, e;
     int rc = 0;
     while (!c->fail_rc && last_end <= n &&
-           (rc = regex_find(c->w, st, subj, n, last_end, &s, &e)) > 0) {
+           (rc = regex_find(c->w, st, c->base, subj, n, last_end, &s, &e)) > 0) {
         if (s == e) {
             last_end = e < n ? e + utf8_len_lead(subj[e]) : e + 1;
             if (e == last_match) continue;
@@ -444,7 +500,10 @@ static void run_steps(enc_ctx *c, int32_t k, piece p) {
     const mt_tokenizer *tok = c->tok;
     if (c->fail_rc) return;
     if (k == tok->n_steps) {
-        bpe_piece(c, p);
+        if (c->on_piece)
+            c->on_piece(c->piece_arg, p.start, p.end, p.prefix);
+        else
+            bpe_piece(c, p);
         return;
     }
     const tok_step *st = &tok->steps[k];
@@ -531,8 +590,8 @@ static void gap_normalized(enc_ctx *c, int64_t s, int64_t e) {
     split_added(c, &c->tok->set_norm, s, e, gap_pretokenize);
 }
 
-int64_t mt_tokenizer_encode_err(const mt_tokenizer *tok, const char *text, size_t len,
-                                mt_token_buf *out, char *err, size_t errlen) {
+static int64_t encode_with(const mt_tokenizer *tok, const char *text, size_t len, mt_token_buf *out,
+                           tok_piece_fn on_piece, void *piece_arg, char *err, size_t errlen) {
     const uint8_t *t = (const uint8_t *)text;
     size_t bad = 0;
     if ((len > 0 && !text) || !mt_utf8_valid((const char *)t, len, &bad)) {
@@ -547,7 +606,14 @@ int64_t mt_tokenizer_encode_err(const mt_tokenizer *tok, const char *text, size_
         w = tok->work;
         w->cache = tok->cache;
     }
-    enc_ctx c = {.tok = tok, .w = w, .text = t, .out = out, .n0 = out->n};
+    enc_ctx c = {.tok = tok,
+                 .w = w,
+                 .text = t,
+                 .out = out,
+                 .n0 = out->n,
+                 .base = tok_ucd_text_unchanged(t, len),
+                 .on_piece = on_piece,
+                 .piece_arg = piece_arg};
     split_added(&c, &tok->set_raw, 0, (int64_t)len, gap_normalized);
     if (locked) {
         w->cache = NULL;
@@ -569,6 +635,19 @@ int64_t mt_tokenizer_encode_err(const mt_tokenizer *tok, const char *text, size_
         return -1;
     }
     return out->n - c.n0;
+}
+
+int64_t mt_tokenizer_encode_err(const mt_tokenizer *tok, const char *text, size_t len,
+                                mt_token_buf *out, char *err, size_t errlen) {
+    return encode_with(tok, text, len, out, NULL, NULL, err, errlen);
+}
+
+int64_t tok_pretokenize(const mt_tokenizer *tok, const char *text, size_t len,
+                        tok_piece_fn on_piece, void *arg, char *err, size_t errlen) {
+    mt_token_buf added = {0}; // the added tokens, not reported
+    int64_t n = encode_with(tok, text, len, &added, on_piece, arg, err, errlen);
+    mt_token_buf_free(&added);
+    return n < 0 ? -1 : 0;
 }
 
 int64_t mt_tokenizer_encode(const mt_tokenizer *tok, const char *text, size_t len,

@@ -643,6 +643,12 @@ static int test_errors(void) {
                   "{\"Regex\":\"\\\\bx\"},\"behavior\":\"Isolated\",\"invert\":false},"
                   "{\"type\":\"ByteLevel\"}]},\"x\":{",
                   "word boundary");
+    // Oniguruma rejects it ("unmatched range specifier"); PCRE2 would take '-' as a literal
+    expect_reject("{\"type\":\"ByteLevel\",\"add_prefix_space\":false,",
+                  "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
+                  "{\"Regex\":\"[\\\\p{L}-.]\"},\"behavior\":\"Isolated\",\"invert\":false},"
+                  "{\"type\":\"ByteLevel\"}]},\"x\":{",
+                  "a class cannot start a range");
     expect_reject("{\"type\":\"ByteLevel\",\"add_prefix_space\":false,",
                   "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\"},"
                   "{\"type\":\"Split\",\"pattern\":{\"String\":\"x\"},\"behavior\":\"Isolated\","
