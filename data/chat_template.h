@@ -38,6 +38,11 @@ typedef struct {
 /* The template string the renderer implements (the exact text of spec section 9). */
 const char *mt_chat_template_minimax(void);
 
+/* The same template extended to a message content given as a string (transformers fails on a
+ * string with the original, which indexes content[0]['text']); part lists render the same bytes.
+ * The check below accepts both; exports write this one. */
+const char *mt_chat_template_minimax_ext(void);
+
 /* Canonical form used for the comparison: text outside Jinja tags is kept byte for byte; inside
  * {{ }} / {% %} whitespace outside string literals is dropped, except one space between two
  * identifier characters; {# #} comments are dropped; one trailing newline of the template is
@@ -49,6 +54,10 @@ char *mt_chat_template_normalize(const char *tmpl);
  * Returns 0 when it is; -1 with a message naming the file otherwise. On success *normalized
  * (when not NULL) receives the malloc'ed normalized template text. */
 int mt_chat_template_check(const char *tokenizer_config_path, char **normalized, char *err);
+
+/* The text of tokenizer_config.json src_config with its chat_template replaced by the extended
+ * template (what an export writes). Returns a malloc'ed string, or NULL with err set. */
+char *mt_chat_template_export_config(const char *src_config, char *err);
 
 /* Renders the conversation into out (its previous content is replaced). */
 void mt_chat_render(const mt_chat_msg *msgs, int n_msgs, bool add_generation_prompt,

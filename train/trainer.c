@@ -491,7 +491,15 @@ static void trainer_save(trainer *t, int step) {
             char src[MT_PATH_MAX + 64], dst[MT_PATH_MAX + 128];
             snprintf(src, sizeof(src), "%s/%s", t->tokenizer_dir, files[i]);
             snprintf(dst, sizeof(dst), "%s/%s", tmp, files[i]);
-            copy_file_atomic(src, dst);
+            if (i != 1) {
+                copy_file_atomic(src, dst);
+                continue;
+            }
+            /* the template extended to string contents, so transformers renders both forms */
+            char err[MT_ERR_LEN], *cfg = mt_chat_template_export_config(src, err);
+            MT_CHECK(cfg, "%s", err);
+            mt_file_write_atomic(dst, cfg, strlen(cfg));
+            free(cfg);
         }
         char recipe_text[16384];
         mt_recipe_format(&t->rc, recipe_text, sizeof(recipe_text));
