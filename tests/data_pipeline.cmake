@@ -4,7 +4,7 @@ mt_test_binary(test_data_pipeline data_pipeline.c)
 mt_test_cases(test_data_pipeline data_template data_gsm8k_reader data_synth data_cache
   data_cache_write_error)
 mt_test_binary(test_data_sampler data_sampler.c)
-mt_test_cases(test_data_sampler data_sampler data_sampler_split)
+mt_test_cases(test_data_sampler data_sampler data_sampler_split data_mix)
 mt_test_binary(test_data_cli data_cli.c)
 mt_test_cases(test_data_cli data_cli data_gsm8k_full)
 set_property(TEST data_cli APPEND PROPERTY ENVIRONMENT "MT_DATA_CLI=$<TARGET_FILE:minimax-data>")
