@@ -7,7 +7,8 @@
 
 #include "train/toml.h"
 
-#define MT_PATH_MAX 1024
+#define MT_PATH_MAX   1024
+#define MT_DATA_FILES 16 /* the most data.paths */
 
 typedef struct mt_recipe {
     /* [model] */
@@ -17,7 +18,13 @@ typedef struct mt_recipe {
     char model_dtype[8];            /* "fp32" (CPU) or "bf16" (CUDA compute dtype) */
     int64_t model_init_seed;        /* random initialisation */
     /* [data] */
-    char data_path[MT_PATH_MAX];          /* GSM8K-style jsonl, or "synthetic" */
+    char data_path[MT_PATH_MAX];                 /* a data file (data/dataset.h), or "synthetic" */
+    char data_paths[MT_DATA_FILES][MT_PATH_MAX]; /* or several (instead of data.path) */
+    int data_n_paths;
+    double data_weights[MT_DATA_FILES]; /* mixing weights of data.paths; none: concatenated */
+    int data_n_weights;
+    char data_format[16];                 /* auto | gsm8k | messages | sharegpt | alpaca */
+    char data_train_on[16];               /* all_assistant | last_assistant */
     int data_synthetic_samples;           /* when path = "synthetic" */
     char data_tokenizer_dir[MT_PATH_MAX]; /* tokenizer.json + tokenizer_config.json */
     char data_cache_dir[MT_PATH_MAX];     /* HDF5 token cache; "" = <output.dir>/cache */
