@@ -207,8 +207,8 @@ static int record_read(mt_conv_build *b, const cJSON *obj, const char *path, int
             return -1;
         }
         s->format = f;
-        printf("data: %s: format %s (auto, from the keys of line %lld)\n", path,
-               mt_data_format_name(f), (long long)line_no);
+        fprintf(stderr, "data: %s: format %s (auto, from the keys of line %lld)\n", path,
+                mt_data_format_name(f), (long long)line_no);
     }
     const mt_format_reader *r = &mt_format_readers[s->format];
     const int64_t n0 = s->n_msgs;

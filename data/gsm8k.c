@@ -84,6 +84,12 @@ size_t mt_gsm8k_strip_annotations(char *s) {
     return w;
 }
 
+void mt_conv_set_strip_annotations(mt_conv_set *s) {
+    for (int64_t m = 0; m < s->n_msgs; m++)
+        if (s->msgs[m].role == MT_CHAT_ASSISTANT)
+            s->msgs[m].len = mt_gsm8k_strip_annotations((char *)s->msgs[m].text);
+}
+
 void mt_sample_opts_default(mt_sample_opts *o) {
     *o = (mt_sample_opts){
         .system = NULL, .strip_annotations = false, .max_length = 512, .policy = MT_TRUNC_DROP};

@@ -16,6 +16,7 @@
 
 #include "data/chat_template.h"
 #include "data/data_io.h"
+#include "data/dataset.h"
 #include "data/tokenizer.h"
 
 #define MT_IGNORE_INDEX (-100)
@@ -44,6 +45,9 @@ int mt_gsm8k_parse_line(const char *path, int64_t line_no, const char *line, siz
 /* Removes the calculator annotations "<<expr=value>>" (no newline inside, contains '=') in
  * place: "48/2 = <<48/2=24>>24" becomes "48/2 = 24". Returns the new length. */
 size_t mt_gsm8k_strip_annotations(char *s);
+
+/* The same in every assistant message of a conversation set (data.strip_annotations). */
+void mt_conv_set_strip_annotations(mt_conv_set *s);
 
 typedef enum { MT_TRUNC_DROP, MT_TRUNC_TRUNCATE } mt_trunc_policy;
 

@@ -76,9 +76,7 @@ static int build_file(const char *path, int32_t src, mt_data_format format, mt_s
                       bool skip_bad, mt_token_data *out, int64_t caps[4], char *err) {
     mt_conv_set set;
     if (mt_conv_read(path, format, skip_bad, &set, err) != 0) return -1;
-    for (int64_t m = 0; b->opts.strip_annotations && m < set.n_msgs; m++)
-        if (set.msgs[m].role == MT_CHAT_ASSISTANT)
-            set.msgs[m].len = mt_gsm8k_strip_annotations((char *)set.msgs[m].text);
+    if (b->opts.strip_annotations) mt_conv_set_strip_annotations(&set);
     out->n_lines += set.n_lines;
     out->n_skipped += set.n_skipped;
     grow((void **)&out->offsets, &caps[2], out->n_samples + set.n + 1, sizeof(int64_t),
