@@ -121,7 +121,20 @@ static int test_recipe_errors(void) {
                  "%s:6:13: train.max_steps must be an integer, not string");
     expect_error(BASE "[train]\nmax_steps = 10 steps\n", NULL, "%s:6:16: unexpected 's'");
     expect_error(BASE "[train]\nlr_scheduler_type = \"warmup\"\n", NULL,
-                 "%s:6:21: train.lr_scheduler_type: must be constant, linear or cosine");
+                 "%s:6:21: train.lr_scheduler_type: must be one of constant, linear, cosine, "
+                 "cosine_with_min_lr, wsd, not \"warmup\"");
+    expect_error(BASE, "train.warmup_ratio=1.5",
+                 "--set train.warmup_ratio: train.warmup_ratio: must be in [0, 1)");
+    expect_error(BASE "[train]\nwarmup_steps = 5\nwarmup_ratio = 0.1\n", NULL,
+                 "%s:7:16: train.warmup_ratio: set train.warmup_steps or train.warmup_ratio, not "
+                 "both");
+    expect_error(BASE, "train.num_train_epochs=-1",
+                 "--set train.num_train_epochs: train.num_train_epochs: must be a finite number "
+                 ">= 0 (0: train.max_steps)");
+    expect_error(BASE, "train.min_lr_ratio=2",
+                 "--set train.min_lr_ratio: train.min_lr_ratio: must be in [0, 1]");
+    expect_error(BASE, "train.wsd_decay_ratio=0",
+                 "--set train.wsd_decay_ratio: train.wsd_decay_ratio: must be in (0, 1]");
     expect_error(BASE, "train.adam_beta1=1.5",
                  "--set train.adam_beta1: train.adam_beta1: must be in [0, 1)");
     expect_error(BASE, "train.nope=1", "--set train.nope: unknown key 'train.nope'");

@@ -13,6 +13,7 @@
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "models/minimax.h"
+#include "train/schedule.h"
 
 typedef enum {
     KEY_STRING,
@@ -85,8 +86,12 @@ static const recipe_key recipe_keys[] = {
     INT("train.per_device_train_batch_size", train_per_device_train_batch_size, "1", true),
     INT("train.gradient_accumulation_steps", train_gradient_accumulation_steps, "1", true),
     FLT("train.learning_rate", train_learning_rate, "1e-5", true),
+    FLT("train.num_train_epochs", train_num_train_epochs, "0.0", false),
     STR("train.lr_scheduler_type", train_lr_scheduler_type, "\"constant\"", true),
     INT("train.warmup_steps", train_warmup_steps, "0", true),
+    FLT("train.warmup_ratio", train_warmup_ratio, "0.0", true),
+    FLT("train.min_lr_ratio", train_min_lr_ratio, "0.0", true),
+    FLT("train.wsd_decay_ratio", train_wsd_decay_ratio, "0.1", true),
     FLT("train.weight_decay", train_weight_decay, "0.0", true),
     FLT("train.adam_beta1", train_adam_beta1, "0.9", true),
     FLT("train.adam_beta2", train_adam_beta2, "0.999", true),
@@ -301,12 +306,20 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
         BAD("train.gradient_accumulation_steps", "must be > 0");
     if (!(r->train_learning_rate >= 0) || !isfinite(r->train_learning_rate))
         BAD("train.learning_rate", "must be a finite number >= 0");
-    if (strcmp(r->train_lr_scheduler_type, "constant") &&
-        strcmp(r->train_lr_scheduler_type, "linear") &&
-        strcmp(r->train_lr_scheduler_type, "cosine"))
-        BAD("train.lr_scheduler_type", "must be constant, linear or cosine, not \"%s\"",
+    if (mt_lr_kind_parse(r->train_lr_scheduler_type) < 0)
+        BAD("train.lr_scheduler_type", "must be one of %s, not \"%s\"", mt_lr_kind_list(),
             r->train_lr_scheduler_type);
     if (r->train_warmup_steps < 0) BAD("train.warmup_steps", "must be >= 0");
+    if (!(r->train_num_train_epochs >= 0) || !isfinite(r->train_num_train_epochs))
+        BAD("train.num_train_epochs", "must be a finite number >= 0 (0: train.max_steps)");
+    if (!(r->train_warmup_ratio >= 0 && r->train_warmup_ratio < 1))
+        BAD("train.warmup_ratio", "must be in [0, 1)");
+    if (r->train_warmup_ratio > 0 && r->train_warmup_steps > 0)
+        BAD("train.warmup_ratio", "set train.warmup_steps or train.warmup_ratio, not both");
+    if (!(r->train_min_lr_ratio >= 0 && r->train_min_lr_ratio <= 1))
+        BAD("train.min_lr_ratio", "must be in [0, 1]");
+    if (!(r->train_wsd_decay_ratio > 0 && r->train_wsd_decay_ratio <= 1))
+        BAD("train.wsd_decay_ratio", "must be in (0, 1]");
     if (!(r->train_weight_decay >= 0)) BAD("train.weight_decay", "must be >= 0");
     if (!(r->train_adam_beta1 >= 0 && r->train_adam_beta1 < 1))
         BAD("train.adam_beta1", "must be in [0, 1)");

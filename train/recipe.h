@@ -45,8 +45,12 @@ typedef struct mt_recipe {
     int train_per_device_train_batch_size;
     int train_gradient_accumulation_steps;
     double train_learning_rate;
-    char train_lr_scheduler_type[16]; /* constant | linear | cosine */
+    double train_num_train_epochs;    /* > 0: max_steps from the data (replaces max_steps) */
+    char train_lr_scheduler_type[24]; /* constant | linear | cosine | cosine_with_min_lr | wsd */
     int train_warmup_steps;
+    double train_warmup_ratio;    /* > 0: warmup = ceil(max_steps * ratio) */
+    double train_min_lr_ratio;    /* cosine_with_min_lr, wsd: the floor, a fraction of the lr */
+    double train_wsd_decay_ratio; /* wsd: the decay phase, a fraction of max_steps */
     double train_weight_decay;
     double train_adam_beta1, train_adam_beta2, train_adam_epsilon;
     double train_max_grad_norm; /* <= 0: no clipping */

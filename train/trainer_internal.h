@@ -13,6 +13,7 @@
 #include "train/comm.h"
 #include "train/logger.h"
 #include "train/recipe.h"
+#include "train/schedule.h"
 #include "train/sharded.h"
 #include "train/zero.h"
 
@@ -41,6 +42,7 @@ typedef struct {
     mt_train_state state;
     mt_logger log;
     int64_t planned_activations; /* the arena's planned peak of one micro-step (bytes) */
+    mt_lr_schedule lr_schedule;  /* resolved once the data (steps per epoch) is known */
 } trainer;
 
 #define LOG0(t, ...)                                                                               \

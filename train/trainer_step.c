@@ -86,8 +86,7 @@ step_result trainer_run_step(trainer *t, int step) {
     res.loss = sums[0];
     res.aux = sums[1];
     res.tokens = (int64_t)sums[2];
-    res.lr = mt_lr_at(mt_lr_kind_parse(rc->train_lr_scheduler_type), rc->train_learning_rate,
-                      step - 1, rc->train_warmup_steps, rc->train_max_steps);
+    res.lr = mt_lr_at(&t->lr_schedule, step - 1);
     mt_adamw opt = {.lr = res.lr,
                     .beta1 = rc->train_adam_beta1,
                     .beta2 = rc->train_adam_beta2,
