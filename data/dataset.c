@@ -322,10 +322,18 @@ static int read_array(mt_conv_build *b, const char *path, const char *text, size
 
 int mt_conv_read(const char *path, mt_data_format fmt, bool skip_bad, mt_conv_set *out, char *err) {
     *out = (mt_conv_set){0};
-    MT_CHECK(fmt >= 0 && fmt < MT_FORMAT_COUNT, "mt_conv_read: format %d", (int)fmt);
     size_t len;
     char *text = mt_file_read(path, &len, err);
     if (!text) return -1;
+    int rc = mt_conv_parse(path, text, len, fmt, skip_bad, out, err);
+    free(text);
+    return rc;
+}
+
+int mt_conv_parse(const char *path, const char *text, size_t len, mt_data_format fmt, bool skip_bad,
+                  mt_conv_set *out, char *err) {
+    *out = (mt_conv_set){0};
+    MT_CHECK(fmt >= 0 && fmt < MT_FORMAT_COUNT, "mt_conv_parse: format %d", (int)fmt);
     out->format = fmt;
     out->first = mt_malloc(sizeof(int64_t), "conversations");
     out->first[0] = 0;
@@ -335,7 +343,6 @@ int mt_conv_read(const char *path, mt_data_format fmt, bool skip_bad, mt_conv_se
     const bool array = lead < len && text[lead] == '[';
     int rc = array ? read_array(&b, path, text, len, skip_bad, err)
                    : read_jsonl(&b, path, text, len, skip_bad, err);
-    free(text);
     if (rc != 0) mt_conv_set_free(out);
     return rc;
 }

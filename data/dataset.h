@@ -54,6 +54,9 @@ typedef struct {
  * is an error "path:line: reason" unless skip_bad, where it is counted. Returns 0, or -1 with
  * err set (out then empty). */
 int mt_conv_read(const char *path, mt_data_format fmt, bool skip_bad, mt_conv_set *out, char *err);
+/* The same over text[0, len) (path names it in errors). */
+int mt_conv_parse(const char *path, const char *text, size_t len, mt_data_format fmt, bool skip_bad,
+                  mt_conv_set *out, char *err);
 void mt_conv_set_free(mt_conv_set *s);
 
 /* The checks every record gets before its format reads it: valid UTF-8, no NUL character, one
