@@ -1,9 +1,10 @@
-/* gsm8k.h: GSM8K-style jsonl reader and SFT sample building (chat template + labels).
+/* gsm8k.h: GSM8K-style reader and SFT sample building (chat template + labels).
  *
- * One line = one JSON object with string fields "question" and "answer" (other fields are
- * ignored; blank lines are skipped). One sample = [optional system turn] user: question,
- * assistant: answer, rendered with the MiniMax-Text-01 template (data/chat_template.h) and
- * tokenized as a whole, like apply_chat_template(tokenize=True).
+ * One record = one JSON object with string fields "question" and "answer" (other fields are
+ * ignored; read by the gsm8k format of data/dataset.h: jsonl or a JSON array). One sample =
+ * [optional system turn] user: question, assistant: answer (or any conversation:
+ * mt_sample_build_chat), rendered with the MiniMax-Text-01 template (data/chat_template.h)
+ * and tokenized as a whole, like apply_chat_template(tokenize=True).
  *
  * Labels (HF convention, not shifted): labels[i] = ids[i] for the tokens of the assistant
  * text and its closing <end_of_sentence>, -100 elsewhere (system, user, the assistant header and
