@@ -9,6 +9,17 @@
 #include "autograd/check.h"
 #include "data/data_io.h"
 
+/* The end both templates below share: the assistant turn's close, the function role, the
+ * tools and the generation prompt. */
+#define MINIMAX_TEMPLATE_TAIL                                                                      \
+    "{{ '<end_of_sentence>\\n' }}{% elif message['role'] == 'function' %}"                         \
+    "{{ '<beginning_of_sentence>system function_response=functions\\n' + '{\"name\": \"' + me"     \
+    "ssage['name'] + '\", \"response\": ' + message['content'][0]['text'] + '}' + '<end_of_se"     \
+    "ntence>\\n'}}{% endif %}{% endfor %}{% if tools %}{% for function in tools %}"                \
+    "{{ '<beginning_of_sentence>system function_setting=functions\\n' + function | tojson + '"     \
+    "<end_of_sentence>\\n'}}{% endfor %}{% endif %}{% if add_generation_prompt %}"                 \
+    "{{ '<beginning_of_sentence>ai name=assistant\\n' }}{% endif %}"
+
 /* Spec section 9, verbatim (one line; the \n inside the Jinja literals are escapes). */
 static const char minimax_template[] =
     "{% for message in messages %}{% if message['role'] == 'system' %}"
@@ -18,14 +29,7 @@ static const char minimax_template[] =
     "_sentence>\\n'}}{% elif message['role'] == 'assistant' %}"
     "{{ '<beginning_of_sentence>ai name=assistant\\n' }}"
     "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
-    "{% generation %}{{ content['text'] }}{% endgeneration %}{% endfor %}"
-    "{{ '<end_of_sentence>\\n' }}{% elif message['role'] == 'function' %}"
-    "{{ '<beginning_of_sentence>system function_response=functions\\n' + '{\"name\": \"' + me"
-    "ssage['name'] + '\", \"response\": ' + message['content'][0]['text'] + '}' + '<end_of_se"
-    "ntence>\\n'}}{% endif %}{% endfor %}{% if tools %}{% for function in tools %}"
-    "{{ '<beginning_of_sentence>system function_setting=functions\\n' + function | tojson + '"
-    "<end_of_sentence>\\n'}}{% endfor %}{% endif %}{% if add_generation_prompt %}"
-    "{{ '<beginning_of_sentence>ai name=assistant\\n' }}{% endif %}";
+    "{% generation %}{{ content['text'] }}{% endgeneration %}{% endfor %}" MINIMAX_TEMPLATE_TAIL;
 
 /* The same template, made to take a message's content as a string as well as a list of parts
  * (the original indexes content[0]['text'], which fails on a string in transformers): what an
@@ -43,14 +47,8 @@ static const char minimax_template_ext[] =
     "{% if message['content'] is string %}"
     "{% generation %}{{ message['content'] }}{% endgeneration %}{% else %}"
     "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
-    "{% generation %}{{ content['text'] }}{% endgeneration %}{% endfor %}{% endif %}"
-    "{{ '<end_of_sentence>\\n' }}{% elif message['role'] == 'function' %}"
-    "{{ '<beginning_of_sentence>system function_response=functions\\n' + '{\"name\": \"' + me"
-    "ssage['name'] + '\", \"response\": ' + message['content'][0]['text'] + '}' + '<end_of_se"
-    "ntence>\\n'}}{% endif %}{% endfor %}{% if tools %}{% for function in tools %}"
-    "{{ '<beginning_of_sentence>system function_setting=functions\\n' + function | tojson + '"
-    "<end_of_sentence>\\n'}}{% endfor %}{% endif %}{% if add_generation_prompt %}"
-    "{{ '<beginning_of_sentence>ai name=assistant\\n' }}{% endif %}";
+    "{% generation %}{{ content['text'] }}{% endgeneration %}{% endfor %}{% endif "
+    "%}" MINIMAX_TEMPLATE_TAIL;
 
 const char *mt_chat_template_minimax(void) { return minimax_template; }
 const char *mt_chat_template_minimax_ext(void) { return minimax_template_ext; }

@@ -38,13 +38,8 @@ static int64_t expected_labels(const cJSON *ids, const cJSON *mask, int64_t n, i
 
 static int test_data_formats(void) {
     char path[4200], err[MT_ERR_LEN];
-    snprintf(path, sizeof(path), "%s/tests/fixtures/formats/expected.json", source_dir());
-    size_t len;
-    char *text = mt_file_read(path, &len, err);
-    EXPECT(text, "%s", err);
-    if (!text) return MT_TEST_OK;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
+    cJSON *root = read_json_fixture("tests/fixtures/formats/expected.json");
+    if (!root) return MT_TEST_OK;
     /* the fixtures were rendered with the template exports write */
     const cJSON *tmpl = cJSON_GetObjectItemCaseSensitive(root, "template");
     char *a = mt_chat_template_normalize(tmpl->valuestring);

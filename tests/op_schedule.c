@@ -4,7 +4,6 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 
-#include "data/chat_template.h"
 #include "data_util.h"
 #include "train/schedule.h"
 
@@ -13,14 +12,8 @@ static double num(const cJSON *o, const char *k) {
 }
 
 static int test_op_lr_schedules(void) {
-    char path[4200], err[MT_ERR_LEN];
-    snprintf(path, sizeof(path), "%s/tests/fixtures/schedule/lr_cases.json", source_dir());
-    size_t len;
-    char *text = mt_file_read(path, &len, err);
-    EXPECT(text, "%s", err);
-    if (!text) return MT_TEST_OK;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
+    cJSON *root = read_json_fixture("tests/fixtures/schedule/lr_cases.json");
+    if (!root) return MT_TEST_OK;
     const cJSON *c;
     int n_cases = 0, seen[5] = {0};
     double worst = 0;

@@ -31,10 +31,19 @@ FILES = [("gsm8k", "gsm8k.jsonl"), ("messages", "messages.jsonl"), ("sharegpt", 
 
 
 def c_string(source, name):
-    """The value of the C string constant `name` (concatenated literals) in source."""
+    """The value of the C string constant `name` in source: its concatenated literals, with
+    the string macros (#define NAME "..." \\ ...) it uses expanded."""
+    def literals(text):
+        parts = []
+        for lit, ident in re.findall(r'"((?:[^"\\]|\\.)*)"|\b([A-Z][A-Z0-9_]+)\b', text):
+            if ident:
+                d = re.search(r"#define " + ident + r"\b((?:.*\\\n)*.*)\n", source)
+                parts.append(literals(d.group(1)))
+            else:
+                parts.append(lit.encode("latin-1").decode("unicode_escape"))
+        return "".join(parts)
     m = re.search(r"static const char " + name + r"\[\] =(.*?);\n", source, re.S)
-    lits = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1))
-    return "".join(lits).encode("latin-1").decode("unicode_escape")
+    return literals(m.group(1))
 
 
 def records(path):
