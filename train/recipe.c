@@ -150,8 +150,14 @@ static bool recipe_assign_list(mt_recipe *r, const recipe_key *k, const mt_toml_
                      : t == MT_TOML_FLOAT || t == MT_TOML_INT;
     }
     if (!ok) {
-        snprintf(err, errlen, "%s: %s must be a list of at most %d %s", where, k->key,
-                 MT_DATA_FILES, strings ? "paths (each shorter than 1024 bytes)" : "numbers");
+        if (strings)
+            snprintf(err, errlen,
+                     "%s: %s must be a list of at most %d paths (each shorter than %d "
+                     "bytes)",
+                     where, k->key, MT_DATA_FILES, MT_PATH_MAX);
+        else
+            snprintf(err, errlen, "%s: %s must be a list of at most %d numbers", where, k->key,
+                     MT_DATA_FILES);
         return false;
     }
     char *dst = (char *)r + k->offset;
@@ -172,9 +178,8 @@ static bool recipe_assign(mt_recipe *r, const recipe_key *k, const mt_toml_entry
     entry_where(e, where, sizeof(where));
     const mt_toml_value *v = &e->value;
     void *dst = (char *)r + k->offset;
-    static const char *want[] = {"a string",         "an integer",    "an integer",
-                                 "a number",         "true or false", "a list of strings",
-                                 "a list of numbers"};
+    static const char *want[] = {"a string", "an integer", "an integer", "a number",
+                                 "true or false"};
     if (k->type == KEY_STRINGS || k->type == KEY_FLOATS)
         return recipe_assign_list(r, k, e, where, err, errlen);
     bool ok = (k->type == KEY_STRING && v->type == MT_TOML_STRING) ||
