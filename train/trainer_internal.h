@@ -63,6 +63,10 @@ typedef struct {
 /* Forward and backward of the step's micro-batches, then AdamW (or a skip). */
 step_result trainer_run_step(trainer *t, int step);
 
+/* train.num_train_epochs (the steps from the data's steps per epoch, into t->rc's max_steps),
+ * the warmup of train.warmup_ratio and t->lr_schedule, printed; after the data is set up. */
+void trainer_setup_schedule(trainer *t);
+
 /* The eval loss with the current weights over every held-out sample (t->eval_sampler): the
  * token-level mean over their labelled tokens, equal on every rank. */
 double trainer_run_eval(trainer *t);
