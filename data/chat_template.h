@@ -1,9 +1,10 @@
 /* chat_template.h: the MiniMax-Text-01 chat template, rendered in C (spec section 9).
  *
  * The renderer implements exactly one Jinja template, the one MiniMax-Text-01 ships in its
- * tokenizer_config.json, and reproduces transformers' apply_chat_template byte for byte for
- * system, user and assistant turns (+ the generation prompt). A tokenizer_config.json whose
- * template differs (after the normalization below) is rejected, never approximated.
+ * tokenizer_config.json (and its extension to string contents below, which renders the same
+ * bytes), and reproduces transformers' apply_chat_template byte for byte for system, user and
+ * assistant turns (+ the generation prompt). A tokenizer_config.json whose template differs
+ * from both (after the normalization below) is rejected, never approximated.
  *
  * Rendered turns (no BOS is prepended by the template):
  *   <beginning_of_sentence>system ai_setting=assistant\n{text}<end_of_sentence>\n

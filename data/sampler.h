@@ -48,7 +48,7 @@ typedef struct {
     /* the samples to draw from, ascending (copied at init); NULL: all of the data */
     const int64_t *pool;
     int64_t n_pool;
-    /* mixing (data.weights): n_sources > 1 files, data->source says each sample's; weights
+    /* mixing (data.weights): n_sources >= 1 files, data->source says each sample's; weights
      * (n_sources, > 0) set each file's share of an epoch. NULL weights: no mixing. */
     int n_sources;
     const double *weights;
