@@ -100,6 +100,6 @@ static inline cJSON *read_json_fixture(const char *rel) {
     const bool read = text != NULL;
     cJSON *root = read ? cJSON_ParseWithLength(text, len) : NULL;
     free(text);
-    EXPECT(root, "%s: %s", path, read ? "not JSON" : err);
+    EXPECT(root, "%s", read ? "not JSON" : err); /* err names the file */
     return root;
 }
