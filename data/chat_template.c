@@ -9,6 +9,17 @@
 #include "autograd/check.h"
 #include "data/data_io.h"
 
+/* The end both templates below share: the assistant turn's close, the function role, the
+ * tools and the generation prompt. */
+#define MINIMAX_TEMPLATE_TAIL                                                                      \
+    "{{ '<end_of_sentence>\\n' }}{% elif message['role'] == 'function' %}"                         \
+    "{{ '<beginning_of_sentence>system function_response=functions\\n' + '{\"name\": \"' + me"     \
+    "ssage['name'] + '\", \"response\": ' + message['content'][0]['text'] + '}' + '<end_of_se"     \
+    "ntence>\\n'}}{% endif %}{% endfor %}{% if tools %}{% for function in tools %}"                \
+    "{{ '<beginning_of_sentence>system function_setting=functions\\n' + function | tojson + '"     \
+    "<end_of_sentence>\\n'}}{% endfor %}{% endif %}{% if add_generation_prompt %}"                 \
+    "{{ '<beginning_of_sentence>ai name=assistant\\n' }}{% endif %}"
+
 /* Spec section 9, verbatim (one line; the \n inside the Jinja literals are escapes). */
 static const char minimax_template[] =
     "{% for message in messages %}{% if message['role'] == 'system' %}"
@@ -18,16 +29,29 @@ static const char minimax_template[] =
     "_sentence>\\n'}}{% elif message['role'] == 'assistant' %}"
     "{{ '<beginning_of_sentence>ai name=assistant\\n' }}"
     "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
-    "{% generation %}{{ content['text'] }}{% endgeneration %}{% endfor %}"
-    "{{ '<end_of_sentence>\\n' }}{% elif message['role'] == 'function' %}"
-    "{{ '<beginning_of_sentence>system function_response=functions\\n' + '{\"name\": \"' + me"
-    "ssage['name'] + '\", \"response\": ' + message['content'][0]['text'] + '}' + '<end_of_se"
-    "ntence>\\n'}}{% endif %}{% endfor %}{% if tools %}{% for function in tools %}"
-    "{{ '<beginning_of_sentence>system function_setting=functions\\n' + function | tojson + '"
-    "<end_of_sentence>\\n'}}{% endfor %}{% endif %}{% if add_generation_prompt %}"
-    "{{ '<beginning_of_sentence>ai name=assistant\\n' }}{% endif %}";
+    "{% generation %}{{ content['text'] }}{% endgeneration %}{% endfor %}" MINIMAX_TEMPLATE_TAIL;
+
+/* The same template, made to take a message's content as a string as well as a list of parts
+ * (the original indexes content[0]['text'], which fails on a string in transformers): what an
+ * export writes, so that both message forms render there. For part lists both templates render
+ * the same bytes. */
+static const char minimax_template_ext[] =
+    "{% for message in messages %}{% if message['role'] == 'system' %}"
+    "{{ '<beginning_of_sentence>system ai_setting=assistant\\n' + (message['content'] if "
+    "message['content'] is string else message['content'][0]['text']) + '<end_of_sentence>\\n'}}"
+    "{% elif message['role'] == 'user' %}"
+    "{{ '<beginning_of_sentence>user name=user\\n' + (message['content'] if message['content'] "
+    "is string else message['content'][0]['text']) + '<end_of_sentence>\\n'}}"
+    "{% elif message['role'] == 'assistant' %}"
+    "{{ '<beginning_of_sentence>ai name=assistant\\n' }}"
+    "{% if message['content'] is string %}"
+    "{% generation %}{{ message['content'] }}{% endgeneration %}{% else %}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+    "{% generation %}{{ content['text'] }}{% endgeneration %}{% endfor %}{% endif "
+    "%}" MINIMAX_TEMPLATE_TAIL;
 
 const char *mt_chat_template_minimax(void) { return minimax_template; }
+const char *mt_chat_template_minimax_ext(void) { return minimax_template_ext; }
 
 static bool is_ident(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
@@ -198,8 +222,9 @@ int mt_chat_template_check(const char *config_path, char **normalized, char *err
     }
     char *got = mt_chat_template_normalize(tmpl);
     char *want = mt_chat_template_normalize(minimax_template);
+    char *want_ext = mt_chat_template_normalize(minimax_template_ext);
     int rc = 0;
-    if (strcmp(got, want) != 0) {
+    if (strcmp(got, want) != 0 && strcmp(got, want_ext) != 0) {
         size_t at = 0;
         while (got[at] && got[at] == want[at]) at++;
         snprintf(err, MT_ERR_LEN,
@@ -209,6 +234,7 @@ int mt_chat_template_check(const char *config_path, char **normalized, char *err
         rc = -1;
     }
     free(want);
+    free(want_ext);
     if (rc == 0 && normalized)
         *normalized = got;
     else
@@ -286,4 +312,24 @@ void mt_chat_token_mask(const mt_chat_rendered *r, const int64_t *offsets, int64
         while (s < r->n_spans && start >= r->spans[2 * s + 1]) s++;
         mask[i] = s < r->n_spans && end > r->spans[2 * s] && start < r->spans[2 * s + 1];
     }
+}
+
+char *mt_chat_template_export_config(const char *src_config, char *err) {
+    size_t len;
+    char *text = mt_file_read(src_config, &len, err);
+    if (!text) return NULL;
+    cJSON *cfg = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsObject(cfg)) {
+        snprintf(err, MT_ERR_LEN, "%s: not a JSON object (tokenizer_config.json expected)",
+                 src_config);
+        cJSON_Delete(cfg);
+        return NULL;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(cfg, "chat_template");
+    cJSON_AddStringToObject(cfg, "chat_template", minimax_template_ext);
+    char *out = cJSON_Print(cfg);
+    cJSON_Delete(cfg);
+    MT_CHECK(out, "out of memory exporting %s", src_config);
+    return out;
 }

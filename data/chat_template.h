@@ -1,9 +1,10 @@
 /* chat_template.h: the MiniMax-Text-01 chat template, rendered in C (spec section 9).
  *
  * The renderer implements exactly one Jinja template, the one MiniMax-Text-01 ships in its
- * tokenizer_config.json, and reproduces transformers' apply_chat_template byte for byte for
- * system, user and assistant turns (+ the generation prompt). A tokenizer_config.json whose
- * template differs (after the normalization below) is rejected, never approximated.
+ * tokenizer_config.json (and its extension to string contents below, which renders the same
+ * bytes), and reproduces transformers' apply_chat_template byte for byte for system, user and
+ * assistant turns (+ the generation prompt). A tokenizer_config.json whose template differs
+ * from both (after the normalization below) is rejected, never approximated.
  *
  * Rendered turns (no BOS is prepended by the template):
  *   <beginning_of_sentence>system ai_setting=assistant\n{text}<end_of_sentence>\n
@@ -38,6 +39,11 @@ typedef struct {
 /* The template string the renderer implements (the exact text of spec section 9). */
 const char *mt_chat_template_minimax(void);
 
+/* The same template extended to a message content given as a string (transformers fails on a
+ * string with the original, which indexes content[0]['text']); part lists render the same bytes.
+ * The check below accepts both; exports write this one. */
+const char *mt_chat_template_minimax_ext(void);
+
 /* Canonical form used for the comparison: text outside Jinja tags is kept byte for byte; inside
  * {{ }} / {% %} whitespace outside string literals is dropped, except one space between two
  * identifier characters; {# #} comments are dropped; one trailing newline of the template is
@@ -49,6 +55,10 @@ char *mt_chat_template_normalize(const char *tmpl);
  * Returns 0 when it is; -1 with a message naming the file otherwise. On success *normalized
  * (when not NULL) receives the malloc'ed normalized template text. */
 int mt_chat_template_check(const char *tokenizer_config_path, char **normalized, char *err);
+
+/* The text of tokenizer_config.json src_config with its chat_template replaced by the extended
+ * template (what an export writes). Returns a malloc'ed string, or NULL with err set. */
+char *mt_chat_template_export_config(const char *src_config, char *err);
 
 /* Renders the conversation into out (its previous content is replaced). */
 void mt_chat_render(const mt_chat_msg *msgs, int n_msgs, bool add_generation_prompt,

@@ -7,12 +7,7 @@
 #include <string.h>
 
 #include "autograd/check.h"
-
-static bool is_blank(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return false;
-    return true;
-}
+#include "data/dataset.h"
 
 static char *dup_str(const char *s) {
     size_t n = strlen(s);
@@ -21,94 +16,12 @@ static char *dup_str(const char *s) {
     return d;
 }
 
-/* The string field `name`, checked: present, a string, valid UTF-8, not blank. */
-static const char *get_field(const cJSON *obj, const char *name, const char *path, int64_t line_no,
-                             char *err) {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(obj, name);
-    if (!f) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: missing field \"%s\"", path, (long long)line_no, name);
-        return NULL;
-    }
-    if (!cJSON_IsString(f)) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: field \"%s\" is not a string", path, (long long)line_no,
-                 name);
-        return NULL;
-    }
-    size_t n = strlen(f->valuestring), bad;
-    if (!mt_utf8_valid(f->valuestring, n, &bad)) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: field \"%s\" is not valid UTF-8 (byte %zu)", path,
-                 (long long)line_no, name, bad);
-        return NULL;
-    }
-    if (is_blank(f->valuestring, n)) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: empty %s", path, (long long)line_no, name);
-        return NULL;
-    }
-    return f->valuestring;
-}
-
-/* Offset of the first NUL character of line[0, n): a NUL byte, or a \u0000 escape inside a
- * string (cJSON decodes it into the C string, which then ends there: the text would be cut);
- * n when there is none. */
-static size_t first_nul(const char *s, size_t n) {
-    bool in_string = false;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == 0) return i;
-        if (s[i] == '"') {
-            in_string = !in_string;
-        } else if (in_string && s[i] == '\\') {
-            if (i + 6 <= n && s[i + 1] == 'u' && memcmp(s + i + 2, "0000", 4) == 0) return i;
-            i++; /* the escaped character (\" or \\) */
-        }
-    }
-    return n;
-}
-
 int mt_gsm8k_parse_line(const char *path, int64_t line_no, const char *line, size_t len,
                         char **question, char **answer, char *err) {
-    size_t bad;
-    if (!mt_utf8_valid(line, len, &bad)) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: invalid UTF-8 at column %zu", path, (long long)line_no,
-                 bad + 1);
-        return -1;
-    }
-    const size_t nul = first_nul(line, len);
-    if (nul < len) {
-        snprintf(err, MT_ERR_LEN,
-                 "%s:%lld: a NUL character (%s) at column %zu: not supported, "
-                 "the text would end there",
-                 path, (long long)line_no, line[nul] ? "\\u0000" : "a zero byte", nul + 1);
-        return -1;
-    }
-    const char *end = NULL;
-    cJSON *obj = cJSON_ParseWithLengthOpts(line, len, &end, false);
-    if (!obj) {
-        size_t col = end && end >= line ? (size_t)(end - line) + 1 : 1;
-        snprintf(err, MT_ERR_LEN, "%s:%lld: malformed JSON at column %zu", path, (long long)line_no,
-                 col);
-        return -1;
-    }
-    if (!is_blank(end, len - (size_t)(end - line))) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: malformed JSON: extra text at column %zu", path,
-                 (long long)line_no, (size_t)(end - line) + 1);
-        cJSON_Delete(obj);
-        return -1;
-    }
-    if (!cJSON_IsObject(obj)) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: not a JSON object", path, (long long)line_no);
-        cJSON_Delete(obj);
-        return -1;
-    }
-    char key_path[256];
-    if (mt_json_duplicate_key(obj, NULL, key_path, sizeof(key_path))) {
-        snprintf(err, MT_ERR_LEN,
-                 "%s:%lld: key \"%.200s\" appears twice (readers disagree on which one counts)",
-                 path, (long long)line_no, key_path);
-        cJSON_Delete(obj);
-        return -1;
-    }
-    const char *q = get_field(obj, "question", path, line_no, err);
-    const char *a = q ? get_field(obj, "answer", path, line_no, err) : NULL;
+    cJSON *obj = mt_json_record_parse(path, line_no, line, len, NULL, err);
+    if (!obj) return -1;
+    const char *q = mt_json_text_field(obj, "question", path, line_no, err);
+    const char *a = q ? mt_json_text_field(obj, "answer", path, line_no, err) : NULL;
     if (a) {
         *question = dup_str(q);
         *answer = dup_str(a);
@@ -130,47 +43,23 @@ void mt_gsm8k_set_free(mt_gsm8k_set *s) {
 
 int mt_gsm8k_read(const char *path, bool skip_bad, mt_gsm8k_set *out, char *err) {
     *out = (mt_gsm8k_set){0};
-    size_t len;
-    char *text = mt_file_read(path, &len, err);
-    if (!text) return -1;
-    int64_t cap = 0;
-    int64_t line_no = 0;
-    size_t pos = 0;
-    while (pos < len) {
-        const char *nl = memchr(text + pos, '\n', len - pos);
-        size_t end = nl ? (size_t)(nl - text) : len;
-        const char *line = text + pos;
-        size_t n = end - pos;
-        pos = end + 1;
-        line_no++;
-        if (n > 0 && line[n - 1] == '\r') n--;
-        if (is_blank(line, n)) continue;
-        out->n_lines++;
-        char *q, *a, line_err[MT_ERR_LEN];
-        if (mt_gsm8k_parse_line(path, line_no, line, n, &q, &a, line_err) != 0) {
-            if (!skip_bad) {
-                memcpy(err, line_err, MT_ERR_LEN);
-                free(text);
-                mt_gsm8k_set_free(out);
-                return -1;
-            }
-            if (out->n_skipped++ == 0) memcpy(out->first_skip, line_err, MT_ERR_LEN);
-            continue;
-        }
-        if (out->n == cap) {
-            cap = cap ? 2 * cap : 1024;
-            out->question = realloc(out->question, sizeof(char *) * (size_t)cap);
-            out->answer = realloc(out->answer, sizeof(char *) * (size_t)cap);
-            out->line = realloc(out->line, sizeof(int64_t) * (size_t)cap);
-            MT_CHECK(out->question && out->answer && out->line,
-                     "out of memory reading %s (%lld records)", path, (long long)cap);
-        }
-        out->question[out->n] = q;
-        out->answer[out->n] = a;
-        out->line[out->n] = line_no;
-        out->n++;
+    mt_conv_set c;
+    if (mt_conv_read(path, MT_FORMAT_GSM8K, skip_bad, &c, err) != 0) return -1;
+    out->n = c.n;
+    out->n_lines = c.n_lines;
+    out->n_skipped = c.n_skipped;
+    memcpy(out->first_skip, c.first_skip, MT_ERR_LEN);
+    const size_t n = (size_t)(c.n ? c.n : 1);
+    out->question = mt_malloc(sizeof(char *) * n, "gsm8k questions");
+    out->answer = mt_malloc(sizeof(char *) * n, "gsm8k answers");
+    out->line = mt_malloc(sizeof(int64_t) * n, "gsm8k lines");
+    for (int64_t i = 0; i < c.n; i++) { /* the set's texts change hands */
+        out->question[i] = (char *)c.msgs[c.first[i]].text;
+        out->answer[i] = (char *)c.msgs[c.first[i] + 1].text;
+        out->line[i] = c.line[i];
     }
-    free(text);
+    c.n_msgs = 0;
+    mt_conv_set_free(&c);
     return 0;
 }
 
@@ -193,6 +82,12 @@ size_t mt_gsm8k_strip_annotations(char *s) {
     }
     s[w] = 0;
     return w;
+}
+
+void mt_conv_set_strip_annotations(mt_conv_set *s) {
+    for (int64_t m = 0; m < s->n_msgs; m++)
+        if (s->msgs[m].role == MT_CHAT_ASSISTANT)
+            s->msgs[m].len = mt_gsm8k_strip_annotations((char *)s->msgs[m].text);
 }
 
 void mt_sample_opts_default(mt_sample_opts *o) {
@@ -218,6 +113,7 @@ void mt_sample_builder_free(mt_sample_builder *b) {
     mt_strbuf_free(&b->answer);
     free(b->mask);
     free(b->labels);
+    free(b->msgs);
     *b = (mt_sample_builder){0};
 }
 
@@ -225,13 +121,28 @@ int mt_sample_build(mt_sample_builder *b, const char *question, const char *answ
     b->answer.len = 0;
     mt_strbuf_append(&b->answer, answer, strlen(answer));
     if (b->opts.strip_annotations) b->answer.len = mt_gsm8k_strip_annotations(b->answer.p);
+    const mt_chat_msg msgs[2] = {{MT_CHAT_USER, question, strlen(question)},
+                                 {MT_CHAT_ASSISTANT, b->answer.p, b->answer.len}};
+    return mt_sample_build_chat(b, msgs, 2, err);
+}
 
-    mt_chat_msg msgs[3];
-    int n_msgs = 0;
-    if (b->opts.system)
-        msgs[n_msgs++] = (mt_chat_msg){MT_CHAT_SYSTEM, b->opts.system, strlen(b->opts.system)};
-    msgs[n_msgs++] = (mt_chat_msg){MT_CHAT_USER, question, strlen(question)};
-    msgs[n_msgs++] = (mt_chat_msg){MT_CHAT_ASSISTANT, b->answer.p, b->answer.len};
+int mt_sample_build_chat(mt_sample_builder *b, const mt_chat_msg *conv, int n_conv, char *err) {
+    /* the recipe's system text, unless the conversation has its own */
+    bool own_system = false;
+    for (int i = 0; i < n_conv; i++) own_system |= conv[i].role == MT_CHAT_SYSTEM;
+    const mt_chat_msg *msgs = conv;
+    int n_msgs = n_conv;
+    if (b->opts.system && !own_system) {
+        if (n_conv + 1 > b->msg_cap) {
+            free(b->msgs);
+            b->msg_cap = 2 * (n_conv + 1);
+            b->msgs = mt_malloc(sizeof(mt_chat_msg) * (size_t)b->msg_cap, "sample messages");
+        }
+        b->msgs[0] = (mt_chat_msg){MT_CHAT_SYSTEM, b->opts.system, strlen(b->opts.system)};
+        memcpy(b->msgs + 1, conv, sizeof(mt_chat_msg) * (size_t)n_conv);
+        msgs = b->msgs;
+        n_msgs = n_conv + 1;
+    }
     mt_chat_render(msgs, n_msgs, false, &b->rendered);
 
     mt_token_buf_clear(&b->tokens);
@@ -251,10 +162,16 @@ int mt_sample_build(mt_sample_builder *b, const char *question, const char *answ
     }
     const int32_t *ids = b->tokens.ids;
     const int64_t *off = b->tokens.offsets;
-    mt_chat_token_mask(&b->rendered, off, n, b->mask);
-    /* the closing <end_of_sentence> of each assistant turn is a target too */
-    for (int s = 0; s < b->rendered.n_spans; s++) {
-        int64_t end = b->rendered.spans[2 * s + 1];
+    /* the trained turns: every assistant turn, or the last one only */
+    mt_chat_rendered trained = b->rendered;
+    if (b->opts.last_assistant_only && trained.n_spans > 1) {
+        trained.spans += 2 * (trained.n_spans - 1);
+        trained.n_spans = 1;
+    }
+    mt_chat_token_mask(&trained, off, n, b->mask);
+    /* the closing <end_of_sentence> of each trained turn is a target too */
+    for (int s = 0; s < trained.n_spans; s++) {
+        int64_t end = trained.spans[2 * s + 1];
         for (int64_t i = 0; i < n; i++)
             if (off[2 * i] == end && ids[i] == b->eos_id) {
                 b->mask[i] = 1;

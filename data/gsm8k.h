@@ -1,9 +1,10 @@
-/* gsm8k.h: GSM8K-style jsonl reader and SFT sample building (chat template + labels).
+/* gsm8k.h: GSM8K-style reader and SFT sample building (chat template + labels).
  *
- * One line = one JSON object with string fields "question" and "answer" (other fields are
- * ignored; blank lines are skipped). One sample = [optional system turn] user: question,
- * assistant: answer, rendered with the MiniMax-Text-01 template (data/chat_template.h) and
- * tokenized as a whole, like apply_chat_template(tokenize=True).
+ * One record = one JSON object with string fields "question" and "answer" (other fields are
+ * ignored; read by the gsm8k format of data/dataset.h: jsonl or a JSON array). One sample =
+ * [optional system turn] user: question, assistant: answer (or any conversation:
+ * mt_sample_build_chat), rendered with the MiniMax-Text-01 template (data/chat_template.h)
+ * and tokenized as a whole, like apply_chat_template(tokenize=True).
  *
  * Labels (HF convention, not shifted): labels[i] = ids[i] for the tokens of the assistant
  * text and its closing <end_of_sentence>, -100 elsewhere (system, user, the assistant header and
@@ -16,6 +17,7 @@
 
 #include "data/chat_template.h"
 #include "data/data_io.h"
+#include "data/dataset.h"
 #include "data/tokenizer.h"
 
 #define MT_IGNORE_INDEX (-100)
@@ -45,13 +47,17 @@ int mt_gsm8k_parse_line(const char *path, int64_t line_no, const char *line, siz
  * place: "48/2 = <<48/2=24>>24" becomes "48/2 = 24". Returns the new length. */
 size_t mt_gsm8k_strip_annotations(char *s);
 
+/* The same in every assistant message of a conversation set (data.strip_annotations). */
+void mt_conv_set_strip_annotations(mt_conv_set *s);
+
 typedef enum { MT_TRUNC_DROP, MT_TRUNC_TRUNCATE } mt_trunc_policy;
 
 typedef struct {
-    const char *system;     /* text of a system turn, or NULL for none */
-    bool strip_annotations; /* remove <<expr=value>> from the answer */
-    int64_t max_length;     /* tokens per sample (default 512) */
-    mt_trunc_policy policy; /* longer samples: dropped, or cut to max_length (default drop) */
+    const char *system;       /* text of a system turn, or NULL for none */
+    bool strip_annotations;   /* remove <<expr=value>> from the answer */
+    int64_t max_length;       /* tokens per sample (default 512) */
+    mt_trunc_policy policy;   /* longer samples: dropped, or cut to max_length (default drop) */
+    bool last_assistant_only; /* train the last assistant turn only (data.train_on) */
 } mt_sample_opts;
 void mt_sample_opts_default(mt_sample_opts *o);
 
@@ -68,6 +74,8 @@ typedef struct {
     uint8_t *mask;
     int32_t *labels;
     int64_t cap;
+    mt_chat_msg *msgs; /* a conversation with the system text put first */
+    int msg_cap;
     /* the last sample built (valid until the next call) */
     const int32_t *ids; /* (n) */
     const int32_t *lab; /* (n) */
@@ -85,3 +93,7 @@ void mt_sample_builder_free(mt_sample_builder *b);
  * MT_SAMPLE_ERROR with err set (the text is not valid UTF-8, or the tokenizer's regex fails on
  * it: mt_tokenizer_encode_err). */
 int mt_sample_build(mt_sample_builder *b, const char *question, const char *answer, char *err);
+/* The same for any conversation (data/dataset.h): opts.system is put first unless it has a
+ * system message of its own; the labelled tokens are those of each assistant text (the last
+ * one's only under last_assistant_only) and the <end_of_sentence> that closes it. */
+int mt_sample_build_chat(mt_sample_builder *b, const mt_chat_msg *msgs, int n_msgs, char *err);

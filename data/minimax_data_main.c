@@ -178,15 +178,15 @@ static int cmd_show(const args *a) {
         fprintf(stderr, "minimax-data show: %s\n", err);
         return 1;
     }
-    mt_gsm8k_set set;
-    if (mt_gsm8k_read(a->data, a->skip_bad, &set, err) != 0) {
+    mt_conv_set set;
+    if (mt_conv_read(a->data, MT_FORMAT_AUTO, a->skip_bad, &set, err) != 0) {
         fprintf(stderr, "minimax-data show: %s\n", err);
         return 1;
     }
     if (a->index < 0 || a->index >= set.n) {
         fprintf(stderr, "minimax-data show: --index %lld is outside the %lld samples of %s\n",
                 a->index, (long long)set.n, a->data);
-        mt_gsm8k_set_free(&set);
+        mt_conv_set_free(&set);
         return 1;
     }
     snprintf(path, sizeof(path), "%s/tokenizer.json", a->tokenizer);
@@ -195,7 +195,9 @@ static int cmd_show(const args *a) {
     mt_sample_builder b;
     mt_sample_builder_init(&b, tok, &o);
     int64_t i = a->index;
-    int rc = mt_sample_build(&b, set.question[i], set.answer[i], err);
+    if (o.strip_annotations) mt_conv_set_strip_annotations(&set);
+    int rc = mt_sample_build_chat(&b, set.msgs + set.first[i],
+                                  (int)(set.first[i + 1] - set.first[i]), err);
     int status = 0;
     if (rc == MT_SAMPLE_ERROR) {
         fprintf(stderr, "minimax-data show: %s:%lld: %s\n", a->data, (long long)set.line[i], err);
@@ -236,7 +238,7 @@ static int cmd_show(const args *a) {
     }
     mt_sample_builder_free(&b);
     mt_tokenizer_free(tok);
-    mt_gsm8k_set_free(&set);
+    mt_conv_set_free(&set);
     return status;
 }
 

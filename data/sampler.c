@@ -1,6 +1,7 @@
 /* sampler.c: seeded epoch order, rank shares, padded or packed micro-batches, cursor. */
 #include "data/sampler.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,72 @@ static uint64_t splitmix64(uint64_t *s) {
 
 static int64_t sample_len(const mt_sampler *s, int64_t i) {
     return s->data->offsets[i + 1] - s->data->offsets[i];
+}
+
+/* Mixing: the pool grouped by source, each source's positions per epoch and their pattern. */
+static void mix_init(mt_sampler *s) {
+    const int S = s->cfg.n_sources;
+    const int64_t n = s->n_pool;
+    MT_CHECK(S >= 1 && s->data->source, "sampler: mixing needs n_sources >= 1 and data sources");
+    s->src_first = mt_calloc((size_t)S + 1, sizeof(int64_t), "sampler sources");
+    s->src_count = mt_calloc((size_t)S, sizeof(int64_t), "sampler source counts");
+    int64_t *grouped = mt_malloc(sizeof(int64_t) * (size_t)n, "sampler grouped pool");
+    double total = 0;
+    for (int k = 0; k < S; k++) {
+        MT_CHECK(s->cfg.weights[k] > 0 && isfinite(s->cfg.weights[k]),
+                 "sampler: weight %d is %g (must be > 0)", k, s->cfg.weights[k]);
+        total += s->cfg.weights[k];
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t src = s->data->source[s->pool[i]];
+        MT_CHECK(src >= 0 && src < S, "sampler: sample %lld is from source %d of %d",
+                 (long long)s->pool[i], src, S);
+        s->src_first[src + 1]++;
+    }
+    int64_t largest = 0;
+    for (int k = 0; k < S; k++) {
+        MT_CHECK(s->src_first[k + 1] > 0, "sampler: data file %d has no sample to train on", k);
+        if (s->src_first[k + 1] > largest) largest = s->src_first[k + 1];
+        s->src_first[k + 1] += s->src_first[k];
+    }
+    int64_t *at = mt_malloc(sizeof(int64_t) * (size_t)S, "sampler source fill");
+    memcpy(at, s->src_first, sizeof(int64_t) * (size_t)S);
+    for (int64_t i = 0; i < n; i++) grouped[at[s->data->source[s->pool[i]]]++] = s->pool[i];
+    memcpy(s->pool, grouped, sizeof(int64_t) * (size_t)n);
+    free(grouped);
+    /* counts: floor of each share, then one more for the largest remainders (ties: lower k) */
+    int64_t given = 0;
+    double *rem = mt_malloc(sizeof(double) * (size_t)S, "sampler remainders");
+    for (int k = 0; k < S; k++) {
+        const double share = (double)n * s->cfg.weights[k] / total;
+        s->src_count[k] = (int64_t)floor(share);
+        rem[k] = share - (double)s->src_count[k];
+        given += s->src_count[k];
+    }
+    for (; given < n; given++) {
+        int best = 0;
+        for (int k = 1; k < S; k++)
+            if (rem[k] > rem[best]) best = k;
+        s->src_count[best]++;
+        rem[best] = -1;
+    }
+    free(rem);
+    /* the pattern: position j to the source furthest behind count_k * (j + 1) / n */
+    s->slot_source = mt_malloc(sizeof(int32_t) * (size_t)n, "sampler slots");
+    memset(at, 0, sizeof(int64_t) * (size_t)S);
+    for (int64_t j = 0; j < n; j++) {
+        int best = -1;
+        double best_gap = 0;
+        for (int k = 0; k < S; k++) {
+            const double gap =
+                (double)s->src_count[k] * (double)(j + 1) / (double)n - (double)at[k];
+            if (at[k] < s->src_count[k] && (best < 0 || gap > best_gap)) best = k, best_gap = gap;
+        }
+        s->slot_source[j] = (int32_t)best;
+        at[best]++;
+    }
+    free(at);
+    s->src_perm = mt_malloc(sizeof(int64_t) * (size_t)largest, "sampler source permutation");
 }
 
 void mt_sampler_init(mt_sampler *s, const mt_sampler_cfg *cfg, const mt_token_data *data) {
@@ -49,6 +116,8 @@ void mt_sampler_init(mt_sampler *s, const mt_sampler_cfg *cfg, const mt_token_da
         for (int64_t k = 1; k < len; k++) t += data->labels[off + k] != -100;
         s->targets[i] = t;
     }
+    if (cfg->weights) mix_init(s);
+    s->cfg.weights = NULL; /* the counts above hold the mixture; src_count != NULL: mixing */
     s->order = mt_malloc(sizeof(int64_t) * (size_t)n, "sampler order");
     s->order_epoch = -1;
     int64_t g = cfg->global_batch < n ? cfg->global_batch : n;
@@ -58,6 +127,10 @@ void mt_sampler_init(mt_sampler *s, const mt_sampler_cfg *cfg, const mt_token_da
 }
 
 void mt_sampler_free(mt_sampler *s) {
+    free(s->src_first);
+    free(s->src_count);
+    free(s->slot_source);
+    free(s->src_perm);
     free(s->pool);
     free(s->targets);
     free(s->order);
@@ -90,15 +163,42 @@ static void shuffle(int64_t *a, int64_t n, uint64_t st) {
     }
 }
 
+/* Mixing: the order of an epoch, each source's stream dealt into its positions. */
+static void mix_order(mt_sampler *s, int64_t epoch) {
+    for (int k = 0; k < s->cfg.n_sources; k++) {
+        const int64_t *src = s->pool + s->src_first[k];
+        const int64_t n_k = s->src_first[k + 1] - s->src_first[k], c = s->src_count[k];
+        int64_t pass = -1, j = 0;
+        for (int64_t item = epoch * c; item < (epoch + 1) * c; item++) {
+            if (item / n_k != pass) { /* the next pass over the source */
+                pass = item / n_k;
+                memcpy(s->src_perm, src, sizeof(int64_t) * (size_t)n_k);
+                if (s->cfg.shuffle) {
+                    uint64_t st = s->cfg.seed ^ 0x6a09e667f3bcc909ull;
+                    st = splitmix64(&st) ^ ((uint64_t)k * 0x9e3779b97f4a7c15ull);
+                    st = splitmix64(&st) ^ ((uint64_t)pass * 0xd6e8feb86659fd93ull);
+                    shuffle(s->src_perm, n_k, st);
+                }
+            }
+            while (s->slot_source[j] != k) j++;
+            s->order[j++] = s->src_perm[item % n_k];
+        }
+    }
+}
+
 /* The order of an epoch: the pool in index order, or shuffled by splitmix64(seed, epoch). */
 static void make_order(mt_sampler *s, int64_t epoch) {
+    s->order_epoch = epoch;
+    if (s->src_count) {
+        mix_order(s, epoch);
+        return;
+    }
     memcpy(s->order, s->pool, sizeof(int64_t) * (size_t)s->n_pool);
     if (s->cfg.shuffle) {
         uint64_t st = s->cfg.seed;
         st = splitmix64(&st) ^ ((uint64_t)epoch * 0xd6e8feb86659fd93ull);
         shuffle(s->order, s->n_pool, st);
     }
-    s->order_epoch = epoch;
 }
 
 void mt_sampler_split(int64_t n, int64_t n_eval, uint64_t seed, int64_t *train, int64_t *eval) {

@@ -19,6 +19,15 @@
  * micro-batches per step (the largest need over ranks; missing ones are all padding), which
  * collective parameter gathers require.
  *
+ * Mixing (cfg.weights over n_sources files): an epoch still has n_pool positions, and file s
+ * gets count_s = n_pool * w_s / sum(w) of them (largest remainders). The positions are dealt
+ * to the files by a smooth weighted round robin (position j goes to the file furthest behind
+ * its share of j + 1), so every prefix of an epoch holds each file's share to within one
+ * sample. File s fills its positions from an endless stream of its pool samples: one pass in
+ * index order (or a permutation of (seed, s, pass) with shuffle on), then the next pass, ...;
+ * epoch e takes stream items [e * count_s, (e + 1) * count_s): a file with less than its share
+ * repeats samples, one with more is spread over epochs.
+ *
  * The cursor (epoch, position = samples of that epoch already consumed) is all the state:
  * saving it after a step and restoring it continues the exact sequence. */
 #pragma once
@@ -39,6 +48,10 @@ typedef struct {
     /* the samples to draw from, ascending (copied at init); NULL: all of the data */
     const int64_t *pool;
     int64_t n_pool;
+    /* mixing (data.weights): n_sources >= 1 files, data->source says each sample's; weights
+     * (n_sources, > 0) set each file's share of an epoch. NULL weights: no mixing. */
+    int n_sources;
+    const double *weights;
 } mt_sampler_cfg;
 
 typedef struct {
@@ -62,6 +75,11 @@ typedef struct {
     int64_t global_targets; /* predicted tokens of the whole global batch (a loss denominator) */
     int64_t local_targets;  /* predicted tokens of this rank's share */
     int64_t *scratch;       /* packing work space */
+    /* mixing: the pool grouped by source (src_first: n_sources + 1 offsets into pool), each
+     * source's samples per epoch, and the source of each position of an epoch */
+    int64_t *src_first, *src_count;
+    int32_t *slot_source; /* (n_pool) */
+    int64_t *src_perm;    /* work space: a source's permutation */
 } mt_sampler;
 
 /* Dies (MT_DIE) on a bad configuration or when a sample is longer than seq_len. */

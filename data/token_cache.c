@@ -15,13 +15,27 @@ void mt_token_data_free(mt_token_data *d) {
     free(d->ids);
     free(d->labels);
     free(d->offsets);
+    free(d->source);
     *d = (mt_token_data){0};
+}
+
+/* The data files of cfg: data_paths, or data_path alone. */
+static int cache_paths(const mt_token_cache_cfg *cfg, const char *const **paths) {
+    *paths = cfg->n_data_paths > 0 ? cfg->data_paths : &cfg->data_path;
+    return cfg->n_data_paths > 0 ? cfg->n_data_paths : 1;
 }
 
 int mt_token_cache_key(const mt_token_cache_cfg *cfg, mt_cache_key *key, char *err) {
     *key = (mt_cache_key){.format = MT_TOKEN_CACHE_FORMAT, .max_length = cfg->sample.max_length};
     char path[4096];
-    if (mt_file_hash(cfg->data_path, &key->data_hash, err) != 0) return -1;
+    const char *const *paths;
+    const int n_paths = cache_paths(cfg, &paths);
+    key->data_hash = MT_HASH64_INIT;
+    for (int i = 0; i < n_paths; i++) { /* each file's hash, in order */
+        uint64_t h;
+        if (mt_file_hash(paths[i], &h, err) != 0) return -1;
+        key->data_hash = mt_hash64(&h, sizeof(h), key->data_hash);
+    }
     snprintf(path, sizeof(path), "%s/tokenizer.json", cfg->tokenizer_dir);
     if (mt_file_hash(path, &key->tokenizer_hash, err) != 0) return -1;
     snprintf(path, sizeof(path), "%s/tokenizer_config.json", cfg->tokenizer_dir);
@@ -31,13 +45,18 @@ int mt_token_cache_key(const mt_token_cache_cfg *cfg, mt_cache_key *key, char *e
     free(tmpl);
     const mt_sample_opts *o = &cfg->sample;
     uint64_t sys = o->system ? mt_hash64(o->system, strlen(o->system), MT_HASH64_INIT) : 0;
-    char sys_text[32] = "none";
+    char sys_text[32] = "none", weights[256] = "none";
     if (o->system) snprintf(sys_text, sizeof(sys_text), "%016llx", (unsigned long long)sys);
+    for (int i = 0; cfg->weights && i < n_paths; i++)
+        snprintf(weights + (i ? strlen(weights) : 0), sizeof(weights) - (i ? strlen(weights) : 0),
+                 "%s%.17g", i ? "," : "", cfg->weights[i]);
     snprintf(key->options, sizeof(key->options),
-             "format=%d max_length=%lld policy=%s strip_annotations=%d skip_bad=%d system=%s",
+             "format=%d max_length=%lld policy=%s strip_annotations=%d skip_bad=%d system=%s "
+             "data_format=%s train_on=%s files=%d weights=%s",
              MT_TOKEN_CACHE_FORMAT, (long long)o->max_length,
              o->policy == MT_TRUNC_DROP ? "drop" : "truncate", o->strip_annotations ? 1 : 0,
-             cfg->skip_bad ? 1 : 0, sys_text);
+             cfg->skip_bad ? 1 : 0, sys_text, mt_data_format_name(cfg->format),
+             o->last_assistant_only ? "last_assistant" : "all_assistant", n_paths, weights);
     key->options_hash = mt_hash64(key->options, strlen(key->options), MT_HASH64_INIT);
     return 0;
 }
@@ -52,24 +71,25 @@ static void grow(void **p, int64_t *cap, int64_t need, size_t elem, const char *
     *cap = c;
 }
 
-int mt_token_data_build(const char *data_path, const mt_tokenizer *tok, const mt_sample_opts *o,
-                        bool skip_bad, mt_token_data *out, char *err) {
-    *out = (mt_token_data){0};
-    mt_gsm8k_set set;
-    if (mt_gsm8k_read(data_path, skip_bad, &set, err) != 0) return -1;
-    out->n_lines = set.n_lines;
-    out->n_skipped = set.n_skipped;
-    mt_sample_builder b;
-    mt_sample_builder_init(&b, tok, o);
-    int64_t tok_cap = 0, tok_cap2 = 0, off_cap = 0;
-    grow((void **)&out->offsets, &off_cap, set.n + 1, sizeof(int64_t), "sample offsets");
-    out->offsets[0] = 0;
+/* Appends the samples of one file (source index src) to out. */
+static int build_file(const char *path, int32_t src, mt_data_format format, mt_sample_builder *b,
+                      bool skip_bad, mt_token_data *out, int64_t caps[4], char *err) {
+    mt_conv_set set;
+    if (mt_conv_read(path, format, skip_bad, &set, err) != 0) return -1;
+    if (b->opts.strip_annotations) mt_conv_set_strip_annotations(&set);
+    out->n_lines += set.n_lines;
+    out->n_skipped += set.n_skipped;
+    grow((void **)&out->offsets, &caps[2], out->n_samples + set.n + 1, sizeof(int64_t),
+         "sample offsets");
+    grow((void **)&out->source, &caps[3], out->n_samples + set.n + 1, sizeof(int32_t),
+         "sample sources");
     int rc = 0;
     for (int64_t i = 0; i < set.n; i++) {
         char why[MT_ERR_LEN];
-        int r = mt_sample_build(&b, set.question[i], set.answer[i], why);
+        const int64_t m0 = set.first[i];
+        int r = mt_sample_build_chat(b, set.msgs + m0, (int)(set.first[i + 1] - m0), why);
         if (r == MT_SAMPLE_ERROR) {
-            snprintf(err, MT_ERR_LEN, "%s:%lld: %.400s", data_path, (long long)set.line[i], why);
+            snprintf(err, MT_ERR_LEN, "%s:%lld: %.400s", path, (long long)set.line[i], why);
             rc = -1;
             break;
         }
@@ -79,18 +99,40 @@ int mt_token_data_build(const char *data_path, const mt_tokenizer *tok, const mt
         }
         out->n_truncated += r == MT_SAMPLE_TRUNCATED;
         int64_t at = out->n_tokens;
-        grow((void **)&out->ids, &tok_cap, at + b.n, sizeof(int32_t), "token ids");
-        grow((void **)&out->labels, &tok_cap2, at + b.n, sizeof(int32_t), "labels");
-        memcpy(out->ids + at, b.ids, sizeof(int32_t) * (size_t)b.n);
-        memcpy(out->labels + at, b.lab, sizeof(int32_t) * (size_t)b.n);
-        out->n_tokens += b.n;
-        out->n_targets += b.n_targets;
+        grow((void **)&out->ids, &caps[0], at + b->n, sizeof(int32_t), "token ids");
+        grow((void **)&out->labels, &caps[1], at + b->n, sizeof(int32_t), "labels");
+        memcpy(out->ids + at, b->ids, sizeof(int32_t) * (size_t)b->n);
+        memcpy(out->labels + at, b->lab, sizeof(int32_t) * (size_t)b->n);
+        out->n_tokens += b->n;
+        out->n_targets += b->n_targets;
+        out->source[out->n_samples] = src;
         out->offsets[++out->n_samples] = out->n_tokens;
     }
+    mt_conv_set_free(&set);
+    return rc;
+}
+
+int mt_token_data_build_files(const char *const *paths, int n, mt_data_format format,
+                              const mt_tokenizer *tok, const mt_sample_opts *o, bool skip_bad,
+                              mt_token_data *out, char *err) {
+    *out = (mt_token_data){0};
+    mt_sample_builder b;
+    mt_sample_builder_init(&b, tok, o);
+    int64_t caps[4] = {0};
+    grow((void **)&out->offsets, &caps[2], 1, sizeof(int64_t), "sample offsets");
+    grow((void **)&out->source, &caps[3], 1, sizeof(int32_t), "sample sources");
+    out->offsets[0] = 0;
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = build_file(paths[i], i, format, &b, skip_bad, out, caps, err);
     mt_sample_builder_free(&b);
-    mt_gsm8k_set_free(&set);
     if (rc != 0) mt_token_data_free(out);
     return rc;
+}
+
+int mt_token_data_build(const char *data_path, const mt_tokenizer *tok, const mt_sample_opts *o,
+                        bool skip_bad, mt_token_data *out, char *err) {
+    return mt_token_data_build_files(&data_path, 1, MT_FORMAT_AUTO, tok, o, skip_bad, out, err);
 }
 
 /* ---- HDF5 ---- */
@@ -178,7 +220,8 @@ int mt_token_cache_write(const char *path, const mt_cache_key *key, const mt_tok
     bool ok =
         dset_write(f, "ids", H5T_STD_I32LE, H5T_NATIVE_INT32, d->n_tokens, d->ids) &&
         dset_write(f, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, d->n_tokens, d->labels) &&
-        dset_write(f, "offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, d->n_samples + 1, d->offsets);
+        dset_write(f, "offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, d->n_samples + 1, d->offsets) &&
+        dset_write(f, "source", H5T_STD_I32LE, H5T_NATIVE_INT32, d->n_samples, d->source);
     ok = ok && attr_write(f, "format", H5T_STD_I64LE, H5T_NATIVE_INT64, &key->format);
     ok = ok && attr_write(f, "data_hash", H5T_STD_U64LE, H5T_NATIVE_UINT64, &key->data_hash);
     ok = ok &&
@@ -261,8 +304,12 @@ int mt_token_cache_read(const char *path, const mt_cache_key *want, mt_token_dat
         out->ids = dset_read(f, "ids", H5T_NATIVE_INT32, sizeof(int32_t), &n_ids);
         out->labels = dset_read(f, "labels", H5T_NATIVE_INT32, sizeof(int32_t), &n_labels);
         out->offsets = dset_read(f, "offsets", H5T_NATIVE_INT64, sizeof(int64_t), &n_off);
-        bool ok = out->ids && out->labels && out->offsets && n_ids == n_labels && n_off >= 1 &&
-                  out->offsets[0] == 0 && out->offsets[n_off - 1] == n_ids;
+        int64_t n_src = -1;
+        out->source = dset_read(f, "source", H5T_NATIVE_INT32, sizeof(int32_t), &n_src);
+        bool ok = out->ids && out->labels && out->offsets && out->source && n_ids == n_labels &&
+                  n_off >= 1 && n_src == n_off - 1 && out->offsets[0] == 0 &&
+                  out->offsets[n_off - 1] == n_ids;
+        for (int64_t i = 0; ok && i < n_src; i++) ok = out->source[i] >= 0;
         for (int64_t i = 0; ok && i + 1 < n_off; i++) ok = out->offsets[i] <= out->offsets[i + 1];
         if (!ok) rc = -1;
         out->n_samples = n_off - 1;
@@ -292,7 +339,10 @@ int mt_token_cache_open(const mt_token_cache_cfg *cfg, mt_token_data *out, bool 
     char path[4096];
     snprintf(path, sizeof(path), "%s/tokenizer.json", cfg->tokenizer_dir);
     mt_tokenizer *tok = mt_tokenizer_load(path);
-    int rc = mt_token_data_build(cfg->data_path, tok, &cfg->sample, cfg->skip_bad, out, err);
+    const char *const *paths;
+    const int n_paths = cache_paths(cfg, &paths);
+    int rc = mt_token_data_build_files(paths, n_paths, cfg->format, tok, &cfg->sample,
+                                       cfg->skip_bad, out, err);
     mt_tokenizer_free(tok);
     if (rc != 0) return -1;
     if (mt_token_cache_write(cfg->cache_path, &key, out, err) != 0) {

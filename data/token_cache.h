@@ -4,19 +4,22 @@
  *   /ids      I32 (n_tokens)       token ids of all samples, concatenated
  *   /labels   I32 (n_tokens)       unshifted labels: ids where trained, -100 elsewhere
  *   /offsets  I64 (n_samples + 1)  sample i = tokens [offsets[i], offsets[i+1])
+ *   /source   I32 (n_samples)      the data file of each sample (index into the paths)
  *   attributes: format (I64), data_hash, tokenizer_hash, template_hash, options_hash (U64),
  *   max_length (I64), options (string, the human-readable option list), and the build
  *   counts n_lines, n_skipped, n_truncated, n_dropped, n_targets (I64).
- * The hashes are 64-bit FNV-1a (data/data_io.h) of the jsonl bytes, of tokenizer.json's bytes and
- * of the normalized chat template; options_hash covers everything else that changes the tokens
- * (system text, annotation stripping, truncation policy, max_length, skip_bad, format).
- * A cache is reused only when every one of them matches; otherwise it is rebuilt and written
- * to "<path>.tmp.<pid>", then renamed over <path>, so readers never see a partial file. In a
+ * The hashes are 64-bit FNV-1a (data/data_io.h) of the data files' bytes (in order), of
+ * tokenizer.json's bytes and of the normalized chat template; options_hash covers everything else
+ * that changes the tokens (system text, annotation stripping, truncation policy, max_length,
+ * skip_bad, cache format, data.format, data.train_on, the number of files and their weights). A
+ * cache is reused only when every one of them matches; otherwise it is rebuilt and written to
+ * "<path>.tmp.<pid>", then renamed over <path>, so readers never see a partial file. In a
  * distributed run one rank builds (mt_token_cache_open) and the others read after a barrier. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "data/dataset.h"
 #include "data/gsm8k.h"
 
 typedef struct {
@@ -24,6 +27,7 @@ typedef struct {
     int32_t *ids;     /* (n_tokens) */
     int32_t *labels;  /* (n_tokens) */
     int64_t *offsets; /* (n_samples + 1) */
+    int32_t *source;  /* (n_samples) the data file each sample came from (0 ..) */
     /* how the dataset was built */
     int64_t n_lines, n_skipped, n_truncated, n_dropped, n_targets;
 } mt_token_data;
@@ -34,7 +38,7 @@ void mt_token_data_free(mt_token_data *d);
  * changes what it produces, so older caches are rebuilt. 2: the tokenizer of d376430 (a cache
  * written before it, still reused after, gave 29 fewer labelled tokens of 120,787 for the
  * demo's data and another loss curve). */
-#define MT_TOKEN_CACHE_FORMAT 2
+#define MT_TOKEN_CACHE_FORMAT 3 /* 3: /source, several files, data.format, data.train_on */
 
 typedef struct {
     int64_t format;
@@ -44,7 +48,12 @@ typedef struct {
 } mt_cache_key;
 
 typedef struct {
-    const char *data_path;     /* GSM8K-style jsonl */
+    const char *data_path;         /* one data file (data/dataset.h), when n_data_paths is 0 */
+    const char *const *data_paths; /* or several (data.paths), each read in its own format */
+    int n_data_paths;
+    const double *weights;     /* (n_data_paths) mixing weights (data.weights), NULL: none; they
+                                  change no token, but a cache names what it was built for */
+    mt_data_format format;     /* every file's format; MT_FORMAT_AUTO: detected per file */
     const char *tokenizer_dir; /* holds tokenizer.json and tokenizer_config.json */
     const char *cache_path;    /* the .h5 file */
     mt_sample_opts sample;
@@ -56,10 +65,14 @@ typedef struct {
  * renderer does not implement is an error here). Returns 0, or -1 with err set. */
 int mt_token_cache_key(const mt_token_cache_cfg *cfg, mt_cache_key *key, char *err);
 
-/* Tokenizes every line of data_path into out (samples over max_length dropped or cut as the
- * options say). Returns 0, or -1 with "path:line: reason" in err. */
+/* Tokenizes every record of data_path (format auto) into out (samples over max_length dropped
+ * or cut as the options say). Returns 0, or -1 with "path:line: reason" in err. */
 int mt_token_data_build(const char *data_path, const mt_tokenizer *tok, const mt_sample_opts *o,
                         bool skip_bad, mt_token_data *out, char *err);
+/* The same over n files, in order (source[i] = the file of sample i). */
+int mt_token_data_build_files(const char *const *paths, int n, mt_data_format format,
+                              const mt_tokenizer *tok, const mt_sample_opts *o, bool skip_bad,
+                              mt_token_data *out, char *err);
 
 /* Reads a cache file. With want != NULL the file's key must equal want: returns 0 when loaded,
  * 1 when the file is absent, unreadable or has another key (why says which), -1 when a file with

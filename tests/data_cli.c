@@ -78,6 +78,19 @@ static int test_data_cli(void) {
     mt_strbuf_free(&aa);
     snprintf(q, sizeof(q), "%s --tokens", a);
     EXPECT(cli(dir, q) == 0 && has(cli_out, "label") && has(cli_out, "-100"), "show --tokens");
+    /* another format: a multi-turn sharegpt record of a JSON array, both answers trained */
+    snprintf(a, sizeof(a),
+             "show --data '%s/tests/fixtures/formats/sharegpt.json' --tokenizer '%s' --index 0 "
+             "--no-color",
+             source_dir(), tk);
+    EXPECT(cli(dir, a) == 0 && has(cli_err, "format sharegpt (auto") &&
+               has(cli_out, "\xe2\x9f\xa7"
+                            "There are 1000 grams in a kilogram.<end_of_sentence>"
+                            "\xe2\x9f\xa6") &&
+               has(cli_out, "\xe2\x9f\xa7"
+                            "A tonne is 1000 kg, so 1,000,000 grams."
+                            "<end_of_sentence>\xe2\x9f\xa6"),
+           "show sharegpt:\n%s%s", cli_out, cli_err);
 
     /* error paths */
     snprintf(p, sizeof(p), "%s/bad.jsonl", dir);

@@ -132,13 +132,8 @@ static int test_data_template(void) {
     char path[4200], err[MT_ERR_LEN];
     snprintf(path, sizeof(path), "%s/tokenizer_config.json", tokenizer_dir());
     EXPECT(mt_chat_template_check(path, NULL, err) == 0, "the test tokenizer's template: %s", err);
-    snprintf(path, sizeof(path), "%s/tests/fixtures/template/chat_cases.json", source_dir());
-    size_t len;
-    char *text = mt_file_read(path, &len, err);
-    EXPECT(text, "%s", err);
-    if (!text) return MT_TEST_OK;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
+    cJSON *root = read_json_fixture("tests/fixtures/template/chat_cases.json");
+    if (!root) return MT_TEST_OK;
     const cJSON *cases = cJSON_GetObjectItemCaseSensitive(root, "cases");
     EXPECT(cJSON_GetArraySize(cases) >= 5, "too few template fixtures");
     snprintf(path, sizeof(path), "%s/tokenizer.json", tokenizer_dir());

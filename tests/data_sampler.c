@@ -2,6 +2,9 @@
  * rank shares, N-independence of global batches, exact resume, packing layout; the held-out
  * split and a sampler over a pool of samples. */
 #include "data/sampler.h"
+
+#include <math.h>
+
 #include "data_util.h"
 
 #define PAD 7
@@ -338,6 +341,110 @@ static int test_data_sampler_split(void) {
     return MT_TEST_OK;
 }
 
+/* ---------------- data_mix ---------------- */
+
+/* Sources drawn over `want` samples by ranks 0..world-1 from the cursor cur on: counts per
+ * source into cnt (3), the last step's sample of rank 0 into *last. */
+static int64_t mix_draw(const mt_token_data *d, mt_sampler_cfg c, int world, mt_sampler_cursor cur,
+                        int64_t want, int64_t cnt[3]) {
+    mt_sampler s[4];
+    int64_t drawn = 0;
+    for (int r = 0; r < world; r++) {
+        c.rank = r;
+        c.world = world;
+        mt_sampler_init(&s[r], &c, d);
+        mt_sampler_set_cursor(&s[r], cur);
+    }
+    cnt[0] = cnt[1] = cnt[2] = 0;
+    while (drawn < want)
+        for (int r = 0; r < world; r++) {
+            mt_sampler_next(&s[r]);
+            const int64_t n = s[r].row_first[s[r].n_rows];
+            for (int64_t i = 0; i < n; i++) cnt[d->source[s[r].row_items[i]]]++;
+            drawn += n;
+        }
+    int64_t first = s[0].row_items[0];
+    for (int r = 0; r < world; r++) mt_sampler_free(&s[r]);
+    return first;
+}
+
+/* Mixing weights 2:1:1 over GSM8K train's 7,473 samples and the 3 + 3 of the messages and alpaca
+ * fixtures (the sizes of the recipe of dist_train_mixed): the
+ * share of each file over 1000 drawn samples on 2 ranks, at the start and across an epoch
+ * boundary, shuffled or not; an epoch has n_pool positions; the small files repeat; the order
+ * depends on the seed and continues exactly from a cursor. */
+static int test_data_mix(void) {
+    mt_token_data d;
+    const int64_t sizes[3] = {7473, 3, 3}, n = sizes[0] + sizes[1] + sizes[2];
+    make_data(&d, n, 12, 5);
+    d.source = mt_malloc(sizeof(int32_t) * (size_t)n, "sources");
+    for (int64_t i = 0; i < n; i++)
+        d.source[i] = i < sizes[0] ? 0 : i < sizes[0] + sizes[1] ? 1 : 2;
+    const double w[3] = {2, 1, 1};
+    for (int shuffle = 0; shuffle < 2; shuffle++) {
+        mt_sampler_cfg c = base_cfg(true, shuffle);
+        c.global_batch = 8;
+        c.n_sources = 3;
+        c.weights = w;
+        const mt_sampler_cursor starts[2] = {{0, 0}, {2, n - 496}}; /* 496 before, 504 after */
+        for (int k = 0; k < 2; k++) {
+            int64_t cnt[3];
+            mix_draw(&d, c, 2, starts[k], 1000, cnt);
+            const int64_t total = cnt[0] + cnt[1] + cnt[2];
+            for (int f = 0; f < 3; f++) {
+                const double share = (double)cnt[f] / (double)total, want = w[f] / 4;
+                EXPECT(fabs(share - want) <= 0.03,
+                       "shuffle %d, from epoch %lld: file %d has %.1f %% of %lld samples, weight "
+                       "%.1f %%",
+                       shuffle, (long long)starts[k].epoch, f, 100 * share, (long long)total,
+                       100 * want);
+            }
+            if (shuffle && k == 0)
+                printf("mix 2:1:1 on 2 ranks, 1000 samples: %lld / %lld / %lld\n",
+                       (long long)cnt[0], (long long)cnt[1], (long long)cnt[2]);
+        }
+        /* one whole epoch: n positions, each file's count; the small files repeat evenly */
+        mt_sampler a;
+        mt_sampler_init(&a, &c, &d);
+        EXPECT(mt_sampler_steps_per_epoch(&a) == (n + 7) / 8, "steps per epoch");
+        int64_t *seen = mt_calloc((size_t)n, sizeof(int64_t), "seen");
+        int64_t got = 0, cnt[3] = {0};
+        while (got < n) {
+            mt_sampler_next(&a);
+            for (int64_t i = 0; i < a.row_first[a.n_rows]; i++, got++) {
+                seen[a.row_items[i]]++;
+                cnt[d.source[a.row_items[i]]]++;
+            }
+        }
+        EXPECT(got == n && cnt[0] == 3739 && cnt[1] == 1870 && cnt[2] == 1870,
+               "an epoch of %lld: %lld / %lld / %lld", (long long)got, (long long)cnt[0],
+               (long long)cnt[1], (long long)cnt[2]);
+        int64_t lo = n, hi = 0;
+        for (int64_t i = sizes[0]; i < sizes[0] + sizes[1]; i++) {
+            lo = seen[i] < lo ? seen[i] : lo;
+            hi = seen[i] > hi ? seen[i] : hi;
+        }
+        EXPECT(hi - lo <= 1 && lo >= 623, "file 1 samples repeat %lld to %lld times", (long long)lo,
+               (long long)hi);
+        free(seen);
+        mt_sampler_free(&a);
+    }
+    /* the seed changes the order; the same cursor gives the same draw */
+    mt_sampler_cfg c = base_cfg(true, true);
+    c.n_sources = 3;
+    c.weights = w;
+    int64_t cnt[3];
+    const mt_sampler_cursor at = {1, 40};
+    const int64_t f1 = mix_draw(&d, c, 1, at, 8, cnt), f2 = mix_draw(&d, c, 1, at, 8, cnt);
+    c.seed = 12;
+    const int64_t f3 = mix_draw(&d, c, 1, at, 8, cnt);
+    EXPECT(f1 == f2 && f1 != f3, "draw from a cursor: %lld %lld, another seed %lld", (long long)f1,
+           (long long)f2, (long long)f3);
+    mt_token_data_free(&d);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {{"data_sampler", test_data_sampler},
-                                     {"data_sampler_split", test_data_sampler_split}};
+                                     {"data_sampler_split", test_data_sampler_split},
+                                     {"data_mix", test_data_mix}};
 MT_TEST_MAIN(cases)

@@ -9,6 +9,7 @@
 
 #include <cJSON.h>
 
+#include "data/chat_template.h"
 #include "data/data_io.h"
 #include "harness.h"
 
@@ -87,4 +88,18 @@ static inline void write_config(const char *dir, const char *tmpl) {
     write_text(path, s);
     free(s);
     cJSON_Delete(o);
+}
+
+/* The parsed JSON of fixture file `rel` (relative to the repository root), or NULL after a
+ * failed check when it does not read or parse. */
+static inline cJSON *read_json_fixture(const char *rel) {
+    char path[4200], err[MT_ERR_LEN];
+    snprintf(path, sizeof(path), "%s/%s", source_dir(), rel);
+    size_t len;
+    char *text = mt_file_read(path, &len, err);
+    const bool read = text != NULL;
+    cJSON *root = read ? cJSON_ParseWithLength(text, len) : NULL;
+    free(text);
+    EXPECT(root, "%s", read ? "not JSON" : err); /* err names the file */
+    return root;
 }

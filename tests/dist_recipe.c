@@ -21,6 +21,10 @@ static const char *write_temp(const char *text) {
     return path;
 }
 
+#define BASE                                                                                       \
+    "[model]\nconfig = \"/tmp/mt_recipe_c.json\"\n[data]\ntokenizer_dir = "                        \
+    "\"/tmp/mt_recipe_tok\"\n"
+
 /* files the recipes below point at */
 static void make_files(void) {
     FILE *f = fopen("/tmp/mt_recipe_c.json", "w");
@@ -57,6 +61,26 @@ static int test_recipe_load(void) {
     mt_recipe r2;
     ok = mt_recipe_load(&r2, write_temp(text), NULL, 0, err, sizeof(err));
     EXPECT(ok && mt_recipe_hash(&r) == mt_recipe_hash(&r2), "format round trip: %s", err);
+    /* data.paths / data.weights: read, formatted back, in the hash */
+    {
+        const char *sets[] = {"data.paths=[\"/tmp/mt_recipe_c.json\", \"/tmp/mt_recipe_c.json\"]",
+                              "data.weights=[2, 1.5]"};
+        mt_recipe a, b2;
+        char e2[1024] = "", text[16384];
+        const char *p2 = write_temp(BASE);
+        EXPECT(mt_recipe_load(&a, p2, sets, 2, e2, sizeof(e2)), "data.paths: %s", e2);
+        EXPECT(a.data_n_paths == 2 && a.data_n_weights == 2 && a.data_weights[0] == 2.0 &&
+                   a.data_weights[1] == 1.5 && !strcmp(a.data_paths[1], "/tmp/mt_recipe_c.json"),
+               "data.paths read as %d paths, %d weights", a.data_n_paths, a.data_n_weights);
+        mt_recipe_format(&a, text, sizeof(text));
+        EXPECT(strstr(text, "paths = [\"/tmp/mt_recipe_c.json\", \"/tmp/mt_recipe_c.json\"]") &&
+                   strstr(text, "weights = [2.0, 1.5]"),
+               "formatted: %s", text);
+        const char *sets2[] = {sets[0], "data.weights=[2, 1]"};
+        EXPECT(mt_recipe_load(&b2, p2, sets2, 2, e2, sizeof(e2)), "%s", e2);
+        EXPECT(mt_recipe_hash(&a) != mt_recipe_hash(&b2), "data.weights outside the hash");
+        unlink(p2);
+    }
     /* max_steps is not part of the numerics hash (resume may extend a run); lr is */
     r2.train_max_steps = 100;
     EXPECT(mt_recipe_hash(&r) == mt_recipe_hash(&r2), "max_steps outside the hash");
@@ -85,10 +109,6 @@ static void expect_error(const char *text, const char *set, const char *want) {
     unlink(path);
 }
 
-#define BASE                                                                                       \
-    "[model]\nconfig = \"/tmp/mt_recipe_c.json\"\n[data]\ntokenizer_dir = "                        \
-    "\"/tmp/mt_recipe_tok\"\n"
-
 static int test_recipe_errors(void) {
     make_files();
     expect_error("[model]\npath = \"/nonexistent/model\"\n", NULL,
@@ -101,7 +121,20 @@ static int test_recipe_errors(void) {
                  "%s:6:13: train.max_steps must be an integer, not string");
     expect_error(BASE "[train]\nmax_steps = 10 steps\n", NULL, "%s:6:16: unexpected 's'");
     expect_error(BASE "[train]\nlr_scheduler_type = \"warmup\"\n", NULL,
-                 "%s:6:21: train.lr_scheduler_type: must be constant, linear or cosine");
+                 "%s:6:21: train.lr_scheduler_type: must be one of constant, linear, cosine, "
+                 "cosine_with_min_lr, wsd, not \"warmup\"");
+    expect_error(BASE, "train.warmup_ratio=1.5",
+                 "--set train.warmup_ratio: train.warmup_ratio: must be in [0, 1)");
+    expect_error(BASE "[train]\nwarmup_steps = 5\nwarmup_ratio = 0.1\n", NULL,
+                 "%s:7:16: train.warmup_ratio: set train.warmup_steps or train.warmup_ratio, not "
+                 "both");
+    expect_error(BASE, "train.num_train_epochs=-1",
+                 "--set train.num_train_epochs: train.num_train_epochs: must be a finite number "
+                 ">= 0 (0: train.max_steps)");
+    expect_error(BASE, "train.min_lr_ratio=2",
+                 "--set train.min_lr_ratio: train.min_lr_ratio: must be in [0, 1]");
+    expect_error(BASE, "train.wsd_decay_ratio=0",
+                 "--set train.wsd_decay_ratio: train.wsd_decay_ratio: must be in (0, 1]");
     expect_error(BASE, "train.adam_beta1=1.5",
                  "--set train.adam_beta1: train.adam_beta1: must be in [0, 1)");
     expect_error(BASE, "train.nope=1", "--set train.nope: unknown key 'train.nope'");
@@ -119,6 +152,28 @@ static int test_recipe_errors(void) {
                  "data.eval_path: the samples to evaluate on");
     expect_error(BASE, "data.eval_path=/nonexistent/test.jsonl",
                  "--set data.eval_path: data.eval_path: cannot read /nonexistent/test.jsonl");
+    /* data: formats, what is trained, several files and their weights */
+    expect_error(BASE, "data.format=chatml",
+                 "--set data.format: data.format: \"chatml\" is not a format; one of auto, gsm8k, "
+                 "messages, sharegpt, alpaca");
+    expect_error(BASE, "data.train_on=everything",
+                 "--set data.train_on: data.train_on: must be all_assistant or last_assistant, "
+                 "not \"everything\"");
+    expect_error(BASE "path = \"/tmp/mt_recipe_c.json\"\npaths = [\"/tmp/mt_recipe_c.json\"]\n",
+                 NULL,
+                 "%s:6:9: data.paths: set data.path or data.paths, not both (data.path is "
+                 "\"/tmp/mt_recipe_c.json\")");
+    expect_error(BASE "paths = [\"/tmp/mt_recipe_c.json\", \"/nonexistent/b.jsonl\"]\n", NULL,
+                 "%s:5:9: data.paths: cannot read /nonexistent/b.jsonl (entry 1)");
+    expect_error(BASE "paths = [\"/tmp/mt_recipe_c.json\", \"/tmp/mt_recipe_c.json\"]\n"
+                      "weights = [2.0]\n",
+                 NULL, "%s:6:11: data.weights: 1 weights for 2 data.paths");
+    expect_error(BASE "paths = [\"/tmp/mt_recipe_c.json\"]\nweights = [0]\n", NULL,
+                 "%s:6:11: data.weights: entry 0 is 0; weights must be finite and > 0");
+    expect_error(BASE "paths = [\"/tmp/mt_recipe_c.json\", 3]\n", NULL,
+                 "%s:5:9: data.paths must be a list of at most 16 paths");
+    expect_error(BASE "weights = \"2:1\"\n", NULL,
+                 "%s:5:11: data.weights must be a list of at most 16 numbers");
     expect_error(BASE, "dist.timeout=-1",
                  "--set dist.timeout: dist.timeout: must be >= 0 seconds (0: no limit)");
     expect_error("[data]\ntokenizer_dir = \"/tmp/mt_recipe_tok\"\n", NULL,

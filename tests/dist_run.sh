@@ -2,6 +2,8 @@
 # dist_run.sh: end-to-end runs of minimax-train on real MPI ranks for the dist_* tests.
 #   dist_run.sh BIN MODE [ARGS]   (run by ctest from the source directory; MT_TEST_TMPDIR set)
 # Modes:
+#   mixed            GSM8K + the messages and alpaca fixtures, data.weights 2:1:1, 2 ranks,
+#                    steps from train.num_train_epochs, a wsd schedule with a warmup ratio
 #   ranks N          tests/recipes/dist.toml on N ranks (global batch 4) -> $TMP/ranks-npN
 #   resume-straight  20 steps, checkpoints at 10 and 20                   -> $TMP/resume-a
 #   resume-split     --resume $TMP/resume-a/checkpoint-10, 10 more steps  -> $TMP/resume-b
@@ -64,6 +66,28 @@ run() { # run NP OUTDIR ARGS...
 }
 
 case "$mode" in
+mixed)
+  # data.paths = GSM8K train + the messages and alpaca fixtures, data.weights 2:1:1, on 2 ranks
+  # (skipped without ../shared): each file's share of an epoch in the log, the formats detected
+  gsm="${MT_SHARED_DIR:-../shared}/data/gsm8k/train.jsonl"
+  [ -r "$gsm" ] || { echo "no $gsm: skipped"; exit 77; }
+  f=tests/fixtures/formats
+  rm -rf "$tmp/dist-cache-mixed" # a fresh build, whose log names the formats
+  run 2 "$tmp/mixed" --set "data.paths=[\"$gsm\", \"$f/messages.jsonl\", \"$f/alpaca.jsonl\"]" \
+    --set "data.weights=[2, 1, 1]" --set data.max_length=512 --set train.num_train_epochs=0.0012 \
+    --set train.lr_scheduler_type=wsd --set train.warmup_ratio=0.34 --set train.wsd_decay_ratio=0.3 --set train.warmup_steps=0 \
+    --set train.per_device_train_batch_size=2 --set "data.cache_dir=$tmp/dist-cache-mixed"
+  grep "^data: \|^train: \|^step 3/" "$tmp/mixed.log"
+  # the steps from the epochs (7479 samples / 4 per step = 1870 per epoch), the schedule's phases
+  grep -q "^train: 0.0012 epochs of 1870 steps = 3 steps" "$tmp/mixed.log"
+  grep -q "^train: wsd schedule over 3 steps: 2 warmup, 1 decay" "$tmp/mixed.log"
+  grep -q "^step 3/3 " "$tmp/mixed.log"
+  grep -q "mixing: .*train.jsonl: 3739 of the 7479 samples of an epoch (50.0 %" "$tmp/mixed.log"
+  grep -q "mixing: .*messages.jsonl: 1870 of the 7479 .*(25.0 %" "$tmp/mixed.log"
+  grep -q "mixing: .*alpaca.jsonl: 1870 of the 7479 .*(25.0 %" "$tmp/mixed.log"
+  grep -q "messages.jsonl: format messages (auto" "$tmp/mixed.log"
+  grep -q "alpaca.jsonl: format alpaca (auto" "$tmp/mixed.log"
+  ;;
 ranks)
   np="$3"
   run "$np" "$tmp/ranks-np$np" --set "train.per_device_train_batch_size=$((4 / np))"

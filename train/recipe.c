@@ -10,10 +10,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "models/minimax.h"
+#include "train/schedule.h"
 
-typedef enum { KEY_STRING, KEY_INT, KEY_INT64, KEY_FLOAT, KEY_BOOL } key_type;
+typedef enum {
+    KEY_STRING,
+    KEY_INT,
+    KEY_INT64,
+    KEY_FLOAT,
+    KEY_BOOL,
+    KEY_STRINGS,
+    KEY_FLOATS
+} key_type;
 
 typedef struct {
     const char *key;
@@ -21,18 +31,30 @@ typedef struct {
     size_t offset, size; /* size: for strings, the buffer size */
     const char *def;     /* default, in TOML syntax */
     bool numerics;       /* part of the resume hash */
+    size_t count_offset; /* arrays: where their length is */
 } recipe_key;
 
 #define STR(k, field, def, num)                                                                    \
-    { k, KEY_STRING, offsetof(mt_recipe, field), sizeof(((mt_recipe *)0)->field), def, num }
+    { k, KEY_STRING, offsetof(mt_recipe, field), sizeof(((mt_recipe *)0)->field), def, num, 0 }
 #define INT(k, field, def, num)                                                                    \
-    { k, KEY_INT, offsetof(mt_recipe, field), sizeof(int), def, num }
+    { k, KEY_INT, offsetof(mt_recipe, field), sizeof(int), def, num, 0 }
 #define I64(k, field, def, num)                                                                    \
-    { k, KEY_INT64, offsetof(mt_recipe, field), sizeof(int64_t), def, num }
+    { k, KEY_INT64, offsetof(mt_recipe, field), sizeof(int64_t), def, num, 0 }
 #define FLT(k, field, def, num)                                                                    \
-    { k, KEY_FLOAT, offsetof(mt_recipe, field), sizeof(double), def, num }
+    { k, KEY_FLOAT, offsetof(mt_recipe, field), sizeof(double), def, num, 0 }
 #define BOOL(k, field, def, num)                                                                   \
-    { k, KEY_BOOL, offsetof(mt_recipe, field), sizeof(bool), def, num }
+    { k, KEY_BOOL, offsetof(mt_recipe, field), sizeof(bool), def, num, 0 }
+/* arrays: the items, then their count in field `count` (an int) */
+#define STRS(k, field, count, def, num)                                                            \
+    {                                                                                              \
+        k, KEY_STRINGS, offsetof(mt_recipe, field), sizeof(((mt_recipe *)0)->field[0]), def, num,  \
+            offsetof(mt_recipe, count)                                                             \
+    }
+#define FLTS(k, field, count, def, num)                                                            \
+    {                                                                                              \
+        k, KEY_FLOATS, offsetof(mt_recipe, field), sizeof(double), def, num,                       \
+            offsetof(mt_recipe, count)                                                             \
+    }
 
 static const recipe_key recipe_keys[] = {
     STR("model.path", model_path, "\"\"", true),
@@ -41,6 +63,10 @@ static const recipe_key recipe_keys[] = {
     STR("model.dtype", model_dtype, "\"fp32\"", true),
     I64("model.init_seed", model_init_seed, "42", true),
     STR("data.path", data_path, "\"synthetic\"", true),
+    STRS("data.paths", data_paths, data_n_paths, "[]", true),
+    FLTS("data.weights", data_weights, data_n_weights, "[]", true),
+    STR("data.format", data_format, "\"auto\"", true),
+    STR("data.train_on", data_train_on, "\"all_assistant\"", true),
     INT("data.synthetic_samples", data_synthetic_samples, "2000", true),
     STR("data.tokenizer_dir", data_tokenizer_dir, "\"\"", true),
     STR("data.cache_dir", data_cache_dir, "\"\"", false),
@@ -60,8 +86,12 @@ static const recipe_key recipe_keys[] = {
     INT("train.per_device_train_batch_size", train_per_device_train_batch_size, "1", true),
     INT("train.gradient_accumulation_steps", train_gradient_accumulation_steps, "1", true),
     FLT("train.learning_rate", train_learning_rate, "1e-5", true),
+    FLT("train.num_train_epochs", train_num_train_epochs, "0.0", false),
     STR("train.lr_scheduler_type", train_lr_scheduler_type, "\"constant\"", true),
     INT("train.warmup_steps", train_warmup_steps, "0", true),
+    FLT("train.warmup_ratio", train_warmup_ratio, "0.0", true),
+    FLT("train.min_lr_ratio", train_min_lr_ratio, "0.0", true),
+    FLT("train.wsd_decay_ratio", train_wsd_decay_ratio, "0.1", true),
     FLT("train.weight_decay", train_weight_decay, "0.0", true),
     FLT("train.adam_beta1", train_adam_beta1, "0.9", true),
     FLT("train.adam_beta2", train_adam_beta2, "0.999", true),
@@ -108,6 +138,40 @@ static void entry_where(const mt_toml_entry *e, char *buf, size_t len) {
         snprintf(buf, len, "--set %s", e->key);
 }
 
+/* data.paths, data.weights: a TOML array of at most MT_DATA_FILES strings or numbers. */
+static bool recipe_assign_list(mt_recipe *r, const recipe_key *k, const mt_toml_entry *e,
+                               const char *where, char *err, size_t errlen) {
+    const mt_toml_value *v = &e->value;
+    const bool strings = k->type == KEY_STRINGS;
+    bool ok = v->type == MT_TOML_ARRAY && v->n_items <= MT_DATA_FILES;
+    for (int i = 0; ok && i < v->n_items; i++) {
+        const mt_toml_type t = v->items[i].type;
+        ok = strings ? t == MT_TOML_STRING && strlen(v->items[i].s) < k->size
+                     : t == MT_TOML_FLOAT || t == MT_TOML_INT;
+    }
+    if (!ok) {
+        if (strings)
+            snprintf(err, errlen,
+                     "%s: %s must be a list of at most %d paths (each shorter than %d "
+                     "bytes)",
+                     where, k->key, MT_DATA_FILES, MT_PATH_MAX);
+        else
+            snprintf(err, errlen, "%s: %s must be a list of at most %d numbers", where, k->key,
+                     MT_DATA_FILES);
+        return false;
+    }
+    char *dst = (char *)r + k->offset;
+    for (int i = 0; i < v->n_items; i++) {
+        const mt_toml_value *it = &v->items[i];
+        if (strings)
+            memcpy(dst + (size_t)i * k->size, it->s, strlen(it->s) + 1);
+        else
+            ((double *)dst)[i] = it->type == MT_TOML_INT ? (double)it->i : it->f;
+    }
+    *(int *)((char *)r + k->count_offset) = v->n_items;
+    return true;
+}
+
 static bool recipe_assign(mt_recipe *r, const recipe_key *k, const mt_toml_entry *e, char *err,
                           size_t errlen) {
     char where[MT_PATH_MAX + 64];
@@ -116,6 +180,8 @@ static bool recipe_assign(mt_recipe *r, const recipe_key *k, const mt_toml_entry
     void *dst = (char *)r + k->offset;
     static const char *want[] = {"a string", "an integer", "an integer", "a number",
                                  "true or false"};
+    if (k->type == KEY_STRINGS || k->type == KEY_FLOATS)
+        return recipe_assign_list(r, k, e, where, err, errlen);
     bool ok = (k->type == KEY_STRING && v->type == MT_TOML_STRING) ||
               ((k->type == KEY_INT || k->type == KEY_INT64) && v->type == MT_TOML_INT) ||
               (k->type == KEY_FLOAT && (v->type == MT_TOML_FLOAT || v->type == MT_TOML_INT)) ||
@@ -148,6 +214,8 @@ static bool recipe_assign(mt_recipe *r, const recipe_key *k, const mt_toml_entry
         break;
     case KEY_BOOL:
         *(bool *)dst = v->b;
+        break;
+    default:
         break;
     }
     return true;
@@ -186,8 +254,30 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
     } else if (access(r->model_config, R_OK) != 0) {
         BAD("model.config", "cannot read %s", r->model_config);
     }
-    if (strcmp(r->data_path, "synthetic") && access(r->data_path, R_OK) != 0)
+    if (r->data_n_paths > 0 && strcmp(r->data_path, "synthetic"))
+        BAD("data.paths", "set data.path or data.paths, not both (data.path is \"%s\")",
+            r->data_path);
+    if (r->data_n_paths == 0 && strcmp(r->data_path, "synthetic") &&
+        access(r->data_path, R_OK) != 0)
         BAD("data.path", "cannot read %s", r->data_path);
+    for (int i = 0; i < r->data_n_paths; i++)
+        if (access(r->data_paths[i], R_OK) != 0)
+            BAD("data.paths", "cannot read %s (entry %d)", r->data_paths[i], i);
+    if (r->data_n_weights > 0 && r->data_n_weights != r->data_n_paths)
+        BAD("data.weights",
+            "%d weights for %d data.paths (one per file, or none: the files "
+            "concatenated)",
+            r->data_n_weights, r->data_n_paths);
+    for (int i = 0; i < r->data_n_weights; i++)
+        if (!(r->data_weights[i] > 0) || !isfinite(r->data_weights[i]))
+            BAD("data.weights", "entry %d is %g; weights must be finite and > 0", i,
+                r->data_weights[i]);
+    if (mt_data_format_parse(r->data_format) < 0)
+        BAD("data.format", "\"%s\" is not a format; one of %s", r->data_format,
+            mt_data_format_list());
+    if (strcmp(r->data_train_on, "all_assistant") && strcmp(r->data_train_on, "last_assistant"))
+        BAD("data.train_on", "must be all_assistant or last_assistant, not \"%s\"",
+            r->data_train_on);
     snprintf(file, sizeof(file), "%s/tokenizer.json",
              r->data_tokenizer_dir[0] ? r->data_tokenizer_dir : r->model_path);
     if ((r->data_tokenizer_dir[0] || r->model_path[0]) && access(file, R_OK) != 0)
@@ -221,12 +311,20 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
         BAD("train.gradient_accumulation_steps", "must be > 0");
     if (!(r->train_learning_rate >= 0) || !isfinite(r->train_learning_rate))
         BAD("train.learning_rate", "must be a finite number >= 0");
-    if (strcmp(r->train_lr_scheduler_type, "constant") &&
-        strcmp(r->train_lr_scheduler_type, "linear") &&
-        strcmp(r->train_lr_scheduler_type, "cosine"))
-        BAD("train.lr_scheduler_type", "must be constant, linear or cosine, not \"%s\"",
+    if (mt_lr_kind_parse(r->train_lr_scheduler_type) < 0)
+        BAD("train.lr_scheduler_type", "must be one of %s, not \"%s\"", mt_lr_kind_list(),
             r->train_lr_scheduler_type);
     if (r->train_warmup_steps < 0) BAD("train.warmup_steps", "must be >= 0");
+    if (!(r->train_num_train_epochs >= 0) || !isfinite(r->train_num_train_epochs))
+        BAD("train.num_train_epochs", "must be a finite number >= 0 (0: train.max_steps)");
+    if (!(r->train_warmup_ratio >= 0 && r->train_warmup_ratio < 1))
+        BAD("train.warmup_ratio", "must be in [0, 1)");
+    if (r->train_warmup_ratio > 0 && r->train_warmup_steps > 0)
+        BAD("train.warmup_ratio", "set train.warmup_steps or train.warmup_ratio, not both");
+    if (!(r->train_min_lr_ratio >= 0 && r->train_min_lr_ratio <= 1))
+        BAD("train.min_lr_ratio", "must be in [0, 1]");
+    if (!(r->train_wsd_decay_ratio > 0 && r->train_wsd_decay_ratio <= 1))
+        BAD("train.wsd_decay_ratio", "must be in (0, 1]");
     if (!(r->train_weight_decay >= 0)) BAD("train.weight_decay", "must be >= 0");
     if (!(r->train_adam_beta1 >= 0 && r->train_adam_beta1 < 1))
         BAD("train.adam_beta1", "must be in [0, 1)");
@@ -350,10 +448,23 @@ bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides
     return ok;
 }
 
-static void recipe_value(const mt_recipe *r, const recipe_key *k, mt_toml_value *v) {
+/* items: room for MT_DATA_FILES values, used by array keys. */
+static void recipe_value(const mt_recipe *r, const recipe_key *k, mt_toml_value *v,
+                         mt_toml_value *items) {
     const void *src = (const char *)r + k->offset;
     memset(v, 0, sizeof(*v));
     switch (k->type) {
+    case KEY_STRINGS:
+    case KEY_FLOATS:
+        v->type = MT_TOML_ARRAY, v->items = items;
+        v->n_items = *(const int *)((const char *)r + k->count_offset);
+        for (int i = 0; i < v->n_items; i++)
+            if (k->type == KEY_STRINGS)
+                items[i] =
+                    (mt_toml_value){.type = MT_TOML_STRING, .s = (char *)src + (size_t)i * k->size};
+            else
+                items[i] = (mt_toml_value){.type = MT_TOML_FLOAT, .f = ((const double *)src)[i]};
+        break;
     case KEY_STRING:
         v->type = MT_TOML_STRING, v->s = (char *)src;
         break;
@@ -384,8 +495,8 @@ void mt_recipe_format(const mt_recipe *r, char *buf, size_t len) {
             snprintf(buf + strlen(buf), len - strlen(buf), "%s[%s]\n", i ? "\n" : "", table);
         }
         snprintf(buf + strlen(buf), len - strlen(buf), "%s = ", dot + 1);
-        mt_toml_value v;
-        recipe_value(r, &recipe_keys[i], &v);
+        mt_toml_value v, items[MT_DATA_FILES];
+        recipe_value(r, &recipe_keys[i], &v, items);
         mt_toml_value_format(&v, buf, len);
         snprintf(buf + strlen(buf), len - strlen(buf), "\n");
     }
@@ -395,10 +506,10 @@ uint64_t mt_recipe_hash(const mt_recipe *r) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a over "key=value" of numerics keys */
     for (int i = 0; i < N_RECIPE_KEYS; i++) {
         if (!recipe_keys[i].numerics) continue;
-        char buf[MT_PATH_MAX + 128];
+        char buf[MT_DATA_FILES * (MT_PATH_MAX + 4) + 128];
         snprintf(buf, sizeof(buf), "%s=", recipe_keys[i].key);
-        mt_toml_value v;
-        recipe_value(r, &recipe_keys[i], &v);
+        mt_toml_value v, items[MT_DATA_FILES];
+        recipe_value(r, &recipe_keys[i], &v, items);
         mt_toml_value_format(&v, buf, sizeof(buf));
         for (const char *c = buf; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
     }

@@ -7,7 +7,8 @@
 
 #include "train/toml.h"
 
-#define MT_PATH_MAX 1024
+#define MT_PATH_MAX   1024
+#define MT_DATA_FILES 16 /* the most data.paths */
 
 typedef struct mt_recipe {
     /* [model] */
@@ -17,7 +18,13 @@ typedef struct mt_recipe {
     char model_dtype[8];            /* "fp32" (CPU) or "bf16" (CUDA compute dtype) */
     int64_t model_init_seed;        /* random initialisation */
     /* [data] */
-    char data_path[MT_PATH_MAX];          /* GSM8K-style jsonl, or "synthetic" */
+    char data_path[MT_PATH_MAX];                 /* a data file (data/dataset.h), or "synthetic" */
+    char data_paths[MT_DATA_FILES][MT_PATH_MAX]; /* or several (instead of data.path) */
+    int data_n_paths;
+    double data_weights[MT_DATA_FILES]; /* mixing weights of data.paths; none: concatenated */
+    int data_n_weights;
+    char data_format[16];                 /* auto | gsm8k | messages | sharegpt | alpaca */
+    char data_train_on[16];               /* all_assistant | last_assistant */
     int data_synthetic_samples;           /* when path = "synthetic" */
     char data_tokenizer_dir[MT_PATH_MAX]; /* tokenizer.json + tokenizer_config.json */
     char data_cache_dir[MT_PATH_MAX];     /* HDF5 token cache; "" = <output.dir>/cache */
@@ -38,8 +45,12 @@ typedef struct mt_recipe {
     int train_per_device_train_batch_size;
     int train_gradient_accumulation_steps;
     double train_learning_rate;
-    char train_lr_scheduler_type[16]; /* constant | linear | cosine */
+    double train_num_train_epochs;    /* > 0: max_steps from the data (replaces max_steps) */
+    char train_lr_scheduler_type[24]; /* constant | linear | cosine | cosine_with_min_lr | wsd */
     int train_warmup_steps;
+    double train_warmup_ratio;    /* > 0: warmup = ceil(max_steps * ratio) */
+    double train_min_lr_ratio;    /* cosine_with_min_lr, wsd: the floor, a fraction of the lr */
+    double train_wsd_decay_ratio; /* wsd: the decay phase, a fraction of max_steps */
     double train_weight_decay;
     double train_adam_beta1, train_adam_beta2, train_adam_epsilon;
     double train_max_grad_norm; /* <= 0: no clipping */

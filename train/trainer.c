@@ -316,7 +316,17 @@ static void trainer_setup_data(trainer *t) {
 
     mt_token_cache_cfg cc = {
         .data_path = data_path, .tokenizer_dir = t->tokenizer_dir, .cache_path = cache_path};
+    const char *paths[MT_DATA_FILES];
+    for (int i = 0; i < rc->data_n_paths; i++) paths[i] = rc->data_paths[i];
+    if (rc->data_n_paths > 0) { /* data.paths: several files, mixed by data.weights */
+        cc.data_paths = paths;
+        cc.n_data_paths = rc->data_n_paths;
+        cc.weights = rc->data_n_weights > 0 ? rc->data_weights : NULL;
+        snprintf(data_path, sizeof(data_path), "data.paths");
+    }
+    cc.format = (mt_data_format)mt_data_format_parse(rc->data_format);
     mt_sample_opts_default(&cc.sample);
+    cc.sample.last_assistant_only = !strcmp(rc->data_train_on, "last_assistant");
     cc.sample.system = rc->data_system_prompt[0] ? rc->data_system_prompt : NULL;
     cc.sample.strip_annotations = rc->data_strip_annotations;
     cc.sample.max_length = rc->data_max_length;
@@ -326,6 +336,8 @@ static void trainer_setup_data(trainer *t) {
     snprintf(eval_cache, sizeof(eval_cache), "%s/eval-tokens.h5", cache_dir);
     mt_token_cache_cfg ec = cc;
     ec.data_path = rc->data_eval_path;
+    ec.n_data_paths = 0;
+    ec.weights = NULL;
     ec.cache_path = eval_cache;
     const bool eval_file = rc->data_eval_path[0] != 0;
     char err[MT_ERR_LEN];
@@ -388,8 +400,16 @@ static void trainer_setup_data(trainer *t) {
         .pad_id = eos,
         .pool = n_hold > 0 ? train_ids : NULL,
         .n_pool = n_all - n_hold,
+        .n_sources = rc->data_n_paths,
+        .weights = rc->data_n_weights > 0 ? rc->data_weights : NULL,
     };
     mt_sampler_init(&t->sampler, &sc, &t->data);
+    sc.weights = NULL; /* the eval sampler: every eval sample once */
+    for (int k = 0; t->sampler.src_count && k < rc->data_n_paths; k++)
+        LOG0(t, "data: mixing: %s: %lld of the %lld samples of an epoch (%.1f %%, weight %g)\n",
+             rc->data_paths[k], (long long)t->sampler.src_count[k], (long long)t->sampler.n_pool,
+             100.0 * (double)t->sampler.src_count[k] / (double)t->sampler.n_pool,
+             rc->data_weights[k]);
     t->evaluates = n_eval > 0;
     if (t->evaluates) { /* one epoch in index order per evaluation */
         sc.shuffle = false;
@@ -491,7 +511,15 @@ static void trainer_save(trainer *t, int step) {
             char src[MT_PATH_MAX + 64], dst[MT_PATH_MAX + 128];
             snprintf(src, sizeof(src), "%s/%s", t->tokenizer_dir, files[i]);
             snprintf(dst, sizeof(dst), "%s/%s", tmp, files[i]);
-            copy_file_atomic(src, dst);
+            if (i != 1) {
+                copy_file_atomic(src, dst);
+                continue;
+            }
+            /* the template extended to string contents, so transformers renders both forms */
+            char err[MT_ERR_LEN], *cfg = mt_chat_template_export_config(src, err);
+            MT_CHECK(cfg, "%s", err);
+            mt_file_write_atomic(dst, cfg, strlen(cfg));
+            free(cfg);
         }
         char recipe_text[16384];
         mt_recipe_format(&t->rc, recipe_text, sizeof(recipe_text));
@@ -665,6 +693,7 @@ int mt_train_main(int argc, char **argv) {
     }
     trainer_setup_model(t);
     trainer_setup_data(t);
+    trainer_setup_schedule(t);
     t->state.recipe_hash = mt_recipe_hash(rc);
     t->state.world_size = t->comm->size;
     if (resume) trainer_resume(t, resume);

@@ -13,6 +13,7 @@
 #include "train/comm.h"
 #include "train/logger.h"
 #include "train/recipe.h"
+#include "train/schedule.h"
 #include "train/sharded.h"
 #include "train/zero.h"
 
@@ -41,6 +42,7 @@ typedef struct {
     mt_train_state state;
     mt_logger log;
     int64_t planned_activations; /* the arena's planned peak of one micro-step (bytes) */
+    mt_lr_schedule lr_schedule;  /* resolved once the data (steps per epoch) is known */
 } trainer;
 
 #define LOG0(t, ...)                                                                               \
@@ -60,6 +62,10 @@ typedef struct {
 
 /* Forward and backward of the step's micro-batches, then AdamW (or a skip). */
 step_result trainer_run_step(trainer *t, int step);
+
+/* train.num_train_epochs (the steps from the data's steps per epoch, into t->rc's max_steps),
+ * the warmup of train.warmup_ratio and t->lr_schedule, printed; after the data is set up. */
+void trainer_setup_schedule(trainer *t);
 
 /* The eval loss with the current weights over every held-out sample (t->eval_sampler): the
  * token-level mean over their labelled tokens, equal on every rank. */

@@ -1,6 +1,6 @@
 /* trainer_step.c: one optimizer step (the step's micro-batches forward and backward through
- * the ZeRO-3 shards, the global grad norm, clipping, AdamW) and one evaluation (the held-out
- * samples forward only). */
+ * the ZeRO-3 shards, the global grad norm, clipping, AdamW), one evaluation (the held-out
+ * samples forward only), and the learning-rate schedule the steps follow. */
 #include <math.h>
 
 #include "train/nonfinite.h"
@@ -86,8 +86,7 @@ step_result trainer_run_step(trainer *t, int step) {
     res.loss = sums[0];
     res.aux = sums[1];
     res.tokens = (int64_t)sums[2];
-    res.lr = mt_lr_at(mt_lr_kind_parse(rc->train_lr_scheduler_type), rc->train_learning_rate,
-                      step - 1, rc->train_warmup_steps, rc->train_max_steps);
+    res.lr = mt_lr_at(&t->lr_schedule, step - 1);
     mt_adamw opt = {.lr = res.lr,
                     .beta1 = rc->train_adam_beta1,
                     .beta2 = rc->train_adam_beta2,
@@ -129,4 +128,34 @@ double trainer_run_eval(trainer *t) {
     }
     t->comm->allreduce_f64(t->comm, &sum, 1);
     return sum;
+}
+
+void trainer_setup_schedule(trainer *t) {
+    mt_recipe *rc = &t->rc;
+    const long long per_epoch = (long long)mt_sampler_steps_per_epoch(&t->sampler);
+    if (rc->train_num_train_epochs > 0) {
+        rc->train_max_steps = mt_lr_epoch_steps(rc->train_num_train_epochs, per_epoch);
+        MT_CHECK(rc->train_max_steps > 0, "train.num_train_epochs = %g gives no step",
+                 rc->train_num_train_epochs);
+        LOG0(t,
+             "train: %g epochs of %lld steps = %d steps (train.num_train_epochs; "
+             "train.max_steps not used)\n",
+             rc->train_num_train_epochs, per_epoch, rc->train_max_steps);
+    }
+    const mt_lr_kind kind = (mt_lr_kind)mt_lr_kind_parse(rc->train_lr_scheduler_type);
+    const int steps = rc->train_max_steps,
+              warmup = mt_lr_warmup_steps(rc->train_warmup_steps, rc->train_warmup_ratio, steps),
+              decay = kind == MT_LR_WSD ? (int)ceil(steps * rc->train_wsd_decay_ratio) : 0;
+    MT_CHECK(kind != MT_LR_WSD || warmup + decay <= steps,
+             "train.lr_scheduler_type wsd: %d warmup + %d decay steps (train.wsd_decay_ratio = "
+             "%g) are more than the %d steps",
+             warmup, decay, rc->train_wsd_decay_ratio, steps);
+    t->lr_schedule = (mt_lr_schedule){.kind = kind,
+                                      .base_lr = rc->train_learning_rate,
+                                      .warmup_steps = warmup,
+                                      .max_steps = steps,
+                                      .min_lr_ratio = rc->train_min_lr_ratio,
+                                      .decay_steps = decay};
+    LOG0(t, "train: %s schedule over %d steps: %d warmup, %d decay (wsd), min_lr_ratio %g\n",
+         rc->train_lr_scheduler_type, steps, warmup, decay, rc->train_min_lr_ratio);
 }
