@@ -24,6 +24,13 @@ static bool wt_router(const char *name, int *layer) {
            name[used] == 0;
 }
 
+static bool wt_router_bias(const char *name, int *layer) {
+    int used = 0;
+    return sscanf(name, "model.layers.%d.block_sparse_moe.e_score_correction_bias%n", layer,
+                  &used) == 1 &&
+           name[used] == 0;
+}
+
 void mt_weights_source_name(const mt_minimax *m, int p, mt_naming naming, char *name, size_t n,
                             int64_t *offset) {
     const char *internal = m->info[p].name;
@@ -40,6 +47,8 @@ void mt_weights_source_name(const mt_minimax *m, int p, mt_naming naming, char *
         }
     } else if (naming == MT_NAMING_HF_V5 && wt_router(internal, &layer)) {
         snprintf(name, n, "model.layers.%d.mlp.gate.weight", layer);
+    } else if (naming == MT_NAMING_HF_V5 && wt_router_bias(internal, &layer)) {
+        snprintf(name, n, "model.layers.%d.mlp.e_score_correction_bias", layer);
     } else {
         snprintf(name, n, "%s", internal);
     }
@@ -68,6 +77,7 @@ struct mt_weights_reader {
     mt_naming naming;
     const mt_st_tensor **src; /* (n_params) tensor holding each parameter */
     int64_t *src_off;         /* (n_params) element offset inside it */
+    int n_carried;            /* tensors carried into exports unchanged (models/family.h) */
 };
 
 static bool wt_fail(char *err, size_t n, const char *fmt, ...) MT_PRINTF(3, 4);
@@ -116,28 +126,29 @@ static bool wt_check_buffer(mt_weights_reader *r, const mt_st_tensor *t, int lay
     return ok;
 }
 
-/* A tensor no parameter uses: allowed only for dropped layers and derived buffers. */
+/* A tensor no parameter uses: skipped for dropped layers, else as the family says (derived
+ * buffers checked, carried tensors counted). */
 static bool wt_check_extra(mt_weights_reader *r, const mt_st_tensor *t, char *err, size_t n) {
     const mt_minimax_config *cfg = &r->m->cfg;
     const char *name = t->name;
-    int layer, used = 0;
-    if (strstr(name, "rotary_emb.inv_freq")) return true; /* older transformers saved it */
-    if (sscanf(name, "model.layers.%d.%n", &layer, &used) == 1 && used > 0) {
-        if (layer >= cfg->num_hidden_layers && layer < cfg->num_hidden_layers_source)
-            return true; /* a layer dropped by the first-N-layers override */
-        if (layer >= cfg->num_hidden_layers)
-            return wt_fail(err, n, "%s: tensor %s belongs to layer %d but the config has %d layers",
-                           mt_safetensors_file(r->st, t), name, layer,
-                           cfg->num_hidden_layers_source);
-        const char *rest = name + used;
-        static const char *const buffers[] = {"slope_rate", "query_decay", "key_decay",
-                                              "diagonal_decay"};
-        for (int i = 0; i < 4; i++) {
-            if (strncmp(rest, "self_attn.", 10) == 0 && strcmp(rest + 10, buffers[i]) == 0 &&
-                cfg->layer_types[layer] == MT_LAYER_LINEAR)
-                return wt_check_buffer(r, t, layer, buffers[i], err, n);
-        }
+    int layer = -1, used = 0;
+    if (sscanf(name, "model.layers.%d.%n", &layer, &used) == 1 && used > 0 &&
+        layer >= cfg->num_hidden_layers && layer < cfg->num_hidden_layers_source)
+        return true; /* a layer dropped by the first-N-layers override */
+    const char *what = "";
+    int buffer_layer = -1;
+    switch (mt_config_family(cfg)->extra(cfg, name, &buffer_layer, &what)) {
+    case MT_EXTRA_DERIVED:
+        return strcmp(what, "inv_freq") == 0 || wt_check_buffer(r, t, buffer_layer, what, err, n);
+    case MT_EXTRA_CARRIED:
+        r->n_carried++;
+        return true;
+    case MT_EXTRA_UNEXPECTED:
+        break;
     }
+    if (used > 0 && layer >= cfg->num_hidden_layers_source)
+        return wt_fail(err, n, "%s: tensor %s belongs to layer %d but the config has %d layers",
+                       mt_safetensors_file(r->st, t), name, layer, cfg->num_hidden_layers_source);
     return wt_fail(err, n, "%s: unexpected tensor %s (checkpoint layout %s)",
                    mt_safetensors_file(r->st, t), name, mt_naming_name(r->naming));
 }
@@ -361,7 +372,7 @@ void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float 
     MT_CHECK(bucket >= 0 && bucket < m->n_buckets && !w->added[bucket],
              "weights: bucket %d added twice or out of range", bucket);
     const int l = mt_minimax_bucket_layer(m, bucket);
-    if (w->naming != MT_NAMING_ORIGINAL && l >= 0 && m->cfg.layer_types[l] == MT_LAYER_LINEAR)
+    if (w->naming != MT_NAMING_ORIGINAL && l >= 0 && m->plan[l].mixer == MT_MIXER_LIGHTNING)
         wt_add_decay_buffers(w, l);
     w->added[bucket] = true;
     for (int p = 0; p < m->n_params; p++) {

@@ -43,8 +43,8 @@ mt_naming mt_weights_load_range(const char *dir, const mt_minimax *m, int bucket
 
 /* Random initialisation as transformers' _init_weights: N(0, initializer_range) for the
  * embedding, linear, router and expert weights (the pad_token_id row of the embedding zero),
- * RMSNorm weights 1. Element j of parameter p depends only on (seed, p, j): the same values
- * whatever the binding or sharding. */
+ * RMSNorm weights 1, correction biases 0 (mt_param_info.init). Element j of parameter p depends
+ * only on (seed, p, j): the same values whatever the binding or sharding. */
 void mt_weights_init_random(mt_minimax *m, uint64_t seed);
 void mt_weights_init_random_range(const mt_minimax *m, uint64_t seed, int bucket, int64_t lo,
                                   int64_t hi, float *dst);
