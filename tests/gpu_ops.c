@@ -332,6 +332,35 @@ static int case_moe_route(void) {
     return MT_TEST_OK;
 }
 
+static mt_tensor *b_moe_route_sigmoid(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    const int k = *(int *)u;
+    return mt_moe_route_sigmoid(c, in[0], in[1], k, k == 4 ? 2.5f : 1.0f, x);
+}
+
+/* MiniMax-M2's router: 256 experts top-8 (the release's shape) and 16 top-4 with a routed
+ * scaling factor, a bias that changes choices, a row of ties, diverged rows. */
+static int case_moe_route_sigmoid(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 19);
+    const int64_t N = 24, E = 256;
+    gpu_input in[2] = {gpu_f32(&r, 2, (const int64_t[]){N, E}, 2.0f, true, "logits"),
+                       gpu_f32(&r, 1, (const int64_t[]){E}, 0.1f, false, "bias")};
+    float *l = in[0].host;
+    for (int e = 0; e < E; e++) l[3 * E + e] = 0.25f; /* ties: decided by the bias */
+    int k = 8;
+    gpu_compare("moe_route_sigmoid E=256 k=8", b_moe_route_sigmoid, in, 2, &k, plain);
+    l[7 * E + 1] = INFINITY;
+    l[9 * E + 4] = NAN;
+    gpu_compare("moe_route_sigmoid non-finite rows", b_moe_route_sigmoid, in, 2, &k, plain);
+    gpu_inputs_free(in, 2);
+    gpu_input in16[2] = {gpu_f32(&r, 2, (const int64_t[]){40, 16}, 2.0f, true, "logits"),
+                         gpu_f32(&r, 1, (const int64_t[]){16}, 0.1f, false, "bias")};
+    k = 4;
+    gpu_compare("moe_route_sigmoid E=16 k=4 scale 2.5", b_moe_route_sigmoid, in16, 2, &k, plain);
+    gpu_inputs_free(in16, 2);
+    return MT_TEST_OK;
+}
+
 static mt_tensor *b_moe_experts(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
     return mt_moe_experts(c, in[0], in[1], in[2], in[3], in[4], in[5]);
 }
@@ -684,7 +713,7 @@ static int case_linear_cross_entropy(void) {
 /* clang-format off */
 #define GPU_CASES(X)                                                                               \
     X(view) X(concat) X(embedding) X(matmul) X(rmsnorm) X(silu) X(sigmoid) X(swiglu) X(add)       \
-    X(mul) X(scale) X(axpby) X(rope) X(attention) X(lightning) X(moe_route) X(moe_experts)         \
+    X(mul) X(scale) X(axpby) X(rope) X(attention) X(lightning) X(moe_route) X(moe_route_sigmoid) X(moe_experts)         \
     X(moe_aux) X(cross_entropy) X(linear_cross_entropy) X(matmul_bf16) X(moe_experts_bf16)         \
     X(lightning_bf16) X(attention_bf16) X(moe_split) X(moe_split_bf16)
 /* clang-format on */
