@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,13 +54,23 @@ static const struct {
     int size;
     mt_st_dtype dt;
 } ST_DTYPES[] = {
-    {"F32", 4, MT_ST_F32},    {"BF16", 2, MT_ST_BF16},     {"F16", 2, MT_ST_F16},
-    {"F64", 8, MT_ST_OTHER},  {"I64", 8, MT_ST_OTHER},     {"U64", 8, MT_ST_OTHER},
-    {"I32", 4, MT_ST_OTHER},  {"U32", 4, MT_ST_OTHER},     {"I16", 2, MT_ST_OTHER},
-    {"U16", 2, MT_ST_OTHER},  {"I8", 1, MT_ST_OTHER},      {"U8", 1, MT_ST_OTHER},
-    {"BOOL", 1, MT_ST_OTHER}, {"F8_E4M3", 1, MT_ST_OTHER}, {"F8_E5M2", 1, MT_ST_OTHER}};
+    {"F32", 4, MT_ST_F32},    {"BF16", 2, MT_ST_BF16},       {"F16", 2, MT_ST_F16},
+    {"F64", 8, MT_ST_OTHER},  {"I64", 8, MT_ST_OTHER},       {"U64", 8, MT_ST_OTHER},
+    {"I32", 4, MT_ST_OTHER},  {"U32", 4, MT_ST_OTHER},       {"I16", 2, MT_ST_OTHER},
+    {"U16", 2, MT_ST_OTHER},  {"I8", 1, MT_ST_OTHER},        {"U8", 1, MT_ST_OTHER},
+    {"BOOL", 1, MT_ST_OTHER}, {"F8_E4M3", 1, MT_ST_F8_E4M3}, {"F8_E5M2", 1, MT_ST_OTHER}};
 
-static int st_dtype_size(mt_st_dtype dt) { return dt == MT_ST_F32 ? 4 : 2; }
+static int st_dtype_size(mt_st_dtype dt) {
+    return dt == MT_ST_F32 ? 4 : dt == MT_ST_F8_E4M3 ? 1 : 2;
+}
+
+float mt_f8e4m3_to_f32(uint8_t b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    const float sign = (b & 0x80) ? -1.0f : 1.0f;
+    if (e == 15 && m == 7) return NAN;
+    if (e == 0) return sign * ldexpf((float)m, -9); /* subnormal: m/8 * 2^-6 */
+    return sign * ldexpf((float)(8 + m), e - 10);   /* (1 + m/8) * 2^(e-7) */
+}
 
 uint16_t mt_f32_to_bf16(float x) {
     uint32_t u;
@@ -461,7 +472,8 @@ bool mt_safetensors_check(const mt_safetensors *st, const mt_st_tensor *t, int n
                           const int64_t *shape, char *err, size_t err_len) {
     char a[128], b[128];
     if (t->dtype == MT_ST_OTHER)
-        return st_fail(err, err_len, "%s: tensor %s has dtype %s; expected F32, BF16 or F16",
+        return st_fail(err, err_len,
+                       "%s: tensor %s has dtype %s; expected F32, BF16, F16 or F8_E4M3",
                        mt_safetensors_file(st, t), t->name, t->dtype_name);
     bool same = t->ndim == ndim;
     for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
@@ -487,6 +499,10 @@ void mt_safetensors_read(const mt_safetensors *st, const mt_st_tensor *t, int64_
     int64_t n = hi - lo;
     if (t->dtype == MT_ST_F32) {
         memcpy(dst, src, sizeof(float) * (size_t)n);
+        return;
+    }
+    if (t->dtype == MT_ST_F8_E4M3) {
+        for (int64_t i = 0; i < n; i++) dst[i] = mt_f8e4m3_to_f32(src[i]);
         return;
     }
     bool bf = t->dtype == MT_ST_BF16;

@@ -75,9 +75,11 @@ struct mt_weights_reader {
     const mt_minimax *m;
     mt_safetensors *st;
     mt_naming naming;
-    const mt_st_tensor **src; /* (n_params) tensor holding each parameter */
-    int64_t *src_off;         /* (n_params) element offset inside it */
-    int n_carried;            /* tensors carried into exports unchanged (models/family.h) */
+    const mt_st_tensor **src;   /* (n_params) tensor holding each parameter */
+    int64_t *src_off;           /* (n_params) element offset inside it */
+    int n_carried;              /* tensors carried into exports unchanged (models/family.h) */
+    const mt_st_tensor **scale; /* (n_params) an FP8 tensor's weight_scale_inv, else NULL */
+    int n_fp8;                  /* parameters dequantised on load */
 };
 
 static bool wt_fail(char *err, size_t n, const char *fmt, ...) MT_PRINTF(3, 4);
@@ -153,6 +155,62 @@ static bool wt_check_extra(mt_weights_reader *r, const mt_st_tensor *t, char *er
                    mt_safetensors_file(r->st, t), name, mt_naming_name(r->naming));
 }
 
+/* An FP8 tensor's block scales: <name minus .weight>.weight_scale_inv, F32 (or BF16/F16), of
+ * ceil(rows / block) x ceil(columns / block) per matrix (leading dims as the tensor's). */
+static bool wt_fp8_scale(mt_weights_reader *r, int p, const mt_st_tensor *t, bool *used, char *err,
+                         size_t n) {
+    const mt_minimax_config *cfg = &r->m->cfg;
+    if (!cfg->fp8)
+        return wt_fail(err, n,
+                       "%s: tensor %s is F8_E4M3 but config.json has no fp8 quantization_config",
+                       mt_safetensors_file(r->st, t), t->name);
+    char name[200];
+    const size_t len = strlen(t->name);
+    if (len < 7 || strcmp(t->name + len - 7, ".weight") != 0)
+        return wt_fail(err, n, "%s: FP8 tensor %s has no weight_scale_inv name",
+                       mt_safetensors_file(r->st, t), t->name);
+    snprintf(name, sizeof(name), "%.*s.weight_scale_inv", (int)(len - 7), t->name);
+    const mt_st_tensor *sc = mt_safetensors_find(r->st, name);
+    if (!sc)
+        return wt_fail(err, n, "%s: FP8 tensor %s has no block scales %s",
+                       mt_safetensors_file(r->st, t), t->name, name);
+    int64_t shape[MT_ST_MAX_DIMS];
+    const int nd = t->ndim;
+    for (int d = 0; d < nd; d++) shape[d] = t->shape[d];
+    shape[nd - 2] = (t->shape[nd - 2] + cfg->fp8_block[0] - 1) / cfg->fp8_block[0];
+    shape[nd - 1] = (t->shape[nd - 1] + cfg->fp8_block[1] - 1) / cfg->fp8_block[1];
+    if (nd < 2 || !mt_safetensors_check(r->st, sc, nd, shape, err, n) || sc->dtype == MT_ST_F8_E4M3)
+        return nd < 2                       ? wt_fail(err, n, "%s: FP8 tensor %s is not a matrix",
+                                                      mt_safetensors_file(r->st, t), t->name)
+               : sc->dtype == MT_ST_F8_E4M3 ? wt_fail(err, n, "%s: block scales %s are FP8",
+                                                      mt_safetensors_file(r->st, sc), sc->name)
+                                            : false;
+    used[sc - mt_safetensors_tensor(r->st, 0)] = true;
+    /* a fused tensor holds several parameters: count each source tensor once */
+    bool first = true;
+    for (int q = 0; q < p; q++) first = first && r->src[q] != t;
+    r->n_fp8 += first;
+    r->scale[p] = sc;
+    return true;
+}
+
+/* Elements [s, s + n) of FP8 tensor t (already read as their fp8 values into dst) times their
+ * blocks' scales, as transformers' Fp8Dequantize: value (fp32) * weight_scale_inv (fp32). */
+static void wt_fp8_dequantize(const mt_weights_reader *r, const mt_st_tensor *t,
+                              const mt_st_tensor *sc, int64_t s, int64_t n, float *dst) {
+    const int nd = t->ndim;
+    const int64_t rows = t->shape[nd - 2], cols = t->shape[nd - 1];
+    const int64_t bm = r->m->cfg.fp8_block[0], bn = r->m->cfg.fp8_block[1];
+    const int64_t gr = sc->shape[nd - 2], gc = sc->shape[nd - 1];
+    float *scale = mt_malloc(sizeof(float) * (size_t)sc->numel, "fp8 scales");
+    mt_safetensors_read(r->st, sc, 0, sc->numel, scale);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t idx = s + i, mat = idx / (rows * cols), w = idx % (rows * cols);
+        dst[i] *= scale[mat * gr * gc + (w / cols / bm) * gc + (w % cols) / bn];
+    }
+    free(scale);
+}
+
 mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, char *err,
                                        size_t err_len) {
     mt_safetensors *st = mt_safetensors_try_open(dir, err, err_len);
@@ -170,6 +228,7 @@ mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, cha
     }
     r->src = mt_calloc((size_t)m->n_params, sizeof(*r->src), "weights sources");
     r->src_off = mt_calloc((size_t)m->n_params, sizeof(int64_t), "weights offsets");
+    r->scale = mt_calloc((size_t)m->n_params, sizeof(*r->scale), "weights fp8 scales");
     bool *used = mt_calloc((size_t)(n_t ? n_t : 1), sizeof(bool), "weights used");
     bool ok = true;
     for (int p = 0; p < m->n_params && ok; p++) {
@@ -186,6 +245,7 @@ mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, cha
         ok = mt_safetensors_check(st, t, ndim, shape, err, err_len);
         r->src[p] = t;
         used[t - mt_safetensors_tensor(st, 0)] = true;
+        if (ok && t->dtype == MT_ST_F8_E4M3) ok = wt_fp8_scale(r, p, t, used, err, err_len);
     }
     for (int i = 0; i < n_t && ok; i++)
         if (!used[i]) ok = wt_check_extra(r, mt_safetensors_tensor(st, i), err, err_len);
@@ -206,11 +266,25 @@ mt_weights_reader *mt_weights_open(const char *dir, const mt_minimax *m) {
 
 mt_naming mt_weights_naming(const mt_weights_reader *r) { return r->naming; }
 
+void mt_weights_describe(const mt_weights_reader *r, char *buf, size_t n) {
+    const mt_minimax_config *cfg = &r->m->cfg;
+    int k = snprintf(buf, n, "checkpoint layout %s", mt_naming_name(r->naming));
+    if (r->n_fp8 > 0 && k > 0 && (size_t)k < n)
+        k += snprintf(buf + k, n - (size_t)k,
+                      "; %d FP8 (e4m3, %dx%d block scales) tensors dequantised to fp32 on load",
+                      r->n_fp8, cfg->fp8_block[0], cfg->fp8_block[1]);
+    if (r->n_carried > 0 && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k,
+                 "; %d multi-token-prediction tensors not trained, carried into exports unchanged",
+                 r->n_carried);
+}
+
 void mt_weights_close(mt_weights_reader *r) {
     if (!r) return;
     mt_safetensors_close(r->st);
     free(r->src);
     free(r->src_off);
+    free(r->scale);
     free(r);
 }
 
@@ -226,6 +300,7 @@ void mt_weights_read_range(mt_weights_reader *r, int bucket, int64_t lo, int64_t
         if (!mt_minimax_param_overlap(m, p, bucket, lo, hi, &a, &b)) continue;
         int64_t s = r->src_off[p] + (a - m->info[p].offset);
         mt_safetensors_read(r->st, r->src[p], s, s + (b - a), dst + (a - lo));
+        if (r->scale[p]) wt_fp8_dequantize(r, r->src[p], r->scale[p], s, b - a, dst + (a - lo));
     }
 }
 

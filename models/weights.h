@@ -30,6 +30,9 @@ mt_weights_reader *mt_weights_open(const char *dir, const mt_minimax *m);
 mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, char *err,
                                        size_t err_len);
 mt_naming mt_weights_naming(const mt_weights_reader *r);
+/* One line for the log: the layout, the FP8 tensors dequantised on load (an FP8 release's
+ * weights, times their weight_scale_inv blocks), the tensors carried into exports. */
+void mt_weights_describe(const mt_weights_reader *r, char *buf, size_t n);
 /* Elements [lo, hi) of bucket's flat layout (mt_param_info offsets) into dst (hi - lo floats);
  * alignment gaps read as zero. A ZeRO rank loads just its shard this way. */
 void mt_weights_read_range(mt_weights_reader *r, int bucket, int64_t lo, int64_t hi, float *dst);

@@ -4,7 +4,7 @@ mt_test_binary(test_parity parity_model.c)
 mt_test_cases(test_parity parity_tiny_released8 parity_tiny_irregular_gqa parity_tiny_mqa
   parity_tiny_mqa_v5 parity_tiny_mqa_orig parity_tiny_released8_expert_unit
   parity_tiny_irregular_gqa_recompute parity_tiny_released8_expert_unit_recompute
-  parity_tiny_irregular_gqa_expert_unit parity_m2_tiny parity_m2_irregular
+  parity_tiny_irregular_gqa_expert_unit parity_m2_tiny parity_m2_irregular parity_m2_fp8
   parity_m2_irregular_expert_unit parity_m2_irregular_recompute parity_padding parity_naming parity_cli)
 add_dependencies(test_parity minimax-forward minimax-generate)
 set_property(TEST parity_cli APPEND PROPERTY ENVIRONMENT

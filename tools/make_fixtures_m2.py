@@ -379,6 +379,8 @@ def fp8_copy(out_dir, src_name, inp, meta):
     shutil.rmtree(tmp)
     ref, grads, gaps, err = reference_pair(model_dq, inp)
     check_hf_error(name, err)
+    if gaps["router_gap"] <= MARGIN or gaps["greedy_gap"] <= MARGIN:
+        sys.exit(f"make_fixtures_m2: {name}: margins {gaps} of the dequantised model are not safe")
     # transformers' own FP8 loader (dequantize=True) must give the same weights
     try:
         back = MiniMaxM2ForCausalLM.from_pretrained(

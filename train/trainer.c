@@ -248,6 +248,11 @@ static void trainer_setup_model(trainer *t) {
     mt_weights_reader *reader =
         rc->model_path[0] ? mt_weights_open(rc->model_path, &t->model) : NULL;
     t->naming = reader ? mt_weights_naming(reader) : MT_NAMING_HF_V4;
+    if (reader) {
+        char what[512];
+        mt_weights_describe(reader, what, sizeof(what));
+        LOG0(t, "weights: %s (%s)\n", rc->model_path, what);
+    }
     const int64_t chunk = (int64_t)1 << 24;
     float *host = mt_malloc(sizeof(float) * (size_t)chunk, "weight loading buffer");
     for (int b = 0; b < t->model.n_buckets; b++) {
