@@ -202,6 +202,50 @@ static int case_rope(void) {
     return MT_TEST_OK;
 }
 
+/* The QK norm of the softmax mixer (models/block_attention.c) on a projection (B,T,n*D): one
+ * RMSNorm over the whole width before the head split (MiniMax-M2), or of width D per head
+ * (Gemma, M3), then partial RoPE on the first rot dims of each head. */
+typedef struct {
+    int64_t n, D;
+    int rot;
+    bool whole, gemma;
+} qk_case;
+
+static mt_tensor *b_qk_norm(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    const qk_case *q = u;
+    const int64_t B = in[0]->shape[0], T = in[0]->shape[1];
+    mt_tensor *y = in[0];
+    if (q->whole) y = mt_rmsnorm(c, y, in[1], 1e-6f, q->gemma);
+    y = mt_view(c, y, 4, (const int64_t[]){B, T, q->n, q->D});
+    if (!q->whole) y = mt_rmsnorm(c, y, in[1], 1e-6f, q->gemma);
+    return mt_rope(c, y, in[2], q->rot, 5e6f);
+}
+
+static int qk_norm_run(const char *label, const qk_case *q, uint64_t seed) {
+    mt_rng r;
+    mt_rng_seed(&r, seed);
+    const int64_t B = 2, T = 5;
+    int32_t pos[10];
+    for (int i = 0; i < 10; i++) pos[i] = (int32_t)(mt_rng_u64(&r) % 200000);
+    gpu_input in[3] = {
+        gpu_f32(&r, 3, (const int64_t[]){B, T, q->n * q->D}, 2.0f, true, "x"),
+        gpu_f32(&r, 1, (const int64_t[]){q->whole ? q->n * q->D : q->D}, 1.0f, true, "w"),
+        gpu_i32(2, (const int64_t[]){B, T}, pos, "pos")};
+    gpu_compare(label, b_qk_norm, in, 3, (void *)q, plain);
+    gpu_inputs_free(in, 3);
+    return MT_TEST_OK;
+}
+
+/* MiniMax-M2's widths: q 48 x 128 = 6144 and k 8 x 128 = 1024 (rows wider than a thread
+ * block), an odd width (3 x 6 = 18), and the per-head Gemma form. */
+static int case_qk_norm(void) {
+    qk_norm_run("qk_norm whole q 6144", &(qk_case){48, 128, 64, true, false}, 40);
+    qk_norm_run("qk_norm whole k 1024", &(qk_case){8, 128, 64, true, false}, 41);
+    qk_norm_run("qk_norm whole 3x6", &(qk_case){3, 6, 2, true, false}, 42);
+    qk_norm_run("qk_norm per head gemma", &(qk_case){4, 16, 8, false, true}, 43);
+    return MT_TEST_OK;
+}
+
 static mt_tensor *b_attention(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
     return mt_attention(c, in[0], in[1], in[2], in[3], 0.25f);
 }
@@ -712,10 +756,11 @@ static int case_linear_cross_entropy(void) {
 
 /* clang-format off */
 #define GPU_CASES(X)                                                                               \
-    X(view) X(concat) X(embedding) X(matmul) X(rmsnorm) X(silu) X(sigmoid) X(swiglu) X(add)       \
-    X(mul) X(scale) X(axpby) X(rope) X(attention) X(lightning) X(moe_route) X(moe_route_sigmoid) X(moe_experts)         \
-    X(moe_aux) X(cross_entropy) X(linear_cross_entropy) X(matmul_bf16) X(moe_experts_bf16)         \
-    X(lightning_bf16) X(attention_bf16) X(moe_split) X(moe_split_bf16)
+    X(view) X(concat) X(embedding) X(matmul) X(rmsnorm) X(silu) X(sigmoid) X(swiglu) X(add)        \
+    X(mul) X(scale) X(axpby) X(rope) X(qk_norm) X(attention) X(lightning) X(moe_route)             \
+    X(moe_route_sigmoid) X(moe_experts) X(moe_aux) X(cross_entropy) X(linear_cross_entropy)        \
+    X(matmul_bf16) X(moe_experts_bf16) X(lightning_bf16) X(attention_bf16) X(moe_split)            \
+    X(moe_split_bf16)
 /* clang-format on */
 
 typedef struct {
