@@ -552,6 +552,7 @@ void mt_file_write_atomic(const char *path, const void *data, size_t len) {
 typedef struct {
     char *name;
     mt_st_dtype dtype;
+    char dtype_name[12]; /* the header's: "F32", "BF16", or a copied tensor's own */
     int ndim;
     int64_t shape[MT_ST_MAX_DIMS];
     uint64_t begin, end;
@@ -590,7 +591,7 @@ static void st_flush(mt_safetensors_writer *w) {
     for (int i = w->first_in_shard; i < w->n; i++) {
         st_entry *e = &w->e[i];
         cJSON *t = cJSON_AddObjectToObject(h, e->name);
-        cJSON_AddStringToObject(t, "dtype", e->dtype == MT_ST_F32 ? "F32" : "BF16");
+        cJSON_AddStringToObject(t, "dtype", e->dtype_name);
         cJSON *shape = cJSON_AddArrayToObject(t, "shape");
         for (int d = 0; d < e->ndim; d++)
             cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)e->shape[d]));
@@ -648,12 +649,9 @@ static void st_make_room(mt_safetensors_writer *w, size_t bytes) {
     }
 }
 
-/* A new entry at the end of the shard being filled (room made by the caller). */
-static st_entry *st_append(mt_safetensors_writer *w, const char *name, mt_st_dtype dtype, int ndim,
-                           const int64_t *shape) {
-    MT_CHECK(dtype == MT_ST_F32 || dtype == MT_ST_BF16,
-             "safetensors writer: %s: only F32 and BF16 are written", name);
-    const size_t bytes = (size_t)st_numel(name, ndim, shape) * (size_t)st_dtype_size(dtype);
+/* A new entry of `bytes` at the end of the shard being filled (room made by the caller). */
+static st_entry *st_append_bytes(mt_safetensors_writer *w, const char *name, const char *dtype_name,
+                                 int ndim, const int64_t *shape, size_t bytes) {
     if (w->n == w->cap_e) {
         w->cap_e = w->cap_e ? 2 * w->cap_e : 256;
         w->e = realloc(w->e, sizeof(st_entry) * (size_t)w->cap_e);
@@ -662,13 +660,32 @@ static st_entry *st_append(mt_safetensors_writer *w, const char *name, mt_st_dty
     st_entry *e = &w->e[w->n++];
     memset(e, 0, sizeof(*e));
     e->name = strdup(name);
-    e->dtype = dtype;
+    snprintf(e->dtype_name, sizeof(e->dtype_name), "%s", dtype_name);
     e->ndim = ndim;
     for (int d = 0; d < ndim; d++) e->shape[d] = shape[d];
     e->begin = w->len;
     e->end = w->len + bytes;
     w->len += bytes;
     return e;
+}
+
+static st_entry *st_append(mt_safetensors_writer *w, const char *name, mt_st_dtype dtype, int ndim,
+                           const int64_t *shape) {
+    MT_CHECK(dtype == MT_ST_F32 || dtype == MT_ST_BF16,
+             "safetensors writer: %s: only F32 and BF16 are written", name);
+    const size_t bytes = (size_t)st_numel(name, ndim, shape) * (size_t)st_dtype_size(dtype);
+    st_entry *e = st_append_bytes(w, name, dtype == MT_ST_F32 ? "F32" : "BF16", ndim, shape, bytes);
+    e->dtype = dtype;
+    return e;
+}
+
+void mt_safetensors_writer_copy(mt_safetensors_writer *w, const mt_safetensors *src,
+                                const mt_st_tensor *t) {
+    const size_t bytes = (size_t)(t->end - t->begin);
+    st_make_room(w, bytes);
+    st_entry *e = st_append_bytes(w, t->name, t->dtype_name, t->ndim, t->shape, bytes);
+    e->dtype = t->dtype;
+    memcpy(w->buf + e->begin, src->files[t->file].data + t->begin, bytes);
 }
 
 /* n fp32 values into the buffer at dst, in the entry's dtype. */

@@ -79,6 +79,10 @@ void mt_safetensors_writer_add_parts(mt_safetensors_writer *w, const char *name,
 int mt_safetensors_writer_reserve(mt_safetensors_writer *w, int n, const char *const *names,
                                   mt_st_dtype dtype, const int *ndim,
                                   const int64_t (*shapes)[MT_ST_MAX_DIMS]);
+/* Tensor t of an open checkpoint, copied byte for byte: its name, dtype (any, FP8 included) and
+ * shape unchanged (the tensors an export carries without training them). */
+void mt_safetensors_writer_copy(mt_safetensors_writer *w, const mt_safetensors *src,
+                                const mt_st_tensor *t);
 /* Elements [offset, offset + n) of reserved tensor `entry`, from fp32 data. */
 void mt_safetensors_writer_fill(mt_safetensors_writer *w, int entry, int64_t offset, int64_t n,
                                 const float *data);

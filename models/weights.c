@@ -75,9 +75,10 @@ struct mt_weights_reader {
     const mt_minimax *m;
     mt_safetensors *st;
     mt_naming naming;
-    const mt_st_tensor **src;   /* (n_params) tensor holding each parameter */
-    int64_t *src_off;           /* (n_params) element offset inside it */
-    int n_carried;              /* tensors carried into exports unchanged (models/family.h) */
+    const mt_st_tensor **src;     /* (n_params) tensor holding each parameter */
+    int64_t *src_off;             /* (n_params) element offset inside it */
+    const mt_st_tensor **carried; /* tensors carried into exports unchanged (models/family.h) */
+    int n_carried;
     const mt_st_tensor **scale; /* (n_params) an FP8 tensor's weight_scale_inv, else NULL */
     int n_fp8;                  /* parameters dequantised on load */
 };
@@ -143,7 +144,7 @@ static bool wt_check_extra(mt_weights_reader *r, const mt_st_tensor *t, char *er
     case MT_EXTRA_DERIVED:
         return strcmp(what, "inv_freq") == 0 || wt_check_buffer(r, t, buffer_layer, what, err, n);
     case MT_EXTRA_CARRIED:
-        r->n_carried++;
+        r->carried[r->n_carried++] = t;
         return true;
     case MT_EXTRA_UNEXPECTED:
         break;
@@ -230,6 +231,7 @@ mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, cha
     r->src_off = mt_calloc((size_t)m->n_params, sizeof(int64_t), "weights offsets");
     r->scale = mt_calloc((size_t)m->n_params, sizeof(*r->scale), "weights fp8 scales");
     bool *used = mt_calloc((size_t)(n_t ? n_t : 1), sizeof(bool), "weights used");
+    r->carried = mt_calloc((size_t)(n_t ? n_t : 1), sizeof(*r->carried), "weights carried");
     bool ok = true;
     for (int p = 0; p < m->n_params && ok; p++) {
         char name[160];
@@ -285,6 +287,7 @@ void mt_weights_close(mt_weights_reader *r) {
     free(r->src);
     free(r->src_off);
     free(r->scale);
+    free(r->carried);
     free(r);
 }
 
@@ -463,7 +466,9 @@ void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float 
         mt_weights_source_name(m, p, w->naming, name, sizeof(name), &off);
         int ndim = wt_source_shape(m, p, w->naming, shape);
         if (info->src_shape0 == info->shape[0]) {
-            mt_safetensors_writer_add(w->st, name, w->dtype, ndim, shape, data + info->offset);
+            /* a buffer (the correction bias) is written in fp32 whatever the dtype: unchanged */
+            mt_safetensors_writer_add(w->st, name, info->buffer ? MT_ST_F32 : w->dtype, ndim, shape,
+                                      data + info->offset);
             continue;
         }
         /* a vocabulary part: the whole tensor is reserved with part 0, and every part fills
@@ -480,6 +485,12 @@ void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float 
         mt_safetensors_writer_fill(w->st, w->vocab_entry, off, info->numel, data + info->offset);
         w->vocab_next = off + info->numel;
     }
+}
+
+void mt_weights_writer_carry(mt_weights_writer *w, const char *src_dir) {
+    mt_weights_reader *r = mt_weights_open(src_dir, w->m);
+    for (int i = 0; i < r->n_carried; i++) mt_safetensors_writer_copy(w->st, r->st, r->carried[i]);
+    mt_weights_close(r);
 }
 
 void mt_weights_writer_close(mt_weights_writer *w) {

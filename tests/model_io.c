@@ -717,6 +717,7 @@ static const mt_test_case cases[] = {
     {"op_safetensors_errors", test_safetensors_errors},
     {"op_weights_layouts", test_weights_layouts},
     {"op_weights_gather_units", test_weights_gather_units},
+    {"op_weights_export_m2", test_weights_export_m2},
     {"op_info_counts", test_info_counts},
     {"op_info_counts_m2", test_info_counts_m2},
     {"op_plan_activations", test_plan_activations},

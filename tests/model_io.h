@@ -22,3 +22,4 @@ int test_safetensors_roundtrip(void);
 int test_safetensors_errors(void);
 int test_weights_layouts(void);
 int test_weights_gather_units(void);
+int test_weights_export_m2(void);
