@@ -2,7 +2,8 @@
 # dist_run.sh: end-to-end runs of minimax-train on real MPI ranks for the dist_* tests.
 #   dist_run.sh BIN MODE [ARGS]   (run by ctest from the source directory; MT_TEST_TMPDIR set)
 # Modes:
-#   ranks N          tests/recipes/dist.toml on N ranks (global batch 4) -> $TMP/ranks-npN
+#   ranks N [m2]     tests/recipes/dist.toml on N ranks (global batch 4) -> $TMP/ranks-npN; with
+#                    m2 tests/recipes/dist-m2.toml (a tiny MiniMax-M2) -> $TMP/m2-ranks-npN
 #   resume-straight  20 steps, checkpoints at 10 and 20                   -> $TMP/resume-a
 #   resume-split     --resume $TMP/resume-a/checkpoint-10, 10 more steps  -> $TMP/resume-b
 #   kill             SIGKILL one rank mid-run: the job must end non-zero in < 30 s; SIGSTOP one:
@@ -66,8 +67,11 @@ run() { # run NP OUTDIR ARGS...
 case "$mode" in
 ranks)
   np="$3"
-  run "$np" "$tmp/ranks-np$np" --set "train.per_device_train_batch_size=$((4 / np))"
-  grep -E "^memory|^step 20/" "$tmp/ranks-np$np.log"
+  name=ranks
+  if [ "${4:-}" = m2 ]; then recipe=tests/recipes/dist-m2.toml name=m2-ranks; fi
+  run "$np" "$tmp/$name-np$np" --set "train.per_device_train_batch_size=$((4 / np))" \
+    --set "data.cache_dir=$tmp/dist-cache-$name-np$np"
+  grep -E "^model|^weights|^memory|^step 20/" "$tmp/$name-np$np.log"
   ;;
 resume-straight)
   run 2 "$tmp/resume-a" --set train.per_device_train_batch_size=2 --set output.save_steps=10
