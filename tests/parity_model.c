@@ -1,10 +1,12 @@
 /* parity_model.c: the model against Hugging Face transformers (docs/parity.md).
  *
- * Each parity_<fixture> case loads a tiny random model that tools/make_fixtures.py saved with
- * transformers' save_pretrained (tests/fixtures/models/<fixture>/) and compares with what
- * transformers computed for it (<fixture>.ref.safetensors), in fp32:
- *   batch a (2 x 37) no-grad: logits, loss, 10 greedy tokens (cached decoding);
- *   batch b (2 x 70) with backward: logits, loss, the gradient of every parameter.
+ * Each parity_<fixture> case loads a tiny random model that tools/make_fixtures.py (Text-01,
+ * fp32) or tools/make_fixtures_m2.py (MiniMax-M2, float64) saved with transformers'
+ * save_pretrained (tests/fixtures/models/<fixture>/) and compares with what transformers
+ * computed for it (<fixture>.ref.safetensors):
+ *   batch a (2 x 37; tiny_m2_irregular 3 x 23) no-grad: logits, loss, the greedy tokens of the
+ *   reference (10 per row for Text-01, 20 for M2) through the caches;
+ *   batch b (2 x 70; 2 x 61) with backward: logits, loss, the gradient of every parameter.
  * Bounds (issue 3): logits max |diff| <= 1e-4 and <= 1e-5 max |logit|; loss relative diff
  * <= 1e-6; every gradient's relative L2 error <= 1e-5; greedy tokens identical.
  * parity_naming: the same tensors saved in the three checkpoint layouts load to identical
