@@ -64,9 +64,9 @@ typedef struct mt_minimax_config {
     int fp8_block[2];
 } mt_minimax_config;
 
-/* Reads config.json (a file, or a directory holding config.json) in either schema; dies with
- * a message naming the file and the key when the file is malformed, the architecture is not
- * MiniMax-Text-01 or values are inconsistent. */
+/* Reads config.json (a file, or a directory holding config.json) in any family's schemas; dies
+ * with a message naming the file and the key when the file is malformed, model_type or the
+ * architecture is no family's, or values are inconsistent or not supported. */
 void mt_minimax_config_load(const char *path, mt_minimax_config *cfg);
 /* Same, but returns false with the message in err instead of dying. */
 bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err, size_t err_len);
@@ -74,7 +74,9 @@ bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err
  * few GPUs. The slope layer factor then uses the new L, as transformers does for a model built
  * with num_hidden_layers = n. */
 void mt_minimax_config_keep_layers(mt_minimax_config *cfg, int n);
-/* Writes config.json atomically: the transformers `minimax` schema for HF naming (v4 and v5),
- * the original `minimax_text_01` schema for original naming. */
+/* Writes config.json atomically in the family's schema (models/family.h, save): Text-01 in the
+ * transformers `minimax` schema for HF naming (v4 and v5), the original `minimax_text_01`
+ * schema for original naming; M2 in transformers' schema with the remote code's keys beside
+ * it. Never a quantization_config: the weights are written unquantised. */
 void mt_minimax_config_save_json(const mt_minimax_config *cfg, const char *path, mt_naming naming);
 const char *mt_naming_name(mt_naming naming);

@@ -1,29 +1,3 @@
-/* minimax.c: the MiniMax-Text-01 forward on the autograd ops (spec sections 2-7), with the
- * backward coming from the tape. The same layer code serves training (whole sequences) and
- * generation (a cached prompt pass, then one token at a time: models/generate.c).
- *
- *   x0 = Embed[ids]                                       (no scaling)
- *   per layer l:  h1 = RMSNorm_in(x)
- *                 a  = lightning(h1) or softmax attention(h1)   (by layer type)
- *                 y  = alpha_mix * h1 + beta_mix * a            (residual = normalised input)
- *                 h2 = RMSNorm_post(y)
- *                 x  = alpha_mlp * h2 + beta_mlp * MoE(h2)
- *   logits = RMSNorm_final(x) lm_head^T;  loss = CE(logits, labels) [+ coef * aux]
- *
- * Buckets (models/minimax.h): every op of a bucket runs with ctx->tag = bucket, inside the
- * hooks' enter/leave, so a sharded owner can gather the bucket before its first use and the
- * tape's tag hook does the same in the backward. With the gather unit "expert" the MoE runs as
- * dispatch, one op per expert (each in its expert's bucket) and combine. */
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <string.h>
-
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/lightning.h"
-#include "models/generate.h"
-#include "models/minimax.h"
-
 /* minimax.c: a MiniMax decoder on the autograd ops, assembled per layer from the plan
  * (models/family.h), with the backward coming from the tape. The same layer code serves
  * training (whole sequences) and generation (a cached prompt pass, then one token at a time:
