@@ -221,28 +221,28 @@ static mt_tensor *b_qk_norm(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
     return mt_rope(c, y, in[2], q->rot, 5e6f);
 }
 
-static int qk_norm_run(const char *label, const qk_case *q, uint64_t seed) {
-    mt_rng r;
-    mt_rng_seed(&r, seed);
-    const int64_t B = 2, T = 5;
-    int32_t pos[10];
-    for (int i = 0; i < 10; i++) pos[i] = (int32_t)(mt_rng_u64(&r) % 200000);
-    gpu_input in[3] = {
-        gpu_f32(&r, 3, (const int64_t[]){B, T, q->n * q->D}, 2.0f, true, "x"),
-        gpu_f32(&r, 1, (const int64_t[]){q->whole ? q->n * q->D : q->D}, 1.0f, true, "w"),
-        gpu_i32(2, (const int64_t[]){B, T}, pos, "pos")};
-    gpu_compare(label, b_qk_norm, in, 3, (void *)q, plain);
-    gpu_inputs_free(in, 3);
-    return MT_TEST_OK;
-}
-
 /* MiniMax-M2's widths: q 48 x 128 = 6144 and k 8 x 128 = 1024 (rows wider than a thread
  * block), an odd width (3 x 6 = 18), and the per-head Gemma form. */
 static int case_qk_norm(void) {
-    qk_norm_run("qk_norm whole q 6144", &(qk_case){48, 128, 64, true, false}, 40);
-    qk_norm_run("qk_norm whole k 1024", &(qk_case){8, 128, 64, true, false}, 41);
-    qk_norm_run("qk_norm whole 3x6", &(qk_case){3, 6, 2, true, false}, 42);
-    qk_norm_run("qk_norm per head gemma", &(qk_case){4, 16, 8, false, true}, 43);
+    const qk_case cases[4] = {{48, 128, 64, true, false},
+                              {8, 128, 64, true, false},
+                              {3, 6, 2, true, false},
+                              {4, 16, 8, false, true}};
+    const char *labels[4] = {"qk_norm whole q 6144", "qk_norm whole k 1024", "qk_norm whole 3x6",
+                             "qk_norm per head gemma"};
+    for (int k = 0; k < 4; k++) {
+        const qk_case *q = &cases[k];
+        mt_rng r;
+        mt_rng_seed(&r, 40 + (uint64_t)k);
+        int32_t pos[10]; /* B = 2, T = 5 */
+        for (int i = 0; i < 10; i++) pos[i] = (int32_t)(mt_rng_u64(&r) % 200000);
+        gpu_input in[3] = {
+            gpu_f32(&r, 3, (const int64_t[]){2, 5, q->n * q->D}, 2.0f, true, "x"),
+            gpu_f32(&r, 1, (const int64_t[]){q->whole ? q->n * q->D : q->D}, 1.0f, true, "w"),
+            gpu_i32(2, (const int64_t[]){2, 5}, pos, "pos")};
+        gpu_compare(labels[k], b_qk_norm, in, 3, (void *)q, plain);
+        gpu_inputs_free(in, 3);
+    }
     return MT_TEST_OK;
 }
 
