@@ -241,7 +241,9 @@ static bool cfg_validate(mt_cfg_reader *r, const cJSON *root, mt_minimax_config 
                            cfg->num_experts_per_tok, cfg->num_local_experts);
     if (cfg->rotary_dim <= 0 || cfg->rotary_dim % 2 != 0 || cfg->rotary_dim > cfg->head_dim)
         return mt_cfg_fail(r, "key \"%s\": rotary width %d must be even and in (0, head_dim %d]",
-                           cfg->original_schema ? "rotary_dim" : "partial_rotary_factor",
+                           cfg->original_schema || mt_cfg_get(root, "rotary_dim")
+                               ? "rotary_dim"
+                               : "partial_rotary_factor",
                            cfg->rotary_dim, cfg->head_dim);
     if (!(cfg->rms_norm_eps > 0)) return mt_cfg_fail(r, "key \"rms_norm_eps\": must be positive");
     if (!(cfg->rope_theta > 0)) return mt_cfg_fail(r, "key \"rope_theta\": must be positive");
@@ -270,7 +272,10 @@ static bool cfg_quantization(mt_cfg_reader *r, const cJSON *root, mt_minimax_con
             "key \"quantization_config.quant_method\": \"%s\" is not supported (only "
             "\"fp8\": e4m3 weights with block scales, dequantised on load)",
             name);
-    TRY(mt_cfg_string_is(r, q, "fmt", "float8_e4m3fn", "the only FP8 format read"));
+    const cJSON *fmt = mt_cfg_get(q, "fmt");
+    if (fmt && (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "float8_e4m3fn") != 0))
+        return mt_cfg_fail(r, "key \"quantization_config.fmt\": only \"float8_e4m3fn\" is "
+                              "supported (the only FP8 format read)");
     const cJSON *scale_fmt = mt_cfg_get(q, "scale_fmt");
     if (scale_fmt)
         return mt_cfg_fail(r, "key \"quantization_config.scale_fmt\": only fp32 block scales "

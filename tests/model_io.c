@@ -141,8 +141,8 @@ static bool same_model(mt_minimax_config a, mt_minimax_config b, bool same_slope
     return memcmp(&a, &b, sizeof(a)) == 0;
 }
 
-static void expect_reject(const char *name, const char *base, const char *key, const char *raw,
-                          const char *needle) {
+void expect_reject(const char *name, const char *base, const char *key, const char *raw,
+                   const char *needle) {
     const char *path = tmp_path(name);
     write_json_with(path, base, key, raw);
     mt_minimax_config cfg;
@@ -718,6 +718,8 @@ static const mt_test_case cases[] = {
     {"op_weights_layouts", test_weights_layouts},
     {"op_weights_gather_units", test_weights_gather_units},
     {"op_weights_export_m2", test_weights_export_m2},
+    {"op_config_m2", test_config_m2},
+    {"op_weights_fp8_errors", test_weights_fp8_errors},
     {"op_info_counts", test_info_counts},
     {"op_info_counts_m2", test_info_counts_m2},
     {"op_plan_activations", test_plan_activations},
