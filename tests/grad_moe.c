@@ -551,6 +551,56 @@ static void sroute_case(int64_t N, int E, int K, float scale, uint64_t seed) {
     free(sel);
 }
 
+/* MiniMax-M2's MoE shape: 256 experts top-8 behind the sigmoid router with a correction bias,
+ * through the fixed-order expert loop: the output equals the dense double evaluation, and
+ * after a backward every expert no token chose (173 of the 256 here) has exactly zero
+ * gradients while every chosen one has some. */
+static int test_op_moe_m2_shape(void) {
+    enum { N = 40, C = 16, F = 8, E = 256, K = 8 };
+    mt_rng rng;
+    mt_rng_seed(&rng, 35);
+    mt_tensor *x = mt_test_tensor(MT_F32, 2, (int64_t[]){N, C}, true, "x");
+    mt_tensor *w[3] = {mt_test_tensor(MT_F32, 3, (int64_t[]){E, F, C}, true, "w1"),
+                       mt_test_tensor(MT_F32, 3, (int64_t[]){E, F, C}, true, "w3"),
+                       mt_test_tensor(MT_F32, 3, (int64_t[]){E, C, F}, true, "w2")};
+    mt_tensor *logits = mt_test_tensor(MT_F32, 2, (int64_t[]){N, E}, true, "logits");
+    mt_tensor *bias = mt_test_tensor(MT_F32, 1, (int64_t[]){E}, false, "bias");
+    mt_fill_normal(x->data, N * C, 1.0f, &rng);
+    for (int i = 0; i < 3; i++) mt_fill_normal(w[i]->data, E * F * C, 0.25f, &rng);
+    mt_fill_normal(logits->data, N * E, 1.5f, &rng);
+    mt_fill_normal(bias->data, E, 0.1f, &rng);
+
+    mt_ctx c;
+    mt_test_ctx_init(&c);
+    mt_tensor *idx;
+    mt_tensor *wt = mt_moe_route_sigmoid(&c, logits, bias, K, 1.0f, &idx);
+    mt_tensor *out = mt_moe_experts(&c, x, idx, wt, w[0], w[1], w[2]);
+    float *ref = malloc(sizeof(float) * N * C), *seed = malloc(sizeof(float) * N * C);
+    ref_experts_dense(x->data, idx->data, wt->data, w[0]->data, w[1]->data, w[2]->data, N, C, F, E,
+                      K, ref);
+    mt_check_close("M2 shape sparse vs dense", out->data, ref, N * C, 1e-5 * max_abs(ref, N * C),
+                   1e-5);
+    mt_fill_normal(seed, N * C, 1.0f, &rng);
+    mt_backward(&c, out, seed);
+    bool chosen[E] = {false};
+    for (int a = 0; a < N * K; a++) chosen[((const int32_t *)idx->data)[a]] = true;
+    int idle = 0, wrong = 0;
+    for (int e = 0; e < E; e++) {
+        double g = 0;
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < F * C; j++) g += fabs(((const float *)w[i]->grad)[e * F * C + j]);
+        idle += !chosen[e];
+        wrong += chosen[e] ? g == 0 : g != 0;
+    }
+    printf("  E=%d K=%d: %d experts without a token, %d with a wrong zero/non-zero gradient\n", E,
+           K, idle, wrong);
+    EXPECT(idle > 0 && wrong == 0, "%d idle experts, %d gradients wrong", idle, wrong);
+    free(ref);
+    free(seed);
+    mt_ctx_free(&c);
+    return MT_TEST_OK;
+}
+
 static int test_grad_moe_route_sigmoid(void) {
     sroute_case(6, 8, 2, 1.0f, 21);
     sroute_case(5, 16, 4, 2.5f, 22); /* 16 experts top-4, a routed scaling factor */
@@ -566,5 +616,6 @@ static const mt_test_case cases[] = {
     {"op_moe_dense_vs_sparse", test_op_moe_dense_vs_sparse},
     {"op_moe_aux_hf_formula", test_op_moe_aux_hf_formula},
     {"op_moe_route_ties", test_op_moe_route_ties},
+    {"op_moe_m2_shape", test_op_moe_m2_shape},
 };
 MT_TEST_MAIN(cases)
