@@ -35,8 +35,11 @@ int mt_block_mixer_params(const mt_layer_plan *p);
  * "expert" it ends the layer's bucket and gives each expert a bucket of its own. */
 void mt_block_moe_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l);
 int mt_block_moe_params(const mt_layer_plan *p);
-/* Buckets the MoE adds after the layer's (its experts with the gather unit "expert"). */
+/* Buckets the MoE adds after the layer's (its experts with the gather unit "expert"; none
+ * for a dense MLP). */
 int mt_block_moe_buckets(const mt_minimax *m, const mt_layer_plan *p);
+/* Parameters of layer l's dense MLP (gate, up, down); it ends the layer's bucket. */
+void mt_block_mlp_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l);
 
 /* ---- forward (models/minimax.c) ---- */
 
@@ -65,3 +68,5 @@ mt_tensor *mt_block_attention_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor
 /* The MoE: h (B,T,C) -> (B,T,C); io->router and io->route_idx get the router's logits and
  * choices (the aux loss). */
 mt_tensor *mt_block_moe_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h, mt_block_io *io);
+/* The dense MLP: h (B,T,C) -> (B,T,C); io->router and io->route_idx stay NULL. */
+mt_tensor *mt_block_mlp_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h);

@@ -51,10 +51,12 @@ void mt_block_moe_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
     mt_layout_end_bucket(cur);
 }
 
-int mt_block_moe_params(const mt_layer_plan *p) { return 1 + p->router_bias + 3 * p->n_experts; }
+int mt_block_moe_params(const mt_layer_plan *p) {
+    return p->mlp == MT_MLP_DENSE ? 3 : 1 + p->router_bias + 3 * p->n_experts;
+}
 
 int mt_block_moe_buckets(const mt_minimax *m, const mt_layer_plan *p) {
-    return m->unit == MT_GATHER_EXPERT ? p->n_experts : 0;
+    return m->unit == MT_GATHER_EXPERT && p->mlp == MT_MLP_MOE ? p->n_experts : 0;
 }
 
 /* All experts' w (w1, w3: (F,C) each; w2: (C,F)) of layer l as one (E,d1,d2) tensor over the

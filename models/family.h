@@ -26,26 +26,32 @@ typedef enum { MT_QK_NORM_NONE = 0, MT_QK_NORM_WHOLE, MT_QK_NORM_HEAD } mt_qk_no
  * scores, the top-k of scores + e_score_correction_bias chosen, the unbiased scores of the
  * chosen renormalised and scaled (M2). */
 typedef enum { MT_ROUTER_SOFTMAX = 0, MT_ROUTER_SIGMOID } mt_router_kind;
+/* MLP of a layer: the routed experts (models/block_moe.c), or one dense SwiGLU MLP
+ * (models/block_mlp.c: mlp.gate_proj, mlp.up_proj (F, C), mlp.down_proj (C, F); no family has
+ * one yet: MiniMax-M3's first layers, with its clamped activation). */
+typedef enum { MT_MLP_MOE = 0, MT_MLP_DENSE } mt_mlp_kind;
 /* RMSNorm weights: w * x_hat, or Gemma's (1 + w) * x_hat (weights stored as w, initialised 0). */
 typedef enum { MT_NORM_RMS = 0, MT_NORM_GEMMA } mt_norm_kind;
 /* Residuals: DeepNorm on the normalised input (y = alpha * norm(x) + beta * f(norm(x)),
  * Text-01), or the plain pre-norm residual y = x + f(norm(x)). */
 typedef enum { MT_RESIDUAL_DEEPNORM = 0, MT_RESIDUAL_PLAIN } mt_residual_kind;
 
-/* One decoder layer: norm -> mixer -> residual -> norm -> MoE -> residual. */
+/* One decoder layer: norm -> mixer -> residual -> norm -> MLP (MoE or dense) -> residual. */
 typedef struct {
     mt_mixer_kind mixer;
     mt_qk_norm_kind qk_norm;
     mt_norm_kind norm;
     mt_residual_kind residual;
     float mix_alpha, mix_beta; /* DeepNorm factors of the mixer's residual */
-    float mlp_alpha, mlp_beta; /* and of the MoE's */
+    float mlp_alpha, mlp_beta; /* and of the MLP's */
+    mt_mlp_kind mlp;
+    /* MoE only (a dense MLP has n_experts = top_k = 0): */
     mt_router_kind router;
     bool router_bias;   /* the e_score_correction_bias buffer (E): chooses, never weights */
     float routed_scale; /* routed_scaling_factor: the chosen experts' weights times this */
     int n_experts;      /* E */
     int top_k;          /* K */
-    int64_t expert_ffn; /* F: each expert's SwiGLU width */
+    int64_t expert_ffn; /* F: each expert's SwiGLU width, or the dense MLP's */
 } mt_layer_plan;
 
 /* What a checkpoint tensor that no parameter uses is to a family. */

@@ -145,6 +145,7 @@ static void m2_plan(const mt_minimax_config *cfg, int l, mt_layer_plan *p) {
     p->norm = MT_NORM_RMS;
     p->residual = MT_RESIDUAL_PLAIN;
     p->mix_alpha = p->mix_beta = p->mlp_alpha = p->mlp_beta = 1.0f;
+    p->mlp = MT_MLP_MOE;
     p->router = MT_ROUTER_SIGMOID;
     p->router_bias = true;
     p->routed_scale = 1.0f;

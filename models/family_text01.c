@@ -307,6 +307,7 @@ static void t01_plan(const mt_minimax_config *cfg, int l, mt_layer_plan *p) {
     p->mix_beta = linear ? cfg->linear_attn_beta : cfg->full_attn_beta;
     p->mlp_alpha = cfg->mlp_alpha;
     p->mlp_beta = cfg->mlp_beta;
+    p->mlp = MT_MLP_MOE;
     p->router = MT_ROUTER_SOFTMAX;
     p->router_bias = false;
     p->routed_scale = 1.0f;

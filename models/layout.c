@@ -7,7 +7,8 @@
  *   bucket 1 + l:  model.layers.l.input_layernorm.weight                     (C)
  *                  the mixer's parameters (models/block_lightning.c, block_attention.c)
  *                  post_attention_layernorm.weight                           (C)
- *                  the MoE's: block_sparse_moe.gate.weight                   (E, C)
+ *                  the MLP's, dense: mlp.{gate,up}_proj.weight (F, C), down_proj (C, F);
+ *                  or the MoE's: block_sparse_moe.gate.weight                (E, C)
  *                             [block_sparse_moe.e_score_correction_bias      (E), a buffer]
  *                             block_sparse_moe.experts.{0..E-1}.w1.weight    (F, C) each
  *                             block_sparse_moe.experts.{0..E-1}.w3.weight    (F, C) each
@@ -150,7 +151,10 @@ void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather
             mt_block_attention_layout(&cur, p, l);
         mt_layout_add(&cur, true, 1, C, 0, layout_norm_init(p->norm),
                       "model.layers.%d.post_attention_layernorm.weight", l, 0);
-        mt_block_moe_layout(&cur, p, l); /* ends the layer's bucket(s) */
+        if (p->mlp == MT_MLP_DENSE)
+            mt_block_mlp_layout(&cur, p, l); /* ends the layer's bucket */
+        else
+            mt_block_moe_layout(&cur, p, l); /* ends the layer's bucket(s) */
     }
     /* the final norm is of the last layer's kind */
     mt_layout_add(&cur, true, 1, C, 0, layout_norm_init(m->plan[L - 1].norm), "model.norm.weight",

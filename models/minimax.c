@@ -9,7 +9,8 @@
  *                 y  = alpha_mix * h1 + beta_mix * a        (DeepNorm: residual = normalised input)
  *                      or x + a                             (plain pre-norm residual)
  *                 h2 = Norm_post(y)
- *                 x  = alpha_mlp * h2 + beta_mlp * MoE(h2)  or  y + MoE(h2)
+ *                 x  = alpha_mlp * h2 + beta_mlp * MLP(h2)  or  y + MLP(h2)
+ *                      (MLP: the MoE, or a dense SwiGLU MLP, by the plan)
  *   logits = Norm_final(x) lm_head^T;  loss = CE(logits, labels) [+ coef * aux]
  *
  * The blocks are in models/block_*.c. Buckets (models/minimax.h): every op of a bucket runs
@@ -98,8 +99,9 @@ static mt_tensor *mm_layer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mt_blo
     mt_tensor *y = mm_residual(c, p, x, h1, a, p->mix_alpha, p->mix_beta);
     mt_tensor *h2 = mm_norm(
         m, c, p->norm, y, mt_block_param(m, "model.layers.%d.post_attention_layernorm.weight", l));
-    mt_tensor *moe = mt_block_moe_forward(m, c, l, h2, io);
-    return mm_residual(c, p, y, h2, moe, p->mlp_alpha, p->mlp_beta);
+    mt_tensor *f = p->mlp == MT_MLP_DENSE ? mt_block_mlp_forward(m, c, l, h2)
+                                          : mt_block_moe_forward(m, c, l, h2, io);
+    return mm_residual(c, p, y, h2, f, p->mlp_alpha, p->mlp_beta);
 }
 
 /* One decoder layer as a segment (mt_checkpoint's fn; also run directly): its buckets entered
@@ -222,6 +224,8 @@ static void mm_topk_logits(mt_ctx *c, const mt_tensor *logits, int K, int32_t *i
  * coef[e] = E count[e] / R^2; the counts carry no gradient. With padding (valid_len), only the
  * real tokens' rows count, in R, the counts and the sum (transformers with an attention_mask):
  * their router rows are gathered first (an embedding lookup, so the gradient scatters back).
+ * Layers with a dense MLP have no router and do not count (transformers collects the router
+ * logits of its sparse layers only).
  * The counts are of the top-K of softmax(logits), as transformers counts them: for a softmax
  * router these are its choices; a sigmoid router with a correction bias may choose others
  * (transformers' minimax_m2 counts the unbiased top-K all the same, docs/parity.md). */
@@ -229,6 +233,9 @@ static mt_tensor *mm_aux_loss(mt_minimax *m, mt_ctx *c, mt_tensor **routers, mt_
                               const int64_t *valid_len, int64_t B, int64_t T) {
     const int L = m->cfg.num_hidden_layers, E = m->cfg.num_local_experts;
     const int K = m->cfg.num_experts_per_tok;
+    int n_moe = 0;
+    for (int l = 0; l < L; l++) n_moe += routers[l] != NULL;
+    if (n_moe == 0) return NULL;
     /* the real rows of one layer, in row order, or all of them */
     int64_t n_real = B * T;
     mt_tensor *real = NULL;
@@ -252,6 +259,7 @@ static mt_tensor *mm_aux_loss(mt_minimax *m, mt_ctx *c, mt_tensor **routers, mt_
     int64_t *count = mt_arena_alloc(&c->host, (size_t)E * sizeof(int64_t), "aux.count");
     memset(count, 0, (size_t)E * sizeof(int64_t));
     for (int l = 0; l < L; l++) {
+        if (!routers[l]) continue; /* a dense MLP */
         MT_CHECK(routers[l]->shape[0] == B * T && mt_numel(idx[l]) == B * T * K,
                  "minimax: layer %d router rows %lld, expected B*T = %lld", l,
                  (long long)routers[l]->shape[0], (long long)(B * T));
@@ -271,7 +279,7 @@ static mt_tensor *mm_aux_loss(mt_minimax *m, mt_ctx *c, mt_tensor **routers, mt_
     }
     float *coef_h = mt_arena_alloc(&c->host, (size_t)E * sizeof(float), "aux.coef.host");
     if (n_real > 0)
-        mt_moe_aux_coef(coef_h, count, E, (int64_t)L * n_real);
+        mt_moe_aux_coef(coef_h, count, E, (int64_t)n_moe * n_real);
     else /* nothing but padding: no aux loss (and no gradient), not transformers' 0/0 */
         memset(coef_h, 0, (size_t)E * sizeof(float));
     int64_t e64 = E;
@@ -279,6 +287,7 @@ static mt_tensor *mm_aux_loss(mt_minimax *m, mt_ctx *c, mt_tensor **routers, mt_
     c->be->to_device(coef->data, coef_h, (size_t)E * sizeof(float));
     mt_tensor *aux = NULL;
     for (int l = 0; l < L; l++) {
+        if (!routers[l]) continue;
         mt_tensor *rows = real ? mt_embedding(c, real, routers[l]) : routers[l];
         mt_tensor *a = mt_moe_aux(c, rows, coef);
         aux = aux ? mt_add(c, aux, a) : a;
@@ -314,7 +323,7 @@ void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
         if (!fused)
             out->ce_loss = mt_cross_entropy(c, out->logits, batch->labels, batch->loss_denom);
         out->loss = out->ce_loss;
-        if (aux_on)
+        if (out->aux_loss)
             out->loss = mt_axpby(c, 1.0f, out->ce_loss, cfg->router_aux_loss_coef, out->aux_loss);
     }
 }

@@ -8,3 +8,6 @@ mt_test_cases(test_model_io op_config_schemas op_layout_decay op_layout_buckets
 add_dependencies(test_model_io minimax-info)
 set_property(TEST op_info_counts op_info_counts_m2 APPEND PROPERTY ENVIRONMENT
   "MT_MINIMAX_INFO=$<TARGET_FILE:minimax-info>")
+# Plan values no released family uses yet, against equivalent plans (tests/model_plan.c).
+mt_test_binary(test_model_plan model_plan.c)
+mt_test_cases(test_model_plan op_mlp_dense)
