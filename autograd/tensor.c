@@ -185,6 +185,7 @@ void mt_node_run(mt_ctx *c, mt_node *n) {
      * scratch, dropped after (on a device the next kernels queue behind its users) */
     const size_t mark = tape_kernel_mark(c);
     c->be->ops[n->op].fwd(n);
+    if (c->node_hook) c->node_hook(c->node_user, n, true);
     mt_arena_rewind(&c->arena, mark);
     if (n->out->requires_grad) c->n_nodes++; /* keep it: the slot is not reused */
 }
@@ -238,8 +239,12 @@ void mt_tape_backward(mt_ctx *c, int begin, int end) {
             /* a backward carves only scratch (input gradients exist by now): drop it after;
              * on a device the next kernels queue behind the ones still using it */
             const size_t mark = tape_kernel_mark(c);
-            if (n->fwd_pending) c->be->ops[n->op].fwd(n);
+            if (n->fwd_pending) {
+                c->be->ops[n->op].fwd(n);
+                if (c->node_hook) c->node_hook(c->node_user, n, true);
+            }
             c->be->ops[n->op].bwd(n);
+            if (c->node_hook) c->node_hook(c->node_user, n, false);
             mt_arena_rewind(&c->arena, mark);
         }
     }

@@ -114,6 +114,12 @@ typedef struct mt_backend {
      * inside it from shadow instead of casting a copy. One registration per slot (0, 1);
      * shadow NULL withdraws it. NULL where the backend has no use for it (the CPU). */
     void (*bf16_shadow)(int slot, const float *base, const uint16_t *shadow, int64_t n);
+    /* The calling thread's device, and binding another thread to it: the CUDA runtime's current
+     * device is per thread, so a helper thread that calls into the backend (the optimizer
+     * offload's copies) first calls thread_bind(thread_device() of the thread that started it),
+     * else its work goes to device 0 on every rank. NULL where there are no devices (CPU). */
+    int (*thread_device)(void);
+    void (*thread_bind)(int device);
 } mt_backend;
 
 const char *mt_op_name(mt_op op);
@@ -124,6 +130,9 @@ const mt_backend *mt_backend_cuda(void);
 const mt_backend *mt_backend_plan(void);
 /* Dies naming every (op, direction) the backend lacks. */
 void mt_backend_validate(const mt_backend *be);
+/* The index of the first non-finite element of x[0, n) (backend memory), or -1: the backend's
+ * vec_stats over all of it, then a bisection (about log2 n more) only when it counts one. */
+int64_t mt_backend_first_nonfinite(const mt_backend *be, const float *x, int64_t n);
 
 /* ------------------------------------------------------------------------------------------ */
 /* arena: one big block, bump allocation, reset once per step */
@@ -180,6 +189,12 @@ typedef struct mt_ctx {
      * values. Only for ops whose output values nothing reads: the experts of a layer being
      * recomputed (the combine's backward reads none; the layer's output is kept). */
     bool defer_forward;
+    /* Called after every kernel while set: forward true after a forward kernel (the node's
+     * output is computed), false after a backward kernel (its inputs' gradients are). NULL in
+     * the normal step, which then pays one test per kernel; the non-finite diagnosis sets it
+     * (train/nonfinite.c). */
+    void (*node_hook)(void *user, const mt_node *n, bool forward);
+    void *node_user;
 } mt_ctx;
 
 void mt_ctx_init(mt_ctx *c, const mt_backend *be, size_t arena_bytes, int max_nodes);

@@ -12,7 +12,9 @@
  * fp32 kernels (the parity stage of the CUDA backend): the percentages are against the H100/
  * H200 datasheet fp32 (67 TFLOP/s) and dense bf16 (989 TFLOP/s) peaks; issue 6's targets are
  * for the bf16 kernels that come next.
- *  3. softmax attention on the bf16 flash path (attention_flash.cu), fwd and bwd at T = 4k, 8k.
+ *  3. softmax attention in bf16 mode at MiniMax-Text-01's shape (H = 64, Hkv = 8, D = 128), fwd
+ *     and bwd at T = 4k, 8k, on the flash kernels (attention_flash.cu: RESULT attention) and on
+ *     cuDNN's fused attention (attention_cudnn.cu: RESULT attention-cudnn, only when cuDNN ran).
  * Usage: bench-gpu-ops [lightning|attention|moe|all] [reps] [shrink]: shrink > 1 divides T, N,
  * C and F (a smoke run, e.g. on the CPU emulator in ctest; attention then also uses H = 2,
  * lightning D = 64 and a block of 256 / shrink, at least 64, one row tile of the fused
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/lightning_fused.cuh"
 
@@ -187,30 +190,34 @@ static void bench_lightning(const mt_backend *be, int reps, int shrink, mt_dtype
     }
 }
 
-/* ---- softmax attention (bf16 flash path) ---- */
+/* ---- softmax attention (bf16 mode: flash kernels, cuDNN) ---- */
 
-/* Causal GQA attention in bf16 mode (attention_flash.cu): H = 16, Hkv = 8, D = 128, B = 1, one
- * segment, T = 4k and 8k. FLOP convention (causal, as FlashAttention reports it): forward
- * 4 (T^2/2) D H B (Q K^T and P V over the lower triangle), backward 2.5x the forward (five
- * products). The delta pass and the bf16 casts are inside the timed region. */
+/* Causal GQA attention in bf16 mode at MiniMax-Text-01's shape (H = 64, Hkv = 8, D = 128), B = 1,
+ * one segment, T = 4k and 8k, on the path impl selects (kernels/cuda/attention_cudnn.h). FLOP
+ * convention (causal, as FlashAttention reports it): forward 4 (T^2/2) D H B (Q K^T and P V over
+ * the lower triangle), backward 2.5x the forward (five products). The bf16 casts, the delta pass
+ * (flash) and the conversions around cuDNN are inside the timed region. */
 static mt_tensor *bench_attention_fwd(mt_ctx *c, void *u) {
     mt_tensor **qkv = (mt_tensor **)u;
     return mt_attention(c, qkv[0], qkv[1], qkv[2], NULL, 1.0f / sqrtf((float)qkv[0]->shape[3]));
 }
 
-static void bench_attention(const mt_backend *be, int reps, int shrink) {
-    const int B = 1, H = shrink > 1 ? 2 : 16, Hkv = H / 2, D = 128;
+static void bench_attention(const mt_backend *be, int reps, int shrink, int impl) {
+    const int B = 1, H = shrink > 1 ? 2 : 64, Hkv = shrink > 1 ? 1 : 8, D = 128;
     const int Ts[2] = {4096 / shrink, 8192 / shrink};
-    printf("\n== softmax attention, flash bf16 (B=%d H=%d Hkv=%d D=%d, causal, one segment)\n", B,
-           H, Hkv, D);
+    const bool cudnn = impl == CUDA_ATTN_CUDNN;
+    cuda_attention_impl_set(impl);
+    printf("\n== softmax attention, bf16, %s (B=%d H=%d Hkv=%d D=%d, causal, one segment)\n",
+           cudnn ? "cuDNN fused attention" : "flash kernels", B, H, Hkv, D);
     printf("FLOPs: forward 4*(T^2/2)*D*H*B, backward 2.5x forward\n");
     printf("%8s %10s %10s %10s %10s %10s %10s %8s\n", "T", "fwd ms", "bwd ms", "fwd TF/s",
            "bwd TF/s", "total ms", "TFLOP/s", "%bf16");
     for (int ti = 0; ti < 2; ti++) {
         const int T = Ts[ti];
         mt_ctx c;
-        /* out, its gradient, lse; scratch: bf16 q, k, v twice, bf16 dout, delta (generous) */
-        size_t arena = (size_t)B * T * D * (H + 2 * Hkv) * 4 * 4 + ((size_t)64 << 20);
+        /* out, its gradient, lse; scratch: bf16 copies of q, k, v, out, dout and of the three
+         * gradients, cuDNN's fp32 dq, its workspace (generous) */
+        size_t arena = (size_t)B * T * D * (H + Hkv) * 4 * 6 + ((size_t)1 << 30);
         mt_ctx_init(&c, be, arena, 16);
         c.compute_dtype = MT_BF16;
         int64_t qs[4] = {B, T, H, D}, ks[4] = {B, T, Hkv, D};
@@ -219,21 +226,34 @@ static void bench_attention(const mt_backend *be, int reps, int shrink) {
         mt_tensor *v = bench_tensor(be, MT_F32, 4, ks, true, 1.0f, "v");
         float *seed = bench_seed((int64_t)B * T * H * D);
         mt_tensor *qkv3[3] = {q, k, v};
+        cuda_attention_stats s0, s1;
+        cuda_attention_stats_get(&s0);
         double f, b;
         bench_time_fwd_bwd(&c, reps, bench_attention_fwd, qkv3, seed, &f, &b);
+        cuda_attention_stats_get(&s1);
         const double tot = f + b;
         double fwd_flops = 4.0 * ((double)T * T / 2) * D * H * B, bwd_flops = 2.5 * fwd_flops;
         double tflops = (fwd_flops + bwd_flops) / (tot * 1e-3) / 1e12;
         printf("%8d %10.3f %10.3f %10.2f %10.2f %10.3f %10.2f %7.2f%%\n", T, f, b,
                fwd_flops / (f * 1e-3) / 1e12, bwd_flops / (b * 1e-3) / 1e12, tot, tflops,
                100 * tflops / PEAK_BF16_TFLOPS);
-        printf("RESULT attention T=%d: %.3f ms fwd+bwd, %.2f TFLOP/s\n", T, tot, tflops);
+        /* the lines gpu-check.sh pairs with bench/gpu_peer.py's; cuDNN's only when it ran */
+        const bool fell = s1.fallback_fwd + s1.fallback_bwd > s0.fallback_fwd + s0.fallback_bwd;
+        if (!cudnn)
+            printf("RESULT attention T=%d: %.3f ms fwd+bwd, %.2f TFLOP/s\n", T, tot, tflops);
+        else if (!fell && s1.cudnn_fwd > s0.cudnn_fwd && s1.cudnn_bwd > s0.cudnn_bwd)
+            printf("RESULT attention-cudnn T=%d: %.3f ms fwd+bwd, %.2f TFLOP/s\n", T, tot, tflops);
+        else
+            printf("attention-cudnn T=%d: cuDNN did not run (the times above are the fallback's): "
+                   "%s\n",
+                   T, s1.last_reason);
         free(seed);
         bench_tensor_free(be, q);
         bench_tensor_free(be, k);
         bench_tensor_free(be, v);
         mt_ctx_free(&c);
     }
+    cuda_attention_impl_set(-1);
 }
 
 /* ---- MoE layer ---- */
@@ -368,7 +388,10 @@ int main(int argc, char **argv) {
         bench_lightning(be, reps, shrink, MT_BF16, true);  /* the default */
         bench_lightning(be, reps, shrink, MT_BF16, false); /* MT_LIGHTNING_FUSED=0 */
     }
-    if (!strcmp(what, "attention") || !strcmp(what, "all")) bench_attention(be, reps, shrink);
+    if (!strcmp(what, "attention") || !strcmp(what, "all")) {
+        bench_attention(be, reps, shrink, CUDA_ATTN_FLASH);
+        bench_attention(be, reps, shrink, CUDA_ATTN_CUDNN);
+    }
     if (!strcmp(what, "moe") || !strcmp(what, "all")) {
         bench_moe(be, reps, shrink, MT_F32, false, 0);
         bench_moe(be, reps, shrink, MT_BF16, false, 0); /* the default lanes */

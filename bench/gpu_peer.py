@@ -8,9 +8,14 @@ shapes and FLOP conventions, so that the summary can print minimax-train / PyTor
 
 What each part times (bf16 operands, fp32 accumulation; CUDA events; median of --reps after a
 warm-up; fresh random inputs, never zeros):
-  attention  torch.nn.functional.scaled_dot_product_attention, causal, GQA (B=1, H=16, Hkv=8,
-             D=128), forward + backward at T = 4096 and 8192 (FlashAttention-2 backend when
-             torch has it). FLOPs as bench-gpu-ops: forward 4*(T^2/2)*D*H, backward 2.5x.
+  attention  torch.nn.functional.scaled_dot_product_attention, causal, GQA at MiniMax-Text-01's
+             shape (B=1, H=64, Hkv=8, D=128), forward + backward at T = 4096 and 8192, twice:
+             key "attention" on torch's FlashAttention-2 backend (the peer of the project's
+             flash kernels) and key "attention-cudnn" on torch's cuDNN backend (the peer of its
+             cuDNN path: the same library, so the ratio is the project's overhead around it);
+             either falls back to torch's default choice where this torch lacks that backend
+             (the line says which ran). FLOPs as bench-gpu-ops: forward 4*(T^2/2)*D*H, backward
+             2.5x.
   lightning  lightning attention written the way a PyTorch user would (intra-block products for
              all blocks in one batched matmul, the D x D state carried across blocks in a Python
              loop, fp32 state), forward + backward through autograd, B*H = 16, D = 128, block
@@ -69,37 +74,39 @@ def report(key, ms, flops, peak, extra=""):
 
 
 def bench_attention(a, run, dev):
-    B, H, Hkv, D = 1, 16, 8, 128
+    B, H, Hkv, D = (1, 4, 2, 32) if a.tiny else (1, 64, 8, 128)
     Ts = [128, 256] if a.tiny else [4096, 8192]
-    backend = "default"
-    for T in Ts:
-        q = torch.randn(B, H, T, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
-        k = torch.randn(B, Hkv, T, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
-        v = torch.randn(B, Hkv, T, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
-        do = torch.randn(B, H, T, D, device=dev, dtype=torch.bfloat16)
+    for key, want in (("attention", "FLASH_ATTENTION"), ("attention-cudnn", "CUDNN_ATTENTION")):
+        for T in Ts:
+            q = torch.randn(B, H, T, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
+            k = torch.randn(B, Hkv, T, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
+            v = torch.randn(B, Hkv, T, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
+            do = torch.randn(B, H, T, D, device=dev, dtype=torch.bfloat16)
 
-        def step():
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-            o.backward(do)
+            def step():
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+                o.backward(do)
 
-        if dev == "cuda":
-            try:  # FlashAttention-2 when this torch has it for these shapes
-                from torch.nn.attention import SDPBackend, sdpa_kernel
+            backend, ctx = "default", None
+            if dev == "cuda":
+                try:  # the wanted backend when this torch has it for these shapes
+                    from torch.nn.attention import SDPBackend, sdpa_kernel
 
-                with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-                    step()
-                backend = "flash"
-            except RuntimeError:
-                backend = "default"
-        if backend == "flash":
-            from torch.nn.attention import SDPBackend, sdpa_kernel
+                    with sdpa_kernel([getattr(SDPBackend, want)]):
+                        step()
+                    backend, ctx = want.split("_")[0].lower(), getattr(SDPBackend, want)
+                except (RuntimeError, AttributeError, ImportError):
+                    backend = "default"
+            if ctx is not None:
+                from torch.nn.attention import sdpa_kernel
 
-            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                with sdpa_kernel([ctx]):
+                    ms = run(step, a.reps)
+            else:
                 ms = run(step, a.reps)
-        else:
-            ms = run(step, a.reps)
-        fwd = 4.0 * (T * T / 2) * D * H * B
-        report(f"attention T={T}", ms, 3.5 * fwd, a.peak, f" (sdpa {backend}, fwd+bwd)")
+            fwd = 4.0 * (T * T / 2) * D * H * B
+            report(f"{key} T={T}", ms, 3.5 * fwd, a.peak, f" (sdpa {backend}, fwd+bwd)")
+            del q, k, v, do
 
 
 # ---- lightning attention --------------------------------------------------------------------

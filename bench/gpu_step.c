@@ -26,7 +26,7 @@
  *        [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] [--ffn F]
  *        [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] [--peak TF]
  *        [--fused-loss 0|1] [--recompute 0|1] [--offload 0|1] [--gather-dtype fp32|bf16]
- *        [--arena-mb N] [--profile 0|1] [--check]
+ *        [--arena-mb N] [--profile 0|1] [--comm nccl|self] [--check]
  * --recompute 1: every layer recomputed in the backward (train.gradient_checkpointing); the
  * FLOP count stays the model's (the recomputation is overhead, as MFU conventionally counts).
  * --offload 1: AdamW moments in host memory and the update on the host (dist.offload_optimizer);
@@ -38,6 +38,10 @@
  * around every op's kernels, so each op's device time (launches included) shows, forward and
  * backward apart, and what is left of the wall time (gathers, reduce-scatters, host work): where
  * the step's time goes, not how fast it is (the syncs stop the host from running ahead).
+ * --comm self: ZeRO's collectives on the device as copies on the compute stream
+ * (mt_comm_self_device) instead of NCCL over one rank (the default, the trainer's path with its
+ * communication stream): the single-GPU step without NCCL, for machines where it is missing or
+ * its bootstrap fails.
  * --check (a small shape): the same steps on the CPU backend and on the device, per-step loss and
  * gradient norm compared: fp32 to 1e-5 relative; bf16 by issue 6's rule, |dev - cpu fp32| <=
  * 2 |cpu bf16 - cpu fp32| (the CPU's bf16 run is the rounding reference) on the first step, 4x
@@ -67,9 +71,10 @@ typedef struct {
     mt_dtype gather_dtype; /* dist.gather_dtype */
     bool cpu;
     double peak_tflops;
-    long arena_mb; /* 0: planned */
-    bool check;    /* --check: the device's steps against the CPU backend's (see step_check) */
-    int profile;   /* --profile 1: one more fwd+bwd timed op by op (step_profile) */
+    long arena_mb;  /* 0: planned */
+    bool check;     /* --check: the device's steps against the CPU backend's (see step_check) */
+    int profile;    /* --profile 1: one more fwd+bwd timed op by op (step_profile) */
+    bool comm_self; /* --comm self: mt_comm_self_device instead of NCCL over one rank */
 } step_opts;
 
 static void step_usage(void) {
@@ -78,7 +83,7 @@ static void step_usage(void) {
             "[--layers L] [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] "
             "[--ffn F] [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] "
             "[--fused-loss 0|1] [--recompute 0|1] [--offload 0|1] [--gather-dtype fp32|bf16] "
-            "[--peak TFLOPS] [--arena-mb N] [--profile 0|1] [--check]\n");
+            "[--peak TFLOPS] [--arena-mb N] [--profile 0|1] [--comm nccl|self] [--check]\n");
     exit(2);
 }
 
@@ -159,6 +164,8 @@ static void step_parse(int argc, char **argv, step_opts *o) {
             o->peak_tflops = atof(v);
         else if (strcmp(a, "--arena-mb") == 0)
             o->arena_mb = step_int_arg(a, v);
+        else if (strcmp(a, "--comm") == 0 && (!strcmp(v, "nccl") || !strcmp(v, "self")))
+            o->comm_self = strcmp(v, "self") == 0;
         else
             step_usage();
     }
@@ -409,12 +416,15 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
         if (m.bucket_numel[b] > max_bucket) max_bucket = m.bucket_numel[b];
     }
     /* one rank: the host self communicator for the CPU backend; for device buffers ZeRO needs a
-     * device communicator, NCCL over one rank (the self communicator as its host side) */
+     * device communicator, NCCL over one rank (the self communicator as its host side), or with
+     * --comm self device copies */
     mt_comm *comm = mt_comm_self();
-    if (be->dev != MT_CPU) {
+    if (be->dev != MT_CPU && o.comm_self) {
+        comm = mt_comm_self_device(be);
+    } else if (be->dev != MT_CPU) {
         comm = mt_comm_nccl_init(mt_comm_self(), 1800); /* the recipe's default dist.timeout */
-        MT_CHECK(comm,
-                 "bench: no NCCL communicator (CUDA backend built without train/comm_nccl.cu?)");
+        MT_CHECK(comm, "bench: no NCCL communicator (CUDA backend built without "
+                       "train/comm_nccl.cu?); --comm self runs without NCCL");
     }
     mt_zero z;
     mt_zero_init_gather(&z, comm, be, m.n_buckets, m.bucket_numel, o.gather_dtype, o.offload == 1);
@@ -429,9 +439,10 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
         mt_zero_set_master(&z, b, lo, hi, host);
     }
     free(host);
-    printf("   parameters %.2f M (init %.1f s); ZeRO owned %.1f MiB (%s) + gather slots %.1f MiB; "
-           "host %.1f MiB\n",
-           (double)n_params * 1e-6, step_now() - t_init, (double)mt_zero_owned_bytes(&z) / MIB,
+    printf("   parameters %.2f M (init %.1f s); ZeRO over %s: owned %.1f MiB (%s) + gather slots "
+           "%.1f MiB; host %.1f MiB\n",
+           (double)n_params * 1e-6, step_now() - t_init, comm->name,
+           (double)mt_zero_owned_bytes(&z) / MIB,
            z.master_on_host ? "grad, bf16 master"
            : z.offload      ? "master, grad"
                             : "master, grad, m, v",
@@ -549,7 +560,7 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
     mt_ctx_free(&ctx);
     mt_zero_free(&z);
     mt_minimax_free(&m);
-    if (comm->device) mt_comm_nccl_free(comm);
+    if (comm->device && !o.comm_self) mt_comm_nccl_free(comm);
     return all_finite ? 0 : 1;
 }
 

@@ -166,6 +166,15 @@ int mt_chat_template_check(const char *config_path, char **normalized, char *err
         cJSON_Delete(cfg);
         return -1;
     }
+    char dup[256]; /* transformers takes the last of a repeated key, cJSON's lookups the first */
+    if (mt_json_duplicate_key(cfg, NULL, dup, sizeof(dup))) {
+        snprintf(err, MT_ERR_LEN,
+                 "%.200s: key \"%.200s\" appears twice (transformers would take "
+                 "the last)",
+                 config_path, dup);
+        cJSON_Delete(cfg);
+        return -1;
+    }
     const char *tmpl = config_template(cfg);
     char *side = NULL; /* transformers >= 4.47 may save the template as chat_template.jinja */
     const char *source = config_path;

@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
 
 #include "autograd/check.h"
 #include "data/chat_template.h"
@@ -18,14 +21,30 @@ uint64_t mt_hash64(const void *p, size_t n, uint64_t h) {
     return h;
 }
 
-char *mt_file_read(const char *path, size_t *len, char *err) {
+char *mt_file_read_max(const char *path, size_t *len, size_t max_bytes, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, MT_ERR_LEN, "%s: cannot open: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = mt_malloc(cap, "file contents");
+    /* a directory opens (and reads as EISDIR, or as a size of LONG_MAX to ftell): say so */
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s: is a directory, not a file", path);
+        fclose(f);
+        return NULL;
+    }
+    const size_t limit = max_bytes ? max_bytes : SIZE_MAX - 1;
+    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > limit) {
+        snprintf(err, errlen, "%s: %lld bytes, more than the %zu this file may have", path,
+                 (long long)st.st_size, limit);
+        fclose(f);
+        return NULL;
+    }
+    /* regular files: their size, the terminator and one byte more, so the read that finds the
+     * end needs no second buffer (a file that grew meanwhile still grows it); pipes: grown */
+    size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 2 : 1 << 16, n = 0;
+    char *buf = mt_malloc(cap, path);
     for (;;) {
         if (n + 1 >= cap) {
             cap *= 2;
@@ -35,18 +54,25 @@ char *mt_file_read(const char *path, size_t *len, char *err) {
         }
         size_t got = fread(buf + n, 1, cap - 1 - n, f);
         n += got;
-        if (got == 0) break;
+        if (got == 0 || n > limit) break;
     }
-    bool bad = ferror(f);
+    const int read_errno = ferror(f) ? errno : 0;
     fclose(f);
-    if (bad) {
-        snprintf(err, MT_ERR_LEN, "%s: read error", path);
+    if (read_errno || n > limit) {
+        if (read_errno)
+            snprintf(err, errlen, "%s: read error: %s", path, strerror(read_errno));
+        else
+            snprintf(err, errlen, "%s: more than the %zu bytes this file may have", path, limit);
         free(buf);
         return NULL;
     }
     buf[n] = 0;
     if (len) *len = n;
     return buf;
+}
+
+char *mt_file_read(const char *path, size_t *len, char *err) {
+    return mt_file_read_max(path, len, 0, err, MT_ERR_LEN);
 }
 
 int mt_file_hash(const char *path, uint64_t *h, char *err) {
@@ -109,6 +135,61 @@ bool mt_utf8_valid(const char *str, size_t n, size_t *bad_at) {
         i += (size_t)k;
     }
     return true;
+}
+
+static int json_key_cmp(const void *a, const void *b) {
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* A key of object o that appears twice, or NULL: pairwise for a few keys, sorted otherwise
+ * (so an object of many keys costs n log n, not n^2). */
+static const char *json_object_duplicate(const cJSON *o) {
+    int n = 0;
+    for (const cJSON *c = o->child; c; c = c->next) n++;
+    if (n <= 16) {
+        for (const cJSON *a = o->child; a; a = a->next)
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (strcmp(a->string, b->string) == 0) return a->string;
+        return NULL;
+    }
+    const cJSON **keys = mt_malloc(sizeof(*keys) * (size_t)n, "json keys");
+    int k = 0;
+    for (const cJSON *c = o->child; c; c = c->next) keys[k++] = c;
+    qsort(keys, (size_t)n, sizeof(*keys), json_key_cmp);
+    const char *dup = NULL;
+    for (int i = 1; i < n && !dup; i++)
+        if (strcmp(keys[i - 1]->string, keys[i]->string) == 0) dup = keys[i]->string;
+    free(keys);
+    return dup;
+}
+
+/* Depth-first from v, whose path is path[0, strlen(path)). */
+static const char *json_duplicate_walk(const cJSON *v, const cJSON *skip, char *path, size_t n) {
+    if (!v || v == skip || !(cJSON_IsObject(v) || cJSON_IsArray(v))) return NULL;
+    const size_t at = strlen(path);
+    if (cJSON_IsObject(v)) {
+        const char *dup = json_object_duplicate(v);
+        if (dup) {
+            snprintf(path + at, n - at, "%s%s", at ? "." : "", dup);
+            return dup;
+        }
+    }
+    int i = 0;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        if (cJSON_IsObject(v))
+            snprintf(path + at, n - at, "%s%s", at ? "." : "", c->string);
+        else
+            snprintf(path + at, n - at, "[%d]", i);
+        const char *dup = json_duplicate_walk(c, skip, path, n);
+        if (dup) return dup;
+        path[at] = 0;
+    }
+    return NULL;
+}
+
+const char *mt_json_duplicate_key(const cJSON *v, const cJSON *skip, char *path, size_t n) {
+    path[0] = 0;
+    return json_duplicate_walk(v, skip, path, n);
 }
 
 void mt_strbuf_append(mt_strbuf *b, const char *s, size_t n) {

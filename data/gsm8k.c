@@ -47,12 +47,37 @@ static const char *get_field(const cJSON *obj, const char *name, const char *pat
     return f->valuestring;
 }
 
+/* Offset of the first NUL character of line[0, n): a NUL byte, or a \u0000 escape inside a
+ * string (cJSON decodes it into the C string, which then ends there: the text would be cut);
+ * n when there is none. */
+static size_t first_nul(const char *s, size_t n) {
+    bool in_string = false;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == 0) return i;
+        if (s[i] == '"') {
+            in_string = !in_string;
+        } else if (in_string && s[i] == '\\') {
+            if (i + 6 <= n && s[i + 1] == 'u' && memcmp(s + i + 2, "0000", 4) == 0) return i;
+            i++; /* the escaped character (\" or \\) */
+        }
+    }
+    return n;
+}
+
 int mt_gsm8k_parse_line(const char *path, int64_t line_no, const char *line, size_t len,
                         char **question, char **answer, char *err) {
     size_t bad;
     if (!mt_utf8_valid(line, len, &bad)) {
         snprintf(err, MT_ERR_LEN, "%s:%lld: invalid UTF-8 at column %zu", path, (long long)line_no,
                  bad + 1);
+        return -1;
+    }
+    const size_t nul = first_nul(line, len);
+    if (nul < len) {
+        snprintf(err, MT_ERR_LEN,
+                 "%s:%lld: a NUL character (%s) at column %zu: not supported, "
+                 "the text would end there",
+                 path, (long long)line_no, line[nul] ? "\\u0000" : "a zero byte", nul + 1);
         return -1;
     }
     const char *end = NULL;
@@ -71,6 +96,14 @@ int mt_gsm8k_parse_line(const char *path, int64_t line_no, const char *line, siz
     }
     if (!cJSON_IsObject(obj)) {
         snprintf(err, MT_ERR_LEN, "%s:%lld: not a JSON object", path, (long long)line_no);
+        cJSON_Delete(obj);
+        return -1;
+    }
+    char key_path[256];
+    if (mt_json_duplicate_key(obj, NULL, key_path, sizeof(key_path))) {
+        snprintf(err, MT_ERR_LEN,
+                 "%s:%lld: key \"%.200s\" appears twice (readers disagree on which one counts)",
+                 path, (long long)line_no, key_path);
         cJSON_Delete(obj);
         return -1;
     }
@@ -202,8 +235,10 @@ int mt_sample_build(mt_sample_builder *b, const char *question, const char *answ
     mt_chat_render(msgs, n_msgs, false, &b->rendered);
 
     mt_token_buf_clear(&b->tokens);
-    if (mt_tokenizer_encode(b->tok, b->rendered.text, b->rendered.len, &b->tokens) < 0) {
-        snprintf(err, MT_ERR_LEN, "the rendered sample is not valid UTF-8");
+    char why[MT_ERR_LEN - 64];
+    if (mt_tokenizer_encode_err(b->tok, b->rendered.text, b->rendered.len, &b->tokens, why,
+                                sizeof(why)) < 0) {
+        snprintf(err, MT_ERR_LEN, "the rendered sample cannot be tokenized: %s", why);
         return MT_SAMPLE_ERROR;
     }
     int64_t n = b->tokens.n;

@@ -82,5 +82,6 @@ void mt_sample_builder_free(mt_sample_builder *b);
 
 /* Renders, tokenizes and labels one problem. Returns MT_SAMPLE_OK, MT_SAMPLE_TRUNCATED (cut to
  * max_length), MT_SAMPLE_DROPPED (longer than max_length under the drop policy) or
- * MT_SAMPLE_ERROR with err set (the text is not valid UTF-8). */
+ * MT_SAMPLE_ERROR with err set (the text is not valid UTF-8, or the tokenizer's regex fails on
+ * it: mt_tokenizer_encode_err). */
 int mt_sample_build(mt_sample_builder *b, const char *question, const char *answer, char *err);

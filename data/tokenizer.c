@@ -2,7 +2,6 @@
 // the id <-> token API and decoding. Encoding lives in tokenizer_pretok.c, BPE in
 // tokenizer_bpe.c. Anything the loader does not implement exactly is rejected by name.
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -362,6 +361,7 @@ static bool add_steps(loader *L, mt_tokenizer *tok, const cJSON *pt, int depth) 
             return false;
         st->kind = TOK_STEP_BYTELEVEL;
         st->behavior = TOK_ISOLATED;
+        st->pattern = strdup(GPT2_PATTERN);
         if (use_regex) {
             st->re = tok_regex_compile(GPT2_PATTERN, false, &st->jit, err, sizeof(err));
             if (!st->re) return fail(L, "ByteLevel regex: %s", err);
@@ -374,6 +374,7 @@ static bool add_steps(loader *L, mt_tokenizer *tok, const cJSON *pt, int depth) 
         if (!cJSON_IsString(rx) && !cJSON_IsString(lit))
             return fail(L, "Split pattern must be {\"Regex\": ...} or {\"String\": ...}");
         const char *src = rx ? rx->valuestring : lit->valuestring;
+        st->pattern = strdup(src);
         st->re = tok_regex_compile(src, lit != NULL, &st->jit, err, sizeof(err));
         if (!st->re) return fail(L, "Split pattern '%s': %s", src, err);
         const cJSON *beh = jget(pt, "behavior");
@@ -500,6 +501,16 @@ mt_tokenizer *mt_tokenizer_load_json(const char *json, size_t len, const char *n
         fail(&L, "top level is not a JSON object");
         return NULL;
     }
+    // HF takes the last of a repeated key, cJSON's lookups the first: refused. The vocabulary
+    // is not looked into: its last entry wins here too (tok_strmap_put), and it is the big one.
+    char dup[256];
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (mt_json_duplicate_key(root, cJSON_GetObjectItemCaseSensitive(model, "vocab"), dup,
+                              sizeof(dup))) {
+        cJSON_Delete(root);
+        fail(&L, "key \"%s\" appears twice", dup);
+        return NULL;
+    }
     mt_tokenizer *tok = mt_calloc(1, sizeof(mt_tokenizer), "tokenizer");
     tok->path = strdup(name);
     bool ok = load_components(&L, tok, root);
@@ -518,29 +529,10 @@ mt_tokenizer *mt_tokenizer_load_json(const char *json, size_t len, const char *n
 }
 
 mt_tokenizer *mt_tokenizer_try_load(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (size < 0) {
-        fclose(f);
-        snprintf(err, errlen, "%s: cannot read", path);
-        return NULL;
-    }
-    char *buf = mt_malloc((size_t)size + 1, "tokenizer.json");
-    size_t got = fread(buf, 1, (size_t)size, f);
-    fclose(f);
-    if (got != (size_t)size) {
-        free(buf);
-        snprintf(err, errlen, "%s: short read", path);
-        return NULL;
-    }
-    buf[size] = 0;
-    mt_tokenizer *tok = mt_tokenizer_load_json(buf, (size_t)size, path, err, errlen);
+    size_t size;
+    char *buf = mt_file_read_max(path, &size, 0, err, errlen);
+    if (!buf) return NULL;
+    mt_tokenizer *tok = mt_tokenizer_load_json(buf, size, path, err, errlen);
     free(buf);
     return tok;
 }
@@ -568,8 +560,10 @@ void mt_tokenizer_free(mt_tokenizer *tok) {
     free(tok->added);
     free(tok->set_raw.order);
     free(tok->set_norm.order);
-    for (int32_t i = 0; i < tok->n_steps; i++)
+    for (int32_t i = 0; i < tok->n_steps; i++) {
         if (tok->steps[i].re) pcre2_code_free(tok->steps[i].re);
+        free(tok->steps[i].pattern);
+    }
     free(tok->steps);
     tok_cache_free(tok->cache);
     if (tok->work) tok_work_free(tok->work);

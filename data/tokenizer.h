@@ -29,8 +29,15 @@ void mt_token_buf_free(mt_token_buf *b);
 // Offsets of an added token are its bytes; those of a BPE token are the bytes of the piece
 // in the original text (a token that covers part of a multi-byte character gets the whole
 // character's span, like HF).
+// A pre-tokenizer regex that fails on the text (PCRE2's match limit: catastrophic
+// backtracking, or a run of millions of spaces, where HF stops too) ends the process with a
+// message naming the tokenizer file, the pre-tokenizer step, the pattern and the text offset.
 int64_t mt_tokenizer_encode(const mt_tokenizer *tok, const char *text, size_t len,
                             mt_token_buf *out);
+// The same, returning -1 with the reason in err (errlen bytes) for both failures, invalid
+// UTF-8 ("byte N") and a failed regex; nothing is appended then.
+int64_t mt_tokenizer_encode_err(const mt_tokenizer *tok, const char *text, size_t len,
+                                mt_token_buf *out, char *err, size_t errlen);
 
 int32_t mt_tokenizer_token_to_id(const mt_tokenizer *tok, const char *token); // -1 if absent
 const char *mt_tokenizer_id_to_token(const mt_tokenizer *tok, int32_t id);    // NULL if absent

@@ -64,6 +64,7 @@ enum { TOK_REMOVED, TOK_ISOLATED, TOK_MERGED_WITH_PREVIOUS, TOK_MERGED_WITH_NEXT
 
 typedef struct {
     int kind;
+    char *pattern;  // the regex as tokenizer.json has it (ByteLevel: GPT-2's), for messages
     pcre2_code *re; // NULL for ByteLevel without regex
     bool jit;
     int behavior;

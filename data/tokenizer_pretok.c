@@ -207,16 +207,20 @@ pcre2_code *tok_regex_compile(const char *pattern, bool literal, bool *jit, char
     return re;
 }
 
-// Next match at or after `from` in subj[0,n); returns false when there is none.
-static bool regex_find(tok_work *w, const tok_step *st, const uint8_t *subj, int64_t n,
-                       int64_t from, int64_t *s, int64_t *e) {
+// Next match at or after `from` in subj[0,n): 1, 0 when there is none, or PCRE2's (negative)
+// error code: its match limit (PCRE2_ERROR_MATCHLIMIT), hit by catastrophic backtracking or a
+// run of millions of spaces. PCRE2's default limit, 10,000,000, is kept: it is Oniguruma's
+// default retry limit too, and HF tokenizers stops (with an error) on such input as well.
+static int regex_find(tok_work *w, const tok_step *st, const uint8_t *subj, int64_t n, int64_t from,
+                      int64_t *s, int64_t *e) {
     if (!w->md) w->md = pcre2_match_data_create(1, NULL);
+    MT_CHECK(w->md, "tokenizer: cannot allocate PCRE2 match data");
     for (;;) {
         int rc = st->jit ? pcre2_jit_match(st->re, subj, (PCRE2_SIZE)n, (PCRE2_SIZE)from, 0, w->md,
                                            w->mctx)
                          : pcre2_match(st->re, subj, (PCRE2_SIZE)n, (PCRE2_SIZE)from,
                                        PCRE2_NO_UTF_CHECK, w->md, w->mctx);
-        if (rc == PCRE2_ERROR_NOMATCH) return false;
+        if (rc == PCRE2_ERROR_NOMATCH) return 0;
         if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !w->jit_stack) {
             w->jit_stack = pcre2_jit_stack_create(32 * 1024, 256 * 1024 * 1024, NULL);
             w->mctx = pcre2_match_context_create(NULL);
@@ -224,12 +228,12 @@ static bool regex_find(tok_work *w, const tok_step *st, const uint8_t *subj, int
             pcre2_jit_stack_assign(w->mctx, NULL, w->jit_stack);
             continue;
         }
-        MT_CHECK(rc >= 0, "tokenizer: PCRE2 match failed with error %d", rc);
+        if (rc < 0) return rc;
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(w->md);
         *s = (int64_t)ov[0];
         *e = (int64_t)ov[1];
         if (*e < *s) *e = *s; // \K in a lookahead can report end < start
-        return true;
+        return 1;
     }
 }
 
@@ -246,6 +250,11 @@ typedef struct {
     const uint8_t *text;
     mt_token_buf *out;
     int64_t n0; // out->n when this encode call started
+    // a regex failed: PCRE2's code, the step and the text offset its search started at; the
+    // encode unwinds without emitting more
+    int fail_rc;
+    const tok_step *fail_step;
+    int64_t fail_at;
 } enc_ctx;
 
 // ByteLevel post-processor offset trimming (byte_level.rs process_offsets). HF counts in
@@ -408,7 +417,9 @@ static void split_feed(splitter *sp, int64_t s, int64_t e, bool is_match) {
 static void split_regex(enc_ctx *c, const tok_step *st, const uint8_t *subj, int64_t n,
                         splitter *sp) {
     int64_t last_end = 0, last_match = -1, prev = 0, s, e;
-    while (last_end <= n && regex_find(c->w, st, subj, n, last_end, &s, &e)) {
+    int rc = 0;
+    while (!c->fail_rc && last_end <= n &&
+           (rc = regex_find(c->w, st, subj, n, last_end, &s, &e)) > 0) {
         if (s == e) {
             last_end = e < n ? e + utf8_len_lead(subj[e]) : e + 1;
             if (e == last_match) continue;
@@ -420,12 +431,18 @@ static void split_regex(enc_ctx *c, const tok_step *st, const uint8_t *subj, int
         split_feed(sp, s, e, !st->invert);
         prev = e;
     }
+    if (rc < 0 && !c->fail_rc) { // subject byte i is text byte base.start + i (- 1 with a prefix)
+        const int64_t at = sp->base.start + last_end - (sp->base.prefix ? 1 : 0);
+        c->fail_rc = rc, c->fail_step = st, c->fail_at = at > sp->base.start ? at : sp->base.start;
+    }
+    if (c->fail_rc) return;
     if (prev != n) split_feed(sp, prev, n, st->invert);
     if (sp->have) split_out(sp, sp->ps, sp->pe);
 }
 
 static void run_steps(enc_ctx *c, int32_t k, piece p) {
     const mt_tokenizer *tok = c->tok;
+    if (c->fail_rc) return;
     if (k == tok->n_steps) {
         bpe_piece(c, p);
         return;
@@ -514,11 +531,14 @@ static void gap_normalized(enc_ctx *c, int64_t s, int64_t e) {
     split_added(c, &c->tok->set_norm, s, e, gap_pretokenize);
 }
 
-int64_t mt_tokenizer_encode(const mt_tokenizer *tok, const char *text, size_t len,
-                            mt_token_buf *out) {
+int64_t mt_tokenizer_encode_err(const mt_tokenizer *tok, const char *text, size_t len,
+                                mt_token_buf *out, char *err, size_t errlen) {
     const uint8_t *t = (const uint8_t *)text;
-    if (len > 0 && !text) return -1;
-    if (!mt_utf8_valid((const char *)t, len, NULL)) return -1;
+    size_t bad = 0;
+    if ((len > 0 && !text) || !mt_utf8_valid((const char *)t, len, &bad)) {
+        snprintf(err, errlen, "the text is not valid UTF-8 (byte %zu)", bad);
+        return -1;
+    }
     tok_work local = {0}, *w = &local;
     // The word cache and the reusable scratch belong to whoever holds the lock; concurrent
     // callers work without them (same result, just slower).
@@ -535,5 +555,27 @@ int64_t mt_tokenizer_encode(const mt_tokenizer *tok, const char *text, size_t le
     } else {
         tok_work_free(&local);
     }
+    if (c.fail_rc) {
+        int32_t k = (int32_t)(c.fail_step - tok->steps);
+        char why[256];
+        pcre2_get_error_message(c.fail_rc, (PCRE2_UCHAR *)why, sizeof(why));
+        snprintf(err, errlen,
+                 "%s: pre_tokenizer step %d of %d (%s, pattern '%.200s'): PCRE2 error %d (%s) "
+                 "searching from byte %lld of the text",
+                 tok->path, k + 1, tok->n_steps,
+                 c.fail_step->kind == TOK_STEP_SPLIT ? "Split" : "ByteLevel", c.fail_step->pattern,
+                 c.fail_rc, why, (long long)c.fail_at);
+        out->n = c.n0; // nothing appended
+        return -1;
+    }
     return out->n - c.n0;
+}
+
+int64_t mt_tokenizer_encode(const mt_tokenizer *tok, const char *text, size_t len,
+                            mt_token_buf *out) {
+    if ((len > 0 && !text) || !mt_utf8_valid(text, len, NULL)) return -1;
+    char err[1024];
+    const int64_t n = mt_tokenizer_encode_err(tok, text, len, out, err, sizeof(err));
+    if (n < 0) MT_DIE("tokenizer: %s", err); // a regex failed: the text itself is fine
+    return n;
 }

@@ -26,3 +26,21 @@ void mt_backend_validate(const mt_backend *be) {
         snprintf(missing + len, sizeof(missing) - len, " optimizer vector kernels");
     MT_CHECK(!missing[0], "backend %s lacks kernels:%s", be->name, missing);
 }
+
+int64_t mt_backend_first_nonfinite(const mt_backend *be, const float *x, int64_t n) {
+    double sumsq;
+    int64_t bad = 0, lo = 0;
+    if (n > 0) be->vec_stats(x, n, &sumsq, &bad);
+    if (!bad) return -1;
+    while (n > 1) { /* the first one lies in [lo, lo + n) */
+        const int64_t half = n / 2;
+        be->vec_stats(x + lo, half, &sumsq, &bad);
+        if (bad) {
+            n = half;
+        } else {
+            lo += half;
+            n -= half;
+        }
+    }
+    return lo;
+}

@@ -1,351 +1,609 @@
 #!/usr/bin/env bash
-# gpu-check.sh: the one GPU check for a fresh single-GPU machine with the CUDA toolkit.
-# Builds the CUDA backend, runs every GPU parity test (CUDA op vs CPU reference), runs the GPU
-# benchmarks (ops, then a full training step in fp32 and bf16), then the PyTorch peer on the same
-# shapes (bench/gpu_peer.py, when python3 has torch and transformers), and prints a summary last
-# with the speed-up over the peer per benchmark.
-# Worst case 8 minutes: each step has a timeout, capped by what is left of an overall budget
-# (MT_GPU_CHECK_BUDGET, default 470 s; a step with under 10 s left is skipped).
+# gpu-check.sh: the one GPU check for a fresh single-GPU machine with the CUDA toolkit (the
+# device tool's H200). Builds, runs every gpu_* test, the checks only hardware can do and the
+# benchmarks, and keeps what finished even when it is killed (docs/cuda.md, "launch/gpu-check.sh").
 #
-#   bash launch/gpu-check.sh    # logs under $OUT if set (the device tool), else build-gpu-logs/
+#   bash launch/gpu-check.sh     # device tool: run(command="bash launch/gpu-check.sh", timeout_s=360)
 #
-# Build modes: "cmake" when the project's dependencies (MPI, parallel HDF5, OpenBLAS, cJSON,
-# PCRE2) configure, as on the build machine: then exactly -DMT_CUDA=ON with the detected
-# CMAKE_CUDA_ARCHITECTURES, and ctest -R '^gpu_'. "standalone" otherwise (a GPU image without
-# those packages, and nothing can be installed there): gcc + nvcc compile only what the GPU tests
-# and benchmarks need (autograd, kernels, kernels/cpu, kernels/cuda, the test harness), with
-# OpenBLAS if present, else kernels/cuda/ref/cblas_ref.c as the CPU reference's GEMM.
-# Environment: MT_GPU_CHECK_MODE=cmake|standalone (force a mode), MT_CUDA_ARCH=90 (override the
-# detected architecture), MT_GPU_CHECK_REF_BLAS=1 (standalone: use the reference sgemm),
-# MT_GPU_CHECK_BENCH_REPS (default 3), MT_GPU_CHECK_STEP_ARGS (extra bench-gpu-step flags, e.g.
-# "--layers 4 --seq 8192"), NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc),
-# MT_GPU_CHECK_PYTHON (default python3: the interpreter with torch for the peer).
-set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-ROOT=$PWD
-LOGDIR=${OUT:-$ROOT/build-gpu-logs}
-mkdir -p "$LOGDIR"
-T0=$(date +%s)
-SUMMARY=()
-note() { SUMMARY+=("$*"); }
-elapsed() { echo $(($(date +%s) - $1)); }
-# note_rc LABEL RC START: the summary line of a step that exited with RC (77: no device)
-note_rc() {
-  case $2 in
-    0) note "$1: ok in $(elapsed "$3") s" ;;
-    77) note "$1: skipped (no usable CUDA device)" ;;
-    124) note "$1: TIMED OUT after $(elapsed "$3") s (partial output above)" ;;
-    *) note "$1: FAILED (exit $2)" ;;
+# What comes back: at most 4 files in $OUT (else build-gpu-logs/): summary.txt (one line per
+# step, appended as each step ends), tests.log (every test's output, appended per case),
+# build.log and bench.log. Per-case logs stay in a directory under /tmp (MT_GPU_CHECK_TMP).
+# Every step runs under `timeout -k 10` with its own cap, clipped to what is left of the budget
+# (MT_GPU_CHECK_BUDGET, default 330 s for the whole script, build included); a step starts only
+# with a third of its cap and 10 s left, else its line says "notrun" and how to rerun it.
+#
+# Order: builds (separate chains: the library, the op test, the optimizer test, bench-gpu-ops,
+# the step binary, the NCCL test), gpu_nccl_np1 (NCCL_DEBUG=WARN, NCCL_SOCKET_IFNAME=lo), the
+# bf16 / fused-kernel / cuDNN cases, the training-step checks (bf16 with MT_CUDA_SYNC=1 and
+# without), the remaining op cases, bench-gpu-ops, the bf16 step with --profile, the fp32 step,
+# then compute-sanitizer (racecheck, memcheck) on one small shape of the bf16 attention,
+# lightning and MoE cases. The op cases are whatever test_gpu_ops lists (gpu_*), so new cases
+# run without editing this script. The step checks use NCCL when gpu_nccl_np1 passed, else
+# bench-gpu-step --comm self (device copies): a failing or missing NCCL costs only NCCL.
+#
+# Environment:
+#   MT_GPU_CHECK_FULL=1         also the PyTorch peer (bench/gpu_peer.py) and the recompute and
+#                               offload step benchmarks
+#   MT_GPU_CHECK_ONLY=<regex>   only the steps whose name matches (bash ERE; builds always run
+#                               and are reused: a rerun compiles only what changed)
+#   MT_GPU_CHECK_BUILD_DIR=dir  no build: the binaries of an existing cmake build (ctest
+#                               gpu_check_standalone: a CPU build, where every GPU case skips)
+#   MT_GPU_CHECK_MODE=cmake|standalone  cmake when the project's dependencies configure (MPI,
+#                               HDF5, cJSON, ...), else standalone: gcc + nvcc compile only what
+#                               the GPU tests and benchmarks need (the device image's case)
+#   MT_GPU_CHECK_BUDGET (330), MT_GPU_CHECK_BENCH_REPS (3), MT_GPU_CHECK_STEP_ARGS (extra
+#   bench-gpu-step flags for the step benchmarks), MT_GPU_CHECK_STEP_COMM=nccl|self,
+#   MT_GPU_CHECK_REF_BLAS=1 (standalone: the reference sgemm, not OpenBLAS), MT_CUDA_ARCH (90),
+#   MT_GPU_CHECK_PYTHON (python3), MT_GPU_CHECK_TMP, NVCC, CC.
+set -u -o pipefail
+
+# ---- where things go ------------------------------------------------------------------------
+
+OUTDIR=${OUT:-}
+[ -n "$OUTDIR" ] && [ "${OUTDIR#/}" = "$OUTDIR" ] && OUTDIR=$PWD/$OUTDIR # before the cd
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P) || {
+  echo "gpu-check: cannot find the repository root" >&2
+  exit 1
+}
+cd "$ROOT" || exit 1
+OUTDIR=${OUTDIR:-$ROOT/build-gpu-logs}
+mkdir -p "$OUTDIR" || exit 1
+SUMMARY=$OUTDIR/summary.txt TESTS_LOG=$OUTDIR/tests.log
+BUILD_LOG=$OUTDIR/build.log BENCH_LOG=$OUTDIR/bench.log
+: > "$SUMMARY" && : > "$TESTS_LOG" && : > "$BUILD_LOG" && : > "$BENCH_LOG" || exit 1
+WORK=${MT_GPU_CHECK_TMP:-}
+if [ -n "$WORK" ]; then
+  mkdir -p "$WORK" || exit 1
+  WORK=$(mktemp -d "$WORK/gpu-check.XXXXXX") || exit 1
+else
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 1
+fi
+
+BUDGET=${MT_GPU_CHECK_BUDGET:-330}
+FULL=${MT_GPU_CHECK_FULL:-0}
+ONLY=${MT_GPU_CHECK_ONLY:-}
+REPS=${MT_GPU_CHECK_BENCH_REPS:-3}
+JOBS=$(nproc 2> /dev/null || echo 4)
+PY=${MT_GPU_CHECK_PYTHON:-python3}
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+CC=${CC:-$(command -v gcc || command -v cc || echo cc)}
+# NCCL names a bootstrap failure inside the VM; one rank needs no other interface than loopback
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$JOBS} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+unset MT_CUDA_SYNC # the tests set it themselves; a benchmark never syncs per kernel
+
+# ---- the summary ----------------------------------------------------------------------------
+
+N_OK=0 N_PASS=0 N_FAIL=0 N_SKIP=0 N_TIMEOUT=0 N_NOTRUN=0 CURRENT="" CHILD="" FINISHED=0
+declare -A RC=() T=() # step name -> exit status (what later steps depend on), seconds
+
+# line STATUS NAME DETAIL: one summary line, appended now (a killed run keeps it) and echoed
+line() {
+  printf '%-7s %s: %s\n' "$1" "$2" "$3" | tee -a "$SUMMARY"
+  case $1 in
+    ok) N_OK=$((N_OK + 1)) ;;
+    pass) N_PASS=$((N_PASS + 1)) ;;
+    FAIL) N_FAIL=$((N_FAIL + 1)) ;;
+    skip) N_SKIP=$((N_SKIP + 1)) ;;
+    TIMEOUT) N_TIMEOUT=$((N_TIMEOUT + 1)) ;;
+    notrun) N_NOTRUN=$((N_NOTRUN + 1)) ;;
   esac
 }
-BUDGET=${MT_GPU_CHECK_BUDGET:-470}
-# tmo N CMD...: CMD under a timeout of N seconds, or of what is left of the budget when that is
-# less; not run (exit 124, as a timeout) when under 10 s are left
-tmo() {
-  local n=$1 left=$((BUDGET - $(elapsed "$T0")))
-  shift
-  if [ "$left" -lt 10 ]; then
-    echo "gpu-check: time budget spent, not run: $*" >&2
-    return 124
-  fi
-  [ "$left" -lt "$n" ] && n=$left
-  timeout "$n" "$@"
+left() { echo $((BUDGET - SECONDS)); }
+selected() { [ -z "$ONLY" ] || [[ $1 =~ $ONLY ]]; }
+
+finish() { # the last line, once: counts and where the logs are
+  [ "$FINISHED" = 1 ] && return
+  FINISHED=1
+  line info total "$N_PASS pass, $N_FAIL FAIL, $N_TIMEOUT TIMEOUT, $N_SKIP skip, $N_NOTRUN notrun ($N_OK builds ok) in $SECONDS s${1:+; $1}; per-case logs in $WORK"
+  echo
+  echo "================ gpu-check summary ($OUTDIR/summary.txt) ================"
+  cat "$SUMMARY"
+}
+on_signal() {
+  [ -n "$CHILD" ] && kill -TERM -- "-$CHILD" 2> /dev/null # timeout leads its process group
+  line INTERRUPTED "${CURRENT:-gpu-check}" "signal $1 after $SECONDS s; the steps above finished"
+  finish "interrupted"
+  exit 130
+}
+trap 'on_signal TERM' TERM
+trap 'on_signal INT' INT
+trap 'on_signal HUP' HUP
+trap 'finish "the script stopped early (exit $?)"' EXIT
+
+# first_reason LOG: the line of a log that says why a step failed or skipped
+first_reason() {
+  local r
+  r=$(grep -m1 -E 'NCCL WARN|FAIL|[Ee]rror|MISMATCH|SKIP|no usable|not built|what\(\)|Assertion' "$1" 2> /dev/null)
+  [ -n "$r" ] || r=$(grep -m1 -v '^[[:space:]]*$' "$1" 2> /dev/null)
+  printf '%s' "${r:0:220}"
 }
 
-NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-CC=${CC:-$(command -v gcc || command -v cc)}
-JOBS=$(nproc 2> /dev/null || echo 4)
-REPS=${MT_GPU_CHECK_BENCH_REPS:-3}
-
-echo "== gpu-check: $(date -u +%FT%TZ) on $(hostname), $JOBS cores"
-echo "-- nvcc: $("$NVCC" --version 2> /dev/null | tail -1)"
-ARCH=${MT_CUDA_ARCH:-}
-if command -v nvidia-smi > /dev/null; then
-  nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.sm,clocks.max.sm \
-    --format=csv 2>&1 | sed 's/^/-- /'
-  [ -z "$ARCH" ] && ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null |
-    head -1 | tr -d ' .')
-else
-  echo "-- nvidia-smi not found: no driver on this machine? (the GPU tests will be skipped)"
-fi
-case "$ARCH" in [0-9][0-9] | [0-9][0-9][0-9]) ;; *) ARCH=90 ;; esac
-echo "-- CUDA architecture: sm_$ARCH"
-note "device: $(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2> /dev/null | head -1 || echo none), sm_$ARCH"
-
-# ---------------------------------------------------------------------------------------------
-# build
-
-MODE=${MT_GPU_CHECK_MODE:-}
-BUILD=""
-STEP_BIN=""
-STEP_RC="" # non-empty: the step benchmark failed to build or to run
-if [ "$MODE" != standalone ]; then
-  t=$(date +%s)
-  if tmo 90 cmake -S . -B build-gpu -G Ninja -DMT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
-    -DCMAKE_CUDA_COMPILER="$NVCC" > "$LOGDIR/configure.log" 2>&1; then
-    MODE=cmake
-    note "configure (cmake, MT_CUDA=ON): ok in $(elapsed "$t") s"
-  elif [ "$MODE" = cmake ]; then
-    tail -20 "$LOGDIR/configure.log"
-    note "configure (cmake): FAILED (see configure.log)"
-    MODE=failed
-  else
-    echo "-- cmake configure failed (project dependencies missing?): standalone build"
-    grep -m3 -E "Could NOT|not found|Error" "$LOGDIR/configure.log" | sed 's/^/   /'
-    MODE=standalone
-  fi
-fi
-
-if [ "$MODE" = cmake ]; then
-  t=$(date +%s)
-  if tmo 240 cmake --build build-gpu -j "$JOBS" --target test_gpu_ops bench-gpu-ops \
-    > "$LOGDIR/build.log" 2>&1; then
-    note "build (cmake): ok in $(elapsed "$t") s"
-    BUILD=build-gpu
-  else
-    tail -30 "$LOGDIR/build.log"
-    note "build (cmake): FAILED after $(elapsed "$t") s (see build.log)"
-  fi
-  # the training-step benchmark apart: a failure there must not cost the parity tests
-  t=$(date +%s)
-  if [ -n "$BUILD" ] && tmo 120 cmake --build build-gpu -j "$JOBS" \
-    --target bench-gpu-step test_gpu_optim test_dist_nccl > "$LOGDIR/build_step.log" 2>&1; then
-    STEP_BIN=build-gpu/bench-gpu-step
-    TRAIN_TESTS=build-gpu/tests
-    note "build (bench-gpu-step, optimizer and NCCL tests): ok in $(elapsed "$t") s"
-  elif [ -n "$BUILD" ]; then
-    tail -20 "$LOGDIR/build_step.log"
-    note "build (bench-gpu-step): FAILED (see build_step.log)"
-    STEP_RC=build
-  fi
-elif [ "$MODE" = standalone ]; then
-  t=$(date +%s)
-  SA=build-gpu-sa
-  rm -rf "$SA" && mkdir -p "$SA/obj"
-  CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -DMT_WITH_CUDA -fopenmp -Wall -Wno-unused-parameter -I$ROOT"
-  BLAS_LIB=""
-  EXTRA_C=""
-  if [ "${MT_GPU_CHECK_REF_BLAS:-0}" != 1 ] &&
-    echo '#include <cblas.h>
-int main(void){float a=1,b=1,c=0;cblas_sgemm(CblasRowMajor,CblasNoTrans,CblasNoTrans,1,1,1,1.0f,&a,1,&b,1,0.0f,&c,1);return c!=1;}' |
-    "$CC" -x c - -o "$SA/blas_probe" -lopenblas > /dev/null 2>&1; then
-    BLAS_LIB=-lopenblas
-    note "standalone build: CPU reference GEMM from OpenBLAS"
-  else
-    CFLAGS="$CFLAGS -I$ROOT/kernels/cuda/ref"
-    EXTRA_C=kernels/cuda/ref/cblas_ref.c
-    note "standalone build: CPU reference GEMM from kernels/cuda/ref/cblas_ref.c (no OpenBLAS)"
-  fi
-  C_SRCS=$(ls autograd/*.c kernels/*.c kernels/cpu/*.c tests/harness.c $EXTRA_C)
-  CU_SRCS=$(ls kernels/cuda/*.cu)
-  NVFLAGS="-O3 -std=c++17 -DMT_WITH_CUDA -I$ROOT -gencode=arch=compute_$ARCH,code=sm_$ARCH -Xcompiler=-Wall"
-  export CC CFLAGS NVCC NVFLAGS SA
-  compile_c() { "$CC" $CFLAGS -c "$1" -o "$SA/obj/$(echo "$1" | tr / _).o"; }
-  compile_cu() { "$NVCC" $NVFLAGS -c "$1" -o "$SA/obj/$(echo "$1" | tr / _).o"; }
-  export -f compile_c compile_cu
-  # the parity test: gpu_ops.c and, where present, its comparison helpers
-  TEST_C="tests/gpu_ops.c $(ls tests/gpu_compare.c 2> /dev/null)"
-  TEST_OBJS=$(for f in $TEST_C; do echo "$SA/obj/$(echo "$f" | tr / _).o"; done)
-  ok=1
+# append_log LOG DEST HEADER: a step's log into tests.log or bench.log (at most 2 MB of it)
+append_log() {
   {
-    printf '%s\n' $C_SRCS $TEST_C | tmo 120 xargs -P "$JOBS" -I{} bash -c 'compile_c {}' &&
-      printf '%s\n' $CU_SRCS bench/gpu_ops.cu | tmo 200 xargs -P "$JOBS" -I{} bash -c 'compile_cu {}'
-  } > "$LOGDIR/build.log" 2>&1 || ok=0
-  if [ $ok = 1 ]; then
-    LIB_OBJS=$(for f in $C_SRCS $CU_SRCS; do echo "$SA/obj/$(echo "$f" | tr / _).o"; done)
-    LINK="-lcublas -lcudart -Xcompiler=-fopenmp $BLAS_LIB -lm"
-    tmo 60 "$NVCC" -o "$SA/test_gpu_ops" $LIB_OBJS $TEST_OBJS $LINK \
-      >> "$LOGDIR/build.log" 2>&1 &&
-      tmo 60 "$NVCC" -o "$SA/bench-gpu-ops" $LIB_OBJS "$SA/obj/bench_gpu_ops.cu.o" $LINK \
-        >> "$LOGDIR/build.log" 2>&1 || ok=0
-  fi
-  if [ $ok = 1 ]; then
-    note "build (standalone, gcc + nvcc): ok in $(elapsed "$t") s"
-    BUILD=$SA
-    mkdir -p "$SA/tests" && mv "$SA/test_gpu_ops" "$SA/tests/"
-  else
-    grep -m20 -E "error|Error" "$LOGDIR/build.log"
-    note "build (standalone): FAILED after $(elapsed "$t") s (see build.log)"
-  fi
-  # the training-step benchmark (bench/gpu_step.c): the model, ZeRO-3 with one rank and the NCCL
-  # communicator on top of the library above; only files that need no cJSON, MPI or HDF5
-  # NCCL: the toolkit's (or the system's), else the copy that pip's nvidia-nccl wheel (a torch
-  # dependency) carries, linked by its soname with an rpath: a GPU image may have only that
-  NCCL_INC="" NCCL_LINK="-lnccl"
-  printf '%s\n' '#include <nccl.h>' 'int main(void) { int v; return ncclGetVersion(&v); }' \
-    > "$SA/nccl_probe.cu"
-  if [ $ok = 1 ] && ! "$NVCC" "$SA/nccl_probe.cu" -o "$SA/nccl_probe" -lnccl > /dev/null 2>&1; then
-    d=$("${MT_GPU_CHECK_PYTHON:-python3}" -c \
-      'import nvidia.nccl as n; print(list(n.__path__)[0])' 2> /dev/null)
-    if [ -n "$d" ] && [ -f "$d/include/nccl.h" ] && [ -f "$d/lib/libnccl.so.2" ]; then
-      NCCL_INC="-I$d/include"
-      NCCL_LINK="-L$d/lib -l:libnccl.so.2 -Xlinker -rpath -Xlinker $d/lib"
-      note "standalone build: NCCL from $d (pip's nvidia-nccl)"
-    else
-      note "standalone build: no NCCL found (the NCCL test and the step benchmark will not build)"
-    fi
-  fi
-  if [ $ok = 1 ]; then
-    t=$(date +%s)
-    STEP_C="models/minimax.c models/layout.c models/generate.c models/weights_init.c models/plan.c
-      train/zero.c train/sharded.c train/comm_self.c bench/gpu_step.c tests/gpu_optim.c
-      tests/dist_nccl.c"
-    STEP_CU=$(ls train/*.cu 2> /dev/null)
-    STEP_OBJS=$(for f in $STEP_C $STEP_CU; do echo "$SA/obj/$(echo "$f" | tr / _).o"; done |
-      grep -vE "tests_(gpu_optim|dist_nccl)")
-    O=$SA/obj
-    if {
-      printf '%s\n' $STEP_C | tmo 60 xargs -P "$JOBS" -I{} bash -c 'compile_c {}' &&
-        { [ -z "$STEP_CU" ] || printf '%s\n' $STEP_CU |
-          NVFLAGS="$NVFLAGS $NCCL_INC" tmo 120 xargs -P "$JOBS" -I{} bash -c 'compile_cu {}'; } &&
-        tmo 60 "$NVCC" -o "$SA/bench-gpu-step" $LIB_OBJS $STEP_OBJS $NCCL_LINK $LINK &&
-        tmo 60 "$NVCC" -o "$SA/tests/test_gpu_optim" $LIB_OBJS "$O/tests_gpu_optim.c.o" $LINK &&
-        printf '%s\n' '#include "autograd/check.h"' '#include "train/comm.h"' \
-          'mt_comm *mt_comm_mpi_init(int *c, char ***v) { (void)c, (void)v;' \
-          '  MT_DIE("no MPI in the standalone build: only gpu_nccl_np1 runs here"); }' \
-          'void mt_comm_finalize(mt_comm *c) { (void)c; }' > "$SA/no_mpi.c" &&
-        "$CC" $CFLAGS -c "$SA/no_mpi.c" -o "$O/no_mpi.o" &&
-        tmo 60 "$NVCC" -o "$SA/tests/test_dist_nccl" $LIB_OBJS "$O/tests_dist_nccl.c.o" \
-          "$O/train_comm_self.c.o" $(ls "$O"/train_*.cu.o) "$O/no_mpi.o" $NCCL_LINK $LINK
-    } > "$LOGDIR/build_step.log" 2>&1; then
-      STEP_BIN=$SA/bench-gpu-step
-      TRAIN_TESTS=$SA/tests
-      note "build (bench-gpu-step, standalone): ok in $(elapsed "$t") s"
-    else
-      grep -m20 -E "error|Error" "$LOGDIR/build_step.log"
-      note "build (bench-gpu-step, standalone): FAILED (see build_step.log)"
-      STEP_RC=build
-    fi
-  fi
-fi
-
-# ---------------------------------------------------------------------------------------------
-# tests: every gpu_* case (CUDA op vs CPU reference), synchronising after each kernel
-
-PASS=0 FAIL=0 SKIP=0 FAILED_CASES=""
-if [ -n "$BUILD" ]; then
-  t=$(date +%s)
-  # tests/gpu.cmake lists the ops once: set(mt_gpu_ops view embedding ...), case gpu_<op>
-  CASES=$(sed -n '/^set(mt_gpu_ops/,/)/p' tests/gpu.cmake | tr '() ' '\n\n\n' |
-    grep -vE '^(set|mt_gpu_ops)?$' | sed 's/^/gpu_/')
-  RUNS=()
-  for c in $CASES; do RUNS+=("$c|$BUILD/tests/test_gpu_ops $c"); done
-  # lightning's bf16 case once more through the GEMM form instead of the fused intra kernel
-  RUNS+=("gpu_lightning_bf16_gemm|env MT_LIGHTNING_FUSED=0 $BUILD/tests/test_gpu_ops gpu_lightning_bf16")
-  # the bf16 experts' GEMMs on the default stream alone instead of the concurrent GEMM lanes
-  RUNS+=("gpu_moe_experts_bf16_lanes1|env MT_CUDA_GEMM_LANES=1 $BUILD/tests/test_gpu_ops gpu_moe_experts_bf16")
-  # beyond the ops: the optimizer kernels, NCCL on one GPU, and a tiny model's training steps
-  # on the device against the CPU backend (bench-gpu-step --check: fp32 to 1e-5; bf16 by the
-  # rule |dev - cpu fp32| <= 2 |cpu bf16 - cpu fp32|)
-  TINY="--hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 --ffn 64 --vocab 256
-    --seq 48 --block 16 --steps 2 --warmup 1 --check"
-  [ -n "${TRAIN_TESTS:-}" ] && RUNS+=("gpu_optim|$TRAIN_TESTS/test_gpu_optim gpu_optim"
-    "gpu_nccl_np1|$TRAIN_TESTS/test_dist_nccl gpu_nccl_np1")
-  [ -n "${STEP_BIN:-}" ] && RUNS+=("gpu_step_check_fp32|$STEP_BIN $TINY"
-    "gpu_step_check_bf16|$STEP_BIN --dtype bf16 $TINY"
-    "gpu_step_check_bf16_d64|$STEP_BIN --dtype bf16 --fused-loss 0 ${TINY/--head-dim 16/--head-dim 64}"
-    "gpu_step_check_recompute|$STEP_BIN --dtype bf16 --recompute 1 $TINY"
-    "gpu_step_check_offload|$STEP_BIN --dtype bf16 --offload 1 $TINY"
-    "gpu_step_check_offload_bf16g|$STEP_BIN --dtype bf16 --offload 1 --gather-dtype bf16 $TINY")
-  echo "== GPU tests (ops: fp32 ||gpu - cpu|| / ||cpu|| <= 1e-5, bf16 by the bf16 rule)"
-  for r in "${RUNS[@]}"; do
-    c=${r%%|*}
-    # shellcheck disable=SC2086 # the command line is a word list
-    MT_CUDA_SYNC=1 MT_CUDA_VERBOSE=1 OMP_NUM_THREADS=$JOBS OPENBLAS_NUM_THREADS=1 \
-      tmo 90 ${r#*|} > "$LOGDIR/test_$c.log" 2>&1
-    rc=$?
-    case $rc in
-      0) PASS=$((PASS + 1)) && echo "   pass  $c" ;;
-      77) SKIP=$((SKIP + 1)) && echo "   skip  $c: $(head -1 "$LOGDIR/test_$c.log")" ;;
-      *)
-        FAIL=$((FAIL + 1)) && FAILED_CASES="$FAILED_CASES $c"
-        echo "   FAIL  $c (exit $rc)"
-        grep -E "MISMATCH|FAIL|error|cuda|RESULT" "$LOGDIR/test_$c.log" | head -8 | sed 's/^/         /'
-        ;;
-    esac
-  done
-  cat "$LOGDIR"/test_gpu_*.log > "$LOGDIR/tests.log" 2> /dev/null
-  rm -f "$LOGDIR"/test_gpu_*.log
-  note "GPU tests: $PASS passed, $FAIL failed, $SKIP skipped in $(elapsed "$t") s${FAILED_CASES:+ (failed:$FAILED_CASES)}"
-fi
-
-# ---------------------------------------------------------------------------------------------
-# benchmarks
-
-if [ -n "$BUILD" ]; then
-  t=$(date +%s)
-  echo "== benchmarks (bench-gpu-ops, $REPS timed repetitions after a warm-up, medians)"
-  tmo 150 "$BUILD/bench-gpu-ops" all "$REPS" > "$LOGDIR/bench.log" 2>&1
-  rc=$?
-  cat "$LOGDIR/bench.log"
-  note_rc benchmarks "$rc" "$t"
-fi
-
-# full training step of a MiniMax-Text-01-shaped model (bench/gpu_step.c): fp32, then bf16
-# GEMMs; after the PyTorch peer (whose ratios need those two), bf16 with every layer recomputed
-# in the backward (train.gradient_checkpointing), then bf16 with AdamW offloaded to the host
-# (dist.offload_optimizer with bf16 gathers, the GPU setting: master weights on the host too;
-# what the copies and the host update cost), the first things a short budget drops
-rm -f "$LOGDIR"/step_*.log
-step_bench() { # DTYPE RECOMPUTE(0|1) [OFFLOAD(0|1)]
-  local dt=$1 rec=$2 off=${3:-0} name t rc
-  name=$dt$([ "$rec" = 1 ] && echo _recompute)$([ "$off" = 1 ] && echo _offload)
-  t=$(date +%s)
-  echo "== training step benchmark ($dt GEMMs$([ "$rec" = 1 ] && echo ", layers recomputed")$([ "$off" = 1 ] && echo ", AdamW on the host, bf16 gathers"))"
-  # shellcheck disable=SC2086 # MT_GPU_CHECK_STEP_ARGS is a list of flags
-  # the plain bf16 step also prints where its time goes, op by op (--profile)
-  OMP_NUM_THREADS=$JOBS tmo 100 "$STEP_BIN" --dtype "$dt" --recompute "$rec" --offload "$off" \
-    --gather-dtype "$([ "$off" = 1 ] && echo bf16 || echo fp32)" \
-    --profile "$([ "$dt$rec$off" = bf1600 ] && echo 1 || echo 0)" \
-    ${MT_GPU_CHECK_STEP_ARGS:-} > "$LOGDIR/step_$name.log" 2>&1
-  rc=$?
-  cat "$LOGDIR/step_$name.log"
-  note_rc "training step $name" "$rc" "$t"
-  [ "$rc" = 0 ] || [ "$rc" = 77 ] || STEP_RC=$rc
+    echo "=== $3"
+    head -c 2000000 "$1"
+    [ "$(wc -c < "$1")" -gt 2000000 ] && echo "=== (truncated: the whole log is $1)"
+    echo
+  } >> "$2"
 }
-if [ -n "$STEP_BIN" ]; then
-  step_bench fp32 0
-  step_bench bf16 0
-fi
 
-# the PyTorch peer (bench/gpu_peer.py) on the same GPU and shapes, for the ratios in the summary
-rm -f "$LOGDIR/peer.log"
-PY=${MT_GPU_CHECK_PYTHON:-python3}
-if [ -n "$BUILD$STEP_BIN" ] && "$PY" -c "import torch, transformers" 2> /dev/null; then
-  t=$(date +%s)
-  echo "== PyTorch peer (bench/gpu_peer.py)"
-  tmo 90 "$PY" bench/gpu_peer.py --reps "$REPS" > "$LOGDIR/peer.log" 2>&1
+# capped CAP OUTFILE CMD...: CMD under timeout -k 10 CAP, in the background so that a signal to
+# this script is handled at once (the trap ends the step's process group too); its exit status
+capped() {
+  local cap=$1 out=$2
+  shift 2
+  timeout -k 10 "$cap" "$@" >> "$out" 2>&1 < /dev/null &
+  CHILD=$!
+  wait "$CHILD"
+  local rc=$?
+  CHILD=""
+  return "$rc"
+}
+
+# run_step NAME CAP DEST CMD...: CMD capped at CAP (clipped to the budget), its output in
+# $WORK/NAME.log, appended to DEST, one summary line (none with QUIET=1: the caller writes it);
+# RC[NAME] = its exit status, T[NAME] its seconds
+run_step() {
+  local name=$1 cap=$2 dest=$3 rest t rc
+  shift 3
+  rest=$(left)
+  if [ "$rest" -lt 10 ] || [ "$rest" -lt $((cap / 3)) ]; then
+    line notrun "$name" "out of budget ($rest s left of MT_GPU_CHECK_BUDGET=$BUDGET); rerun: MT_GPU_CHECK_ONLY='^$name\$'"
+    RC[$name]=notrun
+    return
+  fi
+  [ "$rest" -lt "$cap" ] && cap=$rest
+  CURRENT=$name
+  t=$SECONDS
+  : > "$WORK/$name.log"
+  capped "$cap" "$WORK/$name.log" "$@"
   rc=$?
-  grep -E "^(==|PEER|SKIP)" "$LOGDIR/peer.log"
-  note_rc "PyTorch peer" "$rc" "$t"
-else
-  note "PyTorch peer: not run (no python3 with torch and transformers, or nothing built)"
-fi
-[ -z "$STEP_BIN" ] || step_bench bf16 1
-[ -z "$STEP_BIN" ] || step_bench bf16 0 1
+  CURRENT=""
+  RC[$name]=$rc T[$name]=$((SECONDS - t))
+  append_log "$WORK/$name.log" "$dest" "$name: $* (exit $rc after $((SECONDS - t)) s)"
+  [ "${QUIET:-0}" = 1 ] && return
+  case $rc in
+    0) line pass "$name" "$((SECONDS - t)) s" ;;
+    77) line skip "$name" "$(first_reason "$WORK/$name.log")" ;;
+    124 | 137) line TIMEOUT "$name" "killed at its $cap s cap (partial output in $(basename "$dest"))" ;;
+    *) line FAIL "$name" "exit $rc after $((SECONDS - t)) s: $(first_reason "$WORK/$name.log")" ;;
+  esac
+}
 
-# ---------------------------------------------------------------------------------------------
-echo
-echo "================ gpu-check summary ($(elapsed "$T0") s, mode ${MODE:-none}) ================"
-for s in "${SUMMARY[@]}"; do echo "  $s"; done
-[ -s "$LOGDIR/bench.log" ] &&
-  grep -E "^== MoE|^ *[0-9]+ |total fwd|route/permute|expert GEMMs|activations|combine|^RESULT moe_(split|lanes1)" \
-    "$LOGDIR/bench.log" | sed 's/^/  | /'
-# the bf16 experts' GEMM lanes against one lane (MT_CUDA_GEMM_LANES, kernels/cuda/moe_experts.cu)
-[ -s "$LOGDIR/bench.log" ] &&
-  awk -F': ' '/^RESULT moe: /{ split($2, w, " "); a = w[1] } /^RESULT moe_lanes1: /{ split($2, w, " "); b = w[1] }
-    END { if (a > 0 && b > 0) printf "  | GEMM lanes: bf16 MoE layer %.3f ms with the default lanes, %.3f ms with one: x%.2f\n", a, b, b / a }' \
-    "$LOGDIR/bench.log"
-cat "$LOGDIR"/step_*.log 2> /dev/null | grep -m2 -E "^   C=|FLOPs per token" | sed 's/^/  | /'
-cat "$LOGDIR"/step_*.log 2> /dev/null | grep -E "^RESULT" | sed 's/^/  | /'
-# minimax-train / PyTorch: each "PEER <key>: <ms> ms" against "RESULT <key>: <ms> ms"
-if [ -s "$LOGDIR/peer.log" ]; then
-  cat "$LOGDIR/bench.log" "$LOGDIR"/step_*.log 2> /dev/null | grep -E "^RESULT " |
-    awk -F': ' 'FILENAME == "-" { k = substr($1, 8); split($2, w, " "); ours[k] = w[1]; next }
-      /^PEER / && $2 ~ /^[0-9]/ { k = substr($1, 6); split($2, w, " ");
-        if (k in ours && ours[k] > 0) printf "  | %-22s minimax-train %10.3f ms  PyTorch %10.3f ms  speed-up x%.2f\n", k, ours[k], w[1], w[1] / ours[k]
-        else printf "  | %-22s PyTorch %10.3f ms (no minimax-train result)\n", k, w[1] }' - "$LOGDIR/peer.log"
+# step NAME CAP DEST BIN ARGS...: run_step when selected, "notrun" when BIN was not built
+step() {
+  local name=$1 bin=$4
+  selected "$name" || return 0
+  if [ ! -x "$bin" ]; then
+    line notrun "$name" "$(basename "$bin") was not built (see its build line)"
+    RC[$name]=notrun
+    return
+  fi
+  run_step "$1" "$2" "$3" "${@:5}"
+}
+
+# ---- the machine ----------------------------------------------------------------------------
+
+GPU=$(nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2> /dev/null | head -1)
+ARCH=${MT_CUDA_ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | head -1 | tr -d ' .')}
+case "$ARCH" in [0-9][0-9] | [0-9][0-9][0-9]) ;; *) ARCH=90 ;; esac
+BUILD_DIR=${MT_GPU_CHECK_BUILD_DIR:-}
+MODE=${MT_GPU_CHECK_MODE:-}
+[ -n "$BUILD_DIR" ] && MODE=given
+line info gpu-check "$(date -u +%FT%TZ) on $(hostname), $JOBS cores, budget $BUDGET s, full=$FULL${ONLY:+, only=$ONLY}"
+line info device "${GPU:-none (nvidia-smi lists no GPU: every GPU case will skip)}; building for sm_$ARCH"
+
+# ---- build ----------------------------------------------------------------------------------
+# Binaries, in every mode: $B/tests/test_gpu_ops, test_gpu_optim, test_dist_nccl,
+# $B/bench-gpu-ops, $B/bench-gpu-step. A chain that fails leaves its binary missing, and only
+# the steps that need that binary say "notrun".
+
+# build_step NAME CAP CMD...: a build command, its output into build.log
+build_step() {
+  local name=$1 cap=$2 t rc rest from
+  shift 2
+  rest=$(left)
+  [ "$rest" -lt "$cap" ] && cap=$((rest > 10 ? rest : 10))
+  CURRENT=$name
+  t=$SECONDS
+  echo "=== $name: $(printf '%s ' "$@" | cut -c1-300)" >> "$BUILD_LOG"
+  from=$(($(wc -c < "$BUILD_LOG") + 1)) # this step's part of build.log
+  capped "$cap" "$BUILD_LOG" "$@"
+  rc=$?
+  CURRENT=""
+  case $rc in
+    0) line ok "$name" "$((SECONDS - t)) s" ;;
+    124 | 137) line TIMEOUT "$name" "killed at its $cap s cap (build.log)" ;;
+    *) line FAIL "$name" "exit $rc after $((SECONDS - t)) s: $(tail -c "+$from" "$BUILD_LOG" | grep -m1 -E 'error|Error' | cut -c1-200) (build.log)" ;;
+  esac
+  return "$rc"
+}
+
+cmake_build() {
+  B=$ROOT/build-gpu
+  if [ ! -f "$B/build.ninja" ]; then
+    build_step configure 120 cmake -S . -B "$B" -G Ninja -DMT_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DCMAKE_CUDA_COMPILER="$NVCC" || return 1
+  fi
+  build_step build_test_gpu_ops 300 cmake --build "$B" -j "$JOBS" --target test_gpu_ops
+  build_step build_test_gpu_optim 120 cmake --build "$B" -j "$JOBS" --target test_gpu_optim
+  build_step build_bench_gpu_ops 120 cmake --build "$B" -j "$JOBS" --target bench-gpu-ops
+  build_step build_bench_gpu_step 180 cmake --build "$B" -j "$JOBS" --target bench-gpu-step
+  build_step build_test_dist_nccl 120 cmake --build "$B" -j "$JOBS" --target test_dist_nccl
+  HAVE_NCCL=1
+}
+
+# standalone: objects in build-gpu-sa/obj, rebuilt when missing, older than their source or
+# than the newest header, or built with other flags
+# probe_lib NAME HEADER PIPMOD: INC/LINK flags for a library the toolkit or the system has, else
+# the copy in pip's nvidia wheel (torch's dependency; linked by soname with an rpath)
+probe_lib() {
+  local name=$1 hdr=$2 mod=$3 d so
+  PROBE_INC="" PROBE_LINK=""
+  if [ -f "$SA/probe_$name.found" ]; then # a rerun: the first run's answer
+    { read -r PROBE_INC && read -r PROBE_LINK; } < "$SA/probe_$name.found"
+    return 0
+  fi
+  [ -f "$SA/probe_$name.none" ] && return 1
+  printf '#include <%s>\nint main(void) { return 0; }\n' "$hdr" > "$SA/probe_$name.cu"
+  if "$NVCC" "$SA/probe_$name.cu" -o "$SA/probe_$name" "-l$name" > /dev/null 2>&1; then
+    PROBE_LINK="-l$name"
+  else
+    d=$("$PY" -c "import nvidia.$mod as n; print(list(n.__path__)[0])" 2> /dev/null)
+    # shellcheck disable=SC2012 # a wheel's library directory: plain names
+    so=$(ls "$d/lib/lib$name.so."* 2> /dev/null | head -1)
+    if [ -z "$d" ] || [ ! -f "$d/include/$hdr" ] || [ -z "$so" ]; then
+      touch "$SA/probe_$name.none"
+      return 1
+    fi
+    PROBE_INC="-I$d/include"
+    PROBE_LINK="-L$d/lib -l:$(basename "$so") -Xlinker -rpath -Xlinker $d/lib"
+  fi
+  printf '%s\n%s\n' "$PROBE_INC" "$PROBE_LINK" > "$SA/probe_$name.found"
+}
+
+obj_of() { echo "$SA/obj/$(echo "$1" | tr / _).o"; }
+
+# sa_compile NAME CAP SRC...: the stale sources, in parallel
+sa_compile() {
+  local name=$1 cap=$2 f o stale=()
+  shift 2
+  for f in "$@"; do
+    o=$(obj_of "$f")
+    if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ "$NEWEST_HDR" -nt "$o" ]; then stale+=("$f"); fi
+  done
+  if [ "${#stale[@]}" = 0 ]; then
+    line ok "$name" "up to date (${#} files)"
+    return 0
+  fi
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  build_step "$name" "$cap" bash -c 'printf "%s\n" "${@:2}" | xargs -P "$1" -I{} bash "$SA/cc.sh" {}' \
+    _ "$JOBS" "${stale[@]}"
+}
+
+# sa_link NAME BIN OBJ_AND_FLAGS...: relinked when missing or older than an object
+sa_link() {
+  local name=$1 bin=$2 a newer=0
+  shift 2
+  for a in "$@"; do [ -f "$a" ] && [ "$a" -nt "$bin" ] && newer=1; done
+  if [ -x "$bin" ] && [ "$newer" = 0 ]; then
+    line ok "$name" "up to date"
+    return 0
+  fi
+  rm -f "$bin"
+  # shellcheck disable=SC2016 # expanded by the inner bash (LINK: a flag list)
+  build_step "$name" 90 bash -c '"$NVCC" -o "$1.part" "${@:2}" $LINK && mv -f "$1.part" "$1"' _ "$bin" "$@"
+}
+
+# shellcheck disable=SC2015 # "compile && link || remove the binary": removed when either fails
+standalone_build() {
+  SA=$ROOT/build-gpu-sa
+  B=$SA
+  mkdir -p "$SA/obj" "$SA/tests" || return 1
+  local c_flags="-O2 -std=c11 -D_GNU_SOURCE -DMT_WITH_CUDA -fopenmp -Wall -Wno-unused-parameter -I$ROOT"
+  local nv_flags="-O3 -std=c++17 -DMT_WITH_CUDA -I$ROOT -gencode=arch=compute_$ARCH,code=sm_$ARCH -Xcompiler=-Wall"
+  local blas="" extra_c=() nccl_inc="" nccl_link="" cudnn_inc="" cudnn_link=""
+  if [ "${MT_GPU_CHECK_REF_BLAS:-0}" != 1 ] &&
+    printf '#include <cblas.h>\nint main(void){float a=1,b=1,c=0;cblas_sgemm(CblasRowMajor,CblasNoTrans,CblasNoTrans,1,1,1,1.0f,&a,1,&b,1,0.0f,&c,1);return c!=1;}\n' |
+    "$CC" -x c - -o "$SA/blas_probe" -lopenblas > /dev/null 2>&1; then
+    blas=-lopenblas
+    line info cpu_reference_gemm "OpenBLAS"
+  else
+    c_flags="$c_flags -I$ROOT/kernels/cuda/ref"
+    extra_c=(kernels/cuda/ref/cblas_ref.c)
+    line info cpu_reference_gemm "kernels/cuda/ref/cblas_ref.c (no OpenBLAS, or MT_GPU_CHECK_REF_BLAS=1)"
+  fi
+  if probe_lib nccl nccl.h nccl; then
+    HAVE_NCCL=1 nccl_inc=$PROBE_INC nccl_link=$PROBE_LINK
+    line info nccl "${PROBE_LINK%% *}${PROBE_INC:+ (the pip wheel nvidia-nccl)}"
+  else
+    line info nccl "not found: no gpu_nccl_np1; the step checks run with --comm self"
+  fi
+  if probe_lib cudnn cudnn.h cudnn; then
+    cudnn_inc=$PROBE_INC cudnn_link=$PROBE_LINK
+    line info cudnn "${PROBE_LINK%% *}${PROBE_INC:+ (the pip wheel nvidia-cudnn)}"
+  else
+    line info cudnn "not found: built with MT_NO_CUDNN (attention on the flash kernels; gpu_attention_cudnn fails on 9.x)"
+    nv_flags="$nv_flags -DMT_NO_CUDNN"
+  fi
+  export CC NVCC SA
+  export CFLAGS="$c_flags $nccl_inc $cudnn_inc" NVFLAGS="$nv_flags $nccl_inc $cudnn_inc"
+  export LINK="-lcublas -lcudart $cudnn_link -Xcompiler=-fopenmp $blas -lm"
+  if [ "$(cat "$SA/flags" 2> /dev/null)" != "$CFLAGS | $NVFLAGS" ]; then
+    rm -f "$SA"/obj/*.o
+    echo "$CFLAGS | $NVFLAGS" > "$SA/flags"
+  fi
+  # cc.sh SRC: compiles one source into obj/ (atomically: a killed compile leaves no object)
+  cat > "$SA/cc.sh" << 'EOF'
+set -u
+o="$SA/obj/$(echo "$1" | tr / _).o"
+case $1 in
+  *.cu) "$NVCC" $NVFLAGS -c "$1" -o "$o.part" ;;
+  *) "$CC" $CFLAGS -c "$1" -o "$o.part" ;;
+esac && mv -f "$o.part" "$o"
+EOF
+  NEWEST_HDR=$(find autograd kernels models train tests bench data \( -name '*.h' -o -name '*.cuh' \) \
+    -printf '%T@ %p\n' 2> /dev/null | sort -n | tail -1 | cut -d' ' -f2-)
+  NEWEST_HDR=${NEWEST_HDR:-CMakeLists.txt}
+
+  local lib_src=(autograd/*.c kernels/*.c kernels/cpu/*.c tests/harness.c "${extra_c[@]}" kernels/cuda/*.cu)
+  local lib_obj=() f
+  for f in "${lib_src[@]}"; do lib_obj+=("$(obj_of "$f")"); done
+  # a chain that fails removes its binary, so that no stale one runs
+  sa_compile build_lib 300 "${lib_src[@]}" || {
+    rm -f "$SA"/tests/test_* "$SA"/bench-gpu-*
+    return 1
+  }
+  sa_compile build_test_gpu_ops_src 60 tests/gpu_ops.c tests/gpu_compare.c &&
+    sa_link build_test_gpu_ops "$SA/tests/test_gpu_ops" "${lib_obj[@]}" \
+      "$(obj_of tests/gpu_ops.c)" "$(obj_of tests/gpu_compare.c)" || rm -f "$SA/tests/test_gpu_ops"
+  sa_compile build_test_gpu_optim_src 60 tests/gpu_optim.c &&
+    sa_link build_test_gpu_optim "$SA/tests/test_gpu_optim" "${lib_obj[@]}" "$(obj_of tests/gpu_optim.c)" ||
+    rm -f "$SA/tests/test_gpu_optim"
+  sa_compile build_bench_gpu_ops_src 120 bench/gpu_ops.cu &&
+    sa_link build_bench_gpu_ops "$SA/bench-gpu-ops" "${lib_obj[@]}" "$(obj_of bench/gpu_ops.cu)" ||
+    rm -f "$SA/bench-gpu-ops"
+  # the training step: the model, ZeRO-3 and the communicators on top of the library, only files
+  # that need no cJSON, MPI or HDF5; NCCL's communicator, or a stub when there is no NCCL
+  local step_src=(models/minimax.c models/layout.c models/generate.c models/weights_init.c
+    models/plan.c train/zero.c train/sharded.c train/comm_self.c bench/gpu_step.c)
+  if [ "${HAVE_NCCL:-0}" = 1 ]; then
+    step_src+=(train/*.cu)
+  else
+    printf '%s\n' '#include "train/comm.h"' \
+      'mt_comm *mt_comm_nccl_init(mt_comm *h, double t) { (void)h, (void)t; return NULL; }' \
+      'void mt_comm_nccl_free(mt_comm *c) { (void)c; }' > "$SA/nccl_none.c.new"
+    cmp -s "$SA/nccl_none.c.new" "$SA/nccl_none.c" || mv -f "$SA/nccl_none.c.new" "$SA/nccl_none.c"
+    step_src+=("$SA/nccl_none.c")
+  fi
+  local step_obj=()
+  for f in "${step_src[@]}"; do step_obj+=("$(obj_of "${f#"$ROOT"/}")"); done
+  # shellcheck disable=SC2086 # nccl_link is a flag list
+  sa_compile build_bench_gpu_step_src 120 "${step_src[@]#"$ROOT"/}" &&
+    sa_link build_bench_gpu_step "$SA/bench-gpu-step" "${lib_obj[@]}" "${step_obj[@]}" $nccl_link ||
+    rm -f "$SA/bench-gpu-step"
+  if [ "${HAVE_NCCL:-0}" = 1 ]; then
+    printf '%s\n' '#include "autograd/check.h"' '#include "train/comm.h"' \
+      'mt_comm *mt_comm_mpi_init(int *c, char ***v) { (void)c, (void)v;' \
+      '  MT_DIE("no MPI in the standalone build: only gpu_nccl_np1 runs here"); }' \
+      'void mt_comm_finalize(mt_comm *c) { (void)c; }' > "$SA/no_mpi.c.new"
+    cmp -s "$SA/no_mpi.c.new" "$SA/no_mpi.c" || mv -f "$SA/no_mpi.c.new" "$SA/no_mpi.c"
+    # shellcheck disable=SC2046,SC2086 # object names have no spaces; nccl_link is a flag list
+    sa_compile build_test_dist_nccl_src 120 tests/dist_nccl.c train/comm_self.c train/zero.c \
+      "${SA#"$ROOT"/}/no_mpi.c" train/*.cu &&
+      sa_link build_test_dist_nccl "$SA/tests/test_dist_nccl" "${lib_obj[@]}" \
+        "$(obj_of tests/dist_nccl.c)" "$(obj_of train/comm_self.c)" "$(obj_of train/zero.c)" \
+        "$(obj_of "${SA#"$ROOT"/}/no_mpi.c")" $(for f in train/*.cu; do obj_of "$f"; done) $nccl_link ||
+      rm -f "$SA/tests/test_dist_nccl"
+  fi
+}
+
+HAVE_NCCL=0
+if [ "$MODE" = given ]; then
+  B=$(cd "$BUILD_DIR" 2> /dev/null && pwd -P)
+  if [ -n "$B" ]; then
+    line info build "given: $B (MT_GPU_CHECK_BUILD_DIR, nothing built)"
+    [ -x "$B/tests/test_dist_nccl" ] && HAVE_NCCL=1
+  else
+    line FAIL build "MT_GPU_CHECK_BUILD_DIR=$BUILD_DIR is not a directory"
+    B=$ROOT/build-gpu-none
+  fi
+else
+  if [ -z "$MODE" ]; then # a rerun reuses the build that is there
+    if [ -f build-gpu/build.ninja ]; then
+      MODE=cmake
+    elif [ -f build-gpu-sa/flags ]; then
+      MODE=standalone
+    elif capped 120 "$WORK/configure.log" cmake -S . -B build-gpu -G Ninja -DMT_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DCMAKE_CUDA_COMPILER="$NVCC"; then
+      MODE=cmake
+    else
+      MODE=standalone
+      line info configure "cmake does not configure ($(grep -m1 -E 'Could NOT|not found|Error' "$WORK/configure.log" | cut -c1-120)): standalone build"
+    fi
+    [ -f "$WORK/configure.log" ] && { echo "=== configure (cmake, MT_CUDA=ON)" && cat "$WORK/configure.log"; } >> "$BUILD_LOG"
+  fi
+  line info mode "$MODE; nvcc $("$NVCC" --version 2> /dev/null | tail -1)"
+  if [ "$MODE" = cmake ]; then cmake_build; else standalone_build; fi
 fi
-echo "  logs: $LOGDIR"
-[ -n "$BUILD" ] && [ "$FAIL" = 0 ] && [ -z "$STEP_RC" ] && exit 0
-exit 1
+
+OPS=$B/tests/test_gpu_ops OPTIM=$B/tests/test_gpu_optim NCCLT=$B/tests/test_dist_nccl
+BENCH_OPS=$B/bench-gpu-ops STEP=$B/bench-gpu-step
+
+# cases_of BIN FALLBACK...: the gpu_* cases a test binary lists (called without a case it prints
+# them), else FALLBACK (a binary that was not built: its cases then say "notrun")
+cases_of() {
+  local c=""
+  [ -x "$1" ] && c=$("$1" 2>&1 > /dev/null | sed -n 's/.*(cases:\(.*\))$/\1/p' | tr ' ' '\n' | grep '^gpu_')
+  if [ -n "$c" ]; then echo "$c"; else printf '%s\n' "${@:2}"; fi
+}
+# the op cases of tests/gpu.cmake's list, for a test_gpu_ops that was not built
+# shellcheck disable=SC2020 # three characters to newlines
+GPU_CMAKE_OPS=$(sed -n '/^set(mt_gpu_ops/,/)/p' tests/gpu.cmake | tr '() ' '\n\n\n' |
+  grep -vE '^(set|mt_gpu_ops)?$' | sed 's/^/gpu_/')
+
+# ---- tests ----------------------------------------------------------------------------------
+
+export MT_CUDA_VERBOSE=1
+SYNC=(env MT_CUDA_SYNC=1) # a sync after every kernel, so a fault names its op
+
+# 1. NCCL first: a bootstrap failure inside the VM is named here, before anything needs NCCL
+for c in $(cases_of "$NCCLT" gpu_nccl_np1); do
+  step "$c" 60 "$TESTS_LOG" "$NCCLT" "${SYNC[@]}" "$NCCLT" "$c"
+done
+
+# 2. the bf16 fused-kernel cases (and cuDNN's), then their variants: lightning through the GEMM
+# form instead of the fused kernel, the experts on one GEMM lane
+# shellcheck disable=SC2086 # GPU_CMAKE_OPS is a word list
+OP_CASES=$(cases_of "$OPS" $GPU_CMAKE_OPS)
+for c in $OP_CASES; do
+  [[ $c =~ bf16|cudnn ]] && step "$c" 90 "$TESTS_LOG" "$OPS" "${SYNC[@]}" "$OPS" "$c"
+done
+step gpu_lightning_bf16_gemm 90 "$TESTS_LOG" "$OPS" "${SYNC[@]}" MT_LIGHTNING_FUSED=0 "$OPS" gpu_lightning_bf16
+step gpu_moe_experts_bf16_lanes1 90 "$TESTS_LOG" "$OPS" "${SYNC[@]}" MT_CUDA_GEMM_LANES=1 "$OPS" gpu_moe_experts_bf16
+
+# 3. the training-step checks: bench-gpu-step --check, the device's steps against the CPU
+# backend's (fp32 to 1e-5; bf16 by the bf16 rule). Each bf16 check twice: MT_CUDA_SYNC=1, then
+# without it (_nosync), so the prefetch, the landing buffers and the bf16 shadows overlap compute
+COMM=${MT_GPU_CHECK_STEP_COMM:-}
+if [ -z "$COMM" ]; then
+  case ${RC[gpu_nccl_np1]:-unset} in
+    0) COMM=nccl ;;
+    unset) if [ "$HAVE_NCCL" = 1 ]; then COMM=nccl; else COMM=self; fi ;;
+    *) COMM=self ;;
+  esac
+fi
+line info step_comm "bench-gpu-step --comm $COMM (nccl when gpu_nccl_np1 passed, or did not run and NCCL is built; else self: device copies)"
+for c in $(cases_of "$OPTIM" gpu_optim); do
+  step "$c" 60 "$TESTS_LOG" "$OPTIM" "${SYNC[@]}" "$OPTIM" "$c"
+done
+TINY="--hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 --ffn 64 --vocab 256 --seq 48 --block 16 --steps 2 --warmup 1"
+D64="--hidden 64 --heads 4 --kv-heads 2 --head-dim 64 --experts 4 --ffn 64 --vocab 256 --seq 96 --block 32 --steps 2 --warmup 1"
+# mid-size: 4 lightning blocks of 4 fused-kernel row tiles, 16 x 16 flash tiles, 8 experts on
+# the 4 GEMM lanes; the CPU reference is two runs (fp32, bf16) of two steps
+MID="--hidden 256 --layers 2 --heads 4 --kv-heads 2 --head-dim 128 --experts 8 --topk 2 --ffn 256 --vocab 1024 --seq 1024 --block 256 --steps 2 --warmup 0"
+# shellcheck disable=SC2086 # TINY, args: flag lists
+step gpu_step_check_fp32 60 "$TESTS_LOG" "$STEP" "${SYNC[@]}" "$STEP" --comm "$COMM" $TINY --check
+while read -r name cap args; do
+  # shellcheck disable=SC2086
+  step "$name" "$cap" "$TESTS_LOG" "$STEP" "${SYNC[@]}" "$STEP" --dtype bf16 --comm "$COMM" $args --check
+  # shellcheck disable=SC2086
+  step "${name}_nosync" "$cap" "$TESTS_LOG" "$STEP" env MT_CUDA_SYNC=0 "$STEP" --dtype bf16 \
+    --comm "$COMM" $args --check
+done << STEPS
+gpu_step_check_bf16 60 $TINY
+gpu_step_check_bf16_d64 60 --fused-loss 0 $D64
+gpu_step_check_bf16_mid 90 $MID
+gpu_step_check_recompute 60 --recompute 1 $TINY
+gpu_step_check_offload 60 --offload 1 $TINY
+gpu_step_check_offload_bf16g 60 --offload 1 --gather-dtype bf16 $TINY
+STEPS
+
+# 4. the remaining op cases
+for c in $OP_CASES; do
+  [[ $c =~ bf16|cudnn ]] || step "$c" 60 "$TESTS_LOG" "$OPS" "${SYNC[@]}" "$OPS" "$c"
+done
+
+# ---- benchmarks -----------------------------------------------------------------------------
+
+step bench_gpu_ops 150 "$BENCH_LOG" "$BENCH_OPS" "$BENCH_OPS" all "$REPS"
+# the full training step of a MiniMax-Text-01-shaped model (bench/gpu_step.c): 1.66 B
+# parameters, drawn on the host first (about half of each run's time)
+# shellcheck disable=SC2086 # MT_GPU_CHECK_STEP_ARGS is a flag list
+step step_bf16_profile 120 "$BENCH_LOG" "$STEP" "$STEP" --dtype bf16 --comm "$COMM" --profile 1 ${MT_GPU_CHECK_STEP_ARGS:-}
+# shellcheck disable=SC2086
+step step_fp32 100 "$BENCH_LOG" "$STEP" "$STEP" --dtype fp32 --comm "$COMM" ${MT_GPU_CHECK_STEP_ARGS:-}
+
+# ---- compute-sanitizer: races and bad accesses on one small shape per case ------------------
+
+SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
+# sanitize TOOL CASE FILTER: the case under compute-sanitizer on the comparisons FILTER selects
+# (MT_GPU_COMPARE_ONLY, tests/gpu_compare.h); pass when it reports 0 errors and the case passes
+sanitize() {
+  local tool=$1 c=$2 name="sanitize_${1}_$2" n why
+  selected "$name" || return 0
+  if [ -z "$SAN" ]; then
+    line skip "$name" "compute-sanitizer not found (PATH, /usr/local/cuda/bin)"
+    return
+  elif [ ! -x "$OPS" ]; then
+    line notrun "$name" "test_gpu_ops was not built"
+    return
+  elif [ "${RC[$c]:-}" = 77 ]; then
+    line skip "$name" "$c itself skipped (no usable device)"
+    return
+  fi
+  # --report-api-errors no: the code checks every CUDA call itself, and an expected failure (an
+  # allocation probe) is no memory error
+  QUIET=1 run_step "$name" 60 "$TESTS_LOG" env MT_CUDA_SYNC=1 MT_GPU_COMPARE_ONLY="$3" \
+    "$SAN" --tool "$tool" --error-exitcode 99 --print-limit 50 --report-api-errors no "$OPS" "$c"
+  n=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$WORK/$name.log" | tail -1)
+  why="compute-sanitizer --tool $tool: ${n:-no} ERROR SUMMARY"
+  case ${RC[$name]}:${n:-none} in
+    notrun:*) ;;
+    0:0) line pass "$name" "0 errors ($tool) in ${T[$name]} s" ;;
+    77:*) line skip "$name" "$(first_reason "$WORK/$name.log")" ;;
+    124:* | 137:*) line TIMEOUT "$name" "killed at its cap after ${T[$name]} s; $why" ;;
+    *:none) line FAIL "$name" "exit ${RC[$name]}, no ERROR SUMMARY (the sanitizer did not run to the end): $(first_reason "$WORK/$name.log")" ;;
+    *) line FAIL "$name" "$n errors ($tool), exit ${RC[$name]}: $(grep -m1 -E '=+ (Error|ERROR|Race|Invalid)|FAIL' "$WORK/$name.log" | cut -c1-200)" ;;
+  esac
+}
+ATT='D=(64|128) T=70 seg$'        # both head dims, two query tiles, packed segments
+LIGHT='D=(64|128) T=150 block 100' # both fused-kernel head dims, two row tiles per block
+sanitize racecheck gpu_attention_bf16 "$ATT"
+sanitize racecheck gpu_lightning_bf16 "$LIGHT"
+sanitize memcheck gpu_attention_bf16 "$ATT"
+sanitize memcheck gpu_lightning_bf16 "$LIGHT"
+sanitize memcheck gpu_moe_experts_bf16 '^moe_experts bf16$'
+
+# ---- MT_GPU_CHECK_FULL=1: the PyTorch peer, the recompute and offload step benchmarks ---------
+
+full_step() { # NAME CAP CMD...
+  selected "$1" || return 0
+  if [ "$FULL" != 1 ]; then
+    line off "$1" "MT_GPU_CHECK_FULL=1 runs it"
+    return
+  fi
+  step "$@"
+}
+if [ "$FULL" != 1 ] || "$PY" -c "import torch, transformers" > /dev/null 2>&1; then
+  full_step peer 120 "$BENCH_LOG" "$(command -v "$PY")" env PYTHONUNBUFFERED=1 "$PY" bench/gpu_peer.py --reps "$REPS"
+elif selected peer; then
+  line notrun peer "no $PY with torch and transformers"
+fi
+# shellcheck disable=SC2086
+full_step step_bf16_recompute 100 "$BENCH_LOG" "$STEP" "$STEP" --dtype bf16 --comm "$COMM" --recompute 1 ${MT_GPU_CHECK_STEP_ARGS:-}
+# shellcheck disable=SC2086
+full_step step_bf16_offload 120 "$BENCH_LOG" "$STEP" "$STEP" --dtype bf16 --comm "$COMM" --offload 1 --gather-dtype bf16 ${MT_GPU_CHECK_STEP_ARGS:-}
+
+# ---- the numbers against the targets (docs/cuda.md says what each line means) ----------------
+
+grep -hE '^RESULT ' "$BENCH_LOG" | cut -c8- | while IFS= read -r r; do line result "${r%%:*}" "${r#*: }"; done
+PEAK=989.4 # dense bf16, H100/H200 SXM: bench-gpu-ops' and bench-gpu-step's
+# target NAME GOAL% VALUE%: met when VALUE >= GOAL
+target() {
+  [ -n "$3" ] || return 0
+  if awk -v v="$3" -v g="$2" 'BEGIN { exit !(v >= g) }'; then
+    line met "$1" "$3 % of the bf16 peak (target >= $2 %)"
+  else
+    line MISSED "$1" "$3 % of the bf16 peak (target >= $2 %)"
+  fi
+}
+pct() { awk -v t="$1" -v p="$PEAK" 'BEGIN { if (t != "") printf "%.1f", 100 * t / p }'; }
+target "lightning T=32768 fwd+bwd" 50 "$(pct "$(sed -n 's/^RESULT lightning T=32768: .*, \([0-9.]*\) TFLOP\/s.*/\1/p' "$BENCH_LOG" | head -1)")"
+target "moe expert GEMMs (bf16)" 60 "$(pct "$(sed -n 's/^RESULT moe: .*expert GEMMs \([0-9.]*\) TFLOP\/s.*/\1/p' "$BENCH_LOG" | head -1)")"
+target "step bf16 MFU" 40 "$(sed -n 's/^RESULT step bf16: .*MFU \([0-9.e+-]*\)%.*/\1/p' "$BENCH_LOG" | head -1)"
+# the bf16 experts' GEMM lanes against one lane; minimax-train against PyTorch per key
+awk -F': ' '/^RESULT moe: /{ split($2, w, " "); a = w[1] } /^RESULT moe_lanes1: /{ split($2, w, " "); b = w[1] }
+  END { if (a > 0 && b > 0) printf "%.3f ms with the default lanes, %.3f ms with one: x%.2f\n", a, b, b / a }' \
+  "$BENCH_LOG" | while IFS= read -r r; do line result "GEMM lanes" "$r"; done
+awk -F': ' '/^RESULT / { k = substr($1, 8); split($2, w, " "); ours[k] = w[1]; next }
+  /^PEER / && $2 ~ /^[0-9]/ { k = substr($1, 6); split($2, w, " ");
+    if (k in ours && ours[k] > 0) printf "%s|minimax-train %.3f ms, PyTorch %.3f ms: speed-up x%.2f\n", k, ours[k], w[1], w[1] / ours[k]
+    else printf "%s|PyTorch %.3f ms (no minimax-train result)\n", k, w[1] }' "$BENCH_LOG" |
+  while IFS='|' read -r k r; do line peer "$k" "$r"; done
+
+trap - EXIT
+finish ""
+[ "$N_FAIL" = 0 ] && [ "$N_TIMEOUT" = 0 ]

@@ -4,7 +4,6 @@
  * helpers here (models/config_internal.h); the keys every family shares are validated here, as
  * is quantization_config. Unknown keys (use_cache, dtype, auto_map...) are ignored; a known key
  * with a value that is not supported is rejected naming it. */
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "data/data_io.h"
 #include "models/config_internal.h"
 #include "models/safetensors.h"
 
@@ -298,25 +298,7 @@ static bool cfg_quantization(mt_cfg_reader *r, const cJSON *root, mt_minimax_con
 }
 
 static char *cfg_read_file(mt_cfg_reader *r, const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        mt_cfg_fail(r, "cannot open: %s", strerror(errno));
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (n < 0 || n > (64l << 20)) {
-        fclose(f);
-        mt_cfg_fail(r, "not a config file (size %ld)", n);
-        return NULL;
-    }
-    char *buf = mt_malloc((size_t)n + 1, "config.json");
-    size_t got = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    buf[got] = 0;
-    *len = got;
-    return buf;
+    return mt_file_read_max(path, len, (size_t)64 << 20, r->err, r->err_len); /* names path */
 }
 
 /* The family of model_type, its architecture, then its schema. */
@@ -377,8 +359,11 @@ bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err
     free(text);
     bool ok = false;
     const cJSON *mt = mt_cfg_get(root, "model_type");
+    char dup[256];
     if (!cJSON_IsObject(root)) {
         mt_cfg_fail(&r, "expected a JSON object");
+    } else if (mt_json_duplicate_key(root, NULL, dup, sizeof(dup))) {
+        mt_cfg_fail(&r, "key \"%s\" appears twice (transformers would take the last)", dup);
     } else if (!mt || !cJSON_IsString(mt)) {
         mt_cfg_fail(&r, "key \"model_type\" is missing");
     } else {

@@ -7,17 +7,12 @@
 #include <stdlib.h>
 
 #include "autograd/check.h"
+#include "data/data_io.h"
 
 static char *ids_read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    MT_CHECK(f, "%s: cannot open", path);
-    MT_CHECK(fseek(f, 0, SEEK_END) == 0, "%s: cannot seek", path);
-    long n = ftell(f);
-    MT_CHECK(n >= 0 && fseek(f, 0, SEEK_SET) == 0, "%s: cannot size", path);
-    char *buf = mt_malloc((size_t)n + 1, path);
-    MT_CHECK(fread(buf, 1, (size_t)n, f) == (size_t)n, "%s: short read", path);
-    fclose(f);
-    buf[n] = 0;
+    char err[1024];
+    char *buf = mt_file_read_max(path, NULL, 0, err, sizeof(err));
+    MT_CHECK(buf, "%s", err);
     return buf;
 }
 

@@ -132,3 +132,6 @@ void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
 #define MT_MINIMAX_TAPE_NODES (1 << 16)
 int64_t mt_minimax_plan_activations(const mt_minimax_config *cfg, mt_gather_unit unit,
                                     bool recompute, int64_t B, int64_t T);
+/* The most tokens (B*T) one forward of this model may take: the op constructors' int-sized
+ * arguments (BLAS dimensions, the MoE's N*K slots; with unit layer the fused experts' N*C). */
+int64_t mt_minimax_max_tokens(const mt_minimax_config *cfg, mt_gather_unit unit);

@@ -112,17 +112,7 @@ int main(int argc, char **argv) {
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
-    mt_minimax m;
-    mt_minimax_init(&m, &cfg);
-    float **data = mt_calloc((size_t)m.n_buckets, sizeof(float *), "buckets");
-    float **grad = mt_calloc((size_t)m.n_buckets, sizeof(float *), "bucket grads");
-    for (int b = 0; b < m.n_buckets; b++) {
-        data[b] = mt_calloc((size_t)m.bucket_numel[b], sizeof(float), "bucket");
-        if (want_grad) grad[b] = mt_calloc((size_t)m.bucket_numel[b], sizeof(float), "grad");
-        mt_minimax_bind_bucket(&m, b, data[b], grad[b]);
-    }
-    mt_naming naming = mt_weights_load(model_dir, &m);
-
+    /* the inputs against the model's vocabulary before any weight is read */
     int B, T;
     int32_t *ids = mt_ids_json_load(ids_path, &B, &T);
     mt_ids_check_range(ids, B, T, cfg.vocab_size, 0, "token id", ids_path);
@@ -141,6 +131,16 @@ int main(int argc, char **argv) {
                     t + 1 < T ? raw[(size_t)b * T + t + 1] : MT_IGNORE_INDEX;
         free(raw);
     }
+    mt_minimax m;
+    mt_minimax_init(&m, &cfg);
+    float **data = mt_calloc((size_t)m.n_buckets, sizeof(float *), "buckets");
+    float **grad = mt_calloc((size_t)m.n_buckets, sizeof(float *), "bucket grads");
+    for (int b = 0; b < m.n_buckets; b++) {
+        data[b] = mt_calloc((size_t)m.bucket_numel[b], sizeof(float), "bucket");
+        if (want_grad) grad[b] = mt_calloc((size_t)m.bucket_numel[b], sizeof(float), "grad");
+        mt_minimax_bind_bucket(&m, b, data[b], grad[b]);
+    }
+    mt_naming naming = mt_weights_load(model_dir, &m);
 
     mt_ctx c;
     size_t arena = arena_mb > 0 ? (size_t)arena_mb << 20 : fwd_arena_bytes(&cfg, B, T);

@@ -53,6 +53,9 @@ int main(int argc, char **argv) {
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
+    int B, T; /* checked against the vocabulary before any weight is read */
+    int32_t *ids = mt_ids_json_load(ids_path, &B, &T);
+    mt_ids_check_range(ids, B, T, cfg.vocab_size, 0, "token id", ids_path);
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
     float **data = mt_calloc((size_t)m.n_buckets, sizeof(float *), "buckets");
@@ -61,10 +64,6 @@ int main(int argc, char **argv) {
         mt_minimax_bind_bucket(&m, b, data[b], NULL);
     }
     mt_weights_load(model_dir, &m);
-
-    int B, T;
-    int32_t *ids = mt_ids_json_load(ids_path, &B, &T);
-    mt_ids_check_range(ids, B, T, cfg.vocab_size, 0, "token id", ids_path);
     int32_t *out = mt_malloc((size_t)B * (size_t)(n_new > 0 ? n_new : 1) * sizeof(int32_t), "out");
 
     mt_ctx c;

@@ -1,9 +1,20 @@
 /* plan.c: activation memory of one micro-step, from a dry run of the model on the plan backend
  * (kernels/backend_plan.c): the real op constructors, tape and recomputed segments carve from an
- * arena whose memory never exists, so the peaks are exact for the shapes (see minimax.h). */
+ * arena whose memory never exists, so the peaks are exact for the shapes (see minimax.h); and
+ * the most tokens one forward may take. */
+#include <limits.h>
 #include <stdlib.h>
 
 #include "models/minimax.h"
+
+int64_t mt_minimax_max_tokens(const mt_minimax_config *cfg, mt_gather_unit unit) {
+    /* N rows: BLAS dimensions and positions are int; the MoE's N*K slots are int32 indices;
+     * the fused experts (unit layer) take the (N, C) input as one int-sized matrix */
+    int64_t n = INT_MAX / (cfg->num_experts_per_tok > 0 ? cfg->num_experts_per_tok : 1);
+    if (unit == MT_GATHER_LAYER && cfg->hidden_size > 0 && INT_MAX / cfg->hidden_size < n)
+        n = INT_MAX / cfg->hidden_size;
+    return n;
+}
 
 int64_t mt_minimax_plan_activations(const mt_minimax_config *cfg, mt_gather_unit unit,
                                     bool recompute, int64_t B, int64_t T) {

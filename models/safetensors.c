@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "autograd/check.h"
+#include "data/data_io.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors.c assumes a little-endian host"
@@ -318,27 +319,6 @@ static bool st_open_file(mt_safetensors *st, int fi, char *err, size_t n) {
     return ok;
 }
 
-static char *st_read_text(const char *path, size_t *len, char *err, size_t n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        st_fail(err, n, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (sz < 0 || sz > (long)ST_MAX_HEADER) {
-        fclose(f);
-        st_fail(err, n, "%s: implausible size %ld", path, sz);
-        return NULL;
-    }
-    char *buf = mt_malloc((size_t)sz + 1, path);
-    *len = fread(buf, 1, (size_t)sz, f);
-    buf[*len] = 0;
-    fclose(f);
-    return buf;
-}
-
 static int st_add_file(mt_safetensors *st, const char *path) {
     for (int i = 0; i < st->n_files; i++)
         if (strcmp(st->files[i].path, path) == 0) return i;
@@ -353,7 +333,7 @@ static int st_add_file(mt_safetensors *st, const char *path) {
 static bool st_open_index(mt_safetensors *st, const char *dir, const char *index, char *err,
                           size_t n) {
     size_t len;
-    char *text = st_read_text(index, &len, err, n);
+    char *text = mt_file_read_max(index, &len, ST_MAX_HEADER, err, n);
     if (!text) return false;
     cJSON *root = cJSON_ParseWithLength(text, len);
     free(text);

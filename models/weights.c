@@ -291,6 +291,40 @@ void mt_weights_close(mt_weights_reader *r) {
     free(r);
 }
 
+/* The first element of x[0, n) that is NaN or infinite (all exponent bits set), or -1: one pass
+ * the compiler vectorises (an OR over the elements), then a scan only when one was found. */
+static int64_t wt_first_nonfinite(const float *x, int64_t n) {
+    uint32_t any = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof(u));
+        any |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    for (int64_t i = 0; any && i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
+
+/* Dies when elements [s, s + n) of t, read into x, hold a non-finite value: a model with one
+ * computes NaN everywhere (logits, generated ids, the first loss) and names nothing. */
+static void wt_check_finite(const mt_weights_reader *r, const mt_st_tensor *t, int64_t s, int64_t n,
+                            const float *x) {
+    const int64_t j = wt_first_nonfinite(x, n);
+    if (j < 0) return;
+    int64_t coord[MT_ST_MAX_DIMS], e = s + j; /* row-major coordinates, for the message */
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        coord[d] = e % t->shape[d]; /* the element exists: no dimension is 0 */
+        e /= t->shape[d];
+    }
+    char at[200] = "";
+    for (int d = 0; d < t->ndim; d++)
+        snprintf(at + strlen(at), sizeof(at) - strlen(at), "%s%lld", d ? ", " : "",
+                 (long long)coord[d]);
+    MT_DIE("weights: %s: tensor %s element %lld ([%s]) is %g: the checkpoint holds a non-finite "
+           "weight (a damaged file, or one saved from a diverged run)",
+           mt_safetensors_file(r->st, t), t->name, (long long)(s + j), at, (double)x[j]);
+}
+
 void mt_weights_read_range(mt_weights_reader *r, int bucket, int64_t lo, int64_t hi, float *dst) {
     const mt_minimax *m = r->m;
     MT_CHECK(bucket >= 0 && bucket < m->n_buckets && 0 <= lo && lo <= hi &&
@@ -304,6 +338,7 @@ void mt_weights_read_range(mt_weights_reader *r, int bucket, int64_t lo, int64_t
         int64_t s = r->src_off[p] + (a - m->info[p].offset);
         mt_safetensors_read(r->st, r->src[p], s, s + (b - a), dst + (a - lo));
         if (r->scale[p]) wt_fp8_dequantize(r, r->src[p], r->scale[p], s, b - a, dst + (a - lo));
+        wt_check_finite(r, r->src[p], s, b - a, dst + (a - lo)); /* after the block scales */
     }
 }
 

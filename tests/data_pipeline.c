@@ -95,6 +95,23 @@ static void check_template_acceptance(void) {
     write_text(jinja, with_nl);
     EXPECT(mt_chat_template_check(cfg, NULL, err) == 0, "chat_template.jinja rejected: %s", err);
 
+    /* the template twice: transformers takes the last, cJSON's lookup the first */
+    cJSON *ts = cJSON_CreateString(t);
+    char *tq = cJSON_PrintUnformatted(ts);
+    mt_strbuf twice = {0};
+    const char *head = "{\"chat_template\": ", *tail = ",\n \"chat_template\": \"{{ x }}\"}";
+    mt_strbuf_append(&twice, head, strlen(head));
+    mt_strbuf_append(&twice, tq, strlen(tq));
+    mt_strbuf_append(&twice, tail, strlen(tail));
+    free(tq);
+    cJSON_Delete(ts);
+    write_text(cfg, twice.p);
+    mt_strbuf_free(&twice);
+    err[0] = 0;
+    const int rc_twice = mt_chat_template_check(cfg, NULL, err);
+    EXPECT(rc_twice != 0 && has(err, cfg) && has(err, "key \"chat_template\" appears twice"),
+           "a repeated key: rc %d \"%s\"", rc_twice, err);
+
     write_text(cfg, "{\"chat_template\": ");
     EXPECT(mt_chat_template_check(cfg, NULL, err) != 0 && has(err, cfg), "bad JSON: \"%s\"", err);
     snprintf(jinja, sizeof(jinja), "%s/absent.json", dir);
@@ -332,10 +349,34 @@ static int test_data_gsm8k_reader(void) {
     expect_bad(dir, buf, 1, "not a JSON object");
     snprintf(buf, sizeof(buf), "%s {\"question\": \"q\", \"answer\": \"a\"} x\n", good);
     expect_bad(dir, buf, 2, "extra text");
+    /* a NUL would end the C string: the text cut silently */
+    snprintf(buf, sizeof(buf), "%s{\"question\": \"q\\u0000 and more\", \"answer\": \"a\"}\n",
+             good);
+    expect_bad(dir, buf, 2, "a NUL character (\\u0000) at column 16");
+    snprintf(path, sizeof(path), "%s/bad.jsonl", dir);
+    static const char nul_line[] = "{\"question\": \"q\", \"answer\": \"a\0b\"}\n";
+    write_bytes(path, nul_line, sizeof(nul_line) - 1);
+    rc = mt_gsm8k_read(path, false, &s, err);
+    EXPECT(rc != 0 && has(err, ":1: a NUL character (a zero byte) at column 31"), "a NUL byte: %s",
+           err);
+    /* a repeated key: Python's json takes the last, cJSON the first */
+    snprintf(buf, sizeof(buf), "%s{\"question\": \"q\", \"answer\": \"a\", \"question\": \"r\"}\n",
+             good);
+    expect_bad(dir, buf, 2, "key \"question\" appears twice");
+    /* an escaped backslash before "u0000" is text, not a NUL */
+    snprintf(path, sizeof(path), "%s/ok2.jsonl", dir);
+    write_text(path, "{\"question\": \"q\\\\u0000\", \"answer\": \"a\"}\n");
+    rc = mt_gsm8k_read(path, false, &s, err);
+    EXPECT(rc == 0 && s.n == 1 && !strcmp(s.question[0], "q\\u0000"), "\\\\u0000: rc %d %s", rc,
+           rc ? err : s.question[0]);
+    mt_gsm8k_set_free(&s);
 
     snprintf(path, sizeof(path), "%s/absent.jsonl", dir);
     rc = mt_gsm8k_read(path, false, &s, err);
     EXPECT(rc != 0 && has(err, path) && has(err, "cannot open"), "unreadable file: \"%s\"", err);
+    rc = mt_gsm8k_read(dir, false, &s, err);
+    EXPECT(rc != 0 && has(err, dir) && has(err, "is a directory, not a file"),
+           "a directory: \"%s\"", err);
 
     /* skip_bad counts and goes on */
     snprintf(path, sizeof(path), "%s/mixed.jsonl", dir);

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "data/data_io.h"
+#include "data/gsm8k.h"
 #include "data/tokenizer.h"
 
 static char *read_all(const char *path, size_t *len) {
@@ -537,11 +539,66 @@ static void expect_reject(const char *from, const char *to, const char *want) {
     mt_tokenizer_free(tok);
 }
 
+// A Split regex that backtracks catastrophically hits PCRE2's match limit (HF tokenizers 0.23.3
+// panics on the same input: "Onig: Regex search error: retry-limit-in-match over"): the error
+// names the file, the pre-tokenizer, the pattern and where the search started, and a sample
+// built with it is an error of its own, not the end of the process.
+static void expect_match_limit(char *err, size_t errlen) {
+    char path[1024];
+    fixture_path(path, sizeof(path), "tokenizer.json");
+    char *json = read_all(path, NULL);
+    EXPECT(json, "cannot read %s", path);
+    if (!json) return;
+    const char *bl = "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+                     "\"trim_offsets\":true,\"use_regex\":true}";
+    char *at = strstr(json, bl);
+    EXPECT(at, "test setup: the fixture's pre_tokenizer is not '%s'", bl);
+    if (!at) return;
+    mt_strbuf j = {0};
+    mt_strbuf_append(&j, json, (size_t)(at - json));
+    const char *seq = "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":"
+                      "\"Split\",\"pattern\":{\"Regex\":\"(a+)+b\"},\"behavior\":\"Isolated\","
+                      "\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+                      "\"trim_offsets\":true,\"use_regex\":false}]}";
+    mt_strbuf_append(&j, seq, strlen(seq));
+    mt_strbuf_append(&j, at + strlen(bl), strlen(at + strlen(bl)));
+    free(json);
+    mt_tokenizer *tok = mt_tokenizer_load_json(j.p, j.len, "backtrack.json", err, errlen);
+    mt_strbuf_free(&j);
+    EXPECT(tok, "the backtracking tokenizer loads: %s", err);
+    if (!tok) return;
+    char text[64] = "aab then ";
+    memset(text + strlen(text), 'a', 40); // 2^40 ways to split the run before failing (a 'b'
+    strcat(text, "c b");                  // must follow, or PCRE2 gives up at once)
+    mt_token_buf buf = {0};
+    EXPECT(mt_tokenizer_encode_err(tok, "aab", 3, &buf, err, errlen) > 0, "aab: %s", err);
+    mt_token_buf_clear(&buf);
+    const int64_t n = mt_tokenizer_encode_err(tok, text, strlen(text), &buf, err, errlen);
+    EXPECT(n == -1 && buf.n == 0 &&
+               strstr(err, "backtrack.json: pre_tokenizer step 1 of 2 (Split, pattern '(a+)+b')") &&
+               strstr(err, "match limit") && strstr(err, "searching from byte 3 of the text"),
+           "match limit: %lld tokens, \"%s\"", (long long)n, err);
+    mt_sample_opts o;
+    mt_sample_opts_default(&o);
+    mt_sample_builder b;
+    mt_sample_builder_init(&b, tok, &o);
+    char e2[MT_ERR_LEN] = "";
+    EXPECT(mt_sample_build(&b, text, "a", e2) == MT_SAMPLE_ERROR &&
+               strstr(e2, "cannot be tokenized: backtrack.json: pre_tokenizer step 1 of 2"),
+           "sample: \"%s\"", e2);
+    mt_sample_builder_free(&b);
+    mt_token_buf_free(&buf);
+    mt_tokenizer_free(tok);
+}
+
 static int test_errors(void) {
     char err[1024];
     EXPECT(!mt_tokenizer_try_load("/nonexistent/tokenizer.json", err, sizeof(err)) &&
                strstr(err, "/nonexistent/tokenizer.json") && strstr(err, "cannot open"),
            "missing file: \"%s\"", err);
+    EXPECT(!mt_tokenizer_try_load("tests", err, sizeof(err)) &&
+               strstr(err, "tests: is a directory, not a file"),
+           "a directory: \"%s\"", err);
     const char *bad_json = "{\"version\": \"1.0\",\n \"model\": {\"type\": \"BPE\",, }}";
     EXPECT(!mt_tokenizer_load_json(bad_json, strlen(bad_json), "bad.json", err, sizeof(err)) &&
                strstr(err, "bad.json") && strstr(err, "malformed JSON") && strstr(err, "line 2"),
@@ -550,6 +607,12 @@ static int test_errors(void) {
                                               err, sizeof(err));
     EXPECT(ok, "mini tokenizer: %s", err);
     expect_reject("\"type\":\"BPE\"", "\"type\":\"WordPiece\"", "WordPiece");
+    expect_match_limit(err, sizeof(err));
+    // a repeated key: HF takes the last, cJSON's lookups the first
+    expect_reject("\"trim_offsets\":true,", "\"trim_offsets\":true,\"use_regex\":false,",
+                  "key \"pre_tokenizer.use_regex\" appears twice");
+    expect_reject("\"decoder\":null", "\"decoder\":null,\"decoder\":null",
+                  "key \"decoder\" appears twice");
     expect_reject("\"type\":\"ByteLevel\"", "\"type\":\"Whitespace\"", "Whitespace");
     expect_reject("\"normalizer\":null", "\"normalizer\":{\"type\":\"NFC\"}", "NFC");
     expect_reject("\"normalizer\":null",

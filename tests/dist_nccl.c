@@ -21,6 +21,7 @@
 
 #include "kernels/cpu/bf16.h"
 #include "train/comm.h"
+#include "train/zero.h"
 
 static const mt_backend *be;
 
@@ -292,11 +293,51 @@ static int test_shared_device(void) {
     return 1;
 }
 
+/* The optimizer offload's copy thread on the rank's device (train/zero.c): one rank bound to a
+ * device other than 0 (the emulator with MT_CUDA_EMU_DEVICES=2 and OMPI_COMM_WORLD_LOCAL_RANK=1,
+ * whose copies refuse memory of another device than the calling thread's: tests/nccl.cmake),
+ * three buckets, so three chunks and the thread fetches and stores some, and one offloaded AdamW
+ * step against the CPU backend's: the host runs the same AdamW kernel, so the same bits. */
+static int test_offload_device(void) {
+    mt_comm *c = mt_comm_nccl_init(mt_comm_self(), 60); /* selects the device first */
+    if (!c) return MT_TEST_SKIP;
+    be = mt_backend_cuda();
+    if (!be) return MT_TEST_SKIP;
+    const int64_t numel[3] = {1000, 2001, 517};
+    mt_zero zd, zc;
+    mt_zero_init_gather(&zd, c, be, 3, numel, MT_F32, true);
+    mt_zero_init_gather(&zc, mt_comm_self(), mt_backend_cpu(), 3, numel, MT_F32, false);
+    printf("offload on device %d: %d chunks\n", be->thread_device ? be->thread_device() : -1, 3);
+    float *h = mt_malloc(sizeof(float) * 2001, "values");
+    for (int b = 0; b < 3; b++) {
+        for (int64_t i = 0; i < numel[b]; i++) h[i] = value_of(b, i) / 4096.0f;
+        mt_zero_set_master(&zd, b, 0, numel[b], h);
+        mt_zero_set_master(&zc, b, 0, numel[b], h);
+        for (int64_t i = 0; i < numel[b]; i++) h[i] = value_of(b + 1, i) / 512.0f;
+        be->to_device(mt_zero_slot_grad(&zd, b), h, sizeof(float) * (size_t)numel[b]);
+        memcpy(mt_zero_slot_grad(&zc, b), h, sizeof(float) * (size_t)numel[b]);
+    }
+    const mt_adamw opt = {
+        .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .step = 1};
+    mt_zero_adamw_step(&zd, &opt);
+    mt_zero_adamw_step(&zc, &opt);
+    int64_t bad = 0;
+    for (int b = 0; b < 3; b++) {
+        be->to_host(h, mt_zero_gather_master(&zd, b), sizeof(float) * (size_t)numel[b]);
+        bad += memcmp(h, mt_zero_gather_master(&zc, b), sizeof(float) * (size_t)numel[b]) != 0;
+    }
+    EXPECT(bad == 0, "offloaded AdamW on the device: %lld of 3 buckets differ from the CPU's",
+           (long long)bad);
+    free(h);
+    mt_zero_free(&zd);
+    mt_zero_free(&zc);
+    mt_comm_nccl_free(c);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
-    {"gpu_nccl_np1", test_np1_self},
-    {"nccl_mpi", test_mpi},
-    {"nccl_abort", test_abort},
-    {"nccl_watchdog", test_watchdog},
-    {"nccl_shared_device", test_shared_device},
+    {"gpu_nccl_np1", test_np1_self},  {"nccl_offload_device", test_offload_device},
+    {"nccl_mpi", test_mpi},           {"nccl_abort", test_abort},
+    {"nccl_watchdog", test_watchdog}, {"nccl_shared_device", test_shared_device},
 };
 MT_TEST_MAIN(cases)

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/chat_template.h"
+#include "data/data_io.h"
 #include "train/recipe.h"
 
 static const char *write_temp(const char *text) {
@@ -73,10 +75,10 @@ static int test_recipe_load(void) {
 static void expect_error(const char *text, const char *set, const char *want) {
     const char *path = write_temp(text);
     mt_recipe r;
-    char err[512] = "";
+    char err[1024] = "";
     const char *sets[] = {set};
     bool ok = mt_recipe_load(&r, path, sets, set ? 1 : 0, err, sizeof(err));
-    char want_full[256];
+    char want_full[1024];
     snprintf(want_full, sizeof(want_full), want, path);
     EXPECT(!ok && strstr(err, want_full), "got '%s', want '%s'", ok ? "ok" : err, want_full);
     EXPECT(!strchr(err, '\n'), "one-line error: '%s'", err);
@@ -121,6 +123,52 @@ static int test_recipe_errors(void) {
                  "--set dist.timeout: dist.timeout: must be >= 0 seconds (0: no limit)");
     expect_error("[data]\ntokenizer_dir = \"/tmp/mt_recipe_tok\"\n", NULL,
                  "recipe: model.path: set model.path (an HF model dir) or model.config");
+    /* an output directory that is a file: the first write used to say "recipe.toml.tmp.PID:
+     * cannot create: Not a directory" */
+    expect_error(BASE, "output.dir=/tmp/mt_recipe_c.json",
+                 "--set output.dir: output.dir: /tmp/mt_recipe_c.json is a file, not a directory");
+    expect_error(BASE, "output.dir=/tmp/mt_recipe_c.json/out",
+                 "--set output.dir: output.dir: /tmp/mt_recipe_c.json/out cannot be a directory: a "
+                 "part of its path is a file");
+    expect_error(BASE, "data.cache_dir=/tmp/mt_recipe_c.json",
+                 "--set data.cache_dir: data.cache_dir: /tmp/mt_recipe_c.json is a file, not a "
+                 "directory");
+    /* sizes, before anything is written: they used to fail in the first forward's MoE op
+     * ("exceed the int range"), or as an arena "too small" after 2^20 x arena_mb wrapped */
+    expect_error(BASE, "dist.arena_mb=100000000000000",
+                 "--set dist.arena_mb: dist.arena_mb: 100000000000000 MiB is more than any "
+                 "machine has");
+    expect_error(BASE "[train]\nper_device_train_batch_size = 2\n", "data.max_length=2000000000",
+                 "--set data.max_length: data.max_length: train.per_device_train_batch_size x "
+                 "data.max_length = 2 x 2000000000 = 4000000000 tokens per micro-batch");
+    /* ... and against the model and the tokenizer when they read */
+#define REAL                                                                                       \
+    "[model]\nconfig = \"recipes/configs/tiny.json\"\n[data]\ntokenizer_dir = "                    \
+    "\"tests/fixtures/tokenizer\"\n"
+    expect_error(REAL, "data.max_length=100000000",
+                 "--set data.max_length: data.max_length: train.per_device_train_batch_size x "
+                 "data.max_length = 1 x 100000000 = 100000000 tokens per micro-batch; the kernels "
+                 "of recipes/configs/tiny.json (hidden_size 128, num_experts_per_tok 2, "
+                 "dist.gather_unit \"layer\") index at most 16777215");
+    /* a model vocabulary smaller than the tokenizer's: found at step 1 in the embedding, or never
+     * when the data happens to use no id beyond it */
+    char *tiny = mt_file_read("recipes/configs/tiny.json", NULL, (char[MT_ERR_LEN]){0});
+    MT_CHECK(tiny && strstr(tiny, "\"vocab_size\": 6144"), "recipes/configs/tiny.json changed");
+    memcpy(strstr(tiny, "\"vocab_size\": 6144") + 14, "4000", 4);
+    FILE *f = fopen("/tmp/mt_recipe_v4000.json", "w");
+    MT_CHECK(f, "cannot write /tmp/mt_recipe_v4000.json");
+    fputs(tiny, f);
+    fclose(f);
+    free(tiny);
+    expect_error("[model]\nconfig = \"/tmp/mt_recipe_v4000.json\"\n[data]\ntokenizer_dir = "
+                 "\"tests/fixtures/tokenizer\"\n",
+                 NULL,
+                 "%s:4:17: data.tokenizer_dir: tests/fixtures/tokenizer/tokenizer.json has 6144 "
+                 "token ids but the model's vocab_size is 4000 (/tmp/mt_recipe_v4000.json)");
+    unlink("/tmp/mt_recipe_v4000.json");
+    mt_recipe r;
+    char err[512];
+    EXPECT(mt_recipe_load(&r, write_temp(REAL), NULL, 0, err, sizeof(err)), "real files: %s", err);
     return MT_TEST_OK;
 }
 

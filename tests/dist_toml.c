@@ -106,6 +106,10 @@ static int test_toml_errors(void) {
     EXPECT(!mt_toml_load(&doc, "/nonexistent/recipe.toml", err, sizeof(err)) &&
                strstr(err, "/nonexistent/recipe.toml: cannot open"),
            "missing file: %s", err);
+    /* a directory opens and used to read as 2^63 bytes ("out of memory allocating ...") */
+    EXPECT(!mt_toml_load(&doc, "tests", err, sizeof(err)) &&
+               strstr(err, "tests: is a directory, not a file"),
+           "a directory: %s", err);
     return MT_TEST_OK;
 }
 

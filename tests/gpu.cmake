@@ -9,7 +9,7 @@
 # op_cuda_emu_<op> through the emulator below; launch/gpu-check.sh reads this list too
 set(mt_gpu_ops view concat embedding matmul rmsnorm silu sigmoid swiglu add mul scale axpby rope qk_norm
   attention lightning moe_route moe_route_sigmoid moe_experts moe_aux cross_entropy linear_cross_entropy
-  matmul_bf16 moe_experts_bf16 lightning_bf16 attention_bf16 moe_split moe_split_bf16)
+  matmul_bf16 moe_experts_bf16 lightning_bf16 attention_bf16 attention_cudnn moe_split moe_split_bf16)
 list(TRANSFORM mt_gpu_ops PREPEND gpu_ OUTPUT_VARIABLE mt_gpu_cases)
 mt_test_binary(test_gpu_ops gpu_ops.c gpu_compare.c)
 mt_test_cases(test_gpu_ops ${mt_gpu_cases} op_gpu_harness)
@@ -121,8 +121,14 @@ if(CMAKE_CXX_COMPILER)
   # their bf16 rounding (train/zero.h)
   add_test(NAME op_cuda_emu_step_offload_bf16g COMMAND bench_gpu_step_emu --dtype bf16
     --offload 1 --gather-dtype bf16 ${mt_step_tiny})
+  # ZeRO's collectives as device copies (--comm self, mt_comm_self_device) instead of NCCL: the
+  # single-GPU step where NCCL is missing or fails (launch/gpu-check.sh); bf16 gathers, so the
+  # one-rank slots are not aliased to the shards and the all-gathers really copy
+  add_test(NAME op_cuda_emu_step_comm_self COMMAND bench_gpu_step_emu --dtype bf16 --comm self
+    --gather-dtype bf16 ${mt_step_tiny})
   set_tests_properties(op_cuda_emu_step op_cuda_emu_step_bf16 op_cuda_emu_step_bf16_d64
-    op_cuda_emu_step_recompute op_cuda_emu_step_offload op_cuda_emu_step_offload_bf16g PROPERTIES
+    op_cuda_emu_step_recompute op_cuda_emu_step_offload op_cuda_emu_step_offload_bf16g
+    op_cuda_emu_step_comm_self PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME op_cuda_emu_cublas_grouped COMMAND test_emu_cublas)
   # GEMMs queued on two created streams at once that touch the same output: stopped as a race

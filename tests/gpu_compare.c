@@ -2,6 +2,7 @@
 #include "gpu_compare.h"
 
 #include <math.h>
+#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,10 +91,42 @@ static void gpu_check(const char *label, const char *what, const mt_tensor *dev_
     free(got);
 }
 
+/* ---- MT_GPU_COMPARE_ONLY ---- */
+
+static int filter_state = -1; /* -1: not read yet; 0: no filter; 1: filter_re compiled */
+static regex_t filter_re;
+static int filter_ran, filter_left;
+
+static bool gpu_selected(const char *label) {
+    if (filter_state < 0) {
+        const char *f = getenv("MT_GPU_COMPARE_ONLY");
+        filter_state = f && *f;
+        if (filter_state && regcomp(&filter_re, f, REG_EXTENDED | REG_NOSUB) != 0)
+            MT_DIE("MT_GPU_COMPARE_ONLY='%s' is not an extended regular expression", f);
+    }
+    if (!filter_state) return true;
+    if (regexec(&filter_re, label, 0, NULL, 0) == 0) {
+        filter_ran++;
+        return true;
+    }
+    filter_left++;
+    printf("%s: not run (MT_GPU_COMPARE_ONLY)\n", label);
+    return false;
+}
+
+void gpu_filter_done(void) {
+    if (filter_state <= 0) return;
+    printf("MT_GPU_COMPARE_ONLY=%s: %d comparisons run, %d left out\n",
+           getenv("MT_GPU_COMPARE_ONLY"), filter_ran, filter_left);
+    EXPECT(filter_ran > 0, "MT_GPU_COMPARE_ONLY matches none of this case's %d comparisons",
+           filter_left);
+}
+
 /* Runs build on the CPU backend and on the device backend with the same inputs and compares
  * outputs, saved buffers and input gradients. */
 void gpu_compare(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
                  gpu_opts opts) {
+    if (!gpu_selected(label)) return;
     mt_rng r;
     uint64_t h = 1469598103934665603ull;
     for (const char *p = label; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
@@ -308,6 +341,7 @@ void gpu_compare_bf16(const char *label, gpu_build build, gpu_input *ins, int n_
 
 void gpu_compare_bf16_opts(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
                            gpu_opts opts) {
+    if (!gpu_selected(label)) return;
     gpu_snap r32, r16, d16;
     gpu_exec(mt_backend_cpu(), MT_F32, label, build, ins, n_in, user, &r32);
     gpu_exec(mt_backend_cpu(), MT_BF16, label, build, ins, n_in, user, &r16);
@@ -355,6 +389,28 @@ void gpu_compare_bf16_opts(const char *label, gpu_build build, gpu_input *ins, i
     snap_free(&r32);
     snap_free(&r16);
     snap_free(&d16);
+}
+
+/* Two bf16 device runs that must agree bit for bit (a fallback path against the path it falls
+ * back to): before_a and before_b select what differs. */
+void gpu_compare_same_bf16(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
+                           void (*before_a)(void), void (*before_b)(void)) {
+    if (!gpu_selected(label)) return;
+    gpu_snap a, b;
+    before_a();
+    gpu_exec(dev_be, MT_BF16, label, build, ins, n_in, user, &a);
+    before_b();
+    gpu_exec(dev_be, MT_BF16, label, build, ins, n_in, user, &b);
+    EXPECT(a.n == b.n, "%s: %d and %d tensors", label, a.n, b.n);
+    for (int i = 0; i < a.n && i < b.n; i++) {
+        const size_t nb = (size_t)a.numel[i] * mt_dtype_size(a.dt[i]);
+        const bool same = a.numel[i] == b.numel[i] && !memcmp(a.host[i], b.host[i], nb);
+        EXPECT(same, "%s %s: the two runs differ", label, a.name[i]);
+        printf("  %-36s n=%-8lld %s\n", a.name[i], (long long)a.numel[i],
+               same ? "same bits" : "DIFFERENT");
+    }
+    snap_free(&a);
+    snap_free(&b);
 }
 
 /* Selects the device backend; MT_TEST_SKIP when there is none. */

@@ -52,5 +52,16 @@ void gpu_compare_bf16(const char *label, gpu_build build, gpu_input *ins, int n_
 void gpu_compare_bf16_opts(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
                            gpu_opts opts);
 
+/* MT_GPU_COMPARE_ONLY=<extended regex>: only the comparisons whose label matches run, the
+ * others print a line and return (one small shape of a case, for slow runs: compute-sanitizer in
+ * launch/gpu-check.sh). gpu_filter_done, after a case: the counts, and a failure when the filter
+ * left nothing to run (a pass that checked nothing). */
+void gpu_filter_done(void);
+
+/* Two device runs in bf16 mode, before_a() and before_b() called before each, whose outputs,
+ * saved buffers and gradients must be bit-identical. */
+void gpu_compare_same_bf16(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
+                           void (*before_a)(void), void (*before_b)(void));
+
 /* Selects the device backend (and the poison fill); MT_TEST_SKIP when there is none. */
 int gpu_setup(void);

@@ -26,6 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef MT_WITH_CUDA
+#include "kernels/cuda/attention_cudnn.h"
+#endif
+
 /* ---- the ops ---- */
 
 static mt_tensor *b_view(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
@@ -301,7 +305,18 @@ static void attention_bf16_run(const char *label, int64_t T, int64_t D, float q_
     gpu_inputs_free(in, 4);
 }
 
+/* The cases above test the own kernels: on a device where cuDNN would be the default
+ * (kernels/cuda/attention_cudnn.h) they select them explicitly. */
+static void attention_select(int impl) {
+#ifdef MT_WITH_CUDA
+    if (!strcmp(dev_be->name, "cuda")) cuda_attention_impl_set(impl);
+#else
+    (void)impl;
+#endif
+}
+
 static int case_attention_bf16(void) {
+    attention_select(1); /* CUDA_ATTN_FLASH */
     attention_bf16_run("attention bf16 D=64 T=70 seg", 70, 64, 1.0f, true, true, true, 41);
     attention_bf16_run("attention bf16 D=128 T=70 seg", 70, 128, 1.0f, true, true, true, 42);
     attention_bf16_run("attention bf16 D=128 T=37", 37, 128, 1.0f, false, true, true, 43);
@@ -312,6 +327,113 @@ static int case_attention_bf16(void) {
                        47);
     attention_bf16_run("attention bf16 D=16 T=37 seg (reference)", 37, 16, 1.0f, true, true, true,
                        46);
+    attention_select(-1);
+    return MT_TEST_OK;
+}
+
+/* cuDNN's fused attention (kernels/cuda/attention_cudnn.cu, forced with CUDA_ATTN_CUDNN) under
+ * the bf16 rule against the CPU: rows of one sample each (the dense graph, with seg absent or one
+ * id per row), packed samples as runs of increasing ids (the ragged graph: 5 or 6 sequences in a
+ * batch bucket of 8, so zero-length sequences too), GQA 4/2 and MHA 4/4, D = 64 and 128,
+ * T = 37 and 70 (no multiple of any tile), the backward with only dq or only dk, dv, scores of
+ * tens. On a device of compute capability 9.x every call must run on cuDNN: a fallback fails the
+ * case. Where cuDNN cannot run (the emulator, whose cuDNN has no engines) every call falls back
+ * with one line per shape, and its results equal the flash kernels' bit for bit. */
+typedef struct {
+    int64_t T, D, Hkv;
+    int segs; /* 0: no seg; 1: one id per row; 2: packed samples */
+    float q_amp;
+    bool grad_q, grad_kv;
+} attention_cudnn_shape;
+
+static void attention_cudnn_inputs(gpu_input in[4], const attention_cudnn_shape *a, uint64_t seed) {
+    mt_rng r;
+    mt_rng_seed(&r, seed);
+    const int64_t B = 2, H = 4, T = a->T;
+    int32_t seg[2 * 70];
+    for (int t = 0; t < T; t++) {
+        seg[t] = a->segs == 1 ? 7 : t < 20 ? 0 : t < 45 ? 1 : t < 52 ? 2 : 3;
+        seg[T + t] = a->segs == 1 ? 9 : t < 64 ? 4 : 5; /* T = 70: a boundary on a tile edge */
+    }
+    in[0] = gpu_f32(&r, 4, (const int64_t[]){B, T, H, a->D}, a->q_amp, a->grad_q, "q");
+    in[1] = gpu_f32(&r, 4, (const int64_t[]){B, T, a->Hkv, a->D}, 1.0f, a->grad_kv, "k");
+    in[2] = gpu_f32(&r, 4, (const int64_t[]){B, T, a->Hkv, a->D}, 1.0f, a->grad_kv, "v");
+    in[3] = a->segs ? gpu_i32(2, (const int64_t[]){B, T}, seg, "seg") : gpu_none();
+}
+
+#if defined(MT_WITH_CUDA) && defined(MT_CUDA_EMU)
+static void select_flash(void) { cuda_attention_impl_set(CUDA_ATTN_FLASH); }
+static void select_cudnn(void) { cuda_attention_impl_set(CUDA_ATTN_CUDNN); }
+#endif
+
+static int case_attention_cudnn(void) {
+    static const attention_cudnn_shape shapes[] = {
+        {70, 64, 2, 0, 1.0f, true, true},  {37, 128, 2, 0, 1.0f, true, true},
+        {70, 64, 2, 2, 1.0f, true, true},  {70, 128, 2, 2, 1.0f, true, true},
+        {37, 64, 2, 2, 1.0f, true, false}, {37, 128, 2, 2, 1.0f, false, true},
+        {37, 64, 2, 1, 1.0f, true, true},  {70, 64, 4, 2, 1.0f, true, true},
+        {70, 128, 2, 2, 8.0f, true, true},
+    };
+    static const char *labels[] = {
+        "attention cudnn D=64 T=70",
+        "attention cudnn D=128 T=37",
+        "attention cudnn D=64 T=70 packed",
+        "attention cudnn D=128 T=70 packed",
+        "attention cudnn D=64 T=37 packed dq only",
+        "attention cudnn D=128 T=37 packed dk dv only",
+        "attention cudnn D=64 T=37 one sample per row",
+        "attention cudnn D=64 T=70 packed MHA",
+        "attention cudnn D=128 T=70 packed large scores",
+    };
+    const int n = (int)(sizeof(shapes) / sizeof(shapes[0]));
+#ifdef MT_WITH_CUDA
+    const bool on_cuda = !strcmp(dev_be->name, "cuda");
+    cuda_attention_stats s0;
+    if (on_cuda) cuda_attention_stats_get(&s0);
+#endif
+    attention_select(2); /* CUDA_ATTN_CUDNN */
+    for (int i = 0; i < n; i++) {
+        gpu_input in[4];
+        attention_cudnn_inputs(in, &shapes[i], 60 + (uint64_t)i);
+        gpu_compare_bf16_opts(labels[i], b_attention_scaled, in, 4, NULL, plain);
+        gpu_inputs_free(in, 4);
+    }
+#ifdef MT_WITH_CUDA
+    if (on_cuda) {
+        cuda_attention_stats s1;
+        cuda_attention_stats_get(&s1);
+        const long long fwd = s1.cudnn_fwd - s0.cudnn_fwd, bwd = s1.cudnn_bwd - s0.cudnn_bwd;
+        const long long fell =
+            s1.fallback_fwd - s0.fallback_fwd + s1.fallback_bwd - s0.fallback_bwd;
+        printf("attention cudnn: %lld forward and %lld backward calls ran on cuDNN, %lld fell back "
+               "(%lld lines)%s%s\n",
+               fwd, bwd, fell, (long long)(s1.log_lines - s0.log_lines),
+               s1.last_reason[0] ? "; last: " : "", s1.last_reason);
+#ifdef MT_CUDA_EMU
+        /* the emulator's cuDNN validates the graphs, then has no engine for them */
+        EXPECT(fwd == 0 && bwd == 0 && fell == 2 * n, "emulator: %lld cuDNN calls, %lld fallbacks",
+               fwd + bwd, fell);
+        EXPECT(strstr(s1.last_reason, "no cuDNN engines") != NULL,
+               "emulator: the graphs must reach the plan stage, not fail before: %s",
+               s1.last_reason);
+        EXPECT(s1.log_lines - s0.log_lines <= 2 * n, "more fallback lines than plans");
+        for (int i = 0; i < n; i += 4) { /* the fallback is the flash path, bit for bit */
+            gpu_input in[4];
+            attention_cudnn_inputs(in, &shapes[i], 60 + (uint64_t)i);
+            gpu_compare_same_bf16(labels[i], b_attention_scaled, in, 4, NULL, select_flash,
+                                  select_cudnn);
+            gpu_inputs_free(in, 4);
+        }
+#else
+        if (s1.device_major == 9)
+            EXPECT(fwd == n && bwd == n && fell == 0,
+                   "compute capability 9.x: every call must run on cuDNN (%lld + %lld of %d, "
+                   "%lld fell back): %s",
+                   fwd, bwd, n, fell, s1.last_reason);
+#endif
+    }
+#endif
+    attention_select(-1);
     return MT_TEST_OK;
 }
 
@@ -759,8 +881,8 @@ static int case_linear_cross_entropy(void) {
     X(view) X(concat) X(embedding) X(matmul) X(rmsnorm) X(silu) X(sigmoid) X(swiglu) X(add)        \
     X(mul) X(scale) X(axpby) X(rope) X(qk_norm) X(attention) X(lightning) X(moe_route)             \
     X(moe_route_sigmoid) X(moe_experts) X(moe_aux) X(cross_entropy) X(linear_cross_entropy)        \
-    X(matmul_bf16) X(moe_experts_bf16) X(lightning_bf16) X(attention_bf16) X(moe_split)            \
-    X(moe_split_bf16)
+    X(matmul_bf16) X(moe_experts_bf16) X(lightning_bf16) X(attention_bf16) X(attention_cudnn)      \
+    X(moe_split) X(moe_split_bf16)
 /* clang-format on */
 
 typedef struct {
@@ -777,6 +899,7 @@ static int gpu_run(const char *op) {
     for (int i = 0; i < GPU_N_CASES; i++)
         if (!strcmp(gpu_cases[i].op, op)) {
             int rc = gpu_cases[i].fn();
+            gpu_filter_done();
             free(poison);
             poison = NULL;
             return rc;

@@ -2,6 +2,7 @@
  * (mt_checkpoint), error paths. */
 #include "harness.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -160,9 +161,56 @@ static int test_grad_checkpoint(void) {
     return MT_TEST_OK;
 }
 
+/* ---- the node hook (the non-finite diagnosis, train/nonfinite.c) ---- */
+
+typedef struct {
+    char seen[256]; /* "F<op> " after a forward kernel, "B<op> " after a backward kernel */
+    bool grads_ready;
+} hook_log;
+
+static void log_hook(void *user, const mt_node *n, bool forward) {
+    hook_log *h = user;
+    snprintf(h->seen + strlen(h->seen), sizeof(h->seen) - strlen(h->seen), "%c%s ",
+             forward ? 'F' : 'B', mt_op_name(n->op));
+    if (!forward)
+        for (int j = 0; j < n->n_in; j++)
+            h->grads_ready &= !n->in[j] || !n->in[j]->requires_grad || n->in[j]->grad;
+}
+
+/* After every kernel, forward and backward, with the inputs' gradients there after a backward;
+ * a deferred forward reports when it runs (in the reverse pass, right before its backward). */
+static int test_op_node_hook(void) {
+    mt_ctx c;
+    mt_test_ctx_init(&c);
+    mt_tensor *x = mt_test_tensor(MT_F32, 2, (int64_t[]){2, 3}, true, "x");
+    mt_tensor *w = mt_test_tensor(MT_F32, 2, (int64_t[]){4, 3}, true, "w");
+    mt_rng rng;
+    mt_rng_seed(&rng, 2);
+    mt_fill_normal(x->data, 6, 1.0f, &rng);
+    mt_fill_normal(w->data, 12, 1.0f, &rng);
+    hook_log h = {"", true};
+    c.node_hook = log_hook;
+    c.node_user = &h;
+    mt_tensor *y = mt_matmul(&c, x, w);
+    c.defer_forward = true;
+    mt_tensor *z = mt_silu(&c, y);
+    c.defer_forward = false;
+    mt_tensor *s = mt_scale(&c, z, 2.0f);
+    EXPECT(!strcmp(h.seen, "Fmatmul Fscale "), "forward hooks: \"%s\"", h.seen);
+    float seed[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    mt_backward(&c, s, seed);
+    EXPECT(!strcmp(h.seen, "Fmatmul Fscale Bscale Fsilu Bsilu Bmatmul "), "all hooks: \"%s\"",
+           h.seen);
+    EXPECT(h.grads_ready, "an input gradient was missing after its backward kernel");
+    c.node_hook = NULL;
+    mt_ctx_free(&c);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"grad_view", test_grad_view},
     {"op_tape_accumulate", test_op_tape_accumulate},
     {"grad_checkpoint", test_grad_checkpoint},
+    {"op_node_hook", test_op_node_hook},
 };
 MT_TEST_MAIN(cases)

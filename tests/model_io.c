@@ -262,6 +262,20 @@ static int test_config_schemas(void) {
     EXPECT(!mt_minimax_config_parse(bad, &cfg, err, sizeof(err)) && strstr(err, "line 2") &&
                strstr(err, "JSON"),
            "malformed JSON names the line: %s", err);
+    /* a repeated key: transformers (Python's json) takes the last, cJSON's lookups the first */
+    char twice[8192];
+    snprintf(twice, sizeof(twice), "{\"vocab_size\": 5, %s", strchr(TINY_HF, '{') + 1);
+    write_text(tmp_path("twice.json"), twice);
+    EXPECT(!mt_minimax_config_parse(tmp_path("twice.json"), &cfg, err, sizeof(err)) &&
+               strstr(err, "twice.json: key \"vocab_size\" appears twice"),
+           "a repeated key: %s", err);
+    /* a model directory whose config.json is a directory */
+    const char *cdir = tmp_path("model");
+    MT_CHECK(mkdir(cdir, 0755) == 0 && mkdir(tmp_path("model/config.json"), 0755) == 0,
+             "cannot create %s/config.json", cdir);
+    EXPECT(!mt_minimax_config_parse(cdir, &cfg, err, sizeof(err)) &&
+               strstr(err, "config.json: is a directory, not a file"),
+           "config.json a directory: %s", err);
     tmp_cleanup();
     return MT_TEST_OK;
 }

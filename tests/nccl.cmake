@@ -34,6 +34,12 @@ if(CMAKE_CXX_COMPILER AND TARGET mt_emu)
   add_test(NAME op_cuda_emu_nccl_np1_self COMMAND test_dist_nccl_emu gpu_nccl_np1)
   set_tests_properties(op_cuda_emu_nccl_np1_self PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
     SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # the optimizer offload's copy thread on a rank bound to device 1 of 2 (tests/dist_nccl.c): the
+  # emulator refuses a copy of another device's memory, as the thread made before it bound itself
+  add_test(NAME op_cuda_emu_nccl_offload_device COMMAND test_dist_nccl_emu nccl_offload_device)
+  set_tests_properties(op_cuda_emu_nccl_offload_device PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};MT_CUDA_EMU_DEVICES=2;OMPI_COMM_WORLD_LOCAL_RANK=1"
+    TIMEOUT 120 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   # `sh -c SCRIPT sh PATTERN... -- CMD...`: passes when CMD ends within 60 s with a non-zero
   # exit (not timeout's 124/137) and its output matches every PATTERN (grep -E, per line).
   set(mt_nccl_expect_death [=[

@@ -11,13 +11,15 @@
  * <= 1e-6; every gradient's relative L2 error <= 1e-5; greedy tokens identical.
  * parity_naming: the same tensors saved in the three checkpoint layouts load to identical
  * buckets, and the transformers v4.5x and v5 layouts give bit-identical outputs and gradients.
- * parity_cli: minimax-forward / minimax-generate end to end against the same references. */
+ * parity_cli: minimax-forward / minimax-generate end to end against the same references;
+ * parity_cli_errors: their bad inputs (a NaN weight, ids beyond the vocabulary, a directory). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "data/data_io.h"
 #include "harness.h"
 #include "models/config.h"
 #include "models/generate.h"
@@ -752,6 +754,68 @@ static int parity_cli(void) {
     return MT_TEST_OK;
 }
 
+/* cmd (its output to tmp/err.log) must exit non-zero saying want. */
+static void pm_cli_expect_fail(const char *cmd, const char *tmp, const char *want) {
+    char full[9000], log[1200], err[1300];
+    snprintf(log, sizeof(log), "%s/err.log", tmp);
+    snprintf(full, sizeof(full), "%s > %s 2>&1", cmd, log);
+    const int rc = pm_system(full);
+    char *text = mt_file_read_max(log, NULL, 0, err, sizeof(err));
+    EXPECT(rc != 0 && text && strstr(text, want), "want exit != 0 and \"%s\", got %d: %s", want, rc,
+           text ? text : err);
+    free(text);
+    remove(log);
+}
+
+static int parity_cli_errors(void) {
+    const char *fwd = getenv("MT_MINIMAX_FORWARD"), *gen = getenv("MT_MINIMAX_GENERATE");
+    if (!fwd || !gen) {
+        printf("MT_MINIMAX_FORWARD / MT_MINIMAX_GENERATE not set (run through ctest)\n");
+        return MT_TEST_SKIP;
+    }
+    char tmp[] = "/tmp/mt_parity_XXXXXX", model[1200], cmd[8192], ids[1200];
+    MT_CHECK(mkdtemp(tmp), "parity_cli_errors: cannot create a temporary directory");
+    const char *fx = pm_fixture_dir();
+    /* one NaN in a weight: today's forward writes all-NaN logits and generate prints zeros,
+     * both with exit 0; the loader must refuse, naming the tensor and the element */
+    pm_model pm;
+    pm_load(&pm, "tiny_mqa", false);
+    const int p = mt_minimax_find_param(&pm.m, "model.layers.0.self_attn.out_proj.weight");
+    MT_CHECK(p >= 0, "tiny_mqa has no layer 0 out_proj");
+    ((float *)pm.m.params[p].data)[70] = NAN; /* row 1, column 6 of the (64, 64) matrix */
+    snprintf(model, sizeof(model), "%s/nan", tmp);
+    mt_weights_save(model, &pm.m, MT_NAMING_HF_V4, MT_F32, 0);
+    const char *want = "tensor model.layers.0.self_attn.out_proj.weight element 70 ([1, 6]) is nan";
+    snprintf(cmd, sizeof(cmd), "%s --model %s --ids %s/ids_a.json --out %s/o.safetensors", fwd,
+             model, fx, tmp);
+    pm_cli_expect_fail(cmd, tmp, want);
+    snprintf(cmd, sizeof(cmd), "%s --model %s --ids %s/ids_a.json --max-new-tokens 3", gen, model,
+             fx);
+    pm_cli_expect_fail(cmd, tmp, want);
+    /* token ids beyond the vocabulary, refused before the weights are read */
+    snprintf(ids, sizeof(ids), "%s/ids.json", tmp);
+    FILE *f = fopen(ids, "w");
+    MT_CHECK(f, "cannot write %s", ids);
+    fprintf(f, "[[1, 2, %d]]\n", pm.m.cfg.vocab_size);
+    fclose(f);
+    char want_ids[128];
+    snprintf(want_ids, sizeof(want_ids), "row 0 column 2 = %d is outside [0, %d)",
+             pm.m.cfg.vocab_size, pm.m.cfg.vocab_size);
+    snprintf(cmd, sizeof(cmd), "%s --model %s --ids %s --out %s/o.safetensors", fwd, model, ids,
+             tmp);
+    pm_cli_expect_fail(cmd, tmp, want_ids);
+    snprintf(cmd, sizeof(cmd), "%s --model %s --ids %s --max-new-tokens 3", gen, model, ids);
+    pm_cli_expect_fail(cmd, tmp, want_ids);
+    /* an ids path that is a directory */
+    snprintf(cmd, sizeof(cmd), "%s --model %s/tiny_mqa --ids %s --out %s/o.safetensors", fwd, fx,
+             tmp, tmp);
+    pm_cli_expect_fail(cmd, tmp, "is a directory, not a file");
+    pm_free(&pm);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+    MT_CHECK(system(cmd) == 0, "cannot remove %s", tmp);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"parity_tiny_released8", parity_tiny_released8},
     {"parity_tiny_irregular_gqa", parity_tiny_irregular_gqa},
@@ -770,5 +834,6 @@ static const mt_test_case cases[] = {
     {"parity_padding", parity_padding},
     {"parity_naming", parity_naming},
     {"parity_cli", parity_cli},
+    {"parity_cli_errors", parity_cli_errors},
 };
 MT_TEST_MAIN(cases)

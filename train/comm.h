@@ -49,6 +49,12 @@ void mt_comm_mpi_watch(mt_comm *c, double timeout_s);
 void mt_comm_finalize(mt_comm *c);
 /* One rank, no MPI: for unsharded reference runs (tests) and single-process tools. */
 mt_comm *mt_comm_self(void);
+/* One rank on device buffers of backend be (not the CPU) without NCCL: the all-gather and the
+ * reduce-scatter are be->copy on the compute stream, so the ordering rule above holds and
+ * nothing overlaps; the host side is mt_comm_self's. For single-GPU runs where NCCL is missing
+ * or fails (bench-gpu-step --comm self, launch/gpu-check.sh). */
+struct mt_backend;
+mt_comm *mt_comm_self_device(const struct mt_backend *be);
 /* NCCL over the ranks of `host` (an MPI communicator: it broadcasts the ncclUniqueId and keeps
  * serving the small host all-reduces, bcast and barrier). Binds rank r to device
  * local_rank % device_count first. A watchdog thread ends the job when NCCL reports an

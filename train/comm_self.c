@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/tensor.h"
 #include "train/comm.h"
 
 static void self_allgather(mt_comm *c, const void *send, void *recv, int64_t count, size_t elem) {
@@ -47,4 +48,34 @@ mt_comm *mt_comm_self(void) {
                            .allgather_start = self_allgather_start,
                            .wait = self_wait};
     return &self;
+}
+
+/* ---- one rank on device buffers: the collectives are device-to-device copies ---- */
+
+static void self_device_allgather(mt_comm *c, const void *send, void *recv, int64_t count,
+                                  size_t elem) {
+    const mt_backend *be = c->impl;
+    if (recv != send) be->copy(recv, send, elem * (size_t)count);
+}
+
+static void self_device_reduce_scatter(mt_comm *c, const float *send, float *recv, int64_t count) {
+    self_device_allgather(c, send, recv, count, sizeof(float));
+}
+
+static int self_device_allgather_start(mt_comm *c, const void *send, void *recv, int64_t count,
+                                       size_t elem) {
+    self_device_allgather(c, send, recv, count, elem);
+    return 0;
+}
+
+mt_comm *mt_comm_self_device(const mt_backend *be) {
+    static mt_comm dev;
+    dev = *mt_comm_self();
+    dev.name = "self-device";
+    dev.device = true;
+    dev.allgather = self_device_allgather;
+    dev.reduce_scatter = self_device_reduce_scatter;
+    dev.allgather_start = self_device_allgather_start;
+    dev.impl = (void *)be;
+    return &dev;
 }

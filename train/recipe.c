@@ -1,11 +1,17 @@
 /* recipe.c: the key table and the checks behind mt_recipe_load. */
 #include "recipe.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "data/tokenizer.h"
+#include "models/minimax.h"
 
 typedef enum { KEY_STRING, KEY_INT, KEY_INT64, KEY_FLOAT, KEY_BOOL } key_type;
 
@@ -147,6 +153,14 @@ static bool recipe_assign(mt_recipe *r, const recipe_key *k, const mt_toml_entry
     return true;
 }
 
+/* Why directory `path` cannot be made or written into, or NULL when it is one, or can be made:
+ * a file there, or a file where one of its parents should be. */
+static const char *recipe_dir_problem(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0) return S_ISDIR(st.st_mode) ? NULL : "is a file, not a directory";
+    return errno == ENOTDIR ? "cannot be a directory: a part of its path is a file" : NULL;
+}
+
 /* Value checks that need no files: ranges and enumerations. */
 static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *err, size_t errlen) {
 #define BAD(key, ...)                                                                              \
@@ -220,6 +234,11 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
         BAD("train.adam_beta2", "must be in [0, 1)");
     if (!(r->train_adam_epsilon > 0)) BAD("train.adam_epsilon", "must be > 0");
     if (!r->output_dir[0]) BAD("output.dir", "must not be empty");
+    /* else the first write says "recipe.toml.tmp.PID: cannot create: Not a directory" */
+    const char *why = recipe_dir_problem(r->output_dir);
+    if (why) BAD("output.dir", "%s %s", r->output_dir, why);
+    if (r->data_cache_dir[0] && (why = recipe_dir_problem(r->data_cache_dir)))
+        BAD("data.cache_dir", "%s %s", r->data_cache_dir, why);
     if (r->output_save_steps < 0) BAD("output.save_steps", "must be >= 0");
     if (r->output_save_total_limit < 0)
         BAD("output.save_total_limit", "must be >= 0 (0: keep every checkpoint)");
@@ -229,6 +248,15 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
     if (strcmp(r->dist_backend, "mpi") && strcmp(r->dist_backend, "nccl"))
         BAD("dist.backend", "must be \"mpi\" or \"nccl\", not \"%s\"", r->dist_backend);
     if (r->dist_arena_mb <= 0) BAD("dist.arena_mb", "must be > 0");
+    if (r->dist_arena_mb > ((int64_t)1 << 30)) /* in bytes it must fit an int64 */
+        BAD("dist.arena_mb", "%lld MiB is more than any machine has (at most 2^30 MiB)",
+            (long long)r->dist_arena_mb);
+    if ((int64_t)r->train_per_device_train_batch_size * r->data_max_length > INT_MAX)
+        BAD("data.max_length",
+            "train.per_device_train_batch_size x data.max_length = %d x %d = %lld tokens per "
+            "micro-batch; positions and kernel dimensions are int (at most %d)",
+            r->train_per_device_train_batch_size, r->data_max_length,
+            (long long)r->train_per_device_train_batch_size * r->data_max_length, INT_MAX);
     if (!(r->dist_timeout >= 0)) BAD("dist.timeout", "must be >= 0 seconds (0: no limit)");
     if (strcmp(r->dist_gather_dtype, "fp32") && strcmp(r->dist_gather_dtype, "bf16"))
         BAD("dist.gather_dtype", "must be \"fp32\" or \"bf16\", not \"%s\"", r->dist_gather_dtype);
@@ -236,6 +264,57 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
         BAD("dist.gather_unit", "must be \"layer\" or \"expert\", not \"%s\"", r->dist_gather_unit);
 #undef BAD
     return true;
+}
+
+/* Checks against the model config and the tokenizer, when both read (a file that does not
+ * read is reported where the trainer loads it): the tokens of one micro-batch within what the
+ * kernels index, and no token id beyond the model's vocabulary. Before anything is written or
+ * allocated: otherwise these fail in an op deep inside the first forward, or at step 1 in the
+ * embedding, or never (ids the data happens not to use). */
+static bool recipe_check_model(const mt_recipe *r, const mt_toml_doc *doc, char *err,
+                               size_t errlen) {
+    char path[MT_PATH_MAX + 64], why[1024];
+    if (r->model_path[0])
+        snprintf(path, sizeof(path), "%s/config.json", r->model_path);
+    else
+        snprintf(path, sizeof(path), "%s", r->model_config);
+    mt_minimax_config cfg;
+    if (!mt_minimax_config_parse(path, &cfg, why, sizeof(why))) return true;
+    const char *where_key = NULL;
+    char msg[4096];
+    const mt_gather_unit unit =
+        strcmp(r->dist_gather_unit, "expert") == 0 ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
+    const int64_t tokens = (int64_t)r->train_per_device_train_batch_size * r->data_max_length,
+                  most = mt_minimax_max_tokens(&cfg, unit);
+    if (tokens > most) {
+        where_key = "data.max_length";
+        snprintf(msg, sizeof(msg),
+                 "train.per_device_train_batch_size x data.max_length = %d x %d = %lld tokens per "
+                 "micro-batch; the kernels of %s (hidden_size %d, num_experts_per_tok %d, "
+                 "dist.gather_unit \"%s\") index at most %lld",
+                 r->train_per_device_train_batch_size, r->data_max_length, (long long)tokens, path,
+                 cfg.hidden_size, cfg.num_experts_per_tok, r->dist_gather_unit, (long long)most);
+    } else {
+        const char *dir = r->data_tokenizer_dir[0] ? r->data_tokenizer_dir : r->model_path;
+        char tok_path[MT_PATH_MAX + 64];
+        snprintf(tok_path, sizeof(tok_path), "%s/tokenizer.json", dir);
+        mt_tokenizer *tok = mt_tokenizer_try_load(tok_path, why, sizeof(why));
+        const int32_t ids = tok ? mt_tokenizer_vocab_size(tok) : 0;
+        mt_tokenizer_free(tok);
+        if (ids > cfg.vocab_size) {
+            where_key = r->data_tokenizer_dir[0] ? "data.tokenizer_dir" : "model.path";
+            snprintf(msg, sizeof(msg),
+                     "%s has %d token ids but the model's vocab_size is %d (%s): ids %d to %d "
+                     "would have no embedding row",
+                     tok_path, ids, cfg.vocab_size, path, cfg.vocab_size, ids - 1);
+        }
+    }
+    if (!where_key) return true;
+    const mt_toml_entry *e = mt_toml_find(doc, where_key);
+    char where[MT_PATH_MAX + 64] = "recipe";
+    if (e) entry_where(e, where, sizeof(where));
+    snprintf(err, errlen, "%s: %s: %s", where, where_key, msg);
+    return false;
 }
 
 bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides, int n_overrides,
@@ -265,6 +344,7 @@ bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides
         ok = recipe_assign(r, k, e, err, errlen);
     }
     if (ok) ok = recipe_validate(r, &doc, err, errlen);
+    if (ok) ok = recipe_check_model(r, &doc, err, errlen);
     mt_toml_free(&defaults);
     mt_toml_free(&doc);
     return ok;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "autograd/check.h"
+#include "data/data_io.h"
 
 typedef struct {
     const char *s, *path;
@@ -379,18 +380,9 @@ bool mt_toml_parse(mt_toml_doc *doc, const char *text, const char *path, char *e
 }
 
 bool mt_toml_load(mt_toml_doc *doc, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return false;
-    }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = mt_malloc((size_t)size + 1, path);
-    size_t got = fread(text, 1, (size_t)size, f);
-    fclose(f);
-    text[got] = 0;
+    size_t got;
+    char *text = mt_file_read_max(path, &got, 0, err, errlen);
+    if (!text) return false;
     if (strlen(text) != got) {
         free(text);
         snprintf(err, errlen, "%s: contains a NUL byte", path);

@@ -28,6 +28,7 @@
 
 #include "data/gsm8k.h"
 #include "data/synth.h"
+#include "train/nonfinite.h"
 #include "train/trainer_internal.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -522,6 +523,8 @@ static void trainer_save(trainer *t, int step) {
 static void trainer_resume(trainer *t, const char *dir) {
     mt_train_state st;
     MT_CHECK(mt_checkpoint_load(dir, &t->zero, &st), "--resume %s: no state.h5 there", dir);
+    char why[1024];
+    MT_CHECK(mt_sharded_check_finite(&t->sharded, why, sizeof(why)), "--resume %s: %s", dir, why);
     MT_CHECK(st.recipe_hash == mt_recipe_hash(&t->rc),
              "--resume %s: the recipe differs from the one that wrote the checkpoint in a key "
              "that changes the numerics (compare %s/recipe.toml with this recipe)",

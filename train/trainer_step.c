@@ -3,6 +3,7 @@
  * samples forward only). */
 #include <math.h>
 
+#include "train/nonfinite.h"
 #include "train/schedule.h"
 #include "train/trainer_internal.h"
 
@@ -53,6 +54,17 @@ static mt_minimax_batch trainer_micro_upload(trainer *t, const mt_sampler *s, in
                               .fused_loss = true};
 }
 
+/* The step's micro-batch m again, for the non-finite diagnosis (train/nonfinite.h). */
+typedef struct {
+    trainer *t;
+    int64_t targets;
+    micro_tensors mt;
+} diag_batches;
+static mt_minimax_batch trainer_diag_batch(void *user, int64_t m) {
+    diag_batches *d = user;
+    return trainer_micro_upload(d->t, &d->t->sampler, m, d->targets, &d->mt);
+}
+
 step_result trainer_run_step(trainer *t, int step) {
     const mt_recipe *rc = &t->rc;
     step_result res = {0};
@@ -86,11 +98,15 @@ step_result trainer_run_step(trainer *t, int step) {
         isfinite(res.loss) &&
         mt_sharded_optimizer_step(&t->sharded, &opt, rc->train_max_grad_norm, &res.grad_norm);
     if (!updated) {
+        char where[1024];
+        diag_batches d = {.t = t, .targets = res.targets};
+        mt_sharded_find_nonfinite(&t->sharded, n_micro, trainer_diag_batch, &d, where,
+                                  sizeof(where));
         if (!rc->train_skip_nonfinite_steps)
-            MT_DIE("step %d: the %s is not finite (loss %g, grad norm %g); stopping "
+            MT_DIE("step %d: the %s is not finite (loss %g, grad norm %g); %s; stopping "
                    "(train.skip_nonfinite_steps = true skips such steps)",
-                   step, isfinite(res.loss) ? "gradient" : "loss", res.loss, res.grad_norm);
-        LOG0(t, "step %d: non-finite loss or gradient, step skipped\n", step);
+                   step, isfinite(res.loss) ? "gradient" : "loss", res.loss, res.grad_norm, where);
+        LOG0(t, "step %d: non-finite loss or gradient, step skipped; %s\n", step, where);
         res.skipped = true;
     }
     return res;

@@ -273,6 +273,9 @@ float *mt_zero_slot_grad(const mt_zero *z, int bucket) {
     return z->aliased ? z->grad + z->shard_offset[bucket]
                       : z->slot_grad[mt_zero_slot_of(z, bucket)];
 }
+bool mt_zero_slot_holds(const mt_zero *z, int bucket) {
+    return z->aliased || z->slot_bucket[mt_zero_slot_of(z, bucket)] == bucket;
+}
 
 void mt_zero_owned_range(const mt_zero *z, int bucket, int64_t *lo, int64_t *hi) {
     int64_t s = z->shard_numel[bucket];
@@ -437,6 +440,18 @@ void mt_zero_reduce_grad(mt_zero *z, int bucket) {
 
 void mt_zero_zero_grad(mt_zero *z) { z->be->zero(z->grad, sizeof(float) * (size_t)z->total_shard); }
 
+int64_t mt_zero_first_nonfinite(const mt_zero *z, int array, int bucket) {
+    MT_CHECK(array >= 0 && array < 3 && bucket >= 0 && bucket < z->n_buckets,
+             "zero: array %d of bucket %d", array, bucket);
+    const float *base = array == 0 ? z->master : array == 1 ? z->m : z->v;
+    const bool host = array == 0 ? z->master_on_host : z->offload;
+    int64_t lo, hi;
+    mt_zero_owned_range(z, bucket, &lo, &hi);
+    const int64_t i = mt_backend_first_nonfinite(host ? mt_backend_cpu() : z->be,
+                                                 base + z->shard_offset[bucket], hi - lo);
+    return i < 0 ? -1 : lo + i;
+}
+
 double mt_zero_grad_norm(mt_zero *z, bool *finite) {
     double stats[2] = {0, 0}; /* sum of squares, non-finite count */
     int64_t bad = 0;
@@ -575,11 +590,13 @@ struct zero_copier {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     zero_copy_job job;
-    int state; /* 0 idle, 1 a job waits or runs, 2 quit */
+    int state;  /* 0 idle, 1 a job waits or runs, 2 quit */
+    int device; /* the starting thread's device (-1: none), the thread's too */
 };
 
 static void *zero_copier_main(void *arg) {
     struct zero_copier *c = arg;
+    if (c->device >= 0) c->z->be->thread_bind(c->device); /* this rank's GPU, not device 0 */
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (c->state == 0) pthread_cond_wait(&c->cv, &c->mu);
@@ -599,6 +616,7 @@ static void *zero_copier_main(void *arg) {
 static struct zero_copier *zero_copier_start(const mt_zero *z) {
     struct zero_copier *c = mt_calloc(1, sizeof(*c), "offload copy thread");
     c->z = z;
+    c->device = z->be->thread_device ? z->be->thread_device() : -1;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     MT_CHECK(pthread_create(&c->thread, NULL, zero_copier_main, c) == 0,

@@ -129,6 +129,9 @@ int mt_zero_slot_of(const mt_zero *z, int bucket);
 /* The slot buffers a bucket's parameters and gradients live in while gathered. */
 float *mt_zero_slot_data(const mt_zero *z, int bucket);
 float *mt_zero_slot_grad(const mt_zero *z, int bucket);
+/* Whether bucket b's parameters are in its slot now (buckets of a parity share one: the
+ * others' pointers then alias it); always with one aliased rank. */
+bool mt_zero_slot_holds(const mt_zero *z, int bucket);
 /* This rank's element range [lo, hi) of bucket b in bucket coordinates (hi clipped to numel). */
 void mt_zero_owned_range(const mt_zero *z, int bucket, int64_t *lo, int64_t *hi);
 /* Copies host values of bucket elements [lo, hi) (within this rank's owned range) into the
@@ -153,6 +156,10 @@ void mt_zero_prefetch(mt_zero *z, int bucket);
 /* Reduce-scatters the slot's full gradient and adds this rank's part to the owned gradient. */
 void mt_zero_reduce_grad(mt_zero *z, int bucket);
 void mt_zero_zero_grad(mt_zero *z);
+/* The first non-finite element of this rank's owned range of bucket b in array 0 (the fp32
+ * master weights), 1 (AdamW m) or 2 (AdamW v), in bucket coordinates, or -1 (a loaded state is
+ * checked so, wherever each array lives: the backend's memory or, offloaded, the host's). */
+int64_t mt_zero_first_nonfinite(const mt_zero *z, int array, int bucket);
 
 /* Global L2 norm of the owned gradients and whether all are finite on every rank: one pass
  * over the shard and one all-reduce. */

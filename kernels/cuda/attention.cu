@@ -9,11 +9,14 @@
  * softmax and every sum in double. It is O(T^2 D) with no tiling or tensor cores: the fp32
  * mode's kernel and the GPU reference.
  *
- * bf16 mode (node ip[0] == MT_BF16; rounding points in kernels/cpu/attention.c's header): head
- * dims 64 and 128 run the tensor-core flash kernels (attention_flash.cu). Other head dims run
- * these kernels on rounded fp32 copies of q, k, v (and dout), with p~ (against the row maximum,
- * found in a first pass: the CPU's exact rule), p and ds rounded where the mode says
- * (attn_dims.bf16): correct and slow, for the small test models. */
+ * bf16 mode (node ip[0] == MT_BF16; rounding points in kernels/cpu/attention.c's header): cuDNN's
+ * fused flash attention (attention_cudnn.cu) by default on a 9.x device (MT_ATTENTION selects;
+ * attention_cudnn.h), else, or when cuDNN declines the call, the own kernels: head dims 64 and
+ * 128 run the tensor-core flash kernels (attention_flash.cu); other head dims run the kernels
+ * below on rounded fp32 copies of q, k, v (and dout), with p~ (against the row maximum, found in
+ * a first pass: the CPU's exact rule), p and ds rounded where the mode says (attn_dims.bf16):
+ * correct and slow, for the small test models. */
+#include "attention_cudnn.h"
 #include "attention_flash.cuh"
 
 #define ATTN_MAX_D 256
@@ -240,6 +243,7 @@ void cuda_attention_fwd_node(const mt_node *n) {
     const mt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *seg = n->in[3];
     int64_t rows = a.B * a.T * a.H;
     if (rows == 0) return;
+    if (a.bf16 && cuda_attention_cudnn_fwd(n)) return;
     if (a.bf16 && cuda_attention_flash_supported(a.D)) {
         cuda_attention_flash_fwd(n);
         return;
@@ -259,6 +263,7 @@ void cuda_attention_bwd_node(const mt_node *n) {
     attn_dims a = attn_node_dims(n);
     int64_t rows = a.B * a.T * a.H, kv_rows = a.B * a.T * a.Hkv;
     if (rows == 0) return;
+    if (a.bf16 && cuda_attention_cudnn_bwd(n)) return;
     if (a.bf16 && cuda_attention_flash_supported(a.D)) {
         cuda_attention_flash_bwd(n);
         return;

@@ -262,6 +262,12 @@ static void cuda_copy(void *dst, const void *src, size_t bytes) {
     if (bytes) cudaCheck("copy", cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
 }
 static void cuda_sync(void) { cudaCheck("sync", cudaDeviceSynchronize()); }
+static int cuda_thread_device(void) {
+    int dev = 0;
+    cudaCheck("thread_device", cudaGetDevice(&dev));
+    return dev;
+}
+static void cuda_thread_bind(int device) { cudaCheck("thread_bind", cudaSetDevice(device)); }
 
 static mt_backend cuda_backend;
 static int cuda_probed = 0; /* 0: not yet; 1: usable; -1: no usable device */
@@ -327,6 +333,8 @@ extern "C" const mt_backend *mt_cuda_backend_probe(void) {
     cuda_backend.vec_to_bf16 = cuda_vec_to_bf16;
     cuda_backend.vec_from_bf16 = cuda_vec_from_bf16;
     cuda_backend.bf16_shadow = cuda_bf16_shadow;
+    cuda_backend.thread_device = cuda_thread_device;
+    cuda_backend.thread_bind = cuda_thread_bind;
     cuda_probed = 1;
     return &cuda_backend;
 }

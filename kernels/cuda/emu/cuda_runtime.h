@@ -103,6 +103,7 @@ typedef enum {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInsufficientDriver = 35,
+    cudaErrorInvalidDevice = 101,
     cudaErrorNotReady = 600,
     cudaErrorLaunchFailure = 719
 } cudaError_t;
@@ -128,8 +129,15 @@ typedef struct emu_stream *cudaStream_t;
 const char *cudaGetErrorString(cudaError_t e);
 const char *cudaGetErrorName(cudaError_t e);
 cudaError_t cudaGetLastError(void);
+/* MT_CUDA_EMU_DEVICES=N (1 to 8, default 1) devices, sharing host memory. The current device
+ * is per host thread, as in the CUDA runtime (cudaSetDevice; 0 until set), and each cudaMalloc
+ * block belongs to the device current at its allocation: a copy or memset that touches a block
+ * of another device than the calling thread's is refused (cudaErrorInvalidDevice, with a
+ * message). Stricter than a GPU, where it runs, but on the calling thread's device: unordered
+ * with the owner's default stream, and with a context on the wrong GPU. */
 cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaGetDevice(int *dev);
+cudaError_t cudaSetDevice(int dev);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int dev);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaMalloc(void **p, size_t bytes);
@@ -154,13 +162,12 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e);
  * safe from another host thread (the NCCL watchdog) */
 cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
-/* Streams and device selection (emu_nccl.cpp): the default stream runs everything at once; a
+/* Streams (emu_nccl.cpp): the default stream runs everything at once; a
  * created stream queues the emulated NCCL collectives and the GEMMs of a cuBLAS handle bound to
  * it until the default stream waits on an event recorded there, the stream is synchronised or
  * the device is (kernels/cuda/emu/nccl.h, emu_blas.cpp). */
 #define cudaStreamNonBlocking  0x01
 #define cudaEventDisableTiming 0x02
-cudaError_t cudaSetDevice(int dev);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);

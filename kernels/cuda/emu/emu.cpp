@@ -410,6 +410,8 @@ const char *cudaGetErrorName(cudaError_t e) {
         return "cudaErrorInvalidConfiguration";
     case cudaErrorInsufficientDriver:
         return "cudaErrorInsufficientDriver";
+    case cudaErrorInvalidDevice:
+        return "cudaErrorInvalidDevice";
     case cudaErrorNotReady:
         return "cudaErrorNotReady";
     default:
@@ -424,6 +426,8 @@ const char *cudaGetErrorString(cudaError_t e) {
         return "invalid configuration argument (emulator)";
     case cudaErrorInsufficientDriver:
         return "no device (emulator, MT_CUDA_EMU_NO_DEVICE=1)";
+    case cudaErrorInvalidDevice:
+        return "memory of another device than the calling thread's current one (emulator)";
     case cudaErrorNotReady:
         return "device not ready (emulator)";
     default:
@@ -438,11 +442,21 @@ cudaError_t cudaGetLastError(void) {
 cudaError_t cudaGetDeviceCount(int *count) {
     const char *off = getenv("MT_CUDA_EMU_NO_DEVICE");
     if (off && atoi(off)) return cudaErrorInsufficientDriver; /* as on a machine without driver */
-    *count = 1;
+    const char *n = getenv("MT_CUDA_EMU_DEVICES");
+    *count = n && atoi(n) >= 1 && atoi(n) <= 8 ? atoi(n) : 1;
     return cudaSuccess;
 }
+static thread_local int emu_device_current = 0; /* per host thread, as the runtime's */
 cudaError_t cudaGetDevice(int *dev) {
-    *dev = 0;
+    *dev = emu_device_current;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int dev) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) return e;
+    if (dev < 0 || dev >= n) return cudaErrorInvalidDevice;
+    emu_device_current = dev;
     return cudaSuccess;
 }
 /* the emulated device size: MT_CUDA_EMU_MEM_MB, else 16 GiB */
@@ -463,25 +477,40 @@ cudaError_t cudaDeviceSynchronize(void) { /* every stream's work, the created on
     emu_streams_run_all();
     return cudaGetLastError();
 }
-/* the live cudaMalloc blocks (start -> bytes): lets cuBLAS calls check that what must be device
- * memory is (emu_is_device) */
-static std::map<uintptr_t, size_t> emu_device_blocks;
-bool emu_is_device(const void *p, size_t bytes) {
+/* the live cudaMalloc blocks (start -> bytes, device): lets cuBLAS calls check that what must
+ * be device memory is (emu_is_device), and copies that it is the calling thread's device's */
+struct emu_block {
+    size_t bytes;
+    int dev;
+};
+static std::map<uintptr_t, emu_block> emu_device_blocks;
+static const emu_block *emu_block_of(const void *p, size_t bytes) {
     auto it = emu_device_blocks.upper_bound((uintptr_t)p);
-    if (it == emu_device_blocks.begin()) return false;
+    if (it == emu_device_blocks.begin()) return nullptr;
     --it;
-    return (uintptr_t)p + bytes <= it->first + it->second;
+    return (uintptr_t)p + bytes <= it->first + it->second.bytes ? &it->second : nullptr;
+}
+bool emu_is_device(const void *p, size_t bytes) { return emu_block_of(p, bytes) != nullptr; }
+/* cudaErrorInvalidDevice (and why, on stderr) when p is device memory of another device */
+static cudaError_t emu_check_device(const char *api, const void *p) {
+    const emu_block *b = emu_block_of(p, 1);
+    if (!b || b->dev == emu_device_current) return cudaSuccess;
+    fprintf(stderr,
+            "cuda emulator: %s on memory of device %d from a host thread whose current device "
+            "is %d (the current device is per thread: cudaSetDevice)\n",
+            api, b->dev, emu_device_current);
+    return cudaErrorInvalidDevice;
 }
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     size_t rounded = (bytes + 255) / 256 * 256;
     *p = rounded ? aligned_alloc(256, rounded) : nullptr;
-    if (*p) emu_device_blocks[(uintptr_t)*p] = rounded;
+    if (*p) emu_device_blocks[(uintptr_t)*p] = emu_block{rounded, emu_device_current};
     if (*p && strict_mode()) memset(*p, 0xff, rounded); /* NaN floats, -1 ints: never zero */
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     size_t used = 0;
-    for (auto &b : emu_device_blocks) used += b.second;
+    for (auto &b : emu_device_blocks) used += b.second.bytes;
     *total_bytes = emu_total_mem();
     *free_bytes = used < *total_bytes ? *total_bytes - used : 0;
     return cudaSuccess;
@@ -501,17 +530,24 @@ cudaError_t cudaFree(void *p) {
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     (void)kind;
+    cudaError_t e = emu_check_device("cudaMemcpy", dst);
+    if (e == cudaSuccess) e = emu_check_device("cudaMemcpy", src);
+    if (e != cudaSuccess) return e;
     default_work++;
     if (bytes) memcpy(dst, src, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s) {
+    const cudaError_t e = emu_check_device("cudaMemsetAsync", p);
+    if (e != cudaSuccess) return e;
     default_work += s == nullptr;
     if (bytes) memset(p, value, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int value, size_t width, size_t height,
                               cudaStream_t s) {
+    const cudaError_t e = emu_check_device("cudaMemset2DAsync", p);
+    if (e != cudaSuccess) return e;
     default_work += s == nullptr;
     if (width > pitch) return cudaErrorInvalidValue;
     for (size_t r = 0; r < height; r++) memset((char *)p + r * pitch, value, width);

@@ -134,14 +134,7 @@ void emu_streams_run_all(void) {
     for (emu_stream *q : live_streams) stream_run(q);
 }
 
-/* ---- runtime: devices, streams, events ---- */
-
-cudaError_t cudaSetDevice(int dev) {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) return e;
-    return dev >= 0 && dev < n ? cudaSuccess : cudaErrorInvalidValue;
-}
+/* ---- runtime: streams, events ---- */
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
     if (!s || (flags & ~(unsigned)cudaStreamNonBlocking)) return cudaErrorInvalidValue;
