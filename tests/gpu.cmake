@@ -9,7 +9,8 @@
 # op_cuda_emu_<op> through the emulator below; launch/gpu-check.sh reads this list too
 set(mt_gpu_ops view concat embedding matmul rmsnorm silu sigmoid swiglu add mul scale axpby rope qk_norm
   attention lightning moe_route moe_route_sigmoid moe_experts moe_aux cross_entropy linear_cross_entropy
-  matmul_bf16 moe_experts_bf16 lightning_bf16 attention_bf16 attention_cudnn moe_split moe_split_bf16)
+  matmul_bf16 moe_experts_bf16 lightning_bf16 attention_bf16 attention_cudnn moe_split moe_split_bf16
+  determinism)
 list(TRANSFORM mt_gpu_ops PREPEND gpu_ OUTPUT_VARIABLE mt_gpu_cases)
 mt_test_binary(test_gpu_ops gpu_ops.c gpu_compare.c)
 mt_test_cases(test_gpu_ops ${mt_gpu_cases} op_gpu_harness)
@@ -150,11 +151,28 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(op_cuda_emu_lightning_bf16_gemm PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_LIGHTNING_FUSED=0" SKIP_RETURN_CODE 77 TIMEOUT 300
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # the flash backward's dq summed by atomics inside the kv kernel (MT_ATTENTION_DETERMINISTIC=0)
+  # instead of the fixed-order dq kernel (kernels/cuda/attention_flash.cu); a bad value is refused
+  add_test(NAME op_cuda_emu_attention_bf16_atomic COMMAND test_gpu_ops_emu gpu_attention_bf16)
+  set_tests_properties(op_cuda_emu_attention_bf16_atomic PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};MT_ATTENTION_DETERMINISTIC=0" SKIP_RETURN_CODE 77 TIMEOUT 300
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME op_cuda_emu_attention_deterministic_bad COMMAND test_gpu_ops_emu
+    gpu_attention_bf16)
+  set_tests_properties(op_cuda_emu_attention_deterministic_bad PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};MT_ATTENTION_DETERMINISTIC=yes"
+    PASS_REGULAR_EXPRESSION "MT_ATTENTION_DETERMINISTIC=yes: expected 0 \\(dq by atomics\\) or 1"
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   # the bf16 experts' GEMMs with one GEMM lane (the default stream) instead of the default four
   # concurrent ones (kernels/cuda/moe_experts.cu); a malformed lane count is refused by name
   add_test(NAME op_cuda_emu_moe_experts_bf16_lanes1 COMMAND test_gpu_ops_emu gpu_moe_experts_bf16)
   set_tests_properties(op_cuda_emu_moe_experts_bf16_lanes1 PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_CUDA_GEMM_LANES=1" SKIP_RETURN_CODE 77 TIMEOUT 300
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # an expert id outside [0, E) ends the run naming the first bad position
+  add_test(NAME op_cuda_emu_moe_bad_id COMMAND test_gpu_ops_emu gpu_moe_bad_id)
+  set_tests_properties(op_cuda_emu_moe_bad_id PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
+    PASS_REGULAR_EXPRESSION "moe_experts: idx\\[5,1\\] = 6 is outside \\[0,6\\)"
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME op_cuda_emu_gemm_lanes_bad COMMAND test_gpu_ops_emu gpu_moe_experts_bf16)
   set_tests_properties(op_cuda_emu_gemm_lanes_bad PROPERTIES
@@ -167,7 +185,11 @@ if(CMAKE_CXX_COMPILER)
   # __syncthreads per barrier. A missing barrier, a read of uninitialised shared or device
   # memory or a divergent barrier changes the values or stops the run here, where the default
   # order can hide it (docs/cuda.md, "What is verified").
+  # (gpu_determinism sets the order itself: not repeated here)
   foreach(op ${mt_gpu_ops} lightning_bf16_gemm)
+    if(op STREQUAL determinism)
+      continue()
+    endif()
     string(REGEX REPLACE "_gemm$" "" case ${op})
     add_test(NAME op_cuda_emu_strict_${op} COMMAND test_gpu_ops_emu gpu_${case})
     set(env "${MT_TEST_ENV};MT_EMU_STRICT=1")

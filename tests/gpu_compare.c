@@ -6,10 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef MT_CUDA_EMU
+#include "emu_schedule.h"
+#endif
+
 #define GPU_NODES 64
 
 const mt_backend *dev_be; /* the backend under test */
 void *poison;             /* GPU_ARENA bytes of 0xff: NaN as f32 */
+bool gpu_self_compare;    /* the comparisons check the device against itself (gpu_compare.h) */
 
 /* ---- inputs ---- */
 
@@ -55,7 +60,7 @@ static void *gpu_download(const mt_tensor *t, bool grad) {
 }
 
 static void gpu_check(const char *label, const char *what, const mt_tensor *dev_t,
-                      const void *cpu_data, bool grad) {
+                      const void *cpu_data, bool grad, bool bitwise) {
     char full[160];
     snprintf(full, sizeof(full), "%s %s", label, what);
     void *got = gpu_download(dev_t, grad);
@@ -76,6 +81,14 @@ static void gpu_check(const char *label, const char *what, const mt_tensor *dev_
             a[i] = b[i] = 0.0f;
         }
         EXPECT(odd == 0, "%s: %lld non-finite values differ", full, (long long)odd);
+        if (bitwise) { /* the CPU's summation order: the same bits */
+            int64_t differ = 0;
+            for (int64_t i = 0; i < n; i++) differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+            EXPECT(differ == 0, "%s: %lld of %lld values differ from the CPU's bits", full,
+                   (long long)differ, (long long)n);
+            printf("  %-32s n=%-8lld %s\n", full, (long long)n,
+                   differ ? "MISMATCH" : "bit-identical to the CPU");
+        }
         if (same) printf("  %-32s %lld matching non-finite values\n", full, (long long)same);
         mt_check_rel_l2(full, a, b, n, GPU_TOL);
         free(b);
@@ -124,9 +137,16 @@ void gpu_filter_done(void) {
 
 /* Runs build on the CPU backend and on the device backend with the same inputs and compares
  * outputs, saved buffers and input gradients. */
+static void gpu_identical_runs(const char *label, gpu_build build, gpu_input *ins, int n_in,
+                               void *user, mt_dtype cd);
+
 void gpu_compare(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
                  gpu_opts opts) {
     if (!gpu_selected(label)) return;
+    if (gpu_self_compare) {
+        gpu_identical_runs(label, build, ins, n_in, user, MT_F32);
+        return;
+    }
     mt_rng r;
     uint64_t h = 1469598103934665603ull;
     for (const char *p = label; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
@@ -172,15 +192,16 @@ void gpu_compare(const char *label, gpu_build build, gpu_input *ins, int n_in, v
     mt_tensor *oc = build(&cc, pc, user, &ec);
     mt_tensor *od = build(&dc, pd, user, &ed);
     printf("%s: out %s on %s\n", label, mt_shape_str(oc), dev_be->name);
-    gpu_check(label, "out", od, oc->data, false);
-    if (ec) gpu_check(label, ec->name, ed, ec->data, false);
+    gpu_check(label, "out", od, oc->data, false, opts.bitwise);
+    if (ec) gpu_check(label, ec->name, ed, ec->data, false, opts.bitwise);
     if (oc->requires_grad) { /* the op's own node is the last one on each tape */
         const mt_node *nc = &cc.nodes[cc.n_nodes - 1], *nd = &dc.nodes[dc.n_nodes - 1];
         for (int k = 0; k < MT_MAX_SAVED; k++) {
             EXPECT(!nc->saved[k] == !nd->saved[k], "%s: saved[%d] present on one backend only",
                    label, k);
             if (nc->saved[k] && nd->saved[k])
-                gpu_check(label, nc->saved[k]->name, nd->saved[k], nc->saved[k]->data, false);
+                gpu_check(label, nc->saved[k]->name, nd->saved[k], nc->saved[k]->data, false,
+                          opts.bitwise);
         }
 
         int64_t no = mt_numel(oc);
@@ -193,7 +214,7 @@ void gpu_compare(const char *label, gpu_build build, gpu_input *ins, int n_in, v
             if (!pc[i] || !pc[i]->grad) continue;
             char what[64];
             snprintf(what, sizeof(what), "d%s", pc[i]->name);
-            gpu_check(label, what, pd[i], pc[i]->grad, true);
+            gpu_check(label, what, pd[i], pc[i]->grad, true, opts.bitwise);
             if (!opts.exact_untouched) continue;
             float *got = gpu_download(pd[i], true);
             const float *want = pc[i]->grad;
@@ -264,9 +285,11 @@ static void snap_free(gpu_snap *s) {
 }
 
 /* Runs build forward and backward on backend be with the given GEMM precision; the random
- * initial gradients and the seed come from label, so every run of a label sees the same. */
+ * initial gradients and the seed come from label, so every run of a label sees the same. all:
+ * also the builder's extra output, and a forward without backward is allowed (the determinism
+ * runs); else the op must have a backward (the bf16 rule). */
 static void gpu_exec(const mt_backend *be, mt_dtype cd, const char *label, gpu_build build,
-                     gpu_input *ins, int n_in, void *user, gpu_snap *s) {
+                     gpu_input *ins, int n_in, void *user, gpu_snap *s, bool all) {
     mt_rng r;
     uint64_t h = 1469598103934665603ull;
     for (const char *p = label; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
@@ -301,15 +324,18 @@ static void gpu_exec(const mt_backend *be, mt_dtype cd, const char *label, gpu_b
     mt_tensor *out = build(&c, p, user, &extra);
     memset(s, 0, sizeof(*s));
     snap_add(s, be, "out", out, false, NULL);
-    MT_CHECK(out->requires_grad, "%s: the bf16 cases need a backward", label);
-    const mt_node *node = &c.nodes[c.n_nodes - 1];
-    for (int k = 0; k < MT_MAX_SAVED; k++)
-        if (node->saved[k]) snap_add(s, be, node->saved[k]->name, node->saved[k], false, NULL);
-    int64_t no = mt_numel(out);
-    float *seed = mt_malloc(sizeof(float) * (size_t)(no ? no : 1), "seed");
-    mt_fill_normal(seed, no, 1.0f, &r);
-    mt_backward(&c, out, seed);
-    free(seed);
+    if (all && extra) snap_add(s, be, extra->name, extra, false, NULL);
+    MT_CHECK(all || out->requires_grad, "%s: the bf16 cases need a backward", label);
+    if (out->requires_grad) {
+        const mt_node *node = &c.nodes[c.n_nodes - 1];
+        for (int k = 0; k < MT_MAX_SAVED; k++)
+            if (node->saved[k]) snap_add(s, be, node->saved[k]->name, node->saved[k], false, NULL);
+        int64_t no = mt_numel(out);
+        float *seed = mt_malloc(sizeof(float) * (size_t)(no ? no : 1), "seed");
+        mt_fill_normal(seed, no, 1.0f, &r);
+        mt_backward(&c, out, seed);
+        free(seed);
+    }
     for (int i = 0; i < n_in; i++) {
         if (!p[i]) continue;
         if (p[i]->grad) {
@@ -342,10 +368,14 @@ void gpu_compare_bf16(const char *label, gpu_build build, gpu_input *ins, int n_
 void gpu_compare_bf16_opts(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
                            gpu_opts opts) {
     if (!gpu_selected(label)) return;
+    if (gpu_self_compare) {
+        gpu_identical_runs(label, build, ins, n_in, user, MT_BF16);
+        return;
+    }
     gpu_snap r32, r16, d16;
-    gpu_exec(mt_backend_cpu(), MT_F32, label, build, ins, n_in, user, &r32);
-    gpu_exec(mt_backend_cpu(), MT_BF16, label, build, ins, n_in, user, &r16);
-    gpu_exec(dev_be, MT_BF16, label, build, ins, n_in, user, &d16);
+    gpu_exec(mt_backend_cpu(), MT_F32, label, build, ins, n_in, user, &r32, false);
+    gpu_exec(mt_backend_cpu(), MT_BF16, label, build, ins, n_in, user, &r16, false);
+    gpu_exec(dev_be, MT_BF16, label, build, ins, n_in, user, &d16, false);
     printf("%s (bf16 GEMMs) on %s\n", label, dev_be->name);
     EXPECT(r32.n == r16.n && r32.n == d16.n, "%s: %d, %d and %d tensors", label, r32.n, r16.n,
            d16.n);
@@ -391,6 +421,38 @@ void gpu_compare_bf16_opts(const char *label, gpu_build build, gpu_input *ins, i
     snap_free(&d16);
 }
 
+/* ---- bit-identical device runs ---- */
+
+/* Run b against run a of the same label, tensor by tensor: every element must have the same
+ * bits (for fp32 ones that differ, the count and the worst relative difference are printed). */
+static void gpu_expect_same_bits(const char *label, const char *what, const gpu_snap *a,
+                                 const gpu_snap *b) {
+    EXPECT(a->n == b->n, "%s: %d and %d tensors (%s)", label, a->n, b->n, what);
+    for (int i = 0; i < a->n && i < b->n; i++) {
+        const size_t es = mt_dtype_size(a->dt[i]);
+        const bool same_n = a->numel[i] == b->numel[i];
+        int64_t differ = same_n ? 0 : a->numel[i];
+        double worst = 0;
+        for (int64_t j = 0; same_n && j < a->numel[i]; j++) {
+            const char *x = (const char *)a->host[i] + j * es,
+                       *y = (const char *)b->host[i] + j * es;
+            if (!memcmp(x, y, es)) continue;
+            differ++;
+            if (a->dt[i] == MT_F32) {
+                const double u = *(const float *)x, v = *(const float *)y;
+                const double d = fabs(u - v) / fmax(fabs(u), 1e-30);
+                worst = isnan(d) ? INFINITY : fmax(worst, d);
+            }
+        }
+        printf("  %-36s n=%-8lld %s", a->name[i], (long long)a->numel[i],
+               differ ? "DIFFERENT" : "same bits");
+        if (differ) printf(" (%lld elements, worst relative %.2e)", (long long)differ, worst);
+        printf("\n");
+        EXPECT(!differ, "%s %s: %lld elements differ (%s; worst relative %.2e)", label, a->name[i],
+               (long long)differ, what, worst);
+    }
+}
+
 /* Two bf16 device runs that must agree bit for bit (a fallback path against the path it falls
  * back to): before_a and before_b select what differs. */
 void gpu_compare_same_bf16(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
@@ -398,19 +460,53 @@ void gpu_compare_same_bf16(const char *label, gpu_build build, gpu_input *ins, i
     if (!gpu_selected(label)) return;
     gpu_snap a, b;
     before_a();
-    gpu_exec(dev_be, MT_BF16, label, build, ins, n_in, user, &a);
+    gpu_exec(dev_be, MT_BF16, label, build, ins, n_in, user, &a, false);
     before_b();
-    gpu_exec(dev_be, MT_BF16, label, build, ins, n_in, user, &b);
-    EXPECT(a.n == b.n, "%s: %d and %d tensors", label, a.n, b.n);
-    for (int i = 0; i < a.n && i < b.n; i++) {
-        const size_t nb = (size_t)a.numel[i] * mt_dtype_size(a.dt[i]);
-        const bool same = a.numel[i] == b.numel[i] && !memcmp(a.host[i], b.host[i], nb);
-        EXPECT(same, "%s %s: the two runs differ", label, a.name[i]);
-        printf("  %-36s n=%-8lld %s\n", a.name[i], (long long)a.numel[i],
-               same ? "same bits" : "DIFFERENT");
-    }
+    gpu_exec(dev_be, MT_BF16, label, build, ins, n_in, user, &b, false);
+    gpu_expect_same_bits(label, "the two runs", &a, &b);
     snap_free(&a);
     snap_free(&b);
+}
+
+/* The emulator's schedule (emu_schedule.h); a GPU picks its own order, differently from run to
+ * run as it pleases, and has no switch. */
+static void gpu_schedule(uint64_t seed) {
+#ifdef MT_CUDA_EMU
+    emu_schedule_seed(seed);
+#else
+    (void)seed;
+#endif
+}
+
+/* On the emulator one shuffled schedule already reorders every block and thread; a GPU's order
+ * varies only as it happens to, so it gets one run more. */
+#ifdef MT_CUDA_EMU
+#define GPU_RUNS 2
+#else
+#define GPU_RUNS 3
+#endif
+
+/* The device run GPU_RUNS times, each time from the same inputs, initial gradients and seed:
+ * first in the emulator's own order, then with its blocks and threads shuffled. Every output,
+ * saved buffer, extra output and gradient must be bit-identical to the first run's. A kernel
+ * whose sums depend on the order its blocks or threads run in (floating-point atomics) differs
+ * in the last bits here. */
+static void gpu_identical_runs(const char *label, gpu_build build, gpu_input *ins, int n_in,
+                               void *user, mt_dtype cd) {
+    gpu_snap runs[GPU_RUNS];
+    for (int k = 0; k < GPU_RUNS; k++) {
+        gpu_schedule((uint64_t)k * 0x9e3779b97f4a7c15ull); /* 0 first: the emulator's own order */
+        gpu_exec(dev_be, cd, label, build, ins, n_in, user, &runs[k], true);
+    }
+    gpu_schedule(0);
+    for (int k = 1; k < GPU_RUNS; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "run %d against run 0", k);
+        printf("%s (%s GEMMs) on %s: %s\n", label, cd == MT_BF16 ? "bf16" : "fp32", dev_be->name,
+               what);
+        gpu_expect_same_bits(label, what, &runs[0], &runs[k]);
+    }
+    for (int k = 0; k < GPU_RUNS; k++) snap_free(&runs[k]);
 }
 
 /* Selects the device backend; MT_TEST_SKIP when there is none. */

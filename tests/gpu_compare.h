@@ -36,8 +36,10 @@ typedef mt_tensor *(*gpu_build)(mt_ctx *c, mt_tensor **in, void *user, mt_tensor
 
 typedef struct {
     bool exact_untouched; /* gradient elements the CPU leaves alone must stay bit-identical */
+    bool bitwise;         /* every float bit-identical to the CPU's (the same summation order) */
 } gpu_opts;
-static const gpu_opts plain = {0}, exact = {.exact_untouched = true};
+static const gpu_opts plain = {0}, exact = {.exact_untouched = true},
+                      bitwise = {.exact_untouched = true, .bitwise = true};
 
 /* Runs build on the CPU backend and on the device backend with the same inputs and compares
  * outputs, saved buffers and input gradients (fp32 rule). */
@@ -62,6 +64,11 @@ void gpu_filter_done(void);
  * saved buffers and gradients must be bit-identical. */
 void gpu_compare_same_bf16(const char *label, gpu_build build, gpu_input *ins, int n_in, void *user,
                            void (*before_a)(void), void (*before_b)(void));
+
+/* Determinism mode (case gpu_determinism): when set, gpu_compare and gpu_compare_bf16* run no
+ * CPU reference; they run the device several times on the same inputs (on the emulator under
+ * different block and thread schedules) and require bit-identical results. */
+extern bool gpu_self_compare;
 
 /* Selects the device backend (and the poison fill); MT_TEST_SKIP when there is none. */
 int gpu_setup(void);

@@ -72,6 +72,10 @@ static mt_tensor *b_embedding_parts(mt_ctx *c, mt_tensor **in, void *u, mt_tenso
     return mt_embedding_rows(c, in[0], in[2], 4, 11, y);
 }
 
+static mt_tensor *b_embedding_rows_1000(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    return mt_embedding_rows(c, in[0], in[1], 1000, 3000, NULL);
+}
+
 static int case_embedding(void) {
     mt_rng r;
     mt_rng_seed(&r, 2);
@@ -80,20 +84,36 @@ static int case_embedding(void) {
     ids[4] = ids[5] = ids[17] = 3;                                       /* repeats accumulate */
     gpu_input in[2] = {gpu_i32(2, (const int64_t[]){3, 7}, ids, "ids"),
                        gpu_f32(&r, 2, (const int64_t[]){11, 16}, 1.0f, true, "table")};
-    gpu_compare("embedding", b_embedding, in, 2, NULL, exact);
+    gpu_compare("embedding", b_embedding, in, 2, NULL, bitwise);
     gpu_inputs_free(in, 2);
     /* rows 4..8 of the 11-id vocabulary as a table of their own: the other ids give zero rows,
      * and their gradients go nowhere */
     gpu_input part[2] = {gpu_i32(2, (const int64_t[]){3, 7}, ids, "ids"),
                          gpu_f32(&r, 2, (const int64_t[]){5, 16}, 1.0f, true, "table rows 4..8")};
-    gpu_compare("embedding rows 4..8 of 11", b_embedding_rows, part, 2, NULL, exact);
+    gpu_compare("embedding rows 4..8 of 11", b_embedding_rows, part, 2, NULL, bitwise);
     gpu_inputs_free(part, 2);
     /* the whole vocabulary as parts of 4 and 7 rows filling one output */
     gpu_input parts[3] = {gpu_i32(2, (const int64_t[]){3, 7}, ids, "ids"),
                           gpu_f32(&r, 2, (const int64_t[]){4, 16}, 1.0f, true, "table rows 0..3"),
                           gpu_f32(&r, 2, (const int64_t[]){7, 16}, 1.0f, true, "table rows 4..")};
-    gpu_compare("embedding in 2 parts", b_embedding_parts, parts, 3, NULL, exact);
+    gpu_compare("embedding in 2 parts", b_embedding_parts, parts, 3, NULL, bitwise);
     gpu_inputs_free(parts, 3);
+    /* the device's sort at size (kernels/cuda/sort.cuh): 3000 positions (3 chunks) into 3000
+     * rows (12-bit keys: two radix passes), id 7 at every other position (a run of 1500 summed
+     * in position order); then rows 1000..2499 as a part (11-bit keys) */
+    enum { NL = 3000, VL = 3000 };
+    int32_t *many = mt_malloc(sizeof(int32_t) * NL, "ids");
+    for (int i = 0; i < NL; i++) many[i] = i % 2 ? 7 : (int32_t)(mt_rng_u64(&r) % VL);
+    gpu_input large[2] = {gpu_i32(1, (const int64_t[]){NL}, many, "ids"),
+                          gpu_f32(&r, 2, (const int64_t[]){VL, 8}, 1.0f, true, "table")};
+    gpu_compare("embedding 3000 positions", b_embedding, large, 2, NULL, bitwise);
+    gpu_inputs_free(large, 2);
+    gpu_input half[2] = {gpu_i32(1, (const int64_t[]){NL}, many, "ids"),
+                         gpu_f32(&r, 2, (const int64_t[]){1500, 8}, 1.0f, true, "rows 1000..")};
+    gpu_compare("embedding 3000 positions rows 1000..2499", b_embedding_rows_1000, half, 2, NULL,
+                bitwise);
+    gpu_inputs_free(half, 2);
+    free(many);
     return MT_TEST_OK;
 }
 
@@ -755,6 +775,33 @@ static int case_moe_split(void) {
     for (int i = 0; i < 6; i++) in[i].grad = i != 1;
     moe_split_empty_expert("moe split empty expert", in, 3, MT_F32);
     gpu_inputs_free(in, 6);
+    /* the device's expert sort at MiniMax-M2's width (kernels/cuda/sort.cuh): E = 256 experts,
+     * K = 8 distinct experts per token, 1500 tokens (12000 assignments: 12 chunks of the count
+     * and place kernels), experts 0 and 250..255 empty; the dispatch alone (offsets, perm and
+     * inv exact, xs, and dx from the combine of dxs) */
+    enum { NM = 1500, KM = 8, EM = 256, CM = 4 };
+    int32_t *idx = mt_malloc(sizeof(int32_t) * NM * KM, "idx");
+    for (int n = 0; n < NM; n++)
+        for (int j = 0; j < KM; j++) {
+            int32_t e;
+            bool seen;
+            do { /* a distinct expert in 1..249 */
+                e = 1 + (int32_t)(mt_rng_u64(&r) % 249);
+                seen = false;
+                for (int k = 0; k < j; k++) seen |= idx[n * KM + k] == e;
+            } while (seen);
+            idx[n * KM + j] = e;
+        }
+    gpu_input wide[6] = {gpu_f32(&r, 2, (const int64_t[]){NM, CM}, 1.0f, true, "x"),
+                         gpu_i32(2, (const int64_t[]){NM, KM}, idx, "idx"),
+                         gpu_f32(&r, 2, (const int64_t[]){NM, KM}, 0.5f, false, "weight"),
+                         gpu_f32(&r, 3, (const int64_t[]){EM, CM, CM}, 0.3f, false, "w1"),
+                         gpu_f32(&r, 3, (const int64_t[]){EM, CM, CM}, 0.3f, false, "w3"),
+                         gpu_f32(&r, 3, (const int64_t[]){EM, CM, CM}, 0.3f, false, "w2")};
+    free(idx);
+    mode = MOE_SPLIT_XS;
+    gpu_compare("moe split dispatch E=256 K=8 N=1500", b_moe_split, wide, 6, &mode, exact);
+    gpu_inputs_free(wide, 6);
     return MT_TEST_OK;
 }
 
@@ -876,13 +923,15 @@ static int case_linear_cross_entropy(void) {
 
 /* ---- the cases: one line each; gpu_<op> runs case_<op> against the device ---- */
 
+static int case_determinism(void);
+
 /* clang-format off */
 #define GPU_CASES(X)                                                                               \
     X(view) X(concat) X(embedding) X(matmul) X(rmsnorm) X(silu) X(sigmoid) X(swiglu) X(add)        \
     X(mul) X(scale) X(axpby) X(rope) X(qk_norm) X(attention) X(lightning) X(moe_route)             \
     X(moe_route_sigmoid) X(moe_experts) X(moe_aux) X(cross_entropy) X(linear_cross_entropy)        \
     X(matmul_bf16) X(moe_experts_bf16) X(lightning_bf16) X(attention_bf16) X(attention_cudnn)      \
-    X(moe_split) X(moe_split_bf16)
+    X(moe_split) X(moe_split_bf16) X(determinism)
 /* clang-format on */
 
 typedef struct {
@@ -893,6 +942,22 @@ typedef struct {
 #define GPU_TABLE_ROW(op) {#op, case_##op},
 static const gpu_case gpu_cases[] = {GPU_CASES(GPU_TABLE_ROW)};
 #define GPU_N_CASES ((int)(sizeof(gpu_cases) / sizeof(gpu_cases[0])))
+
+/* Every other case with the device checked against itself instead of the CPU (gpu_compare.h):
+ * each comparison runs the device on the same inputs twice on the emulator (its own order, then
+ * blocks and threads shuffled) or three times on a GPU (in whatever order the hardware picks),
+ * and requires bit-identical outputs, saved buffers and gradients: no result may depend on the
+ * order in which blocks or threads run (floating-point atomics; docs/cuda.md, "Determinism").
+ * Left out: attention_cudnn, whose dq cuDNN sums by atomics (on the emulator it falls back to
+ * the flash kernels, which attention_bf16 covers). */
+static int case_determinism(void) {
+    gpu_self_compare = true;
+    for (int i = 0; i < GPU_N_CASES; i++)
+        if (gpu_cases[i].fn != case_determinism && gpu_cases[i].fn != case_attention_cudnn)
+            gpu_cases[i].fn();
+    gpu_self_compare = false;
+    return MT_TEST_OK;
+}
 
 static int gpu_run(const char *op) {
     if (gpu_setup() == MT_TEST_SKIP) return MT_TEST_SKIP;
@@ -922,6 +987,38 @@ static int case_harness(void) {
     static int gpu_##op(void) { return gpu_run(#op); }
 GPU_CASES(GPU_CASE_FN)
 
+/* An expert id outside [0, E) must end the run naming its position (the device's sort flags it
+ * and leaves it out, so it indexes nothing first): ids 6 at [5,1] and -1 at [9,0], E = 6; the
+ * first in assignment order is named. A death test (tests/gpu.cmake matches the message), so
+ * not among GPU_CASES, which the harness runs in one process. */
+static int gpu_moe_bad_id(void) {
+    if (gpu_setup() == MT_TEST_SKIP) return MT_TEST_SKIP;
+    mt_rng r;
+    mt_rng_seed(&r, 18);
+    gpu_input in[6];
+    moe_inputs(&r, 24, 16, 20, 6, in);
+    int32_t *idx = in[1].host;
+    idx[5 * 2 + 1] = 6;
+    idx[9 * 2] = -1;
+    mt_ctx c;
+    mt_ctx_init(&c, dev_be, GPU_ARENA, 64);
+    mt_tensor t[6];
+    mt_tensor *p[6];
+    for (int i = 0; i < 6; i++) {
+        const size_t nb = (size_t)gpu_numel(&in[i]) * mt_dtype_size(in[i].dt);
+        void *d = dev_be->alloc(nb);
+        MT_CHECK(d, "gpu_moe_bad_id: cannot allocate %s", in[i].name);
+        dev_be->to_device(d, in[i].host, nb);
+        mt_tensor_wrap(&t[i], in[i].dt, in[i].ndim, in[i].shape, d, NULL, in[i].name);
+        t[i].dev = dev_be->dev;
+        p[i] = &t[i];
+    }
+    b_moe_experts(&c, p, NULL, NULL);
+    printf("gpu_moe_bad_id: the bad ids were not refused\n");
+    return 1;
+}
+
 #define GPU_TEST_ROW(op) {"gpu_" #op, gpu_##op},
-static const mt_test_case cases[] = {GPU_CASES(GPU_TEST_ROW){"op_gpu_harness", case_harness}};
+static const mt_test_case cases[] = {GPU_CASES(GPU_TEST_ROW){"gpu_moe_bad_id", gpu_moe_bad_id},
+                                     {"op_gpu_harness", case_harness}};
 MT_TEST_MAIN(cases)

@@ -21,14 +21,19 @@
  * kv rows of one (b, kv head), looping over the H/Hkv query heads of the group and the query
  * tiles (32 rows) from the diagonal on: P^T = exp(K Q^T - lse) (recomputed), dV += P^T dO,
  * dP^T = V dO^T, dS^T = P^T (dP^T - delta), dK += dS^T Q, all per warp on 16 kv rows, with
- * dK and dV kept in fp32 fragments until the end (one writer per row: plain +=). dQ = dS K is
- * summed over the kv tiles with fp32 atomicAdd into the gradient (the flash-attention-2
- * choice): a separate dQ kernel would recompute S and dP, 40% more tensor work. The price is a
- * summation order of dq that is not fixed between runs (like the embedding backward's).
+ * dK and dV kept in fp32 fragments until the end (one writer per row: plain +=). dQ = dS K by
+ * default comes from a second kernel (flash_dq_kernel: per query tile, the K/V tiles in a fixed
+ * order, S and dP recomputed, one writer per row), so every gradient is summed in an order fixed
+ * by the shapes and a run repeats its bits (40% more tensor work in the backward; see the
+ * kernel for the alternatives' cost). MT_ATTENTION_DETERMINISTIC=0 takes the flash-attention-2
+ * choice instead: dQ summed over the kv tiles with fp32 atomicAdd inside the kv kernel, in an
+ * order that changes from run to run.
  *
  * Scratch (node scratch, per call): bf16 copies of q, k, v (and dout in the backward) and B*H*T
  * floats of delta. Static shared memory only (the emulator turns __shared__ into a static). */
 #include <mma.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "attention_flash.cuh"
 #include "wmma_tile.cuh"
@@ -51,8 +56,24 @@ struct flash_dims {
     float scale, scale_log2; /* scale and scale log2(e): scores in log2 units for exp2f */
 };
 
-/* K/V tile rows per forward step: 64 at D = 64; 32 at D = 128 keeps the block under 48 KiB. */
-template <int D> struct flash_cfg { static constexpr int BC = D <= 64 ? 64 : 32; };
+/* K/V tile rows per forward (and dQ) step: 64 at D = 64; 32 at D = 128 keeps the block under
+ * 48 KiB. Shared rows are padded by 16 bytes (LDT for the bf16 operand tiles, LDS for fp32
+ * scores, LDP for bf16 P or dS), as in lightning_fused.cu: a row of D = 64 or 128 bf16 (or of 32
+ * or 64 floats) is a multiple of 128 bytes, so the rows a fragment load or store touches would
+ * all start in the same bank; padded, consecutive rows start 4 banks apart. Each stays a
+ * multiple of 16 bytes and 16 rows a multiple of 32 bytes (wmma's ldm and pointer rules). The
+ * kv kernel's fp32 buffer (LDB) stays unpadded: padded it would take that kernel past 48 KiB at
+ * D = 128. Fragments only store to it, and its per-element passes read it a lane per column
+ * (BQ = 32 columns), so those reads hit 32 banks; the forward and dQ kernels' two lanes per
+ * row read their padded buffers 4 ways conflicted (16 rows over 8 bank offsets). */
+template <int D> struct flash_cfg {
+    static constexpr int BC = D <= 64 ? 64 : 32;
+    static constexpr int LDT = D + 8;  /* bf16 q, k, v, dout tiles */
+    static constexpr int LDS = BC + 4; /* fp32 scores (forward, dQ kernel) */
+    static constexpr int LDP = BC + 8; /* bf16 P (forward), dS (dQ kernel) */
+};
+#define FLASH_LDPB (FLASH_BQ + 8) /* bf16 P^T / dS^T of the kv kernel */
+#define FLASH_LDB  FLASH_BQ       /* its fp32 buffer, unpadded (see flash_cfg) */
 
 static __device__ inline int64_t flash_min(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -61,17 +82,18 @@ struct alignas(16) flash_u128 {
     unsigned w[4];
 };
 
-/* The block copies rows [0, rows) of D bf16 (row r at src + r stride) into dst (ld D); rows at or
- * past n_valid become zeros (a padded tile must hold finite values: 0 * garbage may be NaN). */
+/* The block copies rows [0, rows) of D bf16 (row r at src + r stride) into dst (ld LDT); rows at
+ * or past n_valid become zeros (a padded tile must hold finite values: 0 * garbage may be NaN).
+ * The 8 padding bf16 of a row are never read. */
 template <int D>
 __device__ inline void flash_load_tile(__nv_bfloat16 *dst, const __nv_bfloat16 *src, int64_t stride,
                                        int rows, int64_t n_valid) {
-    constexpr int V = D / 8;
+    constexpr int V = D / 8, LDT = flash_cfg<D>::LDT;
     for (int i = threadIdx.x; i < rows * V; i += blockDim.x) {
         const int r = i / V, c = i % V;
         flash_u128 val = {{0u, 0u, 0u, 0u}};
         if (r < n_valid) val = *(const flash_u128 *)(src + r * stride + 8 * c);
-        *(flash_u128 *)(dst + r * D + 8 * c) = val;
+        *(flash_u128 *)(dst + r * LDT + 8 * c) = val;
     }
 }
 
@@ -99,18 +121,41 @@ static __device__ inline bool flash_seg_apart(int2 a, int2 b) { return a.y < b.x
 
 /* ---- forward ---- */
 
-template <int D, int BC> struct flash_fwd_smem {
+template <int D> struct flash_fwd_smem {
+    static constexpr int BC = flash_cfg<D>::BC, LDT = flash_cfg<D>::LDT;
     union alignas(32) tiles {
         struct {
-            alignas(32) __nv_bfloat16 k[BC * D];
-            alignas(32) __nv_bfloat16 v[BC * D];
+            alignas(32) __nv_bfloat16 k[BC * LDT];
+            alignas(32) __nv_bfloat16 v[BC * LDT];
         } kv;
-        alignas(32) __nv_bfloat16 q[FLASH_BR * D]; /* the Q staging before the loop */
+        alignas(32) __nv_bfloat16 q[FLASH_BR * LDT]; /* the Q (and dO) staging before the loop */
     } t;
-    alignas(32) float s[FLASH_WARPS][16 * BC];         /* scores; O staging */
-    alignas(32) __nv_bfloat16 p[FLASH_WARPS][16 * BC]; /* bf16(p~) */
+    alignas(32) float s[FLASH_WARPS][16 * flash_cfg<D>::LDS];         /* scores; O staging */
+    alignas(32) __nv_bfloat16 p[FLASH_WARPS][16 * flash_cfg<D>::LDP]; /* bf16(p~), or dS */
     int seg_k[BC];
 };
+
+/* K/V tile kv0 (BC rows) and its segment ids into the block's shared memory, between two
+ * barriers (before: the previous tile, or the Q and dO staging, is no longer read), for the
+ * forward and the dQ kernel; false, with nothing loaded and no barrier, when its id range does
+ * not meet the query tile's (packed batches: a tile of other samples only, skipped by the whole
+ * block). */
+template <int D>
+__device__ inline bool flash_stage_kv(flash_fwd_smem<D> &sm, const __nv_bfloat16 *kb,
+                                      const __nv_bfloat16 *vb, int64_t kv_stride,
+                                      const int32_t *segb, int2 q_ids, int64_t kv0, int64_t T,
+                                      int lane) {
+    constexpr int BC = flash_cfg<D>::BC;
+    if (segb && flash_seg_apart(q_ids, flash_seg_range(segb, kv0, flash_min(BC, T - kv0), lane)))
+        return false;
+    __syncthreads();
+    flash_load_tile<D>(sm.t.kv.k, kb + kv0 * kv_stride, kv_stride, BC, T - kv0);
+    flash_load_tile<D>(sm.t.kv.v, vb + kv0 * kv_stride, kv_stride, BC, T - kv0);
+    for (int i = threadIdx.x; i < BC; i += blockDim.x)
+        sm.seg_k[i] = segb && kv0 + i < T ? segb[kv0 + i] : 0;
+    __syncthreads();
+    return true;
+}
 
 /* Block (query tile, b h): out rows and lse (B,H,T) or NULL. q (B,T,H,D), k, v (B,T,Hkv,D) in
  * bf16; seg (B,T) or NULL. */
@@ -119,10 +164,11 @@ __global__ void flash_fwd_kernel(float *out, float *lse, const __nv_bfloat16 *q,
                                  const __nv_bfloat16 *k, const __nv_bfloat16 *v, const int32_t *seg,
                                  flash_dims a) {
     constexpr int BC = flash_cfg<D>::BC, NB = BC / 16, ND = D / 16, HC = BC / 2;
+    constexpr int LDT = flash_cfg<D>::LDT, LDS = flash_cfg<D>::LDS, LDP = flash_cfg<D>::LDP;
     static_assert(FLASH_BR <= 2 * BC, "the Q staging must fit in the K/V tiles");
     static_assert(ND % NB == 0, "O goes through the score buffer in whole chunks");
-    static_assert(sizeof(flash_fwd_smem<D, BC>) <= 48 * 1024, "static shared memory limit");
-    __shared__ flash_fwd_smem<D, BC> sm;
+    static_assert(sizeof(flash_fwd_smem<D>) <= 48 * 1024, "static shared memory limit");
+    __shared__ flash_fwd_smem<D> sm;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t n_qt = (a.T + FLASH_BR - 1) / FLASH_BR;
     const int64_t q0 = (n_qt - 1 - (int64_t)blockIdx.x) * FLASH_BR; /* longest rows first */
@@ -137,7 +183,7 @@ __global__ void flash_fwd_kernel(float *out, float *lse, const __nv_bfloat16 *q,
     wt_a_row qa[ND];
 #pragma unroll
     for (int kk = 0; kk < ND; kk++)
-        wmma::load_matrix_sync(qa[kk], sm.t.q + 16 * warp * D + 16 * kk, D);
+        wmma::load_matrix_sync(qa[kk], sm.t.q + 16 * warp * LDT + 16 * kk, LDT);
     wt_acc o[ND];
 #pragma unroll
     for (int n = 0; n < ND; n++) wmma::fill_fragment(o[n], 0.0f);
@@ -155,20 +201,11 @@ __global__ void flash_fwd_kernel(float *out, float *lse, const __nv_bfloat16 *q,
     const int2 q_ids =
         segb ? flash_seg_range(segb, q0, flash_min(FLASH_BR, a.T - q0), lane) : make_int2(0, 0);
     for (int64_t kv0 = 0; kv0 < kv_end; kv0 += BC) {
-        /* a K/V tile of other samples only (packed batches): skipped by the whole block */
-        if (segb &&
-            flash_seg_apart(q_ids, flash_seg_range(segb, kv0, flash_min(BC, a.T - kv0), lane)))
-            continue;
-        __syncthreads(); /* the previous tile and the Q staging are no longer read */
-        flash_load_tile<D>(sm.t.kv.k, kb + kv0 * kv_stride, kv_stride, BC, a.T - kv0);
-        flash_load_tile<D>(sm.t.kv.v, vb + kv0 * kv_stride, kv_stride, BC, a.T - kv0);
-        for (int i = threadIdx.x; i < BC; i += blockDim.x)
-            sm.seg_k[i] = segb && kv0 + i < a.T ? segb[kv0 + i] : 0;
-        __syncthreads();
+        if (!flash_stage_kv<D>(sm, kb, vb, kv_stride, segb, q_ids, kv0, a.T, lane)) continue;
         if (kv0 > row0 + 15) continue; /* every row of this warp precedes the tile */
 
         /* S (16 x BC) = Q K^T */
-        wt_scores<NB, ND>(sw, BC, qa, sm.t.kv.k, D);
+        wt_scores<NB, ND>(sw, LDS, qa, sm.t.kv.k, LDT);
         __syncwarp();
 
         /* online softmax of the lane's half row, fp32 */
@@ -178,7 +215,7 @@ __global__ void flash_fwd_kernel(float *out, float *lse, const __nv_bfloat16 *q,
             const int c = c0 + j;
             const int64_t s = kv0 + c;
             const bool vis = row_ok && s <= t && (!segb || sm.seg_k[c] == seg_t);
-            x[j] = vis ? sw[r * BC + c] * a.scale_log2 : -INFINITY;
+            x[j] = vis ? sw[r * LDS + c] * a.scale_log2 : -INFINITY;
             tmax = fmaxf(tmax, x[j]);
         }
         tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
@@ -191,7 +228,7 @@ __global__ void flash_fwd_kernel(float *out, float *lse, const __nv_bfloat16 *q,
 #pragma unroll
         for (int j = 0; j < HC; j++) {
             const float p = x[j] == -INFINITY ? 0.0f : exp2f(x[j] - m);
-            pw[r * BC + c0 + j] = __float2bfloat16_rn(p);
+            pw[r * LDP + c0 + j] = __float2bfloat16_rn(p);
             sum += p;
         }
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
@@ -205,20 +242,20 @@ __global__ void flash_fwd_kernel(float *out, float *lse, const __nv_bfloat16 *q,
             for (int c = 0; c < ND; c += NB) {
 #pragma unroll
                 for (int n = 0; n < NB; n++)
-                    wmma::store_matrix_sync(sw + 16 * n, o[c + n], BC, wmma::mem_row_major);
+                    wmma::store_matrix_sync(sw + 16 * n, o[c + n], LDS, wmma::mem_row_major);
                 __syncwarp();
 #pragma unroll
-                for (int j = 0; j < HC; j++) sw[r * BC + c0 + j] *= alpha;
+                for (int j = 0; j < HC; j++) sw[r * LDS + c0 + j] *= alpha;
                 __syncwarp();
 #pragma unroll
                 for (int n = 0; n < NB; n++)
-                    wmma::load_matrix_sync(o[c + n], sw + 16 * n, BC, wmma::mem_row_major);
+                    wmma::load_matrix_sync(o[c + n], sw + 16 * n, LDS, wmma::mem_row_major);
                 __syncwarp();
             }
         }
 
         /* O += P V */
-        wt_accumulate<NB, ND>(o, pw, BC, sm.t.kv.v, D);
+        wt_accumulate<NB, ND>(o, pw, LDP, sm.t.kv.v, LDT);
         o_live = true;
     }
 
@@ -229,11 +266,11 @@ __global__ void flash_fwd_kernel(float *out, float *lse, const __nv_bfloat16 *q,
     for (int c = 0; c < ND; c += NB) {
 #pragma unroll
         for (int n = 0; n < NB; n++)
-            wmma::store_matrix_sync(sw + 16 * n, o[c + n], BC, wmma::mem_row_major);
+            wmma::store_matrix_sync(sw + 16 * n, o[c + n], LDS, wmma::mem_row_major);
         __syncwarp();
         if (row_ok)
 #pragma unroll
-            for (int j = 0; j < HC; j++) orow[16 * c + c0 + j] = sw[r * BC + c0 + j] / l;
+            for (int j = 0; j < HC; j++) orow[16 * c + c0 + j] = sw[r * LDS + c0 + j] / l;
         __syncwarp();
     }
     if (lse && row_ok && c0 == 0) lse[(b * a.H + h) * a.T + t] = (m + log2f(l)) * FLASH_LN2;
@@ -276,34 +313,37 @@ __device__ inline void flash_add_rows(float *grow, wt_acc (&acc)[D / 16], float 
 }
 
 template <int D> struct flash_bwd_smem {
-    alignas(32) __nv_bfloat16 k[FLASH_BKV * D];
+    static constexpr int LDT = flash_cfg<D>::LDT;
+    alignas(32) __nv_bfloat16 k[FLASH_BKV * LDT];
     union alignas(32) tiles {
         struct {
-            alignas(32) __nv_bfloat16 q[FLASH_BQ * D];
-            alignas(32) __nv_bfloat16 dout[FLASH_BQ * D];
+            alignas(32) __nv_bfloat16 q[FLASH_BQ * LDT];
+            alignas(32) __nv_bfloat16 dout[FLASH_BQ * LDT];
         } qd;
-        alignas(32) __nv_bfloat16 v[FLASH_BKV * D]; /* the V staging before the loop */
+        alignas(32) __nv_bfloat16 v[FLASH_BKV * LDT]; /* the V staging before the loop */
     } u;
-    alignas(32) float s[FLASH_WARPS][16 * FLASH_BQ];     /* S^T, dP^T; dQ, dK, dV staging */
-    alignas(32) __nv_bfloat16 pds[FLASH_BKV * FLASH_BQ]; /* P^T, then dS^T (kv x query) */
-    float lse2[FLASH_BQ], delta[FLASH_BQ];               /* lse in log2 units */
+    alignas(32) float s[FLASH_WARPS][16 * FLASH_LDB];      /* S^T, dP^T; dQ, dK, dV staging */
+    alignas(32) __nv_bfloat16 pds[FLASH_BKV * FLASH_LDPB]; /* P^T, then dS^T (kv x query) */
+    float lse2[FLASH_BQ], delta[FLASH_BQ];                 /* lse in log2 units */
     int seg_q[FLASH_BQ], seg_k[FLASH_BKV];
 };
 
-/* Block (kv tile, b g). Gradients may be NULL (skipped); dq gets atomicAdd, dk and dv +=. */
-template <int D>
+/* Block (kv tile, b g). Gradients may be NULL (skipped); dk and dv +=; dq gets atomicAdd when
+ * DQ (MT_ATTENTION_DETERMINISTIC=0), else it is left to flash_dq_kernel (dq ignored). */
+template <int D, bool DQ>
 __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfloat16 *q,
                                  const __nv_bfloat16 *k, const __nv_bfloat16 *v,
                                  const __nv_bfloat16 *dout, const float *lse, const float *delta,
                                  const int32_t *seg, flash_dims a) {
-    constexpr int ND = D / 16, NQ = FLASH_BQ / 16, HC = FLASH_BQ / 2;
+    constexpr int ND = D / 16, NQ = FLASH_BQ / 16, LDT = flash_cfg<D>::LDT;
+    static_assert(FLASH_BQ == 32, "a lane per query column");
     static_assert(FLASH_BKV == 2 * FLASH_BQ, "the V staging must fit in the Q and dO tiles");
     static_assert(ND % NQ == 0, "dK and dV go through the score buffer in whole chunks");
     static_assert(sizeof(flash_bwd_smem<D>) <= 48 * 1024, "static shared memory limit");
     __shared__ flash_bwd_smem<D> sm;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t b = blockIdx.y / a.Hkv, g = blockIdx.y % a.Hkv, rep = a.H / a.Hkv;
-    const int64_t kv0 = (int64_t)blockIdx.x * FLASH_BKV, j0 = kv0 + 16 * warp;
+    const int kv0 = (int)blockIdx.x * FLASH_BKV, j0 = kv0 + 16 * warp, T = (int)a.T;
     const int64_t q_stride = a.H * D, kv_stride = a.Hkv * D;
     const int32_t *segb = seg ? seg + b * a.T : NULL;
     const __nv_bfloat16 *kb = k + ((b * a.T + kv0) * a.Hkv + g) * D;
@@ -317,7 +357,7 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
     wt_a_row va[ND]; /* the warp's 16 V rows, as the left operand of dP^T = V dO^T */
 #pragma unroll
     for (int kk = 0; kk < ND; kk++)
-        wmma::load_matrix_sync(va[kk], sm.u.v + 16 * warp * D + 16 * kk, D);
+        wmma::load_matrix_sync(va[kk], sm.u.v + 16 * warp * LDT + 16 * kk, LDT);
     wt_acc dka[ND], dva[ND];
 #pragma unroll
     for (int n = 0; n < ND; n++) {
@@ -325,19 +365,19 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
         wmma::fill_fragment(dva[n], 0.0f);
     }
 
-    /* lanes 2r and 2r+1 own kv row r of the warp's 16: query columns [c0, c0 + HC) each */
-    const int r = lane >> 1, c0 = (lane & 1) * HC;
-    const int64_t j = j0 + r;
-    const int32_t seg_j = sm.seg_k[16 * warp + r];
+    /* lane l owns query column l of each query tile, for all 16 kv rows of the warp: its reads
+     * of the fp32 buffer (ld BQ = 32 floats, unpadded: see flash_cfg) hit 32 banks, and lse,
+     * delta and the segment id are one value per lane and step */
+    const int32_t *seg_w = sm.seg_k + 16 * warp;
     const int2 kv_ids =
         segb ? flash_seg_range(segb, kv0, flash_min(FLASH_BKV, a.T - kv0), lane) : make_int2(0, 0);
     float *sw = sm.s[warp];
-    __nv_bfloat16 *pw = sm.pds + 16 * warp * FLASH_BQ;
+    __nv_bfloat16 *pw = sm.pds + 16 * warp * FLASH_LDPB;
     for (int64_t h = g * rep; h < (g + 1) * rep; h++) {
         const __nv_bfloat16 *qh = q + (b * a.T * a.H + h) * D;
         const __nv_bfloat16 *dh = dout + (b * a.T * a.H + h) * D;
         const float *lse_h = lse + (b * a.H + h) * a.T, *delta_h = delta + (b * a.H + h) * a.T;
-        for (int64_t i0 = kv0 / FLASH_BQ * FLASH_BQ; i0 < a.T; i0 += FLASH_BQ) {
+        for (int i0 = kv0 / FLASH_BQ * FLASH_BQ; i0 < T; i0 += FLASH_BQ) {
             /* a query tile of other samples only: skipped by the whole block */
             if (segb && flash_seg_apart(
                             kv_ids, flash_seg_range(segb, i0, flash_min(FLASH_BQ, a.T - i0), lane)))
@@ -356,43 +396,43 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
             const bool active = j0 < a.T && j0 <= i0 + FLASH_BQ - 1;
             if (active) {
                 /* S^T (16 x BQ) = K_w Q^T (K_w from shared memory: registers are short) */
-                wt_scores_mem<NQ, ND>(sw, FLASH_BQ, sm.k + 16 * warp * D, D, sm.u.qd.q, D);
+                wt_scores_mem<NQ, ND>(sw, FLASH_LDB, sm.k + 16 * warp * LDT, LDT, sm.u.qd.q, LDT);
                 __syncwarp();
                 /* P^T = exp(S^T scale - lse), masked; bf16 copy for the products */
-                float p[HC];
+                const int i = i0 + lane;
+                const float lse2_i = sm.lse2[lane];
+                const int32_t seg_i = sm.seg_q[lane];
+                float p[16];
 #pragma unroll
-                for (int jj = 0; jj < HC; jj++) {
-                    const int c = c0 + jj;
-                    const int64_t i = i0 + c;
-                    const bool vis =
-                        i < a.T && j < a.T && j <= i && (!segb || sm.seg_q[c] == seg_j);
-                    p[jj] = vis ? exp2f(sw[r * FLASH_BQ + c] * a.scale_log2 - sm.lse2[c]) : 0.0f;
-                    pw[r * FLASH_BQ + c] = __float2bfloat16_rn(p[jj]);
+                for (int rr = 0; rr < 16; rr++) {
+                    const bool vis = j0 + rr <= i && i < T && (!segb || seg_w[rr] == seg_i);
+                    p[rr] = vis ? exp2f(sw[rr * FLASH_LDB + lane] * a.scale_log2 - lse2_i) : 0.0f;
+                    pw[rr * FLASH_LDPB + lane] = __float2bfloat16_rn(p[rr]);
                 }
                 __syncwarp();
                 /* dV += P^T dO */
-                wt_accumulate<NQ, ND>(dva, pw, FLASH_BQ, sm.u.qd.dout, D);
+                wt_accumulate<NQ, ND>(dva, pw, FLASH_LDPB, sm.u.qd.dout, LDT);
                 /* dP^T (16 x BQ) = V_w dO^T */
-                wt_scores<NQ, ND>(sw, FLASH_BQ, va, sm.u.qd.dout, D);
+                wt_scores<NQ, ND>(sw, FLASH_LDB, va, sm.u.qd.dout, LDT);
                 __syncwarp(); /* dP^T stored, and P^T read by every lane before it is replaced */
                               /* dS^T = P^T (dP^T - delta) */
+                const float delta_i = sm.delta[lane];
 #pragma unroll
-                for (int jj = 0; jj < HC; jj++) {
-                    const int c = c0 + jj;
-                    const float ds = p[jj] * (sw[r * FLASH_BQ + c] - sm.delta[c]);
-                    pw[r * FLASH_BQ + c] = __float2bfloat16_rn(ds);
+                for (int rr = 0; rr < 16; rr++) {
+                    const float ds = p[rr] * (sw[rr * FLASH_LDB + lane] - delta_i);
+                    pw[rr * FLASH_LDPB + lane] = __float2bfloat16_rn(ds);
                 }
                 __syncwarp();
                 /* dK += dS^T Q (scaled at the end) */
-                wt_accumulate<NQ, ND>(dka, pw, FLASH_BQ, sm.u.qd.q, D);
+                wt_accumulate<NQ, ND>(dka, pw, FLASH_LDPB, sm.u.qd.q, LDT);
             } else {
                 /* no visible pair: the warp's dS^T rows are zero for the dQ product */
 #pragma unroll
-                for (int jj = 0; jj < HC; jj++)
-                    pw[r * FLASH_BQ + c0 + jj] = __float2bfloat16_rn(0.0f);
+                for (int rr = 0; rr < 16; rr++)
+                    pw[rr * FLASH_LDPB + lane] = __float2bfloat16_rn(0.0f);
             }
-            if (!dq) continue; /* uniform: the next step starts with a barrier */
-            __syncthreads();   /* dS^T complete */
+            if (!DQ || !dq) continue; /* uniform: the next step starts with a barrier */
+            __syncthreads();          /* dS^T complete */
             /* dQ (BQ x D) += scale dS K: dS is dS^T read column-major; one 16x16 tile per
              * warp at a time, added atomically (other kv tiles add to the same rows) */
             for (int f = warp; f < NQ * ND; f += FLASH_WARPS) {
@@ -402,26 +442,27 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
 #pragma unroll
                 for (int kk = 0; kk < FLASH_BKV / 16; kk++) {
                     flash_a_col dsa;
-                    wmma::load_matrix_sync(dsa, sm.pds + 16 * kk * FLASH_BQ + 16 * mi, FLASH_BQ);
+                    wmma::load_matrix_sync(dsa, sm.pds + 16 * kk * FLASH_LDPB + 16 * mi,
+                                           FLASH_LDPB);
                     wt_b_row kf;
-                    wmma::load_matrix_sync(kf, sm.k + 16 * kk * D + 16 * ni, D);
+                    wmma::load_matrix_sync(kf, sm.k + 16 * kk * LDT + 16 * ni, LDT);
                     wmma::mma_sync(acc, dsa, kf, acc);
                 }
                 for (int e = 0; e < acc.num_elements; e++) acc.x[e] *= a.scale;
                 __syncwarp(); /* the previous tile's atomics have read sw */
                 wmma::store_matrix_sync(sw, acc, 16, wmma::mem_row_major);
                 __syncwarp();
-                for (int e = lane; e < 256; e += 32) {
-                    const int64_t i = i0 + 16 * mi + e / 16;
-                    if (i < a.T)
-                        atomicAdd(dq + ((b * a.T + i) * a.H + h) * D + 16 * ni + e % 16, sw[e]);
-                }
+                float *dq_tile = dq + ((b * a.T + i0 + 16 * mi) * a.H + h) * D + 16 * ni;
+                for (int e = lane; e < 256; e += 32)
+                    if (i0 + 16 * mi + e / 16 < T)
+                        atomicAdd(dq_tile + (e / 16) * q_stride + e % 16, sw[e]);
             }
         }
     }
 
     /* dK (times scale) and dV into the gradients */
     if (j0 >= a.T) return; /* uniform: no barrier follows */
+    const int r = lane >> 1, c0 = (lane & 1) * (FLASH_BQ / 2), j = j0 + r;
     const int64_t kv_row = ((b * a.T + j) * a.Hkv + g) * D;
     if (dk) {
 #pragma unroll
@@ -432,9 +473,126 @@ __global__ void flash_bwd_kernel(float *dq, float *dk, float *dv, const __nv_bfl
     if (dv) flash_add_rows<D>(dv + kv_row, dva, sw, j < a.T, r, c0);
 }
 
+/* dQ alone, in a fixed order (the default; MT_ATTENTION_DETERMINISTIC=0 takes the atomics
+ * above instead): the forward's geometry, a block of 4 warps per 64 query rows of one (b, h),
+ * each warp 16 rows with Q and dO as fragments, walking the K/V tiles up to the diagonal in
+ * order: S = Q K^T and dP = dO V^T recomputed, P = exp(S scale - lse), dS = P (dP - delta) in
+ * fp32 rounded to bf16 (the kv kernel's rounding points), dQ += dS K in fp32 fragments; then
+ * dq += scale dQ, one writer per row.
+ * Cost: per (query tile, kv tile) pair the fused kernel makes 5 products (S, dV, dP, dK, dQ);
+ * the kv kernel without dQ makes 4 and this one 3: 7 against 5, 40% more tensor work in the
+ * backward (9 against 7 with the forward's 2). The alternative, per-tile partials reduced in a
+ * fixed order, would store what the atomics add: a D-float partial per query row and kv tile
+ * at or below it, T^2/128 rows per (b, h): 4.3 GB per head at T = 32k, D = 128 (206 GB for
+ * 48 heads), where dq itself is 16 MiB per head. The atomics' read-modify-writes of those same
+ * rows in L2 are gone too. */
+template <int D>
+__global__ void flash_dq_kernel(float *dq, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+                                const __nv_bfloat16 *v, const __nv_bfloat16 *dout, const float *lse,
+                                const float *delta, const int32_t *seg, flash_dims a) {
+    constexpr int BC = flash_cfg<D>::BC, NB = BC / 16, ND = D / 16, HC = BC / 2;
+    constexpr int LDT = flash_cfg<D>::LDT, LDS = flash_cfg<D>::LDS, LDP = flash_cfg<D>::LDP;
+    static_assert(ND % NB == 0, "dQ goes through the score buffer in whole chunks");
+    __shared__ flash_fwd_smem<D> sm;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t n_qt = (a.T + FLASH_BR - 1) / FLASH_BR;
+    const int64_t q0 = (n_qt - 1 - (int64_t)blockIdx.x) * FLASH_BR; /* longest rows first */
+    const int64_t b = blockIdx.y / a.H, h = blockIdx.y % a.H, g = h / (a.H / a.Hkv);
+    const int64_t row0 = q0 + 16 * warp, q_stride = a.H * D, kv_stride = a.Hkv * D;
+    const __nv_bfloat16 *qb = q + (b * a.T * a.H + h) * D, *db = dout + (b * a.T * a.H + h) * D;
+    const __nv_bfloat16 *kb = k + (b * a.T * a.Hkv + g) * D, *vb = v + (b * a.T * a.Hkv + g) * D;
+    const int32_t *segb = seg ? seg + b * a.T : NULL;
+
+    /* Q, then dO, staged through the K/V tiles into fragments */
+    wt_a_row qa[ND], da[ND];
+    flash_load_tile<D>(sm.t.q, qb + q0 * q_stride, q_stride, FLASH_BR, a.T - q0);
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < ND; kk++)
+        wmma::load_matrix_sync(qa[kk], sm.t.q + 16 * warp * LDT + 16 * kk, LDT);
+    __syncthreads();
+    flash_load_tile<D>(sm.t.q, db + q0 * q_stride, q_stride, FLASH_BR, a.T - q0);
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < ND; kk++)
+        wmma::load_matrix_sync(da[kk], sm.t.q + 16 * warp * LDT + 16 * kk, LDT);
+    wt_acc dqa[ND];
+#pragma unroll
+    for (int n = 0; n < ND; n++) wmma::fill_fragment(dqa[n], 0.0f);
+
+    /* lanes 2r and 2r+1 own row r of the warp's 16: columns [c0, c0 + HC) each */
+    const int r = lane >> 1, c0 = (lane & 1) * HC;
+    const int64_t t = row0 + r;
+    const bool row_ok = t < a.T;
+    const int32_t seg_t = segb && row_ok ? segb[t] : 0;
+    const float lse2 = row_ok ? lse[(b * a.H + h) * a.T + t] * FLASH_LOG2E : 0.0f;
+    const float dlt = row_ok ? delta[(b * a.H + h) * a.T + t] : 0.0f;
+    float *sw = sm.s[warp];
+    __nv_bfloat16 *pw = sm.p[warp];
+    const int64_t kv_end = flash_min(a.T, q0 + FLASH_BR);
+    const int2 q_ids =
+        segb ? flash_seg_range(segb, q0, flash_min(FLASH_BR, a.T - q0), lane) : make_int2(0, 0);
+    for (int64_t kv0 = 0; kv0 < kv_end; kv0 += BC) {
+        if (!flash_stage_kv<D>(sm, kb, vb, kv_stride, segb, q_ids, kv0, a.T, lane)) continue;
+        if (kv0 > row0 + 15) continue; /* every row of this warp precedes the tile */
+
+        /* P = exp(S scale - lse), masked, S = Q K^T */
+        wt_scores<NB, ND>(sw, LDS, qa, sm.t.kv.k, LDT);
+        __syncwarp();
+        float p[HC];
+#pragma unroll
+        for (int j = 0; j < HC; j++) {
+            const int c = c0 + j;
+            const int64_t s = kv0 + c;
+            const bool vis = row_ok && s <= t && (!segb || sm.seg_k[c] == seg_t);
+            p[j] = vis ? exp2f(sw[r * LDS + c] * a.scale_log2 - lse2) : 0.0f;
+        }
+        __syncwarp(); /* S read by every lane before dP replaces it */
+        /* dP = dO V^T, then dS = P (dP - delta), bf16 */
+        wt_scores<NB, ND>(sw, LDS, da, sm.t.kv.v, LDT);
+        __syncwarp();
+#pragma unroll
+        for (int j = 0; j < HC; j++)
+            pw[r * LDP + c0 + j] = __float2bfloat16_rn(p[j] * (sw[r * LDS + c0 + j] - dlt));
+        __syncwarp();
+        /* dQ += dS K (scaled at the end) */
+        wt_accumulate<NB, ND>(dqa, pw, LDP, sm.t.kv.k, LDT);
+    }
+
+    /* dq rows += scale dQ, a chunk of BC columns at a time through the score buffer */
+    __syncwarp();
+    float *grow = dq + ((b * a.T + t) * a.H + h) * D;
+#pragma unroll
+    for (int c = 0; c < ND; c += NB) {
+#pragma unroll
+        for (int n = 0; n < NB; n++)
+            wmma::store_matrix_sync(sw + 16 * n, dqa[c + n], LDS, wmma::mem_row_major);
+        __syncwarp();
+        if (row_ok)
+#pragma unroll
+            for (int j = 0; j < HC; j++) grow[16 * c + c0 + j] += a.scale * sw[r * LDS + c0 + j];
+        __syncwarp();
+    }
+}
+
 /* ---- adapters ---- */
 
 bool cuda_attention_flash_supported(int64_t D) { return D == 64 || D == 128; }
+
+/* MT_ATTENTION_DETERMINISTIC: 1 (default) dq by flash_dq_kernel, a fixed summation order; 0 by
+ * the kv kernel's atomics (an order that changes from run to run). Read once. */
+static bool flash_deterministic(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MT_ATTENTION_DETERMINISTIC");
+        MT_CHECK(!v || !*v || !strcmp(v, "0") || !strcmp(v, "1"),
+                 "MT_ATTENTION_DETERMINISTIC=%s: expected 0 (dq by atomics) or 1 (the default: a "
+                 "fixed order)",
+                 v);
+        on = !v || !*v || strcmp(v, "0") != 0;
+    }
+    return on != 0;
+}
 
 static flash_dims flash_node_dims(const mt_node *n) {
     const mt_tensor *q = n->in[0], *k = n->in[1];
@@ -446,6 +604,10 @@ static flash_dims flash_node_dims(const mt_node *n) {
     MT_CHECK(a.B * a.H <= 65535 && a.B * a.Hkv <= 65535,
              "attention (cuda flash): B*H = %lld exceeds the grid's y range",
              (long long)(a.B * a.H));
+    MT_CHECK(a.T < ((int64_t)1 << 30),
+             "attention (cuda flash): T = %lld positions (tile indices "
+             "are 32-bit)",
+             (long long)a.T);
     return a;
 }
 
@@ -482,12 +644,27 @@ void cuda_attention_flash_bwd(const mt_node *n) {
     flash_delta_kernel<<<(unsigned)((rows + 7) / 8), 256>>>(delta, dob, cuda_f32(n->out), rows, a.T,
                                                             a.H, D);
     CUDA_LAUNCH_CHECK("attention backward (flash delta)");
-    void (*kern)(float *, float *, float *, const __nv_bfloat16 *, const __nv_bfloat16 *,
-                 const __nv_bfloat16 *, const __nv_bfloat16 *, const float *, const float *,
-                 const int32_t *, flash_dims) =
-        D == 64 ? flash_bwd_kernel<64> : flash_bwd_kernel<128>;
-    dim3 grid((unsigned)((a.T + FLASH_BKV - 1) / FLASH_BKV), (unsigned)(a.B * a.Hkv));
-    kern<<<grid, FLASH_THREADS>>>(cuda_grad(q), cuda_grad(k), cuda_grad(v), qb, kb, vb, dob,
-                                  cuda_f32(n->saved[0]), delta, seg ? cuda_i32(seg) : NULL, a);
-    CUDA_LAUNCH_CHECK("attention backward (flash bf16)");
+    const bool atomic = !flash_deterministic();
+    float *dq = cuda_grad(q), *dk = cuda_grad(k), *dv = cuda_grad(v);
+    const int32_t *segd = seg ? cuda_i32(seg) : NULL;
+    const float *lse = cuda_f32(n->saved[0]);
+    if (dk || dv || (dq && atomic)) {
+        void (*kern)(float *, float *, float *, const __nv_bfloat16 *, const __nv_bfloat16 *,
+                     const __nv_bfloat16 *, const __nv_bfloat16 *, const float *, const float *,
+                     const int32_t *, flash_dims) =
+            D == 64 ? (atomic ? flash_bwd_kernel<64, true> : flash_bwd_kernel<64, false>)
+                    : (atomic ? flash_bwd_kernel<128, true> : flash_bwd_kernel<128, false>);
+        dim3 grid((unsigned)((a.T + FLASH_BKV - 1) / FLASH_BKV), (unsigned)(a.B * a.Hkv));
+        kern<<<grid, FLASH_THREADS>>>(atomic ? dq : NULL, dk, dv, qb, kb, vb, dob, lse, delta, segd,
+                                      a);
+        CUDA_LAUNCH_CHECK("attention backward (flash bf16, dk dv)");
+    }
+    if (dq && !atomic) {
+        void (*kern)(float *, const __nv_bfloat16 *, const __nv_bfloat16 *, const __nv_bfloat16 *,
+                     const __nv_bfloat16 *, const float *, const float *, const int32_t *,
+                     flash_dims) = D == 64 ? flash_dq_kernel<64> : flash_dq_kernel<128>;
+        dim3 grid((unsigned)((a.T + FLASH_BR - 1) / FLASH_BR), (unsigned)(a.B * a.H));
+        kern<<<grid, FLASH_THREADS>>>(dq, qb, kb, vb, dob, lse, delta, segd, a);
+        CUDA_LAUNCH_CHECK("attention backward (flash bf16, dq)");
+    }
 }

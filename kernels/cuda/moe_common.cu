@@ -3,68 +3,20 @@
 #include <string.h>
 
 #include "moe_common.cuh"
+#include "sort.cuh"
 
-#define MOE_CHUNK 256 /* assignments per chunk of the counting sort */
-
-/* ---- the permutation: counts per chunk, one scan, in-order placement ---- */
-
-/* counts[ch, e]: how many assignments of chunk ch chose expert e; an expert id outside [0,E)
- * raises the flag at its assignment and is not counted. */
-__global__ void moe_count_kernel(int32_t *counts, const int32_t *idx, int64_t A, int E,
-                                 int64_t nchunks, unsigned long long *flag) {
-    CUDA_FOR(ch, nchunks) {
-        int32_t *cnt = counts + ch * E;
-        for (int e = 0; e < E; e++) cnt[e] = 0;
-        int64_t a1 = (ch + 1) * MOE_CHUNK < A ? (ch + 1) * MOE_CHUNK : A;
-        for (int64_t a = ch * MOE_CHUNK; a < a1; a++) {
-            int32_t e = idx[a];
-            if (e < 0 || e >= E) {
-                cuda_flag_raise(flag, a);
-                continue;
-            }
-            cnt[e]++;
-        }
-    }
-}
-
-/* One thread: offsets[e] = first slot of expert e, and counts[ch, e] becomes the first slot of
- * chunk ch's rows of expert e (expert-major, then chunk order: stable). view gets what the host
- * reads in one copy: the flag word, then the E+1 offsets. */
-__global__ void moe_scan_kernel(int32_t *offsets, int32_t *counts, int E, int64_t nchunks,
-                                const unsigned long long *flag, unsigned long long *view) {
-    if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    int32_t *voff = (int32_t *)(view + 1);
-    int32_t run = 0;
-    for (int e = 0; e < E; e++) {
-        offsets[e] = voff[e] = run;
-        for (int64_t ch = 0; ch < nchunks; ch++) {
-            int32_t c = counts[ch * E + e];
-            counts[ch * E + e] = run;
-            run += c;
-        }
-    }
-    offsets[E] = voff[E] = run;
-    view[0] = *flag;
-}
-
-/* Each chunk places its assignments in order: ascending assignment within an expert. */
-__global__ void moe_place_kernel(int32_t *perm, int32_t *inv, const int32_t *idx, int32_t *base,
-                                 int64_t A, int E, int64_t nchunks) {
-    CUDA_FOR(ch, nchunks) {
-        int32_t *pos = base + ch * E;
-        int64_t a1 = (ch + 1) * MOE_CHUNK < A ? (ch + 1) * MOE_CHUNK : A;
-        for (int64_t a = ch * MOE_CHUNK; a < a1; a++) {
-            int32_t s = pos[idx[a]]++;
-            perm[s] = (int32_t)a;
-            inv[a] = s;
-        }
-    }
-}
+/* ---- the permutation: one pass of the block-parallel stable counting sort (sort.cuh) ---- */
 
 const int32_t *cuda_moe_perm_build(const mt_node *n, int64_t N, int K, int E, const char *op) {
-    int64_t A = N * K, nchunks = (A + MOE_CHUNK - 1) / MOE_CHUNK;
-    int32_t *counts = (int32_t *)mt_node_scratch(
-        n, sizeof(int32_t) * (size_t)((nchunks ? nchunks : 1) * E), "moe counts");
+    MT_CHECK(E >= 1 && E <= CUDA_SORT_MAX_BUCKETS,
+             "%s: %d experts; the device's expert sort takes 1 to %d", op, E,
+             CUDA_SORT_MAX_BUCKETS);
+    int bits = 0;
+    while ((1 << bits) < E) bits++;
+    const int64_t A = N * K, nchunks = cuda_sort_chunks(A);
+    int32_t *counts =
+        (int32_t *)mt_node_scratch(n, sizeof(int32_t) * (size_t)(nchunks * E), "moe counts");
+    int32_t *totals = (int32_t *)mt_node_scratch(n, sizeof(int32_t) * (size_t)E, "moe sizes");
     const size_t vbytes = sizeof(unsigned long long) + sizeof(int32_t) * (size_t)(E + 1);
     unsigned long long *view = (unsigned long long *)mt_node_scratch(n, vbytes, "moe offsets view");
     unsigned long long *hview =
@@ -73,13 +25,9 @@ const int32_t *cuda_moe_perm_build(const mt_node *n, int64_t N, int K, int E, co
     int32_t *inv = (int32_t *)n->saved[2]->data;
     const int32_t *idx = cuda_i32(n->in[1]);
     cuda_flag_reset(op);
-    if (nchunks > 0) {
-        moe_count_kernel<<<cuda_blocks(nchunks, 128), 128>>>(counts, idx, A, E, nchunks,
-                                                             cuda_err_flag);
-        CUDA_LAUNCH_CHECK(op);
-    }
-    moe_scan_kernel<<<1, 1>>>(offsets, counts, E, nchunks, cuda_err_flag, view);
-    CUDA_LAUNCH_CHECK(op);
+    /* an id outside [0,E) is flagged and left out, so nothing is indexed by it */
+    cuda_sort_pass(op, perm, inv, NULL, idx, NULL, A, 0, bits, E, counts, totals, offsets,
+                   cuda_err_flag, view);
     cudaCheck(op, cudaMemcpy(hview, view, vbytes, cudaMemcpyDeviceToHost));
     if (hview[0] != ~0ull) {
         const int64_t bad = (int64_t)hview[0];
@@ -87,10 +35,6 @@ const int32_t *cuda_moe_perm_build(const mt_node *n, int64_t N, int K, int E, co
         cudaCheck(op, cudaMemcpy(&e, idx + bad, sizeof(e), cudaMemcpyDeviceToHost));
         MT_DIE("%s: idx[%lld,%lld] = %d is outside [0,%d)", op, (long long)(bad / K),
                (long long)(bad % K), (int)e, E);
-    }
-    if (nchunks > 0) {
-        moe_place_kernel<<<cuda_blocks(nchunks, 128), 128>>>(perm, inv, idx, counts, A, E, nchunks);
-        CUDA_LAUNCH_CHECK(op);
     }
     MT_CHECK(n->host, "%s: the node has no host offsets (op_moe.c allocates them)", op);
     memcpy(n->host, hview + 1, sizeof(int32_t) * (size_t)(E + 1));

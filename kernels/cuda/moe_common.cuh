@@ -11,10 +11,11 @@
 #include "cuda_ops.cuh"
 
 /* Builds offsets (E+1), perm (A) and inv (A) into n->saved[0..2] from the (N,K) ids in n->in[1]
- * with a stable counting sort on the device, and returns the offsets on the host: n->host
- * (E+1 int32, allocated by the constructor), kept for the backward and the expert ops. Dies
- * naming the position on an id outside [0,E). One synchronising copy brings the id check and
- * the offsets together; the placement runs after the check, so a bad id never indexes memory. */
+ * with the block-parallel stable counting sort (sort.cuh, one pass, E <= 1024 buckets), and
+ * returns the offsets on the host: n->host (E+1 int32, allocated by the constructor), kept for
+ * the backward and the expert ops. Dies naming the position on an id outside [0,E). One
+ * synchronising copy brings the id check and the offsets together; a bad id is left out of the
+ * sort, so it never indexes memory. */
 const int32_t *cuda_moe_perm_build(const mt_node *n, int64_t N, int K, int E, const char *op);
 
 /* xp[s,:] = x[perm[s] / K, :] for slots s < rows; x (N,C), xp (rows,C). */

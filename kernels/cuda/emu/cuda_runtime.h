@@ -60,27 +60,56 @@ extern dim3 emu_block_dim, emu_grid_dim;
 /* The call's source line names the barrier: strict mode checks all threads meet at one. */
 void emu_syncthreads(const char *file, int line);
 #define __syncthreads() emu_syncthreads(__FILE__, __LINE__)
-uint64_t emu_shfl_xor_bits(uint64_t bits, int lane_mask);
-template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
+/* A warp shuffle: every lane of the warp publishes bits and gets those of lane src_lane (0..31)
+ * of its warp; a rendezvous of the warp. */
+uint64_t emu_shfl_bits(uint64_t bits, int src_lane);
+template <typename T> static inline T emu_shfl(T v, int src_lane) {
     static_assert(sizeof(T) <= 8, "emulated shuffle of a type wider than 8 bytes");
-    (void)mask;
     uint64_t bits = 0;
     __builtin_memcpy(&bits, &v, sizeof(T));
-    bits = emu_shfl_xor_bits(bits, lane_mask);
+    bits = emu_shfl_bits(bits, src_lane);
     T r;
     __builtin_memcpy(&r, &bits, sizeof(T));
     return r;
+}
+template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
+    (void)mask;
+    return emu_shfl(v, (int)(threadIdx.x % 32) ^ lane_mask);
+}
+template <typename T> static inline T __shfl_sync(unsigned mask, T v, int src_lane) {
+    (void)mask;
+    return emu_shfl(v, src_lane & 31);
+}
+/* the value of lane - delta; lanes below delta keep their own (width 32) */
+template <typename T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta) {
+    (void)mask;
+    const int lane = (int)(threadIdx.x % 32);
+    return emu_shfl(v, lane >= (int)delta ? lane - (int)delta : lane);
 }
 
 /* A warp barrier: a shuffle with the lane itself (the shuffle is a rendezvous of the warp). */
 static inline void __syncwarp(unsigned mask = 0xffffffffu) {
     (void)mask;
-    (void)emu_shfl_xor_bits(0, 0);
+    (void)emu_shfl_bits(0, (int)(threadIdx.x % 32));
 }
+
+/* bit l set when lane l's predicate is non-zero: one rendezvous of the warp (every lane of
+ * it takes part; one that has exited is an error) */
+unsigned emu_ballot(int pred);
+static inline unsigned __ballot_sync(unsigned mask, int pred) {
+    (void)mask;
+    return emu_ballot(pred);
+}
+static inline int __popc(unsigned v) { return __builtin_popcount(v); }
 
 /* Fibers of one block never run at the same time: plain read-modify-write is atomic here. */
 static inline float atomicAdd(float *p, float v) {
     float old = *p;
+    *p = old + v;
+    return old;
+}
+static inline int atomicAdd(int *p, int v) {
+    int old = *p;
     *p = old + v;
     return old;
 }

@@ -20,6 +20,7 @@
 
 #include "cuda_runtime.h"
 #include "emu_internal.h"
+#include "emu_schedule.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define EMU_ASAN 1
@@ -105,7 +106,7 @@ ucontext_t sched_ctx;
 #endif
 fiber *cur = nullptr;
 int n_threads = 0;
-/* a shuffle's values, in alternate halves (emu_shfl_xor_bits) */
+/* a shuffle's values, in alternate halves (emu_shfl_bits) */
 uint64_t slots[2][EMU_MAX_THREADS];
 const std::function<void()> *kernel_fn = nullptr;
 cudaError_t last_error = cudaSuccess;
@@ -255,6 +256,28 @@ void shared_poison() {
     for (auto &v : shared_vars) memset(v.first, 0xff, v.second);
 }
 
+/* emu_schedule_seed (emu_schedule.h): 0 runs the mode's own order; another seed runs each
+ * launch's blocks in a permutation drawn from (seed, launch number) and each block's threads
+ * round-robin in a permutation drawn after it, so a kernel whose result depends on the order
+ * of its blocks or threads (floating-point atomics) gives other bits under another seed. */
+uint64_t sched_seed = 0, sched_state = 0;
+std::vector<int> thread_order;
+
+uint64_t sched_next() { /* splitmix64 */
+    uint64_t z = (sched_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* order[0..n) = 0..n-1, shuffled (Fisher-Yates) when a seed is set */
+template <typename T> void sched_order(std::vector<T> &order, size_t n) {
+    order.resize(n);
+    for (size_t i = 0; i < n; i++) order[i] = (T)i;
+    if (!sched_seed) return;
+    for (size_t i = n; i > 1; i--) std::swap(order[i - 1], order[sched_next() % i]);
+}
+
 /* the __syncthreads the threads now waiting at the block barrier called */
 const char *barrier_file = "";
 int barrier_line = 0;
@@ -272,7 +295,7 @@ void run_block() {
     auto runnable = [](const fiber &f) {
         return !f.done && !(f.waiting && f.waiting->gen == f.wait_gen);
     };
-    if (strict) {
+    if (strict && !sched_seed) {
         /* always the highest runnable thread, so the last warp runs as far as it can (through
          * its warp barriers) before a lower one moves: its writes land before the lower
          * threads' reads of the same barrier interval. The threads above p stay blocked or
@@ -288,10 +311,11 @@ void run_block() {
         }
         return;
     }
+    sched_order(thread_order, (size_t)n_threads); /* 0..n-1 unless shuffled */
     while (remaining > 0) {
         bool progress = false;
-        for (int j = 0; j < n_threads; j++) {
-            fiber &f = fibers[j];
+        for (int k = 0; k < n_threads; k++) {
+            fiber &f = fibers[thread_order[k]];
             if (!runnable(f)) continue;
             switch_to_fiber(&f);
             progress = true;
@@ -327,6 +351,11 @@ uint64_t emu_event_work(cudaEvent_t e) { return e->work; }
 cudaStream_t emu_event_stream(cudaEvent_t e) { return e->stream; }
 bool emu_strict(void) { return strict_mode(); }
 
+extern "C" void emu_schedule_seed(uint64_t seed) {
+    sched_seed = seed;
+    sched_state = seed;
+}
+
 bool emu_shared_register(void *p, size_t bytes) {
     shared_vars.push_back({p, bytes});
     if (strict_mode()) memset(p, 0xff, bytes); /* first reached: poison it for this block too */
@@ -347,10 +376,10 @@ void emu_syncthreads(const char *file, int line) {
     group_wait(block_group);
 }
 
-uint64_t emu_shfl_xor_bits(uint64_t bits, int lane_mask) {
+uint64_t emu_shfl_bits(uint64_t bits, int src_lane) {
     if (!cur) emu_die("a shuffle outside a kernel");
     const int t = (int)cur->st.tid.x, w = t / 32;
-    const int partner = 32 * w + ((t % 32) ^ lane_mask);
+    const int partner = 32 * w + src_lane;
     if (partner >= n_threads) emu_die("a shuffle from a lane outside the block");
     /* One barrier per shuffle: the next shuffle writes the other half, and the one after it
      * this half again only after the next barrier, which every lane reaches after its read. */
@@ -361,6 +390,22 @@ uint64_t emu_shfl_xor_bits(uint64_t bits, int lane_mask) {
     /* the partner made this shuffle unless it exited before (it may have exited since) */
     if (fibers[partner].shuffles < n) emu_die("a shuffle from a lane that has exited");
     return half[partner];
+}
+
+unsigned emu_ballot(int pred) {
+    if (!cur) emu_die("a ballot outside a kernel");
+    const int t = (int)cur->st.tid.x, w = t / 32;
+    if (32 * w + 32 > n_threads) emu_die("a ballot in a warp with lanes outside the block");
+    const unsigned n = ++cur->shuffles; /* the shuffles' slots and their rule (above) */
+    uint64_t *half = slots[n & 1u];
+    half[t] = pred != 0;
+    group_wait(warps[w]);
+    unsigned bits = 0;
+    for (int l = 0; l < 32; l++) {
+        if (fibers[32 * w + l].shuffles < n) emu_die("a ballot with a lane that has exited");
+        bits |= (unsigned)half[32 * w + l] << l;
+    }
+    return bits;
 }
 
 void emu_run(dim3 grid, dim3 block, const std::function<void()> &fn) {
@@ -385,6 +430,17 @@ void emu_run(dim3 grid, dim3 block, const std::function<void()> &fn) {
     emu_grid_dim = grid;
     kernel_fn = &fn;
     default_work++;
+    if (sched_seed) { /* every block once, in a drawn order */
+        static std::vector<uint64_t> blocks;
+        sched_order(blocks, (size_t)grid.x * grid.y * grid.z);
+        for (uint64_t b : blocks) {
+            emu_block_idx = uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
+                                  (unsigned)(b / grid.x / grid.y)};
+            run_block();
+        }
+        kernel_fn = nullptr;
+        return;
+    }
     const bool rev = strict_mode(); /* blocks in reverse order too */
     for (unsigned zi = 0; zi < grid.z; zi++)
         for (unsigned yi = 0; yi < grid.y; yi++)
