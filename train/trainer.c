@@ -473,7 +473,8 @@ static void trainer_save(trainer *t, int step) {
     if (t->rc.output_export && t->comm->rank == 0) {
         mt_dtype dt = !strcmp(t->rc.output_export_dtype, "bf16") ? MT_BF16 : MT_F32;
         w = mt_weights_writer_open(tmp, &t->model, t->naming, dt, t->rc.output_shard_bytes);
-        if (t->rc.model_path[0]) mt_weights_writer_carry(w, t->rc.model_path); /* M2's MTP */
+        if (t->rc.model_path[0]) /* the tensors the family carries untrained (models/family.h) */
+            mt_weights_writer_carry(w, t->rc.model_path);
     }
     if (t->rc.output_export)
         for (int b = 0; b < t->model.n_buckets; b++) {
