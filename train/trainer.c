@@ -676,10 +676,16 @@ int mt_train_main(int argc, char **argv) {
     t->state.world_size = t->comm->size;
     if (resume) trainer_resume(t, resume);
     int first = (int)t->state.step + 1;
-    int64_t n_params = 0;
-    for (int b = 0; b < t->model.n_buckets; b++) n_params += t->model.bucket_numel[b];
-    LOG0(t, "model: %d layers, %lld parameters in %d buckets; %lld steps per epoch; steps %d..%d\n",
-         t->cfg.num_hidden_layers, (long long)n_params, t->model.n_buckets,
+    /* counted as transformers and minimax-info count: buffers apart, no alignment gaps */
+    int64_t n_params = 0, n_buffers = 0;
+    for (int p = 0; p < t->model.n_params; p++)
+        *(t->model.info[p].buffer ? &n_buffers : &n_params) += t->model.info[p].numel;
+    char buffers[64] = "";
+    if (n_buffers)
+        snprintf(buffers, sizeof(buffers), " (+%lld buffer elements)", (long long)n_buffers);
+    LOG0(t,
+         "model: %d layers, %lld parameters%s in %d buckets; %lld steps per epoch; steps %d..%d\n",
+         t->cfg.num_hidden_layers, (long long)n_params, buffers, t->model.n_buckets,
          (long long)mt_sampler_steps_per_epoch(&t->sampler), first, rc->train_max_steps);
     if (t->comm->rank == 0)
         mt_logger_open(&t->log, rc->output_dir, t->cfg.output_router_logits, t->evaluates,
