@@ -10,4 +10,4 @@ set_property(TEST op_info_counts op_info_counts_m2 APPEND PROPERTY ENVIRONMENT
   "MT_MINIMAX_INFO=$<TARGET_FILE:minimax-info>")
 # Plan values no released family uses yet, against equivalent plans (tests/model_plan.c).
 mt_test_binary(test_model_plan model_plan.c)
-mt_test_cases(test_model_plan op_mlp_dense)
+mt_test_cases(test_model_plan op_mlp_dense op_plan_gemma_norm op_plan_qk_norm_head)
