@@ -1,7 +1,8 @@
 /* block.h: the blocks a decoder layer is built of (models/family.h, mt_layer_plan), one file
  * each: models/block_lightning.c, models/block_attention.c (token mixers), models/block_moe.c
- * (the MoE with its router). Internal to models/: the layout (models/layout.c) asks each block
- * for its parameters, the decoder (models/minimax.c) runs its forward.
+ * (the MoE with its router), models/block_mlp.c (the dense MLP). Internal to models/: the
+ * layout (models/layout.c) asks each block for its parameters, the decoder (models/minimax.c)
+ * runs its forward.
  *
  * A block's parameters are named "model.layers.<l>.<...>" (the transformers v4.5x names, which
  * the checkpoints of every family use; models/weights.c maps other layouts onto them). */
