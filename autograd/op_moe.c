@@ -2,6 +2,7 @@
  * split into dispatch / one op per expert / combine), aux loss, and the host-side aux coefficient.
  * The node layouts written here are the contract with every backend (kernels/cpu/moe_*.c). */
 #include <limits.h>
+#include <math.h>
 
 #include "ops.h"
 
@@ -22,6 +23,37 @@ mt_tensor *mt_moe_route(mt_ctx *c, mt_tensor *logits, int k, mt_tensor **idx_out
     n->saved[0] = p;   /* (N,E) softmax probabilities */
     n->saved[1] = idx; /* (N,K) chosen experts, descending p, ties to the lower index */
     n->ip[0] = k;
+    mt_node_run(c, n);
+    *idx_out = idx;
+    return w;
+}
+
+mt_tensor *mt_moe_route_sigmoid(mt_ctx *c, mt_tensor *logits, mt_tensor *bias, int k, float scale,
+                                mt_tensor **idx_out) {
+    MT_CHECK(logits->dtype == MT_F32 && logits->ndim == 2,
+             "moe_route_sigmoid: logits %s must be f32 (N,E), got %s %s", logits->name,
+             mt_dtype_name(logits->dtype), mt_shape_str(logits));
+    int64_t N = logits->shape[0], E = logits->shape[1];
+    MT_CHECK(E >= 1 && E <= INT_MAX && k >= 1 && k <= E,
+             "moe_route_sigmoid: k = %d experts per token out of E = %lld (logits %s %s)", k,
+             (long long)E, logits->name, mt_shape_str(logits));
+    MT_CHECK(!bias || (bias->dtype == MT_F32 && bias->ndim == 1 && bias->shape[0] == E),
+             "moe_route_sigmoid: bias %s must be f32 (E) with E = %lld, got %s",
+             bias ? bias->name : "", (long long)E, bias ? mt_shape_str(bias) : "");
+    MT_CHECK(isfinite(scale) && scale > 0, "moe_route_sigmoid: scale %g must be positive",
+             (double)scale);
+    MT_CHECK(idx_out, "moe_route_sigmoid: idx_out must not be NULL (logits %s)", logits->name);
+    int64_t wshape[2] = {N, k}, sshape[2] = {N, E};
+    mt_tensor *w = mt_tensor_new(c, MT_F32, 2, wshape, "moe_route_sigmoid.weight");
+    mt_tensor *idx = mt_tensor_new(c, MT_I32, 2, wshape, "moe_route_sigmoid.idx");
+    mt_tensor *s = mt_tensor_new(c, MT_F32, 2, sshape, "moe_route_sigmoid.s");
+    /* the bias is an input without a gradient: only the logits are differentiated */
+    mt_tensor *in[2] = {logits, bias};
+    mt_node *n = mt_node_begin(c, MT_OP_MOE_ROUTE_SIGMOID, w, 2, in);
+    n->saved[0] = s;   /* (N,E) sigmoid scores */
+    n->saved[1] = idx; /* (N,K) chosen experts, descending s + bias, ties to the lower index */
+    n->ip[0] = k;
+    n->fp[0] = scale;
     mt_node_run(c, n);
     *idx_out = idx;
     return w;

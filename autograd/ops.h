@@ -63,6 +63,14 @@ mt_tensor *mt_lightning(mt_ctx *c, mt_tensor *qkv, mt_tensor *decay, mt_tensor *
  * probability order (ties: lower expert index first). Differentiable w.r.t. logits. */
 mt_tensor *mt_moe_route(mt_ctx *c, mt_tensor *logits, int k, mt_tensor **idx_out);
 
+/* MoE router with sigmoid scores (MiniMax-M2): s = sigmoid(logits) in fp32; the top-k of
+ * s + bias choose (bias (E) F32 or NULL for none: e_score_correction_bias, no gradient); the
+ * weights are scale * s / (sum of the chosen s), the unbiased scores renormalised.
+ * logits (N,E) -> weights (N,K); *idx_out gets the chosen experts (N,K) I32 in descending
+ * s + bias order (ties: lower expert index first). Differentiable w.r.t. logits only. */
+mt_tensor *mt_moe_route_sigmoid(mt_ctx *c, mt_tensor *logits, mt_tensor *bias, int k, float scale,
+                                mt_tensor **idx_out);
+
 /* Experts: out[n] = sum_j weight[n,j] * w2_e (silu(w1_e x_n) * (w3_e x_n)), e = idx[n,j].
  * x (N,C), idx (N,K) I32, weight (N,K), w1 and w3 (E,F,C), w2 (E,C,F) -> (N,C).
  * Tokens are permuted by expert and run per expert in order 0..E-1; an expert with no tokens

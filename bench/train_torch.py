@@ -2,9 +2,10 @@
 """train_torch.py: the PyTorch + transformers side of bench/train_vs_torch.sh.
 
   init    --config CONFIG.json --out DIR [--seed S]
-          builds MiniMaxForCausalLM from the config with transformers' own initialisation and
-          saves it (fp32 safetensors) so that minimax-train (model.path) starts from the same
-          weights.
+          builds the config's model (AutoModelForCausalLM: MiniMaxForCausalLM for
+          bench-small.json, MiniMaxM2ForCausalLM for bench-m2.json) with transformers' own
+          initialisation and saves it (fp32 safetensors) so that minimax-train (model.path)
+          starts from the same weights.
   train   --recipe RUN/recipe.toml --world N --csv OUT.csv [--steps S] [--threads K]
           [--gradient-checkpointing]
           trains the run that minimax-train made with that resolved recipe on N ranks (same
@@ -16,10 +17,12 @@
           repeats), the ratios to the reference, and how far the runs' losses are apart.
 
 What the train step is (docs/benchmarks.md, "training vs PyTorch"):
-  * model: MiniMaxForCausalLM(config.json), fp32, model.train(), use_cache=False; HF's own
-    lightning attention (its block loop, block_size from the config), softmax attention through
-    config._attn_implementation (default sdpa), experts through config._experts_implementation
-    (default grouped_mm); output_router_logits = False, so no router aux loss.
+  * model: AutoModelForCausalLM of the checkpoint (MiniMaxForCausalLM or MiniMaxM2ForCausalLM),
+    fp32, model.train(), use_cache=False; HF's own lightning attention (its block loop,
+    block_size from the config), softmax attention through config._attn_implementation
+    (default sdpa), experts through config._experts_implementation (default grouped_mm);
+    output_router_logits = False, so no router aux loss. M2's e_score_correction_bias is a
+    buffer there, as in minimax-train: neither side trains it.
   * data: the token cache minimax-train wrote (/ids, /labels, /offsets; data/token_cache.h).
     Step s takes samples [s*G, (s+1)*G) (shuffle off, the sampler's order); each sample is one
     row, padded to T with pad_id (labels -100). HF shifts the labels inside the model, which
@@ -73,12 +76,13 @@ def check_versions():
 def cmd_init(a):
     import torch
     import transformers
-    from transformers import MiniMaxConfig, MiniMaxForCausalLM
 
     transformers.utils.logging.disable_progress_bar()
     torch.manual_seed(a.seed)
-    cfg = MiniMaxConfig.from_json_file(a.config)
-    model = MiniMaxForCausalLM(cfg).float()
+    with open(a.config) as f:
+        raw = json.load(f)
+    cfg = transformers.AutoConfig.for_model(raw.pop("model_type"), **raw)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).float()
     tmp = a.out + ".tmp"
     model.save_pretrained(tmp, safe_serialization=True)
     if os.path.isdir(a.out):
@@ -174,14 +178,13 @@ def cmd_train(a):
     set_threads_env(a.threads)
     import torch
     import transformers
-    from transformers import MiniMaxForCausalLM
 
     transformers.utils.logging.disable_progress_bar()
     check_versions()
     torch.set_num_threads(a.threads)
     st = recipe_settings(a)
     batches = load_batches(st["tokens"], st["G"], st["T"], st["steps"], st["pad_id"], st["trim"])
-    model = MiniMaxForCausalLM.from_pretrained(
+    model = transformers.AutoModelForCausalLM.from_pretrained(
         st["model"], dtype=torch.float32, attn_implementation=a.attn,
         experts_implementation=a.experts)
     model.config.output_router_logits = False  # router aux loss off, as in the recipe
@@ -196,7 +199,7 @@ def cmd_train(a):
          {"params": no_decay, "weight_decay": 0.0}],
         lr=st["lr"], betas=st["betas"], eps=st["eps"], fused=True)  # HF Trainer's default
     params = list(model.parameters())
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, attention "
+    print(f"torch {torch.__version__}, {type(model).__name__}, {torch.get_num_threads()} threads, attention "
           f"{model.config._attn_implementation}, experts {model.config._experts_implementation}, "
           f"fused AdamW, {'gradient checkpointing, ' if a.gradient_checkpointing else ''}"
           f"{sum(p.numel() for p in params)} parameters; {st['steps']} steps of {st['G']} rows "

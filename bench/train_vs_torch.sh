@@ -3,13 +3,15 @@
 # CPU: same model, same initial weights, same batches, same thread count (docs/benchmarks.md,
 # "training vs PyTorch"). A benchmark, not a test: it needs the Python venv described there.
 #
-#   bash bench/train_vs_torch.sh [--steps N] [--warmup W] [--repeat R] [--data JSONL] [--out DIR]
-#                                [--recompute]
+#   bash bench/train_vs_torch.sh [--model small|m2] [--steps N] [--warmup W] [--repeat R]
+#                                [--data JSONL] [--out DIR] [--recompute]
 #
+# --model: small (default) is a MiniMax-Text-01-shaped model (bench/configs/bench-small.json,
+# bench/recipes/bench-small.toml), m2 a MiniMax-M2-shaped one (bench-m2.json, bench-m2.toml).
 # 1. builds minimax-train (Release) in $MT_BENCH_BUILD (default build-bench) when needed;
-# 2. transformers initialises MiniMaxForCausalLM from bench/configs/bench-small.json and saves it
-#    (fp32 safetensors): both sides start from these weights;
-# 3. minimax-train trains N steps (default 30) of bench/recipes/bench-small.toml (GSM8K train
+# 2. transformers initialises the model (MiniMaxForCausalLM, MiniMaxM2ForCausalLM) from the
+#    config and saves it (fp32 safetensors): both sides start from these weights;
+# 3. minimax-train trains N steps (default 30) of the recipe (GSM8K train
 #    split, default ../shared/data/gsm8k/train.jsonl; padded rows of at most 256 tokens, each
 #    batch cut after its longest row on both sides (data.trim_padding), global batch 4,
 #    no shuffling) as 1 rank x 2 threads and as 2 ranks x 1 thread (global batch 4 both times);
@@ -22,14 +24,15 @@
 #    processes took during each run (the numbers are only meaningful on an idle machine), and
 #    each run's peak resident memory (GNU time's maximum RSS: the largest rank's).
 # --recompute: both sides recompute each decoder layer in the backward
-# (train.gradient_checkpointing; transformers' gradient_checkpointing_enable()); default output
-# runs/bench-train-recompute.
+# (train.gradient_checkpointing; transformers' gradient_checkpointing_enable()). Default output
+# runs/bench-train, with -m2 and -recompute appended as the options say.
 # Environment: MT_BENCH_PYTHON (default /work/pyref/bin/python), MT_BENCH_BUILD, MT_BENCH_OUT
 # (default runs/bench-train); OMP_WAIT_POLICY, when set, goes to minimax-train's ranks only.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 
+model=small
 steps=30
 warmup=3
 repeat=2
@@ -38,6 +41,7 @@ recompute=0
 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
+  --model) model="$2"; shift 2 ;;
   --steps) steps="$2"; shift 2 ;;
   --warmup) warmup="$2"; shift 2 ;;
   --repeat) repeat="$2"; shift 2 ;;
@@ -49,14 +53,18 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "$steps" -gt "$warmup" ] || { echo "$0: --steps must exceed --warmup" >&2; exit 2; }
-[ -n "$out" ] || out="$(realpath -m "${MT_BENCH_OUT:-$root/runs/bench-train$([ $recompute = 1 ] && echo -recompute)}")"
+case "$model" in small | m2) ;; *) echo "$0: --model must be small or m2" >&2; exit 2 ;; esac
+suffix=""
+[ "$model" = small ] || suffix="-$model"
+[ $recompute = 0 ] || suffix+="-recompute"
+[ -n "$out" ] || out="$(realpath -m "${MT_BENCH_OUT:-$root/runs/bench-train$suffix}")"
 mt_recompute=() pt_recompute=()
 [ $recompute = 0 ] || { mt_recompute=(--set train.gradient_checkpointing=true); pt_recompute=(--gradient-checkpointing); }
 cd "$root"
 py="${MT_BENCH_PYTHON:-/work/pyref/bin/python}"
 build="${MT_BENCH_BUILD:-$root/build-bench}"
-config="bench/configs/bench-small.json"
-recipe="bench/recipes/bench-small.toml"
+config="bench/configs/bench-$model.json"
+recipe="bench/recipes/bench-$model.toml"
 
 "$py" -c "import torch, transformers, h5py" 2>/dev/null || {
   echo "$0: $py lacks torch/transformers/h5py; create the venv as docs/benchmarks.md says" >&2

@@ -1,12 +1,15 @@
-/* config.h: one internal configuration for MiniMax-Text-01, read from a Hugging Face
- * config.json in either schema: transformers' `minimax` or the original `minimax_text_01`
- * (spec section 1). Values that change numerics are explicit fields, never implied.
- * The reading rules (defaults per schema, which keys are accepted, what is rejected) are in
- * docs/checkpoints.md. */
+/* config.h: one internal configuration for every MiniMax family, read from a Hugging Face
+ * config.json whose model_type names the family (models/family.h): MiniMax-Text-01 in
+ * transformers' `minimax` or the original `minimax_text_01` schema (spec section 1), MiniMax-M2
+ * (`minimax_m2`) in transformers' schema or the original remote code's. Values that change
+ * numerics are explicit fields, never implied. The reading rules (defaults per schema, which
+ * keys are accepted, what is rejected) are in docs/checkpoints.md and docs/models.md. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "models/family.h"
 
 #define MT_MAX_LAYERS 256
 
@@ -17,12 +20,13 @@ typedef enum { MT_LAYER_LINEAR = 0, MT_LAYER_FULL = 1 } mt_layer_type;
 typedef enum { MT_NAMING_HF_V4, MT_NAMING_HF_V5, MT_NAMING_ORIGINAL } mt_naming;
 
 typedef struct mt_minimax_config {
-    char model_type[32];   /* "minimax" or "minimax_text_01" (or "minimax_m1") as read */
-    bool original_schema;  /* read from the original schema: saved back in it by default */
-    int vocab_size;        /* V */
-    int hidden_size;       /* C */
-    int intermediate_size; /* F: expert FFN width */
-    int num_hidden_layers; /* L: layers of this model (after mt_minimax_config_keep_layers) */
+    const mt_family *family; /* from model_type; NULL (a config built in code): Text-01 */
+    char model_type[32];     /* "minimax", "minimax_text_01", "minimax_m1", "minimax_m2" as read */
+    bool original_schema;    /* Text-01 read from the original schema: saved back in it */
+    int vocab_size;          /* V */
+    int hidden_size;         /* C */
+    int intermediate_size;   /* F: expert FFN width */
+    int num_hidden_layers;   /* L: layers of this model (after mt_minimax_config_keep_layers) */
     int num_hidden_layers_source; /* layers in the config file: checkpoint tensors of layers
                                      in [L, source) are skipped when loading, not errors */
     int num_attention_heads;      /* H, both mixer types */
@@ -41,7 +45,7 @@ typedef struct mt_minimax_config {
     float full_attn_alpha, full_attn_beta;
     float linear_attn_alpha, linear_attn_beta;
     float mlp_alpha, mlp_beta;
-    mt_layer_type layer_types[MT_MAX_LAYERS];
+    mt_layer_type layer_types[MT_MAX_LAYERS]; /* the token mixer of each layer */
     /* Decay layer factor 1 - l/(L-1) + 1e-5 (original release, false) or
      * 1 - l/(L-1+1e-5) + 1e-5 (transformers releases read, true). Spec 4.2. Chosen by the
      * schema (original: false, transformers: true) unless the config has the project key
@@ -49,11 +53,20 @@ typedef struct mt_minimax_config {
     bool slope_hf_denominator;
     bool tie_word_embeddings;                     /* always false (tied configs are rejected) */
     int bos_token_id, eos_token_id, pad_token_id; /* -1 when null (eos: first of a list) */
+    /* MiniMax-M2: the released multi-token-prediction modules (num_mtp_modules,
+     * mtp_transformer_layers): read for the log, never built; their checkpoint tensors are
+     * carried into exports unchanged (models/weights.c). */
+    int num_mtp_modules, mtp_transformer_layers;
+    /* quantization_config of an FP8 release ("fp8", e4m3, block scales weight_scale_inv of
+     * fp8_block rows x columns): the weights are dequantised to fp32 on load; exports are
+     * written unquantised and without the key. Other schemes are refused by name. */
+    bool fp8;
+    int fp8_block[2];
 } mt_minimax_config;
 
-/* Reads config.json (a file, or a directory holding config.json) in either schema; dies with
- * a message naming the file and the key when the file is malformed, the architecture is not
- * MiniMax-Text-01 or values are inconsistent. */
+/* Reads config.json (a file, or a directory holding config.json) in any family's schemas; dies
+ * with a message naming the file and the key when the file is malformed, model_type or the
+ * architecture is no family's, or values are inconsistent or not supported. */
 void mt_minimax_config_load(const char *path, mt_minimax_config *cfg);
 /* Same, but returns false with the message in err instead of dying. */
 bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err, size_t err_len);
@@ -61,7 +74,9 @@ bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err
  * few GPUs. The slope layer factor then uses the new L, as transformers does for a model built
  * with num_hidden_layers = n. */
 void mt_minimax_config_keep_layers(mt_minimax_config *cfg, int n);
-/* Writes config.json atomically: the transformers `minimax` schema for HF naming (v4 and v5),
- * the original `minimax_text_01` schema for original naming. */
+/* Writes config.json atomically in the family's schema (models/family.h, save): Text-01 in the
+ * transformers `minimax` schema for HF naming (v4 and v5), the original `minimax_text_01`
+ * schema for original naming; M2 in transformers' schema with the remote code's keys beside
+ * it. Never a quantization_config: the weights are written unquantised. */
 void mt_minimax_config_save_json(const mt_minimax_config *cfg, const char *path, mt_naming naming);
 const char *mt_naming_name(mt_naming naming);

@@ -18,7 +18,9 @@ void mt_minimax_cache_init(mt_minimax_cache *kv, const mt_minimax_config *cfg, i
     kv->v = mt_calloc((size_t)L, sizeof(float *), "kv cache v");
     kv->state = mt_calloc((size_t)L, sizeof(float *), "lightning states");
     for (int l = 0; l < L; l++) {
-        if (cfg->layer_types[l] == MT_LAYER_FULL) {
+        mt_layer_plan p; /* the cache a layer keeps is its mixer's */
+        mt_config_layer_plan(cfg, l, &p);
+        if (p.mixer == MT_MIXER_SOFTMAX) {
             const size_t n = (size_t)B * (size_t)t_max * Hkv * D;
             kv->k[l] = mt_calloc(n, sizeof(float), "kv cache k");
             kv->v[l] = mt_calloc(n, sizeof(float), "kv cache v");

@@ -1,23 +1,18 @@
-/* layout.c: the parameter layout of MiniMax-Text-01 (spec section 8) and the lightning decay
- * rates (spec 4.2).
+/* layout.c: the parameter layout of a MiniMax decoder (spec section 8), walked from the
+ * per-layer plan (models/family.h), and the lightning decay rates (spec 4.2).
  *
  * Buckets (unit layer): 0 = embedding, 1 + l = decoder layer l, L + 1 = final norm + lm_head.
  * Inside a bucket the parameters come in this fixed order (names are transformers v4.5x names):
  *   bucket 0:      model.embed_tokens.weight                                 (V, C)
  *   bucket 1 + l:  model.layers.l.input_layernorm.weight                     (C)
- *                  lightning layer: self_attn.qkv_proj.weight                (3HD, C)
- *                                   self_attn.output_gate.weight             (HD, C)
- *                                   self_attn.norm.weight                    (HD)
- *                                   self_attn.out_proj.weight                (C, HD)
- *                  softmax layer:   self_attn.q_proj.weight                  (HD, C)
- *                                   self_attn.k_proj.weight                  (KV*D, C)
- *                                   self_attn.v_proj.weight                  (KV*D, C)
- *                                   self_attn.o_proj.weight                  (C, HD)
+ *                  the mixer's parameters (models/block_lightning.c, block_attention.c)
  *                  post_attention_layernorm.weight                           (C)
- *                  block_sparse_moe.gate.weight                              (E, C)
- *                  block_sparse_moe.experts.{0..E-1}.w1.weight               (F, C) each
- *                  block_sparse_moe.experts.{0..E-1}.w3.weight               (F, C) each
- *                  block_sparse_moe.experts.{0..E-1}.w2.weight               (C, F) each
+ *                  the MLP's, dense: mlp.{gate,up}_proj.weight (F, C), down_proj (C, F);
+ *                  or the MoE's: block_sparse_moe.gate.weight                (E, C)
+ *                             [block_sparse_moe.e_score_correction_bias      (E), a buffer]
+ *                             block_sparse_moe.experts.{0..E-1}.w1.weight    (F, C) each
+ *                             block_sparse_moe.experts.{0..E-1}.w3.weight    (F, C) each
+ *                             block_sparse_moe.experts.{0..E-1}.w2.weight    (C, F) each
  *   bucket L + 1:  model.norm.weight (C), lm_head.weight (V, C)
  * Every parameter starts at a multiple of MT_PARAM_ALIGN elements, except experts 1..E-1 of a
  * stack, which follow their predecessor with no gap: the w1 (and w3, w2) of all experts form
@@ -27,27 +22,21 @@
  * gets the next bucket of its own: w1 (F,C), w3 (F,C), w2 (C,F), each aligned; and
  * embed_tokens and lm_head are cut into S = ceil(V / 3F) parts of ceil(V / S) rows (the last
  * smaller), each about an expert's size, so that no bucket (and no gather slot) is much larger
- * than an expert: embedding part k is bucket k, layer l's bucket S + l (E + 1), its expert e's
- * S + 1 + l (E + 1) + e, the final norm with lm_head part 0 S + L (E + 1), lm_head part k the
- * k-th after it. A part is the parameter of its tensor's name covering its rows
- * (src_offset, src_shape0), so checkpoints load and export as the whole tensors. */
+ * than an expert: embedding part k is bucket k, then each layer's bucket followed by its
+ * experts' (layer l's first bucket is layer_bucket[l]), the final norm with lm_head part 0,
+ * lm_head part k the k-th after it. A part is the parameter of its tensor's name covering its
+ * rows (src_offset, src_shape0), so checkpoints load and export as the whole tensors. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/minimax.h"
+#include "models/block.h"
 
 #define MT_PARAM_ALIGN 16 /* elements: 64 bytes */
 
-typedef struct {
-    mt_minimax *m;
-    int bucket;
-    int64_t offset; /* next free element in the bucket */
-} layout_cursor;
-
-static void layout_add(layout_cursor *cur, bool align, int ndim, int64_t d0, int64_t d1,
-                       const char *fmt, int a, int b) {
+void mt_layout_add(mt_layout_cursor *cur, bool align, int ndim, int64_t d0, int64_t d1,
+                   mt_param_init init, const char *fmt, int a, int b) {
     mt_minimax *m = cur->m;
     mt_param_info *p = &m->info[m->n_params];
     int len = snprintf(p->name, sizeof(p->name), fmt, a, b);
@@ -61,21 +50,26 @@ static void layout_add(layout_cursor *cur, bool align, int ndim, int64_t d0, int
     p->offset = cur->offset;
     p->src_offset = 0;
     p->src_shape0 = d0;
+    p->init = init;
     cur->offset += p->numel;
     m->n_params++;
 }
 
 /* Part k of a (V,C) vocabulary matrix: its rows as a parameter of the same name. */
-static void layout_add_vocab_part(layout_cursor *cur, const char *name, int k) {
+void mt_layout_mark_buffer(mt_layout_cursor *cur) {
+    cur->m->info[cur->m->n_params - 1].buffer = true;
+}
+
+static void layout_add_vocab_part(mt_layout_cursor *cur, const char *name, int k) {
     mt_minimax *m = cur->m;
     const int64_t V = m->cfg.vocab_size, C = m->cfg.hidden_size, row0 = k * m->vocab_part_rows;
     const int64_t rows = k == m->vocab_parts - 1 ? V - row0 : m->vocab_part_rows;
-    layout_add(cur, true, 2, rows, C, name, 0, 0);
+    mt_layout_add(cur, true, 2, rows, C, MT_INIT_NORMAL, name, 0, 0);
     m->info[m->n_params - 1].src_offset = row0 * C;
     m->info[m->n_params - 1].src_shape0 = V;
 }
 
-static void layout_end_bucket(layout_cursor *cur) {
+void mt_layout_end_bucket(mt_layout_cursor *cur) {
     int64_t n = (cur->offset + MT_PARAM_ALIGN - 1) / MT_PARAM_ALIGN * MT_PARAM_ALIGN;
     cur->m->bucket_numel[cur->bucket] = n;
     cur->bucket++;
@@ -103,6 +97,11 @@ static void layout_decay(mt_minimax *m) {
     }
 }
 
+/* RMSNorm weights start at 1, Gemma's (1 + w) at w = 0. */
+static mt_param_init layout_norm_init(mt_norm_kind k) {
+    return k == MT_NORM_GEMMA ? MT_INIT_ZEROS : MT_INIT_ONES;
+}
+
 void mt_minimax_init(mt_minimax *m, const mt_minimax_config *cfg) {
     mt_minimax_init_unit(m, cfg, MT_GATHER_LAYER);
 }
@@ -111,75 +110,62 @@ void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
     m->unit = unit;
-    int L = cfg->num_hidden_layers, E = cfg->num_local_experts;
+    const int L = cfg->num_hidden_layers;
     MT_CHECK(L >= 1 && L <= MT_MAX_LAYERS, "layout: %d layers", L);
-    int64_t V = cfg->vocab_size, C = cfg->hidden_size, F = cfg->intermediate_size;
-    int64_t HD = (int64_t)cfg->num_attention_heads * cfg->head_dim;
-    int64_t KVD = (int64_t)cfg->num_key_value_heads * cfg->head_dim;
+    const int64_t V = cfg->vocab_size, C = cfg->hidden_size, F = cfg->intermediate_size;
     const bool by_expert = unit == MT_GATHER_EXPERT;
+    m->plan = mt_calloc((size_t)L, sizeof(mt_layer_plan), "layer plans");
+    for (int l = 0; l < L; l++) mt_config_layer_plan(cfg, l, &m->plan[l]);
     /* unit expert: vocabulary parts of about an expert's 3F rows of C */
     const int S = by_expert && F > 0 ? (int)((V + 3 * F - 1) / (3 * F)) : 1;
     m->vocab_parts = S;
     m->vocab_part_rows = (V + S - 1) / S;
     MT_CHECK(S >= 1 && (S - 1) * m->vocab_part_rows < V, "layout: %d parts of %lld rows for V %lld",
              S, (long long)m->vocab_part_rows, (long long)V);
-    int cap = S + L * (7 + 3 * E) + 1 + S;
+    int cap = S + 1 + S, n_buckets = 2 * S;
+    for (int l = 0; l < L; l++) {
+        cap += 2 + mt_block_mixer_params(&m->plan[l]) + mt_block_moe_params(&m->plan[l]);
+        n_buckets += 1 + mt_block_moe_buckets(m, &m->plan[l]);
+    }
     m->info = mt_calloc((size_t)cap, sizeof(mt_param_info), "parameter info");
-    m->n_buckets = by_expert ? S + L * (E + 1) + S : L + 2;
+    m->n_buckets = n_buckets;
     m->bucket_numel = mt_calloc((size_t)m->n_buckets, sizeof(int64_t), "bucket sizes");
+    m->layer_bucket = mt_calloc((size_t)L, sizeof(int), "layer buckets");
+    m->bucket_layer = mt_malloc(sizeof(int) * (size_t)m->n_buckets, "bucket layers");
+    for (int b = 0; b < m->n_buckets; b++) m->bucket_layer[b] = -1;
 
-    layout_cursor cur = {m, 0, 0};
+    mt_layout_cursor cur = {m, 0, 0};
     for (int k = 0; k < S; k++) {
         layout_add_vocab_part(&cur, "model.embed_tokens.weight", k);
-        layout_end_bucket(&cur);
+        mt_layout_end_bucket(&cur);
     }
     for (int l = 0; l < L; l++) {
-        layout_add(&cur, true, 1, C, 0, "model.layers.%d.input_layernorm.weight", l, 0);
-        if (cfg->layer_types[l] == MT_LAYER_LINEAR) {
-            layout_add(&cur, true, 2, 3 * HD, C, "model.layers.%d.self_attn.qkv_proj.weight", l, 0);
-            layout_add(&cur, true, 2, HD, C, "model.layers.%d.self_attn.output_gate.weight", l, 0);
-            layout_add(&cur, true, 1, HD, 0, "model.layers.%d.self_attn.norm.weight", l, 0);
-            layout_add(&cur, true, 2, C, HD, "model.layers.%d.self_attn.out_proj.weight", l, 0);
-        } else {
-            layout_add(&cur, true, 2, HD, C, "model.layers.%d.self_attn.q_proj.weight", l, 0);
-            layout_add(&cur, true, 2, KVD, C, "model.layers.%d.self_attn.k_proj.weight", l, 0);
-            layout_add(&cur, true, 2, KVD, C, "model.layers.%d.self_attn.v_proj.weight", l, 0);
-            layout_add(&cur, true, 2, C, HD, "model.layers.%d.self_attn.o_proj.weight", l, 0);
-        }
-        layout_add(&cur, true, 1, C, 0, "model.layers.%d.post_attention_layernorm.weight", l, 0);
-        layout_add(&cur, true, 2, E, C, "model.layers.%d.block_sparse_moe.gate.weight", l, 0);
-        if (by_expert) {
-            layout_end_bucket(&cur);
-            for (int e = 0; e < E; e++) {
-                layout_add(&cur, true, 2, F, C,
-                           "model.layers.%d.block_sparse_moe.experts.%d.w1.weight", l, e);
-                layout_add(&cur, true, 2, F, C,
-                           "model.layers.%d.block_sparse_moe.experts.%d.w3.weight", l, e);
-                layout_add(&cur, true, 2, C, F,
-                           "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", l, e);
-                layout_end_bucket(&cur);
-            }
-            continue;
-        }
-        for (int e = 0; e < E; e++)
-            layout_add(&cur, e == 0, 2, F, C,
-                       "model.layers.%d.block_sparse_moe.experts.%d.w1.weight", l, e);
-        for (int e = 0; e < E; e++)
-            layout_add(&cur, e == 0, 2, F, C,
-                       "model.layers.%d.block_sparse_moe.experts.%d.w3.weight", l, e);
-        for (int e = 0; e < E; e++)
-            layout_add(&cur, e == 0, 2, C, F,
-                       "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", l, e);
-        layout_end_bucket(&cur);
+        const mt_layer_plan *p = &m->plan[l];
+        m->layer_bucket[l] = cur.bucket;
+        m->bucket_layer[cur.bucket] = l;
+        mt_layout_add(&cur, true, 1, C, 0, layout_norm_init(p->norm),
+                      "model.layers.%d.input_layernorm.weight", l, 0);
+        if (p->mixer == MT_MIXER_LIGHTNING)
+            mt_block_lightning_layout(&cur, p, l);
+        else
+            mt_block_attention_layout(&cur, p, l);
+        mt_layout_add(&cur, true, 1, C, 0, layout_norm_init(p->norm),
+                      "model.layers.%d.post_attention_layernorm.weight", l, 0);
+        if (p->mlp == MT_MLP_DENSE)
+            mt_block_mlp_layout(&cur, p, l); /* ends the layer's bucket */
+        else
+            mt_block_moe_layout(&cur, p, l); /* ends the layer's bucket(s) */
     }
-    layout_add(&cur, true, 1, C, 0, "model.norm.weight", 0, 0);
+    /* the final norm is of the last layer's kind */
+    mt_layout_add(&cur, true, 1, C, 0, layout_norm_init(m->plan[L - 1].norm), "model.norm.weight",
+                  0, 0);
     for (int k = 0; k < S; k++) {
         layout_add_vocab_part(&cur, "lm_head.weight", k);
-        layout_end_bucket(&cur);
+        mt_layout_end_bucket(&cur);
     }
-    MT_CHECK(m->n_params == cap && cur.bucket == m->n_buckets,
-             "layout: planned %d parameters in %d buckets, made %d in %d", cap, m->n_buckets,
-             m->n_params, cur.bucket);
+    MT_CHECK(m->n_params <= cap && cur.bucket == m->n_buckets,
+             "layout: planned at most %d parameters in %d buckets, made %d in %d", cap,
+             m->n_buckets, m->n_params, cur.bucket);
 
     m->params = mt_calloc((size_t)m->n_params, sizeof(mt_tensor), "parameters");
     for (int i = 0; i < m->n_params; i++) {
@@ -192,30 +178,33 @@ void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather
 int mt_minimax_layer_bucket(const mt_minimax *m, int l) {
     MT_CHECK(l >= 0 && l < m->cfg.num_hidden_layers, "layout: layer %d of %d", l,
              m->cfg.num_hidden_layers);
-    return m->unit == MT_GATHER_EXPERT ? m->vocab_parts + l * (m->cfg.num_local_experts + 1)
-                                       : 1 + l;
+    return m->layer_bucket[l];
 }
 
 int mt_minimax_expert_bucket(const mt_minimax *m, int l, int e) {
-    MT_CHECK(e >= 0 && e < m->cfg.num_local_experts, "layout: expert %d of %d", e,
-             m->cfg.num_local_experts);
     const int lb = mt_minimax_layer_bucket(m, l);
+    MT_CHECK(e >= 0 && e < m->plan[l].n_experts, "layout: expert %d of %d (layer %d)", e,
+             m->plan[l].n_experts, l);
     return m->unit == MT_GATHER_EXPERT ? lb + 1 + e : lb;
+}
+
+int mt_minimax_layer_last_bucket(const mt_minimax *m, int l) {
+    return mt_minimax_layer_bucket(m, l) + mt_block_moe_buckets(m, &m->plan[l]);
 }
 
 int mt_minimax_final_bucket(const mt_minimax *m) { return m->n_buckets - m->vocab_parts; }
 
 int mt_minimax_bucket_layer(const mt_minimax *m, int bucket) {
-    const int L = m->cfg.num_hidden_layers, first = mt_minimax_layer_bucket(m, 0),
-              per = m->unit == MT_GATHER_EXPERT ? m->cfg.num_local_experts + 1 : 1;
-    if (bucket < first || bucket >= first + L * per || (bucket - first) % per != 0) return -1;
-    return (bucket - first) / per;
+    return bucket >= 0 && bucket < m->n_buckets ? m->bucket_layer[bucket] : -1;
 }
 
 void mt_minimax_free(mt_minimax *m) {
     free(m->info);
     free(m->params);
     free(m->bucket_numel);
+    free(m->layer_bucket);
+    free(m->bucket_layer);
+    free(m->plan);
     free(m->decay);
     memset(m, 0, sizeof(*m));
 }
@@ -226,8 +215,8 @@ void mt_minimax_bind_bucket(mt_minimax *m, int bucket, float *data, float *grad)
         const mt_param_info *p = &m->info[i];
         if (p->bucket != bucket) continue;
         m->params[i].data = data ? data + p->offset : NULL;
-        m->params[i].grad = grad ? grad + p->offset : NULL;
-        m->params[i].requires_grad = grad != NULL;
+        m->params[i].grad = grad && !p->buffer ? grad + p->offset : NULL;
+        m->params[i].requires_grad = grad && !p->buffer;
     }
 }
 

@@ -1,34 +1,34 @@
-/* minimax.c: the MiniMax-Text-01 forward on the autograd ops (spec sections 2-7), with the
- * backward coming from the tape. The same layer code serves training (whole sequences) and
- * generation (a cached prompt pass, then one token at a time: models/generate.c).
+/* minimax.c: a MiniMax decoder on the autograd ops, assembled per layer from the plan
+ * (models/family.h), with the backward coming from the tape. The same layer code serves
+ * training (whole sequences) and generation (a cached prompt pass, then one token at a time:
+ * models/generate.c).
  *
  *   x0 = Embed[ids]                                       (no scaling)
- *   per layer l:  h1 = RMSNorm_in(x)
- *                 a  = lightning(h1) or softmax attention(h1)   (by layer type)
- *                 y  = alpha_mix * h1 + beta_mix * a            (residual = normalised input)
- *                 h2 = RMSNorm_post(y)
- *                 x  = alpha_mlp * h2 + beta_mlp * MoE(h2)
- *   logits = RMSNorm_final(x) lm_head^T;  loss = CE(logits, labels) [+ coef * aux]
+ *   per layer l:  h1 = Norm_in(x)                          (RMSNorm or Gemma, by the plan)
+ *                 a  = mixer(h1)                            (lightning or softmax attention)
+ *                 y  = alpha_mix * h1 + beta_mix * a        (DeepNorm: residual = normalised input)
+ *                      or x + a                             (plain pre-norm residual)
+ *                 h2 = Norm_post(y)
+ *                 x  = alpha_mlp * h2 + beta_mlp * MLP(h2)  or  y + MLP(h2)
+ *                      (MLP: the MoE, or a dense SwiGLU MLP, by the plan)
+ *   logits = Norm_final(x) lm_head^T;  loss = CE(logits, labels) [+ coef * aux]
  *
- * Buckets (models/minimax.h): every op of a bucket runs with ctx->tag = bucket, inside the
- * hooks' enter/leave, so a sharded owner can gather the bucket before its first use and the
- * tape's tag hook does the same in the backward. With the gather unit "expert" the MoE runs as
- * dispatch, one op per expert (each in its expert's bucket) and combine. */
+ * The blocks are in models/block_*.c. Buckets (models/minimax.h): every op of a bucket runs
+ * with ctx->tag = bucket, inside the hooks' enter/leave, so a sharded owner can gather the
+ * bucket before its first use and the tape's tag hook does the same in the backward. With the
+ * gather unit "expert" the MoE runs as dispatch, one op per expert (each in its expert's
+ * bucket) and combine. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/lightning.h"
-#include "models/generate.h"
-#include "models/minimax.h"
+#include "models/block.h"
 
 /* ------------------------------------------------------------------------------------------ */
-/* parameters */
+/* parameters and buckets (models/block.h) */
 
-static mt_tensor *mm_param(mt_minimax *m, const char *fmt, ...) MT_PRINTF(2, 3);
-static mt_tensor *mm_param(mt_minimax *m, const char *fmt, ...) {
+mt_tensor *mt_block_param(mt_minimax *m, const char *fmt, ...) {
     char name[160];
     va_list ap;
     va_start(ap, fmt);
@@ -44,7 +44,7 @@ static mt_tensor *mm_param(mt_minimax *m, const char *fmt, ...) {
 /* Part k of a vocabulary matrix (embed_tokens, lm_head): the k-th parameter of that name, the
  * layout lists them in order. */
 static mt_tensor *mm_vocab_part(mt_minimax *m, const char *name, int k) {
-    const int i = (int)(mm_param(m, "%s", name) - m->params) + k;
+    const int i = (int)(mt_block_param(m, "%s", name) - m->params) + k;
     MT_CHECK(i < m->n_params && strcmp(m->info[i].name, name) == 0 &&
                  m->info[i].src_offset == k * m->vocab_part_rows * m->cfg.hidden_size,
              "minimax: %s has no vocabulary part %d", name, k);
@@ -53,53 +53,8 @@ static mt_tensor *mm_vocab_part(mt_minimax *m, const char *name, int k) {
     return &m->params[i];
 }
 
-static mt_tensor *mm_host_tensor(mt_ctx *c, const char *what) {
+mt_tensor *mt_block_host_tensor(mt_ctx *c, const char *what) {
     return mt_arena_alloc(&c->host, sizeof(mt_tensor), what);
-}
-
-/* All experts' w (w1, w3: (F,C) each; w2: (C,F)) of layer l as one (E,d1,d2) tensor over the
- * bucket: the layout keeps each kind's experts adjacent in expert order. Checked here, since
- * the op reads expert e at offset e*d1*d2 in data and in grad. */
-static mt_tensor *mm_experts(mt_minimax *m, mt_ctx *c, int l, const char *w, int64_t d1,
-                             int64_t d2) {
-    const int E = m->cfg.num_local_experts;
-    mt_tensor *p0 = mm_param(m, "model.layers.%d.block_sparse_moe.experts.0.%s.weight", l, w);
-    const int i0 = (int)(p0 - m->params);
-    for (int e = 1; e < E; e++) {
-        /* the layout lists a stack's experts in order: try the next slot before a search */
-        char name[160];
-        snprintf(name, sizeof(name), "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", l, e,
-                 w);
-        mt_tensor *pe = i0 + e < m->n_params && strcmp(m->info[i0 + e].name, name) == 0
-                            ? &m->params[i0 + e]
-                            : mm_param(m, "%s", name);
-        const float *want = (const float *)p0->data + (int64_t)e * d1 * d2;
-        const float *want_g = p0->grad ? (const float *)p0->grad + (int64_t)e * d1 * d2 : NULL;
-        MT_CHECK(
-            pe->data == want && pe->grad == want_g,
-            "minimax: layer %d expert %d %s is not stored right after expert %d in its "
-            "bucket (data and gradient); the MoE op needs the experts stacked as (E,%lld,%lld)",
-            l, e, w, e - 1, (long long)d1, (long long)d2);
-    }
-    mt_tensor *t = mm_host_tensor(c, "experts");
-    mt_tensor_wrap(t, MT_F32, 3, (int64_t[]){E, d1, d2}, p0->data, p0->grad, p0->name);
-    t->dev = p0->dev;
-    return t;
-}
-
-/* Expert e's w1, w3 or w2 (k = 0, 1, 2) of layer l with the gather unit "expert", whose layout
- * keeps each expert's three matrices together after expert 0's w1 (p0): a direct index,
- * checked by name, since a name search per expert would scan every parameter (Text-01: 7.7k
- * parameters, 7.7k expert matrices per forward). */
-static mt_tensor *mm_expert_param(mt_minimax *m, int p0, int l, int e, int k) {
-    static const char *const w[3] = {"w1", "w3", "w2"};
-    char name[160];
-    snprintf(name, sizeof(name), "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", l, e,
-             w[k]);
-    const int p = p0 + 3 * e + k;
-    if (p < m->n_params && strcmp(m->info[p].name, name) == 0 && m->params[p].data)
-        return &m->params[p];
-    return mm_param(m, "%s", name); /* not where the layout puts it: the search says why */
 }
 
 /* An I32 (B,T) tensor with rows t0, t0+1, ... (positions when the batch has none). */
@@ -112,172 +67,41 @@ static mt_tensor *mm_positions(mt_ctx *c, int64_t B, int64_t T, int64_t t0) {
     return pos;
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* one decoder layer */
-
-static void mm_enter(mt_ctx *c, const mt_bucket_hooks *hooks, int bucket) {
+void mt_block_enter(mt_ctx *c, const mt_bucket_hooks *hooks, int bucket) {
     if (hooks && hooks->bucket_enter) hooks->bucket_enter(hooks->user, bucket);
     c->tag = bucket;
 }
 
-static void mm_leave(mt_ctx *c, const mt_bucket_hooks *hooks, int bucket) {
+void mt_block_leave(mt_ctx *c, const mt_bucket_hooks *hooks, int bucket) {
     c->tag = -1;
     if (hooks && hooks->bucket_leave) hooks->bucket_leave(hooks->user, bucket);
 }
 
-typedef struct {
-    mt_tensor *pos, *seg; /* (B,T) I32; seg may be NULL */
-    mt_minimax_cache *kv; /* NULL: whole sequences; else prefill (t_len 0) or a decode step */
-    const mt_bucket_hooks *hooks;
-    int open_bucket;      /* the bucket entered for the layer; -1 once the MoE has left it */
-    mt_tensor *router;    /* out: router logits (N,E) */
-    mt_tensor *route_idx; /* out: chosen experts (N,K) I32 */
-} mm_layer_io;
+/* ------------------------------------------------------------------------------------------ */
+/* one decoder layer */
 
-/* Lightning attention (spec 4): silu(h1 Wqkv^T) -> decayed linear attention -> RMSNorm over
- * H*D (eps 1e-6, as transformers and the original build it) -> sigmoid gate from h1 -> out_proj. */
-static mt_tensor *mm_lightning_mixer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1,
-                                     mm_layer_io *io) {
-    const mt_minimax_config *cfg = &m->cfg;
-    const int64_t B = h1->shape[0], T = h1->shape[1], H = cfg->num_attention_heads,
-                  D = cfg->head_dim;
-    mt_tensor *qkv =
-        mt_silu(c, mt_matmul(c, h1, mm_param(m, "model.layers.%d.self_attn.qkv_proj.weight", l)));
-    qkv = mt_view(c, qkv, 4, (int64_t[]){B, T, H, 3 * D});
-    /* the per-head decay rates live on the host (config); the kernels read them on the backend */
-    mt_tensor *decay = mt_tensor_new(c, MT_F32, 1, &H, "decay");
-    c->be->to_device(decay->data, m->decay + (int64_t)l * H, sizeof(float) * (size_t)H);
-
-    mt_tensor *o;
-    if (io->kv && io->kv->t_len > 0) {
-        /* decode: one recurrent step on the cached state (CPU kernel) */
-        MT_CHECK(T == 1, "minimax: a cached decode step takes one token, got T = %lld",
-                 (long long)T);
-        o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "lightning.step");
-        cpu_lightning_decode_step(io->kv->state[l], qkv->data, decay->data, o->data, (int)B, (int)H,
-                                  (int)D);
-    } else {
-        o = mt_lightning(c, qkv, decay, io->seg, cfg->block_size);
-        if (io->kv) /* prefill: the final state is the decode cache */
-            cpu_lightning_state(io->kv->state[l], qkv->data, decay->data, NULL, (int)B, (int)T,
-                                (int)H, (int)D);
-    }
-    o = mt_view(c, o, 3, (int64_t[]){B, T, H * D});
-    o = mt_rmsnorm(c, o, mm_param(m, "model.layers.%d.self_attn.norm.weight", l), 1e-6f, false);
-    mt_tensor *gate = mt_sigmoid(
-        c, mt_matmul(c, h1, mm_param(m, "model.layers.%d.self_attn.output_gate.weight", l)));
-    o = mt_mul(c, gate, o);
-    return mt_matmul(c, o, mm_param(m, "model.layers.%d.self_attn.out_proj.weight", l));
+static mt_tensor *mm_norm(mt_minimax *m, mt_ctx *c, mt_norm_kind kind, mt_tensor *x, mt_tensor *w) {
+    return mt_rmsnorm(c, x, w, m->cfg.rms_norm_eps, kind == MT_NORM_GEMMA);
 }
 
-/* Softmax attention (spec 5): q/k/v projections, partial NeoX RoPE on the first rotary_dim
- * dims of q and k, causal GQA softmax attention with scale D^-1/2, o_proj. */
-static mt_tensor *mm_softmax_mixer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1,
-                                   mm_layer_io *io) {
-    const mt_minimax_config *cfg = &m->cfg;
-    const int64_t B = h1->shape[0], T = h1->shape[1], H = cfg->num_attention_heads,
-                  Hkv = cfg->num_key_value_heads, D = cfg->head_dim;
-    const float scale = (float)(1.0 / sqrt((double)D));
-    mt_tensor *q = mt_matmul(c, h1, mm_param(m, "model.layers.%d.self_attn.q_proj.weight", l));
-    mt_tensor *k = mt_matmul(c, h1, mm_param(m, "model.layers.%d.self_attn.k_proj.weight", l));
-    mt_tensor *v = mt_matmul(c, h1, mm_param(m, "model.layers.%d.self_attn.v_proj.weight", l));
-    q = mt_view(c, q, 4, (int64_t[]){B, T, H, D});
-    k = mt_view(c, k, 4, (int64_t[]){B, T, Hkv, D});
-    v = mt_view(c, v, 4, (int64_t[]){B, T, Hkv, D});
-    q = mt_rope(c, q, io->pos, cfg->rotary_dim, cfg->rope_theta);
-    k = mt_rope(c, k, io->pos, cfg->rotary_dim, cfg->rope_theta);
-
-    mt_tensor *o;
-    mt_minimax_cache *kv = io->kv;
-    if (kv) {
-        /* append the new keys/values at positions t_len .. t_len+T-1 of the cache */
-        MT_CHECK(kv->t_len + T <= kv->t_max, "minimax: KV cache full (%d + %lld > %d positions)",
-                 kv->t_len, (long long)T, kv->t_max);
-        const size_t row = (size_t)(Hkv * D);
-        const float *kd = k->data, *vd = v->data;
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t t = 0; t < T; t++) {
-                size_t dst = ((size_t)b * kv->t_max + (size_t)(kv->t_len + t)) * row;
-                memcpy(kv->k[l] + dst, kd + (size_t)(b * T + t) * row, row * sizeof(float));
-                memcpy(kv->v[l] + dst, vd + (size_t)(b * T + t) * row, row * sizeof(float));
-            }
-    }
-    if (kv && kv->t_len > 0) {
-        MT_CHECK(T == 1, "minimax: a cached decode step takes one token, got T = %lld",
-                 (long long)T);
-        o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "attention.step");
-        cpu_attention_decode(o->data, q->data, kv->k[l], kv->v[l], kv->t_len + 1, B, kv->t_max, H,
-                             Hkv, D, scale);
-    } else {
-        o = mt_attention(c, q, k, v, io->seg, scale);
-    }
-    o = mt_view(c, o, 3, (int64_t[]){B, T, H * D});
-    return mt_matmul(c, o, mm_param(m, "model.layers.%d.self_attn.o_proj.weight", l));
+/* The residual around a sublayer f of the normalised input h of x. */
+static mt_tensor *mm_residual(mt_ctx *c, const mt_layer_plan *p, mt_tensor *x, mt_tensor *h,
+                              mt_tensor *f, float alpha, float beta) {
+    return p->residual == MT_RESIDUAL_DEEPNORM ? mt_axpby(c, alpha, h, beta, f) : mt_add(c, x, f);
 }
 
-/* MoE (spec 6): router logits -> softmax -> top-K renormalised -> SwiGLU experts. */
-static mt_tensor *mm_moe(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h2, mm_layer_io *io) {
-    const mt_minimax_config *cfg = &m->cfg;
-    const int64_t B = h2->shape[0], T = h2->shape[1], C = cfg->hidden_size,
-                  F = cfg->intermediate_size;
-    mt_tensor *x = mt_view(c, h2, 2, (int64_t[]){B * T, C});
-    io->router = mt_matmul(c, x, mm_param(m, "model.layers.%d.block_sparse_moe.gate.weight", l));
-    mt_tensor *w = mt_moe_route(c, io->router, cfg->num_experts_per_tok, &io->route_idx);
-    mt_tensor *y;
-    if (m->unit == MT_GATHER_EXPERT) {
-        /* each expert in its own bucket: leave the layer's, then enter the experts' in order
-         * (every one, also those without tokens, so every rank makes the same collectives);
-         * the combine and the residual use no parameters and run in no bucket. A layer being
-         * recomputed in the backward defers its experts' forwards to their backwards (the
-         * layer's output is kept, nothing reads these values): each expert is gathered once,
-         * by the tape's hook, for both; ys is zeroed so the combine reads defined values. */
-        mt_moe_plan plan;
-        mt_tensor *xs = mt_moe_dispatch(c, x, io->route_idx, cfg->num_local_experts, &plan);
-        mt_tensor *ys = mt_moe_expert_out(c, &plan, C);
-        mm_leave(c, io->hooks, io->open_bucket);
-        io->open_bucket = -1;
-        const bool defer = c->recomputing > 0;
-        const mt_bucket_hooks *hooks = defer ? NULL : io->hooks;
-        if (defer) c->be->zero(ys->data, mt_nbytes(ys));
-        c->defer_forward = defer;
-        const int p0 =
-            (int)(mm_param(m, "model.layers.%d.block_sparse_moe.experts.0.w1.weight", l) -
-                  m->params);
-        for (int e = 0; e < cfg->num_local_experts; e++) {
-            const int b = mt_minimax_expert_bucket(m, l, e);
-            mm_enter(c, hooks, b);
-            mt_moe_expert_ffn(c, xs, &plan, w, e, mm_expert_param(m, p0, l, e, 0),
-                              mm_expert_param(m, p0, l, e, 1), mm_expert_param(m, p0, l, e, 2), ys);
-            mm_leave(c, hooks, b);
-        }
-        c->defer_forward = false;
-        y = mt_moe_combine(c, ys, &plan);
-    } else {
-        mt_tensor *w1 = mm_experts(m, c, l, "w1", F, C);
-        mt_tensor *w3 = mm_experts(m, c, l, "w3", F, C);
-        mt_tensor *w2 = mm_experts(m, c, l, "w2", C, F);
-        y = mt_moe_experts(c, x, io->route_idx, w, w1, w3, w2);
-    }
-    return mt_view(c, y, 3, (int64_t[]){B, T, C});
-}
-
-static mt_tensor *mm_layer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mm_layer_io *io) {
-    const mt_minimax_config *cfg = &m->cfg;
-    const float eps = cfg->rms_norm_eps;
+static mt_tensor *mm_layer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mt_block_io *io) {
+    const mt_layer_plan *p = &m->plan[l];
     mt_tensor *h1 =
-        mt_rmsnorm(c, x, mm_param(m, "model.layers.%d.input_layernorm.weight", l), eps, false);
-    mt_tensor *y;
-    if (cfg->layer_types[l] == MT_LAYER_LINEAR) {
-        mt_tensor *a = mm_lightning_mixer(m, c, l, h1, io);
-        y = mt_axpby(c, cfg->linear_attn_alpha, h1, cfg->linear_attn_beta, a);
-    } else {
-        mt_tensor *a = mm_softmax_mixer(m, c, l, h1, io);
-        y = mt_axpby(c, cfg->full_attn_alpha, h1, cfg->full_attn_beta, a);
-    }
-    mt_tensor *h2 = mt_rmsnorm(
-        c, y, mm_param(m, "model.layers.%d.post_attention_layernorm.weight", l), eps, false);
-    mt_tensor *moe = mm_moe(m, c, l, h2, io);
-    return mt_axpby(c, cfg->mlp_alpha, h2, cfg->mlp_beta, moe);
+        mm_norm(m, c, p->norm, x, mt_block_param(m, "model.layers.%d.input_layernorm.weight", l));
+    mt_tensor *a = p->mixer == MT_MIXER_LIGHTNING ? mt_block_lightning_forward(m, c, l, h1, io)
+                                                  : mt_block_attention_forward(m, c, l, h1, io);
+    mt_tensor *y = mm_residual(c, p, x, h1, a, p->mix_alpha, p->mix_beta);
+    mt_tensor *h2 = mm_norm(
+        m, c, p->norm, y, mt_block_param(m, "model.layers.%d.post_attention_layernorm.weight", l));
+    mt_tensor *f = p->mlp == MT_MLP_DENSE ? mt_block_mlp_forward(m, c, l, h2)
+                                          : mt_block_moe_forward(m, c, l, h2, io);
+    return mm_residual(c, p, y, h2, f, p->mlp_alpha, p->mlp_beta);
 }
 
 /* One decoder layer as a segment (mt_checkpoint's fn; also run directly): its buckets entered
@@ -294,14 +118,14 @@ typedef struct {
 static void mm_layer_segment(mt_ctx *c, void *user, mt_tensor *x, mt_tensor **out) {
     mm_layer_args *a = user;
     const int b = mt_minimax_layer_bucket(a->m, a->l);
-    mm_layer_io io = {.pos = a->pos,
+    mt_block_io io = {.pos = a->pos,
                       .seg = a->seg,
                       .kv = a->kv,
                       .hooks = a->with_hooks ? &a->hooks : NULL,
                       .open_bucket = b};
-    mm_enter(c, io.hooks, b);
+    mt_block_enter(c, io.hooks, b);
     out[0] = mm_layer(a->m, c, a->l, x, &io);
-    if (io.open_bucket >= 0) mm_leave(c, io.hooks, io.open_bucket);
+    if (io.open_bucket >= 0) mt_block_leave(c, io.hooks, io.open_bucket);
     out[1] = io.router;
     out[2] = io.route_idx;
 }
@@ -326,10 +150,10 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
     const int64_t V = cfg->vocab_size;
     mt_tensor *x = NULL;
     for (int k = 0; k < S; k++) {
-        mm_enter(c, hooks, k);
+        mt_block_enter(c, hooks, k);
         x = mt_embedding_rows(c, ids, mm_vocab_part(m, "model.embed_tokens.weight", k),
                               k * m->vocab_part_rows, V, x);
-        mm_leave(c, hooks, k);
+        mt_block_leave(c, hooks, k);
     }
 
     const bool recompute = m->gradient_checkpointing && c->grad_enabled && !kv;
@@ -348,16 +172,16 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
     }
 
     const int last = mt_minimax_final_bucket(m);
-    mm_enter(c, hooks, last);
-    x = mt_rmsnorm(c, x, mm_param(m, "model.norm.weight"), cfg->rms_norm_eps, false);
+    mt_block_enter(c, hooks, last);
+    x = mm_norm(m, c, m->plan[L - 1].norm, x, mt_block_param(m, "model.norm.weight"));
     mt_tensor *logits = NULL;
     /* lm_head part by part, each in its bucket: the loss as a chain of fused parts
      * (op_linear_cross_entropy.c), or the logits side by side */
     mt_tensor *chain = NULL;
     for (int k = 0; k < S; k++) {
         if (k) {
-            mm_leave(c, hooks, last + k - 1);
-            mm_enter(c, hooks, last + k);
+            mt_block_leave(c, hooks, last + k - 1);
+            mt_block_enter(c, hooks, last + k);
         }
         mt_tensor *w = mm_vocab_part(m, "lm_head.weight", k);
         if (fused) {
@@ -370,19 +194,48 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
         }
     }
     if (fused) *fused_ce = chain;
-    mm_leave(c, hooks, last + S - 1);
+    mt_block_leave(c, hooks, last + S - 1);
     return logits;
+}
+
+/* idx (N,K) host: the top-K of each row of logits (N,E), descending, ties to the lower index
+ * (the ranking of softmax(logits)). */
+static void mm_topk_logits(mt_ctx *c, const mt_tensor *logits, int K, int32_t *idx) {
+    const int64_t N = logits->shape[0], E = logits->shape[1];
+    float *z = mt_arena_alloc(&c->host, sizeof(float) * (size_t)(N * E), "aux.logits");
+    c->be->to_host(z, logits->data, sizeof(float) * (size_t)(N * E));
+    for (int64_t n = 0; n < N; n++) {
+        const float *row = z + n * E;
+        int32_t *out = idx + n * K;
+        for (int j = 0; j < K; j++) {
+            int64_t best = -1;
+            for (int64_t e = 0; e < E; e++) {
+                bool taken = false;
+                for (int i = 0; i < j; i++) taken = taken || out[i] == e;
+                if (!taken && (best < 0 || row[e] > row[best])) best = e;
+            }
+            out[j] = (int32_t)best;
+        }
+    }
 }
 
 /* The load-balancing loss of transformers' load_balancing_loss_func over all layers' router
  * rows (spec 7.2): E * sum_{k,e} f[k,e] Pbar[e] = sum over rows of coef . softmax(row) with
  * coef[e] = E count[e] / R^2; the counts carry no gradient. With padding (valid_len), only the
  * real tokens' rows count, in R, the counts and the sum (transformers with an attention_mask):
- * their router rows are gathered first (an embedding lookup, so the gradient scatters back). */
+ * their router rows are gathered first (an embedding lookup, so the gradient scatters back).
+ * Layers with a dense MLP have no router and do not count (transformers collects the router
+ * logits of its sparse layers only).
+ * The counts are of the top-K of softmax(logits), as transformers counts them: for a softmax
+ * router these are its choices; a sigmoid router with a correction bias may choose others
+ * (transformers' minimax_m2 counts the unbiased top-K all the same, docs/parity.md). */
 static mt_tensor *mm_aux_loss(mt_minimax *m, mt_ctx *c, mt_tensor **routers, mt_tensor **idx,
                               const int64_t *valid_len, int64_t B, int64_t T) {
     const int L = m->cfg.num_hidden_layers, E = m->cfg.num_local_experts;
     const int K = m->cfg.num_experts_per_tok;
+    int n_moe = 0;
+    for (int l = 0; l < L; l++) n_moe += routers[l] != NULL;
+    if (n_moe == 0) return NULL;
     /* the real rows of one layer, in row order, or all of them */
     int64_t n_real = B * T;
     mt_tensor *real = NULL;
@@ -406,11 +259,15 @@ static mt_tensor *mm_aux_loss(mt_minimax *m, mt_ctx *c, mt_tensor **routers, mt_
     int64_t *count = mt_arena_alloc(&c->host, (size_t)E * sizeof(int64_t), "aux.count");
     memset(count, 0, (size_t)E * sizeof(int64_t));
     for (int l = 0; l < L; l++) {
+        if (!routers[l]) continue; /* a dense MLP */
         MT_CHECK(routers[l]->shape[0] == B * T && mt_numel(idx[l]) == B * T * K,
                  "minimax: layer %d router rows %lld, expected B*T = %lld", l,
                  (long long)routers[l]->shape[0], (long long)(B * T));
         int32_t *h = mt_arena_alloc(&c->host, (size_t)(B * T * K) * sizeof(int32_t), "aux.idx");
-        c->be->to_host(h, idx[l]->data, (size_t)(B * T * K) * sizeof(int32_t));
+        if (m->plan[l].router == MT_ROUTER_SOFTMAX)
+            c->be->to_host(h, idx[l]->data, (size_t)(B * T * K) * sizeof(int32_t));
+        else
+            mm_topk_logits(c, routers[l], K, h);
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < (valid_len ? valid_len[b] : T); t++)
                 for (int k = 0; k < K; k++) {
@@ -422,7 +279,7 @@ static mt_tensor *mm_aux_loss(mt_minimax *m, mt_ctx *c, mt_tensor **routers, mt_
     }
     float *coef_h = mt_arena_alloc(&c->host, (size_t)E * sizeof(float), "aux.coef.host");
     if (n_real > 0)
-        mt_moe_aux_coef(coef_h, count, E, (int64_t)L * n_real);
+        mt_moe_aux_coef(coef_h, count, E, (int64_t)n_moe * n_real);
     else /* nothing but padding: no aux loss (and no gradient), not transformers' 0/0 */
         memset(coef_h, 0, (size_t)E * sizeof(float));
     int64_t e64 = E;
@@ -430,6 +287,7 @@ static mt_tensor *mm_aux_loss(mt_minimax *m, mt_ctx *c, mt_tensor **routers, mt_
     c->be->to_device(coef->data, coef_h, (size_t)E * sizeof(float));
     mt_tensor *aux = NULL;
     for (int l = 0; l < L; l++) {
+        if (!routers[l]) continue;
         mt_tensor *rows = real ? mt_embedding(c, real, routers[l]) : routers[l];
         mt_tensor *a = mt_moe_aux(c, rows, coef);
         aux = aux ? mt_add(c, aux, a) : a;
@@ -465,7 +323,7 @@ void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
         if (!fused)
             out->ce_loss = mt_cross_entropy(c, out->logits, batch->labels, batch->loss_denom);
         out->loss = out->ce_loss;
-        if (aux_on)
+        if (out->aux_loss)
             out->loss = mt_axpby(c, 1.0f, out->ce_loss, cfg->router_aux_loss_coef, out->aux_loss);
     }
 }

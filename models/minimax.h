@@ -1,4 +1,5 @@
-/* minimax.h: the MiniMax-Text-01 model on the autograd ops (spec sections 2-7).
+/* minimax.h: a MiniMax decoder on the autograd ops, assembled per layer from the plan of its
+ * family (models/family.h: MiniMax-Text-01, MiniMax-M2; docs/models.md).
  *
  * Parameters live in buckets, the unit a sharded optimizer gathers: bucket 0 = embedding, then
  * per decoder layer one bucket (every expert included; gather unit "layer") or one bucket for
@@ -16,6 +17,11 @@
 #include "autograd/ops.h"
 #include "models/config.h"
 
+/* How a parameter is initialised at random (transformers' _init_weights): N(0,
+ * initializer_range), ones (RMSNorm weights), zeros (the routers' correction bias; Gemma norm
+ * weights). */
+typedef enum { MT_INIT_NORMAL = 0, MT_INIT_ONES, MT_INIT_ZEROS } mt_param_init;
+
 typedef struct {
     char name[128];
     int ndim;
@@ -26,6 +32,11 @@ typedef struct {
     /* where it lies in the checkpoint tensor of its name: 0 and shape[0], except for a
      * vocabulary part (rows [src_offset / C, ...) of src_shape0 rows) */
     int64_t src_offset, src_shape0;
+    mt_param_init init;
+    /* A buffer (the routers' e_score_correction_bias): loaded, kept in its bucket, sharded,
+     * gathered and exported like a parameter, but never given a gradient (bound without one),
+     * skipped by the optimizer (train/sharded.c), not counted as a trained parameter. */
+    bool buffer;
 } mt_param_info;
 
 /* What a sharded optimizer gathers at a time (dist.gather_unit): a whole decoder layer with its
@@ -35,6 +46,7 @@ typedef enum { MT_GATHER_LAYER, MT_GATHER_EXPERT } mt_gather_unit;
 
 typedef struct mt_minimax {
     mt_minimax_config cfg;
+    mt_layer_plan *plan; /* (L) each layer's blocks, from the config's family */
     mt_gather_unit unit;
     int n_params;
     mt_param_info *info;     /* (n_params) */
@@ -43,7 +55,9 @@ typedef struct mt_minimax {
     int vocab_parts;         /* S: parts of embed_tokens and lm_head (1 with unit layer) */
     int64_t vocab_part_rows; /* rows of each part but the last (V - (S - 1) of them) */
     int64_t *bucket_numel;
-    float *decay; /* (L, H) lightning decay lambda per layer and head */
+    int *layer_bucket; /* (L) each layer's first bucket */
+    int *bucket_layer; /* (n_buckets) the layer whose first bucket it is, or -1 */
+    float *decay;      /* (L, H) lightning decay lambda per layer and head */
     /* Activation checkpointing (train.gradient_checkpointing): with gradients on, each decoder
      * layer is a recomputed segment (mt_checkpoint): only its input, output and router logits
      * stay in the arena, and the backward runs its forward again, bucket hooks included. The
@@ -60,6 +74,8 @@ void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather
 int mt_minimax_layer_bucket(const mt_minimax *m, int l);
 int mt_minimax_expert_bucket(const mt_minimax *m, int l, int e);
 int mt_minimax_final_bucket(const mt_minimax *m);
+/* The last bucket layer l uses (its last expert's with unit expert, else its own). */
+int mt_minimax_layer_last_bucket(const mt_minimax *m, int l);
 /* The layer whose mt_minimax_layer_bucket this is, or -1 (embedding, experts, final). */
 int mt_minimax_bucket_layer(const mt_minimax *m, int bucket);
 void mt_minimax_free(mt_minimax *m);

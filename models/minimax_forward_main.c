@@ -1,4 +1,5 @@
-/* minimax-forward: run a MiniMax-Text-01 checkpoint on token ids and write what it computes, so
+/* minimax-forward: run a MiniMax checkpoint of any family (models/family.h: the family from its
+ * config.json's model_type) on token ids and write what it computes, so
  * anyone can check the model against any reference (docs/parity.md).
  *
  *   minimax-forward --model DIR --ids IDS.json [--labels LABELS.json] [--grad]
@@ -9,8 +10,9 @@
  * are shifted here, like ForCausalLMLoss. OUT gets, all fp32:
  *   logits (B,T,V); loss () with labels (CE, plus router_aux_loss_coef * aux when the config
  *   has output_router_logits); aux_loss () when the config has output_router_logits;
- *   with --grad: grad.<name> of the loss for every checkpoint tensor, named and shaped as in
- *   the model directory's layout (v5 fused experts stay fused). */
+ *   with --grad: grad.<name> of the loss for every checkpoint tensor of a parameter, named and
+ *   shaped as in the model directory's layout (v5 fused experts stay fused); buffers (M2's
+ *   e_score_correction_bias) have none. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +53,7 @@ static void write_grads(mt_safetensors_writer *w, const mt_minimax *m, mt_naming
     int64_t *part_numel = mt_calloc((size_t)P, sizeof(int64_t), "grad part sizes");
     char name[200], other[200], gname[220];
     for (int p = 0; p < P; p++) {
-        if (done[p]) continue;
+        if (done[p] || m->info[p].buffer) continue; /* a buffer (correction bias): no gradient */
         int64_t off;
         mt_weights_source_name(m, p, naming, name, sizeof(name), &off);
         /* the parameters of this tensor, by offset: they tile it exactly */

@@ -1,4 +1,5 @@
-/* minimax-generate: greedy decoding with a MiniMax-Text-01 checkpoint (models/generate.h).
+/* minimax-generate: greedy decoding with a MiniMax checkpoint of any family (models/family.h;
+ * models/generate.h).
  *
  *   minimax-generate --model DIR --ids IDS.json --max-new-tokens N [--arena-mb M]
  *

@@ -1,14 +1,17 @@
-/* minimax-info: parameter counts of a MiniMax-Text-01 config, and what training it costs per
- * rank under ZeRO-3.
+/* minimax-info: parameter counts of a MiniMax config (any family: models/family.h), and what
+ * training it costs per rank under ZeRO-3.
  *
  *   minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]
  *                [--gather-unit layer|expert] [--gather-dtype fp32|bf16] [--offload]
  *                [--seq T [--batch B]] [--fit-gib G]
  *
- * params_total: every parameter of the layout (models/layout.c).
+ * params_total: every parameter of the layout (models/layout.c), transformers' count: buffers
+ *   (the routers' e_score_correction_bias) are not parameters there and are printed apart
+ *   (params_buffers), though they are sharded and gathered like parameters.
  * params_active: the parameters one token uses, as the model card counts them (45.9B for
- *   MiniMax-Text-01): attention, norms, routers and top-k of the E experts of every layer, plus
- *   the final norm; the input embedding and lm_head matrices are not counted.
+ *   MiniMax-Text-01, 10B for MiniMax-M2): attention, norms, routers and top-k of the E experts
+ *   of every layer, plus the final norm; the input embedding and lm_head matrices are not
+ *   counted.
  * params_active_with_embeddings: the same plus both V x C matrices (embed_tokens, lm_head).
  * zero3_*: with --ranks N, the memory one of N ranks holds for the sharded state (train/zero.h:
  *   fp32 master weights, gradients, AdamW m and v of 1/N of every bucket) and for the gather
@@ -142,9 +145,13 @@ int main(int argc, char **argv) {
     mt_minimax m;
     mt_minimax_init_unit(&m, &cfg, unit);
 
-    int64_t total = 0, embed = 0, experts = 0, small = 0;
+    int64_t total = 0, embed = 0, experts = 0, small = 0, buffers = 0;
     for (int p = 0; p < m.n_params; p++) {
         const mt_param_info *info = &m.info[p];
+        if (info->buffer) { /* loaded and sharded, not a parameter (as in transformers) */
+            buffers += info->numel;
+            continue;
+        }
         total += info->numel;
         if (strcmp(info->name, "model.embed_tokens.weight") == 0 ||
             strcmp(info->name, "lm_head.weight") == 0)
@@ -158,12 +165,12 @@ int main(int argc, char **argv) {
     int64_t active_experts = experts / cfg.num_local_experts * cfg.num_experts_per_tok;
     int64_t active = total - embed - experts + active_experts;
     int n_full = 0;
-    for (int l = 0; l < cfg.num_hidden_layers; l++) n_full += cfg.layer_types[l] == MT_LAYER_FULL;
+    for (int l = 0; l < cfg.num_hidden_layers; l++) n_full += m.plan[l].mixer == MT_MIXER_SOFTMAX;
 
     printf("config=%s\n", config);
-    printf("model_type=%s layers=%d (lightning %d, softmax %d) experts=%d top_k=%d\n",
-           cfg.model_type, cfg.num_hidden_layers, cfg.num_hidden_layers - n_full, n_full,
-           cfg.num_local_experts, cfg.num_experts_per_tok);
+    printf("family=%s model_type=%s layers=%d (lightning %d, softmax %d) experts=%d top_k=%d\n",
+           mt_config_family(&cfg)->name, cfg.model_type, cfg.num_hidden_layers,
+           cfg.num_hidden_layers - n_full, n_full, cfg.num_local_experts, cfg.num_experts_per_tok);
     print_count("params_total", total, "every parameter (equals transformers' count)");
     /* The 456.07B often quoted for Text-01 leaves out the router and RMSNorm weights. */
     print_count("params_total_matrices", total - small, "without router gates and RMSNorm weights");
@@ -173,6 +180,10 @@ int main(int argc, char **argv) {
                 "per token, including embed_tokens and lm_head");
     print_count("params_embeddings", embed, "embed_tokens + lm_head");
     print_count("params_experts", experts, "all experts of all layers");
+    if (buffers)
+        printf("params_buffers=%lld  # e_score_correction_bias: loaded, sharded, exported, never "
+               "trained; not in the counts above\n",
+               (long long)buffers);
     int64_t zero_bytes = 0; /* with --ranks: the state and slots one rank holds */
     if (ranks) {
         const mt_zero_sizes z =

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,13 +55,23 @@ static const struct {
     int size;
     mt_st_dtype dt;
 } ST_DTYPES[] = {
-    {"F32", 4, MT_ST_F32},    {"BF16", 2, MT_ST_BF16},     {"F16", 2, MT_ST_F16},
-    {"F64", 8, MT_ST_OTHER},  {"I64", 8, MT_ST_OTHER},     {"U64", 8, MT_ST_OTHER},
-    {"I32", 4, MT_ST_OTHER},  {"U32", 4, MT_ST_OTHER},     {"I16", 2, MT_ST_OTHER},
-    {"U16", 2, MT_ST_OTHER},  {"I8", 1, MT_ST_OTHER},      {"U8", 1, MT_ST_OTHER},
-    {"BOOL", 1, MT_ST_OTHER}, {"F8_E4M3", 1, MT_ST_OTHER}, {"F8_E5M2", 1, MT_ST_OTHER}};
+    {"F32", 4, MT_ST_F32},    {"BF16", 2, MT_ST_BF16},       {"F16", 2, MT_ST_F16},
+    {"F64", 8, MT_ST_OTHER},  {"I64", 8, MT_ST_OTHER},       {"U64", 8, MT_ST_OTHER},
+    {"I32", 4, MT_ST_OTHER},  {"U32", 4, MT_ST_OTHER},       {"I16", 2, MT_ST_OTHER},
+    {"U16", 2, MT_ST_OTHER},  {"I8", 1, MT_ST_OTHER},        {"U8", 1, MT_ST_OTHER},
+    {"BOOL", 1, MT_ST_OTHER}, {"F8_E4M3", 1, MT_ST_F8_E4M3}, {"F8_E5M2", 1, MT_ST_OTHER}};
 
-static int st_dtype_size(mt_st_dtype dt) { return dt == MT_ST_F32 ? 4 : 2; }
+static int st_dtype_size(mt_st_dtype dt) {
+    return dt == MT_ST_F32 ? 4 : dt == MT_ST_F8_E4M3 ? 1 : 2;
+}
+
+float mt_f8e4m3_to_f32(uint8_t b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    const float sign = (b & 0x80) ? -1.0f : 1.0f;
+    if (e == 15 && m == 7) return NAN;
+    if (e == 0) return sign * ldexpf((float)m, -9); /* subnormal: m/8 * 2^-6 */
+    return sign * ldexpf((float)(8 + m), e - 10);   /* (1 + m/8) * 2^(e-7) */
+}
 
 uint16_t mt_f32_to_bf16(float x) {
     uint32_t u;
@@ -441,7 +452,8 @@ bool mt_safetensors_check(const mt_safetensors *st, const mt_st_tensor *t, int n
                           const int64_t *shape, char *err, size_t err_len) {
     char a[128], b[128];
     if (t->dtype == MT_ST_OTHER)
-        return st_fail(err, err_len, "%s: tensor %s has dtype %s; expected F32, BF16 or F16",
+        return st_fail(err, err_len,
+                       "%s: tensor %s has dtype %s; expected F32, BF16, F16 or F8_E4M3",
                        mt_safetensors_file(st, t), t->name, t->dtype_name);
     bool same = t->ndim == ndim;
     for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
@@ -467,6 +479,10 @@ void mt_safetensors_read(const mt_safetensors *st, const mt_st_tensor *t, int64_
     int64_t n = hi - lo;
     if (t->dtype == MT_ST_F32) {
         memcpy(dst, src, sizeof(float) * (size_t)n);
+        return;
+    }
+    if (t->dtype == MT_ST_F8_E4M3) {
+        for (int64_t i = 0; i < n; i++) dst[i] = mt_f8e4m3_to_f32(src[i]);
         return;
     }
     bool bf = t->dtype == MT_ST_BF16;
@@ -516,6 +532,7 @@ void mt_file_write_atomic(const char *path, const void *data, size_t len) {
 typedef struct {
     char *name;
     mt_st_dtype dtype;
+    char dtype_name[12]; /* the header's: "F32", "BF16", or a copied tensor's own */
     int ndim;
     int64_t shape[MT_ST_MAX_DIMS];
     uint64_t begin, end;
@@ -554,7 +571,7 @@ static void st_flush(mt_safetensors_writer *w) {
     for (int i = w->first_in_shard; i < w->n; i++) {
         st_entry *e = &w->e[i];
         cJSON *t = cJSON_AddObjectToObject(h, e->name);
-        cJSON_AddStringToObject(t, "dtype", e->dtype == MT_ST_F32 ? "F32" : "BF16");
+        cJSON_AddStringToObject(t, "dtype", e->dtype_name);
         cJSON *shape = cJSON_AddArrayToObject(t, "shape");
         for (int d = 0; d < e->ndim; d++)
             cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)e->shape[d]));
@@ -612,12 +629,9 @@ static void st_make_room(mt_safetensors_writer *w, size_t bytes) {
     }
 }
 
-/* A new entry at the end of the shard being filled (room made by the caller). */
-static st_entry *st_append(mt_safetensors_writer *w, const char *name, mt_st_dtype dtype, int ndim,
-                           const int64_t *shape) {
-    MT_CHECK(dtype == MT_ST_F32 || dtype == MT_ST_BF16,
-             "safetensors writer: %s: only F32 and BF16 are written", name);
-    const size_t bytes = (size_t)st_numel(name, ndim, shape) * (size_t)st_dtype_size(dtype);
+/* A new entry of `bytes` at the end of the shard being filled (room made by the caller). */
+static st_entry *st_append_bytes(mt_safetensors_writer *w, const char *name, const char *dtype_name,
+                                 int ndim, const int64_t *shape, size_t bytes) {
     if (w->n == w->cap_e) {
         w->cap_e = w->cap_e ? 2 * w->cap_e : 256;
         w->e = realloc(w->e, sizeof(st_entry) * (size_t)w->cap_e);
@@ -626,13 +640,32 @@ static st_entry *st_append(mt_safetensors_writer *w, const char *name, mt_st_dty
     st_entry *e = &w->e[w->n++];
     memset(e, 0, sizeof(*e));
     e->name = strdup(name);
-    e->dtype = dtype;
+    snprintf(e->dtype_name, sizeof(e->dtype_name), "%s", dtype_name);
     e->ndim = ndim;
     for (int d = 0; d < ndim; d++) e->shape[d] = shape[d];
     e->begin = w->len;
     e->end = w->len + bytes;
     w->len += bytes;
     return e;
+}
+
+static st_entry *st_append(mt_safetensors_writer *w, const char *name, mt_st_dtype dtype, int ndim,
+                           const int64_t *shape) {
+    MT_CHECK(dtype == MT_ST_F32 || dtype == MT_ST_BF16,
+             "safetensors writer: %s: only F32 and BF16 are written", name);
+    const size_t bytes = (size_t)st_numel(name, ndim, shape) * (size_t)st_dtype_size(dtype);
+    st_entry *e = st_append_bytes(w, name, dtype == MT_ST_F32 ? "F32" : "BF16", ndim, shape, bytes);
+    e->dtype = dtype;
+    return e;
+}
+
+void mt_safetensors_writer_copy(mt_safetensors_writer *w, const mt_safetensors *src,
+                                const mt_st_tensor *t) {
+    const size_t bytes = (size_t)(t->end - t->begin);
+    st_make_room(w, bytes);
+    st_entry *e = st_append_bytes(w, t->name, t->dtype_name, t->ndim, t->shape, bytes);
+    e->dtype = t->dtype;
+    memcpy(w->buf + e->begin, src->files[t->file].data + t->begin, bytes);
 }
 
 /* n fp32 values into the buffer at dst, in the entry's dtype. */

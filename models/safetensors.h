@@ -19,7 +19,9 @@
 
 #define MT_ST_MAX_DIMS 8
 
-typedef enum { MT_ST_F32, MT_ST_BF16, MT_ST_F16, MT_ST_OTHER } mt_st_dtype;
+/* F8_E4M3: float8_e4m3fn, read as its value (no scale: models/weights.c applies the block
+ * scales of an FP8 checkpoint). */
+typedef enum { MT_ST_F32, MT_ST_BF16, MT_ST_F16, MT_ST_F8_E4M3, MT_ST_OTHER } mt_st_dtype;
 
 typedef struct {
     const char *name;
@@ -47,7 +49,7 @@ const mt_st_tensor *mt_safetensors_tensor(const mt_safetensors *st, int i);
 const mt_st_tensor *mt_safetensors_find(const mt_safetensors *st, const char *name);
 /* The file that holds t (for messages). */
 const char *mt_safetensors_file(const mt_safetensors *st, const mt_st_tensor *t);
-/* True when t is F32/BF16/F16 with exactly this shape; else false with a message naming the
+/* True when t is F32/BF16/F16/F8_E4M3 with exactly this shape; else false with a message naming the
  * tensor, its file, and what differs. */
 bool mt_safetensors_check(const mt_safetensors *st, const mt_st_tensor *t, int ndim,
                           const int64_t *shape, char *err, size_t err_len);
@@ -77,6 +79,10 @@ void mt_safetensors_writer_add_parts(mt_safetensors_writer *w, const char *name,
 int mt_safetensors_writer_reserve(mt_safetensors_writer *w, int n, const char *const *names,
                                   mt_st_dtype dtype, const int *ndim,
                                   const int64_t (*shapes)[MT_ST_MAX_DIMS]);
+/* Tensor t of an open checkpoint, copied byte for byte: its name, dtype (any, FP8 included) and
+ * shape unchanged (the tensors an export carries without training them). */
+void mt_safetensors_writer_copy(mt_safetensors_writer *w, const mt_safetensors *src,
+                                const mt_st_tensor *t);
 /* Elements [offset, offset + n) of reserved tensor `entry`, from fp32 data. */
 void mt_safetensors_writer_fill(mt_safetensors_writer *w, int entry, int64_t offset, int64_t n,
                                 const float *data);
@@ -86,6 +92,8 @@ void mt_safetensors_writer_close(mt_safetensors_writer *w);
 uint16_t mt_f32_to_bf16(float x);
 float mt_bf16_to_f32(uint16_t b);
 float mt_f16_to_f32(uint16_t h);
+/* float8_e4m3fn bits -> fp32 (exact; 0x7f/0xff are NaN, there is no infinity). */
+float mt_f8e4m3_to_f32(uint8_t b);
 
 /* Writes a whole file atomically: a temporary name in the same directory, then rename. */
 void mt_file_write_atomic(const char *path, const void *data, size_t len);

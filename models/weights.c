@@ -24,6 +24,13 @@ static bool wt_router(const char *name, int *layer) {
            name[used] == 0;
 }
 
+static bool wt_router_bias(const char *name, int *layer) {
+    int used = 0;
+    return sscanf(name, "model.layers.%d.block_sparse_moe.e_score_correction_bias%n", layer,
+                  &used) == 1 &&
+           name[used] == 0;
+}
+
 void mt_weights_source_name(const mt_minimax *m, int p, mt_naming naming, char *name, size_t n,
                             int64_t *offset) {
     const char *internal = m->info[p].name;
@@ -40,6 +47,8 @@ void mt_weights_source_name(const mt_minimax *m, int p, mt_naming naming, char *
         }
     } else if (naming == MT_NAMING_HF_V5 && wt_router(internal, &layer)) {
         snprintf(name, n, "model.layers.%d.mlp.gate.weight", layer);
+    } else if (naming == MT_NAMING_HF_V5 && wt_router_bias(internal, &layer)) {
+        snprintf(name, n, "model.layers.%d.mlp.e_score_correction_bias", layer);
     } else {
         snprintf(name, n, "%s", internal);
     }
@@ -66,8 +75,12 @@ struct mt_weights_reader {
     const mt_minimax *m;
     mt_safetensors *st;
     mt_naming naming;
-    const mt_st_tensor **src; /* (n_params) tensor holding each parameter */
-    int64_t *src_off;         /* (n_params) element offset inside it */
+    const mt_st_tensor **src;     /* (n_params) tensor holding each parameter */
+    int64_t *src_off;             /* (n_params) element offset inside it */
+    const mt_st_tensor **carried; /* tensors carried into exports unchanged (models/family.h) */
+    int n_carried;
+    const mt_st_tensor **scale; /* (n_params) an FP8 tensor's weight_scale_inv, else NULL */
+    int n_fp8;                  /* parameters dequantised on load */
 };
 
 static bool wt_fail(char *err, size_t n, const char *fmt, ...) MT_PRINTF(3, 4);
@@ -116,30 +129,87 @@ static bool wt_check_buffer(mt_weights_reader *r, const mt_st_tensor *t, int lay
     return ok;
 }
 
-/* A tensor no parameter uses: allowed only for dropped layers and derived buffers. */
+/* A tensor no parameter uses: skipped for dropped layers, else as the family says (derived
+ * buffers checked, carried tensors counted). */
 static bool wt_check_extra(mt_weights_reader *r, const mt_st_tensor *t, char *err, size_t n) {
     const mt_minimax_config *cfg = &r->m->cfg;
     const char *name = t->name;
-    int layer, used = 0;
-    if (strstr(name, "rotary_emb.inv_freq")) return true; /* older transformers saved it */
-    if (sscanf(name, "model.layers.%d.%n", &layer, &used) == 1 && used > 0) {
-        if (layer >= cfg->num_hidden_layers && layer < cfg->num_hidden_layers_source)
-            return true; /* a layer dropped by the first-N-layers override */
-        if (layer >= cfg->num_hidden_layers)
-            return wt_fail(err, n, "%s: tensor %s belongs to layer %d but the config has %d layers",
-                           mt_safetensors_file(r->st, t), name, layer,
-                           cfg->num_hidden_layers_source);
-        const char *rest = name + used;
-        static const char *const buffers[] = {"slope_rate", "query_decay", "key_decay",
-                                              "diagonal_decay"};
-        for (int i = 0; i < 4; i++) {
-            if (strncmp(rest, "self_attn.", 10) == 0 && strcmp(rest + 10, buffers[i]) == 0 &&
-                cfg->layer_types[layer] == MT_LAYER_LINEAR)
-                return wt_check_buffer(r, t, layer, buffers[i], err, n);
-        }
+    int layer = -1, used = 0;
+    if (sscanf(name, "model.layers.%d.%n", &layer, &used) == 1 && used > 0 &&
+        layer >= cfg->num_hidden_layers && layer < cfg->num_hidden_layers_source)
+        return true; /* a layer dropped by the first-N-layers override */
+    const char *what = "";
+    int buffer_layer = -1;
+    switch (mt_config_family(cfg)->extra(cfg, name, &buffer_layer, &what)) {
+    case MT_EXTRA_DERIVED:
+        return strcmp(what, "inv_freq") == 0 || wt_check_buffer(r, t, buffer_layer, what, err, n);
+    case MT_EXTRA_CARRIED:
+        r->carried[r->n_carried++] = t;
+        return true;
+    case MT_EXTRA_UNEXPECTED:
+        break;
     }
+    if (used > 0 && layer >= cfg->num_hidden_layers_source)
+        return wt_fail(err, n, "%s: tensor %s belongs to layer %d but the config has %d layers",
+                       mt_safetensors_file(r->st, t), name, layer, cfg->num_hidden_layers_source);
     return wt_fail(err, n, "%s: unexpected tensor %s (checkpoint layout %s)",
                    mt_safetensors_file(r->st, t), name, mt_naming_name(r->naming));
+}
+
+/* An FP8 tensor's block scales: <name minus .weight>.weight_scale_inv, F32 (or BF16/F16), of
+ * ceil(rows / block) x ceil(columns / block) per matrix (leading dims as the tensor's). */
+static bool wt_fp8_scale(mt_weights_reader *r, int p, const mt_st_tensor *t, bool *used, char *err,
+                         size_t n) {
+    const mt_minimax_config *cfg = &r->m->cfg;
+    if (!cfg->fp8)
+        return wt_fail(err, n,
+                       "%s: tensor %s is F8_E4M3 but config.json has no fp8 quantization_config",
+                       mt_safetensors_file(r->st, t), t->name);
+    char name[200];
+    const size_t len = strlen(t->name);
+    if (len < 7 || strcmp(t->name + len - 7, ".weight") != 0)
+        return wt_fail(err, n, "%s: FP8 tensor %s has no weight_scale_inv name",
+                       mt_safetensors_file(r->st, t), t->name);
+    snprintf(name, sizeof(name), "%.*s.weight_scale_inv", (int)(len - 7), t->name);
+    const mt_st_tensor *sc = mt_safetensors_find(r->st, name);
+    if (!sc)
+        return wt_fail(err, n, "%s: FP8 tensor %s has no block scales %s",
+                       mt_safetensors_file(r->st, t), t->name, name);
+    int64_t shape[MT_ST_MAX_DIMS];
+    const int nd = t->ndim;
+    for (int d = 0; d < nd; d++) shape[d] = t->shape[d];
+    shape[nd - 2] = (t->shape[nd - 2] + cfg->fp8_block[0] - 1) / cfg->fp8_block[0];
+    shape[nd - 1] = (t->shape[nd - 1] + cfg->fp8_block[1] - 1) / cfg->fp8_block[1];
+    if (nd < 2 || !mt_safetensors_check(r->st, sc, nd, shape, err, n) || sc->dtype == MT_ST_F8_E4M3)
+        return nd < 2                       ? wt_fail(err, n, "%s: FP8 tensor %s is not a matrix",
+                                                      mt_safetensors_file(r->st, t), t->name)
+               : sc->dtype == MT_ST_F8_E4M3 ? wt_fail(err, n, "%s: block scales %s are FP8",
+                                                      mt_safetensors_file(r->st, sc), sc->name)
+                                            : false;
+    used[sc - mt_safetensors_tensor(r->st, 0)] = true;
+    /* a fused tensor holds several parameters: count each source tensor once */
+    bool first = true;
+    for (int q = 0; q < p; q++) first = first && r->src[q] != t;
+    r->n_fp8 += first;
+    r->scale[p] = sc;
+    return true;
+}
+
+/* Elements [s, s + n) of FP8 tensor t (already read as their fp8 values into dst) times their
+ * blocks' scales, as transformers' Fp8Dequantize: value (fp32) * weight_scale_inv (fp32). */
+static void wt_fp8_dequantize(const mt_weights_reader *r, const mt_st_tensor *t,
+                              const mt_st_tensor *sc, int64_t s, int64_t n, float *dst) {
+    const int nd = t->ndim;
+    const int64_t rows = t->shape[nd - 2], cols = t->shape[nd - 1];
+    const int64_t bm = r->m->cfg.fp8_block[0], bn = r->m->cfg.fp8_block[1];
+    const int64_t gr = sc->shape[nd - 2], gc = sc->shape[nd - 1];
+    float *scale = mt_malloc(sizeof(float) * (size_t)sc->numel, "fp8 scales");
+    mt_safetensors_read(r->st, sc, 0, sc->numel, scale);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t idx = s + i, mat = idx / (rows * cols), w = idx % (rows * cols);
+        dst[i] *= scale[mat * gr * gc + (w / cols / bm) * gc + (w % cols) / bn];
+    }
+    free(scale);
 }
 
 mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, char *err,
@@ -159,7 +229,9 @@ mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, cha
     }
     r->src = mt_calloc((size_t)m->n_params, sizeof(*r->src), "weights sources");
     r->src_off = mt_calloc((size_t)m->n_params, sizeof(int64_t), "weights offsets");
+    r->scale = mt_calloc((size_t)m->n_params, sizeof(*r->scale), "weights fp8 scales");
     bool *used = mt_calloc((size_t)(n_t ? n_t : 1), sizeof(bool), "weights used");
+    r->carried = mt_calloc((size_t)(n_t ? n_t : 1), sizeof(*r->carried), "weights carried");
     bool ok = true;
     for (int p = 0; p < m->n_params && ok; p++) {
         char name[160];
@@ -175,6 +247,7 @@ mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, cha
         ok = mt_safetensors_check(st, t, ndim, shape, err, err_len);
         r->src[p] = t;
         used[t - mt_safetensors_tensor(st, 0)] = true;
+        if (ok && t->dtype == MT_ST_F8_E4M3) ok = wt_fp8_scale(r, p, t, used, err, err_len);
     }
     for (int i = 0; i < n_t && ok; i++)
         if (!used[i]) ok = wt_check_extra(r, mt_safetensors_tensor(st, i), err, err_len);
@@ -195,11 +268,26 @@ mt_weights_reader *mt_weights_open(const char *dir, const mt_minimax *m) {
 
 mt_naming mt_weights_naming(const mt_weights_reader *r) { return r->naming; }
 
+void mt_weights_describe(const mt_weights_reader *r, char *buf, size_t n) {
+    const mt_minimax_config *cfg = &r->m->cfg;
+    int k = snprintf(buf, n, "checkpoint layout %s", mt_naming_name(r->naming));
+    if (r->n_fp8 > 0 && k > 0 && (size_t)k < n)
+        k += snprintf(buf + k, n - (size_t)k,
+                      "; %d FP8 (e4m3, %dx%d block scales) tensors dequantised to fp32 on load",
+                      r->n_fp8, cfg->fp8_block[0], cfg->fp8_block[1]);
+    if (r->n_carried > 0 && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k,
+                 "; %d multi-token-prediction tensors not trained, carried into exports unchanged",
+                 r->n_carried);
+}
+
 void mt_weights_close(mt_weights_reader *r) {
     if (!r) return;
     mt_safetensors_close(r->st);
     free(r->src);
     free(r->src_off);
+    free(r->scale);
+    free(r->carried);
     free(r);
 }
 
@@ -249,7 +337,8 @@ void mt_weights_read_range(mt_weights_reader *r, int bucket, int64_t lo, int64_t
         if (!mt_minimax_param_overlap(m, p, bucket, lo, hi, &a, &b)) continue;
         int64_t s = r->src_off[p] + (a - m->info[p].offset);
         mt_safetensors_read(r->st, r->src[p], s, s + (b - a), dst + (a - lo));
-        wt_check_finite(r, r->src[p], s, b - a, dst + (a - lo));
+        if (r->scale[p]) wt_fp8_dequantize(r, r->src[p], r->scale[p], s, b - a, dst + (a - lo));
+        wt_check_finite(r, r->src[p], s, b - a, dst + (a - lo)); /* after the block scales */
     }
 }
 
@@ -396,7 +485,7 @@ void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float 
     MT_CHECK(bucket >= 0 && bucket < m->n_buckets && !w->added[bucket],
              "weights: bucket %d added twice or out of range", bucket);
     const int l = mt_minimax_bucket_layer(m, bucket);
-    if (w->naming != MT_NAMING_ORIGINAL && l >= 0 && m->cfg.layer_types[l] == MT_LAYER_LINEAR)
+    if (w->naming != MT_NAMING_ORIGINAL && l >= 0 && m->plan[l].mixer == MT_MIXER_LIGHTNING)
         wt_add_decay_buffers(w, l);
     w->added[bucket] = true;
     for (int p = 0; p < m->n_params; p++) {
@@ -412,7 +501,9 @@ void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float 
         mt_weights_source_name(m, p, w->naming, name, sizeof(name), &off);
         int ndim = wt_source_shape(m, p, w->naming, shape);
         if (info->src_shape0 == info->shape[0]) {
-            mt_safetensors_writer_add(w->st, name, w->dtype, ndim, shape, data + info->offset);
+            /* a buffer (the correction bias) is written in fp32 whatever the dtype: unchanged */
+            mt_safetensors_writer_add(w->st, name, info->buffer ? MT_ST_F32 : w->dtype, ndim, shape,
+                                      data + info->offset);
             continue;
         }
         /* a vocabulary part: the whole tensor is reserved with part 0, and every part fills
@@ -429,6 +520,12 @@ void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float 
         mt_safetensors_writer_fill(w->st, w->vocab_entry, off, info->numel, data + info->offset);
         w->vocab_next = off + info->numel;
     }
+}
+
+void mt_weights_writer_carry(mt_weights_writer *w, const char *src_dir) {
+    mt_weights_reader *r = mt_weights_open(src_dir, w->m);
+    for (int i = 0; i < r->n_carried; i++) mt_safetensors_writer_copy(w->st, r->st, r->carried[i]);
+    mt_weights_close(r);
 }
 
 void mt_weights_writer_close(mt_weights_writer *w) {

@@ -1,14 +1,18 @@
-/* weights.h: MiniMax-Text-01 checkpoints <-> the parameter buckets of mt_minimax.
+/* weights.h: MiniMax checkpoints (every family: models/family.h) <-> the parameter buckets of
+ * mt_minimax.
  *
  * Three tensor layouts (docs/checkpoints.md):
  *   transformers v4.5x: model.layers.i.block_sparse_moe.experts.e.w1/w2/w3.weight and
- *                       model.layers.i.block_sparse_moe.gate.weight (the internal names);
+ *                       model.layers.i.block_sparse_moe.gate.weight (the internal names; M2's
+ *                       block_sparse_moe.e_score_correction_bias);
  *   transformers v5:    model.layers.i.mlp.experts.gate_up_proj (E, 2F, C): rows [0, F) = w1,
  *                       [F, 2F) = w3; model.layers.i.mlp.experts.down_proj (E, C, F) = w2;
- *                       model.layers.i.mlp.gate.weight;
+ *                       model.layers.i.mlp.gate.weight (mlp.e_score_correction_bias);
  *   original release:   the v4.5x names, with an original-schema config.json.
  * The layout is detected from the tensor names (fused names: v5; else per-expert names: v4.5x
- * or original by the config's schema). Every other name is the same in all three. */
+ * or original by the config's schema). Every other name is the same in all three. Tensors no
+ * parameter uses are what the family says (derived buffers checked, tensors carried into
+ * exports, else an error); FP8 weights (an FP8 quantization_config) are dequantised on load. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,6 +34,9 @@ mt_weights_reader *mt_weights_open(const char *dir, const mt_minimax *m);
 mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, char *err,
                                        size_t err_len);
 mt_naming mt_weights_naming(const mt_weights_reader *r);
+/* One line for the log: the layout, the FP8 tensors dequantised on load (an FP8 release's
+ * weights, times their weight_scale_inv blocks), the tensors carried into exports. */
+void mt_weights_describe(const mt_weights_reader *r, char *buf, size_t n);
 /* Elements [lo, hi) of bucket's flat layout (mt_param_info offsets) into dst (hi - lo floats);
  * alignment gaps read as zero. A ZeRO rank loads just its shard this way. */
 void mt_weights_read_range(mt_weights_reader *r, int bucket, int64_t lo, int64_t hi, float *dst);
@@ -43,8 +50,8 @@ mt_naming mt_weights_load_range(const char *dir, const mt_minimax *m, int bucket
 
 /* Random initialisation as transformers' _init_weights: N(0, initializer_range) for the
  * embedding, linear, router and expert weights (the pad_token_id row of the embedding zero),
- * RMSNorm weights 1. Element j of parameter p depends only on (seed, p, j): the same values
- * whatever the binding or sharding. */
+ * RMSNorm weights 1, correction biases 0 (mt_param_info.init). Element j of parameter p depends
+ * only on (seed, p, j): the same values whatever the binding or sharding. */
 void mt_weights_init_random(mt_minimax *m, uint64_t seed);
 void mt_weights_init_random_range(const mt_minimax *m, uint64_t seed, int bucket, int64_t lo,
                                   int64_t hi, float *dst);
@@ -62,6 +69,10 @@ typedef struct mt_weights_writer mt_weights_writer;
 mt_weights_writer *mt_weights_writer_open(const char *dir, const mt_minimax *m, mt_naming naming,
                                           mt_dtype dtype, int64_t shard_bytes);
 void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float *data);
+/* Copies the tensors of the checkpoint in src_dir that the family carries without training
+ * them (MT_EXTRA_CARRIED: M2's multi-token-prediction modules, with their FP8 scales) into the
+ * export byte for byte. Buffers (the correction bias) are written in fp32 whatever the dtype. */
+void mt_weights_writer_carry(mt_weights_writer *w, const char *src_dir);
 void mt_weights_writer_close(mt_weights_writer *w);
 /* All buckets from their bound data. */
 void mt_weights_save(const char *dir, const mt_minimax *m, mt_naming naming, mt_dtype dtype,

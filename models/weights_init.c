@@ -47,8 +47,9 @@ void mt_weights_init_random_range(const mt_minimax *m, uint64_t seed, int bucket
         /* element j0 of the parameter's tensor (a vocabulary part: of the whole one), so that
          * every layout draws the same values */
         int64_t j0 = a - info->offset + info->src_offset, n = b - a;
-        if (info->ndim == 1) { /* every 1-D parameter is an RMSNorm weight */
-            for (int64_t i = 0; i < n; i++) out[i] = 1.0f;
+        if (info->init != MT_INIT_NORMAL) { /* RMSNorm weights; correction biases, Gemma norms */
+            const float v = info->init == MT_INIT_ONES ? 1.0f : 0.0f;
+            for (int64_t i = 0; i < n; i++) out[i] = v;
             continue;
         }
         uint64_t key = wt_mix(seed ^ wt_mix(wt_name_hash(info->name) + 0x632BE59BD9B4E019ull));

@@ -1,9 +1,15 @@
-/* dist_adversarial.c: ZeRO-3 with adversarial MoE routing on real ranks.
+/* dist_adversarial.c: ZeRO-3 with adversarial MoE routing on real ranks, for MiniMax-Text-01
+ * (recipes/configs/tiny.json: 4 experts top-2, a lightning layer 0) and MiniMax-M2
+ * (recipes/configs/tiny-m2.json: 8 experts top-2, the sigmoid router with its correction bias,
+ * a softmax layer 0; the *_m2_* cases).
  *
  * Layer 0 is rigged so routing is decided by the rank: its mixer output is zero and every
- * token's embedding is a unit vector e_g (g = token id % 2), so the router input is
- * sqrt(C) e_g; the router sends group g to experts {2g, 2g+1} only. Rank r feeds tokens of
- * group r % 2, so on each rank two of the four experts receive no token at all. The step must
+ * token's embedding is a unit vector e_g (g = token id % G, G = E / K groups of K experts), so
+ * the router input is sqrt(C) e_g; the router sends group g to experts {Kg, ..., Kg + K - 1}
+ * only (logit +sqrt(C) there, -sqrt(C) elsewhere; M2's sigmoid scores are then 1 and 0 to 1e-5,
+ * and its correction bias, rigged to values in [-0.2, 0.2], reorders a group but never
+ * changes it). Rank r feeds tokens of group r % G, so on each
+ * rank E - K experts receive no token at all. The step must
  * neither hang (ctest's timeout) nor differ from an unsharded single-process run of the same
  * global batch; and before the reduce-scatter, the idle experts' local gradients must be
  * exactly zero on every rank. The _experts cases gather expert by expert (dist.gather_unit
@@ -12,7 +18,9 @@
  * unit expert the loss runs through lm_head's vocabulary parts, the same sums in another order,
  * and this test's AdamW, lr 1e-2 and eps 1e-8 on rigged parameters with near-zero gradients,
  * turns those last bits into 1e-5 of a layer's parameters in 3 steps; dist_expert_match
- * compares the layouts in a training run: 1e-7 after 20 steps.) */
+ * compares the layouts in a training run: 1e-7 after 20 steps.) M2 also runs with weight decay,
+ * and its correction biases, buffers without gradients, must come out of the steps exactly as
+ * rigged on every rank (frozen in the optimizer, decay included). */
 #include "harness.h"
 
 #include <math.h>
@@ -32,19 +40,34 @@ typedef struct {
     mt_sharded sh;
 } run;
 
+/* Routing groups: G = E / K. */
+static int64_t n_groups(const mt_minimax_config *cfg) {
+    return cfg->num_local_experts / cfg->num_experts_per_tok;
+}
+
 /* Element j of parameter p's tensor (a vocabulary part's: of the whole tensor). */
 static float rigged_value(const mt_minimax *m, int p, int64_t j, float random) {
     const mt_param_info *in = &m->info[p];
-    int64_t C = m->cfg.hidden_size;
-    if (!strcmp(in->name, "model.layers.0.self_attn.out_proj.weight")) return 0.0f;
+    const int64_t C = m->cfg.hidden_size, G = n_groups(&m->cfg), K = m->cfg.num_experts_per_tok;
+    if (!strcmp(in->name, "model.layers.0.self_attn.out_proj.weight") || /* lightning */
+        !strcmp(in->name, "model.layers.0.self_attn.o_proj.weight"))     /* softmax */
+        return 0.0f;
     if (!strcmp(in->name, "model.embed_tokens.weight")) {
         int64_t v = j / C, c = j % C;
-        return c == v % 2 ? 1.0f : 0.0f;
+        if (m->plan[0].residual != MT_RESIDUAL_PLAIN) return c == v % G ? 1.0f : 0.0f;
+        /* M2: the stream keeps the embedding's scale (a plain residual), which the mixer's
+         * output, no longer zero after an AdamW step, must not outweigh; and the tokens of a
+         * group differ outside the router's G columns, else every softmax layer averages
+         * equal values, its q and k gradients are rounding noise, and AdamW (eps 1e-8) turns
+         * that noise into updates of the learning rate's size */
+        return c == v % G ? 256.0f : c >= G ? 800.0f * random : 0.0f;
     }
     if (!strcmp(in->name, "model.layers.0.block_sparse_moe.gate.weight")) {
-        int64_t e = j / C, c = j % C, g = e / 2;
-        return c == g ? 1.0f : c == 1 - g ? -1.0f : 0.0f;
+        int64_t e = j / C, c = j % C, g = e / K;
+        return c == g ? 1.0f : c < G ? -1.0f : 0.0f;
     }
+    if (strstr(in->name, ".block_sparse_moe.e_score_correction_bias"))
+        return 0.1f * (float)((j * 7) % 5) - 0.2f; /* [-0.2, 0.2]: scores saturate to 0, 1 */
     return random;
 }
 
@@ -76,12 +99,12 @@ static void run_free(run *r) {
     mt_minimax_free(&r->model);
 }
 
-/* The batch rank q feeds: tokens of group q % 2, random targets. */
-static void make_batch(int q, int step, int V, int32_t *ids, int32_t *labels) {
+/* The batch rank q feeds: tokens of group q % G, random targets. */
+static void make_batch(int q, int step, int V, int G, int32_t *ids, int32_t *labels) {
     mt_rng rng;
     mt_rng_seed(&rng, (uint64_t)(1000 * step + q));
     for (int t = 0; t < T_LEN; t++) {
-        ids[t] = (int32_t)(2 * (mt_rng_u64(&rng) % (uint64_t)(V / 2)) + q % 2);
+        ids[t] = (int32_t)(G * (mt_rng_u64(&rng) % (uint64_t)(V / G)) + q % G);
         labels[t] = t < 3 ? -100 : (int32_t)(mt_rng_u64(&rng) % (uint64_t)V);
     }
 }
@@ -103,7 +126,7 @@ static void checking_hook(void *user, int bucket, bool enter) {
             const mt_param_info *in = &s->model->info[mt_minimax_find_param(s->model, name)];
             double ss = 0;
             for (int64_t j = 0; j < in->numel; j++) ss += fabs(g[in->offset + j]);
-            bool busy = e / 2 == check_group;
+            bool busy = e / s->model->cfg.num_experts_per_tok == check_group;
             EXPECT(busy ? ss > 0 : ss == 0, "rank group %d, expert %d %s: local |grad| sum %g",
                    check_group, e, kinds[k], ss);
         }
@@ -111,16 +134,37 @@ static void checking_hook(void *user, int bucket, bool enter) {
     sharded_hook(user, bucket, enter);
 }
 
-static int adversarial(mt_gather_unit unit) {
+/* The correction biases of every layer after the steps (bucket slots gathered) equal the
+ * rigged values bit for bit; returns how many were checked. */
+static int64_t biases_unchanged(run *r) {
+    int64_t n = 0;
+    for (int p = 0; p < r->model.n_params; p++) {
+        const mt_param_info *in = &r->model.info[p];
+        if (!in->buffer) continue;
+        mt_zero_gather(&r->zero, in->bucket, false);
+        const float *x = mt_zero_slot_data(&r->zero, in->bucket) + in->offset;
+        for (int64_t j = 0; j < in->numel; j++, n++)
+            EXPECT(x[j] == rigged_value(&r->model, p, j, NAN), "%s[%lld] = %g after the steps",
+                   in->name, (long long)j, (double)x[j]);
+        mt_zero_release(&r->zero, in->bucket);
+    }
+    return n;
+}
+
+static int adversarial(const char *config, mt_gather_unit unit) {
     int argc = 0;
     char **argv = NULL;
     mt_comm *world = mt_comm_mpi_init(&argc, &argv);
     int N = world->size, rank = world->rank;
     mt_minimax_config cfg;
-    mt_minimax_config_load("recipes/configs/tiny.json", &cfg);
-    MT_CHECK(cfg.num_local_experts == 4 && cfg.num_experts_per_tok == 2 &&
-                 cfg.layer_types[0] == MT_LAYER_LINEAR,
-             "the rigging assumes 4 experts, top-2 and a lightning layer 0");
+    mt_minimax_config_load(config, &cfg);
+    const int G = (int)n_groups(&cfg);
+    mt_layer_plan p0;
+    mt_config_layer_plan(&cfg, 0, &p0);
+    const bool m2 = p0.router == MT_ROUTER_SIGMOID;
+    MT_CHECK(G >= 2 && G * cfg.num_experts_per_tok == cfg.num_local_experts &&
+                 G <= cfg.hidden_size && cfg.vocab_size % G == 0,
+             "%s: the rigging needs E = G K with 2 <= G <= C groups", config);
     run sharded, ref;
     run_init(&sharded, &cfg, world, unit);
     run_init(&ref, &cfg, mt_comm_self(), unit);
@@ -134,12 +178,17 @@ static int adversarial(mt_gather_unit unit) {
     mt_minimax_batch batch = {.ids = &tid, .labels = &tlab, .loss_denom = (float)(N * (T_LEN - 4))};
     double worst_loss = 0;
     for (int step = 1; step <= STEPS; step++) {
-        mt_adamw opt = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .step = step};
+        mt_adamw opt = {.lr = 1e-2,
+                        .beta1 = 0.9,
+                        .beta2 = 0.999,
+                        .eps = 1e-8,
+                        .weight_decay = m2 ? 0.1 : 0.0,
+                        .step = step};
         double gn;
         /* sharded: this rank's batch */
         mt_zero_zero_grad(&sharded.zero);
-        make_batch(rank, step, cfg.vocab_size, ids, labels);
-        check_group = rank % 2;
+        make_batch(rank, step, cfg.vocab_size, G, ids, labels);
+        check_group = rank % G;
         double loss = mt_sharded_micro_step(&sharded.sh, &batch, NULL);
         check_group = -1;
         world->allreduce_f64(world, &loss, 1);
@@ -148,7 +197,7 @@ static int adversarial(mt_gather_unit unit) {
         mt_zero_zero_grad(&ref.zero);
         double ref_loss = 0;
         for (int q = 0; q < N; q++) {
-            make_batch(q, step, cfg.vocab_size, ids, labels);
+            make_batch(q, step, cfg.vocab_size, G, ids, labels);
             ref_loss += mt_sharded_micro_step(&ref.sh, &batch, NULL);
         }
         EXPECT(mt_sharded_optimizer_step(&ref.sh, &opt, 1.0, &gn), "ref step %d", step);
@@ -176,24 +225,33 @@ static int adversarial(mt_gather_unit unit) {
     }
     free(num);
     free(den);
+    const int64_t frozen = biases_unchanged(&sharded) + biases_unchanged(&ref);
+    EXPECT(!m2 || frozen == 2 * (int64_t)cfg.num_hidden_layers * cfg.num_local_experts,
+           "%lld correction bias elements checked", (long long)frozen);
     if (rank == 0)
-        printf("  %d ranks, gather unit %s (%d buckets), %d steps: max loss diff %.3g, max "
-               "parameter rel L2 diff %.3g\n",
-               N, unit == MT_GATHER_EXPERT ? "expert" : "layer", sharded.model.n_buckets, STEPS,
-               worst_loss, worst);
+        printf("  %s, %d ranks, gather unit %s (%d buckets), %d steps: max loss diff %.3g, max "
+               "parameter rel L2 diff %.3g; %lld correction bias elements unchanged in each run\n",
+               config, N, unit == MT_GATHER_EXPERT ? "expert" : "layer", sharded.model.n_buckets,
+               STEPS, worst_loss, worst, (long long)frozen / 2);
     run_free(&sharded);
     run_free(&ref);
     mt_comm_finalize(world);
     return MT_TEST_OK;
 }
 
-static int test_adversarial(void) { return adversarial(MT_GATHER_LAYER); }
-static int test_adversarial_experts(void) { return adversarial(MT_GATHER_EXPERT); }
+static const char *TEXT01 = "recipes/configs/tiny.json", *M2 = "recipes/configs/tiny-m2.json";
+static int test_adversarial(void) { return adversarial(TEXT01, MT_GATHER_LAYER); }
+static int test_adversarial_experts(void) { return adversarial(TEXT01, MT_GATHER_EXPERT); }
+static int test_adversarial_m2(void) { return adversarial(M2, MT_GATHER_LAYER); }
+static int test_adversarial_m2_experts(void) { return adversarial(M2, MT_GATHER_EXPERT); }
 
 static const mt_test_case cases[] = {
     {"dist_adversarial_routing_np2", test_adversarial},
     {"dist_adversarial_routing_np4", test_adversarial},
     {"dist_adversarial_experts_np2", test_adversarial_experts},
     {"dist_adversarial_experts_np3", test_adversarial_experts},
+    {"dist_adversarial_m2_routing_np2", test_adversarial_m2},
+    {"dist_adversarial_m2_routing_np4", test_adversarial_m2},
+    {"dist_adversarial_m2_experts_np3", test_adversarial_m2_experts},
 };
 MT_TEST_MAIN(cases)

@@ -192,6 +192,33 @@ static int test_ranks_match(void) {
     return MT_TEST_OK;
 }
 
+/* MiniMax-M2 (tests/recipes/dist-m2.toml) on 1, 2 and 4 ranks: the same losses and exports;
+ * the correction biases, buffers that are never trained, exported as initialised (zeros). */
+static int test_m2_ranks_match(void) {
+    compare_runs("m2-ranks-np1", "m2-ranks-np2", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("m2-ranks-np1", "m2-ranks-np4", 1, 20, 1e-5, 1e-5, true);
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/m2-ranks-np4/checkpoint-20", tmp_dir());
+    mt_safetensors *st = mt_safetensors_open(path);
+    int biases = 0;
+    for (int i = 0; i < mt_safetensors_count(st); i++) {
+        const mt_st_tensor *t = mt_safetensors_tensor(st, i);
+        if (!strstr(t->name, "e_score_correction_bias")) continue;
+        float v[1024];
+        EXPECT(t->numel <= 1024, "%s: %lld elements", t->name, (long long)t->numel);
+        mt_safetensors_read(st, t, 0, t->numel < 1024 ? t->numel : 1024, v);
+        bool zero = true;
+        for (int64_t j = 0; j < t->numel && j < 1024; j++) zero = zero && v[j] == 0.0f;
+        EXPECT(zero && !strcmp(t->dtype_name, "F32"), "%s: trained or not fp32 (%s)", t->name,
+               t->dtype_name);
+        biases++;
+    }
+    mt_safetensors_close(st);
+    printf("  %d correction biases exported as initialised\n", biases);
+    EXPECT(biases == 3, "%d correction biases in the export", biases);
+    return MT_TEST_OK;
+}
+
 static int test_resume_match(void) {
     compare_runs("resume-a", "resume-b", 11, 20, 1e-7, 0.0, true);
     return MT_TEST_OK;
@@ -453,6 +480,7 @@ static int test_eval_match(void) {
 static const mt_test_case cases[] = {
     {"dist_emu_cuda_bf16", test_emu_cuda_bf16},
     {"dist_ranks_match", test_ranks_match},
+    {"dist_m2_ranks_match", test_m2_ranks_match},
     {"dist_resume_match", test_resume_match},
     {"dist_trim_match", test_trim_match},
     {"dist_emu_cuda_match", test_emu_cuda_match},

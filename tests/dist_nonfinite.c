@@ -6,7 +6,9 @@
  *   - a step: a NaN in a master weight of layer 2 is named by the first op that reads it; a
  *     NaN that one rank's backward adds to a gradient of layer 1 in the second of two
  *     micro-batches is named on every rank, with that rank and micro-batch; a finite step
- *     says so. */
+ *     says so;
+ *   - MiniMax-M2 (dist_nonfinite_m2_np2): a NaN correction bias (a buffer) and a NaN gradient of
+ *     the whole-width q norm, named the same way. */
 #include "harness.h"
 
 #include <math.h>
@@ -88,13 +90,10 @@ static bool contains(const char *msg, const char *want) {
     return ok;
 }
 
-static int test_nonfinite(void) {
-    int argc = 0;
-    char **argv = NULL;
-    mt_comm *comm = mt_comm_mpi_init(&argc, &argv);
-    const int N = comm->size, rank = comm->rank;
+/* The model of `config` sharded over comm's ranks, randomly initialised. */
+static run *run_new(mt_comm *comm, const char *config) {
     mt_minimax_config cfg;
-    mt_minimax_config_load("recipes/configs/tiny.json", &cfg);
+    mt_minimax_config_load(config, &cfg);
     run *r = calloc(1, sizeof(run));
     mt_minimax_init(&r->model, &cfg);
     mt_zero_init(&r->zero, comm, mt_backend_cpu(), r->model.n_buckets, r->model.bucket_numel);
@@ -107,6 +106,66 @@ static int test_nonfinite(void) {
                                      r->zero.master + r->zero.shard_offset[b]);
     }
     mt_zero_master_changed(&r->zero);
+    return r;
+}
+
+static void run_free(run *r) {
+    mt_ctx_free(&r->ctx);
+    mt_zero_free(&r->zero);
+    mt_minimax_free(&r->model);
+    free(r);
+}
+
+/* A NaN put into master weight `name` element e: check_finite names it on the one rank that
+ * owns it, and the step names the first op that reads it (want_read: "op (bucket)"). The old
+ * value is put back. */
+static void expect_master_nan(run *r, const char *name, int64_t e, const char *want_read) {
+    char msg[1024], want[512];
+    const float old = run_poke(r, name, e, 0, NAN);
+    const bool ok = mt_sharded_check_finite(&r->sh, msg, sizeof(msg));
+    int64_t holders = !ok;
+    r->zero.comm->allreduce_i64(r->zero.comm, &holders, 1);
+    EXPECT(holders == 1, "%lld ranks found the NaN master weight", (long long)holders);
+    snprintf(want, sizeof(want), "the master weights of %s hold a non-finite value at element %lld",
+             name, (long long)e);
+    if (!ok) contains(msg, want);
+    EXPECT(mt_sharded_find_nonfinite(&r->sh, N_MICRO, run_batch, r, msg, sizeof(msg)),
+           "no finding: %s", msg);
+    contains(msg, "(rank 0, micro-batch 1 of 2, run again with checks)");
+    snprintf(want, sizeof(want), "parameter %s element %lld = nan, read by the forward of %s", name,
+             (long long)e, want_read);
+    contains(msg, want);
+    if (r->zero.comm->rank == 0) printf("  %d ranks: %s\n", r->zero.comm->size, msg);
+    run_poke(r, name, e, 0, old);
+}
+
+/* A NaN that the last rank's backward of micro-batch 2 adds to the gradient of `name` element
+ * e, named on every rank by the backward that wrote it (want_op: "op (bucket)"). */
+static void expect_grad_nan(run *r, const char *name, int64_t e, const char *want_op) {
+    char msg[1024], want[512];
+    sharded_hook = r->ctx.tag_hook;
+    r->ctx.tag_hook = poking_hook;
+    grad_run = r;
+    grad_param = name;
+    grad_elem = e;
+    EXPECT(mt_sharded_find_nonfinite(&r->sh, N_MICRO, run_batch, r, msg, sizeof(msg)),
+           "no finding: %s", msg);
+    snprintf(want, sizeof(want),
+             "(rank %d, micro-batch 2 of 2, run again with checks): the gradient of parameter %s "
+             "element %lld = nan, from the backward of %s",
+             r->zero.comm->size - 1, name, (long long)e, want_op);
+    contains(msg, want);
+    if (r->zero.comm->rank == 0) printf("  %d ranks: %s\n", r->zero.comm->size, msg);
+    grad_param = NULL;
+    r->ctx.tag_hook = sharded_hook;
+}
+
+static int test_nonfinite(void) {
+    int argc = 0;
+    char **argv = NULL;
+    mt_comm *comm = mt_comm_mpi_init(&argc, &argv);
+    run *r = run_new(comm, "recipes/configs/tiny.json");
+    const mt_minimax_config cfg = r->model.cfg;
     char msg[1024], want[512];
 
     /* all finite */
@@ -115,34 +174,16 @@ static int test_nonfinite(void) {
            "a finite step: %s", msg);
     contains(msg, "every activation and gradient of every rank was finite");
 
-    /* a loaded state: master weights, then AdamW's v; on the owning rank only (local) */
-    const char *wq = "model.layers.2.self_attn.qkv_proj.weight";
-    const int64_t eq = 3 * cfg.hidden_size + 77;
-    const float old = run_poke(r, wq, eq, 0, NAN);
-    bool ok = mt_sharded_check_finite(&r->sh, msg, sizeof(msg));
-    int64_t holders = !ok;
-    comm->allreduce_i64(comm, &holders, 1);
-    EXPECT(holders == 1, "%lld ranks found the NaN master weight", (long long)holders);
-    snprintf(want, sizeof(want), "the master weights of %s hold a non-finite value at element %lld",
-             wq, (long long)eq);
-    if (!ok) contains(msg, want);
-
-    /* the step: the first op reading the weight names it (layer 2's slot also holds layer 0's
+    /* a loaded state: master weights, then AdamW's v; on the owning rank only (local); the
+     * step: the first op reading the weight names it (layer 2's slot also holds layer 0's
      * pointers) */
-    EXPECT(mt_sharded_find_nonfinite(&r->sh, N_MICRO, run_batch, r, msg, sizeof(msg)),
-           "no finding: %s", msg);
-    contains(msg, "(rank 0, micro-batch 1 of 2, run again with checks)");
-    snprintf(want, sizeof(want),
-             "parameter %s element %lld = nan, read by the forward of matmul "
-             "(model.layers.2)",
-             wq, (long long)eq);
-    contains(msg, want);
-    run_poke(r, wq, eq, 0, old);
+    expect_master_nan(r, "model.layers.2.self_attn.qkv_proj.weight", 3 * cfg.hidden_size + 77,
+                      "matmul (model.layers.2)");
 
     const char *wv = "model.layers.3.block_sparse_moe.experts.1.w2.weight";
     run_poke(r, wv, 5, 2, INFINITY);
-    ok = mt_sharded_check_finite(&r->sh, msg, sizeof(msg));
-    holders = !ok;
+    const bool ok = mt_sharded_check_finite(&r->sh, msg, sizeof(msg));
+    int64_t holders = !ok;
     comm->allreduce_i64(comm, &holders, 1);
     EXPECT(holders == 1, "%lld ranks found the infinite v", (long long)holders);
     snprintf(want, sizeof(want),
@@ -152,28 +193,24 @@ static int test_nonfinite(void) {
 
     /* a gradient: the last rank's backward of micro-batch 2 (layer 1's slot also holds the
      * embedding's pointers) */
-    const char *wg = "model.layers.1.self_attn.out_proj.weight";
-    sharded_hook = r->ctx.tag_hook;
-    r->ctx.tag_hook = poking_hook;
-    grad_run = r;
-    grad_param = wg;
-    grad_elem = 1000;
-    EXPECT(mt_sharded_find_nonfinite(&r->sh, N_MICRO, run_batch, r, msg, sizeof(msg)),
-           "no finding: %s", msg);
-    snprintf(want, sizeof(want),
-             "(rank %d, micro-batch 2 of 2, run again with checks): the "
-             "gradient of parameter %s element 1000 = nan, from the backward of matmul "
-             "(model.layers.1)",
-             N - 1, wg);
-    contains(msg, want);
-    grad_param = NULL;
-    r->ctx.tag_hook = sharded_hook;
+    expect_grad_nan(r, "model.layers.1.self_attn.out_proj.weight", 1000, "matmul (model.layers.1)");
+    run_free(r);
+    mt_comm_finalize(comm);
+    return MT_TEST_OK;
+}
 
-    if (rank == 0) printf("  %d ranks: %s\n", N, msg);
-    mt_ctx_free(&r->ctx);
-    mt_zero_free(&r->zero);
-    mt_minimax_free(&r->model);
-    free(r);
+/* MiniMax-M2 (tiny-m2): the router's correction bias, a buffer the optimizer never changes, is
+ * named like any weight, in the loaded state and by the router that reads it; the gradient of
+ * the whole-width q norm by the RMSNorm backward that reads it. */
+static int test_nonfinite_m2(void) {
+    int argc = 0;
+    char **argv = NULL;
+    mt_comm *comm = mt_comm_mpi_init(&argc, &argv);
+    run *r = run_new(comm, "recipes/configs/tiny-m2.json");
+    expect_master_nan(r, "model.layers.1.block_sparse_moe.e_score_correction_bias", 3,
+                      "moe_route_sigmoid (model.layers.1)");
+    expect_grad_nan(r, "model.layers.2.self_attn.q_norm.weight", 150, "rmsnorm (model.layers.2)");
+    run_free(r);
     mt_comm_finalize(comm);
     return MT_TEST_OK;
 }
@@ -182,5 +219,6 @@ static const mt_test_case cases[] = {
     {"dist_nonfinite_np1", test_nonfinite},
     {"dist_nonfinite_np2", test_nonfinite},
     {"dist_nonfinite_np3", test_nonfinite},
+    {"dist_nonfinite_m2_np2", test_nonfinite_m2},
 };
 MT_TEST_MAIN(cases)

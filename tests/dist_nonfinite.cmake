@@ -3,7 +3,7 @@
 # the first op that computed a non-finite value, bad sizes and vocabularies stop before any output.
 mt_test_binary(test_dist_nonfinite dist_nonfinite.c)
 mt_test_mpi_cases(test_dist_nonfinite 1 dist_nonfinite_np1)
-mt_test_mpi_cases(test_dist_nonfinite 2 dist_nonfinite_np2)
+mt_test_mpi_cases(test_dist_nonfinite 2 dist_nonfinite_np2 dist_nonfinite_m2_np2)
 mt_test_mpi_cases(test_dist_nonfinite 3 dist_nonfinite_np3)
 mt_test_binary(test_poke poke.c)
 add_test(NAME dist_train_nonfinite_weights COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist_nonfinite.sh

@@ -4,7 +4,8 @@
 # Modes:
 #   mixed            GSM8K + the messages and alpaca fixtures, data.weights 2:1:1, 2 ranks,
 #                    steps from train.num_train_epochs, a wsd schedule with a warmup ratio
-#   ranks N          tests/recipes/dist.toml on N ranks (global batch 4) -> $TMP/ranks-npN
+#   ranks N [m2]     tests/recipes/dist.toml on N ranks (global batch 4) -> $TMP/ranks-npN; with
+#                    m2 tests/recipes/dist-m2.toml (a tiny MiniMax-M2) -> $TMP/m2-ranks-npN
 #   resume-straight  20 steps, checkpoints at 10 and 20                   -> $TMP/resume-a
 #   resume-split     --resume $TMP/resume-a/checkpoint-10, 10 more steps  -> $TMP/resume-b
 #   kill             SIGKILL one rank mid-run: the job must end non-zero in < 30 s; SIGSTOP one:
@@ -90,8 +91,11 @@ mixed)
   ;;
 ranks)
   np="$3"
-  run "$np" "$tmp/ranks-np$np" --set "train.per_device_train_batch_size=$((4 / np))"
-  grep -E "^memory|^step 20/" "$tmp/ranks-np$np.log"
+  name=ranks
+  if [ "${4:-}" = m2 ]; then recipe=tests/recipes/dist-m2.toml name=m2-ranks; fi
+  run "$np" "$tmp/$name-np$np" --set "train.per_device_train_batch_size=$((4 / np))" \
+    --set "data.cache_dir=$tmp/dist-cache-$name-np$np"
+  grep -E "^model|^weights|^memory|^step 20/" "$tmp/$name-np$np.log"
   ;;
 resume-straight)
   run 2 "$tmp/resume-a" --set train.per_device_train_batch_size=2 --set output.save_steps=10

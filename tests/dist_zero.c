@@ -43,7 +43,7 @@ static void ref_adamw_step(float **ref, float **rm, float **rv, int step, int P,
 static void zero_setup(mt_zero *z, mt_comm *comm, mt_dtype gather, float scale, float **ref,
                        float **rm, float **rv) {
     mt_zero_init_gather(z, comm, mt_backend_cpu(), N_BUCKETS, bucket_numel, gather, false);
-    mt_zero_range ranges[2] = {{0, 900, true}, {900, 100, false}};
+    mt_zero_range ranges[2] = {{0, 900, true, false}, {900, 100, false, false}};
     mt_zero_set_ranges(z, 2, ranges, 2);
     for (int b = 0; b < N_BUCKETS; b++) {
         ref[b] = calloc(bucket_numel[b], sizeof(float));

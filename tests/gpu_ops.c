@@ -226,6 +226,50 @@ static int case_rope(void) {
     return MT_TEST_OK;
 }
 
+/* The QK norm of the softmax mixer (models/block_attention.c) on a projection (B,T,n*D): one
+ * RMSNorm over the whole width before the head split (MiniMax-M2), or of width D per head
+ * (Gemma, M3), then partial RoPE on the first rot dims of each head. */
+typedef struct {
+    int64_t n, D;
+    int rot;
+    bool whole, gemma;
+} qk_case;
+
+static mt_tensor *b_qk_norm(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    const qk_case *q = u;
+    const int64_t B = in[0]->shape[0], T = in[0]->shape[1];
+    mt_tensor *y = in[0];
+    if (q->whole) y = mt_rmsnorm(c, y, in[1], 1e-6f, q->gemma);
+    y = mt_view(c, y, 4, (const int64_t[]){B, T, q->n, q->D});
+    if (!q->whole) y = mt_rmsnorm(c, y, in[1], 1e-6f, q->gemma);
+    return mt_rope(c, y, in[2], q->rot, 5e6f);
+}
+
+/* MiniMax-M2's widths: q 48 x 128 = 6144 and k 8 x 128 = 1024 (rows wider than a thread
+ * block), an odd width (3 x 6 = 18), and the per-head Gemma form. */
+static int case_qk_norm(void) {
+    const qk_case cases[4] = {{48, 128, 64, true, false},
+                              {8, 128, 64, true, false},
+                              {3, 6, 2, true, false},
+                              {4, 16, 8, false, true}};
+    const char *labels[4] = {"qk_norm whole q 6144", "qk_norm whole k 1024", "qk_norm whole 3x6",
+                             "qk_norm per head gemma"};
+    for (int k = 0; k < 4; k++) {
+        const qk_case *q = &cases[k];
+        mt_rng r;
+        mt_rng_seed(&r, 40 + (uint64_t)k);
+        int32_t pos[10]; /* B = 2, T = 5 */
+        for (int i = 0; i < 10; i++) pos[i] = (int32_t)(mt_rng_u64(&r) % 200000);
+        gpu_input in[3] = {
+            gpu_f32(&r, 3, (const int64_t[]){2, 5, q->n * q->D}, 2.0f, true, "x"),
+            gpu_f32(&r, 1, (const int64_t[]){q->whole ? q->n * q->D : q->D}, 1.0f, true, "w"),
+            gpu_i32(2, (const int64_t[]){2, 5}, pos, "pos")};
+        gpu_compare(labels[k], b_qk_norm, in, 3, (void *)q, plain);
+        gpu_inputs_free(in, 3);
+    }
+    return MT_TEST_OK;
+}
+
 static mt_tensor *b_attention(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
     return mt_attention(c, in[0], in[1], in[2], in[3], 0.25f);
 }
@@ -471,6 +515,35 @@ static int case_moe_route(void) {
     int k = 2;
     gpu_compare("moe_route non-finite rows", b_moe_route, in, 1, &k, plain);
     gpu_inputs_free(in, 1);
+    return MT_TEST_OK;
+}
+
+static mt_tensor *b_moe_route_sigmoid(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    const int k = *(int *)u;
+    return mt_moe_route_sigmoid(c, in[0], in[1], k, k == 4 ? 2.5f : 1.0f, x);
+}
+
+/* MiniMax-M2's router: 256 experts top-8 (the release's shape) and 16 top-4 with a routed
+ * scaling factor, a bias that changes choices, a row of ties, diverged rows. */
+static int case_moe_route_sigmoid(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 19);
+    const int64_t N = 24, E = 256;
+    gpu_input in[2] = {gpu_f32(&r, 2, (const int64_t[]){N, E}, 2.0f, true, "logits"),
+                       gpu_f32(&r, 1, (const int64_t[]){E}, 0.1f, false, "bias")};
+    float *l = in[0].host;
+    for (int e = 0; e < E; e++) l[3 * E + e] = 0.25f; /* ties: decided by the bias */
+    int k = 8;
+    gpu_compare("moe_route_sigmoid E=256 k=8", b_moe_route_sigmoid, in, 2, &k, plain);
+    l[7 * E + 1] = INFINITY;
+    l[9 * E + 4] = NAN;
+    gpu_compare("moe_route_sigmoid non-finite rows", b_moe_route_sigmoid, in, 2, &k, plain);
+    gpu_inputs_free(in, 2);
+    gpu_input in16[2] = {gpu_f32(&r, 2, (const int64_t[]){40, 16}, 2.0f, true, "logits"),
+                         gpu_f32(&r, 1, (const int64_t[]){16}, 0.1f, false, "bias")};
+    k = 4;
+    gpu_compare("moe_route_sigmoid E=16 k=4 scale 2.5", b_moe_route_sigmoid, in16, 2, &k, plain);
+    gpu_inputs_free(in16, 2);
     return MT_TEST_OK;
 }
 
@@ -854,11 +927,11 @@ static int case_determinism(void);
 
 /* clang-format off */
 #define GPU_CASES(X)                                                                               \
-    X(view) X(concat) X(embedding) X(matmul) X(rmsnorm) X(silu) X(sigmoid) X(swiglu) X(add)       \
-    X(mul) X(scale) X(axpby) X(rope) X(attention) X(lightning) X(moe_route) X(moe_experts)         \
-    X(moe_aux) X(cross_entropy) X(linear_cross_entropy) X(matmul_bf16) X(moe_experts_bf16)         \
-    X(lightning_bf16) X(attention_bf16) X(attention_cudnn) X(moe_split) X(moe_split_bf16)         \
-    X(determinism)
+    X(view) X(concat) X(embedding) X(matmul) X(rmsnorm) X(silu) X(sigmoid) X(swiglu) X(add)        \
+    X(mul) X(scale) X(axpby) X(rope) X(qk_norm) X(attention) X(lightning) X(moe_route)             \
+    X(moe_route_sigmoid) X(moe_experts) X(moe_aux) X(cross_entropy) X(linear_cross_entropy)        \
+    X(matmul_bf16) X(moe_experts_bf16) X(lightning_bf16) X(attention_bf16) X(attention_cudnn)      \
+    X(moe_split) X(moe_split_bf16) X(determinism)
 /* clang-format on */
 
 typedef struct {

@@ -126,6 +126,84 @@ static int test_grad_attention(void) {
     return MT_TEST_OK;
 }
 
+/* The softmax mixer of models/block_attention.c as its plan composes it, minus o_proj:
+ * q = h Wq^T, k = h Wk^T, v = h Wv^T; the QK norm, over the whole projection width before the
+ * head split (M2: q_norm (H*D), k_norm (Hkv*D)) or per head of width D (M3, Gemma (1 + w));
+ * the heads; partial RoPE on the first rotary_dim dims; causal GQA attention. Inputs h, Wq,
+ * Wk, Wv, q_norm, k_norm: every gradient, through the norm's statistics over all heads of a
+ * token (whole width) or over one head (per head). */
+typedef struct {
+    int64_t H, Hkv, D;
+    int rotary_dim;
+    bool whole, gemma;
+    mt_tensor *pos, *seg;
+} qk_args;
+
+static mt_tensor *build_qk_attention(mt_ctx *c, mt_tensor **in, void *user) {
+    const qk_args *a = user;
+    const int64_t B = in[0]->shape[0], T = in[0]->shape[1];
+    mt_tensor *x[3];
+    const int64_t heads[3] = {a->H, a->Hkv, a->Hkv};
+    for (int i = 0; i < 3; i++) {
+        x[i] = mt_matmul(c, in[0], in[1 + i]);
+        if (i < 2 && a->whole) x[i] = mt_rmsnorm(c, x[i], in[4 + i], 1e-6f, a->gemma);
+        x[i] = mt_view(c, x[i], 4, (int64_t[]){B, T, heads[i], a->D});
+        if (i < 2 && !a->whole) x[i] = mt_rmsnorm(c, x[i], in[4 + i], 1e-6f, a->gemma);
+        if (i < 2) x[i] = mt_rope(c, x[i], a->pos, a->rotary_dim, 5e6f);
+    }
+    return mt_attention(c, x[0], x[1], x[2], a->seg, 1.0f / sqrtf((float)a->D));
+}
+
+static void check_qk_attention_grad(const char *label, int64_t B, int64_t T, int64_t C,
+                                    const qk_args *shape, const int32_t *seg_vals, uint64_t seed) {
+    mt_rng rng;
+    mt_rng_seed(&rng, seed);
+    qk_args a = *shape;
+    const int64_t HD = a.H * a.D, KVD = a.Hkv * a.D, nw = a.whole ? HD : a.D;
+    const int64_t nk = a.whole ? KVD : a.D;
+    mt_tensor *in[6] = {
+        mt_test_tensor(MT_F32, 3, (int64_t[]){B, T, C}, true, "h"),
+        mt_test_tensor(MT_F32, 2, (int64_t[]){HD, C}, true, "wq"),
+        mt_test_tensor(MT_F32, 2, (int64_t[]){KVD, C}, true, "wk"),
+        mt_test_tensor(MT_F32, 2, (int64_t[]){KVD, C}, true, "wv"),
+        mt_test_tensor(MT_F32, 1, (int64_t[]){nw}, true, "q_norm"),
+        mt_test_tensor(MT_F32, 1, (int64_t[]){nk}, true, "k_norm"),
+    };
+    for (int i = 0; i < 4; i++)
+        mt_fill_normal(in[i]->data, mt_numel(in[i]), i ? 1.0f / sqrtf((float)C) : 1.0f, &rng);
+    /* norm weights away from their init (1, or 0 for Gemma) so that each one matters */
+    for (int i = 4; i < 6; i++) {
+        float *w = in[i]->data;
+        for (int64_t j = 0; j < mt_numel(in[i]); j++)
+            w[j] = (a.gemma ? 0.0f : 1.0f) + 0.5f * mt_rng_normal(&rng);
+    }
+    a.pos = mt_test_tensor(MT_I32, 2, (int64_t[]){B, T}, false, "pos");
+    for (int64_t i = 0; i < B * T; i++)
+        ((int32_t *)a.pos->data)[i] = (int32_t)(i % T + 5 * (i / T));
+    if (seg_vals) {
+        a.seg = mt_test_tensor(MT_I32, 2, (int64_t[]){B, T}, false, "seg");
+        fill_ids(a.seg, seg_vals);
+    }
+    mt_gradcheck(label, build_qk_attention, in, 6, &a, &(mt_gradcheck_opts){.max_elems = 256});
+}
+
+static int test_grad_attention_qk_norm(void) {
+    /* M2's shape in small: H*D (16) wider than C (8), rotary_dim = D/2 (partial 0.5), GQA 2 */
+    check_qk_attention_grad("M2 whole-width qk norm, partial rope, GQA", 2, 5, 8,
+                            &(qk_args){.H = 4, .Hkv = 2, .D = 4, .rotary_dim = 2, .whole = true},
+                            NULL, 41);
+    /* irregular: 3 query heads on one kv head, D = 6 with 2 rotated dims, packed segments */
+    const int32_t seg[7] = {0, 0, 0, 4, 4, 4, 4};
+    check_qk_attention_grad("irregular whole-width qk norm, MQA 3:1, rotary 2 of 6, seg", 1, 7, 5,
+                            &(qk_args){.H = 3, .Hkv = 1, .D = 6, .rotary_dim = 2, .whole = true},
+                            seg, 42);
+    /* the per-head Gemma form the plan also has (M3): one weight of width D for every head */
+    check_qk_attention_grad("per-head gemma qk norm, partial rope, GQA", 2, 4, 8,
+                            &(qk_args){.H = 4, .Hkv = 2, .D = 4, .rotary_dim = 2, .gemma = true},
+                            NULL, 43);
+    return MT_TEST_OK;
+}
+
 /* ---- attention forward vs a double reference ------------------------------------------------ */
 
 /* Straight from the definition: repeat_interleave the kv heads, build the (T,T) mask, full
@@ -646,6 +724,7 @@ static int test_op_attention_bf16(void) {
 static const mt_test_case cases[] = {
     {"grad_rope", test_grad_rope},
     {"grad_attention", test_grad_attention},
+    {"grad_attention_qk_norm", test_grad_attention_qk_norm},
     {"op_attention_forward", test_op_attention_forward},
     {"op_rope_forward", test_op_rope_forward},
     {"op_attention_decode", test_op_attention_decode},

@@ -462,12 +462,160 @@ static int test_op_moe_aux_hf_formula(void) {
     return MT_TEST_OK;
 }
 
+/* ---- the sigmoid router (MiniMax-M2) ---- */
+
+typedef struct {
+    int K;
+    float scale;
+    mt_tensor *bias;
+    const int32_t *ref_idx;
+    int64_t n_idx;
+    int flips;
+} sroute_user;
+
+static mt_tensor *build_sroute(mt_ctx *c, mt_tensor **in, void *user) {
+    sroute_user *u = user;
+    mt_tensor *idx;
+    mt_tensor *w = mt_moe_route_sigmoid(c, in[0], u->bias, u->K, u->scale, &idx);
+    if (u->ref_idx && memcmp(idx->data, u->ref_idx, sizeof(int32_t) * (size_t)u->n_idx) != 0)
+        u->flips++;
+    return w;
+}
+
+/* Forward against a double reference (the bias chooses, the unbiased scores weight), then
+ * finite differences of the weights w.r.t. the logits. The bias is drawn until it changes the
+ * choice of some row and every row's K-th and (K+1)-th biased scores stay apart by more than
+ * a finite-difference step can move them (h * max sigmoid' = h / 4, with room). */
+static void sroute_case(int64_t N, int E, int K, float scale, uint64_t seed) {
+    mt_rng rng;
+    mt_rng_seed(&rng, seed);
+    mt_tensor *logits = mt_test_tensor(MT_F32, 2, (int64_t[]){N, E}, true, "logits");
+    mt_tensor *bias = mt_test_tensor(MT_F32, 1, (int64_t[]){E}, false, "bias");
+    float *l = logits->data, *bb = bias->data;
+    const double h = 1e-2;
+    int changed = 0;
+    double margin = 0;
+    int32_t *sel = malloc(sizeof(int32_t) * (size_t)(N * K));
+    for (int attempt = 0; attempt < 100 && (changed == 0 || margin <= h); attempt++) {
+        for (int64_t i = 0; i < N * E; i++) l[i] = 1.5f * mt_rng_normal(&rng);
+        for (int e = 0; e < E; e++) bb[e] = 0.15f * mt_rng_normal(&rng);
+        changed = 0;
+        margin = INFINITY;
+        for (int64_t n = 0; n < N; n++) {
+            double v[64], s[64];
+            int o[64], u[64];
+            for (int e = 0; e < E; e++) {
+                s[e] = 1 / (1 + exp(-(double)l[n * E + e]));
+                v[e] = s[e] + bb[e];
+            }
+            ref_topk(v, E, K < E ? K + 1 : K, o);
+            ref_topk(s, E, K, u);
+            if (K < E) margin = fmin(margin, v[o[K - 1]] - v[o[K]]);
+            for (int j = 0; j < K; j++) {
+                sel[n * K + j] = o[j];
+                bool in_u = false;
+                for (int i = 0; i < K; i++) in_u = in_u || u[i] == o[j];
+                changed += !in_u;
+            }
+        }
+    }
+    EXPECT(changed > 0 && margin > h, "sroute: no bias that changes a choice with margin %g",
+           margin);
+
+    mt_ctx c;
+    mt_test_ctx_init(&c);
+    mt_ctx_set_grad(&c, false);
+    mt_tensor *idx;
+    mt_tensor *w = mt_moe_route_sigmoid(&c, logits, bias, K, scale, &idx);
+    float *wref = malloc(sizeof(float) * (size_t)(N * K));
+    int idx_bad = 0;
+    for (int64_t n = 0; n < N; n++) {
+        double S = 0;
+        for (int j = 0; j < K; j++) S += 1 / (1 + exp(-(double)l[n * E + sel[n * K + j]]));
+        for (int j = 0; j < K; j++) {
+            double sj = 1 / (1 + exp(-(double)l[n * E + sel[n * K + j]]));
+            wref[n * K + j] = (float)(scale * sj / S);
+            idx_bad += ((const int32_t *)idx->data)[n * K + j] != sel[n * K + j];
+        }
+    }
+    EXPECT(idx_bad == 0, "sroute N=%lld E=%d K=%d: %d chosen experts differ from the reference",
+           (long long)N, E, K, idx_bad);
+    mt_check_close("sroute weights", w->data, wref, N * K, 0, 1e-6);
+    mt_ctx_free(&c);
+
+    sroute_user u = {.K = K, .scale = scale, .bias = bias, .ref_idx = sel, .n_idx = N * K};
+    mt_gradcheck_opts opts = {.h = h, .max_elems = 64};
+    mt_gradcheck("moe_route_sigmoid", build_sroute, &logits, 1, &u, &opts);
+    EXPECT(u.flips == 0, "sroute: %d finite-difference evaluations changed the selection", u.flips);
+    free(wref);
+    free(sel);
+}
+
+/* MiniMax-M2's MoE shape: 256 experts top-8 behind the sigmoid router with a correction bias,
+ * through the fixed-order expert loop: the output equals the dense double evaluation, and
+ * after a backward every expert no token chose (173 of the 256 here) has exactly zero
+ * gradients while every chosen one has some. */
+static int test_op_moe_m2_shape(void) {
+    enum { N = 40, C = 16, F = 8, E = 256, K = 8 };
+    mt_rng rng;
+    mt_rng_seed(&rng, 35);
+    mt_tensor *x = mt_test_tensor(MT_F32, 2, (int64_t[]){N, C}, true, "x");
+    mt_tensor *w[3] = {mt_test_tensor(MT_F32, 3, (int64_t[]){E, F, C}, true, "w1"),
+                       mt_test_tensor(MT_F32, 3, (int64_t[]){E, F, C}, true, "w3"),
+                       mt_test_tensor(MT_F32, 3, (int64_t[]){E, C, F}, true, "w2")};
+    mt_tensor *logits = mt_test_tensor(MT_F32, 2, (int64_t[]){N, E}, true, "logits");
+    mt_tensor *bias = mt_test_tensor(MT_F32, 1, (int64_t[]){E}, false, "bias");
+    mt_fill_normal(x->data, N * C, 1.0f, &rng);
+    for (int i = 0; i < 3; i++) mt_fill_normal(w[i]->data, E * F * C, 0.25f, &rng);
+    mt_fill_normal(logits->data, N * E, 1.5f, &rng);
+    mt_fill_normal(bias->data, E, 0.1f, &rng);
+
+    mt_ctx c;
+    mt_test_ctx_init(&c);
+    mt_tensor *idx;
+    mt_tensor *wt = mt_moe_route_sigmoid(&c, logits, bias, K, 1.0f, &idx);
+    mt_tensor *out = mt_moe_experts(&c, x, idx, wt, w[0], w[1], w[2]);
+    float *ref = malloc(sizeof(float) * N * C), *seed = malloc(sizeof(float) * N * C);
+    ref_experts_dense(x->data, idx->data, wt->data, w[0]->data, w[1]->data, w[2]->data, N, C, F, E,
+                      K, ref);
+    mt_check_close("M2 shape sparse vs dense", out->data, ref, N * C, 1e-5 * max_abs(ref, N * C),
+                   1e-5);
+    mt_fill_normal(seed, N * C, 1.0f, &rng);
+    mt_backward(&c, out, seed);
+    bool chosen[E] = {false};
+    for (int a = 0; a < N * K; a++) chosen[((const int32_t *)idx->data)[a]] = true;
+    int idle = 0, wrong = 0;
+    for (int e = 0; e < E; e++) {
+        double g = 0;
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < F * C; j++) g += fabs(((const float *)w[i]->grad)[e * F * C + j]);
+        idle += !chosen[e];
+        wrong += chosen[e] ? g == 0 : g != 0;
+    }
+    printf("  E=%d K=%d: %d experts without a token, %d with a wrong zero/non-zero gradient\n", E,
+           K, idle, wrong);
+    EXPECT(idle > 0 && wrong == 0, "%d idle experts, %d gradients wrong", idle, wrong);
+    free(ref);
+    free(seed);
+    mt_ctx_free(&c);
+    return MT_TEST_OK;
+}
+
+static int test_grad_moe_route_sigmoid(void) {
+    sroute_case(6, 8, 2, 1.0f, 21);
+    sroute_case(5, 16, 4, 2.5f, 22); /* 16 experts top-4, a routed scaling factor */
+    sroute_case(4, 5, 1, 1.0f, 23);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
+    {"grad_moe_route_sigmoid", test_grad_moe_route_sigmoid},
     {"grad_moe_route", test_grad_moe_route},
     {"grad_moe_experts", test_grad_moe_experts},
     {"grad_moe_aux", test_grad_moe_aux},
     {"op_moe_dense_vs_sparse", test_op_moe_dense_vs_sparse},
     {"op_moe_aux_hf_formula", test_op_moe_aux_hf_formula},
     {"op_moe_route_ties", test_op_moe_route_ties},
+    {"op_moe_m2_shape", test_op_moe_m2_shape},
 };
 MT_TEST_MAIN(cases)

@@ -141,8 +141,8 @@ static bool same_model(mt_minimax_config a, mt_minimax_config b, bool same_slope
     return memcmp(&a, &b, sizeof(a)) == 0;
 }
 
-static void expect_reject(const char *name, const char *base, const char *key, const char *raw,
-                          const char *needle) {
+void expect_reject(const char *name, const char *base, const char *key, const char *raw,
+                   const char *needle) {
     const char *path = tmp_path(name);
     write_json_with(path, base, key, raw);
     mt_minimax_config cfg;
@@ -572,6 +572,87 @@ static int test_info_counts(void) {
     return MT_TEST_OK;
 }
 
+/* The value of "key=" at the start of a line of out, or -1. */
+static long long info_value(const char *out, const char *key) {
+    char k[128];
+    snprintf(k, sizeof(k), "\n%.100s=", key);
+    const char *s = strstr(out, k);
+    long long v = -1;
+    if (s) sscanf(s + strlen(k), "%lld", &v);
+    return v;
+}
+
+/* MiniMax-M2: minimax-info against transformers' own counts, every key of
+ * tests/fixtures/info/<name>.txt (tools/count_params.py: MiniMaxM2ForCausalLM on the meta
+ * device); the released config's memory per rank with --ranks, and --fit-gib's answer. */
+static int test_info_counts_m2(void) {
+    if (!getenv("MT_MINIMAX_INFO")) {
+        printf("MT_MINIMAX_INFO not set (run through ctest)\n");
+        return MT_TEST_SKIP;
+    }
+    const char *src = getenv("MT_SOURCE_DIR") ? getenv("MT_SOURCE_DIR") : ".";
+    const char *names[2] = {"minimax-m2", "tiny-m2"};
+    char args[2048], out[8192], path[1024], line[256];
+    int64_t t, a, w;
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof(args), "--config %s/recipes/configs/%s.json", src, names[i]);
+        EXPECT(info_run(args, &t, &a, &w, out + 1, sizeof(out) - 1), "minimax-info %s failed",
+               args);
+        out[0] = '\n';
+        printf("%s", out + 1);
+        snprintf(path, sizeof(path), "%s/tests/fixtures/info/%s.txt", src, names[i]);
+        FILE *f = fopen(path, "r");
+        EXPECT(f, "cannot read %s", path);
+        int keys = 0;
+        while (f && fgets(line, sizeof(line), f)) {
+            char key[96];
+            long long want;
+            if (line[0] == '#' || sscanf(line, "%95[a-z_]=%lld", key, &want) != 2) continue;
+            const long long have = info_value(out, key);
+            printf("  %-30s minimax-info %lld, transformers %lld\n", key, have, want);
+            EXPECT(have == want, "%s: %s = %lld, transformers %lld", names[i], key, have, want);
+            keys++;
+        }
+        if (f) fclose(f);
+        EXPECT(keys == 6, "%s: %d keys in %s", names[i], keys, path);
+    }
+    EXPECT(strstr(out, "family=MiniMax-M2") != NULL, "the family is named");
+    /* the released config on 64 ranks, one expert gathered at a time: 16 bytes per owned
+     * element (fp32 master, gradient, AdamW m and v), buffers included in the shards
+     * (activations: op_info_counts, the same code for every family) */
+    snprintf(args, sizeof(args),
+             "--config %s/recipes/configs/minimax-m2.json --ranks 64 --gather-unit expert", src);
+    EXPECT(info_run(args, &t, &a, &w, out + 1, sizeof(out) - 1), "minimax-info %s", args);
+    printf("%s", out + 1);
+    const char *s = strstr(out, "grad, adam m, v of ");
+    long long owned = -1;
+    if (s) sscanf(s, "grad, adam m, v of %lld", &owned);
+    const long long elems = 228689748992ll + 15872;
+    EXPECT(owned >= elems / 64 && owned < elems / 64 + 16022 * 64 &&
+               info_value(out, "zero3_owned_bytes_per_rank") == 16 * owned,
+           "64 ranks: %lld owned elements of %lld, %lld bytes", owned, elems,
+           info_value(out, "zero3_owned_bytes_per_rank"));
+    /* --fit-gib: the fewest ranks whose state and slots fit an H200's 131.3 GiB, one fewer
+     * beyond it */
+    snprintf(args, sizeof(args), "--config %s/recipes/configs/minimax-m2.json --fit-gib 131.3",
+             src);
+    EXPECT(info_run(args, &t, &a, &w, out + 1, sizeof(out) - 1), "minimax-info %s", args);
+    printf("%s", out + 1);
+    const long long fit = info_value(out, "fit_ranks_expert");
+    for (int k = 0; k < 2 && fit > 1; k++) {
+        snprintf(args, sizeof(args),
+                 "--config %s/recipes/configs/minimax-m2.json --ranks %lld --gather-unit expert",
+                 src, fit - k);
+        EXPECT(info_run(args, &t, &a, &w, out + 1, sizeof(out) - 1), "minimax-info %s", args);
+        const double total = (double)info_value(out, "zero3_bytes_per_rank");
+        const double budget = 131.3 * (double)(1 << 30);
+        EXPECT(total > 0 && (k == 0 ? total <= budget : total > budget),
+               "--fit-gib said %lld ranks; at %lld a rank holds %.0f bytes", fit, fit - k, total);
+    }
+    EXPECT(fit > 1, "fit_ranks_expert missing or 1 (%lld)", fit);
+    return MT_TEST_OK;
+}
+
 /* mt_minimax_plan_activations (a dry run on the plan backend) against the arena of a real CPU
  * micro-step of the same shapes (random weights and tokens, every token labelled, the router aux
  * loss on): the peak of live tensors agrees up to allocation padding, which only the experts'
@@ -650,7 +731,11 @@ static const mt_test_case cases[] = {
     {"op_safetensors_errors", test_safetensors_errors},
     {"op_weights_layouts", test_weights_layouts},
     {"op_weights_gather_units", test_weights_gather_units},
+    {"op_weights_export_m2", test_weights_export_m2},
+    {"op_config_m2", test_config_m2},
+    {"op_weights_fp8_errors", test_weights_fp8_errors},
     {"op_info_counts", test_info_counts},
+    {"op_info_counts_m2", test_info_counts_m2},
     {"op_plan_activations", test_plan_activations},
 };
 MT_TEST_MAIN(cases)

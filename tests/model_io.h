@@ -15,6 +15,10 @@ void write_text(const char *path, const char *text);
 void write_json_with(const char *path, const char *base, const char *key, const char *raw);
 /* Parses a config that must be valid (a failed check otherwise). */
 mt_minimax_config parse_ok(const char *path);
+/* Writes base with key set to raw (removed when NULL) as tmp_path(name) and expects the config
+ * to be rejected with a message naming needle and the file. */
+void expect_reject(const char *name, const char *base, const char *key, const char *raw,
+                   const char *needle);
 /* A 4-layer tiny config in the transformers schema (3 lightning layers, then softmax). */
 extern const char *TINY_HF;
 
@@ -22,3 +26,6 @@ int test_safetensors_roundtrip(void);
 int test_safetensors_errors(void);
 int test_weights_layouts(void);
 int test_weights_gather_units(void);
+int test_weights_export_m2(void);
+int test_config_m2(void);
+int test_weights_fp8_errors(void);

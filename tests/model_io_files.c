@@ -586,3 +586,90 @@ int test_weights_gather_units(void) {
     tmp_cleanup();
     return MT_TEST_OK;
 }
+
+/* An M2 export from the FP8 release form (tests/fixtures/models/tiny_m2_fp8: e4m3 weights with
+ * block scales, a quantization_config, one multi-token-prediction module): bf16 weights, no
+ * quantization_config in config.json, the MTP tensors (FP8 with their scales) byte for byte, the
+ * correction biases in fp32 with the values read; the export loads again, the MTP tensors still
+ * carried. */
+int test_weights_export_m2(void) {
+    char src[1024];
+    snprintf(src, sizeof(src), "%s/tests/fixtures/models/tiny_m2_fp8",
+             getenv("MT_SOURCE_DIR") ? getenv("MT_SOURCE_DIR") : ".");
+    mt_minimax_config cfg;
+    mt_minimax_config_load(src, &cfg);
+    EXPECT(cfg.fp8 && cfg.num_mtp_modules == 1, "the fixture is FP8 with one MTP module");
+    mt_minimax m;
+    model_new(&m, &cfg);
+    const mt_naming naming = mt_weights_load(src, &m);
+    const char *dir = tmp_path("m2-export");
+    mt_weights_writer *w = mt_weights_writer_open(dir, &m, naming, MT_BF16, 0);
+    mt_weights_writer_carry(w, src);
+    for (int b = 0; b < m.n_buckets; b++) mt_weights_writer_add_bucket(w, b, bucket_data(&m, b));
+    mt_weights_writer_close(w);
+
+    char path[1200], text[8192] = "";
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    FILE *f = fopen(path, "r");
+    EXPECT(f, "no %s", path);
+    if (f) text[fread(text, 1, sizeof(text) - 1, f)] = 0, fclose(f);
+    EXPECT(strstr(text, "\"minimax_m2\"") && !strstr(text, "quantization_config") &&
+               strstr(text, "\"num_mtp_modules\":\t1"),
+           "exported config.json: minimax_m2, no quantization_config, the MTP metadata:\n%s", text);
+    mt_safetensors *in = mt_safetensors_open(src), *out = mt_safetensors_open(dir);
+    int carried = 0, biases = 0, bf16 = 0;
+    for (int i = 0; i < mt_safetensors_count(in); i++) {
+        const mt_st_tensor *a = mt_safetensors_tensor(in, i);
+        const bool mtp = strstr(a->name, ".mtp.") != NULL;
+        const bool bias = strstr(a->name, "e_score_correction_bias") != NULL;
+        if (!mtp && !bias) continue;
+        const mt_st_tensor *b = mt_safetensors_find(out, a->name);
+        EXPECT(b, "export lacks %s", a->name);
+        if (!b) continue;
+        bool same = b->ndim == a->ndim && b->numel == a->numel &&
+                    strcmp(b->dtype_name, mtp ? a->dtype_name : "F32") == 0;
+        for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
+        float *va = malloc(sizeof(float) * (size_t)a->numel),
+              *vb = malloc(sizeof(float) * (size_t)a->numel);
+        if (same) {
+            mt_safetensors_read(in, a, 0, a->numel, va);
+            mt_safetensors_read(out, b, 0, b->numel, vb);
+            same = memcmp(va, vb, sizeof(float) * (size_t)a->numel) == 0;
+        }
+        EXPECT(same, "%s: %s %s in the export, %s in the source, or other values", a->name,
+               b->dtype_name, mtp ? "" : "(F32 expected)", a->dtype_name);
+        free(va);
+        free(vb);
+        carried += mtp;
+        biases += bias;
+    }
+    for (int i = 0; i < mt_safetensors_count(out); i++) {
+        const mt_st_tensor *b = mt_safetensors_tensor(out, i);
+        bf16 += strstr(b->name, "self_attn.q_proj.weight") && !strcmp(b->dtype_name, "BF16");
+        EXPECT(!strstr(b->name, "weight_scale_inv") || strstr(b->name, ".mtp."),
+               "%s: only the carried MTP tensors keep FP8 scales", b->name);
+    }
+    printf("  %d MTP tensors carried byte for byte, %d correction biases in fp32, %d q_proj in "
+           "bf16\n",
+           carried, biases, bf16);
+    EXPECT(carried == 3 && biases == cfg.num_hidden_layers && bf16 == cfg.num_hidden_layers,
+           "%d carried, %d biases, %d bf16 q_proj", carried, biases, bf16);
+    mt_safetensors_close(in);
+    mt_safetensors_close(out);
+    /* the export loads again: unquantised, the MTP tensors carried, the biases as trained */
+    mt_minimax_config ecfg;
+    mt_minimax_config_load(dir, &ecfg);
+    mt_minimax e;
+    model_new(&e, &ecfg);
+    mt_weights_reader *r = mt_weights_open(dir, &e);
+    char what[512];
+    mt_weights_describe(r, what, sizeof(what));
+    printf("  export: %s\n", what);
+    EXPECT(!ecfg.fp8 && strstr(what, "3 multi-token-prediction tensors") && !strstr(what, "FP8"),
+           "export read back: fp8 %d, %s", ecfg.fp8, what);
+    mt_weights_close(r);
+    model_free(&e);
+    model_free(&m);
+    tmp_cleanup();
+    return MT_TEST_OK;
+}

@@ -1,58 +1,46 @@
 /* parity_model.c: the model against Hugging Face transformers (docs/parity.md).
  *
- * Each parity_<fixture> case loads a tiny random model that tools/make_fixtures.py saved with
- * transformers' save_pretrained (tests/fixtures/models/<fixture>/) and compares with what
- * transformers computed for it (<fixture>.ref.safetensors), in fp32:
- *   batch a (2 x 37) no-grad: logits, loss, 10 greedy tokens (cached decoding);
- *   batch b (2 x 70) with backward: logits, loss, the gradient of every parameter.
+ * Each parity_<fixture> case loads a tiny random model that tools/make_fixtures.py (Text-01,
+ * fp32) or tools/make_fixtures_m2.py (MiniMax-M2, float64) saved with transformers'
+ * save_pretrained (tests/fixtures/models/<fixture>/) and compares with what transformers
+ * computed for it (<fixture>.ref.safetensors):
+ *   batch a (2 x 37; tiny_m2_irregular 3 x 23) no-grad: logits, loss, the greedy tokens of the
+ *   reference (10 per row for Text-01, 20 for M2) through the caches;
+ *   batch b (2 x 70; 2 x 61) with backward: logits, loss, the gradient of every parameter.
  * Bounds (issue 3): logits max |diff| <= 1e-4 and <= 1e-5 max |logit|; loss relative diff
  * <= 1e-6; every gradient's relative L2 error <= 1e-5; greedy tokens identical.
  * parity_naming: the same tensors saved in the three checkpoint layouts load to identical
  * buckets, and the transformers v4.5x and v5 layouts give bit-identical outputs and gradients.
- * parity_cli: minimax-forward / minimax-generate end to end against the same references;
- * parity_cli_errors: their bad inputs (a NaN weight, ids beyond the vocabulary, a directory). */
+ * parity_cli, parity_cli_errors: the command-line tools (tests/parity_cli.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "data/data_io.h"
 #include "harness.h"
 #include "models/config.h"
 #include "models/generate.h"
-#include "models/ids_json.h"
 #include "models/minimax.h"
 #include "models/safetensors.h"
 #include "models/weights.h"
-
-#define PM_LOGIT_ATOL 1e-4
-#define PM_LOGIT_RTOL 1e-5 /* of max |logit| */
-#define PM_LOSS_RTOL  1e-6
-#define PM_GRAD_RL2   1e-5
+#include "parity_model.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* fixtures */
 
-static const char *pm_fixture_dir(void) {
+const char *pm_fixture_dir(void) {
     static char dir[1024];
     const char *src = getenv("MT_SOURCE_DIR");
     snprintf(dir, sizeof(dir), "%s/tests/fixtures/models", src ? src : ".");
     return dir;
 }
 
-typedef struct {
-    mt_minimax m;
-    float **data, **grad; /* per bucket */
-    mt_naming naming;
-} pm_model;
-
 /* The layout every pm_load uses: parity_*_expert_unit set it to MT_GATHER_EXPERT; and whether
  * its layers are recomputed in the backward (parity_*_recompute). */
 static mt_gather_unit pm_unit = MT_GATHER_LAYER;
 static bool pm_recompute = false;
 
-static void pm_load(pm_model *pm, const char *name, bool with_grad) {
+void pm_load(pm_model *pm, const char *name, bool with_grad) {
     char dir[1200];
     snprintf(dir, sizeof(dir), "%s/%s", pm_fixture_dir(), name);
     mt_minimax_config cfg;
@@ -71,7 +59,7 @@ static void pm_load(pm_model *pm, const char *name, bool with_grad) {
     pm->naming = mt_weights_load(dir, &pm->m);
 }
 
-static void pm_free(pm_model *pm) {
+void pm_free(pm_model *pm) {
     for (int b = 0; b < pm->m.n_buckets; b++) {
         free(pm->data[b]);
         free(pm->grad[b]);
@@ -81,14 +69,14 @@ static void pm_free(pm_model *pm) {
     mt_minimax_free(&pm->m);
 }
 
-static mt_safetensors *pm_ref_open(const char *name) {
+mt_safetensors *pm_ref_open(const char *name) {
     char path[1200];
     snprintf(path, sizeof(path), "%s/%s.ref.safetensors", pm_fixture_dir(), name);
     return mt_safetensors_open(path);
 }
 
 /* A reference tensor as floats (malloc'ed); *numel and shape (if not NULL) filled. */
-static float *pm_ref(mt_safetensors *st, const char *name, int64_t *numel, int64_t *shape) {
+float *pm_ref(mt_safetensors *st, const char *name, int64_t *numel, int64_t *shape) {
     const mt_st_tensor *t = mt_safetensors_find(st, name);
     MT_CHECK(t, "reference has no tensor %s", name);
     float *x = mt_malloc((size_t)t->numel * sizeof(float), name);
@@ -124,8 +112,8 @@ static void pm_batch(mt_safetensors *st, const char *k, mt_tensor **ids, mt_tens
 /* ------------------------------------------------------------------------------------------ */
 /* comparisons (all print the measured numbers) */
 
-static void pm_check_logits(const char *label, const mt_tensor *logits, mt_safetensors *st,
-                            const char *ref_name) {
+void pm_check_logits(const char *label, const mt_tensor *logits, mt_safetensors *st,
+                     const char *ref_name) {
     int64_t n;
     float *ref = pm_ref(st, ref_name, &n, NULL);
     EXPECT(n == mt_numel(logits), "%s: %lld logits, reference %lld", label,
@@ -143,8 +131,8 @@ static void pm_check_logits(const char *label, const mt_tensor *logits, mt_safet
     free(ref);
 }
 
-static void pm_check_scalar(const char *label, const mt_tensor *x, mt_safetensors *st,
-                            const char *ref_name) {
+void pm_check_scalar(const char *label, const mt_tensor *x, mt_safetensors *st,
+                     const char *ref_name) {
     float *ref = pm_ref(st, ref_name, NULL, NULL);
     double v = *(const float *)x->data, rel = fabs(v - ref[0]) / fabs((double)ref[0]);
     printf("  %-24s %.9f  ref %.9f  rel %.3e\n", label, v, (double)ref[0], rel);
@@ -162,8 +150,10 @@ static void pm_check_decay(pm_model *pm, mt_safetensors *st) {
     float *ref = pm_ref(st, "decay", &n, NULL);
     EXPECT(n == (int64_t)L * H, "decay: reference has %lld values, model %d", (long long)n, L * H);
     double worst = 0;
+    int lightning = 0;
     for (int l = 0; l < L && n == (int64_t)L * H; l++) {
-        if (cfg->layer_types[l] != MT_LAYER_LINEAR) continue;
+        if (pm->m.plan[l].mixer != MT_MIXER_LIGHTNING) continue;
+        lightning++;
         for (int h = 0; h < H; h++) {
             double r = ref[l * H + h], rel = fabs(pm->m.decay[l * H + h] - r) / r;
             worst = fmax(worst, rel);
@@ -171,8 +161,9 @@ static void pm_check_decay(pm_model *pm, mt_safetensors *st) {
                    (double)pm->m.decay[l * H + h], r);
         }
     }
-    printf("  %-24s worst relative diff %.3e (slope denominator: %s)\n", "decay", worst,
-           cfg->slope_hf_denominator ? "L-1+1e-5" : "L-1");
+    if (lightning)
+        printf("  %-24s worst relative diff %.3e (slope denominator: %s)\n", "decay", worst,
+               cfg->slope_hf_denominator ? "L-1+1e-5" : "L-1");
     free(ref);
 }
 
@@ -181,6 +172,11 @@ static void pm_check_grads(const char *label, pm_model *pm, mt_safetensors *st) 
     const char *worst_name = "";
     for (int p = 0; p < pm->m.n_params; p++) {
         char name[200];
+        if (pm->m.info[p].buffer) { /* the correction bias: no gradient, none in the reference */
+            EXPECT(pm->m.params[p].grad == NULL, "%s: buffer %s has a gradient", label,
+                   pm->m.info[p].name);
+            continue;
+        }
         snprintf(name, sizeof(name), "grad.%s", pm->m.info[p].name);
         int64_t n;
         float *whole = pm_ref(st, name, &n, NULL);
@@ -425,8 +421,23 @@ static int pm_fixture_recompute(const char *model, mt_gather_unit unit) {
     pm_unit = MT_GATHER_LAYER;
     return rc;
 }
+/* MiniMax-M2 (tools/make_fixtures_m2.py): against transformers' minimax_m2 run in float64; the
+ * irregular fixture's config is in the release's remote-code schema; the fp8 copy is tiny_m2
+ * block-quantised, against transformers on the dequantised weights. */
+static int parity_m2_tiny(void) { return pm_fixture("tiny_m2", "tiny_m2"); }
+static int parity_m2_irregular(void) {
+    return pm_fixture("tiny_m2_irregular", "tiny_m2_irregular");
+}
+static int parity_m2_fp8(void) { return pm_fixture("tiny_m2_fp8", "tiny_m2_fp8"); }
+static int parity_m2_irregular_expert_unit(void) {
+    return pm_fixture_expert_unit("tiny_m2_irregular");
+}
+
 static int parity_tiny_irregular_gqa_recompute(void) {
     return pm_fixture_recompute("tiny_irregular_gqa", MT_GATHER_LAYER);
+}
+static int parity_m2_irregular_recompute(void) {
+    return pm_fixture_recompute("tiny_m2_irregular", MT_GATHER_EXPERT);
 }
 static int parity_tiny_released8_expert_unit_recompute(void) {
     return pm_fixture_recompute("tiny_released8", MT_GATHER_EXPERT);
@@ -576,182 +587,6 @@ static int parity_naming(void) {
     return MT_TEST_OK;
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* the command-line tools end to end */
-
-static int pm_system(const char *cmd) {
-    printf("  $ %s\n", cmd);
-    fflush(stdout);
-    return system(cmd);
-}
-
-/* minimax-forward with --grad on fixture model, checked against reference ref. */
-static void pm_cli_forward(const char *exe, const char *tmp, const char *model, const char *ref) {
-    const char *fx = pm_fixture_dir();
-    char cmd[8192], out[1200];
-    snprintf(out, sizeof(out), "%s/%s.out.safetensors", tmp, model);
-    snprintf(cmd, sizeof(cmd),
-             "%s --model %s/%s --ids %s/ids_b.json --labels %s/labels_b.json --grad --out %s", exe,
-             fx, model, fx, fx, out);
-    EXPECT(pm_system(cmd) == 0, "minimax-forward failed");
-    mt_safetensors *got = mt_safetensors_open(out);
-    mt_safetensors *st = pm_ref_open(ref);
-
-    int64_t n, shape[3];
-    float *lg = pm_ref(got, "logits", &n, shape);
-    mt_tensor t;
-    mt_tensor_wrap(&t, MT_F32, 3, shape, lg, NULL, "logits");
-    pm_check_logits("cli logits_b", &t, st, "logits_b");
-    float *loss = pm_ref(got, "loss", NULL, NULL);
-    mt_tensor_wrap(&t, MT_F32, 0, NULL, loss, NULL, "loss");
-    pm_check_scalar("cli loss_b", &t, st, "loss_b");
-
-    /* every parameter's gradient, found through the directory's layout (fused for v5) */
-    mt_minimax_config cfg;
-    char dir[1200];
-    snprintf(dir, sizeof(dir), "%s/%s", fx, model);
-    mt_minimax_config_load(dir, &cfg);
-    mt_minimax m;
-    mt_minimax_init(&m, &cfg);
-    mt_weights_reader *r = mt_weights_open(dir, &m);
-    mt_naming naming = mt_weights_naming(r);
-    mt_weights_close(r);
-    double worst = 0;
-    for (int p = 0; p < m.n_params; p++) {
-        char src[200], gname[220], rname[220];
-        int64_t off;
-        mt_weights_source_name(&m, p, naming, src, sizeof(src), &off);
-        snprintf(gname, sizeof(gname), "grad.%s", src);
-        snprintf(rname, sizeof(rname), "grad.%s", m.info[p].name);
-        const mt_st_tensor *gt = mt_safetensors_find(got, gname);
-        EXPECT(gt != NULL, "minimax-forward output lacks %s", gname);
-        if (!gt) continue;
-        const int64_t numel = m.info[p].numel;
-        float *g = mt_malloc((size_t)numel * sizeof(float), "grad");
-        mt_safetensors_read(got, gt, off, off + numel, g);
-        float *rg = pm_ref(st, rname, NULL, NULL);
-        double num = 0, den = 0;
-        for (int64_t i = 0; i < numel; i++) {
-            num += ((double)g[i] - rg[i]) * ((double)g[i] - rg[i]);
-            den += (double)rg[i] * rg[i];
-        }
-        double rl2 = sqrt(num / den);
-        EXPECT(rl2 <= PM_GRAD_RL2, "cli %s: relative L2 error %.3e", gname, rl2);
-        worst = fmax(worst, rl2);
-        free(g);
-        free(rg);
-    }
-    printf("  %-24s %d parameters (%s layout), worst relative L2 %.3e\n", "cli grads_b", m.n_params,
-           mt_naming_name(naming), worst);
-    mt_minimax_free(&m);
-    free(lg);
-    free(loss);
-    mt_safetensors_close(st);
-    mt_safetensors_close(got);
-    remove(out);
-}
-
-static void pm_cli_generate(const char *exe, const char *tmp, const char *model) {
-    const char *fx = pm_fixture_dir();
-    char cmd[8192], out[1200];
-    snprintf(out, sizeof(out), "%s/%s.gen.json", tmp, model);
-    snprintf(cmd, sizeof(cmd), "%s --model %s/%s --ids %s/ids_a.json --max-new-tokens 10 > %s", exe,
-             fx, model, fx, out);
-    EXPECT(pm_system(cmd) == 0, "minimax-generate failed");
-    int B, N;
-    int32_t *gen = mt_ids_json_load(out, &B, &N);
-    mt_safetensors *st = pm_ref_open(model);
-    int64_t n;
-    float *ref = pm_ref(st, "gen_a", &n, NULL);
-    EXPECT(n == (int64_t)B * N, "minimax-generate printed %dx%d tokens, reference %lld", B, N,
-           (long long)n);
-    int same = 0;
-    for (int64_t i = 0; i < n && i < (int64_t)B * N; i++) same += gen[i] == (int32_t)ref[i];
-    printf("  %-24s %d of %lld greedy tokens identical\n", "cli generate_a", same, (long long)n);
-    EXPECT(same == n, "minimax-generate tokens differ from transformers");
-    free(gen);
-    free(ref);
-    mt_safetensors_close(st);
-    remove(out);
-}
-
-static int parity_cli(void) {
-    const char *fwd = getenv("MT_MINIMAX_FORWARD"), *gen = getenv("MT_MINIMAX_GENERATE");
-    if (!fwd || !gen) {
-        printf("MT_MINIMAX_FORWARD / MT_MINIMAX_GENERATE not set (run through ctest)\n");
-        return MT_TEST_SKIP;
-    }
-    char tmp[] = "/tmp/mt_parity_XXXXXX";
-    MT_CHECK(mkdtemp(tmp), "parity_cli: cannot create a temporary directory");
-    pm_cli_forward(fwd, tmp, "tiny_irregular_gqa", "tiny_irregular_gqa");
-    pm_cli_forward(fwd, tmp, "tiny_mqa_v5", "tiny_mqa");
-    pm_cli_generate(gen, tmp, "tiny_released8");
-    rmdir(tmp);
-    return MT_TEST_OK;
-}
-
-/* cmd (its output to tmp/err.log) must exit non-zero saying want. */
-static void pm_cli_expect_fail(const char *cmd, const char *tmp, const char *want) {
-    char full[9000], log[1200], err[1300];
-    snprintf(log, sizeof(log), "%s/err.log", tmp);
-    snprintf(full, sizeof(full), "%s > %s 2>&1", cmd, log);
-    const int rc = pm_system(full);
-    char *text = mt_file_read_max(log, NULL, 0, err, sizeof(err));
-    EXPECT(rc != 0 && text && strstr(text, want), "want exit != 0 and \"%s\", got %d: %s", want, rc,
-           text ? text : err);
-    free(text);
-    remove(log);
-}
-
-static int parity_cli_errors(void) {
-    const char *fwd = getenv("MT_MINIMAX_FORWARD"), *gen = getenv("MT_MINIMAX_GENERATE");
-    if (!fwd || !gen) {
-        printf("MT_MINIMAX_FORWARD / MT_MINIMAX_GENERATE not set (run through ctest)\n");
-        return MT_TEST_SKIP;
-    }
-    char tmp[] = "/tmp/mt_parity_XXXXXX", model[1200], cmd[8192], ids[1200];
-    MT_CHECK(mkdtemp(tmp), "parity_cli_errors: cannot create a temporary directory");
-    const char *fx = pm_fixture_dir();
-    /* one NaN in a weight: today's forward writes all-NaN logits and generate prints zeros,
-     * both with exit 0; the loader must refuse, naming the tensor and the element */
-    pm_model pm;
-    pm_load(&pm, "tiny_mqa", false);
-    const int p = mt_minimax_find_param(&pm.m, "model.layers.0.self_attn.out_proj.weight");
-    MT_CHECK(p >= 0, "tiny_mqa has no layer 0 out_proj");
-    ((float *)pm.m.params[p].data)[70] = NAN; /* row 1, column 6 of the (64, 64) matrix */
-    snprintf(model, sizeof(model), "%s/nan", tmp);
-    mt_weights_save(model, &pm.m, MT_NAMING_HF_V4, MT_F32, 0);
-    const char *want = "tensor model.layers.0.self_attn.out_proj.weight element 70 ([1, 6]) is nan";
-    snprintf(cmd, sizeof(cmd), "%s --model %s --ids %s/ids_a.json --out %s/o.safetensors", fwd,
-             model, fx, tmp);
-    pm_cli_expect_fail(cmd, tmp, want);
-    snprintf(cmd, sizeof(cmd), "%s --model %s --ids %s/ids_a.json --max-new-tokens 3", gen, model,
-             fx);
-    pm_cli_expect_fail(cmd, tmp, want);
-    /* token ids beyond the vocabulary, refused before the weights are read */
-    snprintf(ids, sizeof(ids), "%s/ids.json", tmp);
-    FILE *f = fopen(ids, "w");
-    MT_CHECK(f, "cannot write %s", ids);
-    fprintf(f, "[[1, 2, %d]]\n", pm.m.cfg.vocab_size);
-    fclose(f);
-    char want_ids[128];
-    snprintf(want_ids, sizeof(want_ids), "row 0 column 2 = %d is outside [0, %d)",
-             pm.m.cfg.vocab_size, pm.m.cfg.vocab_size);
-    snprintf(cmd, sizeof(cmd), "%s --model %s --ids %s --out %s/o.safetensors", fwd, model, ids,
-             tmp);
-    pm_cli_expect_fail(cmd, tmp, want_ids);
-    snprintf(cmd, sizeof(cmd), "%s --model %s --ids %s --max-new-tokens 3", gen, model, ids);
-    pm_cli_expect_fail(cmd, tmp, want_ids);
-    /* an ids path that is a directory */
-    snprintf(cmd, sizeof(cmd), "%s --model %s/tiny_mqa --ids %s --out %s/o.safetensors", fwd, fx,
-             tmp, tmp);
-    pm_cli_expect_fail(cmd, tmp, "is a directory, not a file");
-    pm_free(&pm);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-    MT_CHECK(system(cmd) == 0, "cannot remove %s", tmp);
-    return MT_TEST_OK;
-}
-
 static const mt_test_case cases[] = {
     {"parity_tiny_released8", parity_tiny_released8},
     {"parity_tiny_irregular_gqa", parity_tiny_irregular_gqa},
@@ -762,6 +597,11 @@ static const mt_test_case cases[] = {
     {"parity_tiny_irregular_gqa_expert_unit", parity_tiny_irregular_gqa_expert_unit},
     {"parity_tiny_irregular_gqa_recompute", parity_tiny_irregular_gqa_recompute},
     {"parity_tiny_released8_expert_unit_recompute", parity_tiny_released8_expert_unit_recompute},
+    {"parity_m2_tiny", parity_m2_tiny},
+    {"parity_m2_irregular", parity_m2_irregular},
+    {"parity_m2_fp8", parity_m2_fp8},
+    {"parity_m2_irregular_expert_unit", parity_m2_irregular_expert_unit},
+    {"parity_m2_irregular_recompute", parity_m2_irregular_recompute},
     {"parity_padding", parity_padding},
     {"parity_naming", parity_naming},
     {"parity_cli", parity_cli},

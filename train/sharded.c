@@ -16,7 +16,7 @@ static int sharded_next_forward(const mt_sharded *s, int bucket) {
      * wait for their backwards, models/minimax.c), and its backward starts at its last expert */
     const int l = mt_minimax_bucket_layer(m, bucket);
     if (l < 0 || m->unit != MT_GATHER_EXPERT) return -1;
-    return mt_minimax_expert_bucket(m, l, m->cfg.num_local_experts - 1);
+    return mt_minimax_layer_last_bucket(m, l);
 }
 
 static int sharded_next_backward(const mt_sharded *s, int bucket) {
@@ -69,7 +69,8 @@ void mt_sharded_init(mt_sharded *s, mt_minimax *m, mt_zero *z, mt_ctx *c) {
         for (int p = 0; p < m->n_params; p++) {
             const mt_param_info *in = &m->info[p];
             if (in->bucket == b)
-                ranges[k++] = (mt_zero_range){in->offset, in->numel, in->ndim >= 2};
+                ranges[k++] = (mt_zero_range){in->offset, in->numel, in->ndim >= 2 && !in->buffer,
+                                              in->buffer};
         }
         mt_zero_set_ranges(z, b, ranges, n);
         free(ranges);

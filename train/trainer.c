@@ -249,6 +249,11 @@ static void trainer_setup_model(trainer *t) {
     mt_weights_reader *reader =
         rc->model_path[0] ? mt_weights_open(rc->model_path, &t->model) : NULL;
     t->naming = reader ? mt_weights_naming(reader) : MT_NAMING_HF_V4;
+    if (reader) {
+        char what[512];
+        mt_weights_describe(reader, what, sizeof(what));
+        LOG0(t, "weights: %s (%s)\n", rc->model_path, what);
+    }
     const int64_t chunk = (int64_t)1 << 24;
     float *host = mt_malloc(sizeof(float) * (size_t)chunk, "weight loading buffer");
     for (int b = 0; b < t->model.n_buckets; b++) {
@@ -488,6 +493,8 @@ static void trainer_save(trainer *t, int step) {
     if (t->rc.output_export && t->comm->rank == 0) {
         mt_dtype dt = !strcmp(t->rc.output_export_dtype, "bf16") ? MT_BF16 : MT_F32;
         w = mt_weights_writer_open(tmp, &t->model, t->naming, dt, t->rc.output_shard_bytes);
+        if (t->rc.model_path[0]) /* the tensors the family carries untrained (models/family.h) */
+            mt_weights_writer_carry(w, t->rc.model_path);
     }
     if (t->rc.output_export)
         for (int b = 0; b < t->model.n_buckets; b++) {
@@ -698,10 +705,16 @@ int mt_train_main(int argc, char **argv) {
     t->state.world_size = t->comm->size;
     if (resume) trainer_resume(t, resume);
     int first = (int)t->state.step + 1;
-    int64_t n_params = 0;
-    for (int b = 0; b < t->model.n_buckets; b++) n_params += t->model.bucket_numel[b];
-    LOG0(t, "model: %d layers, %lld parameters in %d buckets; %lld steps per epoch; steps %d..%d\n",
-         t->cfg.num_hidden_layers, (long long)n_params, t->model.n_buckets,
+    /* counted as transformers and minimax-info count: buffers apart, no alignment gaps */
+    int64_t n_params = 0, n_buffers = 0;
+    for (int p = 0; p < t->model.n_params; p++)
+        *(t->model.info[p].buffer ? &n_buffers : &n_params) += t->model.info[p].numel;
+    char buffers[64] = "";
+    if (n_buffers)
+        snprintf(buffers, sizeof(buffers), " (+%lld buffer elements)", (long long)n_buffers);
+    LOG0(t,
+         "model: %d layers, %lld parameters%s in %d buckets; %lld steps per epoch; steps %d..%d\n",
+         t->cfg.num_hidden_layers, (long long)n_params, buffers, t->model.n_buckets,
          (long long)mt_sampler_steps_per_epoch(&t->sampler), first, rc->train_max_steps);
     if (t->comm->rank == 0)
         mt_logger_open(&t->log, rc->output_dir, t->cfg.output_router_logits, t->evaluates,

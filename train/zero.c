@@ -462,8 +462,10 @@ double mt_zero_grad_norm(mt_zero *z, bool *finite) {
     return sqrt(stats[0]);
 }
 
-/* Does element i (bucket coordinates) of bucket b get weight decay? */
-static bool zero_decays(const mt_zero *z, int b, int64_t i, int64_t *run_end) {
+/* Does element i (bucket coordinates) of bucket b get weight decay? *frozen: it is a buffer
+ * the update skips. */
+static bool zero_decays(const mt_zero *z, int b, int64_t i, int64_t *run_end, bool *frozen) {
+    *frozen = false;
     if (!z->n_ranges[b]) {
         *run_end = z->numel[b];
         return true;
@@ -471,12 +473,14 @@ static bool zero_decays(const mt_zero *z, int b, int64_t i, int64_t *run_end) {
     for (int k = 0; k < z->n_ranges[b]; k++) {
         const mt_zero_range *r = &z->ranges[b][k];
         if (i >= r->offset && i < r->offset + r->numel) {
-            /* extend over the following adjacent ranges with the same flag: one kernel each */
+            /* extend over the following adjacent ranges with the same flags: one kernel each */
             *run_end = r->offset + r->numel;
-            for (int j = k + 1; j < z->n_ranges[b] && z->ranges[b][j].offset == *run_end &&
-                                z->ranges[b][j].decay == r->decay;
+            for (int j = k + 1;
+                 j < z->n_ranges[b] && z->ranges[b][j].offset == *run_end &&
+                 z->ranges[b][j].decay == r->decay && z->ranges[b][j].frozen == r->frozen;
                  j++)
                 *run_end += z->ranges[b][j].numel;
+            *frozen = r->frozen;
             return r->decay;
         }
     }
@@ -561,10 +565,11 @@ static void zero_adamw_range(const mt_zero *z, const mt_backend *run, int b, int
                              mt_adamw_args *a) {
     for (int64_t i = c0; i < c1;) {
         int64_t end;
-        bool decay = zero_decays(z, b, i, &end);
+        bool frozen;
+        bool decay = zero_decays(z, b, i, &end, &frozen);
         if (end > c1) end = c1;
         a->keep = decay ? (float)(1.0 - o->lr * o->weight_decay) : 1.0f;
-        run->adamw(p + i, m + i, v + i, g + i, end - i, a);
+        if (!frozen) run->adamw(p + i, m + i, v + i, g + i, end - i, a);
         i = end;
     }
 }

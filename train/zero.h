@@ -62,6 +62,7 @@
 typedef struct {
     int64_t offset, numel; /* a parameter's range inside its bucket */
     bool decay;            /* weight decay applies (matrices; not norms) */
+    bool frozen;           /* a buffer (models/minimax.h): AdamW leaves it and its moments alone */
 } mt_zero_range;
 
 typedef struct mt_zero {

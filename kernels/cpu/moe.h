@@ -22,6 +22,16 @@ void cpu_moe_route_fwd(const float *logits, int64_t N, int E, int K, float *p, f
 void cpu_moe_route_bwd(const float *dw, const float *p, const float *w, const int32_t *idx,
                        int64_t N, int E, int K, float *dlogits);
 
+/* s = sigmoid(logits[n]) (double, stored fp32); idx[n] = the K largest s + bias (fp32 sums;
+ * bias (E) may be NULL) in descending order, ties to the lower expert index; w[n,j] =
+ * scale * s[idx[n,j]] / sum_j s[idx[n,j]] (double). logits, s (N,E); w, idx (N,K). */
+void cpu_moe_route_sigmoid_fwd(const float *logits, const float *bias, int64_t N, int E, int K,
+                               float scale, float *s, float *w, int32_t *idx);
+/* dlogits (N,E) += the gradient through the renormalisation and the sigmoid, the chosen
+ * experts only (the selection and the bias carry no gradient). */
+void cpu_moe_route_sigmoid_bwd(const float *dw, const float *s, const float *w, const int32_t *idx,
+                               int64_t N, int E, int K, float scale, float *dlogits);
+
 /* ---- permutation helpers (moe_dispatch.c, moe_combine.c) ---- */
 
 /* Counting sort of the N*K assignments by expert. offsets (E+1): expert e owns slots

@@ -1,0 +1,109 @@
+/* block_attention.c: the softmax attention mixer (spec 5 of Text-01; M2: minimax-m3.md 3.1):
+ *
+ *   q = h Wq^T (B,T,H*D),  k = h Wk^T, v = h Wv^T (B,T,Hkv*D)
+ *   QK norm (plan): none (Text-01) | one RMSNorm over the whole q and the whole k projection,
+ *                   before the head split (M2, q_norm (H*D), k_norm (Hkv*D)) | one RMSNorm of
+ *                   width D over every head (M3, q_norm/k_norm (D)); Gemma (1 + w) by the plan
+ *   partial NeoX RoPE on the first rotary_dim dims of every q and k head
+ *   o = causal GQA softmax attention, scale D^-1/2 (query head h reads kv head h / (H/Hkv))
+ *   out = o Wo^T
+ *
+ * Parameters (layer l): self_attn.q_proj.weight (HD, C), k_proj.weight and v_proj.weight
+ * (Hkv D, C), o_proj.weight (C, HD), with a QK norm q_norm.weight and k_norm.weight. The
+ * whole-width norm is the RMSNorm op over the (B,T,H*D) projection: no op of its own.
+ * Generation caches the roped keys and the values (models/generate.h). */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/attention.h"
+#include "models/block.h"
+
+void mt_block_attention_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
+    const mt_minimax_config *cfg = &cur->m->cfg;
+    const int64_t C = cfg->hidden_size, D = cfg->head_dim;
+    const int64_t HD = (int64_t)cfg->num_attention_heads * D;
+    const int64_t KVD = (int64_t)cfg->num_key_value_heads * D;
+    mt_layout_add(cur, true, 2, HD, C, MT_INIT_NORMAL, "model.layers.%d.self_attn.q_proj.weight", l,
+                  0);
+    mt_layout_add(cur, true, 2, KVD, C, MT_INIT_NORMAL, "model.layers.%d.self_attn.k_proj.weight",
+                  l, 0);
+    mt_layout_add(cur, true, 2, KVD, C, MT_INIT_NORMAL, "model.layers.%d.self_attn.v_proj.weight",
+                  l, 0);
+    mt_layout_add(cur, true, 2, C, HD, MT_INIT_NORMAL, "model.layers.%d.self_attn.o_proj.weight", l,
+                  0);
+    if (p->qk_norm == MT_QK_NORM_NONE) return;
+    const bool whole = p->qk_norm == MT_QK_NORM_WHOLE;
+    const mt_param_init init = p->norm == MT_NORM_GEMMA ? MT_INIT_ZEROS : MT_INIT_ONES;
+    mt_layout_add(cur, true, 1, whole ? HD : D, 0, init, "model.layers.%d.self_attn.q_norm.weight",
+                  l, 0);
+    mt_layout_add(cur, true, 1, whole ? KVD : D, 0, init, "model.layers.%d.self_attn.k_norm.weight",
+                  l, 0);
+}
+
+int mt_block_mixer_params(const mt_layer_plan *p) {
+    return p->mixer == MT_MIXER_LIGHTNING ? 4 : p->qk_norm == MT_QK_NORM_NONE ? 4 : 6;
+}
+
+/* The QK norm of x (B,T,n*D) with weight w: over the whole width, or per head. */
+static mt_tensor *attn_qk_norm(mt_ctx *c, const mt_layer_plan *p, const mt_minimax_config *cfg,
+                               mt_tensor *x, mt_tensor *w, int64_t n) {
+    const bool gemma = p->norm == MT_NORM_GEMMA;
+    if (p->qk_norm == MT_QK_NORM_WHOLE) return mt_rmsnorm(c, x, w, cfg->rms_norm_eps, gemma);
+    const int64_t B = x->shape[0], T = x->shape[1], D = cfg->head_dim;
+    x = mt_view(c, x, 4, (int64_t[]){B, T, n, D});
+    x = mt_rmsnorm(c, x, w, cfg->rms_norm_eps, gemma);
+    return mt_view(c, x, 3, (int64_t[]){B, T, n * D});
+}
+
+mt_tensor *mt_block_attention_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1,
+                                      mt_block_io *io) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const mt_layer_plan *p = &m->plan[l];
+    const int64_t B = h1->shape[0], T = h1->shape[1], H = cfg->num_attention_heads,
+                  Hkv = cfg->num_key_value_heads, D = cfg->head_dim;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    mt_tensor *q =
+        mt_matmul(c, h1, mt_block_param(m, "model.layers.%d.self_attn.q_proj.weight", l));
+    mt_tensor *k =
+        mt_matmul(c, h1, mt_block_param(m, "model.layers.%d.self_attn.k_proj.weight", l));
+    mt_tensor *v =
+        mt_matmul(c, h1, mt_block_param(m, "model.layers.%d.self_attn.v_proj.weight", l));
+    if (p->qk_norm != MT_QK_NORM_NONE) {
+        q = attn_qk_norm(c, p, cfg, q,
+                         mt_block_param(m, "model.layers.%d.self_attn.q_norm.weight", l), H);
+        k = attn_qk_norm(c, p, cfg, k,
+                         mt_block_param(m, "model.layers.%d.self_attn.k_norm.weight", l), Hkv);
+    }
+    q = mt_view(c, q, 4, (int64_t[]){B, T, H, D});
+    k = mt_view(c, k, 4, (int64_t[]){B, T, Hkv, D});
+    v = mt_view(c, v, 4, (int64_t[]){B, T, Hkv, D});
+    q = mt_rope(c, q, io->pos, cfg->rotary_dim, cfg->rope_theta);
+    k = mt_rope(c, k, io->pos, cfg->rotary_dim, cfg->rope_theta);
+
+    mt_tensor *o;
+    mt_minimax_cache *kv = io->kv;
+    if (kv) {
+        /* append the new keys/values at positions t_len .. t_len+T-1 of the cache */
+        MT_CHECK(kv->t_len + T <= kv->t_max, "minimax: KV cache full (%d + %lld > %d positions)",
+                 kv->t_len, (long long)T, kv->t_max);
+        const size_t row = (size_t)(Hkv * D);
+        const float *kd = k->data, *vd = v->data;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++) {
+                size_t dst = ((size_t)b * kv->t_max + (size_t)(kv->t_len + t)) * row;
+                memcpy(kv->k[l] + dst, kd + (size_t)(b * T + t) * row, row * sizeof(float));
+                memcpy(kv->v[l] + dst, vd + (size_t)(b * T + t) * row, row * sizeof(float));
+            }
+    }
+    if (kv && kv->t_len > 0) {
+        MT_CHECK(T == 1, "minimax: a cached decode step takes one token, got T = %lld",
+                 (long long)T);
+        o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "attention.step");
+        cpu_attention_decode(o->data, q->data, kv->k[l], kv->v[l], kv->t_len + 1, B, kv->t_max, H,
+                             Hkv, D, scale);
+    } else {
+        o = mt_attention(c, q, k, v, io->seg, scale);
+    }
+    o = mt_view(c, o, 3, (int64_t[]){B, T, H * D});
+    return mt_matmul(c, o, mt_block_param(m, "model.layers.%d.self_attn.o_proj.weight", l));
+}

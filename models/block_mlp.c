@@ -1,0 +1,25 @@
+/* block_mlp.c: the dense SwiGLU MLP a layer's plan may take instead of the MoE (models/family.h,
+ * MT_MLP_DENSE; no family has one yet: MiniMax-M3's first layers, minimax-m3.md 7, with its
+ * clamped activation):
+ *
+ *   y = down (silu(h gate^T) * (h up^T))      h (B,T,C), gate and up (F,C), down (C,F)
+ *
+ * Parameters (layer l): mlp.gate_proj.weight, mlp.up_proj.weight (F, C), mlp.down_proj.weight
+ * (C, F), in the layer's bucket (no expert buckets with either gather unit). It is the MoE's
+ * expert with weight 1: `op_mlp_dense` checks it against a one-expert MoE. */
+#include "models/block.h"
+
+void mt_block_mlp_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
+    const int64_t C = cur->m->cfg.hidden_size, F = p->expert_ffn;
+    mt_layout_add(cur, true, 2, F, C, MT_INIT_NORMAL, "model.layers.%d.mlp.gate_proj.weight", l, 0);
+    mt_layout_add(cur, true, 2, F, C, MT_INIT_NORMAL, "model.layers.%d.mlp.up_proj.weight", l, 0);
+    mt_layout_add(cur, true, 2, C, F, MT_INIT_NORMAL, "model.layers.%d.mlp.down_proj.weight", l, 0);
+    mt_layout_end_bucket(cur);
+}
+
+mt_tensor *mt_block_mlp_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h) {
+    mt_tensor *g = mt_matmul(c, h, mt_block_param(m, "model.layers.%d.mlp.gate_proj.weight", l));
+    mt_tensor *u = mt_matmul(c, h, mt_block_param(m, "model.layers.%d.mlp.up_proj.weight", l));
+    return mt_matmul(c, mt_swiglu(c, g, u),
+                     mt_block_param(m, "model.layers.%d.mlp.down_proj.weight", l));
+}

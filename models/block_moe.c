@@ -1,0 +1,163 @@
+/* block_moe.c: the mixture of experts and its router (Text-01 spec 6; M2: minimax-m3.md 6):
+ *
+ *   z = h Wgate^T (N,E)
+ *   router (plan): softmax(z), top-K renormalised (Text-01) | s = sigmoid(z), the top-K of
+ *                  s + e_score_correction_bias chosen, weights = routed_scale * s / sum of the
+ *                  chosen s (M2; the bias is a buffer: it chooses, the unbiased scores weight)
+ *   y = sum over the chosen e of weight * w2_e (silu(w1_e h) * (w3_e h))
+ *
+ * The experts run in expert order 0..E-1, each on its tokens (one that got none contributes
+ * exactly zero): as one op over the layer's stacked experts (gather unit "layer"), or as
+ * dispatch, one op per expert in the expert's own bucket, combine (gather unit "expert").
+ * Parameters (layer l): block_sparse_moe.gate.weight (E, C), [e_score_correction_bias (E)],
+ * experts.{e}.w1/w3.weight (F, C), experts.{e}.w2.weight (C, F). */
+#include <stdio.h>
+#include <string.h>
+
+#include "models/block.h"
+
+void mt_block_moe_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
+    const int64_t C = cur->m->cfg.hidden_size, F = p->expert_ffn;
+    const int E = p->n_experts;
+    mt_layout_add(cur, true, 2, E, C, MT_INIT_NORMAL,
+                  "model.layers.%d.block_sparse_moe.gate.weight", l, 0);
+    if (p->router_bias) {
+        mt_layout_add(cur, true, 1, E, 0, MT_INIT_ZEROS,
+                      "model.layers.%d.block_sparse_moe.e_score_correction_bias", l, 0);
+        mt_layout_mark_buffer(cur);
+    }
+    if (cur->m->unit == MT_GATHER_EXPERT) {
+        mt_layout_end_bucket(cur);
+        for (int e = 0; e < E; e++) {
+            mt_layout_add(cur, true, 2, F, C, MT_INIT_NORMAL,
+                          "model.layers.%d.block_sparse_moe.experts.%d.w1.weight", l, e);
+            mt_layout_add(cur, true, 2, F, C, MT_INIT_NORMAL,
+                          "model.layers.%d.block_sparse_moe.experts.%d.w3.weight", l, e);
+            mt_layout_add(cur, true, 2, C, F, MT_INIT_NORMAL,
+                          "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", l, e);
+            mt_layout_end_bucket(cur);
+        }
+        return;
+    }
+    for (int e = 0; e < E; e++)
+        mt_layout_add(cur, e == 0, 2, F, C, MT_INIT_NORMAL,
+                      "model.layers.%d.block_sparse_moe.experts.%d.w1.weight", l, e);
+    for (int e = 0; e < E; e++)
+        mt_layout_add(cur, e == 0, 2, F, C, MT_INIT_NORMAL,
+                      "model.layers.%d.block_sparse_moe.experts.%d.w3.weight", l, e);
+    for (int e = 0; e < E; e++)
+        mt_layout_add(cur, e == 0, 2, C, F, MT_INIT_NORMAL,
+                      "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", l, e);
+    mt_layout_end_bucket(cur);
+}
+
+int mt_block_moe_params(const mt_layer_plan *p) {
+    return p->mlp == MT_MLP_DENSE ? 3 : 1 + p->router_bias + 3 * p->n_experts;
+}
+
+int mt_block_moe_buckets(const mt_minimax *m, const mt_layer_plan *p) {
+    return m->unit == MT_GATHER_EXPERT && p->mlp == MT_MLP_MOE ? p->n_experts : 0;
+}
+
+/* All experts' w (w1, w3: (F,C) each; w2: (C,F)) of layer l as one (E,d1,d2) tensor over the
+ * bucket: the layout keeps each kind's experts adjacent in expert order. Checked here, since
+ * the op reads expert e at offset e*d1*d2 in data and in grad. */
+static mt_tensor *moe_experts(mt_minimax *m, mt_ctx *c, int l, const char *w, int64_t d1,
+                              int64_t d2) {
+    const int E = m->plan[l].n_experts;
+    mt_tensor *p0 = mt_block_param(m, "model.layers.%d.block_sparse_moe.experts.0.%s.weight", l, w);
+    const int i0 = (int)(p0 - m->params);
+    for (int e = 1; e < E; e++) {
+        /* the layout lists a stack's experts in order: try the next slot before a search */
+        char name[160];
+        snprintf(name, sizeof(name), "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", l, e,
+                 w);
+        mt_tensor *pe = i0 + e < m->n_params && strcmp(m->info[i0 + e].name, name) == 0
+                            ? &m->params[i0 + e]
+                            : mt_block_param(m, "%s", name);
+        const float *want = (const float *)p0->data + (int64_t)e * d1 * d2;
+        const float *want_g = p0->grad ? (const float *)p0->grad + (int64_t)e * d1 * d2 : NULL;
+        MT_CHECK(
+            pe->data == want && pe->grad == want_g,
+            "minimax: layer %d expert %d %s is not stored right after expert %d in its "
+            "bucket (data and gradient); the MoE op needs the experts stacked as (E,%lld,%lld)",
+            l, e, w, e - 1, (long long)d1, (long long)d2);
+    }
+    mt_tensor *t = mt_block_host_tensor(c, "experts");
+    mt_tensor_wrap(t, MT_F32, 3, (int64_t[]){E, d1, d2}, p0->data, p0->grad, p0->name);
+    t->dev = p0->dev;
+    return t;
+}
+
+/* Expert e's w1, w3 or w2 (k = 0, 1, 2) of layer l with the gather unit "expert", whose layout
+ * keeps each expert's three matrices together after expert 0's w1 (p0): a direct index,
+ * checked by name, since a name search per expert would scan every parameter (Text-01: 7.7k
+ * parameters, 7.7k expert matrices per forward). */
+static mt_tensor *moe_expert_param(mt_minimax *m, int p0, int l, int e, int k) {
+    static const char *const w[3] = {"w1", "w3", "w2"};
+    char name[160];
+    snprintf(name, sizeof(name), "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", l, e,
+             w[k]);
+    const int p = p0 + 3 * e + k;
+    if (p < m->n_params && strcmp(m->info[p].name, name) == 0 && m->params[p].data)
+        return &m->params[p];
+    return mt_block_param(m, "%s", name); /* not where the layout puts it: the search says why */
+}
+
+/* The router: chosen experts (io->route_idx) and their weights (N,K). */
+static mt_tensor *moe_route(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mt_block_io *io) {
+    const mt_layer_plan *p = &m->plan[l];
+    io->router =
+        mt_matmul(c, x, mt_block_param(m, "model.layers.%d.block_sparse_moe.gate.weight", l));
+    if (p->router == MT_ROUTER_SOFTMAX)
+        return mt_moe_route(c, io->router, p->top_k, &io->route_idx);
+    mt_tensor *bias =
+        p->router_bias
+            ? mt_block_param(m, "model.layers.%d.block_sparse_moe.e_score_correction_bias", l)
+            : NULL;
+    return mt_moe_route_sigmoid(c, io->router, bias, p->top_k, p->routed_scale, &io->route_idx);
+}
+
+mt_tensor *mt_block_moe_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h2, mt_block_io *io) {
+    const mt_layer_plan *p = &m->plan[l];
+    const int64_t B = h2->shape[0], T = h2->shape[1], C = m->cfg.hidden_size, F = p->expert_ffn;
+    mt_tensor *x = mt_view(c, h2, 2, (int64_t[]){B * T, C});
+    mt_tensor *w = moe_route(m, c, l, x, io);
+    mt_tensor *y;
+    if (m->unit == MT_GATHER_EXPERT) {
+        /* each expert in its own bucket: leave the layer's, then enter the experts' in order
+         * (every one, also those without tokens, so every rank makes the same collectives);
+         * the combine and the residual use no parameters and run in no bucket. A layer being
+         * recomputed in the backward defers its experts' forwards to their backwards (the
+         * layer's output is kept, nothing reads these values): each expert is gathered once,
+         * by the tape's hook, for both; ys is zeroed so the combine reads defined values. */
+        mt_moe_plan plan;
+        mt_tensor *xs = mt_moe_dispatch(c, x, io->route_idx, p->n_experts, &plan);
+        mt_tensor *ys = mt_moe_expert_out(c, &plan, C);
+        mt_block_leave(c, io->hooks, io->open_bucket);
+        io->open_bucket = -1;
+        const bool defer = c->recomputing > 0;
+        const mt_bucket_hooks *hooks = defer ? NULL : io->hooks;
+        if (defer) c->be->zero(ys->data, mt_nbytes(ys));
+        c->defer_forward = defer;
+        const int p0 =
+            (int)(mt_block_param(m, "model.layers.%d.block_sparse_moe.experts.0.w1.weight", l) -
+                  m->params);
+        for (int e = 0; e < p->n_experts; e++) {
+            const int b = mt_minimax_expert_bucket(m, l, e);
+            mt_block_enter(c, hooks, b);
+            mt_moe_expert_ffn(c, xs, &plan, w, e, moe_expert_param(m, p0, l, e, 0),
+                              moe_expert_param(m, p0, l, e, 1), moe_expert_param(m, p0, l, e, 2),
+                              ys);
+            mt_block_leave(c, hooks, b);
+        }
+        c->defer_forward = false;
+        y = mt_moe_combine(c, ys, &plan);
+    } else {
+        mt_tensor *w1 = moe_experts(m, c, l, "w1", F, C);
+        mt_tensor *w3 = moe_experts(m, c, l, "w3", F, C);
+        mt_tensor *w2 = moe_experts(m, c, l, "w2", C, F);
+        y = mt_moe_experts(c, x, io->route_idx, w, w1, w3, w2);
+    }
+    return mt_view(c, y, 3, (int64_t[]){B, T, C});
+}

@@ -1,0 +1,58 @@
+/* config_internal.h: the config.json reader's helpers (models/config.c), shared by the family
+ * files (models/family_*.c) that read their schema's keys with them. Each returns false with a
+ * message naming the file and the key; an absent key or JSON null takes the default. */
+#pragma once
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "autograd/check.h"
+#include "models/config.h"
+
+typedef struct mt_cfg_reader {
+    const char *path;
+    char *err;
+    size_t err_len;
+} mt_cfg_reader;
+
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        if (!(x)) return false;                                                                    \
+    } while (0)
+
+bool mt_cfg_fail(mt_cfg_reader *r, const char *fmt, ...) MT_PRINTF(2, 3);
+/* NULL when the key is absent or JSON null: both mean "use the default" in every schema. */
+const cJSON *mt_cfg_get(const cJSON *root, const char *key);
+bool mt_cfg_int_value(mt_cfg_reader *r, const cJSON *v, const char *key, int *out);
+bool mt_cfg_int(mt_cfg_reader *r, const cJSON *root, const char *key, int def, int *out);
+bool mt_cfg_double(mt_cfg_reader *r, const cJSON *root, const char *key, double def, double *out);
+bool mt_cfg_float(mt_cfg_reader *r, const cJSON *root, const char *key, double def, float *out);
+bool mt_cfg_bool(mt_cfg_reader *r, const cJSON *root, const char *key, bool def, bool *out);
+/* Token ids: absent -> the default; null -> -1 (None); a list -> its first entry. */
+bool mt_cfg_token(mt_cfg_reader *r, const cJSON *root, const char *key, int def, int *out);
+/* A string key that must be one of the accepted values (absent: fine). */
+bool mt_cfg_string_is(mt_cfg_reader *r, const cJSON *root, const char *key, const char *want,
+                      const char *why);
+/* head_dim: absent or null means C / H (transformers' getattr(...) or C // H). */
+bool mt_cfg_head_dim(mt_cfg_reader *r, const cJSON *root, mt_minimax_config *cfg);
+/* The RoPE keys of transformers' schema: rope_parameters {rope_type "default", rope_theta,
+ * partial_rotary_factor} or top-level rope_theta / partial_rotary_factor (v4.5x), default
+ * theta; sets rope_theta and rotary_dim = head_dim * factor (head_dim read before). */
+bool mt_cfg_rope_hf(mt_cfg_reader *r, const cJSON *root, double theta, mt_minimax_config *cfg);
+
+/* The keys every family shares, with a family's class defaults. */
+typedef struct {
+    int vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads;
+    int num_key_value_heads, max_position_embeddings, num_experts_per_tok, num_local_experts;
+    double rms_norm_eps;
+} mt_cfg_defaults;
+bool mt_cfg_read_common(mt_cfg_reader *r, const cJSON *root, const mt_cfg_defaults *d,
+                        mt_minimax_config *cfg);
+
+/* Writing: the shortest decimal that reads back as the same float, with a ".0" when integral;
+ * a token id (null when < 0). */
+cJSON *mt_cfg_json_float(float v);
+void mt_cfg_json_token(cJSON *o, const char *key, int id);
+/* architectures, model_type and the keys every family shares, in transformers' order. */
+void mt_cfg_save_common(const mt_minimax_config *cfg, cJSON *o, const char *arch,
+                        const char *model_type);
