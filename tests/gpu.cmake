@@ -145,6 +145,10 @@ if(CMAKE_CXX_COMPILER)
     set_tests_properties(op_cuda_emu_${op} PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
       SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   endforeach()
+  # Label `heavy`: the emulator's longest runs (minutes under ASan on 2 cores), left out of CI's
+  # sanitizer pass (.ci/run: ctest -LE heavy) and run in its normal pass; their code runs under
+  # the sanitizers in the smaller op_cuda_emu_* cases (every kernel, every op, the step).
+  set_tests_properties(op_cuda_emu_bench op_cuda_emu_determinism PROPERTIES LABELS heavy)
   # lightning's bf16 case through the GEMM form (MT_LIGHTNING_FUSED=0) instead of the fused
   # kernels that D = 64 and 128 take by default (kernels/cuda/lightning_fused.cu)
   add_test(NAME op_cuda_emu_lightning_bf16_gemm COMMAND test_gpu_ops_emu gpu_lightning_bf16)

@@ -30,4 +30,8 @@ if(TARGET mt_emu)
   mt_test_cases(test_dist_compare dist_emu_cuda_match dist_emu_cuda_bf16)
   set_tests_properties(dist_emu_cuda_match dist_emu_cuda_bf16 PROPERTIES
     FIXTURES_REQUIRED dist_emu_cuda)
+  # 17 emulated training runs: under the sanitizers only through op_cuda_emu_step* and
+  # op_cuda_emu_nccl* (tests/gpu.cmake, label heavy)
+  set_tests_properties(dist_train_emu_cuda_np2 dist_emu_cuda_match dist_emu_cuda_bf16 PROPERTIES
+    LABELS heavy)
 endif()
