@@ -17,8 +17,12 @@ mt_test_binary(test_dist_checkpoint dist_checkpoint.c)
 mt_test_mpi_cases(test_dist_checkpoint 2 dist_checkpoint_save_np2)
 mt_test_mpi_cases(test_dist_checkpoint 2 dist_checkpoint_load_np2)
 mt_test_mpi_cases(test_dist_checkpoint 3 dist_checkpoint_load_np3)
+mt_test_mpi_cases(test_dist_checkpoint 1 dist_checkpoint_load_np1)
+mt_test_mpi_cases(test_dist_checkpoint 2 dist_checkpoint_format1_np2)
+mt_test_mpi_cases(test_dist_checkpoint 3 dist_checkpoint_format1_np3)
 set_tests_properties(dist_checkpoint_save_np2 PROPERTIES FIXTURES_SETUP dist_ckpt)
-set_tests_properties(dist_checkpoint_load_np2 dist_checkpoint_load_np3 PROPERTIES FIXTURES_REQUIRED dist_ckpt)
+set_tests_properties(dist_checkpoint_load_np2 dist_checkpoint_load_np3 dist_checkpoint_load_np1
+  PROPERTIES FIXTURES_REQUIRED dist_ckpt)
 
 # End-to-end runs of minimax-train on real ranks (tests/dist_run.sh), then comparisons.
 function(mt_test_run name)
