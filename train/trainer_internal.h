@@ -1,5 +1,6 @@
-/* trainer_internal.h: the training job's state, shared by trainer.c (setup, checkpoints, the
- * loop) and trainer_step.c (an optimizer step, an evaluation). Not an interface. */
+/* trainer_internal.h: the training job's state, shared by trainer.c (setup, the loop),
+ * trainer_step.c (an optimizer step, an evaluation) and trainer_checkpoint.c (saving, resuming).
+ * Not an interface. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -50,6 +51,16 @@ typedef struct {
             fflush(stdout);                                                                        \
         }                                                                                          \
     } while (0)
+
+/* mkdir -p, dying with the reason (trainer.c). */
+void trainer_mkdir_p(const char *path);
+
+/* checkpoints (trainer_checkpoint.c) */
+/* <output.dir>/checkpoint-<step>: the export (output.export) and the state, written as
+ * checkpoint-<step>.tmp and renamed when complete. */
+void trainer_save(trainer *t, int step);
+/* Loads the checkpoint of dir, refusing one written with other numerics keys. */
+void trainer_resume(trainer *t, const char *dir);
 
 /* one optimizer step (trainer_step.c) */
 typedef struct {
