@@ -493,14 +493,21 @@ static void st_mkdirs(const char *dir) {
         MT_DIE("cannot create directory %s: %s", dir, strerror(errno));
 }
 
+/* A failed write removes the temporary file before it ends the job: none is left behind. */
 static void st_write_all(FILE *f, const void *data, size_t len, const char *path) {
-    if (len && fwrite(data, 1, len, f) != len)
-        MT_DIE("%s: write failed: %s", path, strerror(errno));
+    if (len && fwrite(data, 1, len, f) != len) {
+        const int e = errno;
+        unlink(path);
+        MT_DIE("%s: write failed: %s", path, strerror(e));
+    }
 }
 
 static void st_finish_file(FILE *f, const char *path) {
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0)
-        MT_DIE("%s: write failed: %s", path, strerror(errno));
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0) {
+        const int e = errno;
+        unlink(path);
+        MT_DIE("%s: write failed: %s", path, strerror(e));
+    }
 }
 
 void mt_file_write_atomic(const char *path, const void *data, size_t len) {
@@ -510,7 +517,11 @@ void mt_file_write_atomic(const char *path, const void *data, size_t len) {
     if (!f) MT_DIE("%s: cannot create: %s", tmp, strerror(errno));
     st_write_all(f, data, len, tmp);
     st_finish_file(f, tmp);
-    if (rename(tmp, path) != 0) MT_DIE("cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (rename(tmp, path) != 0) {
+        const int e = errno;
+        unlink(tmp);
+        MT_DIE("cannot rename %s to %s: %s", tmp, path, strerror(e));
+    }
 }
 
 typedef struct {

@@ -14,8 +14,13 @@
 #                    two SIGTERMs end a rank at once;
 #                    then output.save_total_limit keeps the newest checkpoints only
 #   disk-full        a checkpoint beyond a file size limit: one-line error with HDF5's reason,
-#                    non-zero exit, no checkpoint under its final name; the same for the HF
-#                    export; loss.csv and eval.csv on /dev/full
+#                    non-zero exit, no checkpoint under its final name and no temporary file
+#                    left; the same for the HF export; loss.csv and eval.csv on /dev/full
+#                    (recipe.toml: dist_write_failure_cleanup)
+#   outdir           one run per output.dir: a second run into it while the first trains refuses
+#                    in < 2 s naming the holder, and the first's outputs are byte for byte those
+#                    of a run alone; a stale lock is taken over; a fresh run over another run's
+#                    results is refused unless --overwrite
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model; an
 #                    activation arena too small for one micro-step
@@ -54,6 +59,11 @@ bin="$1"
 mode="$2"
 tmp="${MT_TEST_TMPDIR:?}"
 recipe=tests/recipes/dist.toml
+# the fastest runs of the same recipe, for the modes that check what happens around the steps
+# (1 layer, rows of 64 tokens, 1 row per rank: ~0.05 s a step)
+fast=(--set model.num_hidden_layers=1 --set data.max_length=64 --set data.truncation=truncate
+  --set train.per_device_train_batch_size=1)
+lines() { { wc -l < "$1"; } 2> /dev/null || echo 0; } # lines FILE: 0 while it does not exist
 run() { # run NP OUTDIR ARGS...
   local np="$1" out="$2"
   shift 2
@@ -411,6 +421,12 @@ disk-full)
     ) > "$2.log" 2>&1 || rc=$?
     [ "$rc" -ne 0 ] || { echo "FAIL: $2: a checkpoint beyond $1 KiB was written"; exit 1; }
     [ ! -e "$2/checkpoint-2" ] || { echo "FAIL: $2: checkpoint-2 exists"; exit 1; }
+    no_leftovers "$2"
+  }
+  no_leftovers() { # no temporary file or directory of a failed write in $1
+    local left
+    left=$(find "$1" -name '*.tmp*' | head -5)
+    [ -z "$left" ] || { echo "FAIL: temporary files left behind: $left"; exit 1; }
   }
   # 20 MB against each rank's 21 MB state file: one line names the file, the dataset and HDF5's
   # reason, the system's (no HDF5 error stack); loss.csv keeps both steps
@@ -500,6 +516,81 @@ gradient_checkpointing = true
 [dist]
 arena_mb = 8192
 ' "error: a rank needs .* GiB of cpu memory (sharded state [0-9.]* GiB: 228044827648 parameters, 1/2 of the model; .*) but .* GiB are free.*; use more nodes"
+  ;;
+outdir)
+  fail() { echo "FAIL: $*"; exit 1; }
+  args=("${fast[@]}" --set "data.cache_dir=$tmp/dist-cache-outdir" --set train.max_steps=4)
+  out="$tmp/outdir"
+  rm -rf "$out" "$out-first"
+  mkdir -p "$tmp/dist-cache-outdir"
+  # two runs into one output.dir: the second, started while the first trains, refuses within
+  # 2 s, naming the first's rank 0. The first holds its checkpoint under the temporary name for
+  # 2 s (train/checkpoint.c's test hook), so that it is still running when the second has been
+  # refused. What starting a job costs now (mpirun and MPI_Init: the same command with --help)
+  # is measured first: the limit is 2 s beyond it, so that a loaded machine or a sanitized
+  # build does not fail the test (alone, the refusal takes 0.5 to 1.1 s in all).
+  start=$(date +%s.%N)
+  OMPI_MCA_odls_base_sigkill_timeout=0 mpirun -np 2 --oversubscribe --bind-to none "$bin" --help > /dev/null 2>&1
+  startup=$(echo "$(date +%s.%N) - $start" | bc)
+  MT_TEST_CHECKPOINT_DELAY=2 mpirun -np 2 --oversubscribe --bind-to none -x MT_TEST_CHECKPOINT_DELAY \
+    "$bin" "$recipe" --set "output.dir=$out" "${args[@]}" > "$out.log" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do [ "$(lines "$out/loss.csv")" -ge 2 ] && break; sleep 0.02; done
+  kill -0 "$job" 2> /dev/null || fail "the first run ended before the second started"
+  # (mpirun waits odls_base_sigkill_timeout, 1 s, before it reports a non-zero exit of its
+  # ranks: Open MPI's second, not the trainer's, so 0 for this run)
+  start=$(date +%s.%N)
+  rc=0
+  OMPI_MCA_odls_base_sigkill_timeout=0 mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" \
+    --set "output.dir=$out" "${args[@]}" > "$out-second.log" 2>&1 || rc=$?
+  took=$(echo "$(date +%s.%N) - $start" | bc)
+  kill -0 "$job" 2> /dev/null || fail "the first run ended before the second was refused"
+  echo "the second run exited $rc after ${took}s (a job's start: ${startup}s)"
+  [ "$rc" -ne 0 ] || fail "the second run into the same output.dir exited 0"
+  grep "^error: output.dir $out is in use by another run (pid [0-9]* on host $(hostname); lock file $out/.minimax-train.lock)" \
+    "$out-second.log" || { cat "$out-second.log"; fail "no refusal naming the holder"; }
+  holder=$(sed -n 's/^error: .* in use by another run (pid \([0-9]*\) .*/\1/p' "$out-second.log")
+  tr '\0' '\n' < "/proc/$holder/environ" | grep -qx "OMPI_COMM_WORLD_RANK=0" ||
+    fail "the refusal does not name the first run's rank 0 (pid $holder)"
+  # before it reads anything: no model, no data
+  ! grep -qE "^(model|data): " "$out-second.log" || fail "the second run set up before it refused"
+  awk -v t="$took" -v s="$startup" 'BEGIN { exit !(t < s + 2) }' ||
+    fail "the refusal took ${took}s (limit 2 s + the start, ${startup}s)"
+  wait "$job" || { tail -20 "$out.log"; fail "the first run failed"; }
+  cp -a "$out" "$out-first"
+
+  # a fresh run into a directory holding another run's results: refused, naming them, nothing
+  # touched; with --overwrite the trainer's own files go first (a file of the user's stays)
+  echo "the user's notes" > "$out/notes.txt"
+  fresh() { mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" "${args[@]}" "$@"; }
+  rc=0
+  fresh > "$out-rerun.log" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] || fail "a fresh run over another run's results: exit $rc, not 2"
+  grep "^error: output.dir $out holds another run's results: loss.csv (4 steps), checkpoint-4; continue it with --resume $out/checkpoint-4, replace them with --overwrite" \
+    "$out-rerun.log" || { cat "$out-rerun.log"; fail "no refusal naming the results"; }
+  cmp "$out/loss.csv" "$out-first/loss.csv" || fail "the refused run changed loss.csv"
+  rc=0
+  fresh --overwrite --resume "$out/checkpoint-4" > "$out-both.log" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] && grep -q "^error: --resume continues the run in output.dir and --overwrite removes it" \
+    "$out-both.log" || fail "--overwrite with --resume: exit $rc"
+  # a lock left by a run that ended without releasing it (killed): taken over, saying so
+  sleep 0 &
+  dead=$!
+  wait "$dead"
+  printf 'host %s pid %d\n' "$(hostname)" "$dead" > "$out/.minimax-train.lock"
+  fresh --overwrite > "$out-overwrite.log" 2>&1 || { tail -20 "$out-overwrite.log"; fail "--overwrite failed"; }
+  grep "^output.dir $out: taking over the lock left by pid $dead on host $(hostname) (no longer running)" \
+    "$out-overwrite.log" || fail "no message about the stale lock"
+  grep "^--overwrite: removed .*loss.csv.* from $out" "$out-overwrite.log" || fail "no list of what --overwrite removed"
+  [ -f "$out/notes.txt" ] || fail "--overwrite removed a file it did not write"
+  # the run that had the directory to itself (after --overwrite) against the first: what is
+  # deterministic, byte for byte (loss.csv but its timing columns, the export, the state)
+  cut -d, -f1-5 "$out-first/loss.csv" > "$out-first.losses"
+  cut -d, -f1-5 "$out/loss.csv" | cmp - "$out-first.losses" || fail "loss.csv differs from a run alone"
+  for f in model.safetensors config.json state.h5 state-00000-of-00002.h5 state-00001-of-00002.h5; do
+    cmp "$out-first/checkpoint-4/$f" "$out/checkpoint-4/$f" || fail "checkpoint-4/$f differs from a run alone"
+  done
+  echo "the first run's loss.csv, export and state equal a run alone's, byte for byte"
   ;;
 *)
   echo "unknown mode $mode" >&2

@@ -12,6 +12,9 @@
  * the time limit with --signal=USR1@SECONDS) stops the job after the step in progress, with a
  * checkpoint: each step ends with one small all-reduce that asks whether a rank got one.
  *
+ * Rank 0 holds output.dir's lock from the start to the exit, and a fresh run refuses to write
+ * over another run's results (train/output_dir.h).
+ *
  * The loss of a step is the token-level mean over every labelled token of the global batch:
  * each micro-batch's cross-entropy is a sum divided by the global count, so neither the number
  * of ranks nor the split into micro-batches changes the update. */
@@ -28,22 +31,6 @@
 #include "data/gsm8k.h"
 #include "data/synth.h"
 #include "train/trainer_internal.h"
-
-/* ------------------------------------------------------------------------------------------ */
-/* files */
-
-void trainer_mkdir_p(const char *path) {
-    char buf[MT_PATH_MAX];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        mkdir(buf, 0755);
-        *p = '/';
-    }
-    MT_CHECK(mkdir(buf, 0755) == 0 || errno == EEXIST, "cannot create directory %s: %s", buf,
-             strerror(errno));
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* model and shards */
@@ -306,9 +293,9 @@ static void trainer_setup_data(trainer *t) {
     ec.data_path = rc->data_eval_path;
     ec.cache_path = eval_cache;
     const bool eval_file = rc->data_eval_path[0] != 0;
-    char err[MT_ERR_LEN];
+    char err[MT_ERR_LEN + MT_PATH_MAX];
     if (t->comm->rank == 0) {
-        trainer_mkdir_p(cache_dir);
+        MT_CHECK(mt_dir_make(cache_dir, err, sizeof(err)), "data.cache_dir %s", err);
         if (synthetic && access(data_path, R_OK) != 0)
             MT_CHECK(mt_synth_write_jsonl(data_path, (uint64_t)rc->data_seed,
                                           rc->data_synthetic_samples, err) == 0,
@@ -472,17 +459,51 @@ static bool trainer_stop_requested(trainer *t) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR]\n"
-                    "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
-                    "  recipe keys: docs/recipes.md\n"
-                    "  SIGUSR1 or SIGTERM (kill -USR1 on mpirun): stop after the current step with "
-                    "a checkpoint, exit 75\n");
+    fprintf(stderr,
+            "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR | "
+            "--overwrite]\n"
+            "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
+            "  recipe keys: docs/recipes.md\n"
+            "  --resume DIR: continue from the checkpoint DIR (<output.dir>/checkpoint-<step>)\n"
+            "  --overwrite: remove another run's results from output.dir first\n"
+            "  SIGUSR1 or SIGTERM to a rank (kill -USR1 on mpirun): stop after the current step "
+            "with a checkpoint, exit 75\n");
+}
+
+void trainer_refuse_if(trainer *t, const char *why) {
+    int64_t bad = t->comm->rank == 0 && why[0];
+    t->host->bcast(t->host, &bad, sizeof(bad), 0);
+    if (!bad) return;
+    if (t->comm->rank == 0) {
+        fflush(stdout);
+        fprintf(stderr, "error: %s\n", why);
+        mt_outdir_close(&t->outdir);
+    }
+    mt_comm_finalize(t->host);
+    exit(2);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* start */
+
+/* Rank 0: output.dir (its lock, another run's results, --overwrite) and the resolved recipe in
+ * it. The reason to stop, if any, into why. */
+static void trainer_open_output(trainer *t, bool resume, bool overwrite, char *why, size_t n) {
+    if (t->comm->rank != 0 || why[0]) return;
+    const mt_recipe *rc = &t->rc;
+    if (!mt_outdir_open(&t->outdir, rc->output_dir, resume, overwrite, why, n)) return;
+    char text[16384], path[MT_PATH_MAX + 32];
+    mt_recipe_format(rc, text, sizeof(text));
+    printf("# minimax-train: resolved recipe (%d ranks)\n%s\n", t->comm->size, text);
+    snprintf(path, sizeof(path), "%s/recipe.toml", rc->output_dir);
+    mt_file_write_atomic(path, text, strlen(text));
 }
 
 int mt_train_main(int argc, char **argv) {
     trainer *t = mt_calloc(1, sizeof(trainer), "trainer");
     t->host = t->comm = mt_comm_mpi_init(&argc, &argv);
     const char *recipe_path = NULL, *resume = NULL;
+    bool overwrite = false;
     const char **sets = mt_calloc((size_t)argc, sizeof(char *), "overrides");
     int n_sets = 0;
     for (int i = 1; i < argc; i++) {
@@ -492,6 +513,8 @@ int mt_train_main(int argc, char **argv) {
             sets[n_sets++] = argv[i] + 6;
         } else if (!strcmp(argv[i], "--resume") && i + 1 < argc) {
             resume = argv[++i];
+        } else if (!strcmp(argv[i], "--overwrite")) {
+            overwrite = true;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             if (t->comm->rank == 0) usage();
             mt_comm_finalize(t->host);
@@ -508,6 +531,13 @@ int mt_train_main(int argc, char **argv) {
         }
     }
     char err[2048];
+    if (resume && overwrite) {
+        if (t->comm->rank == 0)
+            fprintf(stderr, "error: --resume continues the run in output.dir and --overwrite "
+                            "removes it: give one of them\n");
+        mt_comm_finalize(t->host);
+        return 2;
+    }
     if (!recipe_path || !mt_recipe_load(&t->rc, recipe_path, sets, n_sets, err, sizeof(err))) {
         /* every rank reads the same recipe and fails the same way: one message, no model */
         if (t->comm->rank == 0) {
@@ -521,16 +551,15 @@ int mt_train_main(int argc, char **argv) {
     }
     free(sets);
     const mt_recipe *rc = &t->rc;
+    t->outdir.lock_fd = -1;
     mt_comm_mpi_watch(t->host, rc->dist_timeout);
-    if (t->comm->rank == 0) {
-        trainer_mkdir_p(rc->output_dir);
-        char text[16384], path[MT_PATH_MAX + 32];
-        mt_recipe_format(rc, text, sizeof(text));
-        printf("# minimax-train: resolved recipe (%d ranks)\n%s\n", t->comm->size, text);
-        snprintf(path, sizeof(path), "%s/recipe.toml", rc->output_dir);
-        mt_file_write_atomic(path, text, strlen(text));
-    }
+    char why[4096] = "";
+    trainer_open_output(t, resume != NULL, overwrite, why, sizeof(why));
+    trainer_refuse_if(t, why);
     trainer_setup_model(t);
+    /* from here a failing rank removes its temporary files (after the communicators' setup,
+     * whose abort then follows) */
+    mt_cleanup_install(&t->outdir);
     trainer_setup_data(t);
     t->state.recipe_hash = mt_recipe_hash(rc);
     t->state.world_size = t->comm->size;
@@ -602,6 +631,7 @@ int mt_train_main(int argc, char **argv) {
     t->be->free(t->dev_batch);
     free(t->export_stage);
     if (t->comm != t->host) mt_comm_nccl_free(t->comm);
+    if (t->host->rank == 0) mt_outdir_close(&t->outdir);
     mt_comm_finalize(t->host);
     free(t);
     return stopped_after ? MT_EXIT_STOPPED : 0;

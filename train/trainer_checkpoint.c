@@ -1,12 +1,12 @@
 /* trainer_checkpoint.c: the trainer's checkpoints (<output.dir>/checkpoint-<step>/ = a Hugging
  * Face model directory + the training state, train/checkpoint.h) and resuming from one. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "train/nonfinite.h"
+#include "train/output_dir.h"
 #include "train/trainer_internal.h"
 
 static void copy_file_atomic(const char *src, const char *dst) {
@@ -23,102 +23,97 @@ static void copy_file_atomic(const char *src, const char *dst) {
     free(buf);
 }
 
-static void remove_tree(const char *path) {
-    char cmd[MT_PATH_MAX * 2 + 32];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", path);
-}
-
-static int trainer_step_newer(const void *a, const void *b) {
-    const int x = *(const int *)a, y = *(const int *)b;
-    return (x < y) - (x > y);
-}
+/* ------------------------------------------------------------------------------------------ */
+/* saving */
 
 /* output.save_total_limit: rank 0 keeps the checkpoint just saved and the newest limit - 1
  * other checkpoint-<step> directories of output.dir (by step), and removes the rest. */
 static void trainer_prune_checkpoints(trainer *t, int saved_step) {
     const int limit = t->rc.output_save_total_limit;
     if (limit <= 0 || t->comm->rank != 0) return;
-    DIR *d = opendir(t->rc.output_dir);
-    if (!d) return;
-    int steps[4096], n = 0;
-    for (struct dirent *e; (e = readdir(d)) && n < 4096;) {
-        int s = 0, len = 0;
-        if (sscanf(e->d_name, "checkpoint-%d%n", &s, &len) == 1 && e->d_name[len] == '\0' &&
-            s != saved_step)
-            steps[n++] = s;
-    }
-    closedir(d);
-    /* newest first; keep limit - 1 besides the one just saved */
-    qsort(steps, (size_t)n, sizeof(int), trainer_step_newer);
-    for (int i = limit - 1; i < n; i++) {
+    static long steps[MT_OUTDIR_MAX_CHECKPOINTS];
+    const int n = mt_outdir_checkpoints(t->rc.output_dir, steps, MT_OUTDIR_MAX_CHECKPOINTS);
+    int others = 0;
+    for (int i = 0; i < n; i++) others += steps[i] != saved_step;
+    /* oldest first: all but the newest limit - 1 of the others go */
+    for (int i = 0, removed = 0; i < n && removed < others - (limit - 1); i++) {
+        if (steps[i] == saved_step) continue;
         char dir[MT_PATH_MAX + 64];
-        snprintf(dir, sizeof(dir), "%s/checkpoint-%d", t->rc.output_dir, steps[i]);
-        remove_tree(dir);
+        snprintf(dir, sizeof(dir), "%s/checkpoint-%ld", t->rc.output_dir, steps[i]);
+        if (!mt_remove_tree(dir)) fprintf(stderr, "warning: could not remove %s\n", dir);
         LOG0(t, "removed %s (output.save_total_limit = %d)\n", dir, limit);
+        removed++;
     }
+}
+
+/* The HF export: full buckets, gathered one at a time, written by rank 0. */
+static void trainer_export(trainer *t, const char *dir) {
+    mt_weights_writer *w = NULL;
+    if (t->comm->rank == 0) {
+        mt_dtype dt = !strcmp(t->rc.output_export_dtype, "bf16") ? MT_BF16 : MT_F32;
+        w = mt_weights_writer_open(dir, &t->model, t->naming, dt, t->rc.output_shard_bytes);
+    }
+    for (int b = 0; b < t->model.n_buckets; b++) {
+        const float *full = mt_zero_gather_master(&t->zero, b); /* fp32, whatever gathers */
+        if (w && t->be->dev != MT_CPU) {
+            if (!t->export_stage)
+                t->export_stage =
+                    mt_malloc(sizeof(float) * (size_t)t->zero.slot_numel, "export staging");
+            t->be->to_host(t->export_stage, full, sizeof(float) * (size_t)t->model.bucket_numel[b]);
+            full = t->export_stage;
+        }
+        if (w) mt_weights_writer_add_bucket(w, b, full);
+        mt_zero_release(&t->zero, b);
+    }
+    if (!w) return;
+    mt_weights_writer_close(w);
+    const char *files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
+    for (int i = 0; i < 3; i++) {
+        char src[MT_PATH_MAX + 64], dst[MT_PATH_MAX + 128];
+        snprintf(src, sizeof(src), "%s/%s", t->tokenizer_dir, files[i]);
+        snprintf(dst, sizeof(dst), "%s/%s", dir, files[i]);
+        copy_file_atomic(src, dst);
+    }
+    char recipe_text[16384];
+    mt_recipe_format(&t->rc, recipe_text, sizeof(recipe_text));
+    char path[MT_PATH_MAX + 128];
+    snprintf(path, sizeof(path), "%s/recipe.toml", dir);
+    mt_file_write_atomic(path, recipe_text, strlen(recipe_text));
 }
 
 void trainer_save(trainer *t, int step) {
     char dir[MT_PATH_MAX + 64], tmp[MT_PATH_MAX + 80];
     snprintf(dir, sizeof(dir), "%s/checkpoint-%d", t->rc.output_dir, step);
     snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
-    double t0 = mt_time_now();
+    const double t0 = mt_time_now();
+    /* a rank that fails while the checkpoint is written removes it, whichever file failed */
+    mt_cleanup_add(tmp);
     if (t->comm->rank == 0) {
-        remove_tree(tmp); /* a crashed earlier attempt */
-        trainer_mkdir_p(tmp);
+        mt_remove_tree(tmp); /* a crashed earlier attempt */
+        char err[MT_ERR_LEN + MT_PATH_MAX];
+        MT_CHECK(mt_dir_make(tmp, err, sizeof(err)), "%s", err);
     }
     t->comm->barrier(t->comm);
-    /* the HF export: full buckets, gathered one at a time, written by rank 0 */
-    mt_weights_writer *w = NULL;
-    if (t->rc.output_export && t->comm->rank == 0) {
-        mt_dtype dt = !strcmp(t->rc.output_export_dtype, "bf16") ? MT_BF16 : MT_F32;
-        w = mt_weights_writer_open(tmp, &t->model, t->naming, dt, t->rc.output_shard_bytes);
-    }
-    if (t->rc.output_export)
-        for (int b = 0; b < t->model.n_buckets; b++) {
-            const float *full = mt_zero_gather_master(&t->zero, b); /* fp32, whatever gathers */
-            if (w && t->be->dev != MT_CPU) {
-                if (!t->export_stage)
-                    t->export_stage =
-                        mt_malloc(sizeof(float) * (size_t)t->zero.slot_numel, "export staging");
-                t->be->to_host(t->export_stage, full,
-                               sizeof(float) * (size_t)t->model.bucket_numel[b]);
-                full = t->export_stage;
-            }
-            if (w) mt_weights_writer_add_bucket(w, b, full);
-            mt_zero_release(&t->zero, b);
-        }
-    if (w) {
-        mt_weights_writer_close(w);
-        const char *files[] = {"tokenizer.json", "tokenizer_config.json",
-                               "special_tokens_map.json"};
-        for (int i = 0; i < 3; i++) {
-            char src[MT_PATH_MAX + 64], dst[MT_PATH_MAX + 128];
-            snprintf(src, sizeof(src), "%s/%s", t->tokenizer_dir, files[i]);
-            snprintf(dst, sizeof(dst), "%s/%s", tmp, files[i]);
-            copy_file_atomic(src, dst);
-        }
-        char recipe_text[16384];
-        mt_recipe_format(&t->rc, recipe_text, sizeof(recipe_text));
-        char path[MT_PATH_MAX + 128];
-        snprintf(path, sizeof(path), "%s/recipe.toml", tmp);
-        mt_file_write_atomic(path, recipe_text, strlen(recipe_text));
-    }
-    /* the training state, written collectively */
+    if (t->rc.output_export) trainer_export(t, tmp);
+    /* the training state: each rank its own file, then the manifest */
     t->state.step = step;
     mt_sampler_cursor cur = mt_sampler_get_cursor(&t->sampler);
     memcpy(t->state.cursor, &cur, sizeof(cur));
     mt_checkpoint_save(tmp, &t->zero, &t->state);
     /* only now does the checkpoint exist under its name; an older one is never touched */
     if (t->comm->rank == 0) {
-        remove_tree(dir);
+        MT_CHECK(mt_remove_tree(dir), "cannot remove %s: %s", dir, strerror(errno));
         MT_CHECK(rename(tmp, dir) == 0, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
+        LOG0(t, "saved %s (%.1f s)\n", dir, mt_time_now() - t0);
+        /* before the barrier: the others wait for it under the checkpoint's watchdog limit */
+        trainer_prune_checkpoints(t, step);
     }
     t->comm->barrier(t->comm);
-    LOG0(t, "saved %s (%.1f s)\n", dir, mt_time_now() - t0);
-    trainer_prune_checkpoints(t, step);
+    mt_cleanup_remove(tmp);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* resuming */
 
 void trainer_resume(trainer *t, const char *dir) {
     mt_train_state st;

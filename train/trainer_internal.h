@@ -13,6 +13,7 @@
 #include "train/checkpoint.h"
 #include "train/comm.h"
 #include "train/logger.h"
+#include "train/output_dir.h"
 #include "train/recipe.h"
 #include "train/sharded.h"
 #include "train/zero.h"
@@ -41,6 +42,7 @@ typedef struct {
     float *export_stage; /* rank 0, device backends: one gathered bucket on the host */
     mt_train_state state;
     mt_logger log;
+    mt_outdir outdir;            /* rank 0: output.dir's lock */
     int64_t planned_activations; /* the arena's planned peak of one micro-step (bytes) */
 } trainer;
 
@@ -52,12 +54,13 @@ typedef struct {
         }                                                                                          \
     } while (0)
 
-/* mkdir -p, dying with the reason (trainer.c). */
-void trainer_mkdir_p(const char *path);
+/* Rank 0 found why the run must not go on (empty: nothing): every rank learns it, rank 0
+ * prints it as the one error line, and every rank ends with exit code 2 (trainer.c). */
+void trainer_refuse_if(trainer *t, const char *why);
 
 /* checkpoints (trainer_checkpoint.c) */
 /* <output.dir>/checkpoint-<step>: the export (output.export) and the state, written as
- * checkpoint-<step>.tmp and renamed when complete. */
+ * checkpoint-<step>.tmp and renamed when complete (removed by a rank that fails meanwhile). */
 void trainer_save(trainer *t, int step);
 /* Loads the checkpoint of dir, refusing one written with other numerics keys. */
 void trainer_resume(trainer *t, const char *dir);
