@@ -21,6 +21,10 @@
 #                    in < 2 s naming the holder, and the first's outputs are byte for byte those
 #                    of a run alone; a stale lock is taken over; a fresh run over another run's
 #                    results is refused unless --overwrite
+#   watchdog         the automatic dist.timeout (20 x the slowest step) ends a job whose rank
+#                    is stopped; a rank stopped while it writes its state file ends the job
+#                    within the checkpoints' automatic limit + 10 s; so does rank 0 stopped in
+#                    the token cache build (dist.timeout = 2 s of heartbeat silence)
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model; an
 #                    activation arena too small for one micro-step
@@ -591,6 +595,80 @@ outdir)
     cmp "$out-first/checkpoint-4/$f" "$out/checkpoint-4/$f" || fail "checkpoint-4/$f differs from a run alone"
   done
   echo "the first run's loss.csv, export and state equal a run alone's, byte for byte"
+  ;;
+watchdog)
+  fail() { echo "FAIL: $*"; exit 1; }
+  # await_end JOB OUT LIMIT START: the job must end non-zero within LIMIT s of START
+  await_end() {
+    local job="$1" out="$2" limit="$3" start="$4" rc=0 took
+    for _ in $(seq 600); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
+    if kill -0 "$job" 2> /dev/null; then
+      pkill -9 -f "output.dir=$out" || true
+      fail "$out: the job still runs 60 s after its rank was stopped"
+    fi
+    wait "$job" || rc=$?
+    took=$(echo "$(date +%s.%N) - $start" | bc)
+    pkill -9 -f "output.dir=$out" || true
+    echo "$out: mpirun exited with $rc ${took}s after the rank stopped (limit $limit s)"
+    [ "$rc" -ne 0 ] || fail "$out: exit 0"
+    awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t < l) }' || fail "$out: took ${took}s"
+  }
+  launch() { # launch OUT ARGS...: a 2-rank run in the background (job in $job)
+    local out="$1"
+    shift
+    rm -rf "$out"
+    MT_TEST_WATCHDOG="1 4" mpirun -np 2 --oversubscribe --bind-to none -x MT_TEST_WATCHDOG \
+      -x MT_TEST_STATE_STOP "$bin" "$recipe" --set "output.dir=$out" "${fast[@]}" \
+      --set "data.cache_dir=$tmp/dist-cache-watchdog" "$@" > "$out.log" 2>&1 &
+    job=$!
+  }
+  # the automatic limit (dist.timeout unset): 20 x the slowest step so far, at least 300 s; here
+  # 4 x, at least 1 s (MT_TEST_WATCHDOG, so that sanitized steps too end it in seconds): a rank
+  # stopped after a few steps ends the job within seconds, not the 1800 s of a fixed default
+  out="$tmp/watch-auto"
+  MT_TEST_STATE_STOP=none launch "$out" --set train.max_steps=100000
+  for _ in $(seq 600); do [ "$(lines "$out/loss.csv")" -ge 4 ] && break; sleep 0.05; done
+  kill -0 "$job" 2> /dev/null || fail "the job ended before a rank was stopped"
+  start=$(date +%s.%N)
+  kill -STOP "$(pgrep -f -n "output.dir=$out")"
+  await_end "$job" "$out" 30 "$start"
+  grep -E "mpi watchdog: host collective [0-9]+ \(.*\) has not completed after [0-9]+ s \(dist.timeout automatic: 4 x the slowest step so far, [0-9.]+ s, at least 1 s\)" \
+    "$out.log" || { tail -20 "$out.log"; fail "no watchdog message with the automatic limit"; }
+  # a rank that stops itself in the middle of writing its state file (train/checkpoint.c's test
+  # hook) at the second checkpoint: its peer, done with its own file, waits in a barrier and
+  # ends the job after the automatic limit for checkpoints (4 x the first one's time, at least
+  # 1 s, here); the failing rank removes checkpoint-2.tmp
+  out="$tmp/watch-state"
+  MT_TEST_STATE_STOP=1:2 launch "$out" --set train.max_steps=4 --set output.save_steps=1 \
+    --set output.export=false
+  for _ in $(seq 600); do grep -q "test hook: rank 1 stops itself" "$out.log" 2> /dev/null && break; sleep 0.02; done
+  grep "test hook: rank 1 stops itself while writing .*/checkpoint-2.tmp/" "$out.log" ||
+    { kill -9 "$job"; fail "the rank did not stop in its state write of checkpoint-2"; }
+  start=$(date +%s.%N)
+  limit=$(sed -n 's/^watchdog (dist.timeout automatic): a collective may wait \([0-9]*\) s in the checkpoints.*/\1/p' "$out.log")
+  await_end "$job" "$out" "$((limit + 10))" "$start"
+  grep -E "mpi watchdog: host collective [0-9]+ \(a barrier\) has not completed after [0-9]+ s \(dist.timeout automatic: 4 x the slowest checkpoint so far, [0-9.]+ s, at least 1 s\)" \
+    "$out.log" || { tail -20 "$out.log"; fail "no watchdog message"; }
+  [ -d "$out/checkpoint-1" ] && [ ! -e "$out/checkpoint-2" ] && [ ! -e "$out/checkpoint-2.tmp" ] ||
+    fail "checkpoint-1 is gone, or a checkpoint-2 is left"
+  # rank 0 stopped while it builds the token cache (50,000 samples: seconds) and the other
+  # waits: the heartbeat file stops changing, and dist.timeout = 2 s later the job ends
+  out="$tmp/watch-cache"
+  rm -rf "$out-cache"
+  MT_TEST_STATE_STOP=none launch "$out" --set "data.cache_dir=$out-cache" \
+    --set data.synthetic_samples=50000 --set dist.timeout=2 --set train.max_steps=1
+  for _ in $(seq 600); do [ -e "$out-cache/synthetic-11-50000.jsonl" ] && break; sleep 0.02; done
+  rank0=""
+  for p in $(pgrep -f "output.dir=$out"); do
+    tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" && rank0=$p
+  done
+  [ -n "$rank0" ] || fail "no rank 0 found"
+  start=$(date +%s.%N)
+  kill -STOP "$rank0"
+  await_end "$job" "$out" 12 "$start"
+  grep -E "rank 0 builds the token cache while this rank waits, but has shown no sign of life for [0-9]+ s" \
+    "$out.log" || { tail -20 "$out.log"; fail "no message about rank 0"; }
+  rm -rf "$out-cache"
   ;;
 *)
   echo "unknown mode $mode" >&2

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <hdf5.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +177,22 @@ static void dataset_read_range(hid_t dset, const char *path, const char *name, h
 /* ------------------------------------------------------------------------------------------ */
 /* saving */
 
+/* The test hook of tests/dist_run.sh (watchdog): MT_TEST_STATE_STOP = "RANK:STEP" stops that
+ * rank (SIGSTOP) after its first dataset of the checkpoint of that step, in the middle of
+ * writing its file, as a rank stuck in a file system call would; its peers must not wait for
+ * it longer than the watchdog's limit. */
+static void test_stop_here(const mt_zero *z, const mt_train_state *st, const char *path) {
+    const char *hook = getenv("MT_TEST_STATE_STOP");
+    int rank = -1;
+    long long step = -1;
+    if (!hook || sscanf(hook, "%d:%lld", &rank, &step) != 2 || rank != z->comm->rank ||
+        step != st->step)
+        return;
+    fprintf(stderr, "test hook: rank %d stops itself while writing %s\n", z->comm->rank, path);
+    fflush(stderr);
+    raise(SIGSTOP);
+}
+
 /* Rank r's file: its owned range of every bucket array. */
 static void rank_file_write(const char *dir, mt_zero *z, const mt_train_state *st) {
     char path[4200];
@@ -195,6 +212,7 @@ static void rank_file_write(const char *dir, mt_zero *z, const mt_train_state *s
     }
     dataset_write(file, path, "ranges", H5T_NATIVE_INT64, 2, (hsize_t[]){(hsize_t)nb, 2}, ranges);
     float *host = NULL; /* device shards go through one host buffer of the largest shard */
+    bool first = true;
     for (int b = 0; b < nb; b++) {
         const hsize_t count = (hsize_t)(ranges[2 * b + 1] - ranges[2 * b]);
         if (count == 0) continue; /* nothing owned: no dataset */
@@ -208,6 +226,8 @@ static void rank_file_write(const char *dir, mt_zero *z, const mt_train_state *s
                 shard = host;
             }
             dataset_write(file, path, name, H5T_NATIVE_FLOAT, 1, &count, shard);
+            if (first) test_stop_here(z, st, path);
+            first = false;
         }
     }
     free(host);

@@ -83,7 +83,7 @@ static const recipe_key recipe_keys[] = {
     STR("dist.gather_dtype", dist_gather_dtype, "\"fp32\"", true),
     I64("dist.arena_mb", dist_arena_mb, "1024", false),
     BOOL("dist.offload_optimizer", dist_offload_optimizer, "false", false),
-    FLT("dist.timeout", dist_timeout, "1800", false),
+    FLT("dist.timeout", dist_timeout, "-1", false),
 };
 #define N_RECIPE_KEYS ((int)(sizeof(recipe_keys) / sizeof(recipe_keys[0])))
 
@@ -257,7 +257,8 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
             "micro-batch; positions and kernel dimensions are int (at most %d)",
             r->train_per_device_train_batch_size, r->data_max_length,
             (long long)r->train_per_device_train_batch_size * r->data_max_length, INT_MAX);
-    if (!(r->dist_timeout >= 0)) BAD("dist.timeout", "must be >= 0 seconds (0: no limit)");
+    if (!(r->dist_timeout >= 0 || r->dist_timeout == -1))
+        BAD("dist.timeout", "must be >= 0 seconds (0: no limit), or -1 (automatic)");
     if (strcmp(r->dist_gather_dtype, "fp32") && strcmp(r->dist_gather_dtype, "bf16"))
         BAD("dist.gather_dtype", "must be \"fp32\" or \"bf16\", not \"%s\"", r->dist_gather_dtype);
     if (strcmp(r->dist_gather_unit, "layer") && strcmp(r->dist_gather_unit, "expert"))

@@ -62,7 +62,7 @@ typedef struct mt_recipe {
     char dist_gather_dtype[8];   /* "fp32" or "bf16": the parameters as gathered and used */
     int64_t dist_arena_mb;       /* activation arena per rank */
     bool dist_offload_optimizer; /* AdamW moments in host memory, the update on the host CPU */
-    double dist_timeout;         /* seconds one collective may wait (0: no limit) */
+    double dist_timeout;         /* seconds one collective may wait (0: no limit; -1: automatic) */
 } mt_recipe;
 
 /* Defaults, then the file (if path is not NULL), then each "table.key=value" override.

@@ -13,7 +13,9 @@
  * checkpoint: each step ends with one small all-reduce that asks whether a rank got one.
  *
  * Rank 0 holds output.dir's lock from the start to the exit, and a fresh run refuses to write
- * over another run's results (train/output_dir.h).
+ * over another run's results (train/output_dir.h). The watchdog (dist.timeout) ends the job
+ * when a collective waits too long; by default its limit follows the slowest step and the
+ * slowest checkpoint so far (trainer_watch).
  *
  * The loss of a step is the token-level mean over every labelled token of the global batch:
  * each micro-batch's cross-entropy is a sum divided by the global count, so neither the number
@@ -21,6 +23,7 @@
 #include "trainer.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,9 @@
 #include "data/synth.h"
 #include "train/trainer_internal.h"
 
+/* the automatic dist.timeout's limit before anything is timed (trainer_watch) */
+#define WATCH_UNTIMED_S 1800.0
+
 /* ------------------------------------------------------------------------------------------ */
 /* model and shards */
 
@@ -42,7 +48,9 @@ static void trainer_setup_device(trainer *t) {
     t->comm = t->host;
     t->be = mt_backend_cpu();
     if (!strcmp(rc->dist_backend, "nccl")) {
-        t->comm = mt_comm_nccl_init(t->host, rc->dist_timeout);
+        /* the device watchdog keeps one limit: the automatic one's before anything is timed */
+        t->comm =
+            mt_comm_nccl_init(t->host, rc->dist_timeout >= 0 ? rc->dist_timeout : WATCH_UNTIMED_S);
         MT_CHECK(t->comm,
                  "dist.backend = \"nccl\" needs the CUDA build (cmake -DMT_CUDA=ON, see "
                  "docs/cuda.md); this build trains on the CPU with dist.backend = \"mpi\"");
@@ -293,9 +301,13 @@ static void trainer_setup_data(trainer *t) {
     ec.data_path = rc->data_eval_path;
     ec.cache_path = eval_cache;
     const bool eval_file = rc->data_eval_path[0] != 0;
-    char err[MT_ERR_LEN + MT_PATH_MAX];
+    char err[MT_ERR_LEN + MT_PATH_MAX], heartbeat[MT_PATH_MAX * 2];
+    /* in output.dir, which every rank writes its checkpoint files into and this run alone
+     * holds (a cache directory may be shared by runs building at the same time) */
+    snprintf(heartbeat, sizeof(heartbeat), "%s/.minimax-train.heartbeat", rc->output_dir);
     if (t->comm->rank == 0) {
         MT_CHECK(mt_dir_make(cache_dir, err, sizeof(err)), "data.cache_dir %s", err);
+        mt_comm_mpi_heartbeat_start(t->host, heartbeat);
         if (synthetic && access(data_path, R_OK) != 0)
             MT_CHECK(mt_synth_write_jsonl(data_path, (uint64_t)rc->data_seed,
                                           rc->data_synthetic_samples, err) == 0,
@@ -303,9 +315,10 @@ static void trainer_setup_data(trainer *t) {
         trainer_cache_build(&cc, &t->data);
         if (eval_file) trainer_cache_build(&ec, &t->eval_data);
     }
-    mt_comm_mpi_watch(t->host, 0); /* no limit on rank 0's cache build */
-    t->comm->barrier(t->comm);
-    mt_comm_mpi_watch(t->host, rc->dist_timeout);
+    /* the others wait while rank 0 alone builds the cache, which takes as long as the data
+     * needs: they watch its heartbeat file instead of the time (comm.h) */
+    mt_comm_mpi_barrier_heartbeat(t->host, heartbeat, trainer_watch_silence(t),
+                                  "builds the token cache");
     if (t->comm->rank != 0) {
         trainer_cache_read(cache_path, &t->data);
         if (eval_file) trainer_cache_read(eval_cache, &t->eval_data);
@@ -484,6 +497,63 @@ void trainer_refuse_if(trainer *t, const char *why) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* the watchdog's limit */
+
+/* dist.timeout < 0, the default: a collective may wait 20 times the slowest step so far, at
+ * least 300 s; checkpoints have their own measure (20 times the slowest save). Before the first
+ * step or save is timed (loading, the first step, the first save), 1800 s. An explicit
+ * dist.timeout keeps its meaning. MT_TEST_WATCHDOG = "FLOOR FACTOR" sets other constants for
+ * the tests (a stopped rank then ends a job of tiny steps in seconds, sanitizers or not). */
+static void trainer_watch_setup(trainer *t) {
+    t->watch_floor = 300.0, t->watch_factor = 20.0;
+    const char *test = getenv("MT_TEST_WATCHDOG");
+    double floor, factor;
+    if (test && sscanf(test, "%lf %lf", &floor, &factor) == 2 && floor > 0 && factor > 0)
+        t->watch_floor = floor, t->watch_factor = factor;
+}
+
+static double trainer_watch_limit(const trainer *t, double slowest) {
+    return slowest > 0 ? fmax(t->watch_floor, t->watch_factor * slowest) : WATCH_UNTIMED_S;
+}
+
+double trainer_watch_silence(const trainer *t) {
+    return t->rc.dist_timeout >= 0 ? t->rc.dist_timeout : t->watch_floor;
+}
+
+/* Sets the watchdog's limit for the training steps (save = false) or a checkpoint. */
+static void trainer_watch(trainer *t, bool save) {
+    if (t->rc.dist_timeout >= 0) return; /* explicit: set once at the start */
+    const double slowest = save ? t->slowest_save : t->slowest_step;
+    const char *what = save ? "checkpoint" : "step";
+    char label[192];
+    if (slowest > 0)
+        snprintf(label, sizeof(label),
+                 "dist.timeout automatic: %g x the slowest %s so far, %.2f s, at least %g s",
+                 t->watch_factor, what, slowest, t->watch_floor);
+    else
+        snprintf(label, sizeof(label), "dist.timeout automatic: %g s until a %s is timed",
+                 WATCH_UNTIMED_S, what);
+    const double limit = trainer_watch_limit(t, slowest);
+    mt_comm_mpi_watch_label(t->host, limit, label);
+    mt_comm_nccl_watch(t->comm, limit, label); /* the device collectives' watchdog, if any */
+}
+
+/* After a step (save = false) or a checkpoint of dt seconds. */
+static void trainer_watch_timed(trainer *t, bool save, double dt) {
+    double *slowest = save ? &t->slowest_save : &t->slowest_step;
+    const bool first = *slowest == 0;
+    if (dt > *slowest) *slowest = dt;
+    if (t->rc.dist_timeout >= 0) return;
+    if (first)
+        LOG0(t,
+             "watchdog (dist.timeout automatic): a collective may wait %.0f s in the %ss (%g x "
+             "the slowest so far, at least %g s)\n",
+             trainer_watch_limit(t, *slowest), save ? "checkpoint" : "step", t->watch_factor,
+             t->watch_floor);
+    trainer_watch(t, false);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* start */
 
 /* Rank 0: output.dir (its lock, another run's results, --overwrite) and the resolved recipe in
@@ -552,7 +622,11 @@ int mt_train_main(int argc, char **argv) {
     free(sets);
     const mt_recipe *rc = &t->rc;
     t->outdir.lock_fd = -1;
-    mt_comm_mpi_watch(t->host, rc->dist_timeout);
+    trainer_watch_setup(t);
+    if (rc->dist_timeout >= 0)
+        mt_comm_mpi_watch(t->host, rc->dist_timeout);
+    else
+        trainer_watch(t, false);
     char why[4096] = "";
     trainer_open_output(t, resume != NULL, overwrite, why, sizeof(why));
     trainer_refuse_if(t, why);
@@ -581,6 +655,7 @@ int mt_train_main(int argc, char **argv) {
         double t0 = mt_time_now();
         step_result r = trainer_run_step(t, step);
         double dt = mt_time_now() - t0;
+        trainer_watch_timed(t, false, dt);
         t->state.tokens_seen += r.tokens;
         if (step == first) trainer_report_memory(t);
         if (t->comm->rank == 0) {
@@ -599,8 +674,12 @@ int mt_train_main(int argc, char **argv) {
             (last || (rc->train_eval_steps > 0 && step % rc->train_eval_steps == 0)))
             trainer_eval(t, step);
         const bool stop = !last && trainer_stop_requested(t);
-        if (last || stop || (rc->output_save_steps > 0 && step % rc->output_save_steps == 0))
+        if (last || stop || (rc->output_save_steps > 0 && step % rc->output_save_steps == 0)) {
+            trainer_watch(t, true);
+            const double s0 = mt_time_now();
             trainer_save(t, step);
+            trainer_watch_timed(t, true, mt_time_now() - s0);
+        }
         if (stop) {
             stopped_after = step;
             break;
@@ -631,6 +710,8 @@ int mt_train_main(int argc, char **argv) {
     t->be->free(t->dev_batch);
     free(t->export_stage);
     if (t->comm != t->host) mt_comm_nccl_free(t->comm);
+    /* a watched barrier: MPI_Finalize waits for every rank too, but unwatched */
+    t->host->barrier(t->host);
     if (t->host->rank == 0) mt_outdir_close(&t->outdir);
     mt_comm_finalize(t->host);
     free(t);

@@ -42,8 +42,10 @@ typedef struct {
     float *export_stage; /* rank 0, device backends: one gathered bucket on the host */
     mt_train_state state;
     mt_logger log;
-    mt_outdir outdir;            /* rank 0: output.dir's lock */
-    int64_t planned_activations; /* the arena's planned peak of one micro-step (bytes) */
+    mt_outdir outdir;                  /* rank 0: output.dir's lock */
+    int64_t planned_activations;       /* the arena's planned peak of one micro-step (bytes) */
+    double slowest_step, slowest_save; /* seconds, so far: the automatic dist.timeout */
+    double watch_floor, watch_factor;  /* its constants (trainer.c) */
 } trainer;
 
 #define LOG0(t, ...)                                                                               \
@@ -57,6 +59,9 @@ typedef struct {
 /* Rank 0 found why the run must not go on (empty: nothing): every rank learns it, rank 0
  * prints it as the one error line, and every rank ends with exit code 2 (trainer.c). */
 void trainer_refuse_if(trainer *t, const char *why);
+/* How long a rank may show no sign of life while the others wait for it to finish work of its
+ * own (the token cache build): dist.timeout, or the automatic limit's floor (trainer.c). */
+double trainer_watch_silence(const trainer *t);
 
 /* checkpoints (trainer_checkpoint.c) */
 /* <output.dir>/checkpoint-<step>: the export (output.export) and the state, written as
