@@ -49,11 +49,17 @@ mt_test_run(dist_train_recompute recompute)
 mt_test_run(dist_train_eval eval)
 mt_test_run(dist_train_outdir outdir)
 mt_test_run(dist_train_watchdog watchdog)
+mt_test_run(dist_train_global_batch global-batch)
+mt_test_binary(test_corrupt corrupt.c)
+add_test(NAME dist_train_resume_check COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist_run.sh
+  $<TARGET_FILE:minimax-train> resume-check $<TARGET_FILE:test_corrupt>)
+set_tests_properties(dist_train_resume_check PROPERTIES ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI}"
+  TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(dist_train_np1 dist_train_np2 dist_train_np4 PROPERTIES FIXTURES_SETUP dist_ranks)
 set_tests_properties(dist_train_resume_straight PROPERTIES FIXTURES_SETUP dist_resume_a)
 set_tests_properties(dist_train_resume_split PROPERTIES FIXTURES_REQUIRED dist_resume_a FIXTURES_SETUP dist_resume_b)
 mt_test_binary(test_dist_compare dist_compare.c)
-mt_test_cases(test_dist_compare dist_ranks_match dist_resume_match dist_trim_match
+mt_test_cases(test_dist_compare dist_ranks_match dist_resume_match dist_global_batch_match dist_trim_match
   dist_expert_match dist_bf16_gather_match dist_recompute_match dist_eval_match)
 set_tests_properties(dist_train_recompute PROPERTIES FIXTURES_REQUIRED dist_expert
   FIXTURES_SETUP dist_recompute)
@@ -68,6 +74,8 @@ set_tests_properties(dist_train_trim PROPERTIES FIXTURES_SETUP dist_trim)
 set_tests_properties(dist_trim_match PROPERTIES FIXTURES_REQUIRED dist_trim)
 set_tests_properties(dist_ranks_match PROPERTIES FIXTURES_REQUIRED dist_ranks)
 set_tests_properties(dist_resume_match PROPERTIES FIXTURES_REQUIRED "dist_resume_a;dist_resume_b")
+set_tests_properties(dist_train_global_batch PROPERTIES FIXTURES_SETUP dist_gb)
+set_tests_properties(dist_global_batch_match PROPERTIES FIXTURES_REQUIRED dist_gb)
 mt_test_binary(test_dist_adversarial dist_adversarial.c)
 mt_test_mpi_cases(test_dist_adversarial 2 dist_adversarial_routing_np2)
 mt_test_mpi_cases(test_dist_adversarial 4 dist_adversarial_routing_np4)

@@ -25,6 +25,12 @@
 #                    is stopped; a rank stopped while it writes its state file ends the job
 #                    within the checkpoints' automatic limit + 10 s; so does rank 0 stopped in
 #                    the token cache build (dist.timeout = 2 s of heartbeat silence)
+#   resume-check CORRUPT  --resume refuses, naming the file: the model config or the data file
+#                    edited in place, one flipped bit of a state file (CORRUPT: tests/corrupt.c)
+#                    naming the dataset too; a damaged export is refused as model.path
+#   global-batch     train.global_batch_size: 2 -> 1, 1 -> 2 and 2 -> 4 rank resumes of 4-step
+#                    runs from step 2 -> $TMP/gb-{np1,np2,2to1,1to2,2to4}; without it, a resume
+#                    that would halve the global batch is refused
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model; an
 #                    activation arena too small for one micro-step
@@ -669,6 +675,90 @@ watchdog)
   grep -E "rank 0 builds the token cache while this rank waits, but has shown no sign of life for [0-9]+ s" \
     "$out.log" || { tail -20 "$out.log"; fail "no message about rank 0"; }
   rm -rf "$out-cache"
+  ;;
+resume-check)
+  corrupt="$3"
+  fail() { echo "FAIL: $*"; exit 1; }
+  d="$tmp/rc"
+  rm -rf "$d"
+  mkdir -p "$d"
+  cp recipes/configs/tiny.json "$d/config.json"
+  # the data file is the synthetic one the first run writes into its cache directory
+  data="$d/cache/synthetic-11-96.jsonl"
+  args=("${fast[@]}" --set "model.config=$d/config.json" --set "data.cache_dir=$d/cache"
+    --set train.max_steps=2 --set output.save_steps=1)
+  run 2 "$d/base" "${args[@]}"
+  ck="$d/base/checkpoint-1"
+  # refused NAME PATTERN [ARGS...]: resuming must fail with one error line matching PATTERN
+  refused() {
+    local name="$1" pattern="$2" rc=0
+    shift 2
+    run 2 "$d/$name" "${args[@]}" "$@" > /dev/null || rc=$?
+    [ "$rc" -ne 0 ] || fail "$name: exit 0"
+    grep -E "error: .*$pattern" "$d/$name.log" || { tail -20 "$d/$name.log"; fail "$name: no error matching $pattern"; }
+    [ "$(grep -c "error: " "$d/$name.log")" -eq 1 ] || { cat "$d/$name.log"; fail "$name: not one error line"; }
+    ! grep -q "^step " "$d/$name.log" || fail "$name: it trained"
+  }
+  digests="\(FNV-1a digest [0-9a-f]{16} then, [0-9a-f]{16} now\)"
+  # the model config edited in place (rope_theta), then the data file (one digit of one sample)
+  sed -i 's/"rope_theta": 10000.0/"rope_theta": 20000.0/' "$d/config.json"
+  ! cmp -s "$d/config.json" recipes/configs/tiny.json || fail "the config edit changed nothing"
+  refused config "--resume $ck: the model config $d/config.json has changed since the checkpoint was written $digests" --resume "$ck"
+  cp recipes/configs/tiny.json "$d/config.json"
+  cp "$data" "$d/data.saved"
+  sed -i '5s/[0-9]/7/' "$data"
+  ! cmp -s "$data" "$d/data.saved" || fail "the data edit changed nothing"
+  refused data "--resume $ck: the data file $data has changed since the checkpoint was written $digests" --resume "$ck"
+  cp "$d/data.saved" "$data"
+  # one bit of one master weight of a state file
+  cp -a "$ck" "$d/ck-saved"
+  "$corrupt" h5 "$ck/state-00001-of-00002.h5" bucket_0001_master 10
+  refused state "$ck/state-00001-of-00002.h5: cannot read dataset bucket_0001_master: the checkpoint is damaged" --resume "$ck"
+  rm -rf "$ck"
+  cp -a "$d/ck-saved" "$ck"
+  # untouched, it resumes
+  run 2 "$d/resumed" "${args[@]}" --resume "$ck"
+  grep "resumed from $ck at step 1" "$d/resumed.log" || fail "the untouched checkpoint did not resume"
+  # the export: an undamaged one given as model.path is checked against its digest and loads;
+  # one bit of model.safetensors changed is refused, naming the file
+  ex="$d/base/checkpoint-2"
+  run 2 "$d/from-export" "${args[@]}" --set "model.path=$ex" --set train.max_steps=1
+  grep "^model.path: 1 of 1 safetensors files checked against their digests" "$d/from-export.log" ||
+    fail "the export was not checked"
+  "$corrupt" safetensors "$ex/model.safetensors"
+  refused export "model.path: $ex/model.safetensors: the data does not match the digest its header records" \
+    --set "model.path=$ex" --set train.max_steps=1
+  ;;
+global-batch)
+  fail() { echo "FAIL: $*"; exit 1; }
+  # a global batch of 4 samples on 1, 2 and 4 ranks of 1 row: 4, 2 and 1 accumulation steps
+  common=("${fast[@]}" --set train.max_steps=4 --set output.save_steps=2 --set "data.cache_dir=$tmp/dist-cache-gb")
+  gb=("${common[@]}" --set train.global_batch_size=4)
+  # 2 ranks x 2 accumulation steps; without train.global_batch_size its resume on 1 rank would
+  # halve the global batch: refused, naming both layouts
+  run 2 "$tmp/gb-np2" "${common[@]}" --set train.gradient_accumulation_steps=2
+  rc=0
+  run 1 "$tmp/gb-halved" "${common[@]}" --set train.gradient_accumulation_steps=2 \
+    --resume "$tmp/gb-np2/checkpoint-2" > /dev/null || rc=$?
+  [ "$rc" -ne 0 ] || fail "a resume that halves the global batch exited 0"
+  grep "^error: --resume $tmp/gb-np2/checkpoint-2: the global batch would change from 4 samples (2 ranks x 1 row per device x 2 accumulation steps) to 2 (1 rank x 1 row per device x 2 accumulation steps), .*; set train.global_batch_size = 4" \
+    "$tmp/gb-halved.log" || { tail -5 "$tmp/gb-halved.log"; fail "no refusal naming both layouts"; }
+  # with it: the uninterrupted run on 1 rank, and the resumes 2 -> 1, 1 -> 2, 2 -> 4 from step 2
+  # (dist_global_batch_match compares steps 3 and 4)
+  run 1 "$tmp/gb-np1" "${gb[@]}"
+  grep "^global batch: 4 samples per step = 1 rank x 1 row x 4 accumulation steps (train.global_batch_size)" \
+    "$tmp/gb-np1.log" || fail "1 rank: no global batch line"
+  run 1 "$tmp/gb-2to1" "${gb[@]}" --resume "$tmp/gb-np2/checkpoint-2"
+  run 2 "$tmp/gb-1to2" "${gb[@]}" --resume "$tmp/gb-np1/checkpoint-2"
+  run 4 "$tmp/gb-2to4" "${gb[@]}" --resume "$tmp/gb-np2/checkpoint-2"
+  grep -h "^resume: the global batch stays" "$tmp"/gb-{2to1,1to2,2to4}.log
+  grep -q "^resume: the global batch stays 4 samples: 2 ranks x 1 row per device x 2 accumulation steps before, 1 rank x 1 row per device x 4 accumulation steps now" \
+    "$tmp/gb-2to1.log" || fail "2 -> 1: no layout line"
+  # a global batch the ranks cannot split
+  rc=0
+  run 2 "$tmp/gb-odd" "${common[@]}" --set train.global_batch_size=5 > /dev/null || rc=$?
+  [ "$rc" -ne 0 ] && grep "^error: train.global_batch_size = 5 is not a multiple of train.per_device_train_batch_size x ranks = 1 x 2" \
+    "$tmp/gb-odd.log" || fail "global_batch_size 5 on 2 ranks: exit $rc"
   ;;
 *)
   echo "unknown mode $mode" >&2

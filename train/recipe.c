@@ -59,6 +59,7 @@ static const recipe_key recipe_keys[] = {
     BOOL("train.eval_on_start", train_eval_on_start, "false", false),
     INT("train.per_device_train_batch_size", train_per_device_train_batch_size, "1", true),
     INT("train.gradient_accumulation_steps", train_gradient_accumulation_steps, "1", true),
+    INT("train.global_batch_size", train_global_batch_size, "0", false),
     FLT("train.learning_rate", train_learning_rate, "1e-5", true),
     STR("train.lr_scheduler_type", train_lr_scheduler_type, "\"constant\"", true),
     INT("train.warmup_steps", train_warmup_steps, "0", true),
@@ -219,6 +220,8 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
         BAD("train.per_device_train_batch_size", "must be > 0");
     if (r->train_gradient_accumulation_steps <= 0)
         BAD("train.gradient_accumulation_steps", "must be > 0");
+    if (r->train_global_batch_size < 0)
+        BAD("train.global_batch_size", "must be >= 0 (0: per-device batch x accumulation x ranks)");
     if (!(r->train_learning_rate >= 0) || !isfinite(r->train_learning_rate))
         BAD("train.learning_rate", "must be a finite number >= 0");
     if (strcmp(r->train_lr_scheduler_type, "constant") &&
@@ -390,6 +393,27 @@ void mt_recipe_format(const mt_recipe *r, char *buf, size_t len) {
         mt_toml_value_format(&v, buf, len);
         snprintf(buf + strlen(buf), len - strlen(buf), "\n");
     }
+}
+
+int mt_recipe_numerics_diff(const mt_recipe *a, const mt_recipe *b, char *out, size_t n) {
+    int count = 0;
+    out[0] = 0;
+    for (int i = 0; i < N_RECIPE_KEYS; i++) {
+        if (!recipe_keys[i].numerics) continue;
+        char va[MT_PATH_MAX + 64], vb[MT_PATH_MAX + 64];
+        mt_toml_value v;
+        va[0] = vb[0] = 0; /* the format appends */
+        recipe_value(a, &recipe_keys[i], &v);
+        mt_toml_value_format(&v, va, sizeof(va));
+        recipe_value(b, &recipe_keys[i], &v);
+        mt_toml_value_format(&v, vb, sizeof(vb));
+        if (!strcmp(va, vb)) continue;
+        const size_t at = strlen(out);
+        snprintf(out + at, n - at, "%s%s (%s then, %s now)", count ? ", " : "", recipe_keys[i].key,
+                 va, vb);
+        count++;
+    }
+    return count;
 }
 
 uint64_t mt_recipe_hash(const mt_recipe *r) {

@@ -37,6 +37,7 @@ typedef struct mt_recipe {
     bool train_eval_on_start; /* also evaluate before the first step (not on a resume) */
     int train_per_device_train_batch_size;
     int train_gradient_accumulation_steps;
+    int train_global_batch_size; /* > 0: the accumulation steps follow from it and the ranks */
     double train_learning_rate;
     char train_lr_scheduler_type[16]; /* constant | linear | cosine */
     int train_warmup_steps;
@@ -73,6 +74,9 @@ bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides
 void mt_recipe_format(const mt_recipe *r, char *buf, size_t len);
 /* 64-bit hash of the resolved recipe's fields that change training numerics (for resume). */
 uint64_t mt_recipe_hash(const mt_recipe *r);
+/* The keys of that hash whose values differ between a and b, as "key (A then, B now), ..." in
+ * out (n bytes); returns how many. */
+int mt_recipe_numerics_diff(const mt_recipe *a, const mt_recipe *b, char *out, size_t n);
 /* Key i of the table (0 ..): its name ("table.key"), default (TOML text) and whether it is
  * part of the resume hash. false past the last key. (tests/dist_recipe.c checks the table
  * against docs/recipes.md.) */

@@ -33,6 +33,7 @@
 
 #include "data/gsm8k.h"
 #include "data/synth.h"
+#include "models/safetensors.h"
 #include "train/trainer_internal.h"
 
 /* the automatic dist.timeout's limit before anything is timed (trainer_watch) */
@@ -189,13 +190,32 @@ static void trainer_check_memory(trainer *t) {
     exit(2);
 }
 
+/* model.path's safetensors files against the digests their headers record (this trainer's
+ * exports carry one): each rank checks every N-th file, so a damaged export is refused, named,
+ * before anything trains on it; files without a digest (other writers') are taken as they are. */
+static void trainer_verify_weights(trainer *t) {
+    char err[MT_PATH_MAX + 256];
+    mt_safetensors *st = mt_safetensors_try_open(t->rc.model_path, err, sizeof(err));
+    if (!st) return;                                     /* mt_weights_open says what is wrong */
+    int64_t counts[2] = {0, mt_safetensors_n_files(st)}; /* checked, files */
+    for (int f = t->comm->rank; f < counts[1]; f += t->comm->size) {
+        bool checked = false;
+        MT_CHECK(mt_safetensors_verify(st, f, &checked, err, sizeof(err)), "model.path: %s", err);
+        counts[0] += checked;
+    }
+    mt_safetensors_close(st);
+    t->host->allreduce_i64(t->host, counts, 1);
+    LOG0(t, "model.path: %lld of %lld safetensors files checked against their digests\n",
+         (long long)counts[0], (long long)counts[1]);
+}
+
 static void trainer_setup_model(trainer *t) {
     const mt_recipe *rc = &t->rc;
-    char path[MT_PATH_MAX + 32];
+    char *path = t->config_path;
     if (rc->model_path[0])
-        snprintf(path, sizeof(path), "%s/config.json", rc->model_path);
+        snprintf(path, sizeof(t->config_path), "%s/config.json", rc->model_path);
     else
-        snprintf(path, sizeof(path), "%s", rc->model_config);
+        snprintf(path, sizeof(t->config_path), "%s", rc->model_config);
     mt_minimax_config_load(path, &t->cfg);
     if (rc->model_num_hidden_layers > 0) {
         MT_CHECK(rc->model_num_hidden_layers <= t->cfg.num_hidden_layers,
@@ -218,6 +238,7 @@ static void trainer_setup_model(trainer *t) {
                         strcmp(rc->dist_gather_dtype, "bf16") == 0 ? MT_BF16 : MT_F32,
                         rc->dist_offload_optimizer);
 
+    if (rc->model_path[0]) trainer_verify_weights(t);
     /* each rank reads or draws only what it owns, through a bounded host buffer */
     mt_weights_reader *reader =
         rc->model_path[0] ? mt_weights_open(rc->model_path, &t->model) : NULL;
@@ -315,6 +336,7 @@ static void trainer_setup_data(trainer *t) {
         trainer_cache_build(&cc, &t->data);
         if (eval_file) trainer_cache_build(&ec, &t->eval_data);
     }
+    trainer_state_init(t, t->config_path, &cc); /* rank 0 hashes the inputs, still alone */
     /* the others wait while rank 0 alone builds the cache, which takes as long as the data
      * needs: they watch its heartbeat file instead of the time (comm.h) */
     mt_comm_mpi_barrier_heartbeat(t->host, heartbeat, trainer_watch_silence(t),
@@ -556,6 +578,38 @@ static void trainer_watch_timed(trainer *t, bool save, double dt) {
 /* ------------------------------------------------------------------------------------------ */
 /* start */
 
+/* train.global_batch_size: the accumulation steps follow from it and the rank count. Rank 0's
+ * reason to stop, if any, into why. */
+static void trainer_resolve_batch(trainer *t, char *why, size_t n) {
+    mt_recipe *rc = &t->rc;
+    const int64_t G = rc->train_global_batch_size, B = rc->train_per_device_train_batch_size,
+                  N = t->comm->size;
+    if (G > 0) {
+        if (G % (B * N)) {
+            snprintf(why, n,
+                     "train.global_batch_size = %lld is not a multiple of "
+                     "train.per_device_train_batch_size x ranks = %lld x %lld: choose a "
+                     "per-device batch or a rank count whose product divides it",
+                     (long long)G, (long long)B, (long long)N);
+            return;
+        }
+        if (rc->train_gradient_accumulation_steps != 1 &&
+            rc->train_gradient_accumulation_steps != G / (B * N))
+            LOG0(t,
+                 "note: train.gradient_accumulation_steps = %d is replaced by %lld, from "
+                 "train.global_batch_size\n",
+                 rc->train_gradient_accumulation_steps, (long long)(G / (B * N)));
+        rc->train_gradient_accumulation_steps = (int)(G / (B * N));
+    }
+    LOG0(t,
+         "global batch: %lld samples per step = %lld rank%s x %lld row%s x %d accumulation "
+         "step%s%s\n",
+         (long long)(B * N * rc->train_gradient_accumulation_steps), (long long)N,
+         N == 1 ? "" : "s", (long long)B, B == 1 ? "" : "s", rc->train_gradient_accumulation_steps,
+         rc->train_gradient_accumulation_steps == 1 ? "" : "s",
+         G > 0 ? " (train.global_batch_size)" : "");
+}
+
 /* Rank 0: output.dir (its lock, another run's results, --overwrite) and the resolved recipe in
  * it. The reason to stop, if any, into why. */
 static void trainer_open_output(trainer *t, bool resume, bool overwrite, char *why, size_t n) {
@@ -628,6 +682,7 @@ int mt_train_main(int argc, char **argv) {
     else
         trainer_watch(t, false);
     char why[4096] = "";
+    trainer_resolve_batch(t, why, sizeof(why));
     trainer_open_output(t, resume != NULL, overwrite, why, sizeof(why));
     trainer_refuse_if(t, why);
     trainer_setup_model(t);
@@ -635,8 +690,6 @@ int mt_train_main(int argc, char **argv) {
      * whose abort then follows) */
     mt_cleanup_install(&t->outdir);
     trainer_setup_data(t);
-    t->state.recipe_hash = mt_recipe_hash(rc);
-    t->state.world_size = t->comm->size;
     if (resume) trainer_resume(t, resume);
     int first = (int)t->state.step + 1;
     int64_t n_params = 0;

@@ -36,6 +36,7 @@ typedef struct {
     int64_t eval_targets;    /* their labelled tokens: the eval loss's denominator */
     bool evaluates;          /* data.eval_samples > 0 or data.eval_path */
     char tokenizer_dir[MT_PATH_MAX];
+    char config_path[MT_PATH_MAX + 32];                        /* the model's config.json */
     int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each, host */
     int64_t *batch_real; /* (B) host: real tokens per row (the aux loss leaves padding out) */
     int32_t *dev_batch;  /* (4,B,T) on the backend: ids, labels, positions, segments */
@@ -64,10 +65,14 @@ void trainer_refuse_if(trainer *t, const char *why);
 double trainer_watch_silence(const trainer *t);
 
 /* checkpoints (trainer_checkpoint.c) */
+/* What the state records besides the weights: the recipe hash, the global batch layout, and on
+ * rank 0 the digests of the inputs (the model config, and the token cache's key of cc). */
+void trainer_state_init(trainer *t, const char *config_path, const mt_token_cache_cfg *cc);
 /* <output.dir>/checkpoint-<step>: the export (output.export) and the state, written as
  * checkpoint-<step>.tmp and renamed when complete (removed by a rank that fails meanwhile). */
 void trainer_save(trainer *t, int step);
-/* Loads the checkpoint of dir, refusing one written with other numerics keys. */
+/* Checks the checkpoint of dir against this run (refusing a changed recipe, global batch or
+ * input, naming it), then loads it. */
 void trainer_resume(trainer *t, const char *dir);
 
 /* one optimizer step (trainer_step.c) */
