@@ -9,10 +9,10 @@
 #                    the peer's watchdog (dist.timeout = 3) must end it in < 30 s, but not a
 #                    token cache build longer than dist.timeout; then a
 #                    kill during a checkpoint write must leave the previous checkpoint loadable
-#   signal           SIGUSR1 to mpirun, then SIGTERM to one rank alone: every rank stops after
-#                    the same step with a checkpoint (exit 75), and the run resumes from it;
-#                    two SIGTERMs end a rank at once;
-#                    then output.save_total_limit keeps the newest checkpoints only
+#   signal           SIGUSR1 to mpirun, then SIGTERM and SIGINT to one rank alone, and SIGTERM
+#                    to launch/run-local.sh: every rank stops after the same step with a
+#                    checkpoint (exit 75), and the run resumes from it; two SIGTERMs end a rank
+#                    at once; then output.save_total_limit keeps the newest checkpoints only
 #   disk-full        a checkpoint beyond a file size limit: one-line error with HDF5's reason,
 #                    non-zero exit, no checkpoint under its final name and no temporary file
 #                    left; the same for the HF export; loss.csv and eval.csv on /dev/full
@@ -357,21 +357,25 @@ emu-cuda)
 signal)
   # stop_run SIGNAL TARGET(mpirun|rank) OUT [ARGS]: a long run, stopped once loss.csv has 3
   # steps; prints the step it stopped after
+  # (TARGET launcher: launch/run-local.sh, which turns SIGTERM and SIGINT into SIGUSR1 for
+  # mpirun; mpirun itself kills the ranks 1 s after it gets either)
   stop_run() {
     local sig="$1" target="$2" out="$3" job rc=0 step
     shift 3
     rm -rf "$out"
-    mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
+    local launch=(mpirun -np 2 --oversubscribe --bind-to none "$bin")
+    [ "$target" != launcher ] || launch=(env MT_TRAIN_BIN="$bin" bash launch/run-local.sh -n 2)
+    "${launch[@]}" "$recipe" --set "output.dir=$out" \
       --set "data.cache_dir=$tmp/dist-cache-signal" --set train.max_steps=100000 \
       --set train.per_device_train_batch_size=2 "$@" > "$out.log" 2>&1 &
     job=$!
     for _ in $(seq 600); do [ "$(wc -l < "$out/loss.csv" 2> /dev/null || echo 0)" -ge 4 ] && break; sleep 0.1; done
-    if [ "$target" = mpirun ]; then kill -"$sig" "$job"; else kill -"$sig" "$(pgrep -f -n "output.dir=$out")"; fi
+    if [ "$target" = rank ]; then kill -"$sig" "$(pgrep -f -n "output.dir=$out")"; else kill -"$sig" "$job"; fi
     for _ in $(seq 600); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
     kill -0 "$job" 2> /dev/null && { echo "FAIL: still running 60 s after SIG$sig" >&2; kill -9 "$job"; exit 1; }
     wait "$job" || rc=$?
     [ "$rc" -eq 75 ] || { echo "FAIL: SIG$sig to $target: exit $rc, not 75" >&2; tail -20 "$out.log" >&2; exit 1; }
-    step=$(sed -n 's/^stopped by a signal (SIGUSR1 or SIGTERM) after step \([0-9]*\) of 100000.*/\1/p' "$out.log")
+    step=$(sed -n 's/^stopped by a signal ([^)]*) after step \([0-9]*\) of 100000.*/\1/p' "$out.log")
     [ -n "$step" ] && [ -d "$out/checkpoint-$step" ] ||
       { echo "FAIL: SIG$sig to $target: no stop message or checkpoint" >&2; tail -20 "$out.log" >&2; exit 1; }
     [ "$(ls -d "$out"/checkpoint-* | wc -l)" -eq 1 ] || { echo "FAIL: more than one checkpoint" >&2; exit 1; }
@@ -380,6 +384,9 @@ signal)
   }
   step=$(stop_run USR1 mpirun "$tmp/signal-usr1")
   step_term=$(stop_run TERM rank "$tmp/signal-term")
+  # SIGINT to a rank, SIGTERM to the launcher: the same stop (the fast runs: their own cache)
+  stop_run INT rank "$tmp/signal-int" "${fast[@]}" --set "data.cache_dir=$tmp/dist-cache-signal-fast" > /dev/null
+  stop_run TERM launcher "$tmp/signal-launcher" "${fast[@]}" --set "data.cache_dir=$tmp/dist-cache-signal-fast" > /dev/null
   # the first run resumes from its checkpoint and finishes 2 more steps
   run 2 "$tmp/signal-resume" --set "data.cache_dir=$tmp/dist-cache-signal" \
     --set train.per_device_train_batch_size=2 --set "train.max_steps=$((step + 2))" \

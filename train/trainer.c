@@ -8,9 +8,10 @@
  *   clipping, AdamW on the owned shard -> loss.csv, eval.csv (the held-out loss every
  *   train.eval_steps and at the end), checkpoints (training state + HF export) every
  *   save_steps and at the end.
- * SIGUSR1 or SIGTERM on any rank (mpirun forwards SIGUSR1 to every rank; Slurm sends it before
- * the time limit with --signal=USR1@SECONDS) stops the job after the step in progress, with a
- * checkpoint: each step ends with one small all-reduce that asks whether a rank got one.
+ * SIGUSR1, SIGTERM or SIGINT on any rank (mpirun forwards SIGUSR1 to every rank; Slurm sends
+ * SIGUSR1 before the time limit with --signal=USR1@SECONDS, SIGTERM on scancel) stops the job
+ * after the step in progress, with a checkpoint: each step ends with one small all-reduce that
+ * asks whether a rank got one.
  *
  * Rank 0 holds output.dir's lock from the start to the exit, and a fresh run refuses to write
  * over another run's results (train/output_dir.h). The watchdog (dist.timeout) ends the job
@@ -461,25 +462,26 @@ static void trainer_report_memory(trainer *t) {
 
 static volatile sig_atomic_t trainer_stop_signal = 0;
 
-/* The first signal asks for the stop; a second SIGTERM ends the process at once, as by
- * default (launchers escalate that way, and a rank stuck in a collective must still go). */
+/* The first signal asks for the stop; a second SIGTERM or SIGINT ends the process at once, as
+ * by default (launchers escalate that way, and a rank stuck in a collective must still go). */
 static void trainer_on_stop_signal(int sig) {
-    if (trainer_stop_signal && sig == SIGTERM) {
-        signal(SIGTERM, SIG_DFL);
-        raise(SIGTERM);
+    if (trainer_stop_signal && (sig == SIGTERM || sig == SIGINT)) {
+        signal(sig, SIG_DFL);
+        raise(sig);
     }
     trainer_stop_signal = sig;
 }
 
-/* SIGUSR1/SIGTERM: stop after the step (trainer_on_stop_signal); SIGXFSZ: ignored. */
+/* SIGUSR1/SIGTERM/SIGINT: stop after the step (trainer_on_stop_signal); SIGXFSZ: ignored. */
 static void trainer_set_signals(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = trainer_on_stop_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    MT_CHECK(sigaction(SIGUSR1, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0,
-             "cannot install the SIGUSR1/SIGTERM handlers: %s", strerror(errno));
+    MT_CHECK(sigaction(SIGUSR1, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0 &&
+                 sigaction(SIGINT, &sa, NULL) == 0,
+             "cannot install the SIGUSR1/SIGTERM/SIGINT handlers: %s", strerror(errno));
     /* A file size limit (ulimit -f, set by some batch systems) then fails the write with EFBIG,
      * which the writers report naming the file, instead of killing the rank with no word */
     signal(SIGXFSZ, SIG_IGN);
@@ -501,8 +503,8 @@ static void usage(void) {
             "  recipe keys: docs/recipes.md\n"
             "  --resume DIR: continue from the checkpoint DIR (<output.dir>/checkpoint-<step>)\n"
             "  --overwrite: remove another run's results from output.dir first\n"
-            "  SIGUSR1 or SIGTERM to a rank (kill -USR1 on mpirun): stop after the current step "
-            "with a checkpoint, exit 75\n");
+            "  SIGUSR1, SIGTERM or SIGINT to a rank (kill -USR1 on mpirun): stop after the "
+            "current step with a checkpoint, exit 75\n");
 }
 
 void trainer_refuse_if(trainer *t, const char *why) {
@@ -741,8 +743,8 @@ int mt_train_main(int argc, char **argv) {
     if (t->comm->rank == 0) mt_logger_close(&t->log);
     if (stopped_after)
         LOG0(t,
-             "stopped by a signal (SIGUSR1 or SIGTERM) after step %d of %d, %.1f s; continue "
-             "with --resume %s/checkpoint-%d\n",
+             "stopped by a signal (SIGUSR1, SIGTERM or SIGINT) after step %d of %d, %.1f s; "
+             "continue with --resume %s/checkpoint-%d\n",
              stopped_after, rc->train_max_steps, mt_time_now() - t_start, rc->output_dir,
              stopped_after);
     else
