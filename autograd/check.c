@@ -11,6 +11,7 @@ static void (*abort_hook)(int) = NULL;
 
 void mt_error_set_rank(int rank) { error_rank = rank; }
 void mt_error_set_abort_hook(void (*hook)(int)) { abort_hook = hook; }
+void (*mt_error_abort_hook(void))(int) { return abort_hook; }
 
 MT_NORETURN void mt_die_at(const char *file, int line, const char *fmt, ...) {
     fflush(stdout);

@@ -29,6 +29,8 @@ MT_NORETURN void mt_die_at(const char *file, int line, const char *fmt, ...) MT_
 void mt_error_set_rank(int rank);
 /* Called by mt_die after printing, before exit: the trainer installs MPI_Abort here. */
 void mt_error_set_abort_hook(void (*hook)(int exit_code));
+/* The hook installed now (NULL: none), for a hook that does its part and then calls it. */
+void (*mt_error_abort_hook(void))(int exit_code);
 
 void *mt_malloc_at(size_t bytes, const char *what, const char *file, int line);
 void *mt_calloc_at(size_t n, size_t size, const char *what, const char *file, int line);

@@ -13,7 +13,11 @@ cmake --build build -j "$(nproc)" >> build/demo-build.log 2>&1 ||
   { tail -50 build/demo-build.log; exit 1; }
 recipe="${1:-recipes/tiny.toml}"
 [ $# -eq 0 ] || shift
-bash launch/run-local.sh -n "${MT_RANKS:-2}" "$recipe" "$@"
+# each demo starts afresh: --overwrite replaces the previous demo's outputs in output.dir (the
+# trainer's own files only), unless the arguments continue it (--resume DIR) or say it already
+fresh=(--overwrite)
+for a in "$@"; do [ "$a" != --resume ] && [ "$a" != --overwrite ] || fresh=(); done
+bash launch/run-local.sh -n "${MT_RANKS:-2}" "$recipe" "${fresh[@]}" "$@"
 out="$(awk -F' = ' '/^dir = /{gsub(/"/,"",$2); print $2; exit}' "$recipe")"
 if [ -f "$out/loss.csv" ]; then
   awk -F, 'NR==2{first=$2} NR>1{last=$2; step=$1} END{printf "loss: %.4f at step 1 -> %.4f at step %d\n", first, last, step}' "$out/loss.csv"

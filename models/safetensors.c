@@ -28,6 +28,7 @@ typedef struct {
     size_t size;
     const uint8_t *data; /* start of the data section */
     uint64_t data_len;
+    char digest[40]; /* __metadata__'s MT_ST_DIGEST_KEY, "" when absent */
 } st_file;
 
 struct mt_safetensors {
@@ -277,6 +278,9 @@ static bool st_open_file(mt_safetensors *st, int fi, char *err, size_t n) {
         if (strcmp(e->string, "__metadata__") == 0) {
             bool good = cJSON_IsObject(e);
             for (const cJSON *m = good ? e->child : NULL; m; m = m->next) good &= cJSON_IsString(m);
+            const cJSON *digest =
+                good ? cJSON_GetObjectItemCaseSensitive(e, MT_ST_DIGEST_KEY) : NULL;
+            if (digest) snprintf(f->digest, sizeof(f->digest), "%s", digest->valuestring);
             if (!good)
                 ok = st_fail(err, n, "%s: __metadata__ must map strings to strings", f->path);
             if (!ok) break;
@@ -494,6 +498,45 @@ void mt_safetensors_read(const mt_safetensors *st, const mt_st_tensor *t, int64_
     }
 }
 
+/* ---- digests ---- */
+
+/* Four FNV-1a lanes over little-endian 64-bit words (lane k takes words k, k + 4, ...), the
+ * remaining bytes into lane 0 one by one, then the lanes and the length folded with FNV-1a.
+ * Each step is a bijection of the lane, so a change within one 8-byte word is always seen;
+ * memory-bound where byte-wise FNV-1a is not. */
+uint64_t mt_digest64(const void *data, size_t n) {
+    const uint64_t prime = 0x100000001b3ull, basis = 0xcbf29ce484222325ull;
+    uint64_t h[4] = {basis, basis ^ 1, basis ^ 2, basis ^ 3};
+    const uint8_t *p = data;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++) {
+            uint64_t w;
+            memcpy(&w, p + i + 8 * k, 8);
+            h[k] = (h[k] ^ w) * prime;
+        }
+    for (; i < n; i++) h[0] = (h[0] ^ p[i]) * prime;
+    uint64_t r = basis;
+    for (int k = 0; k < 4; k++) r = (r ^ h[k]) * prime;
+    return (r ^ (uint64_t)n) * prime;
+}
+
+int mt_safetensors_n_files(const mt_safetensors *st) { return st->n_files; }
+
+bool mt_safetensors_verify(const mt_safetensors *st, int file, bool *checked, char *err, size_t n) {
+    const st_file *f = &st->files[file];
+    *checked = f->digest[0] != 0;
+    if (!*checked) return true;
+    char now[40];
+    snprintf(now, sizeof(now), MT_ST_DIGEST_ALGO ":%016llx",
+             (unsigned long long)mt_digest64(f->data, f->data_len));
+    if (!strcmp(now, f->digest)) return true;
+    return st_fail(err, n,
+                   "%s: the data does not match the digest its header records (%s, the data "
+                   "gives %s): the file is damaged",
+                   f->path, f->digest, now);
+}
+
 /* ---- writing ---- */
 
 static void st_mkdirs(const char *dir) {
@@ -509,14 +552,21 @@ static void st_mkdirs(const char *dir) {
         MT_DIE("cannot create directory %s: %s", dir, strerror(errno));
 }
 
+/* A failed write removes the temporary file before it ends the job: none is left behind. */
 static void st_write_all(FILE *f, const void *data, size_t len, const char *path) {
-    if (len && fwrite(data, 1, len, f) != len)
-        MT_DIE("%s: write failed: %s", path, strerror(errno));
+    if (len && fwrite(data, 1, len, f) != len) {
+        const int e = errno;
+        unlink(path);
+        MT_DIE("%s: write failed: %s", path, strerror(e));
+    }
 }
 
 static void st_finish_file(FILE *f, const char *path) {
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0)
-        MT_DIE("%s: write failed: %s", path, strerror(errno));
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0) {
+        const int e = errno;
+        unlink(path);
+        MT_DIE("%s: write failed: %s", path, strerror(e));
+    }
 }
 
 void mt_file_write_atomic(const char *path, const void *data, size_t len) {
@@ -526,7 +576,11 @@ void mt_file_write_atomic(const char *path, const void *data, size_t len) {
     if (!f) MT_DIE("%s: cannot create: %s", tmp, strerror(errno));
     st_write_all(f, data, len, tmp);
     st_finish_file(f, tmp);
-    if (rename(tmp, path) != 0) MT_DIE("cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (rename(tmp, path) != 0) {
+        const int e = errno;
+        unlink(tmp);
+        MT_DIE("cannot rename %s to %s: %s", tmp, path, strerror(e));
+    }
 }
 
 typedef struct {
@@ -568,6 +622,10 @@ static void st_flush(mt_safetensors_writer *w) {
     cJSON *h = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(h, "__metadata__");
     cJSON_AddStringToObject(meta, "format", "pt");
+    char digest[40];
+    snprintf(digest, sizeof(digest), MT_ST_DIGEST_ALGO ":%016llx",
+             (unsigned long long)mt_digest64(w->buf, w->len));
+    cJSON_AddStringToObject(meta, MT_ST_DIGEST_KEY, digest);
     for (int i = w->first_in_shard; i < w->n; i++) {
         st_entry *e = &w->e[i];
         cJSON *t = cJSON_AddObjectToObject(h, e->name);

@@ -57,6 +57,18 @@ bool mt_safetensors_check(const mt_safetensors *st, const mt_st_tensor *t, int n
 void mt_safetensors_read(const mt_safetensors *st, const mt_st_tensor *t, int64_t lo, int64_t hi,
                          float *dst);
 
+/* ---- digests ---- */
+
+/* The writer records a digest of each file's data section in its __metadata__, as
+ * MT_ST_DIGEST_KEY: MT_ST_DIGEST_ALGO ":" 16 hex digits of mt_digest64 (docs/checkpoints.md). */
+#define MT_ST_DIGEST_KEY  "minimax_train.data_digest"
+#define MT_ST_DIGEST_ALGO "fnv1a64x4"
+uint64_t mt_digest64(const void *data, size_t n);
+int mt_safetensors_n_files(const mt_safetensors *st);
+/* Recomputes file `file`'s digest (reading its whole data section): true when it matches or
+ * the file records none (*checked says which), else false with a message naming the file. */
+bool mt_safetensors_verify(const mt_safetensors *st, int file, bool *checked, char *err, size_t n);
+
 /* ---- writer ---- */
 
 typedef struct mt_safetensors_writer mt_safetensors_writer;

@@ -224,6 +224,32 @@ static int test_resume_match(void) {
     return MT_TEST_OK;
 }
 
+/* train.global_batch_size keeps the global batch when a run resumes on another number of ranks
+ * (the accumulation steps follow): 2 -> 1, 1 -> 2 and 2 -> 4 ranks from the step-2 checkpoint,
+ * steps 3 and 4 against the run on the original rank count that did not stop (tests/dist_run.sh
+ * global-batch): the same up to summation order (1 and 2 ranks agree to ~1e-7), so the losses
+ * as loss.csv prints them (6 decimals) differ by at most 1e-6. */
+static void compare_resumed(const char *straight, const char *resumed) {
+    double la[MAX_STEPS] = {0}, lb[MAX_STEPS] = {0}, worst = 0;
+    read_losses(straight, la, NULL);
+    read_losses(resumed, lb, NULL);
+    for (int s = 3; s <= 4; s++) {
+        EXPECT(la[s] > 0 && lb[s] > 0, "step %d missing in %s or %s", s, straight, resumed);
+        worst = fmax(worst, fabs(la[s] - lb[s]));
+    }
+    printf("  losses %s vs %s, steps 3..4: max abs diff %.3g (tol 1e-6)\n", straight, resumed,
+           worst);
+    EXPECT(worst <= 1e-6 + 1e-12, "%s vs %s: loss differs by %.3g", straight, resumed, worst);
+    compare_runs(straight, resumed, 3, 4, 1e-6, 1e-5, false);
+}
+
+static int test_global_batch_match(void) {
+    compare_resumed("gb-np2", "gb-2to1");
+    compare_resumed("gb-np1", "gb-1to2");
+    compare_resumed("gb-np2", "gb-2to4");
+    return MT_TEST_OK;
+}
+
 /* data.trim_padding cuts each micro-batch after its longest row: the same losses and parameters
  * as the padded run, up to summation order (padded rows, 2 ranks, 10 steps). */
 static int test_trim_match(void) {
@@ -482,6 +508,7 @@ static const mt_test_case cases[] = {
     {"dist_ranks_match", test_ranks_match},
     {"dist_m2_ranks_match", test_m2_ranks_match},
     {"dist_resume_match", test_resume_match},
+    {"dist_global_batch_match", test_global_batch_match},
     {"dist_trim_match", test_trim_match},
     {"dist_emu_cuda_match", test_emu_cuda_match},
     {"dist_expert_match", test_expert_match},

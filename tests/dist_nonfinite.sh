@@ -77,7 +77,7 @@ run "$tmp/skip" --set "model.path=$tmp/m-big" --set train.max_steps=2 \
 echo "ok: $(grep -m1 "step skipped" "$tmp/skip.log" | cut -c1-300)"
 
 cp -r "$ck" "$tmp/ck-nan"
-"$poke" h5 "$tmp/ck-nan/state.h5" bucket_0002_master 0 nan
+"$poke" h5 "$tmp/ck-nan/state-00000-of-00002.h5" bucket_0002_master 0 nan # rank 0's file
 fails "$tmp/resume" "resume $tmp/ck-nan: the master weights of model.layers.1\.[a-z_.]* hold a non-finite value at element 0" \
   --resume "$tmp/ck-nan" --set train.max_steps=2
 

@@ -53,7 +53,7 @@ static int test_recipe_load(void) {
     EXPECT(r.train_max_steps == 9 && !strcmp(r.output_dir, "/tmp/x y"), "overrides win");
     EXPECT(r.data_max_length == 512 && r.train_per_device_train_batch_size == 1 &&
                !r.data_shuffle && !strcmp(r.train_lr_scheduler_type, "cosine") &&
-               r.dist_timeout == 1800,
+               r.dist_timeout == -1 && r.train_global_batch_size == 0,
            "defaults");
     /* the formatted recipe reads back to the same hash */
     char text[8192];
@@ -174,8 +174,12 @@ static int test_recipe_errors(void) {
                  "%s:5:9: data.paths must be a list of at most 16 paths");
     expect_error(BASE "weights = \"2:1\"\n", NULL,
                  "%s:5:11: data.weights must be a list of at most 16 numbers");
-    expect_error(BASE, "dist.timeout=-1",
-                 "--set dist.timeout: dist.timeout: must be >= 0 seconds (0: no limit)");
+    expect_error(BASE, "dist.timeout=-2",
+                 "--set dist.timeout: dist.timeout: must be >= 0 seconds (0: no limit), or -1 "
+                 "(automatic)");
+    expect_error(BASE, "train.global_batch_size=-4",
+                 "--set train.global_batch_size: train.global_batch_size: must be >= 0 (0: "
+                 "per-device batch x accumulation x ranks)");
     expect_error("[data]\ntokenizer_dir = \"/tmp/mt_recipe_tok\"\n", NULL,
                  "recipe: model.path: set model.path (an HF model dir) or model.config");
     /* an output directory that is a file: the first write used to say "recipe.toml.tmp.PID:

@@ -12,13 +12,28 @@
 #                    the peer's watchdog (dist.timeout = 3) must end it in < 30 s, but not a
 #                    token cache build longer than dist.timeout; then a
 #                    kill during a checkpoint write must leave the previous checkpoint loadable
-#   signal           SIGUSR1 to mpirun, then SIGTERM to one rank alone: every rank stops after
-#                    the same step with a checkpoint (exit 75), and the run resumes from it;
-#                    two SIGTERMs end a rank at once;
-#                    then output.save_total_limit keeps the newest checkpoints only
+#   signal           SIGUSR1 to mpirun, then SIGTERM and SIGINT to one rank alone, and SIGTERM
+#                    to launch/run-local.sh: every rank stops after the same step with a
+#                    checkpoint (exit 75), and the run resumes from it; two SIGTERMs end a rank
+#                    at once; then output.save_total_limit keeps the newest checkpoints only
 #   disk-full        a checkpoint beyond a file size limit: one-line error with HDF5's reason,
-#                    non-zero exit, no checkpoint under its final name; the same for the HF
-#                    export; loss.csv and eval.csv on /dev/full
+#                    non-zero exit, no checkpoint under its final name and no temporary file
+#                    left; the same for the HF export; loss.csv and eval.csv on /dev/full
+#                    (recipe.toml: dist_write_failure_cleanup)
+#   outdir           one run per output.dir: a second run into it while the first trains refuses
+#                    in < 2 s naming the holder, and the first's outputs are byte for byte those
+#                    of a run alone; a stale lock is taken over; a fresh run over another run's
+#                    results is refused unless --overwrite
+#   watchdog         the automatic dist.timeout (20 x the slowest step) ends a job whose rank
+#                    is stopped; a rank stopped while it writes its state file ends the job
+#                    within the checkpoints' automatic limit + 10 s; so does rank 0 stopped in
+#                    the token cache build (dist.timeout = 2 s of heartbeat silence)
+#   resume-check CORRUPT  --resume refuses, naming the file: the model config or the data file
+#                    edited in place, one flipped bit of a state file (CORRUPT: tests/corrupt.c)
+#                    naming the dataset too; a damaged export is refused as model.path
+#   global-batch     train.global_batch_size: 2 -> 1, 1 -> 2 and 2 -> 4 rank resumes of 4-step
+#                    runs from step 2 -> $TMP/gb-{np1,np2,2to1,1to2,2to4}; without it, a resume
+#                    that would halve the global batch is refused
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model; an
 #                    activation arena too small for one micro-step
@@ -57,6 +72,11 @@ bin="$1"
 mode="$2"
 tmp="${MT_TEST_TMPDIR:?}"
 recipe=tests/recipes/dist.toml
+# the fastest runs of the same recipe, for the modes that check what happens around the steps
+# (1 layer, rows of 64 tokens, 1 row per rank: ~0.05 s a step)
+fast=(--set model.num_hidden_layers=1 --set data.max_length=64 --set data.truncation=truncate
+  --set train.per_device_train_batch_size=1)
+lines() { { wc -l < "$1"; } 2> /dev/null || echo 0; } # lines FILE: 0 while it does not exist
 run() { # run NP OUTDIR ARGS...
   local np="$1" out="$2"
   shift 2
@@ -365,21 +385,25 @@ emu-cuda)
 signal)
   # stop_run SIGNAL TARGET(mpirun|rank) OUT [ARGS]: a long run, stopped once loss.csv has 3
   # steps; prints the step it stopped after
+  # (TARGET launcher: launch/run-local.sh, which turns SIGTERM and SIGINT into SIGUSR1 for
+  # mpirun; mpirun itself kills the ranks 1 s after it gets either)
   stop_run() {
     local sig="$1" target="$2" out="$3" job rc=0 step
     shift 3
     rm -rf "$out"
-    mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
+    local launch=(mpirun -np 2 --oversubscribe --bind-to none "$bin")
+    [ "$target" != launcher ] || launch=(env MT_TRAIN_BIN="$bin" bash launch/run-local.sh -n 2)
+    "${launch[@]}" "$recipe" --set "output.dir=$out" \
       --set "data.cache_dir=$tmp/dist-cache-signal" --set train.max_steps=100000 \
       --set train.per_device_train_batch_size=2 "$@" > "$out.log" 2>&1 &
     job=$!
     for _ in $(seq 600); do [ "$(wc -l < "$out/loss.csv" 2> /dev/null || echo 0)" -ge 4 ] && break; sleep 0.1; done
-    if [ "$target" = mpirun ]; then kill -"$sig" "$job"; else kill -"$sig" "$(pgrep -f -n "output.dir=$out")"; fi
+    if [ "$target" = rank ]; then kill -"$sig" "$(pgrep -f -n "output.dir=$out")"; else kill -"$sig" "$job"; fi
     for _ in $(seq 600); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
     kill -0 "$job" 2> /dev/null && { echo "FAIL: still running 60 s after SIG$sig" >&2; kill -9 "$job"; exit 1; }
     wait "$job" || rc=$?
     [ "$rc" -eq 75 ] || { echo "FAIL: SIG$sig to $target: exit $rc, not 75" >&2; tail -20 "$out.log" >&2; exit 1; }
-    step=$(sed -n 's/^stopped by a signal (SIGUSR1 or SIGTERM) after step \([0-9]*\) of 100000.*/\1/p' "$out.log")
+    step=$(sed -n 's/^stopped by a signal ([^)]*) after step \([0-9]*\) of 100000.*/\1/p' "$out.log")
     [ -n "$step" ] && [ -d "$out/checkpoint-$step" ] ||
       { echo "FAIL: SIG$sig to $target: no stop message or checkpoint" >&2; tail -20 "$out.log" >&2; exit 1; }
     [ "$(ls -d "$out"/checkpoint-* | wc -l)" -eq 1 ] || { echo "FAIL: more than one checkpoint" >&2; exit 1; }
@@ -388,6 +412,9 @@ signal)
   }
   step=$(stop_run USR1 mpirun "$tmp/signal-usr1")
   step_term=$(stop_run TERM rank "$tmp/signal-term")
+  # SIGINT to a rank, SIGTERM to the launcher: the same stop (the fast runs: their own cache)
+  stop_run INT rank "$tmp/signal-int" "${fast[@]}" --set "data.cache_dir=$tmp/dist-cache-signal-fast" > /dev/null
+  stop_run TERM launcher "$tmp/signal-launcher" "${fast[@]}" --set "data.cache_dir=$tmp/dist-cache-signal-fast" > /dev/null
   # the first run resumes from its checkpoint and finishes 2 more steps
   run 2 "$tmp/signal-resume" --set "data.cache_dir=$tmp/dist-cache-signal" \
     --set train.per_device_train_batch_size=2 --set "train.max_steps=$((step + 2))" \
@@ -439,12 +466,18 @@ disk-full)
     ) > "$2.log" 2>&1 || rc=$?
     [ "$rc" -ne 0 ] || { echo "FAIL: $2: a checkpoint beyond $1 KiB was written"; exit 1; }
     [ ! -e "$2/checkpoint-2" ] || { echo "FAIL: $2: checkpoint-2 exists"; exit 1; }
+    no_leftovers "$2"
   }
-  # 20 MB against the 41 MB state file: one line names the file, the dataset and HDF5's reason
-  # (no HDF5 error stack); loss.csv keeps both steps
+  no_leftovers() { # no temporary file or directory of a failed write in $1
+    local left
+    left=$(find "$1" -name '*.tmp*' | head -5)
+    [ -z "$left" ] || { echo "FAIL: temporary files left behind: $left"; exit 1; }
+  }
+  # 20 MB against each rank's 21 MB state file: one line names the file, the dataset and HDF5's
+  # reason, the system's (no HDF5 error stack); loss.csv keeps both steps
   out="$tmp/disk-full"
   limited 20000 "$out"
-  grep -E "^\[rank [0-9]\] error: .*/checkpoint-2\.tmp/state\.h5\.tmp: cannot write dataset bucket_[0-9]+_[a-z]+ \(HDF5: Write failed" \
+  grep -E "^\[rank [0-9]\] error: .*/checkpoint-2\.tmp/state-0000[01]-of-00002\.h5: cannot write dataset bucket_[0-9]+_[a-z]+ \(HDF5: Write failed: File too large\)" \
     "$out.log" || { echo "FAIL: no error naming the file and HDF5's reason"; tail -20 "$out.log"; exit 1; }
   ! grep -q "HDF5-DIAG" "$out.log" || { echo "FAIL: HDF5 printed its error stack"; exit 1; }
   [ "$(wc -l < "$out/loss.csv")" -eq 3 ] || { echo "FAIL: loss.csv lacks a step"; exit 1; }
@@ -528,6 +561,239 @@ gradient_checkpointing = true
 [dist]
 arena_mb = 8192
 ' "error: a rank needs .* GiB of cpu memory (sharded state [0-9.]* GiB: 228044827648 parameters, 1/2 of the model; .*) but .* GiB are free.*; use more nodes"
+  ;;
+outdir)
+  fail() { echo "FAIL: $*"; exit 1; }
+  args=("${fast[@]}" --set "data.cache_dir=$tmp/dist-cache-outdir" --set train.max_steps=4)
+  out="$tmp/outdir"
+  rm -rf "$out" "$out-first"
+  mkdir -p "$tmp/dist-cache-outdir"
+  # two runs into one output.dir: the second, started while the first trains, refuses within
+  # 2 s, naming the first's rank 0. The first holds its checkpoint under the temporary name for
+  # 2 s (train/checkpoint.c's test hook), so that it is still running when the second has been
+  # refused. What starting a job costs now (mpirun and MPI_Init: the same command with --help)
+  # is measured first: the limit is 2 s beyond it, so that a loaded machine or a sanitized
+  # build does not fail the test (alone, the refusal takes 0.5 to 1.1 s in all).
+  start=$(date +%s.%N)
+  OMPI_MCA_odls_base_sigkill_timeout=0 mpirun -np 2 --oversubscribe --bind-to none "$bin" --help > /dev/null 2>&1
+  startup=$(echo "$(date +%s.%N) - $start" | bc)
+  MT_TEST_CHECKPOINT_DELAY=2 mpirun -np 2 --oversubscribe --bind-to none -x MT_TEST_CHECKPOINT_DELAY \
+    "$bin" "$recipe" --set "output.dir=$out" "${args[@]}" > "$out.log" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do [ "$(lines "$out/loss.csv")" -ge 2 ] && break; sleep 0.02; done
+  kill -0 "$job" 2> /dev/null || fail "the first run ended before the second started"
+  # (mpirun waits odls_base_sigkill_timeout, 1 s, before it reports a non-zero exit of its
+  # ranks: Open MPI's second, not the trainer's, so 0 for this run)
+  start=$(date +%s.%N)
+  rc=0
+  OMPI_MCA_odls_base_sigkill_timeout=0 mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" \
+    --set "output.dir=$out" "${args[@]}" > "$out-second.log" 2>&1 || rc=$?
+  took=$(echo "$(date +%s.%N) - $start" | bc)
+  kill -0 "$job" 2> /dev/null || fail "the first run ended before the second was refused"
+  echo "the second run exited $rc after ${took}s (a job's start: ${startup}s)"
+  [ "$rc" -ne 0 ] || fail "the second run into the same output.dir exited 0"
+  grep "^error: output.dir $out is in use by another run (pid [0-9]* on host $(hostname); lock file $out/.minimax-train.lock)" \
+    "$out-second.log" || { cat "$out-second.log"; fail "no refusal naming the holder"; }
+  holder=$(sed -n 's/^error: .* in use by another run (pid \([0-9]*\) .*/\1/p' "$out-second.log")
+  tr '\0' '\n' < "/proc/$holder/environ" | grep -qx "OMPI_COMM_WORLD_RANK=0" ||
+    fail "the refusal does not name the first run's rank 0 (pid $holder)"
+  # before it reads anything: no model, no data
+  ! grep -qE "^(model|data): " "$out-second.log" || fail "the second run set up before it refused"
+  awk -v t="$took" -v s="$startup" 'BEGIN { exit !(t < s + 2) }' ||
+    fail "the refusal took ${took}s (limit 2 s + the start, ${startup}s)"
+  wait "$job" || { tail -20 "$out.log"; fail "the first run failed"; }
+  cp -a "$out" "$out-first"
+
+  # a fresh run into a directory holding another run's results: refused, naming them, nothing
+  # touched; with --overwrite the trainer's own files go first (a file of the user's stays)
+  echo "the user's notes" > "$out/notes.txt"
+  fresh() { mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" "${args[@]}" "$@"; }
+  rc=0
+  fresh > "$out-rerun.log" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] || fail "a fresh run over another run's results: exit $rc, not 2"
+  grep "^error: output.dir $out holds another run's results: loss.csv (4 steps), checkpoint-4; continue it with --resume $out/checkpoint-4, replace them with --overwrite" \
+    "$out-rerun.log" || { cat "$out-rerun.log"; fail "no refusal naming the results"; }
+  cmp "$out/loss.csv" "$out-first/loss.csv" || fail "the refused run changed loss.csv"
+  rc=0
+  fresh --overwrite --resume "$out/checkpoint-4" > "$out-both.log" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] && grep -q "^error: --resume continues the run in output.dir and --overwrite removes it" \
+    "$out-both.log" || fail "--overwrite with --resume: exit $rc"
+  # a lock left by a run that ended without releasing it (killed): taken over, saying so
+  sleep 0 &
+  dead=$!
+  wait "$dead"
+  printf 'host %s pid %d\n' "$(hostname)" "$dead" > "$out/.minimax-train.lock"
+  fresh --overwrite > "$out-overwrite.log" 2>&1 || { tail -20 "$out-overwrite.log"; fail "--overwrite failed"; }
+  grep "^output.dir $out: taking over the lock left by pid $dead on host $(hostname) (no longer running)" \
+    "$out-overwrite.log" || fail "no message about the stale lock"
+  grep "^--overwrite: removed .*loss.csv.* from $out" "$out-overwrite.log" || fail "no list of what --overwrite removed"
+  [ -f "$out/notes.txt" ] || fail "--overwrite removed a file it did not write"
+  # the run that had the directory to itself (after --overwrite) against the first: what is
+  # deterministic, byte for byte (loss.csv but its timing columns, the export, the state)
+  cut -d, -f1-5 "$out-first/loss.csv" > "$out-first.losses"
+  cut -d, -f1-5 "$out/loss.csv" | cmp - "$out-first.losses" || fail "loss.csv differs from a run alone"
+  for f in model.safetensors config.json state.h5 state-00000-of-00002.h5 state-00001-of-00002.h5; do
+    cmp "$out-first/checkpoint-4/$f" "$out/checkpoint-4/$f" || fail "checkpoint-4/$f differs from a run alone"
+  done
+  echo "the first run's loss.csv, export and state equal a run alone's, byte for byte"
+  ;;
+watchdog)
+  fail() { echo "FAIL: $*"; exit 1; }
+  # await_end JOB OUT LIMIT START: the job must end non-zero within LIMIT s of START
+  await_end() {
+    local job="$1" out="$2" limit="$3" start="$4" rc=0 took
+    for _ in $(seq 600); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
+    if kill -0 "$job" 2> /dev/null; then
+      pkill -9 -f "output.dir=$out" || true
+      fail "$out: the job still runs 60 s after its rank was stopped"
+    fi
+    wait "$job" || rc=$?
+    took=$(echo "$(date +%s.%N) - $start" | bc)
+    pkill -9 -f "output.dir=$out" || true
+    echo "$out: mpirun exited with $rc ${took}s after the rank stopped (limit $limit s)"
+    [ "$rc" -ne 0 ] || fail "$out: exit 0"
+    awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t < l) }' || fail "$out: took ${took}s"
+  }
+  launch() { # launch OUT ARGS...: a 2-rank run in the background (job in $job)
+    local out="$1"
+    shift
+    rm -rf "$out"
+    MT_TEST_WATCHDOG="1 4" mpirun -np 2 --oversubscribe --bind-to none -x MT_TEST_WATCHDOG \
+      -x MT_TEST_STATE_STOP "$bin" "$recipe" --set "output.dir=$out" "${fast[@]}" \
+      --set "data.cache_dir=$tmp/dist-cache-watchdog" "$@" > "$out.log" 2>&1 &
+    job=$!
+  }
+  # the automatic limit (dist.timeout unset): 20 x the slowest step so far, at least 300 s; here
+  # 4 x, at least 1 s (MT_TEST_WATCHDOG, so that sanitized steps too end it in seconds): a rank
+  # stopped after a few steps ends the job within seconds, not the 1800 s of a fixed default
+  out="$tmp/watch-auto"
+  MT_TEST_STATE_STOP=none launch "$out" --set train.max_steps=100000
+  for _ in $(seq 600); do [ "$(lines "$out/loss.csv")" -ge 4 ] && break; sleep 0.05; done
+  kill -0 "$job" 2> /dev/null || fail "the job ended before a rank was stopped"
+  start=$(date +%s.%N)
+  kill -STOP "$(pgrep -f -n "output.dir=$out")"
+  await_end "$job" "$out" 30 "$start"
+  grep -E "mpi watchdog: host collective [0-9]+ \(.*\) has not completed after [0-9]+ s \(dist.timeout automatic: 4 x the slowest step so far, [0-9.]+ s, at least 1 s\)" \
+    "$out.log" || { tail -20 "$out.log"; fail "no watchdog message with the automatic limit"; }
+  # a rank that stops itself in the middle of writing its state file (train/checkpoint.c's test
+  # hook) at the second checkpoint: its peer, done with its own file, waits in a barrier and
+  # ends the job after the automatic limit for checkpoints (4 x the first one's time, at least
+  # 1 s, here); the failing rank removes checkpoint-2.tmp
+  out="$tmp/watch-state"
+  MT_TEST_STATE_STOP=1:2 launch "$out" --set train.max_steps=4 --set output.save_steps=1 \
+    --set output.export=false
+  for _ in $(seq 600); do grep -q "test hook: rank 1 stops itself" "$out.log" 2> /dev/null && break; sleep 0.02; done
+  grep "test hook: rank 1 stops itself while writing .*/checkpoint-2.tmp/" "$out.log" ||
+    { kill -9 "$job"; fail "the rank did not stop in its state write of checkpoint-2"; }
+  start=$(date +%s.%N)
+  limit=$(sed -n 's/^watchdog (dist.timeout automatic): a collective may wait \([0-9]*\) s in the checkpoints.*/\1/p' "$out.log")
+  await_end "$job" "$out" "$((limit + 10))" "$start"
+  grep -E "mpi watchdog: host collective [0-9]+ \(a barrier\) has not completed after [0-9]+ s \(dist.timeout automatic: 4 x the slowest checkpoint so far, [0-9.]+ s, at least 1 s\)" \
+    "$out.log" || { tail -20 "$out.log"; fail "no watchdog message"; }
+  [ -d "$out/checkpoint-1" ] && [ ! -e "$out/checkpoint-2" ] && [ ! -e "$out/checkpoint-2.tmp" ] ||
+    fail "checkpoint-1 is gone, or a checkpoint-2 is left"
+  # rank 0 stopped while it builds the token cache (50,000 samples: seconds) and the other
+  # waits: the heartbeat file stops changing, and dist.timeout = 2 s later the job ends
+  out="$tmp/watch-cache"
+  rm -rf "$out-cache"
+  MT_TEST_STATE_STOP=none launch "$out" --set "data.cache_dir=$out-cache" \
+    --set data.synthetic_samples=50000 --set dist.timeout=2 --set train.max_steps=1
+  for _ in $(seq 600); do [ -e "$out-cache/synthetic-11-50000.jsonl" ] && break; sleep 0.02; done
+  rank0=""
+  for p in $(pgrep -f "output.dir=$out"); do
+    tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" && rank0=$p
+  done
+  [ -n "$rank0" ] || fail "no rank 0 found"
+  start=$(date +%s.%N)
+  kill -STOP "$rank0"
+  await_end "$job" "$out" 12 "$start"
+  grep -E "rank 0 builds the token cache while this rank waits, but has shown no sign of life for [0-9]+ s" \
+    "$out.log" || { tail -20 "$out.log"; fail "no message about rank 0"; }
+  rm -rf "$out-cache"
+  ;;
+resume-check)
+  corrupt="$3"
+  fail() { echo "FAIL: $*"; exit 1; }
+  d="$tmp/rc"
+  rm -rf "$d"
+  mkdir -p "$d"
+  cp recipes/configs/tiny.json "$d/config.json"
+  # the data file is the synthetic one the first run writes into its cache directory
+  data="$d/cache/synthetic-11-96.jsonl"
+  args=("${fast[@]}" --set "model.config=$d/config.json" --set "data.cache_dir=$d/cache"
+    --set train.max_steps=2 --set output.save_steps=1)
+  run 2 "$d/base" "${args[@]}"
+  ck="$d/base/checkpoint-1"
+  # refused NAME PATTERN [ARGS...]: resuming must fail with one error line matching PATTERN
+  refused() {
+    local name="$1" pattern="$2" rc=0
+    shift 2
+    run 2 "$d/$name" "${args[@]}" "$@" > /dev/null || rc=$?
+    [ "$rc" -ne 0 ] || fail "$name: exit 0"
+    grep -E "error: .*$pattern" "$d/$name.log" || { tail -20 "$d/$name.log"; fail "$name: no error matching $pattern"; }
+    [ "$(grep -c "error: " "$d/$name.log")" -eq 1 ] || { cat "$d/$name.log"; fail "$name: not one error line"; }
+    ! grep -q "^step " "$d/$name.log" || fail "$name: it trained"
+  }
+  digests="\(FNV-1a digest [0-9a-f]{16} then, [0-9a-f]{16} now\)"
+  # the model config edited in place (rope_theta), then the data file (one digit of one sample)
+  sed -i 's/"rope_theta": 10000.0/"rope_theta": 20000.0/' "$d/config.json"
+  ! cmp -s "$d/config.json" recipes/configs/tiny.json || fail "the config edit changed nothing"
+  refused config "--resume $ck: the model config $d/config.json has changed since the checkpoint was written $digests" --resume "$ck"
+  cp recipes/configs/tiny.json "$d/config.json"
+  cp "$data" "$d/data.saved"
+  sed -i '5s/[0-9]/7/' "$data"
+  ! cmp -s "$data" "$d/data.saved" || fail "the data edit changed nothing"
+  refused data "--resume $ck: the data file $data has changed since the checkpoint was written $digests" --resume "$ck"
+  cp "$d/data.saved" "$data"
+  # one bit of one master weight of a state file
+  cp -a "$ck" "$d/ck-saved"
+  "$corrupt" h5 "$ck/state-00001-of-00002.h5" bucket_0001_master 10
+  refused state "$ck/state-00001-of-00002.h5: cannot read dataset bucket_0001_master: the checkpoint is damaged" --resume "$ck"
+  rm -rf "$ck"
+  cp -a "$d/ck-saved" "$ck"
+  # untouched, it resumes
+  run 2 "$d/resumed" "${args[@]}" --resume "$ck"
+  grep "resumed from $ck at step 1" "$d/resumed.log" || fail "the untouched checkpoint did not resume"
+  # the export: an undamaged one given as model.path is checked against its digest and loads;
+  # one bit of model.safetensors changed is refused, naming the file
+  ex="$d/base/checkpoint-2"
+  run 2 "$d/from-export" "${args[@]}" --set "model.path=$ex" --set train.max_steps=1
+  grep "^model.path: 1 of 1 safetensors files checked against their digests" "$d/from-export.log" ||
+    fail "the export was not checked"
+  "$corrupt" safetensors "$ex/model.safetensors"
+  refused export "model.path: $ex/model.safetensors: the data does not match the digest its header records" \
+    --set "model.path=$ex" --set train.max_steps=1
+  ;;
+global-batch)
+  fail() { echo "FAIL: $*"; exit 1; }
+  # a global batch of 4 samples on 1, 2 and 4 ranks of 1 row: 4, 2 and 1 accumulation steps
+  common=("${fast[@]}" --set train.max_steps=4 --set output.save_steps=2 --set "data.cache_dir=$tmp/dist-cache-gb")
+  gb=("${common[@]}" --set train.global_batch_size=4)
+  # 2 ranks x 2 accumulation steps; without train.global_batch_size its resume on 1 rank would
+  # halve the global batch: refused, naming both layouts
+  run 2 "$tmp/gb-np2" "${common[@]}" --set train.gradient_accumulation_steps=2
+  rc=0
+  run 1 "$tmp/gb-halved" "${common[@]}" --set train.gradient_accumulation_steps=2 \
+    --resume "$tmp/gb-np2/checkpoint-2" > /dev/null || rc=$?
+  [ "$rc" -ne 0 ] || fail "a resume that halves the global batch exited 0"
+  grep "^error: --resume $tmp/gb-np2/checkpoint-2: the global batch would change from 4 samples (2 ranks x 1 row per device x 2 accumulation steps) to 2 (1 rank x 1 row per device x 2 accumulation steps), .*; set train.global_batch_size = 4" \
+    "$tmp/gb-halved.log" || { tail -5 "$tmp/gb-halved.log"; fail "no refusal naming both layouts"; }
+  # with it: the uninterrupted run on 1 rank, and the resumes 2 -> 1, 1 -> 2, 2 -> 4 from step 2
+  # (dist_global_batch_match compares steps 3 and 4)
+  run 1 "$tmp/gb-np1" "${gb[@]}"
+  grep "^global batch: 4 samples per step = 1 rank x 1 row x 4 accumulation steps (train.global_batch_size)" \
+    "$tmp/gb-np1.log" || fail "1 rank: no global batch line"
+  run 1 "$tmp/gb-2to1" "${gb[@]}" --resume "$tmp/gb-np2/checkpoint-2"
+  run 2 "$tmp/gb-1to2" "${gb[@]}" --resume "$tmp/gb-np1/checkpoint-2"
+  run 4 "$tmp/gb-2to4" "${gb[@]}" --resume "$tmp/gb-np2/checkpoint-2"
+  grep -h "^resume: the global batch stays" "$tmp"/gb-{2to1,1to2,2to4}.log
+  grep -q "^resume: the global batch stays 4 samples: 2 ranks x 1 row per device x 2 accumulation steps before, 1 rank x 1 row per device x 4 accumulation steps now" \
+    "$tmp/gb-2to1.log" || fail "2 -> 1: no layout line"
+  # a global batch the ranks cannot split
+  rc=0
+  run 2 "$tmp/gb-odd" "${common[@]}" --set train.global_batch_size=5 > /dev/null || rc=$?
+  [ "$rc" -ne 0 ] && grep "^error: train.global_batch_size = 5 is not a multiple of train.per_device_train_batch_size x ranks = 1 x 2" \
+    "$tmp/gb-odd.log" || fail "global_batch_size 5 on 2 ranks: exit $rc"
   ;;
 *)
   echo "unknown mode $mode" >&2

@@ -66,7 +66,7 @@ if(CMAKE_CXX_COMPILER AND TARGET mt_emu)
       set(env "MT_NCCL_ALLOW_SHARED_DEVICE=0")
     elseif(case STREQUAL watchdog_stall)
       set(run nccl_watchdog)
-      set(pat "nccl watchdog: collective [0-9]+ .* has not completed after [0-9]+ s"
+      set(pat "nccl watchdog: collective [0-9]+ .* has not completed after [0-9]+ s \\(dist.timeout automatic: 2 s in this test\\)"
         "communicator aborted")
       set(env "MT_EMU_NCCL_STALL=1:5")
     else()

@@ -1,13 +1,16 @@
 /* poke.c: writes chosen values into saved files, for the tests of what a damaged or diverged
  * checkpoint does (tests/dist_nonfinite.sh):
  *   test_poke st FILE TENSOR FIRST COUNT VALUE   F32 elements [FIRST, FIRST + COUNT) of a
- *                                                safetensors tensor (COUNT -1: to its end)
+ *                                                safetensors tensor (COUNT -1: to its end),
+ *                                                and the data digest of the header, if it has
+ *                                                one, to match (a file saved with these values)
  *   test_poke h5 FILE DATASET INDEX VALUE        one float element of an HDF5 dataset, written
  *                                                through HDF5 (so its filters, a checksum
  *                                                included, stay consistent)
  * VALUE as strtof reads it: nan, inf, 1e30. */
 #include <fcntl.h>
 #include <hdf5.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,24 @@
 
 #include "autograd/check.h"
 #include "models/safetensors.h"
+
+/* The digest models/safetensors.c records in the header (MT_ST_DIGEST_KEY), recomputed over
+ * the data section as it is now and written over the old one's hex digits (same length). */
+static void digest_update(int fd, const char *file, uint64_t hlen) {
+    const off_t size = lseek(fd, 0, SEEK_END);
+    char *buf = mt_malloc((size_t)size, file);
+    MT_CHECK(pread(fd, buf, (size_t)size, 0) == size, "%s: cannot read", file);
+    const char key[] = "\"" MT_ST_DIGEST_KEY "\":\"" MT_ST_DIGEST_ALGO ":";
+    const char *at = memmem(buf + 8, hlen, key, strlen(key));
+    if (at) {
+        char hex[17];
+        snprintf(hex, sizeof(hex), "%016llx",
+                 (unsigned long long)mt_digest64(buf + 8 + hlen, (size_t)size - 8 - hlen));
+        MT_CHECK(pwrite(fd, hex, 16, (off_t)(at + strlen(key) - buf)) == 16, "%s: cannot write",
+                 file);
+    }
+    free(buf);
+}
 
 static int poke_st(const char *file, const char *name, long long first, long long count, float v) {
     mt_safetensors *st = mt_safetensors_open(file);
@@ -33,6 +54,7 @@ static int poke_st(const char *file, const char *name, long long first, long lon
         const off_t at = (off_t)(8 + hlen + begin + 4 * (uint64_t)(first + i));
         MT_CHECK(pwrite(fd, &v, 4, at) == 4, "%s: cannot write", file);
     }
+    digest_update(fd, file, hlen);
     close(fd);
     return 0;
 }

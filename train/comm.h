@@ -42,10 +42,23 @@ mt_comm *mt_comm_mpi_init(int *argc, char ***argv);
 /* Starts the host watchdog of the MPI communicator: a thread that ends the job (MT_DIE, so
  * MPI_Abort) when one collective has waited longer than timeout_s, as it does when a peer is
  * stopped or stuck outside the collectives (the recipe's dist.timeout; 0: none). Called again
- * it sets a new limit, 0 pausing the watch (the trainer's ranks wait so while rank 0 alone
- * builds the token cache, which takes as long as the data set needs). A no-op for one rank and
- * for the other communicators. */
+ * it sets a new limit, 0 pausing the watch. A no-op for one rank and for the other
+ * communicators. */
 void mt_comm_mpi_watch(mt_comm *c, double timeout_s);
+/* The same, with the text its message gives for the limit instead of "dist.timeout = T s"
+ * (the trainer's automatic limit says how it was derived). */
+void mt_comm_mpi_watch_label(mt_comm *c, double timeout_s, const char *label);
+/* Work rank 0 does alone while the others wait (building the token cache): MPI cannot tell a
+ * slow rank from a stopped one, so the worker shows it is alive through a heartbeat
+ * file on a file system every rank sees (a thread rewrites it every 0.2 s), and the others
+ * end the job when it has not changed for silence_s (0: they wait for ever). The worker calls
+ * mt_comm_mpi_heartbeat_start(c, path) before the work; then every rank calls
+ * mt_comm_mpi_barrier_heartbeat (the worker's heartbeat stops there, and its own wait there is
+ * watched like any collective: a peer stopped meanwhile ends the job); `what` names the work in
+ * the message ("builds the token cache"). One rank: nothing happens. */
+void mt_comm_mpi_heartbeat_start(mt_comm *c, const char *path);
+void mt_comm_mpi_barrier_heartbeat(mt_comm *c, const char *path, double silence_s,
+                                   const char *what);
 void mt_comm_finalize(mt_comm *c);
 /* One rank, no MPI: for unsharded reference runs (tests) and single-process tools. */
 mt_comm *mt_comm_self(void);
@@ -61,5 +74,9 @@ mt_comm *mt_comm_self_device(const struct mt_backend *be);
  * asynchronous error or a collective stays pending longer than timeout_s (0: no limit;
  * the recipe's dist.timeout). NULL when the CUDA backend was not built. */
 mt_comm *mt_comm_nccl_init(mt_comm *host, double timeout_s);
+/* A new limit for that watchdog, described in its message by label ("dist.timeout = T s" when
+ * NULL), as mt_comm_mpi_watch_label does for the host collectives (the trainer's automatic
+ * dist.timeout). A no-op for the other communicators. */
+void mt_comm_nccl_watch(mt_comm *c, double timeout_s, const char *label);
 /* ncclCommDestroy, streams, events and the watchdog; the host communicator stays. */
 void mt_comm_nccl_free(mt_comm *c);

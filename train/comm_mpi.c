@@ -6,6 +6,8 @@
  * collective has waited longer than the timeout. MPI notices a peer that exited, but not one
  * that is stopped, stuck in a loop or a file system call, or took another path: its peers would
  * wait in the collective for ever. */
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "autograd/check.h"
 #include "train/comm.h"
@@ -45,6 +48,9 @@ static struct {
     _Atomic(const char *) what; /* a format of count: "an all-gather of %lld elements ..." */
     atomic_llong count;
     atomic_llong timeout_ms; /* 0: not watching (mt_comm_mpi_watch) */
+    /* what the message says of the limit: label[label_at], rewritten in the other buffer */
+    char label[2][192];
+    atomic_int label_at;
     atomic_bool stop;
     bool running;
     pthread_t thread;
@@ -85,16 +91,25 @@ static void *mpi_watchdog(void *arg) {
         char name[128];
         snprintf(name, sizeof(name), what, count);
         MT_DIE("mpi watchdog: host collective %lld (%s) has not completed after %.0f s "
-               "(dist.timeout = %g s): another rank died, is stopped or stuck, or issued "
-               "different collectives; ending the job (0 turns the limit off)",
-               seq, name, age, timeout_s);
+               "(%s): another rank died, is stopped or stuck, or issued different collectives; "
+               "ending the job (dist.timeout = 0 turns the limit off)",
+               seq, name, age, mpi_watch.label[atomic_load(&mpi_watch.label_at)]);
     }
     return NULL;
 }
 
 void mt_comm_mpi_watch(mt_comm *c, double timeout_s) {
+    char label[64];
+    snprintf(label, sizeof(label), "dist.timeout = %g s", timeout_s);
+    mt_comm_mpi_watch_label(c, timeout_s, label);
+}
+
+void mt_comm_mpi_watch_label(mt_comm *c, double timeout_s, const char *label) {
     MT_CHECK(timeout_s >= 0, "mpi: timeout %g s must be >= 0 (0: none)", timeout_s);
     if (c != &mpi_comm || c->size == 1) return;
+    const int next = 1 - atomic_load(&mpi_watch.label_at);
+    snprintf(mpi_watch.label[next], sizeof(mpi_watch.label[next]), "%s", label);
+    atomic_store(&mpi_watch.label_at, next);
     atomic_store(&mpi_watch.timeout_ms, (long long)(timeout_s * 1e3 + 0.5));
     if (timeout_s == 0 || mpi_watch.running) return;
     MT_CHECK(pthread_create(&mpi_watch.thread, NULL, mpi_watchdog, NULL) == 0,
@@ -107,6 +122,89 @@ static void mpi_watch_stop(void) {
     atomic_store(&mpi_watch.stop, true);
     pthread_join(mpi_watch.thread, NULL);
     mpi_watch.running = false;
+}
+
+/* ---- one rank's work the others wait for: a heartbeat file ---- */
+
+static struct {
+    bool running;
+    atomic_bool stop;
+    int fd;
+    pthread_t thread;
+} heartbeat;
+
+/* The worker's thread: a new counter in the file every 0.2 s. A stopped process stops it too;
+ * a process stuck in the file system likely blocks in its next write. */
+static void *heartbeat_beat(void *arg) {
+    (void)arg;
+    const struct timespec period = {0, 200 * 1000 * 1000};
+    for (long long n = 1; !atomic_load(&heartbeat.stop); n++) {
+        char text[64];
+        const int len = snprintf(text, sizeof(text), "%020lld\n", n);
+        if (pwrite(heartbeat.fd, text, (size_t)len, 0) != len) { /* the others time out */
+        }
+        nanosleep(&period, NULL);
+    }
+    return NULL;
+}
+
+void mt_comm_mpi_heartbeat_start(mt_comm *c, const char *path) {
+    if (c != &mpi_comm || c->size == 1) return;
+    heartbeat.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    MT_CHECK(heartbeat.fd >= 0, "cannot create the heartbeat file %s: %s", path, strerror(errno));
+    atomic_store(&heartbeat.stop, false);
+    MT_CHECK(pthread_create(&heartbeat.thread, NULL, heartbeat_beat, NULL) == 0,
+             "mpi: could not start the heartbeat thread");
+    heartbeat.running = true;
+}
+
+/* The file's text, "" when it cannot be read (not written yet). */
+static void heartbeat_read(const char *path, char *buf, size_t n) {
+    buf[0] = 0;
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    const ssize_t got = read(fd, buf, n - 1);
+    close(fd);
+    buf[got > 0 ? got : 0] = 0;
+}
+
+void mt_comm_mpi_barrier_heartbeat(mt_comm *c, const char *path, double silence_s,
+                                   const char *what) {
+    if (c != &mpi_comm || c->size == 1) return;
+    MPI_Request req;
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    if (heartbeat.running) { /* the worker: its work is done; the others wait already */
+        mpi_watch_enter("the barrier after the work rank 0 does alone", 0);
+        MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        mpi_watch_leave();
+        atomic_store(&heartbeat.stop, true);
+        pthread_join(heartbeat.thread, NULL);
+        close(heartbeat.fd);
+        unlink(path);
+        heartbeat.running = false;
+        return;
+    }
+    const struct timespec poll = {0, 20 * 1000 * 1000};
+    char last[64] = "", now[64];
+    const double start = 1e-9 * (double)mpi_now_ns();
+    double changed = start;
+    for (int done = 0;;) {
+        MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+        if (done) return;
+        nanosleep(&poll, NULL);
+        const double t = 1e-9 * (double)mpi_now_ns();
+        heartbeat_read(path, now, sizeof(now));
+        if (strcmp(now, last)) {
+            snprintf(last, sizeof(last), "%s", now);
+            changed = t;
+        }
+        if (silence_s > 0 && t - changed > silence_s)
+            MT_DIE("rank 0 %s while this rank waits, but has shown no sign of life for %.0f s "
+                   "(its heartbeat file %s %s; the limit, %g s, is dist.timeout or, when that "
+                   "is automatic, its floor): it is stopped or stuck; ending the job",
+                   what, t - changed, path, last[0] ? "stopped changing" : "never appeared",
+                   silence_s);
+    }
 }
 
 /* ---- collectives ---- */
@@ -234,6 +332,9 @@ mt_comm *mt_comm_nccl_init(mt_comm *host, double timeout_s) {
     return NULL;
 }
 void mt_comm_nccl_free(mt_comm *c) { (void)c; }
+void mt_comm_nccl_watch(mt_comm *c, double timeout_s, const char *label) {
+    (void)c, (void)timeout_s, (void)label;
+}
 #endif
 
 void mt_comm_finalize(mt_comm *c) {

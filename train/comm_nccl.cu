@@ -69,7 +69,9 @@ struct nccl_watch {
     bool running;
     std::atomic<bool> stop;
     pthread_mutex_t lock; /* held while the watchdog uses the NCCL handle, against an abort */
-    double timeout_s;     /* a collective pending longer ends the job; 0: never */
+    std::atomic<double> timeout_s; /* a collective pending longer ends the job; 0: never */
+    char label[2][192];            /* the message's text for it: label[label_at] */
+    std::atomic<int> label_at;
     std::atomic<int64_t> issued;
     cudaEvent_t event[NCCL_WATCH];          /* recorded on comm after the collective */
     std::atomic<double> stamp[NCCL_WATCH];  /* when it was issued (monotonic seconds) */
@@ -171,13 +173,26 @@ static void nccl_watch_progress(nccl_state *s, int64_t *done, char *why, size_t 
         snprintf(why, len, "CUDA error while collective %lld (%s of %lld elements) was pending: %s",
                  (long long)*done + 1, gather ? "an all-gather" : "a reduce-scatter", count,
                  cudaGetErrorString(e));
-    else if (w->timeout_s > 0 && age > w->timeout_s)
+    else if (w->timeout_s.load() > 0 && age > w->timeout_s.load())
         snprintf(why, len,
                  "collective %lld (%s of %lld elements per rank) has not completed after %.0f s "
-                 "(dist.timeout = %g s): another rank died, is stuck, or issued different "
-                 "collectives; ending the job",
+                 "(%s): another rank died, is stuck, or issued different collectives; ending the "
+                 "job",
                  (long long)*done + 1, gather ? "an all-gather" : "a reduce-scatter", count, age,
-                 w->timeout_s);
+                 w->label[w->label_at.load()]);
+}
+
+void mt_comm_nccl_watch(mt_comm *c, double timeout_s, const char *label) {
+    if (!c || !c->name || strcmp(c->name, "nccl") != 0) return; /* not this communicator */
+    MT_CHECK(timeout_s >= 0, "nccl: timeout %g s must be >= 0 (0: none)", timeout_s);
+    nccl_watch *w = &nccl_of(c)->watch;
+    const int next = 1 - w->label_at.load();
+    if (label)
+        snprintf(w->label[next], sizeof(w->label[next]), "%s", label);
+    else
+        snprintf(w->label[next], sizeof(w->label[next]), "dist.timeout = %g s", timeout_s);
+    w->label_at.store(next);
+    w->timeout_s.store(timeout_s);
 }
 
 static void *nccl_watchdog(void *arg) {
@@ -208,7 +223,8 @@ static void *nccl_watchdog(void *arg) {
 static void nccl_watch_start(nccl_state *s, double timeout_s) {
     nccl_watch *w = &s->watch;
     MT_CHECK(timeout_s >= 0, "nccl: timeout %g s must be >= 0 (0: none)", timeout_s);
-    w->timeout_s = timeout_s;
+    w->timeout_s.store(timeout_s);
+    snprintf(w->label[0], sizeof(w->label[0]), "dist.timeout = %g s", timeout_s);
     for (int i = 0; i < NCCL_WATCH; i++)
         commCudaCheck(cudaEventCreateWithFlags(&w->event[i], cudaEventDisableTiming));
     MT_CHECK(pthread_create(&w->thread, NULL, nccl_watchdog, s) == 0,

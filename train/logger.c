@@ -40,7 +40,10 @@ static void logger_truncate(const char *path, int keep_step) {
         first = false;
     }
     fclose(in);
-    MT_CHECK(fclose(out) == 0 && rename(tmp, path) == 0, "cannot rewrite %s", path);
+    const bool ok = fclose(out) == 0 && rename(tmp, path) == 0;
+    const int e = errno;
+    if (!ok) unlink(tmp); /* no temporary file left behind */
+    MT_CHECK(ok, "cannot rewrite %s: %s", path, strerror(e));
 }
 
 /* Opens <dir>/name for appending after the rows of steps <= resume_step, or anew with header. */
@@ -120,7 +123,7 @@ void mt_logger_close(mt_logger *lg) {
              "set terminal png size 900,540; set output 'loss.png.tmp'; set datafile separator "
              "','; set key autotitle columnhead; set xlabel 'step'; set ylabel 'loss'; "
              "set grid; plot 'loss.csv' using 1:2 with lines lw 2 title 'training loss'%s\" "
-             "2>/dev/null && mv loss.png.tmp loss.png",
+             "2>/dev/null && mv loss.png.tmp loss.png || { rm -f loss.png.tmp; false; }",
              lg->dir,
              eval ? ", 'eval.csv' using 1:2 with linespoints lw 2 pt 7 title 'eval loss'" : "");
     if (system(cmd) != 0)

@@ -85,6 +85,7 @@ static const recipe_key recipe_keys[] = {
     BOOL("train.eval_on_start", train_eval_on_start, "false", false),
     INT("train.per_device_train_batch_size", train_per_device_train_batch_size, "1", true),
     INT("train.gradient_accumulation_steps", train_gradient_accumulation_steps, "1", true),
+    INT("train.global_batch_size", train_global_batch_size, "0", false),
     FLT("train.learning_rate", train_learning_rate, "1e-5", true),
     FLT("train.num_train_epochs", train_num_train_epochs, "0.0", false),
     STR("train.lr_scheduler_type", train_lr_scheduler_type, "\"constant\"", true),
@@ -113,7 +114,7 @@ static const recipe_key recipe_keys[] = {
     STR("dist.gather_dtype", dist_gather_dtype, "\"fp32\"", true),
     I64("dist.arena_mb", dist_arena_mb, "1024", false),
     BOOL("dist.offload_optimizer", dist_offload_optimizer, "false", false),
-    FLT("dist.timeout", dist_timeout, "1800", false),
+    FLT("dist.timeout", dist_timeout, "-1", false),
 };
 #define N_RECIPE_KEYS ((int)(sizeof(recipe_keys) / sizeof(recipe_keys[0])))
 
@@ -309,6 +310,8 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
         BAD("train.per_device_train_batch_size", "must be > 0");
     if (r->train_gradient_accumulation_steps <= 0)
         BAD("train.gradient_accumulation_steps", "must be > 0");
+    if (r->train_global_batch_size < 0)
+        BAD("train.global_batch_size", "must be >= 0 (0: per-device batch x accumulation x ranks)");
     if (!(r->train_learning_rate >= 0) || !isfinite(r->train_learning_rate))
         BAD("train.learning_rate", "must be a finite number >= 0");
     if (mt_lr_kind_parse(r->train_lr_scheduler_type) < 0)
@@ -355,7 +358,8 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
             "micro-batch; positions and kernel dimensions are int (at most %d)",
             r->train_per_device_train_batch_size, r->data_max_length,
             (long long)r->train_per_device_train_batch_size * r->data_max_length, INT_MAX);
-    if (!(r->dist_timeout >= 0)) BAD("dist.timeout", "must be >= 0 seconds (0: no limit)");
+    if (!(r->dist_timeout >= 0 || r->dist_timeout == -1))
+        BAD("dist.timeout", "must be >= 0 seconds (0: no limit), or -1 (automatic)");
     if (strcmp(r->dist_gather_dtype, "fp32") && strcmp(r->dist_gather_dtype, "bf16"))
         BAD("dist.gather_dtype", "must be \"fp32\" or \"bf16\", not \"%s\"", r->dist_gather_dtype);
     if (strcmp(r->dist_gather_unit, "layer") && strcmp(r->dist_gather_unit, "expert"))
@@ -500,6 +504,28 @@ void mt_recipe_format(const mt_recipe *r, char *buf, size_t len) {
         mt_toml_value_format(&v, buf, len);
         snprintf(buf + strlen(buf), len - strlen(buf), "\n");
     }
+}
+
+int mt_recipe_numerics_diff(const mt_recipe *a, const mt_recipe *b, char *out, size_t n) {
+    int count = 0;
+    out[0] = 0;
+    for (int i = 0; i < N_RECIPE_KEYS; i++) {
+        if (!recipe_keys[i].numerics) continue;
+        /* a list key (data.paths) formats as up to MT_DATA_FILES quoted paths */
+        static char va[MT_DATA_FILES * (MT_PATH_MAX + 4)], vb[sizeof(va)];
+        mt_toml_value v, items[MT_DATA_FILES];
+        va[0] = vb[0] = 0; /* the format appends */
+        recipe_value(a, &recipe_keys[i], &v, items);
+        mt_toml_value_format(&v, va, sizeof(va));
+        recipe_value(b, &recipe_keys[i], &v, items);
+        mt_toml_value_format(&v, vb, sizeof(vb));
+        if (!strcmp(va, vb)) continue;
+        const size_t at = strlen(out);
+        snprintf(out + at, n - at, "%s%s (%s then, %s now)", count ? ", " : "", recipe_keys[i].key,
+                 va, vb);
+        count++;
+    }
+    return count;
 }
 
 uint64_t mt_recipe_hash(const mt_recipe *r) {

@@ -44,6 +44,7 @@ typedef struct mt_recipe {
     bool train_eval_on_start; /* also evaluate before the first step (not on a resume) */
     int train_per_device_train_batch_size;
     int train_gradient_accumulation_steps;
+    int train_global_batch_size; /* > 0: the accumulation steps follow from it and the ranks */
     double train_learning_rate;
     double train_num_train_epochs;    /* > 0: max_steps from the data (replaces max_steps) */
     char train_lr_scheduler_type[24]; /* constant | linear | cosine | cosine_with_min_lr | wsd */
@@ -73,7 +74,7 @@ typedef struct mt_recipe {
     char dist_gather_dtype[8];   /* "fp32" or "bf16": the parameters as gathered and used */
     int64_t dist_arena_mb;       /* activation arena per rank */
     bool dist_offload_optimizer; /* AdamW moments in host memory, the update on the host CPU */
-    double dist_timeout;         /* seconds one collective may wait (0: no limit) */
+    double dist_timeout;         /* seconds one collective may wait (0: no limit; -1: automatic) */
 } mt_recipe;
 
 /* Defaults, then the file (if path is not NULL), then each "table.key=value" override.
@@ -84,6 +85,9 @@ bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides
 void mt_recipe_format(const mt_recipe *r, char *buf, size_t len);
 /* 64-bit hash of the resolved recipe's fields that change training numerics (for resume). */
 uint64_t mt_recipe_hash(const mt_recipe *r);
+/* The keys of that hash whose values differ between a and b, as "key (A then, B now), ..." in
+ * out (n bytes); returns how many. */
+int mt_recipe_numerics_diff(const mt_recipe *a, const mt_recipe *b, char *out, size_t n);
 /* Key i of the table (0 ..): its name ("table.key"), default (TOML text) and whether it is
  * part of the resume hash. false past the last key. (tests/dist_recipe.c checks the table
  * against docs/recipes.md.) */

@@ -8,17 +8,23 @@
  *   clipping, AdamW on the owned shard -> loss.csv, eval.csv (the held-out loss every
  *   train.eval_steps and at the end), checkpoints (training state + HF export) every
  *   save_steps and at the end.
- * SIGUSR1 or SIGTERM on any rank (mpirun forwards SIGUSR1 to every rank; Slurm sends it before
- * the time limit with --signal=USR1@SECONDS) stops the job after the step in progress, with a
- * checkpoint: each step ends with one small all-reduce that asks whether a rank got one.
+ * SIGUSR1, SIGTERM or SIGINT on any rank (mpirun forwards SIGUSR1 to every rank; Slurm sends
+ * SIGUSR1 before the time limit with --signal=USR1@SECONDS, SIGTERM on scancel) stops the job
+ * after the step in progress, with a checkpoint: each step ends with one small all-reduce that
+ * asks whether a rank got one.
+ *
+ * Rank 0 holds output.dir's lock from the start to the exit, and a fresh run refuses to write
+ * over another run's results (train/output_dir.h). The watchdog (dist.timeout) ends the job
+ * when a collective waits too long; by default its limit follows the slowest step and the
+ * slowest checkpoint so far (trainer_watch).
  *
  * The loss of a step is the token-level mean over every labelled token of the global batch:
  * each micro-batch's cross-entropy is a sum divided by the global count, so neither the number
  * of ranks nor the split into micro-batches changes the update. */
 #include "trainer.h"
 
-#include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,44 +34,11 @@
 
 #include "data/gsm8k.h"
 #include "data/synth.h"
-#include "train/nonfinite.h"
+#include "models/safetensors.h"
 #include "train/trainer_internal.h"
 
-/* ------------------------------------------------------------------------------------------ */
-/* files */
-
-static void mkdir_p(const char *path) {
-    char buf[MT_PATH_MAX];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        mkdir(buf, 0755);
-        *p = '/';
-    }
-    MT_CHECK(mkdir(buf, 0755) == 0 || errno == EEXIST, "cannot create directory %s: %s", buf,
-             strerror(errno));
-}
-
-static void copy_file_atomic(const char *src, const char *dst) {
-    FILE *in = fopen(src, "rb");
-    if (!in) return; /* optional files (special_tokens_map.json) */
-    fseek(in, 0, SEEK_END);
-    long n = ftell(in);
-    fseek(in, 0, SEEK_SET);
-    char *buf = mt_malloc((size_t)n + 1, src);
-    size_t got = fread(buf, 1, (size_t)n, in);
-    fclose(in);
-    MT_CHECK(got == (size_t)n, "cannot read %s", src);
-    mt_file_write_atomic(dst, buf, (size_t)n);
-    free(buf);
-}
-
-static void remove_tree(const char *path) {
-    char cmd[MT_PATH_MAX * 2 + 32];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", path);
-}
+/* the automatic dist.timeout's limit before anything is timed (trainer_watch) */
+#define WATCH_UNTIMED_S 1800.0
 
 /* ------------------------------------------------------------------------------------------ */
 /* model and shards */
@@ -77,7 +50,9 @@ static void trainer_setup_device(trainer *t) {
     t->comm = t->host;
     t->be = mt_backend_cpu();
     if (!strcmp(rc->dist_backend, "nccl")) {
-        t->comm = mt_comm_nccl_init(t->host, rc->dist_timeout);
+        /* the device watchdog keeps one limit: the automatic one's before anything is timed */
+        t->comm =
+            mt_comm_nccl_init(t->host, rc->dist_timeout >= 0 ? rc->dist_timeout : WATCH_UNTIMED_S);
         MT_CHECK(t->comm,
                  "dist.backend = \"nccl\" needs the CUDA build (cmake -DMT_CUDA=ON, see "
                  "docs/cuda.md); this build trains on the CPU with dist.backend = \"mpi\"");
@@ -216,13 +191,32 @@ static void trainer_check_memory(trainer *t) {
     exit(2);
 }
 
+/* model.path's safetensors files against the digests their headers record (this trainer's
+ * exports carry one): each rank checks every N-th file, so a damaged export is refused, named,
+ * before anything trains on it; files without a digest (other writers') are taken as they are. */
+static void trainer_verify_weights(trainer *t) {
+    char err[MT_PATH_MAX + 256];
+    mt_safetensors *st = mt_safetensors_try_open(t->rc.model_path, err, sizeof(err));
+    if (!st) return;                                     /* mt_weights_open says what is wrong */
+    int64_t counts[2] = {0, mt_safetensors_n_files(st)}; /* checked, files */
+    for (int f = t->comm->rank; f < counts[1]; f += t->comm->size) {
+        bool checked = false;
+        MT_CHECK(mt_safetensors_verify(st, f, &checked, err, sizeof(err)), "model.path: %s", err);
+        counts[0] += checked;
+    }
+    mt_safetensors_close(st);
+    t->host->allreduce_i64(t->host, counts, 1);
+    LOG0(t, "model.path: %lld of %lld safetensors files checked against their digests\n",
+         (long long)counts[0], (long long)counts[1]);
+}
+
 static void trainer_setup_model(trainer *t) {
     const mt_recipe *rc = &t->rc;
-    char path[MT_PATH_MAX + 32];
+    char *path = t->config_path;
     if (rc->model_path[0])
-        snprintf(path, sizeof(path), "%s/config.json", rc->model_path);
+        snprintf(path, sizeof(t->config_path), "%s/config.json", rc->model_path);
     else
-        snprintf(path, sizeof(path), "%s", rc->model_config);
+        snprintf(path, sizeof(t->config_path), "%s", rc->model_config);
     mt_minimax_config_load(path, &t->cfg);
     if (rc->model_num_hidden_layers > 0) {
         MT_CHECK(rc->model_num_hidden_layers <= t->cfg.num_hidden_layers,
@@ -245,6 +239,7 @@ static void trainer_setup_model(trainer *t) {
                         strcmp(rc->dist_gather_dtype, "bf16") == 0 ? MT_BF16 : MT_F32,
                         rc->dist_offload_optimizer);
 
+    if (rc->model_path[0]) trainer_verify_weights(t);
     /* each rank reads or draws only what it owns, through a bounded host buffer */
     mt_weights_reader *reader =
         rc->model_path[0] ? mt_weights_open(rc->model_path, &t->model) : NULL;
@@ -345,9 +340,13 @@ static void trainer_setup_data(trainer *t) {
     ec.weights = NULL;
     ec.cache_path = eval_cache;
     const bool eval_file = rc->data_eval_path[0] != 0;
-    char err[MT_ERR_LEN];
+    char err[MT_ERR_LEN + MT_PATH_MAX], heartbeat[MT_PATH_MAX * 2];
+    /* in output.dir, which every rank writes its checkpoint files into and this run alone
+     * holds (a cache directory may be shared by runs building at the same time) */
+    snprintf(heartbeat, sizeof(heartbeat), "%s/.minimax-train.heartbeat", rc->output_dir);
     if (t->comm->rank == 0) {
-        mkdir_p(cache_dir);
+        MT_CHECK(mt_dir_make(cache_dir, err, sizeof(err)), "data.cache_dir %s", err);
+        mt_comm_mpi_heartbeat_start(t->host, heartbeat);
         if (synthetic && access(data_path, R_OK) != 0)
             MT_CHECK(mt_synth_write_jsonl(data_path, (uint64_t)rc->data_seed,
                                           rc->data_synthetic_samples, err) == 0,
@@ -355,9 +354,11 @@ static void trainer_setup_data(trainer *t) {
         trainer_cache_build(&cc, &t->data);
         if (eval_file) trainer_cache_build(&ec, &t->eval_data);
     }
-    mt_comm_mpi_watch(t->host, 0); /* no limit on rank 0's cache build */
-    t->comm->barrier(t->comm);
-    mt_comm_mpi_watch(t->host, rc->dist_timeout);
+    trainer_state_init(t, t->config_path, &cc); /* rank 0 hashes the inputs, still alone */
+    /* the others wait while rank 0 alone builds the cache, which takes as long as the data
+     * needs: they watch its heartbeat file instead of the time (comm.h) */
+    mt_comm_mpi_barrier_heartbeat(t->host, heartbeat, trainer_watch_silence(t),
+                                  "builds the token cache");
     if (t->comm->rank != 0) {
         trainer_cache_read(cache_path, &t->data);
         if (eval_file) trainer_cache_read(eval_cache, &t->eval_data);
@@ -445,127 +446,6 @@ static void trainer_setup_data(trainer *t) {
              4 * n * sizeof(int32_t));
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* checkpoints: <output.dir>/checkpoint-<step>/ = HF model directory + state.h5 */
-
-static int trainer_step_newer(const void *a, const void *b) {
-    const int x = *(const int *)a, y = *(const int *)b;
-    return (x < y) - (x > y);
-}
-
-/* output.save_total_limit: rank 0 keeps the checkpoint just saved and the newest limit - 1
- * other checkpoint-<step> directories of output.dir (by step), and removes the rest. */
-static void trainer_prune_checkpoints(trainer *t, int saved_step) {
-    const int limit = t->rc.output_save_total_limit;
-    if (limit <= 0 || t->comm->rank != 0) return;
-    DIR *d = opendir(t->rc.output_dir);
-    if (!d) return;
-    int steps[4096], n = 0;
-    for (struct dirent *e; (e = readdir(d)) && n < 4096;) {
-        int s = 0, len = 0;
-        if (sscanf(e->d_name, "checkpoint-%d%n", &s, &len) == 1 && e->d_name[len] == '\0' &&
-            s != saved_step)
-            steps[n++] = s;
-    }
-    closedir(d);
-    /* newest first; keep limit - 1 besides the one just saved */
-    qsort(steps, (size_t)n, sizeof(int), trainer_step_newer);
-    for (int i = limit - 1; i < n; i++) {
-        char dir[MT_PATH_MAX + 64];
-        snprintf(dir, sizeof(dir), "%s/checkpoint-%d", t->rc.output_dir, steps[i]);
-        remove_tree(dir);
-        LOG0(t, "removed %s (output.save_total_limit = %d)\n", dir, limit);
-    }
-}
-
-static void trainer_save(trainer *t, int step) {
-    char dir[MT_PATH_MAX + 64], tmp[MT_PATH_MAX + 80];
-    snprintf(dir, sizeof(dir), "%s/checkpoint-%d", t->rc.output_dir, step);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
-    double t0 = mt_time_now();
-    if (t->comm->rank == 0) {
-        remove_tree(tmp); /* a crashed earlier attempt */
-        mkdir_p(tmp);
-    }
-    t->comm->barrier(t->comm);
-    /* the HF export: full buckets, gathered one at a time, written by rank 0 */
-    mt_weights_writer *w = NULL;
-    if (t->rc.output_export && t->comm->rank == 0) {
-        mt_dtype dt = !strcmp(t->rc.output_export_dtype, "bf16") ? MT_BF16 : MT_F32;
-        w = mt_weights_writer_open(tmp, &t->model, t->naming, dt, t->rc.output_shard_bytes);
-        if (t->rc.model_path[0]) /* the tensors the family carries untrained (models/family.h) */
-            mt_weights_writer_carry(w, t->rc.model_path);
-    }
-    if (t->rc.output_export)
-        for (int b = 0; b < t->model.n_buckets; b++) {
-            const float *full = mt_zero_gather_master(&t->zero, b); /* fp32, whatever gathers */
-            if (w && t->be->dev != MT_CPU) {
-                if (!t->export_stage)
-                    t->export_stage =
-                        mt_malloc(sizeof(float) * (size_t)t->zero.slot_numel, "export staging");
-                t->be->to_host(t->export_stage, full,
-                               sizeof(float) * (size_t)t->model.bucket_numel[b]);
-                full = t->export_stage;
-            }
-            if (w) mt_weights_writer_add_bucket(w, b, full);
-            mt_zero_release(&t->zero, b);
-        }
-    if (w) {
-        mt_weights_writer_close(w);
-        const char *files[] = {"tokenizer.json", "tokenizer_config.json",
-                               "special_tokens_map.json"};
-        for (int i = 0; i < 3; i++) {
-            char src[MT_PATH_MAX + 64], dst[MT_PATH_MAX + 128];
-            snprintf(src, sizeof(src), "%s/%s", t->tokenizer_dir, files[i]);
-            snprintf(dst, sizeof(dst), "%s/%s", tmp, files[i]);
-            if (i != 1) {
-                copy_file_atomic(src, dst);
-                continue;
-            }
-            /* the template extended to string contents, so transformers renders both forms */
-            char err[MT_ERR_LEN], *cfg = mt_chat_template_export_config(src, err);
-            MT_CHECK(cfg, "%s", err);
-            mt_file_write_atomic(dst, cfg, strlen(cfg));
-            free(cfg);
-        }
-        char recipe_text[16384];
-        mt_recipe_format(&t->rc, recipe_text, sizeof(recipe_text));
-        char path[MT_PATH_MAX + 128];
-        snprintf(path, sizeof(path), "%s/recipe.toml", tmp);
-        mt_file_write_atomic(path, recipe_text, strlen(recipe_text));
-    }
-    /* the training state, written collectively */
-    t->state.step = step;
-    mt_sampler_cursor cur = mt_sampler_get_cursor(&t->sampler);
-    memcpy(t->state.cursor, &cur, sizeof(cur));
-    mt_checkpoint_save(tmp, &t->zero, &t->state);
-    /* only now does the checkpoint exist under its name; an older one is never touched */
-    if (t->comm->rank == 0) {
-        remove_tree(dir);
-        MT_CHECK(rename(tmp, dir) == 0, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
-    }
-    t->comm->barrier(t->comm);
-    LOG0(t, "saved %s (%.1f s)\n", dir, mt_time_now() - t0);
-    trainer_prune_checkpoints(t, step);
-}
-
-static void trainer_resume(trainer *t, const char *dir) {
-    mt_train_state st;
-    MT_CHECK(mt_checkpoint_load(dir, &t->zero, &st), "--resume %s: no state.h5 there", dir);
-    char why[1024];
-    MT_CHECK(mt_sharded_check_finite(&t->sharded, why, sizeof(why)), "--resume %s: %s", dir, why);
-    MT_CHECK(st.recipe_hash == mt_recipe_hash(&t->rc),
-             "--resume %s: the recipe differs from the one that wrote the checkpoint in a key "
-             "that changes the numerics (compare %s/recipe.toml with this recipe)",
-             dir, dir);
-    t->state = st;
-    mt_sampler_cursor cur;
-    memcpy(&cur, st.cursor, sizeof(cur));
-    mt_sampler_set_cursor(&t->sampler, cur);
-    LOG0(t, "resumed from %s at step %lld (written by %d ranks, now %d)\n", dir, (long long)st.step,
-         st.world_size, t->comm->size);
-}
-
 /* The eval loss after `step` (0: before the first), into eval.csv and the log. */
 static void trainer_eval(trainer *t, int step) {
     const double t0 = mt_time_now();
@@ -607,25 +487,26 @@ static void trainer_report_memory(trainer *t) {
 
 static volatile sig_atomic_t trainer_stop_signal = 0;
 
-/* The first signal asks for the stop; a second SIGTERM ends the process at once, as by
- * default (launchers escalate that way, and a rank stuck in a collective must still go). */
+/* The first signal asks for the stop; a second SIGTERM or SIGINT ends the process at once, as
+ * by default (launchers escalate that way, and a rank stuck in a collective must still go). */
 static void trainer_on_stop_signal(int sig) {
-    if (trainer_stop_signal && sig == SIGTERM) {
-        signal(SIGTERM, SIG_DFL);
-        raise(SIGTERM);
+    if (trainer_stop_signal && (sig == SIGTERM || sig == SIGINT)) {
+        signal(sig, SIG_DFL);
+        raise(sig);
     }
     trainer_stop_signal = sig;
 }
 
-/* SIGUSR1/SIGTERM: stop after the step (trainer_on_stop_signal); SIGXFSZ: ignored. */
+/* SIGUSR1/SIGTERM/SIGINT: stop after the step (trainer_on_stop_signal); SIGXFSZ: ignored. */
 static void trainer_set_signals(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = trainer_on_stop_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    MT_CHECK(sigaction(SIGUSR1, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0,
-             "cannot install the SIGUSR1/SIGTERM handlers: %s", strerror(errno));
+    MT_CHECK(sigaction(SIGUSR1, &sa, NULL) == 0 && sigaction(SIGTERM, &sa, NULL) == 0 &&
+                 sigaction(SIGINT, &sa, NULL) == 0,
+             "cannot install the SIGUSR1/SIGTERM/SIGINT handlers: %s", strerror(errno));
     /* A file size limit (ulimit -f, set by some batch systems) then fails the write with EFBIG,
      * which the writers report naming the file, instead of killing the rank with no word */
     signal(SIGXFSZ, SIG_IGN);
@@ -640,17 +521,140 @@ static bool trainer_stop_requested(trainer *t) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR]\n"
-                    "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
-                    "  recipe keys: docs/recipes.md\n"
-                    "  SIGUSR1 or SIGTERM (kill -USR1 on mpirun): stop after the current step with "
-                    "a checkpoint, exit 75\n");
+    fprintf(stderr,
+            "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR | "
+            "--overwrite]\n"
+            "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
+            "  recipe keys: docs/recipes.md\n"
+            "  --resume DIR: continue from the checkpoint DIR (<output.dir>/checkpoint-<step>)\n"
+            "  --overwrite: remove another run's results from output.dir first\n"
+            "  SIGUSR1, SIGTERM or SIGINT to a rank (kill -USR1 on mpirun): stop after the "
+            "current step with a checkpoint, exit 75\n");
+}
+
+void trainer_refuse_if(trainer *t, const char *why) {
+    int64_t bad = t->comm->rank == 0 && why[0];
+    t->host->bcast(t->host, &bad, sizeof(bad), 0);
+    if (!bad) return;
+    if (t->comm->rank == 0) {
+        fflush(stdout);
+        fprintf(stderr, "error: %s\n", why);
+        mt_outdir_close(&t->outdir);
+    }
+    mt_comm_finalize(t->host);
+    exit(2);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the watchdog's limit */
+
+/* dist.timeout < 0, the default: a collective may wait 20 times the slowest step so far, at
+ * least 300 s; checkpoints have their own measure (20 times the slowest save). Before the first
+ * step or save is timed (loading, the first step, the first save), 1800 s. An explicit
+ * dist.timeout keeps its meaning. MT_TEST_WATCHDOG = "FLOOR FACTOR" sets other constants for
+ * the tests (a stopped rank then ends a job of tiny steps in seconds, sanitizers or not). */
+static void trainer_watch_setup(trainer *t) {
+    t->watch_floor = 300.0, t->watch_factor = 20.0;
+    const char *test = getenv("MT_TEST_WATCHDOG");
+    double floor, factor;
+    if (test && sscanf(test, "%lf %lf", &floor, &factor) == 2 && floor > 0 && factor > 0)
+        t->watch_floor = floor, t->watch_factor = factor;
+}
+
+static double trainer_watch_limit(const trainer *t, double slowest) {
+    return slowest > 0 ? fmax(t->watch_floor, t->watch_factor * slowest) : WATCH_UNTIMED_S;
+}
+
+double trainer_watch_silence(const trainer *t) {
+    return t->rc.dist_timeout >= 0 ? t->rc.dist_timeout : t->watch_floor;
+}
+
+/* Sets the watchdog's limit for the training steps (save = false) or a checkpoint. */
+static void trainer_watch(trainer *t, bool save) {
+    if (t->rc.dist_timeout >= 0) return; /* explicit: set once at the start */
+    const double slowest = save ? t->slowest_save : t->slowest_step;
+    const char *what = save ? "checkpoint" : "step";
+    char label[192];
+    if (slowest > 0)
+        snprintf(label, sizeof(label),
+                 "dist.timeout automatic: %g x the slowest %s so far, %.2f s, at least %g s",
+                 t->watch_factor, what, slowest, t->watch_floor);
+    else
+        snprintf(label, sizeof(label), "dist.timeout automatic: %g s until a %s is timed",
+                 WATCH_UNTIMED_S, what);
+    const double limit = trainer_watch_limit(t, slowest);
+    mt_comm_mpi_watch_label(t->host, limit, label);
+    mt_comm_nccl_watch(t->comm, limit, label); /* the device collectives' watchdog, if any */
+}
+
+/* After a step (save = false) or a checkpoint of dt seconds. */
+static void trainer_watch_timed(trainer *t, bool save, double dt) {
+    double *slowest = save ? &t->slowest_save : &t->slowest_step;
+    const bool first = *slowest == 0;
+    if (dt > *slowest) *slowest = dt;
+    if (t->rc.dist_timeout >= 0) return;
+    if (first)
+        LOG0(t,
+             "watchdog (dist.timeout automatic): a collective may wait %.0f s in the %ss (%g x "
+             "the slowest so far, at least %g s)\n",
+             trainer_watch_limit(t, *slowest), save ? "checkpoint" : "step", t->watch_factor,
+             t->watch_floor);
+    trainer_watch(t, false);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* start */
+
+/* train.global_batch_size: the accumulation steps follow from it and the rank count. Rank 0's
+ * reason to stop, if any, into why. */
+static void trainer_resolve_batch(trainer *t, char *why, size_t n) {
+    mt_recipe *rc = &t->rc;
+    const int64_t G = rc->train_global_batch_size, B = rc->train_per_device_train_batch_size,
+                  N = t->comm->size;
+    if (G > 0) {
+        if (G % (B * N)) {
+            snprintf(why, n,
+                     "train.global_batch_size = %lld is not a multiple of "
+                     "train.per_device_train_batch_size x ranks = %lld x %lld: choose a "
+                     "per-device batch or a rank count whose product divides it",
+                     (long long)G, (long long)B, (long long)N);
+            return;
+        }
+        if (rc->train_gradient_accumulation_steps != 1 &&
+            rc->train_gradient_accumulation_steps != G / (B * N))
+            LOG0(t,
+                 "note: train.gradient_accumulation_steps = %d is replaced by %lld, from "
+                 "train.global_batch_size\n",
+                 rc->train_gradient_accumulation_steps, (long long)(G / (B * N)));
+        rc->train_gradient_accumulation_steps = (int)(G / (B * N));
+    }
+    LOG0(t,
+         "global batch: %lld samples per step = %lld rank%s x %lld row%s x %d accumulation "
+         "step%s%s\n",
+         (long long)(B * N * rc->train_gradient_accumulation_steps), (long long)N,
+         N == 1 ? "" : "s", (long long)B, B == 1 ? "" : "s", rc->train_gradient_accumulation_steps,
+         rc->train_gradient_accumulation_steps == 1 ? "" : "s",
+         G > 0 ? " (train.global_batch_size)" : "");
+}
+
+/* Rank 0: output.dir (its lock, another run's results, --overwrite) and the resolved recipe in
+ * it. The reason to stop, if any, into why. */
+static void trainer_open_output(trainer *t, bool resume, bool overwrite, char *why, size_t n) {
+    if (t->comm->rank != 0 || why[0]) return;
+    const mt_recipe *rc = &t->rc;
+    if (!mt_outdir_open(&t->outdir, rc->output_dir, resume, overwrite, why, n)) return;
+    char text[16384], path[MT_PATH_MAX + 32];
+    mt_recipe_format(rc, text, sizeof(text));
+    printf("# minimax-train: resolved recipe (%d ranks)\n%s\n", t->comm->size, text);
+    snprintf(path, sizeof(path), "%s/recipe.toml", rc->output_dir);
+    mt_file_write_atomic(path, text, strlen(text));
 }
 
 int mt_train_main(int argc, char **argv) {
     trainer *t = mt_calloc(1, sizeof(trainer), "trainer");
     t->host = t->comm = mt_comm_mpi_init(&argc, &argv);
     const char *recipe_path = NULL, *resume = NULL;
+    bool overwrite = false;
     const char **sets = mt_calloc((size_t)argc, sizeof(char *), "overrides");
     int n_sets = 0;
     for (int i = 1; i < argc; i++) {
@@ -660,6 +664,8 @@ int mt_train_main(int argc, char **argv) {
             sets[n_sets++] = argv[i] + 6;
         } else if (!strcmp(argv[i], "--resume") && i + 1 < argc) {
             resume = argv[++i];
+        } else if (!strcmp(argv[i], "--overwrite")) {
+            overwrite = true;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             if (t->comm->rank == 0) usage();
             mt_comm_finalize(t->host);
@@ -676,6 +682,13 @@ int mt_train_main(int argc, char **argv) {
         }
     }
     char err[2048];
+    if (resume && overwrite) {
+        if (t->comm->rank == 0)
+            fprintf(stderr, "error: --resume continues the run in output.dir and --overwrite "
+                            "removes it: give one of them\n");
+        mt_comm_finalize(t->host);
+        return 2;
+    }
     if (!recipe_path || !mt_recipe_load(&t->rc, recipe_path, sets, n_sets, err, sizeof(err))) {
         /* every rank reads the same recipe and fails the same way: one message, no model */
         if (t->comm->rank == 0) {
@@ -689,20 +702,22 @@ int mt_train_main(int argc, char **argv) {
     }
     free(sets);
     const mt_recipe *rc = &t->rc;
-    mt_comm_mpi_watch(t->host, rc->dist_timeout);
-    if (t->comm->rank == 0) {
-        mkdir_p(rc->output_dir);
-        char text[16384], path[MT_PATH_MAX + 32];
-        mt_recipe_format(rc, text, sizeof(text));
-        printf("# minimax-train: resolved recipe (%d ranks)\n%s\n", t->comm->size, text);
-        snprintf(path, sizeof(path), "%s/recipe.toml", rc->output_dir);
-        mt_file_write_atomic(path, text, strlen(text));
-    }
+    t->outdir.lock_fd = -1;
+    trainer_watch_setup(t);
+    if (rc->dist_timeout >= 0)
+        mt_comm_mpi_watch(t->host, rc->dist_timeout);
+    else
+        trainer_watch(t, false);
+    char why[4096] = "";
+    trainer_resolve_batch(t, why, sizeof(why));
+    trainer_open_output(t, resume != NULL, overwrite, why, sizeof(why));
+    trainer_refuse_if(t, why);
     trainer_setup_model(t);
+    /* from here a failing rank removes its temporary files (after the communicators' setup,
+     * whose abort then follows) */
+    mt_cleanup_install(&t->outdir);
     trainer_setup_data(t);
     trainer_setup_schedule(t);
-    t->state.recipe_hash = mt_recipe_hash(rc);
-    t->state.world_size = t->comm->size;
     if (resume) trainer_resume(t, resume);
     int first = (int)t->state.step + 1;
     /* counted as transformers and minimax-info count: buffers apart, no alignment gaps */
@@ -727,6 +742,7 @@ int mt_train_main(int argc, char **argv) {
         double t0 = mt_time_now();
         step_result r = trainer_run_step(t, step);
         double dt = mt_time_now() - t0;
+        trainer_watch_timed(t, false, dt);
         t->state.tokens_seen += r.tokens;
         if (step == first) trainer_report_memory(t);
         if (t->comm->rank == 0) {
@@ -745,8 +761,12 @@ int mt_train_main(int argc, char **argv) {
             (last || (rc->train_eval_steps > 0 && step % rc->train_eval_steps == 0)))
             trainer_eval(t, step);
         const bool stop = !last && trainer_stop_requested(t);
-        if (last || stop || (rc->output_save_steps > 0 && step % rc->output_save_steps == 0))
+        if (last || stop || (rc->output_save_steps > 0 && step % rc->output_save_steps == 0)) {
+            trainer_watch(t, true);
+            const double s0 = mt_time_now();
             trainer_save(t, step);
+            trainer_watch_timed(t, true, mt_time_now() - s0);
+        }
         if (stop) {
             stopped_after = step;
             break;
@@ -755,8 +775,8 @@ int mt_train_main(int argc, char **argv) {
     if (t->comm->rank == 0) mt_logger_close(&t->log);
     if (stopped_after)
         LOG0(t,
-             "stopped by a signal (SIGUSR1 or SIGTERM) after step %d of %d, %.1f s; continue "
-             "with --resume %s/checkpoint-%d\n",
+             "stopped by a signal (SIGUSR1, SIGTERM or SIGINT) after step %d of %d, %.1f s; "
+             "continue with --resume %s/checkpoint-%d\n",
              stopped_after, rc->train_max_steps, mt_time_now() - t_start, rc->output_dir,
              stopped_after);
     else
@@ -777,6 +797,9 @@ int mt_train_main(int argc, char **argv) {
     t->be->free(t->dev_batch);
     free(t->export_stage);
     if (t->comm != t->host) mt_comm_nccl_free(t->comm);
+    /* a watched barrier: MPI_Finalize waits for every rank too, but unwatched */
+    t->host->barrier(t->host);
+    if (t->host->rank == 0) mt_outdir_close(&t->outdir);
     mt_comm_finalize(t->host);
     free(t);
     return stopped_after ? MT_EXIT_STOPPED : 0;

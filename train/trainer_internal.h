@@ -1,5 +1,6 @@
-/* trainer_internal.h: the training job's state, shared by trainer.c (setup, checkpoints, the
- * loop) and trainer_step.c (an optimizer step, an evaluation). Not an interface. */
+/* trainer_internal.h: the training job's state, shared by trainer.c (setup, the loop),
+ * trainer_step.c (an optimizer step, an evaluation) and trainer_checkpoint.c (saving, resuming).
+ * Not an interface. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -12,6 +13,7 @@
 #include "train/checkpoint.h"
 #include "train/comm.h"
 #include "train/logger.h"
+#include "train/output_dir.h"
 #include "train/recipe.h"
 #include "train/schedule.h"
 #include "train/sharded.h"
@@ -35,14 +37,18 @@ typedef struct {
     int64_t eval_targets;    /* their labelled tokens: the eval loss's denominator */
     bool evaluates;          /* data.eval_samples > 0 or data.eval_path */
     char tokenizer_dir[MT_PATH_MAX];
+    char config_path[MT_PATH_MAX + 32];                        /* the model's config.json */
     int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each, host */
     int64_t *batch_real; /* (B) host: real tokens per row (the aux loss leaves padding out) */
     int32_t *dev_batch;  /* (4,B,T) on the backend: ids, labels, positions, segments */
     float *export_stage; /* rank 0, device backends: one gathered bucket on the host */
     mt_train_state state;
     mt_logger log;
-    int64_t planned_activations; /* the arena's planned peak of one micro-step (bytes) */
-    mt_lr_schedule lr_schedule;  /* resolved once the data (steps per epoch) is known */
+    mt_outdir outdir;                  /* rank 0: output.dir's lock */
+    int64_t planned_activations;       /* the arena's planned peak of one micro-step (bytes) */
+    mt_lr_schedule lr_schedule;        /* resolved once the data (steps per epoch) is known */
+    double slowest_step, slowest_save; /* seconds, so far: the automatic dist.timeout */
+    double watch_floor, watch_factor;  /* its constants (trainer.c) */
 } trainer;
 
 #define LOG0(t, ...)                                                                               \
@@ -52,6 +58,24 @@ typedef struct {
             fflush(stdout);                                                                        \
         }                                                                                          \
     } while (0)
+
+/* Rank 0 found why the run must not go on (empty: nothing): every rank learns it, rank 0
+ * prints it as the one error line, and every rank ends with exit code 2 (trainer.c). */
+void trainer_refuse_if(trainer *t, const char *why);
+/* How long a rank may show no sign of life while the others wait for it to finish work of its
+ * own (the token cache build): dist.timeout, or the automatic limit's floor (trainer.c). */
+double trainer_watch_silence(const trainer *t);
+
+/* checkpoints (trainer_checkpoint.c) */
+/* What the state records besides the weights: the recipe hash, the global batch layout, and on
+ * rank 0 the digests of the inputs (the model config, and the token cache's key of cc). */
+void trainer_state_init(trainer *t, const char *config_path, const mt_token_cache_cfg *cc);
+/* <output.dir>/checkpoint-<step>: the export (output.export) and the state, written as
+ * checkpoint-<step>.tmp and renamed when complete (removed by a rank that fails meanwhile). */
+void trainer_save(trainer *t, int step);
+/* Checks the checkpoint of dir against this run (refusing a changed recipe, global batch or
+ * input, naming it), then loads it. */
+void trainer_resume(trainer *t, const char *dir);
 
 /* one optimizer step (trainer_step.c) */
 typedef struct {

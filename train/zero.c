@@ -277,11 +277,15 @@ bool mt_zero_slot_holds(const mt_zero *z, int bucket) {
     return z->aliased || z->slot_bucket[mt_zero_slot_of(z, bucket)] == bucket;
 }
 
-void mt_zero_owned_range(const mt_zero *z, int bucket, int64_t *lo, int64_t *hi) {
-    int64_t s = z->shard_numel[bucket];
-    *lo = z->comm->rank * s;
-    *hi = *lo + s < z->numel[bucket] ? *lo + s : z->numel[bucket];
+void mt_zero_range_of(int64_t numel, int world, int rank, int64_t *lo, int64_t *hi) {
+    const int64_t s = zero_padded(numel, world) / world;
+    *lo = rank * s;
+    *hi = *lo + s < numel ? *lo + s : numel;
     if (*hi < *lo) *hi = *lo;
+}
+
+void mt_zero_owned_range(const mt_zero *z, int bucket, int64_t *lo, int64_t *hi) {
+    mt_zero_range_of(z->numel[bucket], z->comm->size, z->comm->rank, lo, hi);
 }
 
 void mt_zero_set_master(mt_zero *z, int bucket, int64_t lo, int64_t hi, const float *host) {

@@ -134,6 +134,9 @@ float *mt_zero_slot_grad(const mt_zero *z, int bucket);
 bool mt_zero_slot_holds(const mt_zero *z, int bucket);
 /* This rank's element range [lo, hi) of bucket b in bucket coordinates (hi clipped to numel). */
 void mt_zero_owned_range(const mt_zero *z, int bucket, int64_t *lo, int64_t *hi);
+/* The same for rank `rank` of `world` ranks and a bucket of numel elements, without a mt_zero:
+ * what a checkpoint written by another world size holds (train/checkpoint.c). */
+void mt_zero_range_of(int64_t numel, int world, int rank, int64_t *lo, int64_t *hi);
 /* Copies host values of bucket elements [lo, hi) (within this rank's owned range) into the
  * master weights (loading, initialisation). */
 void mt_zero_set_master(mt_zero *z, int bucket, int64_t lo, int64_t hi, const float *host);

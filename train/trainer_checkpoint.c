@@ -1,0 +1,305 @@
+/* trainer_checkpoint.c: the trainer's checkpoints (<output.dir>/checkpoint-<step>/ = a Hugging
+ * Face model directory + the training state, train/checkpoint.h) and what a resume checks
+ * before it loads one: the recipe's numerics keys, the global batch, and the digests of the
+ * inputs the numerics depend on (docs/training.md, "Resume"). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data/chat_template.h"
+#include "data/data_io.h"
+#include "models/safetensors.h"
+#include "train/nonfinite.h"
+#include "train/output_dir.h"
+#include "train/trainer_internal.h"
+
+static void copy_file_atomic(const char *src, const char *dst) {
+    FILE *in = fopen(src, "rb");
+    if (!in) return; /* optional files (special_tokens_map.json) */
+    fseek(in, 0, SEEK_END);
+    long n = ftell(in);
+    fseek(in, 0, SEEK_SET);
+    char *buf = mt_malloc((size_t)n + 1, src);
+    size_t got = fread(buf, 1, (size_t)n, in);
+    fclose(in);
+    MT_CHECK(got == (size_t)n, "cannot read %s", src);
+    mt_file_write_atomic(dst, buf, (size_t)n);
+    free(buf);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* what the state records */
+
+/* The recipe hash a checkpoint records: the numerics keys, with the batch layout (rows per
+ * device, accumulation steps) left out; the global batch they give is compared instead, so
+ * that a run resumes on another number of ranks with the same global batch. */
+static uint64_t trainer_recipe_hash(const mt_recipe *rc) {
+    mt_recipe r = *rc;
+    r.train_per_device_train_batch_size = 1;
+    r.train_gradient_accumulation_steps = 1;
+    return mt_recipe_hash(&r);
+}
+
+static void trainer_input_add(trainer *t, const char *what, const char *path, uint64_t digest) {
+    mt_train_state *st = &t->state;
+    MT_CHECK(st->n_inputs < MT_CHECKPOINT_INPUTS, "more than %d inputs", MT_CHECKPOINT_INPUTS);
+    mt_input_digest *in = &st->inputs[st->n_inputs++];
+    snprintf(in->what, sizeof(in->what), "%s", what);
+    snprintf(in->path, sizeof(in->path), "%s", path);
+    in->digest = digest;
+}
+
+void trainer_state_init(trainer *t, const char *config_path, const mt_token_cache_cfg *cc) {
+    const mt_recipe *rc = &t->rc;
+    mt_train_state *st = &t->state;
+    st->format = MT_CHECKPOINT_FORMAT;
+    st->recipe_hash = trainer_recipe_hash(rc);
+    st->world_size = t->comm->size;
+    st->micro_batch = rc->train_per_device_train_batch_size;
+    st->accumulation = rc->train_gradient_accumulation_steps;
+    st->global_batch = st->micro_batch * st->accumulation * st->world_size;
+    if (t->comm->rank != 0) return; /* rank 0 writes the manifest and checks a resume */
+    /* The digests of the token cache's key: the data file's and tokenizer.json's bytes, the
+     * chat template, the options and the tokenizer code's format (data/token_cache.h) */
+    char err[MT_ERR_LEN], tok_config[MT_PATH_MAX + 32], tok_json[MT_PATH_MAX + 32];
+    uint64_t config_digest;
+    MT_CHECK(mt_file_hash(config_path, &config_digest, err) == 0, "%s", err);
+    mt_cache_key key;
+    MT_CHECK(mt_token_cache_key(cc, &key, err) == 0, "%s", err);
+    snprintf(tok_json, sizeof(tok_json), "%s/tokenizer.json", cc->tokenizer_dir);
+    snprintf(tok_config, sizeof(tok_config), "%s/tokenizer_config.json", cc->tokenizer_dir);
+    trainer_input_add(t, "the model config", config_path, config_digest);
+    trainer_input_add(t, "the data file", cc->data_path, key.data_hash);
+    trainer_input_add(t, "the tokenizer", tok_json, key.tokenizer_hash);
+    trainer_input_add(t, "the chat template of", tok_config, key.template_hash);
+    trainer_input_add(t, "the tokenization (its options and the code's format version)",
+                      "data/token_cache.h", key.options_hash);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* saving */
+
+/* output.save_total_limit: rank 0 keeps the checkpoint just saved and the newest limit - 1
+ * other checkpoint-<step> directories of output.dir (by step), and removes the rest. */
+static void trainer_prune_checkpoints(trainer *t, int saved_step) {
+    const int limit = t->rc.output_save_total_limit;
+    if (limit <= 0 || t->comm->rank != 0) return;
+    static long steps[MT_OUTDIR_MAX_CHECKPOINTS];
+    const int n = mt_outdir_checkpoints(t->rc.output_dir, steps, MT_OUTDIR_MAX_CHECKPOINTS);
+    int others = 0;
+    for (int i = 0; i < n; i++) others += steps[i] != saved_step;
+    /* oldest first: all but the newest limit - 1 of the others go */
+    for (int i = 0, removed = 0; i < n && removed < others - (limit - 1); i++) {
+        if (steps[i] == saved_step) continue;
+        char dir[MT_PATH_MAX + 64];
+        snprintf(dir, sizeof(dir), "%s/checkpoint-%ld", t->rc.output_dir, steps[i]);
+        if (!mt_remove_tree(dir)) fprintf(stderr, "warning: could not remove %s\n", dir);
+        LOG0(t, "removed %s (output.save_total_limit = %d)\n", dir, limit);
+        removed++;
+    }
+}
+
+/* The HF export: full buckets, gathered one at a time, written by rank 0. */
+static void trainer_export(trainer *t, const char *dir) {
+    mt_weights_writer *w = NULL;
+    if (t->comm->rank == 0) {
+        mt_dtype dt = !strcmp(t->rc.output_export_dtype, "bf16") ? MT_BF16 : MT_F32;
+        w = mt_weights_writer_open(dir, &t->model, t->naming, dt, t->rc.output_shard_bytes);
+        if (t->rc.model_path[0]) /* the tensors the family carries untrained (models/family.h) */
+            mt_weights_writer_carry(w, t->rc.model_path);
+    }
+    for (int b = 0; b < t->model.n_buckets; b++) {
+        const float *full = mt_zero_gather_master(&t->zero, b); /* fp32, whatever gathers */
+        if (w && t->be->dev != MT_CPU) {
+            if (!t->export_stage)
+                t->export_stage =
+                    mt_malloc(sizeof(float) * (size_t)t->zero.slot_numel, "export staging");
+            t->be->to_host(t->export_stage, full, sizeof(float) * (size_t)t->model.bucket_numel[b]);
+            full = t->export_stage;
+        }
+        if (w) mt_weights_writer_add_bucket(w, b, full);
+        mt_zero_release(&t->zero, b);
+    }
+    if (!w) return;
+    mt_weights_writer_close(w);
+    const char *files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
+    for (int i = 0; i < 3; i++) {
+        char src[MT_PATH_MAX + 64], dst[MT_PATH_MAX + 128];
+        snprintf(src, sizeof(src), "%s/%s", t->tokenizer_dir, files[i]);
+        snprintf(dst, sizeof(dst), "%s/%s", dir, files[i]);
+        if (i != 1) {
+            copy_file_atomic(src, dst);
+            continue;
+        }
+        /* the template extended to string contents, so transformers renders both forms */
+        char err[MT_ERR_LEN], *cfg = mt_chat_template_export_config(src, err);
+        MT_CHECK(cfg, "%s", err);
+        mt_file_write_atomic(dst, cfg, strlen(cfg));
+        free(cfg);
+    }
+    char recipe_text[16384];
+    mt_recipe_format(&t->rc, recipe_text, sizeof(recipe_text));
+    char path[MT_PATH_MAX + 128];
+    snprintf(path, sizeof(path), "%s/recipe.toml", dir);
+    mt_file_write_atomic(path, recipe_text, strlen(recipe_text));
+}
+
+void trainer_save(trainer *t, int step) {
+    char dir[MT_PATH_MAX + 64], tmp[MT_PATH_MAX + 80];
+    snprintf(dir, sizeof(dir), "%s/checkpoint-%d", t->rc.output_dir, step);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
+    const double t0 = mt_time_now();
+    /* a rank that fails while the checkpoint is written removes it, whichever file failed */
+    mt_cleanup_add(tmp);
+    if (t->comm->rank == 0) {
+        mt_remove_tree(tmp); /* a crashed earlier attempt */
+        char err[MT_ERR_LEN + MT_PATH_MAX];
+        MT_CHECK(mt_dir_make(tmp, err, sizeof(err)), "%s", err);
+    }
+    t->comm->barrier(t->comm);
+    if (t->rc.output_export) trainer_export(t, tmp);
+    /* the training state: each rank its own file, then the manifest */
+    t->state.step = step;
+    mt_sampler_cursor cur = mt_sampler_get_cursor(&t->sampler);
+    memcpy(t->state.cursor, &cur, sizeof(cur));
+    mt_checkpoint_save(tmp, &t->zero, &t->state);
+    /* only now does the checkpoint exist under its name; an older one is never touched */
+    if (t->comm->rank == 0) {
+        MT_CHECK(mt_remove_tree(dir), "cannot remove %s: %s", dir, strerror(errno));
+        MT_CHECK(rename(tmp, dir) == 0, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
+        LOG0(t, "saved %s (%.1f s)\n", dir, mt_time_now() - t0);
+        /* before the barrier: the others wait for it under the checkpoint's watchdog limit */
+        trainer_prune_checkpoints(t, step);
+    }
+    t->comm->barrier(t->comm);
+    mt_cleanup_remove(tmp);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* resuming */
+
+static void layout_describe(char *buf, size_t n, int64_t world, int64_t micro, int64_t accum) {
+    snprintf(buf, n, "%lld rank%s x %lld row%s per device x %lld accumulation step%s",
+             (long long)world, world == 1 ? "" : "s", (long long)micro, micro == 1 ? "" : "s",
+             (long long)accum, accum == 1 ? "" : "s");
+}
+
+/* The refusal of a checkpoint written with other numerics keys, naming them with both values
+ * when the checkpoint's recipe.toml (written with its export) reads; the batch layout is left
+ * out when the global batch is compared instead (format 2). */
+static void recipe_refusal(const trainer *t, const char *dir, bool layout_free, char *why,
+                           size_t n) {
+    char path[MT_PATH_MAX + 32], err[MT_ERR_LEN], keys[2048] = "";
+    int n_keys = 0;
+    snprintf(path, sizeof(path), "%s/recipe.toml", dir);
+    mt_recipe *was = mt_malloc(2 * sizeof(mt_recipe), "the checkpoint's recipe"), *now = was + 1;
+    *now = t->rc;
+    if (access(path, R_OK) == 0 && mt_recipe_load(was, path, NULL, 0, err, sizeof(err))) {
+        if (layout_free)
+            for (mt_recipe *r = was; r <= now; r++)
+                r->train_per_device_train_batch_size = r->train_gradient_accumulation_steps = 1;
+        n_keys = mt_recipe_numerics_diff(was, now, keys, sizeof(keys));
+    }
+    free(was);
+    snprintf(why, n,
+             "--resume %s: the recipe differs from the one that wrote the checkpoint in %s, "
+             "which change%s the numerics (compare %s/recipe.toml with this recipe)",
+             dir, n_keys ? keys : "a key", n_keys > 1 ? "" : "s", dir);
+}
+
+/* Rank 0: why the checkpoint whose manifest st is must not be resumed by this run (empty: it
+ * may). Checks the numerics keys of the recipe, the global batch, and the inputs' digests. */
+static void trainer_resume_check(trainer *t, const char *dir, const mt_train_state *st, char *why,
+                                 size_t n) {
+    const mt_train_state *now = &t->state;
+    char was[160], is[160];
+    layout_describe(is, sizeof(is), now->world_size, now->micro_batch, now->accumulation);
+    if (st->format == 1) {
+        /* format 1 hashed the layout keys with the others, so they are equal when it matches */
+        if (st->recipe_hash != mt_recipe_hash(&t->rc)) {
+            recipe_refusal(t, dir, false, why, n);
+        } else if (st->world_size != now->world_size) {
+            layout_describe(was, sizeof(was), st->world_size, now->micro_batch, now->accumulation);
+            snprintf(why, n,
+                     "--resume %s: a format-1 checkpoint (written before the global batch was "
+                     "recorded) resumes only with its batch layout, %s, not %s: the global "
+                     "batch would change from %lld to %lld samples",
+                     dir, was, is,
+                     (long long)(st->world_size * now->micro_batch * now->accumulation),
+                     (long long)now->global_batch);
+        }
+        return;
+    }
+    if (st->recipe_hash != now->recipe_hash) {
+        recipe_refusal(t, dir, true, why, n);
+        return;
+    }
+    layout_describe(was, sizeof(was), st->world_size, st->micro_batch, st->accumulation);
+    if (st->global_batch != now->global_batch) {
+        snprintf(why, n,
+                 "--resume %s: the global batch would change from %lld samples (%s) to %lld (%s), "
+                 "and with it what a step means; set train.global_batch_size = %lld to keep it "
+                 "(the accumulation steps then follow the rank count)",
+                 dir, (long long)st->global_batch, was, (long long)now->global_batch, is,
+                 (long long)st->global_batch);
+        return;
+    }
+    for (int i = 0; i < st->n_inputs; i++) {
+        const mt_input_digest *a = &st->inputs[i];
+        for (int j = 0; j < now->n_inputs; j++) {
+            const mt_input_digest *b = &now->inputs[j];
+            if (strcmp(a->what, b->what) || a->digest == b->digest) continue;
+            snprintf(why, n,
+                     "--resume %s: %s %s has changed since the checkpoint was written (FNV-1a "
+                     "digest %016llx then, %016llx now%s%s); resume with the inputs it was "
+                     "trained on, or start a new run",
+                     dir, b->what, b->path, (unsigned long long)a->digest,
+                     (unsigned long long)b->digest, strcmp(a->path, b->path) ? "; it was " : "",
+                     strcmp(a->path, b->path) ? a->path : "");
+            return;
+        }
+    }
+}
+
+void trainer_resume(trainer *t, const char *dir) {
+    mt_train_state st;
+    const bool found = mt_checkpoint_read_state(dir, &st);
+    char why[4096] = "";
+    if (t->comm->rank == 0) {
+        if (!found)
+            snprintf(why, sizeof(why),
+                     "--resume %s: no state.h5 there (not a checkpoint directory, or one whose "
+                     "write did not finish)",
+                     dir);
+        else
+            trainer_resume_check(t, dir, &st, why, sizeof(why));
+    }
+    trainer_refuse_if(t, why);
+    mt_checkpoint_load_shards(dir, &t->zero, &st);
+    char bad[1024];
+    MT_CHECK(mt_sharded_check_finite(&t->sharded, bad, sizeof(bad)), "--resume %s: %s", dir, bad);
+    /* the step and the data position continue; the recipe hash, layout and inputs stay this
+     * run's (equal to the checkpoint's, or an allowed change of layout) */
+    t->state.step = st.step;
+    t->state.tokens_seen = st.tokens_seen;
+    t->state.rng_state = st.rng_state;
+    memcpy(t->state.cursor, st.cursor, sizeof(st.cursor));
+    mt_sampler_cursor cur;
+    memcpy(&cur, st.cursor, sizeof(cur));
+    mt_sampler_set_cursor(&t->sampler, cur);
+    LOG0(t, "resumed from %s at step %lld (written by %d ranks, now %d)\n", dir, (long long)st.step,
+         st.world_size, t->comm->size);
+    if (st.format == 1)
+        LOG0(t,
+             "note: %s/state.h5 is a format-1 checkpoint (before checksums): its values and the "
+             "inputs it was trained on could not be checked\n",
+             dir);
+    char was[160], is[160];
+    layout_describe(was, sizeof(was), st.world_size, st.micro_batch, st.accumulation);
+    layout_describe(is, sizeof(is), t->comm->size, t->state.micro_batch, t->state.accumulation);
+    if (st.format >= 2 && strcmp(was, is))
+        LOG0(t, "resume: the global batch stays %lld samples: %s before, %s now\n",
+             (long long)st.global_batch, was, is);
+}
