@@ -108,6 +108,9 @@ mixed)
   grep -q "mixing: .*alpaca.jsonl: 1870 of the 7479 .*(25.0 %" "$tmp/mixed.log"
   grep -q "messages.jsonl: format messages (auto" "$tmp/mixed.log"
   grep -q "alpaca.jsonl: format alpaca (auto" "$tmp/mixed.log"
+  # data.paths replaces data.path's default "synthetic": no synthetic file is generated (one
+  # was written to ./data.paths, in the working directory)
+  [ ! -e data.paths ] || { echo "FAIL: a file data.paths in $(pwd)"; exit 1; }
   ;;
 ranks)
   np="$3"

@@ -307,7 +307,8 @@ static void trainer_setup_data(trainer *t) {
     if (!rc->data_cache_dir[0])
         strncat(cache_dir, "/cache", sizeof(cache_dir) - strlen(cache_dir) - 1);
     snprintf(cache_path, sizeof(cache_path), "%s/tokens.h5", cache_dir);
-    bool synthetic = !strcmp(rc->data_path, "synthetic");
+    /* data.path's default; data.paths replaces it */
+    bool synthetic = rc->data_n_paths == 0 && !strcmp(rc->data_path, "synthetic");
     if (synthetic)
         snprintf(data_path, sizeof(data_path), "%s/synthetic-%lld-%d.jsonl", cache_dir,
                  (long long)rc->data_seed, rc->data_synthetic_samples);
