@@ -10,11 +10,12 @@
 #include "data/gsm8k.h"
 #include "data/synth.h"
 #include "data/token_cache.h"
+#include "kernels/version.h"
 
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: minimax-data <command> [options]\n"
+        "usage: minimax-data <command> [options]   (minimax-data --help | --version)\n"
         "  tokenize --data FILE.jsonl --tokenizer DIR --out CACHE.h5 [sample options]\n"
         "           [--skip-bad] [--force]\n"
         "      render, tokenize and label every line; reuse CACHE.h5 when it matches\n"
@@ -258,9 +259,18 @@ static int cmd_synth(const args *a) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    for (int i = 1; i < argc && i < 3; i++) /* after a command too: `minimax-data show --help` */
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        }
+    if (!strcmp(argv[1], "--version")) {
+        mt_version_print(stdout, "minimax-data");
+        return 0;
     }
     args a;
     if (parse_args(argc, argv, &a) != 0) return 2;

@@ -28,6 +28,7 @@
 
 #include "data/gsm8k.h"
 #include "data/synth.h"
+#include "kernels/version.h"
 #include "train/nonfinite.h"
 #include "train/trainer_internal.h"
 
@@ -632,12 +633,13 @@ static bool trainer_stop_requested(trainer *t) {
     return got > 0;
 }
 
-static void usage(void) {
-    fprintf(stderr, "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR]\n"
-                    "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
-                    "  recipe keys: docs/recipes.md\n"
-                    "  SIGUSR1 or SIGTERM (kill -USR1 on mpirun): stop after the current step with "
-                    "a checkpoint, exit 75\n");
+static void usage(FILE *f) {
+    fprintf(f, "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR]\n"
+               "       minimax-train --help | --version\n"
+               "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
+               "  recipe keys: docs/recipes.md\n"
+               "  SIGUSR1 or SIGTERM (kill -USR1 on mpirun): stop after the current step with "
+               "a checkpoint, exit 75\n");
 }
 
 int mt_train_main(int argc, char **argv) {
@@ -654,7 +656,11 @@ int mt_train_main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--resume") && i + 1 < argc) {
             resume = argv[++i];
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            if (t->comm->rank == 0) usage();
+            if (t->comm->rank == 0) usage(stdout);
+            mt_comm_finalize(t->host);
+            return 0;
+        } else if (!strcmp(argv[i], "--version")) {
+            if (t->comm->rank == 0) mt_version_print(stdout, "minimax-train");
             mt_comm_finalize(t->host);
             return 0;
         } else if (argv[i][0] != '-' && !recipe_path) {
@@ -662,7 +668,7 @@ int mt_train_main(int argc, char **argv) {
         } else {
             if (t->comm->rank == 0) {
                 fprintf(stderr, "minimax-train: unexpected argument '%s'\n", argv[i]);
-                usage();
+                usage(stderr);
             }
             mt_comm_finalize(t->host);
             return 2;
@@ -675,7 +681,7 @@ int mt_train_main(int argc, char **argv) {
             if (recipe_path)
                 fprintf(stderr, "error: %s\n", err);
             else
-                usage();
+                usage(stderr);
         }
         mt_comm_finalize(t->host);
         return 2;
