@@ -4,6 +4,9 @@
 # Modes:
 #   mixed            GSM8K + the messages and alpaca fixtures, data.weights 2:1:1, 2 ranks,
 #                    steps from train.num_train_epochs, a wsd schedule with a warmup ratio
+#   seed             train.seed alone (data.seed, model.init_seed unset), 2 steps on 1 rank: the
+#                    same seed twice the same weights to the bit, another seed another first loss
+#                    -> $TMP/seed-{9a,9b,9x,10}
 #   ranks N          tests/recipes/dist.toml on N ranks (global batch 4) -> $TMP/ranks-npN
 #   resume-straight  20 steps, checkpoints at 10 and 20                   -> $TMP/resume-a
 #   resume-split     --resume $TMP/resume-a/checkpoint-10, 10 more steps  -> $TMP/resume-b
@@ -524,6 +527,30 @@ gradient_checkpointing = true
 [dist]
 arena_mb = 8192
 ' "error: a rank needs .* GiB of cpu memory (sharded state [0-9.]* GiB: 228044827648 parameters, 1/2 of the model; .*) but .* GiB are free.*; use more nodes"
+  ;;
+seed)
+  # train.seed with data.seed and model.init_seed unset (dist.toml without its seeds), 2 steps
+  # on 1 rank: the same train.seed reproduces the weights bit for bit and equals both seeds set
+  # to it; another train.seed changes the first loss and the weights
+  recipe="$tmp/seed.toml"
+  sed '/seed/d' tests/recipes/dist.toml > "$recipe"
+  run 1 "$tmp/seed-9a" --set train.max_steps=2 --set train.seed=9
+  run 1 "$tmp/seed-9b" --set train.max_steps=2 --set train.seed=9
+  run 1 "$tmp/seed-9x" --set train.max_steps=2 --set data.seed=9 --set model.init_seed=9
+  run 1 "$tmp/seed-10" --set train.max_steps=2 --set train.seed=10
+  [ "$(grep -c -E "^(init_)?seed = 9$" "$tmp/seed-9a/recipe.toml")" = 3 ] ||
+    { echo "FAIL: the resolved recipe does not name seed 9 three times"; exit 1; }
+  w=checkpoint-2/model.safetensors
+  cmp "$tmp/seed-9a/$w" "$tmp/seed-9b/$w" || { echo "FAIL: train.seed 9 twice: other weights"; exit 1; }
+  cmp "$tmp/seed-9a/$w" "$tmp/seed-9x/$w" ||
+    { echo "FAIL: train.seed 9 differs from data.seed = model.init_seed = 9"; exit 1; }
+  losses() { cut -d, -f1-5 "$1/loss.csv"; } # step, loss, lr, grad_norm, tokens
+  [ "$(losses "$tmp/seed-9a")" = "$(losses "$tmp/seed-9b")" ] || { echo "FAIL: loss.csv differs"; exit 1; }
+  first() { sed -n 2p "$1/loss.csv" | cut -d, -f2; }
+  [ "$(first "$tmp/seed-9a")" != "$(first "$tmp/seed-10")" ] ||
+    { echo "FAIL: train.seed 10 gives the first loss of train.seed 9"; exit 1; }
+  cmp -s "$tmp/seed-9a/$w" "$tmp/seed-10/$w" && { echo "FAIL: train.seed 10: the weights of 9"; exit 1; }
+  echo "train.seed 9: first loss $(first "$tmp/seed-9a") twice; train.seed 10: $(first "$tmp/seed-10")"
   ;;
 *)
   echo "unknown mode $mode" >&2
