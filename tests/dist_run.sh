@@ -4,6 +4,8 @@
 # Modes:
 #   mixed            GSM8K + the messages and alpaca fixtures, data.weights 2:1:1, 2 ranks,
 #                    steps from train.num_train_epochs, a wsd schedule with a warmup ratio
+#   metrics          4 steps, eval every 2, resumed from step 2 into the same directory
+#                    -> $TMP/metrics (dist_metrics_match reads its metrics.jsonl)
 #   seed             train.seed alone (data.seed, model.init_seed unset), 2 steps on 1 rank: the
 #                    same seed twice the same weights to the bit, another seed another first loss
 #                    -> $TMP/seed-{9a,9b,9x,10}
@@ -20,7 +22,7 @@
 #                    then output.save_total_limit keeps the newest checkpoints only
 #   disk-full        a checkpoint beyond a file size limit: one-line error with HDF5's reason,
 #                    non-zero exit, no checkpoint under its final name; the same for the HF
-#                    export; loss.csv and eval.csv on /dev/full
+#                    export; loss.csv, eval.csv and metrics.jsonl on /dev/full
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model; an
 #                    activation arena too small for one micro-step
@@ -468,6 +470,7 @@ disk-full)
   }
   full_log loss.csv
   full_log eval.csv --set data.eval_samples=8
+  full_log metrics.jsonl
   ;;
 nonfinite)
   # a learning rate of 1e30 overflows the parameters after step 1: the job must stop with the
@@ -527,6 +530,19 @@ gradient_checkpointing = true
 [dist]
 arena_mb = 8192
 ' "error: a rank needs .* GiB of cpu memory (sharded state [0-9.]* GiB: 228044827648 parameters, 1/2 of the model; .*) but .* GiB are free.*; use more nodes"
+  ;;
+metrics)
+  # 4 steps with an eval every 2 on 2 ranks, then resumed from the step-2 checkpoint in the
+  # same directory: metrics.jsonl keeps steps <= 2 and appends, as loss.csv and eval.csv do
+  # (dist_metrics_match compares them)
+  m=(--set train.max_steps=4 --set train.per_device_train_batch_size=2 --set data.eval_samples=8
+    --set train.eval_steps=2 --set output.save_steps=2 --set output.export=false)
+  run 2 "$tmp/metrics" "${m[@]}"
+  mv "$tmp/metrics.log" "$tmp/metrics-first.log"
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$tmp/metrics" \
+    --set "data.cache_dir=$tmp/dist-cache-np2" "${m[@]}" --resume "$tmp/metrics/checkpoint-2" \
+    > "$tmp/metrics.log" 2>&1 || { tail -30 "$tmp/metrics.log"; exit 1; }
+  grep -q "resumed from .*checkpoint-2 at step 2" "$tmp/metrics.log"
   ;;
 seed)
   # train.seed with data.seed and model.init_seed unset (dist.toml without its seeds), 2 steps

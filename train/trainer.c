@@ -730,7 +730,11 @@ int mt_train_main(int argc, char **argv) {
                               .aux_loss = r.aux,
                               .tokens = r.tokens,
                               .tokens_per_s = (double)r.tokens / (dt > 0 ? dt : 1e-9),
-                              .elapsed_s = mt_time_now() - t_start};
+                              .elapsed_s = mt_time_now() - t_start,
+                              .step_s = dt,
+                              .arena_peak_bytes = (int64_t)t->ctx.arena.peak,
+                              .state_bytes =
+                                  mt_zero_owned_bytes(&t->zero) + mt_zero_slot_bytes(&t->zero)};
             mt_logger_row(&t->log, &row, rc->train_max_steps);
         }
         const bool last = step == rc->train_max_steps;
