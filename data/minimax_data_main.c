@@ -1,5 +1,5 @@
 /* minimax_data_main.c: the `minimax-data` tool: tokenize a GSM8K-style jsonl into the token
- * cache, show one rendered sample with its loss mask, write synthetic problems.
+ * cache, show one rendered sample with its loss mask, encode a text, write synthetic problems.
  * Exit status: 0 success, 1 bad input or failed write, 2 bad usage. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,14 +7,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "data/data_io.h"
 #include "data/gsm8k.h"
 #include "data/synth.h"
 #include "data/token_cache.h"
+#include "data/tokenizer.h"
+#include "kernels/version.h"
 
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: minimax-data <command> [options]\n"
+        "usage: minimax-data <command> [options]   (minimax-data --help | --version)\n"
         "  tokenize --data FILE.jsonl --tokenizer DIR --out CACHE.h5 [sample options]\n"
         "           [--skip-bad] [--force]\n"
         "      render, tokenize and label every line; reuse CACHE.h5 when it matches\n"
@@ -22,6 +25,10 @@ static void usage(FILE *f) {
         "           [--tokens] [--color | --no-color]\n"
         "      print sample I (0-based) with untrained tokens (label -100) dimmed, or\n"
         "      inside \xe2\x9f\xa6 \xe2\x9f\xa7 without color\n"
+        "  encode   --tokenizer DIR (--text S | --file F) [--tokens]\n"
+        "      print the ids of S (or of the bytes of F) and their byte offsets, as one JSON\n"
+        "      object {\"ids\": [...], \"offsets\": [[start, end], ...]} (no special tokens\n"
+        "      added, as HF encode(add_special_tokens=False)); --tokens: a table instead\n"
         "  synth    --out FILE.jsonl [--n N (1000)] [--seed S (1234)]\n"
         "      write N synthetic GSM8K-style problems\n"
         "sample options: --max-length N (512) --policy drop|truncate (drop)\n"
@@ -30,7 +37,7 @@ static void usage(FILE *f) {
 }
 
 typedef struct {
-    const char *data, *tokenizer, *out, *system;
+    const char *data, *tokenizer, *out, *system, *text, *file;
     long long max_length, index, n, seed;
     const char *policy;
     int strip, skip_bad, force, tokens, color; /* color: -1 auto */
@@ -57,6 +64,8 @@ static int parse_args(int argc, char **argv, args *a) {
                            : !strcmp(f, "--out")       ? &a->out
                            : !strcmp(f, "--system")    ? &a->system
                            : !strcmp(f, "--policy")    ? &a->policy
+                           : !strcmp(f, "--text")      ? &a->text
+                           : !strcmp(f, "--file")      ? &a->file
                                                        : NULL;
         long long *num = !strcmp(f, "--max-length") ? &a->max_length
                          : !strcmp(f, "--index")    ? &a->index
@@ -242,6 +251,63 @@ static int cmd_show(const args *a) {
     return status;
 }
 
+/* The text to encode: --text, or the bytes of --file (at most 1 GiB). */
+static char *encode_input(const args *a, size_t *len) {
+    if (a->text) {
+        *len = strlen(a->text);
+        return strdup(a->text);
+    }
+    char err[MT_ERR_LEN];
+    char *s = mt_file_read_max(a->file, len, (size_t)1 << 30, err, sizeof(err));
+    if (!s) fprintf(stderr, "minimax-data encode: %s\n", err);
+    return s;
+}
+
+static int cmd_encode(const args *a) {
+    if (need("encode", "--tokenizer", a->tokenizer)) return 2;
+    if (!a->text == !a->file) {
+        fprintf(stderr, "minimax-data encode: give --text S or --file F (one of them)\n");
+        return 2;
+    }
+    char err[MT_ERR_LEN], path[4096];
+    snprintf(path, sizeof(path), "%s/tokenizer.json", a->tokenizer);
+    mt_tokenizer *tok = mt_tokenizer_try_load(path, err, sizeof(err));
+    if (!tok) {
+        fprintf(stderr, "minimax-data encode: %s\n", err);
+        return 1;
+    }
+    size_t len;
+    char *text = encode_input(a, &len);
+    mt_token_buf b = {0};
+    int status = 0;
+    if (!text) {
+        status = 1;
+    } else if (mt_tokenizer_encode_err(tok, text, len, &b, err, sizeof(err)) < 0) {
+        fprintf(stderr, "minimax-data encode: %s: %s\n", a->file ? a->file : "--text", err);
+        status = 1;
+    } else if (a->tokens) {
+        printf("%6s %8s %8s %8s  %s\n", "index", "id", "start", "end", "text");
+        for (int64_t t = 0; t < b.n; t++) {
+            printf("%6lld %8d %8lld %8lld  \"", (long long)t, b.ids[t], (long long)b.offsets[2 * t],
+                   (long long)b.offsets[2 * t + 1]);
+            put_text(text, b.offsets[2 * t], b.offsets[2 * t + 1]);
+            printf("\"\n");
+        }
+    } else {
+        printf("{\"ids\": [");
+        for (int64_t t = 0; t < b.n; t++) printf(t ? ", %d" : "%d", b.ids[t]);
+        printf("], \"offsets\": [");
+        for (int64_t t = 0; t < b.n; t++)
+            printf("%s[%lld, %lld]", t ? ", " : "", (long long)b.offsets[2 * t],
+                   (long long)b.offsets[2 * t + 1]);
+        printf("]}\n");
+    }
+    mt_token_buf_free(&b);
+    free(text);
+    mt_tokenizer_free(tok);
+    return status;
+}
+
 static int cmd_synth(const args *a) {
     if (need("synth", "--out", a->out)) return 2;
     if (a->n < 1) {
@@ -258,15 +324,25 @@ static int cmd_synth(const args *a) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    for (int i = 1; i < argc && i < 3; i++) /* after a command too: `minimax-data show --help` */
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        }
+    if (!strcmp(argv[1], "--version")) {
+        mt_version_print(stdout, "minimax-data");
+        return 0;
     }
     args a;
     if (parse_args(argc, argv, &a) != 0) return 2;
     if (!strcmp(argv[1], "tokenize")) return cmd_tokenize(&a);
     if (!strcmp(argv[1], "show")) return cmd_show(&a);
     if (!strcmp(argv[1], "synth")) return cmd_synth(&a);
+    if (!strcmp(argv[1], "encode")) return cmd_encode(&a);
     fprintf(stderr, "minimax-data: unknown command \"%s\"\n", argv[1]);
     usage(stderr);
     return 2;

@@ -23,11 +23,17 @@
 #include "models/minimax.h"
 #include "models/safetensors.h"
 #include "models/weights.h"
+#include "kernels/version.h"
 
-static void usage(void) {
-    fprintf(stderr, "usage: minimax-forward --model DIR --ids IDS.json [--labels LABELS.json] "
-                    "[--grad] --out OUT.safetensors [--arena-mb N]\n");
-    exit(2);
+/* --help: on stdout, exit 0; a bad command line: on stderr, exit 2 */
+static void usage(int status) {
+    fprintf(status ? stderr : stdout,
+            "usage: minimax-forward --model DIR --ids IDS.json [--labels LABELS.json] "
+            "[--grad] --out OUT.safetensors [--arena-mb N]\n"
+            "       minimax-forward --help | --version\n"
+            "  writes the logits (and the loss with --labels, the loss gradient of every\n"
+            "  checkpoint tensor with --grad) to OUT.safetensors, all fp32 (docs/parity.md)\n");
+    exit(status);
 }
 
 /* Activation memory for one forward + backward, generously: every op output and its gradient
@@ -103,10 +109,15 @@ int main(int argc, char **argv) {
             arena_mb = atol(argv[++i]);
         else if (!strcmp(argv[i], "--grad"))
             want_grad = true;
-        else
-            usage();
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            usage(0);
+        else if (!strcmp(argv[i], "--version")) {
+            mt_version_print(stdout, "minimax-forward");
+            return 0;
+        } else
+            usage(2);
     }
-    if (!model_dir || !ids_path || !out_path) usage();
+    if (!model_dir || !ids_path || !out_path) usage(2);
     MT_CHECK(!want_grad || labels_path, "minimax-forward: --grad needs --labels (the gradient "
                                         "is that of the loss)");
 

@@ -15,11 +15,17 @@
 #include "models/ids_json.h"
 #include "models/minimax.h"
 #include "models/weights.h"
+#include "kernels/version.h"
 
-static void usage(void) {
-    fprintf(stderr, "usage: minimax-generate --model DIR --ids IDS.json --max-new-tokens N "
-                    "[--arena-mb M]\n");
-    exit(2);
+/* --help: on stdout, exit 0; a bad command line: on stderr, exit 2 */
+static void usage(int status) {
+    fprintf(status ? stderr : stdout,
+            "usage: minimax-generate --model DIR --ids IDS.json --max-new-tokens N "
+            "[--arena-mb M]\n"
+            "       minimax-generate --help | --version\n"
+            "  greedy decoding: IDS.json is a list of equal-length lists of prompt token ids;\n"
+            "  prints the generated ids as a JSON list of lists, one row per line\n");
+    exit(status);
 }
 
 /* One no-grad prompt forward: a few live activations of the widest layer plus the logits. */
@@ -46,10 +52,15 @@ int main(int argc, char **argv) {
             n_new = atol(argv[++i]);
         else if (!strcmp(argv[i], "--arena-mb") && i + 1 < argc)
             arena_mb = atol(argv[++i]);
-        else
-            usage();
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            usage(0);
+        else if (!strcmp(argv[i], "--version")) {
+            mt_version_print(stdout, "minimax-generate");
+            return 0;
+        } else
+            usage(2);
     }
-    if (!model_dir || !ids_path || n_new < 0 || n_new > 1000000) usage();
+    if (!model_dir || !ids_path || n_new < 0 || n_new > 1000000) usage(2);
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);

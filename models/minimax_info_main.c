@@ -34,13 +34,20 @@
 #include <string.h>
 
 #include "models/minimax.h"
+#include "kernels/version.h"
 #include "train/zero.h"
 
-static void usage(void) {
-    fprintf(stderr, "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
-                    "                    [--gather-unit layer|expert] [--gather-dtype fp32|bf16]\n"
-                    "                    [--offload] [--seq T [--batch B]] [--fit-gib G]\n");
-    exit(2);
+/* --help: on stdout, exit 0; a bad command line: on stderr, exit 2 */
+static void usage(int status) {
+    fprintf(
+        status ? stderr : stdout,
+        "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
+        "                    [--gather-unit layer|expert] [--gather-dtype fp32|bf16]\n"
+        "                    [--offload] [--seq T [--batch B]] [--fit-gib G]\n"
+        "       minimax-info --help | --version\n"
+        "  parameter counts of a config and, with --ranks, --seq or --fit-gib, the memory\n"
+        "  one rank needs to train it under ZeRO-3 (the key list: models/minimax_info_main.c)\n");
+    exit(status);
 }
 
 static void print_count(const char *key, int64_t n, const char *note) {
@@ -108,37 +115,42 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[i], "--num-hidden-layers") == 0 && i + 1 < argc) {
             char *end;
             keep = (int)strtol(argv[++i], &end, 10);
-            if (*end || keep < 1) usage();
+            if (*end || keep < 1) usage(2);
         } else if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc) {
             char *end;
             ranks = (int)strtol(argv[++i], &end, 10);
-            if (*end || ranks < 1) usage();
+            if (*end || ranks < 1) usage(2);
         } else if ((strcmp(argv[i], "--seq") == 0 || strcmp(argv[i], "--batch") == 0) &&
                    i + 1 < argc) {
             char *end;
             long v = strtol(argv[i + 1], &end, 10);
-            if (*end || v < 1 || v > (1L << 24)) usage();
+            if (*end || v < 1 || v > (1L << 24)) usage(2);
             *(strcmp(argv[i], "--seq") == 0 ? &seq : &batch) = v;
             i++;
         } else if (strcmp(argv[i], "--gather-unit") == 0 && i + 1 < argc) {
             const char *u = argv[++i];
-            if (strcmp(u, "layer") && strcmp(u, "expert")) usage();
+            if (strcmp(u, "layer") && strcmp(u, "expert")) usage(2);
             unit = strcmp(u, "expert") == 0 ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
         } else if (strcmp(argv[i], "--fit-gib") == 0 && i + 1 < argc) {
             char *end;
             fit_gib = strtod(argv[++i], &end);
-            if (*end || !(fit_gib > 0)) usage();
+            if (*end || !(fit_gib > 0)) usage(2);
         } else if (strcmp(argv[i], "--offload") == 0) {
             offload = true;
         } else if (strcmp(argv[i], "--gather-dtype") == 0 && i + 1 < argc) {
             const char *d = argv[++i];
-            if (strcmp(d, "fp32") && strcmp(d, "bf16")) usage();
+            if (strcmp(d, "fp32") && strcmp(d, "bf16")) usage(2);
             gather_dtype = strcmp(d, "bf16") == 0 ? MT_BF16 : MT_F32;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(0);
+        } else if (strcmp(argv[i], "--version") == 0) {
+            mt_version_print(stdout, "minimax-info");
+            return 0;
         } else {
-            usage();
+            usage(2);
         }
     }
-    if (!config) usage();
+    if (!config) usage(2);
     mt_minimax_config cfg;
     mt_minimax_config_load(config, &cfg);
     if (keep) mt_minimax_config_keep_layers(&cfg, keep);

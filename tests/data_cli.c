@@ -1,5 +1,5 @@
-/* data_cli.c: the minimax-data tool end to end (synth, tokenize, show and their error paths),
- * and all of GSM8K's training set when ../shared has it. */
+/* data_cli.c: the minimax-data tool end to end (synth, tokenize, show, encode and their error
+ * paths), and all of GSM8K's training set when ../shared has it. */
 /* Paths here are temporary directories far below the buffer sizes; snprintf truncation cannot
  * happen and would only shorten a message. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -134,6 +134,87 @@ static int test_data_cli(void) {
     return MT_TEST_OK;
 }
 
+/* ---------------- data_cli_encode ---------------- */
+
+/* Whether a JSON list of numbers holds exactly want[0, n). */
+static bool json_ints_equal(const cJSON *list, const cJSON *want) {
+    if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) != cJSON_GetArraySize(want)) return false;
+    for (int i = 0; i < cJSON_GetArraySize(want); i++)
+        if (cJSON_GetArrayItem(list, i)->valuedouble != cJSON_GetArrayItem(want, i)->valuedouble)
+            return false;
+    return true;
+}
+
+/* `minimax-data encode` against HF tokenizers 0.23.3: the ids and byte offsets of the first
+ * 25 strings of tests/fixtures/tokenizer/cases.json (variant A: tokenizer.json unpatched;
+ * whitespace runs, CJK, emoji, combining marks, special tokens and their look-alikes) read
+ * with --file; --text, the --tokens table and the error paths. */
+static int test_data_cli_encode(void) {
+    char dir[4096], a[12000], f[4300], tk[4200];
+    make_tmpdir(dir, sizeof(dir));
+    snprintf(tk, sizeof(tk), "%s/tests/fixtures/tokenizer", source_dir());
+    cJSON *root = read_json_fixture("tests/fixtures/tokenizer/cases.json");
+    if (!root) return MT_TEST_OK; /* the failed check ends the case */
+    const cJSON *strings = cJSON_GetObjectItem(root, "strings"),
+                *variant = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "variants"), 0);
+    MT_CHECK(!strcmp(cJSON_GetObjectItem(variant, "name")->valuestring, "A"),
+             "cases.json: the first variant is not A");
+    const cJSON *cases = cJSON_GetObjectItem(variant, "cases");
+    int n = 0;
+    for (int c = 0; c < cJSON_GetArraySize(cases) && n < 25; c++) {
+        const cJSON *cs = cJSON_GetArrayItem(cases, c);
+        const int si = cJSON_GetArrayItem(cs, 0)->valueint;
+        if (si >= 25) continue;
+        const char *text = cJSON_GetArrayItem(strings, si)->valuestring;
+        snprintf(f, sizeof(f), "%s/in.txt", dir);
+        write_text(f, text);
+        snprintf(a, sizeof(a), "encode --tokenizer '%s' --file '%s'", tk, f);
+        EXPECT(cli(dir, a) == 0, "encode string %d: %s", si, cli_err);
+        cJSON *got = cJSON_Parse(cli_out);
+        /* HF offsets: a flat list of start, end pairs; ours: [[start, end], ...] */
+        cJSON *flat = cJSON_CreateArray();
+        const cJSON *offs = cJSON_GetObjectItem(got, "offsets");
+        for (int t = 0; t < cJSON_GetArraySize(offs); t++)
+            for (int k = 0; k < 2; k++)
+                cJSON_AddItemToArray(
+                    flat, cJSON_CreateNumber(
+                              cJSON_GetArrayItem(cJSON_GetArrayItem(offs, t), k)->valuedouble));
+        EXPECT(got && json_ints_equal(cJSON_GetObjectItem(got, "ids"), cJSON_GetArrayItem(cs, 1)) &&
+                   json_ints_equal(flat, cJSON_GetArrayItem(cs, 2)),
+               "encode string %d: got %s", si, cli_out);
+        cJSON_Delete(flat);
+        cJSON_Delete(got);
+        n++;
+    }
+    EXPECT(n == 25, "cases.json: %d of the first 25 strings in variant A", n);
+    cJSON_Delete(root);
+    /* --text: case 4 of cases.json ("Hello world"), as JSON and as a table */
+    snprintf(a, sizeof(a), "encode --tokenizer '%s' --text 'Hello world'", tk);
+    EXPECT(cli(dir, a) == 0 && !strcmp(cli_out, "{\"ids\": [555, 301, 83, 545, 378], "
+                                                "\"offsets\": [[0, 2], [2, 4], [4, 5], [5, 9], "
+                                                "[9, 11]]}\n"),
+           "encode --text: %s%s", cli_out, cli_err);
+    snprintf(a, sizeof(a), "encode --tokenizer '%s' --text 'Hello world' --tokens", tk);
+    EXPECT(cli(dir, a) == 0 && has(cli_out, "     4      378        9       11  \"ld\""),
+           "encode --tokens: %s", cli_out);
+    /* bad input: one line each, naming what is wrong */
+    snprintf(a, sizeof(a), "encode --tokenizer '%s'", tk);
+    EXPECT(cli(dir, a) == 2 && has(cli_err, "--text S or --file F"), "no text: %s", cli_err);
+    snprintf(a, sizeof(a), "encode --tokenizer '%s' --text x --file '%s'", tk, f);
+    EXPECT(cli(dir, a) == 2 && has(cli_err, "one of them"), "both: %s", cli_err);
+    EXPECT(cli(dir, "encode --text x") == 2 && has(cli_err, "--tokenizer is required"),
+           "no tokenizer: %s", cli_err);
+    write_bytes(f, "ok \xff", 4);
+    snprintf(a, sizeof(a), "encode --tokenizer '%s' --file '%s'", tk, f);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, "in.txt: the text is not valid UTF-8 (byte 3)"),
+           "bad UTF-8: %s", cli_err);
+    snprintf(a, sizeof(a), "encode --tokenizer '%s/none' --text x", dir);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, "none/tokenizer.json"), "no tokenizer.json: %s",
+           cli_err);
+    rm_tree(dir);
+    return MT_TEST_OK;
+}
+
 /* ---------------- data_gsm8k_full (../shared only) ---------------- */
 
 static double now_s(void) {
@@ -210,6 +291,7 @@ static int test_data_gsm8k_full(void) {
 
 static const mt_test_case cases[] = {
     {"data_cli", test_data_cli},
+    {"data_cli_encode", test_data_cli_encode},
     {"data_gsm8k_full", test_data_gsm8k_full},
 };
 MT_TEST_MAIN(cases)

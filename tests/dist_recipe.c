@@ -81,6 +81,29 @@ static int test_recipe_load(void) {
         EXPECT(mt_recipe_hash(&a) != mt_recipe_hash(&b2), "data.weights outside the hash");
         unlink(p2);
     }
+    /* train.seed: the default of data.seed and model.init_seed, a key set explicitly (in the
+     * file or by --set) keeping its own value */
+    {
+        mt_recipe a;
+        char e2[1024] = "";
+        const char *p2 = write_temp(BASE "[train]\nseed = 7\n");
+        EXPECT(mt_recipe_load(&a, p2, NULL, 0, e2, sizeof(e2)), "train.seed: %s", e2);
+        EXPECT(a.train_seed == 7 && a.data_seed == 7 && a.model_init_seed == 7,
+               "train.seed 7: data.seed %lld, model.init_seed %lld", (long long)a.data_seed,
+               (long long)a.model_init_seed);
+        const char *sets2[] = {"model.init_seed=3"};
+        EXPECT(mt_recipe_load(&a, p2, sets2, 1, e2, sizeof(e2)), "%s", e2);
+        EXPECT(a.model_init_seed == 3 && a.data_seed == 7, "--set model.init_seed=3: %lld, %lld",
+               (long long)a.model_init_seed, (long long)a.data_seed);
+        p2 = write_temp(BASE "seed = 5\n[train]\nseed = 7\n"); /* BASE ends in [data] */
+        EXPECT(mt_recipe_load(&a, p2, NULL, 0, e2, sizeof(e2)), "%s", e2);
+        EXPECT(a.data_seed == 5 && a.model_init_seed == 7, "data.seed = 5: %lld, %lld",
+               (long long)a.data_seed, (long long)a.model_init_seed);
+        EXPECT(mt_recipe_load(&a, write_temp(BASE), NULL, 0, e2, sizeof(e2)) &&
+                   a.train_seed == 42 && a.data_seed == 42 && a.model_init_seed == 42,
+               "all unset: 42");
+        unlink(p2);
+    }
     /* max_steps is not part of the numerics hash (resume may extend a run); lr is */
     r2.train_max_steps = 100;
     EXPECT(mt_recipe_hash(&r) == mt_recipe_hash(&r2), "max_steps outside the hash");

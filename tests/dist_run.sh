@@ -4,6 +4,11 @@
 # Modes:
 #   mixed            GSM8K + the messages and alpaca fixtures, data.weights 2:1:1, 2 ranks,
 #                    steps from train.num_train_epochs, a wsd schedule with a warmup ratio
+#   metrics          4 steps, eval every 2, resumed from step 2 into the same directory
+#                    -> $TMP/metrics (dist_metrics_match reads its metrics.jsonl)
+#   seed             train.seed alone (data.seed, model.init_seed unset), 2 steps on 1 rank: the
+#                    same seed twice the same weights to the bit, another seed another first loss
+#                    -> $TMP/seed-{9a,9b,9x,10}
 #   ranks N [m2]     tests/recipes/dist.toml on N ranks (global batch 4) -> $TMP/ranks-npN; with
 #                    m2 tests/recipes/dist-m2.toml (a tiny MiniMax-M2) -> $TMP/m2-ranks-npN
 #   resume-straight  20 steps, checkpoints at 10 and 20                   -> $TMP/resume-a
@@ -18,7 +23,7 @@
 #                    at once; then output.save_total_limit keeps the newest checkpoints only
 #   disk-full        a checkpoint beyond a file size limit: one-line error with HDF5's reason,
 #                    non-zero exit, no checkpoint under its final name and no temporary file
-#                    left; the same for the HF export; loss.csv and eval.csv on /dev/full
+#                    left; the same for the HF export; loss.csv, eval.csv and metrics.jsonl on /dev/full
 #                    (recipe.toml: dist_write_failure_cleanup)
 #   outdir           one run per output.dir: a second run into it while the first trains refuses
 #                    in < 2 s naming the holder, and the first's outputs are byte for byte those
@@ -505,6 +510,7 @@ disk-full)
   }
   full_log loss.csv
   full_log eval.csv --set data.eval_samples=8
+  full_log metrics.jsonl
   ;;
 nonfinite)
   # a learning rate of 1e30 overflows the parameters after step 1: the job must stop with the
@@ -797,6 +803,43 @@ global-batch)
   run 2 "$tmp/gb-odd" "${common[@]}" --set train.global_batch_size=5 > /dev/null || rc=$?
   [ "$rc" -ne 0 ] && grep "^error: train.global_batch_size = 5 is not a multiple of train.per_device_train_batch_size x ranks = 1 x 2" \
     "$tmp/gb-odd.log" || fail "global_batch_size 5 on 2 ranks: exit $rc"
+  ;;
+metrics)
+  # 4 steps with an eval every 2 on 2 ranks, then resumed from the step-2 checkpoint in the
+  # same directory: metrics.jsonl keeps steps <= 2 and appends, as loss.csv and eval.csv do
+  # (dist_metrics_match compares them)
+  m=(--set train.max_steps=4 --set train.per_device_train_batch_size=2 --set data.eval_samples=8
+    --set train.eval_steps=2 --set output.save_steps=2 --set output.export=false)
+  run 2 "$tmp/metrics" "${m[@]}"
+  mv "$tmp/metrics.log" "$tmp/metrics-first.log"
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$tmp/metrics" \
+    --set "data.cache_dir=$tmp/dist-cache-np2" "${m[@]}" --resume "$tmp/metrics/checkpoint-2" \
+    > "$tmp/metrics.log" 2>&1 || { tail -30 "$tmp/metrics.log"; exit 1; }
+  grep -q "resumed from .*checkpoint-2 at step 2" "$tmp/metrics.log"
+  ;;
+seed)
+  # train.seed with data.seed and model.init_seed unset (dist.toml without its seeds), 2 steps
+  # on 1 rank: the same train.seed reproduces the weights bit for bit and equals both seeds set
+  # to it; another train.seed changes the first loss and the weights
+  recipe="$tmp/seed.toml"
+  sed '/seed/d' tests/recipes/dist.toml > "$recipe"
+  run 1 "$tmp/seed-9a" --set train.max_steps=2 --set train.seed=9
+  run 1 "$tmp/seed-9b" --set train.max_steps=2 --set train.seed=9
+  run 1 "$tmp/seed-9x" --set train.max_steps=2 --set data.seed=9 --set model.init_seed=9
+  run 1 "$tmp/seed-10" --set train.max_steps=2 --set train.seed=10
+  [ "$(grep -c -E "^(init_)?seed = 9$" "$tmp/seed-9a/recipe.toml")" = 3 ] ||
+    { echo "FAIL: the resolved recipe does not name seed 9 three times"; exit 1; }
+  w=checkpoint-2/model.safetensors
+  cmp "$tmp/seed-9a/$w" "$tmp/seed-9b/$w" || { echo "FAIL: train.seed 9 twice: other weights"; exit 1; }
+  cmp "$tmp/seed-9a/$w" "$tmp/seed-9x/$w" ||
+    { echo "FAIL: train.seed 9 differs from data.seed = model.init_seed = 9"; exit 1; }
+  losses() { cut -d, -f1-5 "$1/loss.csv"; } # step, loss, lr, grad_norm, tokens
+  [ "$(losses "$tmp/seed-9a")" = "$(losses "$tmp/seed-9b")" ] || { echo "FAIL: loss.csv differs"; exit 1; }
+  first() { sed -n 2p "$1/loss.csv" | cut -d, -f2; }
+  [ "$(first "$tmp/seed-9a")" != "$(first "$tmp/seed-10")" ] ||
+    { echo "FAIL: train.seed 10 gives the first loss of train.seed 9"; exit 1; }
+  cmp -s "$tmp/seed-9a/$w" "$tmp/seed-10/$w" && { echo "FAIL: train.seed 10: the weights of 9"; exit 1; }
+  echo "train.seed 9: first loss $(first "$tmp/seed-9a") twice; train.seed 10: $(first "$tmp/seed-10")"
   ;;
 *)
   echo "unknown mode $mode" >&2

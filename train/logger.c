@@ -2,8 +2,10 @@
 #include "logger.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,8 +27,15 @@ double mt_time_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Keeps the header and rows with step <= keep_step of an existing log. */
-static void logger_truncate(const char *path, int keep_step) {
+/* The step a log line is of: a CSV row starts with it, a metrics.jsonl line with "step". */
+static int logger_line_step(const char *line) {
+    static const char json_key[] = "{\"step\": ";
+    if (!strncmp(line, json_key, sizeof(json_key) - 1)) line += sizeof(json_key) - 1;
+    return atoi(line);
+}
+
+/* Keeps the header (a CSV's first line) and rows with step <= keep_step of an existing log. */
+static void logger_truncate(const char *path, int keep_step, bool header) {
     FILE *in = fopen(path, "r");
     if (!in) return;
     char tmp[1200];
@@ -34,9 +43,9 @@ static void logger_truncate(const char *path, int keep_step) {
     FILE *out = fopen(tmp, "w");
     MT_CHECK(out, "cannot write %s", tmp);
     char line[4096];
-    bool first = true;
+    bool first = header;
     while (fgets(line, sizeof(line), in)) {
-        if (first || atoi(line) <= keep_step) fputs(line, out);
+        if (first || logger_line_step(line) <= keep_step) fputs(line, out);
         first = false;
     }
     fclose(in);
@@ -46,16 +55,17 @@ static void logger_truncate(const char *path, int keep_step) {
     MT_CHECK(ok, "cannot rewrite %s: %s", path, strerror(e));
 }
 
-/* Opens <dir>/name for appending after the rows of steps <= resume_step, or anew with header. */
+/* Opens <dir>/name for appending after the rows of steps <= resume_step, or anew with header
+ * (NULL: none, metrics.jsonl). */
 static FILE *logger_csv_open(const mt_logger *lg, const char *name, const char *header,
                              int resume_step) {
     char path[1100];
     snprintf(path, sizeof(path), "%s/%s", lg->dir, name);
-    if (resume_step > 0) logger_truncate(path, resume_step);
+    if (resume_step > 0) logger_truncate(path, resume_step, header != NULL);
     bool append = resume_step > 0 && access(path, F_OK) == 0;
     FILE *f = fopen(path, append ? "a" : "w");
     MT_CHECK(f, "cannot write %s: %s", path, strerror(errno));
-    if (!append) {
+    if (!append && header) {
         fprintf(f, "%s\n", header);
         logger_flush(lg, f, name);
     }
@@ -71,11 +81,61 @@ void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool eval, int res
     lg->csv =
         logger_csv_open(lg, "loss.csv", aux ? CSV_HEADER ",aux_loss" : CSV_HEADER, resume_step);
     if (eval) lg->eval_csv = logger_csv_open(lg, "eval.csv", EVAL_CSV_HEADER, resume_step);
+    lg->jsonl = logger_csv_open(lg, "metrics.jsonl", NULL, resume_step);
+}
+
+/* ", "key": value" of metrics.jsonl: every digit of the double (loss.csv rounds them), null
+ * for NaN or Inf, which JSON has no number for. */
+static void jsonl_num(FILE *f, const char *key, double x) {
+    if (isfinite(x))
+        fprintf(f, ", \"%s\": %.17g", key, x);
+    else
+        fprintf(f, ", \"%s\": null", key);
+}
+
+/* The start of a metrics.jsonl line: the step first (logger_line_step reads it on resume),
+ * the kind of row, and the wall-clock time (Unix seconds) for dashboards. */
+static void jsonl_begin(FILE *f, int step, const char *type) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    fprintf(f, "{\"step\": %d, \"type\": \"%s\"", step, type);
+    jsonl_num(f, "time", (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
+}
+
+static void jsonl_end(mt_logger *lg) {
+    fprintf(lg->jsonl, "}\n");
+    logger_flush(lg, lg->jsonl, "metrics.jsonl");
 }
 
 void mt_logger_eval_row(mt_logger *lg, int step, double loss, int64_t tokens, double seconds) {
     fprintf(lg->eval_csv, "%d,%.6f,%lld,%.3f\n", step, loss, (long long)tokens, seconds);
     logger_flush(lg, lg->eval_csv, "eval.csv");
+    jsonl_begin(lg->jsonl, step, "eval");
+    jsonl_num(lg->jsonl, "eval_loss", loss);
+    fprintf(lg->jsonl, ", \"tokens\": %lld", (long long)tokens);
+    jsonl_num(lg->jsonl, "seconds", seconds);
+    jsonl_end(lg);
+}
+
+/* The train line of metrics.jsonl: loss.csv's columns, then timing and memory (MiB). */
+static void logger_jsonl_row(mt_logger *lg, const mt_log_row *r) {
+    FILE *f = lg->jsonl;
+    jsonl_begin(f, r->step, "train");
+    jsonl_num(f, "loss", r->loss);
+    jsonl_num(f, "lr", r->lr);
+    jsonl_num(f, "grad_norm", r->grad_norm);
+    fprintf(f, ", \"tokens\": %lld", (long long)r->tokens);
+    jsonl_num(f, "tokens_per_s", r->tokens_per_s);
+    jsonl_num(f, "elapsed_s", r->elapsed_s);
+    if (lg->aux) jsonl_num(f, "aux_loss", r->aux_loss);
+    jsonl_num(f, "step_s", r->step_s);
+    const double mib = 1.0 / (1 << 20);
+    jsonl_num(f, "arena_peak_mib", (double)r->arena_peak_bytes * mib);
+    jsonl_num(f, "state_mib", (double)r->state_bytes * mib);
+    struct rusage ru; /* ru_maxrss: KiB on Linux */
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        jsonl_num(f, "host_peak_rss_mib", (double)ru.ru_maxrss / 1024);
+    jsonl_end(lg);
 }
 
 static void format_duration(double s, char *buf, size_t len) {
@@ -92,6 +152,7 @@ void mt_logger_row(mt_logger *lg, const mt_log_row *r, int max_steps) {
     if (lg->aux) fprintf(lg->csv, ",%.6f", r->aux_loss);
     fprintf(lg->csv, "\n");
     logger_flush(lg, lg->csv, "loss.csv");
+    logger_jsonl_row(lg, r);
     char eta[32];
     double per_step = r->elapsed_s / (r->step > 0 ? r->step : 1);
     format_duration(per_step * (max_steps - r->step), eta, sizeof(eta));
@@ -116,6 +177,8 @@ void mt_logger_close(mt_logger *lg) {
     const bool eval = lg->eval_csv != NULL;
     if (eval) fclose(lg->eval_csv);
     lg->eval_csv = NULL;
+    fclose(lg->jsonl);
+    lg->jsonl = NULL;
     if (lg->tty && lg->last_len) fputc('\n', stderr);
     char cmd[4096];
     snprintf(cmd, sizeof(cmd),

@@ -1,5 +1,6 @@
-/* logger.h: rank 0's training log: loss.csv (flushed every step), eval.csv (the eval losses), a
- * one-line progress display on stderr, and a loss-curve picture (gnuplot) at the end. */
+/* logger.h: rank 0's training log: loss.csv (flushed every step), eval.csv (the eval losses),
+ * metrics.jsonl (both, one JSON object a line, with timing and memory), a one-line progress
+ * display on stderr, and a loss-curve picture (gnuplot) at the end. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -8,6 +9,7 @@
 typedef struct {
     FILE *csv;
     FILE *eval_csv; /* NULL: no evaluation */
+    FILE *jsonl;    /* metrics.jsonl: every row of both */
     char dir[1024];
     bool aux;
     bool tty;
@@ -20,14 +22,19 @@ typedef struct {
     double loss, lr, grad_norm, aux_loss;
     int64_t tokens; /* labelled tokens in this step's global batch */
     double tokens_per_s, elapsed_s;
+    /* metrics.jsonl only: the step's seconds, rank 0's activation arena peak so far and its
+     * sharded state plus gather slots (device memory on a device backend) */
+    double step_s;
+    int64_t arena_peak_bytes, state_bytes;
 } mt_log_row;
 
-/* Opens <dir>/loss.csv, and <dir>/eval.csv when eval. resume_step > 0 keeps the rows of steps
- * <= resume_step of an existing log (rewritten atomically) and appends after them; 0 starts a
- * new file. */
+/* Opens <dir>/loss.csv and <dir>/metrics.jsonl, and <dir>/eval.csv when eval. resume_step > 0
+ * keeps the rows of steps <= resume_step of existing logs (rewritten atomically) and appends
+ * after them; 0 starts new files. */
 void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool eval, int resume_step);
 void mt_logger_row(mt_logger *lg, const mt_log_row *row, int max_steps);
-/* One row of eval.csv: step, eval_loss, tokens (the held-out labelled tokens), seconds. */
+/* One row of eval.csv: step, eval_loss, tokens (the held-out labelled tokens), seconds; and
+ * its line of metrics.jsonl. */
 void mt_logger_eval_row(mt_logger *lg, int step, double loss, int64_t tokens, double seconds);
 /* Closes the CSV and renders <dir>/loss.png with gnuplot (a warning if gnuplot is missing). */
 void mt_logger_close(mt_logger *lg);

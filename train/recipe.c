@@ -419,6 +419,13 @@ static bool recipe_check_model(const mt_recipe *r, const mt_toml_doc *doc, char 
     return false;
 }
 
+/* train.seed, as HF's TrainingArguments.seed: the one seed of a run. data.seed and
+ * model.init_seed, where the recipe and the overrides leave them unset, take its value. */
+static void recipe_default_seeds(mt_recipe *r, const mt_toml_doc *doc) {
+    if (!mt_toml_find(doc, "data.seed")) r->data_seed = r->train_seed;
+    if (!mt_toml_find(doc, "model.init_seed")) r->model_init_seed = r->train_seed;
+}
+
 bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides, int n_overrides,
                     char *err, size_t errlen) {
     memset(r, 0, sizeof(*r));
@@ -445,6 +452,7 @@ bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides
         }
         ok = recipe_assign(r, k, e, err, errlen);
     }
+    if (ok) recipe_default_seeds(r, &doc);
     if (ok) ok = recipe_validate(r, &doc, err, errlen);
     if (ok) ok = recipe_check_model(r, &doc, err, errlen);
     mt_toml_free(&defaults);

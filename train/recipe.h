@@ -16,7 +16,7 @@ typedef struct mt_recipe {
     char model_config[MT_PATH_MAX]; /* config.json for random initialisation when path is "" */
     int model_num_hidden_layers;    /* keep the first N layers; 0 = all */
     char model_dtype[8];            /* "fp32" (CPU) or "bf16" (CUDA compute dtype) */
-    int64_t model_init_seed;        /* random initialisation */
+    int64_t model_init_seed;        /* random initialisation (unset: train.seed) */
     /* [data] */
     char data_path[MT_PATH_MAX];                 /* a data file (data/dataset.h), or "synthetic" */
     char data_paths[MT_DATA_FILES][MT_PATH_MAX]; /* or several (instead of data.path) */
@@ -34,7 +34,7 @@ typedef struct mt_recipe {
     bool data_packing;
     bool data_trim_padding; /* run a micro-batch at its longest row's length, not max_length */
     bool data_shuffle;
-    int64_t data_seed;
+    int64_t data_seed;           /* data order, synthetic data (unset: train.seed) */
     bool data_strip_annotations; /* remove <<expr=value>> calculator annotations */
     int data_eval_samples;       /* held out of training for the eval loss; 0 = no evaluation */
     char data_eval_path[MT_PATH_MAX]; /* evaluate on this jsonl instead ("" = held-out samples) */
@@ -54,8 +54,8 @@ typedef struct mt_recipe {
     double train_wsd_decay_ratio; /* wsd: the decay phase, a fraction of max_steps */
     double train_weight_decay;
     double train_adam_beta1, train_adam_beta2, train_adam_epsilon;
-    double train_max_grad_norm; /* <= 0: no clipping */
-    int64_t train_seed;
+    double train_max_grad_norm;        /* <= 0: no clipping */
+    int64_t train_seed;                /* the default of data.seed and model.init_seed */
     double train_router_aux_loss_coef; /* < 0: from the model config; 0: off */
     bool
         train_skip_nonfinite_steps; /* skip a step with NaN/Inf loss or grads instead of stopping */

@@ -16,7 +16,7 @@
  * Rank 0 holds output.dir's lock from the start to the exit, and a fresh run refuses to write
  * over another run's results (train/output_dir.h). The watchdog (dist.timeout) ends the job
  * when a collective waits too long; by default its limit follows the slowest step and the
- * slowest checkpoint so far (trainer_watch).
+ * slowest checkpoint so far (train/trainer_watch.c).
  *
  * The loss of a step is the token-level mean over every labelled token of the global batch:
  * each micro-batch's cross-entropy is a sum divided by the global count, so neither the number
@@ -34,11 +34,10 @@
 
 #include "data/gsm8k.h"
 #include "data/synth.h"
+#include "kernels/version.h"
 #include "models/safetensors.h"
+#include "train/nonfinite.h"
 #include "train/trainer_internal.h"
-
-/* the automatic dist.timeout's limit before anything is timed (trainer_watch) */
-#define WATCH_UNTIMED_S 1800.0
 
 /* ------------------------------------------------------------------------------------------ */
 /* model and shards */
@@ -51,8 +50,8 @@ static void trainer_setup_device(trainer *t) {
     t->be = mt_backend_cpu();
     if (!strcmp(rc->dist_backend, "nccl")) {
         /* the device watchdog keeps one limit: the automatic one's before anything is timed */
-        t->comm =
-            mt_comm_nccl_init(t->host, rc->dist_timeout >= 0 ? rc->dist_timeout : WATCH_UNTIMED_S);
+        t->comm = mt_comm_nccl_init(t->host, rc->dist_timeout >= 0 ? rc->dist_timeout
+                                                                   : TRAINER_WATCH_UNTIMED_S);
         MT_CHECK(t->comm,
                  "dist.backend = \"nccl\" needs the CUDA build (cmake -DMT_CUDA=ON, see "
                  "docs/cuda.md); this build trains on the CPU with dist.backend = \"mpi\"");
@@ -521,16 +520,16 @@ static bool trainer_stop_requested(trainer *t) {
     return got > 0;
 }
 
-static void usage(void) {
-    fprintf(stderr,
-            "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR | "
-            "--overwrite]\n"
-            "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
-            "  recipe keys: docs/recipes.md\n"
-            "  --resume DIR: continue from the checkpoint DIR (<output.dir>/checkpoint-<step>)\n"
-            "  --overwrite: remove another run's results from output.dir first\n"
-            "  SIGUSR1, SIGTERM or SIGINT to a rank (kill -USR1 on mpirun): stop after the "
-            "current step with a checkpoint, exit 75\n");
+static void usage(FILE *f) {
+    fprintf(f, "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR | "
+               "--overwrite]\n"
+               "       minimax-train --help | --version\n"
+               "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
+               "  recipe keys: docs/recipes.md\n"
+               "  --resume DIR: continue from the checkpoint DIR (<output.dir>/checkpoint-<step>)\n"
+               "  --overwrite: remove another run's results from output.dir first\n"
+               "  SIGUSR1, SIGTERM or SIGINT to a rank (kill -USR1 on mpirun): stop after the "
+               "current step with a checkpoint, exit 75\n");
 }
 
 void trainer_refuse_if(trainer *t, const char *why) {
@@ -544,63 +543,6 @@ void trainer_refuse_if(trainer *t, const char *why) {
     }
     mt_comm_finalize(t->host);
     exit(2);
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* the watchdog's limit */
-
-/* dist.timeout < 0, the default: a collective may wait 20 times the slowest step so far, at
- * least 300 s; checkpoints have their own measure (20 times the slowest save). Before the first
- * step or save is timed (loading, the first step, the first save), 1800 s. An explicit
- * dist.timeout keeps its meaning. MT_TEST_WATCHDOG = "FLOOR FACTOR" sets other constants for
- * the tests (a stopped rank then ends a job of tiny steps in seconds, sanitizers or not). */
-static void trainer_watch_setup(trainer *t) {
-    t->watch_floor = 300.0, t->watch_factor = 20.0;
-    const char *test = getenv("MT_TEST_WATCHDOG");
-    double floor, factor;
-    if (test && sscanf(test, "%lf %lf", &floor, &factor) == 2 && floor > 0 && factor > 0)
-        t->watch_floor = floor, t->watch_factor = factor;
-}
-
-static double trainer_watch_limit(const trainer *t, double slowest) {
-    return slowest > 0 ? fmax(t->watch_floor, t->watch_factor * slowest) : WATCH_UNTIMED_S;
-}
-
-double trainer_watch_silence(const trainer *t) {
-    return t->rc.dist_timeout >= 0 ? t->rc.dist_timeout : t->watch_floor;
-}
-
-/* Sets the watchdog's limit for the training steps (save = false) or a checkpoint. */
-static void trainer_watch(trainer *t, bool save) {
-    if (t->rc.dist_timeout >= 0) return; /* explicit: set once at the start */
-    const double slowest = save ? t->slowest_save : t->slowest_step;
-    const char *what = save ? "checkpoint" : "step";
-    char label[192];
-    if (slowest > 0)
-        snprintf(label, sizeof(label),
-                 "dist.timeout automatic: %g x the slowest %s so far, %.2f s, at least %g s",
-                 t->watch_factor, what, slowest, t->watch_floor);
-    else
-        snprintf(label, sizeof(label), "dist.timeout automatic: %g s until a %s is timed",
-                 WATCH_UNTIMED_S, what);
-    const double limit = trainer_watch_limit(t, slowest);
-    mt_comm_mpi_watch_label(t->host, limit, label);
-    mt_comm_nccl_watch(t->comm, limit, label); /* the device collectives' watchdog, if any */
-}
-
-/* After a step (save = false) or a checkpoint of dt seconds. */
-static void trainer_watch_timed(trainer *t, bool save, double dt) {
-    double *slowest = save ? &t->slowest_save : &t->slowest_step;
-    const bool first = *slowest == 0;
-    if (dt > *slowest) *slowest = dt;
-    if (t->rc.dist_timeout >= 0) return;
-    if (first)
-        LOG0(t,
-             "watchdog (dist.timeout automatic): a collective may wait %.0f s in the %ss (%g x "
-             "the slowest so far, at least %g s)\n",
-             trainer_watch_limit(t, *slowest), save ? "checkpoint" : "step", t->watch_factor,
-             t->watch_floor);
-    trainer_watch(t, false);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -668,7 +610,11 @@ int mt_train_main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--overwrite")) {
             overwrite = true;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            if (t->comm->rank == 0) usage();
+            if (t->comm->rank == 0) usage(stdout);
+            mt_comm_finalize(t->host);
+            return 0;
+        } else if (!strcmp(argv[i], "--version")) {
+            if (t->comm->rank == 0) mt_version_print(stdout, "minimax-train");
             mt_comm_finalize(t->host);
             return 0;
         } else if (argv[i][0] != '-' && !recipe_path) {
@@ -676,7 +622,7 @@ int mt_train_main(int argc, char **argv) {
         } else {
             if (t->comm->rank == 0) {
                 fprintf(stderr, "minimax-train: unexpected argument '%s'\n", argv[i]);
-                usage();
+                usage(stderr);
             }
             mt_comm_finalize(t->host);
             return 2;
@@ -696,7 +642,7 @@ int mt_train_main(int argc, char **argv) {
             if (recipe_path)
                 fprintf(stderr, "error: %s\n", err);
             else
-                usage();
+                usage(stderr);
         }
         mt_comm_finalize(t->host);
         return 2;
@@ -754,7 +700,11 @@ int mt_train_main(int argc, char **argv) {
                               .aux_loss = r.aux,
                               .tokens = r.tokens,
                               .tokens_per_s = (double)r.tokens / (dt > 0 ? dt : 1e-9),
-                              .elapsed_s = mt_time_now() - t_start};
+                              .elapsed_s = mt_time_now() - t_start,
+                              .step_s = dt,
+                              .arena_peak_bytes = (int64_t)t->ctx.arena.peak,
+                              .state_bytes =
+                                  mt_zero_owned_bytes(&t->zero) + mt_zero_slot_bytes(&t->zero)};
             mt_logger_row(&t->log, &row, rc->train_max_steps);
         }
         const bool last = step == rc->train_max_steps;

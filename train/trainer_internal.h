@@ -62,8 +62,17 @@ typedef struct {
 /* Rank 0 found why the run must not go on (empty: nothing): every rank learns it, rank 0
  * prints it as the one error line, and every rank ends with exit code 2 (trainer.c). */
 void trainer_refuse_if(trainer *t, const char *why);
+/* the watchdog's limit (trainer_watch.c) */
+/* the automatic dist.timeout's limit before anything is timed */
+#define TRAINER_WATCH_UNTIMED_S 1800.0
+/* Its constants (MT_TEST_WATCHDOG for the tests). */
+void trainer_watch_setup(trainer *t);
+/* Sets the limit for the training steps (save = false) or a checkpoint. */
+void trainer_watch(trainer *t, bool save);
+/* After a step (save = false) or a checkpoint of dt seconds. */
+void trainer_watch_timed(trainer *t, bool save, double dt);
 /* How long a rank may show no sign of life while the others wait for it to finish work of its
- * own (the token cache build): dist.timeout, or the automatic limit's floor (trainer.c). */
+ * own (the token cache build): dist.timeout, or the automatic limit's floor. */
 double trainer_watch_silence(const trainer *t);
 
 /* checkpoints (trainer_checkpoint.c) */

@@ -1,0 +1,61 @@
+/* trainer_watch.c: the watchdog's limit (dist.timeout): explicit, or by default following the
+ * slowest step and the slowest checkpoint so far (docs/training.md, "Failure"). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "train/trainer_internal.h"
+
+/* dist.timeout < 0, the default: a collective may wait 20 times the slowest step so far, at
+ * least 300 s; checkpoints have their own measure (20 times the slowest save). Before the first
+ * step or save is timed (loading, the first step, the first save), 1800 s. An explicit
+ * dist.timeout keeps its meaning. MT_TEST_WATCHDOG = "FLOOR FACTOR" sets other constants for
+ * the tests (a stopped rank then ends a job of tiny steps in seconds, sanitizers or not). */
+void trainer_watch_setup(trainer *t) {
+    t->watch_floor = 300.0, t->watch_factor = 20.0;
+    const char *test = getenv("MT_TEST_WATCHDOG");
+    double floor, factor;
+    if (test && sscanf(test, "%lf %lf", &floor, &factor) == 2 && floor > 0 && factor > 0)
+        t->watch_floor = floor, t->watch_factor = factor;
+}
+
+static double trainer_watch_limit(const trainer *t, double slowest) {
+    return slowest > 0 ? fmax(t->watch_floor, t->watch_factor * slowest) : TRAINER_WATCH_UNTIMED_S;
+}
+
+double trainer_watch_silence(const trainer *t) {
+    return t->rc.dist_timeout >= 0 ? t->rc.dist_timeout : t->watch_floor;
+}
+
+/* Sets the watchdog's limit for the training steps (save = false) or a checkpoint. */
+void trainer_watch(trainer *t, bool save) {
+    if (t->rc.dist_timeout >= 0) return; /* explicit: set once at the start */
+    const double slowest = save ? t->slowest_save : t->slowest_step;
+    const char *what = save ? "checkpoint" : "step";
+    char label[192];
+    if (slowest > 0)
+        snprintf(label, sizeof(label),
+                 "dist.timeout automatic: %g x the slowest %s so far, %.2f s, at least %g s",
+                 t->watch_factor, what, slowest, t->watch_floor);
+    else
+        snprintf(label, sizeof(label), "dist.timeout automatic: %g s until a %s is timed",
+                 TRAINER_WATCH_UNTIMED_S, what);
+    const double limit = trainer_watch_limit(t, slowest);
+    mt_comm_mpi_watch_label(t->host, limit, label);
+    mt_comm_nccl_watch(t->comm, limit, label); /* the device collectives' watchdog, if any */
+}
+
+/* After a step (save = false) or a checkpoint of dt seconds. */
+void trainer_watch_timed(trainer *t, bool save, double dt) {
+    double *slowest = save ? &t->slowest_save : &t->slowest_step;
+    const bool first = *slowest == 0;
+    if (dt > *slowest) *slowest = dt;
+    if (t->rc.dist_timeout >= 0) return;
+    if (first)
+        LOG0(t,
+             "watchdog (dist.timeout automatic): a collective may wait %.0f s in the %ss (%g x "
+             "the slowest so far, at least %g s)\n",
+             trainer_watch_limit(t, *slowest), save ? "checkpoint" : "step", t->watch_factor,
+             t->watch_floor);
+    trainer_watch(t, false);
+}
