@@ -51,6 +51,12 @@ typedef struct {
     int open_bucket;      /* the bucket entered for the layer; -1 once the MoE has left it */
     mt_tensor *router;    /* out: router logits (N,E) */
     mt_tensor *route_idx; /* out: chosen experts (N,K) I32 */
+    /* MSA layers, training: the real tokens' queries (B,T) F32 1/0 (NULL: all) and the KL's
+     * divisor (minimax.h, index_denom); index_kl gets the layer's KL (scalar) when the model's
+     * index_kl_coef is not 0 and gradients are on */
+    mt_tensor *qmask;
+    float index_denom;
+    mt_tensor *index_kl;
 } mt_block_io;
 
 /* Layer l's parameter of this name (printf-style), bound; dies naming it otherwise. */

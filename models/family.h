@@ -17,7 +17,7 @@ struct mt_minimax_config;
 struct mt_cfg_reader;
 
 /* Token mixer of a layer (models/block_lightning.c, models/block_attention.c). */
-typedef enum { MT_MIXER_LIGHTNING = 0, MT_MIXER_SOFTMAX = 1 } mt_mixer_kind;
+typedef enum { MT_MIXER_LIGHTNING = 0, MT_MIXER_SOFTMAX = 1, MT_MIXER_MSA = 2 } mt_mixer_kind;
 /* QK normalisation of a softmax layer: none; one RMSNorm over the whole q projection (H*D) and
  * one over the whole k projection (Hkv*D), before the head split (MiniMax-M2); one RMSNorm of
  * width D shared by every head (MiniMax-M3). */

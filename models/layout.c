@@ -110,6 +110,8 @@ void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
     m->unit = unit;
+    m->index_kl_coef = 1.0f;
+    m->index_detach = true;
     const int L = cfg->num_hidden_layers;
     MT_CHECK(L >= 1 && L <= MT_MAX_LAYERS, "layout: %d layers", L);
     const int64_t V = cfg->vocab_size, C = cfg->hidden_size, F = cfg->intermediate_size;
