@@ -120,6 +120,19 @@ typedef struct mt_backend {
      * else its work goes to device 0 on every rank. NULL where there are no devices (CPU). */
     int (*thread_device)(void);
     void (*thread_bind)(int device);
+    /* Generation's cached steps (models/generate.h): no tape, no gradient, one new token per
+     * row against the caches, on backend memory. Layouts and math: kernels/cpu/attention.h
+     * (cpu_attention_decode) and kernels/cpu/lightning.h (cpu_lightning_state,
+     * cpu_lightning_decode_step). NULL where the backend has none: generation says so. */
+    struct {
+        void (*attention)(float *out, const float *q, const float *k_cache, const float *v_cache,
+                          int64_t t_len, int64_t B, int64_t t_max, int64_t H, int64_t Hkv,
+                          int64_t D, float scale);
+        void (*lightning_state)(float *state, const float *qkv, const float *decay,
+                                const int32_t *seg, int B, int T, int H, int D);
+        void (*lightning_step)(float *state, const float *qkv_t, const float *decay, float *out,
+                               int B, int H, int D);
+    } decode;
 } mt_backend;
 
 const char *mt_op_name(mt_op op);

@@ -15,7 +15,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/cpu/attention.h"
 #include "models/block.h"
 
 void mt_block_attention_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
@@ -99,8 +98,10 @@ mt_tensor *mt_block_attention_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor
         MT_CHECK(T == 1, "minimax: a cached decode step takes one token, got T = %lld",
                  (long long)T);
         o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "attention.step");
-        cpu_attention_decode(o->data, q->data, kv->k[l], kv->v[l], kv->t_len + 1, B, kv->t_max, H,
-                             Hkv, D, scale);
+        MT_CHECK(c->be->decode.attention, "minimax: the %s backend has no cached attention step",
+                 c->be->name);
+        c->be->decode.attention(o->data, q->data, kv->k[l], kv->v[l], kv->t_len + 1, B, kv->t_max,
+                                H, Hkv, D, scale);
     } else {
         o = mt_attention(c, q, k, v, io->seg, scale);
     }
