@@ -32,6 +32,10 @@ mt_tensor *mt_silu(mt_ctx *c, mt_tensor *x);
 mt_tensor *mt_sigmoid(mt_ctx *c, mt_tensor *x);
 /* silu(gate) * up, same shapes. */
 mt_tensor *mt_swiglu(mt_ctx *c, mt_tensor *gate, mt_tensor *up);
+/* The same op with an activation (mt_act; NULL or !clamp: mt_swiglu bit for bit): the clamped
+ * SwiGLU min(g, L) sigmoid(alpha min(g, L)) (clamp(u, -L, L) + beta) of MiniMax-M3, whose
+ * backward lets the gradient through where g <= L and -L <= u <= L (torch.clamp's masks). */
+mt_tensor *mt_swiglu_act(mt_ctx *c, mt_tensor *gate, mt_tensor *up, const mt_act *act);
 /* Elementwise, same shapes. */
 mt_tensor *mt_add(mt_ctx *c, mt_tensor *a, mt_tensor *b);
 mt_tensor *mt_mul(mt_ctx *c, mt_tensor *a, mt_tensor *b);
@@ -77,6 +81,9 @@ mt_tensor *mt_moe_route_sigmoid(mt_ctx *c, mt_tensor *logits, mt_tensor *bias, i
  * contributes exactly zero and gets an exactly zero gradient. */
 mt_tensor *mt_moe_experts(mt_ctx *c, mt_tensor *x, mt_tensor *idx, mt_tensor *weight, mt_tensor *w1,
                           mt_tensor *w3, mt_tensor *w2);
+/* The same with the experts' activation act (mt_swiglu_act; NULL: SiLU). */
+mt_tensor *mt_moe_experts_act(mt_ctx *c, mt_tensor *x, mt_tensor *idx, mt_tensor *weight,
+                              mt_tensor *w1, mt_tensor *w3, mt_tensor *w2, const mt_act *act);
 
 /* The experts split into one op per expert, so that a sharded optimizer can gather one expert's
  * weights at a time (dist.gather_unit = "expert", models/minimax.c). Together
@@ -106,6 +113,10 @@ mt_tensor *mt_moe_expert_out(mt_ctx *c, const mt_moe_plan *plan, int64_t C);
  * its gradients stay exactly zero. GEMM precision as mt_matmul. */
 mt_tensor *mt_moe_expert_ffn(mt_ctx *c, mt_tensor *xs, const mt_moe_plan *plan, mt_tensor *weight,
                              int e, mt_tensor *w1, mt_tensor *w3, mt_tensor *w2, mt_tensor *ys);
+/* The same with the expert's activation act (NULL: SiLU). */
+mt_tensor *mt_moe_expert_ffn_act(mt_ctx *c, mt_tensor *xs, const mt_moe_plan *plan,
+                                 mt_tensor *weight, int e, mt_tensor *w1, mt_tensor *w3,
+                                 mt_tensor *w2, mt_tensor *ys, const mt_act *act);
 /* ys (N*K,C) -> y (N,C): y[n] = sum_j ys[inv[n*K+j]], j in order. */
 mt_tensor *mt_moe_combine(mt_ctx *c, mt_tensor *ys, const mt_moe_plan *plan);
 

@@ -46,6 +46,15 @@ typedef struct mt_tensor {
 
 struct mt_ctx;
 
+/* The gated activation of a SwiGLU FFN of gate g and up u (spec 7 of minimax-m3.md): plain,
+ * y = silu(g) u; or clamped ("swigluoai", MiniMax-M3): g' = min(g, limit),
+ * u' = clamp(u, -limit, limit), y = g' sigmoid(alpha g') (u' + beta). Ops that take one keep it
+ * in a node as ip[k] = clamp (k per op), fp[0..2] = alpha, limit, beta. */
+typedef struct {
+    bool clamp;
+    float alpha, limit, beta;
+} mt_act;
+
 typedef struct mt_node {
     mt_op op;
     mt_tensor *out;
@@ -61,6 +70,16 @@ typedef struct mt_node {
     struct mt_segment *segment; /* op MT_OP_SEGMENT: what mt_checkpoint recorded */
     bool fwd_pending; /* recorded under ctx->defer_forward: forward runs in the backward */
 } mt_node;
+
+/* A node's activation: ip[k] = clamp, fp[0..2] = alpha, limit, beta (mt_act). */
+static inline mt_act mt_node_act(const mt_node *n, int k) {
+    mt_act a;
+    a.clamp = n->ip[k] != 0;
+    a.alpha = n->fp[0];
+    a.limit = n->fp[1];
+    a.beta = n->fp[2];
+    return a;
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* backend table: model code calls ops; ops call through this table; no #ifdef anywhere else */
@@ -249,6 +268,9 @@ void mt_tensor_ensure_grad(mt_ctx *c, mt_tensor *t);
 mt_node *mt_node_begin(mt_ctx *c, mt_op op, mt_tensor *out, int n_in, mt_tensor *const *in);
 /* Runs the backend forward; keeps the node on the tape when it needs a backward. */
 void mt_node_run(mt_ctx *c, mt_node *n);
+/* Stores an activation (mt_act, NULL: plain SiLU) in node n: ip[k] = clamp, fp[0..2] = alpha,
+ * limit, beta (autograd/op_elementwise.c). */
+void mt_node_set_act(mt_node *n, int k, const mt_act *act);
 /* Scratch memory for a kernel, carved from the arena: alive until the kernel (forward or
  * backward) returns; the tape rewinds the arena after each. A backward must not rely on a
  * forward's scratch: what it needs is a saved buffer the op constructor carves. */

@@ -40,6 +40,7 @@ void mt_block_attention_layout(mt_layout_cursor *cur, const mt_layer_plan *p, in
 }
 
 int mt_block_mixer_params(const mt_layer_plan *p) {
+    if (p->mixer == MT_MIXER_MSA) return 6 + 4; /* the attention's and the indexer's 4 */
     return p->mixer == MT_MIXER_LIGHTNING ? 4 : p->qk_norm == MT_QK_NORM_NONE ? 4 : 6;
 }
 

@@ -20,7 +20,7 @@ void mt_minimax_cache_init(mt_minimax_cache *kv, const mt_minimax_config *cfg, i
     for (int l = 0; l < L; l++) {
         mt_layer_plan p; /* the cache a layer keeps is its mixer's */
         mt_config_layer_plan(cfg, l, &p);
-        if (p.mixer == MT_MIXER_SOFTMAX) {
+        if (p.mixer != MT_MIXER_LIGHTNING) { /* softmax and MSA: keys, values */
             const size_t n = (size_t)B * (size_t)t_max * Hkv * D;
             kv->k[l] = mt_calloc(n, sizeof(float), "kv cache k");
             kv->v[l] = mt_calloc(n, sizeof(float), "kv cache v");

@@ -95,6 +95,7 @@ static mt_tensor *mm_layer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mt_blo
     mt_tensor *h1 =
         mm_norm(m, c, p->norm, x, mt_block_param(m, "model.layers.%d.input_layernorm.weight", l));
     mt_tensor *a = p->mixer == MT_MIXER_LIGHTNING ? mt_block_lightning_forward(m, c, l, h1, io)
+                   : p->mixer == MT_MIXER_MSA     ? mt_block_msa_forward(m, c, l, h1, io)
                                                   : mt_block_attention_forward(m, c, l, h1, io);
     mt_tensor *y = mm_residual(c, p, x, h1, a, p->mix_alpha, p->mix_beta);
     mt_tensor *h2 = mm_norm(

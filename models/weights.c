@@ -31,9 +31,21 @@ static bool wt_router_bias(const char *name, int *layer) {
            name[used] == 0;
 }
 
+/* A VL checkpoint (MiniMax-M3) keeps the text model under "language_model." (spec 8.2). */
+static const char *wt_prefix(const mt_minimax *m) {
+    return m->cfg.vl_config[0] ? "language_model." : "";
+}
+
 void mt_weights_source_name(const mt_minimax *m, int p, mt_naming naming, char *name, size_t n,
                             int64_t *offset) {
     const char *internal = m->info[p].name;
+    const char *pre = wt_prefix(m);
+    const size_t k = strlen(pre);
+    if (k > 0 && n > k) { /* the prefix, then the name in the naming */
+        memcpy(name, pre, k);
+        name += k;
+        n -= k;
+    }
     int64_t C = m->cfg.hidden_size, F = m->cfg.intermediate_size;
     int layer, e, w;
     *offset = m->info[p].src_offset; /* a vocabulary part: its rows of the whole tensor */
@@ -134,6 +146,8 @@ static bool wt_check_buffer(mt_weights_reader *r, const mt_st_tensor *t, int lay
 static bool wt_check_extra(mt_weights_reader *r, const mt_st_tensor *t, char *err, size_t n) {
     const mt_minimax_config *cfg = &r->m->cfg;
     const char *name = t->name;
+    const char *pre = wt_prefix(r->m);
+    if (strncmp(name, pre, strlen(pre)) == 0) name += strlen(pre);
     int layer = -1, used = 0;
     if (sscanf(name, "model.layers.%d.%n", &layer, &used) == 1 && used > 0 &&
         layer >= cfg->num_hidden_layers && layer < cfg->num_hidden_layers_source)
@@ -212,6 +226,30 @@ static void wt_fp8_dequantize(const mt_weights_reader *r, const mt_st_tensor *t,
     free(scale);
 }
 
+/* The shared expert packed as routed expert E (experts.{E}.w1/w3/w2, the form some conversions
+ * write when its width is the routed experts'): the tensor for shared-expert parameter p, its
+ * name into name (for the messages); NULL when p is no shared-expert parameter or the file has
+ * no such tensor. The shape check that follows requires the widths to agree. */
+static const mt_st_tensor *wt_find_packed_shared(const mt_minimax *m, int p,
+                                                 const mt_safetensors *st, char *name, size_t n) {
+    static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
+    static const char *const packed[3] = {"w1", "w3", "w2"};
+    int layer = -1, used = 0;
+    char which[16];
+    if (sscanf(m->info[p].name,
+               "model.layers.%d.block_sparse_moe.shared_experts.%15[a-z_].weight%n", &layer, which,
+               &used) != 2 ||
+        m->info[p].name[used] != 0 || layer < 0 || layer >= m->cfg.num_hidden_layers)
+        return NULL;
+    for (int k = 0; k < 3; k++)
+        if (strcmp(which, proj[k]) == 0) {
+            snprintf(name, n, "%smodel.layers.%d.block_sparse_moe.experts.%d.%s.weight",
+                     wt_prefix(m), layer, m->plan[layer].n_experts, packed[k]);
+            return mt_safetensors_find(st, name);
+        }
+    return NULL;
+}
+
 mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, char *err,
                                        size_t err_len) {
     mt_safetensors *st = mt_safetensors_try_open(dir, err, err_len);
@@ -238,6 +276,7 @@ mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, cha
         int64_t shape[MT_ST_MAX_DIMS];
         mt_weights_source_name(m, p, r->naming, name, sizeof(name), &r->src_off[p]);
         const mt_st_tensor *t = mt_safetensors_find(st, name);
+        if (!t) t = wt_find_packed_shared(m, p, st, name, sizeof(name));
         if (!t) {
             ok = wt_fail(err, err_len, "%s: missing tensor %s (checkpoint layout %s)", dir, name,
                          mt_naming_name(r->naming));
@@ -275,10 +314,18 @@ void mt_weights_describe(const mt_weights_reader *r, char *buf, size_t n) {
         k += snprintf(buf + k, n - (size_t)k,
                       "; %d FP8 (e4m3, %dx%d block scales) tensors dequantised to fp32 on load",
                       r->n_fp8, cfg->fp8_block[0], cfg->fp8_block[1]);
-    if (r->n_carried > 0 && k > 0 && (size_t)k < n)
+    int mtp = 0; /* the rest are the VL model's vision tensors */
+    for (int i = 0; i < r->n_carried; i++) mtp += strstr(r->carried[i]->name, "mtp") != NULL;
+    if (mtp > 0 && k > 0 && (size_t)k < n)
+        k += snprintf(buf + k, n - (size_t)k,
+                      "; %d multi-token-prediction tensors not trained, carried into exports "
+                      "unchanged",
+                      mtp);
+    if (r->n_carried > mtp && k > 0 && (size_t)k < n)
         snprintf(buf + k, n - (size_t)k,
-                 "; %d multi-token-prediction tensors not trained, carried into exports unchanged",
-                 r->n_carried);
+                 "; %d vision tensors (tower, projector) not loaded by the text model, carried "
+                 "into exports unchanged",
+                 r->n_carried - mtp);
 }
 
 void mt_weights_close(mt_weights_reader *r) {

@@ -10,7 +10,7 @@
 set(mt_gpu_ops view concat embedding matmul rmsnorm silu sigmoid swiglu add mul scale axpby rope qk_norm
   attention lightning moe_route moe_route_sigmoid moe_experts moe_aux cross_entropy linear_cross_entropy
   matmul_bf16 moe_experts_bf16 lightning_bf16 attention_bf16 attention_cudnn moe_split moe_split_bf16
-  determinism)
+  swiglu_oai moe_experts_oai determinism)
 list(TRANSFORM mt_gpu_ops PREPEND gpu_ OUTPUT_VARIABLE mt_gpu_cases)
 mt_test_binary(test_gpu_ops gpu_ops.c gpu_compare.c)
 mt_test_cases(test_gpu_ops ${mt_gpu_cases} op_gpu_harness)

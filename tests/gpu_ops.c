@@ -201,6 +201,24 @@ static int elementwise_case(const char *label, gpu_build build, int n_in, bool a
 static int case_silu(void) { return elementwise_case("silu", b_silu, 1, false, 5); }
 static int case_sigmoid(void) { return elementwise_case("sigmoid", b_sigmoid, 1, false, 6); }
 static int case_swiglu(void) { return elementwise_case("swiglu", b_swiglu, 2, false, 7); }
+
+/* The clamped SwiGLU of MiniMax-M3 (mt_act): gpu_wide's values (std 4, extremes to +-90) fall on
+ * both sides of the limit 7 and of -7; the limits themselves, exactly, too (the masks pass the
+ * gradient there). */
+static const mt_act gpu_act_m3 = {true, 1.702f, 7.0f, 1.0f};
+static mt_tensor *b_swiglu_oai(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    return mt_swiglu_act(c, in[0], in[1], &gpu_act_m3);
+}
+static int case_swiglu_oai(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 70);
+    gpu_input in[2] = {gpu_wide(&r, "gate"), gpu_wide(&r, "up")};
+    float *g = in[0].host, *u = in[1].host;
+    g[3] = 7.0f, u[4] = 7.0f, u[6] = -7.0f;
+    gpu_compare("swiglu_oai", b_swiglu_oai, in, 2, NULL, plain);
+    gpu_inputs_free(in, 2);
+    return MT_TEST_OK;
+}
 static int case_add(void) { return elementwise_case("add", b_add, 2, true, 8); }
 static int case_mul(void) { return elementwise_case("mul", b_mul, 2, true, 9); }
 static int case_scale(void) { return elementwise_case("scale", b_scale, 1, false, 10); }
@@ -583,6 +601,28 @@ static int case_moe_experts(void) {
     return MT_TEST_OK;
 }
 
+/* The experts with the clamped SwiGLU, fused and split, at a limit (1.0) the pre-activations
+ * (std about 1.2) cross on both sides; fp32 and bf16. */
+static const mt_act gpu_act_small = {true, 1.702f, 1.0f, 1.0f};
+static mt_tensor *b_moe_experts_oai(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    return mt_moe_experts_act(c, in[0], in[1], in[2], in[3], in[4], in[5], &gpu_act_small);
+}
+static mt_tensor *b_moe_split_oai(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x);
+
+static int case_moe_experts_oai(void) {
+    mt_rng r;
+    mt_rng_seed(&r, 19);
+    const int64_t N = 24, C = 16, F = 20, E = 6;
+    gpu_input in[6];
+    moe_inputs(&r, N, C, F, E, in);
+    gpu_compare("moe_experts swigluoai", b_moe_experts_oai, in, 6, NULL, exact);
+    gpu_compare("moe split swigluoai", b_moe_split_oai, in, 6, NULL, exact);
+    gpu_compare_bf16("moe_experts swigluoai bf16", b_moe_experts_oai, in, 6, NULL);
+    gpu_compare_bf16("moe split swigluoai bf16", b_moe_split_oai, in, 6, NULL);
+    gpu_inputs_free(in, 6);
+    return MT_TEST_OK;
+}
+
 static mt_tensor *b_moe_aux(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
     return mt_moe_aux(c, in[0], in[1]);
 }
@@ -684,6 +724,18 @@ static mt_tensor *b_moe_split(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x)
                           moe_expert_view(c, in[4], e, "w3_e"),
                           moe_expert_view(c, in[5], e, "w2_e"), ys);
     if (mode == MOE_SPLIT_YS) return ys;
+    return mt_moe_combine(c, ys, &plan);
+}
+
+static mt_tensor *b_moe_split_oai(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
+    const int E = (int)in[3]->shape[0];
+    mt_moe_plan plan;
+    mt_tensor *xs = mt_moe_dispatch(c, in[0], in[1], E, &plan);
+    mt_tensor *ys = mt_moe_expert_out(c, &plan, xs->shape[1]);
+    for (int e = 0; e < E; e++)
+        mt_moe_expert_ffn_act(c, xs, &plan, in[2], e, moe_expert_view(c, in[3], e, "w1_e"),
+                              moe_expert_view(c, in[4], e, "w3_e"),
+                              moe_expert_view(c, in[5], e, "w2_e"), ys, &gpu_act_small);
     return mt_moe_combine(c, ys, &plan);
 }
 
@@ -931,7 +983,7 @@ static int case_determinism(void);
     X(mul) X(scale) X(axpby) X(rope) X(qk_norm) X(attention) X(lightning) X(moe_route)             \
     X(moe_route_sigmoid) X(moe_experts) X(moe_aux) X(cross_entropy) X(linear_cross_entropy)        \
     X(matmul_bf16) X(moe_experts_bf16) X(lightning_bf16) X(attention_bf16) X(attention_cudnn)      \
-    X(moe_split) X(moe_split_bf16) X(determinism)
+    X(moe_split) X(moe_split_bf16) X(swiglu_oai) X(moe_experts_oai) X(determinism)
 /* clang-format on */
 
 typedef struct {

@@ -433,6 +433,23 @@ static int parity_m2_irregular_expert_unit(void) {
     return pm_fixture_expert_unit("tiny_m2_irregular");
 }
 
+/* MiniMax-M3 (tools/make_fixtures_m3.py, float64 truth), the released VL layout with a small
+ * vision tower carried: Gemma norms, per-head QK norm, dense clamp-SwiGLU MLP and MoE layers
+ * with the shared expert, no sparse layer (the MSA forward is the lead's); packed_shared holds
+ * the shared expert as routed expert E. With the gather unit "expert" the shared expert is a
+ * bucket of its own after the routed experts'; recomputed, it is gathered again. */
+static int parity_m3_dense(void) { return pm_fixture("tiny_m3_dense", "tiny_m3_dense"); }
+static int parity_m3_dense_expert_unit(void) { return pm_fixture_expert_unit("tiny_m3_dense"); }
+static int parity_m3_dense_recompute(void) {
+    return pm_fixture_recompute("tiny_m3_dense", MT_GATHER_EXPERT);
+}
+static int parity_m3_packed_shared(void) {
+    return pm_fixture("tiny_m3_packed_shared", "tiny_m3_packed_shared");
+}
+static int parity_m3_packed_shared_expert_unit(void) {
+    return pm_fixture_expert_unit("tiny_m3_packed_shared");
+}
+
 static int parity_tiny_irregular_gqa_recompute(void) {
     return pm_fixture_recompute("tiny_irregular_gqa", MT_GATHER_LAYER);
 }
@@ -602,6 +619,11 @@ static const mt_test_case cases[] = {
     {"parity_m2_fp8", parity_m2_fp8},
     {"parity_m2_irregular_expert_unit", parity_m2_irregular_expert_unit},
     {"parity_m2_irregular_recompute", parity_m2_irregular_recompute},
+    {"parity_m3_dense", parity_m3_dense},
+    {"parity_m3_dense_expert_unit", parity_m3_dense_expert_unit},
+    {"parity_m3_dense_recompute", parity_m3_dense_recompute},
+    {"parity_m3_packed_shared", parity_m3_packed_shared},
+    {"parity_m3_packed_shared_expert_unit", parity_m3_packed_shared_expert_unit},
     {"parity_padding", parity_padding},
     {"parity_naming", parity_naming},
     {"parity_cli", parity_cli},
