@@ -1,0 +1,5 @@
+# MiniMax-M3 block-sparse attention (MSA): selection, sparse attention, the indexer's KL loss,
+# decode steps (forward, backward, references).
+mt_test_binary(test_op_msa op_msa.c)
+mt_test_cases(test_op_msa grad_msa_attention grad_msa_kl op_msa_dense_equal op_msa_naive
+  op_msa_packed op_msa_decode op_msa_checks)
