@@ -151,6 +151,17 @@ typedef struct mt_backend {
                                 const int32_t *seg, int B, int T, int H, int D);
         void (*lightning_step)(float *state, const float *qkv_t, const float *decay, float *out,
                                int B, int H, int D);
+        /* MiniMax-M3's MSA layers (kernels/cpu/msa.h, cpu_msa_select_decode and
+         * cpu_msa_attention_decode): the new query's block selection over the index-key cache,
+         * and its attention over the selected blocks of the KV cache */
+        void (*msa_select)(int32_t *idx, float *work, const float *iq, const float *ik_cache,
+                           int64_t t_len, int64_t B, int64_t t_max, int64_t Hi, int64_t Di,
+                           int block, int topk);
+        int64_t (*msa_select_work)(int64_t B, int64_t Hi, int64_t t_max, int block);
+        void (*msa_attention)(float *out, const float *q, const float *k_cache,
+                              const float *v_cache, const int32_t *idx, int64_t t_len, int64_t B,
+                              int64_t t_max, int64_t H, int64_t Hkv, int64_t D, int block, int topk,
+                              float scale);
     } decode;
 } mt_backend;
 

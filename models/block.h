@@ -76,7 +76,14 @@ mt_tensor *mt_block_lightning_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor
                                       mt_block_io *io);
 mt_tensor *mt_block_attention_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h,
                                       mt_block_io *io);
-/* MSA sparse attention (MiniMax-M3's sparse layers): not built yet, it dies naming the layer. */
+/* The softmax attention's pieces, which MSA shares: q (B,T,H,D), k, v (B,T,Hkv,D) projected,
+ * QK-normed by the plan and roped (appended to the KV cache with io->kv); and the output
+ * projection of o (B,T,H,D) -> (B,T,C). */
+void mt_block_attention_qkv(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h, mt_block_io *io,
+                            mt_tensor **q, mt_tensor **k, mt_tensor **v);
+mt_tensor *mt_block_attention_out(mt_minimax *m, mt_ctx *c, int l, mt_tensor *o);
+/* MSA sparse attention (MiniMax-M3's sparse layers); in training io->index_kl gets the layer's
+ * indexer KL. */
 mt_tensor *mt_block_msa_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h, mt_block_io *io);
 /* The MoE: h (B,T,C) -> (B,T,C); io->router and io->route_idx get the router's logits and
  * choices (the aux loss). */

@@ -21,6 +21,7 @@ typedef struct {
     float **k;     /* (L): (B,t_max,Hkv,D) roped keys of a softmax layer; NULL for lightning */
     float **v;     /* (L): (B,t_max,Hkv,D) values of a softmax layer; NULL for lightning */
     float **state; /* (L): (B,H,D,D) state S[key dim][value dim] of a lightning layer, else NULL */
+    float **ik;    /* (L): (B,t_max,Di) the indexer's roped keys of an MSA layer, else NULL */
 } mt_minimax_cache;
 
 /* Allocates the caches of a model with this config for B rows of up to t_max positions. */
