@@ -1,8 +1,8 @@
 /* block_mlp.c: the dense SwiGLU MLP a layer's plan may take instead of the MoE (models/family.h,
- * MT_MLP_DENSE; no family has one yet: MiniMax-M3's first layers, minimax-m3.md 7, with its
- * clamped activation):
+ * MT_MLP_DENSE: MiniMax-M3's first layers), with the plan's activation (SiLU, or the clamped
+ * "swigluoai" of minimax-m3.md 7); its body is also the MoE's shared expert (block_moe.c):
  *
- *   y = down (silu(h gate^T) * (h up^T))      h (B,T,C), gate and up (F,C), down (C,F)
+ *   y = down (act(h gate^T, h up^T))      h (B,T,C), gate and up (F,C), down (C,F)
  *
  * Parameters (layer l): mlp.gate_proj.weight, mlp.up_proj.weight (F, C), mlp.down_proj.weight
  * (C, F), in the layer's bucket (no expert buckets with either gather unit). It is the MoE's

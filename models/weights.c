@@ -91,6 +91,7 @@ struct mt_weights_reader {
     int64_t *src_off;             /* (n_params) element offset inside it */
     const mt_st_tensor **carried; /* tensors carried into exports unchanged (models/family.h) */
     int n_carried;
+    int n_vision; /* of them, a VL model's vision tensors (the rest: multi-token prediction) */
     const mt_st_tensor **scale; /* (n_params) an FP8 tensor's weight_scale_inv, else NULL */
     int n_fp8;                  /* parameters dequantised on load */
 };
@@ -159,6 +160,7 @@ static bool wt_check_extra(mt_weights_reader *r, const mt_st_tensor *t, char *er
         return strcmp(what, "inv_freq") == 0 || wt_check_buffer(r, t, buffer_layer, what, err, n);
     case MT_EXTRA_CARRIED:
         r->carried[r->n_carried++] = t;
+        r->n_vision += strcmp(what, "vision") == 0;
         return true;
     case MT_EXTRA_UNEXPECTED:
         break;
@@ -314,18 +316,17 @@ void mt_weights_describe(const mt_weights_reader *r, char *buf, size_t n) {
         k += snprintf(buf + k, n - (size_t)k,
                       "; %d FP8 (e4m3, %dx%d block scales) tensors dequantised to fp32 on load",
                       r->n_fp8, cfg->fp8_block[0], cfg->fp8_block[1]);
-    int mtp = 0; /* the rest are the VL model's vision tensors */
-    for (int i = 0; i < r->n_carried; i++) mtp += strstr(r->carried[i]->name, "mtp") != NULL;
+    const int mtp = r->n_carried - r->n_vision;
     if (mtp > 0 && k > 0 && (size_t)k < n)
         k += snprintf(buf + k, n - (size_t)k,
                       "; %d multi-token-prediction tensors not trained, carried into exports "
                       "unchanged",
                       mtp);
-    if (r->n_carried > mtp && k > 0 && (size_t)k < n)
+    if (r->n_vision > 0 && k > 0 && (size_t)k < n)
         snprintf(buf + k, n - (size_t)k,
                  "; %d vision tensors (tower, projector) not loaded by the text model, carried "
                  "into exports unchanged",
-                 r->n_carried - mtp);
+                 r->n_vision);
 }
 
 void mt_weights_close(mt_weights_reader *r) {

@@ -219,6 +219,25 @@ static int test_m2_ranks_match(void) {
     return MT_TEST_OK;
 }
 
+/* A tiny MiniMax-M3 (tests/recipes/dist-m3.toml) trained with one bucket per expert on 1, 2 and
+ * 4 ranks: the same losses and exports up to summation order (every rank walks the routed
+ * experts, then the shared expert, issuing the same collectives); the shared experts are in
+ * the export in their separate form, trained. */
+static int test_m3_ranks_match(void) {
+    compare_runs("m3-ranks-np1", "m3-ranks-np2", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("m3-ranks-np1", "m3-ranks-np4", 1, 20, 1e-5, 1e-5, true);
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/m3-ranks-np4/checkpoint-20", tmp_dir());
+    mt_safetensors *st = mt_safetensors_open(path);
+    int shared = 0;
+    for (int i = 0; i < mt_safetensors_count(st); i++)
+        shared += strstr(mt_safetensors_tensor(st, i)->name, ".shared_experts.") != NULL;
+    mt_safetensors_close(st);
+    printf("  %d shared-expert tensors exported\n", shared);
+    EXPECT(shared == 6, "%d shared-expert tensors in the export (2 MoE layers x 3)", shared);
+    return MT_TEST_OK;
+}
+
 static int test_resume_match(void) {
     compare_runs("resume-a", "resume-b", 11, 20, 1e-7, 0.0, true);
     return MT_TEST_OK;
@@ -507,6 +526,7 @@ static const mt_test_case cases[] = {
     {"dist_emu_cuda_bf16", test_emu_cuda_bf16},
     {"dist_ranks_match", test_ranks_match},
     {"dist_m2_ranks_match", test_m2_ranks_match},
+    {"dist_m3_ranks_match", test_m3_ranks_match},
     {"dist_resume_match", test_resume_match},
     {"dist_global_batch_match", test_global_batch_match},
     {"dist_trim_match", test_trim_match},

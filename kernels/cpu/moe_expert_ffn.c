@@ -21,7 +21,8 @@
 #include "cpu_ops.h"
 #include "moe.h"
 
-/* g = act(h1, h3) over count elements (SiLU: the expression of before the clamped form). */
+/* g = act(h1, h3) over count elements: silu(h1) h3 (the SiLU expression unchanged), or the
+ * clamped SwiGLU (cpu_math.h). */
 static void moe_expert_act(mt_act act, const float *h1, const float *h3, float *g, int64_t count) {
     if (!act.clamp) {
 #pragma omp parallel for
@@ -51,7 +52,8 @@ void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, mt_act ac
 
 /* With s the expert's slots (weight w_s = weight[pe[s]]) and U = dpe w2 (rows,F):
  *   dweight[pe[s]] += <U_s, g_s>      dw2 += sum_s dpe_s (w_s g_s)^T
- *   dg_s = w_s U_s;  dh1 = dg h3 silu'(h1);  dh3 = dg silu(h1)
+ *   dg_s = w_s U_s;  dh1 = dg h3 silu'(h1);  dh3 = dg silu(h1)  (clamped: dg times the
+ *   partial derivatives of cpu_swiglu_oai_grad)
  *   dw1 += dh1^T xe;  dw3 += dh3^T xe;  dxe += dh1 w1 + dh3 w3. */
 void cpu_moe_expert_bwd(int64_t rows, int64_t C, int64_t F, bool bf16, mt_act act, const float *dpe,
                         const float *xe, const float *weight, const int32_t *pe, const float *w1,
