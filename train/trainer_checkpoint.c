@@ -5,12 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "data/chat_template.h"
 #include "data/data_io.h"
 #include "models/safetensors.h"
-#include "train/nonfinite.h"
 #include "train/output_dir.h"
 #include "train/trainer_internal.h"
 
@@ -31,7 +29,10 @@ static void copy_file_atomic(const char *src, const char *dst) {
 /* ------------------------------------------------------------------------------------------ */
 /* what the state records */
 
-uint64_t trainer_recipe_hash(const mt_recipe *rc) {
+/* The recipe hash a checkpoint records: the numerics keys, with the batch layout (rows per
+ * device, accumulation steps) left out; the global batch they give is compared instead, so
+ * that a run resumes on another number of ranks with the same global batch. */
+static uint64_t trainer_recipe_hash(const mt_recipe *rc) {
     mt_recipe r = *rc;
     r.train_per_device_train_batch_size = 1;
     r.train_gradient_accumulation_steps = 1;

@@ -83,10 +83,6 @@ void trainer_state_init(trainer *t, const char *config_path, const mt_token_cach
  * written as checkpoint-<step>.tmp and renamed when complete (removed by a rank that fails
  * meanwhile). */
 void trainer_save(trainer *t, int step);
-/* The recipe hash a checkpoint records: the numerics keys, with the batch layout (rows per
- * device, accumulation steps) left out; the global batch they give is compared instead, so
- * that a run resumes on another number of ranks with the same global batch. */
-uint64_t trainer_recipe_hash(const mt_recipe *rc);
 
 /* resuming (trainer_resume.c) */
 /* `--resume DIR` with no recipe: DIR/recipe.toml with the overrides sets on top and output.dir
