@@ -2,14 +2,23 @@
  * models/generate.h).
  *
  *   minimax-generate --model DIR --ids IDS.json --max-new-tokens N [--arena-mb M]
+ *   minimax-generate --model DIR --prompt TEXT [--tokenizer TOK] --max-new-tokens N [--json]
  *
  * IDS.json: a list of equal-length lists of prompt token ids. Prints the generated ids as a
- * JSON list of lists, one row per line. With an eos_token_id in the config a row stops at eos
- * (and is padded with eos while the others go on), like transformers' generate. */
+ * JSON list of lists, one row per line. TEXT: one user turn rendered with the chat template
+ * (data/chat_template.h, as training renders it) followed by the generation prompt, tokenized
+ * with TOK's tokenizer.json (default: DIR's); prints the generated text decoded, special tokens
+ * left out, or with --json the prompt ids, the generated ids and the text. With an
+ * eos_token_id in the config a row stops at eos (and is padded with eos while the others go
+ * on), like transformers' generate. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "data/chat_template.h"
+#include "data/tokenizer.h"
 #include "models/config.h"
 #include "models/generate.h"
 #include "models/ids_json.h"
@@ -22,9 +31,15 @@ static void usage(int status) {
     fprintf(status ? stderr : stdout,
             "usage: minimax-generate --model DIR --ids IDS.json --max-new-tokens N "
             "[--arena-mb M]\n"
+            "       minimax-generate --model DIR --prompt TEXT [--tokenizer TOK] "
+            "--max-new-tokens N [--json] [--arena-mb M]\n"
             "       minimax-generate --help | --version\n"
             "  greedy decoding: IDS.json is a list of equal-length lists of prompt token ids;\n"
-            "  prints the generated ids as a JSON list of lists, one row per line\n");
+            "  prints the generated ids as a JSON list of lists, one row per line\n"
+            "  --prompt TEXT: a user turn in the chat template (TOK/tokenizer_config.json, the\n"
+            "    MiniMax one) with the generation prompt, tokenized with TOK/tokenizer.json\n"
+            "    (TOK: DIR by default); prints the generated text, special tokens left out\n"
+            "  --json: with --prompt, {\"prompt_ids\": [...], \"ids\": [...], \"text\": ...}\n");
     exit(status);
 }
 
@@ -40,14 +55,70 @@ static size_t gen_arena_bytes(const mt_minimax_config *cfg, int64_t B, int64_t T
     return (size_t)floats * sizeof(float) + ((size_t)64 << 20);
 }
 
+/* --prompt: TEXT as a user turn with the generation prompt, in the chat template of tok_dir
+ * (checked to be the one data/chat_template.c renders), tokenized as training tokenizes:
+ * (1, T) ids, malloc'ed. */
+static int32_t *gen_prompt_ids(const mt_tokenizer *tok, const char *tok_dir, const char *text,
+                               int *T) {
+    char path[4200], err[MT_ERR_LEN + 4200];
+    snprintf(path, sizeof(path), "%s/tokenizer_config.json", tok_dir);
+    MT_CHECK(access(path, R_OK) == 0,
+             "--prompt: cannot read %s, whose chat template renders the prompt (give --tokenizer "
+             "a directory with tokenizer.json and tokenizer_config.json)",
+             path);
+    MT_CHECK(mt_chat_template_check(path, NULL, err) == 0, "--prompt: %s", err);
+    const mt_chat_msg msg = {.role = MT_CHAT_USER, .text = text, .len = strlen(text)};
+    mt_chat_rendered r = {0};
+    mt_chat_render(&msg, 1, true, &r);
+    mt_token_buf buf = {0};
+    MT_CHECK(mt_tokenizer_encode_err(tok, r.text, r.len, &buf, err, sizeof(err)) >= 0,
+             "--prompt: %s", err);
+    MT_CHECK(buf.n > 0 && buf.n < 1000000, "--prompt: %lld tokens", (long long)buf.n);
+    int32_t *ids = mt_malloc(sizeof(int32_t) * (size_t)buf.n, "prompt ids");
+    memcpy(ids, buf.ids, sizeof(int32_t) * (size_t)buf.n);
+    *T = (int)buf.n;
+    mt_token_buf_free(&buf);
+    mt_chat_rendered_free(&r);
+    return ids;
+}
+
+/* --prompt's output: the decoded text, or with --json the prompt ids, the ids and the text. */
+static void gen_print_text(const mt_tokenizer *tok, const int32_t *prompt, int T,
+                           const int32_t *out, int steps, bool json) {
+    char *text = mt_tokenizer_decode(tok, out, steps, true);
+    if (!json) {
+        printf("%s\n", text);
+        free(text);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject(), *p = cJSON_AddArrayToObject(o, "prompt_ids"),
+          *g = cJSON_AddArrayToObject(o, "ids");
+    for (int t = 0; t < T; t++) cJSON_AddItemToArray(p, cJSON_CreateNumber(prompt[t]));
+    for (int s = 0; s < steps; s++) cJSON_AddItemToArray(g, cJSON_CreateNumber(out[s]));
+    cJSON_AddStringToObject(o, "text", text);
+    char *printed = cJSON_PrintUnformatted(o);
+    MT_CHECK(printed, "cannot format the output");
+    printf("%s\n", printed);
+    free(printed);
+    cJSON_Delete(o);
+    free(text);
+}
+
 int main(int argc, char **argv) {
-    const char *model_dir = NULL, *ids_path = NULL;
+    const char *model_dir = NULL, *ids_path = NULL, *prompt = NULL, *tok_dir = NULL;
     long n_new = -1, arena_mb = 0;
+    bool json = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
             model_dir = argv[++i];
         else if (!strcmp(argv[i], "--ids") && i + 1 < argc)
             ids_path = argv[++i];
+        else if (!strcmp(argv[i], "--prompt") && i + 1 < argc)
+            prompt = argv[++i];
+        else if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc)
+            tok_dir = argv[++i];
+        else if (!strcmp(argv[i], "--json"))
+            json = true;
         else if (!strcmp(argv[i], "--max-new-tokens") && i + 1 < argc)
             n_new = atol(argv[++i]);
         else if (!strcmp(argv[i], "--arena-mb") && i + 1 < argc)
@@ -60,13 +131,32 @@ int main(int argc, char **argv) {
         } else
             usage(2);
     }
-    if (!model_dir || !ids_path || n_new < 0 || n_new > 1000000) usage(2);
+    /* one of --ids and --prompt; --tokenizer and --json go with --prompt */
+    if (!model_dir || !ids_path == !prompt || (ids_path && (tok_dir || json)) || n_new < 0 ||
+        n_new > 1000000)
+        usage(2);
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
-    int B, T; /* checked against the vocabulary before any weight is read */
-    int32_t *ids = mt_ids_json_load(ids_path, &B, &T);
-    mt_ids_check_range(ids, B, T, cfg.vocab_size, 0, "token id", ids_path);
+    int B = 1, T; /* checked against the vocabulary before any weight is read */
+    int32_t *ids = NULL;
+    mt_tokenizer *tok = NULL;
+    if (prompt) {
+        if (!tok_dir) tok_dir = model_dir;
+        char path[4200], err[4400];
+        snprintf(path, sizeof(path), "%s/tokenizer.json", tok_dir);
+        MT_CHECK(access(path, R_OK) == 0,
+                 "--prompt: cannot read %s (give --tokenizer DIR: a directory with tokenizer.json "
+                 "and tokenizer_config.json)",
+                 path);
+        tok = mt_tokenizer_try_load(path, err, sizeof(err));
+        MT_CHECK(tok, "--prompt: %s", err);
+        ids = gen_prompt_ids(tok, tok_dir, prompt, &T);
+        mt_ids_check_range(ids, B, T, cfg.vocab_size, 0, "prompt token id", path);
+    } else {
+        ids = mt_ids_json_load(ids_path, &B, &T);
+        mt_ids_check_range(ids, B, T, cfg.vocab_size, 0, "token id", ids_path);
+    }
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
     float **data = mt_calloc((size_t)m.n_buckets, sizeof(float *), "buckets");
@@ -83,13 +173,18 @@ int main(int argc, char **argv) {
     int steps = 0;
     mt_minimax_generate(&m, &c, ids, B, T, (int)n_new, cfg.eos_token_id, out, &steps);
 
-    printf("[\n");
-    for (int b = 0; b < B; b++) {
-        printf("  [");
-        for (int s = 0; s < steps; s++) printf(s ? ", %d" : "%d", out[(size_t)b * n_new + s]);
-        printf(b + 1 < B ? "],\n" : "]\n");
+    if (tok) {
+        gen_print_text(tok, ids, T, out, steps, json);
+        mt_tokenizer_free(tok);
+    } else {
+        printf("[\n");
+        for (int b = 0; b < B; b++) {
+            printf("  [");
+            for (int s = 0; s < steps; s++) printf(s ? ", %d" : "%d", out[(size_t)b * n_new + s]);
+            printf(b + 1 < B ? "],\n" : "]\n");
+        }
+        printf("]\n");
     }
-    printf("]\n");
 
     mt_ctx_free(&c);
     for (int b = 0; b < m.n_buckets; b++) free(data[b]);

@@ -1,5 +1,6 @@
 /* data_cli.c: the minimax-data tool end to end (synth, tokenize, show, encode and their error
- * paths), and all of GSM8K's training set when ../shared has it. */
+ * paths), minimax-generate --prompt (the chat template and the tokenizer around the model), and
+ * all of GSM8K's training set when ../shared has it. */
 /* Paths here are temporary directories far below the buffer sizes; snprintf truncation cannot
  * happen and would only shorten a message. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -8,18 +9,21 @@
 #include <time.h>
 
 #include "data/synth.h"
+#include "data/tokenizer.h"
 #include "data/token_cache.h"
 #include "data_util.h"
+#include "models/minimax.h"
+#include "models/weights.h"
 
 /* ---------------- data_cli ---------------- */
 
 static char cli_out[1 << 16], cli_err[1 << 16];
 
-/* Runs `minimax-data <args>` with stdout/stderr captured in cli_out/cli_err; returns the exit
- * status. */
-static int cli(const char *dir, const char *args) {
-    const char *exe = getenv("MT_DATA_CLI");
-    MT_CHECK(exe && *exe, "MT_DATA_CLI (the minimax-data binary) is not set; run through ctest");
+/* Runs `<the binary of env var> <args>` with stdout/stderr captured in cli_out/cli_err;
+ * returns the exit status. */
+static int cli_run(const char *var, const char *dir, const char *args) {
+    const char *exe = getenv(var);
+    MT_CHECK(exe && *exe, "%s (the binary) is not set; run through ctest", var);
     char cmd[16384], po[4200], pe[4200], err[MT_ERR_LEN];
     snprintf(po, sizeof(po), "%s/cli.out", dir);
     snprintf(pe, sizeof(pe), "%s/cli.err", dir);
@@ -33,10 +37,13 @@ static int cli(const char *dir, const char *args) {
     remove(po);
     remove(pe);
     /* under -DMT_SANITIZE a sanitizer report also exits with 1: never mistake it for ours */
-    EXPECT(!has(cli_err, "Sanitizer") && !has(cli_err, "runtime error"), "minimax-data %s:\n%s",
-           args, cli_err);
+    EXPECT(!has(cli_err, "Sanitizer") && !has(cli_err, "runtime error"), "%s %s:\n%s", exe, args,
+           cli_err);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+/* `minimax-data <args>` */
+static int cli(const char *dir, const char *args) { return cli_run("MT_DATA_CLI", dir, args); }
 
 static int test_data_cli(void) {
     char dir[4096], a[12000], p[4300], q[4300];
@@ -289,9 +296,134 @@ static int test_data_gsm8k_full(void) {
     return MT_TEST_OK;
 }
 
+/* ---------------- data_generate_prompt ---------------- */
+
+/* minimax-generate --prompt on a random 1-layer model of recipes/configs/tiny.json (the test
+ * tokenizer's vocabulary): the prompt ids are transformers' apply_chat_template ids of the same
+ * user turn with add_generation_prompt=True (tests/fixtures/template/chat_cases.json, case
+ * generation_prompt_no_system, tools/make_template_fixtures.py); the generated ids are those of
+ * the IDS.json mode on those ids; the printed text is their decode (special tokens left out),
+ * with the tokenizer from the model directory or from --tokenizer; and a model directory
+ * without a tokenizer is refused naming the file. */
+static int test_data_generate_prompt(void) {
+    char dir[4096], model[4200], bare[4200], a[16384], path[4400], tk[4200];
+    make_tmpdir(dir, sizeof(dir));
+    snprintf(tk, sizeof(tk), "%s/tests/fixtures/tokenizer", source_dir());
+    cJSON *root = read_json_fixture("tests/fixtures/template/chat_cases.json");
+    if (!root) return MT_TEST_OK;
+    const cJSON *cs = NULL, *cases = cJSON_GetObjectItem(root, "cases");
+    for (int c = 0; c < cJSON_GetArraySize(cases); c++)
+        if (!strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(cases, c), "name")->valuestring,
+                    "generation_prompt_no_system"))
+            cs = cJSON_GetArrayItem(cases, c);
+    MT_CHECK(cs && cJSON_IsTrue(cJSON_GetObjectItem(cs, "add_generation_prompt")),
+             "chat_cases.json: no case generation_prompt_no_system with the generation prompt");
+    const cJSON *msgs = cJSON_GetObjectItem(cs, "messages");
+    MT_CHECK(cJSON_GetArraySize(msgs) == 1, "generation_prompt_no_system: one user turn");
+    const char *question = cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, 0), "text")->valuestring;
+    MT_CHECK(!strchr(question, '\''), "the question must not hold a single quote");
+
+    /* the model: random weights, fp32, with and without the tokenizer files beside them */
+    snprintf(path, sizeof(path), "%s/recipes/configs/tiny.json", source_dir());
+    mt_minimax_config cfg;
+    mt_minimax_config_load(path, &cfg);
+    mt_minimax_config_keep_layers(&cfg, 1);
+    mt_minimax m;
+    mt_minimax_init(&m, &cfg);
+    float **data = calloc((size_t)m.n_buckets, sizeof(float *));
+    for (int b = 0; b < m.n_buckets; b++) {
+        data[b] = calloc((size_t)m.bucket_numel[b], sizeof(float));
+        mt_minimax_bind_bucket(&m, b, data[b], NULL);
+    }
+    mt_weights_init_random(&m, 7);
+    snprintf(model, sizeof(model), "%s/model", dir);
+    snprintf(bare, sizeof(bare), "%s/bare", dir);
+    mt_weights_save(model, &m, MT_NAMING_HF_V4, MT_F32, 0);
+    mt_weights_save(bare, &m, MT_NAMING_HF_V4, MT_F32, 0);
+    for (int b = 0; b < m.n_buckets; b++) free(data[b]);
+    free(data);
+    mt_minimax_free(&m);
+    const char *files[] = {"tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 2; i++) {
+        char src[4400], dst[4400], err[MT_ERR_LEN];
+        snprintf(src, sizeof(src), "%s/%s", tk, files[i]);
+        snprintf(dst, sizeof(dst), "%s/%s", model, files[i]);
+        size_t n = 0;
+        char *bytes = mt_file_read(src, &n, err);
+        MT_CHECK(bytes, "%s", err);
+        write_bytes(dst, bytes, n);
+        free(bytes);
+    }
+
+    /* --json: the prompt ids against transformers', the ids, the text */
+    const int n_new = 12;
+    snprintf(a, sizeof(a), "--model '%s' --prompt '%s' --max-new-tokens %d --json", model, question,
+             n_new);
+    EXPECT(cli_run("MT_GENERATE_CLI", dir, a) == 0, "generate --prompt --json: %s", cli_err);
+    cJSON *got = cJSON_Parse(cli_out);
+    MT_CHECK(got, "generate --json printed no JSON: %s", cli_out);
+    EXPECT(
+        json_ints_equal(cJSON_GetObjectItem(got, "prompt_ids"),
+                        cJSON_GetObjectItem(cs, "input_ids")),
+        "the prompt ids differ from transformers' apply_chat_template(add_generation_prompt=True)");
+    const cJSON *gids = cJSON_GetObjectItem(got, "ids");
+    const int n_ids = cJSON_GetArraySize(gids);
+    EXPECT(n_ids > 0 && n_ids <= n_new, "%d generated ids", n_ids);
+    int32_t ids[64];
+    for (int i = 0; i < n_ids && i < 64; i++) ids[i] = cJSON_GetArrayItem(gids, i)->valueint;
+    snprintf(path, sizeof(path), "%s/tokenizer.json", tk);
+    mt_tokenizer *tok = mt_tokenizer_load(path);
+    char *want = mt_tokenizer_decode(tok, ids, n_ids, true);
+    const cJSON *text = cJSON_GetObjectItem(got, "text");
+    EXPECT(cJSON_IsString(text) && !strcmp(text->valuestring, want),
+           "--json text \"%s\", decode \"%s\"", cJSON_IsString(text) ? text->valuestring : "?",
+           want);
+
+    /* the IDS.json mode on the prompt ids generates the same ids */
+    char *prompt_json = cJSON_PrintUnformatted(cJSON_GetObjectItem(got, "prompt_ids"));
+    snprintf(a, sizeof(a), "[%s]", prompt_json);
+    snprintf(path, sizeof(path), "%s/ids.json", dir);
+    write_text(path, a);
+    free(prompt_json);
+    snprintf(a, sizeof(a), "--model '%s' --ids '%s' --max-new-tokens %d", model, path, n_new);
+    EXPECT(cli_run("MT_GENERATE_CLI", dir, a) == 0, "generate --ids: %s", cli_err);
+    cJSON *rows = cJSON_Parse(cli_out);
+    EXPECT(rows && json_ints_equal(cJSON_GetArrayItem(rows, 0), gids),
+           "--ids on the prompt ids generates other ids: %s", cli_out);
+    cJSON_Delete(rows);
+
+    /* the plain output: the decoded text and a newline, with the tokenizer of the model
+     * directory or of --tokenizer */
+    char want_line[8192];
+    snprintf(want_line, sizeof(want_line), "%s\n", want);
+    snprintf(a, sizeof(a), "--model '%s' --prompt '%s' --max-new-tokens %d", model, question,
+             n_new);
+    EXPECT(cli_run("MT_GENERATE_CLI", dir, a) == 0 && !strcmp(cli_out, want_line),
+           "generate --prompt printed \"%s\", want \"%s\" (%s)", cli_out, want_line, cli_err);
+    snprintf(a, sizeof(a), "--model '%s' --tokenizer '%s' --prompt '%s' --max-new-tokens %d", bare,
+             tk, question, n_new);
+    EXPECT(cli_run("MT_GENERATE_CLI", dir, a) == 0 && !strcmp(cli_out, want_line),
+           "generate --tokenizer printed \"%s\", want \"%s\" (%s)", cli_out, want_line, cli_err);
+    /* no tokenizer: refused, naming the file and --tokenizer */
+    snprintf(a, sizeof(a), "--model '%s' --prompt 'hi' --max-new-tokens 2", bare);
+    EXPECT(cli_run("MT_GENERATE_CLI", dir, a) != 0 && has(cli_err, "bare/tokenizer.json") &&
+               has(cli_err, "--tokenizer"),
+           "generate without a tokenizer: %s", cli_err);
+    printf("minimax-generate --prompt: %d prompt ids as transformers renders them, %d generated: "
+           "\"%s\"\n",
+           cJSON_GetArraySize(cJSON_GetObjectItem(got, "prompt_ids")), n_ids, want);
+    free(want);
+    mt_tokenizer_free(tok);
+    cJSON_Delete(got);
+    cJSON_Delete(root);
+    rm_tree(dir);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"data_cli", test_data_cli},
     {"data_cli_encode", test_data_cli_encode},
+    {"data_generate_prompt", test_data_generate_prompt},
     {"data_gsm8k_full", test_data_gsm8k_full},
 };
 MT_TEST_MAIN(cases)

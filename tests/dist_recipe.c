@@ -320,9 +320,62 @@ static int test_recipe_docs(void) {
     return MT_TEST_OK;
 }
 
+/* docs/training.md's list of the keys that may change on resume (the paragraph that begins
+ * "Keys that may change on resume") against the table: every recipe key it names in backticks
+ * may change (MT_RESUME_FREE) or is a batch layout key, and every such key is named; and the
+ * refusal's list (mt_recipe_resume_free_keys) names each of them too. */
+static int test_recipe_resume_docs(void) {
+    char path[4096];
+    const char *src = getenv("MT_SOURCE_DIR");
+    snprintf(path, sizeof(path), "%s/docs/training.md", src ? src : ".");
+    FILE *f = fopen(path, "r");
+    MT_CHECK(f, "cannot read %s", path);
+    static char para[16384];
+    char line[4096];
+    bool in = false;
+    para[0] = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (!in && !strncmp(line, "Keys that may change on resume", 30)) in = true;
+        if (in && line[0] == '\n') break;
+        if (in) strncat(para, line, sizeof(para) - strlen(para) - 1);
+    }
+    fclose(f);
+    EXPECT(in, "%s: no paragraph \"Keys that may change on resume\"", path);
+    enum { MAX_KEYS = 128 };
+    bool named[MAX_KEYS] = {false};
+    char *words[256];
+    const int n_words = cell_words(para, words, 256);
+    const char *key, *def;
+    bool numerics;
+    int n_keys = 0;
+    while (mt_recipe_key_at(n_keys, &key, &def, &numerics)) n_keys++;
+    MT_CHECK(n_keys <= MAX_KEYS, "more than %d recipe keys", MAX_KEYS);
+    for (int w = 0; w < n_words; w++) {
+        int i = 0;
+        while (mt_recipe_key_at(i, &key, &def, &numerics) && strcmp(key, words[w]) != 0) i++;
+        if (i == n_keys) continue; /* not a key (a value, a file) */
+        EXPECT(mt_recipe_key_rule(i) != MT_RESUME_NUMERICS,
+               "%s: %s is listed as changeable on resume but changes the numerics", path, key);
+        named[i] = true;
+    }
+    char refusal[4096];
+    mt_recipe_resume_free_keys(refusal, sizeof(refusal));
+    int n_free = 0;
+    for (int i = 0; i < n_keys; i++) {
+        if (mt_recipe_key_rule(i) == MT_RESUME_NUMERICS) continue;
+        mt_recipe_key_at(i, &key, &def, &numerics);
+        EXPECT(named[i], "%s: %s may change on resume but is not in the list", path, key);
+        EXPECT(strstr(refusal, key), "the refusal's list lacks %s: %s", key, refusal);
+        n_free++;
+    }
+    printf("%d keys may change on resume, as %s lists them\n", n_free, path);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"dist_recipe_load", test_recipe_load},
     {"dist_recipe_errors", test_recipe_errors},
     {"dist_recipe_docs", test_recipe_docs},
+    {"dist_recipe_resume_docs", test_recipe_resume_docs},
 };
 MT_TEST_MAIN(cases)

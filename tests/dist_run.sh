@@ -15,6 +15,15 @@
 #                    -> $TMP/m3-ranks-npN
 #   resume-straight  20 steps, checkpoints at 10 and 20                   -> $TMP/resume-a
 #   resume-split     --resume $TMP/resume-a/checkpoint-10, 10 more steps  -> $TMP/resume-b
+#   resume-alone     --resume DIR with no recipe (the checkpoint's recipe.toml): 20 steps straight
+#                    and 10 + resume + 10 give the same losses, weights and state files to the
+#                    bit; a changed numerics key (--set train.learning_rate) is refused naming
+#                    both values before any model is built, an allowed one (train.max_steps)
+#                    resumes; a checkpoint without recipe.toml resumes with a recipe and is
+#                    refused without one, naming the file; an edited recipe.toml is refused
+#   eval-only        --eval-only on a run's export gives the eval loss the run logged after its
+#                    last step, to the bit, and writes no checkpoint and no export; without an
+#                    eval set it is refused naming the keys; into another run's results refused
 #   kill             SIGKILL one rank mid-run: the job must end non-zero in < 30 s; SIGSTOP one:
 #                    the peer's watchdog (dist.timeout = 3) must end it in < 30 s, but not a
 #                    token cache build longer than dist.timeout; then a
@@ -135,6 +144,109 @@ resume-split)
   run 2 "$tmp/resume-b" --set train.per_device_train_batch_size=2 --set output.save_steps=10 \
     --resume "$tmp/resume-a/checkpoint-10"
   grep -q "resumed from .*checkpoint-10 at step 10" "$tmp/resume-b.log"
+  ;;
+resume-alone)
+  fail() { echo "FAIL: $*"; exit 1; }
+  d="$tmp/alone"
+  rm -rf "$d"
+  mkdir -p "$d"
+  common=("${fast[@]}" --set "data.cache_dir=$tmp/dist-cache-alone")
+  run 2 "$d/a" "${common[@]}" --set output.save_steps=10
+  # what a run stopped after step 10 leaves: its loss.csv and checkpoint-10 (the resume keeps
+  # the rows up to its step and appends); output.dir is the directory the checkpoint is in
+  mkdir "$d/b"
+  cp -a "$d/a/checkpoint-10" "$d/a/loss.csv" "$d/b/"
+  resume() { # resume NAME CHECKPOINT ARGS...: --resume with no recipe
+    local name="$1" ck="$2"
+    shift 2
+    mpirun -np 2 --oversubscribe --bind-to none "$bin" --resume "$ck" "$@" > "$d/$name.log" 2>&1
+  }
+  resume b "$d/b/checkpoint-10" || { tail -20 "$d/b.log"; fail "--resume alone"; }
+  grep "^recipe: $d/b/checkpoint-10/recipe.toml, the checkpoint's (output.dir $d/b)" "$d/b.log" ||
+    fail "no line naming the checkpoint's recipe"
+  grep -q "resumed from $d/b/checkpoint-10 at step 10" "$d/b.log" || fail "not resumed"
+  # the straight run's steps 11..20 to the bit: losses, export, every rank's state
+  [ "$(cut -d, -f1-5 "$d/a/loss.csv")" = "$(cut -d, -f1-5 "$d/b/loss.csv")" ] ||
+    fail "loss.csv differs from the straight run's"
+  [ "$(wc -l < "$d/b/loss.csv")" -eq 21 ] || fail "loss.csv has not 20 steps"
+  for f in model.safetensors state-00000-of-00002.h5 state-00001-of-00002.h5; do
+    cmp "$d/a/checkpoint-20/$f" "$d/b/checkpoint-20/$f" || fail "checkpoint-20/$f differs"
+  done
+  echo "ok: --resume alone: 10 + 10 steps equal 20 straight (loss.csv, export, state files)"
+  # a numerics key changed: one line naming it with both values, exit 2, no model, nothing
+  # written into output.dir
+  cp "$d/b/loss.csv" "$d/b.losses"
+  rc=0
+  resume lr "$d/b/checkpoint-10" --set train.learning_rate=0.002 || rc=$?
+  [ "$rc" -eq 2 ] || { tail -5 "$d/lr.log"; fail "a changed train.learning_rate: exit $rc, not 2"; }
+  grep "^error: --resume $d/b/checkpoint-10: train.learning_rate = 0.002 differs from the checkpoint's 0.001 (this key changes the numerics; keys that may change on resume: .*train.max_steps, .*output.dir, .*dist.timeout, .*train.per_device_train_batch_size and train.gradient_accumulation_steps keeping the global batch)$" \
+    "$d/lr.log" || { cat "$d/lr.log"; fail "the refusal does not name the key and both values"; }
+  [ "$(grep -c "error" "$d/lr.log")" -eq 1 ] || fail "not one error line"
+  ! grep -q "^activations:\|^model:\|^step " "$d/lr.log" || fail "a model was built"
+  cmp "$d/b.losses" "$d/b/loss.csv" || fail "the refused resume changed loss.csv"
+  cmp "$d/b/recipe.toml" "$d/b/checkpoint-20/recipe.toml" || fail "the refused resume wrote recipe.toml"
+  # the same refusal with the recipe given
+  rc=0
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" "${common[@]}" \
+    --set "output.dir=$d/b" --set train.weight_decay=0.1 --resume "$d/b/checkpoint-10" \
+    > "$d/wd.log" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] && grep "^error: .*: train.weight_decay = 0.1 differs from the checkpoint's 0.01 " "$d/wd.log" ||
+    { tail -5 "$d/wd.log"; fail "a recipe with another train.weight_decay: exit $rc"; }
+  # an allowed key: train.max_steps
+  mkdir "$d/c"
+  cp -a "$d/a/checkpoint-10" "$d/c/"
+  resume c "$d/c/checkpoint-10" --set train.max_steps=12 || { tail -20 "$d/c.log"; fail "train.max_steps=12"; }
+  grep -q "^step 12/12 " "$d/c.log" && [ -d "$d/c/checkpoint-12" ] || fail "train.max_steps=12 did not run to step 12"
+  # a checkpoint without recipe.toml: refused alone, naming the file; resumed with the recipe
+  mkdir "$d/old"
+  cp -a "$d/a/checkpoint-10" "$d/old/"
+  rm "$d/old/checkpoint-10/recipe.toml"
+  rc=0
+  resume old-alone "$d/old/checkpoint-10" || rc=$?
+  [ "$rc" -eq 2 ] && grep "^error: --resume $d/old/checkpoint-10: $d/old/checkpoint-10/recipe.toml is missing" "$d/old-alone.log" ||
+    { tail -5 "$d/old-alone.log"; fail "no recipe.toml, no recipe: exit $rc"; }
+  run 2 "$d/old-given" "${common[@]}" --set "output.dir=$d/old" --set train.max_steps=11 \
+    --resume "$d/old/checkpoint-10" || fail "no recipe.toml, the recipe given"
+  # an edited recipe.toml (its digest is in the manifest): refused, naming it
+  mkdir "$d/edit"
+  cp -a "$d/a/checkpoint-10" "$d/edit/"
+  sed -i 's/^max_grad_norm = 1.0$/max_grad_norm = 2.0/' "$d/edit/checkpoint-10/recipe.toml"
+  rc=0
+  resume edit "$d/edit/checkpoint-10" || rc=$?
+  [ "$rc" -eq 2 ] && grep "^error: --resume $d/edit/checkpoint-10: $d/edit/checkpoint-10/recipe.toml has changed since the checkpoint was written" "$d/edit.log" ||
+    { tail -5 "$d/edit.log"; fail "an edited recipe.toml: exit $rc"; }
+  ;;
+eval-only)
+  fail() { echo "FAIL: $*"; exit 1; }
+  d="$tmp/evo"
+  rm -rf "$d"
+  mkdir -p "$d"
+  ev=("${fast[@]}" --set "data.cache_dir=$tmp/dist-cache-evo" --set data.eval_samples=16
+    --set train.max_steps=4)
+  run 2 "$d/train" "${ev[@]}"
+  # the export of the last step, evaluated alone: the eval loss the run logged after step 4
+  run 2 "$d/only" "${ev[@]}" --eval-only --set "model.path=$d/train/checkpoint-4"
+  evl() { grep '"type": "eval"' "$1/metrics.jsonl" | tail -1 | sed 's/.*"eval_loss": \([^,]*\),.*/\1/'; }
+  [ -n "$(evl "$d/train")" ] && [ "$(evl "$d/train")" = "$(evl "$d/only")" ] ||
+    fail "--eval-only: eval loss $(evl "$d/only"), the run logged $(evl "$d/train")"
+  grep "^eval-only: loss $(evl "$d/train") over .* labelled eval tokens of $d/train/checkpoint-4" "$d/only.log" ||
+    fail "no eval-only line with the loss"
+  [ "$(ls "$d/only" | tr '\n' ' ')" = "eval.csv metrics.jsonl recipe.toml " ] ||
+    fail "--eval-only wrote $(ls "$d/only" | tr '\n' ' ')"
+  ! grep -q "^step " "$d/only.log" || fail "--eval-only took a step"
+  echo "ok: --eval-only: eval loss $(evl "$d/only"), the run's after step 4"
+  # no eval set: refused naming the keys, before any model
+  rc=0
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" "${fast[@]}" --eval-only \
+    --set "model.path=$d/train/checkpoint-4" --set "output.dir=$d/none" > "$d/none.log" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] && grep "^error: --eval-only: no eval set: set data.eval_samples .* or data.eval_path" "$d/none.log" ||
+    { tail -5 "$d/none.log"; fail "--eval-only without an eval set: exit $rc"; }
+  # into another run's results: refused as a fresh run is
+  rc=0
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" "${ev[@]}" --set "output.dir=$d/train" \
+    --eval-only > "$d/over.log" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] && grep "^error: output.dir $d/train holds another run's results" "$d/over.log" ||
+    { tail -5 "$d/over.log"; fail "--eval-only into a run's results: exit $rc"; }
   ;;
 kill)
   out="$tmp/kill"

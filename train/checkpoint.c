@@ -275,6 +275,8 @@ static void manifest_write(const char *path, const mt_zero *z, const mt_train_st
     char inputs[MT_CHECKPOINT_INPUTS * 2200];
     inputs_format(st, inputs, sizeof(inputs));
     attr_write_string(file, path, "inputs", inputs);
+    if (st->recipe_digest) /* recipe.toml, written into the directory before */
+        attr_write(file, path, "recipe_digest", H5T_NATIVE_UINT64, &st->recipe_digest, 1);
     dataset_write(file, path, "bucket_numel", H5T_NATIVE_INT64, 1, (hsize_t[]){(hsize_t)nb},
                   z->numel);
     H5_CHECK(H5Fclose(file), "checkpoint: cannot close %s", path);
@@ -339,6 +341,8 @@ bool mt_checkpoint_read_state(const char *dir, mt_train_state *st) {
         char *inputs = attr_read_string(file, path, "inputs");
         inputs_parse(st, inputs, path);
         free(inputs);
+        if (H5Aexists(file, "recipe_digest") > 0) /* 0: a checkpoint without its recipe.toml */
+            attr_read(file, path, "recipe_digest", H5T_NATIVE_UINT64, &st->recipe_digest);
     }
     H5Fclose(file);
     mt_hdf5_errors_restore(saved);

@@ -7,7 +7,8 @@
  *                        written by rank r alone, on its own;
  *   state.h5             the manifest, written by rank 0 last, when every rank's file is
  *                        complete: format, step, world size, bucket sizes, recipe hash, data
- *                        cursor, global batch layout and the digests of the run's inputs.
+ *                        cursor, global batch layout, the digests of the run's inputs and
+ *                        of the checkpoint's recipe.toml (the resolved recipe that wrote it).
  *
  * A rank never waits inside HDF5 for another: the only waits are the comm's barriers, which the
  * watchdog covers (dist.timeout). Every file is HDF5 1.10 format with metadata checksums, so
@@ -47,6 +48,7 @@ typedef struct {
     int64_t global_batch, micro_batch, accumulation;
     int n_inputs;
     mt_input_digest inputs[MT_CHECKPOINT_INPUTS];
+    uint64_t recipe_digest; /* FNV-1a of <dir>/recipe.toml's bytes; 0: none recorded (older) */
 } mt_train_state;
 
 /* Every rank calls it; each writes its own file, then rank 0 the manifest (barriers between). */

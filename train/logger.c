@@ -88,6 +88,14 @@ void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool index_kl, boo
     lg->jsonl = logger_csv_open(lg, "metrics.jsonl", NULL, resume_step);
 }
 
+void mt_logger_open_eval(mt_logger *lg, const char *dir) {
+    memset(lg, 0, sizeof(*lg));
+    snprintf(lg->dir, sizeof(lg->dir), "%s", dir);
+    lg->t_start = mt_time_now();
+    lg->eval_csv = logger_csv_open(lg, "eval.csv", EVAL_CSV_HEADER, 0);
+    lg->jsonl = logger_csv_open(lg, "metrics.jsonl", NULL, 0);
+}
+
 /* ", "key": value" of metrics.jsonl: every digit of the double (loss.csv rounds them), null
  * for NaN or Inf, which JSON has no number for. */
 static void jsonl_num(FILE *f, const char *key, double x) {
@@ -177,15 +185,16 @@ void mt_logger_row(mt_logger *lg, const mt_log_row *r, int max_steps) {
 }
 
 void mt_logger_close(mt_logger *lg) {
-    if (!lg->csv) return;
-    fclose(lg->csv);
+    if (!lg->jsonl) return;
+    const bool eval = lg->eval_csv != NULL, train = lg->csv != NULL;
+    if (train) fclose(lg->csv);
     lg->csv = NULL;
-    const bool eval = lg->eval_csv != NULL;
     if (eval) fclose(lg->eval_csv);
     lg->eval_csv = NULL;
     fclose(lg->jsonl);
     lg->jsonl = NULL;
     if (lg->tty && lg->last_len) fputc('\n', stderr);
+    if (!train) return; /* an eval alone: no curve */
     char cmd[4096];
     snprintf(cmd, sizeof(cmd),
              "cd '%s' && gnuplot -e \""

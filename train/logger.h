@@ -36,10 +36,13 @@ typedef struct {
 /* aux, index_kl: the aux_loss and index_kl columns. */
 void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool index_kl, bool eval,
                     int resume_step);
+/* An evaluation alone (minimax-train --eval-only): new <dir>/eval.csv and metrics.jsonl. */
+void mt_logger_open_eval(mt_logger *lg, const char *dir);
 void mt_logger_row(mt_logger *lg, const mt_log_row *row, int max_steps);
 /* One row of eval.csv: step, eval_loss, tokens (the held-out labelled tokens), seconds; and
  * its line of metrics.jsonl. */
 void mt_logger_eval_row(mt_logger *lg, int step, double loss, int64_t tokens, double seconds);
-/* Closes the CSV and renders <dir>/loss.png with gnuplot (a warning if gnuplot is missing). */
+/* Closes the files and, after training, renders <dir>/loss.png with gnuplot (a warning if
+ * gnuplot is missing). */
 void mt_logger_close(mt_logger *lg);
 double mt_time_now(void);

@@ -28,10 +28,10 @@ typedef enum {
 typedef struct {
     const char *key;
     key_type type;
-    size_t offset, size; /* size: for strings, the buffer size */
-    const char *def;     /* default, in TOML syntax */
-    bool numerics;       /* part of the resume hash */
-    size_t count_offset; /* arrays: where their length is */
+    size_t offset, size;   /* size: for strings, the buffer size */
+    const char *def;       /* default, in TOML syntax */
+    mt_resume_rule resume; /* numerics (true): part of the resume hash; may change (false) */
+    size_t count_offset;   /* arrays: where their length is */
 } recipe_key;
 
 #define STR(k, field, def, num)                                                                    \
@@ -56,6 +56,8 @@ typedef struct {
             offsetof(mt_recipe, count)                                                             \
     }
 
+/* the batch layout: numerics, but a resume compares the global batch it gives instead */
+#define LAYOUT MT_RESUME_LAYOUT
 static const recipe_key recipe_keys[] = {
     STR("model.path", model_path, "\"\"", true),
     STR("model.config", model_config, "\"\"", true),
@@ -83,8 +85,8 @@ static const recipe_key recipe_keys[] = {
     INT("train.max_steps", train_max_steps, "300", false),
     INT("train.eval_steps", train_eval_steps, "0", false),
     BOOL("train.eval_on_start", train_eval_on_start, "false", false),
-    INT("train.per_device_train_batch_size", train_per_device_train_batch_size, "1", true),
-    INT("train.gradient_accumulation_steps", train_gradient_accumulation_steps, "1", true),
+    INT("train.per_device_train_batch_size", train_per_device_train_batch_size, "1", LAYOUT),
+    INT("train.gradient_accumulation_steps", train_gradient_accumulation_steps, "1", LAYOUT),
     INT("train.global_batch_size", train_global_batch_size, "0", false),
     FLT("train.learning_rate", train_learning_rate, "1e-5", true),
     FLT("train.num_train_epochs", train_num_train_epochs, "0.0", false),
@@ -124,8 +126,12 @@ bool mt_recipe_key_at(int i, const char **key, const char **def, bool *numerics)
     if (i < 0 || i >= N_RECIPE_KEYS) return false;
     *key = recipe_keys[i].key;
     *def = recipe_keys[i].def;
-    *numerics = recipe_keys[i].numerics;
+    *numerics = recipe_keys[i].resume != MT_RESUME_FREE;
     return true;
+}
+
+mt_resume_rule mt_recipe_key_rule(int i) {
+    return i >= 0 && i < N_RECIPE_KEYS ? recipe_keys[i].resume : MT_RESUME_FREE;
 }
 
 static const recipe_key *recipe_key_find(const char *key) {
@@ -516,32 +522,52 @@ void mt_recipe_format(const mt_recipe *r, char *buf, size_t len) {
     }
 }
 
-int mt_recipe_numerics_diff(const mt_recipe *a, const mt_recipe *b, char *out, size_t n) {
+/* Key k's value in r as TOML text into buf (n bytes; the format appends). */
+static void recipe_value_text(const mt_recipe *r, const recipe_key *k, char *buf, size_t n) {
+    mt_toml_value v, items[MT_DATA_FILES];
+    buf[0] = 0;
+    recipe_value(r, k, &v, items);
+    mt_toml_value_format(&v, buf, n);
+}
+
+int mt_recipe_resume_diff(const mt_recipe *was, const mt_recipe *now, bool with_layout, char *out,
+                          size_t n) {
     int count = 0;
     out[0] = 0;
     for (int i = 0; i < N_RECIPE_KEYS; i++) {
-        if (!recipe_keys[i].numerics) continue;
+        const mt_resume_rule rule = recipe_keys[i].resume;
+        if (rule == MT_RESUME_FREE || (rule == MT_RESUME_LAYOUT && !with_layout)) continue;
         /* a list key (data.paths) formats as up to MT_DATA_FILES quoted paths */
         static char va[MT_DATA_FILES * (MT_PATH_MAX + 4)], vb[sizeof(va)];
-        mt_toml_value v, items[MT_DATA_FILES];
-        va[0] = vb[0] = 0; /* the format appends */
-        recipe_value(a, &recipe_keys[i], &v, items);
-        mt_toml_value_format(&v, va, sizeof(va));
-        recipe_value(b, &recipe_keys[i], &v, items);
-        mt_toml_value_format(&v, vb, sizeof(vb));
+        recipe_value_text(was, &recipe_keys[i], va, sizeof(va));
+        recipe_value_text(now, &recipe_keys[i], vb, sizeof(vb));
         if (!strcmp(va, vb)) continue;
         const size_t at = strlen(out);
-        snprintf(out + at, n - at, "%s%s (%s then, %s now)", count ? ", " : "", recipe_keys[i].key,
-                 va, vb);
+        snprintf(out + at, n - at, "%s%s = %s differs from the checkpoint's %s", count ? "; " : "",
+                 recipe_keys[i].key, vb, va);
         count++;
     }
     return count;
 }
 
+void mt_recipe_resume_free_keys(char *out, size_t n) {
+    out[0] = 0;
+    for (int i = 0; i < N_RECIPE_KEYS; i++)
+        if (recipe_keys[i].resume == MT_RESUME_FREE)
+            snprintf(out + strlen(out), n - strlen(out), "%s, ", recipe_keys[i].key);
+    const char *sep = "";
+    for (int i = 0; i < N_RECIPE_KEYS; i++)
+        if (recipe_keys[i].resume == MT_RESUME_LAYOUT) {
+            snprintf(out + strlen(out), n - strlen(out), "%s%s", sep, recipe_keys[i].key);
+            sep = " and ";
+        }
+    snprintf(out + strlen(out), n - strlen(out), " keeping the global batch");
+}
+
 uint64_t mt_recipe_hash(const mt_recipe *r) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a over "key=value" of numerics keys */
     for (int i = 0; i < N_RECIPE_KEYS; i++) {
-        if (!recipe_keys[i].numerics) continue;
+        if (recipe_keys[i].resume == MT_RESUME_FREE) continue;
         char buf[MT_DATA_FILES * (MT_PATH_MAX + 4) + 128];
         snprintf(buf, sizeof(buf), "%s=", recipe_keys[i].key);
         mt_toml_value v, items[MT_DATA_FILES];

@@ -10,6 +10,13 @@
 #define MT_PATH_MAX   1024
 #define MT_DATA_FILES 16 /* the most data.paths */
 
+/* How a recipe key may change when a run resumes from a checkpoint (recipe.c's table). */
+typedef enum {
+    MT_RESUME_FREE = 0,     /* may change: the step count, cadences, outputs, the device */
+    MT_RESUME_NUMERICS = 1, /* changes the numerics: must equal the checkpoint's */
+    MT_RESUME_LAYOUT = 2,   /* the batch layout: may change while the global batch stays */
+} mt_resume_rule;
+
 typedef struct mt_recipe {
     /* [model] */
     char model_path[MT_PATH_MAX];   /* HF model dir (config.json + safetensors), or "" */
@@ -89,10 +96,17 @@ bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides
 void mt_recipe_format(const mt_recipe *r, char *buf, size_t len);
 /* 64-bit hash of the resolved recipe's fields that change training numerics (for resume). */
 uint64_t mt_recipe_hash(const mt_recipe *r);
-/* The keys of that hash whose values differ between a and b, as "key (A then, B now), ..." in
- * out (n bytes); returns how many. */
-int mt_recipe_numerics_diff(const mt_recipe *a, const mt_recipe *b, char *out, size_t n);
+/* The numerics keys whose values differ between the checkpoint's recipe (was) and this run's
+ * (now), the batch layout keys only when with_layout, as "key = NOW differs from the
+ * checkpoint's WAS; ..." in out (n bytes); returns how many. */
+int mt_recipe_resume_diff(const mt_recipe *was, const mt_recipe *now, bool with_layout, char *out,
+                          size_t n);
+/* The keys that may change on a resume, from the table: "a, b, ..., and the layout keys keeping
+ * the global batch" in out (n bytes). */
+void mt_recipe_resume_free_keys(char *out, size_t n);
 /* Key i of the table (0 ..): its name ("table.key"), default (TOML text) and whether it is
  * part of the resume hash. false past the last key. (tests/dist_recipe.c checks the table
  * against docs/recipes.md.) */
 bool mt_recipe_key_at(int i, const char **key, const char **def, bool *numerics);
+/* How key i may change on a resume (MT_RESUME_FREE past the last key). */
+mt_resume_rule mt_recipe_key_rule(int i);

@@ -465,7 +465,12 @@ void mt_toml_value_format(const mt_toml_value *v, char *buf, size_t len) {
         snprintf(buf + n, len - n, "%lld", (long long)v->i);
         break;
     case MT_TOML_FLOAT:
-        snprintf(buf + n, len - n, "%.17g", v->f);
+        /* the shortest digits that read back as the same double: 0.0002, not
+         * 0.00020000000000000001 */
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(buf + n, len - n, "%.*g", prec, v->f);
+            if (strtod(buf + n, NULL) == v->f || isnan(v->f)) break;
+        }
         /* keep it a float when read back: 1 -> 1.0 (inf/nan are words TOML knows) */
         if (!strpbrk(buf + n, ".eEin")) snprintf(buf + strlen(buf), len - strlen(buf), ".0");
         break;

@@ -8,6 +8,9 @@
  *   clipping, AdamW on the owned shard -> loss.csv, eval.csv (the held-out loss every
  *   train.eval_steps and at the end), checkpoints (training state + HF export) every
  *   save_steps and at the end.
+ * --resume DIR continues from a checkpoint (with its own recipe when none is given; the checks:
+ * train/trainer_resume.c); --eval-only sets up the same model and data, evaluates once and ends
+ * (train/trainer_eval.c).
  * SIGUSR1, SIGTERM or SIGINT on any rank (mpirun forwards SIGUSR1 to every rank; Slurm sends
  * SIGUSR1 before the time limit with --signal=USR1@SECONDS, SIGTERM on scancel) stops the job
  * after the step in progress, with a checkpoint: each step ends with one small all-reduce that
@@ -450,17 +453,6 @@ static void trainer_setup_data(trainer *t) {
              4 * n * sizeof(int32_t));
 }
 
-/* The eval loss after `step` (0: before the first), into eval.csv and the log. */
-static void trainer_eval(trainer *t, int step) {
-    const double t0 = mt_time_now();
-    const double loss = trainer_run_eval(t), dt = mt_time_now() - t0;
-    if (t->comm->rank == 0) mt_logger_eval_row(&t->log, step, loss, t->eval_targets, dt);
-    char when[32] = "at the start"; /* step 0: train.eval_on_start */
-    if (step > 0) snprintf(when, sizeof(when), "after step %d", step);
-    LOG0(t, "eval %s: loss %.6f over %lld labelled eval tokens (%.1f s)\n", when, loss,
-         (long long)t->eval_targets, dt);
-}
-
 static void trainer_report_memory(trainer *t) {
     double mib = 1.0 / (1 << 20);
     double owned = (double)mt_zero_owned_bytes(&t->zero),
@@ -525,15 +517,24 @@ static bool trainer_stop_requested(trainer *t) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR | "
-               "--overwrite]\n"
-               "       minimax-train --help | --version\n"
-               "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
-               "  recipe keys: docs/recipes.md\n"
-               "  --resume DIR: continue from the checkpoint DIR (<output.dir>/checkpoint-<step>)\n"
-               "  --overwrite: remove another run's results from output.dir first\n"
-               "  SIGUSR1, SIGTERM or SIGINT to a rank (kill -USR1 on mpirun): stop after the "
-               "current step with a checkpoint, exit 75\n");
+    fprintf(f,
+            "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR | "
+            "--overwrite] [--eval-only]\n"
+            "       minimax-train --resume DIR [--set table.key=value]...\n"
+            "       minimax-train --help | --version\n"
+            "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
+            "  recipe keys: docs/recipes.md\n"
+            "  --resume DIR: continue from the checkpoint DIR (<output.dir>/checkpoint-<step>);\n"
+            "    without RECIPE.toml with the checkpoint's own recipe (DIR/recipe.toml) and\n"
+            "    output.dir the directory DIR is in; a key that changes the numerics must\n"
+            "    keep the checkpoint's value (docs/training.md, \"Resume\")\n"
+            "  --overwrite: remove another run's results from output.dir first\n"
+            "  --eval-only: no training: the eval loss of the model as the recipe builds it\n"
+            "    (model.path, e.g. --set model.path=EXPORT_DIR, or model.config's random\n"
+            "    init) over the eval set (data.eval_samples or data.eval_path), into\n"
+            "    output.dir's eval.csv and metrics.jsonl; no step, checkpoint or export\n"
+            "  SIGUSR1, SIGTERM or SIGINT to a rank (kill -USR1 on mpirun): stop after the "
+            "current step with a checkpoint, exit 75\n");
 }
 
 void trainer_refuse_if(trainer *t, const char *why) {
@@ -597,77 +598,10 @@ static void trainer_open_output(trainer *t, bool resume, bool overwrite, char *w
     mt_file_write_atomic(path, text, strlen(text));
 }
 
-int mt_train_main(int argc, char **argv) {
-    trainer *t = mt_calloc(1, sizeof(trainer), "trainer");
-    t->host = t->comm = mt_comm_mpi_init(&argc, &argv);
-    const char *recipe_path = NULL, *resume = NULL;
-    bool overwrite = false;
-    const char **sets = mt_calloc((size_t)argc, sizeof(char *), "overrides");
-    int n_sets = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--set") && i + 1 < argc) {
-            sets[n_sets++] = argv[++i];
-        } else if (!strncmp(argv[i], "--set=", 6)) {
-            sets[n_sets++] = argv[i] + 6;
-        } else if (!strcmp(argv[i], "--resume") && i + 1 < argc) {
-            resume = argv[++i];
-        } else if (!strcmp(argv[i], "--overwrite")) {
-            overwrite = true;
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            if (t->comm->rank == 0) usage(stdout);
-            mt_comm_finalize(t->host);
-            return 0;
-        } else if (!strcmp(argv[i], "--version")) {
-            if (t->comm->rank == 0) mt_version_print(stdout, "minimax-train");
-            mt_comm_finalize(t->host);
-            return 0;
-        } else if (argv[i][0] != '-' && !recipe_path) {
-            recipe_path = argv[i];
-        } else {
-            if (t->comm->rank == 0) {
-                fprintf(stderr, "minimax-train: unexpected argument '%s'\n", argv[i]);
-                usage(stderr);
-            }
-            mt_comm_finalize(t->host);
-            return 2;
-        }
-    }
-    char err[2048];
-    if (resume && overwrite) {
-        if (t->comm->rank == 0)
-            fprintf(stderr, "error: --resume continues the run in output.dir and --overwrite "
-                            "removes it: give one of them\n");
-        mt_comm_finalize(t->host);
-        return 2;
-    }
-    if (!recipe_path || !mt_recipe_load(&t->rc, recipe_path, sets, n_sets, err, sizeof(err))) {
-        /* every rank reads the same recipe and fails the same way: one message, no model */
-        if (t->comm->rank == 0) {
-            if (recipe_path)
-                fprintf(stderr, "error: %s\n", err);
-            else
-                usage(stderr);
-        }
-        mt_comm_finalize(t->host);
-        return 2;
-    }
-    free(sets);
+/* The schedule, the resume, the steps with their evals and checkpoints: the step a stop signal
+ * ended the run with, else 0. */
+static int trainer_train(trainer *t, const char *resume) {
     const mt_recipe *rc = &t->rc;
-    t->outdir.lock_fd = -1;
-    trainer_watch_setup(t);
-    if (rc->dist_timeout >= 0)
-        mt_comm_mpi_watch(t->host, rc->dist_timeout);
-    else
-        trainer_watch(t, false);
-    char why[4096] = "";
-    trainer_resolve_batch(t, why, sizeof(why));
-    trainer_open_output(t, resume != NULL, overwrite, why, sizeof(why));
-    trainer_refuse_if(t, why);
-    trainer_setup_model(t);
-    /* from here a failing rank removes its temporary files (after the communicators' setup,
-     * whose abort then follows) */
-    mt_cleanup_install(&t->outdir);
-    trainer_setup_data(t);
     trainer_setup_schedule(t);
     if (resume) trainer_resume(t, resume);
     int first = (int)t->state.step + 1;
@@ -739,6 +673,99 @@ int mt_train_main(int argc, char **argv) {
     else
         LOG0(t, "done: %d steps in %.1f s; outputs in %s\n", rc->train_max_steps - first + 1,
              mt_time_now() - t_start, rc->output_dir);
+    return stopped_after;
+}
+
+int mt_train_main(int argc, char **argv) {
+    trainer *t = mt_calloc(1, sizeof(trainer), "trainer");
+    t->host = t->comm = mt_comm_mpi_init(&argc, &argv);
+    const char *recipe_path = NULL, *resume = NULL;
+    bool overwrite = false, eval_only = false;
+    const char **sets = mt_calloc((size_t)argc, sizeof(char *), "overrides");
+    int n_sets = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--set") && i + 1 < argc) {
+            sets[n_sets++] = argv[++i];
+        } else if (!strncmp(argv[i], "--set=", 6)) {
+            sets[n_sets++] = argv[i] + 6;
+        } else if (!strcmp(argv[i], "--resume") && i + 1 < argc) {
+            resume = argv[++i];
+        } else if (!strcmp(argv[i], "--overwrite")) {
+            overwrite = true;
+        } else if (!strcmp(argv[i], "--eval-only")) {
+            eval_only = true;
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            if (t->comm->rank == 0) usage(stdout);
+            mt_comm_finalize(t->host);
+            return 0;
+        } else if (!strcmp(argv[i], "--version")) {
+            if (t->comm->rank == 0) mt_version_print(stdout, "minimax-train");
+            mt_comm_finalize(t->host);
+            return 0;
+        } else if (argv[i][0] != '-' && !recipe_path) {
+            recipe_path = argv[i];
+        } else {
+            if (t->comm->rank == 0) {
+                fprintf(stderr, "minimax-train: unexpected argument '%s'\n", argv[i]);
+                usage(stderr);
+            }
+            mt_comm_finalize(t->host);
+            return 2;
+        }
+    }
+    char err[4096] = "";
+    if (resume && overwrite)
+        snprintf(err, sizeof(err),
+                 "--resume continues the run in output.dir and --overwrite "
+                 "removes it: give one of them");
+    else if (resume && eval_only)
+        snprintf(err, sizeof(err),
+                 "--eval-only evaluates the model of the recipe (model.path: "
+                 "give a checkpoint's export there), not a --resume");
+    /* every rank reads the same recipe and fails the same way: one message, no model */
+    bool ok = !err[0] && (recipe_path || resume);
+    if (ok && recipe_path)
+        ok = mt_recipe_load(&t->rc, recipe_path, sets, n_sets, err, sizeof(err));
+    else if (ok)
+        ok = trainer_resume_recipe_load(&t->rc, resume, sets, n_sets, err, sizeof(err));
+    if (ok && eval_only && !t->rc.data_eval_samples && !t->rc.data_eval_path[0]) {
+        snprintf(err, sizeof(err),
+                 "--eval-only: no eval set: set data.eval_samples (samples held "
+                 "out of the data) or data.eval_path (a file of its own)");
+        ok = false;
+    }
+    if (!ok) {
+        if (t->comm->rank == 0) {
+            if (err[0])
+                fprintf(stderr, "error: %s\n", err);
+            else
+                usage(stderr);
+        }
+        mt_comm_finalize(t->host);
+        return 2;
+    }
+    free(sets);
+    if (!recipe_path)
+        LOG0(t, "recipe: %s/recipe.toml, the checkpoint's (output.dir %s)\n", resume,
+             t->rc.output_dir);
+    const mt_recipe *rc = &t->rc;
+    t->outdir.lock_fd = -1;
+    trainer_watch_setup(t);
+    if (rc->dist_timeout >= 0)
+        mt_comm_mpi_watch(t->host, rc->dist_timeout);
+    else
+        trainer_watch(t, false);
+    char why[4096] = "";
+    trainer_resolve_batch(t, why, sizeof(why));
+    if (resume) trainer_resume_check_recipe(t, resume, why, sizeof(why));
+    trainer_open_output(t, resume != NULL, overwrite, why, sizeof(why));
+    trainer_refuse_if(t, why);
+    trainer_setup_model(t);
+    /* from here a failing rank removes its temporary files (after the communicators' setup,
+     * whose abort then follows) */
+    mt_cleanup_install(&t->outdir);
+    trainer_setup_data(t);
+    const int stopped_after = eval_only ? (trainer_eval_only(t), 0) : trainer_train(t, resume);
     mt_sampler_free(&t->sampler);
     if (t->evaluates) mt_sampler_free(&t->eval_sampler);
     mt_token_data_free(&t->eval_data);

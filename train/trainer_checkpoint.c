@@ -1,17 +1,14 @@
 /* trainer_checkpoint.c: the trainer's checkpoints (<output.dir>/checkpoint-<step>/ = a Hugging
- * Face model directory + the training state, train/checkpoint.h) and what a resume checks
- * before it loads one: the recipe's numerics keys, the global batch, and the digests of the
- * inputs the numerics depend on (docs/training.md, "Resume"). */
+ * Face model directory + the training state, train/checkpoint.h, + the resolved recipe) and what
+ * their manifest records for a resume to check (train/trainer_resume.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "data/chat_template.h"
 #include "data/data_io.h"
 #include "models/safetensors.h"
-#include "train/nonfinite.h"
 #include "train/output_dir.h"
 #include "train/trainer_internal.h"
 
@@ -139,11 +136,16 @@ static void trainer_export(trainer *t, const char *dir) {
         mt_file_write_atomic(dst, cfg, strlen(cfg));
         free(cfg);
     }
-    char recipe_text[16384];
-    mt_recipe_format(&t->rc, recipe_text, sizeof(recipe_text));
-    char path[MT_PATH_MAX + 128];
+}
+
+/* Rank 0: the resolved recipe into the checkpoint (what `--resume DIR` alone resumes with), its
+ * digest into the manifest that follows. */
+static void trainer_save_recipe(trainer *t, const char *dir) {
+    char text[16384], path[MT_PATH_MAX + 128], err[MT_ERR_LEN];
+    mt_recipe_format(&t->rc, text, sizeof(text));
     snprintf(path, sizeof(path), "%s/recipe.toml", dir);
-    mt_file_write_atomic(path, recipe_text, strlen(recipe_text));
+    mt_file_write_atomic(path, text, strlen(text));
+    MT_CHECK(mt_file_hash(path, &t->state.recipe_digest, err) == 0, "%s", err);
 }
 
 void trainer_save(trainer *t, int step) {
@@ -160,6 +162,7 @@ void trainer_save(trainer *t, int step) {
     }
     t->comm->barrier(t->comm);
     if (t->rc.output_export) trainer_export(t, tmp);
+    if (t->comm->rank == 0) trainer_save_recipe(t, tmp);
     /* the training state: each rank its own file, then the manifest */
     t->state.step = step;
     mt_sampler_cursor cur = mt_sampler_get_cursor(&t->sampler);
@@ -175,131 +178,4 @@ void trainer_save(trainer *t, int step) {
     }
     t->comm->barrier(t->comm);
     mt_cleanup_remove(tmp);
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* resuming */
-
-static void layout_describe(char *buf, size_t n, int64_t world, int64_t micro, int64_t accum) {
-    snprintf(buf, n, "%lld rank%s x %lld row%s per device x %lld accumulation step%s",
-             (long long)world, world == 1 ? "" : "s", (long long)micro, micro == 1 ? "" : "s",
-             (long long)accum, accum == 1 ? "" : "s");
-}
-
-/* The refusal of a checkpoint written with other numerics keys, naming them with both values
- * when the checkpoint's recipe.toml (written with its export) reads; the batch layout is left
- * out when the global batch is compared instead (format 2). */
-static void recipe_refusal(const trainer *t, const char *dir, bool layout_free, char *why,
-                           size_t n) {
-    char path[MT_PATH_MAX + 32], err[MT_ERR_LEN], keys[2048] = "";
-    int n_keys = 0;
-    snprintf(path, sizeof(path), "%s/recipe.toml", dir);
-    mt_recipe *was = mt_malloc(2 * sizeof(mt_recipe), "the checkpoint's recipe"), *now = was + 1;
-    *now = t->rc;
-    if (access(path, R_OK) == 0 && mt_recipe_load(was, path, NULL, 0, err, sizeof(err))) {
-        if (layout_free)
-            for (mt_recipe *r = was; r <= now; r++)
-                r->train_per_device_train_batch_size = r->train_gradient_accumulation_steps = 1;
-        n_keys = mt_recipe_numerics_diff(was, now, keys, sizeof(keys));
-    }
-    free(was);
-    snprintf(why, n,
-             "--resume %s: the recipe differs from the one that wrote the checkpoint in %s, "
-             "which change%s the numerics (compare %s/recipe.toml with this recipe)",
-             dir, n_keys ? keys : "a key", n_keys > 1 ? "" : "s", dir);
-}
-
-/* Rank 0: why the checkpoint whose manifest st is must not be resumed by this run (empty: it
- * may). Checks the numerics keys of the recipe, the global batch, and the inputs' digests. */
-static void trainer_resume_check(trainer *t, const char *dir, const mt_train_state *st, char *why,
-                                 size_t n) {
-    const mt_train_state *now = &t->state;
-    char was[160], is[160];
-    layout_describe(is, sizeof(is), now->world_size, now->micro_batch, now->accumulation);
-    if (st->format == 1) {
-        /* format 1 hashed the layout keys with the others, so they are equal when it matches */
-        if (st->recipe_hash != mt_recipe_hash(&t->rc)) {
-            recipe_refusal(t, dir, false, why, n);
-        } else if (st->world_size != now->world_size) {
-            layout_describe(was, sizeof(was), st->world_size, now->micro_batch, now->accumulation);
-            snprintf(why, n,
-                     "--resume %s: a format-1 checkpoint (written before the global batch was "
-                     "recorded) resumes only with its batch layout, %s, not %s: the global "
-                     "batch would change from %lld to %lld samples",
-                     dir, was, is,
-                     (long long)(st->world_size * now->micro_batch * now->accumulation),
-                     (long long)now->global_batch);
-        }
-        return;
-    }
-    if (st->recipe_hash != now->recipe_hash) {
-        recipe_refusal(t, dir, true, why, n);
-        return;
-    }
-    layout_describe(was, sizeof(was), st->world_size, st->micro_batch, st->accumulation);
-    if (st->global_batch != now->global_batch) {
-        snprintf(why, n,
-                 "--resume %s: the global batch would change from %lld samples (%s) to %lld (%s), "
-                 "and with it what a step means; set train.global_batch_size = %lld to keep it "
-                 "(the accumulation steps then follow the rank count)",
-                 dir, (long long)st->global_batch, was, (long long)now->global_batch, is,
-                 (long long)st->global_batch);
-        return;
-    }
-    for (int i = 0; i < st->n_inputs; i++) {
-        const mt_input_digest *a = &st->inputs[i];
-        for (int j = 0; j < now->n_inputs; j++) {
-            const mt_input_digest *b = &now->inputs[j];
-            if (strcmp(a->what, b->what) || a->digest == b->digest) continue;
-            snprintf(why, n,
-                     "--resume %s: %s %s has changed since the checkpoint was written (FNV-1a "
-                     "digest %016llx then, %016llx now%s%s); resume with the inputs it was "
-                     "trained on, or start a new run",
-                     dir, b->what, b->path, (unsigned long long)a->digest,
-                     (unsigned long long)b->digest, strcmp(a->path, b->path) ? "; it was " : "",
-                     strcmp(a->path, b->path) ? a->path : "");
-            return;
-        }
-    }
-}
-
-void trainer_resume(trainer *t, const char *dir) {
-    mt_train_state st;
-    const bool found = mt_checkpoint_read_state(dir, &st);
-    char why[4096] = "";
-    if (t->comm->rank == 0) {
-        if (!found)
-            snprintf(why, sizeof(why),
-                     "--resume %s: no state.h5 there (not a checkpoint directory, or one whose "
-                     "write did not finish)",
-                     dir);
-        else
-            trainer_resume_check(t, dir, &st, why, sizeof(why));
-    }
-    trainer_refuse_if(t, why);
-    mt_checkpoint_load_shards(dir, &t->zero, &st);
-    char bad[1024];
-    MT_CHECK(mt_sharded_check_finite(&t->sharded, bad, sizeof(bad)), "--resume %s: %s", dir, bad);
-    /* the step and the data position continue; the recipe hash, layout and inputs stay this
-     * run's (equal to the checkpoint's, or an allowed change of layout) */
-    t->state.step = st.step;
-    t->state.tokens_seen = st.tokens_seen;
-    t->state.rng_state = st.rng_state;
-    memcpy(t->state.cursor, st.cursor, sizeof(st.cursor));
-    mt_sampler_cursor cur;
-    memcpy(&cur, st.cursor, sizeof(cur));
-    mt_sampler_set_cursor(&t->sampler, cur);
-    LOG0(t, "resumed from %s at step %lld (written by %d ranks, now %d)\n", dir, (long long)st.step,
-         st.world_size, t->comm->size);
-    if (st.format == 1)
-        LOG0(t,
-             "note: %s/state.h5 is a format-1 checkpoint (before checksums): its values and the "
-             "inputs it was trained on could not be checked\n",
-             dir);
-    char was[160], is[160];
-    layout_describe(was, sizeof(was), st.world_size, st.micro_batch, st.accumulation);
-    layout_describe(is, sizeof(is), t->comm->size, t->state.micro_batch, t->state.accumulation);
-    if (st.format >= 2 && strcmp(was, is))
-        LOG0(t, "resume: the global batch stays %lld samples: %s before, %s now\n",
-             (long long)st.global_batch, was, is);
 }

@@ -80,9 +80,22 @@ double trainer_watch_silence(const trainer *t);
 /* What the state records besides the weights: the recipe hash, the global batch layout, and on
  * rank 0 the digests of the inputs (the model config, and the token cache's key of cc). */
 void trainer_state_init(trainer *t, const char *config_path, const mt_token_cache_cfg *cc);
-/* <output.dir>/checkpoint-<step>: the export (output.export) and the state, written as
- * checkpoint-<step>.tmp and renamed when complete (removed by a rank that fails meanwhile). */
+/* <output.dir>/checkpoint-<step>: the export (output.export), recipe.toml and the state,
+ * written as checkpoint-<step>.tmp and renamed when complete (removed by a rank that fails
+ * meanwhile). */
 void trainer_save(trainer *t, int step);
+
+/* resuming (trainer_resume.c) */
+/* `--resume DIR` with no recipe: DIR/recipe.toml with the overrides sets on top and output.dir
+ * the directory DIR is in (unless an override sets it). false and why in err when it fails
+ * (DIR/recipe.toml missing, named). Every rank. */
+bool trainer_resume_recipe_load(mt_recipe *rc, const char *dir, const char *const *sets, int n_sets,
+                                char *err, size_t n);
+/* Rank 0, before any model is built: why this run's recipe (t->rc, its batch resolved) must not
+ * resume the checkpoint dir, into why (left empty when it may): no manifest, a recipe.toml
+ * that does not match its digest, or numerics keys that differ from the checkpoint's recipe,
+ * each named with both values. Nothing when why already holds a reason. */
+void trainer_resume_check_recipe(trainer *t, const char *dir, char *why, size_t n);
 /* Checks the checkpoint of dir against this run (refusing a changed recipe, global batch or
  * input, naming it), then loads it. */
 void trainer_resume(trainer *t, const char *dir);
@@ -105,3 +118,9 @@ void trainer_setup_schedule(trainer *t);
 /* The eval loss with the current weights over every held-out sample (t->eval_sampler): the
  * token-level mean over their labelled tokens, equal on every rank. */
 double trainer_run_eval(trainer *t);
+/* The eval loss after `step` (0: before the first), into eval.csv, metrics.jsonl and the log
+ * (trainer_eval.c). */
+void trainer_eval(trainer *t, int step);
+/* --eval-only: the eval loss of the weights as loaded, as step 0 of eval.csv and metrics.jsonl
+ * (no loss.csv), and the log. */
+void trainer_eval_only(trainer *t);

@@ -1,0 +1,201 @@
+/* trainer_resume.c: what `--resume DIR` checks and loads (docs/training.md, "Resume"):
+ *
+ *   with no RECIPE.toml, the checkpoint's own recipe (DIR/recipe.toml, its digest in the
+ *   manifest), --set overrides on top, output.dir the checkpoint's parent; then, before any
+ *   model is built, the recipe's numerics keys against the checkpoint's, key by key; then, with
+ *   the model and the data set up, the recipe hash, the global batch, the inputs' digests, and
+ *   the state itself. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data/data_io.h"
+#include "train/nonfinite.h"
+#include "train/trainer_internal.h"
+
+/* The directory DIR is in (DIR's trailing slashes ignored; "." for a bare name). */
+static void parent_dir(const char *dir, char *out, size_t n) {
+    snprintf(out, n, "%s", dir);
+    size_t len = strlen(out);
+    while (len > 1 && out[len - 1] == '/') out[--len] = 0;
+    char *slash = strrchr(out, '/');
+    if (!slash)
+        snprintf(out, n, ".");
+    else if (slash == out)
+        out[1] = 0;
+    else
+        *slash = 0;
+}
+
+bool trainer_resume_recipe_load(mt_recipe *rc, const char *dir, const char *const *sets, int n_sets,
+                                char *err, size_t n) {
+    char path[MT_PATH_MAX + 32], parent[MT_PATH_MAX];
+    snprintf(path, sizeof(path), "%s/recipe.toml", dir);
+    if (access(path, R_OK) != 0) {
+        snprintf(err, n,
+                 "--resume %s: %s is missing, so the checkpoint's recipe is unknown (a checkpoint "
+                 "written with output.export = false before checkpoints carried their recipe, or "
+                 "not a checkpoint directory): give the run's recipe, minimax-train RECIPE.toml "
+                 "--resume %s",
+                 dir, path, dir);
+        return false;
+    }
+    /* output.dir: the run the checkpoint is in, wherever it was when it was written; --set
+     * output.dir, after it, still wins */
+    parent_dir(dir, parent, sizeof(parent));
+    char *dir_set = mt_malloc(2 * sizeof(parent) + 32, "output.dir override");
+    char *o = dir_set + sprintf(dir_set, "output.dir=\"");
+    for (const char *c = parent; *c; c++) {
+        if (*c == '"' || *c == '\\') *o++ = '\\';
+        *o++ = *c;
+    }
+    strcpy(o, "\"");
+    const char **all = mt_calloc((size_t)n_sets + 1, sizeof(char *), "overrides");
+    all[0] = dir_set;
+    for (int i = 0; i < n_sets; i++) all[i + 1] = sets[i];
+    const bool ok = mt_recipe_load(rc, path, all, n_sets + 1, err, n);
+    free(all);
+    free(dir_set);
+    return ok;
+}
+
+static void layout_describe(char *buf, size_t n, int64_t world, int64_t micro, int64_t accum) {
+    snprintf(buf, n, "%lld rank%s x %lld row%s per device x %lld accumulation step%s",
+             (long long)world, world == 1 ? "" : "s", (long long)micro, micro == 1 ? "" : "s",
+             (long long)accum, accum == 1 ? "" : "s");
+}
+
+void trainer_resume_check_recipe(trainer *t, const char *dir, char *why, size_t n) {
+    if (t->comm->rank != 0 || why[0]) return;
+    mt_train_state *st = mt_malloc(sizeof(mt_train_state), "the checkpoint's manifest");
+    mt_recipe *was = mt_malloc(sizeof(mt_recipe), "the checkpoint's recipe");
+    char path[MT_PATH_MAX + 32], err[MT_ERR_LEN + MT_PATH_MAX], keys[8192], free_keys[4096];
+    snprintf(path, sizeof(path), "%s/recipe.toml", dir);
+    uint64_t digest = 0;
+    if (!mt_checkpoint_read_state(dir, st)) {
+        snprintf(why, n,
+                 "--resume %s: no state.h5 there (not a checkpoint directory, or one whose "
+                 "write did not finish)",
+                 dir);
+    } else if (access(path, R_OK) != 0) {
+        /* a checkpoint from before its recipe was kept: the recipe hash decides, later */
+    } else if (mt_file_hash(path, &digest, err) != 0) {
+        snprintf(why, n, "--resume %s: %s", dir, err);
+    } else if (st->recipe_digest && digest != st->recipe_digest) {
+        snprintf(why, n,
+                 "--resume %s: %s has changed since the checkpoint was written (FNV-1a digest "
+                 "%016llx then, %016llx now): it is the recipe the checkpoint resumes with and "
+                 "is compared with; restore it",
+                 dir, path, (unsigned long long)st->recipe_digest, (unsigned long long)digest);
+    } else if (mt_recipe_load(was, path, NULL, 0, err, sizeof(err))) {
+        /* format 1 compares the layout keys themselves: it records no global batch */
+        const int count = mt_recipe_resume_diff(was, &t->rc, st->format == 1, keys, sizeof(keys));
+        mt_recipe_resume_free_keys(free_keys, sizeof(free_keys));
+        if (count)
+            snprintf(why, n,
+                     "--resume %s: %s (%s the numerics; keys that may change on resume: %s)", dir,
+                     keys, count == 1 ? "this key changes" : "these keys change", free_keys);
+    } /* else its files have moved: the recipe hash decides, later */
+    free(was);
+    free(st);
+}
+
+/* Rank 0: why the checkpoint whose manifest st is must not be resumed by this run (empty: it
+ * may). The recipe hash (its keys compared one by one before, where the checkpoint's recipe
+ * reads), the global batch, and the inputs' digests. */
+static void trainer_resume_check(trainer *t, const char *dir, const mt_train_state *st, char *why,
+                                 size_t n) {
+    const mt_train_state *now = &t->state;
+    char was[160], is[160];
+    layout_describe(is, sizeof(is), now->world_size, now->micro_batch, now->accumulation);
+    /* format 1 hashed the layout keys with the others, so they are equal when it matches */
+    const uint64_t hash = st->format == 1 ? mt_recipe_hash(&t->rc) : now->recipe_hash;
+    if (st->recipe_hash != hash) {
+        snprintf(why, n,
+                 "--resume %s: the recipe differs from the one that wrote the checkpoint in a key "
+                 "that changes the numerics (its recipe hash %016llx, this run's %016llx; the "
+                 "checkpoint has no readable recipe.toml to name the key)",
+                 dir, (unsigned long long)st->recipe_hash, (unsigned long long)hash);
+        return;
+    }
+    if (st->format == 1) {
+        if (st->world_size != now->world_size) {
+            layout_describe(was, sizeof(was), st->world_size, now->micro_batch, now->accumulation);
+            snprintf(why, n,
+                     "--resume %s: a format-1 checkpoint (written before the global batch was "
+                     "recorded) resumes only with its batch layout, %s, not %s: the global "
+                     "batch would change from %lld to %lld samples",
+                     dir, was, is,
+                     (long long)(st->world_size * now->micro_batch * now->accumulation),
+                     (long long)now->global_batch);
+        }
+        return;
+    }
+    layout_describe(was, sizeof(was), st->world_size, st->micro_batch, st->accumulation);
+    if (st->global_batch != now->global_batch) {
+        snprintf(why, n,
+                 "--resume %s: the global batch would change from %lld samples (%s) to %lld (%s), "
+                 "and with it what a step means; set train.global_batch_size = %lld to keep it "
+                 "(the accumulation steps then follow the rank count)",
+                 dir, (long long)st->global_batch, was, (long long)now->global_batch, is,
+                 (long long)st->global_batch);
+        return;
+    }
+    for (int i = 0; i < st->n_inputs; i++) {
+        const mt_input_digest *a = &st->inputs[i];
+        for (int j = 0; j < now->n_inputs; j++) {
+            const mt_input_digest *b = &now->inputs[j];
+            if (strcmp(a->what, b->what) || a->digest == b->digest) continue;
+            snprintf(why, n,
+                     "--resume %s: %s %s has changed since the checkpoint was written (FNV-1a "
+                     "digest %016llx then, %016llx now%s%s); resume with the inputs it was "
+                     "trained on, or start a new run",
+                     dir, b->what, b->path, (unsigned long long)a->digest,
+                     (unsigned long long)b->digest, strcmp(a->path, b->path) ? "; it was " : "",
+                     strcmp(a->path, b->path) ? a->path : "");
+            return;
+        }
+    }
+}
+
+void trainer_resume(trainer *t, const char *dir) {
+    mt_train_state st;
+    const bool found = mt_checkpoint_read_state(dir, &st);
+    char why[4096] = "";
+    if (t->comm->rank == 0) {
+        if (!found)
+            snprintf(why, sizeof(why),
+                     "--resume %s: no state.h5 there (not a checkpoint directory, or one whose "
+                     "write did not finish)",
+                     dir);
+        else
+            trainer_resume_check(t, dir, &st, why, sizeof(why));
+    }
+    trainer_refuse_if(t, why);
+    mt_checkpoint_load_shards(dir, &t->zero, &st);
+    char bad[1024];
+    MT_CHECK(mt_sharded_check_finite(&t->sharded, bad, sizeof(bad)), "--resume %s: %s", dir, bad);
+    /* the step and the data position continue; the recipe hash, layout and inputs stay this
+     * run's (equal to the checkpoint's, or an allowed change of layout) */
+    t->state.step = st.step;
+    t->state.tokens_seen = st.tokens_seen;
+    t->state.rng_state = st.rng_state;
+    memcpy(t->state.cursor, st.cursor, sizeof(st.cursor));
+    mt_sampler_cursor cur;
+    memcpy(&cur, st.cursor, sizeof(cur));
+    mt_sampler_set_cursor(&t->sampler, cur);
+    LOG0(t, "resumed from %s at step %lld (written by %d ranks, now %d)\n", dir, (long long)st.step,
+         st.world_size, t->comm->size);
+    if (st.format == 1)
+        LOG0(t,
+             "note: %s/state.h5 is a format-1 checkpoint (before checksums): its values and the "
+             "inputs it was trained on could not be checked\n",
+             dir);
+    char was[160], is[160];
+    layout_describe(was, sizeof(was), st.world_size, st.micro_batch, st.accumulation);
+    layout_describe(is, sizeof(is), t->comm->size, t->state.micro_batch, t->state.accumulation);
+    if (st.format >= 2 && strcmp(was, is))
+        LOG0(t, "resume: the global batch stays %lld samples: %s before, %s now\n",
+             (long long)st.global_batch, was, is);
+}
