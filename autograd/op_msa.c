@@ -58,7 +58,8 @@ mt_tensor *mt_msa_select(mt_ctx *c, mt_tensor *iq, mt_tensor *ik, mt_tensor *pos
                          int block, int topk) {
     msa_check_index("msa_select", iq, ik);
     msa_check_rows("msa_select", iq, pos, seg, block);
-    MT_CHECK(topk >= 1, "msa_select: topk %d (iq %s)", topk, iq->name);
+    MT_CHECK(topk >= 1 && topk <= 4096, "msa_select: topk %d not in [1, 4096] (iq %s)", topk,
+             iq->name);
     const int64_t B = iq->shape[0], T = iq->shape[1], Hi = iq->shape[2];
     mt_tensor *idx = mt_tensor_new(c, MT_I32, 4, (int64_t[]){B, Hi, T, topk}, "msa_select.idx");
     mt_tensor *in[4] = {iq, ik, pos, seg};

@@ -73,8 +73,9 @@ mt_tensor *mt_lightning(mt_ctx *c, mt_tensor *qkv, mt_tensor *decay, mt_tensor *
  * iq_h(t).ik(j) (fp32 products), the local block pos[t]/block first, then the topk-1 highest
  * earlier blocks of the sample in descending score (ties: the lower block id), -1 in the
  * trailing slots when fewer blocks are visible (transformers' order when there are no ties).
- * iq (B,T,Hi,Di), ik (B,T,1,Di) F32 (after norm and RoPE) -> idx (B,Hi,T,topk) I32, which
- * never requires a gradient (the selection is a constant for the ops below). */
+ * iq (B,T,Hi,Di), ik (B,T,1,Di) F32 (after norm and RoPE), 1 <= topk <= 4096 -> idx
+ * (B,Hi,T,topk) I32, which never requires a gradient (the selection is a constant for the ops
+ * below; they check that each query's list holds its local block, distinct blocks, -1 last). */
 mt_tensor *mt_msa_select(mt_ctx *c, mt_tensor *iq, mt_tensor *ik, mt_tensor *pos, mt_tensor *seg,
                          int block, int topk);
 

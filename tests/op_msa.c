@@ -283,6 +283,10 @@ static int test_op_msa_naive(void) {
     check_attention("naive GQA", 2, 150, dense_lens, 4, 2, 16, 16, 3, false, 1e-6, 41);
     check_attention("naive topk 1", 2, 150, dense_lens, 2, 1, 8, 8, 1, false, 1e-6, 42);
     check_attention("naive H=Hkv", 2, 150, dense_lens, 2, 2, 8, 5, 4, false, 1e-6, 43);
+    /* one block longer than every sample (topk 2: a -1 slot everywhere); samples of 1-3 tokens */
+    check_attention("naive block > T", 2, 150, dense_lens, 4, 2, 8, 256, 2, false, 1e-6, 45);
+    check_attention("naive tiny samples", 1, 7, (int[]){1, 2, 1, 3, 0}, 2, 1, 4, 2, 2, false, 1e-6,
+                    46);
 
     /* the selection against block scores in double, sorted: local first, then descending */
     mt_rng g;
@@ -497,9 +501,25 @@ static void die_dup_idx(void *arg) {
     mt_msa_attention(&c, q, q, q, idx, r.pos, r.seg, 4, 1.0f);
 }
 
+static void die_no_local(void *arg) {
+    (void)arg;
+    rows r = make_rows(1, 6, (int[]){6, 0});
+    mt_rng g;
+    mt_rng_seed(&g, 1);
+    mt_tensor *q = randn(4, (int64_t[]){1, 6, 1, 4}, false, "q", &g);
+    mt_tensor *idx = mt_test_tensor(MT_I32, 4, (int64_t[]){1, 1, 6, 2}, false, "idx");
+    /* {0, -1} everywhere: queries 4, 5 (block 1) miss their local block */
+    for (int i = 0; i < 12; i++) ((int32_t *)idx->data)[i] = i % 2 ? -1 : 0;
+    mt_ctx c;
+    mt_test_ctx_init(&c);
+    mt_msa_kl(&c, q, q, q, q, idx, r.pos, r.seg, NULL, 4, 1.0f, 1.0f, 1.0f, 1.0f);
+}
+
 static int test_op_msa_checks(void) {
     EXPECT(mt_expect_death(die_bad_pos, NULL, "pos[0,3] = 7, expected 3"), "bad pos accepted");
     EXPECT(mt_expect_death(die_dup_idx, NULL, "holds block 0 twice"), "duplicate block accepted");
+    EXPECT(mt_expect_death(die_no_local, NULL, "idx[0,0,4,:] lacks the local block 1"),
+           "a query without its local block accepted");
     return MT_TEST_OK;
 }
 

@@ -19,6 +19,9 @@
 
 #include "../../autograd/check.h"
 
+/* topk bound: the selection keeps its candidates on the stack */
+#define CPU_MSA_MAX_TOPK 4096
+
 /* Dies unless pos, seg (NULL: one sample) follow the row rule above. */
 void cpu_msa_check_rows(const int32_t *pos, const int32_t *seg, int64_t B, int64_t T);
 
@@ -57,18 +60,19 @@ void cpu_msa_topk_row(int32_t *out, const float *bs, int32_t local, int topk);
 
 /* ---- attention over the selection (spec 4.3) ----------------------------------------------- */
 
-/* Dies unless every idx[b,h,t,s] is -1 or a block 0 .. pos[t]/block, with no block twice. */
+/* Dies unless every idx[b,h,t,:] holds distinct blocks 0 .. pos[t]/block, the local block
+ * among them, then only -1 (the kernels stop at the first -1). */
 void cpu_msa_check_idx(const int32_t *idx, const int32_t *pos, int64_t B, int64_t Hkv, int64_t T,
                        int block, int topk);
 
 /* out (B,T,H,D) = softmax over M_h(t) of scale q_g(t) . k_h(j), times v; lse (B,H,T) or NULL.
- * fp32 dot products and exp (cpu_expf), the row sums in double. work:
- * cpu_msa_attention_work(block, topk) floats. */
+ * fp32 products (sgemm per selected block) and exp (cpu_expf), the row sums in double. work:
+ * cpu_msa_attention_work(H/Hkv, block, topk) floats. */
 void cpu_msa_attention_forward(float *out, float *lse, float *work, const float *q, const float *k,
                                const float *v, const int32_t *idx, const int32_t *pos,
                                const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
                                int64_t D, int block, int topk, float scale);
-int64_t cpu_msa_attention_work(int block, int topk);
+int64_t cpu_msa_attention_work(int64_t G, int block, int topk);
 
 /* The inverse of a selection, per (b, h): for each block-start slot jb, the queries t (in
  * increasing order) whose idx[b,h,t,:] holds that block: queries of (b, h, jb) are
@@ -80,7 +84,7 @@ int64_t cpu_msa_inverse_ints(int64_t B, int64_t Hs, int64_t T, int topk);
 
 /* dq += scale sum_j ds k_j, dk_j += scale sum ds q, dv_j += sum p dout over the support only
  * (dk, dv summed over the group's query heads), from the saved lse; any gradient may be NULL.
- * dq by query row; dk, dv by key block through the selection's inverse (one thread owns a key
+ * dq by query; dk, dv by key block through the selection's inverse (one thread owns a key
  * block: no atomics, deterministic). work: cpu_msa_attention_bwd_work(...) bytes. */
 void cpu_msa_attention_backward(float *dq, float *dk, float *dv, void *work, const float *dout,
                                 const float *out, const float *lse, const float *q, const float *k,
@@ -103,7 +107,8 @@ void cpu_msa_attention_decode(float *out, const float *q, const float *k_cache,
 /* Returns coef / (Hi denom) sum_{b,t: mask != 0} sum_h KL(Pbar_h(t) || Q_h(t)), with
  * Pbar_h(t,j) the mean over query heads g = h*G .. h*G+G-1 of softmax_{M_h(t)} scale q_g.k_h(j)
  * and Q_h(t,j) = softmax_{M_h(t)} index_scale iq_h(t).ik(j). mask (B,T) or NULL (all).
- * Logits, softmaxes and the KL in double from fp32 inputs. work: cpu_msa_kl_work(...) bytes. */
+ * Logits from fp32 products (8 fp32 lanes, then double), softmaxes and the KL in double.
+ * work: cpu_msa_kl_work(...) bytes. */
 double cpu_msa_kl_forward(void *work, const float *q, const float *k, const float *iq,
                           const float *ik, const int32_t *idx, const int32_t *pos,
                           const int32_t *seg, const float *mask, int64_t B, int64_t T, int64_t H,

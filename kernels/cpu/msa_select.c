@@ -91,7 +91,8 @@ static void select_tile(int32_t *idx_bh, float *bs, int64_t nb, const float *iqb
 void cpu_msa_select_forward(int32_t *idx, float *work, const float *iq, const float *ik,
                             const int32_t *pos, const int32_t *seg, int64_t B, int64_t T,
                             int64_t Hi, int64_t Di, int block, int topk) {
-    MT_CHECK(block >= 1 && topk >= 1, "msa_select: block %d, topk %d", block, topk);
+    MT_CHECK(block >= 1 && topk >= 1 && topk <= CPU_MSA_MAX_TOPK,
+             "msa_select: block %d, topk %d (at most %d)", block, topk, CPU_MSA_MAX_TOPK);
     cpu_msa_check_rows(pos, seg, B, T);
     const int64_t nb = T > 0 ? (T - 1) / block + 1 : 1, nt = (T + MSA_TILE - 1) / MSA_TILE;
     /* (b, h, query tile) are independent; later tiles see more keys: dynamic scheduling */
@@ -112,7 +113,8 @@ int64_t cpu_msa_select_decode_work(int64_t B, int64_t Hi, int64_t t_max, int blo
 void cpu_msa_select_decode(int32_t *idx, float *work, const float *iq, const float *ik_cache,
                            int64_t t_len, int64_t B, int64_t t_max, int64_t Hi, int64_t Di,
                            int block, int topk) {
-    MT_CHECK(block >= 1 && topk >= 1, "msa_select decode: block %d, topk %d", block, topk);
+    MT_CHECK(block >= 1 && topk >= 1 && topk <= CPU_MSA_MAX_TOPK,
+             "msa_select decode: block %d, topk %d (at most %d)", block, topk, CPU_MSA_MAX_TOPK);
     MT_CHECK(t_len >= 1 && t_len <= t_max, "msa_select decode: t_len %lld not in [1, Tmax=%lld]",
              (long long)t_len, (long long)t_max);
     const int64_t nb = (t_max - 1) / block + 1;
