@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """check_export.py: a minimax-train export loads into transformers with no missing or unexpected
 keys and gives the same logits as minimax-forward on the same directory (any family:
-MiniMaxForCausalLM, MiniMaxM2ForCausalLM through AutoModelForCausalLM).
+MiniMaxForCausalLM, MiniMaxM2ForCausalLM, MiniMaxM3VLForCausalLM through AutoModelForCausalLM; a
+MiniMax-M3 VL export through MiniMaxM3SparseForConditionalGeneration, the class that loads the
+released layout, text-only forward, eager attention: the MSA layers' block mask).
 
     /work/pyref/bin/python tools/check_export.py runs/tiny/checkpoint-150 \
         [--forward build/minimax-forward] [--source MODEL_DIR]
@@ -33,7 +35,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 PINNED = {"transformers": "5.24.0", "torch": "2.15.0"}
-CARRIED = re.compile(r"(^|\.)mtp[._]")
+# tensors minimax-train carries without training: MTP modules, an M3 VL checkpoint's vision tower
+CARRIED = re.compile(r"(^|\.)mtp[._]|^(vision_tower|multi_modal_projector|patch_merge_mlp)\.")
 
 
 def tensors(path):
@@ -93,8 +96,12 @@ def main():
         if not want.startswith(PINNED[mod]):
             sys.exit(f"{mod} {want} installed, {PINNED[mod]} pinned")
 
-    model, info = transformers.AutoModelForCausalLM.from_pretrained(
-        args.export_dir, dtype=torch.float32, output_loading_info=True)
+    cfg = json.load(open(os.path.join(args.export_dir, "config.json")))
+    cls = transformers.AutoModelForCausalLM
+    if cfg.get("model_type") == "minimax_m3_vl":
+        cls = transformers.MiniMaxM3SparseForConditionalGeneration
+    model, info = cls.from_pretrained(args.export_dir, dtype=torch.float32, output_loading_info=True,
+                                      attn_implementation="eager")
     missing, unexpected = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
     carried = [k for k in unexpected if CARRIED.search(k)]
     unexpected = [k for k in unexpected if not CARRIED.search(k)]
@@ -107,7 +114,7 @@ def main():
     if args.source:
         ok = check_source(args.export_dir, args.source) and ok
 
-    vocab = model.config.vocab_size
+    vocab = model.config.get_text_config().vocab_size
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, vocab, (2, 37), generator=gen)
     with torch.no_grad():
