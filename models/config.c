@@ -350,7 +350,7 @@ bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err
         snprintf(full, sizeof(full), "%s/config.json", path);
         path = full;
     }
-    mt_cfg_reader r = {path, err, err_len};
+    mt_cfg_reader r = {path, err, err_len, NULL, 0};
     memset(cfg, 0, sizeof(*cfg));
     size_t len = 0;
     char *text = cfg_read_file(&r, path, &len);
@@ -363,7 +363,8 @@ bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err
         free(text);
         return mt_cfg_fail(&r, "line %d: malformed JSON", line);
     }
-    free(text);
+    r.text = text;
+    r.len = len;
     bool ok = false;
     const cJSON *mt = mt_cfg_get(root, "model_type");
     char dup[256];
@@ -378,6 +379,7 @@ bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err
         ok = cfg_parse_family(&r, root, type, cfg);
     }
     cJSON_Delete(root);
+    free(text);
     return ok;
 }
 

@@ -80,9 +80,9 @@ typedef struct mt_minimax_config {
     float swiglu_alpha, swiglu_limit, swiglu_beta;
     float routed_scaling_factor; /* the routed experts' weights times this (M3: 2.0) */
     /* VL checkpoints (model_type "minimax_m3_vl"): the text model is text_config, its weights
-     * are under "language_model."; the top-level and vision keys are kept as read (JSON text,
-     * text_config removed) so that an export writes the same VL config.json back with the text
-     * model's text_config; "" for a text-only config */
+     * are under "language_model."; the file as read, so that an export writes its other keys
+     * back verbatim (number formats included: transformers' strict configs tell 0.0 from 0)
+     * around the model's text_config; "" for a text-only config */
     char vl_config[16384];
 } mt_minimax_config;
 

@@ -14,6 +14,7 @@
  * 1) are refused by name. Defaults are transformers' class defaults. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/config_internal.h"
@@ -235,16 +236,11 @@ static bool m3_text_root(mt_cfg_reader *r, const cJSON *root, const cJSON **text
     if (tie)
         return mt_cfg_fail(r, "key \"tie_word_embeddings\": tied embeddings are not supported "
                               "(MiniMax models have an untied lm_head)");
-    cJSON *rest = cJSON_Duplicate(root, true);
-    cJSON_DeleteItemFromObjectCaseSensitive(rest, "text_config");
-    char *txt = cJSON_PrintUnformatted(rest);
-    cJSON_Delete(rest);
-    const bool fits = txt && strlen(txt) < sizeof(cfg->vl_config);
-    if (fits) snprintf(cfg->vl_config, sizeof(cfg->vl_config), "%s", txt);
-    cJSON_free(txt);
-    if (!fits)
-        return mt_cfg_fail(r, "the VL keys besides text_config exceed %zu bytes",
+    if (!r->text || r->len >= sizeof(cfg->vl_config) || memchr(r->text, 0, r->len))
+        return mt_cfg_fail(r, "a VL config.json of more than %zu bytes is not supported",
                            sizeof(cfg->vl_config) - 1);
+    memcpy(cfg->vl_config, r->text, r->len);
+    cfg->vl_config[r->len] = 0;
     *text = t;
     return true;
 }
@@ -321,21 +317,68 @@ static void m3_save_text(const mt_minimax_config *cfg, cJSON *o) {
     cJSON_AddNumberToObject(o, "num_nextn_predict_layers", cfg->mtp_transformer_layers);
 }
 
-/* A VL model: the top-level and vision keys as read, text_config the text model's. */
+/* The end of the JSON value at s (a well-formed file: cJSON parsed it), whitespace before it
+ * skipped into *start. */
+static const char *m3_json_value_end(const char *s, const char **start) {
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
+    *start = s;
+    int depth = 0;
+    bool str = false;
+    for (; *s; s++) {
+        if (str) {
+            if (*s == '\\' && s[1])
+                s++;
+            else if (*s == '"') {
+                str = false;
+                if (depth == 0) return s + 1;
+            }
+        } else if (*s == '"') {
+            str = true;
+        } else if (*s == '{' || *s == '[') {
+            depth++;
+        } else if (*s == '}' || *s == ']') {
+            if (depth == 0) return s; /* a scalar ends at its object's end */
+            if (--depth == 0) return s + 1;
+        } else if (depth == 0 &&
+                   (*s == ',' || *s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')) {
+            return s;
+        }
+    }
+    return s;
+}
+
+/* A VL model: every top-level key of the file as read, verbatim (raw JSON text), text_config
+ * the text model's. */
 static void m3_save(const mt_minimax_config *cfg, cJSON *o, bool original) {
     (void)original;
     if (!cfg->vl_config[0]) {
         m3_save_text(cfg, o);
         return;
     }
-    cJSON *vl = cJSON_Parse(cfg->vl_config);
-    MT_CHECK(vl, "config: the kept VL keys do not parse");
-    for (cJSON *it = vl->child; it; it = it->next)
-        cJSON_AddItemToObject(o, it->string, cJSON_Duplicate(it, true));
-    cJSON_Delete(vl);
-    cJSON *t = cJSON_CreateObject();
-    m3_save_text(cfg, t);
-    cJSON_AddItemToObject(o, "text_config", t);
+    const char *s = strchr(cfg->vl_config, '{');
+    MT_CHECK(s, "config: the kept VL config is not an object");
+    s++;
+    for (;;) {
+        const char *k0, *k1 = m3_json_value_end(s, &k0);
+        if (*k0 != '"') break; /* the closing brace */
+        const char *v0, *v1 = m3_json_value_end(strchr(k1, ':') + 1, &v0);
+        char key[128], *raw = mt_malloc((size_t)(v1 - v0) + 1, "VL config value");
+        snprintf(key, sizeof(key), "%.*s", (int)(k1 - k0 - 2), k0 + 1);
+        memcpy(raw, v0, (size_t)(v1 - v0));
+        raw[v1 - v0] = 0;
+        if (strcmp(key, "text_config") == 0) {
+            cJSON *t = cJSON_CreateObject();
+            m3_save_text(cfg, t);
+            cJSON_AddItemToObject(o, "text_config", t);
+        } else {
+            cJSON_AddItemToObject(o, key, cJSON_CreateRaw(raw));
+        }
+        free(raw);
+        s = v1;
+        while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
+        if (*s != ',') break;
+        s++;
+    }
 }
 
 /* Gemma norms, per-head QK norm, partial RoPE, plain residuals; MSA or dense softmax attention

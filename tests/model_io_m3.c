@@ -82,9 +82,8 @@ int test_config_m3(void) {
     char path[1200];
     snprintf(path, sizeof(path), "%s/tests/fixtures/models/tiny_m3/config.json", src_dir());
     mt_minimax_config vl = parse_ok(path);
-    EXPECT(vl.vl_config[0] && strstr(vl.vl_config, "vision_config") &&
-               !strstr(vl.vl_config, "text_config"),
-           "the VL keys besides text_config are kept");
+    EXPECT(vl.vl_config[0] && strstr(vl.vl_config, "vision_config"),
+           "the VL config.json is kept for the export");
     vl.vocab_size = o.vocab_size;
     EXPECT(m3_same(&o, &vl), "the VL config's text model is the release's text config's");
 
@@ -166,6 +165,9 @@ int test_weights_export_m3(void) {
     FILE *f = fopen(path, "r");
     EXPECT(f, "no %s", path);
     if (f) text[fread(text, 1, sizeof(text) - 1, f)] = 0, fclose(f);
+    /* the vision keys verbatim: transformers' strict config wants 0.0, not 0 */
+    EXPECT(strstr(text, "\"attention_dropout\": 0.0") && strstr(text, "\"layer_norm_eps\": 1e-05"),
+           "the vision config's numbers are written as read:\n%s", text);
     EXPECT(strstr(text, "\"model_type\":\t\"minimax_m3_vl\"") && strstr(text, "\"text_config\"") &&
                strstr(text, "\"minimax_m3_vl_vision\"") &&
                strstr(text, "\"projector_hidden_size\""),
