@@ -102,6 +102,13 @@ typedef struct mt_family {
      * skipped before this is asked. */
     mt_extra_kind (*extra)(const struct mt_minimax_config *cfg, const char *name, int *layer,
                            const char **what);
+    /* transformers v5's name of layer %d's e_score_correction_bias (NULL: no such buffer) */
+    const char *v5_router_bias;
+    /* The naming an export of this config is written in, given the one it was loaded in (or
+     * transformers v4 for a random initialisation); NULL: that one. MiniMax-M3's text model
+     * alone loads in transformers only under its module names (its name conversion is the VL
+     * layout's), so its text-only exports are written in them. */
+    int (*export_naming)(const struct mt_minimax_config *cfg, int loaded);
 } mt_family;
 
 extern const mt_family mt_family_text01;

@@ -433,6 +433,12 @@ static mt_extra_kind m3_extra(const mt_minimax_config *cfg, const char *name, in
     return MT_EXTRA_UNEXPECTED;
 }
 
+/* A VL checkpoint keeps its layout (transformers converts the released names on load); the text
+ * model alone is written in transformers' MiniMaxM3VLForCausalLM names. */
+static int m3_export_naming(const mt_minimax_config *cfg, int loaded) {
+    return cfg->vl_config[0] ? loaded : MT_NAMING_HF_V5;
+}
+
 static bool m3_matches(const char *model_type, bool *original) {
     *original = strcmp(model_type, "minimax_m3") == 0;
     return strcmp(model_type, "minimax_m3_vl") == 0 ||
@@ -459,4 +465,6 @@ const mt_family mt_family_m3 = {
     .save = m3_save,
     .plan = m3_plan,
     .extra = m3_extra,
+    .v5_router_bias = "model.layers.%d.mlp.gate.e_score_correction_bias",
+    .export_naming = m3_export_naming,
 };

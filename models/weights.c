@@ -31,6 +31,25 @@ static bool wt_router_bias(const char *name, int *layer) {
            name[used] == 0;
 }
 
+/* The dense MLP's and the shared expert's gate or up projection (MiniMax-M3): layer, up (0
+ * gate, 1 up), shared; transformers v5 fuses each pair as gate_up_proj (2F, C) = [gate; up]. */
+static bool wt_gate_up(const char *name, int *layer, int *up, bool *shared) {
+    char which[8];
+    int used = 0;
+    *shared = false;
+    if (sscanf(name, "model.layers.%d.mlp.%7[a-z]_proj.weight%n", layer, which, &used) != 2 ||
+        name[used] != 0) {
+        used = 0;
+        if (sscanf(name, "model.layers.%d.block_sparse_moe.shared_experts.%7[a-z]_proj.weight%n",
+                   layer, which, &used) != 2 ||
+            name[used] != 0)
+            return false;
+        *shared = true;
+    }
+    *up = strcmp(which, "up") == 0;
+    return *up || strcmp(which, "gate") == 0;
+}
+
 /* A VL checkpoint (MiniMax-M3) keeps the text model under "language_model." (spec 8.2). */
 static const char *wt_prefix(const mt_minimax *m) {
     return m->cfg.vl_config[0] ? "language_model." : "";
@@ -48,6 +67,8 @@ void mt_weights_source_name(const mt_minimax *m, int p, mt_naming naming, char *
     }
     int64_t C = m->cfg.hidden_size, F = m->cfg.intermediate_size;
     int layer, e, w;
+    bool shared;
+    const char *rest;
     *offset = m->info[p].src_offset; /* a vocabulary part: its rows of the whole tensor */
     if (naming == MT_NAMING_HF_V5 && wt_expert(internal, &layer, &e, &w)) {
         if (w == 2) {
@@ -60,7 +81,20 @@ void mt_weights_source_name(const mt_minimax *m, int p, mt_naming naming, char *
     } else if (naming == MT_NAMING_HF_V5 && wt_router(internal, &layer)) {
         snprintf(name, n, "model.layers.%d.mlp.gate.weight", layer);
     } else if (naming == MT_NAMING_HF_V5 && wt_router_bias(internal, &layer)) {
-        snprintf(name, n, "model.layers.%d.mlp.e_score_correction_bias", layer);
+        const char *fmt = mt_config_family(&m->cfg)->v5_router_bias;
+        MT_CHECK(fmt, "weights: %s has no transformers v5 name", internal);
+        snprintf(name, n, fmt, layer);
+    } else if (naming == MT_NAMING_HF_V5 && wt_gate_up(internal, &layer, &w, &shared)) {
+        snprintf(name, n, "model.layers.%d.mlp.%sgate_up_proj.weight", layer,
+                 shared ? "shared_experts." : "");
+        *offset = w ? m->info[p].numel : 0;
+    } else if (naming == MT_NAMING_HF_V5 &&
+               (rest = strstr(internal, ".block_sparse_moe.shared_"))) {
+        snprintf(name, n, "%.*s.mlp.shared_%s", (int)(rest - internal), internal,
+                 rest + strlen(".block_sparse_moe.shared_"));
+    } else if (naming == MT_NAMING_HF_V5 && (rest = strstr(internal, ".self_attn.index_"))) {
+        snprintf(name, n, "%.*s.self_attn.indexer.%s", (int)(rest - internal), internal,
+                 rest + strlen(".self_attn.index_"));
     } else {
         snprintf(name, n, "%s", internal);
     }
@@ -75,6 +109,12 @@ static int wt_source_shape(const mt_minimax *m, int p, mt_naming naming, int64_t
         shape[1] = w == 2 ? m->cfg.hidden_size : 2 * (int64_t)m->cfg.intermediate_size;
         shape[2] = w == 2 ? m->cfg.intermediate_size : m->cfg.hidden_size;
         return 3;
+    }
+    bool shared;
+    if (naming == MT_NAMING_HF_V5 && wt_gate_up(info->name, &layer, &w, &shared)) {
+        shape[0] = 2 * info->shape[0];
+        shape[1] = info->shape[1];
+        return 2;
     }
     for (int d = 0; d < info->ndim; d++) shape[d] = info->shape[d];
     shape[0] = info->src_shape0; /* a vocabulary part's tensor is the whole vocabulary */
@@ -264,7 +304,8 @@ mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, cha
     for (int i = 0; i < n_t; i++) {
         const char *name = mt_safetensors_tensor(st, i)->name;
         if (strstr(name, ".mlp.experts.gate_up_proj") || strstr(name, ".mlp.experts.down_proj") ||
-            strstr(name, ".mlp.gate.weight"))
+            strstr(name, ".mlp.gate.weight") || strstr(name, ".mlp.gate_up_proj.weight") ||
+            strstr(name, ".self_attn.indexer."))
             r->naming = MT_NAMING_HF_V5;
     }
     r->src = mt_calloc((size_t)m->n_params, sizeof(*r->src), "weights sources");
@@ -437,6 +478,7 @@ struct mt_weights_writer {
     bool *added;  /* (n_buckets) */
     int fused[2]; /* HF v5: the reserved gate_up_proj and down_proj of the layer being added */
     int fused_layer;
+    int gate_up_entry;  /* HF v5: the reserved gate_up_proj of a dense MLP or shared expert */
     int vocab_entry;    /* the reserved tensor whose vocabulary parts are being added, -1 none */
     int64_t vocab_next; /* the element its next part starts at */
 };
@@ -447,7 +489,9 @@ mt_weights_writer *mt_weights_writer_open(const char *dir, const mt_minimax *m, 
              mt_dtype_name(dtype));
     mt_weights_writer *w = mt_calloc(1, sizeof(*w), "weights writer");
     w->m = m;
-    w->naming = naming;
+    const mt_family *fam = mt_config_family(&m->cfg);
+    w->naming = fam->export_naming ? (mt_naming)fam->export_naming(&m->cfg, naming) : naming;
+    w->gate_up_entry = -1;
     w->dtype = dtype == MT_F32 ? MT_ST_F32 : MT_ST_BF16;
     w->dir = strdup(dir);
     w->st = mt_safetensors_writer_open(dir, shard_bytes);
@@ -548,6 +592,20 @@ void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float 
         }
         mt_weights_source_name(m, p, w->naming, name, sizeof(name), &off);
         int ndim = wt_source_shape(m, p, w->naming, shape);
+        bool shared;
+        if (w->naming == MT_NAMING_HF_V5 && wt_gate_up(info->name, &layer, &which, &shared)) {
+            /* gate_up_proj: reserved with the gate (the layout puts the up right after it) */
+            if (!which) {
+                const char *np[1] = {name};
+                w->gate_up_entry = mt_safetensors_writer_reserve(
+                    w->st, 1, np, w->dtype, &ndim, (const int64_t(*)[MT_ST_MAX_DIMS]) & shape);
+            }
+            MT_CHECK(w->gate_up_entry >= 0, "weights: %s added before its gate", info->name);
+            mt_safetensors_writer_fill(w->st, w->gate_up_entry, off, info->numel,
+                                       data + info->offset);
+            if (which) w->gate_up_entry = -1;
+            continue;
+        }
         if (info->src_shape0 == info->shape[0]) {
             /* a buffer (the correction bias) is written in fp32 whatever the dtype: unchanged */
             mt_safetensors_writer_add(w->st, name, info->buffer ? MT_ST_F32 : w->dtype, ndim, shape,

@@ -271,11 +271,13 @@ static int test_m3_ranks_match(void) {
     int shared = 0, index = 0;
     for (int i = 0; i < mt_safetensors_count(st); i++) {
         shared += strstr(mt_safetensors_tensor(st, i)->name, ".shared_experts.") != NULL;
-        index += strstr(mt_safetensors_tensor(st, i)->name, ".self_attn.index_") != NULL;
+        index += strstr(mt_safetensors_tensor(st, i)->name, ".self_attn.indexer.") != NULL;
     }
     mt_safetensors_close(st);
+    /* a text-only M3 is exported in transformers' MiniMaxM3VLForCausalLM names: the shared
+     * expert's gate_up_proj and down_proj, the indexer's four tensors under self_attn.indexer */
     printf("  %d shared-expert and %d indexer tensors exported\n", shared, index);
-    EXPECT(shared == 6, "%d shared-expert tensors in the export (2 MoE layers x 3)", shared);
+    EXPECT(shared == 4, "%d shared-expert tensors in the export (2 MoE layers x 2)", shared);
     EXPECT(index == 8, "%d indexer tensors in the export (2 MSA layers x 4)", index);
     return MT_TEST_OK;
 }

@@ -219,3 +219,80 @@ int test_weights_export_m3(void) {
     tmp_cleanup();
     return MT_TEST_OK;
 }
+
+/* Parameter `name` whole (every vocabulary part at its rows), malloc'ed. */
+static float *m3_whole(const mt_minimax *m, const char *name) {
+    float *x = NULL;
+    for (int p = 0; p < m->n_params; p++) {
+        const mt_param_info *in = &m->info[p];
+        if (strcmp(in->name, name) != 0) continue;
+        if (!x) x = calloc((size_t)(in->src_shape0 * (in->numel / in->shape[0])), sizeof(float));
+        memcpy(x + in->src_offset, m->params[p].data, sizeof(float) * (size_t)in->numel);
+    }
+    return x;
+}
+
+/* A text-only M3 (recipes/configs/tiny-m3.json, random) exported: transformers'
+ * MiniMaxM3VLForCausalLM names (its name conversion is the VL layout's only), i.e. fused
+ * experts, gate_up_proj of the dense MLP and the shared expert, the bias on mlp.gate, the
+ * indexer under self_attn.indexer; it reloads to the same buckets, in both gather units. */
+int test_weights_export_m3_text(void) {
+    char src[1024];
+    snprintf(src, sizeof(src), "%s/recipes/configs/tiny-m3.json", src_dir());
+    mt_minimax_config cfg;
+    mt_minimax_config_load(src, &cfg);
+    mt_minimax m, e;
+    m3_model_new(&m, &cfg);
+    mt_weights_init_random(&m, 7);
+    const char *dir = tmp_path("m3-text-export");
+    mt_weights_save(dir, &m, MT_NAMING_HF_V4, MT_F32, 0);
+    mt_safetensors *out = mt_safetensors_open(dir);
+    static const char *const want[] = {
+        "model.layers.0.mlp.gate_up_proj.weight",
+        "model.layers.0.mlp.down_proj.weight",
+        "model.layers.1.mlp.experts.gate_up_proj",
+        "model.layers.1.mlp.experts.down_proj",
+        "model.layers.1.mlp.gate.weight",
+        "model.layers.1.mlp.gate.e_score_correction_bias",
+        "model.layers.1.mlp.shared_experts.gate_up_proj.weight",
+        "model.layers.1.mlp.shared_experts.down_proj.weight",
+        "model.layers.1.self_attn.indexer.q_proj.weight",
+        "model.layers.1.self_attn.indexer.k_norm.weight",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        EXPECT(mt_safetensors_find(out, want[i]), "the export has no %s", want[i]);
+    const mt_st_tensor *gu = mt_safetensors_find(out, "model.layers.0.mlp.gate_up_proj.weight");
+    EXPECT(gu && gu->shape[0] == 2 * (int64_t)cfg.dense_intermediate_size &&
+               gu->shape[1] == cfg.hidden_size,
+           "gate_up_proj is (2F, C)");
+    EXPECT(!mt_safetensors_find(out, "model.layers.1.block_sparse_moe.gate.weight") &&
+               !mt_safetensors_find(out, "model.layers.1.self_attn.index_q_proj.weight"),
+           "released names in a text-only export");
+    printf("  %d tensors in transformers' MiniMaxM3VLForCausalLM names\n",
+           mt_safetensors_count(out));
+    mt_safetensors_close(out);
+    for (int unit = 0; unit < 2; unit++) {
+        mt_minimax_config ecfg;
+        mt_minimax_config_load(dir, &ecfg);
+        mt_minimax_init_unit(&e, &ecfg, unit ? MT_GATHER_EXPERT : MT_GATHER_LAYER);
+        for (int b = 0; b < e.n_buckets; b++)
+            mt_minimax_bind_bucket(&e, b, calloc((size_t)e.bucket_numel[b], sizeof(float)), NULL);
+        EXPECT(mt_weights_load(dir, &e) == MT_NAMING_HF_V5, "the export reads as transformers-v5");
+        int same = 0, names = 0;
+        for (int p = 0; p < m.n_params; p++) {
+            if (m.info[p].src_offset != 0) continue; /* a vocabulary part after the first */
+            names++;
+            float *x = m3_whole(&m, m.info[p].name), *y = m3_whole(&e, m.info[p].name);
+            const int64_t n = m.info[p].src_shape0 * (m.info[p].numel / m.info[p].shape[0]);
+            same += memcmp(x, y, sizeof(float) * (size_t)n) == 0;
+            free(x);
+            free(y);
+        }
+        EXPECT(same == names, "%d of %d tensors reload identically (gather unit %s)", same, names,
+               unit ? "expert" : "layer");
+        m3_model_free(&e);
+    }
+    m3_model_free(&m);
+    tmp_cleanup();
+    return MT_TEST_OK;
+}
