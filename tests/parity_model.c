@@ -438,7 +438,7 @@ static int parity_m2_irregular_expert_unit(void) {
 
 /* MiniMax-M3 (tools/make_fixtures_m3.py, float64 truth), the released VL layout with a small
  * vision tower carried: Gemma norms, per-head QK norm, dense clamp-SwiGLU MLP and MoE layers
- * with the shared expert, no sparse layer (the MSA forward is the lead's); packed_shared holds
+ * with the shared expert, no sparse layer (tiny_m3 below has them); packed_shared holds
  * the shared expert as routed expert E. With the gather unit "expert" the shared expert is a
  * bucket of its own after the routed experts'; recomputed, it is gathered again. */
 static int parity_m3_dense(void) { return pm_fixture("tiny_m3_dense", "tiny_m3_dense"); }

@@ -35,8 +35,9 @@ shared expert of width 32, routed_scaling_factor 2, index block 4, top-3 blocks,
 heads of 16; inputs a 2 x 19 and b 2 x 23, both leaving a partial block and exceeding the
 top-k coverage of 12 tokens):
   tiny_m3                4 layers: dense MLP, dense MLP, MoE, MoE x full, sparse, full, sparse
-                         attention (spec 10's lists); swiglu_limit 7.0. For the lead: the MSA
-                         forward is not built yet. The indexer tensors' gradients are recorded
+                         attention (spec 10's lists); swiglu_limit 7.0. The indexer's sparse
+                         KL has its own reference (tools/make_fixtures_m3_kl.py,
+                         tiny_m3.kl.safetensors). The indexer tensors' gradients are recorded
                          too: exactly zero under the cross-entropy (the selection is discrete).
   tiny_m3_dense          the same with no sparse layer (sparse_attention_freq all 0), MLPs
                          [dense, MoE, dense, MoE], swiglu_limit 1.5 so that the clamps act
