@@ -356,9 +356,10 @@ EOF
     rm -f "$SA"/tests/test_* "$SA"/bench-gpu-*
     return 1
   }
-  sa_compile build_test_gpu_ops_src 60 tests/gpu_ops.c tests/gpu_compare.c &&
+  sa_compile build_test_gpu_ops_src 60 tests/gpu_ops.c tests/gpu_compare.c tests/gpu_msa.c &&
     sa_link build_test_gpu_ops "$SA/tests/test_gpu_ops" "${lib_obj[@]}" \
-      "$(obj_of tests/gpu_ops.c)" "$(obj_of tests/gpu_compare.c)" || rm -f "$SA/tests/test_gpu_ops"
+      "$(obj_of tests/gpu_ops.c)" "$(obj_of tests/gpu_compare.c)" "$(obj_of tests/gpu_msa.c)" ||
+    rm -f "$SA/tests/test_gpu_ops"
   sa_compile build_test_gpu_optim_src 60 tests/gpu_optim.c &&
     sa_link build_test_gpu_optim "$SA/tests/test_gpu_optim" "${lib_obj[@]}" "$(obj_of tests/gpu_optim.c)" ||
     rm -f "$SA/tests/test_gpu_optim"

@@ -921,6 +921,9 @@ static int case_linear_cross_entropy(void) {
     return MT_TEST_OK;
 }
 
+/* MiniMax-M3's block-sparse attention: select, attention, KL (tests/gpu_msa.c) */
+static int case_msa(void) { return gpu_case_msa(); }
+
 /* ---- the cases: one line each; gpu_<op> runs case_<op> against the device ---- */
 
 static int case_determinism(void);
@@ -931,7 +934,7 @@ static int case_determinism(void);
     X(mul) X(scale) X(axpby) X(rope) X(qk_norm) X(attention) X(lightning) X(moe_route)             \
     X(moe_route_sigmoid) X(moe_experts) X(moe_aux) X(cross_entropy) X(linear_cross_entropy)        \
     X(matmul_bf16) X(moe_experts_bf16) X(lightning_bf16) X(attention_bf16) X(attention_cudnn)      \
-    X(moe_split) X(moe_split_bf16) X(determinism)
+    X(moe_split) X(moe_split_bf16) X(msa) X(determinism)
 /* clang-format on */
 
 typedef struct {
