@@ -138,8 +138,11 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(op_cuda_emu_cublas_race PROPERTIES PASS_REGULAR_EXPRESSION
     "shared inputs on two streams: no race.*GEMM queued on one created stream reads bytes .* that a GEMM still queued on another writes: a race on a GPU")
   add_test(NAME op_cuda_emu_bench COMMAND bench_gpu_ops_emu all 1 64)
-  set_tests_properties(op_cuda_emu_bench PROPERTIES ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300
-    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # the MSA benchmark (launch/gpu-check.sh's bench_msa) at T = 256, block 16: topk 16 covers
+  # every block
+  add_test(NAME op_cuda_emu_bench_msa COMMAND bench_gpu_ops_emu msa 1 128)
+  set_tests_properties(op_cuda_emu_bench op_cuda_emu_bench_msa PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   foreach(op ${mt_gpu_ops})
     add_test(NAME op_cuda_emu_${op} COMMAND test_gpu_ops_emu gpu_${op})
     set_tests_properties(op_cuda_emu_${op} PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"

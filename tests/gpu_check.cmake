@@ -9,7 +9,7 @@ set(mt_gpu_check_steps gpu_nccl_np1 gpu_optim gpu_lightning_bf16_gemm gpu_moe_ex
 foreach(s bf16 bf16_d64 bf16_mid recompute offload offload_bf16g)
   list(APPEND mt_gpu_check_steps gpu_step_check_${s} gpu_step_check_${s}_nosync)
 endforeach()
-list(APPEND mt_gpu_check_steps bench_gpu_ops step_bf16_profile step_fp32
+list(APPEND mt_gpu_check_steps bench_gpu_ops bench_msa step_bf16_profile step_fp32
   sanitize_racecheck_gpu_attention_bf16 sanitize_racecheck_gpu_lightning_bf16
   sanitize_memcheck_gpu_attention_bf16 sanitize_memcheck_gpu_lightning_bf16
   sanitize_memcheck_gpu_moe_experts_bf16 peer step_bf16_recompute step_bf16_offload)
