@@ -181,6 +181,17 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(op_cuda_emu_moe_bad_id PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
     PASS_REGULAR_EXPRESSION "moe_experts: idx\\[5,1\\] = 6 is outside \\[0,6\\)"
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # the MSA ops' row and selection checks on the device (the error flag) name the bad position
+  # (cases named death_*, not gpu_*, so launch/gpu-check.sh, which runs every gpu_* case of
+  # test_gpu_ops as a pass/fail step, leaves them out)
+  add_test(NAME op_cuda_emu_msa_bad_pos COMMAND test_gpu_ops_emu death_msa_bad_pos)
+  set_tests_properties(op_cuda_emu_msa_bad_pos PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
+    PASS_REGULAR_EXPRESSION "msa_select \\(cuda\\): pos\\[0,6\\] breaks the row rule"
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME op_cuda_emu_msa_bad_idx COMMAND test_gpu_ops_emu death_msa_bad_idx)
+  set_tests_properties(op_cuda_emu_msa_bad_idx PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
+    PASS_REGULAR_EXPRESSION "msa_attention \\(cuda\\): idx\\[0,1,9,:\\] is not distinct blocks"
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME op_cuda_emu_gemm_lanes_bad COMMAND test_gpu_ops_emu gpu_moe_experts_bf16)
   set_tests_properties(op_cuda_emu_gemm_lanes_bad PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_CUDA_GEMM_LANES=4x" WILL_FAIL FALSE

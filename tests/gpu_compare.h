@@ -72,6 +72,9 @@ extern bool gpu_self_compare;
 
 /* The MSA ops' case (tests/gpu_msa.c), case msa of tests/gpu_ops.c. */
 int gpu_case_msa(void);
+/* Death tests of the device's MSA argument checks (tests/gpu_msa.c). */
+int gpu_msa_bad_pos(void);
+int gpu_msa_bad_idx(void);
 
 /* Selects the device backend (and the poison fill); MT_TEST_SKIP when there is none. */
 int gpu_setup(void);

@@ -156,3 +156,65 @@ int gpu_case_msa(void) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) msa_run(&shapes[i], 40 + i);
     return MT_TEST_OK;
 }
+
+/* ---- death tests (not among the cases the harness runs in one process; tests/gpu.cmake
+ * matches the message) ---- */
+
+/* in[i] as a device tensor (host copy of its data) */
+static mt_tensor *msa_dev(mt_tensor *t, const gpu_input *g) {
+    const size_t nb = (size_t)gpu_numel(g) * mt_dtype_size(g->dt);
+    void *d = dev_be->alloc(nb);
+    MT_CHECK(d, "gpu_msa: cannot allocate %s", g->name);
+    dev_be->to_device(d, g->host, nb);
+    mt_tensor_wrap(t, g->dt, g->ndim, g->shape, d, NULL, g->name);
+    t->dev = dev_be->dev;
+    return t;
+}
+
+/* pos[0,6] = 0 inside one sample (seg NULL): the device's row check names it */
+int gpu_msa_bad_pos(void) {
+    if (gpu_setup() == MT_TEST_SKIP) return MT_TEST_SKIP;
+    mt_rng r;
+    mt_rng_seed(&r, 50);
+    const int64_t T = 12;
+    int32_t pos[12];
+    for (int t = 0; t < T; t++) pos[t] = t == 6 ? 0 : t;
+    gpu_input in[3] = {gpu_f32(&r, 4, (const int64_t[]){1, T, 1, 8}, 1.0f, false, "iq"),
+                       gpu_f32(&r, 4, (const int64_t[]){1, T, 1, 8}, 1.0f, false, "ik"),
+                       gpu_i32(2, (const int64_t[]){1, T}, pos, "pos")};
+    mt_ctx c;
+    mt_ctx_init(&c, dev_be, GPU_ARENA, 8);
+    mt_tensor t[3];
+    mt_msa_select(&c, msa_dev(&t[0], &in[0]), msa_dev(&t[1], &in[1]), msa_dev(&t[2], &in[2]), NULL,
+                  4, 2);
+    printf("gpu_msa_bad_pos: the bad positions were not refused\n");
+    return 1;
+}
+
+/* idx[0,1,9,:] without its local block (9/4 = 2): the device's selection check names it */
+int gpu_msa_bad_idx(void) {
+    if (gpu_setup() == MT_TEST_SKIP) return MT_TEST_SKIP;
+    mt_rng r;
+    mt_rng_seed(&r, 51);
+    const int64_t T = 12, Hkv = 2, topk = 2;
+    int32_t pos[12], idx[2 * 12 * 2];
+    for (int t = 0; t < T; t++) pos[t] = t;
+    for (int h = 0; h < Hkv; h++)
+        for (int t = 0; t < T; t++) {
+            idx[(h * T + t) * topk] = t / 4;
+            idx[(h * T + t) * topk + 1] = t >= 4 ? 0 : -1;
+        }
+    idx[(1 * T + 9) * topk] = 1; /* blocks {1, 0}: the local block 2 is missing */
+    gpu_input in[5] = {gpu_f32(&r, 4, (const int64_t[]){1, T, 4, 8}, 1.0f, false, "q"),
+                       gpu_f32(&r, 4, (const int64_t[]){1, T, Hkv, 8}, 1.0f, false, "k"),
+                       gpu_f32(&r, 4, (const int64_t[]){1, T, Hkv, 8}, 1.0f, false, "v"),
+                       gpu_i32(4, (const int64_t[]){1, Hkv, T, topk}, idx, "idx"),
+                       gpu_i32(2, (const int64_t[]){1, T}, pos, "pos")};
+    mt_ctx c;
+    mt_ctx_init(&c, dev_be, GPU_ARENA, 8);
+    mt_tensor t[5];
+    for (int i = 0; i < 5; i++) msa_dev(&t[i], &in[i]);
+    mt_msa_attention(&c, &t[0], &t[1], &t[2], &t[3], &t[4], NULL, 4, 0.3f);
+    printf("gpu_msa_bad_idx: the bad selection was not refused\n");
+    return 1;
+}
