@@ -10,7 +10,8 @@
  *
  * Shapes: packed segments with a partial last block per sample and a sample with fewer
  * visible blocks than topk (-1 padding), Hkv = 2 and 1 (GQA, MQA), no seg, D and Di not
- * multiples of 32 and Di > 64 (the selection's dim chunks), T over several query and key tiles;
+ * multiples of 32 and Di > 64 (the selection's dim chunks), T over several query and key tiles,
+ * blocks of 40 keys (over one 32-key chunk of the attention kernels and one key tile);
  * the selection also on inputs in halves, whose products are exact in fp32 in any order, so
  * block scores tie exactly and the tie rule (the lower block id) is compared; the KL with a
  * mask, and its backward with only dik. The idx fed to attention and KL is the CPU's
@@ -148,10 +149,14 @@ int gpu_case_msa(void) {
     /* row 0: a 5-token sample (2 blocks < topk 3), then 17 and 15 (partial last blocks) */
     static const int packed[] = {5, 17, 15, 0, 37, 0};
     static const int two[] = {9, 31, 0};
+    /* blocks of 40 keys: more than one 32-key chunk per block in the attention kernels, and
+     * blocks across the selection's 32-key tiles */
+    static const int long_blocks[] = {150, 50, 0};
     const msa_shape shapes[] = {
         {"msa gqa packed", 2, 37, 4, 2, 16, 8, 4, 3, packed, false},
         {"msa mqa", 1, 45, 3, 1, 40, 72, 8, 4, NULL, false},
         {"msa ties", 1, 40, 4, 2, 8, 6, 4, 5, two, true},
+        {"msa block 40", 1, 200, 4, 2, 16, 8, 40, 3, long_blocks, false},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) msa_run(&shapes[i], 40 + i);
     return MT_TEST_OK;

@@ -3,17 +3,20 @@
  * it, and the selection's inverse (which queries chose a key block) that the backward's dk, dv
  * and msa_kl.cu's dik go through.
  *
- * fp32 mode only (the node carries no GEMM mode), the attention.cu form restricted to the
- * support: one warp per row, dims over the lanes, products summed in double (exact fp32
- * products), online softmax and every sum in double; the cost is topk*block keys per query,
- * never T^2, and no mask is built:
- *   forward: warp per query row (b, t, h): its selected blocks' keys j <= t; O = sum p V / l,
- *            lse = m + log l.
+ * fp32 mode only (the node carries no GEMM mode). Warp kernels over the support, products exact
+ * in fp32 and summed in double, softmax and every sum in double; the cost is topk*block keys
+ * per query, never T^2, and no mask is built. The scores go one key per lane (the warp's row
+ * staged in shared memory, each lane a whole dot product: no shuffle per key, one exp per lane
+ * per 32 keys), the products with V, K or the gathered rows dims over the lanes with p or ds
+ * broadcast by a shuffle:
+ *   forward: warp per query row (b, t, h), its selected blocks' keys j <= t in chunks of 32;
+ *            the running maximum per chunk, O = sum p V / l, lse = m + log l.
  *   dq:      warp per query row: p = exp(S - lse), ds = p (dO.v - delta), dq += scale ds k.
- *   dk, dv:  warp per key row (b, j, kv head g): the queries that chose j's block (the inverse,
- *            in increasing t), those with t >= j, each of the group's G heads: dv += p dO,
- *            dk += scale ds q. One writer per row: no atomics, a fixed order, deterministic;
- *            a key no query sees is left untouched, as on the CPU. */
+ *   dk, dv:  warp per key row (b, j, kv head g): the (query, head) pairs of the queries that
+ *            chose j's block (the inverse, in increasing t) with t >= j, times the group's G
+ *            heads, 32 at a time: dv += p dO, dk += scale ds q. One writer per row: no atomics,
+ *            a fixed order, deterministic; a key no query sees is left untouched, as on the
+ *            CPU. */
 #include "msa.cuh"
 
 struct msa_dims {
@@ -102,45 +105,74 @@ int32_t *cuda_msa_inverse(const mt_node *n, const int32_t *idx, const int32_t *p
 
 /* ---- forward ---- */
 
+/* Per lane, the dot product of the warp's staged row a (shared) with row p (global): exact fp32
+ * products summed in double. The lanes-over-keys form: one key per lane, no shuffles. */
+__device__ inline double msa_dot_lane(const float *a, const float *p, int D) {
+    double s = 0;
+    for (int d = 0; d < D; d++) s += (double)a[d] * (double)p[d];
+    return s;
+}
+
+__device__ inline double msa_warp_max(double v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Row r (D floats) into the warp's shared slot, read by every lane after the __syncwarp. */
+__device__ inline void msa_stage(float *dst, const float *src, int D, int lane) {
+    for (int d = lane; d < D; d += 32) dst[d] = src[d];
+    __syncwarp();
+}
+
+/* warp per query row (b, t, h); the support in chunks of 32 keys, one per lane: scores, the
+ * chunk's maximum (the running maximum and the sums rescaled when it grows), p, then
+ * O += p V with p broadcast key by key and dims over the lanes */
 __global__ void msa_attn_fwd_kernel(float *out, float *lse, const float *q, const float *k,
                                     const float *v, const int32_t *idx, const int32_t *pos,
                                     msa_dims a) {
+    __shared__ float qsh[MSA_WARPS][MSA_MAX_D];
     const int64_t row = msa_warp_id();
-    const int lane = threadIdx.x & 31, D = (int)a.D;
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, D = (int)a.D;
     if (row >= a.B * a.T * a.H) return;
     const int64_t b = row / (a.T * a.H), t = (row / a.H) % a.T, h = row % a.H;
     const int64_t g = h / (a.H / a.Hkv), ldk = a.Hkv * a.D;
     const int32_t pt = pos[b * a.T + t], *sel = idx + ((b * a.Hkv + g) * a.T + t) * a.topk;
     const float *kb = k + (b * a.T * a.Hkv + g) * a.D, *vb = v + (b * a.T * a.Hkv + g) * a.D;
-    float qr[MSA_R];
-    msa_load(qr, q + row * a.D, D, lane);
+    float *qs = qsh[wib];
+    msa_stage(qs, q + row * a.D, D, lane);
     double acc[MSA_R];
 #pragma unroll
     for (int i = 0; i < MSA_R; i++) acc[i] = 0;
-    double m = -INFINITY, l = 0;
+    double m = -INFINITY, l = 0; /* l: this lane's part of the row sum */
     for (int s = 0; s < a.topk && sel[s] >= 0; s++) {
         int64_t j0, j1;
         msa_keys(t, pt, sel[s], a.block, &j0, &j1);
-        for (int64_t j = j0; j <= j1; j++) {
-            const double x = a.scale * msa_dot(qr, kb + j * ldk, D, lane);
-            if (x > m) { /* online softmax: rescale what came before (0 at the first key) */
-                const double r = exp(m - x);
+        for (int64_t c0 = j0; c0 <= j1; c0 += 32) {
+            const int64_t j = c0 + lane;
+            const int nc = (int)(j1 - c0 + 1 < 32 ? j1 - c0 + 1 : 32);
+            const double x = j <= j1 ? a.scale * msa_dot_lane(qs, kb + j * ldk, D) : -INFINITY;
+            const double cm = msa_warp_max(x);
+            if (cm > m) { /* rescale what came before (0 at the first chunk) */
+                const double r = exp(m - cm);
                 l *= r;
 #pragma unroll
                 for (int i = 0; i < MSA_R; i++) acc[i] *= r;
-                m = x;
+                m = cm;
             }
-            const double p = exp(x - m);
-            const float *vj = vb + j * ldk;
+            const double p = j <= j1 ? exp(x - m) : 0.0;
             l += p;
+            for (int u = 0; u < nc; u++) {
+                const double pu = __shfl_sync(0xffffffffu, p, u);
+                const float *vj = vb + (c0 + u) * ldk;
 #pragma unroll
-            for (int i = 0; i < MSA_R; i++) {
-                const int d = lane + 32 * i;
-                if (d < D) acc[i] += p * (double)vj[d];
+                for (int i = 0; i < MSA_R; i++) {
+                    const int d = lane + 32 * i;
+                    if (d < D) acc[i] += pu * (double)vj[d];
+                }
             }
         }
     }
-    /* l >= 1: the local block holds t itself */
+    l = cuda_warp_sum(l); /* >= 1: the local block holds t itself */
 #pragma unroll
     for (int i = 0; i < MSA_R; i++) {
         const int d = lane + 32 * i;
@@ -164,20 +196,24 @@ __global__ void msa_attn_delta_kernel(double *delta, const float *dout, const fl
     if (lane == 0) delta[(b * a.H + h) * a.T + t] = s;
 }
 
+/* warp per query row, 32 keys per chunk, one per lane: p = exp(S - lse),
+ * ds = p (dO.v - delta); then dq += scale ds k with ds broadcast key by key */
 __global__ void msa_attn_dq_kernel(float *dq, const float *dout, const float *lse,
                                    const double *delta, const float *q, const float *k,
                                    const float *v, const int32_t *idx, const int32_t *pos,
                                    msa_dims a) {
+    __shared__ float qsh[MSA_WARPS][MSA_MAX_D];
+    __shared__ float dosh[MSA_WARPS][MSA_MAX_D];
     const int64_t row = msa_warp_id();
-    const int lane = threadIdx.x & 31, D = (int)a.D;
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, D = (int)a.D;
     if (row >= a.B * a.T * a.H) return;
     const int64_t b = row / (a.T * a.H), t = (row / a.H) % a.T, h = row % a.H;
     const int64_t g = h / (a.H / a.Hkv), ldk = a.Hkv * a.D, bht = (b * a.H + h) * a.T + t;
     const int32_t pt = pos[b * a.T + t], *sel = idx + ((b * a.Hkv + g) * a.T + t) * a.topk;
     const float *kb = k + (b * a.T * a.Hkv + g) * a.D, *vb = v + (b * a.T * a.Hkv + g) * a.D;
-    float qr[MSA_R], dor[MSA_R];
-    msa_load(qr, q + row * a.D, D, lane);
-    msa_load(dor, dout + row * a.D, D, lane);
+    float *qs = qsh[wib], *dos = dosh[wib];
+    for (int d = lane; d < D; d += 32) dos[d] = dout[row * a.D + d];
+    msa_stage(qs, q + row * a.D, D, lane);
     const double ls = lse[bht], dl = delta[bht];
     double acc[MSA_R];
 #pragma unroll
@@ -185,14 +221,22 @@ __global__ void msa_attn_dq_kernel(float *dq, const float *dout, const float *ls
     for (int s = 0; s < a.topk && sel[s] >= 0; s++) {
         int64_t j0, j1;
         msa_keys(t, pt, sel[s], a.block, &j0, &j1);
-        for (int64_t j = j0; j <= j1; j++) {
-            const float *kj = kb + j * ldk;
-            const double p = exp(a.scale * msa_dot(qr, kj, D, lane) - ls);
-            const double ds = p * (msa_dot(dor, vb + j * ldk, D, lane) - dl);
+        for (int64_t c0 = j0; c0 <= j1; c0 += 32) {
+            const int64_t j = c0 + lane;
+            const int nc = (int)(j1 - c0 + 1 < 32 ? j1 - c0 + 1 : 32);
+            double ds = 0;
+            if (j <= j1) {
+                const double p = exp(a.scale * msa_dot_lane(qs, kb + j * ldk, D) - ls);
+                ds = p * (msa_dot_lane(dos, vb + j * ldk, D) - dl);
+            }
+            for (int u = 0; u < nc; u++) {
+                const double du = __shfl_sync(0xffffffffu, ds, u);
+                const float *kj = kb + (c0 + u) * ldk;
 #pragma unroll
-            for (int i = 0; i < MSA_R; i++) {
-                const int d = lane + 32 * i;
-                if (d < D) acc[i] += ds * (double)kj[d];
+                for (int i = 0; i < MSA_R; i++) {
+                    const int d = lane + 32 * i;
+                    if (d < D) acc[i] += du * (double)kj[d];
+                }
             }
         }
     }
@@ -203,45 +247,59 @@ __global__ void msa_attn_dq_kernel(float *dq, const float *dout, const float *ls
     }
 }
 
+/* warp per key row (b, j, g): the (chooser t >= j, head) pairs of j's block 32 at a time, one
+ * per lane (p and ds from k_j, v_j staged in shared memory), then dv += p dO and
+ * dk += scale ds q with p, ds broadcast pair by pair */
 __global__ void msa_attn_dkv_kernel(float *dk, float *dv, const float *dout, const float *lse,
                                     const double *delta, const float *q, const float *k,
                                     const float *v, const int32_t *inv, const int32_t *pos,
                                     msa_dims a) {
+    __shared__ float ksh[MSA_WARPS][MSA_MAX_D];
+    __shared__ float vsh[MSA_WARPS][MSA_MAX_D];
     const int64_t row = msa_warp_id();
-    const int lane = threadIdx.x & 31, D = (int)a.D;
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, D = (int)a.D;
     if (row >= a.B * a.T * a.Hkv) return;
     const int64_t b = row / (a.T * a.Hkv), j = (row / a.Hkv) % a.T, g = row % a.Hkv;
     const int64_t G = a.H / a.Hkv, bg = b * a.Hkv + g;
     const int64_t jb = j - pos[b * a.T + j] % a.block; /* the first slot of j's block */
     const int32_t *off = inv + bg * (a.T + 1);
     const int32_t *list = inv + a.B * a.Hkv * (a.T + 1) + bg * a.T * a.topk;
-    float kr[MSA_R], vr[MSA_R];
-    msa_load(kr, k + row * a.D, D, lane);
-    msa_load(vr, v + row * a.D, D, lane);
+    int32_t e0 = off[jb];
+    while (e0 < off[jb + 1] && list[e0] < j) e0++; /* choosers before j do not see it */
+    const int64_t n_pairs = (int64_t)(off[jb + 1] - e0) * G;
+    if (n_pairs == 0) return; /* no query sees j: untouched, as on the CPU */
+    float *ks = ksh[wib], *vs = vsh[wib];
+    for (int d = lane; d < D; d += 32) vs[d] = v[row * a.D + d];
+    msa_stage(ks, k + row * a.D, D, lane);
     double acc_k[MSA_R], acc_v[MSA_R];
 #pragma unroll
     for (int i = 0; i < MSA_R; i++) acc_k[i] = acc_v[i] = 0;
-    bool any = false;
-    for (int32_t e = off[jb]; e < off[jb + 1]; e++) {
-        const int64_t t = list[e];
-        if (t < j) continue; /* a chooser before j does not see it */
-        any = true;
-        for (int64_t h = g * G; h < (g + 1) * G; h++) {
-            const int64_t bht = (b * a.H + h) * a.T + t, r = (b * a.T + t) * a.H + h;
-            const float *qt = q + r * a.D, *dot = dout + r * a.D;
-            const double p = exp(a.scale * msa_dot(kr, qt, D, lane) - (double)lse[bht]);
-            const double ds = p * (msa_dot(vr, dot, D, lane) - delta[bht]);
+    for (int64_t c0 = 0; c0 < n_pairs; c0 += 32) {
+        const int64_t e = c0 + lane;
+        const int nc = (int)(n_pairs - c0 < 32 ? n_pairs - c0 : 32);
+        double p = 0, ds = 0;
+        int64_t r = 0; /* the pair's (b, t, h) row of q and dout */
+        if (e < n_pairs) {
+            const int64_t t = list[e0 + e / G], h = g * G + e % G;
+            const int64_t bht = (b * a.H + h) * a.T + t;
+            r = (b * a.T + t) * a.H + h;
+            p = exp(a.scale * msa_dot_lane(ks, q + r * a.D, D) - (double)lse[bht]);
+            ds = p * (msa_dot_lane(vs, dout + r * a.D, D) - delta[bht]);
+        }
+        for (int u = 0; u < nc; u++) {
+            const double pu = __shfl_sync(0xffffffffu, p, u), du = __shfl_sync(0xffffffffu, ds, u);
+            const int64_t ru = __shfl_sync(0xffffffffu, r, u);
+            const float *qt = q + ru * a.D, *dot = dout + ru * a.D;
 #pragma unroll
             for (int i = 0; i < MSA_R; i++) {
                 const int d = lane + 32 * i;
                 if (d < D) {
-                    acc_v[i] += p * (double)dot[d];
-                    acc_k[i] += ds * (double)qt[d];
+                    acc_v[i] += pu * (double)dot[d];
+                    acc_k[i] += du * (double)qt[d];
                 }
             }
         }
     }
-    if (!any) return;
 #pragma unroll
     for (int i = 0; i < MSA_R; i++) {
         const int d = lane + 32 * i;
