@@ -50,6 +50,27 @@ __device__ inline double msa_dot(const float (&a)[MSA_R], const float *p, int D,
     return cuda_warp_sum(s);
 }
 
+/* Per lane, the dot product of the warp's staged row a (shared) with row p (global): exact fp32
+ * products summed in double. The lanes-over-keys form: one key per lane, no shuffles. */
+__device__ inline double msa_dot_lane(const float *a, const float *p, int D) {
+    double s = 0;
+    for (int d = 0; d < D; d++) s += (double)a[d] * (double)p[d];
+    return s;
+}
+
+__device__ inline double msa_warp_max(double v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Row src (D floats) into the warp's shared slot dst, read by every lane after it returns (the
+ * leading __syncwarp: the slot's previous row is no longer being read). */
+__device__ inline void msa_stage(float *dst, const float *src, int D, int lane) {
+    __syncwarp();
+    for (int d = lane; d < D; d += 32) dst[d] = src[d];
+    __syncwarp();
+}
+
 /* Dies unless pos, seg (NULL: one sample) follow the row rule (cpu_msa_check_rows) and, when
  * idx is not NULL, every idx[b,h,t,:] holds distinct blocks 0 .. pos[t]/block, the local block
  * among them, then only -1 (cpu_msa_check_idx). One synchronising read of the device flag. */

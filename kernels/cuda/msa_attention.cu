@@ -105,25 +105,6 @@ int32_t *cuda_msa_inverse(const mt_node *n, const int32_t *idx, const int32_t *p
 
 /* ---- forward ---- */
 
-/* Per lane, the dot product of the warp's staged row a (shared) with row p (global): exact fp32
- * products summed in double. The lanes-over-keys form: one key per lane, no shuffles. */
-__device__ inline double msa_dot_lane(const float *a, const float *p, int D) {
-    double s = 0;
-    for (int d = 0; d < D; d++) s += (double)a[d] * (double)p[d];
-    return s;
-}
-
-__device__ inline double msa_warp_max(double v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-/* Row r (D floats) into the warp's shared slot, read by every lane after the __syncwarp. */
-__device__ inline void msa_stage(float *dst, const float *src, int D, int lane) {
-    for (int d = lane; d < D; d += 32) dst[d] = src[d];
-    __syncwarp();
-}
-
 /* warp per query row (b, t, h); the support in chunks of 32 keys, one per lane: scores, the
  * chunk's maximum (the running maximum and the sums rescaled when it grows), p, then
  * O += p V with p broadcast key by key and dims over the lanes */

@@ -3,8 +3,9 @@
  * head h over the support M_h(t), the teacher mean Pbar_h of the group's G softmaxes of
  * scale q_g.k_h, the student Q_h = softmax index_scale iq_h.ik, KL(Pbar || Q).
  *
- * Warp kernels, dims over the lanes, products summed in double (msa_dot), softmaxes and sums
- * in double:
+ * Warp kernels, products exact in fp32 and summed in double, softmaxes and sums in double; the
+ * logits one key (dik: one query) per lane against rows staged in shared memory, 32 at a time,
+ * the gradient sums dims over the lanes with ds broadcast:
  *   rows:    warp per (b, t, h): the G teacher lse and the student lse by online
  *            log-sum-exp over the support (kept for the backward), then the row's KL
  *            (forward: into row_kl, summed by one block in a fixed order) or diq (backward).
@@ -20,28 +21,53 @@ struct kl_dims {
     double scale, iscale;
 };
 
-/* the teacher mean at key j of (b, t, h), from the G heads' lse */
+/* Per lane: the teacher mean at key row kj for query row bt of index head h, from the G heads'
+ * lse (q rows read by every lane at once: broadcasts). */
 __device__ inline double kl_pbar(const float *q, const float *kj, const double *lse_t, int64_t bt,
-                                 int64_t h, const kl_dims &a, int lane) {
+                                 int64_t h, const kl_dims &a) {
     const int64_t G = a.H / a.Hkv;
     double pbar = 0;
-    for (int64_t g = h * G; g < (h + 1) * G; g++) {
-        float qg[MSA_R];
-        msa_load(qg, q + (bt * a.H + g) * a.D, (int)a.D, lane);
-        pbar += exp(a.scale * msa_dot(qg, kj, (int)a.D, lane) - lse_t[bt * a.H + g]);
-    }
+    for (int64_t g = h * G; g < (h + 1) * G; g++)
+        pbar += exp(a.scale * msa_dot_lane(q + (bt * a.H + g) * a.D, kj, (int)a.D) -
+                    lse_t[bt * a.H + g]);
     return pbar / (double)G;
+}
+
+/* log-sum-exp over the support of (t, sel) of f * (row x_s . key row j), one key per lane, 32
+ * at a time (the running maximum per chunk), known to every lane */
+__device__ inline double kl_support_lse(const float *xs, const float *keys, int64_t ld, int n,
+                                        double f, const int32_t *sel, int64_t t, int32_t pt,
+                                        const kl_dims &a, int lane) {
+    double m = -INFINITY, l = 0;
+    for (int s = 0; s < a.topk && sel[s] >= 0; s++) {
+        int64_t j0, j1;
+        msa_keys(t, pt, sel[s], a.block, &j0, &j1);
+        for (int64_t c0 = j0; c0 <= j1; c0 += 32) {
+            const int64_t j = c0 + lane;
+            const double x = j <= j1 ? f * msa_dot_lane(xs, keys + j * ld, n) : -INFINITY;
+            const double cm = msa_warp_max(x);
+            if (cm > m) {
+                l *= exp(m - cm);
+                m = cm;
+            }
+            if (j <= j1) l += exp(x - m);
+        }
+    }
+    return m + log(cuda_warp_sum(l));
 }
 
 /* Warp per (b, t, h), counted rows only: lse_t (B,T,H) and lse_s (B,T,Hi) filled; forward
  * (row_kl not NULL): row_kl[bt*Hi + h] = KL of the row; backward (diq not NULL):
- * diq_h(t) += c sum_j (Q - Pbar) ik(j), c = gout cf; neither: the lse only. */
+ * diq_h(t) += c sum_j (Q - Pbar) ik(j), c = gout cf; neither: the lse only. One key per lane
+ * for the logits, then diq dims over the lanes with ds broadcast. */
 __global__ void kl_rows_kernel(double *row_kl, float *diq, double *lse_t, double *lse_s,
                                const float *q, const float *k, const float *iq, const float *ik,
                                const int32_t *idx, const int32_t *pos, const float *mask,
                                const float *gout, double cf, kl_dims a) {
+    __shared__ float xsh[MSA_WARPS][MSA_MAX_D];
+    __shared__ float iqsh[MSA_WARPS][MSA_MAX_D];
     const int64_t w = msa_warp_id();
-    const int lane = threadIdx.x & 31, D = (int)a.D, Di = (int)a.Di;
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, D = (int)a.D, Di = (int)a.Di;
     const int64_t Hi = a.Hkv, G = a.H / a.Hkv;
     if (w >= a.B * a.T * Hi) return;
     const int64_t bt = w / Hi, h = w % Hi, b = bt / a.T, t = bt % a.T;
@@ -52,44 +78,15 @@ __global__ void kl_rows_kernel(double *row_kl, float *diq, double *lse_t, double
     const int32_t pt = pos[bt], *sel = idx + ((b * Hi + h) * a.T + t) * a.topk;
     const float *kb = k + (b * a.T * a.Hkv + h) * a.D, *ikb = ik + b * a.T * a.Di;
     const int64_t ldk = a.Hkv * a.D;
-    /* the teacher heads' lse */
+    float *xs = xsh[wib], *iqs = iqsh[wib];
+    /* the teacher heads' lse, then the student's */
     for (int64_t g = h * G; g < (h + 1) * G; g++) {
-        float qg[MSA_R];
-        msa_load(qg, q + (bt * a.H + g) * a.D, D, lane);
-        double m = -INFINITY, l = 0;
-        for (int s = 0; s < a.topk && sel[s] >= 0; s++) {
-            int64_t j0, j1;
-            msa_keys(t, pt, sel[s], a.block, &j0, &j1);
-            for (int64_t j = j0; j <= j1; j++) {
-                const double x = a.scale * msa_dot(qg, kb + j * ldk, D, lane);
-                if (x > m) {
-                    l = l * exp(m - x) + 1.0;
-                    m = x;
-                } else {
-                    l += exp(x - m);
-                }
-            }
-        }
-        if (lane == 0) lse_t[bt * a.H + g] = m + log(l);
+        msa_stage(xs, q + (bt * a.H + g) * a.D, D, lane);
+        const double ls_g = kl_support_lse(xs, kb, ldk, D, a.scale, sel, t, pt, a, lane);
+        if (lane == 0) lse_t[bt * a.H + g] = ls_g;
     }
-    /* the student's */
-    float iqr[MSA_R];
-    msa_load(iqr, iq + w * a.Di, Di, lane);
-    double m = -INFINITY, l = 0;
-    for (int s = 0; s < a.topk && sel[s] >= 0; s++) {
-        int64_t j0, j1;
-        msa_keys(t, pt, sel[s], a.block, &j0, &j1);
-        for (int64_t j = j0; j <= j1; j++) {
-            const double z = a.iscale * msa_dot(iqr, ikb + j * a.Di, Di, lane);
-            if (z > m) {
-                l = l * exp(m - z) + 1.0;
-                m = z;
-            } else {
-                l += exp(z - m);
-            }
-        }
-    }
-    const double ls = m + log(l);
+    msa_stage(iqs, iq + w * a.Di, Di, lane);
+    const double ls = kl_support_lse(iqs, ikb, a.Di, Di, a.iscale, sel, t, pt, a, lane);
     if (lane == 0) lse_s[w] = ls;
     if (!row_kl && !diq) return; /* the dik pass's lse only */
     __syncwarp();                /* lane 0's lse_t writes, read by every lane below */
@@ -99,23 +96,30 @@ __global__ void kl_rows_kernel(double *row_kl, float *diq, double *lse_t, double
     for (int s = 0; s < a.topk && sel[s] >= 0; s++) {
         int64_t j0, j1;
         msa_keys(t, pt, sel[s], a.block, &j0, &j1);
-        for (int64_t j = j0; j <= j1; j++) {
-            const float *ikj = ikb + j * a.Di;
-            const double pbar = kl_pbar(q, kb + j * ldk, lse_t, bt, h, a, lane);
-            const double z = a.iscale * msa_dot(iqr, ikj, Di, lane);
-            if (row_kl) {
-                if (pbar > 0) kl += pbar * (log(pbar) - (z - ls));
-                continue;
+        for (int64_t c0 = j0; c0 <= j1; c0 += 32) {
+            const int64_t j = c0 + lane;
+            const int nc = (int)(j1 - c0 + 1 < 32 ? j1 - c0 + 1 : 32);
+            double ds = 0;
+            if (j <= j1) {
+                const double pbar = kl_pbar(q, kb + j * ldk, lse_t, bt, h, a);
+                const double z = a.iscale * msa_dot_lane(iqs, ikb + j * a.Di, Di);
+                if (row_kl && pbar > 0) kl += pbar * (log(pbar) - (z - ls));
+                ds = exp(z - ls) - pbar;
             }
-            const double ds = exp(z - ls) - pbar;
+            if (row_kl) continue;
+            for (int u = 0; u < nc; u++) {
+                const double du = __shfl_sync(0xffffffffu, ds, u);
+                const float *ikj = ikb + (c0 + u) * a.Di;
 #pragma unroll
-            for (int i = 0; i < MSA_R; i++) {
-                const int d = lane + 32 * i;
-                if (d < Di) acc[i] += ds * (double)ikj[d];
+                for (int i = 0; i < MSA_R; i++) {
+                    const int d = lane + 32 * i;
+                    if (d < Di) acc[i] += du * (double)ikj[d];
+                }
             }
         }
     }
     if (row_kl) {
+        kl = cuda_warp_sum(kl);
         if (lane == 0) row_kl[w] = kl;
         return;
     }
@@ -136,18 +140,23 @@ __global__ void kl_sum_kernel(float *loss, const double *row_kl, int64_t n, doub
     if (threadIdx.x == 0) *loss = (float)(f * s);
 }
 
+/* warp per key row (b, j): for each index head h, the counted queries t >= j that chose j's
+ * block, one per lane (k_h(j) and ik(j) staged in shared memory), then dik += c ds iq_h(t) dims
+ * over the lanes with ds broadcast */
 __global__ void kl_dik_kernel(float *dik, const double *lse_t, const double *lse_s, const float *q,
                               const float *k, const float *iq, const float *ik, const int32_t *inv,
                               const int32_t *pos, const float *mask, const float *gout, double cf,
                               kl_dims a) {
+    __shared__ float ksh[MSA_WARPS][MSA_MAX_D];
+    __shared__ float iksh[MSA_WARPS][MSA_MAX_D];
     const int64_t w = msa_warp_id();
-    const int lane = threadIdx.x & 31, Di = (int)a.Di;
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, D = (int)a.D, Di = (int)a.Di;
     const int64_t Hi = a.Hkv;
     if (w >= a.B * a.T) return;
     const int64_t b = w / a.T, j = w % a.T;
     const int64_t jb = j - pos[w] % a.block; /* the first slot of j's block */
-    float ikr[MSA_R];
-    msa_load(ikr, ik + w * a.Di, Di, lane);
+    float *ks = ksh[wib], *iks = iksh[wib];
+    msa_stage(iks, ik + w * a.Di, Di, lane);
     double acc[MSA_R];
 #pragma unroll
     for (int i = 0; i < MSA_R; i++) acc[i] = 0;
@@ -156,19 +165,36 @@ __global__ void kl_dik_kernel(float *dik, const double *lse_t, const double *lse
         const int64_t bh = b * Hi + h;
         const int32_t *off = inv + bh * (a.T + 1);
         const int32_t *list = inv + a.B * Hi * (a.T + 1) + bh * a.T * a.topk;
-        const float *kj = k + (w * a.Hkv + h) * a.D;
-        for (int32_t e = off[jb]; e < off[jb + 1]; e++) {
-            const int64_t t = list[e], bt = b * a.T + t;
-            if (t < j || (mask && mask[bt] == 0.0f)) continue;
-            any = true;
-            const float *iqh = iq + (bt * Hi + h) * a.Di;
-            const double pbar = kl_pbar(q, kj, lse_t, bt, h, a, lane);
-            const double ds =
-                exp(a.iscale * msa_dot(ikr, iqh, Di, lane) - lse_s[bt * Hi + h]) - pbar;
+        int32_t e0 = off[jb];
+        while (e0 < off[jb + 1] && list[e0] < j) e0++; /* choosers before j do not see it */
+        if (e0 == off[jb + 1]) continue;
+        msa_stage(ks, k + (w * a.Hkv + h) * a.D, D, lane);
+        for (int32_t c0 = e0; c0 < off[jb + 1]; c0 += 32) {
+            const int32_t e = c0 + lane;
+            const int nc = off[jb + 1] - c0 < 32 ? off[jb + 1] - c0 : 32;
+            int64_t bt = -1; /* the lane's query row, -1: none or not counted */
+            double ds = 0;
+            if (e < off[jb + 1]) {
+                bt = b * a.T + list[e];
+                if (mask && mask[bt] == 0.0f) bt = -1;
+            }
+            if (bt >= 0) {
+                const double pbar = kl_pbar(q, ks, lse_t, bt, h, a);
+                ds = exp(a.iscale * msa_dot_lane(iks, iq + (bt * Hi + h) * a.Di, Di) -
+                         lse_s[bt * Hi + h]) -
+                     pbar;
+            }
+            any = any || __ballot_sync(0xffffffffu, bt >= 0) != 0;
+            for (int u = 0; u < nc; u++) {
+                const int64_t bu = __shfl_sync(0xffffffffu, bt, u);
+                const double du = __shfl_sync(0xffffffffu, ds, u);
+                if (bu < 0) continue;
+                const float *iqh = iq + (bu * Hi + h) * a.Di;
 #pragma unroll
-            for (int i = 0; i < MSA_R; i++) {
-                const int d = lane + 32 * i;
-                if (d < Di) acc[i] += ds * (double)iqh[d];
+                for (int i = 0; i < MSA_R; i++) {
+                    const int d = lane + 32 * i;
+                    if (d < Di) acc[i] += du * (double)iqh[d];
+                }
             }
         }
     }
