@@ -176,14 +176,15 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(op_cuda_emu_moe_experts_bf16_lanes1 PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_CUDA_GEMM_LANES=1" SKIP_RETURN_CODE 77 TIMEOUT 300
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  # an expert id outside [0, E) ends the run naming the first bad position
-  add_test(NAME op_cuda_emu_moe_bad_id COMMAND test_gpu_ops_emu gpu_moe_bad_id)
+  # an expert id outside [0, E) ends the run naming the first bad position (a death test: its
+  # case is named death_*, so launch/gpu-check.sh, which runs every gpu_* case of test_gpu_ops
+  # as a step that must pass, does not count its intended death as a failure)
+  add_test(NAME op_cuda_emu_moe_bad_id COMMAND test_gpu_ops_emu death_moe_bad_id)
   set_tests_properties(op_cuda_emu_moe_bad_id PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
     PASS_REGULAR_EXPRESSION "moe_experts: idx\\[5,1\\] = 6 is outside \\[0,6\\)"
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   # the MSA ops' row and selection checks on the device (the error flag) name the bad position
-  # (cases named death_*, not gpu_*, so launch/gpu-check.sh, which runs every gpu_* case of
-  # test_gpu_ops as a pass/fail step, leaves them out)
+  # (death tests, named death_* as above)
   add_test(NAME op_cuda_emu_msa_bad_pos COMMAND test_gpu_ops_emu death_msa_bad_pos)
   set_tests_properties(op_cuda_emu_msa_bad_pos PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
     PASS_REGULAR_EXPRESSION "msa_select \\(cuda\\): pos\\[0,6\\] breaks the row rule"

@@ -1022,7 +1022,7 @@ static int gpu_moe_bad_id(void) {
 }
 
 #define GPU_TEST_ROW(op) {"gpu_" #op, gpu_##op},
-static const mt_test_case cases[] = {GPU_CASES(GPU_TEST_ROW){"gpu_moe_bad_id", gpu_moe_bad_id},
+static const mt_test_case cases[] = {GPU_CASES(GPU_TEST_ROW){"death_moe_bad_id", gpu_moe_bad_id},
                                      {"death_msa_bad_pos", gpu_msa_bad_pos},
                                      {"death_msa_bad_idx", gpu_msa_bad_idx},
                                      {"op_gpu_harness", case_harness}};
