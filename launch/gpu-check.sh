@@ -15,9 +15,9 @@
 # Order: builds (separate chains: the library, the op test, the optimizer test, bench-gpu-ops,
 # the step binary, the NCCL test), gpu_nccl_np1 (NCCL_DEBUG=WARN, NCCL_SOCKET_IFNAME=lo), the
 # bf16 / fused-kernel / cuDNN cases, the training-step checks (bf16 with MT_CUDA_SYNC=1 and
-# without), the remaining op cases, bench-gpu-ops, bench-gpu-ops msa (MSA against dense
-# attention), the bf16 step with --profile, the fp32 step, then compute-sanitizer (racecheck,
-# memcheck) on one small shape of the bf16 attention, lightning and MoE cases. The op cases are
+# without), the remaining op cases, bench-gpu-ops, the bf16 step with --profile, the fp32 step,
+# compute-sanitizer (racecheck, memcheck) on one small shape of the bf16 attention, lightning
+# and MoE cases, then bench-gpu-ops msa (MSA against dense attention). The op cases are
 # whatever test_gpu_ops lists (gpu_*), so new cases run without editing this script. The step
 # checks use NCCL when gpu_nccl_np1 passed, else bench-gpu-step --comm self (device copies): a
 # failing or missing NCCL costs only NCCL.
@@ -511,9 +511,6 @@ done
 # ---- benchmarks -----------------------------------------------------------------------------
 
 step bench_gpu_ops 150 "$BENCH_LOG" "$BENCH_OPS" "$BENCH_OPS" all "$REPS"
-# MiniMax-M3's block-sparse attention (fp32 select + attention) against dense flash attention
-# at T = 32k (bench/gpu_ops.cu, bench_msa): one timed run after the warm-up
-step bench_msa 60 "$BENCH_LOG" "$BENCH_OPS" "$BENCH_OPS" msa 1
 # the full training step of a MiniMax-Text-01-shaped model (bench/gpu_step.c): 1.66 B
 # parameters, drawn on the host first (about half of each run's time)
 # shellcheck disable=SC2086 # MT_GPU_CHECK_STEP_ARGS is a flag list
@@ -561,6 +558,12 @@ sanitize racecheck gpu_lightning_bf16 "$LIGHT"
 sanitize memcheck gpu_attention_bf16 "$ATT"
 sanitize memcheck gpu_lightning_bf16 "$LIGHT"
 sanitize memcheck gpu_moe_experts_bf16 '^moe_experts bf16$'
+
+# ---- MiniMax-M3's block-sparse attention against dense attention ----------------------------
+# (fp32 select + attention vs the bf16 flash kernels at T = 32k, bench/gpu_ops.cu's bench_msa:
+# one timed run after the warm-up); after the correctness checks, so a short budget costs it
+# first
+step bench_msa 60 "$BENCH_LOG" "$BENCH_OPS" "$BENCH_OPS" msa 1
 
 # ---- MT_GPU_CHECK_FULL=1: the PyTorch peer, the recompute and offload step benchmarks ---------
 

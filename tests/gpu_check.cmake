@@ -9,10 +9,10 @@ set(mt_gpu_check_steps gpu_nccl_np1 gpu_optim gpu_lightning_bf16_gemm gpu_moe_ex
 foreach(s bf16 bf16_d64 bf16_mid recompute offload offload_bf16g)
   list(APPEND mt_gpu_check_steps gpu_step_check_${s} gpu_step_check_${s}_nosync)
 endforeach()
-list(APPEND mt_gpu_check_steps bench_gpu_ops bench_msa step_bf16_profile step_fp32
+list(APPEND mt_gpu_check_steps bench_gpu_ops step_bf16_profile step_fp32
   sanitize_racecheck_gpu_attention_bf16 sanitize_racecheck_gpu_lightning_bf16
   sanitize_memcheck_gpu_attention_bf16 sanitize_memcheck_gpu_lightning_bf16
-  sanitize_memcheck_gpu_moe_experts_bf16 peer step_bf16_recompute step_bf16_offload)
+  sanitize_memcheck_gpu_moe_experts_bf16 bench_msa peer step_bf16_recompute step_bf16_offload)
 add_test(NAME gpu_check_standalone COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu_check.sh
   ${CMAKE_BINARY_DIR} ${mt_gpu_cases} ${mt_gpu_check_steps})
 set_tests_properties(gpu_check_standalone PROPERTIES ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 120
