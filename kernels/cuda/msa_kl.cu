@@ -184,7 +184,8 @@ __global__ void kl_dik_kernel(float *dik, const double *lse_t, const double *lse
                          lse_s[bt * Hi + h]) -
                      pbar;
             }
-            any = any || __ballot_sync(0xffffffffu, bt >= 0) != 0;
+            const unsigned counted = __ballot_sync(0xffffffffu, bt >= 0); /* every lane */
+            any = any || counted != 0;
             for (int u = 0; u < nc; u++) {
                 const int64_t bu = __shfl_sync(0xffffffffu, bt, u);
                 const double du = __shfl_sync(0xffffffffu, ds, u);
