@@ -183,6 +183,17 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(op_cuda_emu_moe_bad_id PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
     PASS_REGULAR_EXPRESSION "moe_experts: idx\\[5,1\\] = 6 is outside \\[0,6\\)"
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # the MSA selection on one thread block (MT_MSA_SELECT_BLOCKS=1): the block loops over every
+  # query tile, reusing its scratch row of block scores
+  add_test(NAME op_cuda_emu_msa_select_blocks1 COMMAND test_gpu_ops_emu gpu_msa)
+  set_tests_properties(op_cuda_emu_msa_select_blocks1 PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};MT_MSA_SELECT_BLOCKS=1;MT_GPU_COMPARE_ONLY=select$"
+    SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME op_cuda_emu_msa_select_blocks_bad COMMAND test_gpu_ops_emu gpu_msa)
+  set_tests_properties(op_cuda_emu_msa_select_blocks_bad PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};MT_MSA_SELECT_BLOCKS=0"
+    PASS_REGULAR_EXPRESSION "MT_MSA_SELECT_BLOCKS=0: expected a whole number from 1 to 1024"
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   # the MSA ops' row and selection checks on the device (the error flag) name the bad position
   # (death tests, named death_* as above)
   add_test(NAME op_cuda_emu_msa_bad_pos COMMAND test_gpu_ops_emu death_msa_bad_pos)

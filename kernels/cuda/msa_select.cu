@@ -14,6 +14,7 @@
  * the blocks blk = lane mod 32 so a chosen block is retired by its owner.
  * Cost: the indexer is dense by definition, O(T^2 Di / 2) per (b, h) (spec 4.1). */
 #include <limits.h>
+#include <stdlib.h>
 
 #include "msa.cuh"
 
@@ -158,6 +159,22 @@ __global__ void msa_select_kernel(int32_t *idx, float *bs_all, const float *iq, 
     }
 }
 
+/* MT_MSA_SELECT_BLOCKS: the most thread blocks of the selection (default SEL_MAX_CTAS); fewer
+ * make each block loop over more query tiles (op_cuda_emu_msa_select_blocks1 runs it at 1).
+ * Read once. */
+static int64_t sel_max_ctas(void) {
+    static int64_t cap = -1;
+    if (cap < 0) {
+        const char *v = getenv("MT_MSA_SELECT_BLOCKS");
+        char *end = NULL;
+        const long x = v && *v ? strtol(v, &end, 10) : SEL_MAX_CTAS;
+        MT_CHECK(!v || !*v || (*end == 0 && x >= 1 && x <= SEL_MAX_CTAS),
+                 "MT_MSA_SELECT_BLOCKS=%s: expected a whole number from 1 to %d", v, SEL_MAX_CTAS);
+        cap = x;
+    }
+    return cap;
+}
+
 /* ---- node adapter: in[0] iq (B,T,Hi,Di), in[1] ik (B,T,1,Di), in[2] pos (B,T) I32, in[3] seg
  * (B,T) I32 or NULL; out idx (B,Hi,T,topk) I32; ip[0] block, ip[1] topk (autograd/op_msa.c);
  * no saved buffers, no gradient ---- */
@@ -178,11 +195,15 @@ void cuda_msa_select_fwd_node(const mt_node *n) {
     if (a.B * a.T * a.Hi == 0) return;
     a.nb = (a.T - 1) / a.block + 1;
     const int64_t tiles = a.B * a.Hi * ((a.T + SEL_Q - 1) / SEL_Q);
-    const unsigned ctas = (unsigned)(tiles < SEL_MAX_CTAS ? tiles : SEL_MAX_CTAS);
+    /* at most sel_max_ctas() blocks, and block scores of at most 256 MiB (small blocks, long T) */
+    const int64_t cap = sel_max_ctas();
+    int64_t ctas = tiles < cap ? tiles : cap;
+    const int64_t fit = ((int64_t)1 << 26) / (SEL_Q * a.nb);
+    if (ctas > fit) ctas = fit > 1 ? fit : 1;
     float *bs = (float *)mt_node_scratch(n, sizeof(float) * (size_t)ctas * SEL_Q * (size_t)a.nb,
                                          "msa_select block scores");
-    msa_select_kernel<<<ctas, 256>>>((int32_t *)n->out->data, bs, cuda_f32(iq), cuda_f32(ik),
-                                     cuda_i32(pos), a);
+    msa_select_kernel<<<(unsigned)ctas, 256>>>((int32_t *)n->out->data, bs, cuda_f32(iq),
+                                               cuda_f32(ik), cuda_i32(pos), a);
     CUDA_LAUNCH_CHECK("msa_select forward");
 }
 
