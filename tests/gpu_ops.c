@@ -973,6 +973,9 @@ static int case_linear_cross_entropy(void) {
     return MT_TEST_OK;
 }
 
+/* MiniMax-M3's block-sparse attention: select, attention, KL (tests/gpu_msa.c) */
+static int case_msa(void) { return gpu_case_msa(); }
+
 /* ---- the cases: one line each; gpu_<op> runs case_<op> against the device ---- */
 
 static int case_determinism(void);
@@ -983,7 +986,7 @@ static int case_determinism(void);
     X(mul) X(scale) X(axpby) X(rope) X(qk_norm) X(attention) X(lightning) X(moe_route)             \
     X(moe_route_sigmoid) X(moe_experts) X(moe_aux) X(cross_entropy) X(linear_cross_entropy)        \
     X(matmul_bf16) X(moe_experts_bf16) X(lightning_bf16) X(attention_bf16) X(attention_cudnn)      \
-    X(moe_split) X(moe_split_bf16) X(swiglu_oai) X(moe_experts_oai) X(determinism)
+    X(moe_split) X(moe_split_bf16) X(swiglu_oai) X(moe_experts_oai) X(msa) X(determinism)
 /* clang-format on */
 
 typedef struct {
@@ -1071,6 +1074,8 @@ static int gpu_moe_bad_id(void) {
 }
 
 #define GPU_TEST_ROW(op) {"gpu_" #op, gpu_##op},
-static const mt_test_case cases[] = {GPU_CASES(GPU_TEST_ROW){"gpu_moe_bad_id", gpu_moe_bad_id},
+static const mt_test_case cases[] = {GPU_CASES(GPU_TEST_ROW){"death_moe_bad_id", gpu_moe_bad_id},
+                                     {"death_msa_bad_pos", gpu_msa_bad_pos},
+                                     {"death_msa_bad_idx", gpu_msa_bad_idx},
                                      {"op_gpu_harness", case_harness}};
 MT_TEST_MAIN(cases)
