@@ -1,7 +1,7 @@
 /* op_elementwise.c: the pointwise ops. Inputs of binary ops must have the same shape (no
  * broadcasting). Nodes:
  *   silu, sigmoid: in[0] = x.
- *   swiglu: in[0] = gate, in[1] = up.
+ *   swiglu: in[0] = gate, in[1] = up; ip[0] = clamp, fp[0..2] = alpha, limit, beta (mt_act).
  *   add, mul: in[0] = a, in[1] = b.
  *   scale: in[0] = a; fp[0] = s.
  *   axpby: in[0] = a, in[1] = b; fp[0] = alpha, fp[1] = beta. */
@@ -37,7 +37,24 @@ mt_tensor *mt_sigmoid(mt_ctx *c, mt_tensor *x) {
 }
 
 mt_tensor *mt_swiglu(mt_ctx *c, mt_tensor *gate, mt_tensor *up) {
+    return mt_swiglu_act(c, gate, up, NULL);
+}
+
+/* Stores act in n: ip[k] = clamp, fp[0..2] (mt_node_act). */
+void mt_node_set_act(mt_node *n, int k, const mt_act *act) {
+    const bool clamp = act && act->clamp;
+    n->ip[k] = clamp;
+    if (!clamp) return;
+    MT_CHECK(act->limit > 0 && act->alpha > 0, "%s: clamped SwiGLU needs alpha %g and limit %g > 0",
+             mt_op_name(n->op), (double)act->alpha, (double)act->limit);
+    n->fp[0] = act->alpha;
+    n->fp[1] = act->limit;
+    n->fp[2] = act->beta;
+}
+
+mt_tensor *mt_swiglu_act(mt_ctx *c, mt_tensor *gate, mt_tensor *up, const mt_act *act) {
     mt_node *n = elementwise_node(c, MT_OP_SWIGLU, gate, up);
+    mt_node_set_act(n, 0, act);
     mt_node_run(c, n);
     return n->out;
 }

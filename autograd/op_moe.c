@@ -61,6 +61,11 @@ mt_tensor *mt_moe_route_sigmoid(mt_ctx *c, mt_tensor *logits, mt_tensor *bias, i
 
 mt_tensor *mt_moe_experts(mt_ctx *c, mt_tensor *x, mt_tensor *idx, mt_tensor *weight, mt_tensor *w1,
                           mt_tensor *w3, mt_tensor *w2) {
+    return mt_moe_experts_act(c, x, idx, weight, w1, w3, w2, NULL);
+}
+
+mt_tensor *mt_moe_experts_act(mt_ctx *c, mt_tensor *x, mt_tensor *idx, mt_tensor *weight,
+                              mt_tensor *w1, mt_tensor *w3, mt_tensor *w2, const mt_act *act) {
     MT_CHECK(x->dtype == MT_F32 && x->ndim == 2, "moe_experts: x %s must be f32 (N,C), got %s %s",
              x->name, mt_dtype_name(x->dtype), mt_shape_str(x));
     int64_t N = x->shape[0], C = x->shape[1];
@@ -92,6 +97,7 @@ mt_tensor *mt_moe_experts(mt_ctx *c, mt_tensor *x, mt_tensor *idx, mt_tensor *we
     mt_tensor *in[6] = {x, idx, weight, w1, w3, w2};
     mt_node *n = mt_node_begin(c, MT_OP_MOE_EXPERTS, out, 6, in);
     n->ip[0] = mt_gemm_mode(c, "moe_experts"); /* GEMM precision, as in matmul */
+    mt_node_set_act(n, 4, act);                /* ip[4], fp[0..2] */
     n->saved[0] = mt_tensor_new(c, MT_I32, 1, eshape, "moe_experts.offsets");
     n->saved[1] = mt_tensor_new(c, MT_I32, 1, ashape, "moe_experts.perm");
     n->saved[2] = mt_tensor_new(c, MT_I32, 1, ashape, "moe_experts.inv");
@@ -141,6 +147,12 @@ mt_tensor *mt_moe_expert_out(mt_ctx *c, const mt_moe_plan *plan, int64_t C) {
 
 mt_tensor *mt_moe_expert_ffn(mt_ctx *c, mt_tensor *xs, const mt_moe_plan *plan, mt_tensor *weight,
                              int e, mt_tensor *w1, mt_tensor *w3, mt_tensor *w2, mt_tensor *ys) {
+    return mt_moe_expert_ffn_act(c, xs, plan, weight, e, w1, w3, w2, ys, NULL);
+}
+
+mt_tensor *mt_moe_expert_ffn_act(mt_ctx *c, mt_tensor *xs, const mt_moe_plan *plan,
+                                 mt_tensor *weight, int e, mt_tensor *w1, mt_tensor *w3,
+                                 mt_tensor *w2, mt_tensor *ys, const mt_act *act) {
     const int64_t A = plan->N * plan->K;
     MT_CHECK(xs->dtype == MT_F32 && xs->ndim == 2 && xs->shape[0] == A,
              "moe_expert_ffn: xs %s must be f32 (N*K,C) with N*K = %lld, got %s", xs->name,
@@ -180,7 +192,8 @@ mt_tensor *mt_moe_expert_ffn(mt_ctx *c, mt_tensor *xs, const mt_moe_plan *plan, 
     n->ip[1] = r0;
     n->ip[2] = rows;
     n->ip[3] = e;
-    if (ys->requires_grad) { /* the pre-activations w1 x and w3 x of the expert's slots */
+    mt_node_set_act(n, 4, act); /* ip[4], fp[0..2] */
+    if (ys->requires_grad) {    /* the pre-activations w1 x and w3 x of the expert's slots */
         int64_t hshape[2] = {rows, F};
         n->saved[0] = mt_tensor_new(c, MT_F32, 2, hshape, "moe_expert.h1");
         n->saved[1] = mt_tensor_new(c, MT_F32, 2, hshape, "moe_expert.h3");

@@ -32,6 +32,10 @@ mt_tensor *mt_silu(mt_ctx *c, mt_tensor *x);
 mt_tensor *mt_sigmoid(mt_ctx *c, mt_tensor *x);
 /* silu(gate) * up, same shapes. */
 mt_tensor *mt_swiglu(mt_ctx *c, mt_tensor *gate, mt_tensor *up);
+/* The same op with an activation (mt_act; NULL or !clamp: mt_swiglu bit for bit): the clamped
+ * SwiGLU min(g, L) sigmoid(alpha min(g, L)) (clamp(u, -L, L) + beta) of MiniMax-M3, whose
+ * backward lets the gradient through where g <= L and -L <= u <= L (torch.clamp's masks). */
+mt_tensor *mt_swiglu_act(mt_ctx *c, mt_tensor *gate, mt_tensor *up, const mt_act *act);
 /* Elementwise, same shapes. */
 mt_tensor *mt_add(mt_ctx *c, mt_tensor *a, mt_tensor *b);
 mt_tensor *mt_mul(mt_ctx *c, mt_tensor *a, mt_tensor *b);
@@ -58,6 +62,42 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, mt_
  * an fp32 DxD state, T need not be a multiple of block. -> (B,T,H,D). */
 mt_tensor *mt_lightning(mt_ctx *c, mt_tensor *qkv, mt_tensor *decay, mt_tensor *seg, int block);
 
+/* MiniMax-M3 block-sparse attention (MSA, spec sections 4-5; docs/msa.md). Rows (B,T) pack
+ * samples: seg (B,T) I32 segment ids or NULL (one sample per row), pos (B,T) I32 positions that
+ * restart at 0 with each sample (a run of equal ids) and count up by one (checked). Token j is
+ * in block pos[j] / block of its sample; query t sees key j when j is in t's sample and j <= t
+ * (transformers run on each sample alone). Index heads Hi = Hkv: index head h selects the
+ * blocks of kv head h, read by query heads h*G .. h*G+G-1 (G = H/Hkv). */
+
+/* The indexer's block selection: per (b, h, t) block scores max_{j in block, j <= t}
+ * iq_h(t).ik(j) (fp32 products), the local block pos[t]/block first, then the topk-1 highest
+ * earlier blocks of the sample in descending score (ties: the lower block id), -1 in the
+ * trailing slots when fewer blocks are visible (transformers' order when there are no ties).
+ * iq (B,T,Hi,Di), ik (B,T,1,Di) F32 (after norm and RoPE), 1 <= topk <= 4096 -> idx
+ * (B,Hi,T,topk) I32, which never requires a gradient (the selection is a constant for the ops
+ * below; they check that each query's list holds its local block, distinct blocks, -1 last). */
+mt_tensor *mt_msa_select(mt_ctx *c, mt_tensor *iq, mt_tensor *ik, mt_tensor *pos, mt_tensor *seg,
+                         int block, int topk);
+
+/* Softmax attention over the selected blocks: o_h(t) = softmax over M(t) of scale q_h(t).k(j),
+ * times v, with M(t) = {j in t's sample, j <= t, block(j) in idx[b, h/G, t, :]}. q (B,T,H,D),
+ * k, v (B,T,Hkv,D), idx (B,Hkv,T,topk) from mt_msa_select -> (B,T,H,D). fp32 (the GEMM mode is
+ * not used); saves the lse (B,H,T); dk, dv summed over each group's query heads. Cost: the
+ * support, topk*block keys per query. */
+mt_tensor *mt_msa_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, mt_tensor *idx,
+                            mt_tensor *pos, mt_tensor *seg, int block, float scale);
+
+/* The indexer's sparse-KL loss: coef / (Hi denom) sum over queries (b,t) with mask != 0 (mask
+ * (B,T) F32 or NULL: all) and index heads h of KL(Pbar_h(t) || Q_h(t)), both over the support
+ * of idx: Pbar the mean over the G query heads of group h of softmax scale q_g(t).k_h(j), Q the
+ * softmax of index_scale iq_h(t).ik(j). q (B,T,H,D), k (B,T,Hkv,D): the main attention's
+ * (normed, roped) tensors, stop-gradient (they get no gradient); iq (B,T,Hi,Di), ik
+ * (B,T,1,Di) with Hi = Hkv; denom > 0 the global count of counted queries (ranks agree).
+ * -> scalar; gradients into iq, ik only (ds = Q - Pbar). */
+mt_tensor *mt_msa_kl(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *iq, mt_tensor *ik,
+                     mt_tensor *idx, mt_tensor *pos, mt_tensor *seg, mt_tensor *mask, int block,
+                     float scale, float index_scale, float coef, float denom);
+
 /* MoE router: p = softmax(logits) in fp32, top-k of p, renormalised to sum 1.
  * logits (N,E) -> weights (N,K); *idx_out gets the chosen experts (N,K) I32, in descending
  * probability order (ties: lower expert index first). Differentiable w.r.t. logits. */
@@ -77,6 +117,9 @@ mt_tensor *mt_moe_route_sigmoid(mt_ctx *c, mt_tensor *logits, mt_tensor *bias, i
  * contributes exactly zero and gets an exactly zero gradient. */
 mt_tensor *mt_moe_experts(mt_ctx *c, mt_tensor *x, mt_tensor *idx, mt_tensor *weight, mt_tensor *w1,
                           mt_tensor *w3, mt_tensor *w2);
+/* The same with the experts' activation act (mt_swiglu_act; NULL: SiLU). */
+mt_tensor *mt_moe_experts_act(mt_ctx *c, mt_tensor *x, mt_tensor *idx, mt_tensor *weight,
+                              mt_tensor *w1, mt_tensor *w3, mt_tensor *w2, const mt_act *act);
 
 /* The experts split into one op per expert, so that a sharded optimizer can gather one expert's
  * weights at a time (dist.gather_unit = "expert", models/minimax.c). Together
@@ -106,6 +149,10 @@ mt_tensor *mt_moe_expert_out(mt_ctx *c, const mt_moe_plan *plan, int64_t C);
  * its gradients stay exactly zero. GEMM precision as mt_matmul. */
 mt_tensor *mt_moe_expert_ffn(mt_ctx *c, mt_tensor *xs, const mt_moe_plan *plan, mt_tensor *weight,
                              int e, mt_tensor *w1, mt_tensor *w3, mt_tensor *w2, mt_tensor *ys);
+/* The same with the expert's activation act (NULL: SiLU). */
+mt_tensor *mt_moe_expert_ffn_act(mt_ctx *c, mt_tensor *xs, const mt_moe_plan *plan,
+                                 mt_tensor *weight, int e, mt_tensor *w1, mt_tensor *w3,
+                                 mt_tensor *w2, mt_tensor *ys, const mt_act *act);
 /* ys (N*K,C) -> y (N,C): y[n] = sum_j ys[inv[n*K+j]], j in order. */
 mt_tensor *mt_moe_combine(mt_ctx *c, mt_tensor *ys, const mt_moe_plan *plan);
 

@@ -28,7 +28,7 @@ typedef enum {
 } mt_op;
 
 #define MT_MAX_DIMS    4
-#define MT_MAX_IN      6
+#define MT_MAX_IN      8
 #define MT_MAX_SAVED   6
 #define MT_MAX_IPARAMS 8
 #define MT_MAX_FPARAMS 4
@@ -46,6 +46,15 @@ typedef struct mt_tensor {
 
 struct mt_ctx;
 
+/* The gated activation of a SwiGLU FFN of gate g and up u (spec 7 of minimax-m3.md): plain,
+ * y = silu(g) u; or clamped ("swigluoai", MiniMax-M3): g' = min(g, limit),
+ * u' = clamp(u, -limit, limit), y = g' sigmoid(alpha g') (u' + beta). Ops that take one keep it
+ * in a node as ip[k] = clamp (k per op), fp[0..2] = alpha, limit, beta. */
+typedef struct {
+    bool clamp;
+    float alpha, limit, beta;
+} mt_act;
+
 typedef struct mt_node {
     mt_op op;
     mt_tensor *out;
@@ -61,6 +70,16 @@ typedef struct mt_node {
     struct mt_segment *segment; /* op MT_OP_SEGMENT: what mt_checkpoint recorded */
     bool fwd_pending; /* recorded under ctx->defer_forward: forward runs in the backward */
 } mt_node;
+
+/* A node's activation: ip[k] = clamp, fp[0..2] = alpha, limit, beta (mt_act). */
+static inline mt_act mt_node_act(const mt_node *n, int k) {
+    mt_act a;
+    a.clamp = n->ip[k] != 0;
+    a.alpha = n->fp[0];
+    a.limit = n->fp[1];
+    a.beta = n->fp[2];
+    return a;
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* backend table: model code calls ops; ops call through this table; no #ifdef anywhere else */
@@ -120,6 +139,30 @@ typedef struct mt_backend {
      * else its work goes to device 0 on every rank. NULL where there are no devices (CPU). */
     int (*thread_device)(void);
     void (*thread_bind)(int device);
+    /* Generation's cached steps (models/generate.h): no tape, no gradient, one new token per
+     * row against the caches, on backend memory. Layouts and math: kernels/cpu/attention.h
+     * (cpu_attention_decode) and kernels/cpu/lightning.h (cpu_lightning_state,
+     * cpu_lightning_decode_step). NULL where the backend has none: generation says so. */
+    struct {
+        void (*attention)(float *out, const float *q, const float *k_cache, const float *v_cache,
+                          int64_t t_len, int64_t B, int64_t t_max, int64_t H, int64_t Hkv,
+                          int64_t D, float scale);
+        void (*lightning_state)(float *state, const float *qkv, const float *decay,
+                                const int32_t *seg, int B, int T, int H, int D);
+        void (*lightning_step)(float *state, const float *qkv_t, const float *decay, float *out,
+                               int B, int H, int D);
+        /* MiniMax-M3's MSA layers (kernels/cpu/msa.h, cpu_msa_select_decode and
+         * cpu_msa_attention_decode): the new query's block selection over the index-key cache,
+         * and its attention over the selected blocks of the KV cache */
+        void (*msa_select)(int32_t *idx, float *work, const float *iq, const float *ik_cache,
+                           int64_t t_len, int64_t B, int64_t t_max, int64_t Hi, int64_t Di,
+                           int block, int topk);
+        int64_t (*msa_select_work)(int64_t B, int64_t Hi, int64_t t_max, int block);
+        void (*msa_attention)(float *out, const float *q, const float *k_cache,
+                              const float *v_cache, const int32_t *idx, int64_t t_len, int64_t B,
+                              int64_t t_max, int64_t H, int64_t Hkv, int64_t D, int block, int topk,
+                              float scale);
+    } decode;
 } mt_backend;
 
 const char *mt_op_name(mt_op op);
@@ -236,6 +279,9 @@ void mt_tensor_ensure_grad(mt_ctx *c, mt_tensor *t);
 mt_node *mt_node_begin(mt_ctx *c, mt_op op, mt_tensor *out, int n_in, mt_tensor *const *in);
 /* Runs the backend forward; keeps the node on the tape when it needs a backward. */
 void mt_node_run(mt_ctx *c, mt_node *n);
+/* Stores an activation (mt_act, NULL: plain SiLU) in node n: ip[k] = clamp, fp[0..2] = alpha,
+ * limit, beta (autograd/op_elementwise.c). */
+void mt_node_set_act(mt_node *n, int k, const mt_act *act);
 /* Scratch memory for a kernel, carved from the arena: alive until the kernel (forward or
  * backward) returns; the tape rewinds the arena after each. A backward must not rely on a
  * forward's scratch: what it needs is a saved buffer the op constructor carves. */

@@ -15,7 +15,10 @@
  *  3. softmax attention in bf16 mode at MiniMax-Text-01's shape (H = 64, Hkv = 8, D = 128), fwd
  *     and bwd at T = 4k, 8k, on the flash kernels (attention_flash.cu: RESULT attention) and on
  *     cuDNN's fused attention (attention_cudnn.cu: RESULT attention-cudnn, only when cuDNN ran).
- * Usage: bench-gpu-ops [lightning|attention|moe|all] [reps] [shrink]: shrink > 1 divides T, N,
+ *  4. (msa, not in all) MiniMax-M3's block-sparse attention, mt_msa_select + mt_msa_attention
+ *     fwd+bwd in fp32 at T = 32k, against dense attention (bf16, flash kernels) at the same
+ *     shape, as a ratio (RESULT msa; bench_msa below says the shape).
+ * Usage: bench-gpu-ops [lightning|attention|moe|all|msa] [reps] [shrink]: shrink > 1 divides T, N,
  * C and F (a smoke run, e.g. on the CPU emulator in ctest; attention then also uses H = 2,
  * lightning D = 64 and a block of 256 / shrink, at least 64, one row tile of the fused
  * kernels, which run too: fewer, fuller blocks keep the emulated run short).
@@ -372,6 +375,75 @@ static void bench_moe(const mt_backend *be, int reps, int shrink, mt_dtype cd, b
     mt_ctx_free(&c);
 }
 
+/* ---- MSA (MiniMax-M3's block-sparse attention) against dense flash attention ---- */
+
+/* B = 1, one kv group at M3's ratio (H = 16 query heads on Hkv = 1; M3 has H = 64, Hkv = 4: four
+ * such groups, about 4x these times), D = 128, Di = 128, block 128, topk 16, T = 32k: the MSA
+ * forward is the selection (mt_msa_select, dense O(T^2 Di) by definition) plus the attention
+ * over topk*block = 2048 keys per query (mt_msa_attention), the backward the attention's; fp32
+ * (the MSA nodes carry no GEMM mode: msa_*.cu). Against mt_attention in bf16 mode on the flash
+ * kernels (attention_flash.cu) at the same shape, causal, one segment. FLOPs of MSA's attention:
+ * forward 4 T (topk block) D H, backward 2.5x (the selection's 2 T^2/2 Di Hkv not counted). */
+typedef struct {
+    mt_tensor *q, *k, *v, *iq, *ik, *pos;
+    int block, topk;
+} bench_msa_args;
+static mt_tensor *bench_msa_fwd(mt_ctx *c, void *u) {
+    const bench_msa_args *a = (const bench_msa_args *)u;
+    mt_tensor *idx = mt_msa_select(c, a->iq, a->ik, a->pos, NULL, a->block, a->topk);
+    return mt_msa_attention(c, a->q, a->k, a->v, idx, a->pos, NULL, a->block,
+                            1.0f / sqrtf((float)a->q->shape[3]));
+}
+
+static void bench_msa(const mt_backend *be, int reps, int shrink) {
+    const int B = 1, H = shrink > 1 ? 2 : 16, Hkv = 1, D = 128, Di = 128, topk = 16;
+    const int T = 32768 / shrink, block = 128 / shrink > 16 ? 128 / shrink : 16;
+    printf("\n== MSA (select + attention, fp32) vs dense attention (bf16 flash), B=%d T=%d H=%d "
+           "Hkv=%d D=%d Di=%d block=%d topk=%d\n",
+           B, T, H, Hkv, D, Di, block, topk);
+    mt_ctx c;
+    size_t arena = (size_t)B * T * D * (H + Hkv) * 4 * 8 + ((size_t)1 << 30);
+    mt_ctx_init(&c, be, arena, 16);
+    int64_t qs[4] = {B, T, H, D}, ks[4] = {B, T, Hkv, D}, iqs[4] = {B, T, Hkv, Di},
+            iks[4] = {B, T, 1, Di}, ps[2] = {B, T};
+    bench_msa_args a;
+    a.q = bench_tensor(be, MT_F32, 4, qs, true, 1.0f, "q");
+    a.k = bench_tensor(be, MT_F32, 4, ks, true, 1.0f, "k");
+    a.v = bench_tensor(be, MT_F32, 4, ks, true, 1.0f, "v");
+    a.iq = bench_tensor(be, MT_F32, 4, iqs, false, 1.0f, "iq");
+    a.ik = bench_tensor(be, MT_F32, 4, iks, false, 1.0f, "ik");
+    a.pos = bench_tensor(be, MT_I32, 2, ps, false, 0.0f, "pos");
+    int32_t *ph = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T));
+    for (int64_t i = 0; i < (int64_t)B * T; i++) ph[i] = (int32_t)(i % T);
+    be->to_device(a.pos->data, ph, sizeof(int32_t) * (size_t)(B * T));
+    free(ph);
+    a.block = block;
+    a.topk = topk;
+    float *seed = bench_seed((int64_t)B * T * H * D);
+    double mf, mb, df, db;
+    bench_time_fwd_bwd(&c, reps, bench_msa_fwd, &a, seed, &mf, &mb);
+    mt_ctx_free(&c);
+    /* dense: bf16 mode, the flash kernels */
+    mt_ctx_init(&c, be, arena, 16);
+    c.compute_dtype = MT_BF16;
+    cuda_attention_impl_set(CUDA_ATTN_FLASH);
+    mt_tensor *qkv3[3] = {a.q, a.k, a.v};
+    bench_time_fwd_bwd(&c, reps, bench_attention_fwd, qkv3, seed, &df, &db);
+    cuda_attention_impl_set(-1);
+    mt_ctx_free(&c);
+    const double sup = (double)topk * block < T ? (double)topk * block : T;
+    const double flops = 3.5 * 4.0 * T * sup * D * H * B;
+    printf("%-28s %10s %10s %10s %10s\n", "", "fwd ms", "bwd ms", "total ms", "TFLOP/s");
+    printf("%-28s %10.3f %10.3f %10.3f %10.2f\n", "msa fp32 (select+attention)", mf, mb, mf + mb,
+           flops / ((mf + mb) * 1e-3) / 1e12);
+    printf("%-28s %10.3f %10.3f %10.3f\n", "dense bf16 flash", df, db, df + db);
+    printf("RESULT msa T=%d: %.3f ms fwd+bwd (fp32), dense flash bf16 %.3f ms: msa/dense %.3f\n", T,
+           mf + mb, df + db, (mf + mb) / (df + db));
+    free(seed);
+    mt_tensor *ts[6] = {a.q, a.k, a.v, a.iq, a.ik, a.pos};
+    for (int i = 0; i < 6; i++) bench_tensor_free(be, ts[i]);
+}
+
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "all";
     int reps = argc > 2 ? atoi(argv[2]) : 5;
@@ -398,5 +470,6 @@ int main(int argc, char **argv) {
         bench_moe(be, reps, shrink, MT_BF16, false, 1); /* no concurrency: the A/B */
         bench_moe(be, reps, shrink, MT_BF16, true, 0);
     }
+    if (!strcmp(what, "msa")) bench_msa(be, reps, shrink); /* not in "all": its own step */
     return 0;
 }

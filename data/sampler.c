@@ -272,10 +272,11 @@ int64_t mt_sampler_next(mt_sampler *s) {
         if (m > max_micro) max_micro = m;
     }
     s->n_micro = max_micro;
-    s->global_targets = s->local_targets = 0;
+    s->global_targets = s->local_targets = s->global_tokens = 0;
     for (int64_t j = 0; j < s->step_count; j++) {
         int64_t t = s->targets[s->order[s->step_first + j]];
         s->global_targets += t;
+        s->global_tokens += sample_len(s, s->order[s->step_first + j]);
         if (j % s->cfg.world == s->cfg.rank) s->local_targets += t;
     }
     s->cur.position += s->step_count;

@@ -74,6 +74,8 @@ typedef struct {
     int64_t n_micro;        /* micro-batches per rank in this step (same on every rank) */
     int64_t global_targets; /* predicted tokens of the whole global batch (a loss denominator) */
     int64_t local_targets;  /* predicted tokens of this rank's share */
+    int64_t global_tokens;  /* real tokens (no padding) of the whole global batch (the MSA
+                               indexer KL's denominator) */
     int64_t *scratch;       /* packing work space */
     /* mixing: the pool grouped by source (src_first: n_sources + 1 offsets into pool), each
      * source's samples per epoch, and the source of each position of an epoch */

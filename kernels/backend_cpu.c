@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/attention.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/lightning.h"
+#include "cpu/msa.h"
 
 static void *cpu_alloc(size_t bytes) {
     void *p = NULL;
@@ -51,6 +54,12 @@ static const mt_backend cpu_backend = {
     .adamw = cpu_adamw,
     .vec_to_bf16 = cpu_vec_to_bf16,
     .vec_from_bf16 = cpu_vec_from_bf16,
+    .decode = {.attention = cpu_attention_decode,
+               .lightning_state = cpu_lightning_state,
+               .lightning_step = cpu_lightning_decode_step,
+               .msa_select = cpu_msa_select_decode,
+               .msa_select_work = cpu_msa_select_decode_work,
+               .msa_attention = cpu_msa_attention_decode},
 };
 
 const mt_backend *mt_backend_cpu(void) { return &cpu_backend; }

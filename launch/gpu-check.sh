@@ -16,10 +16,11 @@
 # the step binary, the NCCL test), gpu_nccl_np1 (NCCL_DEBUG=WARN, NCCL_SOCKET_IFNAME=lo), the
 # bf16 / fused-kernel / cuDNN cases, the training-step checks (bf16 with MT_CUDA_SYNC=1 and
 # without), the remaining op cases, bench-gpu-ops, the bf16 step with --profile, the fp32 step,
-# then compute-sanitizer (racecheck, memcheck) on one small shape of the bf16 attention,
-# lightning and MoE cases. The op cases are whatever test_gpu_ops lists (gpu_*), so new cases
-# run without editing this script. The step checks use NCCL when gpu_nccl_np1 passed, else
-# bench-gpu-step --comm self (device copies): a failing or missing NCCL costs only NCCL.
+# compute-sanitizer (racecheck, memcheck) on one small shape of the bf16 attention, lightning
+# and MoE cases, then bench-gpu-ops msa (MSA against dense attention). The op cases are
+# whatever test_gpu_ops lists (gpu_*), so new cases run without editing this script. The step
+# checks use NCCL when gpu_nccl_np1 passed, else bench-gpu-step --comm self (device copies): a
+# failing or missing NCCL costs only NCCL.
 #
 # Environment:
 #   MT_GPU_CHECK_FULL=1         also the PyTorch peer (bench/gpu_peer.py) and the recompute and
@@ -356,9 +357,10 @@ EOF
     rm -f "$SA"/tests/test_* "$SA"/bench-gpu-*
     return 1
   }
-  sa_compile build_test_gpu_ops_src 60 tests/gpu_ops.c tests/gpu_compare.c &&
+  sa_compile build_test_gpu_ops_src 60 tests/gpu_ops.c tests/gpu_compare.c tests/gpu_msa.c &&
     sa_link build_test_gpu_ops "$SA/tests/test_gpu_ops" "${lib_obj[@]}" \
-      "$(obj_of tests/gpu_ops.c)" "$(obj_of tests/gpu_compare.c)" || rm -f "$SA/tests/test_gpu_ops"
+      "$(obj_of tests/gpu_ops.c)" "$(obj_of tests/gpu_compare.c)" "$(obj_of tests/gpu_msa.c)" ||
+    rm -f "$SA/tests/test_gpu_ops"
   sa_compile build_test_gpu_optim_src 60 tests/gpu_optim.c &&
     sa_link build_test_gpu_optim "$SA/tests/test_gpu_optim" "${lib_obj[@]}" "$(obj_of tests/gpu_optim.c)" ||
     rm -f "$SA/tests/test_gpu_optim"
@@ -556,6 +558,12 @@ sanitize racecheck gpu_lightning_bf16 "$LIGHT"
 sanitize memcheck gpu_attention_bf16 "$ATT"
 sanitize memcheck gpu_lightning_bf16 "$LIGHT"
 sanitize memcheck gpu_moe_experts_bf16 '^moe_experts bf16$'
+
+# ---- MiniMax-M3's block-sparse attention against dense attention ----------------------------
+# (fp32 select + attention vs the bf16 flash kernels at T = 32k, bench/gpu_ops.cu's bench_msa:
+# one timed run after the warm-up); after the correctness checks, so a short budget costs it
+# first
+step bench_msa 60 "$BENCH_LOG" "$BENCH_OPS" "$BENCH_OPS" msa 1
 
 # ---- MT_GPU_CHECK_FULL=1: the PyTorch peer, the recompute and offload step benchmarks ---------
 

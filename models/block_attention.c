@@ -15,7 +15,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/cpu/attention.h"
 #include "models/block.h"
 
 void mt_block_attention_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
@@ -41,6 +40,7 @@ void mt_block_attention_layout(mt_layout_cursor *cur, const mt_layer_plan *p, in
 }
 
 int mt_block_mixer_params(const mt_layer_plan *p) {
+    if (p->mixer == MT_MIXER_MSA) return 6 + 4; /* the attention's and the indexer's 4 */
     return p->mixer == MT_MIXER_LIGHTNING ? 4 : p->qk_norm == MT_QK_NORM_NONE ? 4 : 6;
 }
 
@@ -55,13 +55,12 @@ static mt_tensor *attn_qk_norm(mt_ctx *c, const mt_layer_plan *p, const mt_minim
     return mt_view(c, x, 3, (int64_t[]){B, T, n * D});
 }
 
-mt_tensor *mt_block_attention_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1,
-                                      mt_block_io *io) {
+void mt_block_attention_qkv(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_block_io *io,
+                            mt_tensor **q_out, mt_tensor **k_out, mt_tensor **v_out) {
     const mt_minimax_config *cfg = &m->cfg;
     const mt_layer_plan *p = &m->plan[l];
     const int64_t B = h1->shape[0], T = h1->shape[1], H = cfg->num_attention_heads,
                   Hkv = cfg->num_key_value_heads, D = cfg->head_dim;
-    const float scale = (float)(1.0 / sqrt((double)D));
     mt_tensor *q =
         mt_matmul(c, h1, mt_block_param(m, "model.layers.%d.self_attn.q_proj.weight", l));
     mt_tensor *k =
@@ -80,12 +79,13 @@ mt_tensor *mt_block_attention_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor
     q = mt_rope(c, q, io->pos, cfg->rotary_dim, cfg->rope_theta);
     k = mt_rope(c, k, io->pos, cfg->rotary_dim, cfg->rope_theta);
 
-    mt_tensor *o;
     mt_minimax_cache *kv = io->kv;
     if (kv) {
         /* append the new keys/values at positions t_len .. t_len+T-1 of the cache */
         MT_CHECK(kv->t_len + T <= kv->t_max, "minimax: KV cache full (%d + %lld > %d positions)",
                  kv->t_len, (long long)T, kv->t_max);
+        MT_CHECK(kv->t_len == 0 || T == 1,
+                 "minimax: a cached decode step takes one token, got T = %lld", (long long)T);
         const size_t row = (size_t)(Hkv * D);
         const float *kd = k->data, *vd = v->data;
         for (int64_t b = 0; b < B; b++)
@@ -95,15 +95,35 @@ mt_tensor *mt_block_attention_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor
                 memcpy(kv->v[l] + dst, vd + (size_t)(b * T + t) * row, row * sizeof(float));
             }
     }
+    *q_out = q;
+    *k_out = k;
+    *v_out = v;
+}
+
+mt_tensor *mt_block_attention_out(mt_minimax *m, mt_ctx *c, int l, mt_tensor *o) {
+    const int64_t B = o->shape[0], T = o->shape[1], HD = o->shape[2] * o->shape[3];
+    o = mt_view(c, o, 3, (int64_t[]){B, T, HD});
+    return mt_matmul(c, o, mt_block_param(m, "model.layers.%d.self_attn.o_proj.weight", l));
+}
+
+mt_tensor *mt_block_attention_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1,
+                                      mt_block_io *io) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const int64_t B = h1->shape[0], T = h1->shape[1], H = cfg->num_attention_heads,
+                  Hkv = cfg->num_key_value_heads, D = cfg->head_dim;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    mt_tensor *q, *k, *v;
+    mt_block_attention_qkv(m, c, l, h1, io, &q, &k, &v);
+    mt_tensor *o;
+    mt_minimax_cache *kv = io->kv;
     if (kv && kv->t_len > 0) {
-        MT_CHECK(T == 1, "minimax: a cached decode step takes one token, got T = %lld",
-                 (long long)T);
         o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "attention.step");
-        cpu_attention_decode(o->data, q->data, kv->k[l], kv->v[l], kv->t_len + 1, B, kv->t_max, H,
-                             Hkv, D, scale);
+        MT_CHECK(c->be->decode.attention, "minimax: the %s backend has no cached attention step",
+                 c->be->name);
+        c->be->decode.attention(o->data, q->data, kv->k[l], kv->v[l], kv->t_len + 1, B, kv->t_max,
+                                H, Hkv, D, scale);
     } else {
         o = mt_attention(c, q, k, v, io->seg, scale);
     }
-    o = mt_view(c, o, 3, (int64_t[]){B, T, H * D});
-    return mt_matmul(c, o, mt_block_param(m, "model.layers.%d.self_attn.o_proj.weight", l));
+    return mt_block_attention_out(m, c, l, o);
 }

@@ -8,7 +8,6 @@
  * Parameters (layer l): self_attn.qkv_proj.weight (3HD, C), output_gate.weight (HD, C),
  * norm.weight (HD), out_proj.weight (C, HD). Generation keeps the final (H,D,D) state and
  * takes one recurrent step per token (models/generate.h). */
-#include "kernels/cpu/lightning.h"
 #include "models/block.h"
 
 void mt_block_lightning_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
@@ -37,17 +36,22 @@ mt_tensor *mt_block_lightning_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor
 
     mt_tensor *o;
     if (io->kv && io->kv->t_len > 0) {
-        /* decode: one recurrent step on the cached state (CPU kernel) */
+        /* decode: one recurrent step on the cached state */
         MT_CHECK(T == 1, "minimax: a cached decode step takes one token, got T = %lld",
                  (long long)T);
+        MT_CHECK(c->be->decode.lightning_step,
+                 "minimax: the %s backend has no cached lightning step", c->be->name);
         o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "lightning.step");
-        cpu_lightning_decode_step(io->kv->state[l], qkv->data, decay->data, o->data, (int)B, (int)H,
-                                  (int)D);
+        c->be->decode.lightning_step(io->kv->state[l], qkv->data, decay->data, o->data, (int)B,
+                                     (int)H, (int)D);
     } else {
         o = mt_lightning(c, qkv, decay, io->seg, cfg->block_size);
-        if (io->kv) /* prefill: the final state is the decode cache */
-            cpu_lightning_state(io->kv->state[l], qkv->data, decay->data, NULL, (int)B, (int)T,
-                                (int)H, (int)D);
+        if (io->kv) { /* prefill: the final state is the decode cache */
+            MT_CHECK(c->be->decode.lightning_state,
+                     "minimax: the %s backend has no lightning state for a cache", c->be->name);
+            c->be->decode.lightning_state(io->kv->state[l], qkv->data, decay->data, NULL, (int)B,
+                                          (int)T, (int)H, (int)D);
+        }
     }
     o = mt_view(c, o, 3, (int64_t[]){B, T, H * D});
     o = mt_rmsnorm(c, o, mt_block_param(m, "model.layers.%d.self_attn.norm.weight", l), 1e-6f,

@@ -4,17 +4,31 @@
  *   router (plan): softmax(z), top-K renormalised (Text-01) | s = sigmoid(z), the top-K of
  *                  s + e_score_correction_bias chosen, weights = routed_scale * s / sum of the
  *                  chosen s (M2; the bias is a buffer: it chooses, the unbiased scores weight)
- *   y = sum over the chosen e of weight * w2_e (silu(w1_e h) * (w3_e h))
+ *   y = sum over the chosen e of weight * w2_e (act(w1_e h, w3_e h))  (act: SiLU SwiGLU, or
+ *       the plan's clamped one)
+ *   [+ the shared expert down (act(gate h, up h)) on every token, weight 1 (M3)]
  *
  * The experts run in expert order 0..E-1, each on its tokens (one that got none contributes
  * exactly zero): as one op over the layer's stacked experts (gather unit "layer"), or as
  * dispatch, one op per expert in the expert's own bucket, combine (gather unit "expert").
  * Parameters (layer l): block_sparse_moe.gate.weight (E, C), [e_score_correction_bias (E)],
- * experts.{e}.w1/w3.weight (F, C), experts.{e}.w2.weight (C, F). */
+ * experts.{e}.w1/w3.weight (F, C), experts.{e}.w2.weight (C, F), [shared_experts.gate_proj and
+ * up_proj.weight (Fs, C), down_proj.weight (C, Fs)]. With the gather unit "expert" the shared
+ * expert has its own bucket after the routed experts', entered by every rank. */
 #include <stdio.h>
 #include <string.h>
 
 #include "models/block.h"
+
+static void moe_shared_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
+    const int64_t C = cur->m->cfg.hidden_size, Fs = p->shared_ffn;
+    mt_layout_add(cur, true, 2, Fs, C, MT_INIT_NORMAL,
+                  "model.layers.%d.block_sparse_moe.shared_experts.gate_proj.weight", l, 0);
+    mt_layout_add(cur, true, 2, Fs, C, MT_INIT_NORMAL,
+                  "model.layers.%d.block_sparse_moe.shared_experts.up_proj.weight", l, 0);
+    mt_layout_add(cur, true, 2, C, Fs, MT_INIT_NORMAL,
+                  "model.layers.%d.block_sparse_moe.shared_experts.down_proj.weight", l, 0);
+}
 
 void mt_block_moe_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
     const int64_t C = cur->m->cfg.hidden_size, F = p->expert_ffn;
@@ -37,6 +51,10 @@ void mt_block_moe_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
                           "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", l, e);
             mt_layout_end_bucket(cur);
         }
+        if (p->shared_ffn > 0) {
+            moe_shared_layout(cur, p, l);
+            mt_layout_end_bucket(cur);
+        }
         return;
     }
     for (int e = 0; e < E; e++)
@@ -48,15 +66,18 @@ void mt_block_moe_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
     for (int e = 0; e < E; e++)
         mt_layout_add(cur, e == 0, 2, C, F, MT_INIT_NORMAL,
                       "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", l, e);
+    if (p->shared_ffn > 0) moe_shared_layout(cur, p, l);
     mt_layout_end_bucket(cur);
 }
 
 int mt_block_moe_params(const mt_layer_plan *p) {
-    return p->mlp == MT_MLP_DENSE ? 3 : 1 + p->router_bias + 3 * p->n_experts;
+    return p->mlp == MT_MLP_DENSE ? 3
+                                  : 1 + p->router_bias + 3 * p->n_experts + 3 * (p->shared_ffn > 0);
 }
 
 int mt_block_moe_buckets(const mt_minimax *m, const mt_layer_plan *p) {
-    return m->unit == MT_GATHER_EXPERT && p->mlp == MT_MLP_MOE ? p->n_experts : 0;
+    return m->unit == MT_GATHER_EXPERT && p->mlp == MT_MLP_MOE ? p->n_experts + (p->shared_ffn > 0)
+                                                               : 0;
 }
 
 /* All experts' w (w1, w3: (F,C) each; w2: (C,F)) of layer l as one (E,d1,d2) tensor over the
@@ -104,6 +125,15 @@ static mt_tensor *moe_expert_param(mt_minimax *m, int p0, int l, int e, int k) {
     return mt_block_param(m, "%s", name); /* not where the layout puts it: the search says why */
 }
 
+/* The shared expert on every token x (N,C), weight 1 (not routed_scale). */
+static mt_tensor *moe_shared(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x) {
+    return mt_block_ffn(
+        c, &m->plan[l], x,
+        mt_block_param(m, "model.layers.%d.block_sparse_moe.shared_experts.gate_proj.weight", l),
+        mt_block_param(m, "model.layers.%d.block_sparse_moe.shared_experts.up_proj.weight", l),
+        mt_block_param(m, "model.layers.%d.block_sparse_moe.shared_experts.down_proj.weight", l));
+}
+
 /* The router: chosen experts (io->route_idx) and their weights (N,K). */
 static mt_tensor *moe_route(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mt_block_io *io) {
     const mt_layer_plan *p = &m->plan[l];
@@ -123,6 +153,7 @@ mt_tensor *mt_block_moe_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h2, 
     const int64_t B = h2->shape[0], T = h2->shape[1], C = m->cfg.hidden_size, F = p->expert_ffn;
     mt_tensor *x = mt_view(c, h2, 2, (int64_t[]){B * T, C});
     mt_tensor *w = moe_route(m, c, l, x, io);
+    const mt_act act = mt_block_act(p);
     mt_tensor *y;
     if (m->unit == MT_GATHER_EXPERT) {
         /* each expert in its own bucket: leave the layer's, then enter the experts' in order
@@ -146,18 +177,29 @@ mt_tensor *mt_block_moe_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h2, 
         for (int e = 0; e < p->n_experts; e++) {
             const int b = mt_minimax_expert_bucket(m, l, e);
             mt_block_enter(c, hooks, b);
-            mt_moe_expert_ffn(c, xs, &plan, w, e, moe_expert_param(m, p0, l, e, 0),
-                              moe_expert_param(m, p0, l, e, 1), moe_expert_param(m, p0, l, e, 2),
-                              ys);
+            mt_moe_expert_ffn_act(c, xs, &plan, w, e, moe_expert_param(m, p0, l, e, 0),
+                                  moe_expert_param(m, p0, l, e, 1),
+                                  moe_expert_param(m, p0, l, e, 2), ys, &act);
             mt_block_leave(c, hooks, b);
         }
         c->defer_forward = false;
         y = mt_moe_combine(c, ys, &plan);
+        if (p->shared_ffn > 0) {
+            /* its own bucket, entered with the hooks also when recomputing: the shared expert
+             * is three ops, whose forwards cannot wait for their backwards as one expert op's
+             * can, so a recomputed layer gathers it for the forward and again (the tape's
+             * hook) for the backward */
+            const int b = mt_minimax_layer_last_bucket(m, l);
+            mt_block_enter(c, io->hooks, b);
+            y = mt_add(c, y, moe_shared(m, c, l, x));
+            mt_block_leave(c, io->hooks, b);
+        }
     } else {
         mt_tensor *w1 = moe_experts(m, c, l, "w1", F, C);
         mt_tensor *w3 = moe_experts(m, c, l, "w3", F, C);
         mt_tensor *w2 = moe_experts(m, c, l, "w2", C, F);
-        y = mt_moe_experts(c, x, io->route_idx, w, w1, w3, w2);
+        y = mt_moe_experts_act(c, x, io->route_idx, w, w1, w3, w2, &act);
+        if (p->shared_ffn > 0) y = mt_add(c, y, moe_shared(m, c, l, x));
     }
     return mt_view(c, y, 3, (int64_t[]){B, T, C});
 }

@@ -200,8 +200,11 @@ bool mt_cfg_read_common(mt_cfg_reader *r, const cJSON *root, const mt_cfg_defaul
 /* Keys every family shares, and the consistency of the values read. */
 static bool cfg_validate(mt_cfg_reader *r, const cJSON *root, mt_minimax_config *cfg) {
     const cJSON *act = mt_cfg_get(root, "hidden_act");
-    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0))
-        return mt_cfg_fail(r, "key \"hidden_act\": only \"silu\" is supported");
+    if (act && (!cJSON_IsString(act) ||
+                (strcmp(act->valuestring, "silu") != 0 &&
+                 !(cfg->act_swigluoai && strcmp(act->valuestring, "swigluoai") == 0))))
+        return mt_cfg_fail(r, "key \"hidden_act\": only \"silu\" is supported%s",
+                           cfg->act_swigluoai ? " (or \"swigluoai\")" : "");
     bool tie = false;
     TRY(mt_cfg_bool(r, root, "tie_word_embeddings", false, &tie));
     if (tie)
@@ -304,7 +307,7 @@ static char *cfg_read_file(mt_cfg_reader *r, const char *path, size_t *len) {
 /* The family of model_type, its architecture, then its schema. */
 static bool cfg_parse_family(mt_cfg_reader *r, const cJSON *root, const char *type,
                              mt_minimax_config *cfg) {
-    static const mt_family *const families[] = {&mt_family_text01, &mt_family_m2};
+    static const mt_family *const families[] = {&mt_family_text01, &mt_family_m2, &mt_family_m3};
     const mt_family *f = NULL;
     bool orig = false;
     for (size_t i = 0; i < sizeof(families) / sizeof(families[0]) && !f; i++)
@@ -313,7 +316,8 @@ static bool cfg_parse_family(mt_cfg_reader *r, const cJSON *root, const char *ty
         return mt_cfg_fail(r,
                            "key \"model_type\": \"%s\" is not a supported MiniMax model (expected "
                            "\"minimax\" or \"minimax_text_01\" for MiniMax-Text-01, \"minimax_m2\" "
-                           "for MiniMax-M2)",
+                           "for MiniMax-M2, \"minimax_m3_vl\", \"minimax_m3_vl_text\" or "
+                           "\"minimax_m3\" for MiniMax-M3)",
                            type);
     const cJSON *arch = mt_cfg_get(root, "architectures");
     if (arch) {
@@ -328,10 +332,13 @@ static bool cfg_parse_family(mt_cfg_reader *r, const cJSON *root, const char *ty
     cfg->family = f;
     snprintf(cfg->model_type, sizeof(cfg->model_type), "%s", type);
     cfg->original_schema = orig;
-    TRY(f->parse(r, root, cfg));
-    TRY(cfg_quantization(r, root, cfg));
-    TRY(cfg_validate(r, root, cfg));
-    if (f->check) TRY(f->check(r, root, cfg));
+    const cJSON *text = root; /* a VL config: its text_config */
+    if (f->text_root) TRY(f->text_root(r, root, &text, cfg));
+    TRY(f->parse(r, text, cfg));
+    if (text != root) TRY(cfg_quantization(r, root, cfg));
+    TRY(cfg_quantization(r, text, cfg));
+    TRY(cfg_validate(r, text, cfg));
+    if (f->check) TRY(f->check(r, text, cfg));
     cfg->num_hidden_layers_source = cfg->num_hidden_layers;
     return true;
 }
@@ -343,7 +350,7 @@ bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err
         snprintf(full, sizeof(full), "%s/config.json", path);
         path = full;
     }
-    mt_cfg_reader r = {path, err, err_len};
+    mt_cfg_reader r = {path, err, err_len, NULL, 0};
     memset(cfg, 0, sizeof(*cfg));
     size_t len = 0;
     char *text = cfg_read_file(&r, path, &len);
@@ -356,7 +363,8 @@ bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err
         free(text);
         return mt_cfg_fail(&r, "line %d: malformed JSON", line);
     }
-    free(text);
+    r.text = text;
+    r.len = len;
     bool ok = false;
     const cJSON *mt = mt_cfg_get(root, "model_type");
     char dup[256];
@@ -371,6 +379,7 @@ bool mt_minimax_config_parse(const char *path, mt_minimax_config *cfg, char *err
         ok = cfg_parse_family(&r, root, type, cfg);
     }
     cJSON_Delete(root);
+    free(text);
     return ok;
 }
 

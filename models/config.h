@@ -62,6 +62,28 @@ typedef struct mt_minimax_config {
      * written unquantised and without the key. Other schemes are refused by name. */
     bool fp8;
     int fp8_block[2];
+    /* MiniMax-M3 (models/family_m3.c): the MSA indexer (transformers' index_n_heads,
+     * index_head_dim, index_block_size, index_topk_blocks, index_local_blocks; the original
+     * sparse_attention_config's sparse_num_index_heads, sparse_index_dim, sparse_block_size,
+     * sparse_topk_blocks, sparse_local_block), read on every M3 config, used by MT_MIXER_MSA
+     * layers only */
+    int msa_index_heads, msa_index_dim, msa_block, msa_topk, msa_local_blocks;
+    /* the dense MLP layers' width, the shared expert's width and count (one: n_shared_experts
+     * is checked) */
+    int dense_intermediate_size, shared_intermediate_size, n_shared_experts;
+    /* per layer: MSA (transformers' layer_types "minimax_m3_sparse"; sparse_attention_freq 1)
+     * or dense softmax attention; MoE (mlp_layer_types "sparse"; moe_layer_freq 1) or the
+     * dense MLP */
+    bool layer_msa[MT_MAX_LAYERS], layer_moe[MT_MAX_LAYERS];
+    /* the clamp-SwiGLU (hidden_act "swigluoai"): swiglu_alpha, swiglu_limit, swiglu_beta */
+    bool act_swigluoai;
+    float swiglu_alpha, swiglu_limit, swiglu_beta;
+    float routed_scaling_factor; /* the routed experts' weights times this (M3: 2.0) */
+    /* VL checkpoints (model_type "minimax_m3_vl"): the text model is text_config, its weights
+     * are under "language_model."; the file as read, so that an export writes its other keys
+     * back verbatim (number formats included: transformers' strict configs tell 0.0 from 0)
+     * around the model's text_config; "" for a text-only config */
+    char vl_config[16384];
 } mt_minimax_config;
 
 /* Reads config.json (a file, or a directory holding config.json) in any family's schemas; dies

@@ -13,6 +13,8 @@ typedef struct mt_cfg_reader {
     const char *path;
     char *err;
     size_t err_len;
+    const char *text; /* the file as read (len bytes), for a family that keeps keys verbatim */
+    size_t len;
 } mt_cfg_reader;
 
 #define TRY(x)                                                                                     \

@@ -16,8 +16,10 @@ struct cJSON;
 struct mt_minimax_config;
 struct mt_cfg_reader;
 
-/* Token mixer of a layer (models/block_lightning.c, models/block_attention.c). */
-typedef enum { MT_MIXER_LIGHTNING = 0, MT_MIXER_SOFTMAX = 1 } mt_mixer_kind;
+/* Token mixer of a layer (models/block_lightning.c, models/block_attention.c,
+ * models/block_msa.c): lightning attention; softmax GQA; MiniMax-M3's MSA: softmax GQA with the
+ * per-head Gemma QK norm plus the lightning indexer and its block selection. */
+typedef enum { MT_MIXER_LIGHTNING = 0, MT_MIXER_SOFTMAX = 1, MT_MIXER_MSA = 2 } mt_mixer_kind;
 /* QK normalisation of a softmax layer: none; one RMSNorm over the whole q projection (H*D) and
  * one over the whole k projection (Hkv*D), before the head split (MiniMax-M2); one RMSNorm of
  * width D shared by every head (MiniMax-M3). */
@@ -27,9 +29,13 @@ typedef enum { MT_QK_NORM_NONE = 0, MT_QK_NORM_WHOLE, MT_QK_NORM_HEAD } mt_qk_no
  * chosen renormalised and scaled (M2). */
 typedef enum { MT_ROUTER_SOFTMAX = 0, MT_ROUTER_SIGMOID } mt_router_kind;
 /* MLP of a layer: the routed experts (models/block_moe.c), or one dense SwiGLU MLP
- * (models/block_mlp.c: mlp.gate_proj, mlp.up_proj (F, C), mlp.down_proj (C, F); no family has
- * one yet: MiniMax-M3's first layers, with its clamped activation). */
+ * (models/block_mlp.c: mlp.gate_proj, mlp.up_proj (F, C), mlp.down_proj (C, F); MiniMax-M3's
+ * first layers). */
 typedef enum { MT_MLP_MOE = 0, MT_MLP_DENSE } mt_mlp_kind;
+/* The gated FFN activation of the layer's dense MLP, routed and shared experts: y = silu(g) u;
+ * or the clamped "swigluoai" of MiniMax-M3 (spec 7): g' = min(g, limit), u' = clamp(u, -limit,
+ * limit), y = g' sigmoid(alpha g') (u' + beta). */
+typedef enum { MT_ACT_SILU = 0, MT_ACT_SWIGLUOAI } mt_act_kind;
 /* RMSNorm weights: w * x_hat, or Gemma's (1 + w) * x_hat (weights stored as w, initialised 0). */
 typedef enum { MT_NORM_RMS = 0, MT_NORM_GEMMA } mt_norm_kind;
 /* Residuals: DeepNorm on the normalised input (y = alpha * norm(x) + beta * f(norm(x)),
@@ -52,6 +58,10 @@ typedef struct {
     int n_experts;      /* E */
     int top_k;          /* K */
     int64_t expert_ffn; /* F: each expert's SwiGLU width, or the dense MLP's */
+    int64_t shared_ffn; /* the shared expert's width (0: none): it runs on every token with
+                           weight 1, not scaled by routed_scale, added to the routed output */
+    mt_act_kind act;    /* of the dense MLP, the experts and the shared expert */
+    float act_alpha, act_limit, act_beta; /* swigluoai only */
 } mt_layer_plan;
 
 /* What a checkpoint tensor that no parameter uses is to a family. */
@@ -72,6 +82,10 @@ typedef struct mt_family {
     /* The accepted architectures for the message when they do not match. */
     bool (*arch_ok)(const char *arch, bool original);
     const char *arch_expected;
+    /* The object holding the text model's keys: root itself, or (a VL config) its text_config,
+     * whose remaining keys the family keeps for its save; NULL: root. */
+    bool (*text_root)(struct mt_cfg_reader *r, const struct cJSON *root, const struct cJSON **text,
+                      struct mt_minimax_config *cfg);
     /* Reads the schema's keys into cfg (config.c's reader helpers); false with the message. */
     bool (*parse)(struct mt_cfg_reader *r, const struct cJSON *root, struct mt_minimax_config *cfg);
     /* After the keys every family shares are validated (config.c): the family's own checks
@@ -88,10 +102,18 @@ typedef struct mt_family {
      * skipped before this is asked. */
     mt_extra_kind (*extra)(const struct mt_minimax_config *cfg, const char *name, int *layer,
                            const char **what);
+    /* transformers v5's name of layer %d's e_score_correction_bias (NULL: no such buffer) */
+    const char *v5_router_bias;
+    /* The naming an export of this config is written in, given the one it was loaded in (or
+     * transformers v4 for a random initialisation); NULL: that one. MiniMax-M3's text model
+     * alone loads in transformers only under its module names (its name conversion is the VL
+     * layout's), so its text-only exports are written in them. */
+    int (*export_naming)(const struct mt_minimax_config *cfg, int loaded);
 } mt_family;
 
 extern const mt_family mt_family_text01;
 extern const mt_family mt_family_m2;
+extern const mt_family mt_family_m3;
 
 /* The config's family (a config built in code without one is Text-01). */
 const mt_family *mt_config_family(const struct mt_minimax_config *cfg);

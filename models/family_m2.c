@@ -198,4 +198,5 @@ const mt_family mt_family_m2 = {
     .save = m2_save,
     .plan = m2_plan,
     .extra = m2_extra,
+    .v5_router_bias = "model.layers.%d.mlp.e_score_correction_bias",
 };

@@ -17,13 +17,17 @@ void mt_minimax_cache_init(mt_minimax_cache *kv, const mt_minimax_config *cfg, i
     kv->k = mt_calloc((size_t)L, sizeof(float *), "kv cache k");
     kv->v = mt_calloc((size_t)L, sizeof(float *), "kv cache v");
     kv->state = mt_calloc((size_t)L, sizeof(float *), "lightning states");
+    kv->ik = mt_calloc((size_t)L, sizeof(float *), "index key caches");
     for (int l = 0; l < L; l++) {
         mt_layer_plan p; /* the cache a layer keeps is its mixer's */
         mt_config_layer_plan(cfg, l, &p);
-        if (p.mixer == MT_MIXER_SOFTMAX) {
+        if (p.mixer != MT_MIXER_LIGHTNING) { /* softmax and MSA: keys, values */
             const size_t n = (size_t)B * (size_t)t_max * Hkv * D;
             kv->k[l] = mt_calloc(n, sizeof(float), "kv cache k");
             kv->v[l] = mt_calloc(n, sizeof(float), "kv cache v");
+            if (p.mixer == MT_MIXER_MSA) /* and the index keys, one head */
+                kv->ik[l] = mt_calloc((size_t)B * (size_t)t_max * (size_t)cfg->msa_index_dim,
+                                      sizeof(float), "index key cache");
         } else {
             kv->state[l] = mt_calloc((size_t)B * H * D * D, sizeof(float), "lightning state");
         }
@@ -35,10 +39,12 @@ void mt_minimax_cache_free(mt_minimax_cache *kv) {
         free(kv->k[l]);
         free(kv->v[l]);
         free(kv->state[l]);
+        free(kv->ik[l]);
     }
     free(kv->k);
     free(kv->v);
     free(kv->state);
+    free(kv->ik);
     memset(kv, 0, sizeof(*kv));
 }
 

@@ -5,8 +5,9 @@
  * lightning, causal attention) and fills the caches: the roped keys and the values of every
  * softmax layer, and the final DxD state of every lightning layer. Each new token then takes
  * one recurrent step per lightning layer (S = exp(-lambda) S + k^T v, o = q S) and one cached
- * attention row per softmax layer, never re-running the prefix. The decode steps call the
- * typed CPU kernels, so generation runs on the CPU backend. */
+ * attention row per softmax layer, never re-running the prefix. The decode steps are the
+ * backend table's (mt_backend.decode); the caches live in host memory, so generation runs on
+ * the CPU backend. */
 #pragma once
 #include <stdint.h>
 
@@ -20,6 +21,7 @@ typedef struct {
     float **k;     /* (L): (B,t_max,Hkv,D) roped keys of a softmax layer; NULL for lightning */
     float **v;     /* (L): (B,t_max,Hkv,D) values of a softmax layer; NULL for lightning */
     float **state; /* (L): (B,H,D,D) state S[key dim][value dim] of a lightning layer, else NULL */
+    float **ik;    /* (L): (B,t_max,Di) the indexer's roped keys of an MSA layer, else NULL */
 } mt_minimax_cache;
 
 /* Allocates the caches of a model with this config for B rows of up to t_max positions. */

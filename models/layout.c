@@ -110,6 +110,8 @@ void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
     m->unit = unit;
+    m->index_kl_coef = 1.0f;
+    m->index_detach = true;
     const int L = cfg->num_hidden_layers;
     MT_CHECK(L >= 1 && L <= MT_MAX_LAYERS, "layout: %d layers", L);
     const int64_t V = cfg->vocab_size, C = cfg->hidden_size, F = cfg->intermediate_size;
@@ -147,6 +149,8 @@ void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather
                       "model.layers.%d.input_layernorm.weight", l, 0);
         if (p->mixer == MT_MIXER_LIGHTNING)
             mt_block_lightning_layout(&cur, p, l);
+        else if (p->mixer == MT_MIXER_MSA)
+            mt_block_msa_layout(&cur, p, l);
         else
             mt_block_attention_layout(&cur, p, l);
         mt_layout_add(&cur, true, 1, C, 0, layout_norm_init(p->norm),

@@ -95,6 +95,7 @@ static mt_tensor *mm_layer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mt_blo
     mt_tensor *h1 =
         mm_norm(m, c, p->norm, x, mt_block_param(m, "model.layers.%d.input_layernorm.weight", l));
     mt_tensor *a = p->mixer == MT_MIXER_LIGHTNING ? mt_block_lightning_forward(m, c, l, h1, io)
+                   : p->mixer == MT_MIXER_MSA     ? mt_block_msa_forward(m, c, l, h1, io)
                                                   : mt_block_attention_forward(m, c, l, h1, io);
     mt_tensor *y = mm_residual(c, p, x, h1, a, p->mix_alpha, p->mix_beta);
     mt_tensor *h2 = mm_norm(
@@ -105,11 +106,13 @@ static mt_tensor *mm_layer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mt_blo
 }
 
 /* One decoder layer as a segment (mt_checkpoint's fn; also run directly): its buckets entered
- * and left around it; out = {x out, router logits (N,E), chosen experts (N,K)}. */
+ * and left around it; out = {x out, router logits (N,E), chosen experts (N,K), indexer KL}. */
 typedef struct {
     mt_minimax *m;
     int l;
     mt_tensor *pos, *seg;
+    mt_tensor *qmask; /* (B,T) F32 or NULL: the queries the indexer KL counts */
+    float index_denom;
     mt_minimax_cache *kv;
     mt_bucket_hooks hooks; /* a copy: the backward re-runs the layer after the caller returned */
     bool with_hooks;
@@ -120,6 +123,8 @@ static void mm_layer_segment(mt_ctx *c, void *user, mt_tensor *x, mt_tensor **ou
     const int b = mt_minimax_layer_bucket(a->m, a->l);
     mt_block_io io = {.pos = a->pos,
                       .seg = a->seg,
+                      .qmask = a->qmask,
+                      .index_denom = a->index_denom,
                       .kv = a->kv,
                       .hooks = a->with_hooks ? &a->hooks : NULL,
                       .open_bucket = b};
@@ -128,18 +133,50 @@ static void mm_layer_segment(mt_ctx *c, void *user, mt_tensor *x, mt_tensor **ou
     if (io.open_bucket >= 0) mt_block_leave(c, io.hooks, io.open_bucket);
     out[1] = io.router;
     out[2] = io.route_idx;
+    out[3] = io.index_kl;
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* the model */
 
-/* Embedding -> layers -> final norm -> lm_head. routers/idx (L) get each layer's router logits
- * and choices when not NULL. With fused (a batch with labels), the lm_head and the
- * cross-entropy run fused and chunked (one op per vocabulary part): *fused_ce gets the loss and
- * no logits are returned. */
+/* The queries the indexer KL counts: the real tokens of each row (valid_len; all when NULL),
+ * as a (B,T) F32 mask (NULL when all count), and its divisor (index_denom, or their number).
+ * Only a model with MSA layers needs them. */
+static void mm_index_queries(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch, int64_t B,
+                             int64_t T, mt_tensor **qmask, float *denom) {
+    bool msa = false;
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++) msa |= m->plan[l].mixer == MT_MIXER_MSA;
+    if (!msa) return;
+    int64_t real = B * T;
+    if (batch->valid_len) {
+        float *h = mt_arena_alloc(&c->host, sizeof(float) * (size_t)(B * T), "index.mask.host");
+        real = 0;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++) {
+                h[b * T + t] = t < batch->valid_len[b] ? 1.0f : 0.0f;
+                real += t < batch->valid_len[b];
+            }
+        *qmask = mt_tensor_new(c, MT_F32, 2, (int64_t[]){B, T}, "index.mask");
+        c->be->to_device((*qmask)->data, h, sizeof(float) * (size_t)(B * T));
+    }
+    *denom = batch->index_denom > 0 ? batch->index_denom : (float)(real > 0 ? real : 1);
+}
+
+/* What the trunk returns besides the logits: each layer's router logits and choices (routers,
+ * idx (L), when not NULL), the fused loss, the MSA layers' summed indexer KL. */
+typedef struct {
+    mt_tensor **routers, **idx;
+    mt_tensor *fused_ce;
+    mt_tensor *index_kl;
+} mm_trunk_out;
+
+/* Embedding -> layers -> final norm -> lm_head. With fused (a batch with labels), the lm_head
+ * and the cross-entropy run fused and chunked (one op per vocabulary part): o->fused_ce gets the
+ * loss and no logits are returned. batch (may be NULL) gives the indexer KL's real queries and
+ * divisor. */
 static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *pos, mt_tensor *seg,
-                           mt_minimax_cache *kv, const mt_bucket_hooks *hooks, mt_tensor **routers,
-                           mt_tensor **idx, const mt_minimax_batch *fused, mt_tensor **fused_ce) {
+                           mt_minimax_cache *kv, const mt_bucket_hooks *hooks,
+                           const mt_minimax_batch *batch, bool fused, mm_trunk_out *o) {
     const mt_minimax_config *cfg = &m->cfg;
     const int L = cfg->num_hidden_layers;
     MT_CHECK(ids->dtype == MT_I32 && ids->ndim == 2, "minimax: ids %s %s must be i32 (B,T)",
@@ -157,18 +194,30 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
     }
 
     const bool recompute = m->gradient_checkpointing && c->grad_enabled && !kv;
+    mt_tensor *qmask = NULL;
+    float index_denom = 0;
+    if (batch && c->grad_enabled && m->index_kl_coef != 0)
+        mm_index_queries(m, c, batch, ids->shape[0], ids->shape[1], &qmask, &index_denom);
+    o->index_kl = NULL;
     for (int l = 0; l < L; l++) {
-        mm_layer_args a = {.m = m, .l = l, .pos = pos, .seg = seg, .kv = kv};
+        mm_layer_args a = {.m = m,
+                           .l = l,
+                           .pos = pos,
+                           .seg = seg,
+                           .qmask = qmask,
+                           .index_denom = index_denom,
+                           .kv = kv};
         if (hooks) a.hooks = *hooks;
         a.with_hooks = hooks != NULL;
-        mt_tensor *out[3];
+        mt_tensor *out[4];
         if (recompute)
-            mt_checkpoint(c, mm_layer_segment, &a, sizeof(a), x, 3, out);
+            mt_checkpoint(c, mm_layer_segment, &a, sizeof(a), x, 4, out);
         else
             mm_layer_segment(c, &a, x, out);
         x = out[0];
-        if (routers) routers[l] = out[1];
-        if (idx) idx[l] = out[2];
+        if (o->routers) o->routers[l] = out[1];
+        if (o->idx) o->idx[l] = out[2];
+        if (out[3]) o->index_kl = o->index_kl ? mt_add(c, o->index_kl, out[3]) : out[3];
     }
 
     const int last = mt_minimax_final_bucket(m);
@@ -186,14 +235,14 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
         mt_tensor *w = mm_vocab_part(m, "lm_head.weight", k);
         if (fused) {
             chain =
-                mt_linear_cross_entropy_part(c, x, w, fused->labels, chain, k * m->vocab_part_rows,
-                                             V, k == S - 1, fused->loss_denom, 0);
+                mt_linear_cross_entropy_part(c, x, w, batch->labels, chain, k * m->vocab_part_rows,
+                                             V, k == S - 1, batch->loss_denom, 0);
         } else {
             mt_tensor *part = mt_matmul(c, x, w);
             logits = logits ? mt_concat(c, logits, part) : part;
         }
     }
-    if (fused) *fused_ce = chain;
+    if (fused) o->fused_ce = chain;
     mt_block_leave(c, hooks, last + S - 1);
     return logits;
 }
@@ -316,8 +365,10 @@ void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
                  "minimax_forward: labels %s must be i32 shaped like ids %s",
                  mt_shape_str(batch->labels), mt_shape_str(ids));
     const bool fused = batch->labels && batch->fused_loss;
-    out->logits = mm_trunk(m, c, ids, pos, batch->seg, NULL, hooks, routers, idx,
-                           fused ? batch : NULL, &out->ce_loss);
+    mm_trunk_out o = {.routers = routers, .idx = idx};
+    out->logits = mm_trunk(m, c, ids, pos, batch->seg, NULL, hooks, batch, fused, &o);
+    out->ce_loss = o.fused_ce;
+    out->index_kl = o.index_kl;
     if (aux_on) out->aux_loss = mm_aux_loss(m, c, routers, idx, batch->valid_len, B, T);
     if (batch->labels) {
         if (!fused)
@@ -325,6 +376,8 @@ void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
         out->loss = out->ce_loss;
         if (out->aux_loss)
             out->loss = mt_axpby(c, 1.0f, out->ce_loss, cfg->router_aux_loss_coef, out->aux_loss);
+        if (out->index_kl)
+            out->loss = mt_axpby(c, 1.0f, out->loss, m->index_kl_coef, out->index_kl);
     }
 }
 
@@ -336,7 +389,8 @@ mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids,
     MT_CHECK(c->be->dev == MT_CPU, "minimax_forward_cached: generation runs on the CPU backend");
     bool prev = mt_ctx_set_grad(c, false);
     mt_tensor *pos = mm_positions(c, ids->shape[0], ids->shape[1], kv->t_len);
-    mt_tensor *logits = mm_trunk(m, c, ids, pos, NULL, kv, NULL, NULL, NULL, NULL, NULL);
+    mm_trunk_out o = {0};
+    mt_tensor *logits = mm_trunk(m, c, ids, pos, NULL, kv, NULL, NULL, false, &o);
     kv->t_len += (int)ids->shape[1];
     mt_ctx_set_grad(c, prev);
     return logits;

@@ -63,6 +63,13 @@ typedef struct mt_minimax {
      * stay in the arena, and the backward runs its forward again, bucket hooks included. The
      * same gradients bit for bit. Off after init. */
     bool gradient_checkpointing;
+    /* MSA layers (MiniMax-M3, models/block_msa.c): the indexer's sparse-KL loss enters the loss
+     * as index_kl_coef * (the sum over the MSA layers; train.indexer_kl_coef, 0: not computed);
+     * index_detach: the indexer reads a detached copy of the layer's normalised input, so the KL
+     * trains the indexer's own tensors only (MiniMax's training contract; train.indexer_detach).
+     * Set after init (defaults 1 and true). */
+    float index_kl_coef;
+    bool index_detach;
 } mt_minimax;
 
 /* Plans the parameter layout from the config (no parameter memory is allocated); unit layer. */
@@ -99,9 +106,13 @@ typedef struct {
                                  (its own segment); the router aux loss leaves padding out, as
                                  transformers does with an attention_mask. NULL: no padding */
     float loss_denom; /* <= 0: mean over this batch's labelled tokens; > 0: sum / loss_denom */
-    bool fused_loss;  /* with labels: lm_head + cross-entropy as one chunked op over the
-                         labelled rows (mt_linear_cross_entropy); no (B,T,V) logits exist and
-                         out->logits is NULL. Training sets it; parity checks compare both. */
+    /* The indexer KL of the MSA layers: summed over the real tokens' queries (valid_len) and
+     * divided by index_denom when > 0 (the global count, so that ranks agree), else by this
+     * batch's real tokens. */
+    float index_denom;
+    bool fused_loss; /* with labels: lm_head + cross-entropy as one chunked op over the
+                        labelled rows (mt_linear_cross_entropy); no (B,T,V) logits exist and
+                        out->logits is NULL. Training sets it; parity checks compare both. */
 } mt_minimax_batch;
 
 typedef struct {
@@ -109,6 +120,7 @@ typedef struct {
     mt_tensor *loss;     /* scalar CE (+ coef * aux when the config turns it on), or NULL */
     mt_tensor *ce_loss;  /* scalar */
     mt_tensor *aux_loss; /* scalar, or NULL */
+    mt_tensor *index_kl; /* scalar: the sum over the MSA layers of the indexer KL, or NULL */
 } mt_minimax_out;
 
 /* Called around each bucket's use: in the forward (enter before the first op of a bucket,

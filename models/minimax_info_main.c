@@ -176,13 +176,23 @@ int main(int argc, char **argv) {
     /* every expert of every layer has the same size: top-k of E is exactly k/E of them */
     int64_t active_experts = experts / cfg.num_local_experts * cfg.num_experts_per_tok;
     int64_t active = total - embed - experts + active_experts;
-    int n_full = 0;
-    for (int l = 0; l < cfg.num_hidden_layers; l++) n_full += m.plan[l].mixer == MT_MIXER_SOFTMAX;
+    int n_full = 0, n_msa = 0;
+    for (int l = 0; l < cfg.num_hidden_layers; l++) {
+        n_full += m.plan[l].mixer == MT_MIXER_SOFTMAX;
+        n_msa += m.plan[l].mixer == MT_MIXER_MSA;
+    }
 
     printf("config=%s\n", config);
-    printf("family=%s model_type=%s layers=%d (lightning %d, softmax %d) experts=%d top_k=%d\n",
-           mt_config_family(&cfg)->name, cfg.model_type, cfg.num_hidden_layers,
-           cfg.num_hidden_layers - n_full, n_full, cfg.num_local_experts, cfg.num_experts_per_tok);
+    if (n_msa)
+        printf(
+            "family=%s model_type=%s layers=%d (softmax %d, msa sparse %d) experts=%d top_k=%d\n",
+            mt_config_family(&cfg)->name, cfg.model_type, cfg.num_hidden_layers, n_full, n_msa,
+            cfg.num_local_experts, cfg.num_experts_per_tok);
+    else
+        printf("family=%s model_type=%s layers=%d (lightning %d, softmax %d) experts=%d top_k=%d\n",
+               mt_config_family(&cfg)->name, cfg.model_type, cfg.num_hidden_layers,
+               cfg.num_hidden_layers - n_full, n_full, cfg.num_local_experts,
+               cfg.num_experts_per_tok);
     print_count("params_total", total, "every parameter (equals transformers' count)");
     /* The 456.07B often quoted for Text-01 leaves out the router and RMSNorm weights. */
     print_count("params_total_matrices", total - small, "without router gates and RMSNorm weights");

@@ -31,11 +31,44 @@ static bool wt_router_bias(const char *name, int *layer) {
            name[used] == 0;
 }
 
+/* The dense MLP's and the shared expert's gate or up projection (MiniMax-M3): layer, up (0
+ * gate, 1 up), shared; transformers v5 fuses each pair as gate_up_proj (2F, C) = [gate; up]. */
+static bool wt_gate_up(const char *name, int *layer, int *up, bool *shared) {
+    char which[8];
+    int used = 0;
+    *shared = false;
+    if (sscanf(name, "model.layers.%d.mlp.%7[a-z]_proj.weight%n", layer, which, &used) != 2 ||
+        name[used] != 0) {
+        used = 0;
+        if (sscanf(name, "model.layers.%d.block_sparse_moe.shared_experts.%7[a-z]_proj.weight%n",
+                   layer, which, &used) != 2 ||
+            name[used] != 0)
+            return false;
+        *shared = true;
+    }
+    *up = strcmp(which, "up") == 0;
+    return *up || strcmp(which, "gate") == 0;
+}
+
+/* A VL checkpoint (MiniMax-M3) keeps the text model under "language_model." (spec 8.2). */
+static const char *wt_prefix(const mt_minimax *m) {
+    return m->cfg.vl_config[0] ? "language_model." : "";
+}
+
 void mt_weights_source_name(const mt_minimax *m, int p, mt_naming naming, char *name, size_t n,
                             int64_t *offset) {
     const char *internal = m->info[p].name;
+    const char *pre = wt_prefix(m);
+    const size_t k = strlen(pre);
+    if (k > 0 && n > k) { /* the prefix, then the name in the naming */
+        memcpy(name, pre, k);
+        name += k;
+        n -= k;
+    }
     int64_t C = m->cfg.hidden_size, F = m->cfg.intermediate_size;
     int layer, e, w;
+    bool shared;
+    const char *rest;
     *offset = m->info[p].src_offset; /* a vocabulary part: its rows of the whole tensor */
     if (naming == MT_NAMING_HF_V5 && wt_expert(internal, &layer, &e, &w)) {
         if (w == 2) {
@@ -48,7 +81,20 @@ void mt_weights_source_name(const mt_minimax *m, int p, mt_naming naming, char *
     } else if (naming == MT_NAMING_HF_V5 && wt_router(internal, &layer)) {
         snprintf(name, n, "model.layers.%d.mlp.gate.weight", layer);
     } else if (naming == MT_NAMING_HF_V5 && wt_router_bias(internal, &layer)) {
-        snprintf(name, n, "model.layers.%d.mlp.e_score_correction_bias", layer);
+        const char *fmt = mt_config_family(&m->cfg)->v5_router_bias;
+        MT_CHECK(fmt, "weights: %s has no transformers v5 name", internal);
+        snprintf(name, n, fmt, layer);
+    } else if (naming == MT_NAMING_HF_V5 && wt_gate_up(internal, &layer, &w, &shared)) {
+        snprintf(name, n, "model.layers.%d.mlp.%sgate_up_proj.weight", layer,
+                 shared ? "shared_experts." : "");
+        *offset = w ? m->info[p].numel : 0;
+    } else if (naming == MT_NAMING_HF_V5 &&
+               (rest = strstr(internal, ".block_sparse_moe.shared_"))) {
+        snprintf(name, n, "%.*s.mlp.shared_%s", (int)(rest - internal), internal,
+                 rest + strlen(".block_sparse_moe.shared_"));
+    } else if (naming == MT_NAMING_HF_V5 && (rest = strstr(internal, ".self_attn.index_"))) {
+        snprintf(name, n, "%.*s.self_attn.indexer.%s", (int)(rest - internal), internal,
+                 rest + strlen(".self_attn.index_"));
     } else {
         snprintf(name, n, "%s", internal);
     }
@@ -63,6 +109,12 @@ static int wt_source_shape(const mt_minimax *m, int p, mt_naming naming, int64_t
         shape[1] = w == 2 ? m->cfg.hidden_size : 2 * (int64_t)m->cfg.intermediate_size;
         shape[2] = w == 2 ? m->cfg.intermediate_size : m->cfg.hidden_size;
         return 3;
+    }
+    bool shared;
+    if (naming == MT_NAMING_HF_V5 && wt_gate_up(info->name, &layer, &w, &shared)) {
+        shape[0] = 2 * info->shape[0];
+        shape[1] = info->shape[1];
+        return 2;
     }
     for (int d = 0; d < info->ndim; d++) shape[d] = info->shape[d];
     shape[0] = info->src_shape0; /* a vocabulary part's tensor is the whole vocabulary */
@@ -79,6 +131,7 @@ struct mt_weights_reader {
     int64_t *src_off;             /* (n_params) element offset inside it */
     const mt_st_tensor **carried; /* tensors carried into exports unchanged (models/family.h) */
     int n_carried;
+    int n_vision; /* of them, a VL model's vision tensors (the rest: multi-token prediction) */
     const mt_st_tensor **scale; /* (n_params) an FP8 tensor's weight_scale_inv, else NULL */
     int n_fp8;                  /* parameters dequantised on load */
 };
@@ -134,6 +187,8 @@ static bool wt_check_buffer(mt_weights_reader *r, const mt_st_tensor *t, int lay
 static bool wt_check_extra(mt_weights_reader *r, const mt_st_tensor *t, char *err, size_t n) {
     const mt_minimax_config *cfg = &r->m->cfg;
     const char *name = t->name;
+    const char *pre = wt_prefix(r->m);
+    if (strncmp(name, pre, strlen(pre)) == 0) name += strlen(pre);
     int layer = -1, used = 0;
     if (sscanf(name, "model.layers.%d.%n", &layer, &used) == 1 && used > 0 &&
         layer >= cfg->num_hidden_layers && layer < cfg->num_hidden_layers_source)
@@ -145,6 +200,7 @@ static bool wt_check_extra(mt_weights_reader *r, const mt_st_tensor *t, char *er
         return strcmp(what, "inv_freq") == 0 || wt_check_buffer(r, t, buffer_layer, what, err, n);
     case MT_EXTRA_CARRIED:
         r->carried[r->n_carried++] = t;
+        r->n_vision += strcmp(what, "vision") == 0;
         return true;
     case MT_EXTRA_UNEXPECTED:
         break;
@@ -212,6 +268,30 @@ static void wt_fp8_dequantize(const mt_weights_reader *r, const mt_st_tensor *t,
     free(scale);
 }
 
+/* The shared expert packed as routed expert E (experts.{E}.w1/w3/w2, the form some conversions
+ * write when its width is the routed experts'): the tensor for shared-expert parameter p, its
+ * name into name (for the messages); NULL when p is no shared-expert parameter or the file has
+ * no such tensor. The shape check that follows requires the widths to agree. */
+static const mt_st_tensor *wt_find_packed_shared(const mt_minimax *m, int p,
+                                                 const mt_safetensors *st, char *name, size_t n) {
+    static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
+    static const char *const packed[3] = {"w1", "w3", "w2"};
+    int layer = -1, used = 0;
+    char which[16];
+    if (sscanf(m->info[p].name,
+               "model.layers.%d.block_sparse_moe.shared_experts.%15[a-z_].weight%n", &layer, which,
+               &used) != 2 ||
+        m->info[p].name[used] != 0 || layer < 0 || layer >= m->cfg.num_hidden_layers)
+        return NULL;
+    for (int k = 0; k < 3; k++)
+        if (strcmp(which, proj[k]) == 0) {
+            snprintf(name, n, "%smodel.layers.%d.block_sparse_moe.experts.%d.%s.weight",
+                     wt_prefix(m), layer, m->plan[layer].n_experts, packed[k]);
+            return mt_safetensors_find(st, name);
+        }
+    return NULL;
+}
+
 mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, char *err,
                                        size_t err_len) {
     mt_safetensors *st = mt_safetensors_try_open(dir, err, err_len);
@@ -224,7 +304,8 @@ mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, cha
     for (int i = 0; i < n_t; i++) {
         const char *name = mt_safetensors_tensor(st, i)->name;
         if (strstr(name, ".mlp.experts.gate_up_proj") || strstr(name, ".mlp.experts.down_proj") ||
-            strstr(name, ".mlp.gate.weight"))
+            strstr(name, ".mlp.gate.weight") || strstr(name, ".mlp.gate_up_proj.weight") ||
+            strstr(name, ".self_attn.indexer."))
             r->naming = MT_NAMING_HF_V5;
     }
     r->src = mt_calloc((size_t)m->n_params, sizeof(*r->src), "weights sources");
@@ -238,6 +319,7 @@ mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, cha
         int64_t shape[MT_ST_MAX_DIMS];
         mt_weights_source_name(m, p, r->naming, name, sizeof(name), &r->src_off[p]);
         const mt_st_tensor *t = mt_safetensors_find(st, name);
+        if (!t) t = wt_find_packed_shared(m, p, st, name, sizeof(name));
         if (!t) {
             ok = wt_fail(err, err_len, "%s: missing tensor %s (checkpoint layout %s)", dir, name,
                          mt_naming_name(r->naming));
@@ -275,10 +357,17 @@ void mt_weights_describe(const mt_weights_reader *r, char *buf, size_t n) {
         k += snprintf(buf + k, n - (size_t)k,
                       "; %d FP8 (e4m3, %dx%d block scales) tensors dequantised to fp32 on load",
                       r->n_fp8, cfg->fp8_block[0], cfg->fp8_block[1]);
-    if (r->n_carried > 0 && k > 0 && (size_t)k < n)
+    const int mtp = r->n_carried - r->n_vision;
+    if (mtp > 0 && k > 0 && (size_t)k < n)
+        k += snprintf(buf + k, n - (size_t)k,
+                      "; %d multi-token-prediction tensors not trained, carried into exports "
+                      "unchanged",
+                      mtp);
+    if (r->n_vision > 0 && k > 0 && (size_t)k < n)
         snprintf(buf + k, n - (size_t)k,
-                 "; %d multi-token-prediction tensors not trained, carried into exports unchanged",
-                 r->n_carried);
+                 "; %d vision tensors (tower, projector) not loaded by the text model, carried "
+                 "into exports unchanged",
+                 r->n_vision);
 }
 
 void mt_weights_close(mt_weights_reader *r) {
@@ -389,6 +478,7 @@ struct mt_weights_writer {
     bool *added;  /* (n_buckets) */
     int fused[2]; /* HF v5: the reserved gate_up_proj and down_proj of the layer being added */
     int fused_layer;
+    int gate_up_entry;  /* HF v5: the reserved gate_up_proj of a dense MLP or shared expert */
     int vocab_entry;    /* the reserved tensor whose vocabulary parts are being added, -1 none */
     int64_t vocab_next; /* the element its next part starts at */
 };
@@ -399,7 +489,9 @@ mt_weights_writer *mt_weights_writer_open(const char *dir, const mt_minimax *m, 
              mt_dtype_name(dtype));
     mt_weights_writer *w = mt_calloc(1, sizeof(*w), "weights writer");
     w->m = m;
-    w->naming = naming;
+    const mt_family *fam = mt_config_family(&m->cfg);
+    w->naming = fam->export_naming ? (mt_naming)fam->export_naming(&m->cfg, naming) : naming;
+    w->gate_up_entry = -1;
     w->dtype = dtype == MT_F32 ? MT_ST_F32 : MT_ST_BF16;
     w->dir = strdup(dir);
     w->st = mt_safetensors_writer_open(dir, shard_bytes);
@@ -500,6 +592,20 @@ void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float 
         }
         mt_weights_source_name(m, p, w->naming, name, sizeof(name), &off);
         int ndim = wt_source_shape(m, p, w->naming, shape);
+        bool shared;
+        if (w->naming == MT_NAMING_HF_V5 && wt_gate_up(info->name, &layer, &which, &shared)) {
+            /* gate_up_proj: reserved with the gate (the layout puts the up right after it) */
+            if (!which) {
+                const char *np[1] = {name};
+                w->gate_up_entry = mt_safetensors_writer_reserve(
+                    w->st, 1, np, w->dtype, &ndim, (const int64_t(*)[MT_ST_MAX_DIMS]) & shape);
+            }
+            MT_CHECK(w->gate_up_entry >= 0, "weights: %s added before its gate", info->name);
+            mt_safetensors_writer_fill(w->st, w->gate_up_entry, off, info->numel,
+                                       data + info->offset);
+            if (which) w->gate_up_entry = -1;
+            continue;
+        }
         if (info->src_shape0 == info->shape[0]) {
             /* a buffer (the correction bias) is written in fp32 whatever the dtype: unchanged */
             mt_safetensors_writer_add(w->st, name, info->buffer ? MT_ST_F32 : w->dtype, ndim, shape,

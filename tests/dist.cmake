@@ -39,6 +39,9 @@ mt_test_run(dist_train_np4 ranks 4)
 mt_test_run(dist_train_m2_np1 ranks 1 m2)
 mt_test_run(dist_train_m2_np2 ranks 2 m2)
 mt_test_run(dist_train_m2_np4 ranks 4 m2)
+mt_test_run(dist_train_m3_np1 ranks 1 m3)
+mt_test_run(dist_train_m3_np2 ranks 2 m3)
+mt_test_run(dist_train_m3_np4 ranks 4 m3)
 mt_test_run(dist_train_resume_straight resume-straight)
 mt_test_run(dist_train_resume_split resume-split)
 mt_test_run(dist_resume_alone resume-alone)
@@ -72,10 +75,12 @@ set_tests_properties(dist_train_resume_check PROPERTIES ENVIRONMENT "${MT_TEST_E
 set_tests_properties(dist_train_np1 dist_train_np2 dist_train_np4 PROPERTIES FIXTURES_SETUP dist_ranks)
 set_tests_properties(dist_train_m2_np1 dist_train_m2_np2 dist_train_m2_np4 PROPERTIES
   FIXTURES_SETUP dist_m2_ranks)
+set_tests_properties(dist_train_m3_np1 dist_train_m3_np2 dist_train_m3_np4 PROPERTIES
+  FIXTURES_SETUP dist_m3_ranks)
 set_tests_properties(dist_train_resume_straight PROPERTIES FIXTURES_SETUP dist_resume_a)
 set_tests_properties(dist_train_resume_split PROPERTIES FIXTURES_REQUIRED dist_resume_a FIXTURES_SETUP dist_resume_b)
 mt_test_binary(test_dist_compare dist_compare.c)
-mt_test_cases(test_dist_compare dist_ranks_match dist_m2_ranks_match dist_resume_match dist_global_batch_match dist_trim_match
+mt_test_cases(test_dist_compare dist_ranks_match dist_m2_ranks_match dist_m3_ranks_match dist_resume_match dist_global_batch_match dist_trim_match
   dist_expert_match dist_bf16_gather_match dist_recompute_match dist_eval_match)
 set_tests_properties(dist_train_recompute PROPERTIES FIXTURES_REQUIRED dist_expert
   FIXTURES_SETUP dist_recompute)
@@ -90,6 +95,7 @@ set_tests_properties(dist_train_trim PROPERTIES FIXTURES_SETUP dist_trim)
 set_tests_properties(dist_trim_match PROPERTIES FIXTURES_REQUIRED dist_trim)
 set_tests_properties(dist_ranks_match PROPERTIES FIXTURES_REQUIRED dist_ranks)
 set_tests_properties(dist_m2_ranks_match PROPERTIES FIXTURES_REQUIRED dist_m2_ranks)
+set_tests_properties(dist_m3_ranks_match PROPERTIES FIXTURES_REQUIRED dist_m3_ranks)
 set_tests_properties(dist_resume_match PROPERTIES FIXTURES_REQUIRED "dist_resume_a;dist_resume_b")
 set_tests_properties(dist_train_global_batch PROPERTIES FIXTURES_SETUP dist_gb)
 set_tests_properties(dist_global_batch_match PROPERTIES FIXTURES_REQUIRED dist_gb)

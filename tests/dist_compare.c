@@ -219,6 +219,69 @@ static int test_m2_ranks_match(void) {
     return MT_TEST_OK;
 }
 
+/* A tiny MiniMax-M3 (tests/recipes/dist-m3.toml) trained with one bucket per expert on 1, 2 and
+ * 4 ranks: the same losses and exports up to summation order (every rank walks the routed
+ * experts, then the shared expert, issuing the same collectives); the shared experts are in
+ * the export in their separate form, trained. */
+/* index_kl[step] from <dir>/loss.csv (its last column); returns the rows. */
+static int read_index_kl(const char *dir, double *kl) {
+    char path[2048], line[512];
+    snprintf(path, sizeof(path), "%s/%s/loss.csv", tmp_dir(), dir);
+    FILE *f = fopen(path, "r");
+    EXPECT(f != NULL, "cannot open %s", path);
+    if (!f) return 0;
+    int rows = 0;
+    bool has = fgets(line, sizeof(line), f) && strstr(line, ",index_kl") != NULL;
+    EXPECT(has, "%s: no index_kl column", path);
+    while (has && fgets(line, sizeof(line), f)) {
+        int step = atoi(line);
+        const char *last = strrchr(line, ',');
+        if (step >= 1 && step < 64 && last) kl[step] = atof(last + 1), rows++;
+    }
+    fclose(f);
+    return rows;
+}
+
+/* A tiny MiniMax-M3 with two MSA layers (block 16, top-4 of the packed 128-token rows) on 1, 2
+ * and 4 ranks: the losses, the indexer KL and every exported tensor agree; both losses fall. */
+static int test_m3_ranks_match(void) {
+    compare_runs("m3-ranks-np1", "m3-ranks-np2", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("m3-ranks-np1", "m3-ranks-np4", 1, 20, 1e-5, 1e-5, true);
+    double kl[3][64] = {{0}}, loss[64] = {0};
+    const char *runs[3] = {"m3-ranks-np1", "m3-ranks-np2", "m3-ranks-np4"};
+    double worst = 0;
+    for (int r = 0; r < 3; r++) EXPECT(read_index_kl(runs[r], kl[r]) == 20, "%s: 20 rows", runs[r]);
+    for (int r = 1; r < 3; r++)
+        for (int s = 1; s <= 20; s++) {
+            const double d = fabs(kl[r][s] - kl[0][s]) / fmax(kl[0][s], 1e-12);
+            worst = fmax(worst, d);
+        }
+    read_losses("m3-ranks-np1", loss, NULL);
+    printf("  index_kl 1 vs 2 and 4 ranks: max relative diff %.2e; step 1: %.6f, step 20: %.6f; "
+           "loss %.4f -> %.4f\n",
+           worst, kl[0][1], kl[0][20], loss[1], loss[20]);
+    /* loss.csv prints 6 decimals of a KL about 0.1 */
+    EXPECT(worst <= 1e-4, "index_kl differs across rank counts by %.2e", worst);
+    EXPECT(kl[0][20] < 0.5 * kl[0][1] && loss[20] < loss[1] - 1.0,
+           "the indexer KL (%.4f -> %.4f) or the loss (%.4f -> %.4f) does not fall", kl[0][1],
+           kl[0][20], loss[1], loss[20]);
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/m3-ranks-np4/checkpoint-20", tmp_dir());
+    mt_safetensors *st = mt_safetensors_open(path);
+    int shared = 0, index = 0;
+    for (int i = 0; i < mt_safetensors_count(st); i++) {
+        shared += strstr(mt_safetensors_tensor(st, i)->name, ".shared_experts.") != NULL;
+        index += strstr(mt_safetensors_tensor(st, i)->name, ".self_attn.indexer.") != NULL;
+    }
+    mt_safetensors_close(st);
+    /* a text-only M3 is exported in transformers' MiniMaxM3VLForCausalLM names: the shared
+     * expert's gate_up_proj and down_proj, the indexer's four tensors under self_attn.indexer */
+    printf("  %d shared-expert and %d indexer tensors exported\n", shared, index);
+    EXPECT(shared == 4, "%d shared-expert tensors in the export (2 MoE layers x 2)", shared);
+    EXPECT(index == 8, "%d indexer tensors in the export (2 MSA layers x 4)", index);
+    return MT_TEST_OK;
+}
+
 static int test_resume_match(void) {
     compare_runs("resume-a", "resume-b", 11, 20, 1e-7, 0.0, true);
     return MT_TEST_OK;
@@ -507,6 +570,7 @@ static const mt_test_case cases[] = {
     {"dist_emu_cuda_bf16", test_emu_cuda_bf16},
     {"dist_ranks_match", test_ranks_match},
     {"dist_m2_ranks_match", test_m2_ranks_match},
+    {"dist_m3_ranks_match", test_m3_ranks_match},
     {"dist_resume_match", test_resume_match},
     {"dist_global_batch_match", test_global_batch_match},
     {"dist_trim_match", test_trim_match},

@@ -10,7 +10,9 @@
 #                    same seed twice the same weights to the bit, another seed another first loss
 #                    -> $TMP/seed-{9a,9b,9x,10}
 #   ranks N [m2]     tests/recipes/dist.toml on N ranks (global batch 4) -> $TMP/ranks-npN; with
-#                    m2 tests/recipes/dist-m2.toml (a tiny MiniMax-M2) -> $TMP/m2-ranks-npN
+#                    m2 tests/recipes/dist-m2.toml (a tiny MiniMax-M2) -> $TMP/m2-ranks-npN; with
+#                    m3 tests/recipes/dist-m3.toml (a tiny MiniMax-M3, gather unit expert)
+#                    -> $TMP/m3-ranks-npN
 #   resume-straight  20 steps, checkpoints at 10 and 20                   -> $TMP/resume-a
 #   resume-split     --resume $TMP/resume-a/checkpoint-10, 10 more steps  -> $TMP/resume-b
 #   resume-alone     --resume DIR with no recipe (the checkpoint's recipe.toml): 20 steps straight
@@ -130,6 +132,7 @@ ranks)
   np="$3"
   name=ranks
   if [ "${4:-}" = m2 ]; then recipe=tests/recipes/dist-m2.toml name=m2-ranks; fi
+  if [ "${4:-}" = m3 ]; then recipe=tests/recipes/dist-m3.toml name=m3-ranks; fi
   run "$np" "$tmp/$name-np$np" --set "train.per_device_train_batch_size=$((4 / np))" \
     --set "data.cache_dir=$tmp/dist-cache-$name-np$np"
   grep -E "^model|^weights|^memory|^step 20/" "$tmp/$name-np$np.log"

@@ -10,9 +10,9 @@
 set(mt_gpu_ops view concat embedding matmul rmsnorm silu sigmoid swiglu add mul scale axpby rope qk_norm
   attention lightning moe_route moe_route_sigmoid moe_experts moe_aux cross_entropy linear_cross_entropy
   matmul_bf16 moe_experts_bf16 lightning_bf16 attention_bf16 attention_cudnn moe_split moe_split_bf16
-  determinism)
+  swiglu_oai moe_experts_oai msa determinism)
 list(TRANSFORM mt_gpu_ops PREPEND gpu_ OUTPUT_VARIABLE mt_gpu_cases)
-mt_test_binary(test_gpu_ops gpu_ops.c gpu_compare.c)
+mt_test_binary(test_gpu_ops gpu_ops.c gpu_compare.c gpu_msa.c gpu_moe.c)
 mt_test_cases(test_gpu_ops ${mt_gpu_cases} op_gpu_harness)
 if(MT_CUDA)
   # synchronise after every kernel so a fault names its op; print the device once
@@ -80,7 +80,7 @@ if(CMAKE_CXX_COMPILER)
   add_library(mt_emu STATIC ${mt_emu_srcs})
   target_link_libraries(mt_emu PUBLIC BLAS::BLAS PkgConfig::CJSON PkgConfig::PCRE2 hdf5::hdf5
     MPI::MPI_C OpenMP::OpenMP_C Threads::Threads m)
-  add_executable(test_gpu_ops_emu gpu_ops.c gpu_compare.c harness.c)
+  add_executable(test_gpu_ops_emu gpu_ops.c gpu_compare.c gpu_msa.c gpu_moe.c harness.c)
   add_executable(bench_gpu_ops_emu ${bench_cpp})
   add_executable(minimax-train-emu ${CMAKE_SOURCE_DIR}/train/minimax_train_main.c)
   add_executable(bench_gpu_step_emu ${CMAKE_SOURCE_DIR}/bench/gpu_step.c)
@@ -138,8 +138,11 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(op_cuda_emu_cublas_race PROPERTIES PASS_REGULAR_EXPRESSION
     "shared inputs on two streams: no race.*GEMM queued on one created stream reads bytes .* that a GEMM still queued on another writes: a race on a GPU")
   add_test(NAME op_cuda_emu_bench COMMAND bench_gpu_ops_emu all 1 64)
-  set_tests_properties(op_cuda_emu_bench PROPERTIES ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300
-    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # the MSA benchmark (launch/gpu-check.sh's bench_msa) at T = 256, block 16: topk 16 covers
+  # every block
+  add_test(NAME op_cuda_emu_bench_msa COMMAND bench_gpu_ops_emu msa 1 128)
+  set_tests_properties(op_cuda_emu_bench op_cuda_emu_bench_msa PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   foreach(op ${mt_gpu_ops})
     add_test(NAME op_cuda_emu_${op} COMMAND test_gpu_ops_emu gpu_${op})
     set_tests_properties(op_cuda_emu_${op} PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
@@ -173,10 +176,33 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(op_cuda_emu_moe_experts_bf16_lanes1 PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_CUDA_GEMM_LANES=1" SKIP_RETURN_CODE 77 TIMEOUT 300
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  # an expert id outside [0, E) ends the run naming the first bad position
-  add_test(NAME op_cuda_emu_moe_bad_id COMMAND test_gpu_ops_emu gpu_moe_bad_id)
+  # an expert id outside [0, E) ends the run naming the first bad position (a death test: its
+  # case is named death_*, so launch/gpu-check.sh, which runs every gpu_* case of test_gpu_ops
+  # as a step that must pass, does not count its intended death as a failure)
+  add_test(NAME op_cuda_emu_moe_bad_id COMMAND test_gpu_ops_emu death_moe_bad_id)
   set_tests_properties(op_cuda_emu_moe_bad_id PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
     PASS_REGULAR_EXPRESSION "moe_experts: idx\\[5,1\\] = 6 is outside \\[0,6\\)"
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # the MSA selection on one thread block (MT_MSA_SELECT_BLOCKS=1): the block loops over every
+  # query tile, reusing its scratch row of block scores
+  add_test(NAME op_cuda_emu_msa_select_blocks1 COMMAND test_gpu_ops_emu gpu_msa)
+  set_tests_properties(op_cuda_emu_msa_select_blocks1 PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};MT_MSA_SELECT_BLOCKS=1;MT_GPU_COMPARE_ONLY=select$"
+    SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME op_cuda_emu_msa_select_blocks_bad COMMAND test_gpu_ops_emu gpu_msa)
+  set_tests_properties(op_cuda_emu_msa_select_blocks_bad PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};MT_MSA_SELECT_BLOCKS=0"
+    PASS_REGULAR_EXPRESSION "MT_MSA_SELECT_BLOCKS=0: expected a whole number from 1 to 1024"
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # the MSA ops' row and selection checks on the device (the error flag) name the bad position
+  # (death tests, named death_* as above)
+  add_test(NAME op_cuda_emu_msa_bad_pos COMMAND test_gpu_ops_emu death_msa_bad_pos)
+  set_tests_properties(op_cuda_emu_msa_bad_pos PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
+    PASS_REGULAR_EXPRESSION "msa_select \\(cuda\\): pos\\[0,6\\] breaks the row rule"
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  add_test(NAME op_cuda_emu_msa_bad_idx COMMAND test_gpu_ops_emu death_msa_bad_idx)
+  set_tests_properties(op_cuda_emu_msa_bad_idx PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
+    PASS_REGULAR_EXPRESSION "msa_attention \\(cuda\\): idx\\[0,1,9,:\\] is not distinct blocks"
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME op_cuda_emu_gemm_lanes_bad COMMAND test_gpu_ops_emu gpu_moe_experts_bf16)
   set_tests_properties(op_cuda_emu_gemm_lanes_bad PROPERTIES

@@ -12,7 +12,7 @@ endforeach()
 list(APPEND mt_gpu_check_steps bench_gpu_ops step_bf16_profile step_fp32
   sanitize_racecheck_gpu_attention_bf16 sanitize_racecheck_gpu_lightning_bf16
   sanitize_memcheck_gpu_attention_bf16 sanitize_memcheck_gpu_lightning_bf16
-  sanitize_memcheck_gpu_moe_experts_bf16 peer step_bf16_recompute step_bf16_offload)
+  sanitize_memcheck_gpu_moe_experts_bf16 bench_msa peer step_bf16_recompute step_bf16_offload)
 add_test(NAME gpu_check_standalone COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu_check.sh
   ${CMAKE_BINARY_DIR} ${mt_gpu_cases} ${mt_gpu_check_steps})
 set_tests_properties(gpu_check_standalone PROPERTIES ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 120

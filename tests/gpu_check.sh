@@ -55,7 +55,8 @@ ran=$(grep -cE '^(pass|FAIL|TIMEOUT) +gpu_' "$s")
 check "no gpu_* case ran without a device ($ran did)" [ "$ran" = 0 ]
 order=(gpu_nccl_np1 gpu_attention_bf16 gpu_moe_experts_bf16_lanes1 gpu_optim gpu_step_check_fp32
   gpu_step_check_bf16 gpu_step_check_bf16_nosync gpu_step_check_bf16_mid_nosync gpu_view
-  bench_gpu_ops step_bf16_profile step_fp32 sanitize_racecheck_gpu_attention_bf16 peer total)
+  bench_gpu_ops step_bf16_profile step_fp32 sanitize_racecheck_gpu_attention_bf16 bench_msa peer
+  total)
 prev=0 bad=""
 for st in "${order[@]}"; do
   n=$(lineno "$s" "$st")

@@ -70,5 +70,21 @@ void gpu_compare_same_bf16(const char *label, gpu_build build, gpu_input *ins, i
  * different block and thread schedules) and require bit-identical results. */
 extern bool gpu_self_compare;
 
+/* The MSA ops' case (tests/gpu_msa.c), case msa of tests/gpu_ops.c. */
+int gpu_case_msa(void);
+/* The MoE cases (tests/gpu_moe.c) and its death test. */
+int gpu_case_moe_route(void);
+int gpu_case_moe_route_sigmoid(void);
+int gpu_case_moe_experts(void);
+int gpu_case_moe_experts_oai(void);
+int gpu_case_moe_aux(void);
+int gpu_case_moe_experts_bf16(void);
+int gpu_case_moe_split(void);
+int gpu_case_moe_split_bf16(void);
+int gpu_moe_bad_id(void);
+/* Death tests of the device's MSA argument checks (tests/gpu_msa.c). */
+int gpu_msa_bad_pos(void);
+int gpu_msa_bad_idx(void);
+
 /* Selects the device backend (and the poison fill); MT_TEST_SKIP when there is none. */
 int gpu_setup(void);

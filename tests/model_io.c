@@ -653,6 +653,57 @@ static int test_info_counts_m2(void) {
     return MT_TEST_OK;
 }
 
+/* MiniMax-M3: minimax-info on the released text config (recipes/configs/minimax-m3.json, spec
+ * 1.2) against transformers' own count of the text model (tests/fixtures/info/minimax-m3.txt,
+ * tools/count_params.py: MiniMaxM3VLForCausalLM on the meta device; the shared experts and
+ * the indexers are active on every token), and its memory per rank on 128 ranks, one expert
+ * gathered at a time. */
+static int test_info_counts_m3(void) {
+    if (!getenv("MT_MINIMAX_INFO")) {
+        printf("MT_MINIMAX_INFO not set (run through ctest)\n");
+        return MT_TEST_SKIP;
+    }
+    const char *src = getenv("MT_SOURCE_DIR") ? getenv("MT_SOURCE_DIR") : ".";
+    char args[2048], out[8192], path[1024], line[256];
+    int64_t t, a, w;
+    snprintf(args, sizeof(args), "--config %s/recipes/configs/minimax-m3.json", src);
+    EXPECT(info_run(args, &t, &a, &w, out + 1, sizeof(out) - 1), "minimax-info %s failed", args);
+    out[0] = '\n';
+    printf("%s", out + 1);
+    EXPECT(strstr(out, "family=MiniMax-M3") && strstr(out, "(softmax 3, msa sparse 57)"),
+           "the family and its 3 dense + 57 MSA layers are named");
+    snprintf(path, sizeof(path), "%s/tests/fixtures/info/minimax-m3.txt", src);
+    FILE *f = fopen(path, "r");
+    EXPECT(f, "cannot read %s", path);
+    int keys = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        char key[96];
+        long long want;
+        if (line[0] == '#' || sscanf(line, "%95[a-z_]=%lld", key, &want) != 2) continue;
+        const long long have = info_value(out, key);
+        printf("  %-30s minimax-info %lld, transformers %lld\n", key, have, want);
+        EXPECT(have == want, "minimax-m3: %s = %lld, transformers %lld", key, have, want);
+        keys++;
+    }
+    if (f) fclose(f);
+    EXPECT(keys == 6, "minimax-m3: %d keys in %s", keys, path);
+    /* 128 ranks: 16 bytes per owned element (fp32 master, gradient, AdamW m and v), the
+     * buffers in the shards too */
+    snprintf(args, sizeof(args),
+             "--config %s/recipes/configs/minimax-m3.json --ranks 128 --gather-unit expert", src);
+    EXPECT(info_run(args, &t, &a, &w, out + 1, sizeof(out) - 1), "minimax-info %s", args);
+    printf("%s", out + 1);
+    const char *s = strstr(out, "grad, adam m, v of ");
+    long long owned = -1;
+    if (s) sscanf(s, "grad, adam m, v of %lld", &owned);
+    const long long elems = 426174565632ll + 7296;
+    EXPECT(owned >= elems / 128 && owned < elems / 128 + 20000 * 128 &&
+               info_value(out, "zero3_owned_bytes_per_rank") == 16 * owned,
+           "128 ranks: %lld owned elements of %lld, %lld bytes", owned, elems,
+           info_value(out, "zero3_owned_bytes_per_rank"));
+    return MT_TEST_OK;
+}
+
 /* mt_minimax_plan_activations (a dry run on the plan backend) against the arena of a real CPU
  * micro-step of the same shapes (random weights and tokens, every token labelled, the router aux
  * loss on): the peak of live tensors agrees up to allocation padding, which only the experts'
@@ -736,6 +787,10 @@ static const mt_test_case cases[] = {
     {"op_weights_fp8_errors", test_weights_fp8_errors},
     {"op_info_counts", test_info_counts},
     {"op_info_counts_m2", test_info_counts_m2},
+    {"op_info_counts_m3", test_info_counts_m3},
+    {"op_config_m3", test_config_m3},
+    {"op_weights_export_m3", test_weights_export_m3},
+    {"op_weights_export_m3_text", test_weights_export_m3_text},
     {"op_plan_activations", test_plan_activations},
 };
 MT_TEST_MAIN(cases)

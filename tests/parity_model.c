@@ -47,6 +47,9 @@ void pm_load(pm_model *pm, const char *name, bool with_grad) {
     mt_minimax_config_load(dir, &cfg);
     mt_minimax_init_unit(&pm->m, &cfg, pm_unit);
     pm->m.gradient_checkpointing = pm_recompute;
+    /* transformers has no indexer loss: the references are the cross-entropy's (parity_m3_kl
+     * turns it on against its own fp64 reference) */
+    pm->m.index_kl_coef = 0;
     const int nb = pm->m.n_buckets;
     pm->data = mt_calloc((size_t)nb, sizeof(float *), "buckets");
     pm->grad = mt_calloc((size_t)nb, sizeof(float *), "bucket grads");
@@ -433,6 +436,131 @@ static int parity_m2_irregular_expert_unit(void) {
     return pm_fixture_expert_unit("tiny_m2_irregular");
 }
 
+/* MiniMax-M3 (tools/make_fixtures_m3.py, float64 truth), the released VL layout with a small
+ * vision tower carried: Gemma norms, per-head QK norm, dense clamp-SwiGLU MLP and MoE layers
+ * with the shared expert, no sparse layer (tiny_m3 below has them); packed_shared holds
+ * the shared expert as routed expert E. With the gather unit "expert" the shared expert is a
+ * bucket of its own after the routed experts'; recomputed, it is gathered again. */
+static int parity_m3_dense(void) { return pm_fixture("tiny_m3_dense", "tiny_m3_dense"); }
+static int parity_m3_dense_expert_unit(void) { return pm_fixture_expert_unit("tiny_m3_dense"); }
+static int parity_m3_dense_recompute(void) {
+    return pm_fixture_recompute("tiny_m3_dense", MT_GATHER_EXPERT);
+}
+static int parity_m3_packed_shared(void) {
+    return pm_fixture("tiny_m3_packed_shared", "tiny_m3_packed_shared");
+}
+static int parity_m3_packed_shared_expert_unit(void) {
+    return pm_fixture_expert_unit("tiny_m3_packed_shared");
+}
+
+/* tiny_m3: MSA layers (block 4, top-3) mixed with dense attention, MoE with dense MLPs; batches
+ * of 19 and 23 tokens select fewer blocks than they see, and decoding passes the point where the
+ * cached step turns from dense to block-sparse (12 tokens). */
+static int parity_m3_tiny(void) { return pm_fixture("tiny_m3", "tiny_m3"); }
+static int parity_m3_tiny_expert_unit(void) { return pm_fixture_expert_unit("tiny_m3"); }
+static int parity_m3_tiny_recompute(void) {
+    return pm_fixture_recompute("tiny_m3", MT_GATHER_EXPERT);
+}
+
+/* The indexer's sparse-KL loss on tiny_m3's batch b (train.indexer_kl_coef 1, the indexer's
+ * input detached) against tools/make_fixtures_m3_kl.py's float64 transcription of MiniMax's
+ * definition: the KL summed over the sparse layers, the indexer tensors' gradients from it
+ * (grad_kl.*), every other gradient still transformers' cross-entropy one (the KL reaches no
+ * other tensor); with recomputed layers, the same bits. */
+static int parity_m3_kl(void) {
+    pm_model pm;
+    mt_safetensors *st = pm_ref_open("tiny_m3");
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/tiny_m3.kl.safetensors", pm_fixture_dir());
+    mt_safetensors *kl = mt_safetensors_open(path);
+    mt_ctx c;
+    mt_test_ctx_init(&c);
+    float loss[2] = {0, 0};
+    for (int r = 0; r < 2; r++) {
+        pm_recompute = r == 1;
+        pm_unit = r == 1 ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
+        pm_load(&pm, "tiny_m3", true);
+        pm_recompute = false;
+        pm_unit = MT_GATHER_LAYER;
+        pm.m.index_kl_coef = 1.0f;
+        mt_minimax_out out;
+        pm_run(&pm, &c, st, "b", true, true, &out);
+        EXPECT(out.index_kl != NULL, "no indexer KL on a model with MSA layers");
+        if (!out.index_kl) break;
+        pm_check_scalar(r ? "kl_b recomputed" : "kl_b", out.index_kl, kl, "kl_b");
+        loss[r] = *(const float *)out.loss->data;
+        double worst = 0;
+        int n_index = 0;
+        for (int p = 0; p < pm.m.n_params; p++) {
+            const mt_param_info *info = &pm.m.info[p];
+            if (info->buffer) continue;
+            const bool index = strstr(info->name, ".self_attn.index_") != NULL;
+            n_index += index;
+            char name[200];
+            snprintf(name, sizeof(name), "%s.%s", index ? "grad_kl" : "grad", info->name);
+            int64_t n;
+            float *whole = pm_ref(index ? kl : st, name, &n, NULL);
+            const float *ref = whole + info->src_offset, *g = pm.m.params[p].grad;
+            double num = 0, den = 0;
+            for (int64_t i = 0; i < info->numel; i++) {
+                num += ((double)g[i] - ref[i]) * ((double)g[i] - ref[i]);
+                den += (double)ref[i] * ref[i];
+            }
+            const double rl2 = den > 0 ? sqrt(num / den) : sqrt(num);
+            EXPECT(rl2 <= PM_GRAD_RL2 && (!index || den > 0),
+                   "%s: relative L2 error %.3e exceeds %.0e (|ref| %.3e)", name, rl2, PM_GRAD_RL2,
+                   sqrt(den));
+            worst = fmax(worst, rl2);
+            free(whole);
+        }
+        printf("  %-24s %d parameters (%d of the indexer), worst relative L2 %.3e\n",
+               r ? "grads recomputed" : "grads with the KL", pm.m.n_params, n_index, worst);
+        EXPECT(n_index == 8, "%d indexer tensors, tiny_m3 has 8", n_index);
+        pm_free(&pm);
+    }
+    printf("  %-24s %.9f and %.9f\n", "loss keep / recompute", loss[0], loss[1]);
+    EXPECT(loss[0] == loss[1], "recomputed layers change the loss with the KL");
+    mt_ctx_free(&c);
+    mt_safetensors_close(kl);
+    mt_safetensors_close(st);
+    return MT_TEST_OK;
+}
+
+/* Greedy decoding from a 6-token prompt: the first steps see every block (the dense cached
+ * step), from 12 tokens on the block-sparse one; 20 tokens equal transformers' generate. */
+static int parity_m3_decode_switch(void) {
+    pm_model pm;
+    pm_load(&pm, "tiny_m3", false);
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/tiny_m3.kl.safetensors", pm_fixture_dir());
+    mt_safetensors *st = mt_safetensors_open(path);
+    int64_t shape[2], gshape[2];
+    float *fi = pm_ref(st, "ids_short", NULL, shape);
+    float *fg = pm_ref(st, "gen_short", NULL, gshape);
+    const int B = (int)shape[0], T = (int)shape[1], N = (int)gshape[1];
+    int32_t *ids = mt_malloc((size_t)B * T * sizeof(int32_t), "ids");
+    int32_t *gen = mt_malloc((size_t)B * N * sizeof(int32_t), "gen");
+    for (int i = 0; i < B * T; i++) ids[i] = (int32_t)fi[i];
+    mt_ctx c;
+    mt_test_ctx_init(&c);
+    mt_minimax_generate(&pm.m, &c, ids, B, T, N, -1, gen, NULL);
+    int same = 0;
+    for (int i = 0; i < B * N; i++) same += gen[i] == (int32_t)fg[i];
+    const int cover = pm.m.cfg.msa_topk * pm.m.cfg.msa_block;
+    printf("  %-24s %d of %d greedy tokens identical (prompt %d, dense steps to %d tokens)\n",
+           "generate_short", same, B * N, T, cover);
+    EXPECT(T < cover && T + N > cover, "the prompt does not cross the dense/sparse switch");
+    EXPECT(same == B * N, "greedy tokens differ from transformers' generate");
+    free(fi);
+    free(fg);
+    free(ids);
+    free(gen);
+    mt_ctx_free(&c);
+    mt_safetensors_close(st);
+    pm_free(&pm);
+    return MT_TEST_OK;
+}
+
 static int parity_tiny_irregular_gqa_recompute(void) {
     return pm_fixture_recompute("tiny_irregular_gqa", MT_GATHER_LAYER);
 }
@@ -602,6 +730,16 @@ static const mt_test_case cases[] = {
     {"parity_m2_fp8", parity_m2_fp8},
     {"parity_m2_irregular_expert_unit", parity_m2_irregular_expert_unit},
     {"parity_m2_irregular_recompute", parity_m2_irregular_recompute},
+    {"parity_m3_tiny", parity_m3_tiny},
+    {"parity_m3_tiny_expert_unit", parity_m3_tiny_expert_unit},
+    {"parity_m3_tiny_recompute", parity_m3_tiny_recompute},
+    {"parity_m3_kl", parity_m3_kl},
+    {"parity_m3_decode_switch", parity_m3_decode_switch},
+    {"parity_m3_dense", parity_m3_dense},
+    {"parity_m3_dense_expert_unit", parity_m3_dense_expert_unit},
+    {"parity_m3_dense_recompute", parity_m3_dense_recompute},
+    {"parity_m3_packed_shared", parity_m3_packed_shared},
+    {"parity_m3_packed_shared_expert_unit", parity_m3_packed_shared_expert_unit},
     {"parity_padding", parity_padding},
     {"parity_naming", parity_naming},
     {"parity_cli", parity_cli},

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """check_export.py: a minimax-train export loads into transformers with no missing or unexpected
 keys and gives the same logits as minimax-forward on the same directory (any family:
-MiniMaxForCausalLM, MiniMaxM2ForCausalLM through AutoModelForCausalLM).
+MiniMaxForCausalLM, MiniMaxM2ForCausalLM through AutoModelForCausalLM; a MiniMax-M3 VL export,
+model_type minimax_m3_vl, as MiniMaxM3SparseForConditionalGeneration, text only).
 
     /work/pyref/bin/python tools/check_export.py runs/tiny/checkpoint-150 \
         [--forward build/minimax-forward] [--source MODEL_DIR]
@@ -10,7 +11,9 @@ Unexpected keys are allowed only for the tensors minimax-train carries into expo
 training them (MiniMax-M2's multi-token-prediction modules, under an "mtp" name component):
 transformers has no module for them and lists them; every other unexpected key fails.
 --source (the run's model.path): the exported config.json must have no quantization_config,
-every carried tensor must equal the source's byte for byte (dtype, shape, data) and every
+every carried tensor (MTP; for M3 also the vision tower, projector and patch-merge MLP, and the
+exported config.json's keys besides text_config must equal the source's) must equal the
+source's byte for byte (dtype, shape, data) and every
 e_score_correction_bias (a buffer: never trained) must hold the source's values.
 
 Pinned: transformers 5.24.0, torch 2.15.0, safetensors 0.8.0 (the versions of docs/parity.md).
@@ -34,6 +37,7 @@ from safetensors.torch import load_file
 
 PINNED = {"transformers": "5.24.0", "torch": "2.15.0"}
 CARRIED = re.compile(r"(^|\.)mtp[._]")
+VISION = re.compile(r"^(vision_tower|multi_modal_projector|patch_merge_mlp)\.")
 
 
 def tensors(path):
@@ -67,7 +71,12 @@ def check_source(export_dir, source_dir):
         print("config.json still has quantization_config")
         ok = False
     src, exp = tensors(source_dir), tensors(export_dir)
-    carried = [k for k in src if CARRIED.search(k)]
+    carried = [k for k in src if CARRIED.search(k) or VISION.search(k)]
+    if cfg.get("model_type") == "minimax_m3_vl":
+        scfg = json.load(open(os.path.join(source_dir, "config.json")))
+        keep = [k for k in scfg if k != "text_config" and scfg[k] != cfg.get(k)]
+        print(f"VL config keys besides text_config changed: {keep}")
+        ok = ok and not keep
     same = [k for k in carried if k in exp and exp[k][1:3] == src[k][1:3] and raw(exp[k]) == raw(src[k])]
     print(f"carried tensors: {len(same)} of {len(carried)} byte for byte "
           f"({sorted(set(src[k][1] for k in carried))})")
@@ -93,8 +102,10 @@ def main():
         if not want.startswith(PINNED[mod]):
             sys.exit(f"{mod} {want} installed, {PINNED[mod]} pinned")
 
-    model, info = transformers.AutoModelForCausalLM.from_pretrained(
-        args.export_dir, dtype=torch.float32, output_loading_info=True)
+    cls = transformers.AutoModelForCausalLM
+    if json.load(open(os.path.join(args.export_dir, "config.json"))).get("model_type") == "minimax_m3_vl":
+        cls = transformers.MiniMaxM3SparseForConditionalGeneration  # the VL layout's class
+    model, info = cls.from_pretrained(args.export_dir, dtype=torch.float32, output_loading_info=True)
     missing, unexpected = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
     carried = [k for k in unexpected if CARRIED.search(k)]
     unexpected = [k for k in unexpected if not CARRIED.search(k)]
@@ -107,7 +118,7 @@ def main():
     if args.source:
         ok = check_source(args.export_dir, args.source) and ok
 
-    vocab = model.config.vocab_size
+    vocab = getattr(model.config, "text_config", model.config).vocab_size
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, vocab, (2, 37), generator=gen)
     with torch.no_grad():

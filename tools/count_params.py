@@ -8,7 +8,10 @@ For each config: transformers 5.24 builds AutoModelForCausalLM from it on the me
 memory; quantization_config dropped: the dequantised model is what is counted and trained) and
 sums numel over model.parameters(), which is transformers' num_parameters(); buffers (the
 routers' e_score_correction_bias, RoPE's inv_freq) are not parameters there and are listed
-apart. Active per token without the embeddings is the total minus embed_tokens and lm_head
+apart. MiniMax-M3's released text config (model_type minimax_m3) is read as
+MiniMaxM3VLTextConfig and counted as MiniMaxM3VLForCausalLM, the text model alone (the VL
+checkpoint's vision tower is not part of it); its shared experts (mlp.shared_experts.*) and the
+indexers run on every token, so they are active. Active per token without the embeddings is the total minus embed_tokens and lm_head
 minus the experts the router does not choose: every expert tensor of transformers' fused
 MoE modules (mlp.experts.*) times (1 - top_k / num_local_experts). Printed as minimax-info's
 keys, so that the test compares them line by line.
@@ -30,6 +33,7 @@ PINNED = {"transformers": "5.24.0", "torch": "2.15.0"}
 CONFIGS = {
     "minimax-m2": "recipes/configs/minimax-m2.json",
     "tiny-m2": "recipes/configs/tiny-m2.json",
+    "minimax-m3": "recipes/configs/minimax-m3.json",
 }
 
 
@@ -37,6 +41,14 @@ def load_config(path):
     with open(path) as f:
         raw = json.load(f)
     raw.pop("quantization_config", None)
+    if raw.get("model_type") == "minimax_m3":
+        # the release's text config (model_type minimax_m3, which AutoConfig does not know):
+        # transformers reads it as MiniMaxM3VLTextConfig (its legacy keys mapped in
+        # __post_init__), the text model MiniMaxM3VLForCausalLM
+        from transformers import MiniMaxM3VLTextConfig
+        raw.pop("model_type")
+        raw.pop("architectures", None)
+        return MiniMaxM3VLTextConfig(**raw)
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "config.json"), "w") as f:
             json.dump(raw, f)

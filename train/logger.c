@@ -72,14 +72,18 @@ static FILE *logger_csv_open(const mt_logger *lg, const char *name, const char *
     return f;
 }
 
-void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool eval, int resume_step) {
+void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool index_kl, bool eval,
+                    int resume_step) {
     memset(lg, 0, sizeof(*lg));
     snprintf(lg->dir, sizeof(lg->dir), "%s", dir);
     lg->aux = aux;
+    lg->index_kl = index_kl;
     lg->tty = isatty(STDERR_FILENO);
     lg->t_start = mt_time_now();
-    lg->csv =
-        logger_csv_open(lg, "loss.csv", aux ? CSV_HEADER ",aux_loss" : CSV_HEADER, resume_step);
+    char header[256];
+    snprintf(header, sizeof(header), "%s%s%s", CSV_HEADER, aux ? ",aux_loss" : "",
+             index_kl ? ",index_kl" : "");
+    lg->csv = logger_csv_open(lg, "loss.csv", header, resume_step);
     if (eval) lg->eval_csv = logger_csv_open(lg, "eval.csv", EVAL_CSV_HEADER, resume_step);
     lg->jsonl = logger_csv_open(lg, "metrics.jsonl", NULL, resume_step);
 }
@@ -136,6 +140,7 @@ static void logger_jsonl_row(mt_logger *lg, const mt_log_row *r) {
     jsonl_num(f, "tokens_per_s", r->tokens_per_s);
     jsonl_num(f, "elapsed_s", r->elapsed_s);
     if (lg->aux) jsonl_num(f, "aux_loss", r->aux_loss);
+    if (lg->index_kl) jsonl_num(f, "index_kl", r->index_kl);
     jsonl_num(f, "step_s", r->step_s);
     const double mib = 1.0 / (1 << 20);
     jsonl_num(f, "arena_peak_mib", (double)r->arena_peak_bytes * mib);
@@ -158,6 +163,7 @@ void mt_logger_row(mt_logger *lg, const mt_log_row *r, int max_steps) {
     fprintf(lg->csv, "%d,%.6f,%.6g,%.6f,%lld,%.1f,%.3f", r->step, r->loss, r->lr, r->grad_norm,
             (long long)r->tokens, r->tokens_per_s, r->elapsed_s);
     if (lg->aux) fprintf(lg->csv, ",%.6f", r->aux_loss);
+    if (lg->index_kl) fprintf(lg->csv, ",%.6f", r->index_kl);
     fprintf(lg->csv, "\n");
     logger_flush(lg, lg->csv, "loss.csv");
     logger_jsonl_row(lg, r);

@@ -12,6 +12,7 @@ typedef struct {
     FILE *jsonl;    /* metrics.jsonl: every row of both */
     char dir[1024];
     bool aux;
+    bool index_kl; /* the index_kl column (MSA layers) */
     bool tty;
     double t_start;
     int last_len;
@@ -20,7 +21,8 @@ typedef struct {
 typedef struct {
     int step; /* 1-based optimizer step */
     double loss, lr, grad_norm, aux_loss;
-    int64_t tokens; /* labelled tokens in this step's global batch */
+    double index_kl; /* the MSA indexer's KL per sparse layer */
+    int64_t tokens;  /* labelled tokens in this step's global batch */
     double tokens_per_s, elapsed_s;
     /* metrics.jsonl only: the step's seconds, rank 0's activation arena peak so far and its
      * sharded state plus gather slots (device memory on a device backend) */
@@ -31,7 +33,9 @@ typedef struct {
 /* Opens <dir>/loss.csv and <dir>/metrics.jsonl, and <dir>/eval.csv when eval. resume_step > 0
  * keeps the rows of steps <= resume_step of existing logs (rewritten atomically) and appends
  * after them; 0 starts new files. */
-void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool eval, int resume_step);
+/* aux, index_kl: the aux_loss and index_kl columns. */
+void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool index_kl, bool eval,
+                    int resume_step);
 /* An evaluation alone (minimax-train --eval-only): new <dir>/eval.csv and metrics.jsonl. */
 void mt_logger_open_eval(mt_logger *lg, const char *dir);
 void mt_logger_row(mt_logger *lg, const mt_log_row *row, int max_steps);

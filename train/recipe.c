@@ -102,6 +102,8 @@ static const recipe_key recipe_keys[] = {
     FLT("train.max_grad_norm", train_max_grad_norm, "1.0", true),
     I64("train.seed", train_seed, "42", true),
     FLT("train.router_aux_loss_coef", train_router_aux_loss_coef, "-1.0", true),
+    FLT("train.indexer_kl_coef", train_indexer_kl_coef, "1.0", true),
+    BOOL("train.indexer_detach", train_indexer_detach, "true", true),
     BOOL("train.skip_nonfinite_steps", train_skip_nonfinite_steps, "false", true),
     BOOL("train.gradient_checkpointing", train_gradient_checkpointing, "false", false),
     STR("output.dir", output_dir, "\"runs/out\"", false),

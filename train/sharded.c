@@ -80,7 +80,7 @@ void mt_sharded_init(mt_sharded *s, mt_minimax *m, mt_zero *z, mt_ctx *c) {
     c->tag_user = s;
 }
 
-double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, double *aux) {
+double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, mt_micro_extra *extra) {
     mt_bucket_hooks hooks = {hook_forward_enter, hook_forward_leave, s};
     mt_ctx_reset(s->ctx);
     mt_minimax_out out;
@@ -88,10 +88,11 @@ double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, doubl
     mt_backward(s->ctx, out.loss, NULL);
     /* read after the backward is queued: on a device the copy then waits for one stream, once */
     const mt_backend *be = s->ctx->be;
-    float ce = 0, a = 0;
+    float ce = 0, a = 0, kl = 0;
     be->to_host(&ce, out.ce_loss->data, sizeof(float));
     if (out.aux_loss) be->to_host(&a, out.aux_loss->data, sizeof(float));
-    if (aux) *aux = a;
+    if (out.index_kl) be->to_host(&kl, out.index_kl->data, sizeof(float));
+    if (extra) *extra = (mt_micro_extra){a, kl};
     return ce;
 }
 

@@ -19,10 +19,16 @@ typedef struct {
  * decay, norm vectors do not, as HF's Trainer) and installs the tape's tag hook on ctx. */
 void mt_sharded_init(mt_sharded *s, mt_minimax *m, mt_zero *z, mt_ctx *c);
 
+/* The losses of a micro-step besides the cross-entropy: the router aux loss and the MSA
+ * layers' summed indexer KL (each 0 when the model has none). */
+typedef struct {
+    double aux, index_kl;
+} mt_micro_extra;
+
 /* Forward and backward of one micro-batch; gradients accumulate into the owned shards.
  * Returns the cross-entropy value of this micro-batch (with batch->loss_denom the global
- * count, these add up to the global mean); *aux (may be NULL) gets the aux-loss value or 0. */
-double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, double *aux);
+ * count, these add up to the global mean); *extra (may be NULL) gets the other losses. */
+double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, mt_micro_extra *extra);
 
 /* The forward alone of one micro-batch (evaluation: the buckets gathered as in training, no
  * gradients, nothing saved for a backward); returns its cross-entropy value as

@@ -234,6 +234,10 @@ static void trainer_setup_model(trainer *t) {
                          strcmp(rc->dist_gather_unit, "expert") == 0 ? MT_GATHER_EXPERT
                                                                      : MT_GATHER_LAYER);
     t->model.gradient_checkpointing = rc->train_gradient_checkpointing;
+    t->model.index_kl_coef = (float)rc->train_indexer_kl_coef;
+    t->model.index_detach = rc->train_indexer_detach;
+    for (int l = 0; l < t->cfg.num_hidden_layers; l++)
+        t->n_msa_layers += t->model.plan[l].mixer == MT_MIXER_MSA;
     trainer_check_arena(t);
     trainer_setup_device(t);
     trainer_check_memory(t);
@@ -613,7 +617,8 @@ static int trainer_train(trainer *t, const char *resume) {
          t->cfg.num_hidden_layers, (long long)n_params, buffers, t->model.n_buckets,
          (long long)mt_sampler_steps_per_epoch(&t->sampler), first, rc->train_max_steps);
     if (t->comm->rank == 0)
-        mt_logger_open(&t->log, rc->output_dir, t->cfg.output_router_logits, t->evaluates,
+        mt_logger_open(&t->log, rc->output_dir, t->cfg.output_router_logits,
+                       t->n_msa_layers > 0 && rc->train_indexer_kl_coef != 0, t->evaluates,
                        (int)t->state.step);
     trainer_set_signals();
     double t_start = mt_time_now();
@@ -632,6 +637,7 @@ static int trainer_train(trainer *t, const char *resume) {
                               .lr = r.lr,
                               .grad_norm = r.grad_norm,
                               .aux_loss = r.aux,
+                              .index_kl = r.index_kl,
                               .tokens = r.tokens,
                               .tokens_per_s = (double)r.tokens / (dt > 0 ? dt : 1e-9),
                               .elapsed_s = mt_time_now() - t_start,

@@ -40,6 +40,7 @@ typedef struct {
     char config_path[MT_PATH_MAX + 32];                        /* the model's config.json */
     int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each, host */
     int64_t *batch_real; /* (B) host: real tokens per row (the aux loss leaves padding out) */
+    int n_msa_layers;    /* MSA layers of the model (MiniMax-M3): loss.csv's index_kl column */
     int32_t *dev_batch;  /* (4,B,T) on the backend: ids, labels, positions, segments */
     float *export_stage; /* rank 0, device backends: one gathered bucket on the host */
     mt_train_state state;
@@ -102,6 +103,7 @@ void trainer_resume(trainer *t, const char *dir);
 /* one optimizer step (trainer_step.c) */
 typedef struct {
     double loss, aux, grad_norm, lr;
+    double index_kl; /* the indexer KL per MSA layer (0 without any) */
     int64_t tokens, targets;
     bool skipped;
 } step_result;

@@ -72,20 +72,26 @@ step_result trainer_run_step(trainer *t, int step) {
     res.targets = t->sampler.global_targets;
 
     mt_zero_zero_grad(&t->zero);
-    double sums[3] = {0, 0, (double)trainer_step_tokens(t)}; /* loss, aux, tokens */
+    /* loss, aux, tokens, indexer KL */
+    double sums[4] = {0, 0, (double)trainer_step_tokens(t), 0};
     for (int64_t m = 0; m < n_micro; m++) {
         micro_tensors mt;
         mt_minimax_batch batch = trainer_micro_upload(t, &t->sampler, m, res.targets, &mt);
-        double aux = 0;
-        sums[0] += mt_sharded_micro_step(&t->sharded, &batch, &aux);
+        /* the indexer KL is divided by the global batch's real tokens: the parts add up */
+        batch.index_denom = (float)(t->sampler.global_tokens > 0 ? t->sampler.global_tokens : 1);
+        mt_micro_extra extra = {0};
+        sums[0] += mt_sharded_micro_step(&t->sharded, &batch, &extra);
         /* aux: HF adds coef * aux per forward; averaged over this rank's micro-batches and the
          * ranks, so it is weighted like one forward of the global batch */
-        sums[1] += aux / (double)(n_micro * t->comm->size);
+        sums[1] += extra.aux / (double)(n_micro * t->comm->size);
+        sums[3] += extra.index_kl;
     }
-    t->comm->allreduce_f64(t->comm, sums, 3);
+    t->comm->allreduce_f64(t->comm, sums, 4);
     res.loss = sums[0];
     res.aux = sums[1];
     res.tokens = (int64_t)sums[2];
+    /* logged per MSA layer: the sum over the layers divided by their number */
+    res.index_kl = t->n_msa_layers > 0 ? sums[3] / t->n_msa_layers : 0;
     res.lr = mt_lr_at(&t->lr_schedule, step - 1);
     mt_adamw opt = {.lr = res.lr,
                     .beta1 = rc->train_adam_beta1,

@@ -40,3 +40,23 @@ static inline float cpu_sigmoidf(float x) {
     const float e = cpu_expf(-fabsf(x));
     return (x >= 0.0f ? 1.0f : e) / (1.0f + e);
 }
+
+/* The clamped SwiGLU (mt_act, spec 7): g' sigmoid(alpha g') (u' + beta). The clamps are
+ * comparisons, not fminf/fmaxf, so that a NaN propagates as through torch.clamp. */
+static inline float cpu_swiglu_oai(float g, float u, float alpha, float limit, float beta) {
+    const float gc = g > limit ? limit : g;
+    const float uc = u > limit ? limit : u < -limit ? -limit : u;
+    return gc * cpu_sigmoidf(alpha * gc) * (uc + beta);
+}
+
+/* Its partial derivatives: dy/dg = (u' + beta) s (1 + alpha g' (1 - s)) where g <= limit,
+ * dy/du = g' s where -limit <= u <= limit, else 0 (s = sigmoid(alpha g'); the gradient passes
+ * at equality, as torch.clamp's). */
+static inline void cpu_swiglu_oai_grad(float g, float u, float alpha, float limit, float beta,
+                                       float *dg, float *du) {
+    const float gc = g > limit ? limit : g;
+    const float uc = u > limit ? limit : u < -limit ? -limit : u;
+    const float s = cpu_sigmoidf(alpha * gc);
+    *dg = g <= limit ? (uc + beta) * s * (1.0f + alpha * gc * (1.0f - s)) : 0.0f;
+    *du = (u >= -limit && u <= limit) ? gc * s : 0.0f;
+}

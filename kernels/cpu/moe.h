@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "autograd/tensor.h"
+
 /* ---- router ---- */
 
 /* p = softmax(logits[n]) (double sums, stored fp32); idx[n] = the K largest p in descending
@@ -51,10 +53,11 @@ void cpu_moe_rows_combine(const float *yp, const int32_t *inv, const float *weig
 
 /* ---- one expert (moe_expert_ffn.c) ---- */
 
-/* Expert rows xe (rows,C) -> h1 = xe w1^T, h3 = xe w3^T (rows,F), g = silu(h1) h3 (rows,F;
+/* Expert rows xe (rows,C) -> h1 = xe w1^T, h3 = xe w3^T (rows,F), g = act(h1, h3) (rows,F;
+ * silu(h1) h3, or the clamped SwiGLU of mt_act;
  * rounded through bf16 when bf16), ye = g w2^T (rows,C). w1, w3 (F,C), w2 (C,F) and xe are
  * the GEMM operands as given: in bf16 mode the caller passes rounded copies. */
-void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, const float *xe,
+void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, mt_act act, const float *xe,
                         const float *w1, const float *w3, const float *w2, float *h1, float *h3,
                         float *g, float *ye);
 /* Accumulates into every non-NULL gradient of one expert whose rows' output entered the loss
@@ -62,7 +65,7 @@ void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, const flo
  * pe the rows' assignments), h1, h3 (rows,F) from the forward. dxe (rows,C), dweight (N*K),
  * dw1, dw3 (F,C), dw2 (C,F). Operands as in the forward (rounded copies in bf16 mode; xe only
  * read for dw1/dw3, w1 and w3 only for dxe). Scratch g, u, dh3 (rows,F). */
-void cpu_moe_expert_bwd(int64_t rows, int64_t C, int64_t F, bool bf16, const float *dpe,
+void cpu_moe_expert_bwd(int64_t rows, int64_t C, int64_t F, bool bf16, mt_act act, const float *dpe,
                         const float *xe, const float *weight, const int32_t *pe, const float *w1,
                         const float *w3, const float *w2, const float *h1, const float *h3,
                         float *g, float *u, float *dh3, float *dxe, float *dweight, float *dw1,
@@ -73,6 +76,7 @@ void cpu_moe_expert_bwd(int64_t rows, int64_t C, int64_t F, bool bf16, const flo
 typedef struct {
     int64_t N, C, F;
     int E, K;
+    mt_act act; /* the experts' activation (autograd/tensor.h) */
 } cpu_moe_dims;
 
 /* The permutation of one call, saved for the backward. */

@@ -21,7 +21,20 @@
 #include "cpu_ops.h"
 #include "moe.h"
 
-void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, const float *xe,
+/* g = act(h1, h3) over count elements: silu(h1) h3 (the SiLU expression unchanged), or the
+ * clamped SwiGLU (cpu_math.h). */
+static void moe_expert_act(mt_act act, const float *h1, const float *h3, float *g, int64_t count) {
+    if (!act.clamp) {
+#pragma omp parallel for
+        for (int64_t i = 0; i < count; i++) g[i] = h1[i] * cpu_sigmoidf(h1[i]) * h3[i];
+        return;
+    }
+#pragma omp parallel for
+    for (int64_t i = 0; i < count; i++)
+        g[i] = cpu_swiglu_oai(h1[i], h3[i], act.alpha, act.limit, act.beta);
+}
+
+void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, mt_act act, const float *xe,
                         const float *w1, const float *w3, const float *w2, float *h1, float *h3,
                         float *g, float *ye) {
     if (rows == 0) return;
@@ -30,8 +43,7 @@ void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, const flo
                 (int)C, w1, (int)C, 0.0f, h1, (int)F);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)F, (int)C, 1.0f, xe,
                 (int)C, w3, (int)C, 0.0f, h3, (int)F);
-#pragma omp parallel for
-    for (int64_t i = 0; i < rows * F; i++) g[i] = h1[i] * cpu_sigmoidf(h1[i]) * h3[i];
+    moe_expert_act(act, h1, h3, g, rows * F);
     if (bf16) mt_bf16_round_n(g, g, rows * F);
     /* y (rows,C) = g (rows,F) w2^T, w2 (C,F) */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)C, (int)F, 1.0f, g, (int)F,
@@ -40,17 +52,17 @@ void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, const flo
 
 /* With s the expert's slots (weight w_s = weight[pe[s]]) and U = dpe w2 (rows,F):
  *   dweight[pe[s]] += <U_s, g_s>      dw2 += sum_s dpe_s (w_s g_s)^T
- *   dg_s = w_s U_s;  dh1 = dg h3 silu'(h1);  dh3 = dg silu(h1)
+ *   dg_s = w_s U_s;  dh1 = dg h3 silu'(h1);  dh3 = dg silu(h1)  (clamped: dg times the
+ *   partial derivatives of cpu_swiglu_oai_grad)
  *   dw1 += dh1^T xe;  dw3 += dh3^T xe;  dxe += dh1 w1 + dh3 w3. */
-void cpu_moe_expert_bwd(int64_t rows, int64_t C, int64_t F, bool bf16, const float *dpe,
+void cpu_moe_expert_bwd(int64_t rows, int64_t C, int64_t F, bool bf16, mt_act act, const float *dpe,
                         const float *xe, const float *weight, const int32_t *pe, const float *w1,
                         const float *w3, const float *w2, const float *h1, const float *h3,
                         float *g, float *u, float *dh3, float *dxe, float *dweight, float *dw1,
                         float *dw3, float *dw2) {
     const bool need_dh = dxe || dw1 || dw3, need_u = need_dh || dweight;
     if (rows == 0 || (!need_u && !dw2)) return; /* no rows: every gradient stays untouched */
-#pragma omp parallel for
-    for (int64_t i = 0; i < rows * F; i++) g[i] = h1[i] * cpu_sigmoidf(h1[i]) * h3[i];
+    moe_expert_act(act, h1, h3, g, rows * F);
     if (need_u) /* u (rows,F) = dpe (rows,C) w2 (C,F) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)F, (int)C, 1.0f, dpe,
                     (int)C, w2, (int)F, 0.0f, u, (int)F);
@@ -78,6 +90,13 @@ void cpu_moe_expert_bwd(int64_t rows, int64_t C, int64_t F, bool bf16, const flo
         float ws = weight[pe[s]];
         for (int64_t f = 0; f < F; f++) {
             int64_t i = s * F + f;
+            if (act.clamp) {
+                float d1, d3;
+                cpu_swiglu_oai_grad(h1[i], h3[i], act.alpha, act.limit, act.beta, &d1, &d3);
+                dh3[i] = ws * u[i] * d3;
+                u[i] = ws * u[i] * d1;
+                continue;
+            }
             float z = h1[i], sg = cpu_sigmoidf(z), dg = ws * u[i];
             dh3[i] = dg * z * sg;
             u[i] = dg * h3[i] * sg * (1.0f + z * (1.0f - sg));
@@ -125,7 +144,8 @@ void cpu_moe_expert_ffn_fwd_node(const mt_node *n) {
     const float *w3 = moe_operand(n, n->in[4]->data, F * C, "w3 bf16");
     const float *w2 = moe_operand(n, n->in[5]->data, C * F, "w2 bf16");
     float *ye = (float *)n->out->data + r0 * C;
-    cpu_moe_expert_fwd(rows, C, F, n->ip[0] == MT_BF16, xe, w1, w3, w2, h1, h3, g, ye);
+    cpu_moe_expert_fwd(rows, C, F, n->ip[0] == MT_BF16, mt_node_act(n, 4), xe, w1, w3, w2, h1, h3,
+                       g, ye);
     const float *weight = n->in[1]->data;
     const int32_t *pe = (const int32_t *)n->in[2]->data + r0;
 #pragma omp parallel for
@@ -156,7 +176,7 @@ void cpu_moe_expert_ffn_bwd_node(const mt_node *n) {
     float *g = mt_node_scratch(n, bf, "moe_expert g");
     float *u = mt_node_scratch(n, bf, "moe_expert u");
     float *dh3 = mt_node_scratch(n, bf, "moe_expert dh3");
-    cpu_moe_expert_bwd(rows, C, F, n->ip[0] == MT_BF16, dpe, xe, n->in[1]->data,
+    cpu_moe_expert_bwd(rows, C, F, n->ip[0] == MT_BF16, mt_node_act(n, 4), dpe, xe, n->in[1]->data,
                        (const int32_t *)n->in[2]->data + r0, w1, w3, w2, n->saved[0]->data,
                        n->saved[1]->data, g, u, dh3, dx ? dx + r0 * C : NULL, dweight, dw1, dw3,
                        dw2);

@@ -43,7 +43,7 @@ static void moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight,
             w1e = wr, w3e = wr + F * C, w2e = wr + 2 * F * C;
         }
         float *h1e = keep_h ? h1 + off * F : h1, *h3e = keep_h ? h3 + off * F : h3;
-        cpu_moe_expert_fwd(rows, C, F, wr != NULL, xp + off * C, w1e, w3e, w2e, h1e, h3e, g,
+        cpu_moe_expert_fwd(rows, C, F, wr != NULL, d.act, xp + off * C, w1e, w3e, w2e, h1e, h3e, g,
                            yp + off * C);
     }
     memset(out, 0, sizeof(float) * (size_t)(d.N * C));
@@ -88,9 +88,9 @@ static void moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, c
                 w2e = wr + 2 * F * C;
             }
         }
-        cpu_moe_expert_bwd(rows, C, F, wr != NULL, dp + off * C, xp ? xp + off * C : NULL, weight,
-                           pm.perm + off, w1e, w3e, w2e, h1 + off * F, h3 + off * F, g, u, dh3,
-                           dxp ? dxp + off * C : NULL, dweight, dw1 ? dw1 + e * F * C : NULL,
+        cpu_moe_expert_bwd(rows, C, F, wr != NULL, d.act, dp + off * C, xp ? xp + off * C : NULL,
+                           weight, pm.perm + off, w1e, w3e, w2e, h1 + off * F, h3 + off * F, g, u,
+                           dh3, dxp ? dxp + off * C : NULL, dweight, dw1 ? dw1 + e * F * C : NULL,
                            dw3 ? dw3 + e * F * C : NULL, dw2 ? dw2 + e * C * F : NULL);
     }
     if (dx) cpu_moe_rows_combine(dxp, pm.inv, NULL, d.N, d.K, C, dx);
@@ -116,7 +116,8 @@ static cpu_moe_dims moe_node_dims(const mt_node *n) {
                       .C = n->in[0]->shape[1],
                       .F = n->in[3]->shape[1],
                       .E = (int)n->in[3]->shape[0],
-                      .K = (int)n->in[1]->shape[1]};
+                      .K = (int)n->in[1]->shape[1],
+                      .act = mt_node_act(n, 4)};
     return d;
 }
 

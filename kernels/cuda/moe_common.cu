@@ -86,10 +86,26 @@ void cuda_moe_combine_rows(float *out, const float *yp, const int32_t *inv, cons
 /* The CPU's sigmoid form for the experts (kernels/cpu/moe_expert_ffn.c). */
 __device__ inline float moe_sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
 
+/* The clamped SwiGLU (mt_act, spec 7) and its partial derivatives, the CPU's expressions
+ * (kernels/cpu/cpu_math.h) with the experts' sigmoid form; comparisons, so NaN passes. */
+__device__ inline float moe_oai(float g, float u, const mt_act &a) {
+    const float gc = g > a.limit ? a.limit : g;
+    const float uc = u > a.limit ? a.limit : u < -a.limit ? -a.limit : u;
+    return gc * moe_sigmoid(a.alpha * gc) * (uc + a.beta);
+}
+
+__device__ inline void moe_oai_grad(float g, float u, const mt_act &a, float *dg, float *du) {
+    const float gc = g > a.limit ? a.limit : g;
+    const float uc = u > a.limit ? a.limit : u < -a.limit ? -a.limit : u;
+    const float s = moe_sigmoid(a.alpha * gc);
+    *dg = g <= a.limit ? (uc + a.beta) * s * (1.0f + a.alpha * gc * (1.0f - s)) : 0.0f;
+    *du = (u >= -a.limit && u <= a.limit) ? gc * s : 0.0f;
+}
+
 __global__ void moe_act_kernel(float *g, __nv_bfloat16 *gb, const float *h1, const float *h3,
-                               int64_t count) {
+                               int64_t count, mt_act act) {
     CUDA_FOR(i, count) {
-        const float v = h1[i] * moe_sigmoid(h1[i]) * h3[i];
+        const float v = act.clamp ? moe_oai(h1[i], h3[i], act) : h1[i] * moe_sigmoid(h1[i]) * h3[i];
         if (gb)
             gb[i] = __float2bfloat16_rn(v);
         else
@@ -98,9 +114,9 @@ __global__ void moe_act_kernel(float *g, __nv_bfloat16 *gb, const float *h1, con
 }
 
 void cuda_moe_act(float *g, __nv_bfloat16 *gb, const float *h1, const float *h3, int64_t count,
-                  const char *op) {
+                  mt_act act, const char *op) {
     if (count == 0) return;
-    moe_act_kernel<<<cuda_blocks(count, CUDA_THREADS), CUDA_THREADS>>>(g, gb, h1, h3, count);
+    moe_act_kernel<<<cuda_blocks(count, CUDA_THREADS), CUDA_THREADS>>>(g, gb, h1, h3, count, act);
     CUDA_LAUNCH_CHECK(op);
 }
 
@@ -144,11 +160,20 @@ void cuda_moe_scale_rows(float *g, __nv_bfloat16 *gb, const float *weight, const
 
 __global__ void moe_dh_kernel(float *u, float *dh3, __nv_bfloat16 *dh1b, __nv_bfloat16 *dh3b,
                               const float *h1, const float *h3, const float *weight,
-                              const int32_t *perm, int64_t rows, int64_t F) {
+                              const int32_t *perm, int64_t rows, int64_t F, mt_act act) {
     CUDA_FOR(i, rows * F) {
         float ws = weight[perm[i / F]];
-        float z = h1[i], sg = moe_sigmoid(z), dg = ws * u[i];
-        const float d3 = dg * z * sg, d1 = dg * h3[i] * sg * (1.0f + z * (1.0f - sg));
+        float d1, d3;
+        if (act.clamp) {
+            float a1, a3;
+            moe_oai_grad(h1[i], h3[i], act, &a1, &a3);
+            d3 = ws * u[i] * a3;
+            d1 = ws * u[i] * a1;
+        } else {
+            float z = h1[i], sg = moe_sigmoid(z), dg = ws * u[i];
+            d3 = dg * z * sg;
+            d1 = dg * h3[i] * sg * (1.0f + z * (1.0f - sg));
+        }
         if (dh1b) {
             dh3b[i] = __float2bfloat16_rn(d3);
             dh1b[i] = __float2bfloat16_rn(d1);
@@ -161,10 +186,10 @@ __global__ void moe_dh_kernel(float *u, float *dh3, __nv_bfloat16 *dh1b, __nv_bf
 
 void cuda_moe_dh(float *u, float *dh3, __nv_bfloat16 *dh1b, __nv_bfloat16 *dh3b, const float *h1,
                  const float *h3, const float *weight, const int32_t *perm, int64_t rows, int64_t F,
-                 const char *op) {
+                 mt_act act, const char *op) {
     if (rows * F == 0) return;
-    moe_dh_kernel<<<cuda_blocks(rows * F, CUDA_THREADS), CUDA_THREADS>>>(u, dh3, dh1b, dh3b, h1, h3,
-                                                                         weight, perm, rows, F);
+    moe_dh_kernel<<<cuda_blocks(rows * F, CUDA_THREADS), CUDA_THREADS>>>(
+        u, dh3, dh1b, dh3b, h1, h3, weight, perm, rows, F, act);
     CUDA_LAUNCH_CHECK(op);
 }
 

@@ -27,10 +27,11 @@ void cuda_moe_gather(float *xp, const float *x, const int32_t *perm, int64_t row
 void cuda_moe_combine_rows(float *out, const float *yp, const int32_t *inv, const float *weight,
                            int64_t N, int K, int64_t C, bool accumulate, const char *op);
 
-/* g = silu(h1) * h3 over count elements; into gb, rounded to bf16, when gb is not NULL (bf16
- * mode: only the rounding is a GEMM operand, as on the CPU), else into g. */
+/* g = act(h1, h3) (silu(h1) * h3, or the clamped SwiGLU of mt_act) over count elements; into
+ * gb, rounded to bf16, when gb is not NULL (bf16 mode: only the rounding is a GEMM operand, as
+ * on the CPU), else into g. */
 void cuda_moe_act(float *g, __nv_bfloat16 *gb, const float *h1, const float *h3, int64_t count,
-                  const char *op);
+                  mt_act act, const char *op);
 
 /* dweight[perm[s]] += <u_s, g_s> (double sum, fp32 result) for slots s < rows; u, g (rows,F). */
 void cuda_moe_dweight(float *dweight, const float *u, const float *g, const int32_t *perm,
@@ -41,12 +42,13 @@ void cuda_moe_dweight(float *dweight, const float *u, const float *g, const int3
 void cuda_moe_scale_rows(float *g, __nv_bfloat16 *gb, const float *weight, const int32_t *perm,
                          int64_t rows, int64_t F, const char *op);
 
-/* With dg = weight[perm[s]] u: dh3 = dg silu(h1) and, in place of u, dh1 = dg h3 silu'(h1);
+/* With dg = weight[perm[s]] u: dh3 = dg silu(h1) and, in place of u, dh1 = dg h3 silu'(h1)
+ * (the clamped SwiGLU's partial derivatives when act.clamp);
  * in bf16 mode (dh1b not NULL) both only rounded, into dh1b and dh3b (GEMM operands only).
  * u, dh3, h1, h3 (rows,F). */
 void cuda_moe_dh(float *u, float *dh3, __nv_bfloat16 *dh1b, __nv_bfloat16 *dh3b, const float *h1,
                  const float *h3, const float *weight, const int32_t *perm, int64_t rows, int64_t F,
-                 const char *op);
+                 mt_act act, const char *op);
 
 /* A GEMM operand: src itself in fp32 mode; in bf16 mode (n->ip[0] == MT_BF16) its bf16 copy
  * (count elements of node scratch, cast by one launch). */

@@ -60,7 +60,7 @@ void cuda_moe_expert_ffn_fwd_node(const mt_node *n) {
                       w3, (int)C, 0.0f, h1, h3, (int)F);
     cuda_prof_end(CUDA_PROF_GEMM);
     cuda_prof_begin(CUDA_PROF_ACT);
-    cuda_moe_act(g, gb, h1, h3, rows * F, op);
+    cuda_moe_act(g, gb, h1, h3, rows * F, mt_node_act(n, 4), op);
     cuda_prof_end(CUDA_PROF_ACT);
     /* ye (rows,C) = g (rows,F) w2^T, w2 (C,F), then each row times its routing weight */
     moe_expert_gemm(bf16, op, false, true, rows, C, F, bf16 ? (const void *)gb : g, F, w2, F, 0.0f,
@@ -115,7 +115,7 @@ void cuda_moe_expert_ffn_bwd_node(const mt_node *n) {
     const void *dh3o = bf16 ? (const void *)dh3b : dh3;
     if (g) {
         cuda_prof_begin(CUDA_PROF_ACT);
-        cuda_moe_act(g, NULL, h1, h3, count, op);
+        cuda_moe_act(g, NULL, h1, h3, count, mt_node_act(n, 4), op);
         cuda_prof_end(CUDA_PROF_ACT);
     }
     /* u (rows,F) = dye (rows,C) w2 (C,F) */
@@ -128,7 +128,7 @@ void cuda_moe_expert_ffn_bwd_node(const mt_node *n) {
     if (dw2) moe_expert_gemm(bf16, op, true, false, C, F, rows, dye, C, go, F, 1.0f, dw2, F);
     if (!need_dh) return;
     cuda_prof_begin(CUDA_PROF_ACT);
-    cuda_moe_dh(u, dh3, dh1b, dh3b, h1, h3, weight, pe, rows, F, op);
+    cuda_moe_dh(u, dh3, dh1b, dh3b, h1, h3, weight, pe, rows, F, mt_node_act(n, 4), op);
     cuda_prof_end(CUDA_PROF_ACT);
     /* dw1 (F,C) += dh1^T (F,rows) xe (rows,C); the same for dw3 with dh3 (one call for both) */
     if (dw1 && dw3) {

@@ -304,10 +304,10 @@ static void moe_combine(float *out, const float *yp, const int32_t *inv, const f
 }
 
 static void moe_elementwise_act(float *g, __nv_bfloat16 *gb, const float *h1, const float *h3,
-                                int64_t count, const char *op) {
+                                int64_t count, mt_act act, const char *op) {
     if (count == 0) return;
     cuda_prof_begin(CUDA_PROF_ACT);
-    cuda_moe_act(g, gb, h1, h3, count, op);
+    cuda_moe_act(g, gb, h1, h3, count, act, op);
     cuda_prof_end(CUDA_PROF_ACT);
 }
 
@@ -353,7 +353,7 @@ void cuda_moe_experts_fwd_node(const mt_node *n) {
     const moe_gemms gs = moe_gemms_plan(n, off, d.E, kinds, 2, op);
     const int k_h = 0, k_y = 1;
     moe_gemms_run(gs, &k_h, 1, kinds, op);
-    moe_elementwise_act(g, gb, h1, h3, A * F, op);
+    moe_elementwise_act(g, gb, h1, h3, A * F, mt_node_act(n, 4), op);
     moe_gemms_run(gs, &k_y, 1, kinds, op);
     moe_combine(cuda_f32(n->out), yp, cuda_i32(n->saved[2]), cuda_f32(n->in[2]), d, false, op);
 }
@@ -443,7 +443,7 @@ void cuda_moe_experts_bwd_node(const mt_node *n) {
     const moe_gemms gs = moe_gemms_plan(n, off, d.E, kinds, nk, op);
     const float *h1 = cuda_f32(n->saved[3]), *h3 = cuda_f32(n->saved[4]);
     const int64_t count = A * F;
-    if (g) moe_elementwise_act(g, NULL, h1, h3, count, op);
+    if (g) moe_elementwise_act(g, NULL, h1, h3, count, mt_node_act(n, 4), op);
     if (need_u) moe_gemms_run(gs, &k_u, 1, kinds, op);
     cuda_prof_begin(CUDA_PROF_ACT);
     if (dweight) cuda_moe_dweight(dweight, u, g, perm, A, F, op);
@@ -452,7 +452,7 @@ void cuda_moe_experts_bwd_node(const mt_node *n) {
     if (dw2) moe_gemms_run(gs, &k_dw2, 1, kinds, op);
     if (!need_dh) return;
     cuda_prof_begin(CUDA_PROF_ACT);
-    cuda_moe_dh(u, dh3, dh1b, dh3b, h1, h3, weight, perm, A, F, op);
+    cuda_moe_dh(u, dh3, dh1b, dh3b, h1, h3, weight, perm, A, F, mt_node_act(n, 4), op);
     cuda_prof_end(CUDA_PROF_ACT);
     /* dw1 + dw3, then dxp (dh1 w1, then dh3 w3 added): one set, so in bf16 mode one fork */
     int last[3], nl = 0;

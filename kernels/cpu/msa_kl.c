@@ -1,0 +1,258 @@
+/* msa_kl.c: the MSA indexer's sparse-KL loss (spec 5.2-5.3) on the CPU.
+ *
+ * Per counted query (b, t) and index head h (= kv head h), over the support M_h(t):
+ *   teacher  P_g(t,j) = softmax_j scale q_g(t).k_h(j) for the G query heads g of group h,
+ *            Pbar_h(t,j) = (1/G) sum_g P_g(t,j)                       (stop-gradient)
+ *   student  Q_h(t,j) = softmax_j index_scale iq_h(t).ik(j)
+ *   loss     coef / (Hi denom) sum_{b,t counted} sum_h sum_j Pbar (log Pbar - log Q)
+ *   backward ds = Q - Pbar; diq_h(t) += c sum_j ds ik(j); dik(j) += c sum_{t,h} ds iq_h(t),
+ *            c = gout coef index_scale / (Hi denom); q and k get nothing.
+ * Logits are fp32 products summed in 8 fp32 lanes then in double (kl_dot); softmaxes, the KL
+ * and every other sum in double. The teacher is recomputed here from q, k (not the attention's
+ * lse). The backward recomputes both softmaxes' lse by query row (the diq pass), then dik goes
+ * by key block through the selection's inverse (msa_attention.c), so one thread owns a block's
+ * dik rows: no atomics, a fixed order. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+#include "msa.h"
+
+#define MSA_KL_MAX_D 1024
+
+/* fp32 products, 8 fp32 lanes of partial sums (vectorised), added in double: a logit carries
+ * ~1e-7 relative rounding, far below the softmax's sensitivity that matters here */
+static inline double kl_dot(const float *restrict a, const float *restrict b, int64_t D) {
+    float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t d = 0;
+    for (; d + 8 <= D; d += 8)
+        for (int i = 0; i < 8; i++) part[i] += a[d + i] * b[d + i];
+    double s = 0;
+    for (int i = 0; i < 8; i++) s += (double)part[i];
+    for (; d < D; d++) s += (double)a[d] * b[d];
+    return s;
+}
+
+static void kl_check(int64_t H, int64_t Hkv, int64_t D, int64_t Di, int block, int topk,
+                     float denom) {
+    MT_CHECK(Hkv > 0 && H % Hkv == 0 && D > 0 && Di > 0 && Di <= MSA_KL_MAX_D && block >= 1 &&
+                 topk >= 1 && denom > 0,
+             "msa_kl: H=%lld Hkv=%lld D=%lld Di=%lld block=%d topk=%d denom=%g", (long long)H,
+             (long long)Hkv, (long long)D, (long long)Di, block, topk, (double)denom);
+}
+
+/* The support's keys of (b, h, t) in order into keys[], returns their count. */
+static int64_t kl_support(int64_t *keys, const int32_t *sel, int64_t t, int32_t pt, int block,
+                          int topk) {
+    int64_t n = 0;
+    for (int s = 0; s < topk && sel[s] >= 0; s++) {
+        int64_t j0, j1;
+        msa_block_keys(t, pt, sel[s], block, &j0, &j1);
+        for (int64_t j = j0; j <= j1; j++) keys[n++] = j;
+    }
+    return n;
+}
+
+/* log-sum-exp of x[0, n) */
+static double kl_lse(const double *x, int64_t n) {
+    double m = -INFINITY, l = 0;
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    for (int64_t i = 0; i < n; i++) l += exp(x[i] - m);
+    return m + log(l);
+}
+
+/* One (b, h, t): pbar[0, n) the teacher mean, z[0, n) the student logits; returns the student
+ * lse; lse_t (G) gets the teacher heads' lse when not NULL. x: n doubles of scratch. */
+static double kl_row(double *pbar, double *z, double *x, double *lse_t, const int64_t *keys,
+                     int64_t n, const float *q, const float *k, const float *iq, const float *ik,
+                     int64_t b, int64_t t, int64_t h, int64_t T, int64_t H, int64_t Hkv, int64_t D,
+                     int64_t Di, float scale, float index_scale) {
+    const int64_t G = H / Hkv, Hi = Hkv;
+    for (int64_t i = 0; i < n; i++) pbar[i] = 0;
+    for (int64_t g = h * G; g < (h + 1) * G; g++) {
+        const float *qg = q + ((b * T + t) * H + g) * D;
+        for (int64_t i = 0; i < n; i++)
+            x[i] = (double)scale * kl_dot(qg, k + ((b * T + keys[i]) * Hkv + h) * D, D);
+        const double ls = kl_lse(x, n);
+        if (lse_t) lse_t[g - h * G] = ls;
+        for (int64_t i = 0; i < n; i++) pbar[i] += exp(x[i] - ls) / (double)G;
+    }
+    const float *iqh = iq + ((b * T + t) * Hi + h) * Di;
+    for (int64_t i = 0; i < n; i++)
+        z[i] = (double)index_scale * kl_dot(iqh, ik + (b * T + keys[i]) * Di, Di);
+    return kl_lse(z, n);
+}
+
+size_t cpu_msa_kl_work(int64_t B, int64_t T, int block, int topk) {
+    const size_t sup = (size_t)block * (size_t)topk;
+    return sizeof(double) * (size_t)(B * T) +
+           (size_t)omp_get_max_threads() * sup * (3 * sizeof(double) + sizeof(int64_t));
+}
+
+double cpu_msa_kl_forward(void *work, const float *q, const float *k, const float *iq,
+                          const float *ik, const int32_t *idx, const int32_t *pos,
+                          const int32_t *seg, const float *mask, int64_t B, int64_t T, int64_t H,
+                          int64_t Hkv, int64_t D, int64_t Di, int block, int topk, float scale,
+                          float index_scale, float coef, float denom) {
+    kl_check(H, Hkv, D, Di, block, topk, denom);
+    cpu_msa_check_rows(pos, seg, B, T);
+    cpu_msa_check_idx(idx, pos, B, Hkv, T, block, topk);
+    const int64_t Hi = Hkv;
+    const size_t sup = (size_t)block * (size_t)topk;
+    double *row_kl = work;
+    char *thr = (char *)(row_kl + B * T);
+    /* one (b, t) per iteration, its heads' KL summed into row_kl in a fixed order */
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int64_t bt = 0; bt < B * T; bt++) {
+        row_kl[bt] = 0;
+        if (mask && mask[bt] == 0.0f) continue;
+        const int64_t b = bt / T, t = bt % T;
+        char *mine = thr + (size_t)omp_get_thread_num() * sup * (3 * sizeof(double) + 8);
+        double *pbar = (double *)mine, *z = pbar + sup, *x = z + sup;
+        int64_t *keys = (int64_t *)(x + sup);
+        double kl = 0;
+        for (int64_t h = 0; h < Hi; h++) {
+            const int64_t n =
+                kl_support(keys, idx + ((b * Hi + h) * T + t) * topk, t, pos[bt], block, topk);
+            const double lse_s = kl_row(pbar, z, x, NULL, keys, n, q, k, iq, ik, b, t, h, T, H, Hkv,
+                                        D, Di, scale, index_scale);
+            for (int64_t i = 0; i < n; i++)
+                if (pbar[i] > 0) kl += pbar[i] * (log(pbar[i]) - (z[i] - lse_s));
+        }
+        row_kl[bt] = kl;
+    }
+    double sum = 0;
+    for (int64_t bt = 0; bt < B * T; bt++) sum += row_kl[bt];
+    return (double)coef / ((double)Hi * (double)denom) * sum;
+}
+
+size_t cpu_msa_kl_bwd_work(int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t Di, int block,
+                           int topk) {
+    const size_t sup = (size_t)block * (size_t)topk;
+    return sizeof(double) * (size_t)(B * T * (H + Hkv)) +
+           sizeof(int32_t) * (size_t)cpu_msa_inverse_ints(B, Hkv, T, topk) + 64 +
+           (size_t)omp_get_max_threads() * (sup * (3 * sizeof(double) + sizeof(int64_t)) +
+                                            sizeof(double) * (size_t)(block * Di));
+}
+
+void cpu_msa_kl_backward(float *diq, float *dik, void *work, float gout, const float *q,
+                         const float *k, const float *iq, const float *ik, const int32_t *idx,
+                         const int32_t *pos, const int32_t *seg, const float *mask, int64_t B,
+                         int64_t T, int64_t H, int64_t Hkv, int64_t D, int64_t Di, int block,
+                         int topk, float scale, float index_scale, float coef, float denom) {
+    kl_check(H, Hkv, D, Di, block, topk, denom);
+    if (!diq && !dik) return;
+    (void)seg; /* the rows were checked by the forward */
+    const int64_t Hi = Hkv, G = H / Hkv;
+    const size_t sup = (size_t)block * (size_t)topk;
+    const double c = (double)gout * (double)coef * (double)index_scale / ((double)Hi * denom);
+    double *lse_t = work;              /* (B,T,H) the teacher heads' lse */
+    double *lse_s = lse_t + B * T * H; /* (B,T,Hi) the student's */
+    int32_t *inv = (int32_t *)(lse_s + B * T * Hi);
+    char *thr =
+        (char *)(((uintptr_t)(inv + cpu_msa_inverse_ints(B, Hkv, T, topk)) + 63) & ~(uintptr_t)63);
+    const size_t per_thr =
+        sup * (3 * sizeof(double) + sizeof(int64_t)) + sizeof(double) * (size_t)(block * Di);
+    /* pass 1, by query row: both softmaxes' lse, and diq */
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int64_t bt = 0; bt < B * T; bt++) {
+        if (mask && mask[bt] == 0.0f) continue;
+        const int64_t b = bt / T, t = bt % T;
+        char *mine = thr + (size_t)omp_get_thread_num() * per_thr;
+        double *pbar = (double *)mine, *z = pbar + sup, *x = z + sup;
+        int64_t *keys = (int64_t *)(x + sup);
+        for (int64_t h = 0; h < Hi; h++) {
+            const int64_t n =
+                kl_support(keys, idx + ((b * Hi + h) * T + t) * topk, t, pos[bt], block, topk);
+            const double ls = kl_row(pbar, z, x, lse_t + bt * H + h * G, keys, n, q, k, iq, ik, b,
+                                     t, h, T, H, Hkv, D, Di, scale, index_scale);
+            lse_s[bt * Hi + h] = ls;
+            if (!diq) continue;
+            double acc[MSA_KL_MAX_D];
+            for (int64_t d = 0; d < Di; d++) acc[d] = 0;
+            for (int64_t i = 0; i < n; i++) {
+                const double ds = exp(z[i] - ls) - pbar[i];
+                const float *ikj = ik + (b * T + keys[i]) * Di;
+                for (int64_t d = 0; d < Di; d++) acc[d] += ds * ikj[d];
+            }
+            float *g = diq + (bt * Hi + h) * Di;
+            for (int64_t d = 0; d < Di; d++) g[d] += (float)(c * acc[d]);
+        }
+    }
+    if (!dik) return;
+    cpu_msa_inverse(inv, idx, pos, B, Hi, T, block, topk);
+    /* pass 2, by key block (b, first slot jb): every index head's queries that chose it */
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t w = 0; w < B * T; w++) {
+        const int64_t b = w / T, jb = w % T;
+        double *restrict acc = (double *)(thr + (size_t)omp_get_thread_num() * per_thr +
+                                          sup * (3 * sizeof(double) + sizeof(int64_t)));
+        bool any = false;
+        int64_t jmax = jb;
+        for (int64_t h = 0; h < Hi; h++) {
+            const int64_t bh = b * Hi + h;
+            const int32_t *off = inv + bh * (T + 1);
+            const int32_t *list = inv + B * Hi * (T + 1) + bh * T * topk;
+            for (int32_t e = off[jb]; e < off[jb + 1]; e++) {
+                const int64_t t = list[e], bt = b * T + t;
+                if (mask && mask[bt] == 0.0f) continue;
+                if (!any) memset(acc, 0, sizeof(double) * (size_t)(block * Di));
+                any = true;
+                const int64_t j1 = t < jb + block - 1 ? t : jb + block - 1;
+                if (j1 > jmax) jmax = j1;
+                const float *iqh = iq + (bt * Hi + h) * Di;
+                for (int64_t j = jb; j <= j1; j++) {
+                    double pbar = 0;
+                    for (int64_t g = h * G; g < (h + 1) * G; g++)
+                        pbar += exp((double)scale * kl_dot(q + (bt * H + g) * D,
+                                                           k + ((b * T + j) * Hkv + h) * D, D) -
+                                    lse_t[bt * H + g]);
+                    pbar /= (double)G;
+                    const double ds =
+                        exp((double)index_scale * kl_dot(iqh, ik + (b * T + j) * Di, Di) -
+                            lse_s[bt * Hi + h]) -
+                        pbar;
+                    double *restrict a = acc + (j - jb) * Di;
+                    for (int64_t d = 0; d < Di; d++) a[d] += ds * iqh[d];
+                }
+            }
+        }
+        if (!any) continue;
+        for (int64_t j = jb; j <= jmax; j++)
+            for (int64_t d = 0; d < Di; d++)
+                dik[(b * T + j) * Di + d] += (float)(c * acc[(j - jb) * Di + d]);
+    }
+}
+
+/* ---- node adapters: in[0] q (B,T,H,D), in[1] k (B,T,Hkv,D) (no gradient), in[2] iq
+ * (B,T,Hi,Di), in[3] ik (B,T,1,Di), in[4] idx (B,Hi,T,topk) I32, in[5] pos (B,T) I32, in[6] seg
+ * (B,T) I32 or NULL, in[7] mask (B,T) F32 or NULL; out the scalar loss; ip[0] block;
+ * fp[0] scale, fp[1] index_scale, fp[2] coef, fp[3] denom; no saved buffers ---- */
+
+void cpu_msa_kl_fwd_node(const mt_node *n) {
+    const mt_tensor *q = n->in[0], *k = n->in[1], *iq = n->in[2], *ik = n->in[3], *idx = n->in[4];
+    const mt_tensor *pos = n->in[5], *seg = n->in[6], *mask = n->in[7];
+    const int64_t B = q->shape[0], T = q->shape[1];
+    const int block = (int)n->ip[0], topk = (int)idx->shape[3];
+    void *work = mt_node_scratch(n, cpu_msa_kl_work(B, T, block, topk), "msa_kl rows");
+    const double loss = cpu_msa_kl_forward(
+        work, q->data, k->data, iq->data, ik->data, idx->data, pos->data, seg ? seg->data : NULL,
+        mask ? mask->data : NULL, B, T, q->shape[2], k->shape[2], q->shape[3], iq->shape[3], block,
+        topk, n->fp[0], n->fp[1], n->fp[2], n->fp[3]);
+    *(float *)n->out->data = (float)loss;
+}
+
+void cpu_msa_kl_bwd_node(const mt_node *n) {
+    const mt_tensor *q = n->in[0], *k = n->in[1], *iq = n->in[2], *ik = n->in[3], *idx = n->in[4];
+    const mt_tensor *pos = n->in[5], *seg = n->in[6], *mask = n->in[7];
+    if (!iq->grad && !ik->grad) return;
+    const int64_t B = q->shape[0], T = q->shape[1], H = q->shape[2], Hkv = k->shape[2];
+    const int block = (int)n->ip[0], topk = (int)idx->shape[3];
+    void *work = mt_node_scratch(n, cpu_msa_kl_bwd_work(B, T, H, Hkv, iq->shape[3], block, topk),
+                                 "msa_kl backward");
+    cpu_msa_kl_backward(iq->grad, ik->grad, work, *(const float *)n->out->grad, q->data, k->data,
+                        iq->data, ik->data, idx->data, pos->data, seg ? seg->data : NULL,
+                        mask ? mask->data : NULL, B, T, H, Hkv, q->shape[3], iq->shape[3], block,
+                        topk, n->fp[0], n->fp[1], n->fp[2], n->fp[3]);
+}

@@ -1,0 +1,210 @@
+/* msa_select.cu: MSA block selection (spec 4.1-4.2) on the device, mirroring
+ * kernels/cpu/msa_select.c: block scores max over the keys j <= t of t's sample of
+ * iq_h(t) . ik(j), then the local block first and the topk-1 best earlier blocks in descending
+ * score, ties to the lower block id, -1 padding; a NaN (or keyless) block is never chosen.
+ * Also the row and selection checks every MSA forward runs (cuda_msa_check).
+ *
+ * One block of 256 threads per tile of SEL_Q queries of one (b, h) (grid-stride over tiles):
+ * key tiles of SEL_K keys from the tile's earliest sample start, iq and ik in shared memory by
+ * SEL_DC dims at a time; each thread sums 4 products (query, key) in double, rounded to fp32
+ * once (the CPU's fp32 sgemm is within a few ulps of it, so idx is identical unless two block
+ * scores tie to a few ulps); then one thread per query folds the tile into its row of block
+ * scores (scratch, nb floats), in key order. The top-k: one warp per query, topk-1 rounds of
+ * a warp argmax (highest score, then lowest id: the CPU's insertion order), each lane owning
+ * the blocks blk = lane mod 32 so a chosen block is retired by its owner.
+ * Cost: the indexer is dense by definition, O(T^2 Di / 2) per (b, h) (spec 4.1). */
+#include <limits.h>
+#include <stdlib.h>
+
+#include "msa.cuh"
+
+#define SEL_Q        32
+#define SEL_K        32
+#define SEL_DC       64
+#define SEL_MAX_CTAS 1024
+
+/* ---- checks ---- */
+
+__global__ void msa_check_kernel(unsigned long long *flag, const int32_t *pos, const int32_t *seg,
+                                 const int32_t *idx, int64_t B, int64_t Hs, int64_t T, int block,
+                                 int topk) {
+    CUDA_FOR(i, B * T) {
+        const int64_t t = i % T;
+        const bool first = t == 0 || (seg && seg[i] != seg[i - 1]);
+        if (pos[i] != (first ? 0 : pos[i - 1] + 1)) cuda_flag_raise(flag, i);
+    }
+    if (!idx) return;
+    CUDA_FOR(r, B * Hs * T) {
+        const int64_t b = r / (Hs * T), t = r % T;
+        const int32_t local = pos[b * T + t] / block, *sel = idx + r * topk;
+        bool ok = true, has_local = false;
+        for (int s = 0; s < topk; s++) {
+            ok = ok && sel[s] >= -1 && sel[s] <= local &&
+                 (sel[s] >= 0 || s == topk - 1 || sel[s + 1] < 0);
+            for (int u = 0; u < s && sel[s] >= 0; u++) ok = ok && sel[u] != sel[s];
+            has_local = has_local || sel[s] == local;
+        }
+        if (!ok || !has_local) cuda_flag_raise(flag, B * T + r);
+    }
+}
+
+void cuda_msa_check(const char *op, const int32_t *pos, const int32_t *seg, const int32_t *idx,
+                    int64_t B, int64_t Hs, int64_t T, int block, int topk) {
+    if (B * T == 0) return;
+    cuda_flag_reset(op);
+    msa_check_kernel<<<cuda_blocks(B * Hs * T + B * T, CUDA_THREADS), CUDA_THREADS>>>(
+        cuda_err_flag, pos, seg, idx, B, Hs, T, block, topk);
+    CUDA_LAUNCH_CHECK(op);
+    const int64_t bad = cuda_flag_read(op);
+    if (bad < 0) return;
+    if (bad < B * T)
+        MT_DIE("%s: pos[%lld,%lld] breaks the row rule (positions restart at 0 with each sample, "
+               "a run of equal segment ids, and count up by one)",
+               op, (long long)(bad / T), (long long)(bad % T));
+    const int64_t r = bad - B * T;
+    MT_DIE("%s: idx[%lld,%lld,%lld,:] is not distinct blocks in [0, pos/block] holding the local "
+           "block, then only -1",
+           op, (long long)(r / (Hs * T)), (long long)(r / T % Hs), (long long)(r % T));
+}
+
+/* ---- selection ---- */
+
+struct sel_dims {
+    int64_t B, T, Hi, Di, nb;
+    int block, topk;
+};
+
+__global__ void msa_select_kernel(int32_t *idx, float *bs_all, const float *iq, const float *ik,
+                                  const int32_t *pos, sel_dims a) {
+    __shared__ float qs[SEL_Q][SEL_DC + 1];
+    __shared__ float ks[SEL_K][SEL_DC + 1];
+    __shared__ float S[SEL_Q][SEL_K + 1];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t nt = (a.T + SEL_Q - 1) / SEL_Q, Di = a.Di;
+    float *bs_cta = bs_all + (int64_t)blockIdx.x * SEL_Q * a.nb;
+    for (int64_t w = blockIdx.x; w < a.B * a.Hi * nt; w += gridDim.x) {
+        const int64_t b = w / (a.Hi * nt), h = (w / nt) % a.Hi, i0 = (w % nt) * SEL_Q;
+        const int ni = (int)(a.T - i0 < SEL_Q ? a.T - i0 : SEL_Q);
+        const int32_t *pb = pos + b * a.T;
+        const float *iqb = iq + (b * a.T * a.Hi + h) * Di, *ikb = ik + b * a.T * Di;
+        __syncthreads(); /* the previous tile's top-k is done with bs_cta */
+        if (tid < ni)
+            for (int32_t blk = 0; blk <= pb[i0 + tid] / a.block; blk++)
+                bs_cta[tid * a.nb + blk] = -INFINITY;
+        /* thread: query qa, keys kc + 8 u (u < 4) */
+        const int qa = tid >> 3, kc = tid & 7;
+        for (int64_t j0 = i0 - pb[i0]; j0 < i0 + ni; j0 += SEL_K) {
+            const int nj = (int)(i0 + ni - j0 < SEL_K ? i0 + ni - j0 : SEL_K);
+            double acc[4] = {0, 0, 0, 0};
+            for (int64_t d0 = 0; d0 < Di; d0 += SEL_DC) {
+                const int nd = (int)(Di - d0 < SEL_DC ? Di - d0 : SEL_DC);
+                __syncthreads();
+                for (int e = tid; e < SEL_Q * SEL_DC; e += blockDim.x) {
+                    const int r = e / SEL_DC, d = e % SEL_DC;
+                    qs[r][d] = r < ni && d < nd ? iqb[(i0 + r) * a.Hi * Di + d0 + d] : 0.0f;
+                    ks[r][d] = r < nj && d < nd ? ikb[(j0 + r) * Di + d0 + d] : 0.0f;
+                }
+                __syncthreads();
+                for (int d = 0; d < nd; d++) {
+                    const double x = qs[qa][d];
+#pragma unroll
+                    for (int u = 0; u < 4; u++) acc[u] += x * (double)ks[kc + 8 * u][d];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) S[qa][kc + 8 * u] = (float)acc[u];
+            __syncthreads();
+            if (tid < ni) { /* fold into row tid: keys rs .. t of its sample, in key order */
+                const int64_t t = i0 + tid, rs = t - pb[t];
+                float *row = bs_cta + tid * a.nb;
+                for (int c = 0; c < nj; c++) {
+                    const int64_t j = j0 + c;
+                    if (j < rs || j > t) continue;
+                    const int32_t blk = pb[j] / a.block;
+                    if (S[tid][c] > row[blk]) row[blk] = S[tid][c];
+                }
+            }
+        }
+        __syncthreads();
+        /* the top-k of each row: warp per row */
+        for (int r = warp; r < ni; r += blockDim.x / 32) {
+            const int64_t t = i0 + r;
+            const int32_t local = pb[t] / a.block;
+            float *row = bs_cta + r * a.nb;
+            int32_t *out = idx + ((b * a.Hi + h) * a.T + t) * a.topk;
+            if (lane == 0) out[0] = local;
+            int s = 1;
+            for (; s < a.topk; s++) {
+                float bv = -INFINITY;
+                int bi = INT_MAX;
+                for (int32_t blk = lane; blk < local; blk += 32) /* ascending: a tie keeps blk */
+                    if (row[blk] > bv) {
+                        bv = row[blk];
+                        bi = blk;
+                    }
+                for (int o = 16; o > 0; o >>= 1) {
+                    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+                    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+                    if (ov > bv || (ov == bv && oi < bi)) {
+                        bv = ov;
+                        bi = oi;
+                    }
+                }
+                if (bi == INT_MAX) break; /* no visible block left (-inf, NaN never pass) */
+                if (lane == 0) out[s] = bi;
+                if ((bi & 31) == lane) row[bi] = -INFINITY; /* retired by its owner lane */
+            }
+            for (int u = s + lane; u < a.topk; u += 32) out[u] = -1;
+        }
+    }
+}
+
+/* MT_MSA_SELECT_BLOCKS: the most thread blocks of the selection (default SEL_MAX_CTAS); fewer
+ * make each block loop over more query tiles (op_cuda_emu_msa_select_blocks1 runs it at 1).
+ * Read once. */
+static int64_t sel_max_ctas(void) {
+    static int64_t cap = -1;
+    if (cap < 0) {
+        const char *v = getenv("MT_MSA_SELECT_BLOCKS");
+        char *end = NULL;
+        const long x = v && *v ? strtol(v, &end, 10) : SEL_MAX_CTAS;
+        MT_CHECK(!v || !*v || (*end == 0 && x >= 1 && x <= SEL_MAX_CTAS),
+                 "MT_MSA_SELECT_BLOCKS=%s: expected a whole number from 1 to %d", v, SEL_MAX_CTAS);
+        cap = x;
+    }
+    return cap;
+}
+
+/* ---- node adapter: in[0] iq (B,T,Hi,Di), in[1] ik (B,T,1,Di), in[2] pos (B,T) I32, in[3] seg
+ * (B,T) I32 or NULL; out idx (B,Hi,T,topk) I32; ip[0] block, ip[1] topk (autograd/op_msa.c);
+ * no saved buffers, no gradient ---- */
+
+void cuda_msa_select_fwd_node(const mt_node *n) {
+    const mt_tensor *iq = n->in[0], *ik = n->in[1], *pos = n->in[2], *seg = n->in[3];
+    sel_dims a;
+    a.B = iq->shape[0];
+    a.T = iq->shape[1];
+    a.Hi = iq->shape[2];
+    a.Di = iq->shape[3];
+    a.block = (int)n->ip[0];
+    a.topk = (int)n->ip[1];
+    MT_CHECK(a.block >= 1 && a.topk >= 1 && a.topk <= 4096,
+             "msa_select (cuda): block %d, topk %d (at most 4096)", a.block, a.topk);
+    cuda_msa_check("msa_select (cuda)", cuda_i32(pos), seg ? cuda_i32(seg) : NULL, NULL, a.B, 1,
+                   a.T, a.block, a.topk);
+    if (a.B * a.T * a.Hi == 0) return;
+    a.nb = (a.T - 1) / a.block + 1;
+    const int64_t tiles = a.B * a.Hi * ((a.T + SEL_Q - 1) / SEL_Q);
+    /* at most sel_max_ctas() blocks, and block scores of at most 256 MiB (small blocks, long T) */
+    const int64_t cap = sel_max_ctas();
+    int64_t ctas = tiles < cap ? tiles : cap;
+    const int64_t fit = ((int64_t)1 << 26) / (SEL_Q * a.nb);
+    if (ctas > fit) ctas = fit > 1 ? fit : 1;
+    float *bs = (float *)mt_node_scratch(n, sizeof(float) * (size_t)ctas * SEL_Q * (size_t)a.nb,
+                                         "msa_select block scores");
+    msa_select_kernel<<<(unsigned)ctas, 256>>>((int32_t *)n->out->data, bs, cuda_f32(iq),
+                                               cuda_f32(ik), cuda_i32(pos), a);
+    CUDA_LAUNCH_CHECK("msa_select forward");
+}
+
+void cuda_msa_select_bwd_node(const mt_node *n) { (void)n; }

@@ -1,0 +1,133 @@
+/* block_msa.c: MiniMax-M3's MSA sparse attention mixer (spec 3.4, 4, 5; docs/msa.md): the
+ * softmax GQA of block_attention.c (per-head Gemma QK norm, partial RoPE) whose keys each query
+ * may see are the blocks the lightning indexer selects:
+ *
+ *   q, k, v   = the attention's projections, QK norm and RoPE           (B,T,H,D), (B,T,Hkv,D)
+ *   x         = h, or a detached copy of it (m->index_detach: the indexer trains only itself)
+ *   iq = RoPE(GemmaNorm_Di(x index_q_proj^T  (B,T,Hi,Di)))     Hi = Hkv: head h selects for group h
+ *   ik = RoPE(GemmaNorm_Di(x index_k_proj^T  (B,T,1,Di)))      one index key per token
+ *   idx = the local block plus the topk-1 best earlier blocks by max_j iq.ik  (B,Hi,T,topk)
+ *   o   = softmax attention of q over the selected blocks' keys (causal in the local block)
+ *   out = o o_proj^T
+ *   training: index_kl = the sparse KL of the group-mean attention probabilities (teacher, no
+ *   gradient) against softmax(iq.ik Di^-1/2) on the same support (student), per real query,
+ *   divided by io->index_denom; the decoder adds index_kl_coef times the layers' sum to the loss
+ *
+ * The selection is an integer constant for the backward: q, k, v get their gradients from the
+ * attention over the support, the indexer's tensors from the KL alone.
+ * Generation: the prompt runs the same ops and fills an index-key cache beside the KV cache;
+ * each new token scores its query against the cached index keys. While its topk blocks cover
+ * every cached block the step is the dense cached attention (the same support), beyond that the
+ * block-sparse step over the selected blocks (docs/msa.md, "Decode").
+ *
+ * Parameters (layer l): the attention's (mt_block_attention_layout), then
+ * self_attn.index_q_proj.weight (Hi*Di, C), index_k_proj.weight (Di, C), index_q_norm.weight
+ * and index_k_norm.weight (Di), the released names (spec 8.2). */
+#include <math.h>
+#include <string.h>
+
+#include "models/block.h"
+
+void mt_block_msa_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
+    const mt_minimax_config *cfg = &cur->m->cfg;
+    const int64_t C = cfg->hidden_size, Di = cfg->msa_index_dim;
+    const int64_t HiDi = (int64_t)cfg->msa_index_heads * Di;
+    mt_block_attention_layout(cur, p, l);
+    const mt_param_init init = p->norm == MT_NORM_GEMMA ? MT_INIT_ZEROS : MT_INIT_ONES;
+    mt_layout_add(cur, true, 2, HiDi, C, MT_INIT_NORMAL,
+                  "model.layers.%d.self_attn.index_q_proj.weight", l, 0);
+    mt_layout_add(cur, true, 2, Di, C, MT_INIT_NORMAL,
+                  "model.layers.%d.self_attn.index_k_proj.weight", l, 0);
+    mt_layout_add(cur, true, 1, Di, 0, init, "model.layers.%d.self_attn.index_q_norm.weight", l, 0);
+    mt_layout_add(cur, true, 1, Di, 0, init, "model.layers.%d.self_attn.index_k_norm.weight", l, 0);
+}
+
+/* x (B,T,n*Di) -> (B,T,n,Di), Gemma-normed per head and roped. */
+static mt_tensor *msa_index_heads(mt_minimax *m, mt_ctx *c, mt_tensor *x, mt_tensor *norm,
+                                  int64_t n, mt_tensor *pos) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const int64_t B = x->shape[0], T = x->shape[1], Di = cfg->msa_index_dim;
+    x = mt_view(c, x, 4, (int64_t[]){B, T, n, Di});
+    x = mt_rmsnorm(c, x, norm, cfg->rms_norm_eps, true);
+    return mt_rope(c, x, pos, cfg->rotary_dim, cfg->rope_theta);
+}
+
+/* One decode step (T = 1) at position kv->t_len: the new index key joins the cache, then the
+ * dense cached attention while the selection covers every block, else the sparse step. */
+static mt_tensor *msa_decode(mt_minimax *m, mt_ctx *c, int l, mt_tensor *q, mt_tensor *iq,
+                             mt_minimax_cache *kv) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const int64_t B = q->shape[0], H = cfg->num_attention_heads, Hkv = cfg->num_key_value_heads,
+                  D = cfg->head_dim, Di = cfg->msa_index_dim;
+    const int block = cfg->msa_block, topk = cfg->msa_topk;
+    const int64_t t_len = kv->t_len + 1; /* cached positions with the new token */
+    const float scale = (float)(1.0 / sqrt((double)D));
+    mt_tensor *o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, 1, H, D}, "msa.step");
+    const mt_backend *be = c->be;
+    if ((t_len - 1) / block + 1 <= topk) { /* every block visible is selected */
+        MT_CHECK(be->decode.attention, "minimax: the %s backend has no cached attention step",
+                 be->name);
+        be->decode.attention(o->data, q->data, kv->k[l], kv->v[l], t_len, B, kv->t_max, H, Hkv, D,
+                             scale);
+        return o;
+    }
+    MT_CHECK(be->decode.msa_select && be->decode.msa_attention,
+             "minimax: the %s backend has no cached MSA step", be->name);
+    mt_tensor *idx = mt_tensor_new(c, MT_I32, 3, (int64_t[]){B, Hkv, topk}, "msa.step.idx");
+    const int64_t nw = be->decode.msa_select_work(B, Hkv, kv->t_max, block);
+    mt_tensor *work = mt_tensor_new(c, MT_F32, 1, &nw, "msa.step.work");
+    be->decode.msa_select(idx->data, work->data, iq->data, kv->ik[l], t_len, B, kv->t_max, Hkv, Di,
+                          block, topk);
+    be->decode.msa_attention(o->data, q->data, kv->k[l], kv->v[l], idx->data, t_len, B, kv->t_max,
+                             H, Hkv, D, block, topk, scale);
+    return o;
+}
+
+mt_tensor *mt_block_msa_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_block_io *io) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const int64_t B = h1->shape[0], T = h1->shape[1], Hkv = cfg->num_key_value_heads,
+                  D = cfg->head_dim, Di = cfg->msa_index_dim;
+    const int block = cfg->msa_block, topk = cfg->msa_topk;
+    MT_CHECK(cfg->msa_index_heads == Hkv,
+             "minimax: layer %d: %d index heads, the MSA ops need one per kv head (%lld)", l,
+             cfg->msa_index_heads, (long long)Hkv);
+    mt_tensor *q, *k, *v;
+    mt_block_attention_qkv(m, c, l, h1, io, &q, &k, &v);
+
+    mt_tensor *x = h1;
+    if (m->index_detach && h1->requires_grad) { /* the same values, no way back to h1 */
+        x = mt_block_host_tensor(c, "msa.index_input");
+        *x = *h1;
+        x->grad = NULL;
+        x->requires_grad = false;
+    }
+    mt_tensor *iq = msa_index_heads(
+        m, c,
+        mt_matmul(c, x, mt_block_param(m, "model.layers.%d.self_attn.index_q_proj.weight", l)),
+        mt_block_param(m, "model.layers.%d.self_attn.index_q_norm.weight", l), Hkv, io->pos);
+    mt_tensor *ik = msa_index_heads(
+        m, c,
+        mt_matmul(c, x, mt_block_param(m, "model.layers.%d.self_attn.index_k_proj.weight", l)),
+        mt_block_param(m, "model.layers.%d.self_attn.index_k_norm.weight", l), 1, io->pos);
+
+    mt_minimax_cache *kv = io->kv;
+    if (kv) { /* the index keys join their cache, as the keys and values did */
+        const float *src = ik->data;
+        for (int64_t b = 0; b < B; b++)
+            memcpy(kv->ik[l] + ((size_t)b * kv->t_max + (size_t)kv->t_len) * (size_t)Di,
+                   src + (size_t)(b * T) * (size_t)Di, sizeof(float) * (size_t)(T * Di));
+    }
+    mt_tensor *o;
+    if (kv && kv->t_len > 0) {
+        o = msa_decode(m, c, l, q, iq, kv);
+    } else {
+        mt_tensor *idx = mt_msa_select(c, iq, ik, io->pos, io->seg, block, topk);
+        o = mt_msa_attention(c, q, k, v, idx, io->pos, io->seg, block,
+                             (float)(1.0 / sqrt((double)D)));
+        if (!kv && c->grad_enabled && m->index_kl_coef != 0)
+            io->index_kl = mt_msa_kl(c, q, k, iq, ik, idx, io->pos, io->seg, io->qmask, block,
+                                     (float)(1.0 / sqrt((double)D)),
+                                     (float)(1.0 / sqrt((double)Di)), 1.0f, io->index_denom);
+    }
+    return mt_block_attention_out(m, c, l, o);
+}
