@@ -52,8 +52,9 @@ static mt_tensor *msa_index_heads(mt_minimax *m, mt_ctx *c, mt_tensor *x, mt_ten
     return mt_rope(c, x, pos, cfg->rotary_dim, cfg->rope_theta);
 }
 
-/* One decode step (T = 1) at position kv->t_len: the new index key joins the cache, then the
- * dense cached attention while the selection covers every block, else the sparse step. */
+/* One decode step (T = 1) at position kv->t_len, whose key, value and index key are already in
+ * the caches: the dense cached attention while the selection covers every block, else the
+ * block-sparse step over the selected blocks. */
 static mt_tensor *msa_decode(mt_minimax *m, mt_ctx *c, int l, mt_tensor *q, mt_tensor *iq,
                              mt_minimax_cache *kv) {
     const mt_minimax_config *cfg = &m->cfg;
