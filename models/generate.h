@@ -14,22 +14,36 @@
 #include "models/minimax.h"
 
 typedef struct {
-    int n_layers;  /* L */
-    int B;         /* batch rows */
-    int t_max;     /* capacity in positions */
-    int t_len;     /* positions filled so far (0 before the prompt) */
+    int n_layers;   /* L */
+    int B;          /* batch rows */
+    int t_max;      /* capacity in positions */
+    int32_t *t_len; /* (B): positions filled so far in each row (0 before its prompt) */
+    /* (B), set by mt_minimax_forward_cached for its layers: t_len + T, the positions each row's
+     * queries see once this forward's tokens are in (host arena memory of that forward) */
+    const int32_t *t_end;
     float **k;     /* (L): (B,t_max,Hkv,D) roped keys of a softmax layer; NULL for lightning */
     float **v;     /* (L): (B,t_max,Hkv,D) values of a softmax layer; NULL for lightning */
     float **state; /* (L): (B,H,D,D) state S[key dim][value dim] of a lightning layer, else NULL */
     float **ik;    /* (L): (B,t_max,Di) the indexer's roped keys of an MSA layer, else NULL */
+    size_t row_kv, row_ik, row_state; /* floats per batch row: t_max*Hkv*D, t_max*Di, H*D*D */
 } mt_minimax_cache;
 
 /* Allocates the caches of a model with this config for B rows of up to t_max positions. */
 void mt_minimax_cache_init(mt_minimax_cache *kv, const mt_minimax_config *cfg, int B, int t_max);
 void mt_minimax_cache_free(mt_minimax_cache *kv);
+/* Row b of kv as a one-row cache sharing its memory (view's pointer arrays: (L) each, owned by
+ * the caller, see mt_minimax_cache_view_alloc): a ragged batch fills each row with its own
+ * prompt through it. */
+void mt_minimax_cache_view_alloc(mt_minimax_cache *view, int n_layers);
+void mt_minimax_cache_view_free(mt_minimax_cache *view);
+void mt_minimax_cache_row(const mt_minimax_cache *kv, int b, mt_minimax_cache *view);
+/* Copies row src of kv over row dst (its filled positions, state and length): generation
+ * compacts the rows still decoding into the first ones. */
+void mt_minimax_cache_move_row(mt_minimax_cache *kv, int dst, int src);
 
-/* No-grad forward of ids (B,T) I32 that reads and extends the cache: with kv->t_len == 0 any T
- * (the prompt) fills it; afterwards T must be 1 (one decode step). Positions run from t_len.
+/* No-grad forward of ids (B,T) I32 that reads and extends the first B <= kv->B rows of the
+ * cache: when every one of them is empty any T (the prompt) fills them; when none is, T must be
+ * 1 (one decode step; rows may hold different lengths). Row b's positions run from t_len[b].
  * Returns the logits (B,T,V), carved from c's arena. The model's buckets must be bound. */
 mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids,
                                      mt_minimax_cache *kv);
@@ -40,3 +54,14 @@ mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids,
  * steps taken. c is reset (mt_ctx_reset) between steps; its arena must hold one prompt forward. */
 void mt_minimax_generate(mt_minimax *m, mt_ctx *c, const int32_t *ids, int B, int T, int n_new,
                          int eos, int32_t *out, int *n_done);
+
+/* Greedy decoding of B prompts of their own lengths (ragged): prompts[b] holds lens[b] >= 1
+ * tokens. Each row's prompt fills its row of one cache (per-row prefill, so no padding and no
+ * mask: each row is exactly its one-prompt run); then one decode step per position for the rows
+ * still active. A row stops after eos (eos >= 0; the eos is kept) or n_new tokens; finished rows
+ * leave the step batch (compaction: the last active row's cache moves into the freed slot, so a
+ * step costs only what is still running). out (B,n_new) row-major; n_out[b] gets the tokens row b
+ * produced, the rest of its out row is eos (or -1 when eos < 0). */
+void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *prompts,
+                               const int *lens, int B, int n_new, int eos, int32_t *out,
+                               int *n_out);
