@@ -2,6 +2,7 @@
  * models/minimax.c, next to the training forward, so both run the same layer code. */
 #include "models/generate.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,19 +112,97 @@ void mt_minimax_cache_move_row(mt_minimax_cache *kv, int dst, int src) {
     kv->t_len[dst] = kv->t_len[src];
 }
 
-/* argmax over the last position's logits of row b; ties go to the lowest id. */
-static int32_t gen_argmax(const mt_tensor *logits, int64_t b) {
-    const int64_t T = logits->shape[1], V = logits->shape[2];
-    const float *row = (const float *)logits->data + (b * T + T - 1) * V;
-    int64_t best = 0;
-    for (int64_t v = 1; v < V; v++)
+/* argmax of one row of logits (V); ties go to the lowest id, like torch.argmax. */
+static int32_t gen_argmax(const float *row, int V) {
+    int best = 0;
+    for (int v = 1; v < V; v++)
         if (row[v] > row[best]) best = v;
     return (int32_t)best;
 }
 
+static uint64_t gen_splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+double mt_gen_uniform(uint64_t seed, int64_t row, int64_t step) {
+    /* each key chained through the mixer, so (row, step) pairs never collide by a sum */
+    uint64_t x = gen_splitmix64(seed);
+    x = gen_splitmix64(x ^ (uint64_t)row);
+    x = gen_splitmix64(x ^ (uint64_t)step);
+    return (double)(x >> 11) * 0x1.0p-53;
+}
+
+static int gen_key_cmp(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int32_t mt_gen_sample(const float *logits, int V, const mt_gen_opts *o, double u, float *work_p,
+                      uint64_t *work_key) {
+    if (!o || o->temperature <= 0) return gen_argmax(logits, V);
+    const int32_t best = gen_argmax(logits, V);
+    const double mx = logits[best], inv_t = 1.0 / (double)o->temperature;
+    for (int v = 0; v < V; v++) { /* unnormalised softmax; NaN counts as no mass */
+        const double p = exp(((double)logits[v] - mx) * inv_t);
+        work_p[v] = p == p ? (float)p : 0.0f;
+    }
+    const bool top_k = o->top_k > 0 && o->top_k<V, top_p = o->top_p> 0 && o->top_p < 1;
+    if (!top_k && !top_p) { /* the whole distribution, in id order */
+        double total = 0;
+        for (int v = 0; v < V; v++) total += work_p[v];
+        double acc = 0, target = u * total;
+        for (int v = 0; v < V; v++) {
+            acc += work_p[v];
+            if (acc > target && work_p[v] > 0) return (int32_t)v;
+        }
+        return best; /* rounding at the very top: the most likely token */
+    }
+    /* most likely first, ties to the lower id: a p >= 0's fp32 bits order like p, so the key
+     * (~bits << 32 | id) sorts ascending into that order */
+    for (int v = 0; v < V; v++) {
+        uint32_t bits;
+        memcpy(&bits, &work_p[v], sizeof(bits));
+        work_key[v] = ((uint64_t)~bits << 32) | (uint32_t)v;
+    }
+    qsort(work_key, (size_t)V, sizeof(uint64_t), gen_key_cmp);
+    int n = top_k ? o->top_k : V;
+    double total = 0;
+    for (int i = 0; i < n; i++) total += work_p[(uint32_t)work_key[i]];
+    if (top_p) { /* the smallest prefix holding top_p of the (top-k) mass; at least one token */
+        double acc = 0;
+        int keep = 0;
+        while (keep < n) {
+            acc += work_p[(uint32_t)work_key[keep++]];
+            if (acc >= (double)o->top_p * total) break;
+        }
+        n = keep;
+        total = acc;
+    }
+    double acc = 0, target = u * total;
+    for (int i = 0; i < n; i++) {
+        const uint32_t v = (uint32_t)work_key[i];
+        acc += work_p[v];
+        if (acc > target) return (int32_t)v;
+    }
+    return (int32_t)(uint32_t)work_key[0];
+}
+
+/* Step `step`'s token of prompt row r from batch slot s's last-position logits. */
+static int32_t gen_next(const mt_tensor *logits, int64_t s, int r, int step, const mt_gen_opts *o,
+                        float *work_p, uint64_t *work_key) {
+    const int64_t T = logits->shape[1], V = logits->shape[2];
+    const float *x = (const float *)logits->data + (s * T + T - 1) * V;
+    const int64_t id = o && o->row_ids ? o->row_ids[r] : r;
+    const double u = o && o->temperature > 0 ? mt_gen_uniform(o->seed, id, step) : 0;
+    return mt_gen_sample(x, (int)V, o, u, work_p, work_key);
+}
+
 void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *prompts,
-                               const int *lens, int B, int n_new, int eos, int32_t *out,
-                               int *n_out) {
+                               const int *lens, int B, int n_new, const mt_gen_opts *o,
+                               int32_t *out, int *n_out) {
     MT_CHECK(B >= 1 && n_new >= 0, "generate: B = %d, n_new = %d", B, n_new);
     const int V = m->cfg.vocab_size;
     int t_max = 1;
@@ -136,6 +215,7 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
                      prompts[b][t], b, t, V);
         if (lens[b] + n_new > t_max) t_max = lens[b] + n_new;
     }
+    const int eos = o ? o->eos : -1;
     for (int64_t i = 0; i < (int64_t)B * n_new; i++) out[i] = eos >= 0 ? eos : -1;
     for (int b = 0; b < B; b++) n_out[b] = 0;
     if (n_new == 0) return;
@@ -145,6 +225,8 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
     mt_minimax_cache_view_alloc(&view, kv.n_layers);
     int32_t *tok = mt_malloc((size_t)B * sizeof(int32_t), "generate tokens");
     int *row = mt_malloc((size_t)B * sizeof(int), "generate slot rows"); /* slot -> prompt row */
+    float *work_p = mt_malloc((size_t)V * sizeof(float), "sampling probabilities");
+    uint64_t *work_key = mt_malloc((size_t)V * sizeof(uint64_t), "sampling order");
 
     /* prefill: each prompt alone through its row of the cache, its own length, no padding */
     for (int b = 0; b < B; b++) {
@@ -152,7 +234,8 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
         mt_minimax_cache_row(&kv, b, &view);
         mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){1, lens[b]}, "prompt");
         c->be->to_device(x->data, prompts[b], (size_t)lens[b] * sizeof(int32_t));
-        tok[b] = gen_argmax(mt_minimax_forward_cached(m, c, x, &view), 0);
+        const mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &view);
+        tok[b] = gen_next(logits, 0, b, 0, o, work_p, work_key);
         row[b] = b;
     }
     int n_act = B;
@@ -162,7 +245,9 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
             const int r = row[s];
             out[(size_t)r * (size_t)n_new + (size_t)step] = tok[s];
             n_out[r] = step + 1;
-            if ((eos >= 0 && tok[s] == eos) || step + 1 == n_new) {
+            const int32_t *mine = out + (size_t)r * (size_t)n_new;
+            if ((eos >= 0 && tok[s] == eos) || step + 1 == n_new ||
+                (o && o->stop && o->stop(o->stop_user, r, mine, step + 1))) {
                 n_act--;
                 mt_minimax_cache_move_row(&kv, s, n_act);
                 tok[s] = tok[n_act];
@@ -176,11 +261,14 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
         mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){n_act, 1}, "next tokens");
         c->be->to_device(x->data, tok, (size_t)n_act * sizeof(int32_t));
         mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &kv);
-        for (int s = 0; s < n_act; s++) tok[s] = gen_argmax(logits, s);
+        for (int s = 0; s < n_act; s++)
+            tok[s] = gen_next(logits, s, row[s], step + 1, o, work_p, work_key);
     }
     mt_ctx_reset(c);
     free(tok);
     free(row);
+    free(work_p);
+    free(work_key);
     mt_minimax_cache_view_free(&view);
     mt_minimax_cache_free(&kv);
 }
@@ -195,7 +283,8 @@ void mt_minimax_generate(mt_minimax *m, mt_ctx *c, const int32_t *ids, int B, in
         prompts[b] = ids + (size_t)b * (size_t)T;
         lens[b] = T;
     }
-    mt_minimax_generate_batch(m, c, prompts, lens, B, n_new, eos, out, n_out);
+    const mt_gen_opts o = {.eos = eos};
+    mt_minimax_generate_batch(m, c, prompts, lens, B, n_new, &o, out, n_out);
     int steps = 0; /* a finished row repeats eos to the end, which batch's padding already is */
     for (int b = 0; b < B; b++) steps = n_out[b] > steps ? n_out[b] : steps;
     if (n_done) *n_done = steps;

@@ -9,6 +9,7 @@
  * backend table's (mt_backend.decode); the caches live in host memory, so generation runs on
  * the CPU backend. */
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "models/minimax.h"
@@ -55,13 +56,40 @@ mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids,
 void mt_minimax_generate(mt_minimax *m, mt_ctx *c, const int32_t *ids, int B, int T, int n_new,
                          int eos, int32_t *out, int *n_done);
 
-/* Greedy decoding of B prompts of their own lengths (ragged): prompts[b] holds lens[b] >= 1
- * tokens. Each row's prompt fills its row of one cache (per-row prefill, so no padding and no
- * mask: each row is exactly its one-prompt run); then one decode step per position for the rows
- * still active. A row stops after eos (eos >= 0; the eos is kept) or n_new tokens; finished rows
- * leave the step batch (compaction: the last active row's cache moves into the freed slot, so a
- * step costs only what is still running). out (B,n_new) row-major; n_out[b] gets the tokens row b
- * produced, the rest of its out row is eos (or -1 when eos < 0). */
+/* How each next token is chosen, and when a row stops. */
+typedef struct {
+    float temperature; /* 0: greedy (argmax, ties to the lowest id); else softmax(logits / t) */
+    int top_k;         /* > 0: sample among the k most likely tokens only (ties: lower id) */
+    float top_p;       /* in (0, 1): among the smallest most-likely-first set of mass >= top_p */
+    uint64_t seed;     /* the draws: splitmix64 of (seed, row id, step), see mt_gen_uniform */
+    /* Row b's id for the draws (NULL: b): give each prompt its own (its index in the data set)
+     * and its tokens do not depend on the batch it ran in. */
+    const int64_t *row_ids;
+    int eos; /* >= 0: a row stops after producing it (kept) */
+    /* Non-NULL: called after each token of row b (toks, n: its tokens so far); true stops the
+     * row (stop strings: the caller decodes and searches, the model knows no tokenizer). */
+    bool (*stop)(void *user, int b, const int32_t *toks, int n);
+    void *stop_user;
+} mt_gen_opts;
+
+/* A uniform double in [0, 1) for (seed, row id, step): counter-based (no state carried from one
+ * draw to the next), so a row's draws do not depend on which rows share its batch. */
+double mt_gen_uniform(uint64_t seed, int64_t row, int64_t step);
+
+/* The next token from one position's logits (V) under o (o->temperature > 0: drawn with u, a
+ * uniform in [0, 1)); greedy when o is NULL or o->temperature == 0. Top-k, then top-p on what is
+ * left (renormalised), like transformers' warpers. work: V floats and V uint64 (scratch, so
+ * nothing is allocated per token). */
+int32_t mt_gen_sample(const float *logits, int V, const mt_gen_opts *o, double u, float *work_p,
+                      uint64_t *work_key);
+
+/* Decoding of B prompts of their own lengths (ragged): prompts[b] holds lens[b] >= 1 tokens.
+ * Each row's prompt fills its row of one cache (per-row prefill, so no padding and no mask: each
+ * row is exactly its one-prompt run); then one decode step per position for the rows still
+ * active. A row stops after eos, when o->stop says so, or after n_new tokens; finished rows leave
+ * the step batch (compaction: the last active row's cache moves into the freed slot, so a step
+ * costs only what is still running). o NULL: greedy, no eos. out (B,n_new) row-major; n_out[b]
+ * gets the tokens row b produced, the rest of its out row is eos (or -1 without one). */
 void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *prompts,
-                               const int *lens, int B, int n_new, int eos, int32_t *out,
-                               int *n_out);
+                               const int *lens, int B, int n_new, const mt_gen_opts *o,
+                               int32_t *out, int *n_out);

@@ -13,6 +13,13 @@
 #define EG_ROWS 6
 #define EG_NEW  20
 
+/* A stop rule: row 3 stops after its 4th token (what a stop string does, without a tokenizer). */
+static bool eg_stop_row3(void *user, int b, const int32_t *toks, int n) {
+    (void)user;
+    (void)toks;
+    return b == 3 && n == 4;
+}
+
 /* Row r of the batch: a prefix of ids_a's row r % 2, lengths ragged (both full rows first, so
  * they are gen_a's; the M3 lengths straddle the 12-token dense/sparse switch). */
 static int eg_case(const char *name) {
@@ -37,10 +44,10 @@ static int eg_case(const char *name) {
     int32_t one[EG_ROWS][EG_NEW], out[EG_ROWS * EG_NEW];
     int n_out[EG_ROWS], n1;
     for (int r = 0; r < EG_ROWS; r++) { /* each prompt alone */
-        mt_minimax_generate_batch(&pm.m, &c, &prompts[r], &lens[r], 1, EG_NEW, -1, one[r], &n1);
+        mt_minimax_generate_batch(&pm.m, &c, &prompts[r], &lens[r], 1, EG_NEW, NULL, one[r], &n1);
         EXPECT(n1 == EG_NEW, "row %d alone: %d tokens", r, n1);
     }
-    mt_minimax_generate_batch(&pm.m, &c, prompts, lens, EG_ROWS, EG_NEW, -1, out, n_out);
+    mt_minimax_generate_batch(&pm.m, &c, prompts, lens, EG_ROWS, EG_NEW, NULL, out, n_out);
     int same = 0, ref = 0;
     for (int r = 0; r < EG_ROWS; r++) {
         EXPECT(n_out[r] == EG_NEW, "row %d: %d tokens", r, n_out[r]);
@@ -59,7 +66,8 @@ static int eg_case(const char *name) {
     /* eos = row 2's 6th token: the rows that produce it stop there (eos kept, eos padding), the
      * others run to the end after the stopped rows have left the batch */
     const int eos = one[2][5];
-    mt_minimax_generate_batch(&pm.m, &c, prompts, lens, EG_ROWS, EG_NEW, eos, out, n_out);
+    const mt_gen_opts oe = {.eos = eos};
+    mt_minimax_generate_batch(&pm.m, &c, prompts, lens, EG_ROWS, EG_NEW, &oe, out, n_out);
     int bad = 0, stopped = 0;
     for (int r = 0; r < EG_ROWS; r++) {
         int want = EG_NEW;
@@ -75,6 +83,54 @@ static int eg_case(const char *name) {
     printf("  %-28s eos %d: %d of %d rows stop early, %d mismatches\n", "eos stop", eos, stopped,
            EG_ROWS, bad);
     EXPECT(stopped >= 1 && bad == 0, "eos: %d mismatches (%d rows stopped)", bad, stopped);
+
+    /* sampling: fixed seed, each prompt its own row id. Two runs, each row alone, and the batch
+     * in reverse order all give the same tokens; a stop callback ends row 3 after 4 tokens. */
+    int64_t ids_fwd[EG_ROWS], ids_rev[EG_ROWS];
+    const int32_t *rev[EG_ROWS];
+    int lens_rev[EG_ROWS];
+    for (int r = 0; r < EG_ROWS; r++) {
+        ids_fwd[r] = 1000 + r;
+        ids_rev[r] = 1000 + EG_ROWS - 1 - r;
+        rev[r] = prompts[EG_ROWS - 1 - r];
+        lens_rev[r] = lens[EG_ROWS - 1 - r];
+    }
+    mt_gen_opts os = {.temperature = 1.0f, .top_k = 40, .top_p = 0.95f, .seed = 7, .eos = -1};
+    int32_t s1[EG_ROWS * EG_NEW], s2[EG_ROWS * EG_NEW], s3[EG_ROWS * EG_NEW], s4[EG_NEW];
+    os.row_ids = ids_fwd;
+    mt_minimax_generate_batch(&pm.m, &c, prompts, lens, EG_ROWS, EG_NEW, &os, s1, n_out);
+    mt_minimax_generate_batch(&pm.m, &c, prompts, lens, EG_ROWS, EG_NEW, &os, s2, n_out);
+    os.row_ids = ids_rev;
+    mt_minimax_generate_batch(&pm.m, &c, rev, lens_rev, EG_ROWS, EG_NEW, &os, s3, n_out);
+    int diff_run = 0, diff_rev = 0, diff_alone = 0, diff_greedy = 0;
+    for (int r = 0; r < EG_ROWS; r++) {
+        os.row_ids = &ids_fwd[r];
+        mt_minimax_generate_batch(&pm.m, &c, &prompts[r], &lens[r], 1, EG_NEW, &os, s4, &n1);
+        for (int s = 0; s < EG_NEW; s++) {
+            const int32_t t = s1[r * EG_NEW + s];
+            diff_run += t != s2[r * EG_NEW + s];
+            diff_rev += t != s3[(EG_ROWS - 1 - r) * EG_NEW + s];
+            diff_alone += t != s4[s];
+            diff_greedy += t != one[r][s];
+        }
+    }
+    printf("  %-28s differences: rerun %d, reversed batch %d, alone %d; vs greedy %d of %d\n",
+           "sampling seed 7", diff_run, diff_rev, diff_alone, diff_greedy, EG_ROWS * EG_NEW);
+    EXPECT(diff_run == 0 && diff_rev == 0 && diff_alone == 0,
+           "sampling depends on the run or the batch composition");
+    EXPECT(diff_greedy > 0, "sampling at temperature 1 gave the greedy tokens everywhere");
+    os.row_ids = ids_fwd;
+    os.stop = eg_stop_row3;
+    mt_minimax_generate_batch(&pm.m, &c, prompts, lens, EG_ROWS, EG_NEW, &os, s2, n_out);
+    int bad_stop = 0;
+    for (int r = 0; r < EG_ROWS; r++) {
+        const int want = r == 3 ? 4 : EG_NEW;
+        bad_stop += n_out[r] != want;
+        for (int s = 0; s < EG_NEW; s++)
+            bad_stop += s2[r * EG_NEW + s] != (s < want ? s1[r * EG_NEW + s] : -1);
+    }
+    EXPECT(bad_stop == 0, "stop callback: %d mismatches", bad_stop);
+
     mt_ctx_free(&c);
     mt_safetensors_close(st);
     free(ids);

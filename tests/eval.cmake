@@ -1,0 +1,5 @@
+# Evaluation: the next-token rule of generation (tests/eval_sample.c). The generation tests on
+# model fixtures (eval_generate_*) live in the parity binary (tests/parity.cmake).
+mt_test_binary(test_eval_sample eval_sample.c)
+mt_test_cases(test_eval_sample eval_sample_greedy eval_sample_chi2 eval_sample_sets
+  eval_sample_uniform)
