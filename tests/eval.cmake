@@ -3,3 +3,6 @@
 mt_test_binary(test_eval_sample eval_sample.c)
 mt_test_cases(test_eval_sample eval_sample_greedy eval_sample_chi2 eval_sample_sets
   eval_sample_uniform)
+# GSM8K answer extraction (data/gsm8k_answer.h); the _gold case needs ../shared (else 77).
+mt_test_binary(test_data_gsm8k_answer data_gsm8k_answer.c)
+mt_test_cases(test_data_gsm8k_answer data_gsm8k_answer data_gsm8k_answer_gold)
