@@ -112,6 +112,18 @@ void mt_minimax_cache_move_row(mt_minimax_cache *kv, int dst, int src) {
     kv->t_len[dst] = kv->t_len[src];
 }
 
+/* One no-grad prompt forward: a few live activations of the widest layer plus the logits. */
+size_t mt_minimax_generate_arena_bytes(const mt_minimax_config *cfg, int64_t B, int64_t T) {
+    const int64_t N = B * T, C = cfg->hidden_size,
+                  HD = (int64_t)cfg->num_attention_heads * cfg->head_dim;
+    const int64_t K = cfg->num_experts_per_tok, F = cfg->intermediate_size;
+    int64_t per_layer = N * (12 * C + 10 * HD + 4 * cfg->num_local_experts) +
+                        N * K * (4 * C + 6 * F) + 2 * B * cfg->num_attention_heads * T +
+                        (int64_t)B * cfg->num_attention_heads * cfg->head_dim * cfg->head_dim;
+    int64_t floats = per_layer * cfg->num_hidden_layers + 2 * N * cfg->vocab_size;
+    return (size_t)floats * sizeof(float) + ((size_t)64 << 20);
+}
+
 /* argmax of one row of logits (V); ties go to the lowest id, like torch.argmax. */
 static int32_t gen_argmax(const float *row, int V) {
     int best = 0;

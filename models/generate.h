@@ -72,6 +72,9 @@ typedef struct {
     void *stop_user;
 } mt_gen_opts;
 
+/* Arena bytes for generation's context: one no-grad prompt forward of B rows of T tokens. */
+size_t mt_minimax_generate_arena_bytes(const mt_minimax_config *cfg, int64_t B, int64_t T);
+
 /* A uniform double in [0, 1) for (seed, row id, step): counter-based (no state carried from one
  * draw to the next), so a row's draws do not depend on which rows share its batch. */
 double mt_gen_uniform(uint64_t seed, int64_t row, int64_t step);
