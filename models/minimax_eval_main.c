@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
                      .stop = n_stops ? ev_stop : NULL,
                      .stop_user = &sc};
     mt_strbuf lines = {0}; /* this rank's JSON lines, in its samples' order */
-    long n_correct = 0;
+    long n_correct = 0, n_tokens = 0;
     const int B = (int)batch;
     int32_t **prompts = mt_calloc((size_t)B, sizeof(int32_t *), "prompts");
     int *lens = mt_calloc((size_t)B, sizeof(int), "prompt lengths");
@@ -240,6 +240,7 @@ int main(int argc, char **argv) {
             mt_gsm8k_extract(set.answer[i], gold, sizeof(gold));
             const bool ok = mt_gsm8k_correct(text, set.answer[i]);
             n_correct += ok;
+            n_tokens += n_out[r];
             cJSON *j = cJSON_CreateObject();
             cJSON_AddNumberToObject(j, "index", (double)i);
             cJSON_AddStringToObject(j, "prompt", set.question[i]);
@@ -265,8 +266,9 @@ int main(int argc, char **argv) {
     }
 
     /* rank 0 gathers the counts and the lines, and rebuilds the data-set order */
-    long total_correct = 0;
-    MPI_Reduce(&n_correct, &total_correct, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    long total[2] = {0, 0}, mine[2] = {n_correct, n_tokens};
+    MPI_Reduce(mine, total, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    const long total_correct = total[0];
     int my_len = (int)lines.len;
     int *all_len = ev_rank == 0 ? mt_calloc((size_t)n_ranks, sizeof(int), "lengths") : NULL;
     int *displ = ev_rank == 0 ? mt_calloc((size_t)n_ranks, sizeof(int), "offsets") : NULL;
@@ -286,10 +288,11 @@ int main(int argc, char **argv) {
         const double p = (double)total_correct / (double)n, z = 1.96, z2 = z * z;
         const double centre = (p + z2 / (2.0 * n)) / (1 + z2 / n),
                      half = z * sqrt(p * (1 - p) / n + z2 / (4.0 * n * n)) / (1 + z2 / n);
-        printf("gsm8k accuracy %.2f%% (%ld / %lld), 95%% Wilson interval [%.2f%%, %.2f%%], "
-               "%.1f s on %d ranks\n",
-               100 * p, total_correct, (long long)n, 100 * (centre - half), 100 * (centre + half),
-               ev_now() - t0, n_ranks);
+        const double el = ev_now() - t0;
+        printf("gsm8k accuracy %.2f%% (%ld / %lld), 95%% Wilson interval [%.2f%%, %.2f%%]; "
+               "%ld tokens generated in %.2f s on %d ranks (%.1f tokens/s)\n",
+               100 * p, total_correct, (long long)n, 100 * fmax(0, centre - half),
+               100 * fmin(1, centre + half), total[1], el, n_ranks, (double)total[1] / el);
         if (out_path) {
             char tmp[4200];
             snprintf(tmp, sizeof(tmp), "%s.tmp", out_path);
