@@ -1,5 +1,5 @@
-/* generate.h: greedy decoding for every family (models/family.h; Text-01: spec sections 4.7, 5
- * and 10.10).
+/* generate.h: decoding (greedy or sampled, ragged batches) for every family (models/family.h;
+ * Text-01: spec sections 4.7, 5 and 10.10).
  *
  * The prompt runs once through the training forward's ops in no-grad mode (block-form
  * lightning, causal attention) and fills the caches: the roped keys and the values of every

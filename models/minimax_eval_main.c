@@ -219,8 +219,14 @@ int main(int argc, char **argv) {
     int *n_out = mt_calloc((size_t)B, sizeof(int), "completion lengths");
     int64_t *row_ids = mt_calloc((size_t)B, sizeof(int64_t), "row ids");
     int32_t *out = mt_malloc((size_t)B * (size_t)n_new * sizeof(int32_t), "completions");
+    int t_prompt = 1; /* the arena holds one prompt forward: size it for this rank's longest */
+    for (int64_t j = 0; j < n_mine; j++) {
+        int len;
+        free(ev_prompt(tok, set.question[ev_rank + j * n_ranks], &len));
+        t_prompt = len > t_prompt ? len : t_prompt;
+    }
     mt_ctx c;
-    mt_ctx_init(&c, mt_backend_cpu(), mt_minimax_generate_arena_bytes(&cfg, 1, 4096),
+    mt_ctx_init(&c, mt_backend_cpu(), mt_minimax_generate_arena_bytes(&cfg, 1, t_prompt),
                 64 * (cfg.num_hidden_layers + 4));
     const double t0 = ev_now();
     for (int64_t j0 = 0; j0 < n_mine; j0 += B) {
