@@ -57,8 +57,8 @@ mt_tensor *mt_block_host_tensor(mt_ctx *c, const char *what) {
     return mt_arena_alloc(&c->host, sizeof(mt_tensor), what);
 }
 
-/* An I32 (B,T) tensor with rows t0, t0+1, ... (positions when the batch has none). */
-/* Positions (B,T): row b runs from t0[b] (a cache's per-row lengths), or from 0 (t0 NULL). */
+/* Positions I32 (B,T) when the batch has none: row b runs t0[b], t0[b]+1, ... (a cache's per-row
+ * lengths), or from 0 (t0 NULL). */
 static mt_tensor *mm_positions(mt_ctx *c, int64_t B, int64_t T, const int32_t *t0) {
     mt_tensor *pos = mt_tensor_new(c, MT_I32, 2, (int64_t[]){B, T}, "positions");
     int32_t *h = mt_arena_alloc(&c->host, (size_t)(B * T) * sizeof(int32_t), "positions.host");
