@@ -142,10 +142,12 @@ typedef struct mt_backend {
     /* Generation's cached steps (models/generate.h): no tape, no gradient, one new token per
      * row against the caches, on backend memory. Layouts and math: kernels/cpu/attention.h
      * (cpu_attention_decode) and kernels/cpu/lightning.h (cpu_lightning_state,
-     * cpu_lightning_decode_step). NULL where the backend has none: generation says so. */
+     * cpu_lightning_decode_step). t_len (B), host memory: the positions each row's query sees,
+     * the new one included (rows of a ragged batch differ). NULL where the backend has none:
+     * generation says so. */
     struct {
         void (*attention)(float *out, const float *q, const float *k_cache, const float *v_cache,
-                          int64_t t_len, int64_t B, int64_t t_max, int64_t H, int64_t Hkv,
+                          const int32_t *t_len, int64_t B, int64_t t_max, int64_t H, int64_t Hkv,
                           int64_t D, float scale);
         void (*lightning_state)(float *state, const float *qkv, const float *decay,
                                 const int32_t *seg, int B, int T, int H, int D);
@@ -155,13 +157,13 @@ typedef struct mt_backend {
          * cpu_msa_attention_decode): the new query's block selection over the index-key cache,
          * and its attention over the selected blocks of the KV cache */
         void (*msa_select)(int32_t *idx, float *work, const float *iq, const float *ik_cache,
-                           int64_t t_len, int64_t B, int64_t t_max, int64_t Hi, int64_t Di,
+                           const int32_t *t_len, int64_t B, int64_t t_max, int64_t Hi, int64_t Di,
                            int block, int topk);
         int64_t (*msa_select_work)(int64_t B, int64_t Hi, int64_t t_max, int block);
         void (*msa_attention)(float *out, const float *q, const float *k_cache,
-                              const float *v_cache, const int32_t *idx, int64_t t_len, int64_t B,
-                              int64_t t_max, int64_t H, int64_t Hkv, int64_t D, int block, int topk,
-                              float scale);
+                              const float *v_cache, const int32_t *idx, const int32_t *t_len,
+                              int64_t B, int64_t t_max, int64_t H, int64_t Hkv, int64_t D,
+                              int block, int topk, float scale);
     } decode;
 } mt_backend;
 

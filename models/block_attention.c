@@ -81,16 +81,13 @@ void mt_block_attention_qkv(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_b
 
     mt_minimax_cache *kv = io->kv;
     if (kv) {
-        /* append the new keys/values at positions t_len .. t_len+T-1 of the cache */
-        MT_CHECK(kv->t_len + T <= kv->t_max, "minimax: KV cache full (%d + %lld > %d positions)",
-                 kv->t_len, (long long)T, kv->t_max);
-        MT_CHECK(kv->t_len == 0 || T == 1,
-                 "minimax: a cached decode step takes one token, got T = %lld", (long long)T);
+        /* append the new keys/values at positions t_len[b] .. t_len[b]+T-1 of row b (the cached
+         * forward checked the room and that a step has T = 1) */
         const size_t row = (size_t)(Hkv * D);
         const float *kd = k->data, *vd = v->data;
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < T; t++) {
-                size_t dst = ((size_t)b * kv->t_max + (size_t)(kv->t_len + t)) * row;
+                size_t dst = ((size_t)b * kv->t_max + (size_t)(kv->t_len[b] + t)) * row;
                 memcpy(kv->k[l] + dst, kd + (size_t)(b * T + t) * row, row * sizeof(float));
                 memcpy(kv->v[l] + dst, vd + (size_t)(b * T + t) * row, row * sizeof(float));
             }
@@ -116,12 +113,12 @@ mt_tensor *mt_block_attention_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor
     mt_block_attention_qkv(m, c, l, h1, io, &q, &k, &v);
     mt_tensor *o;
     mt_minimax_cache *kv = io->kv;
-    if (kv && kv->t_len > 0) {
+    if (kv && kv->t_len[0] > 0) { /* a step: every row is filled (mt_minimax_forward_cached) */
         o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "attention.step");
         MT_CHECK(c->be->decode.attention, "minimax: the %s backend has no cached attention step",
                  c->be->name);
-        c->be->decode.attention(o->data, q->data, kv->k[l], kv->v[l], kv->t_len + 1, B, kv->t_max,
-                                H, Hkv, D, scale);
+        c->be->decode.attention(o->data, q->data, kv->k[l], kv->v[l], kv->t_end, B, kv->t_max, H,
+                                Hkv, D, scale);
     } else {
         o = mt_attention(c, q, k, v, io->seg, scale);
     }

@@ -35,7 +35,7 @@ mt_tensor *mt_block_lightning_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor
     c->be->to_device(decay->data, m->decay + (int64_t)l * H, sizeof(float) * (size_t)H);
 
     mt_tensor *o;
-    if (io->kv && io->kv->t_len > 0) {
+    if (io->kv && io->kv->t_len[0] > 0) { /* a step: every row is filled */
         /* decode: one recurrent step on the cached state */
         MT_CHECK(T == 1, "minimax: a cached decode step takes one token, got T = %lld",
                  (long long)T);

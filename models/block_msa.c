@@ -52,35 +52,52 @@ static mt_tensor *msa_index_heads(mt_minimax *m, mt_ctx *c, mt_tensor *x, mt_ten
     return mt_rope(c, x, pos, cfg->rotary_dim, cfg->rope_theta);
 }
 
-/* One decode step (T = 1) at position kv->t_len, whose key, value and index key are already in
- * the caches: the dense cached attention while the selection covers every block, else the
- * block-sparse step over the selected blocks. */
+/* Whether row b's step is dense: the selection covers every block its query sees. */
+static bool msa_step_dense(const mt_minimax_cache *kv, int64_t b, int block, int topk) {
+    return (kv->t_end[b] - 1) / block + 1 <= topk;
+}
+
+/* One decode step (T = 1) at position kv->t_len[b] of each row b: its key, value and index key
+ * are already in the caches; then the dense cached attention for the rows whose selection covers
+ * every block, else the sparse step. A ragged batch can hold rows of both kinds: each run of
+ * consecutive rows of one kind is one call on the rows' slices of the caches, so each row takes
+ * exactly the path its one-prompt run would. */
 static mt_tensor *msa_decode(mt_minimax *m, mt_ctx *c, int l, mt_tensor *q, mt_tensor *iq,
                              mt_minimax_cache *kv) {
     const mt_minimax_config *cfg = &m->cfg;
     const int64_t B = q->shape[0], H = cfg->num_attention_heads, Hkv = cfg->num_key_value_heads,
                   D = cfg->head_dim, Di = cfg->msa_index_dim;
     const int block = cfg->msa_block, topk = cfg->msa_topk;
-    const int64_t t_len = kv->t_len + 1; /* cached positions with the new token */
     const float scale = (float)(1.0 / sqrt((double)D));
     mt_tensor *o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, 1, H, D}, "msa.step");
     const mt_backend *be = c->be;
-    if ((t_len - 1) / block + 1 <= topk) { /* every block visible is selected */
-        MT_CHECK(be->decode.attention, "minimax: the %s backend has no cached attention step",
-                 be->name);
-        be->decode.attention(o->data, q->data, kv->k[l], kv->v[l], t_len, B, kv->t_max, H, Hkv, D,
-                             scale);
-        return o;
-    }
-    MT_CHECK(be->decode.msa_select && be->decode.msa_attention,
-             "minimax: the %s backend has no cached MSA step", be->name);
     mt_tensor *idx = mt_tensor_new(c, MT_I32, 3, (int64_t[]){B, Hkv, topk}, "msa.step.idx");
     const int64_t nw = be->decode.msa_select_work(B, Hkv, kv->t_max, block);
     mt_tensor *work = mt_tensor_new(c, MT_F32, 1, &nw, "msa.step.work");
-    be->decode.msa_select(idx->data, work->data, iq->data, kv->ik[l], t_len, B, kv->t_max, Hkv, Di,
-                          block, topk);
-    be->decode.msa_attention(o->data, q->data, kv->k[l], kv->v[l], idx->data, t_len, B, kv->t_max,
-                             H, Hkv, D, block, topk, scale);
+    float *od = o->data, *wd = work->data;
+    const float *qd = q->data, *iqd = iq->data;
+    int32_t *idd = idx->data;
+    for (int64_t b0 = 0, b1; b0 < B; b0 = b1) {
+        const bool dense = msa_step_dense(kv, b0, block, topk);
+        for (b1 = b0 + 1; b1 < B && msa_step_dense(kv, b1, block, topk) == dense; b1++) {
+        }
+        const int64_t n = b1 - b0;
+        float *kc = kv->k[l] + (size_t)b0 * kv->row_kv, *vc = kv->v[l] + (size_t)b0 * kv->row_kv;
+        if (dense) {
+            MT_CHECK(be->decode.attention, "minimax: the %s backend has no cached attention step",
+                     be->name);
+            be->decode.attention(od + b0 * H * D, qd + b0 * H * D, kc, vc, kv->t_end + b0, n,
+                                 kv->t_max, H, Hkv, D, scale);
+            continue;
+        }
+        MT_CHECK(be->decode.msa_select && be->decode.msa_attention,
+                 "minimax: the %s backend has no cached MSA step", be->name);
+        be->decode.msa_select(idd + b0 * Hkv * topk, wd, iqd + b0 * Hkv * Di,
+                              kv->ik[l] + (size_t)b0 * kv->row_ik, kv->t_end + b0, n, kv->t_max,
+                              Hkv, Di, block, topk);
+        be->decode.msa_attention(od + b0 * H * D, qd + b0 * H * D, kc, vc, idd + b0 * Hkv * topk,
+                                 kv->t_end + b0, n, kv->t_max, H, Hkv, D, block, topk, scale);
+    }
     return o;
 }
 
@@ -115,11 +132,11 @@ mt_tensor *mt_block_msa_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, 
     if (kv) { /* the index keys join their cache, as the keys and values did */
         const float *src = ik->data;
         for (int64_t b = 0; b < B; b++)
-            memcpy(kv->ik[l] + ((size_t)b * kv->t_max + (size_t)kv->t_len) * (size_t)Di,
+            memcpy(kv->ik[l] + ((size_t)b * kv->t_max + (size_t)kv->t_len[b]) * (size_t)Di,
                    src + (size_t)(b * T) * (size_t)Di, sizeof(float) * (size_t)(T * Di));
     }
     mt_tensor *o;
-    if (kv && kv->t_len > 0) {
+    if (kv && kv->t_len[0] > 0) { /* a step: every row is filled */
         o = msa_decode(m, c, l, q, iq, kv);
     } else {
         mt_tensor *idx = mt_msa_select(c, iq, ik, io->pos, io->seg, block, topk);

@@ -2,6 +2,7 @@
  * models/minimax.c, next to the training forward, so both run the same layer code. */
 #include "models/generate.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,10 @@ void mt_minimax_cache_init(mt_minimax_cache *kv, const mt_minimax_config *cfg, i
     kv->n_layers = L;
     kv->B = B;
     kv->t_max = t_max;
+    kv->row_kv = (size_t)t_max * Hkv * D;
+    kv->row_ik = (size_t)t_max * (size_t)cfg->msa_index_dim;
+    kv->row_state = H * D * D;
+    kv->t_len = mt_calloc((size_t)B, sizeof(int32_t), "kv cache lengths");
     kv->k = mt_calloc((size_t)L, sizeof(float *), "kv cache k");
     kv->v = mt_calloc((size_t)L, sizeof(float *), "kv cache v");
     kv->state = mt_calloc((size_t)L, sizeof(float *), "lightning states");
@@ -22,14 +27,12 @@ void mt_minimax_cache_init(mt_minimax_cache *kv, const mt_minimax_config *cfg, i
         mt_layer_plan p; /* the cache a layer keeps is its mixer's */
         mt_config_layer_plan(cfg, l, &p);
         if (p.mixer != MT_MIXER_LIGHTNING) { /* softmax and MSA: keys, values */
-            const size_t n = (size_t)B * (size_t)t_max * Hkv * D;
-            kv->k[l] = mt_calloc(n, sizeof(float), "kv cache k");
-            kv->v[l] = mt_calloc(n, sizeof(float), "kv cache v");
+            kv->k[l] = mt_calloc((size_t)B * kv->row_kv, sizeof(float), "kv cache k");
+            kv->v[l] = mt_calloc((size_t)B * kv->row_kv, sizeof(float), "kv cache v");
             if (p.mixer == MT_MIXER_MSA) /* and the index keys, one head */
-                kv->ik[l] = mt_calloc((size_t)B * (size_t)t_max * (size_t)cfg->msa_index_dim,
-                                      sizeof(float), "index key cache");
+                kv->ik[l] = mt_calloc((size_t)B * kv->row_ik, sizeof(float), "index key cache");
         } else {
-            kv->state[l] = mt_calloc((size_t)B * H * D * D, sizeof(float), "lightning state");
+            kv->state[l] = mt_calloc((size_t)B * kv->row_state, sizeof(float), "lightning state");
         }
     }
 }
@@ -45,61 +48,259 @@ void mt_minimax_cache_free(mt_minimax_cache *kv) {
     free(kv->v);
     free(kv->state);
     free(kv->ik);
+    free(kv->t_len);
     memset(kv, 0, sizeof(*kv));
 }
 
-/* argmax over the last position's logits of each row; ties go to the lowest id. */
-static void gen_argmax(const mt_tensor *logits, int32_t *tok) {
-    const int64_t B = logits->shape[0], T = logits->shape[1], V = logits->shape[2];
-    const float *x = logits->data;
-    for (int64_t b = 0; b < B; b++) {
-        const float *row = x + (b * T + T - 1) * V;
-        int64_t best = 0;
-        for (int64_t v = 1; v < V; v++)
-            if (row[v] > row[best]) best = v;
-        tok[b] = (int32_t)best;
+void mt_minimax_cache_view_alloc(mt_minimax_cache *view, int n_layers) {
+    memset(view, 0, sizeof(*view));
+    view->n_layers = n_layers;
+    view->k = mt_calloc((size_t)n_layers, sizeof(float *), "cache view k");
+    view->v = mt_calloc((size_t)n_layers, sizeof(float *), "cache view v");
+    view->state = mt_calloc((size_t)n_layers, sizeof(float *), "cache view states");
+    view->ik = mt_calloc((size_t)n_layers, sizeof(float *), "cache view index keys");
+}
+
+void mt_minimax_cache_view_free(mt_minimax_cache *view) {
+    free(view->k);
+    free(view->v);
+    free(view->state);
+    free(view->ik);
+    memset(view, 0, sizeof(*view));
+}
+
+void mt_minimax_cache_row(const mt_minimax_cache *kv, int b, mt_minimax_cache *view) {
+    MT_CHECK(b >= 0 && b < kv->B && view->n_layers == kv->n_layers,
+             "generate: cache row %d of %d (view of %d layers, cache %d)", b, kv->B, view->n_layers,
+             kv->n_layers);
+    for (int l = 0; l < kv->n_layers; l++) {
+        view->k[l] = kv->k[l] ? kv->k[l] + (size_t)b * kv->row_kv : NULL;
+        view->v[l] = kv->v[l] ? kv->v[l] + (size_t)b * kv->row_kv : NULL;
+        view->ik[l] = kv->ik[l] ? kv->ik[l] + (size_t)b * kv->row_ik : NULL;
+        view->state[l] = kv->state[l] ? kv->state[l] + (size_t)b * kv->row_state : NULL;
     }
+    view->B = 1;
+    view->t_max = kv->t_max;
+    view->row_kv = kv->row_kv;
+    view->row_ik = kv->row_ik;
+    view->row_state = kv->row_state;
+    view->t_len = kv->t_len + b;
+    view->t_end = NULL;
+}
+
+void mt_minimax_cache_move_row(mt_minimax_cache *kv, int dst, int src) {
+    MT_CHECK(dst >= 0 && dst < kv->B && src >= 0 && src < kv->B,
+             "generate: cache row move %d -> %d of %d", src, dst, kv->B);
+    if (dst == src) return;
+    /* only the filled positions: what lies past t_len is never read */
+    const size_t n = (size_t)kv->t_len[src], per_pos = kv->row_kv / (size_t)kv->t_max,
+                 per_ik = kv->row_ik / (size_t)kv->t_max;
+    for (int l = 0; l < kv->n_layers; l++) {
+        if (kv->k[l]) {
+            memcpy(kv->k[l] + (size_t)dst * kv->row_kv, kv->k[l] + (size_t)src * kv->row_kv,
+                   n * per_pos * sizeof(float));
+            memcpy(kv->v[l] + (size_t)dst * kv->row_kv, kv->v[l] + (size_t)src * kv->row_kv,
+                   n * per_pos * sizeof(float));
+        }
+        if (kv->ik[l])
+            memcpy(kv->ik[l] + (size_t)dst * kv->row_ik, kv->ik[l] + (size_t)src * kv->row_ik,
+                   n * per_ik * sizeof(float));
+        if (kv->state[l])
+            memcpy(kv->state[l] + (size_t)dst * kv->row_state,
+                   kv->state[l] + (size_t)src * kv->row_state, kv->row_state * sizeof(float));
+    }
+    kv->t_len[dst] = kv->t_len[src];
+}
+
+/* One no-grad prompt forward: a few live activations of the widest layer plus the logits. */
+size_t mt_minimax_generate_arena_bytes(const mt_minimax_config *cfg, int64_t B, int64_t T) {
+    const int64_t N = B * T, C = cfg->hidden_size,
+                  HD = (int64_t)cfg->num_attention_heads * cfg->head_dim;
+    const int64_t K = cfg->num_experts_per_tok, F = cfg->intermediate_size;
+    int64_t per_layer = N * (12 * C + 10 * HD + 4 * cfg->num_local_experts) +
+                        N * K * (4 * C + 6 * F) + 2 * B * cfg->num_attention_heads * T +
+                        (int64_t)B * cfg->num_attention_heads * cfg->head_dim * cfg->head_dim;
+    int64_t floats = per_layer * cfg->num_hidden_layers + 2 * N * cfg->vocab_size;
+    return (size_t)floats * sizeof(float) + ((size_t)64 << 20);
+}
+
+/* argmax of one row of logits (V); ties go to the lowest id, like torch.argmax. */
+static int32_t gen_argmax(const float *row, int V) {
+    int best = 0;
+    for (int v = 1; v < V; v++)
+        if (row[v] > row[best]) best = v;
+    return (int32_t)best;
+}
+
+static uint64_t gen_splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+double mt_gen_uniform(uint64_t seed, int64_t row, int64_t step) {
+    /* each key chained through the mixer, so (row, step) pairs never collide by a sum */
+    uint64_t x = gen_splitmix64(seed);
+    x = gen_splitmix64(x ^ (uint64_t)row);
+    x = gen_splitmix64(x ^ (uint64_t)step);
+    return (double)(x >> 11) * 0x1.0p-53;
+}
+
+static int gen_key_cmp(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int32_t mt_gen_sample(const float *logits, int V, const mt_gen_opts *o, double u, float *work_p,
+                      uint64_t *work_key) {
+    if (!o || o->temperature <= 0) return gen_argmax(logits, V);
+    const int32_t best = gen_argmax(logits, V);
+    const double mx = logits[best], inv_t = 1.0 / (double)o->temperature;
+    for (int v = 0; v < V; v++) { /* unnormalised softmax; NaN counts as no mass */
+        const double p = exp(((double)logits[v] - mx) * inv_t);
+        work_p[v] = p == p ? (float)p : 0.0f;
+    }
+    const bool top_k = o->top_k > 0 && o->top_k<V, top_p = o->top_p> 0 && o->top_p < 1;
+    if (!top_k && !top_p) { /* the whole distribution, in id order */
+        double total = 0;
+        for (int v = 0; v < V; v++) total += work_p[v];
+        double acc = 0, target = u * total;
+        for (int v = 0; v < V; v++) {
+            acc += work_p[v];
+            if (acc > target && work_p[v] > 0) return (int32_t)v;
+        }
+        return best; /* rounding at the very top: the most likely token */
+    }
+    /* most likely first, ties to the lower id: a p >= 0's fp32 bits order like p, so the key
+     * (~bits << 32 | id) sorts ascending into that order */
+    for (int v = 0; v < V; v++) {
+        uint32_t bits;
+        memcpy(&bits, &work_p[v], sizeof(bits));
+        work_key[v] = ((uint64_t)~bits << 32) | (uint32_t)v;
+    }
+    qsort(work_key, (size_t)V, sizeof(uint64_t), gen_key_cmp);
+    int n = top_k ? o->top_k : V;
+    double total = 0;
+    for (int i = 0; i < n; i++) total += work_p[(uint32_t)work_key[i]];
+    if (top_p) { /* the smallest prefix holding top_p of the (top-k) mass; at least one token */
+        double acc = 0;
+        int keep = 0;
+        while (keep < n) {
+            acc += work_p[(uint32_t)work_key[keep++]];
+            if (acc >= (double)o->top_p * total) break;
+        }
+        n = keep;
+        total = acc;
+    }
+    double acc = 0, target = u * total;
+    for (int i = 0; i < n; i++) {
+        const uint32_t v = (uint32_t)work_key[i];
+        acc += work_p[v];
+        if (acc > target) return (int32_t)v;
+    }
+    return (int32_t)(uint32_t)work_key[0];
+}
+
+/* Step `step`'s token of prompt row r from batch slot s's last-position logits. */
+static int32_t gen_next(const mt_tensor *logits, int64_t s, int r, int step, const mt_gen_opts *o,
+                        float *work_p, uint64_t *work_key) {
+    const int64_t T = logits->shape[1], V = logits->shape[2];
+    const float *x = (const float *)logits->data + (s * T + T - 1) * V;
+    const int64_t id = o && o->row_ids ? o->row_ids[r] : r;
+    const double u = o && o->temperature > 0 ? mt_gen_uniform(o->seed, id, step) : 0;
+    return mt_gen_sample(x, (int)V, o, u, work_p, work_key);
+}
+
+void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *prompts,
+                               const int *lens, int B, int n_new, const mt_gen_opts *o,
+                               int32_t *out, int *n_out) {
+    MT_CHECK(B >= 1 && n_new >= 0, "generate: B = %d, n_new = %d", B, n_new);
+    const int V = m->cfg.vocab_size;
+    int t_max = 1;
+    for (int b = 0; b < B; b++) {
+        MT_CHECK(lens[b] >= 1, "generate: row %d has an empty prompt", b);
+        for (int t = 0; t < lens[b]; t++)
+            MT_CHECK(prompts[b][t] >= 0 && prompts[b][t] < V,
+                     "generate: prompt token %d at row %d position %d "
+                     "is outside the vocabulary [0, %d)",
+                     prompts[b][t], b, t, V);
+        if (lens[b] + n_new > t_max) t_max = lens[b] + n_new;
+    }
+    const int eos = o ? o->eos : -1;
+    for (int64_t i = 0; i < (int64_t)B * n_new; i++) out[i] = eos >= 0 ? eos : -1;
+    for (int b = 0; b < B; b++) n_out[b] = 0;
+    if (n_new == 0) return;
+
+    mt_minimax_cache kv, view;
+    mt_minimax_cache_init(&kv, &m->cfg, B, t_max);
+    mt_minimax_cache_view_alloc(&view, kv.n_layers);
+    int32_t *tok = mt_malloc((size_t)B * sizeof(int32_t), "generate tokens");
+    int *row = mt_malloc((size_t)B * sizeof(int), "generate slot rows"); /* slot -> prompt row */
+    float *work_p = mt_malloc((size_t)V * sizeof(float), "sampling probabilities");
+    uint64_t *work_key = mt_malloc((size_t)V * sizeof(uint64_t), "sampling order");
+
+    /* prefill: each prompt alone through its row of the cache, its own length, no padding */
+    for (int b = 0; b < B; b++) {
+        mt_ctx_reset(c);
+        mt_minimax_cache_row(&kv, b, &view);
+        mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){1, lens[b]}, "prompt");
+        c->be->to_device(x->data, prompts[b], (size_t)lens[b] * sizeof(int32_t));
+        const mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &view);
+        tok[b] = gen_next(logits, 0, b, 0, o, work_p, work_key);
+        row[b] = b;
+    }
+    int n_act = B;
+    for (int step = 0; n_act > 0; step++) {
+        /* record this step's tokens; finished rows leave: the last active slot fills the hole */
+        for (int s = 0; s < n_act;) {
+            const int r = row[s];
+            out[(size_t)r * (size_t)n_new + (size_t)step] = tok[s];
+            n_out[r] = step + 1;
+            const int32_t *mine = out + (size_t)r * (size_t)n_new;
+            if ((eos >= 0 && tok[s] == eos) || step + 1 == n_new ||
+                (o && o->stop && o->stop(o->stop_user, r, mine, step + 1))) {
+                n_act--;
+                mt_minimax_cache_move_row(&kv, s, n_act);
+                tok[s] = tok[n_act];
+                row[s] = row[n_act];
+            } else {
+                s++;
+            }
+        }
+        if (n_act == 0) break;
+        mt_ctx_reset(c); /* the step's activations are dead; the caches live outside c */
+        mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){n_act, 1}, "next tokens");
+        c->be->to_device(x->data, tok, (size_t)n_act * sizeof(int32_t));
+        mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &kv);
+        for (int s = 0; s < n_act; s++)
+            tok[s] = gen_next(logits, s, row[s], step + 1, o, work_p, work_key);
+    }
+    mt_ctx_reset(c);
+    free(tok);
+    free(row);
+    free(work_p);
+    free(work_key);
+    mt_minimax_cache_view_free(&view);
+    mt_minimax_cache_free(&kv);
 }
 
 void mt_minimax_generate(mt_minimax *m, mt_ctx *c, const int32_t *ids, int B, int T, int n_new,
                          int eos, int32_t *out, int *n_done) {
     MT_CHECK(B >= 1 && T >= 1 && n_new >= 0, "generate: B = %d, T = %d, n_new = %d", B, T, n_new);
-    const int V = m->cfg.vocab_size;
-    for (int64_t i = 0; i < (int64_t)B * T; i++)
-        MT_CHECK(ids[i] >= 0 && ids[i] < V,
-                 "generate: prompt token %d at row %lld position %lld "
-                 "is outside the vocabulary [0, %d)",
-                 ids[i], (long long)(i / T), (long long)(i % T), V);
-    mt_minimax_cache kv;
-    mt_minimax_cache_init(&kv, &m->cfg, B, T + (n_new > 0 ? n_new : 1));
-    int32_t *tok = mt_malloc((size_t)B * sizeof(int32_t), "generate tokens");
-    bool *done = mt_calloc((size_t)B, sizeof(bool), "generate done");
-
-    int steps = 0;
-    mt_ctx_reset(c);
-    mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){B, T}, "prompt");
-    c->be->to_device(x->data, ids, (size_t)B * (size_t)T * sizeof(int32_t));
-    while (steps < n_new) {
-        mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &kv);
-        gen_argmax(logits, tok);
-        bool all_done = true;
-        for (int b = 0; b < B; b++) {
-            if (done[b]) tok[b] = eos; /* a finished row repeats eos */
-            out[(size_t)b * (size_t)n_new + (size_t)steps] = tok[b];
-            if (eos >= 0 && tok[b] == eos) done[b] = true;
-            all_done = all_done && done[b];
-        }
-        steps++;
-        if (eos >= 0 && all_done) break;
-        mt_ctx_reset(c); /* the step's activations are dead; the caches live outside c */
-        x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){B, 1}, "next token");
-        c->be->to_device(x->data, tok, (size_t)B * sizeof(int32_t));
+    const int32_t **prompts = mt_malloc((size_t)B * sizeof(*prompts), "generate prompts");
+    int *lens = mt_malloc((size_t)B * sizeof(int), "generate lengths");
+    int *n_out = mt_malloc((size_t)B * sizeof(int), "generate counts");
+    for (int b = 0; b < B; b++) {
+        prompts[b] = ids + (size_t)b * (size_t)T;
+        lens[b] = T;
     }
-    mt_ctx_reset(c);
-    for (int b = 0; b < B; b++) /* rows that stopped early: eos to the end */
-        for (int s = steps; s < n_new; s++) out[(size_t)b * (size_t)n_new + (size_t)s] = eos;
+    const mt_gen_opts o = {.eos = eos};
+    mt_minimax_generate_batch(m, c, prompts, lens, B, n_new, &o, out, n_out);
+    int steps = 0; /* a finished row repeats eos to the end, which batch's padding already is */
+    for (int b = 0; b < B; b++) steps = n_out[b] > steps ? n_out[b] : steps;
     if (n_done) *n_done = steps;
-    free(tok);
-    free(done);
-    mt_minimax_cache_free(&kv);
+    free(prompts);
+    free(lens);
+    free(n_out);
 }

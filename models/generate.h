@@ -1,5 +1,5 @@
-/* generate.h: greedy decoding for every family (models/family.h; Text-01: spec sections 4.7, 5
- * and 10.10).
+/* generate.h: decoding (greedy or sampled, ragged batches) for every family (models/family.h;
+ * Text-01: spec sections 4.7, 5 and 10.10).
  *
  * The prompt runs once through the training forward's ops in no-grad mode (block-form
  * lightning, causal attention) and fills the caches: the roped keys and the values of every
@@ -9,27 +9,42 @@
  * backend table's (mt_backend.decode); the caches live in host memory, so generation runs on
  * the CPU backend. */
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "models/minimax.h"
 
 typedef struct {
-    int n_layers;  /* L */
-    int B;         /* batch rows */
-    int t_max;     /* capacity in positions */
-    int t_len;     /* positions filled so far (0 before the prompt) */
+    int n_layers;   /* L */
+    int B;          /* batch rows */
+    int t_max;      /* capacity in positions */
+    int32_t *t_len; /* (B): positions filled so far in each row (0 before its prompt) */
+    /* (B), set by mt_minimax_forward_cached for its layers: t_len + T, the positions each row's
+     * queries see once this forward's tokens are in (host arena memory of that forward) */
+    const int32_t *t_end;
     float **k;     /* (L): (B,t_max,Hkv,D) roped keys of a softmax layer; NULL for lightning */
     float **v;     /* (L): (B,t_max,Hkv,D) values of a softmax layer; NULL for lightning */
     float **state; /* (L): (B,H,D,D) state S[key dim][value dim] of a lightning layer, else NULL */
     float **ik;    /* (L): (B,t_max,Di) the indexer's roped keys of an MSA layer, else NULL */
+    size_t row_kv, row_ik, row_state; /* floats per batch row: t_max*Hkv*D, t_max*Di, H*D*D */
 } mt_minimax_cache;
 
 /* Allocates the caches of a model with this config for B rows of up to t_max positions. */
 void mt_minimax_cache_init(mt_minimax_cache *kv, const mt_minimax_config *cfg, int B, int t_max);
 void mt_minimax_cache_free(mt_minimax_cache *kv);
+/* Row b of kv as a one-row cache sharing its memory (view's pointer arrays: (L) each, owned by
+ * the caller, see mt_minimax_cache_view_alloc): a ragged batch fills each row with its own
+ * prompt through it. */
+void mt_minimax_cache_view_alloc(mt_minimax_cache *view, int n_layers);
+void mt_minimax_cache_view_free(mt_minimax_cache *view);
+void mt_minimax_cache_row(const mt_minimax_cache *kv, int b, mt_minimax_cache *view);
+/* Copies row src of kv over row dst (its filled positions, state and length): generation
+ * compacts the rows still decoding into the first ones. */
+void mt_minimax_cache_move_row(mt_minimax_cache *kv, int dst, int src);
 
-/* No-grad forward of ids (B,T) I32 that reads and extends the cache: with kv->t_len == 0 any T
- * (the prompt) fills it; afterwards T must be 1 (one decode step). Positions run from t_len.
+/* No-grad forward of ids (B,T) I32 that reads and extends the first B <= kv->B rows of the
+ * cache: when every one of them is empty any T (the prompt) fills them; when none is, T must be
+ * 1 (one decode step; rows may hold different lengths). Row b's positions run from t_len[b].
  * Returns the logits (B,T,V), carved from c's arena. The model's buckets must be bound. */
 mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids,
                                      mt_minimax_cache *kv);
@@ -40,3 +55,44 @@ mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids,
  * steps taken. c is reset (mt_ctx_reset) between steps; its arena must hold one prompt forward. */
 void mt_minimax_generate(mt_minimax *m, mt_ctx *c, const int32_t *ids, int B, int T, int n_new,
                          int eos, int32_t *out, int *n_done);
+
+/* How each next token is chosen, and when a row stops. */
+typedef struct {
+    float temperature; /* 0: greedy (argmax, ties to the lowest id); else softmax(logits / t) */
+    int top_k;         /* > 0: sample among the k most likely tokens only (ties: lower id) */
+    float top_p;       /* in (0, 1): among the smallest most-likely-first set of mass >= top_p */
+    uint64_t seed;     /* the draws: splitmix64 of (seed, row id, step), see mt_gen_uniform */
+    /* Row b's id for the draws (NULL: b): give each prompt its own (its index in the data set)
+     * and its tokens do not depend on the batch it ran in. */
+    const int64_t *row_ids;
+    int eos; /* >= 0: a row stops after producing it (kept) */
+    /* Non-NULL: called after each token of row b (toks, n: its tokens so far); true stops the
+     * row (stop strings: the caller decodes and searches, the model knows no tokenizer). */
+    bool (*stop)(void *user, int b, const int32_t *toks, int n);
+    void *stop_user;
+} mt_gen_opts;
+
+/* Arena bytes for generation's context: one no-grad prompt forward of B rows of T tokens. */
+size_t mt_minimax_generate_arena_bytes(const mt_minimax_config *cfg, int64_t B, int64_t T);
+
+/* A uniform double in [0, 1) for (seed, row id, step): counter-based (no state carried from one
+ * draw to the next), so a row's draws do not depend on which rows share its batch. */
+double mt_gen_uniform(uint64_t seed, int64_t row, int64_t step);
+
+/* The next token from one position's logits (V) under o (o->temperature > 0: drawn with u, a
+ * uniform in [0, 1)); greedy when o is NULL or o->temperature == 0. Top-k, then top-p on what is
+ * left (renormalised), like transformers' warpers. work: V floats and V uint64 (scratch, so
+ * nothing is allocated per token). */
+int32_t mt_gen_sample(const float *logits, int V, const mt_gen_opts *o, double u, float *work_p,
+                      uint64_t *work_key);
+
+/* Decoding of B prompts of their own lengths (ragged): prompts[b] holds lens[b] >= 1 tokens.
+ * Each row's prompt fills its row of one cache (per-row prefill, so no padding and no mask: each
+ * row is exactly its one-prompt run); then one decode step per position for the rows still
+ * active. A row stops after eos, when o->stop says so, or after n_new tokens; finished rows leave
+ * the step batch (compaction: the last active row's cache moves into the freed slot, so a step
+ * costs only what is still running). o NULL: greedy, no eos. out (B,n_new) row-major; n_out[b]
+ * gets the tokens row b produced, the rest of its out row is eos (or -1 without one). */
+void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *prompts,
+                               const int *lens, int B, int n_new, const mt_gen_opts *o,
+                               int32_t *out, int *n_out);

@@ -57,12 +57,13 @@ mt_tensor *mt_block_host_tensor(mt_ctx *c, const char *what) {
     return mt_arena_alloc(&c->host, sizeof(mt_tensor), what);
 }
 
-/* An I32 (B,T) tensor with rows t0, t0+1, ... (positions when the batch has none). */
-static mt_tensor *mm_positions(mt_ctx *c, int64_t B, int64_t T, int64_t t0) {
+/* Positions I32 (B,T) when the batch has none: row b runs t0[b], t0[b]+1, ... (a cache's per-row
+ * lengths), or from 0 (t0 NULL). */
+static mt_tensor *mm_positions(mt_ctx *c, int64_t B, int64_t T, const int32_t *t0) {
     mt_tensor *pos = mt_tensor_new(c, MT_I32, 2, (int64_t[]){B, T}, "positions");
     int32_t *h = mt_arena_alloc(&c->host, (size_t)(B * T) * sizeof(int32_t), "positions.host");
     for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++) h[b * T + t] = (int32_t)(t0 + t);
+        for (int64_t t = 0; t < T; t++) h[b * T + t] = (int32_t)((t0 ? t0[b] : 0) + t);
     c->be->to_device(pos->data, h, (size_t)(B * T) * sizeof(int32_t));
     return pos;
 }
@@ -352,7 +353,7 @@ void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
     MT_CHECK(ids && ids->dtype == MT_I32 && ids->ndim == 2,
              "minimax_forward: ids must be i32 (B,T), got %s", ids ? mt_shape_str(ids) : "NULL");
     const int64_t B = ids->shape[0], T = ids->shape[1];
-    mt_tensor *pos = batch->pos ? batch->pos : mm_positions(c, B, T, 0);
+    mt_tensor *pos = batch->pos ? batch->pos : mm_positions(c, B, T, NULL);
     const bool aux_on = cfg->output_router_logits;
     mt_tensor **routers = NULL, **idx = NULL;
     if (aux_on) {
@@ -383,15 +384,31 @@ void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
 
 mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids,
                                      mt_minimax_cache *kv) {
-    MT_CHECK(ids->dtype == MT_I32 && ids->ndim == 2 && ids->shape[0] == kv->B,
-             "minimax_forward_cached: ids %s must be i32 (B,T) with B = %d", mt_shape_str(ids),
+    MT_CHECK(ids->dtype == MT_I32 && ids->ndim == 2 && ids->shape[0] >= 1 && ids->shape[0] <= kv->B,
+             "minimax_forward_cached: ids %s must be i32 (B,T) with B <= %d", mt_shape_str(ids),
              kv->B);
     MT_CHECK(c->be->dev == MT_CPU, "minimax_forward_cached: generation runs on the CPU backend");
+    const int64_t B = ids->shape[0], T = ids->shape[1];
+    int n_empty = 0; /* all rows empty (a prompt) or none (a step): the layers take one path */
+    for (int64_t b = 0; b < B; b++) {
+        n_empty += kv->t_len[b] == 0;
+        MT_CHECK(kv->t_len[b] + T <= kv->t_max,
+                 "minimax: KV cache full (row %lld: %d + %lld > %d positions)", (long long)b,
+                 kv->t_len[b], (long long)T, kv->t_max);
+    }
+    MT_CHECK(n_empty == B || (n_empty == 0 && T == 1),
+             "minimax_forward_cached: %d of %lld rows empty with T = %lld: a prompt fills empty "
+             "rows, a decode step (T = 1) extends filled ones",
+             n_empty, (long long)B, (long long)T);
+    int32_t *t_end = mt_arena_alloc(&c->host, (size_t)B * sizeof(int32_t), "cache t_end");
+    for (int64_t b = 0; b < B; b++) t_end[b] = kv->t_len[b] + (int32_t)T;
+    kv->t_end = t_end;
     bool prev = mt_ctx_set_grad(c, false);
-    mt_tensor *pos = mm_positions(c, ids->shape[0], ids->shape[1], kv->t_len);
+    mt_tensor *pos = mm_positions(c, B, T, kv->t_len);
     mm_trunk_out o = {0};
     mt_tensor *logits = mm_trunk(m, c, ids, pos, NULL, kv, NULL, NULL, false, &o);
-    kv->t_len += (int)ids->shape[1];
+    for (int64_t b = 0; b < B; b++) kv->t_len[b] = t_end[b];
+    kv->t_end = NULL;
     mt_ctx_set_grad(c, prev);
     return logits;
 }

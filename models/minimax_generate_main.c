@@ -43,18 +43,6 @@ static void usage(int status) {
     exit(status);
 }
 
-/* One no-grad prompt forward: a few live activations of the widest layer plus the logits. */
-static size_t gen_arena_bytes(const mt_minimax_config *cfg, int64_t B, int64_t T) {
-    const int64_t N = B * T, C = cfg->hidden_size,
-                  HD = (int64_t)cfg->num_attention_heads * cfg->head_dim;
-    const int64_t K = cfg->num_experts_per_tok, F = cfg->intermediate_size;
-    int64_t per_layer = N * (12 * C + 10 * HD + 4 * cfg->num_local_experts) +
-                        N * K * (4 * C + 6 * F) + 2 * B * cfg->num_attention_heads * T +
-                        (int64_t)B * cfg->num_attention_heads * cfg->head_dim * cfg->head_dim;
-    int64_t floats = per_layer * cfg->num_hidden_layers + 2 * N * cfg->vocab_size;
-    return (size_t)floats * sizeof(float) + ((size_t)64 << 20);
-}
-
 /* --prompt: TEXT as a user turn with the generation prompt, in the chat template of tok_dir
  * (checked to be the one data/chat_template.c renders), tokenized as training tokenizes:
  * (1, T) ids, malloc'ed. */
@@ -168,7 +156,8 @@ int main(int argc, char **argv) {
     int32_t *out = mt_malloc((size_t)B * (size_t)(n_new > 0 ? n_new : 1) * sizeof(int32_t), "out");
 
     mt_ctx c;
-    size_t arena = arena_mb > 0 ? (size_t)arena_mb << 20 : gen_arena_bytes(&cfg, B, T);
+    size_t arena =
+        arena_mb > 0 ? (size_t)arena_mb << 20 : mt_minimax_generate_arena_bytes(&cfg, B, T);
     mt_ctx_init(&c, mt_backend_cpu(), arena, 64 * (cfg.num_hidden_layers + 4));
     int steps = 0;
     mt_minimax_generate(&m, &c, ids, B, T, (int)n_new, cfg.eos_token_id, out, &steps);

@@ -453,7 +453,7 @@ static int test_op_rope_forward(void) {
 
 /* Generation: rope one position at a time, append k/v to the cache, attend; every step must
  * reproduce the full causal forward's row. */
-static int test_op_attention_decode(void) {
+static int test_op_attention_decode(void) { /* B = 2: the per-row lengths below */
     int64_t B = 2, T = 7, H = 4, Hkv = 2, D = 8, rd = 4, t_max = T + 3;
     float theta = 10000.0f, scale = 1.0f / sqrtf((float)D);
     mt_rng rng;
@@ -500,7 +500,8 @@ static int test_op_attention_decode(void) {
             memcpy(vc + (b * t_max + t) * Hkv * D, vd + (b * T + t) * Hkv * D,
                    sizeof(float) * (size_t)(Hkv * D));
         }
-        cpu_attention_decode(o_t, q_t, kc, vc, t + 1, B, t_max, H, Hkv, D, scale);
+        int32_t tl[2] = {(int32_t)(t + 1), (int32_t)(t + 1)}; /* rows alike; ragged below */
+        cpu_attention_decode(o_t, q_t, kc, vc, tl, B, t_max, H, Hkv, D, scale);
         for (int64_t i = 0; i < B * H * D; i++)
             max_diff = fmax(max_diff, fabs((double)o_t[i] - (double)want[i]));
         char label[32];
@@ -508,6 +509,18 @@ static int test_op_attention_decode(void) {
         mt_check_close(label, o_t, want, B * H * D, 1e-6, 1e-5);
     }
     printf("decode vs full forward: max |diff| over all steps %.3g\n", max_diff);
+    /* ragged: the full caches, row 0's query at position 2 and row 1's at T-1; row 0 must read
+     * only its first 3 positions (what lies beyond is later tokens, never its own) */
+    const int32_t tl[2] = {3, (int32_t)T};
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t t = tl[b] - 1;
+        pos_t[b] = pd[b * T + t];
+        memcpy(q_t + b * H * D, qd + (b * T + t) * H * D, sizeof(float) * (size_t)(H * D));
+        memcpy(want + b * H * D, fd + (b * T + t) * H * D, sizeof(float) * (size_t)(H * D));
+    }
+    cpu_rope_fwd(q_t, q_t, pos_t, B, H, D, rd, theta);
+    cpu_attention_decode(o_t, q_t, kc, vc, tl, B, t_max, H, Hkv, D, scale);
+    mt_check_close("ragged decode step", o_t, want, B * H * D, 1e-6, 1e-5);
     free(kc);
     free(vc);
     free(q_t);

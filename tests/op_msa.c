@@ -414,8 +414,9 @@ static int test_op_msa_packed(void) {
 
 /* ---- decode -------------------------------------------------------------------------------- */
 
-/* Every prefix length t_len of one-sample rows: the decode steps over a cache of t_max > T
- * positions (NaN past t_len: never read) equal row t_len - 1 of the full forward. */
+/* Every prefix length t_len of one-sample rows, the two rows at different lengths (B = 2): the
+ * decode steps over a cache of t_max > T positions (NaN past T: never read) equal row
+ * t_len - 1 of the full forward. */
 static int test_op_msa_decode(void) {
     mt_rng g;
     mt_rng_seed(&g, 61);
@@ -452,21 +453,23 @@ static int test_op_msa_decode(void) {
                    sizeof(float) * Hkv * D);
         }
     for (int64_t t_len = 1; t_len <= T; t_len++) {
-        const int64_t t = t_len - 1;
+        /* ragged: row 0 counts up, row 1 down, so the rows' lengths (and visible blocks
+         * selections) differ in one call; row b's query is its row at tl[b] - 1 */
+        const int32_t tl[2] = {(int32_t)t_len, (int32_t)(T + 1 - t_len)};
         for (int64_t b = 0; b < B; b++) {
+            const int64_t t = tl[b] - 1;
             memcpy(iqd + b * Hkv * Di, (float *)iq->data + (b * T + t) * Hkv * Di,
                    sizeof(float) * Hkv * Di);
             memcpy(qd + b * H * D, (float *)q->data + (b * T + t) * H * D, sizeof(float) * H * D);
             memcpy(ow + b * H * D, (float *)o->data + (b * T + t) * H * D, sizeof(float) * H * D);
         }
-        cpu_msa_select_decode(idd, work, iqd, ikc, t_len, B, t_max, Hkv, Di, block, topk);
+        cpu_msa_select_decode(idd, work, iqd, ikc, tl, B, t_max, Hkv, Di, block, topk);
         for (int64_t b = 0; b < B; b++)
             for (int64_t h = 0; h < Hkv; h++)
                 for (int s = 0; s < topk; s++)
                     bad_idx += idd[(b * Hkv + h) * topk + s] !=
-                               ((int32_t *)idx->data)[((b * Hkv + h) * T + t) * topk + s];
-        cpu_msa_attention_decode(od, qd, kc, vc, idd, t_len, B, t_max, H, Hkv, D, block, topk,
-                                 scale);
+                               ((int32_t *)idx->data)[((b * Hkv + h) * T + tl[b] - 1) * topk + s];
+        cpu_msa_attention_decode(od, qd, kc, vc, idd, tl, B, t_max, H, Hkv, D, block, topk, scale);
         mt_check_close("msa decode out", od, ow, B * H * D, 1e-6, 1e-5);
     }
     EXPECT(bad_idx == 0, "msa decode: %d selection slots differ from the forward", bad_idx);

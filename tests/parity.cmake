@@ -1,7 +1,8 @@
 # The model against Hugging Face transformers: tiny random checkpoints saved by transformers and
 # the outputs it computed for them (tools/make_fixtures.py, tests/fixtures/models, docs/parity.md).
-mt_test_binary(test_parity parity_model.c parity_cli.c)
-mt_test_cases(test_parity parity_tiny_released8 parity_tiny_irregular_gqa parity_tiny_mqa
+mt_test_binary(test_parity parity_model.c parity_cli.c eval_generate.c)
+mt_test_cases(test_parity eval_generate_text01 eval_generate_released8 eval_generate_m2
+  eval_generate_m3 parity_tiny_released8 parity_tiny_irregular_gqa parity_tiny_mqa
   parity_tiny_mqa_v5 parity_tiny_mqa_orig parity_tiny_released8_expert_unit
   parity_tiny_irregular_gqa_recompute parity_tiny_released8_expert_unit_recompute
   parity_tiny_irregular_gqa_expert_unit parity_m2_tiny parity_m2_irregular parity_m2_fp8

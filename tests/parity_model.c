@@ -716,6 +716,10 @@ static int parity_naming(void) {
 }
 
 static const mt_test_case cases[] = {
+    {"eval_generate_text01", eval_generate_text01},
+    {"eval_generate_released8", eval_generate_released8},
+    {"eval_generate_m2", eval_generate_m2},
+    {"eval_generate_m3", eval_generate_m3},
     {"parity_tiny_released8", parity_tiny_released8},
     {"parity_tiny_irregular_gqa", parity_tiny_irregular_gqa},
     {"parity_tiny_mqa", parity_tiny_mqa},

@@ -37,6 +37,12 @@ void pm_check_logits(const char *label, const mt_tensor *logits, mt_safetensors 
 void pm_check_scalar(const char *label, const mt_tensor *x, mt_safetensors *st,
                      const char *ref_name);
 
+/* tests/eval_generate.c: ragged batched greedy decoding */
+int eval_generate_text01(void);
+int eval_generate_released8(void);
+int eval_generate_m2(void);
+int eval_generate_m3(void);
+
 /* tests/parity_cli.c */
 int parity_cli(void);
 int parity_cli_errors(void);

@@ -428,18 +428,20 @@ void cpu_attention_bwd_bf16(float *dq, float *dk, float *dv, double *delta, cons
 }
 
 void cpu_attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache,
-                          int64_t t_len, int64_t B, int64_t t_max, int64_t H, int64_t Hkv,
+                          const int32_t *t_len, int64_t B, int64_t t_max, int64_t H, int64_t Hkv,
                           int64_t D, float scale) {
     attn_check(H, Hkv, D);
-    MT_CHECK(t_len >= 1 && t_len <= t_max, "attention decode: t_len %lld not in [1, Tmax=%lld]",
-             (long long)t_len, (long long)t_max);
+    for (int64_t b = 0; b < B; b++)
+        MT_CHECK(t_len[b] >= 1 && t_len[b] <= t_max,
+                 "attention decode: row %lld: t_len %d not in [1, Tmax=%lld]", (long long)b,
+                 t_len[b], (long long)t_max);
     int64_t rep = H / Hkv;
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < B * H; row++) {
         int64_t b = row / H, h = row % H, g = h / rep;
         const float *kb = k_cache + (b * t_max * Hkv + g) * D;
         const float *vb = v_cache + (b * t_max * Hkv + g) * D;
-        attn_row(out + row * D, q + row * D, kb, vb, Hkv * D, NULL, 0, t_len, D, (double)scale);
+        attn_row(out + row * D, q + row * D, kb, vb, Hkv * D, NULL, 0, t_len[b], D, (double)scale);
     }
 }
 

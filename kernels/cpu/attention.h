@@ -63,5 +63,5 @@ void cpu_attention_bwd_bf16(float *dq, float *dk, float *dv, double *delta, cons
  * One row in double (attention.c's attn_row), so a step equals row t_len-1 of the full causal
  * forward over the same (roped) q, k, v up to the forward's fp32 rounding. */
 void cpu_attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache,
-                          int64_t t_len, int64_t B, int64_t t_max, int64_t H, int64_t Hkv,
+                          const int32_t *t_len, int64_t B, int64_t t_max, int64_t H, int64_t Hkv,
                           int64_t D, float scale);

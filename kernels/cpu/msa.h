@@ -46,12 +46,13 @@ void cpu_msa_select_forward(int32_t *idx, float *work, const float *iq, const fl
                             int64_t Hi, int64_t Di, int block, int topk);
 int64_t cpu_msa_select_work(int64_t T, int block);
 
-/* One generation step: idx (B,Hi,topk) for the new query iq (B,Hi,Di) at position t_len-1 of a
- * one-sample row whose index keys are ik_cache (B,t_max,Di) positions [0, t_len) (the last the
- * new token's). The same rule as the forward (row t_len-1 of it). work: B*Hi*((t_max-1)/block+1)
+/* One generation step: idx (B,Hi,topk) for the new query iq (B,Hi,Di) of row b at position
+ * t_len[b]-1 of a one-sample row whose index keys are ik_cache (B,t_max,Di) positions
+ * [0, t_len[b]) (the last the new token's); t_len (B) host memory, rows may differ (ragged
+ * batches). The same rule as the forward (row t_len-1 of it). work: B*Hi*((t_max-1)/block+1)
  * floats (cpu_msa_select_decode_work). */
 void cpu_msa_select_decode(int32_t *idx, float *work, const float *iq, const float *ik_cache,
-                           int64_t t_len, int64_t B, int64_t t_max, int64_t Hi, int64_t Di,
+                           const int32_t *t_len, int64_t B, int64_t t_max, int64_t Hi, int64_t Di,
                            int block, int topk);
 int64_t cpu_msa_select_decode_work(int64_t B, int64_t Hi, int64_t t_max, int block);
 
@@ -94,13 +95,13 @@ void cpu_msa_attention_backward(float *dq, float *dk, float *dv, void *work, con
 size_t cpu_msa_attention_bwd_work(int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
                                   int block, int topk);
 
-/* One generation step: out (B,H,D) for the new query q (B,H,D) at position t_len-1 over cache
- * positions [0, t_len) of k_cache, v_cache (B,t_max,Hkv,D), restricted to the blocks of idx
- * (B,Hkv,topk) from cpu_msa_select_decode. Online softmax in double, one row at a time. */
+/* One generation step: out (B,H,D) for the new query q (B,H,D) of row b at position t_len[b]-1
+ * over cache positions [0, t_len[b]) of k_cache, v_cache (B,t_max,Hkv,D), restricted to the blocks
+ * of idx (B,Hkv,topk) from cpu_msa_select_decode. Online softmax in double, one row at a time. */
 void cpu_msa_attention_decode(float *out, const float *q, const float *k_cache,
-                              const float *v_cache, const int32_t *idx, int64_t t_len, int64_t B,
-                              int64_t t_max, int64_t H, int64_t Hkv, int64_t D, int block, int topk,
-                              float scale);
+                              const float *v_cache, const int32_t *idx, const int32_t *t_len,
+                              int64_t B, int64_t t_max, int64_t H, int64_t Hkv, int64_t D,
+                              int block, int topk, float scale);
 
 /* ---- the indexer's sparse-KL loss (spec 5.2-5.3) ------------------------------------------- */
 

@@ -290,16 +290,18 @@ void cpu_msa_attention_backward(float *dq, float *dk, float *dv, void *work, con
 }
 
 void cpu_msa_attention_decode(float *out, const float *q, const float *k_cache,
-                              const float *v_cache, const int32_t *idx, int64_t t_len, int64_t B,
-                              int64_t t_max, int64_t H, int64_t Hkv, int64_t D, int block, int topk,
-                              float scale) {
+                              const float *v_cache, const int32_t *idx, const int32_t *t_len,
+                              int64_t B, int64_t t_max, int64_t H, int64_t Hkv, int64_t D,
+                              int block, int topk, float scale) {
     msa_check_dims("msa_attention decode", H, Hkv, D, block, topk);
-    MT_CHECK(t_len >= 1 && t_len <= t_max, "msa_attention decode: t_len %lld not in [1, %lld]",
-             (long long)t_len, (long long)t_max);
-    const int64_t G = H / Hkv, t = t_len - 1;
+    for (int64_t b = 0; b < B; b++)
+        MT_CHECK(t_len[b] >= 1 && t_len[b] <= t_max,
+                 "msa_attention decode: row %lld: t_len %d not in [1, %lld]", (long long)b,
+                 t_len[b], (long long)t_max);
+    const int64_t G = H / Hkv;
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < B * H; row++) {
-        const int64_t b = row / H, h = row % H, g = h / G;
+        const int64_t b = row / H, h = row % H, g = h / G, t = t_len[b] - 1;
         const int32_t *sel = idx + (b * Hkv + g) * topk;
         const float *qt = q + row * D, *kb = k_cache + (b * t_max * Hkv + g) * D,
                     *vb = v_cache + (b * t_max * Hkv + g) * D;

@@ -111,21 +111,23 @@ int64_t cpu_msa_select_decode_work(int64_t B, int64_t Hi, int64_t t_max, int blo
 }
 
 void cpu_msa_select_decode(int32_t *idx, float *work, const float *iq, const float *ik_cache,
-                           int64_t t_len, int64_t B, int64_t t_max, int64_t Hi, int64_t Di,
+                           const int32_t *t_len, int64_t B, int64_t t_max, int64_t Hi, int64_t Di,
                            int block, int topk) {
     MT_CHECK(block >= 1 && topk >= 1 && topk <= CPU_MSA_MAX_TOPK,
              "msa_select decode: block %d, topk %d (at most %d)", block, topk, CPU_MSA_MAX_TOPK);
-    MT_CHECK(t_len >= 1 && t_len <= t_max, "msa_select decode: t_len %lld not in [1, Tmax=%lld]",
-             (long long)t_len, (long long)t_max);
+    for (int64_t b = 0; b < B; b++)
+        MT_CHECK(t_len[b] >= 1 && t_len[b] <= t_max,
+                 "msa_select decode: row %lld: t_len %d not in [1, Tmax=%lld]", (long long)b,
+                 t_len[b], (long long)t_max);
     const int64_t nb = (t_max - 1) / block + 1;
-    const int32_t local = (int32_t)((t_len - 1) / block);
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < B * Hi; row++) {
-        const int64_t b = row / Hi;
+        const int64_t b = row / Hi, n = t_len[b];
+        const int32_t local = (int32_t)((n - 1) / block);
         float *restrict bs = work + row * nb;
         const float *qr = iq + row * Di, *kb = ik_cache + b * t_max * Di;
         for (int32_t blk = 0; blk <= local; blk++) bs[blk] = -INFINITY;
-        for (int64_t j = 0; j < t_len; j++) {
+        for (int64_t j = 0; j < n; j++) {
             const float *kj = kb + j * Di;
             float s = 0.0f;
             for (int64_t d = 0; d < Di; d++) s += qr[d] * kj[d];

@@ -1,0 +1,83 @@
+/* gsm8k_answer.c: answer extraction and exact match for GSM8K (data/gsm8k_answer.h). */
+#include "data/gsm8k_answer.h"
+
+#include <string.h>
+
+static bool ga_digit(char ch) { return ch >= '0' && ch <= '9'; }
+
+/* The number starting at s[i] (a digit, or a '-' before one): its end, and its normalised form
+ * in out. */
+static size_t ga_number(const char *s, size_t i, char *out, size_t cap) {
+    char raw[256];
+    size_t n = 0, j = i;
+    bool neg = false;
+    if (s[j] == '-') {
+        neg = true;
+        j++;
+    }
+    /* integer part: digits, ',' only between digits */
+    while (ga_digit(s[j]) || (s[j] == ',' && j > i && ga_digit(s[j - 1]) && ga_digit(s[j + 1]))) {
+        if (s[j] != ',' && n + 1 < sizeof(raw)) raw[n++] = s[j];
+        j++;
+    }
+    size_t int_len = n;
+    if (s[j] == '.' && ga_digit(s[j + 1])) { /* a decimal part, not a full stop */
+        if (n + 1 < sizeof(raw)) raw[n++] = '.';
+        j++;
+        while (ga_digit(s[j])) {
+            if (n + 1 < sizeof(raw)) raw[n++] = s[j];
+            j++;
+        }
+    }
+    raw[n] = '\0';
+    size_t a = 0; /* leading zeros, keeping one before '.' or at the end */
+    while (a + 1 < int_len && raw[a] == '0') a++;
+    size_t e = n;
+    if (int_len < n) { /* trailing zeros of the decimals, then a bare '.' */
+        while (e > int_len + 1 && raw[e - 1] == '0') e--;
+        if (e == int_len + 1) e = int_len;
+    }
+    const bool zero = e - a == 1 && raw[a] == '0';
+    size_t o = 0;
+    if (neg && !zero) out[o++] = '-';
+    size_t k = a;
+    for (; k < e && o + 2 < cap; k++) out[o++] = raw[k];
+    if (k < e) out[o++] = '~'; /* cut: marked, so it equals no uncut number */
+    out[o] = '\0';
+    return j;
+}
+
+static bool ga_number_start(const char *s, size_t i) {
+    return ga_digit(s[i]) || (s[i] == '-' && ga_digit(s[i + 1]));
+}
+
+bool mt_gsm8k_extract(const char *text, char *out, size_t cap) {
+    out[0] = '\0';
+    const char *mark = NULL;
+    for (const char *p = strstr(text, "####"); p; p = strstr(p + 4, "####")) mark = p;
+    if (mark) { /* the first number after the last marker */
+        for (size_t i = (size_t)(mark - text) + 4; text[i] && text[i] != '\n'; i++)
+            if (ga_number_start(text, i)) {
+                ga_number(text, i, out, cap);
+                return true;
+            }
+        return false; /* a marker line without a number: no answer, not some other number */
+    }
+    bool found = false;
+    for (size_t i = 0; text[i];) {
+        if (ga_number_start(text, i) && !(i > 0 && ga_digit(text[i - 1]))) {
+            i = ga_number(text, i, out, cap);
+            found = true;
+        } else {
+            i++;
+        }
+    }
+    return found;
+}
+
+bool mt_gsm8k_correct(const char *completion, const char *gold) {
+    char a[MT_GSM8K_ANSWER_MAX], g[MT_GSM8K_ANSWER_MAX];
+    if (!mt_gsm8k_extract(completion, a, sizeof(a)) || !mt_gsm8k_extract(gold, g, sizeof(g)))
+        return false;
+    return strcmp(a, g) == 0;
+}

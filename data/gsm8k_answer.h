@@ -1,0 +1,24 @@
+/* gsm8k_answer.h: the final answer of a GSM8K-style completion, and exact match with the gold.
+ *
+ * The answer is the first number on the line of the last "####" (GSM8K's answer marker; none
+ * there: no answer), else the last number of the text. A number: an optional '-' (not right
+ * after a digit: "2-3" is a range or a difference, its last number 3), digits with optional ','
+ * thousands separators and an optional decimal part ("1,200", "-3", "0.5", "$1,200.50": the '$' is
+ * not part of it; a
+ * '.' ending a sentence is not a decimal point). Normalised for comparison: separators removed,
+ * leading zeros dropped, a decimal part's trailing zeros (and a bare '.') removed, "-0" is "0":
+ * so "1,200", "1200.00" and "$1200" all read "1200". */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+#define MT_GSM8K_ANSWER_MAX 64
+
+/* The normalised answer of text into out (cap >= MT_GSM8K_ANSWER_MAX); false (out "") when the
+ * text holds no number. Numbers longer than the buffer are cut (never a match by accident: the
+ * cut is marked with a trailing '~'). */
+bool mt_gsm8k_extract(const char *text, char *out, size_t cap);
+
+/* Exact match: the completion's answer equals the gold answer's (the gold's own "####" line);
+ * a completion or gold without a number never matches. */
+bool mt_gsm8k_correct(const char *completion, const char *gold);

@@ -1,0 +1,337 @@
+/* minimax-eval: GSM8K accuracy of a MiniMax checkpoint by generation (docs/evaluation.md).
+ *
+ *   mpirun -np N minimax-eval --model DIR --data test.jsonl [--limit N] [--max-new-tokens N]
+ *       [--batch B] [--out results.jsonl] [--temperature T] [--top-k K] [--top-p P] [--seed S]
+ *       [--stop STR]... [--tokenizer TOK]
+ *
+ * Each question is a user turn rendered with the chat template and the generation prompt
+ * (zero-shot); sample i runs on rank i % N, every rank holding a full replica of the model in
+ * host memory (the CPU generation path; models/generate.h), B prompts at a time as one ragged
+ * batch. The completion (special tokens left out) is scored by data/gsm8k_answer.h against the
+ * gold answer. Rank 0 prints the accuracy with its 95 % Wilson interval, and with --out writes
+ * one JSON line per sample (index, prompt, completion, extracted, gold, correct), in data-set
+ * order, through a temporary file renamed into place. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "data/chat_template.h"
+#include "data/data_io.h"
+#include "data/gsm8k.h"
+#include "data/gsm8k_answer.h"
+#include "data/tokenizer.h"
+#include "kernels/version.h"
+#include "models/config.h"
+#include "models/generate.h"
+#include "models/minimax.h"
+#include "models/weights.h"
+
+#define EV_MAX_STOPS 8
+
+static int ev_rank = 0;
+
+static void usage(int status) {
+    fprintf(status ? stderr : stdout,
+            "usage: minimax-eval --model DIR --data FILE.jsonl [--limit N] [--max-new-tokens N]\n"
+            "         [--batch B] [--out RESULTS.jsonl] [--tokenizer TOK] [--temperature T]\n"
+            "         [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n"
+            "       minimax-eval --help | --version\n"
+            "  run under mpirun -np N for N ranks (without it: one rank)\n"
+            "  GSM8K accuracy by generation: each question of FILE.jsonl ({\"question\", "
+            "\"answer\"} lines)\n"
+            "  as a user turn with the generation prompt (zero-shot), the answer taken from the "
+            "completion\n"
+            "  (the number after ####, else the last number) and matched exactly with the "
+            "gold's.\n"
+            "  Samples are split across the MPI ranks; each rank holds the whole model (CPU).\n"
+            "  --limit N: the first N questions; --max-new-tokens (default 256); --batch "
+            "(default 8)\n"
+            "  --temperature 0 (default): greedy; else sampling, with --top-k, --top-p, --seed\n"
+            "  --stop STR: also stop a completion when its text contains STR (up to %d)\n"
+            "  --out: one JSON line per sample, written by rank 0 through a temporary file\n",
+            EV_MAX_STOPS);
+    exit(status);
+}
+
+/* A bad input: one line (rank 0 only, every rank sees the same input), then exit 1. */
+static void ev_fail(const char *msg) {
+    if (ev_rank == 0) fprintf(stderr, "minimax-eval: %s\n", msg);
+    MPI_Finalize();
+    exit(1);
+}
+
+typedef struct {
+    const mt_tokenizer *tok;
+    const char *const *stops;
+    int n_stops;
+} ev_stop_ctx;
+
+/* The stop strings, on the decoded text of the row's tokens so far. */
+static bool ev_stop(void *user, int b, const int32_t *toks, int n) {
+    (void)b;
+    const ev_stop_ctx *s = user;
+    if (s->n_stops == 0) return false;
+    char *text = mt_tokenizer_decode(s->tok, toks, n, true);
+    bool hit = false;
+    for (int i = 0; i < s->n_stops && !hit; i++) hit = strstr(text, s->stops[i]) != NULL;
+    free(text);
+    return hit;
+}
+
+/* The question as a user turn with the generation prompt, tokenized: ids malloc'ed. */
+static int32_t *ev_prompt(const mt_tokenizer *tok, const char *question, int *n) {
+    const mt_chat_msg msg = {.role = MT_CHAT_USER, .text = question, .len = strlen(question)};
+    mt_chat_rendered r = {0};
+    mt_chat_render(&msg, 1, true, &r);
+    mt_token_buf buf = {0};
+    char err[MT_ERR_LEN];
+    MT_CHECK(mt_tokenizer_encode_err(tok, r.text, r.len, &buf, err, sizeof(err)) >= 0, "%s", err);
+    int32_t *ids = mt_malloc(sizeof(int32_t) * (size_t)buf.n, "prompt ids");
+    memcpy(ids, buf.ids, sizeof(int32_t) * (size_t)buf.n);
+    *n = (int)buf.n;
+    mt_token_buf_free(&buf);
+    mt_chat_rendered_free(&r);
+    return ids;
+}
+
+static double ev_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+    const char *model_dir = NULL, *data_path = NULL, *out_path = NULL, *tok_dir = NULL;
+    const char *stops[EV_MAX_STOPS];
+    int n_stops = 0;
+    long limit = -1, n_new = 256, batch = 8, top_k = 0;
+    double temperature = 0, top_p = 1;
+    unsigned long long seed = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) usage(0);
+        if (!strcmp(argv[i], "--version")) {
+            mt_version_print(stdout, "minimax-eval");
+            return 0;
+        }
+    }
+    MPI_Init(&argc, &argv);
+    int n_ranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &ev_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n_ranks);
+    for (int i = 1; i < argc; i++) {
+        const bool more = i + 1 < argc;
+        if (!strcmp(argv[i], "--model") && more)
+            model_dir = argv[++i];
+        else if (!strcmp(argv[i], "--data") && more)
+            data_path = argv[++i];
+        else if (!strcmp(argv[i], "--out") && more)
+            out_path = argv[++i];
+        else if (!strcmp(argv[i], "--tokenizer") && more)
+            tok_dir = argv[++i];
+        else if (!strcmp(argv[i], "--limit") && more)
+            limit = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--max-new-tokens") && more)
+            n_new = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--batch") && more)
+            batch = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--top-k") && more)
+            top_k = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--temperature") && more)
+            temperature = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--top-p") && more)
+            top_p = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && more)
+            seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--stop") && more && n_stops < EV_MAX_STOPS)
+            stops[n_stops++] = argv[++i];
+        else {
+            if (ev_rank == 0) usage(2);
+            MPI_Finalize();
+            return 2;
+        }
+    }
+    char msg[8400];
+    if (!model_dir || !data_path) ev_fail("--model DIR and --data FILE are required (--help)");
+    if (n_new < 1 || n_new > 100000 || batch < 1 || batch > 4096 || temperature < 0 || top_p <= 0 ||
+        top_p > 1 || top_k < 0)
+        ev_fail("--max-new-tokens in [1, 100000], --batch in [1, 4096], --temperature >= 0, "
+                "--top-p in (0, 1], --top-k >= 0");
+    if (!tok_dir) tok_dir = model_dir;
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/config.json", model_dir);
+    if (access(path, R_OK) != 0) {
+        snprintf(msg, sizeof(msg), "%s: cannot read the model's config (--model DIR)", path);
+        ev_fail(msg);
+    }
+    char tpath[4200], cpath[4200], err[MT_ERR_LEN + 4400];
+    snprintf(tpath, sizeof(tpath), "%s/tokenizer.json", tok_dir);
+    snprintf(cpath, sizeof(cpath), "%s/tokenizer_config.json", tok_dir);
+    if (access(tpath, R_OK) != 0 || access(cpath, R_OK) != 0) {
+        snprintf(msg, sizeof(msg),
+                 "%s: cannot read tokenizer.json and tokenizer_config.json (--tokenizer TOK)",
+                 tok_dir);
+        ev_fail(msg);
+    }
+    if (mt_chat_template_check(cpath, NULL, err) != 0) ev_fail(err);
+    mt_gsm8k_set set;
+    if (mt_gsm8k_read(data_path, false, &set, err) != 0) ev_fail(err);
+    if (set.n == 0) {
+        snprintf(msg, sizeof(msg), "%s:1: no questions in the file", data_path);
+        ev_fail(msg);
+    }
+    mt_tokenizer *tok = mt_tokenizer_try_load(tpath, err, sizeof(err));
+    if (!tok) ev_fail(err);
+
+    mt_minimax_config cfg;
+    mt_minimax_config_load(model_dir, &cfg);
+    mt_minimax m;
+    mt_minimax_init(&m, &cfg);
+    float **data = mt_calloc((size_t)m.n_buckets, sizeof(float *), "buckets");
+    for (int b = 0; b < m.n_buckets; b++) {
+        data[b] = mt_calloc((size_t)m.bucket_numel[b], sizeof(float), "bucket");
+        mt_minimax_bind_bucket(&m, b, data[b], NULL);
+    }
+    mt_weights_load(model_dir, &m);
+
+    const int64_t n = limit >= 0 && limit < set.n ? limit : set.n;
+    /* this rank's samples: i = rank, rank + N, ... (balanced, and the order rank 0 rebuilds) */
+    const int64_t n_mine = n > ev_rank ? (n - ev_rank - 1) / n_ranks + 1 : 0;
+    int32_t eos = mt_tokenizer_token_to_id(tok, "<end_of_sentence>");
+    if (eos < 0) eos = cfg.eos_token_id;
+    ev_stop_ctx sc = {.tok = tok, .stops = stops, .n_stops = n_stops};
+    mt_gen_opts o = {.temperature = (float)temperature,
+                     .top_k = (int)top_k,
+                     .top_p = (float)top_p,
+                     .seed = seed,
+                     .eos = eos,
+                     .stop = n_stops ? ev_stop : NULL,
+                     .stop_user = &sc};
+    mt_strbuf lines = {0}; /* this rank's JSON lines, in its samples' order */
+    long n_correct = 0, n_tokens = 0;
+    const int B = (int)batch;
+    int32_t **prompts = mt_calloc((size_t)B, sizeof(int32_t *), "prompts");
+    int *lens = mt_calloc((size_t)B, sizeof(int), "prompt lengths");
+    int *n_out = mt_calloc((size_t)B, sizeof(int), "completion lengths");
+    int64_t *row_ids = mt_calloc((size_t)B, sizeof(int64_t), "row ids");
+    int32_t *out = mt_malloc((size_t)B * (size_t)n_new * sizeof(int32_t), "completions");
+    int t_prompt = 1; /* the arena holds one prompt forward: size it for this rank's longest */
+    for (int64_t j = 0; j < n_mine; j++) {
+        int len;
+        free(ev_prompt(tok, set.question[ev_rank + j * n_ranks], &len));
+        t_prompt = len > t_prompt ? len : t_prompt;
+    }
+    mt_ctx c;
+    mt_ctx_init(&c, mt_backend_cpu(), mt_minimax_generate_arena_bytes(&cfg, 1, t_prompt),
+                64 * (cfg.num_hidden_layers + 4));
+    const double t0 = ev_now();
+    for (int64_t j0 = 0; j0 < n_mine; j0 += B) {
+        const int nb = (int)(n_mine - j0 < B ? n_mine - j0 : B);
+        for (int r = 0; r < nb; r++) {
+            row_ids[r] = ev_rank + (j0 + r) * n_ranks;
+            prompts[r] = ev_prompt(tok, set.question[row_ids[r]], &lens[r]);
+        }
+        o.row_ids = row_ids;
+        mt_minimax_generate_batch(&m, &c, (const int32_t *const *)prompts, lens, nb, (int)n_new, &o,
+                                  out, n_out);
+        for (int r = 0; r < nb; r++) {
+            const int64_t i = row_ids[r];
+            char *text = mt_tokenizer_decode(tok, out + (size_t)r * (size_t)n_new, n_out[r], true);
+            char got[MT_GSM8K_ANSWER_MAX], gold[MT_GSM8K_ANSWER_MAX];
+            mt_gsm8k_extract(text, got, sizeof(got));
+            mt_gsm8k_extract(set.answer[i], gold, sizeof(gold));
+            const bool ok = mt_gsm8k_correct(text, set.answer[i]);
+            n_correct += ok;
+            n_tokens += n_out[r];
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddNumberToObject(j, "index", (double)i);
+            cJSON_AddStringToObject(j, "prompt", set.question[i]);
+            cJSON_AddStringToObject(j, "completion", text);
+            cJSON_AddStringToObject(j, "extracted", got);
+            cJSON_AddStringToObject(j, "gold", gold);
+            cJSON_AddBoolToObject(j, "correct", ok);
+            char *printed = cJSON_PrintUnformatted(j);
+            MT_CHECK(printed, "cannot format sample %lld", (long long)i);
+            mt_strbuf_append(&lines, printed, strlen(printed));
+            mt_strbuf_append(&lines, "\n", 1);
+            free(printed);
+            cJSON_Delete(j);
+            free(text);
+            free(prompts[r]);
+        }
+        if (ev_rank == 0) { /* rank 0's share, as a proxy for the whole: the ranks run alike */
+            const int64_t done = j0 + nb;
+            const double el = ev_now() - t0, eta = el / (double)done * (double)(n_mine - done);
+            fprintf(stderr, "minimax-eval: rank 0 %lld/%lld samples, %.1f s, ETA %.1f s\n",
+                    (long long)done, (long long)n_mine, el, eta);
+        }
+    }
+
+    /* rank 0 gathers the counts and the lines, and rebuilds the data-set order */
+    long total[2] = {0, 0}, mine[2] = {n_correct, n_tokens};
+    MPI_Reduce(mine, total, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    const long total_correct = total[0];
+    int my_len = (int)lines.len;
+    int *all_len = ev_rank == 0 ? mt_calloc((size_t)n_ranks, sizeof(int), "lengths") : NULL;
+    int *displ = ev_rank == 0 ? mt_calloc((size_t)n_ranks, sizeof(int), "offsets") : NULL;
+    MPI_Gather(&my_len, 1, MPI_INT, all_len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    char *all = NULL;
+    int all_n = 0;
+    if (ev_rank == 0) {
+        for (int r = 0; r < n_ranks; r++) {
+            displ[r] = all_n;
+            all_n += all_len[r];
+        }
+        all = mt_malloc((size_t)all_n + 1, "gathered lines");
+    }
+    MPI_Gatherv(lines.p ? lines.p : "", my_len, MPI_CHAR, all, all_len, displ, MPI_CHAR, 0,
+                MPI_COMM_WORLD);
+    if (ev_rank == 0) {
+        const double p = (double)total_correct / (double)n, z = 1.96, z2 = z * z;
+        const double centre = (p + z2 / (2.0 * n)) / (1 + z2 / n),
+                     half = z * sqrt(p * (1 - p) / n + z2 / (4.0 * n * n)) / (1 + z2 / n);
+        const double el = ev_now() - t0;
+        printf("gsm8k accuracy %.2f%% (%ld / %lld), 95%% Wilson interval [%.2f%%, %.2f%%]; "
+               "%ld tokens generated in %.2f s on %d ranks (%.1f tokens/s)\n",
+               100 * p, total_correct, (long long)n, 100 * fmax(0, centre - half),
+               100 * fmin(1, centre + half), total[1], el, n_ranks, (double)total[1] / el);
+        if (out_path) {
+            char tmp[4200];
+            snprintf(tmp, sizeof(tmp), "%s.tmp", out_path);
+            FILE *f = fopen(tmp, "wb");
+            MT_CHECK(f, "%s: cannot write", tmp);
+            char **cur = mt_calloc((size_t)n_ranks, sizeof(char *), "cursors");
+            for (int r = 0; r < n_ranks; r++) cur[r] = all + displ[r];
+            for (int64_t i = 0; i < n; i++) { /* sample i: the next line of rank i % N */
+                const int r = (int)(i % n_ranks);
+                char *e = memchr(cur[r], '\n', (size_t)(all + displ[r] + all_len[r] - cur[r]));
+                MT_CHECK(e, "gathered results: sample %lld missing", (long long)i);
+                fwrite(cur[r], 1, (size_t)(e + 1 - cur[r]), f);
+                cur[r] = e + 1;
+            }
+            MT_CHECK(fclose(f) == 0 && rename(tmp, out_path) == 0, "%s: cannot write", out_path);
+            free(cur);
+        }
+        free(all);
+        free(all_len);
+        free(displ);
+    }
+    mt_ctx_free(&c);
+    free(prompts);
+    free(lens);
+    free(n_out);
+    free(row_ids);
+    free(out);
+    mt_strbuf_free(&lines);
+    for (int b = 0; b < m.n_buckets; b++) free(data[b]);
+    free(data);
+    mt_minimax_free(&m);
+    mt_tokenizer_free(tok);
+    mt_gsm8k_set_free(&set);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,14 @@
+# Evaluation: the next-token rule of generation (tests/eval_sample.c). The generation tests on
+# model fixtures (eval_generate_*) live in the parity binary (tests/parity.cmake).
+mt_test_binary(test_eval_sample eval_sample.c)
+mt_test_cases(test_eval_sample eval_sample_greedy eval_sample_chi2 eval_sample_sets
+  eval_sample_uniform)
+# GSM8K answer extraction (data/gsm8k_answer.h); the _gold case needs ../shared (else 77).
+mt_test_binary(test_data_gsm8k_answer data_gsm8k_answer.c)
+mt_test_cases(test_data_gsm8k_answer data_gsm8k_answer data_gsm8k_answer_gold)
+# minimax-eval end to end under mpirun (1 and 2 ranks) and its bad inputs.
+mt_test_binary(test_eval_minimax_eval eval_minimax_eval.c)
+mt_test_cases(test_eval_minimax_eval eval_minimax_eval)
+add_dependencies(test_eval_minimax_eval minimax-eval)
+set_property(TEST eval_minimax_eval APPEND PROPERTY ENVIRONMENT
+  "MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>" "MT_MPIEXEC=${MPIEXEC_EXECUTABLE}")
