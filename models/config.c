@@ -114,6 +114,19 @@ bool mt_cfg_head_dim(mt_cfg_reader *r, const cJSON *root, mt_minimax_config *cfg
     return true;
 }
 
+bool mt_cfg_read_m2_m3(mt_cfg_reader *r, const cJSON *root, mt_minimax_config *cfg) {
+    TRY(mt_cfg_int(r, root, "head_dim", 128, &cfg->head_dim));
+    TRY(mt_cfg_token(r, root, "bos_token_id", 200034, &cfg->bos_token_id));
+    TRY(mt_cfg_token(r, root, "eos_token_id", 200020, &cfg->eos_token_id));
+    TRY(mt_cfg_token(r, root, "pad_token_id", -1, &cfg->pad_token_id));
+    const int L = cfg->num_hidden_layers;
+    if (L < 1 || L > MT_MAX_LAYERS)
+        return mt_cfg_fail(r, "key \"num_hidden_layers\": %d is outside [1, %d]", L, MT_MAX_LAYERS);
+    for (int l = 0; l < L; l++) cfg->layer_types[l] = MT_LAYER_FULL;
+    TRY(mt_cfg_rope_hf(r, root, 5e6, cfg));
+    return true;
+}
+
 bool mt_cfg_rope_hf(mt_cfg_reader *r, const cJSON *root, double theta, mt_minimax_config *cfg) {
     /* RoPE: rope_parameters (v5) or top-level rope_theta/partial_rotary_factor (v4.5x). */
     double partial = 1.0;

@@ -41,6 +41,10 @@ bool mt_cfg_head_dim(mt_cfg_reader *r, const cJSON *root, mt_minimax_config *cfg
  * partial_rotary_factor} or top-level rope_theta / partial_rotary_factor (v4.5x), default
  * theta; sets rope_theta and rotary_dim = head_dim * factor (head_dim read before). */
 bool mt_cfg_rope_hf(mt_cfg_reader *r, const cJSON *root, double theta, mt_minimax_config *cfg);
+/* What MiniMax-M2 and M3 read alike after mt_cfg_read_common: head_dim (128), the bos, eos and
+ * pad tokens (200034, 200020, none), num_hidden_layers in range with every layer softmax-type,
+ * the RoPE of transformers' schema (theta 5e6). */
+bool mt_cfg_read_m2_m3(mt_cfg_reader *r, const cJSON *root, mt_minimax_config *cfg);
 
 /* The keys every family shares, with a family's class defaults. */
 typedef struct {

@@ -121,15 +121,8 @@ static bool m3_parse(mt_cfg_reader *r, const cJSON *root, mt_minimax_config *cfg
                                       .num_local_experts = 128,
                                       .rms_norm_eps = 1e-6};
     TRY(mt_cfg_read_common(r, root, &d, cfg));
-    TRY(mt_cfg_int(r, root, "head_dim", 128, &cfg->head_dim));
-    TRY(mt_cfg_token(r, root, "bos_token_id", 200034, &cfg->bos_token_id));
-    TRY(mt_cfg_token(r, root, "eos_token_id", 200020, &cfg->eos_token_id));
-    TRY(mt_cfg_token(r, root, "pad_token_id", -1, &cfg->pad_token_id));
+    TRY(mt_cfg_read_m2_m3(r, root, cfg));
     const int L = cfg->num_hidden_layers;
-    if (L < 1 || L > MT_MAX_LAYERS)
-        return mt_cfg_fail(r, "key \"num_hidden_layers\": %d is outside [1, %d]", L, MT_MAX_LAYERS);
-    for (int l = 0; l < L; l++) cfg->layer_types[l] = MT_LAYER_FULL;
-    TRY(mt_cfg_rope_hf(r, root, 5e6, cfg));
     /* transformers rotates head_dim * partial_rotary_factor channels and never reads
      * rotary_dim: a rotary_dim the factor does not give would silently differ */
     const cJSON *rd = mt_cfg_get(root, "rotary_dim");
