@@ -38,7 +38,7 @@ int32_t *mt_gsm8k_eval_prompt(const mt_tokenizer *tok, const mt_gsm8k_set *shots
     return ids;
 }
 
-size_t mt_gsm8k_eval_arena_bytes(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n) {
+int mt_gsm8k_eval_longest(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n) {
     int t_prompt = 1;
     for (int64_t j = 0; j < n; j++) {
         int len;
@@ -46,7 +46,12 @@ size_t mt_gsm8k_eval_arena_bytes(const mt_gsm8k_eval *e, int64_t first, int64_t 
                                   e->set->question[first + j * stride], &len));
         t_prompt = len > t_prompt ? len : t_prompt;
     }
-    return mt_minimax_generate_arena_bytes(&e->model->cfg, 1, t_prompt);
+    return t_prompt;
+}
+
+size_t mt_gsm8k_eval_arena_bytes(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n) {
+    return mt_minimax_generate_arena_bytes(&e->model->cfg, 1,
+                                           mt_gsm8k_eval_longest(e, first, stride, n));
 }
 
 void mt_gsm8k_eval_batch(const mt_gsm8k_eval *e, const int64_t *ids, int nb, mt_strbuf *lines,

@@ -35,8 +35,10 @@ void mt_gsm8k_eval_render(const mt_gsm8k_set *shots, int n_shots, const char *qu
 int32_t *mt_gsm8k_eval_prompt(const mt_tokenizer *tok, const mt_gsm8k_set *shots, int n_shots,
                               const char *question, int *n);
 
-/* Arena bytes for e's context: one prompt forward of the longest prompt among samples
- * first, first + stride, ... (n of them; a rank's share). */
+/* The longest prompt (tokens, at least 1) among samples first, first + stride, ... (n of them:
+ * a rank's share). */
+int mt_gsm8k_eval_longest(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n);
+/* Arena bytes for e's context: one prompt forward of the longest of those prompts. */
 size_t mt_gsm8k_eval_arena_bytes(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n);
 
 /* Decodes the samples ids[0..nb) as one ragged batch (greedy unless e->opts samples) and
