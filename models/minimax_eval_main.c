@@ -225,8 +225,14 @@ int main(int argc, char **argv) {
     const int B = (int)batch;
     int64_t *row_ids = mt_calloc((size_t)B, sizeof(int64_t), "row ids");
     /* the arena holds one prompt forward: sized for this rank's longest */
+    const int longest = mt_gsm8k_eval_longest(&ev, ev_rank, n_ranks, n_mine);
+    if (ev_rank == 0)
+        fprintf(stderr,
+                "minimax-eval: %lld samples on %d ranks, %ld-shot prompts of up to %d "
+                "tokens on rank 0\n",
+                (long long)n, n_ranks, n_shots, longest);
     mt_ctx c;
-    mt_ctx_init(&c, mt_backend_cpu(), mt_gsm8k_eval_arena_bytes(&ev, ev_rank, n_ranks, n_mine),
+    mt_ctx_init(&c, mt_backend_cpu(), mt_minimax_generate_arena_bytes(&cfg, 1, longest),
                 64 * (cfg.num_hidden_layers + 4));
     ev.ctx = &c;
     const double t0 = ev_now();
