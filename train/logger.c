@@ -87,6 +87,7 @@ void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool index_kl, boo
     snprintf(header, sizeof(header), "%s%s%s", CSV_HEADER, aux ? ",aux_loss" : "",
              index_kl ? ",index_kl" : "");
     lg->csv = logger_csv_open(lg, "loss.csv", header, resume_step);
+    lg->eval_loss = eval;
     lg->gen = gen;
     if (eval || gen)
         lg->eval_csv = logger_csv_open(
@@ -214,10 +215,10 @@ void mt_logger_row(mt_logger *lg, const mt_log_row *r, int max_steps) {
 
 void mt_logger_close(mt_logger *lg) {
     if (!lg->jsonl) return;
-    const bool eval = lg->eval_csv != NULL, train = lg->csv != NULL;
+    const bool eval = lg->eval_csv != NULL && lg->eval_loss, train = lg->csv != NULL;
     if (train) fclose(lg->csv);
     lg->csv = NULL;
-    if (eval) fclose(lg->eval_csv);
+    if (lg->eval_csv) fclose(lg->eval_csv);
     lg->eval_csv = NULL;
     fclose(lg->jsonl);
     lg->jsonl = NULL;

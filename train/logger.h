@@ -12,8 +12,9 @@ typedef struct {
     FILE *jsonl;    /* metrics.jsonl: every row of both */
     char dir[1024];
     bool aux;
-    bool index_kl; /* the index_kl column (MSA layers) */
-    bool gen;      /* eval.csv's generation columns (eval.generate_data) */
+    bool index_kl;  /* the index_kl column (MSA layers) */
+    bool eval_loss; /* eval.csv has eval losses (loss.png draws them) */
+    bool gen;       /* eval.csv's generation columns (eval.generate_data) */
     bool tty;
     double t_start;
     int last_len;

@@ -531,8 +531,9 @@ static void usage(FILE *f) {
             "  --overwrite: remove another run's results from output.dir first\n"
             "  --eval-only: no training: the eval loss of the model as the recipe builds it\n"
             "    (model.path, e.g. --set model.path=EXPORT_DIR, or model.config's random\n"
-            "    init) over the eval set (data.eval_samples or data.eval_path), into\n"
-            "    output.dir's eval.csv and metrics.jsonl; no step, checkpoint or export\n"
+            "    init) over the eval set (data.eval_samples or data.eval_path), and its accuracy\n"
+            "    by generation (eval.generate_data), into output.dir's eval.csv and\n"
+            "    metrics.jsonl; no step, checkpoint or export\n"
             "  SIGUSR1, SIGTERM or SIGINT to a rank (kill -USR1 on mpirun): stop after the "
             "current step with a checkpoint, exit 75\n");
 }
