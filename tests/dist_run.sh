@@ -78,8 +78,9 @@
 #                    eval loss, a step-40 row with it), and the per-sample results equal to the
 #                    bit those of minimax-eval on the step-40 fp32 export (the same problems written
 #                    by minimax-data synth: the replica path against the trainer's gathers), of
-#                    the same run on 1 rank, and of --eval-only on the export; bad eval.* keys
-#                    refused with one line naming the key
+#                    the same run on 1 rank, and of --eval-only on the export; with bf16 gathers
+#                    those of minimax-eval on the bf16 export; bad eval.* keys refused with one
+#                    line naming the key
 #   emu-cuda EMU NP  the same 3 steps on the CPU backend (BIN) and on the CUDA backend + NCCL
 #                    through the CPU emulator (EMU, minimax-train-emu; dist.gather_unit expert),
 #                    NP ranks each, then the emulated run resumed from its step-2 checkpoint (with
@@ -435,6 +436,14 @@ generate)
     --set "model.path=$d/np2/checkpoint-40" --set "data.cache_dir=$tmp/dist-cache-gen"
   cmp "$d/only/eval-generate-0.jsonl" "$d/np2/eval-generate-40.jsonl" || fail "--eval-only differs"
   echo "ok: accuracy by generation: $n_ok / 8 after step 40, the same on 1 and 2 ranks, from minimax-eval on the export and from --eval-only"
+  # bf16 gathers: the replica holds the bf16 rounding, what a bf16 export holds
+  run 2 "$d/bf16" "${g[@]}" --set train.per_device_train_batch_size=1 --set dist.gather_dtype=bf16 \
+    --set output.export_dtype=bf16 --set "data.cache_dir=$tmp/dist-cache-gen"
+  mpirun -np 2 --oversubscribe --bind-to none "$bindir/minimax-eval" --model "$d/bf16/checkpoint-40" \
+    --data "$d/held.jsonl" --max-new-tokens 24 --out "$d/me-bf16.jsonl" > "$d/me-bf16.log" 2>&1 ||
+    { cat "$d/me-bf16.log"; fail "minimax-eval (bf16)"; }
+  cmp "$d/me-bf16.jsonl" "$d/bf16/eval-generate-40.jsonl" || fail "bf16 gathers: minimax-eval on the bf16 export differs"
+  echo "ok: bf16 gathers: the results of minimax-eval on the bf16 export"
   # bad keys: one line naming the key, no model
   bad() { # bad PATTERN ARGS...
     local pattern="$1" rc=0
