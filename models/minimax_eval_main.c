@@ -2,17 +2,16 @@
  *
  *   mpirun -np N minimax-eval --model DIR --data test.jsonl [--limit N] [--max-new-tokens N]
  *       [--batch B] [--out results.jsonl] [--temperature T] [--top-k K] [--top-p P] [--seed S]
- *       [--stop STR]... [--tokenizer TOK]
+ *       [--stop STR]... [--tokenizer TOK] [--shots N --shots-file TRAIN.jsonl]
  *
  * Each question is a user turn rendered with the chat template and the generation prompt
- * (zero-shot); sample i runs on rank i % N, every rank holding a full replica of the model in
- * host memory (the CPU generation path; models/generate.h), B prompts at a time as one ragged
- * batch. The completion (special tokens left out) is scored by data/gsm8k_answer.h against the
- * gold answer. Rank 0 prints the accuracy with its 95 % Wilson interval, and with --out writes
- * one JSON line per sample (index, prompt, completion, extracted, gold, correct), in data-set
- * order, through a temporary file renamed into place. */
-#include <cjson/cJSON.h>
-#include <math.h>
+ * (zero-shot; with --shots N the first N solved examples of the shots file come first, as
+ * earlier user/assistant turns: models/gsm8k_eval.h); sample i runs on rank i % N, every rank
+ * holding a full replica of the model in host memory (the CPU generation path; models/generate.h),
+ * B prompts at a time as one ragged batch. The completion (special tokens left out) is scored by
+ * data/gsm8k_answer.h against the gold answer. Rank 0 prints the accuracy with its 95 % Wilson
+ * interval, and with --out writes one JSON line per sample (index, prompt, completion, extracted,
+ * gold, correct), in data-set order, through a temporary file renamed into place. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,12 +22,13 @@
 #include "data/chat_template.h"
 #include "data/data_io.h"
 #include "data/gsm8k.h"
-#include "data/gsm8k_answer.h"
 #include "data/tokenizer.h"
 #include "kernels/version.h"
 #include "models/config.h"
 #include "models/generate.h"
+#include "models/gsm8k_eval.h"
 #include "models/minimax.h"
+#include "models/safetensors.h"
 #include "models/weights.h"
 
 #define EV_MAX_STOPS 8
@@ -40,6 +40,7 @@ static void usage(int status) {
             "usage: minimax-eval --model DIR --data FILE.jsonl [--limit N] [--max-new-tokens N]\n"
             "         [--batch B] [--out RESULTS.jsonl] [--tokenizer TOK] [--temperature T]\n"
             "         [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n"
+            "         [--shots N --shots-file TRAIN.jsonl]\n"
             "       minimax-eval --help | --version\n"
             "  run under mpirun -np N for N ranks (without it: one rank)\n"
             "  GSM8K accuracy by generation: each question of FILE.jsonl ({\"question\", "
@@ -53,6 +54,8 @@ static void usage(int status) {
             "(default 8)\n"
             "  --temperature 0 (default): greedy; else sampling, with --top-k, --top-p, --seed\n"
             "  --stop STR: also stop a completion when its text contains STR (up to %d)\n"
+            "  --shots N: n-shot: the first N examples of --shots-file (question, answer) as\n"
+            "    earlier user/assistant turns before each question (default 0: zero-shot)\n"
             "  --out: one JSON line per sample, written by rank 0 through a temporary file\n",
             EV_MAX_STOPS);
     exit(status);
@@ -83,22 +86,6 @@ static bool ev_stop(void *user, int b, const int32_t *toks, int n) {
     return hit;
 }
 
-/* The question as a user turn with the generation prompt, tokenized: ids malloc'ed. */
-static int32_t *ev_prompt(const mt_tokenizer *tok, const char *question, int *n) {
-    const mt_chat_msg msg = {.role = MT_CHAT_USER, .text = question, .len = strlen(question)};
-    mt_chat_rendered r = {0};
-    mt_chat_render(&msg, 1, true, &r);
-    mt_token_buf buf = {0};
-    char err[MT_ERR_LEN];
-    MT_CHECK(mt_tokenizer_encode_err(tok, r.text, r.len, &buf, err, sizeof(err)) >= 0, "%s", err);
-    int32_t *ids = mt_malloc(sizeof(int32_t) * (size_t)buf.n, "prompt ids");
-    memcpy(ids, buf.ids, sizeof(int32_t) * (size_t)buf.n);
-    *n = (int)buf.n;
-    mt_token_buf_free(&buf);
-    mt_chat_rendered_free(&r);
-    return ids;
-}
-
 static double ev_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -106,10 +93,11 @@ static double ev_now(void) {
 }
 
 int main(int argc, char **argv) {
-    const char *model_dir = NULL, *data_path = NULL, *out_path = NULL, *tok_dir = NULL;
+    const char *model_dir = NULL, *data_path = NULL, *out_path = NULL, *tok_dir = NULL,
+               *shots_path = NULL;
     const char *stops[EV_MAX_STOPS];
     int n_stops = 0;
-    long limit = -1, n_new = 256, batch = 8, top_k = 0;
+    long limit = -1, n_new = 256, batch = 8, top_k = 0, n_shots = 0;
     double temperature = 0, top_p = 1;
     unsigned long long seed = 0;
     for (int i = 1; i < argc; i++) {
@@ -133,6 +121,10 @@ int main(int argc, char **argv) {
             out_path = argv[++i];
         else if (!strcmp(argv[i], "--tokenizer") && more)
             tok_dir = argv[++i];
+        else if (!strcmp(argv[i], "--shots-file") && more)
+            shots_path = argv[++i];
+        else if (!strcmp(argv[i], "--shots") && more)
+            n_shots = atol(argv[++i]);
         else if (!strcmp(argv[i], "--limit") && more)
             limit = atol(argv[++i]);
         else if (!strcmp(argv[i], "--max-new-tokens") && more)
@@ -161,6 +153,9 @@ int main(int argc, char **argv) {
         top_p > 1 || top_k < 0)
         ev_fail("--max-new-tokens in [1, 100000], --batch in [1, 4096], --temperature >= 0, "
                 "--top-p in (0, 1], --top-k >= 0");
+    if (n_shots < 0 || n_shots > 64) ev_fail("--shots in [0, 64]");
+    if (n_shots > 0 && !shots_path)
+        ev_fail("--shots N needs --shots-file FILE.jsonl (the solved examples: a train split)");
     if (!tok_dir) tok_dir = model_dir;
     char path[4200];
     snprintf(path, sizeof(path), "%s/config.json", model_dir);
@@ -182,6 +177,13 @@ int main(int argc, char **argv) {
     if (mt_gsm8k_read(data_path, false, &set, err) != 0) ev_fail(err);
     if (set.n == 0) {
         snprintf(msg, sizeof(msg), "%s:1: no questions in the file", data_path);
+        ev_fail(msg);
+    }
+    mt_gsm8k_set shots = {0};
+    if (n_shots > 0 && mt_gsm8k_read(shots_path, false, &shots, err) != 0) ev_fail(err);
+    if (n_shots > shots.n) {
+        snprintf(msg, sizeof(msg), "%s: --shots %ld but the file has %lld examples", shots_path,
+                 n_shots, (long long)shots.n);
         ev_fail(msg);
     }
     mt_tokenizer *tok = mt_tokenizer_try_load(tpath, err, sizeof(err));
@@ -211,58 +213,33 @@ int main(int argc, char **argv) {
                      .eos = eos,
                      .stop = n_stops ? ev_stop : NULL,
                      .stop_user = &sc};
+    mt_gsm8k_eval ev = {.model = &m,
+                        .tok = tok,
+                        .set = &set,
+                        .shots = n_shots ? &shots : NULL,
+                        .n_shots = (int)n_shots,
+                        .n_new = (int)n_new,
+                        .opts = o};
     mt_strbuf lines = {0}; /* this rank's JSON lines, in its samples' order */
-    long n_correct = 0, n_tokens = 0;
+    int64_t n_correct = 0, n_tokens = 0;
     const int B = (int)batch;
-    int32_t **prompts = mt_calloc((size_t)B, sizeof(int32_t *), "prompts");
-    int *lens = mt_calloc((size_t)B, sizeof(int), "prompt lengths");
-    int *n_out = mt_calloc((size_t)B, sizeof(int), "completion lengths");
     int64_t *row_ids = mt_calloc((size_t)B, sizeof(int64_t), "row ids");
-    int32_t *out = mt_malloc((size_t)B * (size_t)n_new * sizeof(int32_t), "completions");
-    int t_prompt = 1; /* the arena holds one prompt forward: size it for this rank's longest */
-    for (int64_t j = 0; j < n_mine; j++) {
-        int len;
-        free(ev_prompt(tok, set.question[ev_rank + j * n_ranks], &len));
-        t_prompt = len > t_prompt ? len : t_prompt;
-    }
+    /* the arena holds one prompt forward: sized for this rank's longest */
+    const int longest = mt_gsm8k_eval_longest(&ev, ev_rank, n_ranks, n_mine);
+    if (ev_rank == 0)
+        fprintf(stderr,
+                "minimax-eval: %lld samples on %d ranks, %ld-shot prompts of up to %d "
+                "tokens on rank 0\n",
+                (long long)n, n_ranks, n_shots, longest);
     mt_ctx c;
-    mt_ctx_init(&c, mt_backend_cpu(), mt_minimax_generate_arena_bytes(&cfg, 1, t_prompt),
+    mt_ctx_init(&c, mt_backend_cpu(), mt_minimax_generate_arena_bytes(&cfg, 1, longest),
                 64 * (cfg.num_hidden_layers + 4));
+    ev.ctx = &c;
     const double t0 = ev_now();
     for (int64_t j0 = 0; j0 < n_mine; j0 += B) {
         const int nb = (int)(n_mine - j0 < B ? n_mine - j0 : B);
-        for (int r = 0; r < nb; r++) {
-            row_ids[r] = ev_rank + (j0 + r) * n_ranks;
-            prompts[r] = ev_prompt(tok, set.question[row_ids[r]], &lens[r]);
-        }
-        o.row_ids = row_ids;
-        mt_minimax_generate_batch(&m, &c, (const int32_t *const *)prompts, lens, nb, (int)n_new, &o,
-                                  out, n_out);
-        for (int r = 0; r < nb; r++) {
-            const int64_t i = row_ids[r];
-            char *text = mt_tokenizer_decode(tok, out + (size_t)r * (size_t)n_new, n_out[r], true);
-            char got[MT_GSM8K_ANSWER_MAX], gold[MT_GSM8K_ANSWER_MAX];
-            mt_gsm8k_extract(text, got, sizeof(got));
-            mt_gsm8k_extract(set.answer[i], gold, sizeof(gold));
-            const bool ok = mt_gsm8k_correct(text, set.answer[i]);
-            n_correct += ok;
-            n_tokens += n_out[r];
-            cJSON *j = cJSON_CreateObject();
-            cJSON_AddNumberToObject(j, "index", (double)i);
-            cJSON_AddStringToObject(j, "prompt", set.question[i]);
-            cJSON_AddStringToObject(j, "completion", text);
-            cJSON_AddStringToObject(j, "extracted", got);
-            cJSON_AddStringToObject(j, "gold", gold);
-            cJSON_AddBoolToObject(j, "correct", ok);
-            char *printed = cJSON_PrintUnformatted(j);
-            MT_CHECK(printed, "cannot format sample %lld", (long long)i);
-            mt_strbuf_append(&lines, printed, strlen(printed));
-            mt_strbuf_append(&lines, "\n", 1);
-            free(printed);
-            cJSON_Delete(j);
-            free(text);
-            free(prompts[r]);
-        }
+        for (int r = 0; r < nb; r++) row_ids[r] = ev_rank + (j0 + r) * n_ranks;
+        mt_gsm8k_eval_batch(&ev, row_ids, nb, &lines, &n_correct, &n_tokens);
         if (ev_rank == 0) { /* rank 0's share, as a proxy for the whole: the ranks run alike */
             const int64_t done = j0 + nb;
             const double el = ev_now() - t0, eta = el / (double)done * (double)(n_mine - done);
@@ -272,7 +249,7 @@ int main(int argc, char **argv) {
     }
 
     /* rank 0 gathers the counts and the lines, and rebuilds the data-set order */
-    long total[2] = {0, 0}, mine[2] = {n_correct, n_tokens};
+    long total[2] = {0, 0}, mine[2] = {(long)n_correct, (long)n_tokens};
     MPI_Reduce(mine, total, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     const long total_correct = total[0];
     int my_len = (int)lines.len;
@@ -291,47 +268,40 @@ int main(int argc, char **argv) {
     MPI_Gatherv(lines.p ? lines.p : "", my_len, MPI_CHAR, all, all_len, displ, MPI_CHAR, 0,
                 MPI_COMM_WORLD);
     if (ev_rank == 0) {
-        const double p = (double)total_correct / (double)n, z = 1.96, z2 = z * z;
-        const double centre = (p + z2 / (2.0 * n)) / (1 + z2 / n),
-                     half = z * sqrt(p * (1 - p) / n + z2 / (4.0 * n * n)) / (1 + z2 / n);
+        double lo, hi;
+        mt_gsm8k_eval_wilson(total_correct, n, &lo, &hi);
         const double el = ev_now() - t0;
         printf("gsm8k accuracy %.2f%% (%ld / %lld), 95%% Wilson interval [%.2f%%, %.2f%%]; "
                "%ld tokens generated in %.2f s on %d ranks (%.1f tokens/s)\n",
-               100 * p, total_correct, (long long)n, 100 * fmax(0, centre - half),
-               100 * fmin(1, centre + half), total[1], el, n_ranks, (double)total[1] / el);
+               100.0 * (double)total_correct / (double)n, total_correct, (long long)n, 100 * lo,
+               100 * hi, total[1], el, n_ranks, (double)total[1] / el);
         if (out_path) {
-            char tmp[4200];
-            snprintf(tmp, sizeof(tmp), "%s.tmp", out_path);
-            FILE *f = fopen(tmp, "wb");
-            MT_CHECK(f, "%s: cannot write", tmp);
-            char **cur = mt_calloc((size_t)n_ranks, sizeof(char *), "cursors");
-            for (int r = 0; r < n_ranks; r++) cur[r] = all + displ[r];
-            for (int64_t i = 0; i < n; i++) { /* sample i: the next line of rank i % N */
-                const int r = (int)(i % n_ranks);
-                char *e = memchr(cur[r], '\n', (size_t)(all + displ[r] + all_len[r] - cur[r]));
-                MT_CHECK(e, "gathered results: sample %lld missing", (long long)i);
-                fwrite(cur[r], 1, (size_t)(e + 1 - cur[r]), f);
-                cur[r] = e + 1;
+            int64_t *d64 = mt_calloc((size_t)n_ranks, sizeof(int64_t), "offsets");
+            int64_t *l64 = mt_calloc((size_t)n_ranks, sizeof(int64_t), "lengths");
+            for (int r = 0; r < n_ranks; r++) {
+                d64[r] = displ[r];
+                l64[r] = all_len[r];
             }
-            MT_CHECK(fclose(f) == 0 && rename(tmp, out_path) == 0, "%s: cannot write", out_path);
-            free(cur);
+            mt_strbuf ordered = {0};
+            mt_gsm8k_eval_order(all, d64, l64, n_ranks, n, &ordered);
+            mt_file_write_atomic(out_path, ordered.p ? ordered.p : "", ordered.len);
+            mt_strbuf_free(&ordered);
+            free(d64);
+            free(l64);
         }
         free(all);
         free(all_len);
         free(displ);
     }
     mt_ctx_free(&c);
-    free(prompts);
-    free(lens);
-    free(n_out);
     free(row_ids);
-    free(out);
     mt_strbuf_free(&lines);
     for (int b = 0; b < m.n_buckets; b++) free(data[b]);
     free(data);
     mt_minimax_free(&m);
     mt_tokenizer_free(tok);
     mt_gsm8k_set_free(&set);
+    mt_gsm8k_set_free(&shots);
     MPI_Finalize();
     return 0;
 }

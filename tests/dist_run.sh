@@ -73,6 +73,14 @@
 #                    file as data.eval_path (all of it, 16 drawn samples)
 #                    -> $TMP/eval-{np1,np2,resume,lr0,all-lr0,file-lr0,file16-lr0}; all samples
 #                    held out: an error
+#   generate         eval.generate_data = "synthetic" (8 problems after the training ones) every
+#                    20 steps on 2 ranks: eval.csv's accuracy columns (a step-20 row without the
+#                    eval loss, a step-40 row with it), and the per-sample results equal to the
+#                    bit those of minimax-eval on the step-40 fp32 export (the same problems written
+#                    by minimax-data synth: the replica path against the trainer's gathers), of
+#                    the same run on 1 rank, and of --eval-only on the export; with bf16 gathers
+#                    those of minimax-eval on the bf16 export; bad eval.* keys refused with one
+#                    line naming the key
 #   emu-cuda EMU NP  the same 3 steps on the CPU backend (BIN) and on the CUDA backend + NCCL
 #                    through the CPU emulator (EMU, minimax-train-emu; dist.gather_unit expert),
 #                    NP ranks each, then the emulated run resumed from its step-2 checkpoint (with
@@ -384,6 +392,76 @@ trim)
       --set train.router_aux_loss_coef=0.02 \
       --set train.max_steps=10 --set "data.trim_padding=$([ $v = on ] && echo true || echo false)"
   done
+  ;;
+generate)
+  fail() { echo "FAIL: $*"; exit 1; }
+  d="$tmp/gen"
+  rm -rf "$d"
+  mkdir -p "$d"
+  bindir="$(dirname "$bin")"
+  # 4 layers, lr 3e-3: after 40 steps the completions differ from problem to problem
+  g=(--set data.max_length=128 --set train.max_steps=40 --set train.learning_rate=3e-3
+    --set data.eval_samples=8 --set eval.generate_data=synthetic --set eval.generate_samples=8
+    --set eval.generate_max_new_tokens=24 --set eval.generate_batch=3 --set eval.generate_every=20)
+  run 2 "$d/np2" "${g[@]}" --set train.per_device_train_batch_size=1 \
+    --set "data.cache_dir=$tmp/dist-cache-gen"
+  run 1 "$d/np1" "${g[@]}" --set train.per_device_train_batch_size=2 \
+    --set "data.cache_dir=$tmp/dist-cache-gen1"
+  grep "accuracy" "$d/np2.log"
+  e="$d/np2/eval.csv"
+  [ "$(head -1 "$e")" = "step,eval_loss,tokens,seconds,accuracy,correct,samples,gen_seconds" ] ||
+    fail "eval.csv header: $(head -1 "$e")"
+  # step 20: generation alone (the eval loss after the last step only); step 40: both
+  awk -F, 'NR==2 && !($1==20 && $2=="" && $6!="" && $7==8) {exit 1}
+    NR==3 && !($1==40 && $2!="" && $6!="" && $7==8) {exit 1} END {if (NR!=3) exit 1}' "$e" ||
+    { cat "$e"; fail "eval.csv rows"; }
+  n_ok=$(grep -c '"correct":true' "$d/np2/eval-generate-40.jsonl" || true)
+  [ "$(awk -F, 'NR==3{print $6}' "$e")" = "$n_ok" ] || fail "eval.csv counts $(awk -F, 'NR==3{print $6}' "$e") correct, the jsonl $n_ok"
+  [ "$(wc -l < "$d/np2/eval-generate-40.jsonl")" -eq 8 ] || fail "not 8 result lines"
+  [ "$(grep -o '"completion":"[^"]*"' "$d/np2/eval-generate-40.jsonl" | sort -u | wc -l)" -ge 3 ] ||
+    fail "the completions do not depend on the problem: a weak comparison"
+  # 1 rank: the same results
+  cmp "$d/np2/eval-generate-40.jsonl" "$d/np1/eval-generate-40.jsonl" || fail "1 and 2 ranks differ"
+  cmp "$d/np2/eval-generate-20.jsonl" "$d/np1/eval-generate-20.jsonl" || fail "1 and 2 ranks differ at step 20"
+  # minimax-eval on the export: problems 96.. of data.seed 11's stream, as eval.generate_data says
+  "$bindir/minimax-data" synth --out "$d/synth.jsonl" --n 104 --seed 11 > /dev/null
+  tail -n 8 "$d/synth.jsonl" > "$d/held.jsonl"
+  mpirun -np 2 --oversubscribe --bind-to none "$bindir/minimax-eval" --model "$d/np2/checkpoint-40" \
+    --data "$d/held.jsonl" --max-new-tokens 24 --batch 2 --out "$d/me.jsonl" > "$d/me.log" 2>&1 ||
+    { cat "$d/me.log"; fail "minimax-eval"; }
+  cmp "$d/me.jsonl" "$d/np2/eval-generate-40.jsonl" || fail "minimax-eval on the export differs"
+  grep -q "gsm8k accuracy .* ($n_ok / 8)" "$d/me.log" || fail "minimax-eval's accuracy: $(cat "$d/me.log")"
+  # --eval-only on the export: the same results as step 0
+  run 2 "$d/only" "${g[@]}" --set train.per_device_train_batch_size=1 --eval-only \
+    --set "model.path=$d/np2/checkpoint-40" --set "data.cache_dir=$tmp/dist-cache-gen"
+  cmp "$d/only/eval-generate-0.jsonl" "$d/np2/eval-generate-40.jsonl" || fail "--eval-only differs"
+  echo "ok: accuracy by generation: $n_ok / 8 after step 40, the same on 1 and 2 ranks, from minimax-eval on the export and from --eval-only"
+  # bf16 gathers: the replica holds the bf16 rounding, what a bf16 export holds
+  run 2 "$d/bf16" "${g[@]}" --set train.per_device_train_batch_size=1 --set dist.gather_dtype=bf16 \
+    --set output.export_dtype=bf16 --set "data.cache_dir=$tmp/dist-cache-gen"
+  mpirun -np 2 --oversubscribe --bind-to none "$bindir/minimax-eval" --model "$d/bf16/checkpoint-40" \
+    --data "$d/held.jsonl" --max-new-tokens 24 --out "$d/me-bf16.jsonl" > "$d/me-bf16.log" 2>&1 ||
+    { cat "$d/me-bf16.log"; fail "minimax-eval (bf16)"; }
+  cmp "$d/me-bf16.jsonl" "$d/bf16/eval-generate-40.jsonl" || fail "bf16 gathers: minimax-eval on the bf16 export differs"
+  echo "ok: bf16 gathers: the results of minimax-eval on the bf16 export"
+  # bad keys: one line naming the key, no model
+  bad() { # bad PATTERN ARGS...
+    local pattern="$1" rc=0
+    shift
+    mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$d/bad" "$@" \
+      > "$d/bad.log" 2>&1 || rc=$?
+    [ "$rc" -eq 2 ] && grep -q -- "$pattern" "$d/bad.log" && [ "$(grep -c '^error' "$d/bad.log")" -eq 1 ] &&
+      ! grep -q "^model:" "$d/bad.log" || { cat "$d/bad.log"; fail "want '$pattern' (exit $rc)"; }
+    echo "ok: $(grep '^error' "$d/bad.log")"
+  }
+  bad "^error: --set eval.generate_every: eval.generate_every: needs eval.generate_data" --set eval.generate_every=5
+  bad "^error: --set eval.generate_data: eval.generate_data: cannot read /nonexistent.jsonl" \
+    --set eval.generate_data=/nonexistent.jsonl
+  bad "eval.generate_samples: must be > 0 with eval.generate_data = \"synthetic\"" --set eval.generate_data=synthetic
+  bad "eval.generate_max_new_tokens: must be in \[1, 100000\]" --set eval.generate_data=synthetic \
+    --set eval.generate_samples=4 --set eval.generate_max_new_tokens=0
+  printf '{"question": "q1", "answer": "#### 1"}\n{"question": "q2"}\n' > "$d/noans.jsonl"
+  bad "^error: eval.generate_data: .*noans.jsonl:2: .*answer" --set "eval.generate_data=$d/noans.jsonl"
   ;;
 eval)
   # data.eval_samples = 16 of the 93 held out, evaluated at the start and every 5 steps, on 1

@@ -6,10 +6,11 @@ mt_test_cases(test_eval_sample eval_sample_greedy eval_sample_chi2 eval_sample_s
 # GSM8K answer extraction (data/gsm8k_answer.h); the _gold case needs ../shared (else 77).
 mt_test_binary(test_data_gsm8k_answer data_gsm8k_answer.c)
 mt_test_cases(test_data_gsm8k_answer data_gsm8k_answer data_gsm8k_answer_gold)
-# minimax-eval end to end under mpirun (1 and 2 ranks) and its bad inputs.
+# minimax-eval end to end under mpirun (1 and 2 ranks) and its bad inputs; its n-shot prompt
+# against transformers' renderings (_shots).
 mt_test_binary(test_eval_minimax_eval eval_minimax_eval.c)
-mt_test_cases(test_eval_minimax_eval eval_minimax_eval)
+mt_test_cases(test_eval_minimax_eval eval_minimax_eval eval_minimax_eval_shots)
 add_dependencies(test_eval_minimax_eval minimax-eval)
 # it runs mpirun: Open MPI's own leaks stay out of the sanitizer build's verdict (MT_TEST_ENV_MPI)
-set_property(TEST eval_minimax_eval APPEND PROPERTY ENVIRONMENT
+set_property(TEST eval_minimax_eval eval_minimax_eval_shots APPEND PROPERTY ENVIRONMENT
   "MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>" "MT_MPIEXEC=${MPIEXEC_EXECUTABLE}" ${MT_TEST_ENV_MPI})

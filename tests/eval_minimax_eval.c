@@ -3,7 +3,10 @@
  * (the first 5 lines of GSM8K's training set): one result line per sample, in order, with the
  * fields the report promises; 1 and 2 ranks write byte-identical results (greedy, and sampling
  * with a seed); and the bad inputs (no model directory, a line without "answer", an empty
- * file) fail with one line naming the file (and line). */
+ * file) fail with one line naming the file (and line).
+ * eval_minimax_eval_shots: the n-shot prompt (models/gsm8k_eval.h, what --shots renders) against
+ * transformers' renderings of the same turns (tests/fixtures/template/chat_cases.json), text and
+ * token ids; then --shots end to end on 1 and 2 ranks, and its bad inputs. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +14,10 @@
 #include <sys/wait.h>
 
 #include "data/data_io.h"
+#include "data/gsm8k.h"
+#include "data/tokenizer.h"
 #include "models/config.h"
+#include "models/gsm8k_eval.h"
 #include "models/minimax.h"
 #include "models/weights.h"
 #include "tests/data_util.h"
@@ -42,9 +48,8 @@ static char *ev_read(const char *path) {
     return s;
 }
 
-static int test_eval_minimax_eval(void) {
-    char dir[4096], model[4200], a[16384], data[4200], r1[4200], r2[4200];
-    make_tmpdir(dir, sizeof(dir));
+/* A random 1-layer model of recipes/configs/tiny.json with the test tokenizer in <dir>/model. */
+static void ev_make_model(const char *dir, char *model, size_t n) {
     char path[4400];
     snprintf(path, sizeof(path), "%s/recipes/configs/tiny.json", source_dir());
     mt_minimax_config cfg;
@@ -58,7 +63,7 @@ static int test_eval_minimax_eval(void) {
         mt_minimax_bind_bucket(&m, b, w[b], NULL);
     }
     mt_weights_init_random(&m, 7);
-    snprintf(model, sizeof(model), "%s/model", dir);
+    snprintf(model, n, "%s/model", dir);
     mt_weights_save(model, &m, MT_NAMING_HF_V4, MT_F32, 0);
     for (int b = 0; b < m.n_buckets; b++) free(w[b]);
     free(w);
@@ -72,6 +77,12 @@ static int test_eval_minimax_eval(void) {
         write_text(dst, bytes);
         free(bytes);
     }
+}
+
+static int test_eval_minimax_eval(void) {
+    char dir[4096], model[4200], a[16384], data[4200], r1[4200], r2[4200];
+    make_tmpdir(dir, sizeof(dir));
+    ev_make_model(dir, model, sizeof(model));
     snprintf(data, sizeof(data), "%s/tests/fixtures/gsm8k/eval_small.jsonl", source_dir());
 
     const char *modes[2] = {"", "--temperature 1 --top-k 20 --top-p 0.9 --seed 5"};
@@ -135,7 +146,124 @@ static int test_eval_minimax_eval(void) {
     return MT_TEST_OK;
 }
 
+/* The case's message texts and transformers' rendering and ids. */
+static const cJSON *ev_case(const cJSON *cases, const char *name) {
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cases) {
+        const cJSON *nm = cJSON_GetObjectItem(c, "name");
+        if (cJSON_IsString(nm) && !strcmp(nm->valuestring, name)) return c;
+    }
+    MT_CHECK(false, "chat_cases.json: no case %s", name);
+    return NULL;
+}
+
+static const char *ev_text(const cJSON *c, int msg) {
+    return cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(c, "messages"), msg), "text")
+        ->valuestring;
+}
+
+static int test_eval_minimax_eval_shots(void) {
+    /* the template renders each message on its own (no BOS, no default system turn), so the
+     * 2-shot prompt is transformers' rendering of shot 1's turns, then shot 2's, then the
+     * question's user turn with the generation prompt: three fixture cases end to end */
+    cJSON *root = read_json_fixture("tests/fixtures/template/chat_cases.json");
+    const cJSON *cases = cJSON_GetObjectItem(root, "cases");
+    const char *names[3] = {"unicode", "whitespace_edges", "generation_prompt_no_system"};
+    const cJSON *c[3];
+    mt_strbuf want = {0};
+    int32_t want_ids[4096];
+    int n_want = 0;
+    for (int k = 0; k < 3; k++) {
+        c[k] = ev_case(cases, names[k]);
+        const char *r = cJSON_GetObjectItem(c[k], "rendered")->valuestring;
+        mt_strbuf_append(&want, r, strlen(r));
+        const cJSON *id;
+        cJSON_ArrayForEach(id, cJSON_GetObjectItem(c[k], "input_ids")) {
+            MT_CHECK(n_want < 4096, "too many ids");
+            want_ids[n_want++] = (int32_t)id->valueint;
+        }
+    }
+    mt_gsm8k_set shots = {0};
+    char *q[2] = {(char *)ev_text(c[0], 0), (char *)ev_text(c[1], 0)};
+    char *an[2] = {(char *)ev_text(c[0], 1), (char *)ev_text(c[1], 1)};
+    shots.n = 2;
+    shots.question = q;
+    shots.answer = an;
+    mt_chat_rendered got = {0};
+    mt_gsm8k_eval_render(&shots, 2, ev_text(c[2], 0), &got);
+    EXPECT(got.len == want.len && !memcmp(got.text, want.p, want.len),
+           "2-shot prompt:\n%s\nwant (transformers):\n%s", got.text, want.p);
+    char tpath[4400];
+    snprintf(tpath, sizeof(tpath), "%s/tokenizer.json", tokenizer_dir());
+    mt_tokenizer *tok = mt_tokenizer_load(tpath);
+    int n_ids = 0;
+    int32_t *ids = mt_gsm8k_eval_prompt(tok, &shots, 2, ev_text(c[2], 0), &n_ids);
+    int first_diff = -1;
+    for (int i = 0; i < n_ids && i < n_want && first_diff < 0; i++)
+        if (ids[i] != want_ids[i]) first_diff = i;
+    EXPECT(n_ids == n_want && first_diff < 0,
+           "2-shot ids: %d tokens, transformers' %d, first "
+           "difference at %d",
+           n_ids, n_want, first_diff);
+    /* zero shots: the question's turn alone */
+    mt_gsm8k_eval_render(NULL, 0, ev_text(c[2], 0), &got);
+    const char *r2 = cJSON_GetObjectItem(c[2], "rendered")->valuestring;
+    EXPECT(!strcmp(got.text, r2), "0-shot prompt: %s", got.text);
+    printf("2-shot prompt: %zu bytes, %d tokens, as transformers renders and tokenizes the turns\n",
+           want.len, n_ids);
+    free(ids);
+    mt_tokenizer_free(tok);
+    mt_chat_rendered_free(&got);
+    mt_strbuf_free(&want);
+    cJSON_Delete(root);
+
+    /* end to end: --shots 2 on 1 and 2 ranks, the same results; the bad inputs */
+    char dir[4096], model[4200], a[20000], data[4200], r1[4200], r2p[4200];
+    make_tmpdir(dir, sizeof(dir));
+    ev_make_model(dir, model, sizeof(model));
+    snprintf(data, sizeof(data), "%s/tests/fixtures/gsm8k/eval_small.jsonl", source_dir());
+    snprintf(r1, sizeof(r1), "%s/s1.jsonl", dir);
+    snprintf(r2p, sizeof(r2p), "%s/s2.jsonl", dir);
+    int longest[2] = {0, 0}; /* rank 0's longest prompt, 0-shot and 2-shot */
+    for (int np = 0; np <= 2; np++) {
+        snprintf(a, sizeof(a),
+                 "--model '%s' --data '%s' --limit 3 --max-new-tokens 8 --shots %d --shots-file "
+                 "'%s' --out '%s'",
+                 model, data, np ? 2 : 0, data, np == 1 ? r1 : r2p);
+        EXPECT(ev_run(dir, np ? np : 1, a) == 0, "--shots on %d ranks: %s", np, ev_err);
+        const char *at = strstr(ev_err, "-shot prompts of up to ");
+        EXPECT(at, "no prompt length line: %s", ev_err);
+        if (at && np < 2) longest[np] = atoi(at + strlen("-shot prompts of up to "));
+    }
+    /* rank 0's longest 2-shot prompt: sample 0 or 2 (3 samples, 1 rank) after the 2 shots */
+    EXPECT(longest[1] > longest[0] + 100,
+           "2-shot prompts of up to %d tokens, 0-shot %d: the shots "
+           "are not in the prompt",
+           longest[1], longest[0]);
+    char *s1 = ev_read(r1), *s2 = ev_read(r2p);
+    int lines = 0;
+    for (const char *p = s1; (p = strchr(p, '\n')); p++) lines++;
+    EXPECT(lines == 3 && !strcmp(s1, s2), "--shots: %d lines; 1 and 2 ranks %s", lines,
+           strcmp(s1, s2) ? "differ" : "agree");
+    printf("--shots 2: %d result lines, 1 and 2 ranks identical; rank 0's prompts up to %d tokens "
+           "(0-shot: %d)\n",
+           lines, longest[1], longest[0]);
+    free(s1);
+    free(s2);
+    snprintf(a, sizeof(a), "--model '%s' --data '%s' --shots 2", model, data);
+    EXPECT(ev_run(dir, 2, a) != 0 && has(ev_err, "--shots N needs --shots-file"),
+           "--shots without a file: %s", ev_err);
+    printf("bad inputs: %.*s\n", (int)strcspn(ev_err, "\n"), ev_err);
+    snprintf(a, sizeof(a), "--model '%s' --data '%s' --shots 9 --shots-file '%s'", model, data,
+             data);
+    EXPECT(ev_run(dir, 2, a) != 0 && has(ev_err, "eval_small.jsonl: --shots 9 but the file has 5"),
+           "--shots beyond the file: %s", ev_err);
+    printf("bad inputs: %.*s\n", (int)strcspn(ev_err, "\n"), ev_err);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"eval_minimax_eval", test_eval_minimax_eval},
+    {"eval_minimax_eval_shots", test_eval_minimax_eval_shots},
 };
 MT_TEST_MAIN(cases)

@@ -11,8 +11,9 @@
 
 #include "autograd/check.h"
 
-#define CSV_HEADER      "step,loss,lr,grad_norm,tokens,tokens_per_s,elapsed_s"
-#define EVAL_CSV_HEADER "step,eval_loss,tokens,seconds"
+#define CSV_HEADER       "step,loss,lr,grad_norm,tokens,tokens_per_s,elapsed_s"
+#define EVAL_CSV_HEADER  "step,eval_loss,tokens,seconds"
+#define EVAL_GEN_COLUMNS ",accuracy,correct,samples,gen_seconds" /* with eval.generate_data */
 
 /* Every row reaches the file at once; a row that cannot (a full disk) ends the run with the
  * reason rather than leaving the loss curve silently short. */
@@ -34,8 +35,9 @@ static int logger_line_step(const char *line) {
     return atoi(line);
 }
 
-/* Keeps the header (a CSV's first line) and rows with step <= keep_step of an existing log. */
-static void logger_truncate(const char *path, int keep_step, bool header) {
+/* Keeps the rows with step <= keep_step of an existing log, under this run's header (a CSV's
+ * first line; NULL: none): a resume may add or drop the generation columns (free keys). */
+static void logger_truncate(const char *path, int keep_step, const char *header) {
     FILE *in = fopen(path, "r");
     if (!in) return;
     char tmp[1200];
@@ -43,9 +45,10 @@ static void logger_truncate(const char *path, int keep_step, bool header) {
     FILE *out = fopen(tmp, "w");
     MT_CHECK(out, "cannot write %s", tmp);
     char line[4096];
-    bool first = header;
+    bool first = header != NULL;
+    if (header) fprintf(out, "%s\n", header);
     while (fgets(line, sizeof(line), in)) {
-        if (first || logger_line_step(line) <= keep_step) fputs(line, out);
+        if (!first && logger_line_step(line) <= keep_step) fputs(line, out);
         first = false;
     }
     fclose(in);
@@ -61,7 +64,7 @@ static FILE *logger_csv_open(const mt_logger *lg, const char *name, const char *
                              int resume_step) {
     char path[1100];
     snprintf(path, sizeof(path), "%s/%s", lg->dir, name);
-    if (resume_step > 0) logger_truncate(path, resume_step, header != NULL);
+    if (resume_step > 0) logger_truncate(path, resume_step, header);
     bool append = resume_step > 0 && access(path, F_OK) == 0;
     FILE *f = fopen(path, append ? "a" : "w");
     MT_CHECK(f, "cannot write %s: %s", path, strerror(errno));
@@ -72,7 +75,7 @@ static FILE *logger_csv_open(const mt_logger *lg, const char *name, const char *
     return f;
 }
 
-void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool index_kl, bool eval,
+void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool index_kl, bool eval, bool gen,
                     int resume_step) {
     memset(lg, 0, sizeof(*lg));
     snprintf(lg->dir, sizeof(lg->dir), "%s", dir);
@@ -84,15 +87,21 @@ void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool index_kl, boo
     snprintf(header, sizeof(header), "%s%s%s", CSV_HEADER, aux ? ",aux_loss" : "",
              index_kl ? ",index_kl" : "");
     lg->csv = logger_csv_open(lg, "loss.csv", header, resume_step);
-    if (eval) lg->eval_csv = logger_csv_open(lg, "eval.csv", EVAL_CSV_HEADER, resume_step);
+    lg->eval_loss = eval;
+    lg->gen = gen;
+    if (eval || gen)
+        lg->eval_csv = logger_csv_open(
+            lg, "eval.csv", gen ? EVAL_CSV_HEADER EVAL_GEN_COLUMNS : EVAL_CSV_HEADER, resume_step);
     lg->jsonl = logger_csv_open(lg, "metrics.jsonl", NULL, resume_step);
 }
 
-void mt_logger_open_eval(mt_logger *lg, const char *dir) {
+void mt_logger_open_eval(mt_logger *lg, const char *dir, bool gen) {
     memset(lg, 0, sizeof(*lg));
     snprintf(lg->dir, sizeof(lg->dir), "%s", dir);
     lg->t_start = mt_time_now();
-    lg->eval_csv = logger_csv_open(lg, "eval.csv", EVAL_CSV_HEADER, 0);
+    lg->gen = gen;
+    lg->eval_csv = logger_csv_open(lg, "eval.csv",
+                                   gen ? EVAL_CSV_HEADER EVAL_GEN_COLUMNS : EVAL_CSV_HEADER, 0);
     lg->jsonl = logger_csv_open(lg, "metrics.jsonl", NULL, 0);
 }
 
@@ -119,13 +128,33 @@ static void jsonl_end(mt_logger *lg) {
     logger_flush(lg, lg->jsonl, "metrics.jsonl");
 }
 
-void mt_logger_eval_row(mt_logger *lg, int step, double loss, int64_t tokens, double seconds) {
-    fprintf(lg->eval_csv, "%d,%.6f,%lld,%.3f\n", step, loss, (long long)tokens, seconds);
-    logger_flush(lg, lg->eval_csv, "eval.csv");
-    jsonl_begin(lg->jsonl, step, "eval");
-    jsonl_num(lg->jsonl, "eval_loss", loss);
-    fprintf(lg->jsonl, ", \"tokens\": %lld", (long long)tokens);
-    jsonl_num(lg->jsonl, "seconds", seconds);
+void mt_logger_eval_row(mt_logger *lg, const mt_eval_row *r) {
+    FILE *f = lg->eval_csv, *j = lg->jsonl;
+    fprintf(f, "%d", r->step);
+    if (r->has_loss)
+        fprintf(f, ",%.6f,%lld,%.3f", r->loss, (long long)r->tokens, r->seconds);
+    else
+        fprintf(f, ",,,");
+    const double acc = r->samples > 0 ? (double)r->correct / (double)r->samples : 0;
+    if (lg->gen && r->has_gen)
+        fprintf(f, ",%.6f,%lld,%lld,%.3f", acc, (long long)r->correct, (long long)r->samples,
+                r->gen_seconds);
+    else if (lg->gen)
+        fprintf(f, ",,,,");
+    fprintf(f, "\n");
+    logger_flush(lg, f, "eval.csv");
+    jsonl_begin(j, r->step, "eval");
+    if (r->has_loss) {
+        jsonl_num(j, "eval_loss", r->loss);
+        fprintf(j, ", \"tokens\": %lld", (long long)r->tokens);
+        jsonl_num(j, "seconds", r->seconds);
+    }
+    if (r->has_gen) {
+        jsonl_num(j, "accuracy", acc);
+        fprintf(j, ", \"correct\": %lld, \"samples\": %lld", (long long)r->correct,
+                (long long)r->samples);
+        jsonl_num(j, "gen_seconds", r->gen_seconds);
+    }
     jsonl_end(lg);
 }
 
@@ -186,10 +215,10 @@ void mt_logger_row(mt_logger *lg, const mt_log_row *r, int max_steps) {
 
 void mt_logger_close(mt_logger *lg) {
     if (!lg->jsonl) return;
-    const bool eval = lg->eval_csv != NULL, train = lg->csv != NULL;
+    const bool eval = lg->eval_csv != NULL && lg->eval_loss, train = lg->csv != NULL;
     if (train) fclose(lg->csv);
     lg->csv = NULL;
-    if (eval) fclose(lg->eval_csv);
+    if (lg->eval_csv) fclose(lg->eval_csv);
     lg->eval_csv = NULL;
     fclose(lg->jsonl);
     lg->jsonl = NULL;

@@ -12,7 +12,9 @@ typedef struct {
     FILE *jsonl;    /* metrics.jsonl: every row of both */
     char dir[1024];
     bool aux;
-    bool index_kl; /* the index_kl column (MSA layers) */
+    bool index_kl;  /* the index_kl column (MSA layers) */
+    bool eval_loss; /* eval.csv has eval losses (loss.png draws them) */
+    bool gen;       /* eval.csv's generation columns (eval.generate_data) */
     bool tty;
     double t_start;
     int last_len;
@@ -33,15 +35,28 @@ typedef struct {
 /* Opens <dir>/loss.csv and <dir>/metrics.jsonl, and <dir>/eval.csv when eval. resume_step > 0
  * keeps the rows of steps <= resume_step of existing logs (rewritten atomically) and appends
  * after them; 0 starts new files. */
-/* aux, index_kl: the aux_loss and index_kl columns. */
-void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool index_kl, bool eval,
+/* aux, index_kl: the aux_loss and index_kl columns; eval.csv with eval (the eval loss) or gen
+ * (accuracy by generation, its columns). */
+void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool index_kl, bool eval, bool gen,
                     int resume_step);
 /* An evaluation alone (minimax-train --eval-only): new <dir>/eval.csv and metrics.jsonl. */
-void mt_logger_open_eval(mt_logger *lg, const char *dir);
+void mt_logger_open_eval(mt_logger *lg, const char *dir, bool gen);
 void mt_logger_row(mt_logger *lg, const mt_log_row *row, int max_steps);
-/* One row of eval.csv: step, eval_loss, tokens (the held-out labelled tokens), seconds; and
- * its line of metrics.jsonl. */
-void mt_logger_eval_row(mt_logger *lg, int step, double loss, int64_t tokens, double seconds);
+/* One evaluation: the eval loss and/or the accuracy by generation after a step. */
+typedef struct {
+    int step;
+    bool has_loss;
+    double loss;
+    int64_t tokens; /* the held-out labelled tokens */
+    double seconds;
+    bool has_gen;
+    int64_t correct, samples;
+    double gen_seconds;
+} mt_eval_row;
+/* One row of eval.csv: step, eval_loss, tokens, seconds, and with the generation columns
+ * accuracy, correct, samples, gen_seconds (the cells of what was not measured empty); and its
+ * line of metrics.jsonl (the keys of what was measured). */
+void mt_logger_eval_row(mt_logger *lg, const mt_eval_row *r);
 /* Closes the files and, after training, renders <dir>/loss.png with gnuplot (a warning if
  * gnuplot is missing). */
 void mt_logger_close(mt_logger *lg);

@@ -165,6 +165,11 @@ static bool own_output(const char *name) {
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
         if (!strcmp(name, files[i])) return true;
     long step;
+    if (!strncmp(name, "eval-generate-", 14) && name[14] >= '0' && name[14] <= '9') {
+        char *end = NULL; /* eval-generate-<step>.jsonl: eval.generate_data's results */
+        strtol(name + 14, &end, 10);
+        if (!strcmp(end, ".jsonl")) return true;
+    }
     return checkpoint_name(name, false, &step) || checkpoint_name(name, true, &step) ||
            !strncmp(name, "recipe.toml.tmp.", 16);
 }

@@ -106,6 +106,12 @@ static const recipe_key recipe_keys[] = {
     BOOL("train.indexer_detach", train_indexer_detach, "true", true),
     BOOL("train.skip_nonfinite_steps", train_skip_nonfinite_steps, "false", true),
     BOOL("train.gradient_checkpointing", train_gradient_checkpointing, "false", false),
+    STR("eval.generate_data", eval_generate_data, "\"\"", false),
+    INT("eval.generate_samples", eval_generate_samples, "0", false),
+    INT("eval.generate_max_new_tokens", eval_generate_max_new_tokens, "256", false),
+    INT("eval.generate_batch", eval_generate_batch, "8", false),
+    INT("eval.generate_every", eval_generate_every, "0", false),
+    BOOL("eval.generate_at_end", eval_generate_at_end, "true", false),
     STR("output.dir", output_dir, "\"runs/out\"", false),
     INT("output.save_steps", output_save_steps, "0", false),
     INT("output.save_total_limit", output_save_total_limit, "0", false),
@@ -316,6 +322,29 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
                                    "to evaluate on");
     if (r->train_per_device_train_batch_size <= 0)
         BAD("train.per_device_train_batch_size", "must be > 0");
+    /* [eval]: generation needs eval.generate_data (train/trainer_generate.c); a resolved
+     * recipe (recipe.toml) lists every key, so only values that ask for it count */
+    const bool gen_synthetic = !strcmp(r->eval_generate_data, "synthetic");
+    if (!r->eval_generate_data[0] && r->eval_generate_every > 0)
+        BAD("eval.generate_every", "needs eval.generate_data (a GSM8K-style jsonl, or "
+                                   "\"synthetic\"): the problems to generate answers for");
+    if (!r->eval_generate_data[0] && r->eval_generate_samples > 0)
+        BAD("eval.generate_samples", "needs eval.generate_data (a GSM8K-style jsonl, or "
+                                     "\"synthetic\"): the problems to generate answers for");
+    if (r->eval_generate_data[0] && !gen_synthetic && access(r->eval_generate_data, R_OK) != 0)
+        BAD("eval.generate_data", "cannot read %s (a GSM8K-style jsonl, or \"synthetic\")",
+            r->eval_generate_data);
+    if (r->eval_generate_samples < 0)
+        BAD("eval.generate_samples", "must be >= 0 (0: all of eval.generate_data)");
+    if (gen_synthetic && r->eval_generate_samples == 0)
+        BAD("eval.generate_samples",
+            "must be > 0 with eval.generate_data = \"synthetic\" (how many problems)");
+    if (r->eval_generate_max_new_tokens < 1 || r->eval_generate_max_new_tokens > 100000)
+        BAD("eval.generate_max_new_tokens", "must be in [1, 100000]");
+    if (r->eval_generate_batch < 1 || r->eval_generate_batch > 4096)
+        BAD("eval.generate_batch", "must be in [1, 4096]");
+    if (r->eval_generate_every < 0)
+        BAD("eval.generate_every", "must be >= 0 (0: not between steps)");
     if (r->train_gradient_accumulation_steps <= 0)
         BAD("train.gradient_accumulation_steps", "must be > 0");
     if (r->train_global_batch_size < 0)

@@ -71,6 +71,13 @@ typedef struct mt_recipe {
     bool
         train_skip_nonfinite_steps; /* skip a step with NaN/Inf loss or grads instead of stopping */
     bool train_gradient_checkpointing; /* recompute each layer in the backward (same numbers) */
+    /* [eval]: accuracy by generation (train/trainer_generate.c) */
+    char eval_generate_data[MT_PATH_MAX]; /* "": none; a GSM8K-style jsonl, or "synthetic" */
+    int eval_generate_samples;            /* the first N of them; 0 = all of the file */
+    int eval_generate_max_new_tokens;
+    int eval_generate_batch;   /* prompts per ragged batch on a rank */
+    int eval_generate_every;   /* every N steps; 0 = never between */
+    bool eval_generate_at_end; /* after the last step */
     /* [output] */
     char output_dir[MT_PATH_MAX];
     int output_save_steps; /* training-state checkpoint + export every N steps; 0 = only at end */

@@ -103,7 +103,7 @@ static void trainer_check_arena(trainer *t) {
 
 /* Processes sharing this node's memory: the launcher's local size (Open MPI, MPICH/Intel MPI,
  * Slurm), else every rank (one node). */
-static int trainer_local_ranks(const trainer *t) {
+int trainer_local_ranks(const trainer *t) {
     const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
     for (int i = 0; i < 3; i++) {
         const char *v = getenv(vars[i]);
@@ -531,8 +531,9 @@ static void usage(FILE *f) {
             "  --overwrite: remove another run's results from output.dir first\n"
             "  --eval-only: no training: the eval loss of the model as the recipe builds it\n"
             "    (model.path, e.g. --set model.path=EXPORT_DIR, or model.config's random\n"
-            "    init) over the eval set (data.eval_samples or data.eval_path), into\n"
-            "    output.dir's eval.csv and metrics.jsonl; no step, checkpoint or export\n"
+            "    init) over the eval set (data.eval_samples or data.eval_path), and its accuracy\n"
+            "    by generation (eval.generate_data), into output.dir's eval.csv and\n"
+            "    metrics.jsonl; no step, checkpoint or export\n"
             "  SIGUSR1, SIGTERM or SIGINT to a rank (kill -USR1 on mpirun): stop after the "
             "current step with a checkpoint, exit 75\n");
 }
@@ -619,11 +620,12 @@ static int trainer_train(trainer *t, const char *resume) {
     if (t->comm->rank == 0)
         mt_logger_open(&t->log, rc->output_dir, t->cfg.output_router_logits,
                        t->n_msa_layers > 0 && rc->train_indexer_kl_coef != 0, t->evaluates,
-                       (int)t->state.step);
+                       t->generates, (int)t->state.step);
     trainer_set_signals();
     double t_start = mt_time_now();
     int stopped_after = 0; /* the step a stop signal ended the run with, else 0 */
-    if (t->evaluates && rc->train_eval_on_start && t->state.step == 0) trainer_eval(t, 0);
+    if (t->evaluates && rc->train_eval_on_start && t->state.step == 0)
+        trainer_eval(t, 0, true, false);
     for (int step = first; step <= rc->train_max_steps; step++) {
         double t0 = mt_time_now();
         step_result r = trainer_run_step(t, step);
@@ -648,9 +650,11 @@ static int trainer_train(trainer *t, const char *resume) {
             mt_logger_row(&t->log, &row, rc->train_max_steps);
         }
         const bool last = step == rc->train_max_steps;
-        if (t->evaluates &&
-            (last || (rc->train_eval_steps > 0 && step % rc->train_eval_steps == 0)))
-            trainer_eval(t, step);
+        const bool eval_due =
+            t->evaluates &&
+            (last || (rc->train_eval_steps > 0 && step % rc->train_eval_steps == 0));
+        if (eval_due || trainer_generate_due(t, step, last))
+            trainer_eval(t, step, eval_due, trainer_generate_due(t, step, last));
         const bool stop = !last && trainer_stop_requested(t);
         if (last || stop || (rc->output_save_steps > 0 && step % rc->output_save_steps == 0)) {
             trainer_watch(t, true);
@@ -728,10 +732,11 @@ int mt_train_main(int argc, char **argv) {
         ok = mt_recipe_load(&t->rc, recipe_path, sets, n_sets, err, sizeof(err));
     else if (ok)
         ok = trainer_resume_recipe_load(&t->rc, resume, sets, n_sets, err, sizeof(err));
-    if (ok && eval_only && !t->rc.data_eval_samples && !t->rc.data_eval_path[0]) {
+    if (ok && eval_only && !t->rc.data_eval_samples && !t->rc.data_eval_path[0] &&
+        !t->rc.eval_generate_data[0]) {
         snprintf(err, sizeof(err),
                  "--eval-only: no eval set: set data.eval_samples (samples held "
-                 "out of the data) or data.eval_path (a file of its own)");
+                 "out of the data) or data.eval_path (a file of its own), or eval.generate_data");
         ok = false;
     }
     if (!ok) {
@@ -758,6 +763,7 @@ int mt_train_main(int argc, char **argv) {
     char why[4096] = "";
     trainer_resolve_batch(t, why, sizeof(why));
     if (resume) trainer_resume_check_recipe(t, resume, why, sizeof(why));
+    trainer_generate_read(t, why, sizeof(why));
     trainer_open_output(t, resume != NULL, overwrite, why, sizeof(why));
     trainer_refuse_if(t, why);
     trainer_setup_model(t);
@@ -765,10 +771,12 @@ int mt_train_main(int argc, char **argv) {
      * whose abort then follows) */
     mt_cleanup_install(&t->outdir);
     trainer_setup_data(t);
+    trainer_generate_setup(t);
     const int stopped_after = eval_only ? (trainer_eval_only(t), 0) : trainer_train(t, resume);
     mt_sampler_free(&t->sampler);
     if (t->evaluates) mt_sampler_free(&t->eval_sampler);
     mt_token_data_free(&t->eval_data);
+    trainer_generate_free(t);
     mt_token_data_free(&t->data);
     mt_ctx_free(&t->ctx);
     mt_zero_free(&t->zero);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "data/gsm8k.h"
 #include "data/sampler.h"
 #include "data/token_cache.h"
 #include "models/minimax.h"
@@ -36,6 +37,10 @@ typedef struct {
     mt_sampler eval_sampler; /* the samples to evaluate on (evaluates), one epoch per eval */
     int64_t eval_targets;    /* their labelled tokens: the eval loss's denominator */
     bool evaluates;          /* data.eval_samples > 0 or data.eval_path */
+    bool generates;          /* eval.generate_data: accuracy by generation */
+    mt_gsm8k_set gen_set;    /* its problems (the first eval.generate_samples), every rank */
+    mt_tokenizer *gen_tok;
+    int64_t gen_replica_bytes; /* the full replica a rank decodes with */
     char tokenizer_dir[MT_PATH_MAX];
     char config_path[MT_PATH_MAX + 32];                        /* the model's config.json */
     int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each, host */
@@ -118,9 +123,27 @@ void trainer_setup_schedule(trainer *t);
 /* The eval loss with the current weights over every held-out sample (t->eval_sampler): the
  * token-level mean over their labelled tokens, equal on every rank. */
 double trainer_run_eval(trainer *t);
-/* The eval loss after `step` (0: before the first), into eval.csv, metrics.jsonl and the log
- * (trainer_eval.c). */
-void trainer_eval(trainer *t, int step);
-/* --eval-only: the eval loss of the weights as loaded, as step 0 of eval.csv and metrics.jsonl
- * (no loss.csv), and the log. */
+/* The eval loss (loss) and/or the accuracy by generation (gen) after `step` (0: before the
+ * first), into one row of eval.csv, metrics.jsonl and the log (trainer_eval.c). */
+void trainer_eval(trainer *t, int step, bool loss, bool gen);
+/* --eval-only: the eval loss and the accuracy by generation (whichever the recipe sets up) of
+ * the weights as loaded, as step 0 of eval.csv and metrics.jsonl (no loss.csv), and the log. */
 void trainer_eval_only(trainer *t);
+
+/* processes sharing this node's memory (trainer.c) */
+int trainer_local_ranks(const trainer *t);
+
+/* accuracy by generation (trainer_generate.c) */
+/* Rank 0, before any model is built: eval.generate_data's problems read, or why not into why
+ * (nothing when why already holds a reason). Sets t->generates on every rank. */
+void trainer_generate_read(trainer *t, char *why, size_t n);
+/* After the model and the data: the other ranks read the problems, the tokenizer is loaded,
+ * and a rank's replica is checked against the node's memory (exit 2 naming the sizes). */
+void trainer_generate_setup(trainer *t);
+/* Whether step (the last one: last) evaluates by generation (eval.generate_every, _at_end). */
+bool trainer_generate_due(const trainer *t, int step, bool last);
+/* The accuracy of the current weights into row (has_gen, correct, samples, gen_seconds), the
+ * per-sample results into <output.dir>/eval-generate-<step>.jsonl (rank 0, atomically), and
+ * the log. Every rank. */
+void trainer_generate(trainer *t, int step, mt_eval_row *row);
+void trainer_generate_free(trainer *t);

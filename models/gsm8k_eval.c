@@ -1,0 +1,122 @@
+/* gsm8k_eval.c: see gsm8k_eval.h. */
+#include "models/gsm8k_eval.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/gsm8k_answer.h"
+
+void mt_gsm8k_eval_render(const mt_gsm8k_set *shots, int n_shots, const char *question,
+                          mt_chat_rendered *out) {
+    MT_CHECK(n_shots >= 0 && (n_shots == 0 || (shots && n_shots <= shots->n)),
+             "gsm8k eval: %d shots of %lld examples", n_shots, shots ? (long long)shots->n : 0LL);
+    mt_chat_msg *msgs = mt_malloc(sizeof(mt_chat_msg) * (size_t)(2 * n_shots + 1), "shot turns");
+    for (int i = 0; i < n_shots; i++) {
+        msgs[2 * i] = (mt_chat_msg){MT_CHAT_USER, shots->question[i], strlen(shots->question[i])};
+        msgs[2 * i + 1] =
+            (mt_chat_msg){MT_CHAT_ASSISTANT, shots->answer[i], strlen(shots->answer[i])};
+    }
+    msgs[2 * n_shots] = (mt_chat_msg){MT_CHAT_USER, question, strlen(question)};
+    mt_chat_render(msgs, 2 * n_shots + 1, true, out);
+    free(msgs);
+}
+
+int32_t *mt_gsm8k_eval_prompt(const mt_tokenizer *tok, const mt_gsm8k_set *shots, int n_shots,
+                              const char *question, int *n) {
+    mt_chat_rendered r = {0};
+    mt_gsm8k_eval_render(shots, n_shots, question, &r);
+    mt_token_buf buf = {0};
+    char err[MT_ERR_LEN];
+    MT_CHECK(mt_tokenizer_encode_err(tok, r.text, r.len, &buf, err, sizeof(err)) >= 0, "%s", err);
+    int32_t *ids = mt_malloc(sizeof(int32_t) * (size_t)buf.n, "prompt ids");
+    memcpy(ids, buf.ids, sizeof(int32_t) * (size_t)buf.n);
+    *n = (int)buf.n;
+    mt_token_buf_free(&buf);
+    mt_chat_rendered_free(&r);
+    return ids;
+}
+
+int mt_gsm8k_eval_longest(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n) {
+    int t_prompt = 1;
+    for (int64_t j = 0; j < n; j++) {
+        int len;
+        free(mt_gsm8k_eval_prompt(e->tok, e->shots, e->n_shots,
+                                  e->set->question[first + j * stride], &len));
+        t_prompt = len > t_prompt ? len : t_prompt;
+    }
+    return t_prompt;
+}
+
+size_t mt_gsm8k_eval_arena_bytes(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n) {
+    return mt_minimax_generate_arena_bytes(&e->model->cfg, 1,
+                                           mt_gsm8k_eval_longest(e, first, stride, n));
+}
+
+void mt_gsm8k_eval_batch(const mt_gsm8k_eval *e, const int64_t *ids, int nb, mt_strbuf *lines,
+                         int64_t *n_correct, int64_t *n_tokens) {
+    int32_t **prompts = mt_calloc((size_t)nb, sizeof(int32_t *), "prompts");
+    int *lens = mt_calloc((size_t)nb, sizeof(int), "prompt lengths");
+    int *n_out = mt_calloc((size_t)nb, sizeof(int), "completion lengths");
+    int32_t *out = mt_malloc((size_t)nb * (size_t)e->n_new * sizeof(int32_t), "completions");
+    for (int r = 0; r < nb; r++)
+        prompts[r] =
+            mt_gsm8k_eval_prompt(e->tok, e->shots, e->n_shots, e->set->question[ids[r]], &lens[r]);
+    mt_gen_opts o = e->opts;
+    o.row_ids = ids; /* a prompt's draws follow its index, not its batch */
+    mt_minimax_generate_batch(e->model, e->ctx, (const int32_t *const *)prompts, lens, nb, e->n_new,
+                              &o, out, n_out);
+    for (int r = 0; r < nb; r++) {
+        const int64_t i = ids[r];
+        char *text =
+            mt_tokenizer_decode(e->tok, out + (size_t)r * (size_t)e->n_new, n_out[r], true);
+        char got[MT_GSM8K_ANSWER_MAX], gold[MT_GSM8K_ANSWER_MAX];
+        mt_gsm8k_extract(text, got, sizeof(got));
+        mt_gsm8k_extract(e->set->answer[i], gold, sizeof(gold));
+        const bool ok = mt_gsm8k_correct(text, e->set->answer[i]);
+        *n_correct += ok;
+        *n_tokens += n_out[r];
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "index", (double)i);
+        cJSON_AddStringToObject(j, "prompt", e->set->question[i]);
+        cJSON_AddStringToObject(j, "completion", text);
+        cJSON_AddStringToObject(j, "extracted", got);
+        cJSON_AddStringToObject(j, "gold", gold);
+        cJSON_AddBoolToObject(j, "correct", ok);
+        char *printed = cJSON_PrintUnformatted(j);
+        MT_CHECK(printed, "cannot format sample %lld", (long long)i);
+        mt_strbuf_append(lines, printed, strlen(printed));
+        mt_strbuf_append(lines, "\n", 1);
+        free(printed);
+        cJSON_Delete(j);
+        free(text);
+        free(prompts[r]);
+    }
+    free(prompts);
+    free(lens);
+    free(n_out);
+    free(out);
+}
+
+void mt_gsm8k_eval_order(const char *all, const int64_t *displ, const int64_t *len, int n_ranks,
+                         int64_t n, mt_strbuf *out) {
+    const char **cur = mt_calloc((size_t)n_ranks, sizeof(char *), "cursors");
+    for (int r = 0; r < n_ranks; r++) cur[r] = all + displ[r];
+    for (int64_t i = 0; i < n; i++) { /* sample i: the next line of rank i % N */
+        const int r = (int)(i % n_ranks);
+        const char *e = memchr(cur[r], '\n', (size_t)(all + displ[r] + len[r] - cur[r]));
+        MT_CHECK(e, "gathered results: sample %lld missing", (long long)i);
+        mt_strbuf_append(out, cur[r], (size_t)(e + 1 - cur[r]));
+        cur[r] = e + 1;
+    }
+    free(cur);
+}
+
+void mt_gsm8k_eval_wilson(int64_t correct, int64_t n, double *lo, double *hi) {
+    const double N = (double)n, p = N > 0 ? (double)correct / N : 0, z = 1.96, z2 = z * z;
+    const double centre = (p + z2 / (2.0 * N)) / (1 + z2 / N),
+                 half = z * sqrt(p * (1 - p) / N + z2 / (4.0 * N * N)) / (1 + z2 / N);
+    *lo = n > 0 ? fmax(0, centre - half) : 0;
+    *hi = n > 0 ? fmin(1, centre + half) : 1;
+}

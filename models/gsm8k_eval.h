@@ -1,0 +1,57 @@
+/* gsm8k_eval.h: GSM8K accuracy by generation, the pieces minimax-eval and the trainer's
+ * eval.generate share (docs/evaluation.md): the prompt (n-shot: solved examples as earlier
+ * user/assistant turns, then the question as a user turn with the generation prompt, rendered
+ * with the chat template), one ragged batch of samples decoded and scored into JSON result
+ * lines, the results of every rank put back in data-set order, and the Wilson interval.
+ *
+ * Samples are split across ranks as sample i on rank i % N; a rank's result lines are in its
+ * samples' order, so rank 0 rebuilds the data-set order from the ranks' concatenated lines. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "data/chat_template.h"
+#include "data/data_io.h"
+#include "data/gsm8k.h"
+#include "data/tokenizer.h"
+#include "models/generate.h"
+
+typedef struct {
+    mt_minimax *model; /* buckets bound (host memory: generation runs on the CPU backend) */
+    mt_ctx *ctx;       /* its arena holds one prompt forward (mt_gsm8k_eval_arena_bytes) */
+    const mt_tokenizer *tok;
+    const mt_gsm8k_set *set;   /* the questions and gold answers */
+    const mt_gsm8k_set *shots; /* the solved examples (NULL: zero-shot) */
+    int n_shots;               /* the first n_shots of shots, in order */
+    int n_new;                 /* max new tokens per completion */
+    mt_gen_opts opts;          /* eos, sampling, stops; row_ids set per batch */
+} mt_gsm8k_eval;
+
+/* The conversation of a question: shots[0..n_shots) as user (question) / assistant (answer)
+ * turns, then the question as a user turn, rendered with the generation prompt into out. */
+void mt_gsm8k_eval_render(const mt_gsm8k_set *shots, int n_shots, const char *question,
+                          mt_chat_rendered *out);
+/* The same, tokenized: ids malloc'ed, *n tokens. */
+int32_t *mt_gsm8k_eval_prompt(const mt_tokenizer *tok, const mt_gsm8k_set *shots, int n_shots,
+                              const char *question, int *n);
+
+/* The longest prompt (tokens, at least 1) among samples first, first + stride, ... (n of them:
+ * a rank's share). */
+int mt_gsm8k_eval_longest(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n);
+/* Arena bytes for e's context: one prompt forward of the longest of those prompts. */
+size_t mt_gsm8k_eval_arena_bytes(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n);
+
+/* Decodes the samples ids[0..nb) as one ragged batch (greedy unless e->opts samples) and
+ * appends one JSON line per sample to lines, in the order of ids: {"index", "prompt" (the
+ * question), "completion" (special tokens left out), "extracted", "gold", "correct"}. Adds the
+ * correct ones to *n_correct and the tokens generated to *n_tokens. */
+void mt_gsm8k_eval_batch(const mt_gsm8k_eval *e, const int64_t *ids, int nb, mt_strbuf *lines,
+                         int64_t *n_correct, int64_t *n_tokens);
+
+/* n result lines in data-set order from the ranks' lines: rank r's lines (its samples r,
+ * r + n_ranks, ...) are the len[r] bytes at all + displ[r]. Appends them to out. */
+void mt_gsm8k_eval_order(const char *all, const int64_t *displ, const int64_t *len, int n_ranks,
+                         int64_t n, mt_strbuf *out);
+
+/* The 95 % Wilson score interval of correct / n, clamped to [0, 1]. */
+void mt_gsm8k_eval_wilson(int64_t correct, int64_t n, double *lo, double *hi);
