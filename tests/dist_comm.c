@@ -9,6 +9,36 @@
 
 static float value_of(int rank, int64_t i) { return (float)(rank * 1000 + (i % 997)) * 0.5f; }
 
+/* What rank `from` sends rank `to` (ragged, zero for some pairs) and the value of element i. */
+static int64_t a2a_count(int from, int to) { return (from * 3 + to * 5) % 4 * 3; }
+static int32_t a2a_value(int from, int to, int64_t i) { return from * 100000 + to * 1000 + (int)i; }
+
+/* alltoallv on c: every rank's rows arrive in rank order, the zero-count pairs included. */
+static int check_alltoallv(mt_comm *c) {
+    const int P = c->size, r = c->rank;
+    int64_t scount[64] = {0}, rcount[64] = {0}, stotal = 0, rtotal = 0;
+    EXPECT(P <= 64, "alltoallv check: at most 64 ranks (got %d)", P);
+    for (int q = 0; q < P; q++) {
+        scount[q] = a2a_count(r, q);
+        rcount[q] = a2a_count(q, r);
+        stotal += scount[q];
+        rtotal += rcount[q];
+    }
+    int32_t *send = calloc((size_t)stotal + 1, sizeof(int32_t)),
+            *recv = calloc((size_t)rtotal + 1, sizeof(int32_t));
+    for (int q = 0, at = 0; q < P; q++)
+        for (int64_t i = 0; i < scount[q]; i++) send[at++] = a2a_value(r, q, i);
+    c->alltoallv(c, send, scount, recv, rcount, sizeof(int32_t));
+    int bad = 0;
+    for (int q = 0, at = 0; q < P; q++)
+        for (int64_t i = 0; i < rcount[q]; i++) bad += recv[at++] != a2a_value(q, r, i);
+    free(send);
+    free(recv);
+    EXPECT(bad == 0, "alltoallv over %d ranks: %d wrong elements of %lld", P, bad,
+           (long long)rtotal);
+    return MT_TEST_OK;
+}
+
 static int test_comm_collectives(void) {
     int argc = 0;
     char **argv = NULL;
@@ -65,6 +95,20 @@ static int test_comm_collectives(void) {
     char want[32];
     snprintf(want, sizeof(want), "hi %d", P - 1);
     EXPECT(!strcmp(msg, want), "bcast got '%s'", msg);
+    EXPECT(check_alltoallv(c) == MT_TEST_OK, "alltoallv on the world");
+    /* a split: even and odd ranks, each group ordered backwards (key -r) */
+    mt_comm *g = c->split(c, r % 2, -r);
+    const int gsize = (P - r % 2 + 1) / 2;
+    EXPECT(g->size == gsize && g->rank == gsize - 1 - r / 2, "split: rank %d of %d, want %d of %d",
+           g->rank, g->size, gsize - 1 - r / 2, gsize);
+    int64_t members = (int64_t)1 << r;
+    g->allreduce_i64(g, &members, 1);
+    int64_t want_members = 0;
+    for (int q = r % 2; q < P; q += 2) want_members += (int64_t)1 << q;
+    EXPECT(members == want_members, "split: the group sums ranks %llx, want %llx",
+           (long long)members, (long long)want_members);
+    EXPECT(check_alltoallv(g) == MT_TEST_OK, "alltoallv on the split");
+    c->free_split(g);
     mt_comm_finalize(c);
     return MT_TEST_OK;
 }

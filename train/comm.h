@@ -33,6 +33,17 @@ struct mt_comm {
     /* An all-gather issued now, finished by wait(ticket) before its result is read (see above). */
     int (*allgather_start)(mt_comm *c, const void *send, void *recv, int64_t count, size_t elem);
     void (*wait)(mt_comm *c, int ticket);
+    /* All-to-all with variable counts (expert parallelism): send holds send_counts[r] elements
+     * for each rank r, back to back in rank order; recv gets recv_counts[r] elements from each
+     * rank r, back to back in rank order (elem bytes each). Every rank calls it, all counts zero
+     * included. Device communicators order it like allgather (after the compute stream's queued
+     * work; later work waits for it). NULL where a communicator lacks it. */
+    void (*alltoallv)(mt_comm *c, const void *send, const int64_t *send_counts, void *recv,
+                      const int64_t *recv_counts, size_t elem);
+    /* The ranks of c with the same color, ordered by key, as a new communicator of the same kind
+     * (MPI_Comm_split / ncclCommSplit); every rank of c calls it. Freed by free_split. */
+    mt_comm *(*split)(mt_comm *c, int color, int key);
+    void (*free_split)(mt_comm *c);
     void *impl;
 };
 

@@ -37,6 +37,9 @@ static int64_t mpi_chunk = (int64_t)1 << 30;
 #define MPI_CHUNK mpi_chunk
 
 static mt_comm mpi_comm;
+static MPI_Comm mpi_world = MPI_COMM_WORLD; /* the world's impl; a split's impl is its own */
+
+static MPI_Comm mpi_of(const mt_comm *c) { return *(const MPI_Comm *)c->impl; }
 
 /* ---- the watchdog ---- */
 
@@ -214,7 +217,7 @@ static void mpi_allgather(mt_comm *c, const void *send, void *recv, int64_t coun
     MPI_Datatype type = elem == 4 ? MPI_FLOAT : MPI_UINT16_T;
     mpi_watch_enter("an all-gather of %lld elements per rank", count);
     if (count <= MPI_CHUNK) {
-        MPI_CHECK(MPI_Allgather(send, (int)count, type, recv, (int)count, type, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Allgather(send, (int)count, type, recv, (int)count, type, mpi_of(c)));
         mpi_watch_leave();
         return;
     }
@@ -226,7 +229,7 @@ static void mpi_allgather(mt_comm *c, const void *send, void *recv, int64_t coun
         for (int r = 0; r < c->size; r++) {
             char *dst = dst0 + ((int64_t)r * count + off) * (int64_t)elem;
             if (r == c->rank) memcpy(dst, src + off * (int64_t)elem, (size_t)n * elem);
-            MPI_CHECK(MPI_Bcast(dst, n, type, r, MPI_COMM_WORLD));
+            MPI_CHECK(MPI_Bcast(dst, n, type, r, mpi_of(c)));
         }
     }
     mpi_watch_leave();
@@ -235,8 +238,7 @@ static void mpi_allgather(mt_comm *c, const void *send, void *recv, int64_t coun
 static void mpi_reduce_scatter(mt_comm *c, const float *send, float *recv, int64_t count) {
     mpi_watch_enter("a reduce-scatter of %lld elements per rank", count);
     if (count <= MPI_CHUNK) {
-        MPI_CHECK(
-            MPI_Reduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Reduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, mpi_of(c)));
         mpi_watch_leave();
         return;
     }
@@ -244,7 +246,7 @@ static void mpi_reduce_scatter(mt_comm *c, const float *send, float *recv, int64
         int n = (int)(count - off < MPI_CHUNK ? count - off : MPI_CHUNK);
         for (int r = 0; r < c->size; r++)
             MPI_CHECK(MPI_Reduce(send + (int64_t)r * count + off, r == c->rank ? recv + off : NULL,
-                                 n, MPI_FLOAT, MPI_SUM, r, MPI_COMM_WORLD));
+                                 n, MPI_FLOAT, MPI_SUM, r, mpi_of(c)));
     }
     mpi_watch_leave();
 }
@@ -258,34 +260,93 @@ static int mpi_allgather_start(mt_comm *c, const void *send, void *recv, int64_t
 static void mpi_wait(mt_comm *c, int ticket) { (void)c, (void)ticket; }
 
 static void mpi_allreduce_f64(mt_comm *c, double *buf, int n) {
-    (void)c;
     mpi_watch_enter("an all-reduce of %lld elements", n);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, mpi_of(c)));
     mpi_watch_leave();
 }
 
 static void mpi_allreduce_i64(mt_comm *c, int64_t *buf, int n) {
-    (void)c;
     mpi_watch_enter("an all-reduce of %lld elements", n);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_INT64_T, MPI_SUM, mpi_of(c)));
     mpi_watch_leave();
 }
 
 static void mpi_bcast(mt_comm *c, void *buf, size_t bytes, int root) {
-    (void)c;
     mpi_watch_enter("a broadcast of %lld bytes", (int64_t)bytes);
     for (size_t off = 0; off < bytes; off += (size_t)INT_MAX) {
         size_t n = bytes - off < (size_t)INT_MAX ? bytes - off : (size_t)INT_MAX;
-        MPI_CHECK(MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root, mpi_of(c)));
     }
     mpi_watch_leave();
 }
 
 static void mpi_barrier(mt_comm *c) {
-    (void)c;
     mpi_watch_enter("a barrier", 0);
-    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Barrier(mpi_of(c)));
     mpi_watch_leave();
+}
+
+/* MPI 3.1 takes int counts and displacements: an exchange whose counts or offsets pass INT_MAX
+ * elements is refused (an expert exchange that large means a micro-batch far beyond any plan). */
+static void mpi_alltoallv_ints(const mt_comm *c, const int64_t *counts, int *n, int *displ,
+                               const char *side) {
+    int64_t off = 0;
+    for (int r = 0; r < c->size; r++) {
+        MT_CHECK(counts[r] >= 0 && counts[r] <= INT_MAX && off <= INT_MAX,
+                 "mpi alltoallv: %s count %lld for rank %d at offset %lld passes MPI's int limit",
+                 side, (long long)counts[r], r, (long long)off);
+        n[r] = (int)counts[r];
+        displ[r] = (int)off;
+        off += counts[r];
+    }
+}
+
+static void mpi_alltoallv(mt_comm *c, const void *send, const int64_t *send_counts, void *recv,
+                          const int64_t *recv_counts, size_t elem) {
+    MPI_Datatype type = elem == 8   ? MPI_INT64_T
+                        : elem == 4 ? MPI_FLOAT
+                        : elem == 2 ? MPI_UINT16_T
+                        : elem == 1 ? MPI_BYTE
+                                    : MPI_DATATYPE_NULL;
+    MT_CHECK(type != MPI_DATATYPE_NULL, "mpi alltoallv: elements of %zu bytes (1, 2, 4 or 8)",
+             elem);
+    int *ints = malloc(sizeof(int) * 4 * (size_t)c->size);
+    MT_CHECK(ints, "mpi alltoallv: out of memory for %d ranks' counts", c->size);
+    int *sn = ints, *sd = ints + c->size, *rn = ints + 2 * c->size, *rd = ints + 3 * c->size;
+    mpi_alltoallv_ints(c, send_counts, sn, sd, "send");
+    mpi_alltoallv_ints(c, recv_counts, rn, rd, "receive");
+    int64_t total = 0;
+    for (int r = 0; r < c->size; r++) total += send_counts[r];
+    mpi_watch_enter("an all-to-all sending %lld elements", total);
+    MPI_CHECK(MPI_Alltoallv(send, sn, sd, type, recv, rn, rd, type, mpi_of(c)));
+    mpi_watch_leave();
+    free(ints);
+}
+
+static void mpi_set_ops(mt_comm *c);
+
+static mt_comm *mpi_split(mt_comm *c, int color, int key) {
+    mt_comm *s = calloc(1, sizeof(*s));
+    MPI_Comm *sub = malloc(sizeof(*sub));
+    MT_CHECK(s && sub, "mpi split: out of memory");
+    mpi_watch_enter("a communicator split (%lld)", color);
+    MPI_CHECK(MPI_Comm_split(mpi_of(c), color, key, sub));
+    mpi_watch_leave();
+    MPI_Comm_set_errhandler(*sub, MPI_ERRORS_RETURN);
+    s->name = "mpi-split";
+    s->impl = sub;
+    MPI_CHECK(MPI_Comm_rank(*sub, &s->rank));
+    MPI_CHECK(MPI_Comm_size(*sub, &s->size));
+    mpi_set_ops(s);
+    return s;
+}
+
+static void mpi_free_split(mt_comm *c) {
+    if (!c || c == &mpi_comm) return;
+    MPI_Comm *sub = c->impl;
+    MPI_Comm_free(sub);
+    free(sub);
+    free(c);
 }
 
 static void mpi_abort(mt_comm *c, int exit_code) {
@@ -295,6 +356,22 @@ static void mpi_abort(mt_comm *c, int exit_code) {
 }
 
 static void mpi_abort_hook(int exit_code) { mpi_abort(&mpi_comm, exit_code); }
+
+/* The same collectives for the world and its splits; abort always ends the whole job. */
+static void mpi_set_ops(mt_comm *c) {
+    c->allgather = mpi_allgather;
+    c->reduce_scatter = mpi_reduce_scatter;
+    c->allreduce_f64 = mpi_allreduce_f64;
+    c->allreduce_i64 = mpi_allreduce_i64;
+    c->bcast = mpi_bcast;
+    c->barrier = mpi_barrier;
+    c->abort = mpi_abort;
+    c->allgather_start = mpi_allgather_start;
+    c->wait = mpi_wait;
+    c->alltoallv = mpi_alltoallv;
+    c->split = mpi_split;
+    c->free_split = mpi_free_split;
+}
 
 mt_comm *mt_comm_mpi_init(int *argc, char ***argv) {
     int initialized = 0;
@@ -310,15 +387,8 @@ mt_comm *mt_comm_mpi_init(int *argc, char ***argv) {
     if (chunk && atoll(chunk) > 0) mpi_chunk = atoll(chunk);
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &mpi_comm.rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &mpi_comm.size));
-    mpi_comm.allgather = mpi_allgather;
-    mpi_comm.reduce_scatter = mpi_reduce_scatter;
-    mpi_comm.allreduce_f64 = mpi_allreduce_f64;
-    mpi_comm.allreduce_i64 = mpi_allreduce_i64;
-    mpi_comm.bcast = mpi_bcast;
-    mpi_comm.barrier = mpi_barrier;
-    mpi_comm.abort = mpi_abort;
-    mpi_comm.allgather_start = mpi_allgather_start;
-    mpi_comm.wait = mpi_wait;
+    mpi_comm.impl = &mpi_world;
+    mpi_set_ops(&mpi_comm);
     if (mpi_comm.size > 1) mt_error_set_rank(mpi_comm.rank);
     mt_error_set_abort_hook(mpi_abort_hook);
     return &mpi_comm;

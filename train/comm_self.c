@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/check.h"
 #include "autograd/tensor.h"
 #include "train/comm.h"
 
@@ -22,6 +23,21 @@ static int self_allgather_start(mt_comm *c, const void *send, void *recv, int64_
     return 0;
 }
 static void self_wait(mt_comm *c, int ticket) { (void)c, (void)ticket; }
+
+/* One rank sends its rows to itself. */
+static void self_alltoallv(mt_comm *c, const void *send, const int64_t *send_counts, void *recv,
+                           const int64_t *recv_counts, size_t elem) {
+    (void)c;
+    MT_CHECK(send_counts[0] == recv_counts[0], "self alltoallv: sends %lld, receives %lld",
+             (long long)send_counts[0], (long long)recv_counts[0]);
+    if (recv != send) memmove(recv, send, elem * (size_t)send_counts[0]);
+}
+/* Every split of one rank is that rank again. */
+static mt_comm *self_split(mt_comm *c, int color, int key) {
+    (void)color, (void)key;
+    return c;
+}
+static void self_free_split(mt_comm *c) { (void)c; }
 
 static void self_allreduce_f64(mt_comm *c, double *buf, int n) { (void)c, (void)buf, (void)n; }
 static void self_allreduce_i64(mt_comm *c, int64_t *buf, int n) { (void)c, (void)buf, (void)n; }
@@ -46,7 +62,10 @@ mt_comm *mt_comm_self(void) {
                            .barrier = self_barrier,
                            .abort = self_abort,
                            .allgather_start = self_allgather_start,
-                           .wait = self_wait};
+                           .wait = self_wait,
+                           .alltoallv = self_alltoallv,
+                           .split = self_split,
+                           .free_split = self_free_split};
     return &self;
 }
 
@@ -68,6 +87,13 @@ static int self_device_allgather_start(mt_comm *c, const void *send, void *recv,
     return 0;
 }
 
+static void self_device_alltoallv(mt_comm *c, const void *send, const int64_t *send_counts,
+                                  void *recv, const int64_t *recv_counts, size_t elem) {
+    MT_CHECK(send_counts[0] == recv_counts[0], "self alltoallv: sends %lld, receives %lld",
+             (long long)send_counts[0], (long long)recv_counts[0]);
+    self_device_allgather(c, send, recv, send_counts[0], elem);
+}
+
 mt_comm *mt_comm_self_device(const mt_backend *be) {
     static mt_comm dev;
     dev = *mt_comm_self();
@@ -76,6 +102,7 @@ mt_comm *mt_comm_self_device(const mt_backend *be) {
     dev.allgather = self_device_allgather;
     dev.reduce_scatter = self_device_reduce_scatter;
     dev.allgather_start = self_device_allgather_start;
+    dev.alltoallv = self_device_alltoallv;
     dev.impl = (void *)be;
     return &dev;
 }
