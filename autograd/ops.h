@@ -156,6 +156,33 @@ mt_tensor *mt_moe_expert_ffn_act(mt_ctx *c, mt_tensor *xs, const mt_moe_plan *pl
 /* ys (N*K,C) -> y (N,C): y[n] = sum_j ys[inv[n*K+j]], j in order. */
 mt_tensor *mt_moe_combine(mt_ctx *c, mt_tensor *ys, const mt_moe_plan *plan);
 
+/* Expert parallelism's row exchange (installed by train/expert_parallel.h; model code never
+ * sees the communicator): rows travel between the P ranks of an expert-parallel group, each
+ * owning Eq = E / P experts (rank p: experts p*Eq .. p*Eq + Eq - 1), by a variable-count
+ * all-to-all that every rank of the group issues in the same order, zero rows included. */
+typedef struct mt_exchange {
+    int size, rank; /* P, and this rank's index in its group */
+    void (*alltoallv)(void *user, const void *send, const int64_t *send_counts, void *recv,
+                      const int64_t *recv_counts, size_t elem);
+    void *user;
+} mt_exchange;
+
+/* got[s*Eq + j] = the rows rank s sends this rank for its local expert j, from sent[q*Eq + j]
+ * (the rows this rank sends rank q for q's local expert j): one all-to-all of Eq counts. */
+void mt_exchange_counts(const mt_exchange *ex, int Eq, const int64_t *sent, int64_t *got);
+
+/* to_experts: x holds sum(sent) rows of W floats in (q, j) order (the dispatch's slots, which
+ * sort by expert, so by owner) -> sum(got) rows in (j, s) order: each local expert's rows
+ * contiguous, by source rank. !to_experts: the way back, (j, s) rows -> (q, j) rows. The
+ * backward is the other direction, its result added to x's gradient. sent, got (P*Eq) host
+ * arrays, copied into the node. */
+mt_tensor *mt_ep_exchange(mt_ctx *c, mt_tensor *x, const mt_exchange *ex, int Eq,
+                          const int64_t *sent, const int64_t *got, bool to_experts);
+/* The backend-independent node work (backend memory copies and the exchange hook): the CPU and
+ * CUDA tables both point here (kernels/cpu/ep_exchange.c, kernels/cuda/ep_exchange.cu). */
+void mt_ep_exchange_node_fwd(const mt_node *n);
+void mt_ep_exchange_node_bwd(const mt_node *n);
+
 /* The differentiable part of the Switch/Mixtral load-balancing loss:
  * sum_n sum_e coef[e] * softmax(logits[n])[e]; logits (N,E), coef (E) (no grad) -> scalar.
  * With coef = mt_moe_aux_coef(...) and summed over layers this is HF's

@@ -148,6 +148,46 @@ static mt_tensor *moe_route(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mt_bl
     return mt_moe_route_sigmoid(c, io->router, bias, p->top_k, p->routed_scale, &io->route_idx);
 }
 
+/* Expert parallelism (m->ep, size P > 1): the slots of this rank's tokens, sorted by expert and
+ * so by owner (expert e lives on group rank e / Eq), travel to their owners with their routing
+ * weights; on return *xs, *plan and *w describe the rows this rank's experts run on: local
+ * expert j's rows contiguous in source-rank order, each its own assignment (K = 1, weight
+ * (R,1)), the other experts empty. sent and got (P*Eq each) receive the block counts the way
+ * back needs. The experts' products are those of the unsharded run, row by row. */
+static void moe_ep_send(mt_minimax *m, mt_ctx *c, mt_tensor **xs, mt_moe_plan *plan, mt_tensor **w,
+                        mt_tensor *idx, int64_t *sent, int64_t *got) {
+    const mt_exchange *ex = m->ep;
+    const int E = plan->E, P = ex->size, Eq = E / P;
+    const int64_t A = plan->N * plan->K;
+    for (int e = 0; e < E; e++) sent[e] = plan->host_offsets[e + 1] - plan->host_offsets[e];
+    mt_exchange_counts(ex, Eq, sent, got);
+    /* the weights in slot order: the same stable sort of the same expert ids, one per row */
+    mt_moe_plan plan_w;
+    mt_tensor *ws = mt_moe_dispatch(c, mt_view(c, *w, 2, (int64_t[]){A, 1}),
+                                    mt_view(c, idx, 2, (int64_t[]){A, 1}), E, &plan_w);
+    *xs = mt_ep_exchange(c, *xs, ex, Eq, sent, got, true);
+    *w = mt_ep_exchange(c, ws, ex, Eq, sent, got, true);
+    const int64_t R = (*xs)->shape[0];
+    MT_CHECK(R <= INT32_MAX, "moe: expert parallelism: %lld rows arrive, above the int32 slots",
+             (long long)R);
+    int32_t *off = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)(E + 1), "ep offsets");
+    int32_t *ident = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)(R + 1), "ep slots");
+    off[0] = 0;
+    for (int e = 0; e < E; e++) {
+        const int j = e - ex->rank * Eq;
+        int64_t rows = 0;
+        if (j >= 0 && j < Eq)
+            for (int s = 0; s < P; s++) rows += got[s * Eq + j];
+        off[e + 1] = off[e] + (int32_t)rows;
+    }
+    for (int64_t r = 0; r < R; r++) ident[r] = (int32_t)r;
+    mt_tensor *offsets = mt_tensor_new(c, MT_I32, 1, (int64_t[]){E + 1}, "ep.offsets");
+    mt_tensor *perm = mt_tensor_new(c, MT_I32, 1, (int64_t[]){R}, "ep.perm");
+    c->be->to_device(offsets->data, off, sizeof(int32_t) * (size_t)(E + 1));
+    if (R > 0) c->be->to_device(perm->data, ident, sizeof(int32_t) * (size_t)R);
+    *plan = (mt_moe_plan){offsets, perm, perm, off, R, E, 1};
+}
+
 mt_tensor *mt_block_moe_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h2, mt_block_io *io) {
     const mt_layer_plan *p = &m->plan[l];
     const int64_t B = h2->shape[0], T = h2->shape[1], C = m->cfg.hidden_size, F = p->expert_ffn;
@@ -162,9 +202,17 @@ mt_tensor *mt_block_moe_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h2, 
          * recomputed in the backward defers its experts' forwards to their backwards (the
          * layer's output is kept, nothing reads these values): each expert is gathered once,
          * by the tape's hook, for both; ys is zeroed so the combine reads defined values. */
-        mt_moe_plan plan;
-        mt_tensor *xs = mt_moe_dispatch(c, x, io->route_idx, p->n_experts, &plan);
-        mt_tensor *ys = mt_moe_expert_out(c, &plan, C);
+        mt_moe_plan plan, run;
+        mt_tensor *xs = mt_moe_dispatch(c, x, io->route_idx, p->n_experts, &plan), *wr = w;
+        run = plan;
+        const bool ep = m->ep && m->ep->size > 1;
+        int64_t *sent = NULL, *got = NULL;
+        if (ep) {
+            sent = mt_arena_alloc(&c->host, sizeof(int64_t) * 2 * (size_t)p->n_experts, "ep");
+            got = sent + p->n_experts;
+            moe_ep_send(m, c, &xs, &run, &wr, io->route_idx, sent, got);
+        }
+        mt_tensor *ys = mt_moe_expert_out(c, &run, C);
         mt_block_leave(c, io->hooks, io->open_bucket);
         io->open_bucket = -1;
         const bool defer = c->recomputing > 0;
@@ -177,12 +225,13 @@ mt_tensor *mt_block_moe_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h2, 
         for (int e = 0; e < p->n_experts; e++) {
             const int b = mt_minimax_expert_bucket(m, l, e);
             mt_block_enter(c, hooks, b);
-            mt_moe_expert_ffn_act(c, xs, &plan, w, e, moe_expert_param(m, p0, l, e, 0),
+            mt_moe_expert_ffn_act(c, xs, &run, wr, e, moe_expert_param(m, p0, l, e, 0),
                                   moe_expert_param(m, p0, l, e, 1),
                                   moe_expert_param(m, p0, l, e, 2), ys, &act);
             mt_block_leave(c, hooks, b);
         }
         c->defer_forward = false;
+        if (ep) ys = mt_ep_exchange(c, ys, m->ep, p->n_experts / m->ep->size, sent, got, false);
         y = mt_moe_combine(c, ys, &plan);
         if (p->shared_ffn > 0) {
             /* its own bucket, entered with the hooks also when recomputing: the shared expert

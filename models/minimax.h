@@ -70,6 +70,11 @@ typedef struct mt_minimax {
      * Set after init (defaults 1 and true). */
     float index_kl_coef;
     bool index_detach;
+    /* Expert parallelism (dist.expert_parallel, train/expert_parallel.h), NULL or size 1: none.
+     * With unit expert, each rank of a group of ep->size computes only its own experts' rows,
+     * which the other ranks send it (mt_ep_exchange); every rank still enters every expert's
+     * bucket in order (the gathers bring an expert only to its owners). Set after init. */
+    const mt_exchange *ep;
 } mt_minimax;
 
 /* Plans the parameter layout from the config (no parameter memory is allocated); unit layer. */

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "models/weights.h"
+#include "train/expert_parallel.h"
 #include "train/sharded.h"
 
 #define T_LEN 24
@@ -99,12 +100,15 @@ static void run_free(run *r) {
     mt_minimax_free(&r->model);
 }
 
-/* The batch rank q feeds: tokens of group q % G, random targets. */
+/* Every rank feeds group 0 (the expert-parallel cases: all tokens to the experts of one rank). */
+static bool one_group;
+
+/* The batch rank q feeds: tokens of group q % G (or 0), random targets. */
 static void make_batch(int q, int step, int V, int G, int32_t *ids, int32_t *labels) {
     mt_rng rng;
     mt_rng_seed(&rng, (uint64_t)(1000 * step + q));
     for (int t = 0; t < T_LEN; t++) {
-        ids[t] = (int32_t)(G * (mt_rng_u64(&rng) % (uint64_t)(V / G)) + q % G);
+        ids[t] = (int32_t)(G * (mt_rng_u64(&rng) % (uint64_t)(V / G)) + (one_group ? 0 : q % G));
         labels[t] = t < 3 ? -100 : (int32_t)(mt_rng_u64(&rng) % (uint64_t)V);
     }
 }
@@ -151,7 +155,7 @@ static int64_t biases_unchanged(run *r) {
     return n;
 }
 
-static int adversarial(const char *config, mt_gather_unit unit) {
+static int adversarial_ep(const char *config, mt_gather_unit unit, int P) {
     int argc = 0;
     char **argv = NULL;
     mt_comm *world = mt_comm_mpi_init(&argc, &argv);
@@ -168,6 +172,8 @@ static int adversarial(const char *config, mt_gather_unit unit) {
     run sharded, ref;
     run_init(&sharded, &cfg, world, unit);
     run_init(&ref, &cfg, mt_comm_self(), unit);
+    mt_expert_parallel ep;
+    mt_expert_parallel_init(&ep, P, world, &sharded.model, &sharded.zero);
     sharded_hook = sharded.ctx.tag_hook;
     sharded.ctx.tag_hook = checking_hook;
 
@@ -188,7 +194,7 @@ static int adversarial(const char *config, mt_gather_unit unit) {
         /* sharded: this rank's batch */
         mt_zero_zero_grad(&sharded.zero);
         make_batch(rank, step, cfg.vocab_size, G, ids, labels);
-        check_group = rank % G;
+        check_group = P > 1 ? -1 : rank % G; /* under EP a rank computes its own experts only */
         double loss = mt_sharded_micro_step(&sharded.sh, &batch, NULL);
         check_group = -1;
         world->allreduce_f64(world, &loss, 1);
@@ -205,7 +211,9 @@ static int adversarial(const char *config, mt_gather_unit unit) {
         if (rel > worst_loss) worst_loss = rel;
         EXPECT(rel <= 1e-5, "step %d: loss %.9g sharded vs %.9g unsharded", step, loss, ref_loss);
     }
-    /* relative L2 difference per bucket (the same layout on both sides) */
+    /* relative L2 difference per bucket (the same layout on both sides), every bucket gathered
+     * to every rank */
+    mt_zero_expert_parallel_pause(&sharded.zero, true);
     const int nb = ref.model.n_buckets;
     double *num = calloc((size_t)nb, sizeof(double)), *den = calloc((size_t)nb, sizeof(double));
     for (int b = 0; b < nb; b++) {
@@ -229,17 +237,41 @@ static int adversarial(const char *config, mt_gather_unit unit) {
     EXPECT(!m2 || frozen == 2 * (int64_t)cfg.num_hidden_layers * cfg.num_local_experts,
            "%lld correction bias elements checked", (long long)frozen);
     if (rank == 0)
-        printf("  %s, %d ranks, gather unit %s (%d buckets), %d steps: max loss diff %.3g, max "
-               "parameter rel L2 diff %.3g; %lld correction bias elements unchanged in each run\n",
-               config, N, unit == MT_GATHER_EXPERT ? "expert" : "layer", sharded.model.n_buckets,
-               STEPS, worst_loss, worst, (long long)frozen / 2);
+        printf("  %s, %d ranks, gather unit %s (%d buckets), expert parallel %d%s, %d steps: max "
+               "loss diff %.3g, max parameter rel L2 diff %.3g; %lld correction bias elements "
+               "unchanged in each run\n",
+               config, N, unit == MT_GATHER_EXPERT ? "expert" : "layer", sharded.model.n_buckets, P,
+               one_group ? " (every token to layer 0's experts 0..K-1)" : "", STEPS, worst_loss,
+               worst, (long long)frozen / 2);
+    mt_expert_parallel_free(&ep, &sharded.model);
     run_free(&sharded);
     run_free(&ref);
     mt_comm_finalize(world);
     return MT_TEST_OK;
 }
 
+static int adversarial(const char *config, mt_gather_unit unit) {
+    return adversarial_ep(config, unit, 1);
+}
+
 static const char *TEXT01 = "recipes/configs/tiny.json", *M2 = "recipes/configs/tiny-m2.json";
+/* Expert parallelism over every rank (P = N), all tokens to layer 0's experts 0..K-1: with 2
+ * ranks they are rank 0's, every token of both ranks goes there; with 4 (one Text-01 expert
+ * each; two M2 experts each) ranks 2 and 3 (M2: 1 to 3) get no token of layer 0 at all. */
+static int test_ep_adversarial(void) {
+    one_group = true;
+    int argc = 0;
+    char **argv = NULL;
+    const int P = mt_comm_mpi_init(&argc, &argv)->size;
+    return adversarial_ep(TEXT01, MT_GATHER_EXPERT, P);
+}
+static int test_ep_adversarial_m2(void) {
+    one_group = true;
+    int argc = 0;
+    char **argv = NULL;
+    const int P = mt_comm_mpi_init(&argc, &argv)->size;
+    return adversarial_ep(M2, MT_GATHER_EXPERT, P);
+}
 static int test_adversarial(void) { return adversarial(TEXT01, MT_GATHER_LAYER); }
 static int test_adversarial_experts(void) { return adversarial(TEXT01, MT_GATHER_EXPERT); }
 static int test_adversarial_m2(void) { return adversarial(M2, MT_GATHER_LAYER); }
@@ -253,5 +285,8 @@ static const mt_test_case cases[] = {
     {"dist_adversarial_m2_routing_np2", test_adversarial_m2},
     {"dist_adversarial_m2_routing_np4", test_adversarial_m2},
     {"dist_adversarial_m2_experts_np3", test_adversarial_m2_experts},
+    {"dist_ep_adversarial_np2", test_ep_adversarial},
+    {"dist_ep_adversarial_np4", test_ep_adversarial},
+    {"dist_ep_adversarial_m2_np4", test_ep_adversarial_m2},
 };
 MT_TEST_MAIN(cases)

@@ -566,6 +566,19 @@ static int test_eval_match(void) {
     return MT_TEST_OK;
 }
 
+/* Expert parallelism (tests/dist_run.sh ep) against the 1-rank runs of the same recipes: the
+ * same losses and exports up to the experts' rows running in other GEMM batches (and, for
+ * Text-01 and M2, gather unit expert against layer: the lm_head's vocabulary parts); 10 +
+ * resume + 10 under EP equals 20 straight to the bit in the parameters. */
+static int test_ep_match(void) {
+    compare_runs("ranks-np1", "ep-np4-p2", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("ranks-np1", "ep-np4-p4", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("m2-ranks-np1", "m2-ep-np4-p4", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("m3-ranks-np1", "m3-ep-np2-p2", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("m3-ep-np2-p2", "m3-ep-resume", 11, 20, 1e-7, 0.0, true);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"dist_emu_cuda_bf16", test_emu_cuda_bf16},
     {"dist_ranks_match", test_ranks_match},
@@ -579,5 +592,6 @@ static const mt_test_case cases[] = {
     {"dist_bf16_gather_match", test_bf16_gather_match},
     {"dist_recompute_match", test_recompute_match},
     {"dist_eval_match", test_eval_match},
+    {"dist_ep_match", test_ep_match},
 };
 MT_TEST_MAIN(cases)

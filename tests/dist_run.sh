@@ -53,6 +53,11 @@
 #   nonfinite        a diverging run stops naming the step, or skips steps when told to
 #   bad-recipe       malformed recipes: one-line file:line errors, non-zero exit, no model; an
 #                    activation arena too small for one micro-step
+#   ep               dist.expert_parallel: Text-01 on 4 ranks with P = 2 and 4, M2 with P = 4, M3
+#                    on 2 ranks with P = 2 (and 10 + resume + 10) -> $TMP/{ep-np4-p2,ep-np4-p4,
+#                    m2-ep-np4-p4,m3-ep-np2-p2,m3-ep-resume}; another P on resume and bad layouts
+#                    are refused with one line
+#   ep-kill          kill's SIGKILL and SIGSTOP cases under expert parallelism (P = 2)
 #   expert           dist.gather_unit = "expert" on 2 ranks (one expert gathered at a time)
 #                    -> $TMP/expert-np2; then resuming it with another gather unit must fail
 #   recompute        train.gradient_checkpointing on 2 ranks: unit layer with the router aux loss
@@ -135,6 +140,45 @@ mixed)
   # data.paths replaces data.path's default "synthetic": no synthetic file is generated (one
   # was written to ./data.paths, in the working directory)
   [ ! -e data.paths ] || { echo "FAIL: a file data.paths in $(pwd)"; exit 1; }
+  ;;
+ep)
+  # expert parallelism (gather unit expert) on 4 ranks, P = 2 and 4 (Text-01, 4 experts; M2, 8)
+  # and on 2 ranks, P = 2 (M3: 8 routed experts and the shared one); compared
+  # with the 1-rank runs of mode ranks by dist_ep_match
+  run 4 "$tmp/ep-np4-p2" --set train.per_device_train_batch_size=1 --set dist.gather_unit=expert \
+    --set dist.expert_parallel=2 --set "data.cache_dir=$tmp/dist-cache-ep"
+  run 4 "$tmp/ep-np4-p4" --set train.per_device_train_batch_size=1 --set dist.gather_unit=expert \
+    --set dist.expert_parallel=4 --set "data.cache_dir=$tmp/dist-cache-ep"
+  recipe=tests/recipes/dist-m2.toml
+  run 4 "$tmp/m2-ep-np4-p4" --set train.per_device_train_batch_size=1 \
+    --set dist.gather_unit=expert --set dist.expert_parallel=4 --set "data.cache_dir=$tmp/dist-cache-m2-ep"
+  recipe=tests/recipes/dist-m3.toml
+  run 2 "$tmp/m3-ep-np2-p2" --set train.per_device_train_batch_size=2 \
+    --set dist.expert_parallel=2 --set "data.cache_dir=$tmp/dist-cache-m3-ep" \
+    --set output.save_steps=10
+  # 10 + resume + 10 with the same layout (dist_ep_match: the same as 20 straight)
+  run 2 "$tmp/m3-ep-resume" --set train.per_device_train_batch_size=2 \
+    --set dist.expert_parallel=2 --set "data.cache_dir=$tmp/dist-cache-m3-ep" \
+    --resume "$tmp/m3-ep-np2-p2/checkpoint-10"
+  grep -E "^expert parallelism|^step 20/" "$tmp"/{ep-np4-p2,ep-np4-p4,m2-ep-np4-p4,m3-ep-np2-p2}.log
+  # another layout on resume is refused naming both values (a numerics key, docs/training.md)
+  recipe=tests/recipes/dist.toml
+  rc=0
+  run 4 "$tmp/ep-switch" --set train.per_device_train_batch_size=1 --set dist.gather_unit=expert \
+    --set dist.expert_parallel=4 --resume "$tmp/ep-np4-p2/checkpoint-20" > /dev/null || rc=$?
+  [ "$rc" -ne 0 ] || { echo "FAIL: resuming a P = 2 checkpoint with P = 4 exited 0"; exit 1; }
+  grep -E "error: .*expert_parallel" "$tmp/ep-switch.log" ||
+    { echo "FAIL: the refusal does not name dist.expert_parallel"; tail -5 "$tmp/ep-switch.log"; exit 1; }
+  # refused layouts: one line naming the keys, exit 2, before any weight is read
+  for bad in "dist.expert_parallel=3" "dist.expert_parallel=2 --set dist.gather_unit=layer"; do
+    rc=0
+    # shellcheck disable=SC2086
+    run 2 "$tmp/ep-bad" --set train.per_device_train_batch_size=2 --set dist.gather_unit=expert \
+      --set $bad > /dev/null || rc=$?
+    grep "^error: dist.expert_parallel" "$tmp/ep-bad.log"
+    [ "$(grep -c "^error: dist.expert_parallel" "$tmp/ep-bad.log")" -eq 1 ] ||
+      { echo "FAIL: --set $bad: not refused with one line"; cat "$tmp/ep-bad.log"; exit 1; }
+  done
   ;;
 ranks)
   np="$3"
@@ -256,12 +300,16 @@ eval-only)
   [ "$rc" -eq 2 ] && grep "^error: output.dir $d/train holds another run's results" "$d/over.log" ||
     { tail -5 "$d/over.log"; fail "--eval-only into a run's results: exit $rc"; }
   ;;
-kill)
-  out="$tmp/kill"
+kill | ep-kill)
+  ep=() pre=""
+  if [ "$mode" = ep-kill ]; then # the same under expert parallelism (all-to-alls every layer)
+    ep=(--set dist.gather_unit=expert --set dist.expert_parallel=2) pre=ep-
+  fi
+  out="$tmp/${pre}kill"
   rm -rf "$out"
   mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
     --set "data.cache_dir=$tmp/dist-cache-kill" --set train.max_steps=100000 \
-    --set train.per_device_train_batch_size=2 > "$out.log" 2>&1 &
+    --set train.per_device_train_batch_size=2 "${ep[@]}" > "$out.log" 2>&1 &
   job=$!
   for _ in $(seq 600); do [ "$(wc -l < "$out/loss.csv" 2> /dev/null || echo 0)" -ge 3 ] && break; sleep 0.1; done
   victim=$(pgrep -f -n "output.dir=$out" | head -1)
@@ -279,11 +327,11 @@ kill)
 
   # a rank stopped (SIGSTOP): alive, so MPI notices nothing, and its peer waits in a collective;
   # the peer's host watchdog must end the job after dist.timeout = 3 s
-  out="$tmp/stop-rank"
+  out="$tmp/${pre}stop-rank"
   rm -rf "$out"
   mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" \
     --set "data.cache_dir=$tmp/dist-cache-kill" --set train.max_steps=100000 \
-    --set train.per_device_train_batch_size=2 --set dist.timeout=3 > "$out.log" 2>&1 &
+    --set train.per_device_train_batch_size=2 --set dist.timeout=3 "${ep[@]}" > "$out.log" 2>&1 &
   job=$!
   for _ in $(seq 600); do [ "$(wc -l < "$out/loss.csv" 2> /dev/null || echo 0)" -ge 3 ] && break; sleep 0.1; done
   victim=$(pgrep -f -n "output.dir=$out" | head -1)
@@ -307,6 +355,11 @@ kill)
   grep -q "mpi watchdog: host collective [0-9]* (.*) has not completed after [0-9]* s (dist.timeout = 3 s)" \
     "$out.log" || { echo "FAIL: no watchdog message"; tail -20 "$out.log"; exit 1; }
   awk -v t="$took" 'BEGIN { exit !(t < 30) }' || { echo "FAIL: took ${took}s (limit 30s)"; exit 1; }
+  if [ "$mode" = ep-kill ]; then
+    grep -q "^expert parallelism: 1 groups of 2 ranks" "$out.log" ||
+      { echo "FAIL: the run did not use expert parallelism"; exit 1; }
+    exit 0
+  fi
   # ... but not while rank 0 alone builds the token cache (50,000 synthetic samples: about 2 s
   # of generating and tokenizing, longer than dist.timeout = 1) and its peer waits
   out="$tmp/stop-cache"

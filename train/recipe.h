@@ -91,6 +91,7 @@ typedef struct mt_recipe {
     char dist_gather_unit[8];    /* "layer" (a decoder layer with its experts) or "expert" */
     char dist_gather_dtype[8];   /* "fp32" or "bf16": the parameters as gathered and used */
     int64_t dist_arena_mb;       /* activation arena per rank */
+    int dist_expert_parallel;    /* P: ranks per expert-parallel group (1: none) */
     bool dist_offload_optimizer; /* AdamW moments in host memory, the update on the host CPU */
     double dist_timeout;         /* seconds one collective may wait (0: no limit; -1: automatic) */
 } mt_recipe;

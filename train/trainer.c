@@ -244,7 +244,7 @@ static void trainer_setup_model(trainer *t) {
     mt_zero_init_gather(&t->zero, t->comm, t->be, t->model.n_buckets, t->model.bucket_numel,
                         strcmp(rc->dist_gather_dtype, "bf16") == 0 ? MT_BF16 : MT_F32,
                         rc->dist_offload_optimizer);
-
+    trainer_ep_init(t);
     if (rc->model_path[0]) trainer_verify_weights(t);
     /* each rank reads or draws only what it owns, through a bounded host buffer */
     mt_weights_reader *reader =
@@ -779,6 +779,7 @@ int mt_train_main(int argc, char **argv) {
     trainer_generate_free(t);
     mt_token_data_free(&t->data);
     mt_ctx_free(&t->ctx);
+    mt_expert_parallel_free(&t->ep, &t->model);
     mt_zero_free(&t->zero);
     mt_minimax_free(&t->model);
     free(t->batch_ids);

@@ -137,6 +137,7 @@ bool trainer_generate_due(const trainer *t, int step, bool last) {
  * through the gathers (every rank, the same order). */
 static void trainer_generate_replica(trainer *t, mt_minimax *rep, float **data) {
     mt_minimax_init_unit(rep, &t->cfg, t->model.unit);
+    mt_zero_expert_parallel_pause(&t->zero, true); /* every expert to every rank */
     for (int b = 0; b < rep->n_buckets; b++) {
         MT_CHECK(rep->bucket_numel[b] == t->model.bucket_numel[b],
                  "replica bucket %d: %lld elements, the model's %lld", b,
@@ -148,6 +149,7 @@ static void trainer_generate_replica(trainer *t, mt_minimax *rep, float **data) 
         mt_zero_release(&t->zero, b);
         mt_minimax_bind_bucket(rep, b, data[b], NULL);
     }
+    mt_zero_expert_parallel_pause(&t->zero, false);
 }
 
 void trainer_generate(trainer *t, int step, mt_eval_row *row) {

@@ -17,6 +17,7 @@
 #include "train/output_dir.h"
 #include "train/recipe.h"
 #include "train/schedule.h"
+#include "train/expert_parallel.h"
 #include "train/sharded.h"
 #include "train/zero.h"
 
@@ -31,6 +32,7 @@ typedef struct {
     mt_zero zero;
     mt_ctx ctx;
     mt_sharded sharded;
+    mt_expert_parallel ep; /* dist.expert_parallel (P = 1: none) */
     mt_token_data data;
     mt_sampler sampler;      /* the training samples (all but the held-out ones) */
     mt_token_data eval_data; /* data.eval_path's samples (when set) */
@@ -56,6 +58,10 @@ typedef struct {
     double slowest_step, slowest_save; /* seconds, so far: the automatic dist.timeout */
     double watch_floor, watch_factor;  /* its constants (trainer.c) */
 } trainer;
+
+/* dist.expert_parallel on the model and the zero (train/trainer_ep.c): a layout that cannot run
+ * stops every rank with one line naming the keys. */
+void trainer_ep_init(trainer *t);
 
 #define LOG0(t, ...)                                                                               \
     do {                                                                                           \

@@ -251,6 +251,8 @@ void mt_zero_free(mt_zero *z) {
         be->free(z->land16[0]);
         if (z->land16[1] != z->land16[0]) be->free(z->land16[1]);
     }
+    free(z->ep_owner);
+    if (z->ep_buf) be->free(z->ep_buf);
     memset(z, 0, sizeof(*z));
 }
 
@@ -348,7 +350,8 @@ static void zero_expand(mt_zero *z, int s) {
 static void zero_issue_gather(mt_zero *z, int bucket, int s, bool start) {
     mt_comm *c = z->comm;
     const int64_t n = z->shard_numel[bucket];
-    if (z->gather_bf16) {
+    if (mt_zero_ep_gather(z, bucket, z->slot_data[s])) {
+    } else if (z->gather_bf16) {
         /* land16[s] is about to change: the kernels queued so far still read it (the gather
          * waits for them), those queued later must not take it for the old bucket. A shared
          * buffer holds the other slot's values too: its pending gather is widened first. */
@@ -437,9 +440,10 @@ void mt_zero_reduce_grad(mt_zero *z, int bucket) {
     MT_CHECK(z->slot_bucket[s] == bucket, "zero: reduce_grad of bucket %d, but its slot holds %d",
              bucket, z->slot_bucket[s]);
     int64_t n = z->shard_numel[bucket];
+    z->reduce_scatters++;
+    if (mt_zero_ep_reduce(z, bucket, z->slot_grad[s])) return;
     z->comm->reduce_scatter(z->comm, z->slot_grad[s], z->recv, n);
     z->be->vec_add(z->grad + z->shard_offset[bucket], z->recv, n);
-    z->reduce_scatters++;
 }
 
 void mt_zero_zero_grad(mt_zero *z) { z->be->zero(z->grad, sizeof(float) * (size_t)z->total_shard); }

@@ -99,6 +99,12 @@ typedef struct mt_zero {
     /* decay ranges per bucket (set by mt_zero_set_ranges), all decayed when not set */
     mt_zero_range **ranges;
     int *n_ranges;
+    /* expert parallelism (mt_zero_set_expert_parallel): 0 or 1 none */
+    int ep_size;
+    int *ep_owner;  /* (n_buckets) the group rank whose experts the bucket holds, -1: not one */
+    bool ep_paused; /* every bucket gathered to every rank (mt_zero_expert_parallel_pause) */
+    float *ep_buf;  /* (world / P) shards of the largest expert bucket: the copies sent, the
+                       gradient parts received */
     /* accounting */
     int64_t gathers, reduce_scatters;
 } mt_zero;
@@ -177,6 +183,24 @@ typedef struct {
  * pass; they stay unscaled): p -= lr*wd*p (decayed ranges); m, v update;
  * p -= lr * m_hat / (sqrt(v_hat) + eps). */
 void mt_zero_adamw_step(mt_zero *z, const mt_adamw *opt);
+
+/* Expert parallelism (train/expert_parallel.h): the buckets stay ZeRO-3 sharded over the whole
+ * world (the same master weights, moments and checkpoints as without it), but a bucket with
+ * owner[b] = p >= 0 (an expert of group rank p) is gathered only to the ranks that compute with
+ * it, those of group rank p (world rank r with r % P == p): every rank sends its shard to each
+ * of them in one all-to-all, so a rank receives its E/P experts instead of all E; its gradient
+ * goes back the same way, each owner sending every rank its part, summed there in rank order
+ * (the other ranks used the expert for nothing: their part would be zeros). Every rank still
+ * enters every bucket in the same order. fp32 gathers only. owner: (n_buckets), copied. */
+void mt_zero_set_expert_parallel(mt_zero *z, int P, const int *owner);
+/* paused: every bucket is gathered whole to every rank again (the trainer's generation decodes
+ * from a replica); the slots are marked stale on each change. */
+void mt_zero_expert_parallel_pause(mt_zero *z, bool paused);
+/* Whether this rank computes with bucket b (always, but for other ranks' experts under EP). */
+bool mt_zero_ep_owns(const mt_zero *z, int bucket);
+/* zero.c's gather and reduce of an expert bucket under EP (zero_ep.c); false: not one. */
+bool mt_zero_ep_gather(mt_zero *z, int bucket, float *slot);
+bool mt_zero_ep_reduce(mt_zero *z, int bucket, const float *slot_grad);
 
 /* Bytes this rank holds in the backend's memory: owned (master + grad, + m + v without offload;
  * grad + master16 with a host master) and the gather slots (with the reduce-scatter landing
