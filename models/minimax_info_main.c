@@ -119,7 +119,9 @@ static void print_traffic(const char *key, const mt_info_ep_out *o, bool tokens,
 }
 
 /* --fit-gib over expert-parallel sizes: per P dividing E, the fewest multiple of P whose
- * per-rank sum fits (the sum falls with N at fixed P: a bisection over multiples); the best. */
+ * per-rank sum fits (the sum falls with N at fixed P: a bisection over multiples), printed as
+ * fit_ranks_ep<P>; then the best layout for whole 8-GPU nodes: the fewest nodes any P fits,
+ * and there the P (dividing the rank count) that sends the fewest bytes. */
 static void info_fit_ep(const mt_minimax_config *cfg, mt_gather_unit unit, mt_dtype gather_dtype,
                         long seq, long batch, double gib) {
     const int64_t cap = (int64_t)(gib * (double)(1 << 30));
@@ -127,10 +129,11 @@ static void info_fit_ep(const mt_minimax_config *cfg, mt_gather_unit unit, mt_dt
     mt_minimax_init_unit(&m, cfg, unit);
     const int64_t act = seq ? mt_minimax_plan_activations(cfg, unit, true, batch, seq) : 0;
     int64_t *expert_numel = mt_malloc(sizeof(int64_t) * (size_t)m.n_buckets, "expert numel");
-    int best_n = 0, best_p = 0;
-    mt_info_ep_out best = {0};
-    for (int P = 1; P <= cfg->num_local_experts; P++) {
-        if (cfg->num_local_experts % P) continue;
+    const int E = cfg->num_local_experts;
+    int *fit = mt_calloc((size_t)E + 1, sizeof(int), "ep fit"); /* fit[P]: fewest ranks, 0 none */
+    int fewest = 0;
+    for (int P = 1; P <= E; P++) {
+        if (E % P) continue;
         int lo = 1, hi = (1 << 20) / P;
         mt_info_ep_in in =
             info_ep_in(&m, expert_numel, hi * P, P, gather_dtype, false, (int64_t)batch * seq);
@@ -147,21 +150,35 @@ static void info_fit_ep(const mt_minimax_config *cfg, mt_gather_unit unit, mt_dt
         }
         in.ranks = lo * P;
         o = mt_info_ep_plan(&in);
-        const int64_t t = o.gather_bytes + o.reduce_bytes + o.alltoall_bytes;
-        const int64_t tb = best.gather_bytes + best.reduce_bytes + best.alltoall_bytes;
-        if (!best_n || lo * P < best_n || (lo * P == best_n && t < tb))
-            best_n = lo * P, best_p = P, best = o;
+        fit[P] = lo * P;
+        if (!fewest || fit[P] < fewest) fewest = fit[P];
+        printf("fit_ranks_ep%d=%d  # %.2f GiB per rank, %.2f GB sent per rank per micro-step\n", P,
+               fit[P], (double)(o.owned_bytes + o.slot_bytes + act) / (1 << 30),
+               (double)(o.gather_bytes + o.reduce_bytes + o.alltoall_bytes) * 1e-9);
     }
-    if (!best_n) {
+    if (!fewest) {
         printf("fit_ranks_ep=none  # no expert-parallel layout fits %.1f GiB per rank\n", gib);
     } else {
-        const int64_t t = best.gather_bytes + best.reduce_bytes + best.alltoall_bytes;
-        printf("fit_ranks_ep=%d ep=%d  # gather unit %s, %.2f GiB per rank of %.1f (state, "
-               "slots%s), %.2f GB sent per rank per micro-step\n",
-               best_n, best_p, unit == MT_GATHER_EXPERT ? "expert" : "layer",
-               (double)(best.owned_bytes + best.slot_bytes + act) / (1 << 30), gib,
-               seq ? ", recomputed activations" : "", (double)t * 1e-9);
+        const int N = (fewest + 7) / 8 * 8;
+        int best_p = 0;
+        int64_t best_t = 0, best_b = 0;
+        for (int P = 1; P <= E; P++) {
+            if (!fit[P] || fit[P] > N || N % P) continue;
+            mt_info_ep_in in =
+                info_ep_in(&m, expert_numel, N, P, gather_dtype, false, (int64_t)batch * seq);
+            const mt_info_ep_out o = mt_info_ep_plan(&in);
+            const int64_t t = o.gather_bytes + o.reduce_bytes + o.alltoall_bytes;
+            if (!best_p || t < best_t)
+                best_p = P, best_t = t, best_b = o.owned_bytes + o.slot_bytes;
+        }
+        printf("fit_ranks_ep=%d ep=%d  # whole 8-GPU nodes (fewest ranks of any layout: %d), "
+               "gather unit %s: %.2f GiB per rank of %.1f (state, slots%s), the least traffic "
+               "there: %.2f GB sent per rank per micro-step\n",
+               N, best_p, fewest, unit == MT_GATHER_EXPERT ? "expert" : "layer",
+               (double)(best_b + act) / (1 << 30), gib, seq ? ", recomputed activations" : "",
+               (double)best_t * 1e-9);
     }
+    free(fit);
     free(expert_numel);
     mt_minimax_free(&m);
 }
