@@ -6,16 +6,28 @@
 #include "autograd/check.h"
 #include "train/zero.h"
 
-/* Ring collectives over R ranks: what one rank sends for the buckets of numel[] (twice
- * gathered, once reduce-scattered), each padded as train/zero.c pads it (a multiple of 64 R
- * elements) and moved as R - 1 of its R shards. */
+/* Ring collectives over R ranks: what one rank sends for the buckets of numel[], each padded as
+ * train/zero.c pads it (a multiple of 64 R elements) and moved as R - 1 of its R shards. A
+ * bucket is gathered in the forward and again in the backward, except the last bucket of each
+ * of the two gather slots (train/zero.c's slot rule: b % 2, the final bucket in slot 0 unless
+ * an earlier odd bucket is at least as large), which is still there when the backward, in
+ * reverse order, reaches it; every gradient is reduce-scattered once. */
 static void info_ep_traffic(int R, int n, const int64_t *numel, int gather_bytes, int64_t *gather,
                             int64_t *reduce) {
+    if (R == 1 || n == 0) return; /* one rank computes on its shards */
     const int64_t align = (int64_t)64 * R;
+    const int64_t padded_last = (numel[n - 1] + align - 1) / align * align;
+    int final_slot = 0;
+    if ((n - 1) % 2 == 1)
+        for (int b = 1; b < n - 1; b += 2)
+            if ((numel[b] + align - 1) / align * align >= padded_last) final_slot = 1;
+    int last_of[2] = {-1, -1}; /* the highest bucket of each slot */
+    for (int b = 0; b < n; b++) last_of[b == n - 1 ? final_slot : b % 2] = b;
     for (int b = 0; b < n; b++) {
         const int64_t padded = (numel[b] + align - 1) / align * align;
         const int64_t moved = padded / R * (R - 1);
-        *gather += 2 * moved * gather_bytes;
+        const int times = b == last_of[0] || b == last_of[1] ? 1 : 2;
+        *gather += times * moved * gather_bytes;
         *reduce += moved * (int64_t)sizeof(float);
     }
 }

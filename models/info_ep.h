@@ -8,8 +8,10 @@
  *
  * Bytes moved are what one rank sends per micro-step (receives are the same by symmetry), ring
  * collectives: an all-gather or reduce-scatter of n elements over R ranks moves n (R - 1) / R of
- * them. A bucket is gathered twice (forward and backward, gather dtype) and its gradient
- * reduce-scattered once (fp32). EP adds, per MoE layer, 4 all-to-alls (dispatch and combine,
+ * them. A bucket is gathered twice (forward and backward, gather dtype), except the last bucket
+ * of each of the two gather slots, which stays gathered from the forward into the backward
+ * (once), and its gradient is reduce-scattered once (fp32); without train.gradient_checkpointing
+ * (which gathers once more). EP adds, per MoE layer, 4 all-to-alls (dispatch and combine,
  * forward and backward) of the rank's B T top_k routed rows of C elements (act_bytes each), of
  * which (P - 1) / P leave the rank under uniform routing (the assumption: a skewed router moves
  * more on some ranks). Activations are the same as without EP under the same assumption (a rank

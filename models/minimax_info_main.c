@@ -33,9 +33,9 @@
  *   a multiple of P), the given gather unit, no offload, and that layout's traffic.
  * traffic_*, ep_*: with --ranks (and --seq for the all-to-all), the bytes one rank sends per
  *   micro-step (models/info_ep.h: ring collectives, two gathers and one reduce-scatter per
- *   bucket, the all-to-all under uniform routing, rows in the gather dtype) for ZeRO-3
- *   (traffic_zero3_*) and, with --expert-parallel P, for EP over P ranks per group (ep_*: its
- *   memory per rank and traffic; P = 1 prints today's numbers again). */
+ *   bucket but the last of each slot, the all-to-all under uniform routing, rows in the gather
+ * dtype) for ZeRO-3 (traffic_zero3_*) and, with --expert-parallel P, for EP over P ranks per group
+ * (ep_*: its memory per rank and traffic; P = 1 prints today's numbers again). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,7 +106,8 @@ static mt_info_ep_in info_ep_in(const mt_minimax *m, int64_t *expert_numel, int 
 /* tokens: the all-to-all was sized (EP with --seq); ep: a layout that has one */
 static void print_traffic(const char *key, const mt_info_ep_out *o, bool tokens, bool ep) {
     const double gb = 1e-9;
-    printf("%s_gather_bytes=%lld (%.2f GB)  # sent per rank per micro-step: 2 gathers per bucket\n",
+    printf("%s_gather_bytes=%lld (%.2f GB)  # sent per rank per micro-step: forward and backward "
+           "gathers\n",
            key, (long long)o->gather_bytes, (double)o->gather_bytes * gb);
     printf("%s_reduce_bytes=%lld (%.2f GB)  # 1 fp32 reduce-scatter per bucket\n", key,
            (long long)o->reduce_bytes, (double)o->reduce_bytes * gb);

@@ -2,19 +2,23 @@
  *
  * op_info_ep_formula: three buckets {640, 1536 + 2048 experts, 512} elements, fp32 gathers, one
  * MoE layer, E = 4, top_k 2, C = 8, 10 tokens per rank, 4-byte rows. Ring collectives over R
- * ranks pad a bucket to a multiple of 64 R and send R - 1 of its R shards; a bucket is gathered
- * twice (4 bytes each) and reduce-scattered once (4 bytes).
- *   ZeRO-3, N = 4 (pad to 256): 640 -> 768, moves 576; 3584 -> 3584, 2688; 512 -> 512, 384:
- *     3648 elements: gathers 2 x 3648 x 4 = 29184 bytes, reduce 3648 x 4 = 14592; owned
- *     (768 + 3584 + 512) / 4 = 1216 elements x 16 bytes (master, grad, m, v) = 19456.
- *   EP, N = 4, P = 2 (D = 2): the dense parts {640, 1536, 512} over 4: 576 + 1152 + 384 = 2112;
- *     the local experts 2048 / 2 = 1024 over D = 2 (pad to 128): moves 512; 2624 elements:
- *     gathers 20992, reduce 10496; all-to-all 1 layer x 4 x (10 x 2 rows) x 8 x 4 bytes x 1/2 =
- *     1280; owned (768 + 1536 + 512) / 4 + 1024 / 2 = 1216 elements, 19456 bytes (EP keeps the
- *     state per rank: 1/N of everything).
- *   EP, N = P = 2 (D = 1): dense over 2 (pad 128): 640 -> 640, 320; 1536, 768; 512, 256: 1344;
- *     local experts 1024 on one rank: nothing moves, no slots; gathers 10752, reduce 5376;
- *     all-to-all 4 x 20 x 8 x 4 / 2 = 1280; owned 1344 + 1024 = 2368 elements, 37888 bytes.
+ * ranks pad a bucket to a multiple of 64 R and send R - 1 of its R shards (4 bytes each); a
+ * bucket is gathered twice, except the last of each gather slot (slot b % 2; the final bucket,
+ * index 2, even: slot 0), gathered once; each is reduce-scattered once.
+ *   ZeRO-3, N = 4 (pad to 256): 640 -> 768, moves 576; 3584 -> 3584, 2688; 512 -> 512, 384;
+ *     buckets 1 (slot 1) and 2 (slot 0) once: gathers (2 x 576 + 2688 + 384) x 4 = 16896 bytes,
+ *     reduce (576 + 2688 + 384) x 4 = 14592; owned (768 + 3584 + 512) / 4 = 1216 elements x 16
+ *     bytes (master, grad, m, v) = 19456.
+ *   EP, N = 4, P = 2 (D = 2): the dense parts {640, 1536, 512} over 4 move 576, 1152, 384:
+ *     gathers (2 x 576 + 1152 + 384) x 4 = 10752; the local experts 2048 / 2 = 1024 over D = 2
+ *     (pad 128), one bucket, once: 512 x 4 = 2048; gathers 12800, reduce (2112 + 512) x 4 =
+ *     10496; all-to-all 1 layer x 4 x (10 x 2 rows) x 8 x 4 bytes x 1/2 = 1280; owned
+ *     (768 + 1536 + 512) / 4 + 1024 / 2 = 1216 elements, 19456 bytes (EP keeps the state per
+ *     rank: 1/N of everything).
+ *   EP, N = P = 2 (D = 1): dense over 2 (pad 128) moves 320, 768, 256: gathers
+ *     (2 x 320 + 768 + 256) x 4 = 6656, reduce 1344 x 4 = 5376; the local experts on one rank
+ *     move nothing; all-to-all 4 x 20 x 8 x 4 / 2 = 1280; owned 1344 + 1024 = 2368 elements,
+ *     37888 bytes.
  * op_info_ep_cli: minimax-info --expert-parallel 1 prints the ZeRO-3 numbers again (ep_* equal
  *   zero3_* and traffic_zero3_*), and a P that does not divide the ranks is refused (exit 2). */
 #include "harness.h"
@@ -40,19 +44,19 @@ static int test_formula(void) {
                         .gather_dtype = MT_F32,
                         .act_bytes = 4};
     mt_info_ep_out o = mt_info_ep_plan(&in);
-    EXPECT(o.gather_bytes == 29184 && o.reduce_bytes == 14592 && o.alltoall_bytes == 0 &&
+    EXPECT(o.gather_bytes == 16896 && o.reduce_bytes == 14592 && o.alltoall_bytes == 0 &&
                o.owned_bytes == 19456,
            "ZeRO-3: gather %lld reduce %lld a2a %lld owned %lld", (long long)o.gather_bytes,
            (long long)o.reduce_bytes, (long long)o.alltoall_bytes, (long long)o.owned_bytes);
     in.ep = 2;
     o = mt_info_ep_plan(&in);
-    EXPECT(o.gather_bytes == 20992 && o.reduce_bytes == 10496 && o.alltoall_bytes == 1280 &&
+    EXPECT(o.gather_bytes == 12800 && o.reduce_bytes == 10496 && o.alltoall_bytes == 1280 &&
                o.owned_bytes == 19456,
            "EP 2 of 4: gather %lld reduce %lld a2a %lld owned %lld", (long long)o.gather_bytes,
            (long long)o.reduce_bytes, (long long)o.alltoall_bytes, (long long)o.owned_bytes);
     in.ranks = 2;
     o = mt_info_ep_plan(&in);
-    EXPECT(o.gather_bytes == 10752 && o.reduce_bytes == 5376 && o.alltoall_bytes == 1280 &&
+    EXPECT(o.gather_bytes == 6656 && o.reduce_bytes == 5376 && o.alltoall_bytes == 1280 &&
                o.owned_bytes == 37888,
            "EP 2 of 2: gather %lld reduce %lld a2a %lld owned %lld", (long long)o.gather_bytes,
            (long long)o.reduce_bytes, (long long)o.alltoall_bytes, (long long)o.owned_bytes);
