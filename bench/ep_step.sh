@@ -36,6 +36,8 @@ train="$build/minimax-train"
 info="$build/minimax-info"
 [ -x "$train" ] && [ -x "$info" ] || { echo "$0: build minimax-train and minimax-info in $build first" >&2; exit 2; }
 mpi="${MPIEXEC:-mpiexec}"
+as_root=()
+[ "$(id -u)" -ne 0 ] || as_root=(--allow-run-as-root)
 cd "$root"
 mkdir -p "$out"
 
@@ -43,7 +45,7 @@ mkdir -p "$out"
 run() {
   local p=$1 n=$2 dir="$out/ep$1-steps$2"
   rm -rf "$dir"
-  MT_COMM_BYTES="$dir.bytes" OMP_NUM_THREADS=1 "$mpi" -n 4 --oversubscribe --bind-to none \
+  MT_COMM_BYTES="$dir.bytes" OMP_NUM_THREADS=1 "$mpi" "${as_root[@]}" -n 4 --oversubscribe --bind-to none \
     "$train" bench/recipes/bench-ep.toml --set "dist.expert_parallel=$p" \
     --set "train.max_steps=$n" --set "output.dir=$dir" >"$dir.log" 2>&1 || {
     echo "$0: the run with dist.expert_parallel = $p failed (a trainer without issue 26's EP?):" >&2
@@ -68,7 +70,8 @@ for p in 1 "$ep"; do
     case $k in gather) g[$p]=$((d / steps)) ;; reduce_scatter) r[$p]=$((d / steps)) ;; alltoall) a[$p]=$((d / steps)) ;; esac
   done
   t[$p]=$(grep '"type": "train"' "$long/metrics.jsonl" | tail -n "$steps" |
-    sed 's/.*"step_s": \([0-9.e+-]*\).*/\1/' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+    sed 's/.*"step_s": \([0-9.e+-]*\).*/\1/' | sort -g |
+    awk '{ v[NR] = $1 } END { printf "%.4f", v[int((NR + 1) / 2)] }')
 done
 
 pred=$("$info" --config bench/configs/bench-e32.json --ranks 4 --seq 256 --batch 2 \
