@@ -375,14 +375,17 @@ static int test_mpi(void) {
     return MT_TEST_OK;
 }
 
-/* Rank 1 dies with an all-gather outstanding while the others enter the next collective: the
- * error hook must abort NCCL and the MPI job (tests/nccl.cmake checks the exit and the time). */
+/* Rank 1 dies with an all-gather outstanding and a split live while the others enter the next
+ * collective: the error hook must abort NCCL (the world's communicator and the split) and the
+ * MPI job (tests/nccl.cmake checks the exit and the time). */
 static int test_abort(void) {
     mt_comm *host;
     mt_comm *c = init_mpi(&host, 60);
     if (!c) return MT_TEST_SKIP;
     EXPECT(c->size >= 2, "run me with at least 2 ranks");
     check_allgather(c, 1000);
+    mt_comm *whole = c->split(c, 0, c->rank); /* a live split: the hook aborts it too */
+    check_allgather(whole, 100);
     float *send = dev_values(c->rank, 0, 10), *recv = dev_alloc((int64_t)c->size * 10);
     int t = c->allgather_start(c, send, recv, 10, sizeof(float));
     if (c->rank == 1) MT_DIE("deliberate failure on rank 1 (nccl_abort test)");

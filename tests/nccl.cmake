@@ -58,8 +58,10 @@ if(CMAKE_CXX_COMPILER AND TARGET mt_emu)
   foreach(case abort shared_device watchdog_stall watchdog_async watchdog_a2a)
     set(run nccl_${case})
     if(case STREQUAL abort)
-      # rank 1's own message, and its hook aborted NCCL (the emulator's trace)
-      set(pat "rank 1.*deliberate failure on rank 1" "rank 1: communicator aborted")
+      # rank 1's own message, and its hook aborted NCCL, the world's and a split (the emulator's
+      # trace)
+      set(pat "rank 1.*deliberate failure on rank 1" "rank 1: communicator aborted"
+        "rank 1: split communicator aborted")
       set(env "")
     elseif(case STREQUAL shared_device)
       set(pat "share one GPU")

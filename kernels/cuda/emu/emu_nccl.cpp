@@ -45,6 +45,7 @@ struct emu_stream {
 struct emu_nccl_comm {
     int nranks = 0, rank = 0;
     bool local = false; /* one rank without MPI: collectives are copies */
+    bool split = false; /* made by ncclCommSplit (the abort trace says so) */
     std::atomic<bool> aborted{false};
     MPI_Comm mpi = MPI_COMM_NULL;
     int queued = 0;                     /* collectives waiting in a stream queue */
@@ -286,7 +287,8 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (!comm) return ncclInvalidArgument;
     comm->aborted = true;
     /* a trace for tests/nccl.cmake: the error hook reached NCCL before the job ended */
-    fprintf(stderr, "nccl emulator: rank %d: communicator aborted\n", comm->rank);
+    fprintf(stderr, "nccl emulator: rank %d: %scommunicator aborted\n", comm->rank,
+            comm->split ? "split " : "");
     return ncclSuccess;
 }
 
@@ -472,6 +474,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
     if (!comm || comm->aborted || !newcomm || config || color < 0) return ncclInvalidArgument;
     emu_nccl_comm *c = new emu_nccl_comm();
     c->local = comm->local;
+    c->split = true;
     if (!comm->local) {
         int rc = MPI_Comm_split(comm->mpi, color, key, &c->mpi);
         if (rc != MPI_SUCCESS) mpi_fail("MPI_Comm_split (ncclCommSplit)", rc);
