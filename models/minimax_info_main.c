@@ -3,7 +3,7 @@
  *
  *   minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]
  *                [--gather-unit layer|expert] [--gather-dtype fp32|bf16] [--offload]
- *                [--seq T [--batch B]] [--fit-gib G]
+ *                [--seq T [--batch B]] [--fit-gib G] [--expert-parallel P]
  *
  * params_total: every parameter of the layout (models/layout.c), transformers' count: buffers
  *   (the routers' e_score_correction_bias) are not parameters there and are printed apart
@@ -28,11 +28,19 @@
  *   comes on top. total_*: with both, zero3 + activations per rank.
  * fit_ranks_*: with --fit-gib G, for each gather unit, without and with --offload, the fewest
  *   ranks whose per-rank sum (state, slots, and with --seq the recomputed activations) is at
- *   most G GiB (the CUDA context, cuBLAS workspace, NCCL buffers and kernel scratch on top). */
+ *   most G GiB (the CUDA context, cuBLAS workspace, NCCL buffers and kernel scratch on top).
+ *   fit_ranks_ep: the fewest ranks over every expert-parallel size P (a divisor of E; the ranks
+ *   a multiple of P), the given gather unit, no offload, and that layout's traffic.
+ * traffic_*, ep_*: with --ranks (and --seq for the all-to-all), the bytes one rank sends per
+ *   micro-step (models/info_ep.h: ring collectives, two gathers and one reduce-scatter per
+ *   bucket but the last of each slot, the all-to-all under uniform routing, rows in the gather
+ * dtype) for ZeRO-3 (traffic_zero3_*) and, with --expert-parallel P, for EP over P ranks per group
+ * (ep_*: its memory per rank and traffic; P = 1 prints today's numbers again). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/info_ep.h"
 #include "models/minimax.h"
 #include "kernels/version.h"
 #include "train/zero.h"
@@ -44,6 +52,7 @@ static void usage(int status) {
         "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
         "                    [--gather-unit layer|expert] [--gather-dtype fp32|bf16]\n"
         "                    [--offload] [--seq T [--batch B]] [--fit-gib G]\n"
+        "                    [--expert-parallel P]\n"
         "       minimax-info --help | --version\n"
         "  parameter counts of a config and, with --ranks, --seq or --fit-gib, the memory\n"
         "  one rank needs to train it under ZeRO-3 (the key list: models/minimax_info_main.c)\n");
@@ -63,6 +72,116 @@ static int64_t info_rank_bytes(const mt_minimax *m, int N, mt_dtype gather_dtype
     const mt_zero_sizes z = mt_zero_plan(N, m->n_buckets, m->bucket_numel, gather_dtype, offload);
     *host = z.host_bytes;
     return z.owned_bytes + z.slot_bytes + act;
+}
+
+/* The inputs of mt_info_ep_plan for model m (its buckets' expert elements and MoE layers);
+ * expert_numel is the caller's (n_buckets), freed by it. */
+static mt_info_ep_in info_ep_in(const mt_minimax *m, int64_t *expert_numel, int ranks, int ep,
+                                mt_dtype gather_dtype, bool offload, int64_t tokens) {
+    int moe_layers = 0, last = -1;
+    for (int b = 0; b < m->n_buckets; b++) expert_numel[b] = 0;
+    for (int p = 0; p < m->n_params; p++) {
+        const mt_param_info *info = &m->info[p];
+        if (!strstr(info->name, ".block_sparse_moe.experts.")) continue;
+        expert_numel[info->bucket] += info->numel;
+        int l = -1;
+        if (sscanf(info->name, "model.layers.%d.", &l) == 1 && l != last) moe_layers++, last = l;
+    }
+    const int bytes = gather_dtype == MT_BF16 ? 2 : 4;
+    return (mt_info_ep_in){.ranks = ranks,
+                           .ep = ep,
+                           .n_buckets = m->n_buckets,
+                           .bucket_numel = m->bucket_numel,
+                           .bucket_expert_numel = expert_numel,
+                           .experts = m->cfg.num_local_experts,
+                           .moe_layers = moe_layers,
+                           .top_k = m->cfg.num_experts_per_tok,
+                           .hidden = m->cfg.hidden_size,
+                           .tokens = tokens,
+                           .gather_dtype = gather_dtype,
+                           .act_bytes = bytes,
+                           .offload = offload};
+}
+
+/* tokens: the all-to-all was sized (EP with --seq); ep: a layout that has one */
+static void print_traffic(const char *key, const mt_info_ep_out *o, bool tokens, bool ep) {
+    const double gb = 1e-9;
+    printf("%s_gather_bytes=%lld (%.2f GB)  # sent per rank per micro-step: forward and backward "
+           "gathers\n",
+           key, (long long)o->gather_bytes, (double)o->gather_bytes * gb);
+    printf("%s_reduce_bytes=%lld (%.2f GB)  # 1 fp32 reduce-scatter per bucket\n", key,
+           (long long)o->reduce_bytes, (double)o->reduce_bytes * gb);
+    if (tokens && ep)
+        printf("%s_alltoall_bytes=%lld (%.2f GB)  # 4 exchanges per MoE layer, uniform routing\n",
+               key, (long long)o->alltoall_bytes, (double)o->alltoall_bytes * gb);
+    const int64_t sum = o->gather_bytes + o->reduce_bytes + o->alltoall_bytes;
+    printf("%s_bytes_per_step=%lld (%.2f GB)%s\n", key, (long long)sum, (double)sum * gb,
+           tokens || !ep ? "" : "  # without the all-to-all (give --seq)");
+}
+
+/* --fit-gib over expert-parallel sizes: per P dividing E, the fewest multiple of P whose
+ * per-rank sum fits (the sum falls with N at fixed P: a bisection over multiples), printed as
+ * fit_ranks_ep<P>; then the best layout for whole 8-GPU nodes: the fewest nodes any P fits,
+ * and there the P (dividing the rank count) that sends the fewest bytes. */
+static void info_fit_ep(const mt_minimax_config *cfg, mt_gather_unit unit, mt_dtype gather_dtype,
+                        long seq, long batch, double gib) {
+    const int64_t cap = (int64_t)(gib * (double)(1 << 30));
+    mt_minimax m;
+    mt_minimax_init_unit(&m, cfg, unit);
+    const int64_t act = seq ? mt_minimax_plan_activations(cfg, unit, true, batch, seq) : 0;
+    int64_t *expert_numel = mt_malloc(sizeof(int64_t) * (size_t)m.n_buckets, "expert numel");
+    const int E = cfg->num_local_experts;
+    int *fit = mt_calloc((size_t)E + 1, sizeof(int), "ep fit"); /* fit[P]: fewest ranks, 0 none */
+    int fewest = 0;
+    for (int P = 1; P <= E; P++) {
+        if (E % P) continue;
+        int lo = 1, hi = (1 << 20) / P;
+        mt_info_ep_in in =
+            info_ep_in(&m, expert_numel, hi * P, P, gather_dtype, false, (int64_t)batch * seq);
+        mt_info_ep_out o = mt_info_ep_plan(&in);
+        if (o.owned_bytes + o.slot_bytes + act > cap) continue;
+        while (lo < hi) {
+            const int mid = lo + (hi - lo) / 2;
+            in.ranks = mid * P;
+            o = mt_info_ep_plan(&in);
+            if (o.owned_bytes + o.slot_bytes + act <= cap)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        in.ranks = lo * P;
+        o = mt_info_ep_plan(&in);
+        fit[P] = lo * P;
+        if (!fewest || fit[P] < fewest) fewest = fit[P];
+        printf("fit_ranks_ep%d=%d  # %.2f GiB per rank, %.2f GB sent per rank per micro-step\n", P,
+               fit[P], (double)(o.owned_bytes + o.slot_bytes + act) / (1 << 30),
+               (double)(o.gather_bytes + o.reduce_bytes + o.alltoall_bytes) * 1e-9);
+    }
+    if (!fewest) {
+        printf("fit_ranks_ep=none  # no expert-parallel layout fits %.1f GiB per rank\n", gib);
+    } else {
+        const int N = (fewest + 7) / 8 * 8;
+        int best_p = 0;
+        int64_t best_t = 0, best_b = 0;
+        for (int P = 1; P <= E; P++) {
+            if (!fit[P] || fit[P] > N || N % P) continue;
+            mt_info_ep_in in =
+                info_ep_in(&m, expert_numel, N, P, gather_dtype, false, (int64_t)batch * seq);
+            const mt_info_ep_out o = mt_info_ep_plan(&in);
+            const int64_t t = o.gather_bytes + o.reduce_bytes + o.alltoall_bytes;
+            if (!best_p || t < best_t)
+                best_p = P, best_t = t, best_b = o.owned_bytes + o.slot_bytes;
+        }
+        printf("fit_ranks_ep=%d ep=%d  # whole 8-GPU nodes (fewest ranks of any layout: %d), "
+               "gather unit %s: %.2f GiB per rank of %.1f (state, slots%s), the least traffic "
+               "there: %.2f GB sent per rank per micro-step\n",
+               N, best_p, fewest, unit == MT_GATHER_EXPERT ? "expert" : "layer",
+               (double)(best_b + act) / (1 << 30), gib, seq ? ", recomputed activations" : "",
+               (double)best_t * 1e-9);
+    }
+    free(fit);
+    free(expert_numel);
+    mt_minimax_free(&m);
 }
 
 /* --fit-gib: per gather unit and offload, the fewest ranks that fit (the bytes fall with N, so
@@ -103,7 +222,7 @@ static void info_fit(const mt_minimax_config *cfg, mt_dtype gather_dtype, long s
 
 int main(int argc, char **argv) {
     const char *config = NULL;
-    int keep = 0, ranks = 0;
+    int keep = 0, ranks = 0, ep = 0;
     long seq = 0, batch = 1;
     mt_gather_unit unit = MT_GATHER_LAYER;
     mt_dtype gather_dtype = MT_F32;
@@ -135,6 +254,10 @@ int main(int argc, char **argv) {
             char *end;
             fit_gib = strtod(argv[++i], &end);
             if (*end || !(fit_gib > 0)) usage(2);
+        } else if (strcmp(argv[i], "--expert-parallel") == 0 && i + 1 < argc) {
+            char *end;
+            ep = (int)strtol(argv[++i], &end, 10);
+            if (*end || ep < 1) usage(2);
         } else if (strcmp(argv[i], "--offload") == 0) {
             offload = true;
         } else if (strcmp(argv[i], "--gather-dtype") == 0 && i + 1 < argc) {
@@ -206,7 +329,7 @@ int main(int argc, char **argv) {
         printf("params_buffers=%lld  # e_score_correction_bias: loaded, sharded, exported, never "
                "trained; not in the counts above\n",
                (long long)buffers);
-    int64_t zero_bytes = 0; /* with --ranks: the state and slots one rank holds */
+    int64_t zero_bytes = 0, ep_bytes = 0; /* with --ranks: the state and slots one rank holds */
     if (ranks) {
         const mt_zero_sizes z =
             mt_zero_plan(ranks, m.n_buckets, m.bucket_numel, gather_dtype, offload);
@@ -239,6 +362,43 @@ int main(int argc, char **argv) {
         printf("zero3_bytes_per_rank=%.0f (%.2f GiB)  # before activations (dist.arena_mb)\n",
                b_owned + b_slots, (b_owned + b_slots) * gib);
         zero_bytes = z.owned_bytes + z.slot_bytes;
+        int64_t *expert_numel = mt_malloc(sizeof(int64_t) * (size_t)m.n_buckets, "expert numel");
+        mt_info_ep_in in =
+            info_ep_in(&m, expert_numel, ranks, 1, gather_dtype, offload, (int64_t)batch * seq);
+        const mt_info_ep_out z3 = mt_info_ep_plan(&in);
+        print_traffic("traffic_zero3", &z3, seq > 0, false);
+        if (ep) {
+            if (ranks % ep || cfg.num_local_experts % ep) {
+                fprintf(stderr,
+                        "minimax-info: --expert-parallel %d must divide --ranks %d and "
+                        "the %d experts\n",
+                        ep, ranks, cfg.num_local_experts);
+                exit(2);
+            }
+            in.ep = ep;
+            const mt_info_ep_out e = mt_info_ep_plan(&in);
+            printf("ep=%d ep_groups=%d experts_per_rank=%d expert_shards=%d  # P ranks per "
+                   "group own E/P experts each, sharded over the N/P ranks holding the same "
+                   "experts\n",
+                   ep, ranks / ep, cfg.num_local_experts / ep, ranks / ep);
+            printf("ep_owned_bytes_per_rank=%.0f (%.2f GiB)\n", (double)e.owned_bytes,
+                   (double)e.owned_bytes * gib);
+            if (offload)
+                printf("ep_host_bytes_per_rank=%.0f (%.2f GiB)\n", (double)e.host_bytes,
+                       (double)e.host_bytes * gib);
+            printf("ep_slot_bytes_per_rank=%.0f (%.2f GiB)  # the non-expert buckets' slots + "
+                   "the local experts' slots\n",
+                   (double)e.slot_bytes, (double)e.slot_bytes * gib);
+            printf("ep_bytes_per_rank=%.0f (%.2f GiB)  # before activations\n",
+                   (double)(e.owned_bytes + e.slot_bytes),
+                   (double)(e.owned_bytes + e.slot_bytes) * gib);
+            ep_bytes = e.owned_bytes + e.slot_bytes;
+            print_traffic("traffic_ep", &e, seq > 0, true);
+            const double t3 = (double)(z3.gather_bytes + z3.reduce_bytes + z3.alltoall_bytes);
+            const double te = (double)(e.gather_bytes + e.reduce_bytes + e.alltoall_bytes);
+            if (te > 0) printf("traffic_ratio_zero3_over_ep=%.3f\n", t3 / te);
+        }
+        free(expert_numel);
     }
     if (seq) {
         const double gib = 1.0 / (1 << 30);
@@ -253,9 +413,17 @@ int main(int argc, char **argv) {
                        "CUDA context, cuBLAS workspace, NCCL buffers and scratch on top\n",
                        r ? "recomputed" : "kept", (long long)(zero_bytes + bytes),
                        (double)(zero_bytes + bytes) * gib);
+            if (ep_bytes)
+                printf("ep_total_bytes_per_rank_%s=%lld (%.2f GiB)  # ep + activations (uniform "
+                       "routing: the same expert rows per rank)\n",
+                       r ? "recomputed" : "kept", (long long)(ep_bytes + bytes),
+                       (double)(ep_bytes + bytes) * gib);
         }
     }
-    if (fit_gib > 0) info_fit(&cfg, gather_dtype, seq, batch, fit_gib);
+    if (fit_gib > 0) {
+        info_fit(&cfg, gather_dtype, seq, batch, fit_gib);
+        info_fit_ep(&cfg, unit, gather_dtype, seq, batch, fit_gib);
+    }
     mt_minimax_free(&m);
     return 0;
 }

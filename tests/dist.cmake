@@ -120,3 +120,6 @@ set_tests_properties(dist_ep_adversarial_np2 dist_ep_adversarial_np4 dist_ep_adv
   PROPERTIES TIMEOUT 120)
 set_tests_properties(dist_adversarial_routing_np2 dist_adversarial_routing_np4
   dist_adversarial_m2_routing_np2 dist_adversarial_m2_routing_np4 PROPERTIES TIMEOUT 120)
+# the MPI communicator's byte tally (mt_comm_mpi_bytes), hand-counted (tests/dist_comm_bytes.c)
+mt_test_binary(test_dist_comm_bytes dist_comm_bytes.c)
+mt_test_mpi_cases(test_dist_comm_bytes 3 dist_comm_bytes_np3)

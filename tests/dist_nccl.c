@@ -10,7 +10,12 @@
  *   nccl_watchdog       collectives in a loop under an emulated fault (MT_EMU_NCCL_STALL: a
  *                       rank hangs in one; MT_EMU_NCCL_ASYNC_ERROR: NCCL reports a lost peer):
  *                       the watchdog must end the job (timeout 2 s);
+ *   nccl_watchdog_a2a   the same with all-to-alls (a rank hangs in one);
  *   nccl_shared_device  two ranks on one device are refused (MT_NCCL_ALLOW_SHARED_DEVICE=0).
+ * nccl_mpi and gpu_nccl_np1 also check alltoallv (ragged counts with zeros, fp32 and bf16 bits,
+ * against the value each sender wrote and, over MPI, byte for byte against the MPI
+ * communicator's alltoallv) and split (two groups by parity in reversed order, their
+ * collectives between the world's).
  * Buffers come from the backend (cudaMalloc, cudaMemcpy on the compute stream) and start as
  * NaN bytes, so an element a collective fails to write is caught. */
 #include "harness.h"
@@ -188,6 +193,116 @@ static void check_tickets(mt_comm *c) {
     be->free(r1);
 }
 
+static void check_host_side(mt_comm *c);
+
+/* Rows rank r sends rank q in round k: ragged, with zeros (a rank that sends some peers
+ * nothing, and in round 0 nothing at all from rank 0), the shapes of expert dispatch. */
+static int64_t a2a_count(int r, int q, int k) {
+    if ((k == 0 && r == 0) || (r + 2 * q + k) % 3 == 0) return 0;
+    return (r * 7 + q * 3 + k * 5) % 11 + (k == 2 ? 40000 : 0);
+}
+
+/* the k-th element rank r sends rank q (small integers: exact in fp32 and bf16) */
+static float a2a_value(int r, int q, int64_t i) { return value_of(r, q * 100003 + i) / 16.0f; }
+
+/* One round of alltoallv with elements of elem bytes (4: fp32, 2: their bf16 bits) on the
+ * device, kernels before and after (x += x): each received element against the value its sender
+ * wrote, and the bytes against the host communicator's alltoallv of the same rows (MPI), which
+ * every rank of `host` calls with the same counts. */
+static void check_alltoallv_round(mt_comm *c, mt_comm *host, int k, size_t elem) {
+    const int P = c->size, r = c->rank;
+    int64_t sc[64], rc[64], ns = 0, nr = 0;
+    EXPECT(P <= 64, "%d ranks", P);
+    for (int q = 0; q < P; q++) {
+        sc[q] = a2a_count(r, q, k);
+        rc[q] = a2a_count(q, r, k);
+        ns += sc[q];
+        nr += rc[q];
+    }
+    float *hs = mt_malloc(sizeof(float) * (size_t)(ns + 1), "a2a send");
+    for (int q = 0, o = 0; q < P; q++)
+        for (int64_t i = 0; i < sc[q]; i++) hs[o++] = a2a_value(r, q, i);
+    void *ds = be->alloc(sizeof(float) * (size_t)(ns + 1));
+    void *dr = dev_alloc(nr);
+    be->to_device(ds, hs, sizeof(float) * (size_t)ns);
+    const bool kernels = be->vec_add != NULL && elem == 4;
+    if (kernels) be->vec_add(ds, ds, ns);
+    uint16_t *hs16 = NULL;
+    if (elem == 2) { /* the fp32 rows as bf16 bits (exact: the values fit bf16) */
+        hs16 = mt_malloc(sizeof(uint16_t) * (size_t)(ns + 1), "a2a send16");
+        for (int64_t i = 0; i < ns; i++) hs16[i] = mt_bf16_bits(hs[i]);
+        be->to_device(ds, hs16, sizeof(uint16_t) * (size_t)ns);
+    }
+    c->alltoallv(c, ds, sc, dr, rc, elem);
+    if (kernels) be->vec_add(dr, dr, nr);
+    unsigned char *got = mt_malloc(elem * (size_t)(nr + 1), "a2a got");
+    be->to_host(got, dr, elem * (size_t)nr);
+    int64_t bad = 0;
+    for (int q = 0, o = 0; q < P; q++)
+        for (int64_t i = 0; i < rc[q]; i++, o++) {
+            const float want = a2a_value(q, r, i) * (kernels ? 4.0f : 1.0f);
+            if (elem == 4) {
+                float v;
+                memcpy(&v, got + 4 * o, 4);
+                bad += v != want;
+            } else {
+                uint16_t v;
+                memcpy(&v, got + 2 * o, 2);
+                bad += v != mt_bf16_bits(want);
+            }
+        }
+    EXPECT(bad == 0, "alltoallv round %d (%zu-byte elements, %d ranks): %lld of %lld wrong", k,
+           elem, P, (long long)bad, (long long)nr);
+    if (host && host->alltoallv && !kernels) { /* MPI on the same host rows: the same bytes */
+        unsigned char *ref = mt_malloc(elem * (size_t)(nr + 1), "a2a ref");
+        host->alltoallv(host, elem == 4 ? (const void *)hs : (const void *)hs16, sc, ref, rc, elem);
+        EXPECT(memcmp(ref, got, elem * (size_t)nr) == 0,
+               "alltoallv round %d: the NCCL bytes differ from MPI's", k);
+        free(ref);
+    }
+    free(hs);
+    free(hs16);
+    free(got);
+    be->free(ds);
+    be->free(dr);
+}
+
+static void check_alltoallv(mt_comm *c, mt_comm *host) {
+    EXPECT(c->alltoallv != NULL, "%s has no alltoallv", c->name);
+    for (int k = 0; k < 3; k++) {
+        check_alltoallv_round(c, host, k, 4);
+        check_alltoallv_round(c, host, k, 2);
+    }
+    /* every count zero: still called by every rank, nothing moves */
+    int64_t zero[64] = {0};
+    c->alltoallv(c, NULL, zero, NULL, zero, 4);
+}
+
+/* Two groups, ranks of equal parity, each ordered by descending world rank (key = -rank): the
+ * split's rank and size, its collectives (on its own stream, between the world's), and the
+ * host communicator split alongside. */
+static void check_split(mt_comm *c, mt_comm *host) {
+    const int P = c->size, r = c->rank, color = r % 2;
+    mt_comm *s = c->split(c, color, -r);
+    int size = 0, rank = 0;
+    for (int q = 0; q < P; q++)
+        if (q % 2 == color) {
+            size++;
+            rank += q > r;
+        }
+    EXPECT(s->size == size && s->rank == rank, "split: rank %d of %d, want %d of %d", s->rank,
+           s->size, rank, size);
+    EXPECT(s->device, "a split of a device communicator works on device buffers");
+    mt_comm *hs = host && host->split ? host->split(host, color, -r) : NULL;
+    check_allgather(s, 4099);
+    check_alltoallv(s, hs);
+    check_allgather(c, 7); /* the world's between the split's */
+    check_reduce_scatter(s, 1001);
+    check_host_side(s);
+    if (hs) host->free_split(hs);
+    c->free_split(s);
+}
+
 static void check_host_side(mt_comm *c) {
     int P = c->size, r = c->rank;
     int64_t k[2] = {r, 1};
@@ -216,6 +331,13 @@ static void check_all(mt_comm *c) {
     check_host_side(c);
 }
 
+/* alltoallv and split, with the host communicator the NCCL one was built on (MPI: its
+ * alltoallv is the reference for the bytes; self: none) */
+static void check_ep(mt_comm *c, mt_comm *host) {
+    check_alltoallv(c, host);
+    check_split(c, host);
+}
+
 static int test_np1_self(void) {
     be = mt_backend_cuda();
     if (!be) return MT_TEST_SKIP; /* not built with CUDA, or no device */
@@ -223,6 +345,7 @@ static int test_np1_self(void) {
     if (!c) return MT_TEST_SKIP;
     EXPECT(c->size == 1 && c->rank == 0, "rank %d of %d", c->rank, c->size);
     check_all(c);
+    check_ep(c, NULL);
     mt_comm_nccl_free(c);
     return MT_TEST_OK;
 }
@@ -244,6 +367,7 @@ static int test_mpi(void) {
     if (!c) return MT_TEST_SKIP;
     EXPECT(c->size == host->size && c->rank == host->rank, "rank %d of %d", c->rank, c->size);
     check_all(c);
+    check_ep(c, host);
     mt_comm_nccl_free(c);
     /* the host communicator outlives it and still works */
     check_host_side(host);
@@ -251,14 +375,17 @@ static int test_mpi(void) {
     return MT_TEST_OK;
 }
 
-/* Rank 1 dies with an all-gather outstanding while the others enter the next collective: the
- * error hook must abort NCCL and the MPI job (tests/nccl.cmake checks the exit and the time). */
+/* Rank 1 dies with an all-gather outstanding and a split live while the others enter the next
+ * collective: the error hook must abort NCCL (the world's communicator and the split) and the
+ * MPI job (tests/nccl.cmake checks the exit and the time). */
 static int test_abort(void) {
     mt_comm *host;
     mt_comm *c = init_mpi(&host, 60);
     if (!c) return MT_TEST_SKIP;
     EXPECT(c->size >= 2, "run me with at least 2 ranks");
     check_allgather(c, 1000);
+    mt_comm *whole = c->split(c, 0, c->rank); /* a live split: the hook aborts it too */
+    check_allgather(whole, 100);
     float *send = dev_values(c->rank, 0, 10), *recv = dev_alloc((int64_t)c->size * 10);
     int t = c->allgather_start(c, send, recv, 10, sizeof(float));
     if (c->rank == 1) MT_DIE("deliberate failure on rank 1 (nccl_abort test)");
@@ -284,6 +411,19 @@ static int test_watchdog(void) {
         check_reduce_scatter(c, 1000);
     }
     printf("rank %d: 30 s of collectives and the watchdog never fired\n", c->rank);
+    return 1;
+}
+
+/* The same for the all-to-all (MT_EMU_NCCL_STALL on rank 1's 3rd one). */
+static int test_watchdog_a2a(void) {
+    mt_comm *host;
+    mt_comm *c = init_mpi(&host, 1800);
+    if (!c) return MT_TEST_SKIP;
+    mt_comm_nccl_watch(c, 2, "dist.timeout automatic: 2 s in this test");
+    EXPECT(c->size >= 2, "run me with at least 2 ranks");
+    const time_t t0 = time(NULL);
+    while (time(NULL) - t0 < 30) check_alltoallv_round(c, NULL, 1, 4);
+    printf("rank %d: 30 s of all-to-alls and the watchdog never fired\n", c->rank);
     return 1;
 }
 
@@ -338,8 +478,12 @@ static int test_offload_device(void) {
 }
 
 static const mt_test_case cases[] = {
-    {"gpu_nccl_np1", test_np1_self},  {"nccl_offload_device", test_offload_device},
-    {"nccl_mpi", test_mpi},           {"nccl_abort", test_abort},
-    {"nccl_watchdog", test_watchdog}, {"nccl_shared_device", test_shared_device},
+    {"gpu_nccl_np1", test_np1_self},
+    {"nccl_offload_device", test_offload_device},
+    {"nccl_mpi", test_mpi},
+    {"nccl_abort", test_abort},
+    {"nccl_watchdog", test_watchdog},
+    {"nccl_shared_device", test_shared_device},
+    {"nccl_watchdog_a2a", test_watchdog_a2a},
 };
 MT_TEST_MAIN(cases)

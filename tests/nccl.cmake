@@ -17,7 +17,7 @@ if(CMAKE_CXX_COMPILER AND TARGET mt_emu)
   target_link_libraries(test_dist_nccl_emu PRIVATE mt_emu)
   set(mt_nccl_mpiexec ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG})
   set(mt_nccl_mpiflags --oversubscribe --bind-to none)
-  foreach(np 1 2 3)
+  foreach(np 1 2 3 4)
     add_test(NAME op_cuda_emu_nccl_np${np} COMMAND ${mt_nccl_mpiexec} ${np} ${mt_nccl_mpiflags}
       $<TARGET_FILE:test_dist_nccl_emu> nccl_mpi)
     set_tests_properties(op_cuda_emu_nccl_np${np} PROPERTIES
@@ -55,11 +55,13 @@ if(CMAKE_CXX_COMPILER AND TARGET mt_emu)
   # the watchdog (train/comm_nccl.cu) under the emulator's faults (emu_nccl.cpp): rank 1 hangs
   # in its 5th collective, so both ranks' oldest collective outlives the 2 s timeout; or NCCL
   # reports an asynchronous error on rank 1 from its 5th collective on
-  foreach(case abort shared_device watchdog_stall watchdog_async)
+  foreach(case abort shared_device watchdog_stall watchdog_async watchdog_a2a)
     set(run nccl_${case})
     if(case STREQUAL abort)
-      # rank 1's own message, and its hook aborted NCCL (the emulator's trace)
-      set(pat "rank 1.*deliberate failure on rank 1" "rank 1: communicator aborted")
+      # rank 1's own message, and its hook aborted NCCL, the world's and a split (the emulator's
+      # trace)
+      set(pat "rank 1.*deliberate failure on rank 1" "rank 1: communicator aborted"
+        "rank 1: split communicator aborted")
       set(env "")
     elseif(case STREQUAL shared_device)
       set(pat "share one GPU")
@@ -69,6 +71,12 @@ if(CMAKE_CXX_COMPILER AND TARGET mt_emu)
       set(pat "nccl watchdog: collective [0-9]+ .* has not completed after [0-9]+ s \\(dist.timeout automatic: 2 s in this test\\)"
         "communicator aborted")
       set(env "MT_EMU_NCCL_STALL=1:5")
+    elseif(case STREQUAL watchdog_a2a)
+      # rank 1 hangs in its 3rd all-to-all
+      set(run nccl_watchdog_a2a)
+      set(pat "nccl watchdog: collective [0-9]+ \\(an all-to-all of [0-9]+ elements sent by this rank\\) has not completed after [0-9]+ s"
+        "communicator aborted")
+      set(env "MT_EMU_NCCL_STALL=1:3")
     else()
       set(run nccl_watchdog)
       set(pat "rank 1.*nccl watchdog: asynchronous NCCL error" "rank 1: communicator aborted")

@@ -71,6 +71,19 @@ void mt_comm_mpi_heartbeat_start(mt_comm *c, const char *path);
 void mt_comm_mpi_barrier_heartbeat(mt_comm *c, const char *path, double silence_s,
                                    const char *what);
 void mt_comm_finalize(mt_comm *c);
+/* The bytes this process sent through the MPI communicators (the world and its splits) so far,
+ * by kind: all-gathers, reduce-scatters, all-to-alls (to other ranks), and the small host
+ * collectives (all-reduces: 8 bytes an element, broadcasts: the root's bytes). With
+ * MT_COMM_BYTES=PATH in the environment, mt_comm_finalize writes them to PATH.<rank> (key=value
+ * lines; bench/ep_step.sh). */
+enum {
+    MT_COMM_BYTES_GATHER,
+    MT_COMM_BYTES_REDUCE,
+    MT_COMM_BYTES_ALLTOALL,
+    MT_COMM_BYTES_SMALL,
+    MT_COMM_BYTES_KINDS
+};
+void mt_comm_mpi_bytes(int64_t out[MT_COMM_BYTES_KINDS]);
 /* One rank, no MPI: for unsharded reference runs (tests) and single-process tools. */
 mt_comm *mt_comm_self(void);
 /* One rank on device buffers of backend be (not the CPU) without NCCL: the all-gather and the

@@ -210,11 +210,37 @@ void mt_comm_mpi_barrier_heartbeat(mt_comm *c, const char *path, double silence_
     }
 }
 
+/* ---- the byte tally (mt_comm_mpi_bytes) ---- */
+
+/* bytes this rank sent, as ring collectives move them: an all-gather or reduce-scatter of n
+ * elements per rank sends (size - 1) n; an all-to-all what goes to the other ranks */
+static int64_t mpi_bytes[MT_COMM_BYTES_KINDS];
+
+void mt_comm_mpi_bytes(int64_t out[MT_COMM_BYTES_KINDS]) {
+    memcpy(out, mpi_bytes, sizeof(mpi_bytes));
+}
+
+/* MT_COMM_BYTES=PATH: each rank writes its tally to PATH.<rank> at mt_comm_finalize
+ * (bench/ep_step.sh reads them). */
+static void mpi_bytes_write(void) {
+    const char *path = getenv("MT_COMM_BYTES");
+    if (!path || !*path) return;
+    char name[4096];
+    snprintf(name, sizeof(name), "%s.%d", path, mpi_comm.rank);
+    FILE *f = fopen(name, "w");
+    if (!f) return; /* a bench aid: the run itself succeeded */
+    fprintf(f, "gather=%lld\nreduce_scatter=%lld\nalltoall=%lld\nsmall=%lld\n",
+            (long long)mpi_bytes[0], (long long)mpi_bytes[1], (long long)mpi_bytes[2],
+            (long long)mpi_bytes[3]);
+    fclose(f);
+}
+
 /* ---- collectives ---- */
 
 static void mpi_allgather(mt_comm *c, const void *send, void *recv, int64_t count, size_t elem) {
     MT_CHECK(elem == 4 || elem == 2, "mpi allgather: elements of %zu bytes (4 or 2)", elem);
     MPI_Datatype type = elem == 4 ? MPI_FLOAT : MPI_UINT16_T;
+    mpi_bytes[MT_COMM_BYTES_GATHER] += (int64_t)(c->size - 1) * count * (int64_t)elem;
     mpi_watch_enter("an all-gather of %lld elements per rank", count);
     if (count <= MPI_CHUNK) {
         MPI_CHECK(MPI_Allgather(send, (int)count, type, recv, (int)count, type, mpi_of(c)));
@@ -236,6 +262,7 @@ static void mpi_allgather(mt_comm *c, const void *send, void *recv, int64_t coun
 }
 
 static void mpi_reduce_scatter(mt_comm *c, const float *send, float *recv, int64_t count) {
+    mpi_bytes[MT_COMM_BYTES_REDUCE] += (int64_t)(c->size - 1) * count * (int64_t)sizeof(float);
     mpi_watch_enter("a reduce-scatter of %lld elements per rank", count);
     if (count <= MPI_CHUNK) {
         MPI_CHECK(MPI_Reduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, mpi_of(c)));
@@ -260,18 +287,21 @@ static int mpi_allgather_start(mt_comm *c, const void *send, void *recv, int64_t
 static void mpi_wait(mt_comm *c, int ticket) { (void)c, (void)ticket; }
 
 static void mpi_allreduce_f64(mt_comm *c, double *buf, int n) {
+    mpi_bytes[MT_COMM_BYTES_SMALL] += (int64_t)n * 8 * (c->size > 1);
     mpi_watch_enter("an all-reduce of %lld elements", n);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, mpi_of(c)));
     mpi_watch_leave();
 }
 
 static void mpi_allreduce_i64(mt_comm *c, int64_t *buf, int n) {
+    mpi_bytes[MT_COMM_BYTES_SMALL] += (int64_t)n * 8 * (c->size > 1);
     mpi_watch_enter("an all-reduce of %lld elements", n);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_INT64_T, MPI_SUM, mpi_of(c)));
     mpi_watch_leave();
 }
 
 static void mpi_bcast(mt_comm *c, void *buf, size_t bytes, int root) {
+    if (c->rank == root) mpi_bytes[MT_COMM_BYTES_SMALL] += (int64_t)bytes * (c->size > 1);
     mpi_watch_enter("a broadcast of %lld bytes", (int64_t)bytes);
     for (size_t off = 0; off < bytes; off += (size_t)INT_MAX) {
         size_t n = bytes - off < (size_t)INT_MAX ? bytes - off : (size_t)INT_MAX;
@@ -317,6 +347,7 @@ static void mpi_alltoallv(mt_comm *c, const void *send, const int64_t *send_coun
     mpi_alltoallv_ints(c, recv_counts, rn, rd, "receive");
     int64_t total = 0;
     for (int r = 0; r < c->size; r++) total += send_counts[r];
+    mpi_bytes[MT_COMM_BYTES_ALLTOALL] += (total - send_counts[c->rank]) * (int64_t)elem;
     mpi_watch_enter("an all-to-all sending %lld elements", total);
     MPI_CHECK(MPI_Alltoallv(send, sn, sd, type, recv, rn, rd, type, mpi_of(c)));
     mpi_watch_leave();
@@ -409,6 +440,7 @@ void mt_comm_nccl_watch(mt_comm *c, double timeout_s, const char *label) {
 
 void mt_comm_finalize(mt_comm *c) {
     (void)c;
+    mpi_bytes_write();
     mpi_watch_stop();
     mt_error_set_abort_hook(NULL);
     MPI_Finalize();

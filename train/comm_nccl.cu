@@ -24,6 +24,11 @@
  * of the same stream; that one completing implies the earlier did, and its later issue time
  * only delays a timeout, so the watchdog never fires early.
  *
+ * Expert parallelism: alltoallv is one group of ncclSend/ncclRecv (bytes, rank order) on comm,
+ * ordered like allgather and watched like every collective; split is ncclCommSplit with the host
+ * communicator split alongside (its small host collectives), each split with its own stream,
+ * events and watchdog, aborted with the world's by the error hook.
+ *
  * Verified on the CPU emulator (kernels/cuda/emu/emu_nccl.cpp, tests/dist_nccl.c); compiled
  * against the real NCCL but not yet run on GPUs (docs/cuda.md, "The NCCL communicator"). */
 #include <cuda_runtime.h>
@@ -62,6 +67,12 @@ extern "C" {
 /* collectives the watchdog tells apart (a ring of completion events) */
 #define NCCL_WATCH 256
 
+/* what a watched collective was, for the watchdog's message */
+enum nccl_kind { NCCL_GATHER, NCCL_SCATTER, NCCL_ALLTOALL };
+static const char *const nccl_kind_name[] = {"an all-gather", "a reduce-scatter", "an all-to-all"};
+static const char *const nccl_kind_unit[] = {"elements per rank", "elements per rank",
+                                             "elements sent by this rank"};
+
 /* The watchdog's view of the collectives (see the header). The main thread writes a slot and
  * then publishes it by incrementing issued; the watchdog reads slots below issued. */
 struct nccl_watch {
@@ -76,7 +87,7 @@ struct nccl_watch {
     cudaEvent_t event[NCCL_WATCH];          /* recorded on comm after the collective */
     std::atomic<double> stamp[NCCL_WATCH];  /* when it was issued (monotonic seconds) */
     std::atomic<int64_t> count[NCCL_WATCH]; /* its elements per rank */
-    std::atomic<bool> gather[NCCL_WATCH];   /* an all-gather, else a reduce-scatter */
+    std::atomic<int> kind[NCCL_WATCH];      /* nccl_kind: which collective */
 };
 
 struct nccl_state {
@@ -96,10 +107,12 @@ struct nccl_state {
 /* the legacy default stream: every kernel, cuBLAS call and backend memcpy */
 static const cudaStream_t nccl_compute = 0;
 
-/* The live communicator, for the error hook (one at a time), and the host communicator the
- * hook falls back to once it is freed. */
+/* The live communicator, for the error hook (one at a time), the host communicator the hook
+ * falls back to once it is freed, and the live splits of it (split), which the hook aborts too. */
 static nccl_state *nccl_live = NULL;
 static mt_comm *nccl_hook_host = NULL;
+#define NCCL_SPLITS 16
+static nccl_state *nccl_splits[NCCL_SPLITS];
 
 static nccl_state *nccl_of(mt_comm *c) { return (nccl_state *)c->impl; }
 
@@ -117,8 +130,13 @@ static void nccl_abort_comm(nccl_state *s) {
     pthread_mutex_unlock(&s->watch.lock);
 }
 
-static void nccl_abort_hook(int exit_code) {
+static void nccl_abort_all(void) {
+    for (int i = 0; i < NCCL_SPLITS; i++) nccl_abort_comm(nccl_splits[i]);
     nccl_abort_comm(nccl_live);
+}
+
+static void nccl_abort_hook(int exit_code) {
+    nccl_abort_all();
     if (nccl_hook_host) nccl_hook_host->abort(nccl_hook_host, exit_code);
     exit(exit_code);
 }
@@ -126,6 +144,7 @@ static void nccl_abort_hook(int exit_code) {
 static void nccl_abort(mt_comm *c, int exit_code) {
     nccl_state *s = nccl_of(c);
     nccl_abort_comm(s);
+    nccl_abort_all();
     s->host->abort(s->host, exit_code);
     exit(exit_code);
 }
@@ -139,13 +158,13 @@ static double nccl_now(void) {
 }
 
 /* After a collective was queued on comm: its slot in the ring, then published. */
-static void nccl_watch_mark(nccl_state *s, bool gather, int64_t count) {
+static void nccl_watch_mark(nccl_state *s, nccl_kind kind, int64_t count) {
     nccl_watch *w = &s->watch;
     const int64_t seq = w->issued.load(std::memory_order_relaxed);
     const int slot = (int)(seq % NCCL_WATCH);
     w->stamp[slot].store(nccl_now(), std::memory_order_relaxed);
     w->count[slot].store(count, std::memory_order_relaxed);
-    w->gather[slot].store(gather, std::memory_order_relaxed);
+    w->kind[slot].store(kind, std::memory_order_relaxed);
     commCudaCheck(cudaEventRecord(w->event[slot], s->stream));
     w->issued.store(seq + 1, std::memory_order_release);
 }
@@ -166,26 +185,23 @@ static void nccl_watch_progress(nccl_state *s, int64_t *done, char *why, size_t 
         (*done)++;
     if (*done == issued) return;
     const int slot = (int)(*done % NCCL_WATCH);
-    const bool gather = w->gather[slot].load(std::memory_order_relaxed);
+    const int kind = w->kind[slot].load(std::memory_order_relaxed);
     const long long count = (long long)w->count[slot].load(std::memory_order_relaxed);
     const double age = nccl_now() - w->stamp[slot].load(std::memory_order_relaxed);
     if (e != cudaErrorNotReady)
-        snprintf(why, len, "CUDA error while collective %lld (%s of %lld elements) was pending: %s",
-                 (long long)*done + 1, gather ? "an all-gather" : "a reduce-scatter", count,
+        snprintf(why, len, "CUDA error while collective %lld (%s of %lld %s) was pending: %s",
+                 (long long)*done + 1, nccl_kind_name[kind], count, nccl_kind_unit[kind],
                  cudaGetErrorString(e));
     else if (w->timeout_s.load() > 0 && age > w->timeout_s.load())
         snprintf(why, len,
-                 "collective %lld (%s of %lld elements per rank) has not completed after %.0f s "
-                 "(%s): another rank died, is stuck, or issued different collectives; ending the "
-                 "job",
-                 (long long)*done + 1, gather ? "an all-gather" : "a reduce-scatter", count, age,
+                 "collective %lld (%s of %lld %s) has not completed after %.0f s (%s): another "
+                 "rank died, is stuck, or issued different collectives; ending the job",
+                 (long long)*done + 1, nccl_kind_name[kind], count, nccl_kind_unit[kind], age,
                  w->label[w->label_at.load()]);
 }
 
-void mt_comm_nccl_watch(mt_comm *c, double timeout_s, const char *label) {
-    if (!c || !c->name || strcmp(c->name, "nccl") != 0) return; /* not this communicator */
-    MT_CHECK(timeout_s >= 0, "nccl: timeout %g s must be >= 0 (0: none)", timeout_s);
-    nccl_watch *w = &nccl_of(c)->watch;
+static void nccl_watch_set(nccl_state *s, double timeout_s, const char *label) {
+    nccl_watch *w = &s->watch;
     const int next = 1 - w->label_at.load();
     if (label)
         snprintf(w->label[next], sizeof(w->label[next]), "%s", label);
@@ -193,6 +209,16 @@ void mt_comm_nccl_watch(mt_comm *c, double timeout_s, const char *label) {
         snprintf(w->label[next], sizeof(w->label[next]), "dist.timeout = %g s", timeout_s);
     w->label_at.store(next);
     w->timeout_s.store(timeout_s);
+}
+
+/* On the world's communicator it sets its splits' limit too (a split starts with its parent's). */
+void mt_comm_nccl_watch(mt_comm *c, double timeout_s, const char *label) {
+    if (!c || !c->name || strncmp(c->name, "nccl", 4) != 0) return; /* not this communicator */
+    MT_CHECK(timeout_s >= 0, "nccl: timeout %g s must be >= 0 (0: none)", timeout_s);
+    nccl_watch_set(nccl_of(c), timeout_s, label);
+    if (nccl_of(c) != nccl_live) return;
+    for (int i = 0; i < NCCL_SPLITS; i++)
+        if (nccl_splits[i]) nccl_watch_set(nccl_splits[i], timeout_s, label);
 }
 
 static void *nccl_watchdog(void *arg) {
@@ -258,7 +284,7 @@ static void nccl_issue_allgather(nccl_state *s, const void *send, void *recv, in
     if (count == 0) return;
     ncclCheck(ncclAllGather(send, recv, (size_t)count, elem == 4 ? ncclFloat : ncclBfloat16,
                             s->nccl, s->stream));
-    nccl_watch_mark(s, true, count);
+    nccl_watch_mark(s, NCCL_GATHER, count);
 }
 
 /* compute waits for everything queued on comm so far */
@@ -280,7 +306,7 @@ static void nccl_reduce_scatter(mt_comm *c, const float *send, float *recv, int6
     if (count > 0) {
         ncclCheck(
             ncclReduceScatter(send, recv, (size_t)count, ncclFloat, ncclSum, s->nccl, s->stream));
-        nccl_watch_mark(s, false, count);
+        nccl_watch_mark(s, NCCL_SCATTER, count);
     }
     nccl_compute_waits(s);
 }
@@ -310,6 +336,40 @@ static void nccl_wait(mt_comm *c, int ticket) {
     s->outstanding[ticket] = false;
 }
 
+/* Grouped sends and receives in rank order, as bytes (elem 2 or 4: a copy, any type moves them
+ * unchanged); pairs with zero bytes are left out, so a rank with nothing to move issues an
+ * empty group but still orders the streams like any collective. The watchdog counts it like
+ * one when it moves anything. */
+static void nccl_alltoallv(mt_comm *c, const void *send, const int64_t *send_counts, void *recv,
+                           const int64_t *recv_counts, size_t elem) {
+    nccl_state *s = nccl_of(c);
+    MT_CHECK(elem == 4 || elem == 2, "nccl alltoallv: elements of %zu bytes (4 or 2)", elem);
+    int64_t sent = 0, got = 0;
+    for (int r = 0; r < c->size; r++) {
+        MT_CHECK(send_counts[r] >= 0 && recv_counts[r] >= 0,
+                 "nccl alltoallv: negative count for rank %d (send %lld, receive %lld)", r,
+                 (long long)send_counts[r], (long long)recv_counts[r]);
+        sent += send_counts[r];
+        got += recv_counts[r];
+    }
+    nccl_after_compute(s);
+    if (sent + got > 0) {
+        const char *src = (const char *)send;
+        char *dst = (char *)recv;
+        ncclCheck(ncclGroupStart());
+        for (int r = 0; r < c->size; r++) {
+            const size_t sb = elem * (size_t)send_counts[r], rb = elem * (size_t)recv_counts[r];
+            if (sb) ncclCheck(ncclSend(src, sb, ncclUint8, r, s->nccl, s->stream));
+            if (rb) ncclCheck(ncclRecv(dst, rb, ncclUint8, r, s->nccl, s->stream));
+            src += sb;
+            dst += rb;
+        }
+        ncclCheck(ncclGroupEnd());
+        nccl_watch_mark(s, NCCL_ALLTOALL, sent);
+    }
+    nccl_compute_waits(s);
+}
+
 /* ---- small host values: the host communicator ---- */
 
 static void nccl_allreduce_f64(mt_comm *c, double *buf, int n) {
@@ -330,6 +390,9 @@ static void nccl_barrier(mt_comm *c) {
 }
 
 /* ---- setup ---- */
+
+static mt_comm *nccl_open(nccl_state *s, const char *name, double timeout_s);
+static void nccl_free_split(mt_comm *c);
 
 /* The rank within its node, from the launcher (Open MPI, MPICH/Intel MPI, Slurm), else the
  * global rank (one node). */
@@ -401,7 +464,42 @@ mt_comm *mt_comm_nccl_init(mt_comm *host, double timeout_s) {
     if (host->rank == 0) ncclCheck(ncclGetUniqueId(&id));
     host->bcast(host, &id, sizeof(id), 0);
     ncclCheck(ncclCommInitRank(&s->nccl, host->size, id, host->rank));
+    mt_comm *c = nccl_open(s, "nccl", timeout_s);
+    nccl_live = s;
+    nccl_hook_host = host;
+    mt_error_set_abort_hook(nccl_abort_hook);
+    return c;
+}
 
+/* A rank's share of a split: every rank of c calls it (ncclCommSplit is collective over c, as
+ * the host's split is over c's host). The split gets its own stream, events and watchdog, with
+ * c's limit; it orders against the compute stream like c, but not against c's own stream
+ * (both wait for compute and compute waits for both, so only collectives issued between the
+ * same two compute points may run concurrently, as NCCL allows on distinct communicators). */
+static mt_comm *nccl_split(mt_comm *c, int color, int key) {
+    nccl_state *p = nccl_of(c);
+    MT_CHECK(color >= 0, "nccl split: color %d must be >= 0", color);
+    MT_CHECK(p->host->split, "nccl split: the host communicator %s cannot split", p->host->name);
+    int slot = -1;
+    for (int i = 0; i < NCCL_SPLITS && slot < 0; i++)
+        if (!nccl_splits[i]) slot = i;
+    MT_CHECK(slot >= 0, "nccl split: %d splits already live (free some)", NCCL_SPLITS);
+    nccl_state *s = new nccl_state();
+    pthread_mutex_init(&s->watch.lock, NULL);
+    s->device = p->device;
+    s->host = p->host->split(p->host, color, key);
+    ncclCheck(ncclCommSplit(p->nccl, color, key, &s->nccl, NULL));
+    mt_comm *sc = nccl_open(s, "nccl-split", p->watch.timeout_s.load());
+    nccl_watch_set(s, p->watch.timeout_s.load(), p->watch.label[p->watch.label_at.load()]);
+    MT_CHECK(sc->size == s->host->size && sc->rank == s->host->rank,
+             "nccl split: rank %d of %d, the host's split says %d of %d", sc->rank, sc->size,
+             s->host->rank, s->host->size);
+    nccl_splits[slot] = s;
+    return sc;
+}
+
+/* Streams, events, the watchdog and the table of a state whose NCCL handle is open. */
+static mt_comm *nccl_open(nccl_state *s, const char *name, double timeout_s) {
     commCudaCheck(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
     commCudaCheck(cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming));
     commCudaCheck(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
@@ -410,9 +508,9 @@ mt_comm *mt_comm_nccl_init(mt_comm *host, double timeout_s) {
     nccl_watch_start(s, timeout_s);
 
     mt_comm *c = &s->pub;
-    c->name = "nccl";
-    c->rank = host->rank;
-    c->size = host->size;
+    c->name = name;
+    c->rank = s->host->rank;
+    c->size = s->host->size;
     c->allgather = nccl_allgather;
     c->reduce_scatter = nccl_reduce_scatter;
     c->allreduce_f64 = nccl_allreduce_f64;
@@ -423,19 +521,17 @@ mt_comm *mt_comm_nccl_init(mt_comm *host, double timeout_s) {
     c->device = true;
     c->allgather_start = nccl_allgather_start;
     c->wait = nccl_wait;
+    c->alltoallv = nccl_alltoallv;
+    c->split = nccl_split;
+    c->free_split = nccl_free_split;
     c->impl = s;
-    nccl_live = s;
-    nccl_hook_host = host;
-    mt_error_set_abort_hook(nccl_abort_hook);
     return c;
 }
 
-void mt_comm_nccl_free(mt_comm *c) {
-    if (!c) return;
-    nccl_state *s = nccl_of(c);
+/* Everything but the state itself: queued collectives finish first (still watched). */
+static void nccl_close(nccl_state *s) {
     for (int i = 0; i < NCCL_TICKETS; i++)
         MT_CHECK(!s->outstanding[i], "nccl free: all-gather ticket %d was never waited for", i);
-    /* queued collectives finish before the communicator goes (still watched) */
     commCudaCheck(cudaStreamSynchronize(s->stream));
     nccl_watch_stop(s);
     ncclCheck(ncclCommDestroy(s->nccl));
@@ -444,8 +540,29 @@ void mt_comm_nccl_free(mt_comm *c) {
     commCudaCheck(cudaEventDestroy(s->done));
     commCudaCheck(cudaEventDestroy(s->ready));
     commCudaCheck(cudaStreamDestroy(s->stream));
+}
+
+void mt_comm_nccl_free(mt_comm *c) {
+    if (!c) return;
+    nccl_state *s = nccl_of(c);
+    for (int i = 0; i < NCCL_SPLITS; i++)
+        MT_CHECK(!nccl_splits[i], "nccl free: a split of the communicator is still live");
+    nccl_close(s);
     /* from here an error aborts through the host alone (nccl_live NULL, nccl_hook_host kept) */
     nccl_live = NULL;
     pthread_mutex_destroy(&s->watch.lock);
     delete s;
+}
+
+static void nccl_free_split(mt_comm *c) {
+    if (!c) return;
+    nccl_state *s = nccl_of(c);
+    MT_CHECK(s != nccl_live, "nccl free_split: the world's communicator (mt_comm_nccl_free)");
+    nccl_close(s);
+    mt_comm *host = s->host;
+    for (int i = 0; i < NCCL_SPLITS; i++)
+        if (nccl_splits[i] == s) nccl_splits[i] = NULL;
+    pthread_mutex_destroy(&s->watch.lock);
+    delete s;
+    host->free_split(host);
 }

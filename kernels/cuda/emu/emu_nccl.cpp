@@ -45,6 +45,7 @@ struct emu_stream {
 struct emu_nccl_comm {
     int nranks = 0, rank = 0;
     bool local = false; /* one rank without MPI: collectives are copies */
+    bool split = false; /* made by ncclCommSplit (the abort trace says so) */
     std::atomic<bool> aborted{false};
     MPI_Comm mpi = MPI_COMM_NULL;
     int queued = 0;                     /* collectives waiting in a stream queue */
@@ -286,7 +287,8 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (!comm) return ncclInvalidArgument;
     comm->aborted = true;
     /* a trace for tests/nccl.cmake: the error hook reached NCCL before the job ended */
-    fprintf(stderr, "nccl emulator: rank %d: communicator aborted\n", comm->rank);
+    fprintf(stderr, "nccl emulator: rank %d: %scommunicator aborted\n", comm->rank,
+            comm->split ? "split " : "");
     return ncclSuccess;
 }
 
@@ -361,5 +363,127 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
         if (rc != MPI_SUCCESS) mpi_fail("MPI_Reduce_scatter_block (ncclReduceScatter)", rc);
         if (in_place) memcpy(recv, dst, bytes);
     });
+    return ncclSuccess;
+}
+
+/* ---- point-to-point in groups: the all-to-all of expert parallelism ---- */
+
+namespace {
+
+struct p2p_op {
+    bool send;
+    void *buf;
+    size_t bytes;
+    int peer;
+    ncclComm_t comm;
+    cudaStream_t stream;
+};
+
+int group_depth = 0;
+std::vector<p2p_op> group_ops;
+
+size_t type_bytes(ncclDataType_t t) {
+    return t == ncclFloat ? 4 : t == ncclBfloat16 ? 2 : t == ncclUint8 || t == ncclInt8 ? 1 : 0;
+}
+
+/* One group's operations, all on comm and stream: receives posted first, then sends, then one
+ * wait for all (a rank's send to itself matches its own receive). */
+ncclResult_t group_issue(std::vector<p2p_op> ops) {
+    if (ops.empty()) return ncclSuccess;
+    ncclComm_t comm = ops[0].comm;
+    cudaStream_t stream = ops[0].stream;
+    for (const p2p_op &o : ops)
+        if (o.comm != comm || o.stream != stream) {
+            fprintf(stderr, "nccl emulator: a group's sends and receives must share one "
+                            "communicator and one stream\n");
+            return ncclInvalidUsage;
+        }
+    issue(comm, stream, [comm, ops]() {
+        if (comm->local) { /* one rank: the k-th send to itself lands in the k-th receive */
+            std::vector<const p2p_op *> sends, recvs;
+            for (const p2p_op &o : ops) (o.send ? sends : recvs).push_back(&o);
+            if (sends.size() != recvs.size()) {
+                fprintf(stderr, "nccl emulator: unmatched send/receive on one rank\n");
+                abort();
+            }
+            for (size_t k = 0; k < sends.size(); k++)
+                memmove(recvs[k]->buf, sends[k]->buf, std::min(sends[k]->bytes, recvs[k]->bytes));
+            return;
+        }
+        std::vector<MPI_Request> req(ops.size());
+        size_t n = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (const p2p_op &o : ops) {
+                if (o.send != (pass == 1)) continue;
+                int rc =
+                    o.send
+                        ? MPI_Isend(o.buf, (int)o.bytes, MPI_BYTE, o.peer, 0, comm->mpi, &req[n++])
+                        : MPI_Irecv(o.buf, (int)o.bytes, MPI_BYTE, o.peer, 0, comm->mpi, &req[n++]);
+                if (rc != MPI_SUCCESS) mpi_fail(o.send ? "MPI_Isend (ncclSend)" : "MPI_Irecv", rc);
+            }
+        int rc = MPI_Waitall((int)n, req.data(), MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) mpi_fail("MPI_Waitall (ncclGroupEnd)", rc);
+    });
+    return ncclSuccess;
+}
+
+ncclResult_t p2p_add(bool send, const void *buf, size_t count, ncclDataType_t datatype, int peer,
+                     ncclComm_t comm, cudaStream_t stream) {
+    const size_t elem = type_bytes(datatype);
+    if (!comm || comm->aborted || !elem || peer < 0 || peer >= comm->nranks)
+        return ncclInvalidArgument;
+    if (count * elem > (size_t)INT32_MAX) {
+        fprintf(stderr, "nccl emulator: %zu bytes above one MPI call\n", count * elem);
+        return ncclInvalidArgument;
+    }
+    if (count == 0) return ncclSuccess;
+    if (!buf) return ncclInvalidArgument;
+    p2p_op o = {send, (void *)buf, count * elem, peer, comm, stream};
+    if (group_depth == 0) return group_issue({o});
+    group_ops.push_back(o);
+    return ncclSuccess;
+}
+
+} // namespace
+
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+    return p2p_add(true, sendbuff, count, datatype, peer, comm, stream);
+}
+
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+    return p2p_add(false, recvbuff, count, datatype, peer, comm, stream);
+}
+
+ncclResult_t ncclGroupStart(void) {
+    group_depth++;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+    if (group_depth == 0) return ncclInvalidUsage;
+    if (--group_depth > 0) return ncclSuccess;
+    std::vector<p2p_op> ops;
+    ops.swap(group_ops);
+    return group_issue(std::move(ops));
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           ncclConfig_t *config) {
+    if (!comm || comm->aborted || !newcomm || config || color < 0) return ncclInvalidArgument;
+    emu_nccl_comm *c = new emu_nccl_comm();
+    c->local = comm->local;
+    c->split = true;
+    if (!comm->local) {
+        int rc = MPI_Comm_split(comm->mpi, color, key, &c->mpi);
+        if (rc != MPI_SUCCESS) mpi_fail("MPI_Comm_split (ncclCommSplit)", rc);
+        MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
+        MPI_Comm_size(c->mpi, &c->nranks);
+        MPI_Comm_rank(c->mpi, &c->rank);
+    } else {
+        c->nranks = 1;
+    }
+    *newcomm = c;
     return ncclSuccess;
 }

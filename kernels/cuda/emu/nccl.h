@@ -33,7 +33,15 @@ typedef enum {
     ncclInProgress = 7
 } ncclResult_t;
 typedef enum { ncclSum = 0 } ncclRedOp_t;
-typedef enum { ncclFloat32 = 7, ncclFloat = 7, ncclBfloat16 = 9 } ncclDataType_t;
+typedef enum {
+    ncclInt8 = 0,
+    ncclUint8 = 1,
+    ncclFloat32 = 7,
+    ncclFloat = 7,
+    ncclBfloat16 = 9
+} ncclDataType_t;
+/* ncclCommSplit's config: the emulator takes NULL only */
+typedef struct ncclConfig_v22800 ncclConfig_t;
 
 const char *ncclGetErrorString(ncclResult_t result);
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
@@ -46,3 +54,17 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
 ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream);
+/* Point-to-point, grouped (ncclGroupStart/End) into one all-to-all: the emulator runs a group's
+ * sends and receives as one queued operation (MPI_Isend/MPI_Irecv, then MPI_Waitall) and needs
+ * every operation of a group on one communicator and one stream; an operation outside a group
+ * is a group of one. Counts of 0 are no-ops. */
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
+/* MPI_Comm_split of the communicator's duplicate; config must be NULL. The new communicator
+ * has no emulated faults (MT_EMU_NCCL_* name the world's collectives). */
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           ncclConfig_t *config);
