@@ -74,7 +74,7 @@ for p in 1 "$ep"; do
     awk '{ v[NR] = $1 } END { printf "%.4f", v[int((NR + 1) / 2)] }')
 done
 
-pred=$("$info" --config bench/configs/bench-e32.json --ranks 4 --seq 256 --batch 2 \
+pred=$("$info" --config bench/configs/bench-e32.json --ranks 4 --seq 256 --batch 2 --gather-unit expert \
   --expert-parallel "$ep" 2>/dev/null)
 pk() { printf '%s\n' "$pred" | sed -n "s/^$1=\([0-9.]*\).*/\1/p"; }
 

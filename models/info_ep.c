@@ -11,9 +11,11 @@
  * bucket is gathered in the forward and again in the backward, except the last bucket of each
  * of the two gather slots (train/zero.c's slot rule: b % 2, the final bucket in slot 0 unless
  * an earlier odd bucket is at least as large), which is still there when the backward, in
- * reverse order, reaches it; every gradient is reduce-scattered once. */
-static void info_ep_traffic(int R, int n, const int64_t *numel, int gather_bytes, int64_t *gather,
-                            int64_t *reduce) {
+ * reverse order, reaches it; every gradient is reduce-scattered once. expert (NULL: none):
+ * the buckets whose moves are expert parallelism's (summed into *ex_gather, *ex_reduce). */
+static void info_ep_traffic(int R, int n, const int64_t *numel, const bool *expert,
+                            int gather_bytes, int64_t *gather, int64_t *reduce, int64_t *ex_gather,
+                            int64_t *ex_reduce) {
     if (R == 1 || n == 0) return; /* one rank computes on its shards */
     const int64_t align = (int64_t)64 * R;
     const int64_t padded_last = (numel[n - 1] + align - 1) / align * align;
@@ -27,8 +29,9 @@ static void info_ep_traffic(int R, int n, const int64_t *numel, int gather_bytes
         const int64_t padded = (numel[b] + align - 1) / align * align;
         const int64_t moved = padded / R * (R - 1);
         const int times = b == last_of[0] || b == last_of[1] ? 1 : 2;
-        *gather += times * moved * gather_bytes;
-        *reduce += moved * (int64_t)sizeof(float);
+        const bool ex = expert && expert[b];
+        *(ex ? ex_gather : gather) += times * moved * gather_bytes;
+        *(ex ? ex_reduce : reduce) += moved * (int64_t)sizeof(float);
     }
 }
 
@@ -38,34 +41,42 @@ mt_info_ep_out mt_info_ep_plan(const mt_info_ep_in *in) {
     MT_CHECK(in->experts % P == 0, "expert parallel %d must divide the %d experts", P, in->experts);
     const int gb = in->gather_dtype == MT_BF16 ? 2 : 4;
     mt_info_ep_out o = {0};
+    const mt_zero_sizes z =
+        mt_zero_plan(N, in->n_buckets, in->bucket_numel, in->gather_dtype, in->offload);
+    o.owned_bytes = z.owned_bytes, o.slot_bytes = z.slot_bytes, o.host_bytes = z.host_bytes;
     if (P == 1) {
-        const mt_zero_sizes z =
-            mt_zero_plan(N, in->n_buckets, in->bucket_numel, in->gather_dtype, in->offload);
-        o.owned_bytes = z.owned_bytes, o.slot_bytes = z.slot_bytes, o.host_bytes = z.host_bytes;
-        info_ep_traffic(N, in->n_buckets, in->bucket_numel, gb, &o.gather_bytes, &o.reduce_bytes);
+        info_ep_traffic(N, in->n_buckets, in->bucket_numel, NULL, gb, &o.gather_bytes,
+                        &o.reduce_bytes, NULL, NULL);
         return o;
     }
-    const int D = N / P;
-    int64_t *dense = mt_malloc(sizeof(int64_t) * 2 * (size_t)in->n_buckets, "ep buckets");
-    int64_t *local = dense + in->n_buckets;
-    int n_local = 0;
+    /* the same shards; an expert bucket moves between every rank and its N / P owners only */
+    bool *expert = mt_calloc((size_t)in->n_buckets, sizeof(bool), "ep buckets");
+    int64_t largest = 0, ex_gather = 0, ex_reduce = 0;
     for (int b = 0; b < in->n_buckets; b++) {
-        dense[b] = in->bucket_numel[b] - in->bucket_expert_numel[b];
-        MT_CHECK(in->bucket_expert_numel[b] % P == 0, "bucket %d: %lld expert elements over %d", b,
-                 (long long)in->bucket_expert_numel[b], P);
-        if (in->bucket_expert_numel[b]) local[n_local++] = in->bucket_expert_numel[b] / P;
+        MT_CHECK(in->bucket_expert_numel[b] == 0 ||
+                     in->bucket_expert_numel[b] == in->bucket_numel[b],
+                 "bucket %d: %lld of %lld elements are experts; expert parallelism needs the "
+                 "gather unit expert (a bucket per expert)",
+                 b, (long long)in->bucket_expert_numel[b], (long long)in->bucket_numel[b]);
+        expert[b] = in->bucket_expert_numel[b] > 0;
+        const int64_t shard = (in->bucket_numel[b] + 64 * N - 1) / (64 * N) * 64;
+        if (expert[b] && shard > largest) largest = shard;
     }
-    const mt_zero_sizes zd = mt_zero_plan(N, in->n_buckets, dense, in->gather_dtype, in->offload);
-    const mt_zero_sizes ze = mt_zero_plan(D, n_local, local, in->gather_dtype, in->offload);
-    o.owned_bytes = zd.owned_bytes + ze.owned_bytes;
-    o.slot_bytes = zd.slot_bytes + ze.slot_bytes;
-    o.host_bytes = zd.host_bytes + ze.host_bytes;
-    info_ep_traffic(N, in->n_buckets, dense, gb, &o.gather_bytes, &o.reduce_bytes);
-    info_ep_traffic(D, n_local, local, gb, &o.gather_bytes, &o.reduce_bytes);
-    /* dispatch + combine, forward + backward: 4 exchanges of B T top_k rows of C */
+    info_ep_traffic(N, in->n_buckets, in->bucket_numel, expert, gb, &o.gather_bytes,
+                    &o.reduce_bytes, &ex_gather, &ex_reduce);
+    free(expert);
+    /* a rank sends each expert's shard to the owners but itself, owning E / P of every layer's
+     * E experts: (N - 1) / P shards per expert on average, the ring's N - 1 over P; the same for
+     * the gradient parts the owners send back */
+    o.gather_bytes += ex_gather / P;
+    o.reduce_bytes += ex_reduce / P;
+    o.slot_bytes += (int64_t)(N / P) * largest * (int64_t)sizeof(float); /* the send buffer */
+    /* per MoE layer: the rows of C (dispatch, combine; forward, backward) and their routing
+     * weights (forward, backward), (P - 1) / P of them to other ranks, and the counts (P - 1
+     * messages of E / P int64) */
     const int64_t rows = in->tokens * in->top_k;
-    o.alltoall_bytes =
-        (int64_t)in->moe_layers * 4 * rows * in->hidden * in->act_bytes / P * (P - 1);
-    free(dense);
+    o.alltoall_bytes = (int64_t)in->moe_layers *
+                       ((4 * rows * in->hidden * in->act_bytes + 2 * rows * 4) / P * (P - 1) +
+                        (int64_t)(P - 1) * (in->experts / P) * 8);
     return o;
 }

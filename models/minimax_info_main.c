@@ -87,7 +87,7 @@ static mt_info_ep_in info_ep_in(const mt_minimax *m, int64_t *expert_numel, int 
         int l = -1;
         if (sscanf(info->name, "model.layers.%d.", &l) == 1 && l != last) moe_layers++, last = l;
     }
-    const int bytes = gather_dtype == MT_BF16 ? 2 : 4;
+    (void)gather_dtype;
     return (mt_info_ep_in){.ranks = ranks,
                            .ep = ep,
                            .n_buckets = m->n_buckets,
@@ -99,7 +99,7 @@ static mt_info_ep_in info_ep_in(const mt_minimax *m, int64_t *expert_numel, int 
                            .hidden = m->cfg.hidden_size,
                            .tokens = tokens,
                            .gather_dtype = gather_dtype,
-                           .act_bytes = bytes,
+                           .act_bytes = 4, /* the exchanged rows are fp32 */
                            .offload = offload};
 }
 
@@ -112,7 +112,8 @@ static void print_traffic(const char *key, const mt_info_ep_out *o, bool tokens,
     printf("%s_reduce_bytes=%lld (%.2f GB)  # 1 fp32 reduce-scatter per bucket\n", key,
            (long long)o->reduce_bytes, (double)o->reduce_bytes * gb);
     if (tokens && ep)
-        printf("%s_alltoall_bytes=%lld (%.2f GB)  # 4 exchanges per MoE layer, uniform routing\n",
+        printf("%s_alltoall_bytes=%lld (%.2f GB)  # the token rows (4 exchanges per MoE layer) and "
+               "their weights (2), uniform routing\n",
                key, (long long)o->alltoall_bytes, (double)o->alltoall_bytes * gb);
     const int64_t sum = o->gather_bytes + o->reduce_bytes + o->alltoall_bytes;
     printf("%s_bytes_per_step=%lld (%.2f GB)%s\n", key, (long long)sum, (double)sum * gb,
@@ -125,6 +126,11 @@ static void print_traffic(const char *key, const mt_info_ep_out *o, bool tokens,
  * and there the P (dividing the rank count) that sends the fewest bytes. */
 static void info_fit_ep(const mt_minimax_config *cfg, mt_gather_unit unit, mt_dtype gather_dtype,
                         long seq, long batch, double gib) {
+    if (unit != MT_GATHER_EXPERT || gather_dtype != MT_F32) {
+        printf("fit_ranks_ep=none  # expert parallelism needs --gather-unit expert and "
+               "--gather-dtype fp32\n");
+        return;
+    }
     const int64_t cap = (int64_t)(gib * (double)(1 << 30));
     mt_minimax m;
     mt_minimax_init_unit(&m, cfg, unit);
@@ -375,19 +381,25 @@ int main(int argc, char **argv) {
                         ep, ranks, cfg.num_local_experts);
                 exit(2);
             }
+            if (ep > 1 && (unit != MT_GATHER_EXPERT || gather_dtype != MT_F32)) {
+                fprintf(stderr,
+                        "minimax-info: --expert-parallel %d needs --gather-unit expert and "
+                        "--gather-dtype fp32, as the trainer's dist.expert_parallel does\n",
+                        ep);
+                exit(2);
+            }
             in.ep = ep;
             const mt_info_ep_out e = mt_info_ep_plan(&in);
-            printf("ep=%d ep_groups=%d experts_per_rank=%d expert_shards=%d  # P ranks per "
-                   "group own E/P experts each, sharded over the N/P ranks holding the same "
-                   "experts\n",
-                   ep, ranks / ep, cfg.num_local_experts / ep, ranks / ep);
+            printf("ep=%d ep_groups=%d experts_per_rank=%d  # each rank of a group of P "
+                   "computes E/P experts, gathered to it from their ZeRO-3 shards\n",
+                   ep, ranks / ep, cfg.num_local_experts / ep);
             printf("ep_owned_bytes_per_rank=%.0f (%.2f GiB)\n", (double)e.owned_bytes,
                    (double)e.owned_bytes * gib);
             if (offload)
                 printf("ep_host_bytes_per_rank=%.0f (%.2f GiB)\n", (double)e.host_bytes,
                        (double)e.host_bytes * gib);
-            printf("ep_slot_bytes_per_rank=%.0f (%.2f GiB)  # the non-expert buckets' slots + "
-                   "the local experts' slots\n",
+            printf("ep_slot_bytes_per_rank=%.0f (%.2f GiB)  # ZeRO-3's slots + the expert "
+                   "shards' send buffer\n",
                    (double)e.slot_bytes, (double)e.slot_bytes * gib);
             printf("ep_bytes_per_rank=%.0f (%.2f GiB)  # before activations\n",
                    (double)(e.owned_bytes + e.slot_bytes),

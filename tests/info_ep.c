@@ -1,26 +1,31 @@
 /* info_ep.c: minimax-info's expert-parallel sizing (models/info_ep.h) against hand computation.
  *
- * op_info_ep_formula: three buckets {640, 1536 + 2048 experts, 512} elements, fp32 gathers, one
- * MoE layer, E = 4, top_k 2, C = 8, 10 tokens per rank, 4-byte rows. Ring collectives over R
- * ranks pad a bucket to a multiple of 64 R and send R - 1 of its R shards (4 bytes each); a
- * bucket is gathered twice, except the last of each gather slot (slot b % 2; the final bucket,
- * index 2, even: slot 0), gathered once; each is reduce-scattered once.
- *   ZeRO-3, N = 4 (pad to 256): 640 -> 768, moves 576; 3584 -> 3584, 2688; 512 -> 512, 384;
- *     buckets 1 (slot 1) and 2 (slot 0) once: gathers (2 x 576 + 2688 + 384) x 4 = 16896 bytes,
- *     reduce (576 + 2688 + 384) x 4 = 14592; owned (768 + 3584 + 512) / 4 = 1216 elements x 16
- *     bytes (master, grad, m, v) = 19456.
- *   EP, N = 4, P = 2 (D = 2): the dense parts {640, 1536, 512} over 4 move 576, 1152, 384:
- *     gathers (2 x 576 + 1152 + 384) x 4 = 10752; the local experts 2048 / 2 = 1024 over D = 2
- *     (pad 128), one bucket, once: 512 x 4 = 2048; gathers 12800, reduce (2112 + 512) x 4 =
- *     10496; all-to-all 1 layer x 4 x (10 x 2 rows) x 8 x 4 bytes x 1/2 = 1280; owned
- *     (768 + 1536 + 512) / 4 + 1024 / 2 = 1216 elements, 19456 bytes (EP keeps the state per
- *     rank: 1/N of everything).
- *   EP, N = P = 2 (D = 1): dense over 2 (pad 128) moves 320, 768, 256: gathers
- *     (2 x 320 + 768 + 256) x 4 = 6656, reduce 1344 x 4 = 5376; the local experts on one rank
- *     move nothing; all-to-all 4 x 20 x 8 x 4 / 2 = 1280; owned 1344 + 1024 = 2368 elements,
- *     37888 bytes.
+ * op_info_ep_formula: four buckets {640 dense, 2048 expert 0, 2048 expert 1, 512 dense} (gather
+ * unit expert: a bucket per expert), fp32 gathers, one MoE layer, E = 2, top_k 2, C = 8, 10
+ * tokens per rank, 4-byte rows. Ring collectives over R ranks pad a bucket to a multiple of
+ * 64 R and send R - 1 of its R shards (4 bytes each); a bucket is gathered twice, except the
+ * last of each gather slot (slot b % 2; the final bucket, index 3, odd, goes to slot 1 since
+ * bucket 1 is at least as large: the last of slot 0 is bucket 2, of slot 1 bucket 3), once; each
+ * is reduce-scattered once.
+ *   ZeRO-3, N = 4 (pad to 256): 640 -> 768 moves 576; 2048 moves 1536 (each expert); 512 moves
+ *     384: gathers (2 x 576 + 2 x 1536 + 1536 + 384) x 4 = 24576 bytes, reduce
+ *     (576 + 1536 + 1536 + 384) x 4 = 16128; owned (768 + 2048 + 2048 + 512) / 4 = 1344
+ *     elements x 16 bytes (master, grad, m, v) = 21504.
+ *   EP, N = 4, P = 2: the same shards (owned 21504); the dense buckets as ZeRO-3 (gathers
+ *     (2 x 576 + 384) x 4 = 6144, reduce (576 + 384) x 4 = 3840), each expert moved to its
+ *     N / P = 2 owners: a rank sends its 512-element shard to the owners but itself, (N - 1) / P
+ *     = 1.5 shards per expert on average, the ring's bytes over P: gathers
+ *     (2 x 1536 + 1536) x 4 / 2 = 9216, reduce (1536 + 1536) x 4 / 2 = 6144; totals gathers
+ *     15360, reduce 9984; all-to-all: (4 x (10 x 2 rows) x 8 x 4 + 2 x 20 x 4) / 2 x 1 = 1360
+ *     plus the counts, (P - 1) x E / P x 8 = 8: 1368; slots: ZeRO-3's + the send buffer
+ *     N / P x 512 x 4 = 4096 bytes.
+ *   EP, N = P = 2 (pad to 128): dense 640 moves 320, 512 moves 256, each expert 1024: gathers
+ *     (2 x 320 + 256) x 4 + (2 x 1024 + 1024) x 4 / 2 = 3584 + 6144 = 9728, reduce
+ *     (320 + 256) x 4 + 2048 x 4 / 2 = 2304 + 4096 = 6400; all-to-all 1368 again; owned
+ *     (640 + 2048 + 2048 + 512) / 2 = 2624 elements, 41984 bytes.
  * op_info_ep_cli: minimax-info --expert-parallel 1 prints the ZeRO-3 numbers again (ep_* equal
- *   zero3_* and traffic_zero3_*), and a P that does not divide the ranks is refused (exit 2). */
+ *   zero3_* and traffic_zero3_*), a P that does not divide the ranks is refused (exit 2), and so
+ *   is P > 1 with the gather unit layer. */
 #include "harness.h"
 
 #include <stdio.h>
@@ -30,13 +35,13 @@
 #include "models/info_ep.h"
 
 static int test_formula(void) {
-    const int64_t numel[3] = {640, 1536 + 2048, 512}, experts[3] = {0, 2048, 0};
+    const int64_t numel[4] = {640, 2048, 2048, 512}, experts[4] = {0, 2048, 2048, 0};
     mt_info_ep_in in = {.ranks = 4,
                         .ep = 1,
-                        .n_buckets = 3,
+                        .n_buckets = 4,
                         .bucket_numel = numel,
                         .bucket_expert_numel = experts,
-                        .experts = 4,
+                        .experts = 2,
                         .moe_layers = 1,
                         .top_k = 2,
                         .hidden = 8,
@@ -44,20 +49,22 @@ static int test_formula(void) {
                         .gather_dtype = MT_F32,
                         .act_bytes = 4};
     mt_info_ep_out o = mt_info_ep_plan(&in);
-    EXPECT(o.gather_bytes == 16896 && o.reduce_bytes == 14592 && o.alltoall_bytes == 0 &&
-               o.owned_bytes == 19456,
+    EXPECT(o.gather_bytes == 24576 && o.reduce_bytes == 16128 && o.alltoall_bytes == 0 &&
+               o.owned_bytes == 21504,
            "ZeRO-3: gather %lld reduce %lld a2a %lld owned %lld", (long long)o.gather_bytes,
            (long long)o.reduce_bytes, (long long)o.alltoall_bytes, (long long)o.owned_bytes);
+    const int64_t zero3_slots = o.slot_bytes;
     in.ep = 2;
     o = mt_info_ep_plan(&in);
-    EXPECT(o.gather_bytes == 12800 && o.reduce_bytes == 10496 && o.alltoall_bytes == 1280 &&
-               o.owned_bytes == 19456,
-           "EP 2 of 4: gather %lld reduce %lld a2a %lld owned %lld", (long long)o.gather_bytes,
-           (long long)o.reduce_bytes, (long long)o.alltoall_bytes, (long long)o.owned_bytes);
+    EXPECT(o.gather_bytes == 15360 && o.reduce_bytes == 9984 && o.alltoall_bytes == 1368 &&
+               o.owned_bytes == 21504 && o.slot_bytes == zero3_slots + 4096,
+           "EP 2 of 4: gather %lld reduce %lld a2a %lld owned %lld slots +%lld",
+           (long long)o.gather_bytes, (long long)o.reduce_bytes, (long long)o.alltoall_bytes,
+           (long long)o.owned_bytes, (long long)(o.slot_bytes - zero3_slots));
     in.ranks = 2;
     o = mt_info_ep_plan(&in);
-    EXPECT(o.gather_bytes == 6656 && o.reduce_bytes == 5376 && o.alltoall_bytes == 1280 &&
-               o.owned_bytes == 37888,
+    EXPECT(o.gather_bytes == 9728 && o.reduce_bytes == 6400 && o.alltoall_bytes == 1368 &&
+               o.owned_bytes == 41984,
            "EP 2 of 2: gather %lld reduce %lld a2a %lld owned %lld", (long long)o.gather_bytes,
            (long long)o.reduce_bytes, (long long)o.alltoall_bytes, (long long)o.owned_bytes);
     return MT_TEST_OK;
@@ -89,8 +96,9 @@ static int info_cli(const char *args, char *out, size_t n) {
 static int test_cli(void) {
     if (!getenv("MT_MINIMAX_INFO")) return MT_TEST_SKIP;
     static char out[16384];
-    EXPECT(info_cli("--ranks 4 --seq 64 --expert-parallel 1", out, sizeof(out)) == 0, "failed:\n%s",
-           out);
+    EXPECT(info_cli("--ranks 4 --seq 64 --gather-unit expert --expert-parallel 1", out,
+                    sizeof(out)) == 0,
+           "failed:\n%s", out);
     printf("%s", out);
     const char *pairs[][2] = {
         {"ep_owned_bytes_per_rank", "zero3_owned_bytes_per_rank"},
@@ -109,6 +117,9 @@ static int test_cli(void) {
     EXPECT(info_cli("--ranks 4 --expert-parallel 3", out, sizeof(out)) == 2 &&
                strstr(out, "must divide"),
            "P = 3 of 4 ranks accepted:\n%s", out);
+    EXPECT(info_cli("--ranks 4 --expert-parallel 2", out, sizeof(out)) == 2 &&
+               strstr(out, "--gather-unit expert"),
+           "P = 2 with the gather unit layer accepted:\n%s", out);
     return MT_TEST_OK;
 }
 
