@@ -40,10 +40,10 @@ bool mt_expert_parallel_refused(int P, const mt_comm *world, const mt_minimax *m
                         "dist.gather_dtype = \"fp32\"",
                         P),
                true;
-    if (!world->alltoallv || !world->split)
+    if (!world->alltoallv || !world->split || world->device)
         return snprintf(why, len,
-                        "dist.expert_parallel = %d: the %s communicator has no all-to-all yet "
-                        "(dist.backend = \"mpi\" has)",
+                        "dist.expert_parallel = %d runs on dist.backend = \"mpi\" only for now "
+                        "(the %s communicator's exchanges of host counts are not wired)",
                         P, world->name),
                true;
     for (int l = 0; l < m->cfg.num_hidden_layers; l++)
