@@ -20,7 +20,7 @@ void mt_exchange_counts(const mt_exchange *ex, int Eq, const int64_t *sent, int6
     MT_CHECK(ex->size <= 64, "ep exchange: at most 64 ranks per expert-parallel group, not %d",
              ex->size);
     for (int q = 0; q < ex->size; q++) each[q] = Eq;
-    ex->alltoallv(ex->user, sent, each, got, each, sizeof(int64_t));
+    ex->alltoallv_host(ex->user_host, sent, each, got, each, sizeof(int64_t));
 }
 
 mt_tensor *mt_ep_exchange(mt_ctx *c, mt_tensor *x, const mt_exchange *ex, int Eq,

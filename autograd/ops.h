@@ -162,9 +162,14 @@ mt_tensor *mt_moe_combine(mt_ctx *c, mt_tensor *ys, const mt_moe_plan *plan);
  * all-to-all that every rank of the group issues in the same order, zero rows included. */
 typedef struct mt_exchange {
     int size, rank; /* P, and this rank's index in its group */
+    /* on the backend's memory (device buffers for a CUDA backend) */
     void (*alltoallv)(void *user, const void *send, const int64_t *send_counts, void *recv,
                       const int64_t *recv_counts, size_t elem);
     void *user;
+    /* on host memory: the row counts (the same group; user_host its communicator) */
+    void (*alltoallv_host)(void *user_host, const void *send, const int64_t *send_counts,
+                           void *recv, const int64_t *recv_counts, size_t elem);
+    void *user_host;
 } mt_exchange;
 
 /* got[s*Eq + j] = the rows rank s sends this rank for its local expert j, from sent[q*Eq + j]

@@ -173,7 +173,7 @@ static int adversarial_ep(const char *config, mt_gather_unit unit, int P) {
     run_init(&sharded, &cfg, world, unit);
     run_init(&ref, &cfg, mt_comm_self(), unit);
     mt_expert_parallel ep;
-    mt_expert_parallel_init(&ep, P, world, &sharded.model, &sharded.zero);
+    mt_expert_parallel_init(&ep, P, world, world, &sharded.model, &sharded.zero);
     sharded_hook = sharded.ctx.tag_hook;
     sharded.ctx.tag_hook = checking_hook;
 

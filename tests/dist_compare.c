@@ -579,6 +579,13 @@ static int test_ep_match(void) {
     return MT_TEST_OK;
 }
 
+/* Expert parallelism on the emulated CUDA backend with NCCL (device row exchanges, expert
+ * gathers by ncclSend/ncclRecv) against the CPU trainer (tests/dist_run.sh ep-emu). */
+static int test_ep_emu_match(void) {
+    compare_runs("ep-emu-cpu", "ep-emu-cuda", 1, 3, 1e-5, 1e-5, false);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"dist_emu_cuda_bf16", test_emu_cuda_bf16},
     {"dist_ranks_match", test_ranks_match},
@@ -593,5 +600,6 @@ static const mt_test_case cases[] = {
     {"dist_recompute_match", test_recompute_match},
     {"dist_eval_match", test_eval_match},
     {"dist_ep_match", test_ep_match},
+    {"dist_ep_emu_match", test_ep_emu_match},
 };
 MT_TEST_MAIN(cases)

@@ -58,6 +58,8 @@
 #                    m2-ep-np4-p4,m3-ep-np2-p2,m3-ep-resume}; another P on resume and bad layouts
 #                    are refused with one line
 #   ep-kill          kill's SIGKILL and SIGSTOP cases under expert parallelism (P = 2)
+#   ep-emu EMU       3 steps with P = 2 on 2 ranks, the CPU trainer and the emulated CUDA one
+#                    with NCCL (EMU) -> $TMP/ep-emu-{cpu,cuda}
 #   expert           dist.gather_unit = "expert" on 2 ranks (one expert gathered at a time)
 #                    -> $TMP/expert-np2; then resuming it with another gather unit must fail
 #   recompute        train.gradient_checkpointing on 2 ranks: unit layer with the router aux loss
@@ -549,6 +551,18 @@ eval)
   [ "$rc" -ne 0 ] && grep -q "data.eval_samples = 93 leaves no sample to train on: .* has 93 usable samples" \
     "$tmp/eval-none.log" || { echo "FAIL: data.eval_samples = 93 (exit $rc)"; cat "$tmp/eval-none.log"; exit 1; }
   echo "ok: $(grep -m1 'error' "$tmp/eval-none.log")"
+  ;;
+ep-emu)
+  # expert parallelism on the CUDA backend with NCCL (both emulated: EMU = minimax-train-emu),
+  # 2 ranks, P = 2, against the CPU trainer's same run (dist_ep_emu_match)
+  emu="$3"
+  small=(--set train.max_steps=3 --set data.max_length=64 --set data.truncation=truncate
+    --set "data.cache_dir=$tmp/dist-cache-ep-emu" --set train.adam_epsilon=0.1
+    --set train.learning_rate=1e-2 --set train.per_device_train_batch_size=2
+    --set dist.gather_unit=expert --set dist.expert_parallel=2)
+  run 2 "$tmp/ep-emu-cpu" "${small[@]}"
+  bin="$emu" run 2 "$tmp/ep-emu-cuda" "${small[@]}" --set dist.backend=nccl
+  grep -E "^expert parallelism|^step 3/" "$tmp/ep-emu-cuda.log"
   ;;
 emu-cuda)
   emu="$3"

@@ -28,6 +28,14 @@ if(TARGET mt_emu)
     ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI};MT_NCCL_ALLOW_SHARED_DEVICE=1"
     TIMEOUT 900 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} FIXTURES_SETUP dist_emu_cuda)
   mt_test_cases(test_dist_compare dist_emu_cuda_match dist_emu_cuda_bf16)
+  # expert parallelism on the emulated device (NCCL all-to-alls) against the CPU trainer
+  add_test(NAME dist_train_ep_emu COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist_run.sh
+    $<TARGET_FILE:minimax-train> ep-emu $<TARGET_FILE:minimax-train-emu>)
+  set_tests_properties(dist_train_ep_emu PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI};MT_NCCL_ALLOW_SHARED_DEVICE=1"
+    TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} FIXTURES_SETUP dist_ep_emu)
+  mt_test_cases(test_dist_compare dist_ep_emu_match)
+  set_tests_properties(dist_ep_emu_match PROPERTIES FIXTURES_REQUIRED dist_ep_emu)
   set_tests_properties(dist_emu_cuda_match dist_emu_cuda_bf16 PROPERTIES
     FIXTURES_REQUIRED dist_emu_cuda)
   # 17 emulated training runs: under the sanitizers only through op_cuda_emu_step* and

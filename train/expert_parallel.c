@@ -40,11 +40,10 @@ bool mt_expert_parallel_refused(int P, const mt_comm *world, const mt_minimax *m
                         "dist.gather_dtype = \"fp32\"",
                         P),
                true;
-    if (!world->alltoallv || !world->split || world->device)
+    if (!world->alltoallv || !world->split)
         return snprintf(why, len,
-                        "dist.expert_parallel = %d runs on dist.backend = \"mpi\" only for now "
-                        "(the %s communicator's exchanges of host counts are not wired)",
-                        P, world->name),
+                        "dist.expert_parallel = %d: the %s communicator has no all-to-all", P,
+                        world->name),
                true;
     for (int l = 0; l < m->cfg.num_hidden_layers; l++)
         if (m->plan[l].mlp == MT_MLP_MOE && m->plan[l].n_experts % P)
@@ -55,8 +54,8 @@ bool mt_expert_parallel_refused(int P, const mt_comm *world, const mt_minimax *m
     return false;
 }
 
-void mt_expert_parallel_init(mt_expert_parallel *ep, int P, mt_comm *world, mt_minimax *m,
-                             mt_zero *z) {
+void mt_expert_parallel_init(mt_expert_parallel *ep, int P, mt_comm *world, mt_comm *host,
+                             mt_minimax *m, mt_zero *z) {
     char why[256];
     MT_CHECK(!mt_expert_parallel_refused(P, world, m, z, why, sizeof(why)), "%s", why);
     *ep = (mt_expert_parallel){.P = P};
@@ -65,7 +64,12 @@ void mt_expert_parallel_init(mt_expert_parallel *ep, int P, mt_comm *world, mt_m
     MT_CHECK(ep->group->size == P && ep->group->rank == world->rank % P,
              "expert parallelism: rank %d is rank %d of %d in its group, expected %d of %d",
              world->rank, ep->group->rank, ep->group->size, world->rank % P, P);
-    ep->ex = (mt_exchange){P, ep->group->rank, ep_alltoallv, ep->group};
+    ep->host_group = host == world ? ep->group : host->split(host, host->rank / P, host->rank);
+    MT_CHECK(ep->host_group->rank == ep->group->rank && host->rank == world->rank,
+             "expert parallelism: the host and %s communicators order the ranks differently",
+             world->name);
+    ep->ex =
+        (mt_exchange){P, ep->group->rank, ep_alltoallv, ep->group, ep_alltoallv, ep->host_group};
     m->ep = &ep->ex;
     int *owner = mt_malloc(sizeof(int) * (size_t)m->n_buckets, "ep owners");
     for (int b = 0; b < m->n_buckets; b++) owner[b] = -1;
@@ -80,6 +84,7 @@ void mt_expert_parallel_init(mt_expert_parallel *ep, int P, mt_comm *world, mt_m
 }
 
 void mt_expert_parallel_free(mt_expert_parallel *ep, mt_minimax *m) {
+    if (ep->host_group && ep->host_group != ep->group) ep->host_group->free_split(ep->host_group);
     if (ep->group) ep->group->free_split(ep->group);
     if (m && m->ep == &ep->ex) m->ep = NULL;
     *ep = (mt_expert_parallel){0};

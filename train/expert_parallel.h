@@ -13,8 +13,9 @@
 
 typedef struct {
     int P;
-    mt_comm *group; /* this rank's group (world ranks g*P .. g*P + P - 1); NULL when P = 1 */
-    mt_exchange ex; /* what the model's MoE layers call (m->ep) */
+    mt_comm *group;      /* this rank's group (world ranks g*P .. g*P + P - 1); NULL when P = 1 */
+    mt_comm *host_group; /* the same ranks on the host communicator (group itself on the CPU) */
+    mt_exchange ex;      /* what the model's MoE layers call (m->ep) */
 } mt_expert_parallel;
 
 /* Why P cannot run this model on this communicator, into why (a message naming the recipe
@@ -22,7 +23,9 @@ typedef struct {
 bool mt_expert_parallel_refused(int P, const mt_comm *world, const mt_minimax *m, const mt_zero *z,
                                 char *why, size_t len);
 /* Sets it up (every rank calls it; P = 1 changes nothing): the groups, m->ep, z's owners.
- * Dies with the refusal's message when it cannot. */
-void mt_expert_parallel_init(mt_expert_parallel *ep, int P, mt_comm *world, mt_minimax *m,
-                             mt_zero *z);
+ * world is z's communicator (MPI, or NCCL on a device backend), host the MPI one over the same
+ * ranks (world itself on the CPU): the row counts travel there. Dies with the refusal's
+ * message when it cannot. */
+void mt_expert_parallel_init(mt_expert_parallel *ep, int P, mt_comm *world, mt_comm *host,
+                             mt_minimax *m, mt_zero *z);
 void mt_expert_parallel_free(mt_expert_parallel *ep, mt_minimax *m);

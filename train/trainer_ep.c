@@ -12,7 +12,7 @@ void trainer_ep_init(trainer *t) {
         mt_comm_finalize(t->host);
         exit(2);
     }
-    mt_expert_parallel_init(&t->ep, P, t->comm, &t->model, &t->zero);
+    mt_expert_parallel_init(&t->ep, P, t->comm, t->host, &t->model, &t->zero);
     if (P > 1)
         LOG0(t,
              "expert parallelism: %d groups of %d ranks; each rank computes 1/%d of every MoE "
