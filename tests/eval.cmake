@@ -14,3 +14,10 @@ add_dependencies(test_eval_minimax_eval minimax-eval)
 # it runs mpirun: Open MPI's own leaks stay out of the sanitizer build's verdict (MT_TEST_ENV_MPI)
 set_property(TEST eval_minimax_eval eval_minimax_eval_shots APPEND PROPERTY ENVIRONMENT
   "MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>" "MT_MPIEXEC=${MPIEXEC_EXECUTABLE}" ${MT_TEST_ENV_MPI})
+# minimax-chat end to end, turns piped on stdin: prompts, replies against minimax-generate,
+# /reset, --system, the stream, sampling; its bad inputs (_errors).
+mt_test_binary(test_eval_minimax_chat eval_minimax_chat.c)
+mt_test_cases(test_eval_minimax_chat eval_minimax_chat eval_minimax_chat_errors)
+add_dependencies(test_eval_minimax_chat minimax-chat minimax-generate)
+set_property(TEST eval_minimax_chat eval_minimax_chat_errors APPEND PROPERTY ENVIRONMENT
+  "MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>" "MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>")

@@ -21,6 +21,7 @@
 #include "models/minimax.h"
 #include "models/weights.h"
 #include "tests/data_util.h"
+#include "tests/eval_util.h"
 #include "tests/harness.h"
 
 static char ev_err[1 << 16];
@@ -48,41 +49,10 @@ static char *ev_read(const char *path) {
     return s;
 }
 
-/* A random 1-layer model of recipes/configs/tiny.json with the test tokenizer in <dir>/model. */
-static void ev_make_model(const char *dir, char *model, size_t n) {
-    char path[4400];
-    snprintf(path, sizeof(path), "%s/recipes/configs/tiny.json", source_dir());
-    mt_minimax_config cfg;
-    mt_minimax_config_load(path, &cfg);
-    mt_minimax_config_keep_layers(&cfg, 1);
-    mt_minimax m;
-    mt_minimax_init(&m, &cfg);
-    float **w = calloc((size_t)m.n_buckets, sizeof(float *));
-    for (int b = 0; b < m.n_buckets; b++) {
-        w[b] = calloc((size_t)m.bucket_numel[b], sizeof(float));
-        mt_minimax_bind_bucket(&m, b, w[b], NULL);
-    }
-    mt_weights_init_random(&m, 7);
-    snprintf(model, n, "%s/model", dir);
-    mt_weights_save(model, &m, MT_NAMING_HF_V4, MT_F32, 0);
-    for (int b = 0; b < m.n_buckets; b++) free(w[b]);
-    free(w);
-    mt_minimax_free(&m);
-    const char *files[] = {"tokenizer.json", "tokenizer_config.json"};
-    for (int i = 0; i < 2; i++) {
-        char src[4400], dst[4400];
-        snprintf(src, sizeof(src), "%s/%s", tokenizer_dir(), files[i]);
-        snprintf(dst, sizeof(dst), "%s/%s", model, files[i]);
-        char *bytes = ev_read(src);
-        write_text(dst, bytes);
-        free(bytes);
-    }
-}
-
 static int test_eval_minimax_eval(void) {
     char dir[4096], model[4200], a[16384], data[4200], r1[4200], r2[4200];
     make_tmpdir(dir, sizeof(dir));
-    ev_make_model(dir, model, sizeof(model));
+    eval_make_model(dir, 1, 0, model, sizeof(model));
     snprintf(data, sizeof(data), "%s/tests/fixtures/gsm8k/eval_small.jsonl", source_dir());
 
     const char *modes[2] = {"", "--temperature 1 --top-k 20 --top-p 0.9 --seed 5"};
@@ -220,7 +190,7 @@ static int test_eval_minimax_eval_shots(void) {
     /* end to end: --shots 2 on 1 and 2 ranks, the same results; the bad inputs */
     char dir[4096], model[4200], a[20000], data[4200], r1[4200], r2p[4200];
     make_tmpdir(dir, sizeof(dir));
-    ev_make_model(dir, model, sizeof(model));
+    eval_make_model(dir, 1, 0, model, sizeof(model));
     snprintf(data, sizeof(data), "%s/tests/fixtures/gsm8k/eval_small.jsonl", source_dir());
     snprintf(r1, sizeof(r1), "%s/s1.jsonl", dir);
     snprintf(r2p, sizeof(r2p), "%s/s2.jsonl", dir);

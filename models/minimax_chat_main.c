@@ -1,0 +1,339 @@
+/* minimax-chat: a multi-turn chat with a model directory of any family in the terminal
+ * (docs/evaluation.md, "Chatting with a model").
+ *
+ *   minimax-chat --model DIR [--tokenizer TOK] [--system TEXT] [--max-new-tokens N]
+ *                [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR]... [--json]
+ *
+ * Each line on stdin is a user turn (a line ending in '\' continues on the next); `/reset`
+ * forgets the turns (the system prompt stays), `/exit` or the end of input ends. Every turn
+ * renders the whole conversation with the chat template plus the generation prompt, exactly as
+ * minimax-eval and training render it (data/chat_template.h), and decodes with the same code
+ * (models/generate.h); the reply streams to stdout as its tokens are decoded and joins the
+ * conversation as an assistant turn. A reply ends at <end_of_sentence>, at a --stop string or
+ * after --max-new-tokens. --json prints one object per turn instead of the stream: the prompt's
+ * ids, the reply's ids and its text. The conversation is rendered and prefilled anew each turn:
+ * the reply's tokens are not its re-tokenized text, so a cache kept from the last turn would
+ * not be what the template renders. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data/chat_template.h"
+#include "data/data_io.h"
+#include "data/tokenizer.h"
+#include "kernels/version.h"
+#include "models/config.h"
+#include "models/generate.h"
+#include "models/minimax.h"
+#include "models/weights.h"
+
+#define CHAT_MAX_STOPS 16
+
+static void usage(int status) {
+    fprintf(status ? stderr : stdout,
+            "usage: minimax-chat --model DIR [--tokenizer TOK] [--system TEXT] "
+            "[--max-new-tokens N]\n"
+            "         [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR]... "
+            "[--json]\n"
+            "       minimax-chat --help | --version\n"
+            "  a chat in the terminal: each line on stdin is a user turn (end a line with '\\' "
+            "to go on\n"
+            "  on the next), /reset forgets the turns, /exit (or end of input) ends\n"
+            "  --system TEXT: a system turn first (kept by /reset)\n"
+            "  --max-new-tokens N: the longest reply (default 512)\n"
+            "  --temperature T (default 0: greedy), --top-k K, --top-p P, --seed S: sampling\n"
+            "  --stop STR: also end a reply when its text contains STR (up to %d)\n"
+            "  --json: one line per turn, {\"prompt_ids\", \"ids\", \"text\"}, instead of the "
+            "stream\n",
+            CHAT_MAX_STOPS);
+    exit(status);
+}
+
+/* The conversation: roles and owned texts (message 0 the system turn when there is one). */
+typedef struct {
+    mt_chat_msg *msgs;
+    int n, cap, keep; /* keep: the messages /reset leaves (the system turn) */
+} chat_history;
+
+static void chat_history_add(chat_history *h, mt_chat_role role, const char *text, size_t len) {
+    if (h->n == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 8;
+        h->msgs = realloc(h->msgs, sizeof(mt_chat_msg) * (size_t)h->cap);
+        MT_CHECK(h->msgs, "out of memory for %d chat turns", h->cap);
+    }
+    char *copy = mt_malloc(len + 1, "chat turn");
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    h->msgs[h->n++] = (mt_chat_msg){.role = role, .text = copy, .len = len};
+}
+
+static void chat_history_truncate(chat_history *h, int n) {
+    while (h->n > n) free((char *)h->msgs[--h->n].text);
+}
+
+/* What a reply needs while it decodes: the tokenizer for the stream and the stop strings. */
+typedef struct {
+    const mt_tokenizer *tok;
+    const char *const *stops;
+    int n_stops;
+    bool stream;
+    size_t printed; /* bytes of the reply's text already on stdout */
+} chat_reply;
+
+/* The end of the part of text that later tokens cannot change: a trailing U+FFFD is a
+ * character whose bytes are still arriving (the decoder is lossy: from_utf8_lossy). */
+static size_t chat_stable_len(const char *text, size_t n) {
+    while (n >= 3 && !memcmp(text + n - 3, "\xEF\xBF\xBD", 3)) n -= 3;
+    return n;
+}
+
+/* mt_gen_opts.stop: streams the new text of the reply and searches the stop strings. */
+static bool chat_on_token(void *user, int b, const int32_t *toks, int n) {
+    (void)b;
+    chat_reply *r = user;
+    char *text = mt_tokenizer_decode(r->tok, toks, n, true);
+    const size_t len = strlen(text), stable = chat_stable_len(text, len);
+    if (r->stream && stable > r->printed) {
+        fwrite(text + r->printed, 1, stable - r->printed, stdout);
+        fflush(stdout);
+        r->printed = stable;
+    }
+    bool hit = false;
+    for (int i = 0; i < r->n_stops && !hit; i++) hit = strstr(text, r->stops[i]) != NULL;
+    free(text);
+    return hit;
+}
+
+typedef struct {
+    mt_minimax *model;
+    const mt_tokenizer *tok;
+    mt_ctx ctx;
+    int ctx_tokens; /* the longest prompt ctx's arena holds (0: not initialised) */
+    int n_new, n_turns;
+    bool json;
+    mt_gen_opts opts;
+    chat_reply reply;
+} chat_session;
+
+/* The prompt of the conversation so far: rendered with the generation prompt and tokenized.
+ * Returns the ids (malloc'ed), *T their count; NULL after an error line on stderr. */
+static int32_t *chat_prompt(const chat_session *s, const chat_history *h, int *T) {
+    mt_chat_rendered r = {0};
+    mt_chat_render(h->msgs, h->n, true, &r);
+    mt_token_buf buf = {0};
+    char err[MT_ERR_LEN];
+    int32_t *ids = NULL;
+    if (mt_tokenizer_encode_err(s->tok, r.text, r.len, &buf, err, sizeof(err)) < 0)
+        fprintf(stderr, "minimax-chat: the conversation does not tokenize: %s\n", err);
+    else {
+        ids = mt_malloc(sizeof(int32_t) * (size_t)(buf.n > 0 ? buf.n : 1), "prompt ids");
+        memcpy(ids, buf.ids, sizeof(int32_t) * (size_t)buf.n);
+        *T = (int)buf.n;
+    }
+    mt_token_buf_free(&buf);
+    mt_chat_rendered_free(&r);
+    return ids;
+}
+
+static void chat_print_json(const int32_t *prompt, int T, const int32_t *out, int n,
+                            const char *text) {
+    cJSON *o = cJSON_CreateObject(), *p = cJSON_AddArrayToObject(o, "prompt_ids"),
+          *g = cJSON_AddArrayToObject(o, "ids");
+    for (int t = 0; t < T; t++) cJSON_AddItemToArray(p, cJSON_CreateNumber(prompt[t]));
+    for (int t = 0; t < n; t++) cJSON_AddItemToArray(g, cJSON_CreateNumber(out[t]));
+    cJSON_AddStringToObject(o, "text", text);
+    char *printed = cJSON_PrintUnformatted(o);
+    MT_CHECK(printed, "cannot format the turn");
+    printf("%s\n", printed);
+    fflush(stdout);
+    free(printed);
+    cJSON_Delete(o);
+}
+
+/* One turn: the user's text joins the conversation, the reply is decoded (streamed) and joins
+ * it too. A conversation past the model's context is refused (one line; the turn is dropped). */
+static void chat_turn(chat_session *s, chat_history *h, const char *text, size_t len) {
+    chat_history_add(h, MT_CHAT_USER, text, len);
+    int T = 0;
+    int32_t *prompt = chat_prompt(s, h, &T);
+    const int ctx_len = (int)s->model->cfg.max_position_embeddings;
+    if (prompt && T >= ctx_len) {
+        fprintf(stderr,
+                "minimax-chat: the conversation is %d tokens, the model's context "
+                "(max_position_embeddings) %d: /reset to start over\n",
+                T, ctx_len);
+        free(prompt);
+        prompt = NULL;
+    }
+    if (!prompt) {
+        chat_history_truncate(h, h->n - 1);
+        return;
+    }
+    if (T > s->ctx_tokens) { /* the arena holds one prefill of the prompt: grow it by halves */
+        if (s->ctx_tokens) mt_ctx_free(&s->ctx);
+        s->ctx_tokens = T + T / 2 < ctx_len ? T + T / 2 : ctx_len;
+        mt_ctx_init(&s->ctx, mt_backend_cpu(),
+                    mt_minimax_generate_arena_bytes(&s->model->cfg, 1, s->ctx_tokens),
+                    64 * (s->model->cfg.num_hidden_layers + 4));
+    }
+    const int n_new = s->n_new < ctx_len - T ? s->n_new : ctx_len - T;
+    int32_t *out = mt_malloc(sizeof(int32_t) * (size_t)n_new, "reply");
+    const int64_t row = s->n_turns++; /* each turn its own draws */
+    mt_gen_opts o = s->opts;
+    o.row_ids = &row;
+    s->reply.printed = 0;
+    int n_out = 0;
+    const int32_t *prompts[1] = {prompt};
+    mt_minimax_generate_batch(s->model, &s->ctx, prompts, &T, 1, n_new, &o, out, &n_out);
+    char *reply = mt_tokenizer_decode(s->tok, out, n_out, true);
+    if (s->json)
+        chat_print_json(prompt, T, out, n_out, reply);
+    else {
+        fputs(reply + s->reply.printed, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
+    chat_history_add(h, MT_CHAT_ASSISTANT, reply, strlen(reply));
+    free(reply);
+    free(out);
+    free(prompt);
+}
+
+/* Reads stdin turn by turn until /exit or its end. */
+static void chat_loop(chat_session *s, chat_history *h) {
+    const bool tty = isatty(STDIN_FILENO);
+    char *line = NULL;
+    size_t cap = 0;
+    mt_strbuf turn = {0};
+    for (;;) {
+        if (tty) fputs(turn.len ? "... " : "> ", stderr);
+        const ssize_t n = getline(&line, &cap, stdin);
+        if (n < 0) break;
+        size_t len = (size_t)n;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+        if (len && line[len - 1] == '\\') { /* continued: the newline is part of the turn */
+            mt_strbuf_append(&turn, line, len - 1);
+            mt_strbuf_append(&turn, "\n", 1);
+            continue;
+        }
+        mt_strbuf_append(&turn, line, len);
+        const char *t = turn.p ? turn.p : "";
+        if (!strcmp(t, "/exit")) break;
+        if (!strcmp(t, "/reset")) {
+            chat_history_truncate(h, h->keep);
+            fprintf(stderr, "minimax-chat: conversation reset\n");
+        } else if (t[0] == '/')
+            fprintf(stderr, "minimax-chat: unknown command %s (/reset, /exit)\n", t);
+        else if (turn.len > 0)
+            chat_turn(s, h, t, turn.len);
+        turn.len = 0;
+        if (turn.p) turn.p[0] = '\0';
+    }
+    free(line);
+    mt_strbuf_free(&turn);
+}
+
+static void chat_fail(const char *msg) {
+    fprintf(stderr, "minimax-chat: %s\n", msg);
+    exit(1);
+}
+
+int main(int argc, char **argv) {
+    const char *model_dir = NULL, *tok_dir = NULL, *system_text = NULL;
+    const char *stops[CHAT_MAX_STOPS];
+    int n_stops = 0;
+    long n_new = 512, top_k = 0;
+    double temperature = 0, top_p = 1;
+    unsigned long long seed = 0;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const bool more = i + 1 < argc;
+        if (!strcmp(argv[i], "--model") && more)
+            model_dir = argv[++i];
+        else if (!strcmp(argv[i], "--tokenizer") && more)
+            tok_dir = argv[++i];
+        else if (!strcmp(argv[i], "--system") && more)
+            system_text = argv[++i];
+        else if (!strcmp(argv[i], "--max-new-tokens") && more)
+            n_new = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--temperature") && more)
+            temperature = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--top-k") && more)
+            top_k = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--top-p") && more)
+            top_p = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && more)
+            seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--stop") && more && n_stops < CHAT_MAX_STOPS)
+            stops[n_stops++] = argv[++i];
+        else if (!strcmp(argv[i], "--json"))
+            json = true;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            usage(0);
+        else if (!strcmp(argv[i], "--version")) {
+            mt_version_print(stdout, "minimax-chat");
+            return 0;
+        } else
+            usage(2);
+    }
+    if (!model_dir) usage(2);
+    if (n_new < 1 || n_new > 1000000 || temperature < 0 || top_p <= 0 || top_p > 1 || top_k < 0)
+        chat_fail("--max-new-tokens in [1, 1000000], --temperature >= 0, --top-p in (0, 1], "
+                  "--top-k >= 0");
+    if (!tok_dir) tok_dir = model_dir;
+    char path[4200], tpath[4200], cpath[4200], err[MT_ERR_LEN + 4400];
+    snprintf(path, sizeof(path), "%s/config.json", model_dir);
+    if (access(path, R_OK) != 0) {
+        snprintf(err, sizeof(err), "%s: cannot read the model's config (--model DIR)", path);
+        chat_fail(err);
+    }
+    snprintf(tpath, sizeof(tpath), "%s/tokenizer.json", tok_dir);
+    snprintf(cpath, sizeof(cpath), "%s/tokenizer_config.json", tok_dir);
+    if (access(tpath, R_OK) != 0 || access(cpath, R_OK) != 0) {
+        snprintf(err, sizeof(err),
+                 "%s: cannot read tokenizer.json and tokenizer_config.json (--tokenizer TOK)",
+                 tok_dir);
+        chat_fail(err);
+    }
+    if (mt_chat_template_check(cpath, NULL, err) != 0) chat_fail(err);
+    mt_tokenizer *tok = mt_tokenizer_try_load(tpath, err, sizeof(err));
+    if (!tok) chat_fail(err);
+
+    mt_minimax_config cfg;
+    mt_minimax_config_load(model_dir, &cfg);
+    mt_minimax m;
+    mt_minimax_init(&m, &cfg);
+    float **data = mt_calloc((size_t)m.n_buckets, sizeof(float *), "buckets");
+    for (int b = 0; b < m.n_buckets; b++) {
+        data[b] = mt_calloc((size_t)m.bucket_numel[b], sizeof(float), "bucket");
+        mt_minimax_bind_bucket(&m, b, data[b], NULL);
+    }
+    mt_weights_load(model_dir, &m);
+    int32_t eos = mt_tokenizer_token_to_id(tok, "<end_of_sentence>");
+    if (eos < 0) eos = cfg.eos_token_id;
+
+    chat_session s = {.model = &m, .tok = tok, .n_new = (int)n_new, .json = json};
+    s.reply = (chat_reply){.tok = tok, .stops = stops, .n_stops = n_stops, .stream = !json};
+    s.opts = (mt_gen_opts){.temperature = (float)temperature,
+                           .top_k = (int)top_k,
+                           .top_p = (float)top_p,
+                           .seed = seed,
+                           .eos = eos,
+                           .stop = chat_on_token,
+                           .stop_user = &s.reply};
+    chat_history h = {0};
+    if (system_text) chat_history_add(&h, MT_CHAT_SYSTEM, system_text, strlen(system_text));
+    h.keep = h.n;
+    chat_loop(&s, &h);
+
+    chat_history_truncate(&h, 0);
+    free(h.msgs);
+    if (s.ctx_tokens) mt_ctx_free(&s.ctx);
+    for (int b = 0; b < m.n_buckets; b++) free(data[b]);
+    free(data);
+    mt_minimax_free(&m);
+    mt_tokenizer_free(tok);
+    return 0;
+}
