@@ -11,6 +11,7 @@ PACKAGES=(
   libopenblas-openmp-dev              # its OpenMP build: one thread pool with our loops
   libcjson-dev libpcre2-dev           # config.json / tokenizer.json, tokenizer regexes
   gnuplot-nox                         # loss-curve picture at the end of training
+  libmicrohttpd-dev                   # minimax-serve: its HTTP server
   clang libclang-rt-14-dev            # fuzz targets: libFuzzer (tools/fuzz.sh, CI)
 )
 

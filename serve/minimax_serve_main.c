@@ -1,0 +1,188 @@
+/* minimax-serve: an OpenAI-compatible endpoint for a model directory of any family
+ * (docs/serving.md).
+ *
+ *   minimax-serve --model DIR [--tokenizer TOK] [--host 127.0.0.1] [--port 8000]
+ *                 [--max-batch N] [--max-context T] [--api-key K] [--max-body BYTES]
+ *                 [--served-model-name NAME]
+ *
+ * POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health; requests are
+ * batched continuously (serve/engine.h). SIGTERM or SIGINT: no new connections, the requests in
+ * flight are answered, exit 0. Generation runs on the CPU backend (models/generate.h), the model
+ * in host memory: a model that does not fit what the host has free is refused with the sizes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data/chat_template.h"
+#include "data/tokenizer.h"
+#include "kernels/version.h"
+#include "models/config.h"
+#include "models/minimax.h"
+#include "models/weights.h"
+#include "serve/engine.h"
+#include "serve/server.h"
+
+static void usage(int status) {
+    fprintf(status ? stderr : stdout,
+            "usage: minimax-serve --model DIR [--tokenizer TOK] [--host 127.0.0.1] [--port 8000]\n"
+            "         [--max-batch N] [--max-context T] [--api-key K] [--max-body BYTES]\n"
+            "         [--served-model-name NAME]\n"
+            "       minimax-serve --help | --version\n"
+            "  OpenAI-compatible: POST /v1/chat/completions, POST /v1/completions,\n"
+            "  GET /v1/models, GET /health; continuous batching of up to N requests (default 8)\n"
+            "  --host: an IPv4 address (default 127.0.0.1, loopback only); --port 0: any free one\n"
+            "  --max-context T: prompt + completion tokens per request (default: the model's\n"
+            "    max_position_embeddings, at most 8192)\n"
+            "  --api-key K: every request but /health needs 'Authorization: Bearer K'\n"
+            "    (default: $MINIMAX_SERVE_API_KEY, else none)\n"
+            "  --max-body BYTES: larger request bodies get 413 (default 1048576)\n"
+            "  --served-model-name NAME: the model's id in requests (default: DIR's last part)\n"
+            "  SIGTERM / SIGINT: stop accepting, answer what is in flight, exit 0\n");
+    exit(status);
+}
+
+static void serve_fail(const char *msg) {
+    fprintf(stderr, "minimax-serve: %s\n", msg);
+    exit(1);
+}
+
+/* MemAvailable of /proc/meminfo in bytes (0: unknown). */
+static double serve_mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
+int main(int argc, char **argv) {
+    const char *model_dir = NULL, *tok_dir = NULL, *name = NULL;
+    mt_server_opts o = {.host = "127.0.0.1", .port = 8000, .max_body = 1 << 20};
+    o.api_key = getenv("MINIMAX_SERVE_API_KEY");
+    if (o.api_key && !*o.api_key) o.api_key = NULL;
+    long max_batch = 8, max_context = 0;
+    for (int i = 1; i < argc; i++) {
+        const bool more = i + 1 < argc;
+        if (!strcmp(argv[i], "--model") && more)
+            model_dir = argv[++i];
+        else if (!strcmp(argv[i], "--tokenizer") && more)
+            tok_dir = argv[++i];
+        else if (!strcmp(argv[i], "--host") && more)
+            o.host = argv[++i];
+        else if (!strcmp(argv[i], "--port") && more)
+            o.port = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--max-batch") && more)
+            max_batch = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--max-context") && more)
+            max_context = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--api-key") && more)
+            o.api_key = argv[++i];
+        else if (!strcmp(argv[i], "--max-body") && more)
+            o.max_body = (size_t)strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--served-model-name") && more)
+            name = argv[++i];
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            usage(0);
+        else if (!strcmp(argv[i], "--version")) {
+            mt_version_print(stdout, "minimax-serve");
+            return 0;
+        } else
+            usage(2);
+    }
+    if (!model_dir) usage(2);
+    if (o.port < 0 || o.port > 65535 || max_batch < 1 || max_batch > 1024 || max_context < 0 ||
+        o.max_body < 1)
+        serve_fail("--port in [0, 65535], --max-batch in [1, 1024], --max-context >= 1, "
+                   "--max-body >= 1");
+    if (!tok_dir) tok_dir = model_dir;
+    char path[4200], tpath[4200], cpath[4200], err[MT_ERR_LEN + 4400];
+    snprintf(path, sizeof(path), "%s/config.json", model_dir);
+    if (access(path, R_OK) != 0) {
+        snprintf(err, sizeof(err), "%s: cannot read the model's config (--model DIR)", path);
+        serve_fail(err);
+    }
+    snprintf(tpath, sizeof(tpath), "%s/tokenizer.json", tok_dir);
+    snprintf(cpath, sizeof(cpath), "%s/tokenizer_config.json", tok_dir);
+    if (access(tpath, R_OK) != 0 || access(cpath, R_OK) != 0) {
+        snprintf(err, sizeof(err),
+                 "%s: cannot read tokenizer.json and tokenizer_config.json (--tokenizer TOK)",
+                 tok_dir);
+        serve_fail(err);
+    }
+    if (mt_chat_template_check(cpath, NULL, err) != 0) serve_fail(err);
+    mt_tokenizer *tok = mt_tokenizer_try_load(tpath, err, sizeof(err));
+    if (!tok) serve_fail(err);
+    if (!name) { /* the directory's last part */
+        const char *end = model_dir + strlen(model_dir);
+        while (end > model_dir && end[-1] == '/') end--;
+        const char *start = end;
+        while (start > model_dir && start[-1] != '/') start--;
+        static char base[256];
+        snprintf(base, sizeof(base), "%.*s", (int)(end - start), start);
+        name = *base ? base : "model";
+    }
+
+    mt_minimax_config cfg;
+    mt_minimax_config_load(model_dir, &cfg);
+    const int t_max = max_context > 0                      ? (int)max_context
+                      : cfg.max_position_embeddings < 8192 ? cfg.max_position_embeddings
+                                                           : 8192;
+    mt_minimax m;
+    mt_minimax_init(&m, &cfg);
+    /* the host holds the weights, the caches and one prefill: refused when it cannot */
+    double weights = 0;
+    for (int b = 0; b < m.n_buckets; b++) weights += 4.0 * (double)m.bucket_numel[b];
+    mt_minimax_cache probe;
+    mt_minimax_cache_init(&probe, &cfg, 1, 1);
+    const double per_pos = 2.0 * (double)probe.row_kv + (double)probe.row_ik; /* k, v, index */
+    const double row_state = (double)probe.row_state;
+    mt_minimax_cache_free(&probe);
+    int n_cached = 0;
+    for (int l = 0; l < cfg.num_hidden_layers; l++) {
+        mt_layer_plan p;
+        mt_config_layer_plan(&cfg, l, &p);
+        n_cached += p.mixer != MT_MIXER_LIGHTNING;
+    }
+    const double cache = 4.0 * (double)max_batch *
+                         ((double)n_cached * per_pos * t_max +
+                          (double)(cfg.num_hidden_layers - n_cached) * row_state);
+    const double need = weights + cache + (double)mt_minimax_generate_arena_bytes(&cfg, 1, t_max);
+    const double avail = serve_mem_available();
+    if (avail > 0 && need > avail) {
+        snprintf(err, sizeof(err),
+                 "%s: the model needs %.2f GiB of host memory (weights %.2f GiB, caches for %ld "
+                 "rows of %d tokens %.2f GiB), %.2f GiB is available: lower --max-batch or "
+                 "--max-context (minimax-info --model %s sizes its training)",
+                 model_dir, need / (1 << 30), weights / (1 << 30), max_batch, t_max,
+                 cache / (1 << 30), avail / (1 << 30), model_dir);
+        serve_fail(err);
+    }
+    float **data = mt_calloc((size_t)m.n_buckets, sizeof(float *), "buckets");
+    for (int b = 0; b < m.n_buckets; b++) {
+        data[b] = mt_calloc((size_t)m.bucket_numel[b], sizeof(float), "bucket");
+        mt_minimax_bind_bucket(&m, b, data[b], NULL);
+    }
+    mt_weights_load(model_dir, &m);
+    int32_t eos = mt_tokenizer_token_to_id(tok, "<end_of_sentence>");
+    if (eos < 0) eos = cfg.eos_token_id;
+
+    mt_serve_engine engine;
+    mt_serve_engine_start(&engine, &m, tok, (int)max_batch, t_max);
+    const mt_api_env env = {.engine = &engine,
+                            .tok = tok,
+                            .model_name = name,
+                            .t_max = t_max,
+                            .vocab_size = cfg.vocab_size,
+                            .eos = eos};
+    const int rc = mt_server_run(&env, &o);
+    mt_serve_engine_stop(&engine);
+    for (int b = 0; b < m.n_buckets; b++) free(data[b]);
+    free(data);
+    mt_minimax_free(&m);
+    mt_tokenizer_free(tok);
+    return rc;
+}

@@ -1,0 +1,61 @@
+/* openai.h: the OpenAI request and response shapes minimax-serve speaks (docs/serving.md):
+ * POST /v1/chat/completions and /v1/completions bodies into engine requests, their results
+ * into response objects and stream chunks, and the error object. No HTTP here (serve/server.c).
+ */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "serve/engine.h"
+
+#define MT_API_MAX_PROMPTS 64 /* prompts in one /v1/completions request */
+
+/* What the endpoints need of the server. */
+typedef struct {
+    mt_serve_engine *engine;
+    const mt_tokenizer *tok;
+    const char *model_name;
+    int t_max;      /* context: prompt + completion tokens */
+    int vocab_size; /* the model's */
+    int32_t eos;    /* <end_of_sentence> (chat and completions stop there) */
+} mt_api_env;
+
+typedef struct {
+    int status;        /* HTTP status: 400, 401, 404, 405, 413 */
+    const char *type;  /* "invalid_request_error", ... */
+    const char *code;  /* NULL or "model_not_found", "context_length_exceeded", ... */
+    const char *param; /* NULL or the offending field */
+    char message[512];
+} mt_api_error;
+
+typedef enum { MT_API_CHAT, MT_API_COMPLETION } mt_api_kind;
+
+/* One parsed request: one engine request per prompt (chat: one). */
+typedef struct {
+    mt_api_kind kind;
+    bool stream;
+    int n;
+    mt_serve_req *reqs[MT_API_MAX_PROMPTS];
+    char *prompt_text[MT_API_MAX_PROMPTS]; /* echo: the prompt as text */
+    long id;                               /* the response's id number */
+    long created;
+} mt_api_call;
+
+/* Parses body into call (requests made, not submitted). Returns 0, or -1 with err filled. */
+int mt_api_parse(const mt_api_env *env, mt_api_kind kind, const char *body, size_t len,
+                 mt_api_call *call, mt_api_error *err);
+void mt_api_call_free(mt_api_call *call);
+
+/* The whole response of a finished call (every request MT_REQ_DONE): a malloc'ed JSON text. */
+char *mt_api_response(const mt_api_env *env, const mt_api_call *call);
+/* One server-sent event of a stream: `data: {chunk}\n\n`, malloc'ed. delta: new text (may be
+ * empty); first: the chat's role chunk; finish: NULL, or "stop"/"length" with the usage. */
+char *mt_api_chunk(const mt_api_env *env, const mt_api_call *call, const char *delta, bool first,
+                   const char *finish);
+/* `{"error": {...}}`, malloc'ed. */
+char *mt_api_error_json(const mt_api_error *err);
+/* Fills err (printf-style message). Returns -1. */
+int mt_api_fail(mt_api_error *err, int status, const char *code, const char *param, const char *fmt,
+                ...) __attribute__((format(printf, 5, 6)));
+/* The completion's text (special tokens left out, cut before a stop string); malloc'ed. */
+char *mt_api_completion_text(const mt_api_env *env, const mt_serve_req *r);
