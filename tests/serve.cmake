@@ -1,0 +1,14 @@
+# minimax-serve over loopback with a C client (tests/serve_http.h): endpoints against
+# minimax-generate / minimax-chat / minimax-forward, errors and the key, 32 concurrent clients,
+# a client killed mid-stream, the drain on SIGTERM.
+mt_test_binary(test_serve serve.c)
+target_link_libraries(test_serve PRIVATE Threads::Threads)
+mt_test_cases(test_serve serve_endpoints serve_errors serve_concurrent serve_disconnect
+  serve_sigterm)
+add_dependencies(test_serve minimax-serve minimax-generate minimax-chat minimax-forward)
+set_property(TEST serve_endpoints serve_errors serve_concurrent serve_disconnect serve_sigterm
+  APPEND PROPERTY ENVIRONMENT "MT_SERVE_CLI=$<TARGET_FILE:minimax-serve>"
+  "MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>" "MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>"
+  "MT_FORWARD_CLI=$<TARGET_FILE:minimax-forward>")
+set_tests_properties(serve_endpoints serve_errors serve_concurrent serve_disconnect serve_sigterm
+  PROPERTIES TIMEOUT 180)
