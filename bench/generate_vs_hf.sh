@@ -5,7 +5,8 @@
 # Python venv of docs/benchmarks.md.
 #
 #   bash bench/generate_vs_hf.sh [--limit N] [--batches "1 8"] [--max-new-tokens M]
-#                                [--threads K] [--repeat R] [--data JSONL] [--out DIR]
+#                                [--threads K] [--wait-policy active|passive] [--repeat R]
+#                                [--data JSONL] [--out DIR]
 #
 # 1. builds minimax-eval (Release) in $MT_BENCH_BUILD (default build-bench) when needed;
 # 2. transformers initialises bench/configs/bench-small.json's model (bench/train_torch.py init,
@@ -15,6 +16,9 @@
 #    (default 16) of the GSM8K train split (default ../shared/data/gsm8k/train.jsonl), B at a
 #    time, up to M new tokens (default 64) each; R rounds (default 2), interleaved, the best
 #    of each side counts;
+#    Both sides run with OMP_WAIT_POLICY=--wait-policy (default active): a decode step is many
+#    small parallel loops, and passive OpenMP threads sleep after each one (launch/env.sh sets
+#    passive for training, where OpenBLAS's own threads share the cores);
 # 4. prints tokens/s of both (tokens generated / wall time of the decoding: minimax-eval's own
 #    report, generate's calls), the ratio minimax-eval / transformers, how many completions
 #    agree (greedy both: they should all be equal), and the machine.
@@ -27,6 +31,7 @@ limit=16
 batches="1 8"
 n_new=64
 threads=2
+wait_policy=active
 repeat=2
 data="$root/../shared/data/gsm8k/train.jsonl"
 out="$root/runs/bench-generate"
@@ -36,10 +41,11 @@ while [ $# -gt 0 ]; do
   --batches) batches="$2"; shift 2 ;;
   --max-new-tokens) n_new="$2"; shift 2 ;;
   --threads) threads="$2"; shift 2 ;;
+  --wait-policy) wait_policy="$2"; shift 2 ;;
   --repeat) repeat="$2"; shift 2 ;;
   --data) data="$(realpath "$2")"; shift 2 ;;
   --out) out="$(realpath -m "$2")"; shift 2 ;;
-  -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
   *) echo "$0: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -73,6 +79,7 @@ cp tests/fixtures/tokenizer/tokenizer.json tests/fixtures/tokenizer/tokenizer_co
 # 3. both sides, interleaved; the best rate of each
 # shellcheck source-path=SCRIPTDIR source=../launch/env.sh
 source "$root/launch/env.sh"
+export OMP_WAIT_POLICY="$wait_policy"
 best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == "" || b > a) ? b : a }'; }
 echo "machine: $("$py" -c 'import platform, os; print(platform.machine(), os.cpu_count(), "CPUs")');" \
   "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" >&2
@@ -97,4 +104,4 @@ for B in $batches; do
     "$(awk -v a="$mt" -v b="$hf" 'BEGIN { printf "%.2fx", a / b }')" "$agree"
 done
 echo "tokens/s: tokens generated over the decoding's wall time, $limit questions, up to $n_new" \
-  "new tokens, $threads threads each, best of $repeat" >&2
+  "new tokens, $threads threads each, OMP_WAIT_POLICY=$wait_policy, best of $repeat" >&2

@@ -491,6 +491,22 @@ generate)
     --set "model.path=$d/np2/checkpoint-40" --set "data.cache_dir=$tmp/dist-cache-gen"
   cmp "$d/only/eval-generate-0.jsonl" "$d/np2/eval-generate-40.jsonl" || fail "--eval-only differs"
   echo "ok: accuracy by generation: $n_ok / 8 after step 40, the same on 1 and 2 ranks, from minimax-eval on the export and from --eval-only"
+  # n-shot and sampling: --eval-only on the export, as minimax-eval with the same flags
+  head -n 3 "$d/synth.jsonl" > "$d/shots.jsonl"
+  s=(--set eval.generate_shots=2 --set "eval.generate_shots_file=$d/shots.jsonl"
+    --set eval.generate_temperature=0.8 --set eval.generate_top_p=0.9 --set eval.generate_seed=5)
+  run 2 "$d/shots" "${g[@]}" "${s[@]}" --set train.per_device_train_batch_size=1 --eval-only \
+    --set "model.path=$d/np2/checkpoint-40" --set "data.cache_dir=$tmp/dist-cache-gen"
+  grep -q "eval.generate: 8 problems of synthetic, 2-shot, 24 new tokens at most, sampled (temperature 0.8, top-k 0, top-p 0.9, seed 5)" "$d/shots.log" ||
+    fail "the n-shot sampled evaluation's log line: $(grep eval.generate "$d/shots.log")"
+  mpirun -np 2 --oversubscribe --bind-to none "$bindir/minimax-eval" --model "$d/np2/checkpoint-40" \
+    --data "$d/held.jsonl" --max-new-tokens 24 --batch 3 --shots 2 --shots-file "$d/shots.jsonl" \
+    --temperature 0.8 --top-p 0.9 --seed 5 --out "$d/me-shots.jsonl" > "$d/me-shots.log" 2>&1 ||
+    { cat "$d/me-shots.log"; fail "minimax-eval --shots"; }
+  cmp "$d/me-shots.jsonl" "$d/shots/eval-generate-0.jsonl" || fail "n-shot sampled: minimax-eval differs"
+  ! cmp -s "$d/shots/eval-generate-0.jsonl" "$d/only/eval-generate-0.jsonl" ||
+    fail "the 2-shot sampled results equal the zero-shot greedy ones: the keys did nothing"
+  echo "ok: 2-shot, sampled (temperature 0.8, top-p 0.9, seed 5): the results of minimax-eval with the same flags"
   # bf16 gathers: the replica holds the bf16 rounding, what a bf16 export holds
   run 2 "$d/bf16" "${g[@]}" --set train.per_device_train_batch_size=1 --set dist.gather_dtype=bf16 \
     --set output.export_dtype=bf16 --set "data.cache_dir=$tmp/dist-cache-gen"
@@ -513,6 +529,8 @@ generate)
   bad "^error: --set eval.generate_data: eval.generate_data: cannot read /nonexistent.jsonl" \
     --set eval.generate_data=/nonexistent.jsonl
   bad "eval.generate_samples: must be > 0 with eval.generate_data = \"synthetic\"" --set eval.generate_data=synthetic
+  bad "eval.generate_shots: needs eval.generate_shots_file" --set eval.generate_data=synthetic \
+    --set eval.generate_samples=4 --set eval.generate_shots=2
   bad "eval.generate_max_new_tokens: must be in \[1, 100000\]" --set eval.generate_data=synthetic \
     --set eval.generate_samples=4 --set eval.generate_max_new_tokens=0
   printf '{"question": "q1", "answer": "#### 1"}\n{"question": "q2"}\n' > "$d/noans.jsonl"

@@ -112,6 +112,12 @@ static const recipe_key recipe_keys[] = {
     INT("eval.generate_batch", eval_generate_batch, "8", false),
     INT("eval.generate_every", eval_generate_every, "0", false),
     BOOL("eval.generate_at_end", eval_generate_at_end, "true", false),
+    INT("eval.generate_shots", eval_generate_shots, "0", false),
+    STR("eval.generate_shots_file", eval_generate_shots_file, "\"\"", false),
+    FLT("eval.generate_temperature", eval_generate_temperature, "0.0", false),
+    FLT("eval.generate_top_p", eval_generate_top_p, "1.0", false),
+    INT("eval.generate_top_k", eval_generate_top_k, "0", false),
+    I64("eval.generate_seed", eval_generate_seed, "0", false),
     STR("output.dir", output_dir, "\"runs/out\"", false),
     INT("output.save_steps", output_save_steps, "0", false),
     INT("output.save_total_limit", output_save_total_limit, "0", false),
@@ -346,6 +352,17 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
         BAD("eval.generate_batch", "must be in [1, 4096]");
     if (r->eval_generate_every < 0)
         BAD("eval.generate_every", "must be >= 0 (0: not between steps)");
+    if (r->eval_generate_shots < 0 || r->eval_generate_shots > 64)
+        BAD("eval.generate_shots", "must be in [0, 64]");
+    if (r->eval_generate_shots > 0 && !r->eval_generate_shots_file[0])
+        BAD("eval.generate_shots", "needs eval.generate_shots_file (the solved examples, a "
+                                   "GSM8K-style jsonl: a train split)");
+    if (r->eval_generate_shots_file[0] && access(r->eval_generate_shots_file, R_OK) != 0)
+        BAD("eval.generate_shots_file", "cannot read %s", r->eval_generate_shots_file);
+    if (r->eval_generate_temperature < 0 || r->eval_generate_top_p <= 0 ||
+        r->eval_generate_top_p > 1 || r->eval_generate_top_k < 0)
+        BAD("eval.generate_temperature", "temperature >= 0, eval.generate_top_p in (0, 1], "
+                                         "eval.generate_top_k >= 0");
     if (r->train_gradient_accumulation_steps <= 0)
         BAD("train.gradient_accumulation_steps", "must be > 0");
     if (r->train_global_batch_size < 0)

@@ -78,6 +78,12 @@ typedef struct mt_recipe {
     int eval_generate_batch;   /* prompts per ragged batch on a rank */
     int eval_generate_every;   /* every N steps; 0 = never between */
     bool eval_generate_at_end; /* after the last step */
+    int eval_generate_shots;   /* n-shot: the first N of eval.generate_shots_file as turns */
+    char eval_generate_shots_file[MT_PATH_MAX];
+    double eval_generate_temperature; /* 0: greedy */
+    double eval_generate_top_p;
+    int eval_generate_top_k;
+    int64_t eval_generate_seed;
     /* [output] */
     char output_dir[MT_PATH_MAX];
     int output_save_steps; /* training-state checkpoint + export every N steps; 0 = only at end */

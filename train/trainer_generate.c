@@ -40,12 +40,30 @@ static void trainer_generate_synthetic(const mt_recipe *rc, mt_gsm8k_set *set) {
     mt_strbuf_free(&a);
 }
 
+/* eval.generate_shots_file into t->gen_shots (n-shot), or why not. */
+static bool trainer_generate_load_shots(trainer *t, char *why, size_t n) {
+    const mt_recipe *rc = &t->rc;
+    if (rc->eval_generate_shots == 0) return true;
+    char err[MT_ERR_LEN];
+    if (mt_gsm8k_read(rc->eval_generate_shots_file, false, &t->gen_shots, err) != 0) {
+        snprintf(why, n, "eval.generate_shots_file: %s", err);
+        return false;
+    }
+    if (t->gen_shots.n < rc->eval_generate_shots) {
+        snprintf(why, n, "eval.generate_shots = %d but %s has %lld examples",
+                 rc->eval_generate_shots, rc->eval_generate_shots_file,
+                 (long long)t->gen_shots.n);
+        return false;
+    }
+    return true;
+}
+
 /* The problems into t->gen_set (eval.generate_samples: the first N), or why not. */
 static bool trainer_generate_load(trainer *t, char *why, size_t n) {
     const mt_recipe *rc = &t->rc;
     if (!strcmp(rc->eval_generate_data, "synthetic")) {
         trainer_generate_synthetic(rc, &t->gen_set);
-        return true;
+        return trainer_generate_load_shots(t, why, n);
     }
     char err[MT_ERR_LEN];
     if (mt_gsm8k_read(rc->eval_generate_data, false, &t->gen_set, err) != 0) {
@@ -56,12 +74,26 @@ static bool trainer_generate_load(trainer *t, char *why, size_t n) {
         snprintf(why, n, "eval.generate_data: %s: no problems in the file", rc->eval_generate_data);
         return false;
     }
+    if (!trainer_generate_load_shots(t, why, n)) return false;
     mt_gsm8k_set *s = &t->gen_set;
     for (; rc->eval_generate_samples > 0 && s->n > rc->eval_generate_samples; s->n--) {
         free(s->question[s->n - 1]);
         free(s->answer[s->n - 1]);
     }
     return true;
+}
+
+/* n-shot and decoding from the recipe into ev (models/gsm8k_eval.h, as minimax-eval's flags). */
+static void trainer_generate_opts(const trainer *t, mt_gsm8k_eval *ev) {
+    const mt_recipe *rc = &t->rc;
+    ev->shots = rc->eval_generate_shots > 0 ? &t->gen_shots : NULL;
+    ev->n_shots = rc->eval_generate_shots;
+    ev->n_new = rc->eval_generate_max_new_tokens;
+    ev->opts = (mt_gen_opts){.temperature = (float)rc->eval_generate_temperature,
+                             .top_k = rc->eval_generate_top_k,
+                             .top_p = (float)rc->eval_generate_top_p,
+                             .seed = (uint64_t)rc->eval_generate_seed,
+                             .eos = mt_tokenizer_token_to_id(t->gen_tok, "<end_of_sentence>")};
 }
 
 void trainer_generate_read(trainer *t, char *why, size_t n) {
@@ -85,6 +117,7 @@ void trainer_generate_setup(trainer *t) {
     for (int b = 0; b < t->model.n_buckets; b++) params += t->model.bucket_numel[b];
     t->gen_replica_bytes = 4 * params;
     mt_gsm8k_eval ev = {.model = &t->model, .tok = t->gen_tok, .set = &t->gen_set};
+    trainer_generate_opts(t, &ev);
     const mt_minimax_config *cfg = &t->cfg;
     const int64_t t_max =
         mt_gsm8k_eval_longest(&ev, 0, 1, t->gen_set.n) + (int64_t)rc->eval_generate_max_new_tokens;
@@ -118,11 +151,18 @@ void trainer_generate_setup(trainer *t) {
         mt_comm_finalize(t->host);
         exit(2);
     }
+    char how[96] = "greedy";
+    if (rc->eval_generate_temperature > 0)
+        snprintf(how, sizeof(how), "sampled (temperature %g, top-k %d, top-p %g, seed %lld)",
+                 rc->eval_generate_temperature, rc->eval_generate_top_k, rc->eval_generate_top_p,
+                 (long long)rc->eval_generate_seed);
     LOG0(t,
-         "eval.generate: %lld problems of %s, %d new tokens at most, greedy; a rank decodes its "
-         "share with a full replica in host memory, gathered bucket by bucket: %.2f MiB with "
-         "the caches and arena (weights %.2f MiB) of %.2f GiB available to each rank\n",
-         (long long)t->gen_set.n, rc->eval_generate_data, rc->eval_generate_max_new_tokens,
+         "eval.generate: %lld problems of %s, %d-shot, %d new tokens at most, %s; a rank "
+         "decodes its share with a full replica in host memory, gathered bucket by bucket: "
+         "%.2f MiB with the caches and arena (weights %.2f MiB) of %.2f GiB available to each "
+         "rank\n",
+         (long long)t->gen_set.n, rc->eval_generate_data, rc->eval_generate_shots,
+         rc->eval_generate_max_new_tokens, how,
          (double)need / (1 << 20), (double)t->gen_replica_bytes / (1 << 20),
          (double)avail / (double)local * gib);
 }
@@ -164,12 +204,8 @@ void trainer_generate(trainer *t, int step, mt_eval_row *row) {
 
     const int P = t->comm->size, rank = t->comm->rank;
     const int64_t n = t->gen_set.n, n_mine = n > rank ? (n - rank - 1) / P + 1 : 0;
-    int32_t eos = mt_tokenizer_token_to_id(t->gen_tok, "<end_of_sentence>");
-    mt_gsm8k_eval ev = {.model = &rep,
-                        .tok = t->gen_tok,
-                        .set = &t->gen_set,
-                        .n_new = rc->eval_generate_max_new_tokens,
-                        .opts = {.eos = eos}};
+    mt_gsm8k_eval ev = {.model = &rep, .tok = t->gen_tok, .set = &t->gen_set};
+    trainer_generate_opts(t, &ev);
     mt_ctx c;
     mt_ctx_init(&c, mt_backend_cpu(), mt_gsm8k_eval_arena_bytes(&ev, rank, P, n_mine),
                 64 * (t->cfg.num_hidden_layers + 4));
@@ -238,5 +274,6 @@ void trainer_generate(trainer *t, int step, mt_eval_row *row) {
 void trainer_generate_free(trainer *t) {
     if (!t->generates) return;
     mt_gsm8k_set_free(&t->gen_set);
+    mt_gsm8k_set_free(&t->gen_shots);
     mt_tokenizer_free(t->gen_tok);
 }
