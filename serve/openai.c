@@ -255,8 +255,8 @@ int mt_api_parse(const mt_api_env *env, mt_api_kind kind, const char *body, size
                              : "max_tokens";
     if (api_number(o, "temperature", 0, 2, &temperature, err) ||
         api_number(o, "top_p", 1e-9, 1, &top_p, err) ||
-        api_int(o, mt_key, 0, 1000000000L, &max_tokens, err) ||
-        api_int(o, "n", 1, 1, &n, err) || api_int(o, "top_k", 0, 1L << 30, &top_k, err) ||
+        api_int(o, mt_key, 0, 1000000000L, &max_tokens, err) || api_int(o, "n", 1, 1, &n, err) ||
+        api_int(o, "top_k", 0, 1L << 30, &top_k, err) ||
         api_int(o, "seed", -(1L << 62), 1L << 62, &seed, err) ||
         api_bool(o, "stream", &call->stream, err))
         goto done;

@@ -227,7 +227,8 @@ static int sv_check_chat(int port) {
     free(out);
     const char *want = cJSON_GetStringValue(cJSON_GetObjectItem(turn, "text"));
     EXPECT(want && !strcmp(sv_text(o), want), "chat %s, minimax-chat %s", sv_text(o), want);
-    EXPECT(sv_usage(o, "prompt_tokens") == cJSON_GetArraySize(cJSON_GetObjectItem(turn, "prompt_ids")),
+    EXPECT(sv_usage(o, "prompt_tokens") ==
+               cJSON_GetArraySize(cJSON_GetObjectItem(turn, "prompt_ids")),
            "chat usage: %d prompt tokens", sv_usage(o, "prompt_tokens"));
     /* the stream */
     snprintf(body, sizeof(body),
@@ -321,8 +322,8 @@ static int test_serve_errors(void) {
     for (int i = 0; i < 60; i++) strcat(long_prompt, "forty two ");
     strcat(long_prompt, "\"}");
     sv_expect_error(p, C, NULL, long_prompt, 400, "context_length_exceeded");
-    sv_expect_error(p, C, NULL, "{\"model\": \"model\", \"prompt\": \"a\", \"max_tokens\": 0}",
-                    400, NULL);
+    sv_expect_error(p, C, NULL, "{\"model\": \"model\", \"prompt\": \"a\", \"max_tokens\": 0}", 400,
+                    NULL);
     sv_expect_error(p, C, NULL, "{\"model\": \"model\", \"prompt\": \"a\", \"max_tokens\": -3}",
                     400, NULL);
     sv_expect_error(p, C, NULL, "{\"model\": \"model\", \"prompt\": \"a\", \"n\": 2}", 400, NULL);
@@ -362,7 +363,7 @@ static int test_serve_errors(void) {
 /* ---- concurrency ---- */
 
 #define N_CLIENTS 32
-#define N_REQ 64
+#define N_REQ     64
 
 typedef struct {
     int port, first;
@@ -542,8 +543,8 @@ static int test_serve_sigterm(void) {
     EXPECT(late.status == 0, "a request after SIGTERM was answered %d", late.status);
     http_resp_free(&late);
     pthread_join(th, NULL);
-    EXPECT(l.status == 200 && l.tokens > 0, "the request in flight: status %d, %d tokens",
-           l.status, l.tokens);
+    EXPECT(l.status == 200 && l.tokens > 0, "the request in flight: status %d, %d tokens", l.status,
+           l.tokens);
     const int rc = srv_stop(&s, 0, 30);
     EXPECT(rc == 0, "exit %d after the drain", rc);
     printf("SIGTERM mid-request: the request answered (%d tokens), exit %d\n", l.tokens, rc);

@@ -51,8 +51,7 @@ static bool trainer_generate_load_shots(trainer *t, char *why, size_t n) {
     }
     if (t->gen_shots.n < rc->eval_generate_shots) {
         snprintf(why, n, "eval.generate_shots = %d but %s has %lld examples",
-                 rc->eval_generate_shots, rc->eval_generate_shots_file,
-                 (long long)t->gen_shots.n);
+                 rc->eval_generate_shots, rc->eval_generate_shots_file, (long long)t->gen_shots.n);
         return false;
     }
     return true;
@@ -162,9 +161,8 @@ void trainer_generate_setup(trainer *t) {
          "%.2f MiB with the caches and arena (weights %.2f MiB) of %.2f GiB available to each "
          "rank\n",
          (long long)t->gen_set.n, rc->eval_generate_data, rc->eval_generate_shots,
-         rc->eval_generate_max_new_tokens, how,
-         (double)need / (1 << 20), (double)t->gen_replica_bytes / (1 << 20),
-         (double)avail / (double)local * gib);
+         rc->eval_generate_max_new_tokens, how, (double)need / (1 << 20),
+         (double)t->gen_replica_bytes / (1 << 20), (double)avail / (double)local * gib);
 }
 
 bool trainer_generate_due(const trainer *t, int step, bool last) {

@@ -42,7 +42,7 @@ typedef struct {
     bool generates;          /* eval.generate_data: accuracy by generation */
     mt_gsm8k_set gen_set;    /* its problems (the first eval.generate_samples), every rank */
     mt_tokenizer *gen_tok;
-    mt_gsm8k_set gen_shots; /* eval.generate_shots_file's examples (n-shot), every rank */
+    mt_gsm8k_set gen_shots;    /* eval.generate_shots_file's examples (n-shot), every rank */
     int64_t gen_replica_bytes; /* the full replica a rank decodes with */
     char tokenizer_dir[MT_PATH_MAX];
     char config_path[MT_PATH_MAX + 32];                        /* the model's config.json */
