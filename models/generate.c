@@ -215,7 +215,8 @@ static int32_t gen_next(const mt_tensor *logits, int64_t s, int r, int step, con
 void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *prompts,
                                const int *lens, int B, int n_new, const mt_gen_opts *o,
                                int32_t *out, int *n_out) {
-    MT_CHECK(B >= 1 && n_new >= 0, "generate: B = %d, n_new = %d", B, n_new);
+    MT_CHECK(B >= 1 && B <= MT_GEN_BATCH_MAX && n_new >= 0,
+             "generate: B = %d rows (1 to %d), n_new = %d", B, MT_GEN_BATCH_MAX, n_new);
     const int V = m->cfg.vocab_size;
     int t_max = 1;
     for (int b = 0; b < B; b++) {

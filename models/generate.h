@@ -86,12 +86,17 @@ double mt_gen_uniform(uint64_t seed, int64_t row, int64_t step);
 int32_t mt_gen_sample(const float *logits, int V, const mt_gen_opts *o, double u, float *work_p,
                       uint64_t *work_key);
 
-/* Decoding of B prompts of their own lengths (ragged): prompts[b] holds lens[b] >= 1 tokens.
- * Each row's prompt fills its row of one cache (per-row prefill, so no padding and no mask: each
- * row is exactly its one-prompt run); then one decode step per position for the rows still
- * active. A row stops after eos, when o->stop says so, or after n_new tokens; finished rows leave
- * the step batch (compaction: the last active row's cache moves into the freed slot, so a step
- * costs only what is still running). o NULL: greedy, no eos. out (B,n_new) row-major; n_out[b]
+/* The most rows one decode step holds: up to this many the CPU kernels compute each row exactly
+ * as alone (kernels/cpu/gemm_rows.c: inference GEMMs of up to MT_GEMM_ROWS_MAX rows), so a
+ * prompt's tokens do not depend on the batch it ran in. */
+#define MT_GEN_BATCH_MAX 32
+
+/* Decoding of B <= MT_GEN_BATCH_MAX prompts of their own lengths (ragged): prompts[b] holds lens[b]
+ * >= 1 tokens. Each row's prompt fills its row of one cache (per-row prefill, so no padding and no
+ * mask: each row is exactly its one-prompt run); then one decode step per position for the rows
+ * still active. A row stops after eos, when o->stop says so, or after n_new tokens; finished rows
+ * leave the step batch (compaction: the last active row's cache moves into the freed slot, so a
+ * step costs only what is still running). o NULL: greedy, no eos. out (B,n_new) row-major; n_out[b]
  * gets the tokens row b produced, the rest of its out row is eos (or -1 without one). */
 void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *prompts,
                                const int *lens, int B, int n_new, const mt_gen_opts *o,

@@ -149,9 +149,9 @@ int main(int argc, char **argv) {
     }
     char msg[8400];
     if (!model_dir || !data_path) ev_fail("--model DIR and --data FILE are required (--help)");
-    if (n_new < 1 || n_new > 100000 || batch < 1 || batch > 4096 || temperature < 0 || top_p <= 0 ||
-        top_p > 1 || top_k < 0)
-        ev_fail("--max-new-tokens in [1, 100000], --batch in [1, 4096], --temperature >= 0, "
+    if (n_new < 1 || n_new > 100000 || batch < 1 || batch > MT_GEN_BATCH_MAX || temperature < 0 ||
+        top_p <= 0 || top_p > 1 || top_k < 0)
+        ev_fail("--max-new-tokens in [1, 100000], --batch in [1, 32], --temperature >= 0, "
                 "--top-p in (0, 1], --top-k >= 0");
     if (n_shots < 0 || n_shots > 64) ev_fail("--shots in [0, 64]");
     if (n_shots > 0 && !shots_path)

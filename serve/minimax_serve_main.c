@@ -94,9 +94,9 @@ int main(int argc, char **argv) {
             usage(2);
     }
     if (!model_dir) usage(2);
-    if (o.port < 0 || o.port > 65535 || max_batch < 1 || max_batch > 1024 || max_context < 0 ||
-        o.max_body < 1)
-        serve_fail("--port in [0, 65535], --max-batch in [1, 1024], --max-context >= 1, "
+    if (o.port < 0 || o.port > 65535 || max_batch < 1 || max_batch > MT_GEN_BATCH_MAX ||
+        max_context < 0 || o.max_body < 1)
+        serve_fail("--port in [0, 65535], --max-batch in [1, 32], --max-context >= 1, "
                    "--max-body >= 1");
     if (!tok_dir) tok_dir = model_dir;
     char path[4200], tpath[4200], cpath[4200], err[MT_ERR_LEN + 4400];

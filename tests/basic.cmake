@@ -6,3 +6,6 @@ mt_test_cases(test_grad_basic
   op_embedding_forward op_matmul_forward op_rmsnorm_forward op_cross_entropy_forward)
 mt_test_binary(test_op_cpu_math op_cpu_math.c)
 mt_test_cases(test_op_cpu_math op_cpu_expf op_cpu_sigmoid)
+# The inference GEMM of a few rows (kernels/cpu/gemm_rows.c): accuracy and row invariance.
+mt_test_binary(test_op_gemm_rows op_gemm_rows.c)
+mt_test_cases(test_op_gemm_rows op_gemm_rows)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "data/dataset.h"
+#include "models/generate.h"
 #include "data/tokenizer.h"
 #include "models/minimax.h"
 #include "train/schedule.h"
@@ -348,8 +349,9 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
             "must be > 0 with eval.generate_data = \"synthetic\" (how many problems)");
     if (r->eval_generate_max_new_tokens < 1 || r->eval_generate_max_new_tokens > 100000)
         BAD("eval.generate_max_new_tokens", "must be in [1, 100000]");
-    if (r->eval_generate_batch < 1 || r->eval_generate_batch > 4096)
-        BAD("eval.generate_batch", "must be in [1, 4096]");
+    if (r->eval_generate_batch < 1 || r->eval_generate_batch > MT_GEN_BATCH_MAX)
+        BAD("eval.generate_batch", "must be in [1, %d] (a decode step's rows: models/generate.h)",
+            MT_GEN_BATCH_MAX);
     if (r->eval_generate_every < 0)
         BAD("eval.generate_every", "must be >= 0 (0: not between steps)");
     if (r->eval_generate_shots < 0 || r->eval_generate_shots > 64)

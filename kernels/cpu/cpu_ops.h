@@ -16,3 +16,8 @@ void cpu_vec_stats(const float *x, int64_t n, double *sumsq, int64_t *nonfinite)
 void cpu_adamw(float *p, float *m, float *v, const float *g, int64_t n, const mt_adamw_args *a);
 void cpu_vec_to_bf16(uint16_t *dst, const float *src, int64_t n);
 void cpu_vec_from_bf16(float *dst, const uint16_t *src, int64_t n);
+
+/* y (N,M) = x (N,K) w^T, w (M,K), for up to MT_GEMM_ROWS_MAX rows of inference (gemm_rows.c):
+ * each element one fixed-order dot product, so a row's result does not depend on N. */
+#define MT_GEMM_ROWS_MAX 32
+void cpu_gemm_rows(float *y, const float *x, const float *w, int64_t N, int64_t M, int64_t K);

@@ -53,6 +53,13 @@ void cpu_matmul_fwd_node(const mt_node *n) {
     matmul_dims(n, &N, &M, &K);
     const float *x = matmul_operand(n, n->in[0]->data, (int64_t)N * K, "matmul x bf16");
     const float *w = matmul_operand(n, n->in[1]->data, (int64_t)M * K, "matmul w bf16");
+    /* inference (operands without gradients: generation's weights) on a few rows: the decode
+     * steps, whose rows must not depend on how many share the step (gemm_rows.c). Training
+     * keeps BLAS in every pass, so a recomputed forward repeats the first one bit for bit. */
+    if (N > 0 && N <= MT_GEMM_ROWS_MAX && K > 0 && !n->in[0]->grad && !n->in[1]->grad) {
+        cpu_gemm_rows(n->out->data, x, w, N, M, K);
+        return;
+    }
     cpu_matmul_forward(n->out->data, x, w, N, M, K);
 }
 

@@ -55,11 +55,13 @@ void cpu_moe_rows_combine(const float *yp, const int32_t *inv, const float *weig
 
 /* Expert rows xe (rows,C) -> h1 = xe w1^T, h3 = xe w3^T (rows,F), g = act(h1, h3) (rows,F;
  * silu(h1) h3, or the clamped SwiGLU of mt_act;
- * rounded through bf16 when bf16), ye = g w2^T (rows,C). w1, w3 (F,C), w2 (C,F) and xe are
+ * rounded through bf16 when bf16), ye = g w2^T (rows,C). infer (weights without gradients:
+ * generation): up to MT_GEMM_ROWS_MAX rows through cpu_gemm_rows, each row's result
+ * independent of the count. w1, w3 (F,C), w2 (C,F) and xe are
  * the GEMM operands as given: in bf16 mode the caller passes rounded copies. */
-void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, mt_act act, const float *xe,
-                        const float *w1, const float *w3, const float *w2, float *h1, float *h3,
-                        float *g, float *ye);
+void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, bool infer, mt_act act,
+                        const float *xe, const float *w1, const float *w3, const float *w2,
+                        float *h1, float *h3, float *g, float *ye);
 /* Accumulates into every non-NULL gradient of one expert whose rows' output entered the loss
  * weighted: dpe (rows,C) = the gradient of w_s y_s, w_s = weight[pe[s]] (weight flat (N*K),
  * pe the rows' assignments), h1, h3 (rows,F) from the forward. dxe (rows,C), dweight (N*K),

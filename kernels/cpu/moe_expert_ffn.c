@@ -34,10 +34,18 @@ static void moe_expert_act(mt_act act, const float *h1, const float *h3, float *
         g[i] = cpu_swiglu_oai(h1[i], h3[i], act.alpha, act.limit, act.beta);
 }
 
-void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, mt_act act, const float *xe,
-                        const float *w1, const float *w3, const float *w2, float *h1, float *h3,
-                        float *g, float *ye) {
+void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, bool infer, mt_act act,
+                        const float *xe, const float *w1, const float *w3, const float *w2,
+                        float *h1, float *h3, float *g, float *ye) {
     if (rows == 0) return;
+    if (infer && rows <= MT_GEMM_ROWS_MAX) { /* decode steps: rows independent of their count */
+        cpu_gemm_rows(h1, xe, w1, rows, F, C);
+        cpu_gemm_rows(h3, xe, w3, rows, F, C);
+        moe_expert_act(act, h1, h3, g, rows * F);
+        if (bf16) mt_bf16_round_n(g, g, rows * F);
+        cpu_gemm_rows(ye, g, w2, rows, C, F);
+        return;
+    }
     /* h (rows,F) = xe (rows,C) w^T, w (F,C) */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)F, (int)C, 1.0f, xe,
                 (int)C, w1, (int)C, 0.0f, h1, (int)F);
@@ -144,8 +152,8 @@ void cpu_moe_expert_ffn_fwd_node(const mt_node *n) {
     const float *w3 = moe_operand(n, n->in[4]->data, F * C, "w3 bf16");
     const float *w2 = moe_operand(n, n->in[5]->data, C * F, "w2 bf16");
     float *ye = (float *)n->out->data + r0 * C;
-    cpu_moe_expert_fwd(rows, C, F, n->ip[0] == MT_BF16, mt_node_act(n, 4), xe, w1, w3, w2, h1, h3,
-                       g, ye);
+    cpu_moe_expert_fwd(rows, C, F, n->ip[0] == MT_BF16, !n->in[3]->grad, mt_node_act(n, 4), xe, w1,
+                       w3, w2, h1, h3, g, ye);
     const float *weight = n->in[1]->data;
     const int32_t *pe = (const int32_t *)n->in[2]->data + r0;
 #pragma omp parallel for

@@ -28,7 +28,8 @@
  * rounded weights. */
 static void moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, const float *w1,
                             const float *w3, const float *w2, cpu_moe_perm pm, float *h1, float *h3,
-                            bool keep_h, float *xp, float *yp, float *g, float *out, float *wr) {
+                            bool keep_h, bool infer, float *xp, float *yp, float *g, float *out,
+                            float *wr) {
     const int64_t C = d.C, F = d.F;
     cpu_moe_rows_gather(x, pm.perm, d.N * d.K, d.K, C, xp);
     if (wr) mt_bf16_round_n(xp, xp, d.N * d.K * C);
@@ -43,8 +44,8 @@ static void moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight,
             w1e = wr, w3e = wr + F * C, w2e = wr + 2 * F * C;
         }
         float *h1e = keep_h ? h1 + off * F : h1, *h3e = keep_h ? h3 + off * F : h3;
-        cpu_moe_expert_fwd(rows, C, F, wr != NULL, d.act, xp + off * C, w1e, w3e, w2e, h1e, h3e, g,
-                           yp + off * C);
+        cpu_moe_expert_fwd(rows, C, F, wr != NULL, infer, d.act, xp + off * C, w1e, w3e, w2e, h1e,
+                           h3e, g, yp + off * C);
     }
     memset(out, 0, sizeof(float) * (size_t)(d.N * C));
     cpu_moe_rows_combine(yp, pm.inv, weight, d.N, d.K, C, out);
@@ -53,7 +54,7 @@ static void moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight,
 void cpu_moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, const float *w1,
                          const float *w3, const float *w2, cpu_moe_perm pm, float *h1, float *h3,
                          bool keep_h, float *xp, float *yp, float *g, float *out) {
-    moe_experts_fwd(d, x, weight, w1, w3, w2, pm, h1, h3, keep_h, xp, yp, g, out, NULL);
+    moe_experts_fwd(d, x, weight, w1, w3, w2, pm, h1, h3, keep_h, false, xp, yp, g, out, NULL);
 }
 
 /* The experts' backward (cpu_moe_expert_bwd, e = 0..E-1) on the gathered dout, then
@@ -145,7 +146,7 @@ void cpu_moe_experts_fwd_node(const mt_node *n) {
     float *yp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts yp");
     float *g = mt_node_scratch(n, sizeof(float) * (size_t)(max_rows * d.F), "moe_experts g");
     moe_experts_fwd(d, n->in[0]->data, n->in[2]->data, n->in[3]->data, n->in[4]->data,
-                    n->in[5]->data, pm, h1, h3, keep_h, xp, yp, g, n->out->data,
+                    n->in[5]->data, pm, h1, h3, keep_h, !n->in[3]->grad, xp, yp, g, n->out->data,
                     moe_bf16_weights(n, d));
 }
 
