@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "autograd/check.h"
 #include "data/data_io.h"
+#include "data/tokenizer.h"
 
 /* The end both templates below share: the assistant turn's close, the function role, the
  * tools and the generation prompt. */
@@ -332,4 +334,22 @@ char *mt_chat_template_export_config(const char *src_config, char *err) {
     cJSON_Delete(cfg);
     MT_CHECK(out, "out of memory exporting %s", src_config);
     return out;
+}
+
+mt_tokenizer *mt_chat_tokenizer_load(const char *dir, char *err, size_t n) {
+    char tpath[4200], cpath[4200], msg[MT_ERR_LEN + 4400];
+    snprintf(tpath, sizeof(tpath), "%s/tokenizer.json", dir);
+    snprintf(cpath, sizeof(cpath), "%s/tokenizer_config.json", dir);
+    if (access(tpath, R_OK) != 0 || access(cpath, R_OK) != 0) {
+        snprintf(err, n,
+                 "%s: cannot read tokenizer.json and tokenizer_config.json (--tokenizer TOK)", dir);
+        return NULL;
+    }
+    if (mt_chat_template_check(cpath, NULL, msg) != 0) {
+        snprintf(err, n, "%s", msg);
+        return NULL;
+    }
+    mt_tokenizer *tok = mt_tokenizer_try_load(tpath, msg, sizeof(msg));
+    if (!tok) snprintf(err, n, "%s", msg);
+    return tok;
 }

@@ -60,6 +60,13 @@ int mt_chat_template_check(const char *tokenizer_config_path, char **normalized,
  * template (what an export writes). Returns a malloc'ed string, or NULL with err set. */
 char *mt_chat_template_export_config(const char *src_config, char *err);
 
+/* The tokenizer of a chat model's directory (minimax-eval, minimax-chat, minimax-serve): dir's
+ * tokenizer.json, loaded, after its tokenizer_config.json is checked to hold this template.
+ * NULL with one line in err (naming the directory or the file) when either is missing or
+ * wrong. */
+typedef struct mt_tokenizer mt_tokenizer;
+mt_tokenizer *mt_chat_tokenizer_load(const char *dir, char *err, size_t n);
+
 /* Renders the conversation into out (its previous content is replaced). */
 void mt_chat_render(const mt_chat_msg *msgs, int n_msgs, bool add_generation_prompt,
                     mt_chat_rendered *out);

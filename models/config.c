@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "data/data_io.h"
@@ -489,4 +490,12 @@ void mt_config_layer_plan(const mt_minimax_config *cfg, int l, mt_layer_plan *p)
              cfg->num_hidden_layers);
     memset(p, 0, sizeof(*p));
     mt_config_family(cfg)->plan(cfg, l, p);
+}
+
+bool mt_minimax_config_readable(const char *dir, char *err, size_t n) {
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    if (access(path, R_OK) == 0) return true;
+    snprintf(err, n, "%s: cannot read the model's config (--model DIR)", path);
+    return false;
 }

@@ -86,6 +86,9 @@ typedef struct mt_minimax_config {
     char vl_config[16384];
 } mt_minimax_config;
 
+/* dir/config.json can be read; else false with "<dir>/config.json: cannot read the model's
+ * config (--model DIR)" in err (the generation tools' first check of --model). */
+bool mt_minimax_config_readable(const char *dir, char *err, size_t n);
 /* Reads config.json (a file, or a directory holding config.json) in any family's schemas; dies
  * with a message naming the file and the key when the file is malformed, model_type or the
  * architecture is no family's, or values are inconsistent or not supported. */

@@ -283,34 +283,16 @@ int main(int argc, char **argv) {
         chat_fail("--max-new-tokens in [1, 1000000], --temperature >= 0, --top-p in (0, 1], "
                   "--top-k >= 0");
     if (!tok_dir) tok_dir = model_dir;
-    char path[4200], tpath[4200], cpath[4200], err[MT_ERR_LEN + 4400];
-    snprintf(path, sizeof(path), "%s/config.json", model_dir);
-    if (access(path, R_OK) != 0) {
-        snprintf(err, sizeof(err), "%s: cannot read the model's config (--model DIR)", path);
-        chat_fail(err);
-    }
-    snprintf(tpath, sizeof(tpath), "%s/tokenizer.json", tok_dir);
-    snprintf(cpath, sizeof(cpath), "%s/tokenizer_config.json", tok_dir);
-    if (access(tpath, R_OK) != 0 || access(cpath, R_OK) != 0) {
-        snprintf(err, sizeof(err),
-                 "%s: cannot read tokenizer.json and tokenizer_config.json (--tokenizer TOK)",
-                 tok_dir);
-        chat_fail(err);
-    }
-    if (mt_chat_template_check(cpath, NULL, err) != 0) chat_fail(err);
-    mt_tokenizer *tok = mt_tokenizer_try_load(tpath, err, sizeof(err));
+    char err[MT_ERR_LEN + 8400];
+    if (!mt_minimax_config_readable(model_dir, err, sizeof(err))) chat_fail(err);
+    mt_tokenizer *tok = mt_chat_tokenizer_load(tok_dir, err, sizeof(err));
     if (!tok) chat_fail(err);
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
-    float **data = mt_calloc((size_t)m.n_buckets, sizeof(float *), "buckets");
-    for (int b = 0; b < m.n_buckets; b++) {
-        data[b] = mt_calloc((size_t)m.bucket_numel[b], sizeof(float), "bucket");
-        mt_minimax_bind_bucket(&m, b, data[b], NULL);
-    }
-    mt_weights_load(model_dir, &m);
+    float **data = mt_weights_load_host(model_dir, &m);
     int32_t eos = mt_tokenizer_token_to_id(tok, "<end_of_sentence>");
     if (eos < 0) eos = cfg.eos_token_id;
 
@@ -331,8 +313,7 @@ int main(int argc, char **argv) {
     chat_history_truncate(&h, 0);
     free(h.msgs);
     if (s.ctx_tokens) mt_ctx_free(&s.ctx);
-    for (int b = 0; b < m.n_buckets; b++) free(data[b]);
-    free(data);
+    mt_weights_host_free(&m, data);
     mt_minimax_free(&m);
     mt_tokenizer_free(tok);
     return 0;

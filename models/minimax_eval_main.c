@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "data/chat_template.h"
 #include "data/data_io.h"
@@ -157,22 +156,10 @@ int main(int argc, char **argv) {
     if (n_shots > 0 && !shots_path)
         ev_fail("--shots N needs --shots-file FILE.jsonl (the solved examples: a train split)");
     if (!tok_dir) tok_dir = model_dir;
-    char path[4200];
-    snprintf(path, sizeof(path), "%s/config.json", model_dir);
-    if (access(path, R_OK) != 0) {
-        snprintf(msg, sizeof(msg), "%s: cannot read the model's config (--model DIR)", path);
-        ev_fail(msg);
-    }
-    char tpath[4200], cpath[4200], err[MT_ERR_LEN + 4400];
-    snprintf(tpath, sizeof(tpath), "%s/tokenizer.json", tok_dir);
-    snprintf(cpath, sizeof(cpath), "%s/tokenizer_config.json", tok_dir);
-    if (access(tpath, R_OK) != 0 || access(cpath, R_OK) != 0) {
-        snprintf(msg, sizeof(msg),
-                 "%s: cannot read tokenizer.json and tokenizer_config.json (--tokenizer TOK)",
-                 tok_dir);
-        ev_fail(msg);
-    }
-    if (mt_chat_template_check(cpath, NULL, err) != 0) ev_fail(err);
+    char err[MT_ERR_LEN + 8400];
+    if (!mt_minimax_config_readable(model_dir, err, sizeof(err))) ev_fail(err);
+    mt_tokenizer *tok = mt_chat_tokenizer_load(tok_dir, err, sizeof(err));
+    if (!tok) ev_fail(err);
     mt_gsm8k_set set;
     if (mt_gsm8k_read(data_path, false, &set, err) != 0) ev_fail(err);
     if (set.n == 0) {
@@ -186,19 +173,12 @@ int main(int argc, char **argv) {
                  n_shots, (long long)shots.n);
         ev_fail(msg);
     }
-    mt_tokenizer *tok = mt_tokenizer_try_load(tpath, err, sizeof(err));
-    if (!tok) ev_fail(err);
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
-    float **data = mt_calloc((size_t)m.n_buckets, sizeof(float *), "buckets");
-    for (int b = 0; b < m.n_buckets; b++) {
-        data[b] = mt_calloc((size_t)m.bucket_numel[b], sizeof(float), "bucket");
-        mt_minimax_bind_bucket(&m, b, data[b], NULL);
-    }
-    mt_weights_load(model_dir, &m);
+    float **data = mt_weights_load_host(model_dir, &m);
 
     const int64_t n = limit >= 0 && limit < set.n ? limit : set.n;
     /* this rank's samples: i = rank, rank + N, ... (balanced, and the order rank 0 rebuilds) */
@@ -296,8 +276,7 @@ int main(int argc, char **argv) {
     mt_ctx_free(&c);
     free(row_ids);
     mt_strbuf_free(&lines);
-    for (int b = 0; b < m.n_buckets; b++) free(data[b]);
-    free(data);
+    mt_weights_host_free(&m, data);
     mt_minimax_free(&m);
     mt_tokenizer_free(tok);
     mt_gsm8k_set_free(&set);

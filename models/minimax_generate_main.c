@@ -147,12 +147,7 @@ int main(int argc, char **argv) {
     }
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
-    float **data = mt_calloc((size_t)m.n_buckets, sizeof(float *), "buckets");
-    for (int b = 0; b < m.n_buckets; b++) {
-        data[b] = mt_calloc((size_t)m.bucket_numel[b], sizeof(float), "bucket");
-        mt_minimax_bind_bucket(&m, b, data[b], NULL);
-    }
-    mt_weights_load(model_dir, &m);
+    float **data = mt_weights_load_host(model_dir, &m);
     int32_t *out = mt_malloc((size_t)B * (size_t)(n_new > 0 ? n_new : 1) * sizeof(int32_t), "out");
 
     mt_ctx c;
@@ -176,8 +171,7 @@ int main(int argc, char **argv) {
     }
 
     mt_ctx_free(&c);
-    for (int b = 0; b < m.n_buckets; b++) free(data[b]);
-    free(data);
+    mt_weights_host_free(&m, data);
     free(ids);
     free(out);
     mt_minimax_free(&m);

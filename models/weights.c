@@ -451,6 +451,21 @@ mt_naming mt_weights_load(const char *dir, mt_minimax *m) {
     return naming;
 }
 
+float **mt_weights_load_host(const char *dir, mt_minimax *m) {
+    float **data = mt_calloc((size_t)m->n_buckets, sizeof(float *), "buckets");
+    for (int b = 0; b < m->n_buckets; b++) {
+        data[b] = mt_calloc((size_t)m->bucket_numel[b], sizeof(float), "bucket");
+        mt_minimax_bind_bucket(m, b, data[b], NULL);
+    }
+    mt_weights_load(dir, m);
+    return data;
+}
+
+void mt_weights_host_free(mt_minimax *m, float **data) {
+    for (int b = 0; b < m->n_buckets; b++) free(data[b]);
+    free(data);
+}
+
 mt_naming mt_weights_load_range(const char *dir, const mt_minimax *m, int bucket, int64_t lo,
                                 int64_t hi, float *dst) {
     mt_weights_reader *r = mt_weights_open(dir, m);

@@ -44,6 +44,10 @@ void mt_weights_close(mt_weights_reader *r);
 
 /* Loads every bucket of m into its bound data (mt_minimax_bind_bucket); returns the layout. */
 mt_naming mt_weights_load(const char *dir, mt_minimax *m);
+/* Host buckets for every bucket of m (initialised), bound to it and loaded from dir: what the
+ * generation tools decode with. Returns the buffers, for mt_weights_host_free. */
+float **mt_weights_load_host(const char *dir, mt_minimax *m);
+void mt_weights_host_free(mt_minimax *m, float **data);
 /* Element range [lo, hi) of one bucket (open + read + close). */
 mt_naming mt_weights_load_range(const char *dir, const mt_minimax *m, int bucket, int64_t lo,
                                 int64_t hi, float *dst);

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
@@ -99,22 +98,9 @@ int main(int argc, char **argv) {
         serve_fail("--port in [0, 65535], --max-batch in [1, 32], --max-context >= 1, "
                    "--max-body >= 1");
     if (!tok_dir) tok_dir = model_dir;
-    char path[4200], tpath[4200], cpath[4200], err[MT_ERR_LEN + 4400];
-    snprintf(path, sizeof(path), "%s/config.json", model_dir);
-    if (access(path, R_OK) != 0) {
-        snprintf(err, sizeof(err), "%s: cannot read the model's config (--model DIR)", path);
-        serve_fail(err);
-    }
-    snprintf(tpath, sizeof(tpath), "%s/tokenizer.json", tok_dir);
-    snprintf(cpath, sizeof(cpath), "%s/tokenizer_config.json", tok_dir);
-    if (access(tpath, R_OK) != 0 || access(cpath, R_OK) != 0) {
-        snprintf(err, sizeof(err),
-                 "%s: cannot read tokenizer.json and tokenizer_config.json (--tokenizer TOK)",
-                 tok_dir);
-        serve_fail(err);
-    }
-    if (mt_chat_template_check(cpath, NULL, err) != 0) serve_fail(err);
-    mt_tokenizer *tok = mt_tokenizer_try_load(tpath, err, sizeof(err));
+    char err[MT_ERR_LEN + 8400];
+    if (!mt_minimax_config_readable(model_dir, err, sizeof(err))) serve_fail(err);
+    mt_tokenizer *tok = mt_chat_tokenizer_load(tok_dir, err, sizeof(err));
     if (!tok) serve_fail(err);
     if (!name) { /* the directory's last part */
         const char *end = model_dir + strlen(model_dir);
@@ -161,12 +147,7 @@ int main(int argc, char **argv) {
                  cache / (1 << 30), avail / (1 << 30), model_dir);
         serve_fail(err);
     }
-    float **data = mt_calloc((size_t)m.n_buckets, sizeof(float *), "buckets");
-    for (int b = 0; b < m.n_buckets; b++) {
-        data[b] = mt_calloc((size_t)m.bucket_numel[b], sizeof(float), "bucket");
-        mt_minimax_bind_bucket(&m, b, data[b], NULL);
-    }
-    mt_weights_load(model_dir, &m);
+    float **data = mt_weights_load_host(model_dir, &m);
     int32_t eos = mt_tokenizer_token_to_id(tok, "<end_of_sentence>");
     if (eos < 0) eos = cfg.eos_token_id;
 
@@ -180,8 +161,7 @@ int main(int argc, char **argv) {
                             .eos = eos};
     const int rc = mt_server_run(&env, &o);
     mt_serve_engine_stop(&engine);
-    for (int b = 0; b < m.n_buckets; b++) free(data[b]);
-    free(data);
+    mt_weights_host_free(&m, data);
     mt_minimax_free(&m);
     mt_tokenizer_free(tok);
     return rc;

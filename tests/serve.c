@@ -456,6 +456,17 @@ static double sv_wait_idle(int port, int timeout_s) {
     }
 }
 
+/* Polls /health (10 s at most) until one request decodes. */
+static void sv_wait_active(int port) {
+    for (int i = 0; i < 500; i++) {
+        http_resp h = http_request(port, "GET", "/health", NULL, NULL);
+        const bool running = h.body && has(h.body, "\"active\":1");
+        http_resp_free(&h);
+        if (running) return;
+        usleep(20000);
+    }
+}
+
 static int test_serve_disconnect(void) {
     sv_setup(0);
     srv_proc s;
@@ -478,14 +489,7 @@ static int test_serve_disconnect(void) {
         pause(); /* until killed */
         _exit(0);
     }
-    usleep(300000);
-    for (int i = 0; i < 100; i++) { /* until the stream runs */
-        http_resp h = http_request(s.port, "GET", "/health", NULL, NULL);
-        const bool running = h.body && has(h.body, "\"active\":1");
-        http_resp_free(&h);
-        if (running) break;
-        usleep(50000);
-    }
+    sv_wait_active(s.port);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
     const double el = sv_wait_idle(s.port, 30);
@@ -528,13 +532,7 @@ static int test_serve_sigterm(void) {
     sv_long l = {.port = s.port};
     pthread_t th;
     pthread_create(&th, NULL, sv_long_main, &l);
-    for (int i = 0; i < 200; i++) { /* until it decodes */
-        http_resp h = http_request(s.port, "GET", "/health", NULL, NULL);
-        const bool running = h.body && has(h.body, "\"active\":1");
-        http_resp_free(&h);
-        if (running) break;
-        usleep(20000);
-    }
+    sv_wait_active(s.port);
     kill(s.pid, SIGTERM);
     usleep(200000);
     /* a request after SIGTERM is not served: the connection is never accepted, and closes

@@ -17,19 +17,14 @@
 
 typedef float gemm_v16 __attribute__((vector_size(64)));
 
-static inline gemm_v16 gemm_load(const float *p) {
-    gemm_v16 v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
+/* A 16-float chunk at p as a vector: a macro, not a function, so that no vector crosses a call
+ * (whose ABI would depend on the instruction set: -Wpsabi). */
+#define GEMM_LOAD(dst, p) memcpy(&(dst), (p), sizeof(gemm_v16))
 
-/* The lanes of v, with the tail's products a[k] b[k] (k = K16..K-1) added from lane 0, summed
+/* The lanes s (16), with the tail's products a[k] b[k] (k = K16..K-1) added from lane 0, summed
  * pairwise. */
-static inline float gemm_finish(gemm_v16 v, const float *a, const float *b, int64_t K16,
-                                int64_t K) {
-    for (int64_t k = K16; k < K; k++) v[k - K16] += a[k] * b[k];
-    float s[16];
-    memcpy(s, &v, sizeof(s));
+static inline float gemm_finish(float *s, const float *a, const float *b, int64_t K16, int64_t K) {
+    for (int64_t k = K16; k < K; k++) s[k - K16] += a[k] * b[k];
     for (int h = 8; h > 0; h /= 2)
         for (int l = 0; l < h; l++) s[l] += s[l + h];
     return s[0];
@@ -42,19 +37,31 @@ static inline void gemm_rows_group(float *y, const float *x, const float *wj, in
     gemm_v16 even[4] = {0}, odd[4] = {0};
     int64_t k = 0;
     for (; k + 32 <= K16; k += 32) {
-        const gemm_v16 w0 = gemm_load(wj + k), w1 = gemm_load(wj + k + 16);
+        gemm_v16 w0, w1, x0, x1;
+        GEMM_LOAD(w0, wj + k);
+        GEMM_LOAD(w1, wj + k + 16);
         for (int r = 0; r < R; r++) {
             const float *xr = x + (n0 + r) * K;
-            even[r] += gemm_load(xr + k) * w0;
-            odd[r] += gemm_load(xr + k + 16) * w1;
+            GEMM_LOAD(x0, xr + k);
+            GEMM_LOAD(x1, xr + k + 16);
+            even[r] += x0 * w0;
+            odd[r] += x1 * w1;
         }
     }
     if (k < K16) { /* an odd number of chunks: the last one is even */
-        const gemm_v16 w0 = gemm_load(wj + k);
-        for (int r = 0; r < R; r++) even[r] += gemm_load(x + (n0 + r) * K + k) * w0;
+        gemm_v16 w0, x0;
+        GEMM_LOAD(w0, wj + k);
+        for (int r = 0; r < R; r++) {
+            GEMM_LOAD(x0, x + (n0 + r) * K + k);
+            even[r] += x0 * w0;
+        }
     }
-    for (int r = 0; r < R; r++)
-        y[(n0 + r) * M + j] = gemm_finish(even[r] + odd[r], x + (n0 + r) * K, wj, K16, K);
+    for (int r = 0; r < R; r++) {
+        const gemm_v16 sum = even[r] + odd[r];
+        float lanes[16];
+        memcpy(lanes, &sum, sizeof(lanes));
+        y[(n0 + r) * M + j] = gemm_finish(lanes, x + (n0 + r) * K, wj, K16, K);
+    }
 }
 
 void cpu_gemm_rows(float *y, const float *x, const float *w, int64_t N, int64_t M, int64_t K) {
