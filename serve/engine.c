@@ -312,9 +312,11 @@ void mt_serve_cancel(mt_serve_engine *e, mt_serve_req *r) {
     pthread_mutex_unlock(&e->mu);
 }
 
-void mt_serve_load(mt_serve_engine *e, int *active, int *queued) {
+void mt_serve_load(mt_serve_engine *e, int *active, int *queued, int64_t *steps, int64_t *rows) {
     pthread_mutex_lock(&e->mu);
     *active = e->n_active;
     *queued = e->n_queued;
+    *steps = e->n_steps;
+    *rows = e->n_step_rows;
     pthread_mutex_unlock(&e->mu);
 }

@@ -89,8 +89,8 @@ void mt_serve_wait(mt_serve_engine *e, mt_serve_req *r, int seen);
 /* The client went away: the engine drops r at its next step (then the caller may free r after
  * waiting for MT_REQ_DONE). */
 void mt_serve_cancel(mt_serve_engine *e, mt_serve_req *r);
-/* Active rows and queued requests now. */
-void mt_serve_load(mt_serve_engine *e, int *active, int *queued);
+/* Active rows and queued requests now; decode steps run so far and the rows they held. */
+void mt_serve_load(mt_serve_engine *e, int *active, int *queued, int64_t *steps, int64_t *rows);
 
 /* The byte length of the completion's text that is final: a trailing U+FFFD (a character whose
  * bytes are still coming) and a suffix that may begin a stop string are held back. */

@@ -268,7 +268,7 @@ int mt_api_parse(const mt_api_env *env, mt_api_kind kind, const char *body, size
         if (want_lp) mt_api_fail(err, 400, NULL, "logprobs", "chat logprobs are not supported");
         goto done;
     }
-    if (cJSON_GetObjectItem(o, mt_key) && max_tokens <= 0 && !(echo && max_tokens == 0)) {
+    if (max_tokens == 0 && !echo) { /* -1: absent or null, the default below */
         mt_api_fail(err, 400, NULL, mt_key, "'%s' must be at least 1 (0 only with echo)", mt_key);
         goto done;
     }

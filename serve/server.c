@@ -178,7 +178,8 @@ static enum MHD_Result server_generate(server *sv, struct MHD_Connection *conn, 
 
 static enum MHD_Result server_health(server *sv, struct MHD_Connection *conn) {
     int active, queued;
-    mt_serve_load(sv->env->engine, &active, &queued);
+    int64_t steps, rows;
+    mt_serve_load(sv->env->engine, &active, &queued, &steps, &rows);
     const mt_serve_engine *e = sv->env->engine;
     pthread_mutex_lock(&sv->mu);
     const bool draining = sv->draining;
@@ -188,8 +189,8 @@ static enum MHD_Result server_health(server *sv, struct MHD_Connection *conn) {
     cJSON_AddNumberToObject(o, "active", active);
     cJSON_AddNumberToObject(o, "queued", queued);
     cJSON_AddNumberToObject(o, "max_batch", e->max_batch);
-    cJSON_AddNumberToObject(o, "decode_steps", (double)e->n_steps);
-    cJSON_AddNumberToObject(o, "decode_rows", (double)e->n_step_rows);
+    cJSON_AddNumberToObject(o, "decode_steps", (double)steps);
+    cJSON_AddNumberToObject(o, "decode_rows", (double)rows);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return server_send(conn, MHD_HTTP_OK, s);
