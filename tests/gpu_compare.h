@@ -70,6 +70,8 @@ void gpu_compare_same_bf16(const char *label, gpu_build build, gpu_input *ins, i
  * different block and thread schedules) and require bit-identical results. */
 extern bool gpu_self_compare;
 
+/* Generation's decode entries (tests/gpu_decode.c), case decode of tests/gpu_ops.c. */
+int gpu_case_decode(void);
 /* The MSA ops' case (tests/gpu_msa.c), case msa of tests/gpu_ops.c. */
 int gpu_case_msa(void);
 /* The MoE cases (tests/gpu_moe.c) and its death test. */

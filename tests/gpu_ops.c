@@ -654,6 +654,7 @@ static int case_linear_cross_entropy(void) {
 
 /* MiniMax-M3's block-sparse attention: select, attention, KL (tests/gpu_msa.c) */
 static int case_msa(void) { return gpu_case_msa(); }
+static int case_decode(void) { return gpu_case_decode(); }
 /* the MoE ops (tests/gpu_moe.c) */
 static int case_moe_route(void) { return gpu_case_moe_route(); }
 static int case_moe_route_sigmoid(void) { return gpu_case_moe_route_sigmoid(); }
@@ -674,7 +675,7 @@ static int case_determinism(void);
     X(mul) X(scale) X(axpby) X(rope) X(qk_norm) X(attention) X(lightning) X(moe_route)             \
     X(moe_route_sigmoid) X(moe_experts) X(moe_aux) X(cross_entropy) X(linear_cross_entropy)        \
     X(matmul_bf16) X(moe_experts_bf16) X(lightning_bf16) X(attention_bf16) X(attention_cudnn)      \
-    X(moe_split) X(moe_split_bf16) X(swiglu_oai) X(moe_experts_oai) X(msa) X(determinism)
+    X(moe_split) X(moe_split_bf16) X(swiglu_oai) X(moe_experts_oai) X(msa) X(decode) X(determinism)
 /* clang-format on */
 
 typedef struct {

@@ -289,3 +289,73 @@ void cuda_attention_bwd_node(const mt_node *n) {
         CUDA_LAUNCH_CHECK("attention backward (dk, dv)");
     }
 }
+
+/* ---- generation's decode step (mt_backend.decode.attention; kernels/cpu/attention.h,
+ * cpu_attention_decode): one block per (b, h), thread d owns output dim d; positions in order,
+ * each score a block-wide double sum of q[d] k[s][d], the online softmax in double as the CPU's
+ * attn_row (the same maximum updates; only the order of each dot product's sum differs). ---- */
+
+__global__ void attn_decode_kernel(float *out, const float *q, const float *k_cache,
+                                   const float *v_cache, const int32_t *t_len, int64_t t_max, int H,
+                                   int Hkv, int D, double scale) {
+    __shared__ double part[32];
+    const int row = blockIdx.x, b = row / H, h = row % H, g = h / (H / Hkv);
+    const int d = threadIdx.x, lane = d & 31, warp = d >> 5, n_warps = (blockDim.x + 31) / 32;
+    const int64_t stride = (int64_t)Hkv * D;
+    const float *kb = k_cache + ((int64_t)b * t_max * Hkv + g) * D;
+    const float *vb = v_cache + ((int64_t)b * t_max * Hkv + g) * D;
+    const double qd = d < D ? (double)q[(int64_t)row * D + d] : 0.0;
+    double m = -INFINITY, l = 0, acc = 0;
+    for (int s = 0; s < t_len[b]; s++) {
+        double p = d < D ? qd * (double)kb[s * stride + d] : 0.0;
+        for (int o = 16; o > 0; o >>= 1) p += __shfl_xor_sync(0xffffffffu, p, o);
+        if (lane == 0) part[warp] = p;
+        __syncthreads();
+        double dot = 0;
+        for (int w = 0; w < n_warps; w++) dot += part[w];
+        __syncthreads(); /* part is rewritten by the next position */
+        const double x = scale * dot;
+        if (x > m) {
+            const double r = exp(m - x); /* 0 on the first position (m = -inf) */
+            l *= r;
+            acc *= r;
+            m = x;
+        }
+        const double e = exp(x - m);
+        l += e;
+        if (d < D) acc += e * (double)vb[s * stride + d];
+    }
+    if (d < D) out[(int64_t)row * D + d] = (float)(acc / l); /* l >= 1: the row sees itself */
+}
+
+/* The decode steps' per-row lengths arrive in host memory (mt_backend.decode): copied into a
+ * device buffer that grows to the largest batch and is kept (no allocation per step). */
+const int32_t *cuda_decode_t_len(const int32_t *t_len, int64_t B) {
+    static int32_t *dev = NULL;
+    static int64_t cap = 0;
+    if (B > cap) {
+        if (dev) cudaCheck("decode lengths", cudaFree(dev));
+        cudaCheck("decode lengths", cudaMalloc((void **)&dev, sizeof(int32_t) * (size_t)B));
+        cap = B;
+    }
+    cudaCheck("decode lengths",
+              cudaMemcpy(dev, t_len, sizeof(int32_t) * (size_t)B, cudaMemcpyHostToDevice));
+    return dev;
+}
+
+void cuda_attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache,
+                           const int32_t *t_len, int64_t B, int64_t t_max, int64_t H, int64_t Hkv,
+                           int64_t D, float scale) {
+    MT_CHECK(H % Hkv == 0 && D >= 1 && D <= 1024, "attention decode: H %lld, Hkv %lld, D %lld",
+             (long long)H, (long long)Hkv, (long long)D);
+    for (int64_t b = 0; b < B; b++)
+        MT_CHECK(t_len[b] >= 1 && t_len[b] <= t_max,
+                 "attention decode: row %lld: t_len %d not in [1, Tmax=%lld]", (long long)b,
+                 t_len[b], (long long)t_max);
+    if (B == 0) return;
+    const int threads = (int)((D + 31) / 32 * 32);
+    attn_decode_kernel<<<(unsigned)(B * H), threads>>>(out, q, k_cache, v_cache,
+                                                       cuda_decode_t_len(t_len, B), t_max, (int)H,
+                                                       (int)Hkv, (int)D, (double)scale);
+    CUDA_LAUNCH_CHECK("attention decode");
+}

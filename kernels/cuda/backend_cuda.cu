@@ -335,6 +335,9 @@ extern "C" const mt_backend *mt_cuda_backend_probe(void) {
     cuda_backend.bf16_shadow = cuda_bf16_shadow;
     cuda_backend.thread_device = cuda_thread_device;
     cuda_backend.thread_bind = cuda_thread_bind;
+    cuda_backend.decode.attention = cuda_attention_decode;
+    cuda_backend.decode.lightning_state = cuda_lightning_state;
+    cuda_backend.decode.lightning_step = cuda_lightning_decode_step;
     cuda_probed = 1;
     return &cuda_backend;
 }

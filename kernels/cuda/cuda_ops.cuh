@@ -10,6 +10,16 @@
 #include "../../autograd/ops.def"
 #undef MT_OP
 
+/* generation's decode steps (mt_backend.decode; attention.cu, lightning.cu); MSA's are not
+ * built for the device (its entries stay NULL: generation says so) */
+void cuda_attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache,
+                           const int32_t *t_len, int64_t B, int64_t t_max, int64_t H, int64_t Hkv,
+                           int64_t D, float scale);
+void cuda_lightning_state(float *state, const float *qkv, const float *decay, const int32_t *seg,
+                          int B, int T, int H, int D);
+void cuda_lightning_decode_step(float *state, const float *qkv_t, const float *decay, float *out,
+                                int B, int H, int D);
+
 /* the sharded optimizer's vector kernels (optim.cu), see mt_backend */
 void cuda_vec_add(float *dst, const float *src, int64_t n);
 void cuda_vec_stats(const float *x, int64_t n, double *sumsq, int64_t *nonfinite);

@@ -206,3 +206,69 @@ void cuda_lightning_bwd_node(const mt_node *n) {
         n->in[2] ? cuda_i32(n->in[2]) : NULL, a);
     CUDA_LAUNCH_CHECK("lightning backward (naive)");
 }
+
+/* ---- generation's caches (mt_backend.decode; kernels/cpu/lightning.h): the prefill's final
+ * state and the recurrent step, each element in the CPU's order of operations. ---- */
+
+/* state (B,H,D,D) = sum over the last segment's s of exp(-lambda (T-1-s)) k_s^T v_s, in double.
+ * One block per (b, h), its threads over the D*D elements. */
+__global__ void lightning_state_kernel(float *state, const float *qkv, const float *decay,
+                                       const int32_t *seg, int T, int H, int D) {
+    const int bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int64_t row3 = (int64_t)H * 3 * D;
+    const float *base = qkv + ((int64_t)b * T * H + h) * 3 * D;
+    const int32_t *sg = seg ? seg + (int64_t)b * T : NULL;
+    int start = 0;
+    for (int t = 1; t < T; t++)
+        if (sg && sg[t] != sg[t - 1]) start = t;
+    const double lam = decay[h];
+    float *S = state + (int64_t)bh * D * D;
+    for (int i = threadIdx.x; i < D * D; i += blockDim.x) {
+        const int c = i / D, d = i % D;
+        double acc = 0;
+        for (int s = start; s < T; s++) {
+            const float *k = base + s * row3 + D, *v = k + D;
+            const double w = exp(-lam * (T - 1 - s)) * k[c];
+            acc += w * v[d];
+        }
+        S[i] = (float)acc;
+    }
+}
+
+/* S = exp(-lambda) S + k^T v (fp32 state, each element in double), then o = q S. One block per
+ * (b, h), thread d owns column d of S. */
+__global__ void lightning_step_kernel(float *state, const float *qkv_t, const float *decay,
+                                      float *out, int H, int D) {
+    const int bh = blockIdx.x, h = bh % H;
+    const float *q = qkv_t + (int64_t)bh * 3 * D, *k = q + D, *v = k + D;
+    float *S = state + (int64_t)bh * D * D;
+    const double g = exp(-(double)decay[h]);
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        double acc = 0;
+        for (int c = 0; c < D; c++) {
+            float *Scd = S + (int64_t)c * D + d;
+            *Scd = (float)(g * *Scd + (double)k[c] * v[d]);
+            acc += (double)q[c] * *Scd;
+        }
+        out[(int64_t)bh * D + d] = (float)acc;
+    }
+}
+
+void cuda_lightning_state(float *state, const float *qkv, const float *decay, const int32_t *seg,
+                          int B, int T, int H, int D) {
+    MT_CHECK(B >= 0 && T >= 1 && H >= 1 && D >= 1 && D <= 256,
+             "lightning state: B %d, T %d, H %d, D %d", B, T, H, D);
+    if (B == 0) return;
+    lightning_state_kernel<<<(unsigned)(B * H), CUDA_THREADS>>>(state, qkv, decay, seg, T, H, D);
+    CUDA_LAUNCH_CHECK("lightning state");
+}
+
+void cuda_lightning_decode_step(float *state, const float *qkv_t, const float *decay, float *out,
+                                int B, int H, int D) {
+    MT_CHECK(B >= 0 && H >= 1 && D >= 1 && D <= 256, "lightning decode step: B %d, H %d, D %d", B,
+             H, D);
+    if (B == 0) return;
+    lightning_step_kernel<<<(unsigned)(B * H), (D + 31) / 32 * 32>>>(state, qkv_t, decay, out, H,
+                                                                     D);
+    CUDA_LAUNCH_CHECK("lightning decode step");
+}
