@@ -233,6 +233,7 @@ cmake_build() {
   build_step build_bench_gpu_ops 120 cmake --build "$B" -j "$JOBS" --target bench-gpu-ops
   build_step build_bench_gpu_step 180 cmake --build "$B" -j "$JOBS" --target bench-gpu-step
   build_step build_test_dist_nccl 120 cmake --build "$B" -j "$JOBS" --target test_dist_nccl
+  build_step build_minimax_generate 120 cmake --build "$B" -j "$JOBS" --target minimax-generate
   HAVE_NCCL=1
 }
 
@@ -357,9 +358,12 @@ EOF
     rm -f "$SA"/tests/test_* "$SA"/bench-gpu-*
     return 1
   }
-  sa_compile build_test_gpu_ops_src 60 tests/gpu_ops.c tests/gpu_compare.c tests/gpu_msa.c &&
-    sa_link build_test_gpu_ops "$SA/tests/test_gpu_ops" "${lib_obj[@]}" \
-      "$(obj_of tests/gpu_ops.c)" "$(obj_of tests/gpu_compare.c)" "$(obj_of tests/gpu_msa.c)" ||
+  # the sources of test_gpu_ops (tests/gpu.cmake's mt_test_binary line)
+  local ops_src=(tests/gpu_ops.c tests/gpu_compare.c tests/gpu_msa.c tests/gpu_moe.c
+    tests/gpu_decode.c) ops_obj=()
+  for f in "${ops_src[@]}"; do ops_obj+=("$(obj_of "$f")"); done
+  sa_compile build_test_gpu_ops_src 60 "${ops_src[@]}" &&
+    sa_link build_test_gpu_ops "$SA/tests/test_gpu_ops" "${lib_obj[@]}" "${ops_obj[@]}" ||
     rm -f "$SA/tests/test_gpu_ops"
   sa_compile build_test_gpu_optim_src 60 tests/gpu_optim.c &&
     sa_link build_test_gpu_optim "$SA/tests/test_gpu_optim" "${lib_obj[@]}" "$(obj_of tests/gpu_optim.c)" ||
@@ -481,6 +485,10 @@ line info step_comm "bench-gpu-step --comm $COMM (nccl when gpu_nccl_np1 passed,
 for c in $(cases_of "$OPTIM" gpu_optim); do
   step "$c" 60 "$TESTS_LOG" "$OPTIM" "${SYNC[@]}" "$OPTIM" "$c"
 done
+# generation on the device (tests/gpu_generate.sh): --backend cuda equals the CPU token for token
+# (cmake mode: the standalone build makes no minimax-generate)
+step gpu_generate 120 "$TESTS_LOG" "$B/minimax-generate" "${SYNC[@]}" bash tests/gpu_generate.sh \
+  "$B/minimax-generate" "$B/minimax-generate"
 TINY="--hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 --ffn 64 --vocab 256 --seq 48 --block 16 --steps 2 --warmup 1"
 D64="--hidden 64 --heads 4 --kv-heads 2 --head-dim 64 --experts 4 --ffn 64 --vocab 256 --seq 96 --block 32 --steps 2 --warmup 1"
 # mid-size: 4 lightning blocks of 4 fused-kernel row tiles, 16 x 16 flash tiles, 8 experts on

@@ -88,8 +88,8 @@ void mt_block_attention_qkv(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_b
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < T; t++) {
                 size_t dst = ((size_t)b * kv->t_max + (size_t)(kv->t_len[b] + t)) * row;
-                memcpy(kv->k[l] + dst, kd + (size_t)(b * T + t) * row, row * sizeof(float));
-                memcpy(kv->v[l] + dst, vd + (size_t)(b * T + t) * row, row * sizeof(float));
+                c->be->copy(kv->k[l] + dst, kd + (size_t)(b * T + t) * row, row * sizeof(float));
+                c->be->copy(kv->v[l] + dst, vd + (size_t)(b * T + t) * row, row * sizeof(float));
             }
     }
     *q_out = q;

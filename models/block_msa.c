@@ -71,6 +71,10 @@ static mt_tensor *msa_decode(mt_minimax *m, mt_ctx *c, int l, mt_tensor *q, mt_t
     const float scale = (float)(1.0 / sqrt((double)D));
     mt_tensor *o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, 1, H, D}, "msa.step");
     const mt_backend *be = c->be;
+    MT_CHECK(be->decode.msa_select && be->decode.msa_select_work && be->decode.msa_attention,
+             "minimax: the %s backend has no MSA decode step (generation of MSA layers runs on the "
+             "CPU backend)",
+             be->name);
     mt_tensor *idx = mt_tensor_new(c, MT_I32, 3, (int64_t[]){B, Hkv, topk}, "msa.step.idx");
     const int64_t nw = be->decode.msa_select_work(B, Hkv, kv->t_max, block);
     mt_tensor *work = mt_tensor_new(c, MT_F32, 1, &nw, "msa.step.work");
@@ -131,9 +135,9 @@ mt_tensor *mt_block_msa_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, 
     mt_minimax_cache *kv = io->kv;
     if (kv) { /* the index keys join their cache, as the keys and values did */
         const float *src = ik->data;
-        for (int64_t b = 0; b < B; b++)
-            memcpy(kv->ik[l] + ((size_t)b * kv->t_max + (size_t)kv->t_len[b]) * (size_t)Di,
-                   src + (size_t)(b * T) * (size_t)Di, sizeof(float) * (size_t)(T * Di));
+        for (int64_t b = 0; b < B; b++) /* backend memory on both sides */
+            c->be->copy(kv->ik[l] + ((size_t)b * kv->t_max + (size_t)kv->t_len[b]) * (size_t)Di,
+                        src + (size_t)(b * T) * (size_t)Di, sizeof(float) * (size_t)(T * Di));
     }
     mt_tensor *o;
     if (kv && kv->t_len[0] > 0) { /* a step: every row is filled */

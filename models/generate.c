@@ -6,18 +6,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-void mt_minimax_cache_init(mt_minimax_cache *kv, const mt_minimax_config *cfg, int B, int t_max) {
-    const int L = cfg->num_hidden_layers;
+/* Floats per row of each cache kind (k and v each; index keys; a lightning state). */
+static void cache_row_floats(const mt_minimax_config *cfg, int t_max, size_t *kv, size_t *ik,
+                             size_t *state) {
     const size_t H = (size_t)cfg->num_attention_heads, Hkv = (size_t)cfg->num_key_value_heads,
                  D = (size_t)cfg->head_dim;
+    *kv = (size_t)t_max * Hkv * D;
+    *ik = (size_t)t_max * (size_t)cfg->msa_index_dim;
+    *state = H * D * D;
+}
+
+size_t mt_minimax_cache_bytes(const mt_minimax_config *cfg, int B, int t_max) {
+    size_t row_kv, row_ik, row_state, floats = 0;
+    cache_row_floats(cfg, t_max, &row_kv, &row_ik, &row_state);
+    for (int l = 0; l < cfg->num_hidden_layers; l++) {
+        mt_layer_plan p;
+        mt_config_layer_plan(cfg, l, &p);
+        floats += p.mixer == MT_MIXER_LIGHTNING
+                      ? row_state
+                      : 2 * row_kv + (p.mixer == MT_MIXER_MSA ? row_ik : 0);
+    }
+    return sizeof(float) * floats * (size_t)B;
+}
+
+/* n floats of be's memory, zeroed. */
+static float *cache_alloc(const mt_backend *be, size_t n) {
+    float *p = be->alloc(sizeof(float) * n);
+    be->zero(p, sizeof(float) * n);
+    return p;
+}
+
+void mt_minimax_cache_init(mt_minimax_cache *kv, const mt_backend *be, const mt_minimax_config *cfg,
+                           int B, int t_max) {
+    const int L = cfg->num_hidden_layers;
     MT_CHECK(B >= 1 && t_max >= 1, "generate: cache for B = %d rows of %d positions", B, t_max);
     memset(kv, 0, sizeof(*kv));
+    kv->be = be;
     kv->n_layers = L;
     kv->B = B;
     kv->t_max = t_max;
-    kv->row_kv = (size_t)t_max * Hkv * D;
-    kv->row_ik = (size_t)t_max * (size_t)cfg->msa_index_dim;
-    kv->row_state = H * D * D;
+    cache_row_floats(cfg, t_max, &kv->row_kv, &kv->row_ik, &kv->row_state);
     kv->t_len = mt_calloc((size_t)B, sizeof(int32_t), "kv cache lengths");
     kv->k = mt_calloc((size_t)L, sizeof(float *), "kv cache k");
     kv->v = mt_calloc((size_t)L, sizeof(float *), "kv cache v");
@@ -27,22 +55,21 @@ void mt_minimax_cache_init(mt_minimax_cache *kv, const mt_minimax_config *cfg, i
         mt_layer_plan p; /* the cache a layer keeps is its mixer's */
         mt_config_layer_plan(cfg, l, &p);
         if (p.mixer != MT_MIXER_LIGHTNING) { /* softmax and MSA: keys, values */
-            kv->k[l] = mt_calloc((size_t)B * kv->row_kv, sizeof(float), "kv cache k");
-            kv->v[l] = mt_calloc((size_t)B * kv->row_kv, sizeof(float), "kv cache v");
+            kv->k[l] = cache_alloc(be, (size_t)B * kv->row_kv);
+            kv->v[l] = cache_alloc(be, (size_t)B * kv->row_kv);
             if (p.mixer == MT_MIXER_MSA) /* and the index keys, one head */
-                kv->ik[l] = mt_calloc((size_t)B * kv->row_ik, sizeof(float), "index key cache");
+                kv->ik[l] = cache_alloc(be, (size_t)B * kv->row_ik);
         } else {
-            kv->state[l] = mt_calloc((size_t)B * kv->row_state, sizeof(float), "lightning state");
+            kv->state[l] = cache_alloc(be, (size_t)B * kv->row_state);
         }
     }
 }
 
 void mt_minimax_cache_free(mt_minimax_cache *kv) {
     for (int l = 0; l < kv->n_layers; l++) {
-        free(kv->k[l]);
-        free(kv->v[l]);
-        free(kv->state[l]);
-        free(kv->ik[l]);
+        float *bufs[4] = {kv->k[l], kv->v[l], kv->state[l], kv->ik[l]};
+        for (int i = 0; i < 4; i++)
+            if (bufs[i]) kv->be->free(bufs[i]);
     }
     free(kv->k);
     free(kv->v);
@@ -79,6 +106,7 @@ void mt_minimax_cache_row(const mt_minimax_cache *kv, int b, mt_minimax_cache *v
         view->ik[l] = kv->ik[l] ? kv->ik[l] + (size_t)b * kv->row_ik : NULL;
         view->state[l] = kv->state[l] ? kv->state[l] + (size_t)b * kv->row_state : NULL;
     }
+    view->be = kv->be;
     view->B = 1;
     view->t_max = kv->t_max;
     view->row_kv = kv->row_kv;
@@ -97,17 +125,17 @@ void mt_minimax_cache_move_row(mt_minimax_cache *kv, int dst, int src) {
                  per_ik = kv->row_ik / (size_t)kv->t_max;
     for (int l = 0; l < kv->n_layers; l++) {
         if (kv->k[l]) {
-            memcpy(kv->k[l] + (size_t)dst * kv->row_kv, kv->k[l] + (size_t)src * kv->row_kv,
-                   n * per_pos * sizeof(float));
-            memcpy(kv->v[l] + (size_t)dst * kv->row_kv, kv->v[l] + (size_t)src * kv->row_kv,
-                   n * per_pos * sizeof(float));
+            kv->be->copy(kv->k[l] + (size_t)dst * kv->row_kv, kv->k[l] + (size_t)src * kv->row_kv,
+                         n * per_pos * sizeof(float));
+            kv->be->copy(kv->v[l] + (size_t)dst * kv->row_kv, kv->v[l] + (size_t)src * kv->row_kv,
+                         n * per_pos * sizeof(float));
         }
         if (kv->ik[l])
-            memcpy(kv->ik[l] + (size_t)dst * kv->row_ik, kv->ik[l] + (size_t)src * kv->row_ik,
-                   n * per_ik * sizeof(float));
+            kv->be->copy(kv->ik[l] + (size_t)dst * kv->row_ik, kv->ik[l] + (size_t)src * kv->row_ik,
+                         n * per_ik * sizeof(float));
         if (kv->state[l])
-            memcpy(kv->state[l] + (size_t)dst * kv->row_state,
-                   kv->state[l] + (size_t)src * kv->row_state, kv->row_state * sizeof(float));
+            kv->be->copy(kv->state[l] + (size_t)dst * kv->row_state,
+                         kv->state[l] + (size_t)src * kv->row_state, kv->row_state * sizeof(float));
     }
     kv->t_len[dst] = kv->t_len[src];
 }
@@ -203,10 +231,18 @@ int32_t mt_gen_sample(const float *logits, int V, const mt_gen_opts *o, double u
 }
 
 /* Step `step`'s token of prompt row r from batch slot s's last-position logits. */
-static int32_t gen_next(const mt_tensor *logits, int64_t s, int r, int step, const mt_gen_opts *o,
+const float *mt_gen_logits_host(const mt_ctx *c, const mt_tensor *logits, int64_t first, int64_t n,
+                                float *host) {
+    const int64_t V = logits->shape[logits->ndim - 1];
+    const float *src = (const float *)logits->data + first * V;
+    if (c->be->dev == MT_CPU) return src;
+    c->be->to_host(host, src, sizeof(float) * (size_t)(n * V));
+    return host;
+}
+
+/* Step `step`'s token of prompt row r from its last-position logits x (V, host memory). */
+static int32_t gen_next(const float *x, int64_t V, int r, int step, const mt_gen_opts *o,
                         float *work_p, uint64_t *work_key) {
-    const int64_t T = logits->shape[1], V = logits->shape[2];
-    const float *x = (const float *)logits->data + (s * T + T - 1) * V;
     const int64_t id = o && o->row_ids ? o->row_ids[r] : r;
     const double u = o && o->temperature > 0 ? mt_gen_uniform(o->seed, id, step) : 0;
     return mt_gen_sample(x, (int)V, o, u, work_p, work_key);
@@ -234,7 +270,8 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
     if (n_new == 0) return;
 
     mt_minimax_cache kv, view;
-    mt_minimax_cache_init(&kv, &m->cfg, B, t_max);
+    mt_minimax_cache_init(&kv, c->be, &m->cfg, B, t_max);
+    float *host_logits = mt_malloc(sizeof(float) * (size_t)B * (size_t)V, "host logits");
     mt_minimax_cache_view_alloc(&view, kv.n_layers);
     int32_t *tok = mt_malloc((size_t)B * sizeof(int32_t), "generate tokens");
     int *row = mt_malloc((size_t)B * sizeof(int), "generate slot rows"); /* slot -> prompt row */
@@ -248,7 +285,8 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
         mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){1, lens[b]}, "prompt");
         c->be->to_device(x->data, prompts[b], (size_t)lens[b] * sizeof(int32_t));
         const mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &view);
-        tok[b] = gen_next(logits, 0, b, 0, o, work_p, work_key);
+        const float *last = mt_gen_logits_host(c, logits, lens[b] - 1, 1, host_logits);
+        tok[b] = gen_next(last, V, b, 0, o, work_p, work_key);
         row[b] = b;
     }
     int n_act = B;
@@ -274,14 +312,17 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
         mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){n_act, 1}, "next tokens");
         c->be->to_device(x->data, tok, (size_t)n_act * sizeof(int32_t));
         mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &kv);
+        const float *rows = mt_gen_logits_host(c, logits, 0, n_act, host_logits);
         for (int s = 0; s < n_act; s++)
-            tok[s] = gen_next(logits, s, row[s], step + 1, o, work_p, work_key);
+            tok[s] =
+                gen_next(rows + (size_t)s * (size_t)V, V, row[s], step + 1, o, work_p, work_key);
     }
     mt_ctx_reset(c);
     free(tok);
     free(row);
     free(work_p);
     free(work_key);
+    free(host_logits);
     mt_minimax_cache_view_free(&view);
     mt_minimax_cache_free(&kv);
 }

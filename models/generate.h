@@ -6,8 +6,8 @@
  * softmax layer, and the final DxD state of every lightning layer. Each new token then takes
  * one recurrent step per lightning layer (S = exp(-lambda) S + k^T v, o = q S) and one cached
  * attention row per softmax layer, never re-running the prefix. The decode steps are the
- * backend table's (mt_backend.decode); the caches live in host memory, so generation runs on
- * the CPU backend. */
+ * backend table's (mt_backend.decode); the caches live in the generating context's backend
+ * memory (mt_minimax_cache.be), the logits of the positions sampled come to the host. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,10 +15,11 @@
 #include "models/minimax.h"
 
 typedef struct {
-    int n_layers;   /* L */
-    int B;          /* batch rows */
-    int t_max;      /* capacity in positions */
-    int32_t *t_len; /* (B): positions filled so far in each row (0 before its prompt) */
+    const mt_backend *be; /* whose memory the caches are (the generating context's backend) */
+    int n_layers;         /* L */
+    int B;                /* batch rows */
+    int t_max;            /* capacity in positions */
+    int32_t *t_len;       /* (B): positions filled so far in each row (0 before its prompt) */
     /* (B), set by mt_minimax_forward_cached for its layers: t_len + T, the positions each row's
      * queries see once this forward's tokens are in (host arena memory of that forward) */
     const int32_t *t_end;
@@ -29,8 +30,12 @@ typedef struct {
     size_t row_kv, row_ik, row_state; /* floats per batch row: t_max*Hkv*D, t_max*Di, H*D*D */
 } mt_minimax_cache;
 
-/* Allocates the caches of a model with this config for B rows of up to t_max positions. */
-void mt_minimax_cache_init(mt_minimax_cache *kv, const mt_minimax_config *cfg, int B, int t_max);
+/* Allocates the caches of a model with this config for B rows of up to t_max positions in be's
+ * memory (zeroed; the lengths t_len stay in host memory). */
+void mt_minimax_cache_init(mt_minimax_cache *kv, const mt_backend *be, const mt_minimax_config *cfg,
+                           int B, int t_max);
+/* Bytes of backend memory those caches take. */
+size_t mt_minimax_cache_bytes(const mt_minimax_config *cfg, int B, int t_max);
 void mt_minimax_cache_free(mt_minimax_cache *kv);
 /* Row b of kv as a one-row cache sharing its memory (view's pointer arrays: (L) each, owned by
  * the caller, see mt_minimax_cache_view_alloc): a ragged batch fills each row with its own
@@ -74,6 +79,11 @@ typedef struct {
 
 /* Arena bytes for generation's context: one no-grad prompt forward of B rows of T tokens. */
 size_t mt_minimax_generate_arena_bytes(const mt_minimax_config *cfg, int64_t B, int64_t T);
+
+/* Rows [first, first + n) of logits (..., V) readable on the host: the tensor's own memory on the
+ * CPU backend, else copied into host (n V floats) and host returned. */
+const float *mt_gen_logits_host(const mt_ctx *c, const mt_tensor *logits, int64_t first, int64_t n,
+                                float *host);
 
 /* A uniform double in [0, 1) for (seed, row id, step): counter-based (no state carried from one
  * draw to the next), so a row's draws do not depend on which rows share its batch. */

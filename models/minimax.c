@@ -387,7 +387,10 @@ mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids,
     MT_CHECK(ids->dtype == MT_I32 && ids->ndim == 2 && ids->shape[0] >= 1 && ids->shape[0] <= kv->B,
              "minimax_forward_cached: ids %s must be i32 (B,T) with B <= %d", mt_shape_str(ids),
              kv->B);
-    MT_CHECK(c->be->dev == MT_CPU, "minimax_forward_cached: generation runs on the CPU backend");
+    MT_CHECK(kv->be == c->be,
+             "minimax_forward_cached: the caches are the %s backend's, the context "
+             "the %s backend's",
+             kv->be ? kv->be->name : "(none)", c->be->name);
     const int64_t B = ids->shape[0], T = ids->shape[1];
     int n_empty = 0; /* all rows empty (a prompt) or none (a step): the layers take one path */
     for (int64_t b = 0; b < B; b++) {

@@ -2,6 +2,7 @@
  * models/generate.h).
  *
  *   minimax-generate --model DIR --ids IDS.json --max-new-tokens N [--arena-mb M]
+ *                    [--backend cpu|cuda]
  *   minimax-generate --model DIR --prompt TEXT [--tokenizer TOK] --max-new-tokens N [--json]
  *
  * IDS.json: a list of equal-length lists of prompt token ids. Prints the generated ids as a
@@ -10,7 +11,9 @@
  * with TOK's tokenizer.json (default: DIR's); prints the generated text decoded, special tokens
  * left out, or with --json the prompt ids, the generated ids and the text. With an
  * eos_token_id in the config a row stops at eos (and is padded with eos while the others go
- * on), like transformers' generate. */
+ * on), like transformers' generate. --backend cuda decodes on the GPU (the weights, the caches
+ * and the activations in device memory; the decode kernels of docs/cuda.md), the tokens chosen
+ * on the host from the last positions' logits. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +33,7 @@
 static void usage(int status) {
     fprintf(status ? stderr : stdout,
             "usage: minimax-generate --model DIR --ids IDS.json --max-new-tokens N "
-            "[--arena-mb M]\n"
+            "[--arena-mb M] [--backend cpu|cuda]\n"
             "       minimax-generate --model DIR --prompt TEXT [--tokenizer TOK] "
             "--max-new-tokens N [--json] [--arena-mb M]\n"
             "       minimax-generate --help | --version\n"
@@ -39,7 +42,8 @@ static void usage(int status) {
             "  --prompt TEXT: a user turn in the chat template (TOK/tokenizer_config.json, the\n"
             "    MiniMax one) with the generation prompt, tokenized with TOK/tokenizer.json\n"
             "    (TOK: DIR by default); prints the generated text, special tokens left out\n"
-            "  --json: with --prompt, {\"prompt_ids\": [...], \"ids\": [...], \"text\": ...}\n");
+            "  --json: with --prompt, {\"prompt_ids\": [...], \"ids\": [...], \"text\": ...}\n"
+            "  --backend cuda: decode on the GPU (default cpu)\n");
     exit(status);
 }
 
@@ -96,6 +100,7 @@ int main(int argc, char **argv) {
     const char *model_dir = NULL, *ids_path = NULL, *prompt = NULL, *tok_dir = NULL;
     long n_new = -1, arena_mb = 0;
     bool json = false;
+    const char *backend = "cpu";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
             model_dir = argv[++i];
@@ -109,6 +114,8 @@ int main(int argc, char **argv) {
             json = true;
         else if (!strcmp(argv[i], "--max-new-tokens") && i + 1 < argc)
             n_new = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+            backend = argv[++i];
         else if (!strcmp(argv[i], "--arena-mb") && i + 1 < argc)
             arena_mb = atol(argv[++i]);
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
@@ -121,8 +128,10 @@ int main(int argc, char **argv) {
     }
     /* one of --ids and --prompt; --tokenizer and --json go with --prompt */
     if (!model_dir || !ids_path == !prompt || (ids_path && (tok_dir || json)) || n_new < 0 ||
-        n_new > 1000000)
+        n_new > 1000000 || (strcmp(backend, "cpu") && strcmp(backend, "cuda")))
         usage(2);
+    const mt_backend *be = strcmp(backend, "cuda") ? mt_backend_cpu() : mt_backend_cuda();
+    MT_CHECK(be, "--backend cuda: no usable CUDA device (or a build without -DMT_CUDA=ON)");
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
@@ -148,12 +157,22 @@ int main(int argc, char **argv) {
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
     float **data = mt_weights_load_host(model_dir, &m);
+    float **dev = NULL; /* --backend cuda: the buckets' device copies, bound instead */
+    if (be->dev != MT_CPU) {
+        dev = mt_calloc((size_t)m.n_buckets, sizeof(float *), "device buckets");
+        for (int b = 0; b < m.n_buckets; b++) {
+            const size_t bytes = sizeof(float) * (size_t)m.bucket_numel[b];
+            dev[b] = be->alloc(bytes);
+            be->to_device(dev[b], data[b], bytes);
+            mt_minimax_bind_bucket(&m, b, dev[b], NULL);
+        }
+    }
     int32_t *out = mt_malloc((size_t)B * (size_t)(n_new > 0 ? n_new : 1) * sizeof(int32_t), "out");
 
     mt_ctx c;
     size_t arena =
         arena_mb > 0 ? (size_t)arena_mb << 20 : mt_minimax_generate_arena_bytes(&cfg, B, T);
-    mt_ctx_init(&c, mt_backend_cpu(), arena, 64 * (cfg.num_hidden_layers + 4));
+    mt_ctx_init(&c, be, arena, 64 * (cfg.num_hidden_layers + 4));
     int steps = 0;
     mt_minimax_generate(&m, &c, ids, B, T, (int)n_new, cfg.eos_token_id, out, &steps);
 
@@ -171,6 +190,8 @@ int main(int argc, char **argv) {
     }
 
     mt_ctx_free(&c);
+    for (int b = 0; dev && b < m.n_buckets; b++) be->free(dev[b]);
+    free(dev);
     mt_weights_host_free(&m, data);
     free(ids);
     free(out);

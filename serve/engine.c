@@ -149,8 +149,8 @@ static bool engine_prefill(mt_serve_engine *e, mt_serve_req *r, int s, engine_pi
     mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){1, T}, "prompt");
     c->be->to_device(x->data, r->prompt, (size_t)T * sizeof(int32_t));
     const mt_tensor *logits = mt_minimax_forward_cached(e->model, c, x, &e->view);
-    const float *lg = (const float *)logits->data;
-    if (r->echo && r->logprobs >= 0) { /* position t - 1 predicts prompt token t */
+    const float *lg = (const float *)logits->data; /* the CPU backend's: host memory */
+    if (r->echo && r->logprobs >= 0) {             /* position t - 1 predicts prompt token t */
         r->prompt_lp[0] = NAN;
         for (int t = 1; t < T; t++) {
             const float *row = lg + (size_t)(t - 1) * (size_t)V;
@@ -242,7 +242,7 @@ void mt_serve_engine_start(mt_serve_engine *e, mt_minimax *model, const mt_token
                  step = mt_minimax_generate_arena_bytes(cfg, max_batch, 1);
     mt_ctx_init(&e->ctx, mt_backend_cpu(), prefill > step ? prefill : step,
                 64 * (cfg->num_hidden_layers + 4));
-    mt_minimax_cache_init(&e->kv, cfg, max_batch, t_max);
+    mt_minimax_cache_init(&e->kv, e->ctx.be, cfg, max_batch, t_max);
     mt_minimax_cache_view_alloc(&e->view, e->kv.n_layers);
     e->slot = mt_calloc((size_t)max_batch, sizeof(mt_serve_req *), "engine slots");
     e->tok_step = mt_calloc((size_t)max_batch, sizeof(int32_t), "engine tokens");

@@ -122,20 +122,7 @@ int main(int argc, char **argv) {
     /* the host holds the weights, the caches and one prefill: refused when it cannot */
     double weights = 0;
     for (int b = 0; b < m.n_buckets; b++) weights += 4.0 * (double)m.bucket_numel[b];
-    mt_minimax_cache probe;
-    mt_minimax_cache_init(&probe, &cfg, 1, 1);
-    const double per_pos = 2.0 * (double)probe.row_kv + (double)probe.row_ik; /* k, v, index */
-    const double row_state = (double)probe.row_state;
-    mt_minimax_cache_free(&probe);
-    int n_cached = 0;
-    for (int l = 0; l < cfg.num_hidden_layers; l++) {
-        mt_layer_plan p;
-        mt_config_layer_plan(&cfg, l, &p);
-        n_cached += p.mixer != MT_MIXER_LIGHTNING;
-    }
-    const double cache = 4.0 * (double)max_batch *
-                         ((double)n_cached * per_pos * t_max +
-                          (double)(cfg.num_hidden_layers - n_cached) * row_state);
+    const double cache = (double)mt_minimax_cache_bytes(&cfg, (int)max_batch, t_max);
     const double need = weights + cache + (double)mt_minimax_generate_arena_bytes(&cfg, 1, t_max);
     const double avail = serve_mem_available();
     if (avail > 0 && need > avail) {

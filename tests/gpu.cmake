@@ -83,10 +83,11 @@ if(CMAKE_CXX_COMPILER)
   add_executable(test_gpu_ops_emu gpu_ops.c gpu_compare.c gpu_msa.c gpu_moe.c gpu_decode.c harness.c)
   add_executable(bench_gpu_ops_emu ${bench_cpp})
   add_executable(minimax-train-emu ${CMAKE_SOURCE_DIR}/train/minimax_train_main.c)
+  add_executable(minimax-generate-emu ${CMAKE_SOURCE_DIR}/models/minimax_generate_main.c)
   add_executable(bench_gpu_step_emu ${CMAKE_SOURCE_DIR}/bench/gpu_step.c)
   add_executable(test_emu_cublas emu_cublas.cpp) # the emulated cuBLAS calls themselves
-  foreach(t mt_emu test_gpu_ops_emu bench_gpu_ops_emu minimax-train-emu bench_gpu_step_emu
-      test_emu_cublas)
+  foreach(t mt_emu test_gpu_ops_emu bench_gpu_ops_emu minimax-train-emu minimax-generate-emu
+      bench_gpu_step_emu test_emu_cublas)
     target_compile_definitions(${t} PRIVATE MT_WITH_CUDA MT_CUDA_EMU)
     target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-unknown-pragmas>)
     target_include_directories(${t} PRIVATE ${mt_emu_dir}/kernels/cuda ${mt_emu_dir}
@@ -242,4 +243,17 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(op_cuda_emu_no_device PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_CUDA_EMU_NO_DEVICE=1" SKIP_RETURN_CODE 0 WILL_FAIL FALSE
     PASS_REGULAR_EXPRESSION "SKIP gpu_matmul")
+endif()
+
+# Generation on the CUDA backend (tests/gpu_generate.sh): minimax-generate --backend cuda equals
+# the CPU backend token for token; gpu_generate on a GPU (skipped without one), and
+# op_cuda_emu_generate with minimax-generate-emu on the emulator.
+add_test(NAME gpu_generate COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu_generate.sh
+  $<TARGET_FILE:minimax-generate> $<TARGET_FILE:minimax-generate>)
+set_tests_properties(gpu_generate PROPERTIES ENVIRONMENT "${MT_TEST_ENV}" SKIP_RETURN_CODE 77
+  TIMEOUT 300)
+if(TARGET minimax-generate-emu)
+  add_test(NAME op_cuda_emu_generate COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu_generate.sh
+    $<TARGET_FILE:minimax-generate> $<TARGET_FILE:minimax-generate-emu>)
+  set_tests_properties(op_cuda_emu_generate PROPERTIES ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 600)
 endif()

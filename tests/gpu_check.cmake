@@ -5,6 +5,7 @@
 # SIGTERM mid-run. The steps: the gpu_* cases of tests/gpu.cmake (included before this file) and
 # the script's own (docs/cuda.md, "launch/gpu-check.sh").
 set(mt_gpu_check_steps gpu_nccl_np1 gpu_optim gpu_lightning_bf16_gemm gpu_moe_experts_bf16_lanes1
+  gpu_generate
   gpu_step_check_fp32)
 foreach(s bf16 bf16_d64 bf16_mid recompute offload offload_bf16g)
   list(APPEND mt_gpu_check_steps gpu_step_check_${s} gpu_step_check_${s}_nosync)

@@ -53,7 +53,7 @@ for st in "${steps[@]}"; do [ -n "$(lineno "$s" "$st")" ] || missing="$missing $
 check "summary.txt names all ${#steps[@]} steps${missing:+ (missing:$missing)}" [ -z "$missing" ]
 ran=$(grep -cE '^(pass|FAIL|TIMEOUT) +gpu_' "$s")
 check "no gpu_* case ran without a device ($ran did)" [ "$ran" = 0 ]
-order=(gpu_nccl_np1 gpu_attention_bf16 gpu_moe_experts_bf16_lanes1 gpu_optim gpu_step_check_fp32
+order=(gpu_nccl_np1 gpu_attention_bf16 gpu_moe_experts_bf16_lanes1 gpu_optim gpu_generate gpu_step_check_fp32
   gpu_step_check_bf16 gpu_step_check_bf16_nosync gpu_step_check_bf16_mid_nosync gpu_view
   bench_gpu_ops step_bf16_profile step_fp32 sanitize_racecheck_gpu_attention_bf16 bench_msa peer
   total)

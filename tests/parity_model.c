@@ -287,7 +287,7 @@ static void pm_check_decode(pm_model *pm, mt_ctx *c, mt_safetensors *st) {
     for (int64_t i = 0; i < B * TT * V; i++) rmax = fmax(rmax, fabs((double)full[i]));
 
     mt_minimax_cache kv;
-    mt_minimax_cache_init(&kv, &pm->m.cfg, (int)B, (int)TT);
+    mt_minimax_cache_init(&kv, mt_backend_cpu(), &pm->m.cfg, (int)B, (int)TT);
     double dmax = 0;
     for (int64_t s = 0; s < N; s++) { /* s = 0: the prompt; s >= 1: token T+s-1 */
         mt_ctx_reset(c);

@@ -120,18 +120,10 @@ void trainer_generate_setup(trainer *t) {
     const mt_minimax_config *cfg = &t->cfg;
     const int64_t t_max =
         mt_gsm8k_eval_longest(&ev, 0, 1, t->gen_set.n) + (int64_t)rc->eval_generate_max_new_tokens;
-    const int64_t D = cfg->head_dim;
-    int64_t row_floats = 0; /* one row's caches (models/generate.c) */
-    for (int l = 0; l < cfg->num_hidden_layers; l++) {
-        const mt_mixer_kind k = t->model.plan[l].mixer;
-        row_floats += k == MT_MIXER_LIGHTNING
-                          ? cfg->num_attention_heads * D * D
-                          : t_max * (2 * cfg->num_key_value_heads * D +
-                                     (k == MT_MIXER_MSA ? cfg->msa_index_dim : 0));
-    }
     /* on the CPU the training arena's pages are host memory too, touched from the first step */
     const int64_t later = t->be->dev == MT_CPU ? t->planned_activations : 0;
-    const int64_t need = t->gen_replica_bytes + 4 * row_floats * rc->eval_generate_batch +
+    const int64_t need = t->gen_replica_bytes +
+                         (int64_t)mt_minimax_cache_bytes(cfg, rc->eval_generate_batch, (int)t_max) +
                          (int64_t)mt_minimax_generate_arena_bytes(cfg, 1, t_max);
     const size_t avail = mt_backend_cpu()->mem_available();
     const int local = trainer_local_ranks(t);
