@@ -230,7 +230,6 @@ int32_t mt_gen_sample(const float *logits, int V, const mt_gen_opts *o, double u
     return (int32_t)(uint32_t)work_key[0];
 }
 
-/* Step `step`'s token of prompt row r from batch slot s's last-position logits. */
 const float *mt_gen_logits_host(const mt_ctx *c, const mt_tensor *logits, int64_t first, int64_t n,
                                 float *host) {
     const int64_t V = logits->shape[logits->ndim - 1];
