@@ -43,6 +43,13 @@ static void sv_setup(int max_pos) {
     sv_tok = mt_tokenizer_load(path);
 }
 
+/* minimax-serve on the model with these flags (its --model given here). */
+static void sv_serve(srv_proc *s, const char *flags) {
+    char args[8400];
+    snprintf(args, sizeof(args), "--model '%s' %s", sv_model, flags);
+    srv_start(s, sv_dir, args);
+}
+
 static void sv_teardown(void) {
     mt_tokenizer_free(sv_tok);
     rm_tree(sv_dir);
@@ -270,9 +277,7 @@ static int sv_check_chat(int port) {
 static int test_serve_endpoints(void) {
     sv_setup(0);
     srv_proc s;
-    char args[8400];
-    snprintf(args, sizeof(args), "--model '%s' --max-batch 4", sv_model);
-    srv_start(&s, sv_dir, args);
+    sv_serve(&s, "--max-batch 4");
     http_resp h = http_request(s.port, "GET", "/health", NULL, NULL);
     EXPECT(h.status == 200 && has(h.body, "\"status\":\"ok\"") && has(h.body, "\"active\":0"),
            "/health: %d %s", h.status, h.body);
@@ -306,9 +311,8 @@ static void sv_expect_error(int port, const char *path, const char *headers, con
 static int test_serve_errors(void) {
     sv_setup(64);
     srv_proc s;
-    char args[8400], big[8000], long_prompt[2048];
-    snprintf(args, sizeof(args), "--model '%s' --max-body 4096", sv_model);
-    srv_start(&s, sv_dir, args);
+    char big[8000], long_prompt[2048];
+    sv_serve(&s, "--max-body 4096");
     const int p = s.port;
     const char *C = "/v1/completions";
     sv_expect_error(p, C, NULL, "{\"model\": \"model\", \"prompt\": ", 400, NULL);
@@ -343,8 +347,7 @@ static int test_serve_errors(void) {
     EXPECT(srv_stop(&s, SIGTERM, 30) == 0, "not exit 0 after SIGTERM");
 
     /* --api-key */
-    snprintf(args, sizeof(args), "--model '%s' --api-key sekrit", sv_model);
-    srv_start(&s, sv_dir, args);
+    sv_serve(&s, "--api-key sekrit");
     const char *ok = "{\"model\": \"model\", \"prompt\": \"a\", \"max_tokens\": 2}";
     sv_expect_error(s.port, C, NULL, ok, 401, "invalid_api_key");
     sv_expect_error(s.port, C, "Authorization: Bearer wrong\r\n", ok, 401, "invalid_api_key");
@@ -400,9 +403,7 @@ static void *sv_client_main(void *arg) {
 static int test_serve_concurrent(void) {
     sv_setup(0);
     srv_proc s;
-    char args[8400];
-    snprintf(args, sizeof(args), "--model '%s' --max-batch 8", sv_model);
-    srv_start(&s, sv_dir, args);
+    sv_serve(&s, "--max-batch 8");
     char *alone[N_REQ];
     for (int i = 0; i < N_REQ; i++) alone[i] = sv_req_text(s.port, i);
     sv_client cl[N_CLIENTS];
@@ -470,9 +471,7 @@ static void sv_wait_active(int port) {
 static int test_serve_disconnect(void) {
     sv_setup(0);
     srv_proc s;
-    char args[8400];
-    snprintf(args, sizeof(args), "--model '%s'", sv_model);
-    srv_start(&s, sv_dir, args);
+    sv_serve(&s, "");
     /* a child streams 3000 tokens; it is killed after its first events */
     const pid_t child = fork();
     if (child == 0) {
@@ -526,9 +525,7 @@ static void *sv_long_main(void *arg) {
 static int test_serve_sigterm(void) {
     sv_setup(0);
     srv_proc s;
-    char args[8400];
-    snprintf(args, sizeof(args), "--model '%s'", sv_model);
-    srv_start(&s, sv_dir, args);
+    sv_serve(&s, "");
     sv_long l = {.port = s.port};
     pthread_t th;
     pthread_create(&th, NULL, sv_long_main, &l);
