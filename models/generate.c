@@ -3,6 +3,7 @@
 #include "models/generate.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,6 +141,17 @@ void mt_minimax_cache_move_row(mt_minimax_cache *kv, int dst, int src) {
     kv->t_len[dst] = kv->t_len[src];
 }
 
+bool mt_gen_backend_can_decode(const mt_minimax *m, const mt_backend *be, char *why, size_t n) {
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++)
+        if (m->plan[l].mixer == MT_MIXER_MSA &&
+            !(be->decode.msa_select && be->decode.msa_select_work && be->decode.msa_attention)) {
+            snprintf(why, n, "the %s backend has no MSA decode step (layer %d is MSA)", be->name,
+                     l);
+            return false;
+        }
+    return true;
+}
+
 /* One no-grad prompt forward: a few live activations of the widest layer plus the logits. */
 size_t mt_minimax_generate_arena_bytes(const mt_minimax_config *cfg, int64_t B, int64_t T) {
     const int64_t N = B * T, C = cfg->hidden_size,
@@ -250,8 +262,11 @@ static int32_t gen_next(const float *x, int64_t V, int r, int step, const mt_gen
 void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *prompts,
                                const int *lens, int B, int n_new, const mt_gen_opts *o,
                                int32_t *out, int *n_out) {
-    MT_CHECK(B >= 1 && B <= MT_GEN_BATCH_MAX && n_new >= 0,
-             "generate: B = %d rows (1 to %d), n_new = %d", B, MT_GEN_BATCH_MAX, n_new);
+    const mt_gen_sync *sync = o ? o->sync : NULL;
+    const mt_bucket_hooks *hooks = sync ? sync->hooks : NULL;
+    MT_CHECK(B >= (sync ? 0 : 1) && B <= MT_GEN_BATCH_MAX && n_new >= 0,
+             "generate: B = %d rows (%d to %d), n_new = %d", B, sync ? 0 : 1, MT_GEN_BATCH_MAX,
+             n_new);
     const int V = m->cfg.vocab_size;
     int t_max = 1;
     for (int b = 0; b < B; b++) {
@@ -266,30 +281,39 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
     const int eos = o ? o->eos : -1;
     for (int64_t i = 0; i < (int64_t)B * n_new; i++) out[i] = eos >= 0 ? eos : -1;
     for (int b = 0; b < B; b++) n_out[b] = 0;
-    if (n_new == 0) return;
+    if (n_new == 0) return; /* every rank alike: n_new is the same everywhere */
 
-    mt_minimax_cache kv, view;
-    mt_minimax_cache_init(&kv, c->be, &m->cfg, B, t_max);
-    float *host_logits = mt_malloc(sizeof(float) * (size_t)B * (size_t)V, "host logits");
-    mt_minimax_cache_view_alloc(&view, kv.n_layers);
-    int32_t *tok = mt_malloc((size_t)B * sizeof(int32_t), "generate tokens");
-    int *row = mt_malloc((size_t)B * sizeof(int), "generate slot rows"); /* slot -> prompt row */
+    mt_minimax_cache kv = {0}, view = {0};
+    if (B > 0) {
+        mt_minimax_cache_init(&kv, c->be, &m->cfg, B, t_max);
+        mt_minimax_cache_view_alloc(&view, kv.n_layers);
+    }
+    const int nb = B > 0 ? B : 1;
+    float *host_logits = mt_malloc(sizeof(float) * (size_t)nb * (size_t)V, "host logits");
+    int32_t *tok = mt_malloc((size_t)nb * sizeof(int32_t), "generate tokens");
+    int *row = mt_malloc((size_t)nb * sizeof(int), "generate slot rows"); /* slot -> prompt row */
     float *work_p = mt_malloc((size_t)V * sizeof(float), "sampling probabilities");
     uint64_t *work_key = mt_malloc((size_t)V * sizeof(uint64_t), "sampling order");
 
-    /* prefill: each prompt alone through its row of the cache, its own length, no padding */
-    for (int b = 0; b < B; b++) {
+    /* prefill: each prompt alone through its row of the cache, its own length, no padding (in
+     * step with the other ranks: as many as the rank with the most) */
+    const int n_fill = sync ? sync->max_all(sync->user, B) : B;
+    for (int b = 0; b < n_fill; b++) {
         mt_ctx_reset(c);
+        if (b >= B) {
+            mt_minimax_walk_buckets(m, hooks);
+            continue;
+        }
         mt_minimax_cache_row(&kv, b, &view);
         mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){1, lens[b]}, "prompt");
         c->be->to_device(x->data, prompts[b], (size_t)lens[b] * sizeof(int32_t));
-        const mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &view);
+        const mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &view, hooks);
         const float *last = mt_gen_logits_host(c, logits, lens[b] - 1, 1, host_logits);
         tok[b] = gen_next(last, V, b, 0, o, work_p, work_key);
         row[b] = b;
     }
     int n_act = B;
-    for (int step = 0; n_act > 0; step++) {
+    for (int step = 0;; step++) {
         /* record this step's tokens; finished rows leave: the last active slot fills the hole */
         for (int s = 0; s < n_act;) {
             const int r = row[s];
@@ -306,11 +330,16 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
                 s++;
             }
         }
-        if (n_act == 0) break;
-        mt_ctx_reset(c); /* the step's activations are dead; the caches live outside c */
+        /* ends together on every rank: at step n_new - 1 at the latest */
+        if ((sync ? sync->max_all(sync->user, n_act) : n_act) == 0) break;
+        mt_ctx_reset(c);  /* the step's activations are dead; the caches live outside c */
+        if (n_act == 0) { /* this rank is done, others are not: their gathers still need it */
+            mt_minimax_walk_buckets(m, hooks);
+            continue;
+        }
         mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){n_act, 1}, "next tokens");
         c->be->to_device(x->data, tok, (size_t)n_act * sizeof(int32_t));
-        mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &kv);
+        mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &kv, hooks);
         const float *rows = mt_gen_logits_host(c, logits, 0, n_act, host_logits);
         for (int s = 0; s < n_act; s++)
             tok[s] =
@@ -322,8 +351,10 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
     free(work_p);
     free(work_key);
     free(host_logits);
-    mt_minimax_cache_view_free(&view);
-    mt_minimax_cache_free(&kv);
+    if (B > 0) {
+        mt_minimax_cache_view_free(&view);
+        mt_minimax_cache_free(&kv);
+    }
 }
 
 void mt_minimax_generate(mt_minimax *m, mt_ctx *c, const int32_t *ids, int B, int T, int n_new,

@@ -50,9 +50,11 @@ void mt_minimax_cache_move_row(mt_minimax_cache *kv, int dst, int src);
 /* No-grad forward of ids (B,T) I32 that reads and extends the first B <= kv->B rows of the
  * cache: when every one of them is empty any T (the prompt) fills them; when none is, T must be
  * 1 (one decode step; rows may hold different lengths). Row b's positions run from t_len[b].
- * Returns the logits (B,T,V), carved from c's arena. The model's buckets must be bound. */
-mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids,
-                                     mt_minimax_cache *kv);
+ * Returns the logits (B,T,V), carved from c's arena. hooks NULL: the model's buckets must be
+ * bound; else each bucket is entered and left around its use, as in the training forward (a
+ * sharded owner gathers it: models/minimax.h). */
+mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_minimax_cache *kv,
+                                     const mt_bucket_hooks *hooks);
 
 /* Greedy decoding of B prompts of T tokens (ids row-major (B,T)): out (B,n_new) gets the argmax
  * of each step (ties: the lowest id, like torch.argmax). eos >= 0: a row that produced eos keeps
@@ -60,6 +62,19 @@ mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids,
  * steps taken. c is reset (mt_ctx_reset) between steps; its arena must hold one prompt forward. */
 void mt_minimax_generate(mt_minimax *m, mt_ctx *c, const int32_t *ids, int B, int T, int n_new,
                          int eos, int32_t *out, int *n_done);
+
+/* Decoding in step with other ranks, for a model whose buckets are gathered collectively
+ * (ZeRO-3 shards: train/trainer_generate.c). Every forward enters the buckets through hooks, and
+ * every rank runs as many forwards as the others: the prompts are prefilled one by one, as many
+ * as the rank with the most (a rank with fewer enters the buckets without computing:
+ * mt_minimax_walk_buckets); then each decode step runs every active row of the rank in one
+ * forward, so one gather of a bucket serves the rank's whole batch, until no rank has a row
+ * left. A rank may bring no prompt at all. */
+typedef struct {
+    const mt_bucket_hooks *hooks;
+    int (*max_all)(void *user, int v); /* the largest v of any rank (a collective) */
+    void *user;
+} mt_gen_sync;
 
 /* How each next token is chosen, and when a row stops. */
 typedef struct {
@@ -75,7 +90,11 @@ typedef struct {
      * row (stop strings: the caller decodes and searches, the model knows no tokenizer). */
     bool (*stop)(void *user, int b, const int32_t *toks, int n);
     void *stop_user;
+    const mt_gen_sync *sync; /* NULL: this rank alone, the buckets bound */
 } mt_gen_opts;
+
+/* Whether be has a decode step for every layer of m (a device may lack MSA's); if not, why. */
+bool mt_gen_backend_can_decode(const mt_minimax *m, const mt_backend *be, char *why, size_t n);
 
 /* Arena bytes for generation's context: one no-grad prompt forward of B rows of T tokens. */
 size_t mt_minimax_generate_arena_bytes(const mt_minimax_config *cfg, int64_t B, int64_t T);
@@ -101,7 +120,8 @@ int32_t mt_gen_sample(const float *logits, int V, const mt_gen_opts *o, double u
  * prompt's tokens do not depend on the batch it ran in. */
 #define MT_GEN_BATCH_MAX 32
 
-/* Decoding of B <= MT_GEN_BATCH_MAX prompts of their own lengths (ragged): prompts[b] holds lens[b]
+/* Decoding of B <= MT_GEN_BATCH_MAX prompts (B >= 1; >= 0 with o->sync) of their own lengths
+ * (ragged): prompts[b] holds lens[b]
  * >= 1 tokens. Each row's prompt fills its row of one cache (per-row prefill, so no padding and no
  * mask: each row is exactly its one-prompt run); then one decode step per position for the rows
  * still active. A row stops after eos, when o->stop says so, or after n_new tokens; finished rows

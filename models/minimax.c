@@ -382,8 +382,15 @@ void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
     }
 }
 
-mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids,
-                                     mt_minimax_cache *kv) {
+void mt_minimax_walk_buckets(const mt_minimax *m, const mt_bucket_hooks *hooks) {
+    for (int b = 0; hooks && b < m->n_buckets; b++) {
+        if (hooks->bucket_enter) hooks->bucket_enter(hooks->user, b);
+        if (hooks->bucket_leave) hooks->bucket_leave(hooks->user, b);
+    }
+}
+
+mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_minimax_cache *kv,
+                                     const mt_bucket_hooks *hooks) {
     MT_CHECK(ids->dtype == MT_I32 && ids->ndim == 2 && ids->shape[0] >= 1 && ids->shape[0] <= kv->B,
              "minimax_forward_cached: ids %s must be i32 (B,T) with B <= %d", mt_shape_str(ids),
              kv->B);
@@ -409,7 +416,7 @@ mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids,
     bool prev = mt_ctx_set_grad(c, false);
     mt_tensor *pos = mm_positions(c, B, T, kv->t_len);
     mm_trunk_out o = {0};
-    mt_tensor *logits = mm_trunk(m, c, ids, pos, NULL, kv, NULL, NULL, false, &o);
+    mt_tensor *logits = mm_trunk(m, c, ids, pos, NULL, kv, hooks, NULL, false, &o);
     for (int64_t b = 0; b < B; b++) kv->t_len[b] = t_end[b];
     kv->t_end = NULL;
     mt_ctx_set_grad(c, prev);

@@ -138,6 +138,10 @@ typedef struct {
 
 void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
                         const mt_bucket_hooks *hooks, mt_minimax_out *out);
+/* Enters and leaves every bucket in the order a forward does (bucket numbers), computing nothing:
+ * a rank with no rows to decode keeps in step with the gathers of the others (models/generate.h,
+ * mt_gen_sync). */
+void mt_minimax_walk_buckets(const mt_minimax *m, const mt_bucket_hooks *hooks);
 
 /* Activation arena bytes of one training micro-step (forward and backward with the fused loss,
  * the router aux loss as the config says, every token labelled) on a B x T batch: the peak of

@@ -3,6 +3,7 @@
  *
  *   minimax-chat --model DIR [--tokenizer TOK] [--system TEXT] [--max-new-tokens N]
  *                [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR]... [--json]
+ *                [--backend cpu|cuda]
  *
  * Each line on stdin is a user turn (a line ending in '\' continues on the next); `/reset`
  * forgets the turns (the system prompt stays), `/exit` or the end of input ends. Every turn
@@ -13,7 +14,8 @@
  * after --max-new-tokens. --json prints one object per turn instead of the stream: the prompt's
  * ids, the reply's ids and its text. The conversation is rendered and prefilled anew each turn:
  * the reply's tokens are not its re-tokenized text, so a cache kept from the last turn would
- * not be what the template renders. */
+ * not be what the template renders. --backend cuda decodes on the GPU (the weights, caches and
+ * activations in device memory; an MSA model is refused: no MSA decode step there). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,7 @@ static void usage(int status) {
             "[--max-new-tokens N]\n"
             "         [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR]... "
             "[--json]\n"
+            "         [--backend cpu|cuda]\n"
             "       minimax-chat --help | --version\n"
             "  a chat in the terminal: each line on stdin is a user turn (end a line with '\\' "
             "to go on\n"
@@ -46,7 +49,8 @@ static void usage(int status) {
             "  --temperature T (default 0: greedy), --top-k K, --top-p P, --seed S: sampling\n"
             "  --stop STR: also end a reply when its text contains STR (up to %d)\n"
             "  --json: one line per turn, {\"prompt_ids\", \"ids\", \"text\"}, instead of the "
-            "stream\n",
+            "stream\n"
+            "  --backend cuda: decode on the GPU (default cpu)\n",
             CHAT_MAX_STOPS);
     exit(status);
 }
@@ -109,6 +113,7 @@ static bool chat_on_token(void *user, int b, const int32_t *toks, int n) {
 typedef struct {
     mt_minimax *model;
     const mt_tokenizer *tok;
+    const mt_backend *be; /* the context's, whose memory holds the weights */
     mt_ctx ctx;
     int ctx_tokens; /* the longest prompt ctx's arena holds (0: not initialised) */
     int n_new, n_turns;
@@ -174,7 +179,7 @@ static void chat_turn(chat_session *s, chat_history *h, const char *text, size_t
     if (T > s->ctx_tokens) { /* the arena holds one prefill of the prompt: grow it by halves */
         if (s->ctx_tokens) mt_ctx_free(&s->ctx);
         s->ctx_tokens = T + T / 2 < ctx_len ? T + T / 2 : ctx_len;
-        mt_ctx_init(&s->ctx, mt_backend_cpu(),
+        mt_ctx_init(&s->ctx, s->be,
                     mt_minimax_generate_arena_bytes(&s->model->cfg, 1, s->ctx_tokens),
                     64 * (s->model->cfg.num_hidden_layers + 4));
     }
@@ -241,7 +246,7 @@ static void chat_fail(const char *msg) {
 }
 
 int main(int argc, char **argv) {
-    const char *model_dir = NULL, *tok_dir = NULL, *system_text = NULL;
+    const char *model_dir = NULL, *tok_dir = NULL, *system_text = NULL, *backend = "cpu";
     const char *stops[CHAT_MAX_STOPS];
     int n_stops = 0;
     long n_new = 512, top_k = 0;
@@ -268,6 +273,8 @@ int main(int argc, char **argv) {
             seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--stop") && more && n_stops < CHAT_MAX_STOPS)
             stops[n_stops++] = argv[++i];
+        else if (!strcmp(argv[i], "--backend") && more)
+            backend = argv[++i];
         else if (!strcmp(argv[i], "--json"))
             json = true;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
@@ -292,11 +299,18 @@ int main(int argc, char **argv) {
     mt_minimax_config_load(model_dir, &cfg);
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
-    float **data = mt_weights_load_host(model_dir, &m);
+    const mt_backend *be = mt_weights_backend_named(backend, err, sizeof(err));
+    if (!be) chat_fail(err);
+    char why[256];
+    if (!mt_gen_backend_can_decode(&m, be, why, sizeof(why))) {
+        snprintf(err, sizeof(err), "--backend %s: %s", backend, why);
+        chat_fail(err);
+    }
+    float **data = mt_weights_load_backend(model_dir, &m, be);
     int32_t eos = mt_tokenizer_token_to_id(tok, "<end_of_sentence>");
     if (eos < 0) eos = cfg.eos_token_id;
 
-    chat_session s = {.model = &m, .tok = tok, .n_new = (int)n_new, .json = json};
+    chat_session s = {.model = &m, .tok = tok, .be = be, .n_new = (int)n_new, .json = json};
     s.reply = (chat_reply){.tok = tok, .stops = stops, .n_stops = n_stops, .stream = !json};
     s.opts = (mt_gen_opts){.temperature = (float)temperature,
                            .top_k = (int)top_k,
@@ -313,7 +327,7 @@ int main(int argc, char **argv) {
     chat_history_truncate(&h, 0);
     free(h.msgs);
     if (s.ctx_tokens) mt_ctx_free(&s.ctx);
-    mt_weights_host_free(&m, data);
+    mt_weights_backend_free(&m, be, data);
     mt_minimax_free(&m);
     mt_tokenizer_free(tok);
     return 0;

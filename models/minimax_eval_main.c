@@ -3,15 +3,19 @@
  *   mpirun -np N minimax-eval --model DIR --data test.jsonl [--limit N] [--max-new-tokens N]
  *       [--batch B] [--out results.jsonl] [--temperature T] [--top-k K] [--top-p P] [--seed S]
  *       [--stop STR]... [--tokenizer TOK] [--shots N --shots-file TRAIN.jsonl]
+ *       [--backend cpu|cuda]
  *
  * Each question is a user turn rendered with the chat template and the generation prompt
  * (zero-shot; with --shots N the first N solved examples of the shots file come first, as
  * earlier user/assistant turns: models/gsm8k_eval.h); sample i runs on rank i % N, every rank
- * holding a full replica of the model in host memory (the CPU generation path; models/generate.h),
- * B prompts at a time as one ragged batch. The completion (special tokens left out) is scored by
- * data/gsm8k_answer.h against the gold answer. Rank 0 prints the accuracy with its 95 % Wilson
- * interval, and with --out writes one JSON line per sample (index, prompt, completion, extracted,
- * gold, correct), in data-set order, through a temporary file renamed into place. */
+ * holding a full replica of the model (host memory; with --backend cuda the rank's GPU's), B
+ * prompts at a time as one ragged batch (models/generate.h). A replica that does not fit is
+ * refused at the start, naming the trainer's --eval-only, which decodes through the gathers. The
+ * completion (special tokens left out) is scored by data/gsm8k_answer.h against the gold answer.
+ * Rank 0 prints the accuracy with its 95 % Wilson interval, and with --out writes one JSON line per
+ * sample (index, prompt, completion, extracted, gold, correct), in data-set order, through a
+ * temporary file renamed into place. */
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +43,7 @@ static void usage(int status) {
             "usage: minimax-eval --model DIR --data FILE.jsonl [--limit N] [--max-new-tokens N]\n"
             "         [--batch B] [--out RESULTS.jsonl] [--tokenizer TOK] [--temperature T]\n"
             "         [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n"
-            "         [--shots N --shots-file TRAIN.jsonl]\n"
+            "         [--shots N --shots-file TRAIN.jsonl] [--backend cpu|cuda]\n"
             "       minimax-eval --help | --version\n"
             "  run under mpirun -np N for N ranks (without it: one rank)\n"
             "  GSM8K accuracy by generation: each question of FILE.jsonl ({\"question\", "
@@ -48,7 +52,9 @@ static void usage(int status) {
             "completion\n"
             "  (the number after ####, else the last number) and matched exactly with the "
             "gold's.\n"
-            "  Samples are split across the MPI ranks; each rank holds the whole model (CPU).\n"
+            "  Samples are split across the MPI ranks; each rank holds the whole model (a\n"
+            "  larger one: minimax-train RECIPE --eval-only, eval.generate_weights = gathered)\n"
+            "  --backend cuda: decode on the rank's GPU (default cpu)\n"
             "  --limit N: the first N questions; --max-new-tokens (default 256); --batch "
             "(default 8)\n"
             "  --temperature 0 (default): greedy; else sampling, with --top-k, --top-p, --seed\n"
@@ -93,7 +99,7 @@ static double ev_now(void) {
 
 int main(int argc, char **argv) {
     const char *model_dir = NULL, *data_path = NULL, *out_path = NULL, *tok_dir = NULL,
-               *shots_path = NULL;
+               *shots_path = NULL, *backend = "cpu";
     const char *stops[EV_MAX_STOPS];
     int n_stops = 0;
     long limit = -1, n_new = 256, batch = 8, top_k = 0, n_shots = 0;
@@ -120,6 +126,8 @@ int main(int argc, char **argv) {
             out_path = argv[++i];
         else if (!strcmp(argv[i], "--tokenizer") && more)
             tok_dir = argv[++i];
+        else if (!strcmp(argv[i], "--backend") && more)
+            backend = argv[++i];
         else if (!strcmp(argv[i], "--shots-file") && more)
             shots_path = argv[++i];
         else if (!strcmp(argv[i], "--shots") && more)
@@ -174,11 +182,18 @@ int main(int argc, char **argv) {
         ev_fail(msg);
     }
 
+    char why[256];
+    const mt_backend *be = mt_weights_backend_named(backend, why, sizeof(why));
+    if (!be) ev_fail(why);
+
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
-    float **data = mt_weights_load_host(model_dir, &m);
+    if (!mt_gen_backend_can_decode(&m, be, why, sizeof(why))) {
+        snprintf(msg, sizeof(msg), "--backend %s: %s", backend, why);
+        ev_fail(msg);
+    }
 
     const int64_t n = limit >= 0 && limit < set.n ? limit : set.n;
     /* this rank's samples: i = rank, rank + N, ... (balanced, and the order rank 0 rebuilds) */
@@ -211,9 +226,32 @@ int main(int argc, char **argv) {
                 "minimax-eval: %lld samples on %d ranks, %ld-shot prompts of up to %d "
                 "tokens on rank 0\n",
                 (long long)n, n_ranks, n_shots, longest);
+    /* a full replica, the caches and the arena against the rank's memory (on the CPU its share
+     * of the node's), every rank deciding alike */
+    int64_t params = 0;
+    for (int b = 0; b < m.n_buckets; b++) params += m.bucket_numel[b];
+    const size_t arena = mt_minimax_generate_arena_bytes(&cfg, 1, longest);
+    long need = (long)(4 * params + (int64_t)arena +
+                       (int64_t)mt_minimax_cache_bytes(&cfg, B, longest + (int)n_new)),
+         have = be->mem_available ? (long)be->mem_available() : 0;
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (be->dev == MT_CPU) have /= local && atoi(local) > 0 ? atoi(local) : n_ranks;
+    long worst[2] = {need, have > 0 ? -have : -LONG_MAX}; /* the largest need, the smallest have */
+    MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+    if (worst[1] != -LONG_MAX && worst[0] > -worst[1]) {
+        snprintf(msg, sizeof(msg),
+                 "%s: a replica of the model on each rank needs %.2f GiB of %s memory (weights "
+                 "%.2f GiB, caches of --batch %d, arena) but a rank has %.2f GiB; lower --batch, "
+                 "use fewer ranks per node, or evaluate through the ZeRO-3 gathers: "
+                 "minimax-train RECIPE --eval-only with model.path and eval.generate_data "
+                 "(docs/evaluation.md)",
+                 model_dir, (double)worst[0] / (1 << 30), be->name,
+                 (double)(4 * params) / (1 << 30), B, (double)-worst[1] / (1 << 30));
+        ev_fail(msg);
+    }
+    float **data = mt_weights_load_backend(model_dir, &m, be);
     mt_ctx c;
-    mt_ctx_init(&c, mt_backend_cpu(), mt_minimax_generate_arena_bytes(&cfg, 1, longest),
-                64 * (cfg.num_hidden_layers + 4));
+    mt_ctx_init(&c, be, arena, 64 * (cfg.num_hidden_layers + 4));
     ev.ctx = &c;
     const double t0 = ev_now();
     for (int64_t j0 = 0; j0 < n_mine; j0 += B) {
@@ -276,7 +314,7 @@ int main(int argc, char **argv) {
     mt_ctx_free(&c);
     free(row_ids);
     mt_strbuf_free(&lines);
-    mt_weights_host_free(&m, data);
+    mt_weights_backend_free(&m, be, data);
     mt_minimax_free(&m);
     mt_tokenizer_free(tok);
     mt_gsm8k_set_free(&set);

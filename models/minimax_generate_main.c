@@ -130,8 +130,9 @@ int main(int argc, char **argv) {
     if (!model_dir || !ids_path == !prompt || (ids_path && (tok_dir || json)) || n_new < 0 ||
         n_new > 1000000 || (strcmp(backend, "cpu") && strcmp(backend, "cuda")))
         usage(2);
-    const mt_backend *be = strcmp(backend, "cuda") ? mt_backend_cpu() : mt_backend_cuda();
-    MT_CHECK(be, "--backend cuda: no usable CUDA device (or a build without -DMT_CUDA=ON)");
+    char why[128];
+    const mt_backend *be = mt_weights_backend_named(backend, why, sizeof(why));
+    MT_CHECK(be, "%s", why);
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
@@ -156,17 +157,7 @@ int main(int argc, char **argv) {
     }
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
-    float **data = mt_weights_load_host(model_dir, &m);
-    float **dev = NULL; /* --backend cuda: the buckets' device copies, bound instead */
-    if (be->dev != MT_CPU) {
-        dev = mt_calloc((size_t)m.n_buckets, sizeof(float *), "device buckets");
-        for (int b = 0; b < m.n_buckets; b++) {
-            const size_t bytes = sizeof(float) * (size_t)m.bucket_numel[b];
-            dev[b] = be->alloc(bytes);
-            be->to_device(dev[b], data[b], bytes);
-            mt_minimax_bind_bucket(&m, b, dev[b], NULL);
-        }
-    }
+    float **data = mt_weights_load_backend(model_dir, &m, be);
     int32_t *out = mt_malloc((size_t)B * (size_t)(n_new > 0 ? n_new : 1) * sizeof(int32_t), "out");
 
     mt_ctx c;
@@ -190,9 +181,7 @@ int main(int argc, char **argv) {
     }
 
     mt_ctx_free(&c);
-    for (int b = 0; dev && b < m.n_buckets; b++) be->free(dev[b]);
-    free(dev);
-    mt_weights_host_free(&m, data);
+    mt_weights_backend_free(&m, be, data);
     free(ids);
     free(out);
     mt_minimax_free(&m);

@@ -466,6 +466,41 @@ void mt_weights_host_free(mt_minimax *m, float **data) {
     free(data);
 }
 
+float **mt_weights_load_backend(const char *dir, mt_minimax *m, const mt_backend *be) {
+    float **data = mt_weights_load_host(dir, m);
+    if (be->dev == MT_CPU) return data;
+    for (int b = 0; b < m->n_buckets; b++) {
+        const size_t bytes = sizeof(float) * (size_t)m->bucket_numel[b];
+        float *dev = be->alloc(bytes);
+        be->to_device(dev, data[b], bytes);
+        free(data[b]);
+        data[b] = dev;
+        mt_minimax_bind_bucket(m, b, dev, NULL);
+    }
+    return data;
+}
+
+void mt_weights_backend_free(mt_minimax *m, const mt_backend *be, float **data) {
+    if (be->dev == MT_CPU) {
+        mt_weights_host_free(m, data);
+        return;
+    }
+    for (int b = 0; b < m->n_buckets; b++) be->free(data[b]);
+    free(data);
+}
+
+const mt_backend *mt_weights_backend_named(const char *name, char *why, size_t n) {
+    if (!strcmp(name, "cpu")) return mt_backend_cpu();
+    const mt_backend *be = strcmp(name, "cuda") ? NULL : mt_backend_cuda();
+    if (!be)
+        snprintf(why, n,
+                 strcmp(name, "cuda") ? "--backend %s: not a backend (cpu or cuda)"
+                                      : "--backend %s: no usable CUDA device (or a build "
+                                        "without -DMT_CUDA=ON; MT_CUDA_VERBOSE=1 says why)",
+                 name);
+    return be;
+}
+
 mt_naming mt_weights_load_range(const char *dir, const mt_minimax *m, int bucket, int64_t lo,
                                 int64_t hi, float *dst) {
     mt_weights_reader *r = mt_weights_open(dir, m);

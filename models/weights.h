@@ -48,6 +48,14 @@ mt_naming mt_weights_load(const char *dir, mt_minimax *m);
  * generation tools decode with. Returns the buffers, for mt_weights_host_free. */
 float **mt_weights_load_host(const char *dir, mt_minimax *m);
 void mt_weights_host_free(mt_minimax *m, float **data);
+/* The same on backend be: the host buckets loaded from dir, then (be not the CPU) copied into
+ * be's memory bucket by bucket, each host bucket freed once copied, and the device copies bound
+ * instead. Returns the buffers (be's), for mt_weights_backend_free. */
+float **mt_weights_load_backend(const char *dir, mt_minimax *m, const mt_backend *be);
+void mt_weights_backend_free(mt_minimax *m, const mt_backend *be, float **data);
+/* --backend NAME ("cpu" or "cuda") of the generation tools: the backend, or NULL with why
+ * (unknown name; cuda: no usable device, or a build without it). */
+const mt_backend *mt_weights_backend_named(const char *name, char *why, size_t n);
 /* Element range [lo, hi) of one bucket (open + read + close). */
 mt_naming mt_weights_load_range(const char *dir, const mt_minimax *m, int bucket, int64_t lo,
                                 int64_t hi, float *dst);

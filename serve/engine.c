@@ -148,12 +148,11 @@ static bool engine_prefill(mt_serve_engine *e, mt_serve_req *r, int s, engine_pi
     mt_minimax_cache_row(&e->kv, s, &e->view);
     mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){1, T}, "prompt");
     c->be->to_device(x->data, r->prompt, (size_t)T * sizeof(int32_t));
-    const mt_tensor *logits = mt_minimax_forward_cached(e->model, c, x, &e->view);
-    const float *lg = (const float *)logits->data; /* the CPU backend's: host memory */
-    if (r->echo && r->logprobs >= 0) {             /* position t - 1 predicts prompt token t */
+    const mt_tensor *logits = mt_minimax_forward_cached(e->model, c, x, &e->view, NULL);
+    if (r->echo && r->logprobs >= 0) { /* position t - 1 predicts prompt token t */
         r->prompt_lp[0] = NAN;
         for (int t = 1; t < T; t++) {
-            const float *row = lg + (size_t)(t - 1) * (size_t)V;
+            const float *row = mt_gen_logits_host(c, logits, t - 1, 1, e->host_logits);
             const double lse = engine_lse(row, V);
             r->prompt_lp[t] = (float)((double)row[r->prompt[t]] - lse);
             engine_top(row, V, lse, r->logprobs, r->prompt_top + t * MT_SERVE_MAX_TOP,
@@ -161,7 +160,7 @@ static bool engine_prefill(mt_serve_engine *e, mt_serve_req *r, int s, engine_pi
         }
     }
     if (r->max_tokens == 0) return false;
-    engine_choose(e, r, lg + (size_t)(T - 1) * (size_t)V, p);
+    engine_choose(e, r, mt_gen_logits_host(c, logits, T - 1, 1, e->host_logits), p);
     return true;
 }
 
@@ -174,10 +173,10 @@ static void engine_step(mt_serve_engine *e, engine_pick *picks) {
     mt_ctx_reset(c);
     mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){n, 1}, "next tokens");
     c->be->to_device(x->data, e->tok_step, (size_t)n * sizeof(int32_t));
-    const mt_tensor *logits = mt_minimax_forward_cached(e->model, c, x, &e->kv);
+    const mt_tensor *logits = mt_minimax_forward_cached(e->model, c, x, &e->kv, NULL);
+    const float *rows = mt_gen_logits_host(c, logits, 0, n, e->host_logits);
     for (int s = 0; s < n; s++)
-        engine_choose(e, e->slot[s], (const float *)logits->data + (size_t)s * (size_t)V,
-                      &picks[s]);
+        engine_choose(e, e->slot[s], rows + (size_t)s * (size_t)V, &picks[s]);
     pthread_mutex_lock(&e->mu);
     e->n_steps++;
     e->n_step_rows += n;
@@ -231,7 +230,7 @@ static void *engine_main(void *arg) {
 }
 
 void mt_serve_engine_start(mt_serve_engine *e, mt_minimax *model, const mt_tokenizer *tok,
-                           int max_batch, int t_max) {
+                           const mt_backend *be, int max_batch, int t_max) {
     memset(e, 0, sizeof(*e));
     e->model = model;
     e->tok = tok;
@@ -240,12 +239,15 @@ void mt_serve_engine_start(mt_serve_engine *e, mt_minimax *model, const mt_token
     const mt_minimax_config *cfg = &model->cfg;
     const size_t prefill = mt_minimax_generate_arena_bytes(cfg, 1, t_max),
                  step = mt_minimax_generate_arena_bytes(cfg, max_batch, 1);
-    mt_ctx_init(&e->ctx, mt_backend_cpu(), prefill > step ? prefill : step,
-                64 * (cfg->num_hidden_layers + 4));
+    mt_ctx_init(&e->ctx, be, prefill > step ? prefill : step, 64 * (cfg->num_hidden_layers + 4));
     mt_minimax_cache_init(&e->kv, e->ctx.be, cfg, max_batch, t_max);
     mt_minimax_cache_view_alloc(&e->view, e->kv.n_layers);
     e->slot = mt_calloc((size_t)max_batch, sizeof(mt_serve_req *), "engine slots");
     e->tok_step = mt_calloc((size_t)max_batch, sizeof(int32_t), "engine tokens");
+    e->host_logits =
+        be->dev == MT_CPU
+            ? NULL
+            : mt_malloc(sizeof(float) * (size_t)max_batch * (size_t)cfg->vocab_size, "host logits");
     e->work_p = mt_malloc(sizeof(float) * (size_t)cfg->vocab_size, "sampling probabilities");
     e->work_key = mt_malloc(sizeof(uint64_t) * (size_t)cfg->vocab_size, "sampling order");
     pthread_mutex_init(&e->mu, NULL);
@@ -264,6 +266,7 @@ void mt_serve_engine_stop(mt_serve_engine *e) {
     free(e->slot);
     free(e->tok_step);
     free(e->work_p);
+    free(e->host_logits);
     free(e->work_key);
     mt_minimax_cache_view_free(&e->view);
     mt_minimax_cache_free(&e->kv);

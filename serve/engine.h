@@ -56,8 +56,9 @@ typedef struct {
     mt_minimax *model;
     const mt_tokenizer *tok;
     int max_batch, t_max; /* rows of the cache, positions per row (prompt + completion) */
-    mt_ctx ctx;
+    mt_ctx ctx;           /* on the backend whose memory holds the weights; the caches there too */
     mt_minimax_cache kv, view;
+    float *host_logits;  /* (max_batch, V): a step's logits on the host (a device backend) */
     mt_serve_req **slot; /* (max_batch) the request in each active row */
     int32_t *tok_step;   /* (max_batch) each active row's next input token */
     int n_active;
@@ -72,9 +73,9 @@ typedef struct {
     int64_t n_steps, n_step_rows; /* decode steps run and the rows they held (batching shown) */
 } mt_serve_engine;
 
-/* Starts the engine thread; the model's buckets must be bound. */
+/* Starts the engine thread decoding on be; the model's buckets must be bound (in be's memory). */
 void mt_serve_engine_start(mt_serve_engine *e, mt_minimax *model, const mt_tokenizer *tok,
-                           int max_batch, int t_max);
+                           const mt_backend *be, int max_batch, int t_max);
 /* Finishes what is queued and running, then stops the thread and frees the engine. */
 void mt_serve_engine_stop(mt_serve_engine *e);
 

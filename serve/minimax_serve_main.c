@@ -3,12 +3,13 @@
  *
  *   minimax-serve --model DIR [--tokenizer TOK] [--host 127.0.0.1] [--port 8000]
  *                 [--max-batch N] [--max-context T] [--api-key K] [--max-body BYTES]
- *                 [--served-model-name NAME]
+ *                 [--served-model-name NAME] [--backend cpu|cuda]
  *
  * POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health; requests are
  * batched continuously (serve/engine.h). SIGTERM or SIGINT: no new connections, the requests in
  * flight are answered, exit 0. Generation runs on the CPU backend (models/generate.h), the model
- * in host memory: a model that does not fit what the host has free is refused with the sizes. */
+ * in host memory, or with --backend cuda on the GPU, the model, caches and activations in device
+ * memory: a model that does not fit what the backend has free is refused with the sizes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,7 @@ static void usage(int status) {
     fprintf(status ? stderr : stdout,
             "usage: minimax-serve --model DIR [--tokenizer TOK] [--host 127.0.0.1] [--port 8000]\n"
             "         [--max-batch N] [--max-context T] [--api-key K] [--max-body BYTES]\n"
-            "         [--served-model-name NAME]\n"
+            "         [--served-model-name NAME] [--backend cpu|cuda]\n"
             "       minimax-serve --help | --version\n"
             "  OpenAI-compatible: POST /v1/chat/completions, POST /v1/completions,\n"
             "  GET /v1/models, GET /health; continuous batching of up to N requests (default 8)\n"
@@ -37,6 +38,7 @@ static void usage(int status) {
             "    (default: $MINIMAX_SERVE_API_KEY, else none)\n"
             "  --max-body BYTES: larger request bodies get 413 (default 1048576)\n"
             "  --served-model-name NAME: the model's id in requests (default: DIR's last part)\n"
+            "  --backend cuda: decode on the GPU (default cpu)\n"
             "  SIGTERM / SIGINT: stop accepting, answer what is in flight, exit 0\n");
     exit(status);
 }
@@ -46,20 +48,8 @@ static void serve_fail(const char *msg) {
     exit(1);
 }
 
-/* MemAvailable of /proc/meminfo in bytes (0: unknown). */
-static double serve_mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    double kb = 0;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
-    fclose(f);
-    return kb * 1024;
-}
-
 int main(int argc, char **argv) {
-    const char *model_dir = NULL, *tok_dir = NULL, *name = NULL;
+    const char *model_dir = NULL, *tok_dir = NULL, *name = NULL, *backend = "cpu";
     mt_server_opts o = {.host = "127.0.0.1", .port = 8000, .max_body = 1 << 20};
     o.api_key = getenv("MINIMAX_SERVE_API_KEY");
     if (o.api_key && !*o.api_key) o.api_key = NULL;
@@ -82,6 +72,8 @@ int main(int argc, char **argv) {
             o.api_key = argv[++i];
         else if (!strcmp(argv[i], "--max-body") && more)
             o.max_body = (size_t)strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--backend") && more)
+            backend = argv[++i];
         else if (!strcmp(argv[i], "--served-model-name") && more)
             name = argv[++i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
@@ -119,27 +111,34 @@ int main(int argc, char **argv) {
                                                            : 8192;
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
-    /* the host holds the weights, the caches and one prefill: refused when it cannot */
+    const mt_backend *be = mt_weights_backend_named(backend, err, sizeof(err));
+    if (!be) serve_fail(err);
+    char why[256];
+    if (!mt_gen_backend_can_decode(&m, be, why, sizeof(why))) {
+        snprintf(err, sizeof(err), "--backend %s: %s", backend, why);
+        serve_fail(err);
+    }
+    /* the backend holds the weights, the caches and one prefill: refused when it cannot */
     double weights = 0;
     for (int b = 0; b < m.n_buckets; b++) weights += 4.0 * (double)m.bucket_numel[b];
     const double cache = (double)mt_minimax_cache_bytes(&cfg, (int)max_batch, t_max);
     const double need = weights + cache + (double)mt_minimax_generate_arena_bytes(&cfg, 1, t_max);
-    const double avail = serve_mem_available();
+    const double avail = be->mem_available ? (double)be->mem_available() : 0;
     if (avail > 0 && need > avail) {
         snprintf(err, sizeof(err),
-                 "%s: the model needs %.2f GiB of host memory (weights %.2f GiB, caches for %ld "
+                 "%s: the model needs %.2f GiB of %s memory (weights %.2f GiB, caches for %ld "
                  "rows of %d tokens %.2f GiB), %.2f GiB is available: lower --max-batch or "
                  "--max-context (minimax-info --model %s sizes its training)",
-                 model_dir, need / (1 << 30), weights / (1 << 30), max_batch, t_max,
+                 model_dir, need / (1 << 30), be->name, weights / (1 << 30), max_batch, t_max,
                  cache / (1 << 30), avail / (1 << 30), model_dir);
         serve_fail(err);
     }
-    float **data = mt_weights_load_host(model_dir, &m);
+    float **data = mt_weights_load_backend(model_dir, &m, be);
     int32_t eos = mt_tokenizer_token_to_id(tok, "<end_of_sentence>");
     if (eos < 0) eos = cfg.eos_token_id;
 
     mt_serve_engine engine;
-    mt_serve_engine_start(&engine, &m, tok, (int)max_batch, t_max);
+    mt_serve_engine_start(&engine, &m, tok, be, (int)max_batch, t_max);
     const mt_api_env env = {.engine = &engine,
                             .tok = tok,
                             .model_name = name,
@@ -148,7 +147,7 @@ int main(int argc, char **argv) {
                             .eos = eos};
     const int rc = mt_server_run(&env, &o);
     mt_serve_engine_stop(&engine);
-    mt_weights_host_free(&m, data);
+    mt_weights_backend_free(&m, be, data);
     mt_minimax_free(&m);
     mt_tokenizer_free(tok);
     return rc;

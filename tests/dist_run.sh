@@ -88,6 +88,10 @@
 #                    the same run on 1 rank, and of --eval-only on the export; with bf16 gathers
 #                    those of minimax-eval on the bf16 export; bad eval.* keys refused with one
 #                    line naming the key
+#   generate-emu EMU [device]  eval.generate on the emulated CUDA backend with NCCL (EMU): through
+#                    the gathers on the device, the CPU replica's results (Text-01, M2); M3 the
+#                    replica. With device: EMU is a CUDA build's minimax-train on a real GPU
+#                    (exit 77 without one)
 #   emu-cuda EMU NP  the same 3 steps on the CPU backend (BIN) and on the CUDA backend + NCCL
 #                    through the CPU emulator (EMU, minimax-train-emu; dist.gather_unit expert),
 #                    NP ranks each, then the emulated run resumed from its step-2 checkpoint (with
@@ -515,6 +519,38 @@ generate)
     { cat "$d/me-bf16.log"; fail "minimax-eval (bf16)"; }
   cmp "$d/me-bf16.jsonl" "$d/bf16/eval-generate-40.jsonl" || fail "bf16 gathers: minimax-eval on the bf16 export differs"
   echo "ok: bf16 gathers: the results of minimax-eval on the bf16 export"
+  # eval.generate_weights = "gathered": no replica, the ranks decode in step through the gathers;
+  # on the CPU the replica's results to the bit. 2 ranks; 3 ranks with 2 prompts a batch and
+  # gather unit expert (shares of 3, 3 and 2: a rank walks the buckets of whole prefills and
+  # decodes with no rows); expert parallelism paused; M2 and M3 (random initialisations, unit
+  # expert, 3 ranks) against their replica runs; and a training run generating every 20 steps
+  # with bf16 gathers: the same results and, after the decoding, the same steps to the bit
+  ga=(--set eval.generate_weights=gathered)
+  only=(--eval-only --set "model.path=$d/np2/checkpoint-40" --set "data.cache_dir=$tmp/dist-cache-gen")
+  run 2 "$d/gath" "${g[@]}" "${ga[@]}" "${only[@]}" --set train.per_device_train_batch_size=1
+  grep -q 'the ranks decode in step through the ZeRO-3 gathers on the cpu backend' "$d/gath.log" ||
+    fail "gathered: the log line: $(grep eval.generate "$d/gath.log")"
+  cmp "$d/gath/eval-generate-0.jsonl" "$d/only/eval-generate-0.jsonl" || fail "gathered, 2 ranks: the replica's results differ"
+  run 3 "$d/gath3" "${g[@]}" "${ga[@]}" "${only[@]}" --set eval.generate_batch=2 --set dist.gather_unit=expert --set train.per_device_train_batch_size=2
+  cmp "$d/gath3/eval-generate-0.jsonl" "$d/only/eval-generate-0.jsonl" || fail "gathered, 3 ranks, unit expert: the replica's results differ"
+  run 2 "$d/gath-ep" "${g[@]}" "${ga[@]}" "${only[@]}" --set train.per_device_train_batch_size=1 \
+    --set dist.gather_unit=expert --set dist.expert_parallel=2
+  cmp "$d/gath-ep/eval-generate-0.jsonl" "$d/only/eval-generate-0.jsonl" || fail "gathered, expert parallel: the replica's results differ"
+  for fam in m2 m3; do
+    fr=(--eval-only --set eval.generate_batch=2 --set dist.gather_unit=expert
+      --set train.per_device_train_batch_size=2 --set "data.cache_dir=$tmp/dist-cache-gen-$fam")
+    recipe="tests/recipes/dist-$fam.toml" run 3 "$d/$fam-rep" "${g[@]}" "${fr[@]}" \
+      --set eval.generate_weights=replica
+    recipe="tests/recipes/dist-$fam.toml" run 3 "$d/$fam-gath" "${g[@]}" "${fr[@]}" "${ga[@]}"
+    cmp "$d/$fam-gath/eval-generate-0.jsonl" "$d/$fam-rep/eval-generate-0.jsonl" || fail "gathered, $fam: the replica's results differ"
+  done
+  run 2 "$d/bf16-gath" "${g[@]}" "${ga[@]}" --set train.per_device_train_batch_size=1 \
+    --set dist.gather_dtype=bf16 --set output.export_dtype=bf16 --set "data.cache_dir=$tmp/dist-cache-gen"
+  for st in 20 40; do
+    cmp "$d/bf16-gath/eval-generate-$st.jsonl" "$d/bf16/eval-generate-$st.jsonl" || fail "gathered, bf16 gathers, step $st: the replica's results differ"
+  done
+  [ "$(cut -d, -f1-5 "$d/bf16-gath/loss.csv")" = "$(cut -d, -f1-5 "$d/bf16/loss.csv")" ] || fail "gathered: the training steps after the decoding differ"
+  echo "ok: eval.generate_weights = gathered: the replica's results on 2 and 3 ranks, with gather unit expert, expert parallelism, M2 and M3; the steps after it unchanged"
   # bad keys: one line naming the key, no model
   bad() { # bad PATTERN ARGS...
     local pattern="$1" rc=0
@@ -581,6 +617,45 @@ ep-emu)
   run 2 "$tmp/ep-emu-cpu" "${small[@]}"
   bin="$emu" run 2 "$tmp/ep-emu-cuda" "${small[@]}" --set dist.backend=nccl
   grep -E "^expert parallelism|^step 3/" "$tmp/ep-emu-cuda.log"
+  ;;
+generate-emu)
+  # accuracy by generation on the CUDA backend (NCCL; both through the emulator, EMU): with
+  # eval.generate_weights = "auto" the device run decodes through the gathers, on the device,
+  # and writes the CPU replica's results (--eval-only of the random initialisations of Text-01
+  # and M2, 8 problems of 16 tokens, 2 ranks, 3 a batch); M3 (MSA: no decode step on the
+  # device) falls back to the replica, and "gathered" is refused for it in one line
+  emu="$3"
+  fail() { echo "FAIL: $*"; exit 1; }
+  if [ "${4:-}" = device ] && ! nvidia-smi -L 2> /dev/null | grep -q '^GPU'; then
+    echo "no GPU: skipped"
+    exit 77
+  fi
+  d="$tmp/gen-emu"
+  rm -rf "$d"
+  mkdir -p "$d"
+  g=(--eval-only --set data.max_length=64 --set data.truncation=truncate --set eval.generate_data=synthetic
+    --set eval.generate_samples=8 --set eval.generate_max_new_tokens=16 --set eval.generate_batch=3
+    --set train.per_device_train_batch_size=2 --set "data.cache_dir=$tmp/dist-cache-gen-emu")
+  for fam in text01 m2; do
+    recipe=tests/recipes/dist.toml
+    [ "$fam" = m2 ] && recipe=tests/recipes/dist-m2.toml
+    run 2 "$d/$fam-cpu" "${g[@]}"
+    bin="$emu" run 2 "$d/$fam-cuda" "${g[@]}" --set dist.backend=nccl
+    grep -q 'the ranks decode in step through the ZeRO-3 gathers on the cuda backend' "$d/$fam-cuda.log" ||
+      fail "$fam: not decoded through the gathers on the device: $(grep eval.generate "$d/$fam-cuda.log")"
+    cmp "$d/$fam-cuda/eval-generate-0.jsonl" "$d/$fam-cpu/eval-generate-0.jsonl" ||
+      fail "$fam: the device's results differ from the CPU replica's"
+    echo "ok: $fam: 8 problems decoded through the gathers on the (emulated) device = the CPU replica's results"
+  done
+  recipe=tests/recipes/dist-m3.toml
+  bin="$emu" run 2 "$d/m3-cuda" "${g[@]}" --set dist.backend=nccl
+  grep -q 'a rank decodes its share with a full replica' "$d/m3-cuda.log" || fail "m3: not the replica"
+  rc=0
+  bin="$emu" run 2 "$d/m3-gath" "${g[@]}" --set dist.backend=nccl --set eval.generate_weights=gathered > /dev/null || rc=$?
+  [ "$rc" -ne 0 ] && [ "$(grep -c '^error' "$d/m3-gath.log")" -eq 1 ] &&
+    grep -q '^error: eval.generate_weights = "gathered": the cuda backend has no MSA decode step' "$d/m3-gath.log" ||
+    { cat "$d/m3-gath.log"; fail "m3 gathered on the device: want the refusal (exit $rc)"; }
+  echo "ok: m3 on the device: the replica; gathered refused: $(grep '^error' "$d/m3-gath.log")"
   ;;
 emu-cuda)
   emu="$3"

@@ -14,6 +14,11 @@ add_dependencies(test_eval_minimax_eval minimax-eval)
 # it runs mpirun: Open MPI's own leaks stay out of the sanitizer build's verdict (MT_TEST_ENV_MPI)
 set_property(TEST eval_minimax_eval eval_minimax_eval_shots APPEND PROPERTY ENVIRONMENT
   "MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>" "MT_MPIEXEC=${MPIEXEC_EXECUTABLE}" ${MT_TEST_ENV_MPI})
+# --backend cuda against the CPU backend: gpu_eval (this build's minimax-eval on a GPU; skipped
+# without one) and op_cuda_emu_eval (minimax-eval-emu on the CUDA emulator, tests/gpu.cmake)
+add_test(NAME gpu_eval COMMAND test_eval_minimax_eval eval_minimax_eval_device)
+set_tests_properties(gpu_eval PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT
+  "${MT_TEST_ENV};MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>;MT_EVAL_CLI_DEVICE=$<TARGET_FILE:minimax-eval>;MT_MPIEXEC=${MPIEXEC_EXECUTABLE};${MT_TEST_ENV_MPI}")
 # minimax-chat end to end, turns piped on stdin: prompts, replies against minimax-generate,
 # /reset, --system, the stream, sampling; its bad inputs (_errors).
 mt_test_binary(test_eval_minimax_chat eval_minimax_chat.c)
@@ -21,3 +26,8 @@ mt_test_cases(test_eval_minimax_chat eval_minimax_chat eval_minimax_chat_errors)
 add_dependencies(test_eval_minimax_chat minimax-chat minimax-generate)
 set_property(TEST eval_minimax_chat eval_minimax_chat_errors APPEND PROPERTY ENVIRONMENT
   "MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>" "MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>")
+# --backend cuda against the CPU backend: gpu_chat here (skipped without a GPU), op_cuda_emu_chat
+# with minimax-chat-emu (tests/gpu.cmake)
+add_test(NAME gpu_chat COMMAND test_eval_minimax_chat eval_minimax_chat_device)
+set_tests_properties(gpu_chat PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT
+  "${MT_TEST_ENV};MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>;MT_CHAT_CLI_DEVICE=$<TARGET_FILE:minimax-chat>")

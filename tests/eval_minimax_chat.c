@@ -225,8 +225,44 @@ static int test_eval_minimax_chat_errors(void) {
     return MT_TEST_OK;
 }
 
+/* --backend cuda (MT_CHAT_CLI_DEVICE: minimax-chat of a CUDA build on a GPU, or minimax-chat-emu
+ * on the CUDA emulator): the same conversation's turns (prompts, reply ids and texts, greedy and
+ * sampled) as the CPU backend's. Skipped without a device. */
+static int test_eval_minimax_chat_device(void) {
+    char dir[4096], model[4200], args[8400];
+    static char cpu[sizeof(chat_out)];
+    make_tmpdir(dir, sizeof(dir));
+    eval_make_model(dir, 2, 0, model, sizeof(model));
+    const char *input = "Natalia sold clips to 48 of her friends. How many?\nAnd in May?\n";
+    const char *modes[2] = {"", "--temperature 1 --top-p 0.9 --seed 3"};
+    for (int mi = 0; mi < 2; mi++) {
+        snprintf(args, sizeof(args), "--model '%s' --json --max-new-tokens %d %s", model, N_NEW,
+                 modes[mi]);
+        EXPECT(chat_run(dir, "MT_CHAT_CLI", args, input) == 0, "minimax-chat: %s", chat_err);
+        snprintf(cpu, sizeof(cpu), "%s", chat_out);
+        snprintf(args, sizeof(args), "--model '%s' --json --max-new-tokens %d %s --backend cuda",
+                 model, N_NEW, modes[mi]);
+        if (chat_run(dir, "MT_CHAT_CLI_DEVICE", args, input) != 0 &&
+            has(chat_err, "no usable CUDA")) {
+            printf("%.*s: skipped\n", (int)strcspn(chat_err, "\n"), chat_err);
+            return MT_TEST_SKIP;
+        }
+        const bool same = !strcmp(cpu, chat_out);
+        EXPECT(same, "--backend cuda: %s\nthe CPU: %s", chat_out, cpu);
+        cJSON *turns[3] = {0};
+        const int n = chat_turns(turns, 3); /* (cuts chat_out into lines) */
+        for (int i = 0; i < n; i++) cJSON_Delete(turns[i]);
+        printf("mode '%s': %d turns; the CPU's and --backend cuda's %s\n", modes[mi], n,
+               same ? "identical" : "DIFFER");
+        EXPECT(n == 2, "%d turns for 2", n);
+    }
+    rm_tree(dir);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"eval_minimax_chat", test_eval_minimax_chat},
     {"eval_minimax_chat_errors", test_eval_minimax_chat_errors},
+    {"eval_minimax_chat_device", test_eval_minimax_chat_device},
 };
 MT_TEST_MAIN(cases)

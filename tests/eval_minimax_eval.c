@@ -26,9 +26,11 @@
 
 static char ev_err[1 << 16];
 
-/* `mpirun -n np minimax-eval args`, stderr kept in ev_err; the exit status. */
-static int ev_run(const char *dir, int np, const char *args) {
-    const char *exe = getenv("MT_EVAL_CLI"), *mpi = getenv("MT_MPIEXEC");
+/* `mpirun -n np EXE args` (EXE: $MT_EVAL_CLI_DEVICE with device, else $MT_EVAL_CLI), stderr
+ * kept in ev_err; the exit status. */
+static int ev_run_exe(const char *dir, int np, bool device, const char *args) {
+    const char *exe = getenv(device ? "MT_EVAL_CLI_DEVICE" : "MT_EVAL_CLI"),
+               *mpi = getenv("MT_MPIEXEC");
     MT_CHECK(exe && *exe && mpi && *mpi, "MT_EVAL_CLI / MT_MPIEXEC not set; run through ctest");
     char cmd[16384], pe[4200], err[MT_ERR_LEN];
     snprintf(pe, sizeof(pe), "%s/eval.err", dir);
@@ -40,6 +42,10 @@ static int ev_run(const char *dir, int np, const char *args) {
     snprintf(ev_err, sizeof(ev_err), "%s", e ? e : "");
     free(e);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int ev_run(const char *dir, int np, const char *args) {
+    return ev_run_exe(dir, np, false, args);
 }
 
 static char *ev_read(const char *path) {
@@ -113,6 +119,55 @@ static int test_eval_minimax_eval(void) {
         n_lines++;
     EXPECT(n_lines == 1, "empty file: %d error lines (one expected): %s", n_lines, ev_err);
     printf("bad inputs: %s", strstr(ev_err, "minimax-eval:"));
+    return MT_TEST_OK;
+}
+
+/* --backend cuda (MT_EVAL_CLI_DEVICE: minimax-eval of a CUDA build on a GPU, or minimax-eval-emu
+ * on the CUDA emulator): the results of the CPU backend, greedy and sampled, on 2 ranks, the
+ * weights, caches and decode steps in device memory; an MSA model (M3) refused in one line. Skipped
+ * without a device. */
+static int test_eval_minimax_eval_device(void) {
+    char dir[4096], model[4200], a[16384], data[4200], r1[4200], r2[4200];
+    make_tmpdir(dir, sizeof(dir));
+    eval_make_model(dir, 2, 0, model, sizeof(model));
+    snprintf(data, sizeof(data), "%s/tests/fixtures/gsm8k/eval_small.jsonl", source_dir());
+    snprintf(a, sizeof(a), "--model '%s' --data '%s' --limit 1 --max-new-tokens 1 --backend cuda",
+             model, data);
+    if (ev_run_exe(dir, 1, true, a) != 0 && has(ev_err, "no usable CUDA")) {
+        const char *why = strstr(ev_err, "--backend") ? strstr(ev_err, "--backend") : ev_err;
+        printf("%.*s: skipped\n", (int)strcspn(why, "\n"), why);
+        return MT_TEST_SKIP;
+    }
+    const char *modes[2] = {"", "--temperature 1 --top-k 20 --top-p 0.9 --seed 5"};
+    for (int mi = 0; mi < 2; mi++) {
+        snprintf(r1, sizeof(r1), "%s/cpu.jsonl", dir);
+        snprintf(r2, sizeof(r2), "%s/dev.jsonl", dir);
+        snprintf(a, sizeof(a),
+                 "--model '%s' --data '%s' --max-new-tokens 16 --batch 2 --out '%s' %s", model,
+                 data, r1, modes[mi]);
+        EXPECT(ev_run(dir, 1, a) == 0, "the CPU: %s", ev_err);
+        snprintf(a, sizeof(a),
+                 "--model '%s' --data '%s' --max-new-tokens 16 --batch 3 --out '%s' %s "
+                 "--backend cuda",
+                 model, data, r2, modes[mi]);
+        EXPECT(ev_run_exe(dir, 2, true, a) == 0, "--backend cuda: %s", ev_err);
+        char *s1 = ev_read(r1), *s2 = ev_read(r2);
+        int lines = 0;
+        for (const char *p = s1; (p = strchr(p, '\n')); p++) lines++;
+        printf("mode '%s': %d result lines; the CPU (1 rank) and --backend cuda (2 ranks) %s\n",
+               modes[mi], lines, strcmp(s1, s2) ? "DIFFER" : "identical");
+        EXPECT(lines == 5 && !strcmp(s1, s2), "--backend cuda differs from the CPU");
+        free(s1);
+        free(s2);
+    }
+    char m3[4200];
+    snprintf(m3, sizeof(m3), "%s/tests/fixtures/models/tiny_m3", source_dir());
+    snprintf(a, sizeof(a), "--model '%s' --tokenizer '%s' --data '%s' --backend cuda", m3,
+             tokenizer_dir(), data);
+    EXPECT(ev_run_exe(dir, 2, true, a) != 0 && has(ev_err, "no MSA decode step"),
+           "an MSA model on the device: %s", ev_err);
+    const char *line = strstr(ev_err, "minimax-eval:");
+    printf("M3 refused: %.*s\n", (int)strcspn(line ? line : ev_err, "\n"), line ? line : ev_err);
     return MT_TEST_OK;
 }
 
@@ -235,5 +290,6 @@ static int test_eval_minimax_eval_shots(void) {
 static const mt_test_case cases[] = {
     {"eval_minimax_eval", test_eval_minimax_eval},
     {"eval_minimax_eval_shots", test_eval_minimax_eval_shots},
+    {"eval_minimax_eval_device", test_eval_minimax_eval_device},
 };
 MT_TEST_MAIN(cases)

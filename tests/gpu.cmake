@@ -84,10 +84,15 @@ if(CMAKE_CXX_COMPILER)
   add_executable(bench_gpu_ops_emu ${bench_cpp})
   add_executable(minimax-train-emu ${CMAKE_SOURCE_DIR}/train/minimax_train_main.c)
   add_executable(minimax-generate-emu ${CMAKE_SOURCE_DIR}/models/minimax_generate_main.c)
+  add_executable(minimax-eval-emu ${CMAKE_SOURCE_DIR}/models/minimax_eval_main.c)
+  add_executable(minimax-chat-emu ${CMAKE_SOURCE_DIR}/models/minimax_chat_main.c)
+  add_executable(minimax-serve-emu ${CMAKE_SOURCE_DIR}/serve/minimax_serve_main.c
+    ${MT_SERVE_SOURCES})
+  target_link_libraries(minimax-serve-emu PRIVATE PkgConfig::MHD)
   add_executable(bench_gpu_step_emu ${CMAKE_SOURCE_DIR}/bench/gpu_step.c)
   add_executable(test_emu_cublas emu_cublas.cpp) # the emulated cuBLAS calls themselves
   foreach(t mt_emu test_gpu_ops_emu bench_gpu_ops_emu minimax-train-emu minimax-generate-emu
-      bench_gpu_step_emu test_emu_cublas)
+      minimax-eval-emu minimax-chat-emu minimax-serve-emu bench_gpu_step_emu test_emu_cublas)
     target_compile_definitions(${t} PRIVATE MT_WITH_CUDA MT_CUDA_EMU)
     target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-unknown-pragmas>)
     target_include_directories(${t} PRIVATE ${mt_emu_dir}/kernels/cuda ${mt_emu_dir}
@@ -256,4 +261,15 @@ if(TARGET minimax-generate-emu)
   add_test(NAME op_cuda_emu_generate COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu_generate.sh
     $<TARGET_FILE:minimax-generate> $<TARGET_FILE:minimax-generate-emu>)
   set_tests_properties(op_cuda_emu_generate PROPERTIES ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 600)
+endif()
+if(TARGET minimax-eval-emu)
+  add_test(NAME op_cuda_emu_eval COMMAND test_eval_minimax_eval eval_minimax_eval_device)
+  set_tests_properties(op_cuda_emu_eval PROPERTIES TIMEOUT 600 ENVIRONMENT
+    "${MT_TEST_ENV};MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>;MT_EVAL_CLI_DEVICE=$<TARGET_FILE:minimax-eval-emu>;MT_MPIEXEC=${MPIEXEC_EXECUTABLE};${MT_TEST_ENV_MPI}")
+  add_test(NAME op_cuda_emu_serve COMMAND test_serve serve_device)
+  set_tests_properties(op_cuda_emu_serve PROPERTIES TIMEOUT 600 ENVIRONMENT
+    "${MT_TEST_ENV};MT_SERVE_CLI_DEVICE=$<TARGET_FILE:minimax-serve-emu>;MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>;MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>;MT_FORWARD_CLI=$<TARGET_FILE:minimax-forward>")
+  add_test(NAME op_cuda_emu_chat COMMAND test_eval_minimax_chat eval_minimax_chat_device)
+  set_tests_properties(op_cuda_emu_chat PROPERTIES TIMEOUT 600 ENVIRONMENT
+    "${MT_TEST_ENV};MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>;MT_CHAT_CLI_DEVICE=$<TARGET_FILE:minimax-chat-emu>")
 endif()

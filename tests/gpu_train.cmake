@@ -5,8 +5,18 @@
 # - dist_train_emu_cuda_np2 + dist_emu_cuda_match: the whole trainer on the CUDA backend with
 #   NCCL (both emulated) against the CPU trainer, 2 ranks, and its resume from a checkpoint;
 #   dist_emu_cuda_bf16: the same in bf16 GEMM mode, under the bf16 rule (device error <= 2x the
-#   CPU bf16 reference's error against fp32).
+#   CPU bf16 reference's error against fp32);
+# - dist_eval_generate_emu (emulated) and gpu_eval_generate (a CUDA build on a GPU): the
+#   trainer's accuracy by generation decoded through the gathers on the device = the CPU
+#   replica's results.
 mt_test_binary(test_gpu_optim gpu_optim.c)
+if(MT_CUDA) # the same on a real GPU (skipped without one): a CUDA build's own minimax-train
+  add_test(NAME gpu_eval_generate COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist_run.sh
+    $<TARGET_FILE:minimax-train> generate-emu $<TARGET_FILE:minimax-train> device)
+  set_tests_properties(gpu_eval_generate PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI};MT_NCCL_ALLOW_SHARED_DEVICE=1"
+    SKIP_RETURN_CODE 77 TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
 mt_test_cases(test_gpu_optim gpu_optim)
 if(TARGET mt_emu)
   add_executable(test_gpu_optim_emu gpu_optim.c harness.c)
@@ -35,6 +45,13 @@ if(TARGET mt_emu)
     ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI};MT_NCCL_ALLOW_SHARED_DEVICE=1"
     TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} FIXTURES_SETUP dist_ep_emu)
   mt_test_cases(test_dist_compare dist_ep_emu_match)
+  # accuracy by generation decoded through the gathers on the emulated device (tests/dist_run.sh
+  # generate-emu): the CPU replica's results
+  add_test(NAME dist_eval_generate_emu COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist_run.sh
+    $<TARGET_FILE:minimax-train> generate-emu $<TARGET_FILE:minimax-train-emu>)
+  set_tests_properties(dist_eval_generate_emu PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI};MT_NCCL_ALLOW_SHARED_DEVICE=1"
+    TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(dist_ep_emu_match PROPERTIES FIXTURES_REQUIRED dist_ep_emu)
   set_tests_properties(dist_emu_cuda_match dist_emu_cuda_bf16 PROPERTIES
     FIXTURES_REQUIRED dist_emu_cuda)

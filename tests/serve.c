@@ -293,6 +293,36 @@ static int test_serve_endpoints(void) {
     return MT_TEST_OK;
 }
 
+/* --backend cuda (MT_SERVE_CLI_DEVICE: this build's minimax-serve on a GPU, or minimax-serve-emu
+ * on the CUDA emulator): the endpoints' checks above against the CPU tools (greedy completion =
+ * minimax-generate, echo logprobs = minimax-forward's logits, chat = minimax-chat). Skipped
+ * without a device (probed with a context no memory holds: refused after the backend is
+ * chosen, so the refusal says which). */
+static int test_serve_device(void) {
+    const char *exe = getenv("MT_SERVE_CLI_DEVICE");
+    MT_CHECK(exe && *exe, "MT_SERVE_CLI_DEVICE not set; run through ctest");
+    sv_setup(0);
+    char probe[9000];
+    snprintf(probe, sizeof(probe),
+             "'%s' --model '%s' --backend cuda --max-context 2000000000 2>&1 | grep -q 'no "
+             "usable CUDA'",
+             exe, sv_model);
+    if (system(probe) == 0) {
+        printf("--backend cuda: no usable CUDA device: skipped\n");
+        sv_teardown();
+        return MT_TEST_SKIP;
+    }
+    setenv("MT_SERVE_CLI", exe, 1); /* srv_start's binary */
+    srv_proc s;
+    sv_serve(&s, "--max-batch 4 --backend cuda");
+    sv_check_completion(s.port);
+    sv_check_logprobs(s.port);
+    sv_check_chat(s.port);
+    EXPECT(srv_stop(&s, SIGTERM, 30) == 0, "not exit 0 after SIGTERM");
+    sv_teardown();
+    return MT_TEST_OK;
+}
+
 /* One error case: status and the error object's shape. */
 static void sv_expect_error(int port, const char *path, const char *headers, const char *body,
                             int status, const char *code) {
@@ -548,8 +578,8 @@ static int test_serve_sigterm(void) {
 }
 
 static const mt_test_case cases[] = {
-    {"serve_endpoints", test_serve_endpoints},   {"serve_errors", test_serve_errors},
-    {"serve_concurrent", test_serve_concurrent}, {"serve_disconnect", test_serve_disconnect},
-    {"serve_sigterm", test_serve_sigterm},
+    {"serve_device", test_serve_device},         {"serve_endpoints", test_serve_endpoints},
+    {"serve_errors", test_serve_errors},         {"serve_concurrent", test_serve_concurrent},
+    {"serve_disconnect", test_serve_disconnect}, {"serve_sigterm", test_serve_sigterm},
 };
 MT_TEST_MAIN(cases)

@@ -12,3 +12,8 @@ set_property(TEST serve_endpoints serve_errors serve_concurrent serve_disconnect
   "MT_FORWARD_CLI=$<TARGET_FILE:minimax-forward>")
 set_tests_properties(serve_endpoints serve_errors serve_concurrent serve_disconnect serve_sigterm
   PROPERTIES TIMEOUT 180)
+# --backend cuda against the CPU tools: gpu_serve (this build's minimax-serve on a GPU; skipped
+# without one) and op_cuda_emu_serve (minimax-serve-emu on the CUDA emulator, tests/gpu.cmake)
+add_test(NAME gpu_serve COMMAND test_serve serve_device)
+set_tests_properties(gpu_serve PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT
+  "${MT_TEST_ENV};MT_SERVE_CLI_DEVICE=$<TARGET_FILE:minimax-serve>;MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>;MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>;MT_FORWARD_CLI=$<TARGET_FILE:minimax-forward>")

@@ -119,6 +119,7 @@ static const recipe_key recipe_keys[] = {
     FLT("eval.generate_top_p", eval_generate_top_p, "1.0", false),
     INT("eval.generate_top_k", eval_generate_top_k, "0", false),
     I64("eval.generate_seed", eval_generate_seed, "0", false),
+    STR("eval.generate_weights", eval_generate_weights, "\"auto\"", false),
     STR("output.dir", output_dir, "\"runs/out\"", false),
     INT("output.save_steps", output_save_steps, "0", false),
     INT("output.save_total_limit", output_save_total_limit, "0", false),
@@ -361,6 +362,10 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
                                    "GSM8K-style jsonl: a train split)");
     if (r->eval_generate_shots_file[0] && access(r->eval_generate_shots_file, R_OK) != 0)
         BAD("eval.generate_shots_file", "cannot read %s", r->eval_generate_shots_file);
+    if (strcmp(r->eval_generate_weights, "auto") && strcmp(r->eval_generate_weights, "replica") &&
+        strcmp(r->eval_generate_weights, "gathered"))
+        BAD("eval.generate_weights", "must be \"auto\", \"replica\" or \"gathered\", not \"%s\"",
+            r->eval_generate_weights);
     if (r->eval_generate_temperature < 0 || r->eval_generate_top_p <= 0 ||
         r->eval_generate_top_p > 1 || r->eval_generate_top_k < 0)
         BAD("eval.generate_temperature", "temperature >= 0, eval.generate_top_p in (0, 1], "

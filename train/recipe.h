@@ -84,6 +84,10 @@ typedef struct mt_recipe {
     double eval_generate_top_p;
     int eval_generate_top_k;
     int64_t eval_generate_seed;
+    /* how a rank holds the weights it decodes with: "replica" (a full copy in host memory, the CPU
+     * backend), "gathered" (the ZeRO-3 gathers, bucket by bucket, on the training backend),
+     * "auto" (train/trainer_generate.c) */
+    char eval_generate_weights[16];
     /* [output] */
     char output_dir[MT_PATH_MAX];
     int output_save_steps; /* training-state checkpoint + export every N steps; 0 = only at end */

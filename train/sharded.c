@@ -80,8 +80,12 @@ void mt_sharded_init(mt_sharded *s, mt_minimax *m, mt_zero *z, mt_ctx *c) {
     c->tag_user = s;
 }
 
+mt_bucket_hooks mt_sharded_forward_hooks(mt_sharded *s) {
+    return (mt_bucket_hooks){hook_forward_enter, hook_forward_leave, s};
+}
+
 double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, mt_micro_extra *extra) {
-    mt_bucket_hooks hooks = {hook_forward_enter, hook_forward_leave, s};
+    mt_bucket_hooks hooks = mt_sharded_forward_hooks(s);
     mt_ctx_reset(s->ctx);
     mt_minimax_out out;
     mt_minimax_forward(s->model, s->ctx, batch, &hooks, &out);
@@ -97,7 +101,7 @@ double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, mt_mi
 }
 
 double mt_sharded_micro_eval(mt_sharded *s, const mt_minimax_batch *batch) {
-    mt_bucket_hooks hooks = {hook_forward_enter, hook_forward_leave, s};
+    mt_bucket_hooks hooks = mt_sharded_forward_hooks(s);
     mt_ctx_reset(s->ctx);
     const bool grad = mt_ctx_set_grad(s->ctx, false); /* nothing saved for a backward */
     mt_minimax_out out;

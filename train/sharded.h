@@ -19,6 +19,11 @@ typedef struct {
  * decay, norm vectors do not, as HF's Trainer) and installs the tape's tag hook on ctx. */
 void mt_sharded_init(mt_sharded *s, mt_minimax *m, mt_zero *z, mt_ctx *c);
 
+/* The hooks a forward runs with: each bucket gathered on entry (the next one prefetched),
+ * released on leaving. Generation on the sharded model decodes through them
+ * (train/trainer_generate.c). */
+mt_bucket_hooks mt_sharded_forward_hooks(mt_sharded *s);
+
 /* The losses of a micro-step besides the cross-entropy: the router aux loss and the MSA
  * layers' summed indexer KL (each 0 when the model has none). */
 typedef struct {

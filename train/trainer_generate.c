@@ -1,16 +1,24 @@
 /* trainer_generate.c: accuracy by generation in a training run (eval.generate_*; docs/training.md,
  * "Evaluation by generation"): the problems of eval.generate_data, sample i on rank i % N,
- * decoded greedily from the weights of that step and scored as minimax-eval scores them
+ * decoded from the weights of that step and scored as minimax-eval scores them
  * (models/gsm8k_eval.h: the same prompt, decoding, extraction and result lines).
  *
- * The weights live in ZeRO-3 shards; generation's cached forward reads whole parameters from
- * host memory (models/generate.h). So each rank gathers the buckets one after the other, as a
- * forward does (every rank the same collectives, whatever its share of the problems), copies
- * each into a full replica in host memory, decodes its share with it on the CPU backend, and
- * frees it. The replica holds what the training forward computes with: the fp32 master weights
- * with fp32 gathers, their bf16 rounding with dist.gather_dtype = "bf16" (what an export of that
- * dtype holds). Its size (4 bytes a parameter) plus the caches and the arena is checked against
- * the node's memory at the start. */
+ * The weights live in ZeRO-3 shards. A rank decodes its share in one of two ways
+ * (eval.generate_weights):
+ *  - "replica": it gathers the buckets one after the other, as a forward does, copies each into a
+ *    full replica in host memory, decodes with it on the CPU backend, and frees it. The replica
+ *    holds what the training forward computes with (the fp32 master weights, or their bf16
+ *    rounding with dist.gather_dtype = "bf16"), so the tokens equal minimax-eval's on the export.
+ *  - "gathered": every forward of the decoding enters its buckets through the sharded model's
+ *    hooks, so no rank ever holds more than the training's gather slots; the ranks decode in step
+ *    (models/generate.h, mt_gen_sync): prompts prefilled one by one, then one gather of each
+ *    bucket per decode step for the rank's whole batch. It runs on the training backend (a GPU's
+ *    decode kernels) and gives the CPU replica's tokens bit for bit on the CPU backend.
+ *  - "auto" (the default): on the CPU the replica when it fits in the node's memory, else the
+ *    gathers; on a device the gathers (unless the backend lacks a decode step the model needs,
+ *    MSA, then the replica).
+ * What each takes (replica: 4 bytes a parameter; both: the caches and the arena) is checked
+ * against the memory at the start. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,8 +118,8 @@ void trainer_generate_setup(trainer *t) {
     char path[MT_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/tokenizer.json", t->tokenizer_dir);
     t->gen_tok = mt_tokenizer_load(path);
-    /* a rank's replica (4 bytes a parameter), caches and arena, against its share of the node:
-     * sized for the longest prompt of any rank's share (every rank decides alike) */
+    /* what each way needs of the memory, sized for the longest prompt of any rank's share
+     * (every rank decides alike) */
     int64_t params = 0;
     for (int b = 0; b < t->model.n_buckets; b++) params += t->model.bucket_numel[b];
     t->gen_replica_bytes = 4 * params;
@@ -120,25 +128,51 @@ void trainer_generate_setup(trainer *t) {
     const mt_minimax_config *cfg = &t->cfg;
     const int64_t t_max =
         mt_gsm8k_eval_longest(&ev, 0, 1, t->gen_set.n) + (int64_t)rc->eval_generate_max_new_tokens;
+    const int64_t decode =
+        (int64_t)mt_minimax_cache_bytes(cfg, rc->eval_generate_batch, (int)t_max) +
+        (int64_t)mt_minimax_generate_arena_bytes(cfg, 1, t_max);
+    const bool cpu = t->be->dev == MT_CPU;
     /* on the CPU the training arena's pages are host memory too, touched from the first step */
-    const int64_t later = t->be->dev == MT_CPU ? t->planned_activations : 0;
-    const int64_t need = t->gen_replica_bytes +
-                         (int64_t)mt_minimax_cache_bytes(cfg, rc->eval_generate_batch, (int)t_max) +
-                         (int64_t)mt_minimax_generate_arena_bytes(cfg, 1, t_max);
-    const size_t avail = mt_backend_cpu()->mem_available();
+    const int64_t later = cpu ? t->planned_activations : 0;
     const int local = trainer_local_ranks(t);
-    int64_t bad = avail && need + later > (int64_t)(avail / (size_t)local);
-    t->host->allreduce_i64(t->host, &bad, 1);
+    const size_t host = mt_backend_cpu()->mem_available();
+    const size_t dev = cpu ? host : t->be->mem_available ? t->be->mem_available() : 0;
+    const int64_t host_share = (int64_t)(host / (size_t)local),
+                  dev_share = cpu ? host_share : (int64_t)dev;
+    const int64_t replica_need = t->gen_replica_bytes + decode + later,
+                  gathered_need = decode + later;
+    int64_t short_of[2] = {host && replica_need > host_share, dev && gathered_need > dev_share};
+    t->host->allreduce_i64(t->host, short_of, 2);
+    char lacks[160] = "";
+    const bool can_gather = mt_gen_backend_can_decode(&t->model, t->be, lacks, sizeof(lacks));
+    const char *mode = rc->eval_generate_weights;
+    t->gen_gathered =
+        !strcmp(mode, "gathered") || (!strcmp(mode, "auto") && can_gather && (!cpu || short_of[0]));
     const double gib = 1.0 / (1 << 30);
-    if (bad) {
-        if (t->comm->rank == 0)
-            fprintf(stderr,
-                    "error: eval.generate_data: generation decodes with a full replica of the "
-                    "model on each rank: %.2f GiB of host memory (weights %.2f GiB, caches of "
-                    "eval.generate_batch = %d rows, arena) but a rank has %.2f GiB; lower "
-                    "eval.generate_batch or use fewer ranks per node\n",
-                    (double)need * gib, (double)params * 4 * gib, rc->eval_generate_batch,
-                    (double)avail / local * gib);
+    if (t->gen_gathered && !can_gather)
+        snprintf(why, sizeof(why),
+                 "eval.generate_weights = \"gathered\": %s; use \"replica\" (the CPU backend)",
+                 lacks);
+    else if (t->gen_gathered && short_of[1])
+        snprintf(why, sizeof(why),
+                 "eval.generate_data: decoding through the gathers needs %.2f GiB (caches of "
+                 "eval.generate_batch = %d rows, arena%s) but a rank has %.2f GiB; lower "
+                 "eval.generate_batch or eval.generate_max_new_tokens",
+                 (double)gathered_need * gib, rc->eval_generate_batch,
+                 later ? ", the training's activations" : "", (double)dev_share * gib);
+    else if (!t->gen_gathered && short_of[0])
+        snprintf(why, sizeof(why),
+                 "eval.generate_data: a full replica of the model on each rank needs %.2f GiB of "
+                 "host memory (weights %.2f GiB, caches of eval.generate_batch = %d rows, arena) "
+                 "but a rank has %.2f GiB; %s",
+                 (double)replica_need * gib, (double)t->gen_replica_bytes * gib,
+                 rc->eval_generate_batch, (double)host_share * gib,
+                 can_gather ? "set eval.generate_weights = \"gathered\" (decode through the "
+                              "ZeRO-3 gathers), lower eval.generate_batch or use fewer ranks "
+                              "per node"
+                            : "lower eval.generate_batch or use fewer ranks per node");
+    if (why[0]) {
+        if (t->comm->rank == 0) fprintf(stderr, "error: %s\n", why);
         mt_comm_finalize(t->host);
         exit(2);
     }
@@ -147,14 +181,21 @@ void trainer_generate_setup(trainer *t) {
         snprintf(how, sizeof(how), "sampled (temperature %g, top-k %d, top-p %g, seed %lld)",
                  rc->eval_generate_temperature, rc->eval_generate_top_k, rc->eval_generate_top_p,
                  (long long)rc->eval_generate_seed);
-    LOG0(t,
-         "eval.generate: %lld problems of %s, %d-shot, %d new tokens at most, %s; a rank "
-         "decodes its share with a full replica in host memory, gathered bucket by bucket: "
-         "%.2f MiB with the caches and arena (weights %.2f MiB) of %.2f GiB available to each "
-         "rank\n",
+    LOG0(t, "eval.generate: %lld problems of %s, %d-shot, %d new tokens at most, %s; ",
          (long long)t->gen_set.n, rc->eval_generate_data, rc->eval_generate_shots,
-         rc->eval_generate_max_new_tokens, how, (double)need / (1 << 20),
-         (double)t->gen_replica_bytes / (1 << 20), (double)avail / (double)local * gib);
+         rc->eval_generate_max_new_tokens, how);
+    if (t->gen_gathered)
+        LOG0(t,
+             "the ranks decode in step through the ZeRO-3 gathers on the %s backend (no "
+             "replica; eval.generate_weights = \"%s\"): %.2f MiB of caches and arena\n",
+             t->be->name, mode, (double)decode / (1 << 20));
+    else
+        LOG0(t,
+             "a rank decodes its share with a full replica in host memory, gathered bucket by "
+             "bucket (eval.generate_weights = \"%s\"): %.2f MiB with the caches and arena "
+             "(weights %.2f MiB) of %.2f GiB available to each rank\n",
+             mode, (double)(t->gen_replica_bytes + decode) / (1 << 20),
+             (double)t->gen_replica_bytes / (1 << 20), (double)host_share * gib);
 }
 
 bool trainer_generate_due(const trainer *t, int step, bool last) {
@@ -182,38 +223,85 @@ static void trainer_generate_replica(trainer *t, mt_minimax *rep, float **data) 
     mt_zero_expert_parallel_pause(&t->zero, false);
 }
 
+/* The sharded model's buckets bound to their gather slots without gradients (the decode steps'
+ * inference kernels: kernels/cpu/gemm_rows.c), or with them again. */
+static void trainer_generate_bind(trainer *t, bool grads) {
+    for (int b = 0; b < t->model.n_buckets; b++)
+        mt_minimax_bind_bucket(&t->model, b, mt_zero_slot_data(&t->zero, b),
+                               grads ? mt_zero_slot_grad(&t->zero, b) : NULL);
+}
+
+typedef struct {
+    mt_comm *host;
+    int32_t *all; /* (P) */
+} trainer_gen_sync;
+
+static int trainer_generate_max_all(void *user, int v) {
+    trainer_gen_sync *s = user;
+    const int32_t mine = v;
+    s->host->allgather(s->host, &mine, s->all, 1, sizeof(int32_t));
+    int best = 0;
+    for (int r = 0; r < s->host->size; r++) best = s->all[r] > best ? s->all[r] : best;
+    return best;
+}
+
 void trainer_generate(trainer *t, int step, mt_eval_row *row) {
     const mt_recipe *rc = &t->rc;
     const double t0 = mt_time_now();
-    mt_minimax rep;
-    float **data = mt_calloc((size_t)t->model.n_buckets, sizeof(float *), "replica buckets");
-    trainer_generate_replica(t, &rep, data);
-    /* the ranks' shares take different times: the collecting below waits for the slowest, which
-     * the watchdog's step-based limit does not measure */
-    mt_comm_mpi_watch(t->host, 0);
-
     const int P = t->comm->size, rank = t->comm->rank;
     const int64_t n = t->gen_set.n, n_mine = n > rank ? (n - rank - 1) / P + 1 : 0;
+    mt_minimax rep;
+    float **data = NULL;
+    const mt_exchange *ep = t->model.ep;
+    mt_bucket_hooks hooks = mt_sharded_forward_hooks(&t->sharded);
+    trainer_gen_sync ss = {.host = t->host};
+    const mt_gen_sync sync = {.hooks = &hooks, .max_all = trainer_generate_max_all, .user = &ss};
     mt_gsm8k_eval ev = {.model = &rep, .tok = t->gen_tok, .set = &t->gen_set};
     trainer_generate_opts(t, &ev);
+    if (t->gen_gathered) {
+        /* every expert to every rank, computed where its rows are: no expert parallelism */
+        mt_zero_expert_parallel_pause(&t->zero, true);
+        t->model.ep = NULL;
+        trainer_generate_bind(t, false);
+        ss.all = mt_calloc((size_t)t->host->size, sizeof(int32_t), "ranks' rows");
+        ev.model = &t->model;
+        ev.opts.sync = &sync;
+    } else {
+        data = mt_calloc((size_t)t->model.n_buckets, sizeof(float *), "replica buckets");
+        trainer_generate_replica(t, &rep, data);
+        /* the ranks' shares take different times: the collecting below waits for the slowest,
+         * which the watchdog's step-based limit does not measure */
+        mt_comm_mpi_watch(t->host, 0);
+    }
     mt_ctx c;
-    mt_ctx_init(&c, mt_backend_cpu(), mt_gsm8k_eval_arena_bytes(&ev, rank, P, n_mine),
+    mt_ctx_init(&c, t->gen_gathered ? t->be : mt_backend_cpu(),
+                mt_gsm8k_eval_arena_bytes(&ev, rank, P, n_mine),
                 64 * (t->cfg.num_hidden_layers + 4));
     ev.ctx = &c;
     mt_strbuf lines = {0};
     int64_t counts[2] = {0, 0}; /* correct, tokens */
     const int B = rc->eval_generate_batch;
+    /* in step, every rank runs as many batches as the one with the most samples */
+    const int64_t n_runs = t->gen_gathered ? (n + P - 1) / P : n_mine;
     int64_t *ids = mt_calloc((size_t)B, sizeof(int64_t), "sample ids");
-    for (int64_t j0 = 0; j0 < n_mine; j0 += B) {
-        const int nb = (int)(n_mine - j0 < B ? n_mine - j0 : B);
+    for (int64_t j0 = 0; j0 < n_runs; j0 += B) {
+        const int64_t left = n_mine - j0 > 0 ? n_mine - j0 : 0;
+        const int nb = (int)(left < B ? left : B);
         for (int r = 0; r < nb; r++) ids[r] = rank + (j0 + r) * P;
         mt_gsm8k_eval_batch(&ev, ids, nb, &lines, &counts[0], &counts[1]);
     }
     free(ids);
     mt_ctx_free(&c);
-    for (int b = 0; b < rep.n_buckets; b++) free(data[b]);
-    free(data);
-    mt_minimax_free(&rep);
+    if (t->gen_gathered) {
+        trainer_generate_bind(t, true);
+        t->model.ep = ep;
+        mt_zero_expert_parallel_pause(&t->zero, false);
+        free(ss.all);
+    } else {
+        for (int b = 0; b < rep.n_buckets; b++) free(data[b]);
+        free(data);
+        mt_minimax_free(&rep);
+    }
 
     /* the counts and every rank's lines (padded to the longest, 4-byte words) to every rank */
     t->host->allreduce_i64(t->host, counts, 2);
@@ -226,10 +314,12 @@ void trainer_generate(trainer *t, int step, mt_eval_row *row) {
          *all = mt_malloc((size_t)(words * 4 * P), "gathered result lines");
     if (lines.len) memcpy(mine, lines.p, lines.len);
     t->host->allgather(t->host, mine, all, words, 4);
-    if (rc->dist_timeout >= 0)
-        mt_comm_mpi_watch(t->host, rc->dist_timeout);
-    else
-        trainer_watch(t, false);
+    if (!t->gen_gathered) { /* (the gathered decoding ran in step: the watchdog kept watching) */
+        if (rc->dist_timeout >= 0)
+            mt_comm_mpi_watch(t->host, rc->dist_timeout);
+        else
+            trainer_watch(t, false);
+    }
     const double dt = mt_time_now() - t0;
     if (rank == 0) {
         int64_t *displ = mt_calloc((size_t)P, sizeof(int64_t), "offsets");

@@ -44,6 +44,7 @@ typedef struct {
     mt_tokenizer *gen_tok;
     mt_gsm8k_set gen_shots;    /* eval.generate_shots_file's examples (n-shot), every rank */
     int64_t gen_replica_bytes; /* the full replica a rank decodes with */
+    bool gen_gathered;         /* decodes through the gathers (eval.generate_weights) */
     char tokenizer_dir[MT_PATH_MAX];
     char config_path[MT_PATH_MAX + 32];                        /* the model's config.json */
     int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each, host */
