@@ -15,7 +15,7 @@
  * ids, the reply's ids and its text. The conversation is rendered and prefilled anew each turn:
  * the reply's tokens are not its re-tokenized text, so a cache kept from the last turn would
  * not be what the template renders. --backend cuda decodes on the GPU (the weights, caches and
- * activations in device memory; an MSA model is refused: no MSA decode step there). */
+ * activations in device memory). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,14 +3,17 @@
  *   mpirun -np N minimax-eval --model DIR --data test.jsonl [--limit N] [--max-new-tokens N]
  *       [--batch B] [--out results.jsonl] [--temperature T] [--top-k K] [--top-p P] [--seed S]
  *       [--stop STR]... [--tokenizer TOK] [--shots N --shots-file TRAIN.jsonl]
- *       [--backend cpu|cuda]
+ *       [--backend cpu|cuda] [--weights auto|replica|gathered]
  *
  * Each question is a user turn rendered with the chat template and the generation prompt
  * (zero-shot; with --shots N the first N solved examples of the shots file come first, as
- * earlier user/assistant turns: models/gsm8k_eval.h); sample i runs on rank i % N, every rank
- * holding a full replica of the model (host memory; with --backend cuda the rank's GPU's), B
- * prompts at a time as one ragged batch (models/generate.h). A replica that does not fit is
- * refused at the start, naming the trainer's --eval-only, which decodes through the gathers. The
+ * earlier user/assistant turns: models/gsm8k_eval.h); sample i runs on rank i % N, B prompts at
+ * a time as one ragged batch (models/generate.h), in host memory or with --backend cuda on the
+ * rank's GPU. Every rank holds a full replica of the model (--weights replica), or only its
+ * ZeRO-3 shards (--weights gathered, train/sharded.h): every forward then gathers each bucket
+ * as it goes and the ranks decode in step (mt_gen_sync: one gather per bucket and decode step
+ * for a rank's whole batch); --weights auto takes the replica when it fits the rank's memory.
+ * What does not fit is refused at the start with the sizes. The
  * completion (special tokens left out) is scored by data/gsm8k_answer.h against the gold answer.
  * Rank 0 prints the accuracy with its 95 % Wilson interval, and with --out writes one JSON line per
  * sample (index, prompt, completion, extracted, gold, correct), in data-set order, through a
@@ -33,10 +36,14 @@
 #include "models/minimax.h"
 #include "models/safetensors.h"
 #include "models/weights.h"
+#include "train/comm.h"
+#include "train/sharded.h"
+#include "train/zero.h"
 
 #define EV_MAX_STOPS 8
 
 static int ev_rank = 0;
+static mt_comm *ev_host; /* MPI_COMM_WORLD: an error on any rank aborts the job */
 
 static void usage(int status) {
     fprintf(status ? stderr : stdout,
@@ -44,6 +51,7 @@ static void usage(int status) {
             "         [--batch B] [--out RESULTS.jsonl] [--tokenizer TOK] [--temperature T]\n"
             "         [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n"
             "         [--shots N --shots-file TRAIN.jsonl] [--backend cpu|cuda]\n"
+            "         [--weights auto|replica|gathered]\n"
             "       minimax-eval --help | --version\n"
             "  run under mpirun -np N for N ranks (without it: one rank)\n"
             "  GSM8K accuracy by generation: each question of FILE.jsonl ({\"question\", "
@@ -52,8 +60,9 @@ static void usage(int status) {
             "completion\n"
             "  (the number after ####, else the last number) and matched exactly with the "
             "gold's.\n"
-            "  Samples are split across the MPI ranks; each rank holds the whole model (a\n"
-            "  larger one: minimax-train RECIPE --eval-only, eval.generate_weights = gathered)\n"
+            "  Samples are split across the MPI ranks; each holds the whole model (--weights\n"
+            "  replica), or 1/N of it and the ranks decode in step through ZeRO-3 gathers\n"
+            "  (--weights gathered); auto (default): the replica when it fits\n"
             "  --backend cuda: decode on the rank's GPU (default cpu)\n"
             "  --limit N: the first N questions; --max-new-tokens (default 256); --batch "
             "(default 8)\n"
@@ -69,7 +78,7 @@ static void usage(int status) {
 /* A bad input: one line (rank 0 only, every rank sees the same input), then exit 1. */
 static void ev_fail(const char *msg) {
     if (ev_rank == 0) fprintf(stderr, "minimax-eval: %s\n", msg);
-    MPI_Finalize();
+    mt_comm_finalize(ev_host);
     exit(1);
 }
 
@@ -91,6 +100,17 @@ static bool ev_stop(void *user, int b, const int32_t *toks, int n) {
     return hit;
 }
 
+/* --weights gathered: the ranks' watchdog (a collective waiting longer ends the job) */
+#define EV_WATCH_S 1800.0
+
+/* mt_gen_sync: the largest v of any rank */
+static int ev_max_all(void *user, int v) {
+    (void)user;
+    int all = v;
+    MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return all;
+}
+
 static double ev_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -99,7 +119,7 @@ static double ev_now(void) {
 
 int main(int argc, char **argv) {
     const char *model_dir = NULL, *data_path = NULL, *out_path = NULL, *tok_dir = NULL,
-               *shots_path = NULL, *backend = "cpu";
+               *shots_path = NULL, *backend = "cpu", *weights = "auto";
     const char *stops[EV_MAX_STOPS];
     int n_stops = 0;
     long limit = -1, n_new = 256, batch = 8, top_k = 0, n_shots = 0;
@@ -112,10 +132,9 @@ int main(int argc, char **argv) {
             return 0;
         }
     }
-    MPI_Init(&argc, &argv);
-    int n_ranks = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &ev_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &n_ranks);
+    ev_host = mt_comm_mpi_init(&argc, &argv);
+    const int n_ranks = ev_host->size;
+    ev_rank = ev_host->rank;
     for (int i = 1; i < argc; i++) {
         const bool more = i + 1 < argc;
         if (!strcmp(argv[i], "--model") && more)
@@ -128,6 +147,8 @@ int main(int argc, char **argv) {
             tok_dir = argv[++i];
         else if (!strcmp(argv[i], "--backend") && more)
             backend = argv[++i];
+        else if (!strcmp(argv[i], "--weights") && more)
+            weights = argv[++i];
         else if (!strcmp(argv[i], "--shots-file") && more)
             shots_path = argv[++i];
         else if (!strcmp(argv[i], "--shots") && more)
@@ -150,7 +171,7 @@ int main(int argc, char **argv) {
             stops[n_stops++] = argv[++i];
         else {
             if (ev_rank == 0) usage(2);
-            MPI_Finalize();
+            mt_comm_finalize(ev_host);
             return 2;
         }
     }
@@ -161,6 +182,8 @@ int main(int argc, char **argv) {
         ev_fail("--max-new-tokens in [1, 100000], --batch in [1, 32], --temperature >= 0, "
                 "--top-p in (0, 1], --top-k >= 0");
     if (n_shots < 0 || n_shots > 64) ev_fail("--shots in [0, 64]");
+    if (strcmp(weights, "auto") && strcmp(weights, "replica") && strcmp(weights, "gathered"))
+        ev_fail("--weights auto, replica or gathered");
     if (n_shots > 0 && !shots_path)
         ev_fail("--shots N needs --shots-file FILE.jsonl (the solved examples: a train split)");
     if (!tok_dir) tok_dir = model_dir;
@@ -226,39 +249,78 @@ int main(int argc, char **argv) {
                 "minimax-eval: %lld samples on %d ranks, %ld-shot prompts of up to %d "
                 "tokens on rank 0\n",
                 (long long)n, n_ranks, n_shots, longest);
-    /* a full replica, the caches and the arena against the rank's memory (on the CPU its share
-     * of the node's), every rank deciding alike */
+    /* what a rank holds against its memory (on the CPU its share of the node's), every rank
+     * deciding alike: a full replica, or (gathered) its ZeRO-3 shards of the weights and two
+     * gather slots; both the caches and the arena */
     int64_t params = 0;
     for (int b = 0; b < m.n_buckets; b++) params += m.bucket_numel[b];
     const size_t arena = mt_minimax_generate_arena_bytes(&cfg, 1, longest);
-    long need = (long)(4 * params + (int64_t)arena +
-                       (int64_t)mt_minimax_cache_bytes(&cfg, B, longest + (int)n_new)),
-         have = be->mem_available ? (long)be->mem_available() : 0;
+    const mt_zero_sizes zs = mt_zero_plan(n_ranks, m.n_buckets, m.bucket_numel, MT_F32, false);
+    const int64_t decode =
+        (int64_t)arena + (int64_t)mt_minimax_cache_bytes(&cfg, B, longest + (int)n_new);
+    long need[2] = {(long)(4 * params + decode), (long)(4 * zs.owned + zs.slot_bytes + decode)};
+    long have = be->mem_available ? (long)be->mem_available() : 0;
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     if (be->dev == MT_CPU) have /= local && atoi(local) > 0 ? atoi(local) : n_ranks;
-    long worst[2] = {need, have > 0 ? -have : -LONG_MAX}; /* the largest need, the smallest have */
-    MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
-    if (worst[1] != -LONG_MAX && worst[0] > -worst[1]) {
+    /* the largest needs, the smallest have */
+    long worst[3] = {need[0], need[1], have > 0 ? -have : -LONG_MAX};
+    MPI_Allreduce(MPI_IN_PLACE, worst, 3, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+    const bool known = worst[2] != -LONG_MAX;
+    const bool gathered =
+        !strcmp(weights, "gathered") || (!strcmp(weights, "auto") && known && worst[0] > -worst[2]);
+    if (known && worst[gathered] > -worst[2]) {
         snprintf(msg, sizeof(msg),
-                 "%s: a replica of the model on each rank needs %.2f GiB of %s memory (weights "
-                 "%.2f GiB, caches of --batch %d, arena) but a rank has %.2f GiB; lower --batch, "
-                 "use fewer ranks per node, or evaluate through the ZeRO-3 gathers: "
-                 "minimax-train RECIPE --eval-only with model.path and eval.generate_data "
-                 "(docs/evaluation.md)",
-                 model_dir, (double)worst[0] / (1 << 30), be->name,
-                 (double)(4 * params) / (1 << 30), B, (double)-worst[1] / (1 << 30));
+                 "%s: %s needs %.2f GiB of %s memory (weights %.2f GiB, caches of --batch %d, "
+                 "arena) but a rank has %.2f GiB; lower --batch%s",
+                 model_dir,
+                 gathered ? "decoding through the ZeRO-3 gathers (--weights gathered)"
+                          : "a replica of the model on each rank (--weights replica)",
+                 (double)worst[gathered] / (1 << 30), be->name,
+                 (double)(gathered ? 4 * zs.owned + zs.slot_bytes : 4 * params) / (1 << 30), B,
+                 (double)-worst[2] / (1 << 30),
+                 gathered ? " or add ranks (each holds 1/N of the model)"
+                          : ", use fewer ranks per node, or --weights gathered");
         ev_fail(msg);
     }
-    float **data = mt_weights_load_backend(model_dir, &m, be);
+    if (ev_rank == 0 && gathered)
+        fprintf(stderr,
+                "minimax-eval: decoding through the ZeRO-3 gathers (--weights %s): %.2f GiB a "
+                "rank instead of a %.2f GiB replica\n",
+                weights, (double)worst[1] / (1 << 30), (double)worst[0] / (1 << 30));
     mt_ctx c;
     mt_ctx_init(&c, be, arena, 64 * (cfg.num_hidden_layers + 4));
+    float **data = NULL; /* the replica's buckets */
+    mt_comm *comm = NULL;
+    mt_zero z;
+    mt_sharded sh;
+    mt_bucket_hooks hooks;
+    mt_gen_sync sync;
+    if (gathered) { /* each rank loads what it owns; the forwards gather the rest */
+        mt_comm_mpi_watch(ev_host, EV_WATCH_S);
+        comm = be->dev == MT_CPU ? ev_host : mt_comm_nccl_init(ev_host, EV_WATCH_S);
+        MT_CHECK(comm, "--weights gathered --backend %s: no NCCL communicator", backend);
+        mt_zero_init_inference(&z, comm, be, m.n_buckets, m.bucket_numel);
+        mt_weights_reader *reader = mt_weights_open(model_dir, &m);
+        mt_sharded_load(&z, &m, reader, 0);
+        mt_weights_close(reader);
+        mt_sharded_init(&sh, &m, &z, &c);
+        mt_sharded_bind(&sh, false);
+        hooks = mt_sharded_forward_hooks(&sh);
+        sync = (mt_gen_sync){.hooks = &hooks, .max_all = ev_max_all};
+        ev.opts.sync = &sync;
+    } else {
+        data = mt_weights_load_backend(model_dir, &m, be);
+    }
     ev.ctx = &c;
     const double t0 = ev_now();
-    for (int64_t j0 = 0; j0 < n_mine; j0 += B) {
-        const int nb = (int)(n_mine - j0 < B ? n_mine - j0 : B);
+    /* through the gathers the ranks run in step: as many batches as the rank with the most */
+    const int64_t n_runs = gathered ? (n + n_ranks - 1) / n_ranks : n_mine;
+    for (int64_t j0 = 0; j0 < n_runs; j0 += B) {
+        const int64_t left = n_mine - j0 > 0 ? n_mine - j0 : 0;
+        const int nb = (int)(left < B ? left : B);
         for (int r = 0; r < nb; r++) row_ids[r] = ev_rank + (j0 + r) * n_ranks;
         mt_gsm8k_eval_batch(&ev, row_ids, nb, &lines, &n_correct, &n_tokens);
-        if (ev_rank == 0) { /* rank 0's share, as a proxy for the whole: the ranks run alike */
+        if (ev_rank == 0 && nb > 0) { /* rank 0's share, a proxy for the whole: ranks run alike */
             const int64_t done = j0 + nb;
             const double el = ev_now() - t0, eta = el / (double)done * (double)(n_mine - done);
             fprintf(stderr, "minimax-eval: rank 0 %lld/%lld samples, %.1f s, ETA %.1f s\n",
@@ -314,11 +376,16 @@ int main(int argc, char **argv) {
     mt_ctx_free(&c);
     free(row_ids);
     mt_strbuf_free(&lines);
-    mt_weights_backend_free(&m, be, data);
+    if (gathered) {
+        mt_zero_free(&z);
+        if (comm != ev_host) mt_comm_nccl_free(comm);
+    } else {
+        mt_weights_backend_free(&m, be, data);
+    }
     mt_minimax_free(&m);
     mt_tokenizer_free(tok);
     mt_gsm8k_set_free(&set);
     mt_gsm8k_set_free(&shots);
-    MPI_Finalize();
+    mt_comm_finalize(ev_host);
     return 0;
 }

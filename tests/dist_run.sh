@@ -89,8 +89,8 @@
 #                    those of minimax-eval on the bf16 export; bad eval.* keys refused with one
 #                    line naming the key
 #   generate-emu EMU [device]  eval.generate on the emulated CUDA backend with NCCL (EMU): through
-#                    the gathers on the device, the CPU replica's results (Text-01, M2); M3 the
-#                    replica. With device: EMU is a CUDA build's minimax-train on a real GPU
+#                    the gathers on the device, the CPU replica's results (Text-01, M2, M3).
+#                    With device: EMU is a CUDA build's minimax-train on a real GPU
 #                    (exit 77 without one)
 #   emu-cuda EMU NP  the same 3 steps on the CPU backend (BIN) and on the CUDA backend + NCCL
 #                    through the CPU emulator (EMU, minimax-train-emu; dist.gather_unit expert),
@@ -621,9 +621,8 @@ ep-emu)
 generate-emu)
   # accuracy by generation on the CUDA backend (NCCL; both through the emulator, EMU): with
   # eval.generate_weights = "auto" the device run decodes through the gathers, on the device,
-  # and writes the CPU replica's results (--eval-only of the random initialisations of Text-01
-  # and M2, 8 problems of 16 tokens, 2 ranks, 3 a batch); M3 (MSA: no decode step on the
-  # device) falls back to the replica, and "gathered" is refused for it in one line
+  # and writes the CPU replica's results (--eval-only of the random initialisations of Text-01,
+  # M2 and M3, 8 problems of 16 tokens, 2 ranks, 3 a batch)
   emu="$3"
   fail() { echo "FAIL: $*"; exit 1; }
   if [ "${4:-}" = device ] && ! nvidia-smi -L 2> /dev/null | grep -q '^GPU'; then
@@ -636,9 +635,9 @@ generate-emu)
   g=(--eval-only --set data.max_length=64 --set data.truncation=truncate --set eval.generate_data=synthetic
     --set eval.generate_samples=8 --set eval.generate_max_new_tokens=16 --set eval.generate_batch=3
     --set train.per_device_train_batch_size=2 --set "data.cache_dir=$tmp/dist-cache-gen-emu")
-  for fam in text01 m2; do
+  for fam in text01 m2 m3; do
     recipe=tests/recipes/dist.toml
-    [ "$fam" = m2 ] && recipe=tests/recipes/dist-m2.toml
+    [ "$fam" != text01 ] && recipe="tests/recipes/dist-$fam.toml"
     run 2 "$d/$fam-cpu" "${g[@]}"
     bin="$emu" run 2 "$d/$fam-cuda" "${g[@]}" --set dist.backend=nccl
     grep -q 'the ranks decode in step through the ZeRO-3 gathers on the cuda backend' "$d/$fam-cuda.log" ||
@@ -647,15 +646,6 @@ generate-emu)
       fail "$fam: the device's results differ from the CPU replica's"
     echo "ok: $fam: 8 problems decoded through the gathers on the (emulated) device = the CPU replica's results"
   done
-  recipe=tests/recipes/dist-m3.toml
-  bin="$emu" run 2 "$d/m3-cuda" "${g[@]}" --set dist.backend=nccl
-  grep -q 'a rank decodes its share with a full replica' "$d/m3-cuda.log" || fail "m3: not the replica"
-  rc=0
-  bin="$emu" run 2 "$d/m3-gath" "${g[@]}" --set dist.backend=nccl --set eval.generate_weights=gathered > /dev/null || rc=$?
-  [ "$rc" -ne 0 ] && [ "$(grep -c '^error' "$d/m3-gath.log")" -eq 1 ] &&
-    grep -q '^error: eval.generate_weights = "gathered": the cuda backend has no MSA decode step' "$d/m3-gath.log" ||
-    { cat "$d/m3-gath.log"; fail "m3 gathered on the device: want the refusal (exit $rc)"; }
-  echo "ok: m3 on the device: the replica; gathered refused: $(grep '^error' "$d/m3-gath.log")"
   ;;
 emu-cuda)
   emu="$3"

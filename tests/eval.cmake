@@ -18,7 +18,7 @@ set_property(TEST eval_minimax_eval eval_minimax_eval_shots APPEND PROPERTY ENVI
 # without one) and op_cuda_emu_eval (minimax-eval-emu on the CUDA emulator, tests/gpu.cmake)
 add_test(NAME gpu_eval COMMAND test_eval_minimax_eval eval_minimax_eval_device)
 set_tests_properties(gpu_eval PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT
-  "${MT_TEST_ENV};MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>;MT_EVAL_CLI_DEVICE=$<TARGET_FILE:minimax-eval>;MT_MPIEXEC=${MPIEXEC_EXECUTABLE};${MT_TEST_ENV_MPI}")
+  "${MT_TEST_ENV};MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>;MT_EVAL_CLI_DEVICE=$<TARGET_FILE:minimax-eval>;MT_MPIEXEC=${MPIEXEC_EXECUTABLE};MT_NCCL_ALLOW_SHARED_DEVICE=1;${MT_TEST_ENV_MPI}")
 # minimax-chat end to end, turns piped on stdin: prompts, replies against minimax-generate,
 # /reset, --system, the stream, sampling; its bad inputs (_errors).
 mt_test_binary(test_eval_minimax_chat eval_minimax_chat.c)

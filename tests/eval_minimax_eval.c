@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -93,11 +94,27 @@ static int test_eval_minimax_eval(void) {
                strcmp(s1, s2) ? "DIFFER" : "identical");
         EXPECT(lines == 5 && bad == 0, "%d lines, %d malformed", lines, bad);
         EXPECT(strcmp(s1, s2) == 0, "1 and 2 ranks give different results");
+        free(s2);
+        /* through the ZeRO-3 gathers, 3 ranks in step (shares of 2, 2 and 1; 2 a batch: a rank
+         * walks the buckets through a whole batch): the replica's results */
+        snprintf(a, sizeof(a),
+                 "--model '%s' --data '%s' --max-new-tokens 12 --batch 2 --out '%s' %s "
+                 "--weights gathered",
+                 model, data, r2, modes[mi]);
+        EXPECT(ev_run(dir, 3, a) == 0, "3 ranks, gathered: %s", ev_err);
+        EXPECT(has(ev_err, "decoding through the ZeRO-3 gathers"), "not gathered: %s", ev_err);
+        s2 = ev_read(r2);
+        printf("mode '%s': --weights gathered on 3 ranks and the replica %s\n", modes[mi],
+               strcmp(s1, s2) ? "DIFFER" : "identical");
+        EXPECT(strcmp(s1, s2) == 0, "--weights gathered gives other results than the replica");
         free(s1);
         free(s2);
     }
 
     /* bad inputs: one line naming the file, non-zero exit */
+    snprintf(a, sizeof(a), "--model '%s' --data '%s' --weights some", model, data);
+    EXPECT(ev_run(dir, 2, a) != 0 && has(ev_err, "--weights auto, replica or gathered"),
+           "--weights some: %s", ev_err);
     char bad_dir[4200], noans[4200], empty[4200];
     snprintf(bad_dir, sizeof(bad_dir), "%s/no-such-model", dir);
     snprintf(a, sizeof(a), "--model '%s' --data '%s'", bad_dir, data);
@@ -124,8 +141,8 @@ static int test_eval_minimax_eval(void) {
 
 /* --backend cuda (MT_EVAL_CLI_DEVICE: minimax-eval of a CUDA build on a GPU, or minimax-eval-emu
  * on the CUDA emulator): the results of the CPU backend, greedy and sampled, on 2 ranks, the
- * weights, caches and decode steps in device memory; an MSA model (M3) refused in one line. Skipped
- * without a device. */
+ * weights, caches and decode steps in device memory; and MiniMax-M3's fixture (MSA layers).
+ * Skipped without a device. */
 static int test_eval_minimax_eval_device(void) {
     char dir[4096], model[4200], a[16384], data[4200], r1[4200], r2[4200];
     make_tmpdir(dir, sizeof(dir));
@@ -157,17 +174,38 @@ static int test_eval_minimax_eval_device(void) {
         printf("mode '%s': %d result lines; the CPU (1 rank) and --backend cuda (2 ranks) %s\n",
                modes[mi], lines, strcmp(s1, s2) ? "DIFFER" : "identical");
         EXPECT(lines == 5 && !strcmp(s1, s2), "--backend cuda differs from the CPU");
+        free(s2);
+        /* the device ranks decoding in step through NCCL gathers */
+        snprintf(a, sizeof(a),
+                 "--model '%s' --data '%s' --max-new-tokens 16 --batch 2 --out '%s' %s "
+                 "--backend cuda --weights gathered",
+                 model, data, r2, modes[mi]);
+        EXPECT(ev_run_exe(dir, 2, true, a) == 0, "--backend cuda --weights gathered: %s", ev_err);
+        s2 = ev_read(r2);
+        printf("mode '%s': --backend cuda --weights gathered (2 ranks) and the CPU %s\n", modes[mi],
+               strcmp(s1, s2) ? "DIFFER" : "identical");
+        EXPECT(!strcmp(s1, s2), "--backend cuda --weights gathered differs from the CPU");
         free(s1);
         free(s2);
     }
-    char m3[4200];
-    snprintf(m3, sizeof(m3), "%s/tests/fixtures/models/tiny_m3", source_dir());
-    snprintf(a, sizeof(a), "--model '%s' --tokenizer '%s' --data '%s' --backend cuda", m3,
-             tokenizer_dir(), data);
-    EXPECT(ev_run_exe(dir, 2, true, a) != 0 && has(ev_err, "no MSA decode step"),
-           "an MSA model on the device: %s", ev_err);
-    const char *line = strstr(ev_err, "minimax-eval:");
-    printf("M3 refused: %.*s\n", (int)strcspn(line ? line : ev_err, "\n"), line ? line : ev_err);
+    /* MiniMax-M3 (MSA layers: the device's block selection and sparse attention steps) */
+    char m3dir[4200], m3[4300];
+    snprintf(m3dir, sizeof(m3dir), "%s/m3", dir);
+    MT_CHECK(mkdir(m3dir, 0755) == 0, "cannot make %s", m3dir);
+    eval_make_model_of("tiny-m3.json", m3dir, 2, 0, m3, sizeof(m3));
+    snprintf(a, sizeof(a), "--model '%s' --data '%s' --max-new-tokens 16 --batch 2 --out '%s'", m3,
+             data, r1);
+    EXPECT(ev_run(dir, 1, a) == 0, "M3 on the CPU: %s", ev_err);
+    snprintf(a, sizeof(a),
+             "--model '%s' --data '%s' --max-new-tokens 16 --batch 3 --out '%s' --backend cuda", m3,
+             data, r2);
+    EXPECT(ev_run_exe(dir, 2, true, a) == 0, "M3 --backend cuda: %s", ev_err);
+    char *s1 = ev_read(r1), *s2 = ev_read(r2);
+    printf("M3: the CPU (1 rank) and --backend cuda (2 ranks) %s\n",
+           strcmp(s1, s2) ? "DIFFER" : "identical");
+    EXPECT(!strcmp(s1, s2), "M3: --backend cuda differs from the CPU");
+    free(s1);
+    free(s2);
     return MT_TEST_OK;
 }
 

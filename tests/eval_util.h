@@ -10,13 +10,13 @@
 #include "models/weights.h"
 #include "tests/data_util.h"
 
-/* A random model of recipes/configs/tiny.json cut to `layers` layers (max_position_embeddings
+/* A random model of recipes/configs/<config> cut to `layers` layers (max_position_embeddings
  * set to max_pos when > 0), with the test tokenizer's tokenizer.json and tokenizer_config.json,
- * in <dir>/model; its path in model. */
-static inline void eval_make_model(const char *dir, int layers, int max_pos, char *model,
-                                   size_t n) {
+ * in <dir>/model; its path in model. eval_make_model: of tiny.json (MiniMax-Text-01). */
+static inline void eval_make_model_of(const char *config, const char *dir, int layers, int max_pos,
+                                      char *model, size_t n) {
     char path[4400], err[MT_ERR_LEN];
-    snprintf(path, sizeof(path), "%s/recipes/configs/tiny.json", source_dir());
+    snprintf(path, sizeof(path), "%s/recipes/configs/%s", source_dir(), config);
     mt_minimax_config cfg;
     mt_minimax_config_load(path, &cfg);
     mt_minimax_config_keep_layers(&cfg, layers);
@@ -44,4 +44,9 @@ static inline void eval_make_model(const char *dir, int layers, int max_pos, cha
         write_text(dst, bytes);
         free(bytes);
     }
+}
+
+static inline void eval_make_model(const char *dir, int layers, int max_pos, char *model,
+                                   size_t n) {
+    eval_make_model_of("tiny.json", dir, layers, max_pos, model, n);
 }

@@ -1,7 +1,8 @@
 /* gpu_decode.c: case gpu_decode of tests/gpu_ops.c (gpu_decode on a GPU, op_cuda_emu_decode on
  * the emulator): generation's decode entries of the backend table (mt_backend.decode: the cached
- * attention step, the lightning prefill state and recurrent step) on the device against the
- * CPU's on the same inputs, ||dev - cpu|| / ||cpu|| <= 1e-5 (GPU_TOL). Both sum in double and
+ * attention step, the lightning prefill state and recurrent step, MSA's block selection and
+ * attention over it) on the device against the CPU's on the same inputs, ||dev - cpu|| / ||cpu||
+ * <= 1e-5 (GPU_TOL); MSA's selected blocks identical. Both sum in double and
  * round once: the attention's dot products are summed in another order (a block-wide tree
  * against the CPU's loop), the lightning kernels in the CPU's order, so the differences are
  * fp32 rounding. Shapes: ragged lengths (1, a middle one, t_max), GQA and MQA, D not a multiple
@@ -134,6 +135,76 @@ static void dec_lightning(int B, int T, int H, int D, const int32_t *seg, uint64
     free(qkv), free(decay), free(ws), free(gs), free(wo), free(go);
 }
 
+/* MSA's decode entries: the block selection (identical ids: the scores are the CPU's bit for bit)
+ * and the attention over a selection (the CPU's idx for both), ragged lengths; in row 0 a key of
+ * block 0 and one of block 2 both twice head 0's query, so that the two blocks tie at the top
+ * (the lower id first: idx row local, 0, 2); rows with fewer visible blocks than topk (-1
+ * padding). */
+static void dec_msa(int64_t B, int64_t H, int64_t Hkv, int64_t D, int64_t Di, int64_t t_max,
+                    const int32_t *t_len, int block, int topk, uint64_t seed) {
+    mt_rng r;
+    mt_rng_seed(&r, seed);
+    const int64_t niq = B * Hkv * Di, nik = B * t_max * Di, nq = B * H * D,
+                  nkv = B * t_max * Hkv * D, nidx = B * Hkv * topk;
+    float *iq = dec_rand(&r, niq, 1.0f), *ik = dec_rand(&r, nik, 1.0f);
+    if (3 * block <= t_len[0]) /* row 0, head 0: blocks 0 and 2 tie at the top (2 iq . iq) */
+        for (int64_t d = 0; d < Di; d++) ik[d] = ik[2 * block * Di + d] = 2.0f * iq[d];
+    float *q = dec_rand(&r, nq, 1.0f), *k = dec_rand(&r, nkv, 1.0f), *v = dec_rand(&r, nkv, 1.0f);
+    const mt_backend *ref = dec_ref_be();
+    const bool host_ref = ref == mt_backend_cpu();
+    int32_t *want = malloc(sizeof(int32_t) * (size_t)nidx), *got = malloc(sizeof(int32_t) * nidx);
+    /* the selection on each backend */
+    const mt_backend *bes[2] = {ref, dev_be};
+    int32_t *outs[2] = {want, got};
+    for (int i = 0; i < 2; i++) {
+        const mt_backend *be = bes[i];
+        const bool host = i == 0 && host_ref;
+        const int64_t nw = be->decode.msa_select_work(B, Hkv, t_max, block);
+        float *w = host ? malloc(sizeof(float) * (size_t)nw) : be->alloc(sizeof(float) * nw);
+        float *diq = host ? iq : dec_up(iq, sizeof(float) * niq);
+        float *dik = host ? ik : dec_up(ik, sizeof(float) * nik);
+        int32_t *didx = host ? outs[i] : be->alloc(sizeof(int32_t) * nidx);
+        be->decode.msa_select(didx, w, diq, dik, t_len, B, t_max, Hkv, Di, block, topk);
+        if (!host) {
+            be->to_host(outs[i], didx, sizeof(int32_t) * nidx);
+            be->free(w), be->free(diq), be->free(dik), be->free(didx);
+        } else {
+            free(w);
+        }
+    }
+    EXPECT(3 * block > t_len[0] || (want[1] == 0 && want[2] == 2),
+           "msa select decode: the tie: row 0 selects %d %d, not 0 2", want[1], want[2]);
+    EXPECT(!memcmp(got, want, sizeof(int32_t) * (size_t)nidx),
+           "msa select decode: the device's blocks differ from the %s's",
+           host_ref ? "CPU" : "device's first run");
+    printf("  %-40s n=%-7lld identical (row 0: %d %d %d ...)\n", "msa select decode blocks",
+           (long long)nidx, want[0], topk > 1 ? want[1] : -1, topk > 2 ? want[2] : -1);
+    /* the attention over the reference's selection */
+    float *wo = malloc(sizeof(float) * (size_t)nq), *go = malloc(sizeof(float) * (size_t)nq);
+    float *outs_f[2] = {wo, go};
+    const float scale = 1.0f / sqrtf((float)D);
+    for (int i = 0; i < 2; i++) {
+        const mt_backend *be = bes[i];
+        const bool host = i == 0 && host_ref;
+        float *dq = host ? q : dec_up(q, sizeof(float) * nq);
+        float *dk = host ? k : dec_up(k, sizeof(float) * nkv);
+        float *dv = host ? v : dec_up(v, sizeof(float) * nkv);
+        int32_t *didx = host ? want : dec_up(want, sizeof(int32_t) * nidx);
+        float *dout = host ? outs_f[i] : be->alloc(sizeof(float) * nq);
+        be->decode.msa_attention(dout, dq, dk, dv, didx, t_len, B, t_max, H, Hkv, D, block, topk,
+                                 scale);
+        if (!host) {
+            be->to_host(outs_f[i], dout, sizeof(float) * nq);
+            be->free(dq), be->free(dk), be->free(dv), be->free(didx), be->free(dout);
+        }
+    }
+    char label[96];
+    snprintf(label, sizeof(label), "msa attention decode H %lld/%lld D %lld", (long long)H,
+             (long long)Hkv, (long long)D);
+    dec_check(label, go, wo, nq);
+    free(iq), free(ik), free(q), free(k), free(v), free(want), free(got), free(wo), free(go);
+}
+
 int gpu_case_decode(void) {
     MT_CHECK(dev_be->decode.attention && dev_be->decode.lightning_state &&
                  dev_be->decode.lightning_step,
@@ -150,5 +221,11 @@ int gpu_case_decode(void) {
     dec_lightning(2, 23, 3, 16, seg, 43);
     dec_lightning(2, 23, 3, 16, NULL, 44);
     dec_lightning(1, 5, 2, 40, NULL, 45); /* D over one warp */
+    if (dev_be->decode.msa_select && dev_be->decode.msa_attention) {
+        const int32_t lens3[3] = {64, 1, 37}; /* 37: a partial local block */
+        dec_msa(3, 4, 2, 20, 24, 64, lens3, 8, 4, 46);
+        const int32_t lens4[2] = {9, 64};
+        dec_msa(2, 3, 1, 40, 16, 64, lens4, 16, 3, 47); /* MQA, D over one warp */
+    }
     return MT_TEST_OK;
 }

@@ -56,6 +56,24 @@ static void hook_backward(void *user, int bucket, bool enter) {
     }
 }
 
+void mt_sharded_load(mt_zero *z, mt_minimax *m, mt_weights_reader *reader, uint64_t init_seed) {
+    const int64_t chunk = (int64_t)1 << 24;
+    float *host = mt_malloc(sizeof(float) * (size_t)chunk, "weight loading buffer");
+    for (int b = 0; b < m->n_buckets; b++) {
+        int64_t lo, hi;
+        mt_zero_owned_range(z, b, &lo, &hi);
+        for (int64_t i = lo; i < hi; i += chunk) {
+            const int64_t end = hi - i < chunk ? hi : i + chunk;
+            if (reader)
+                mt_weights_read_range(reader, b, i, end, host);
+            else
+                mt_weights_init_random_range(m, init_seed, b, i, end, host);
+            mt_zero_set_master(z, b, i, end, host);
+        }
+    }
+    free(host);
+}
+
 void mt_sharded_init(mt_sharded *s, mt_minimax *m, mt_zero *z, mt_ctx *c) {
     s->model = m;
     s->zero = z;
@@ -74,10 +92,16 @@ void mt_sharded_init(mt_sharded *s, mt_minimax *m, mt_zero *z, mt_ctx *c) {
         }
         mt_zero_set_ranges(z, b, ranges, n);
         free(ranges);
-        mt_minimax_bind_bucket(m, b, mt_zero_slot_data(z, b), mt_zero_slot_grad(z, b));
     }
+    mt_sharded_bind(s, true);
     c->tag_hook = hook_backward;
     c->tag_user = s;
+}
+
+void mt_sharded_bind(mt_sharded *s, bool grads) {
+    for (int b = 0; b < s->model->n_buckets; b++)
+        mt_minimax_bind_bucket(s->model, b, mt_zero_slot_data(s->zero, b),
+                               grads ? mt_zero_slot_grad(s->zero, b) : NULL);
 }
 
 mt_bucket_hooks mt_sharded_forward_hooks(mt_sharded *s) {

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "models/minimax.h"
+#include "models/weights.h"
 #include "train/zero.h"
 
 typedef struct {
@@ -15,9 +16,19 @@ typedef struct {
     bool prefetch; /* gather the next bucket while one computes (default true) */
 } mt_sharded;
 
+/* The model's weights into z's owned shards: each rank reads (reader) or draws (reader NULL:
+ * mt_weights_init_random_range with init_seed) only the elements it owns, through a bounded
+ * host buffer. */
+void mt_sharded_load(mt_zero *z, mt_minimax *m, mt_weights_reader *reader, uint64_t init_seed);
+
 /* Binds every bucket of the model to its gather slot, sets the weight-decay ranges (matrices
  * decay, norm vectors do not, as HF's Trainer) and installs the tape's tag hook on ctx. */
 void mt_sharded_init(mt_sharded *s, mt_minimax *m, mt_zero *z, mt_ctx *c);
+
+/* Binds every bucket to its gather slot with its gradient buffer (training), or without
+ * (grads false: generation, whose kernels take operands without gradients as inference,
+ * kernels/cpu/gemm_rows.c). */
+void mt_sharded_bind(mt_sharded *s, bool grads);
 
 /* The hooks a forward runs with: each bucket gathered on entry (the next one prefetched),
  * released on leaving. Generation on the sharded model decodes through them

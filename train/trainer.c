@@ -255,22 +255,7 @@ static void trainer_setup_model(trainer *t) {
         mt_weights_describe(reader, what, sizeof(what));
         LOG0(t, "weights: %s (%s)\n", rc->model_path, what);
     }
-    const int64_t chunk = (int64_t)1 << 24;
-    float *host = mt_malloc(sizeof(float) * (size_t)chunk, "weight loading buffer");
-    for (int b = 0; b < t->model.n_buckets; b++) {
-        int64_t lo, hi;
-        mt_zero_owned_range(&t->zero, b, &lo, &hi);
-        for (int64_t i = lo; i < hi; i += chunk) {
-            int64_t end = hi - i < chunk ? hi : i + chunk;
-            if (reader)
-                mt_weights_read_range(reader, b, i, end, host);
-            else
-                mt_weights_init_random_range(&t->model, (uint64_t)rc->model_init_seed, b, i, end,
-                                             host);
-            mt_zero_set_master(&t->zero, b, i, end, host);
-        }
-    }
-    free(host);
+    mt_sharded_load(&t->zero, &t->model, reader, (uint64_t)rc->model_init_seed);
     if (reader) mt_weights_close(reader);
 
     mt_ctx_init(&t->ctx, t->be, (size_t)rc->dist_arena_mb << 20, MT_MINIMAX_TAPE_NODES);

@@ -15,8 +15,8 @@
  *    bucket per decode step for the rank's whole batch. It runs on the training backend (a GPU's
  *    decode kernels) and gives the CPU replica's tokens bit for bit on the CPU backend.
  *  - "auto" (the default): on the CPU the replica when it fits in the node's memory, else the
- *    gathers; on a device the gathers (unless the backend lacks a decode step the model needs,
- *    MSA, then the replica).
+ *    gathers; on a device the gathers (unless the backend lacked a decode step the model needs:
+ *    then the replica).
  * What each takes (replica: 4 bytes a parameter; both: the caches and the arena) is checked
  * against the memory at the start. */
 #include <stdio.h>
@@ -223,14 +223,6 @@ static void trainer_generate_replica(trainer *t, mt_minimax *rep, float **data) 
     mt_zero_expert_parallel_pause(&t->zero, false);
 }
 
-/* The sharded model's buckets bound to their gather slots without gradients (the decode steps'
- * inference kernels: kernels/cpu/gemm_rows.c), or with them again. */
-static void trainer_generate_bind(trainer *t, bool grads) {
-    for (int b = 0; b < t->model.n_buckets; b++)
-        mt_minimax_bind_bucket(&t->model, b, mt_zero_slot_data(&t->zero, b),
-                               grads ? mt_zero_slot_grad(&t->zero, b) : NULL);
-}
-
 typedef struct {
     mt_comm *host;
     int32_t *all; /* (P) */
@@ -262,7 +254,7 @@ void trainer_generate(trainer *t, int step, mt_eval_row *row) {
         /* every expert to every rank, computed where its rows are: no expert parallelism */
         mt_zero_expert_parallel_pause(&t->zero, true);
         t->model.ep = NULL;
-        trainer_generate_bind(t, false);
+        mt_sharded_bind(&t->sharded, false);
         ss.all = mt_calloc((size_t)t->host->size, sizeof(int32_t), "ranks' rows");
         ev.model = &t->model;
         ev.opts.sync = &sync;
@@ -293,7 +285,7 @@ void trainer_generate(trainer *t, int step, mt_eval_row *row) {
     free(ids);
     mt_ctx_free(&c);
     if (t->gen_gathered) {
-        trainer_generate_bind(t, true);
+        mt_sharded_bind(&t->sharded, true);
         t->model.ep = ep;
         mt_zero_expert_parallel_pause(&t->zero, false);
         free(ss.all);

@@ -114,8 +114,9 @@ static uint16_t *zero_alloc16(const mt_backend *be, int64_t n, const char *what)
     return (uint16_t *)zero_alloc(be, (n + 1) / 2, what); /* n 16-bit words */
 }
 
-void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
-                         const int64_t *bucket_numel, mt_dtype gather_dtype, bool offload) {
+static void zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
+                      const int64_t *bucket_numel, mt_dtype gather_dtype, bool offload,
+                      bool inference) {
     MT_CHECK(gather_dtype == MT_F32 || gather_dtype == MT_BF16,
              "zero: parameters are gathered as fp32 or bf16, not %s", mt_dtype_name(gather_dtype));
     MT_CHECK(comm->device == (be->dev != MT_CPU),
@@ -147,6 +148,7 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
     free(padded);
     z->gather_bf16 = gather_dtype == MT_BF16;
     z->offload = offload;
+    z->inference = inference;
     z->master_on_host = offload && z->gather_bf16 && be->dev != MT_CPU;
     if (z->master_on_host) {
         z->master =
@@ -155,8 +157,8 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
     } else {
         z->master = zero_alloc(be, z->total_shard, "master weights");
     }
-    z->grad = zero_alloc(be, z->total_shard, "gradients");
-    if (offload) { /* zeroed host pages, touched first by the first step */
+    if (!inference) z->grad = zero_alloc(be, z->total_shard, "gradients");
+    if (offload) { /* zeroed host pages, touched first by the first step (never inference) */
         z->m = mt_calloc((size_t)z->total_shard, sizeof(float), "adam m (host, offload)");
         z->v = mt_calloc((size_t)z->total_shard, sizeof(float), "adam v (host, offload)");
         if (be->dev != MT_CPU) {
@@ -171,7 +173,7 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
                      bytes);
             z->copier = zero_copier_start(z);
         }
-    } else {
+    } else if (!inference) {
         z->m = zero_alloc(be, z->total_shard, "adam m");
         z->v = zero_alloc(be, z->total_shard, "adam v");
     }
@@ -197,10 +199,21 @@ void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_
     }
     for (int s = 0; s < 2; s++) {
         z->slot_data[s] = zero_alloc(be, z->slot_cap[s], "gather slot");
-        z->slot_grad[s] = zero_alloc(be, z->slot_cap[s], "gradient slot");
+        if (!inference) z->slot_grad[s] = zero_alloc(be, z->slot_cap[s], "gradient slot");
     }
+    if (inference) return;
     z->recv_numel = z->slot_numel / P;
     z->recv = zero_alloc(be, z->recv_numel, "reduce-scatter landing");
+}
+
+void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
+                         const int64_t *bucket_numel, mt_dtype gather_dtype, bool offload) {
+    zero_init(z, comm, be, n_buckets, bucket_numel, gather_dtype, offload, false);
+}
+
+void mt_zero_init_inference(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
+                            const int64_t *bucket_numel) {
+    zero_init(z, comm, be, n_buckets, bucket_numel, MT_F32, false, true);
 }
 
 /* Makes the compute stream wait for an outstanding prefetch into slot s. */
@@ -226,22 +239,22 @@ void mt_zero_free(mt_zero *z) {
     } else {
         be->free(z->master);
     }
-    be->free(z->grad);
+    if (z->grad) be->free(z->grad);
     if (z->offload) {
         free(z->m);
         free(z->v);
         if (z->copier) zero_copier_stop(z->copier);
         if (z->stage) be->host_free(z->stage);
-    } else {
+    } else if (!z->inference) {
         be->free(z->m);
         be->free(z->v);
     }
     if (!z->aliased) {
         for (int s = 0; s < 2; s++) {
             be->free(z->slot_data[s]);
-            be->free(z->slot_grad[s]);
+            if (z->slot_grad[s]) be->free(z->slot_grad[s]);
         }
-        be->free(z->recv);
+        if (z->recv) be->free(z->recv);
     }
     if (z->gather_bf16) {
         if (z->send16[0]) be->free(z->send16[0]);
@@ -272,6 +285,7 @@ float *mt_zero_slot_data(const mt_zero *z, int bucket) {
                       : z->slot_data[mt_zero_slot_of(z, bucket)];
 }
 float *mt_zero_slot_grad(const mt_zero *z, int bucket) {
+    if (z->inference) return NULL;
     return z->aliased ? z->grad + z->shard_offset[bucket]
                       : z->slot_grad[mt_zero_slot_of(z, bucket)];
 }
@@ -397,6 +411,10 @@ void mt_zero_prefetch(mt_zero *z, int bucket) {
 }
 
 void mt_zero_gather(mt_zero *z, int bucket, bool with_grad) {
+    MT_CHECK(!with_grad || !z->inference,
+             "zero: bucket %d gathered for a backward by an "
+             "inference layout (no gradients)",
+             bucket);
     z->in_use = bucket;
     if (z->aliased) return; /* the backward accumulates into the owned gradient directly */
     int s = mt_zero_slot_of(z, bucket);

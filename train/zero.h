@@ -84,6 +84,7 @@ typedef struct mt_zero {
     bool aliased;        /* one rank: the "slots" are the shards themselves (no copies) */
     bool gather_bf16;    /* parameters gathered as bf16 (see above) */
     bool offload;        /* m and v in host memory, AdamW on the host (see above) */
+    bool inference;      /* forwards only (mt_zero_init_inference): no gradients, no moments */
     bool master_on_host; /* offload + bf16 gathers on a device: master is host memory (above) */
     uint16_t *master16;  /* (total_shard) device, host master: master rounded to bf16 */
     bool master16_stale; /* the host master changed since master16 was written */
@@ -115,6 +116,12 @@ void mt_zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets
  * offload (see above). */
 void mt_zero_init_gather(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
                          const int64_t *bucket_numel, mt_dtype gather_dtype, bool offload);
+/* The same layout for forwards only (generation through the gathers, minimax-eval --weights
+ * gathered): the master shards and the gather slots, no gradients, moments or reduce-scatter
+ * buffers (4 bytes an owned element); fp32 gathers. The slot's gradient is NULL; a gather
+ * with_grad, a reduce-scatter or an optimizer step is a bug. */
+void mt_zero_init_inference(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buckets,
+                            const int64_t *bucket_numel);
 /* The same layout for P ranks without allocating anything (memory planning, minimax-info):
  * elements one rank owns (each has master, gradient, m and v), the slot size (the largest padded
  * bucket; 0 when one rank computes on its shards), and the bytes mt_zero_owned_bytes,

@@ -17,6 +17,7 @@
  * a first pass: the CPU's exact rule), p and ds rounded where the mode says (attn_dims.bf16):
  * correct and slow, for the small test models. */
 #include "attention_cudnn.h"
+#include "cuda_ops.cuh"
 #include "attention_flash.cuh"
 
 #define ATTN_MAX_D 256

@@ -338,6 +338,9 @@ extern "C" const mt_backend *mt_cuda_backend_probe(void) {
     cuda_backend.decode.attention = cuda_attention_decode;
     cuda_backend.decode.lightning_state = cuda_lightning_state;
     cuda_backend.decode.lightning_step = cuda_lightning_decode_step;
+    cuda_backend.decode.msa_select = cuda_msa_select_decode;
+    cuda_backend.decode.msa_select_work = cuda_msa_select_decode_work;
+    cuda_backend.decode.msa_attention = cuda_msa_attention_decode;
     cuda_probed = 1;
     return &cuda_backend;
 }

@@ -10,8 +10,10 @@
 #include "../../autograd/ops.def"
 #undef MT_OP
 
-/* generation's decode steps (mt_backend.decode; attention.cu, lightning.cu); MSA's are not
- * built for the device (its entries stay NULL: generation says so) */
+/* generation's decode steps (mt_backend.decode; attention.cu, lightning.cu, msa_select.cu,
+ * msa_attention.cu); the host-memory lengths t_len of a step copied to the device once per
+ * call (cuda_decode_t_len, attention.cu: a kept buffer, no allocation per step) */
+const int32_t *cuda_decode_t_len(const int32_t *t_len, int64_t B);
 void cuda_attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache,
                            const int32_t *t_len, int64_t B, int64_t t_max, int64_t H, int64_t Hkv,
                            int64_t D, float scale);
@@ -19,6 +21,14 @@ void cuda_lightning_state(float *state, const float *qkv, const float *decay, co
                           int B, int T, int H, int D);
 void cuda_lightning_decode_step(float *state, const float *qkv_t, const float *decay, float *out,
                                 int B, int H, int D);
+void cuda_msa_select_decode(int32_t *idx, float *work, const float *iq, const float *ik_cache,
+                            const int32_t *t_len, int64_t B, int64_t t_max, int64_t Hi, int64_t Di,
+                            int block, int topk);
+int64_t cuda_msa_select_decode_work(int64_t B, int64_t Hi, int64_t t_max, int block);
+void cuda_msa_attention_decode(float *out, const float *q, const float *k_cache,
+                               const float *v_cache, const int32_t *idx, const int32_t *t_len,
+                               int64_t B, int64_t t_max, int64_t H, int64_t Hkv, int64_t D,
+                               int block, int topk, float scale);
 
 /* the sharded optimizer's vector kernels (optim.cu), see mt_backend */
 void cuda_vec_add(float *dst, const float *src, int64_t n);

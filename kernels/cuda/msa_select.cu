@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include "cuda_ops.cuh"
 #include "msa.cuh"
 
 #define SEL_Q        32
@@ -208,3 +209,85 @@ void cuda_msa_select_fwd_node(const mt_node *n) {
 }
 
 void cuda_msa_select_bwd_node(const mt_node *n) { (void)n; }
+
+/* ---- generation's decode step (mt_backend.decode.msa_select; kernels/cpu/msa.h,
+ * cpu_msa_select_decode): one block per (b, h). Thread blk owns block blk's score, the maximum
+ * over its keys j < t_len of the fp32 dot iq . ik(j) summed in the CPU's order (d ascending,
+ * products and sums rounded apart: no fused multiply-add), so the scores are the CPU's bit for
+ * bit; then topk - 1 rounds of a block-wide argmax over the earlier blocks (the highest score,
+ * then the lowest id: the CPU's insertion order), the chosen one retired to -inf, -1 once none
+ * is left (a NaN or keyless block is never chosen). work (B,Hi,nb) holds the scores. ---- */
+
+#define SEL_DEC_THREADS 128
+
+__global__ void msa_select_decode_kernel(int32_t *idx, float *work, const float *iq,
+                                         const float *ik_cache, const int32_t *t_len, int64_t t_max,
+                                         int Hi, int Di, int block, int topk, int64_t nb) {
+    __shared__ float top_s[SEL_DEC_THREADS];
+    __shared__ int top_b[SEL_DEC_THREADS];
+    const int64_t row = blockIdx.x, b = row / Hi, n = t_len[b];
+    const int local = (int)((n - 1) / block), tid = threadIdx.x;
+    float *bs = work + row * nb;
+    const float *qr = iq + row * Di, *kb = ik_cache + b * t_max * Di;
+    for (int blk = tid; blk <= local; blk += SEL_DEC_THREADS) {
+        float m = -INFINITY;
+        const int64_t j1 = (int64_t)(blk + 1) * block < n ? (int64_t)(blk + 1) * block : n;
+        for (int64_t j = (int64_t)blk * block; j < j1; j++) {
+            const float *kj = kb + j * Di;
+            float s = 0.0f;
+            for (int d = 0; d < Di; d++) s = __fadd_rn(s, __fmul_rn(qr[d], kj[d]));
+            if (s > m) m = s;
+        }
+        bs[blk] = m;
+    }
+    __syncthreads();
+    int32_t *out = idx + row * topk;
+    if (tid == 0) out[0] = local;
+    for (int r = 1; r < topk; r++) {
+        float best = -INFINITY;
+        int at = -1;
+        for (int blk = tid; blk < local;
+             blk += SEL_DEC_THREADS) /* ascending: ties keep the lower */
+            if (bs[blk] > best) best = bs[blk], at = blk;
+        top_s[tid] = best;
+        top_b[tid] = at;
+        __syncthreads();
+        for (int w = SEL_DEC_THREADS / 2; w > 0; w >>= 1) {
+            if (tid < w) {
+                const float so = top_s[tid + w];
+                const int bo = top_b[tid + w];
+                if (bo >= 0 &&
+                    (top_b[tid] < 0 || so > top_s[tid] || (so == top_s[tid] && bo < top_b[tid]))) {
+                    top_s[tid] = so;
+                    top_b[tid] = bo;
+                }
+            }
+            __syncthreads();
+        }
+        if (tid == 0) {
+            out[r] = top_b[0];
+            if (top_b[0] >= 0) bs[top_b[0]] = -INFINITY;
+        }
+        __syncthreads();
+    }
+}
+
+int64_t cuda_msa_select_decode_work(int64_t B, int64_t Hi, int64_t t_max, int block) {
+    return B * Hi * ((t_max - 1) / block + 1);
+}
+
+void cuda_msa_select_decode(int32_t *idx, float *work, const float *iq, const float *ik_cache,
+                            const int32_t *t_len, int64_t B, int64_t t_max, int64_t Hi, int64_t Di,
+                            int block, int topk) {
+    MT_CHECK(block >= 1 && topk >= 1 && topk <= 4096,
+             "msa_select decode (cuda): block %d, topk %d (at most 4096)", block, topk);
+    for (int64_t b = 0; b < B; b++)
+        MT_CHECK(t_len[b] >= 1 && t_len[b] <= t_max,
+                 "msa_select decode (cuda): row %lld: t_len %d not in [1, Tmax=%lld]", (long long)b,
+                 t_len[b], (long long)t_max);
+    if (B * Hi == 0) return;
+    msa_select_decode_kernel<<<(unsigned)(B * Hi), SEL_DEC_THREADS>>>(
+        idx, work, iq, ik_cache, cuda_decode_t_len(t_len, B), t_max, (int)Hi, (int)Di, block, topk,
+        (t_max - 1) / block + 1);
+    CUDA_LAUNCH_CHECK("msa_select decode");
+}
