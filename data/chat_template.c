@@ -353,3 +353,14 @@ mt_tokenizer *mt_chat_tokenizer_load(const char *dir, char *err, size_t n) {
     if (!tok) snprintf(err, n, "%s", msg);
     return tok;
 }
+
+bool mt_chat_tokenizer_fits(const mt_tokenizer *tok, const char *dir, int64_t vocab_size, char *err,
+                            size_t n) {
+    const int32_t size = mt_tokenizer_vocab_size(tok);
+    if (size <= vocab_size) return true;
+    snprintf(err, n,
+             "%s/tokenizer.json: ids up to %d but the model's vocab_size is %lld (the tokenizer "
+             "of another model? --tokenizer TOK)",
+             dir, size - 1, (long long)vocab_size);
+    return false;
+}

@@ -66,6 +66,10 @@ char *mt_chat_template_export_config(const char *src_config, char *err);
  * wrong. */
 typedef struct mt_tokenizer mt_tokenizer;
 mt_tokenizer *mt_chat_tokenizer_load(const char *dir, char *err, size_t n);
+/* Whether every id of tok (from dir) is inside a model's vocabulary of vocab_size rows; if not,
+ * one line in err naming both sizes (a tokenizer of another model). */
+bool mt_chat_tokenizer_fits(const mt_tokenizer *tok, const char *dir, int64_t vocab_size, char *err,
+                            size_t n);
 
 /* Renders the conversation into out (its previous content is replaced). */
 void mt_chat_render(const mt_chat_msg *msgs, int n_msgs, bool add_generation_prompt,

@@ -297,6 +297,7 @@ int main(int argc, char **argv) {
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
+    if (!mt_chat_tokenizer_fits(tok, tok_dir, cfg.vocab_size, err, sizeof(err))) chat_fail(err);
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
     const mt_backend *be = mt_weights_backend_named(backend, err, sizeof(err));

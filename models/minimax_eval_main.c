@@ -211,6 +211,7 @@ int main(int argc, char **argv) {
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
+    if (!mt_chat_tokenizer_fits(tok, tok_dir, cfg.vocab_size, err, sizeof(err))) ev_fail(err);
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
     if (!mt_gen_backend_can_decode(&m, be, why, sizeof(why))) {

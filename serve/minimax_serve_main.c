@@ -106,6 +106,7 @@ int main(int argc, char **argv) {
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
+    if (!mt_chat_tokenizer_fits(tok, tok_dir, cfg.vocab_size, err, sizeof(err))) serve_fail(err);
     const int t_max = max_context > 0                      ? (int)max_context
                       : cfg.max_position_embeddings < 8192 ? cfg.max_position_embeddings
                                                            : 8192;

@@ -112,6 +112,13 @@ static int test_eval_minimax_eval(void) {
     }
 
     /* bad inputs: one line naming the file, non-zero exit */
+    char m3fix[4200]; /* the M3 fixture's 260 rows against the test tokenizer's ids */
+    snprintf(m3fix, sizeof(m3fix), "%s/tests/fixtures/models/tiny_m3", source_dir());
+    snprintf(a, sizeof(a), "--model '%s' --tokenizer '%s' --data '%s'", m3fix, tokenizer_dir(),
+             data);
+    EXPECT(ev_run(dir, 2, a) != 0 && has(ev_err, "the model's vocab_size is 260"),
+           "a tokenizer larger than the vocabulary: %s", ev_err);
+    printf("bad inputs: %.*s\n", (int)strcspn(ev_err, "\n"), ev_err);
     snprintf(a, sizeof(a), "--model '%s' --data '%s' --weights some", model, data);
     EXPECT(ev_run(dir, 2, a) != 0 && has(ev_err, "--weights auto, replica or gathered"),
            "--weights some: %s", ev_err);
