@@ -152,6 +152,22 @@ bool mt_gen_backend_can_decode(const mt_minimax *m, const mt_backend *be, char *
     return true;
 }
 
+const mt_backend *mt_gen_backend_named(const char *name, const mt_minimax *m, char *err, size_t n) {
+    const mt_backend *be = !strcmp(name, "cpu")    ? mt_backend_cpu()
+                           : !strcmp(name, "cuda") ? mt_backend_cuda()
+                                                   : NULL;
+    char why[160];
+    if (!be)
+        snprintf(err, n,
+                 strcmp(name, "cuda") ? "--backend %s: not a backend (cpu or cuda)"
+                                      : "--backend %s: no usable CUDA device (or a build "
+                                        "without -DMT_CUDA=ON; MT_CUDA_VERBOSE=1 says why)",
+                 name);
+    else if (!mt_gen_backend_can_decode(m, be, why, sizeof(why)))
+        snprintf(err, n, "--backend %s: %s", name, why), be = NULL;
+    return be;
+}
+
 /* One no-grad prompt forward: a few live activations of the widest layer plus the logits. */
 size_t mt_minimax_generate_arena_bytes(const mt_minimax_config *cfg, int64_t B, int64_t T) {
     const int64_t N = B * T, C = cfg->hidden_size,

@@ -95,6 +95,10 @@ typedef struct {
 
 /* Whether be has a decode step for every layer of m (a device may lack MSA's); if not, why. */
 bool mt_gen_backend_can_decode(const mt_minimax *m, const mt_backend *be, char *why, size_t n);
+/* --backend NAME of the generation tools ("cpu" or "cuda") for model m: the backend, or NULL with
+ * one line in err: an unknown name, no usable CUDA device (or a build without it), or a layer
+ * the backend has no decode step for. */
+const mt_backend *mt_gen_backend_named(const char *name, const mt_minimax *m, char *err, size_t n);
 
 /* Arena bytes for generation's context: one no-grad prompt forward of B rows of T tokens. */
 size_t mt_minimax_generate_arena_bytes(const mt_minimax_config *cfg, int64_t B, int64_t T);

@@ -300,13 +300,8 @@ int main(int argc, char **argv) {
     if (!mt_chat_tokenizer_fits(tok, tok_dir, cfg.vocab_size, err, sizeof(err))) chat_fail(err);
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
-    const mt_backend *be = mt_weights_backend_named(backend, err, sizeof(err));
+    const mt_backend *be = mt_gen_backend_named(backend, &m, err, sizeof(err));
     if (!be) chat_fail(err);
-    char why[256];
-    if (!mt_gen_backend_can_decode(&m, be, why, sizeof(why))) {
-        snprintf(err, sizeof(err), "--backend %s: %s", backend, why);
-        chat_fail(err);
-    }
     float **data = mt_weights_load_backend(model_dir, &m, be);
     int32_t eos = mt_tokenizer_token_to_id(tok, "<end_of_sentence>");
     if (eos < 0) eos = cfg.eos_token_id;

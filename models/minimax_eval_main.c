@@ -205,19 +205,13 @@ int main(int argc, char **argv) {
         ev_fail(msg);
     }
 
-    char why[256];
-    const mt_backend *be = mt_weights_backend_named(backend, why, sizeof(why));
-    if (!be) ev_fail(why);
-
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
     if (!mt_chat_tokenizer_fits(tok, tok_dir, cfg.vocab_size, err, sizeof(err))) ev_fail(err);
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
-    if (!mt_gen_backend_can_decode(&m, be, why, sizeof(why))) {
-        snprintf(msg, sizeof(msg), "--backend %s: %s", backend, why);
-        ev_fail(msg);
-    }
+    const mt_backend *be = mt_gen_backend_named(backend, &m, err, sizeof(err));
+    if (!be) ev_fail(err);
 
     const int64_t n = limit >= 0 && limit < set.n ? limit : set.n;
     /* this rank's samples: i = rank, rank + N, ... (balanced, and the order rank 0 rebuilds) */

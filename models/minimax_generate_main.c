@@ -130,9 +130,6 @@ int main(int argc, char **argv) {
     if (!model_dir || !ids_path == !prompt || (ids_path && (tok_dir || json)) || n_new < 0 ||
         n_new > 1000000 || (strcmp(backend, "cpu") && strcmp(backend, "cuda")))
         usage(2);
-    char why[128];
-    const mt_backend *be = mt_weights_backend_named(backend, why, sizeof(why));
-    MT_CHECK(be, "%s", why);
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
@@ -157,6 +154,9 @@ int main(int argc, char **argv) {
     }
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
+    char why[512];
+    const mt_backend *be = mt_gen_backend_named(backend, &m, why, sizeof(why));
+    MT_CHECK(be, "%s", why);
     float **data = mt_weights_load_backend(model_dir, &m, be);
     int32_t *out = mt_malloc((size_t)B * (size_t)(n_new > 0 ? n_new : 1) * sizeof(int32_t), "out");
 

@@ -489,18 +489,6 @@ void mt_weights_backend_free(mt_minimax *m, const mt_backend *be, float **data) 
     free(data);
 }
 
-const mt_backend *mt_weights_backend_named(const char *name, char *why, size_t n) {
-    if (!strcmp(name, "cpu")) return mt_backend_cpu();
-    const mt_backend *be = strcmp(name, "cuda") ? NULL : mt_backend_cuda();
-    if (!be)
-        snprintf(why, n,
-                 strcmp(name, "cuda") ? "--backend %s: not a backend (cpu or cuda)"
-                                      : "--backend %s: no usable CUDA device (or a build "
-                                        "without -DMT_CUDA=ON; MT_CUDA_VERBOSE=1 says why)",
-                 name);
-    return be;
-}
-
 mt_naming mt_weights_load_range(const char *dir, const mt_minimax *m, int bucket, int64_t lo,
                                 int64_t hi, float *dst) {
     mt_weights_reader *r = mt_weights_open(dir, m);

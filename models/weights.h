@@ -53,9 +53,6 @@ void mt_weights_host_free(mt_minimax *m, float **data);
  * instead. Returns the buffers (be's), for mt_weights_backend_free. */
 float **mt_weights_load_backend(const char *dir, mt_minimax *m, const mt_backend *be);
 void mt_weights_backend_free(mt_minimax *m, const mt_backend *be, float **data);
-/* --backend NAME ("cpu" or "cuda") of the generation tools: the backend, or NULL with why
- * (unknown name; cuda: no usable device, or a build without it). */
-const mt_backend *mt_weights_backend_named(const char *name, char *why, size_t n);
 /* Element range [lo, hi) of one bucket (open + read + close). */
 mt_naming mt_weights_load_range(const char *dir, const mt_minimax *m, int bucket, int64_t lo,
                                 int64_t hi, float *dst);

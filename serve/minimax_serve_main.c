@@ -112,13 +112,8 @@ int main(int argc, char **argv) {
                                                            : 8192;
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
-    const mt_backend *be = mt_weights_backend_named(backend, err, sizeof(err));
+    const mt_backend *be = mt_gen_backend_named(backend, &m, err, sizeof(err));
     if (!be) serve_fail(err);
-    char why[256];
-    if (!mt_gen_backend_can_decode(&m, be, why, sizeof(why))) {
-        snprintf(err, sizeof(err), "--backend %s: %s", backend, why);
-        serve_fail(err);
-    }
     /* the backend holds the weights, the caches and one prefill: refused when it cannot */
     double weights = 0;
     for (int b = 0; b < m.n_buckets; b++) weights += 4.0 * (double)m.bucket_numel[b];

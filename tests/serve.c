@@ -274,6 +274,16 @@ static int sv_check_chat(int port) {
     return MT_TEST_OK;
 }
 
+/* The completion, logprobs and chat checks on a running server, then its SIGTERM. */
+static int sv_check_and_stop(srv_proc *s) {
+    sv_check_completion(s->port);
+    sv_check_logprobs(s->port);
+    sv_check_chat(s->port);
+    EXPECT(srv_stop(s, SIGTERM, 30) == 0, "not exit 0 after SIGTERM");
+    sv_teardown();
+    return MT_TEST_OK;
+}
+
 static int test_serve_endpoints(void) {
     sv_setup(0);
     srv_proc s;
@@ -285,12 +295,7 @@ static int test_serve_endpoints(void) {
     h = http_request(s.port, "GET", "/v1/models", NULL, NULL);
     EXPECT(h.status == 200 && has(h.body, "\"id\":\"model\""), "/v1/models: %s", h.body);
     http_resp_free(&h);
-    sv_check_completion(s.port);
-    sv_check_logprobs(s.port);
-    sv_check_chat(s.port);
-    EXPECT(srv_stop(&s, SIGTERM, 30) == 0, "not exit 0 after SIGTERM");
-    sv_teardown();
-    return MT_TEST_OK;
+    return sv_check_and_stop(&s);
 }
 
 /* --backend cuda (MT_SERVE_CLI_DEVICE: this build's minimax-serve on a GPU, or minimax-serve-emu
@@ -315,12 +320,7 @@ static int test_serve_device(void) {
     setenv("MT_SERVE_CLI", exe, 1); /* srv_start's binary */
     srv_proc s;
     sv_serve(&s, "--max-batch 4 --backend cuda");
-    sv_check_completion(s.port);
-    sv_check_logprobs(s.port);
-    sv_check_chat(s.port);
-    EXPECT(srv_stop(&s, SIGTERM, 30) == 0, "not exit 0 after SIGTERM");
-    sv_teardown();
-    return MT_TEST_OK;
+    return sv_check_and_stop(&s);
 }
 
 /* One error case: status and the error object's shape. */

@@ -299,33 +299,14 @@ void cuda_attention_bwd_node(const mt_node *n) {
 __global__ void attn_decode_kernel(float *out, const float *q, const float *k_cache,
                                    const float *v_cache, const int32_t *t_len, int64_t t_max, int H,
                                    int Hkv, int D, double scale) {
-    __shared__ double part[32];
-    const int row = blockIdx.x, b = row / H, h = row % H, g = h / (H / Hkv);
-    const int d = threadIdx.x, lane = d & 31, warp = d >> 5, n_warps = (blockDim.x + 31) / 32;
+    const int row = blockIdx.x, b = row / H, h = row % H, g = h / (H / Hkv), d = threadIdx.x;
     const int64_t stride = (int64_t)Hkv * D;
     const float *kb = k_cache + ((int64_t)b * t_max * Hkv + g) * D;
     const float *vb = v_cache + ((int64_t)b * t_max * Hkv + g) * D;
     const double qd = d < D ? (double)q[(int64_t)row * D + d] : 0.0;
     double m = -INFINITY, l = 0, acc = 0;
-    for (int s = 0; s < t_len[b]; s++) {
-        double p = d < D ? qd * (double)kb[s * stride + d] : 0.0;
-        for (int o = 16; o > 0; o >>= 1) p += __shfl_xor_sync(0xffffffffu, p, o);
-        if (lane == 0) part[warp] = p;
-        __syncthreads();
-        double dot = 0;
-        for (int w = 0; w < n_warps; w++) dot += part[w];
-        __syncthreads(); /* part is rewritten by the next position */
-        const double x = scale * dot;
-        if (x > m) {
-            const double r = exp(m - x); /* 0 on the first position (m = -inf) */
-            l *= r;
-            acc *= r;
-            m = x;
-        }
-        const double e = exp(x - m);
-        l += e;
-        if (d < D) acc += e * (double)vb[s * stride + d];
-    }
+    for (int s = 0; s < t_len[b]; s++)
+        cuda_decode_attend(kb + s * stride, vb + s * stride, qd, D, scale, &m, &l, &acc);
     if (d < D) out[(int64_t)row * D + d] = (float)(acc / l); /* l >= 1: the row sees itself */
 }
 

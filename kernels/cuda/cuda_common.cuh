@@ -125,6 +125,32 @@ __device__ inline float cuda_block_max(float v) {
     return m;
 }
 
+/* One cached key of generation's attention decode step (attention.cu, msa_attention.cu), for a
+ * block of ceil(D / 32) warps whose thread d holds qd = q[d]: the score scale * (q . k) a
+ * block-wide double sum (warp shuffles, then the warps in order) folded into the online softmax
+ * (m, l, acc) in double, as the CPU's attention row; thread d accumulates v[d]. k, v: D floats. */
+__device__ inline void cuda_decode_attend(const float *k, const float *v, double qd, int D,
+                                          double scale, double *m, double *l, double *acc) {
+    __shared__ double part[32];
+    const int d = threadIdx.x, n_warps = (blockDim.x + 31) / 32;
+    const double p = cuda_warp_sum(d < D ? qd * (double)k[d] : 0.0);
+    if ((d & 31) == 0) part[d >> 5] = p;
+    __syncthreads();
+    double dot = 0;
+    for (int w = 0; w < n_warps; w++) dot += part[w];
+    __syncthreads(); /* part is rewritten by the next key */
+    const double x = scale * dot;
+    if (x > *m) {
+        const double r = exp(*m - x); /* 0 on the first key (m = -inf) */
+        *l *= r;
+        *acc *= r;
+        *m = x;
+    }
+    const double e = exp(x - *m);
+    *l += e;
+    if (d < D) *acc += e * (double)v[d];
+}
+
 /* log sum exp(z[v] - mx) over a row of V logits, in double, with mx = max z; one block per
  * row, every thread gets both. The cross-entropy kernels' row reduction: lse = mx + result. */
 __device__ inline double cuda_block_row_logsumexp(const float *z, int64_t V, float *mx_out) {

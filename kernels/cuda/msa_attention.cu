@@ -357,18 +357,16 @@ void cuda_msa_attention_bwd_node(const mt_node *n) {
 
 /* ---- generation's decode step (mt_backend.decode.msa_attention; kernels/cpu/msa.h,
  * cpu_msa_attention_decode): the cached attention step of attention.cu over the selected blocks
- * only: one block per (b, h), thread d owns output dim d; the selected blocks in idx's order,
- * each one's keys in order, each score a block-wide double sum of the exact fp32 products, the
- * online softmax in double as the CPU's (the CPU rounds each dot product to fp32 first: the
- * outputs differ by fp32 rounding). ---- */
+ * only (cuda_decode_attend): one block per (b, h), thread d owns output dim d; the selected
+ * blocks in idx's order, each one's keys in order (the CPU rounds each dot product to fp32
+ * first, the device sums the exact products in double: the outputs differ by fp32
+ * rounding). ---- */
 
 __global__ void msa_attention_decode_kernel(float *out, const float *q, const float *k_cache,
                                             const float *v_cache, const int32_t *idx,
                                             const int32_t *t_len, int64_t t_max, int H, int Hkv,
                                             int D, int block, int topk, double scale) {
-    __shared__ double part[32];
-    const int row = blockIdx.x, b = row / H, h = row % H, g = h / (H / Hkv);
-    const int d = threadIdx.x, lane = d & 31, warp = d >> 5, n_warps = (blockDim.x + 31) / 32;
+    const int row = blockIdx.x, b = row / H, h = row % H, g = h / (H / Hkv), d = threadIdx.x;
     const int64_t stride = (int64_t)Hkv * D, t = t_len[b] - 1;
     const int32_t *sel = idx + ((int64_t)b * Hkv + g) * topk;
     const float *kb = k_cache + ((int64_t)b * t_max * Hkv + g) * D;
@@ -378,25 +376,8 @@ __global__ void msa_attention_decode_kernel(float *out, const float *q, const fl
     for (int s = 0; s < topk && sel[s] >= 0; s++) {
         int64_t j0, j1;
         msa_keys(t, (int32_t)t, sel[s], block, &j0, &j1);
-        for (int64_t j = j0; j <= j1; j++) {
-            double p = d < D ? qd * (double)kb[j * stride + d] : 0.0;
-            for (int o = 16; o > 0; o >>= 1) p += __shfl_xor_sync(0xffffffffu, p, o);
-            if (lane == 0) part[warp] = p;
-            __syncthreads();
-            double dot = 0;
-            for (int w = 0; w < n_warps; w++) dot += part[w];
-            __syncthreads(); /* part is rewritten by the next key */
-            const double x = scale * dot;
-            if (x > m) {
-                const double r = exp(m - x); /* 0 on the first key (m = -inf) */
-                l *= r;
-                acc *= r;
-                m = x;
-            }
-            const double e = exp(x - m);
-            l += e;
-            if (d < D) acc += e * (double)vb[j * stride + d];
-        }
+        for (int64_t j = j0; j <= j1; j++)
+            cuda_decode_attend(kb + j * stride, vb + j * stride, qd, D, scale, &m, &l, &acc);
     }
     if (d < D) out[(int64_t)row * D + d] = (float)(acc / l); /* the local block: l >= 1 */
 }
