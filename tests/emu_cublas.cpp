@@ -3,7 +3,8 @@
  * bf16 form; and the refusals that a real GPU would give too: bf16 A/B with an fp32 C
  * (CUBLAS_STATUS_NOT_SUPPORTED, cuBLAS's documented type table), a pointer array in host memory,
  * a too small leading dimension and overlapping outputs (CUBLAS_STATUS_INVALID_VALUE); then a
- * GEMM queued on a created stream. Built only with the emulator (ctest
+ * GEMM queued on a created stream, and the backend's GEMM pair with identical, overlapping and
+ * disjoint outputs. Built only with the emulator (ctest
  * op_cuda_emu_cublas_grouped; with the argument "race", op_cuda_emu_cublas_race). */
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+
+#include "cuda_common.cuh"
 
 static int failures = 0;
 #define EXPECT(cond, ...)                                                                          \
@@ -110,6 +113,38 @@ static int run_race(void) {
     return 1;
 }
 
+/* cuda_gemm_rm_pair (kernels/cuda/backend_cuda.cu), C_i += A_i B_i^T with C_1 at C_0 + dc:
+ * identical (dc 0) and overlapping (dc 1) outputs must run as two GEMMs in order, C_0 first (one
+ * strided-batched call would write both at once on a GPU; the emulator refuses such a call, so a
+ * pair that took it stops here), disjoint ones (dc 4 = C_0's span) as one call, the same values. */
+static void check_gemm_pair(void) {
+    if (!cuda_blas) cublasCreate(&cuda_blas);
+    const int m = 2, n = 2, k = 3;
+    float *a = (float *)dev_fill(2 * m * k, false, 5), *b = (float *)dev_fill(2 * n * k, false, 6);
+    float *c = (float *)dev_fill(8, false, 7);
+    const int dcs[3] = {0, 1, 4};
+    for (int t = 0; t < 3; t++) {
+        float want[8];
+        for (int i = 0; i < 8; i++) want[i] = c[i] = (float)(i + 1);
+        for (int g = 0; g < 2; g++) /* the reference: GEMM 0, then GEMM 1 on its result */
+            for (int r = 0; r < m; r++)
+                for (int col = 0; col < n; col++) {
+                    float sum = 0.0f;
+                    for (int j = 0; j < k; j++)
+                        sum += a[g * m * k + r * k + j] * b[g * n * k + col * k + j];
+                    want[g * dcs[t] + r * n + col] += sum;
+                }
+        cuda_gemm_rm_pair("gemm pair", false, false, true, m, n, k, 1.0f, a, a + m * k, k, b,
+                          b + n * k, k, 1.0f, c, c + dcs[t], n);
+        for (int i = 0; i < 8; i++)
+            EXPECT(c[i] == want[i], "GEMM pair, C_1 = C_0 + %d: C[%d] = %g, want %g", dcs[t], i,
+                   c[i], want[i]);
+    }
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "race")) return run_race();
     cublasCreate(&h);
@@ -181,6 +216,7 @@ int main(int argc, char **argv) {
         cudaFree(arr);
     }
     check_stream_queue();
+    check_gemm_pair();
     if (failures) {
         printf("FAILED emu cublasGemmGroupedBatchedEx (%d checks)\n", failures);
         return 1;

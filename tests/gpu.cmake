@@ -154,6 +154,14 @@ if(CMAKE_CXX_COMPILER)
     set_tests_properties(op_cuda_emu_${op} PROPERTIES ENVIRONMENT "${MT_TEST_ENV}"
       SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   endforeach()
+  # cuDNN's version guards (kernels/cuda/attention_cudnn.cu) under a faked version: 9.14 builds
+  # the dense backwards with cudnn-frontend's padding-mask workaround, 9.10.1 is refused
+  foreach(ver 91400 91001)
+    add_test(NAME op_cuda_emu_attention_cudnn_v${ver} COMMAND test_gpu_ops_emu gpu_attention_cudnn)
+    set_tests_properties(op_cuda_emu_attention_cudnn_v${ver} PROPERTIES
+      ENVIRONMENT "${MT_TEST_ENV};MT_EMU_CUDNN_VERSION=${ver}" SKIP_RETURN_CODE 77 TIMEOUT 300
+      WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  endforeach()
   # Label `heavy`: the emulator's longest runs (minutes under ASan on 2 cores), left out of CI's
   # sanitizer pass (.ci/run: ctest -LE heavy) and run in its normal pass; their code runs under
   # the sanitizers in the smaller op_cuda_emu_* cases (every kernel, every op, the step).

@@ -376,7 +376,12 @@ static int case_attention_bf16(void) {
  * T = 37 and 70 (no multiple of any tile), the backward with only dq or only dk, dv, scores of
  * tens. On a device of compute capability 9.x every call must run on cuDNN: a fallback fails the
  * case. Where cuDNN cannot run (the emulator, whose cuDNN has no engines) every call falls back
- * with one line per shape, and its results equal the flash kernels' bit for bit. */
+ * with one line per shape, and its results equal the flash kernels' bit for bit.
+ * The version guards: cuDNN <= 9.15 builds the three dense backwards (T = 70, 37, 37: no
+ * multiple of 128) with cudnn-frontend's padding-mask workaround, later versions none; below
+ * 9.10.2 every call runs on the own kernels; packed samples at D = 40 (no multiple of 16) run
+ * the forward on cuDNN and the backward on the own kernels. The emulator fakes the version
+ * (MT_EMU_CUDNN_VERSION: op_cuda_emu_attention_cudnn_v*). */
 typedef struct {
     int64_t T, D, Hkv;
     int segs; /* 0: no seg; 1: one id per row; 2: packed samples */
@@ -409,8 +414,8 @@ static int case_attention_cudnn(void) {
         {70, 64, 2, 0, 1.0f, true, true},  {37, 128, 2, 0, 1.0f, true, true},
         {70, 64, 2, 2, 1.0f, true, true},  {70, 128, 2, 2, 1.0f, true, true},
         {37, 64, 2, 2, 1.0f, true, false}, {37, 128, 2, 2, 1.0f, false, true},
-        {37, 64, 2, 1, 1.0f, true, true},  {70, 64, 4, 2, 1.0f, true, true},
-        {70, 128, 2, 2, 8.0f, true, true},
+        {70, 64, 4, 2, 1.0f, true, true},  {70, 128, 2, 2, 8.0f, true, true},
+        {37, 64, 2, 1, 1.0f, true, true}, /* last: a dense backward is the last plan built */
     };
     static const char *labels[] = {
         "attention cudnn D=64 T=70",
@@ -419,14 +424,15 @@ static int case_attention_cudnn(void) {
         "attention cudnn D=128 T=70 packed",
         "attention cudnn D=64 T=37 packed dq only",
         "attention cudnn D=128 T=37 packed dk dv only",
-        "attention cudnn D=64 T=37 one sample per row",
         "attention cudnn D=64 T=70 packed MHA",
         "attention cudnn D=128 T=70 packed large scores",
+        "attention cudnn D=64 T=37 one sample per row",
     };
+    static const attention_cudnn_shape d40 = {70, 40, 2, 2, 1.0f, true, true};
     const int n = (int)(sizeof(shapes) / sizeof(shapes[0]));
 #ifdef MT_WITH_CUDA
     const bool on_cuda = !strcmp(dev_be->name, "cuda");
-    cuda_attention_stats s0;
+    cuda_attention_stats s0 = {0}, s1 = {0};
     if (on_cuda) cuda_attention_stats_get(&s0);
 #endif
     attention_select(2); /* CUDA_ATTN_CUDNN */
@@ -438,21 +444,38 @@ static int case_attention_cudnn(void) {
     }
 #ifdef MT_WITH_CUDA
     if (on_cuda) {
-        cuda_attention_stats s1;
         cuda_attention_stats_get(&s1);
         const long long fwd = s1.cudnn_fwd - s0.cudnn_fwd, bwd = s1.cudnn_bwd - s0.cudnn_bwd;
         const long long fell =
             s1.fallback_fwd - s0.fallback_fwd + s1.fallback_bwd - s0.fallback_bwd;
-        printf("attention cudnn: %lld forward and %lld backward calls ran on cuDNN, %lld fell back "
-               "(%lld lines)%s%s\n",
-               fwd, bwd, fell, (long long)(s1.log_lines - s0.log_lines),
+        const long long ver = (long long)s1.cudnn_version;
+        const long long workaround = s1.workaround_graphs - s0.workaround_graphs;
+        printf("attention cudnn: cuDNN %lld: %lld forward and %lld backward calls ran on cuDNN, "
+               "%lld fell back (%lld lines), %lld dense backward graphs with the padding-mask "
+               "workaround%s%s\n",
+               ver, fwd, bwd, fell, (long long)(s1.log_lines - s0.log_lines), workaround,
                s1.last_reason[0] ? "; last: " : "", s1.last_reason);
+        const bool usable = ver >= 91002; /* attention_cudnn.cu's SDPA_MIN_VERSION */
+        if (!usable) {
+            EXPECT(fwd + bwd == 0 && fell == 2 * n && workaround == 0 &&
+                       strstr(s1.last_reason, "need 9.10.2 or later"),
+                   "cuDNN %lld: every call must run on the own kernels, naming the version", ver);
+        } else {
+            EXPECT(workaround == (ver <= 91500 ? 3 : 0),
+                   "cuDNN %lld: %lld dense backward graphs with the padding-mask workaround, want "
+                   "%d",
+                   ver, workaround, ver <= 91500 ? 3 : 0);
+        }
 #ifdef MT_CUDA_EMU
-        /* the emulator's cuDNN validates the graphs, then has no engine for them */
+        /* the emulator's cuDNN validates the graphs, then has no engine for them; the last plan
+         * is a dense backward's (with the workaround up to 9.15) */
         EXPECT(fwd == 0 && bwd == 0 && fell == 2 * n, "emulator: %lld cuDNN calls, %lld fallbacks",
                fwd + bwd, fell);
-        EXPECT(strstr(s1.last_reason, "no cuDNN engines") != NULL,
+        EXPECT(!usable || strstr(s1.last_reason, "no cuDNN engines") != NULL,
                "emulator: the graphs must reach the plan stage, not fail before: %s",
+               s1.last_reason);
+        EXPECT(!usable || ver > 91500 || strstr(s1.last_reason, "padding-mask workaround"),
+               "emulator: cuDNN %lld: the last plan must be the dense workaround graph: %s", ver,
                s1.last_reason);
         EXPECT(s1.log_lines - s0.log_lines <= 2 * n, "more fallback lines than plans");
         for (int i = 0; i < n; i += 4) { /* the fallback is the flash path, bit for bit */
@@ -463,12 +486,42 @@ static int case_attention_cudnn(void) {
             gpu_inputs_free(in, 4);
         }
 #else
-        if (s1.device_major == 9)
+        if (s1.device_major == 9 && usable)
             EXPECT(fwd == n && bwd == n && fell == 0,
                    "compute capability 9.x: every call must run on cuDNN (%lld + %lld of %d, "
                    "%lld fell back): %s",
                    fwd, bwd, n, fell, s1.last_reason);
 #endif
+    }
+#endif
+    /* packed samples at D = 40: the ragged backward needs a multiple of 16 */
+#ifdef MT_WITH_CUDA
+    if (on_cuda) cuda_attention_stats_get(&s1);
+#endif
+    gpu_input in[4];
+    attention_cudnn_inputs(in, &d40, 70);
+    gpu_compare_bf16_opts("attention cudnn D=40 T=70 packed", b_attention_scaled, in, 4, NULL,
+                          plain);
+    gpu_inputs_free(in, 4);
+#ifdef MT_WITH_CUDA
+    if (on_cuda) {
+        cuda_attention_stats s2;
+        cuda_attention_stats_get(&s2);
+        const long long fwd = s2.cudnn_fwd - s1.cudnn_fwd, bwd = s2.cudnn_bwd - s1.cudnn_bwd,
+                        fell = s2.fallback_bwd - s1.fallback_bwd;
+        printf("attention cudnn D=40 packed: %lld forward, %lld backward calls on cuDNN, the "
+               "backward fell back %lld time(s): %s\n",
+               fwd, bwd, fell, s2.last_reason);
+        if (s2.cudnn_version >= 91002) {
+            EXPECT(bwd == 0 && fell == 1 && strstr(s2.last_reason, "multiple of 16"),
+                   "D = 40 packed: the backward must fall back naming the head dim: %s",
+                   s2.last_reason);
+#ifndef MT_CUDA_EMU
+            if (s2.device_major == 9)
+                EXPECT(fwd == 1, "D = 40 packed: the forward must run on cuDNN: %s",
+                       s2.last_reason);
+#endif
+        }
     }
 #endif
     attention_select(-1);

@@ -51,6 +51,9 @@ extern "C" void cuda_attention_stats_get(cuda_attention_stats *s) {
     *s = attn_stats;
     s->last_reason = attn_last;
     s->device_major = attn_device_major();
+#ifndef MT_NO_CUDNN
+    s->cudnn_version = (int64_t)cudnnGetVersion();
+#endif
 }
 
 static int attn_impl(void) {
@@ -121,14 +124,30 @@ bool cuda_attention_cudnn_bwd(const mt_node *) {
 static cudnnHandle_t sdpa_handle;
 static int sdpa_handle_state; /* 0 not tried, 1 ready, -1 unavailable (logged) */
 
+/* The graphs are cudnn-frontend's as it builds them for cuDNN 9.10.2 and later (with the one
+ * version-tied change below, sdpa_pad_workaround). The frontend refuses the bf16 SDPA on 9.10.0
+ * and 9.10.1 ("known bugs") and builds other graphs below 9.10 (-FLT_MAX fills, the padding mask
+ * applied again after the statistics): those versions run the own kernels. */
+#define SDPA_MIN_VERSION 91002
+
+/* cudnn-frontend, sdpa_backward on cuDNN <= 9.15: a dense (not ragged) backward whose s_kv is
+ * not a multiple of 128 gets a padding mask with every sequence's lengths s_q and s_kv (the
+ * mask keeps every score); from 9.16 the graph runs as it is. */
+static bool sdpa_pad_workaround(bool bwd, int64_t T) {
+    return bwd && cudnnGetVersion() <= 91500 && T % 128 != 0;
+}
+
 static bool sdpa_handle_ready(const char *dir) {
     if (sdpa_handle_state) return sdpa_handle_state > 0;
     sdpa_handle_state = -1;
     char why[384];
     const size_t ver = cudnnGetVersion();
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-    if (ver < 90600) {
-        snprintf(why, sizeof(why), "cuDNN %zu is older than 9.6 (ragged GQA graphs)", ver);
+    if (ver < SDPA_MIN_VERSION) {
+        snprintf(why, sizeof(why),
+                 "cuDNN %zu.%zu.%zu: the SDPA graphs need 9.10.2 or later (cudnn-frontend refuses "
+                 "9.10.0 and 9.10.1, known bugs; below 9.10 it builds other graphs)",
+                 ver / 10000, ver / 100 % 100, ver % 100);
     } else if ((st = cudnnCreate(&sdpa_handle)) != CUDNN_STATUS_SUCCESS) {
         char last[256] = "";
         cudnnGetLastErrorString(last, sizeof(last));
@@ -154,12 +173,15 @@ static sdpa_entry sdpa_cache[SDPA_CACHE];
 static int sdpa_next_slot;
 
 static bool sdpa_same(const sdpa_shape &a, const sdpa_shape &b) {
-    return a.bwd == b.bwd && a.ragged == b.ragged && a.b == b.b && a.s == b.s && a.H == b.H &&
-           a.Hkv == b.Hkv && a.D == b.D;
+    return a.bwd == b.bwd && a.ragged == b.ragged && a.lens == b.lens && a.b == b.b && a.s == b.s &&
+           a.H == b.H && a.Hkv == b.Hkv && a.D == b.D;
 }
 
 static void sdpa_shape_str(const sdpa_shape &sh, char *buf, size_t len) {
-    snprintf(buf, len, " (%s b=%lld s=%lld H=%lld Hkv=%lld D=%lld)", sh.ragged ? "ragged" : "dense",
+    snprintf(buf, len, " (%s b=%lld s=%lld H=%lld Hkv=%lld D=%lld)",
+             sh.ragged ? "ragged"
+             : sh.lens ? "dense, padding-mask workaround"
+                       : "dense",
              (long long)sh.b, (long long)sh.s, (long long)sh.H, (long long)sh.Hkv, (long long)sh.D);
 }
 
@@ -173,6 +195,7 @@ static sdpa_entry *sdpa_entry_get(const sdpa_shape &sh, const char *dir) {
     memset(e, 0, sizeof(*e));
     e->used = true;
     char why[640], shape[128];
+    attn_stats.workaround_graphs += sh.lens && !sh.ragged;
     e->ok = sdpa_plan_build(sdpa_handle, sh, &e->plan, why, sizeof(why));
     e->plan.shape = sh;
     sdpa_shape_str(sh, shape, sizeof(shape));
@@ -247,6 +270,11 @@ __global__ void sdpa_ragged_fill_kernel(const int32_t *starts, int64_t count, in
     }
 }
 
+/* every sequence's length n: the dense graph's padding-mask workaround */
+__global__ void sdpa_lens_fill_kernel(int32_t *seqlen, int64_t nb, int32_t n) {
+    CUDA_FOR(j, nb) seqlen[j] = n;
+}
+
 /* lse (B,H,T) from token-major statistics (B T, H), and back */
 __global__ void sdpa_lse_from_tokens_kernel(float *lse, const float *st, int64_t B, int64_t T,
                                             int64_t H) {
@@ -279,7 +307,20 @@ struct sdpa_call {
     int64_t *off_q, *off_k, *off_s;
 };
 
-static bool sdpa_once_segments, sdpa_once_shape;
+static bool sdpa_once_segments, sdpa_once_shape, sdpa_once_ragged_d16;
+
+/* The dense graph (one sample per row), with the lengths of the padding-mask workaround where
+ * the version needs it (sdpa_pad_workaround): B lengths T in node scratch. */
+static bool sdpa_call_dense(sdpa_call *c, const mt_node *n) {
+    if (!sdpa_pad_workaround(c->sh.bwd, c->T)) return true;
+    const int64_t B = c->B;
+    c->sh.lens = true;
+    c->seqlen = (int32_t *)mt_node_scratch(n, sizeof(int32_t) * (size_t)B, "attention cudnn lens");
+    sdpa_lens_fill_kernel<<<cuda_blocks(B, CUDA_THREADS), CUDA_THREADS>>>(c->seqlen, B,
+                                                                          (int32_t)c->T);
+    CUDA_LAUNCH_CHECK("attention cudnn (workaround lengths)");
+    return true;
+}
 
 /* Reads the node, decides dense or ragged (with seg: the sequence table, one host sync) and
  * checks the shapes cuDNN takes; false (logged once per reason) when the call falls back. */
@@ -306,8 +347,8 @@ static bool sdpa_call_init(sdpa_call *c, const mt_node *n, bool bwd, const char 
         sdpa_once_shape = true;
         return false;
     }
-    c->sh = {bwd, false, c->B, c->T, c->H, c->Hkv, c->D};
-    if (!seg) return true;
+    c->sh = {bwd, false, false, c->B, c->T, c->H, c->Hkv, c->D};
+    if (!seg) return sdpa_call_dense(c, n);
     int32_t *starts = (int32_t *)mt_node_scratch(n, sizeof(int32_t) * (size_t)(c->N + 1),
                                                  "attention cudnn starts");
     int64_t *info = (int64_t *)mt_node_scratch(n, 2 * sizeof(int64_t), "attention cudnn info");
@@ -327,10 +368,23 @@ static bool sdpa_call_init(sdpa_call *c, const mt_node *n, bool bwd, const char 
         return false;
     }
     const int64_t count = h[0];
-    if (count == c->B) return true; /* one sample per row: the dense graph */
+    if (count == c->B) return sdpa_call_dense(c, n); /* one sample per row */
+    if (bwd && c->D % 16) {
+        /* the frontend keeps the ragged backward's scratch sized by tokens (max_total_seq_len)
+         * only for head dims that are multiples of 16: "a known functional issue" otherwise */
+        if (!sdpa_once_ragged_d16) {
+            snprintf(why, sizeof(why),
+                     "packed samples with head dim %lld (cuDNN's ragged backward needs a multiple "
+                     "of 16)",
+                     (long long)c->D);
+            sdpa_log(dir, "", why);
+        }
+        sdpa_once_ragged_d16 = true;
+        return false;
+    }
     int64_t nb = 1;
     while (nb < count) nb *= 2;
-    c->sh = {bwd, true, nb, c->N + SDPA_PAD, c->H, c->Hkv, c->D};
+    c->sh = {bwd, true, true, nb, c->N + SDPA_PAD, c->H, c->Hkv, c->D};
     c->seqlen = (int32_t *)mt_node_scratch(n, sizeof(int32_t) * (size_t)nb, "attention cudnn lens");
     int64_t **offs[3] = {&c->off_q, &c->off_k, &c->off_s};
     for (int i = 0; i < 3; i++)
@@ -413,8 +467,8 @@ static void sdpa_ptrs_common(const sdpa_call &c, sdpa_scalars *v, void *ptr[SDPA
     ptr[SDPA_SCALE] = &v->scale;
     ptr[SDPA_NEG_INF_CAUSAL] = ptr[SDPA_NEG_INF_PAD] = &v->neg_inf;
     ptr[SDPA_ONE] = &v->one;
+    if (c.sh.lens) ptr[SDPA_SEQ_Q] = ptr[SDPA_SEQ_KV] = c.seqlen;
     if (!c.sh.ragged) return;
-    ptr[SDPA_SEQ_Q] = ptr[SDPA_SEQ_KV] = c.seqlen;
     ptr[SDPA_OFF_Q] = ptr[SDPA_OFF_O] = c.off_q;
     ptr[SDPA_OFF_K] = ptr[SDPA_OFF_V] = c.off_k;
     ptr[SDPA_OFF_STATS] = c.off_s;

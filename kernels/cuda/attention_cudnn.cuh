@@ -45,9 +45,13 @@ enum sdpa_uid {
 /* One graph's shape. Dense (not ragged): b = B sequences of s = T positions, q (B,T,H,D) as
  * it lies (cuDNN's BSHD strides), statistics (B,H,T) = the node's lse. Ragged (packed samples):
  * b sequences (a bucket; the unused ones have length 0) over a buffer of s positions, each
- * sequence at its ragged offset with its own length (padding mask) and causal inside it. */
+ * sequence at its ragged offset with its own length (padding mask) and causal inside it.
+ * lens: the graph takes per-sequence lengths (SDPA_SEQ_Q, SDPA_SEQ_KV) and the padding mask:
+ * always when ragged; dense only for cudnn-frontend's workaround on cuDNN <= 9.15, a backward
+ * whose s is not a multiple of 128 gets a padding mask with every length s (sdpa_pad_workaround
+ * in attention_cudnn.cu). */
 struct sdpa_shape {
-    bool bwd, ragged;
+    bool bwd, ragged, lens;
     int64_t b, s, H, Hkv, D;
 };
 

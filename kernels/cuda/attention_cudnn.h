@@ -29,6 +29,10 @@ typedef struct {
     int64_t log_lines;
     const char *last_reason; /* "" when none */
     int device_major;        /* the device's compute capability (major) */
+    int64_t cudnn_version;   /* cudnnGetVersion() (0: built without cuDNN) */
+    /* dense backward graphs built with cudnn-frontend's padding-mask workaround (cuDNN <= 9.15,
+     * T not a multiple of 128; attention_cudnn.cu) */
+    int64_t workaround_graphs;
 } cuda_attention_stats;
 void cuda_attention_stats_get(cuda_attention_stats *s);
 

@@ -279,7 +279,7 @@ void sdpa_bwd_buffers(const sdpa_shape &sh, int64_t bytes[4]) {
 
 /* ---- the two graphs ---- */
 
-/* S = -inf outside each sequence's seq_q x seq_kv corner (ragged graphs only). */
+/* S = -inf outside each sequence's seq_q x seq_kv corner (graphs with lengths: sh.lens). */
 static cudnnBackendDescriptor_t sdpa_padding_mask(sdpa_builder *g, const sdpa_layout &L,
                                                   cudnnBackendDescriptor_t s,
                                                   cudnnBackendDescriptor_t seq_q,
@@ -315,8 +315,8 @@ static cudnnBackendDescriptor_t sdpa_causal_mask(sdpa_builder *g, const sdpa_lay
                    keep, sdpa_virt(g, f32, L.sc, L.sc_st));
 }
 
-/* The inputs both graphs share: ragged offsets and lengths (ragged only), Q, K^T, V or V^T,
- * O, the statistics, the scale. */
+/* The inputs both graphs share: ragged offsets (ragged only) and lengths (sh.lens), Q, K^T,
+ * V or V^T, O, the statistics, the scale. */
 struct sdpa_io {
     cudnnBackendDescriptor_t off_q, off_k, off_v, off_o, off_st, seq_q, seq_kv;
     cudnnBackendDescriptor_t q, kt, v, o, stats, scale;
@@ -331,6 +331,8 @@ static void sdpa_io_make(sdpa_builder *g, const sdpa_shape &sh, const sdpa_layou
         io->off_v = sdpa_tensor(g, SDPA_OFF_V, i64, L.off, L.unit, false, false, NULL);
         io->off_o = sdpa_tensor(g, SDPA_OFF_O, i64, L.off, L.unit, false, false, NULL);
         io->off_st = sdpa_tensor(g, SDPA_OFF_STATS, i64, L.off, L.unit, false, false, NULL);
+    }
+    if (sh.lens) { /* the matmuls take them as their per-sequence sizes too (the frontend's) */
         io->seq_q = sdpa_tensor(g, SDPA_SEQ_Q, CUDNN_DATA_INT32, L.seq, L.unit, false, false, NULL);
         io->seq_kv =
             sdpa_tensor(g, SDPA_SEQ_KV, CUDNN_DATA_INT32, L.seq, L.unit, false, false, NULL);
@@ -353,7 +355,7 @@ static void sdpa_graph_fwd(sdpa_builder *g, const sdpa_shape &sh, const sdpa_lay
     cudnnBackendDescriptor_t s =
         sdpa_matmul(g, io.q, io.kt, sdpa_virt(g, f32, L.sc, L.sc_st), io.seq_q, io.seq_kv, NULL);
     s = sdpa_pw(g, CUDNN_POINTWISE_MUL, f32, s, io.scale, NULL, sdpa_virt(g, f32, L.sc, L.sc_st));
-    if (sh.ragged) s = sdpa_padding_mask(g, L, s, io.seq_q, io.seq_kv);
+    if (sh.lens) s = sdpa_padding_mask(g, L, s, io.seq_q, io.seq_kv);
     s = sdpa_causal_mask(g, L, s);
     /* softmax with its statistics: max, exp(S - max), sum, stats = max + log(sum), P = E / sum */
     cudnnBackendDescriptor_t mx =
@@ -396,7 +398,7 @@ static void sdpa_graph_bwd(sdpa_builder *g, const sdpa_shape &sh, const sdpa_lay
     cudnnBackendDescriptor_t s =
         sdpa_matmul(g, io.q, io.kt, sdpa_virt(g, f32, L.sc, L.sc_st), io.seq_q, io.seq_kv, NULL);
     s = sdpa_pw(g, CUDNN_POINTWISE_MUL, f32, s, io.scale, NULL, sdpa_virt(g, f32, L.sc, L.sc_st));
-    if (sh.ragged) s = sdpa_padding_mask(g, L, s, io.seq_q, io.seq_kv);
+    if (sh.lens) s = sdpa_padding_mask(g, L, s, io.seq_q, io.seq_kv);
     s = sdpa_pw(g, CUDNN_POINTWISE_SUB, f32, s, io.stats, NULL, sdpa_virt(g, f32, L.sc, L.sc_st));
     s = sdpa_causal_mask(g, L, s);
     cudnnBackendDescriptor_t p =

@@ -79,9 +79,11 @@ static void cuda_gemm_rm_pair_on(cublasHandle_t h, const char *op, bool bf16, bo
     const cudaDataType abt = bf16 ? CUDA_R_16BF : CUDA_R_32F;
     const size_t elem = bf16 ? 2 : 4;
     long long da, db, dc;
+    /* one call writes both outputs at once on a GPU: only when C1 starts past C0's last element
+     * (C0 spans (m-1) ldc + n floats); overlapping or identical outputs take two calls */
     const bool one = m > 0 && n > 0 && k > 0 && cuda_elem_delta(A0, A1, elem, &da) &&
                      cuda_elem_delta(B0, B1, elem, &db) && cuda_elem_delta(C0, C1, 4, &dc) &&
-                     da >= 0 && db >= 0 && dc >= 0;
+                     da >= 0 && db >= 0 && dc >= (long long)(m - 1) * ldc + n;
     if (!one) {
         cuda_gemm_rm(h, op, trans_a, trans_b, m, n, k, alpha, A0, lda, B0, ldb, abt, beta, C0, ldc);
         cuda_gemm_rm(h, op, trans_a, trans_b, m, n, k, alpha, A1, lda, B1, ldb, abt, beta, C1, ldc);

@@ -179,8 +179,9 @@ void cuda_gemm_bf16_rm(const char *op, bool trans_a, bool trans_b, int m, int n,
 
 /* Two GEMMs of one shape, C_i = alpha op(A_i) op(B_i) + beta C_i (i = 0, 1; row-major as
  * above, fp32 operands or bf16 ones when bf16), as one strided-batched cuBLAS call when the
- * three pointer differences A_1 - A_0, B_1 - B_0, C_1 - C_0 have one sign (a shared operand
- * has 0), else as two calls: the pair fills twice the tiles of one call (an expert's GEMMs of
+ * pointer differences A_1 - A_0, B_1 - B_0 are >= 0 (a shared operand has 0) and C_1 lies past
+ * the end of C_0 (disjoint outputs: a GPU writes the two batches concurrently), else as two
+ * calls in order, C_0 first: the pair fills twice the tiles of one call (an expert's GEMMs of
  * a few hundred rows occupy part of the GPU alone). Each C_i is the single call's result. */
 void cuda_gemm_rm_pair(const char *op, bool bf16, bool trans_a, bool trans_b, int m, int n, int k,
                        float alpha, const void *A0, const void *A1, int lda, const void *B0,

@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <map>
@@ -385,7 +386,20 @@ struct emu_cudnn_context {
     int unused;
 };
 
-size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
+/* MT_EMU_CUDNN_VERSION=91400 (say) fakes another release, so the version guards of
+ * kernels/cuda/attention_cudnn.cu run here (op_cuda_emu_attention_cudnn_v*) */
+size_t cudnnGetVersion(void) {
+    const char *v = getenv("MT_EMU_CUDNN_VERSION");
+    if (!v || !*v) return CUDNN_VERSION;
+    char *end = NULL;
+    const unsigned long n = strtoul(v, &end, 10);
+    if (*end || n < 90000 || n > 99999) {
+        fprintf(stderr, "emulator: MT_EMU_CUDNN_VERSION=%s: expected a cuDNN 9 version (91400)\n",
+                v);
+        exit(2);
+    }
+    return n;
+}
 
 const char *cudnnGetErrorString(cudnnStatus_t st) {
     switch (st) {
