@@ -5,7 +5,7 @@
  * on the CUDA backend (built with -DMT_CUDA=ON, run by launch/gpu-check.sh), on the CPU backend
  * (--backend cpu, a small shape) and on the CUDA emulator (ctest op_cuda_emu_step).
  *
- * The config is built here, without config.json (the GPU image has no cJSON): Text-01's layer
+ * The config is built here, without config.json (no model directory needed): Text-01's layer
  * shapes (head_dim 128, GQA with 8 kv heads, 32 experts top-2, vocab 200064, lightning block 256,
  * partial RoPE on half the head) at a width and depth that fit one GPU. Layer l is softmax when
  * (l+1) % 8 == 0, Text-01's pattern; with fewer than 8 layers the last one is softmax so every
@@ -26,7 +26,8 @@
  *        [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] [--ffn F]
  *        [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] [--peak TF]
  *        [--fused-loss 0|1] [--recompute 0|1] [--offload 0|1] [--gather-dtype fp32|bf16]
- *        [--arena-mb N] [--profile 0|1] [--comm nccl|self] [--check]
+ *        [--arena-mb N] [--profile 0|1] [--comm nccl|self] [--decode N] [--decode-batch B]
+ *        [--check]
  * --recompute 1: every layer recomputed in the backward (train.gradient_checkpointing); the
  * FLOP count stays the model's (the recomputation is overhead, as MFU conventionally counts).
  * --offload 1: AdamW moments in host memory and the update on the host (dist.offload_optimizer);
@@ -42,6 +43,11 @@
  * (mt_comm_self_device) instead of NCCL over one rank (the default, the trainer's path with its
  * communication stream): the single-GPU step without NCCL, for machines where it is missing or
  * its bootstrap fails.
+ * --decode N (after the steps): greedy decoding through the ZeRO-3 gathers, as the trainer's
+ * evaluation by generation (train/trainer_generate.c: one gather of each bucket per decode step
+ * for the whole batch), of 1, then --decode-batch B (default 1, at most MT_GEN_BATCH_MAX) random
+ * prompts of DECODE_PROMPT tokens, N new tokens each: decode tokens/s = B (N - 1) / (the time of N
+ * new tokens - the time of 1), so the prefill and the first step do not count (RESULT decode).
  * --check (a small shape): the same steps on the CPU backend and on the device, per-step loss and
  * gradient norm compared: fp32 to 1e-5 relative; bf16 by issue 6's rule, |dev - cpu fp32| <=
  * 2 |cpu bf16 - cpu fp32| (the CPU's bf16 run is the rounding reference) on the first step, 4x
@@ -53,13 +59,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "models/generate.h"
 #include "models/minimax.h"
 #include "models/weights.h"
 #include "train/comm.h"
 #include "train/sharded.h"
 #include "train/zero.h"
 
-#define MIB 1048576.0
+#define MIB           1048576.0
+#define DECODE_PROMPT 128 /* --decode's prompt length */
 
 typedef struct {
     int hidden, layers, heads, kv_heads, head_dim, experts, topk, ffn, vocab, seq, batch, block;
@@ -75,6 +83,7 @@ typedef struct {
     bool check;     /* --check: the device's steps against the CPU backend's (see step_check) */
     int profile;    /* --profile 1: one more fwd+bwd timed op by op (step_profile) */
     bool comm_self; /* --comm self: mt_comm_self_device instead of NCCL over one rank */
+    int decode, decode_batch; /* --decode N new tokens for --decode-batch B prompts (step_decode) */
 } step_opts;
 
 static void step_usage(void) {
@@ -83,7 +92,8 @@ static void step_usage(void) {
             "[--layers L] [--heads H] [--kv-heads Hkv] [--head-dim D] [--experts E] [--topk K] "
             "[--ffn F] [--vocab V] [--seq T] [--batch B] [--block N] [--steps N] [--warmup N] "
             "[--fused-loss 0|1] [--recompute 0|1] [--offload 0|1] [--gather-dtype fp32|bf16] "
-            "[--peak TFLOPS] [--arena-mb N] [--profile 0|1] [--comm nccl|self] [--check]\n");
+            "[--peak TFLOPS] [--arena-mb N] [--profile 0|1] [--comm nccl|self] [--decode N] "
+            "[--decode-batch B] [--check]\n");
     exit(2);
 }
 
@@ -113,6 +123,7 @@ static void step_parse(int argc, char **argv, step_opts *o) {
                      .steps = 5,
                      .warmup = 2,
                      .fused_loss = 1,
+                     .decode_batch = 1,
                      .dtype = MT_F32,
                      .gather_dtype = MT_F32,
                      .peak_tflops = 989.4};
@@ -136,7 +147,9 @@ static void step_parse(int argc, char **argv, step_opts *o) {
                 {"--fused-loss", &o->fused_loss},
                 {"--recompute", &o->recompute},
                 {"--offload", &o->offload},
-                {"--profile", &o->profile}};
+                {"--profile", &o->profile},
+                {"--decode", &o->decode},
+                {"--decode-batch", &o->decode_batch}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--check") == 0) {
@@ -169,7 +182,9 @@ static void step_parse(int argc, char **argv, step_opts *o) {
         else
             step_usage();
     }
-    if (o->steps < 1 || o->fused_loss > 1 || o->profile > 1) step_usage();
+    if (o->steps < 1 || o->fused_loss > 1 || o->profile > 1 || o->decode_batch < 1 ||
+        o->decode_batch > MT_GEN_BATCH_MAX || o->decode == 1)
+        step_usage();
 }
 
 /* A Text-01-shaped config (see the header); the derived fields config.c would compute from a
@@ -377,6 +392,66 @@ static mt_tensor *step_ids_tensor(const mt_backend *be, int64_t B, int64_t T, co
 #define STEP_MAX 64
 
 /* Per-step loss and gradient norm of one run (--check compares them). */
+static int step_decode_max_all(void *user, int v) { /* one rank: its own value */
+    (void)user;
+    return v;
+}
+
+/* Seconds of greedy decoding of B random prompts of DECODE_PROMPT tokens, n_new tokens each,
+ * through the gathers (the buckets bound without gradients, as trainer_generate.c). */
+static double step_decode_time(mt_sharded *s, mt_ctx *c, int B, int n_new) {
+    const int V = s->model->cfg.vocab_size;
+    int32_t *ids = mt_malloc(sizeof(int32_t) * (size_t)(B * DECODE_PROMPT), "decode prompts");
+    int32_t *out = mt_malloc(sizeof(int32_t) * (size_t)(B * n_new), "decode tokens");
+    const int32_t *prompts[MT_GEN_BATCH_MAX];
+    int lens[MT_GEN_BATCH_MAX], n_out[MT_GEN_BATCH_MAX];
+    uint64_t rng = 0x2545F4914F6CDD1Dull;
+    for (int i = 0; i < B * DECODE_PROMPT; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((rng >> 33) % (uint64_t)V);
+    }
+    for (int b = 0; b < B; b++) {
+        prompts[b] = ids + b * DECODE_PROMPT;
+        lens[b] = DECODE_PROMPT;
+    }
+    mt_bucket_hooks hooks = mt_sharded_forward_hooks(s);
+    const mt_gen_sync sync = {.hooks = &hooks, .max_all = step_decode_max_all};
+    const mt_gen_opts opts = {.eos = -1, .sync = &sync};
+    mt_sharded_bind(s, false);
+    c->be->sync();
+    const double t0 = step_now();
+    mt_minimax_generate_batch(s->model, c, prompts, lens, B, n_new, &opts, out, n_out);
+    c->be->sync();
+    const double dt = step_now() - t0;
+    mt_sharded_bind(s, true);
+    free(ids);
+    free(out);
+    return dt;
+}
+
+/* --decode: decode tokens/s, the prefill and the first step subtracted (see the header), at
+ * batch 1 and at --decode-batch. */
+static void step_decode(const step_opts *o, mt_sharded *s, mt_ctx *c) {
+    const int N = o->decode;
+    for (int B = 1;; B = o->decode_batch) {
+        step_decode_time(s, c, B, 2);        /* warm-up: plans, cuBLAS heuristics */
+        double t1 = INFINITY, tn = INFINITY; /* the best of 3 each */
+        for (int r = 0; r < 3; r++) {
+            t1 = fmin(t1, step_decode_time(s, c, B, 1));
+            tn = fmin(tn, step_decode_time(s, c, B, N));
+        }
+        const double per_step = (tn - t1) / (N - 1);
+        printf(
+            "RESULT decode B=%d: %.0f tokens/s (%.2f ms per decode step of %d rows, prompt %d, "
+            "%d new tokens in %.3f s, the prefill and first token %.3f s), GEMMs %s, through the "
+            "gathers\n",
+            B, B / per_step, 1e3 * per_step, B, DECODE_PROMPT, N, tn, t1,
+            c->compute_dtype == MT_BF16 ? "bf16" : "fp32");
+        fflush(stdout);
+        if (B == o->decode_batch) break;
+    }
+}
+
 typedef struct {
     double loss[STEP_MAX], gnorm[STEP_MAX];
     int n;
@@ -550,6 +625,7 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
            (long long)z.total_shard, (med - med_fb) * 1e3);
     if (!all_finite) printf("FAIL: a loss or gradient was not finite\n");
     if (o.profile) step_profile(&o, be, &ctx, &s, &z, &batch);
+    if (o.decode) step_decode(&o, &s, &ctx);
 
     free(ms_fb);
     free(ms);

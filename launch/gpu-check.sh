@@ -3,7 +3,9 @@
 # device tool's H200). Builds, runs every gpu_* test, the checks only hardware can do and the
 # benchmarks, and keeps what finished even when it is killed (docs/cuda.md, "launch/gpu-check.sh").
 #
-#   bash launch/gpu-check.sh     # device tool: run(command="bash launch/gpu-check.sh", timeout_s=360)
+#   bash launch/gpu-deps.sh      # here, first: cJSON and PCRE2 into build-gpu-deps/ (the device
+#                                # image has neither); then the device call:
+#   run(command="bash launch/gpu-check.sh", carry=["build-gpu-deps"], timeout_s=360)
 #
 # What comes back: at most 4 files in $OUT (else build-gpu-logs/): summary.txt (one line per
 # step, appended as each step ends), tests.log (every test's output, appended per case),
@@ -13,14 +15,16 @@
 # with a third of its cap and 10 s left, else its line says "notrun" and how to rerun it.
 #
 # Order: builds (separate chains: the library, the op test, the optimizer test, bench-gpu-ops,
-# the step binary, the NCCL test), gpu_nccl_np1 (NCCL_DEBUG=WARN, NCCL_SOCKET_IFNAME=lo), the
-# bf16 / fused-kernel / cuDNN cases, the training-step checks (bf16 with MT_CUDA_SYNC=1 and
-# without), the remaining op cases, bench-gpu-ops, the bf16 step with --profile, the fp32 step,
-# compute-sanitizer (racecheck, memcheck) on one small shape of the bf16 attention, lightning
-# and MoE cases, then bench-gpu-ops msa (MSA against dense attention). The op cases are
-# whatever test_gpu_ops lists (gpu_*), so new cases run without editing this script. The step
-# checks use NCCL when gpu_nccl_np1 passed, else bench-gpu-step --comm self (device copies): a
-# failing or missing NCCL costs only NCCL.
+# the host archive of models/, train/ and data/, the step binary, the NCCL test,
+# minimax-generate), gpu_nccl_np1 (NCCL_DEBUG=WARN, NCCL_SOCKET_IFNAME=lo), the bf16 /
+# fused-kernel / cuDNN cases, gpu_optim, gpu_generate, the training-step checks (bf16 with
+# MT_CUDA_SYNC=1 and without), the remaining op cases, bench-gpu-ops, the bf16 step with
+# --profile, the fp32 step, compute-sanitizer (racecheck, read from its RACECHECK SUMMARY;
+# memcheck, from its ERROR SUMMARY) on one small shape of the bf16 attention, lightning and MoE
+# cases, then bench-gpu-ops msa (MSA against dense attention). The op cases are whatever
+# test_gpu_ops lists (gpu_*), so new cases run without editing this script. The step checks use
+# NCCL when gpu_nccl_np1 passed, else bench-gpu-step --comm self (device copies): a failing or
+# missing NCCL costs only NCCL.
 #
 # Environment:
 #   MT_GPU_CHECK_FULL=1         also the PyTorch peer (bench/gpu_peer.py) and the recompute and
@@ -31,7 +35,10 @@
 #                               gpu_check_standalone: a CPU build, where every GPU case skips)
 #   MT_GPU_CHECK_MODE=cmake|standalone  cmake when the project's dependencies configure (MPI,
 #                               HDF5, cJSON, ...), else standalone: gcc + nvcc compile only what
-#                               the GPU tests and benchmarks need (the device image's case)
+#                               the GPU tests, the benchmarks and minimax-generate need, without
+#                               MPI or HDF5 (the device image's case)
+#   MT_GPU_CHECK_DEPS=auto|system|carried  standalone: cJSON and PCRE2 from the system, else from
+#                               build-gpu-deps/ (auto), or only from one of them
 #   MT_GPU_CHECK_BUDGET (330), MT_GPU_CHECK_BENCH_REPS (3), MT_GPU_CHECK_STEP_ARGS (extra
 #   bench-gpu-step flags for the step benchmarks), MT_GPU_CHECK_STEP_COMM=nccl|self,
 #   MT_GPU_CHECK_REF_BLAS=1 (standalone: the reference sgemm, not OpenBLAS), MT_CUDA_ARCH (90),
@@ -198,7 +205,7 @@ line info device "${GPU:-none (nvidia-smi lists no GPU: every GPU case will skip
 
 # ---- build ----------------------------------------------------------------------------------
 # Binaries, in every mode: $B/tests/test_gpu_ops, test_gpu_optim, test_dist_nccl,
-# $B/bench-gpu-ops, $B/bench-gpu-step. A chain that fails leaves its binary missing, and only
+# $B/bench-gpu-ops, $B/bench-gpu-step, $B/minimax-generate. A chain that fails leaves its binary missing, and only
 # the steps that need that binary say "notrun".
 
 # build_step NAME CAP CMD...: a build command, its output into build.log
@@ -238,7 +245,7 @@ cmake_build() {
 }
 
 # standalone: objects in build-gpu-sa/obj, rebuilt when missing, older than their source or
-# than the newest header, or built with other flags
+# than the newest header, or built with other flags (or against another cJSON / PCRE2)
 # probe_lib NAME HEADER PIPMOD: INC/LINK flags for a library the toolkit or the system has, else
 # the copy in pip's nvidia wheel (torch's dependency; linked by soname with an rpath)
 probe_lib() {
@@ -299,10 +306,110 @@ sa_link() {
   build_step "$name" 90 bash -c '"$NVCC" -o "$1.part" "${@:2}" $LINK && mv -f "$1.part" "$1"' _ "$bin" "$@"
 }
 
+# header_needs FILE: NEEDS = what FILE includes, directly or through the project's headers
+# ("..."), one letter per include: X for mpi.h or hdf5.h, J for cJSON, P for PCRE2
+declare -A HDR_NEEDS=()
+header_needs() {
+  local f=$1 d=. h r="" incs=()
+  if [ -n "${HDR_NEEDS[$f]+set}" ]; then
+    NEEDS=${HDR_NEEDS[$f]}
+    return
+  fi
+  HDR_NEEDS[$f]="" # an include cycle ends here
+  [[ $f == */* ]] && d=${f%/*}
+  mapfile -t incs < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*\([<"][^>"]*[>"]\).*/\1/p' "$f")
+  for h in "${incs[@]}"; do
+    case $h in
+      '<mpi.h>' | '<hdf5.h>' | '<H5'*) r+=X ;;
+      '<cjson/cJSON.h>') r+=J ;;
+      '<pcre2.h>') r+=P ;;
+      '"'*)
+        h=${h//\"/}
+        [ -f "$d/$h" ] && h=$d/$h
+        if [ -f "$h" ]; then
+          header_needs "$h"
+          r+=$NEEDS
+        fi
+        ;;
+    esac
+  done
+  HDR_NEEDS[$f]=$r NEEDS=$r
+}
+
+# probe_host_dep NAME HEADER LIB CALL [PREAMBLE]: cJSON or PCRE2 for models/ and data/: the
+# system's (unless MT_GPU_CHECK_DEPS=carried), else the copy launch/gpu-deps.sh extracted into
+# build-gpu-deps/ (linked by soname with an rpath); PROBE_INC, PROBE_LINK (nvcc's form) and
+# PROBE_FROM when a probe compiles, links and runs
+probe_host_dep() {
+  local name=$1 hdr=$2 lib=$3 src=$SA/probe_$1.c libdir=$DEPS_DIR/usr/lib/x86_64-linux-gnu so
+  PROBE_INC="" PROBE_LINK="" PROBE_FROM=""
+  printf '%s\n#include <%s>\nint main(void) { %s; return 0; }\n' "${5:-}" "$hdr" "$4" > "$src"
+  if [ "$DEPS" != carried ] && "$CC" "$src" -o "$SA/probe_$name" "-l$lib" > /dev/null 2>&1 &&
+    "$SA/probe_$name"; then
+    PROBE_LINK="-l$lib" PROBE_FROM="the system's (-l$lib)"
+    return 0
+  fi
+  [ "$DEPS" = system ] && return 1
+  # the library under its soname (gpu-deps.sh keeps the files so, without links)
+  # shellcheck disable=SC2012 # plain library names
+  so=$(cd "$libdir" 2> /dev/null && ls "lib$lib.so."* 2> /dev/null | head -1)
+  [ -n "$so" ] && [ -f "$DEPS_DIR/usr/include/$hdr" ] || return 1
+  "$CC" "$src" -o "$SA/probe_$name" "-I$DEPS_DIR/usr/include" "-L$libdir" "-l:$so" \
+    "-Wl,-rpath,$libdir" > /dev/null 2>&1 && "$SA/probe_$name" || return 1
+  PROBE_INC="-I$DEPS_DIR/usr/include"
+  PROBE_LINK="-L$libdir -l:$so -Xlinker -rpath -Xlinker $libdir"
+  PROBE_FROM="build-gpu-deps/ ($so, $(grep -m1 -E "^lib${lib}[0-9-]*=" "$DEPS_DIR/.packages" 2> /dev/null); launch/gpu-deps.sh)"
+}
+
+# sa_archive NAME ARCHIVE SRC...: the sources' objects in one static archive (ar rcs), rebuilt
+# when missing, older than an object, or of other members
+sa_archive() {
+  local name=$1 a=$2 f o objs=() newer=0
+  shift 2
+  for f in "$@"; do
+    o=$(obj_of "$f")
+    objs+=("$o")
+    [ "$o" -nt "$a" ] && newer=1
+  done
+  if [ -f "$a" ] && [ "$newer" = 0 ] && [ "$(cat "$a.list" 2> /dev/null)" = "${objs[*]}" ]; then
+    line ok "$name" "up to date (${#objs[@]} objects)"
+    return 0
+  fi
+  rm -f "$a"
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  build_step "$name" 60 bash -c 'rm -f "$1.part" && ar rcs "$1.part" "${@:2}" && mv -f "$1.part" "$1"' \
+    _ "$a" "${objs[@]}" && echo "${objs[*]}" > "$a.list"
+}
+
+# sa_main NAME BIN MAIN_SOURCE NEEDS: a binary on the library and libmt_host.a (standalone_build's
+# lib_obj, host_a, nccl_link and deps_link); "notrun" when NEEDS names (J, P) a cJSON or PCRE2
+# that was not found
+# shellcheck disable=SC2015 # "compile && link || remove the binary": removed when either fails
+sa_main() {
+  local name=$1 bin=$2 src=$3 why=""
+  [[ $4 =~ J ]] && [ "$HAVE_CJSON" != 1 ] && why="cJSON"
+  [[ $4 =~ P ]] && [ "$HAVE_PCRE2" != 1 ] && why="${why:+$why and }PCRE2"
+  if [ -n "$why" ]; then
+    rm -f "$bin"
+    line notrun "build_$name" "$(basename "$bin") needs $why, $where: run bash launch/gpu-deps.sh on the build machine, then the device call with carry=[\"build-gpu-deps\"]"
+    return
+  fi
+  if [ ! -f "$host_a" ]; then
+    rm -f "$bin"
+    line notrun "build_$name" "libmt_host.a was not built (see the build_host_lib lines)"
+    return
+  fi
+  # shellcheck disable=SC2086 # nccl_link, deps_link: flag lists
+  sa_compile "build_${name}_src" 120 "$src" &&
+    sa_link "build_$name" "$bin" "${lib_obj[@]}" "$(obj_of "$src")" "$host_a" $nccl_link $deps_link ||
+    rm -f "$bin"
+}
+
 # shellcheck disable=SC2015 # "compile && link || remove the binary": removed when either fails
 standalone_build() {
   SA=$ROOT/build-gpu-sa
   B=$SA
+  DEPS_DIR=$ROOT/build-gpu-deps
   mkdir -p "$SA/obj" "$SA/tests" || return 1
   local c_flags="-O2 -std=c11 -D_GNU_SOURCE -DMT_WITH_CUDA -fopenmp -Wall -Wno-unused-parameter -I$ROOT"
   local nv_flags="-O3 -std=c++17 -DMT_WITH_CUDA -I$ROOT -gencode=arch=compute_$ARCH,code=sm_$ARCH -Xcompiler=-Wall"
@@ -325,17 +432,63 @@ standalone_build() {
   fi
   if probe_lib cudnn cudnn.h cudnn; then
     cudnn_inc=$PROBE_INC cudnn_link=$PROBE_LINK
-    line info cudnn "${PROBE_LINK%% *}${PROBE_INC:+ (the pip wheel nvidia-cudnn)}"
+    # the version of the library the binaries load (kernels/cuda/attention_cudnn.cu ties its
+    # graphs to it: docs/cuda.md, "cuDNN attention", Versions)
+    printf '%s\n' '#include <cudnn.h>' '#include <stdio.h>' \
+      'int main(void) { size_t v = cudnnGetVersion(); printf("%zu.%zu.%zu, cudnnGetVersion() %zu, headers %d", v / 10000, v / 100 % 100, v % 100, v, CUDNN_VERSION); return 0; }' \
+      > "$SA/cudnn_version.cu"
+    local cudnn_ver
+    # shellcheck disable=SC2086 # flag lists
+    cudnn_ver=$("$NVCC" $cudnn_inc "$SA/cudnn_version.cu" -o "$SA/cudnn_version" $cudnn_link > /dev/null 2>&1 &&
+      "$SA/cudnn_version") || cudnn_ver="version unknown (the probe did not build or run)"
+    line info cudnn "$cudnn_ver; ${PROBE_LINK%% *}${PROBE_INC:+ (the pip wheel nvidia-cudnn)}"
   else
     line info cudnn "not found: built with MT_NO_CUDNN (attention on the flash kernels; gpu_attention_cudnn fails on 9.x)"
     nv_flags="$nv_flags -DMT_NO_CUDNN"
   fi
+  # cJSON (models/config.c, the model families, safetensors; data/) and PCRE2 (the tokenizer):
+  # not on the device image; launch/gpu-deps.sh brings Debian's copies in build-gpu-deps/
+  DEPS=${MT_GPU_CHECK_DEPS:-auto}
+  case $DEPS in auto | system | carried) ;; *)
+    line info deps "MT_GPU_CHECK_DEPS=$DEPS is none of auto, system, carried: auto"
+    DEPS=auto
+    ;;
+  esac
+  local dep_inc="" deps_link="" where
+  case $DEPS in
+    auto) where="on neither this machine nor build-gpu-deps/" ;;
+    system) where="not on this machine (MT_GPU_CHECK_DEPS=system)" ;;
+    carried) where="not in build-gpu-deps/ (MT_GPU_CHECK_DEPS=carried)" ;;
+  esac
+  HAVE_CJSON=0 HAVE_PCRE2=0
+  if probe_host_dep cjson cjson/cJSON.h cjson 'cJSON_Delete(cJSON_CreateObject())'; then
+    HAVE_CJSON=1 dep_inc=$PROBE_INC deps_link=$PROBE_LINK
+    line info cjson "$PROBE_FROM"
+  else
+    line info cjson "none, $where: bench-gpu-step and minimax-generate are not built; bash launch/gpu-deps.sh on the build machine brings it (carry build-gpu-deps)"
+  fi
+  if probe_host_dep pcre2 pcre2.h pcre2-8 'pcre2_code_free(NULL)' '#define PCRE2_CODE_UNIT_WIDTH 8'; then
+    HAVE_PCRE2=1 deps_link="$deps_link $PROBE_LINK"
+    [ "$PROBE_INC" = "$dep_inc" ] || dep_inc="$dep_inc $PROBE_INC"
+    line info pcre2 "$PROBE_FROM"
+  else
+    line info pcre2 "none, $where: minimax-generate is not built; bash launch/gpu-deps.sh on the build machine brings it (carry build-gpu-deps)"
+  fi
   export CC NVCC SA
   export CFLAGS="$c_flags $nccl_inc $cudnn_inc" NVFLAGS="$nv_flags $nccl_inc $cudnn_inc"
   export LINK="-lcublas -lcudart $cudnn_link -Xcompiler=-fopenmp $blas -lm"
+  export DEP_CFLAGS=$dep_inc # C sources only: where cJSON's and PCRE2's headers are
   if [ "$(cat "$SA/flags" 2> /dev/null)" != "$CFLAGS | $NVFLAGS" ]; then
     rm -f "$SA"/obj/*.o
     echo "$CFLAGS | $NVFLAGS" > "$SA/flags"
+  fi
+  # another cJSON or PCRE2 (the system's or build-gpu-deps/'s, or none): the C sources of models/,
+  # train/, data/ and the binaries on them are rebuilt
+  if [ "$(cat "$SA/flags_deps" 2> /dev/null)" != "$DEP_CFLAGS | $deps_link" ]; then
+    rm -f "$SA"/obj/models_*.c.o "$SA"/obj/train_*.c.o "$SA"/obj/data_*.c.o \
+      "$SA/obj/bench_gpu_step.c.o" "$SA/libmt_host.a" "$SA/bench-gpu-step" \
+      "$SA/tests/test_dist_nccl" "$SA/minimax-generate"
+    echo "$DEP_CFLAGS | $deps_link" > "$SA/flags_deps"
   fi
   # cc.sh SRC: compiles one source into obj/ (atomically: a killed compile leaves no object)
   cat > "$SA/cc.sh" << 'EOF'
@@ -343,7 +496,7 @@ set -u
 o="$SA/obj/$(echo "$1" | tr / _).o"
 case $1 in
   *.cu) "$NVCC" $NVFLAGS -c "$1" -o "$o.part" ;;
-  *) "$CC" $CFLAGS -c "$1" -o "$o.part" ;;
+  *) "$CC" $CFLAGS $DEP_CFLAGS -c "$1" -o "$o.part" ;;
 esac && mv -f "$o.part" "$o"
 EOF
   NEWEST_HDR=$(find autograd kernels models train tests bench data \( -name '*.h' -o -name '*.cuh' \) \
@@ -355,7 +508,7 @@ EOF
   for f in "${lib_src[@]}"; do lib_obj+=("$(obj_of "$f")"); done
   # a chain that fails removes its binary, so that no stale one runs
   sa_compile build_lib 300 "${lib_src[@]}" || {
-    rm -f "$SA"/tests/test_* "$SA"/bench-gpu-*
+    rm -f "$SA"/tests/test_* "$SA"/bench-gpu-* "$SA/minimax-generate"
     return 1
   }
   # the sources of test_gpu_ops (tests/gpu.cmake's mt_test_binary line)
@@ -371,39 +524,43 @@ EOF
   sa_compile build_bench_gpu_ops_src 120 bench/gpu_ops.cu &&
     sa_link build_bench_gpu_ops "$SA/bench-gpu-ops" "${lib_obj[@]}" "$(obj_of bench/gpu_ops.cu)" ||
     rm -f "$SA/bench-gpu-ops"
-  # the training step: the model, ZeRO-3 and the communicators on top of the library, only files
-  # that need no cJSON, MPI or HDF5; NCCL's communicator, or a stub when there is no NCCL
-  local step_src=(models/minimax.c models/layout.c models/generate.c models/weights_init.c
-    models/plan.c train/zero.c train/sharded.c train/comm_self.c bench/gpu_step.c)
+  # the host side of the step, the NCCL test and minimax-generate: every non-main source of
+  # models/, train/ and data/ that includes neither mpi.h nor hdf5.h (directly or through the
+  # project's headers; cJSON's and PCRE2's only when found), the stubs for MPI (train/comm.h's
+  # mt_comm_mpi_init, never called here) and, without NCCL, for NCCL's communicator (--comm
+  # nccl refuses), and with NCCL train/*.cu: one archive, from which the linker takes what each
+  # binary needs
+  local host_src=() drop=X
+  [ "$HAVE_CJSON" = 1 ] || drop="${drop}J"
+  [ "$HAVE_PCRE2" = 1 ] || drop="${drop}P"
+  for f in models/*.c train/*.c data/*.c; do
+    case $f in *_main.c) continue ;; esac
+    header_needs "$f"
+    [[ $NEEDS =~ [$drop] ]] || host_src+=("$f")
+  done
+  printf '%s\n' '#include "autograd/check.h"' '#include "train/comm.h"' \
+    'mt_comm *mt_comm_mpi_init(int *c, char ***v) { (void)c, (void)v;' \
+    '  MT_DIE("no MPI in the standalone build: only single-process runs here"); }' \
+    'void mt_comm_finalize(mt_comm *c) { (void)c; }' > "$SA/no_mpi.c.new"
+  cmp -s "$SA/no_mpi.c.new" "$SA/no_mpi.c" || mv -f "$SA/no_mpi.c.new" "$SA/no_mpi.c"
+  host_src+=("${SA#"$ROOT"/}/no_mpi.c")
   if [ "${HAVE_NCCL:-0}" = 1 ]; then
-    step_src+=(train/*.cu)
+    host_src+=(train/*.cu)
   else
     printf '%s\n' '#include "train/comm.h"' \
       'mt_comm *mt_comm_nccl_init(mt_comm *h, double t) { (void)h, (void)t; return NULL; }' \
       'void mt_comm_nccl_free(mt_comm *c) { (void)c; }' > "$SA/nccl_none.c.new"
     cmp -s "$SA/nccl_none.c.new" "$SA/nccl_none.c" || mv -f "$SA/nccl_none.c.new" "$SA/nccl_none.c"
-    step_src+=("$SA/nccl_none.c")
+    host_src+=("${SA#"$ROOT"/}/nccl_none.c")
   fi
-  local step_obj=()
-  for f in "${step_src[@]}"; do step_obj+=("$(obj_of "${f#"$ROOT"/}")"); done
-  # shellcheck disable=SC2086 # nccl_link is a flag list
-  sa_compile build_bench_gpu_step_src 120 "${step_src[@]#"$ROOT"/}" &&
-    sa_link build_bench_gpu_step "$SA/bench-gpu-step" "${lib_obj[@]}" "${step_obj[@]}" $nccl_link ||
-    rm -f "$SA/bench-gpu-step"
+  local host_a=$SA/libmt_host.a
+  sa_compile build_host_lib_src 240 "${host_src[@]}" &&
+    sa_archive build_host_lib "$host_a" "${host_src[@]}" || rm -f "$host_a"
+  sa_main bench_gpu_step "$SA/bench-gpu-step" bench/gpu_step.c J # config.c, family_*.c
   if [ "${HAVE_NCCL:-0}" = 1 ]; then
-    printf '%s\n' '#include "autograd/check.h"' '#include "train/comm.h"' \
-      'mt_comm *mt_comm_mpi_init(int *c, char ***v) { (void)c, (void)v;' \
-      '  MT_DIE("no MPI in the standalone build: only gpu_nccl_np1 runs here"); }' \
-      'void mt_comm_finalize(mt_comm *c) { (void)c; }' > "$SA/no_mpi.c.new"
-    cmp -s "$SA/no_mpi.c.new" "$SA/no_mpi.c" || mv -f "$SA/no_mpi.c.new" "$SA/no_mpi.c"
-    # shellcheck disable=SC2046,SC2086 # object names have no spaces; nccl_link is a flag list
-    sa_compile build_test_dist_nccl_src 120 tests/dist_nccl.c train/comm_self.c train/zero.c \
-      "${SA#"$ROOT"/}/no_mpi.c" train/*.cu &&
-      sa_link build_test_dist_nccl "$SA/tests/test_dist_nccl" "${lib_obj[@]}" \
-        "$(obj_of tests/dist_nccl.c)" "$(obj_of train/comm_self.c)" "$(obj_of train/zero.c)" \
-        "$(obj_of "${SA#"$ROOT"/}/no_mpi.c")" $(for f in train/*.cu; do obj_of "$f"; done) $nccl_link ||
-      rm -f "$SA/tests/test_dist_nccl"
+    sa_main test_dist_nccl "$SA/tests/test_dist_nccl" tests/dist_nccl.c ""
   fi
+  sa_main minimax_generate "$SA/minimax-generate" models/minimax_generate_main.c JP # the tokenizer
 }
 
 HAVE_NCCL=0
@@ -486,7 +643,6 @@ for c in $(cases_of "$OPTIM" gpu_optim); do
   step "$c" 60 "$TESTS_LOG" "$OPTIM" "${SYNC[@]}" "$OPTIM" "$c"
 done
 # generation on the device (tests/gpu_generate.sh): --backend cuda equals the CPU token for token
-# (cmake mode: the standalone build makes no minimax-generate)
 step gpu_generate 120 "$TESTS_LOG" "$B/minimax-generate" "${SYNC[@]}" bash tests/gpu_generate.sh \
   "$B/minimax-generate" "$B/minimax-generate"
 TINY="--hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 --ffn 64 --vocab 256 --seq 48 --block 16 --steps 2 --warmup 1"
@@ -522,7 +678,8 @@ step bench_gpu_ops 150 "$BENCH_LOG" "$BENCH_OPS" "$BENCH_OPS" all "$REPS"
 # the full training step of a MiniMax-Text-01-shaped model (bench/gpu_step.c): 1.66 B
 # parameters, drawn on the host first (about half of each run's time)
 # shellcheck disable=SC2086 # MT_GPU_CHECK_STEP_ARGS is a flag list
-step step_bf16_profile 120 "$BENCH_LOG" "$STEP" "$STEP" --dtype bf16 --comm "$COMM" --profile 1 ${MT_GPU_CHECK_STEP_ARGS:-}
+step step_bf16_profile 120 "$BENCH_LOG" "$STEP" "$STEP" --dtype bf16 --comm "$COMM" --profile 1 \
+  --decode 32 --decode-batch 8 ${MT_GPU_CHECK_STEP_ARGS:-}
 # shellcheck disable=SC2086
 step step_fp32 100 "$BENCH_LOG" "$STEP" "$STEP" --dtype fp32 --comm "$COMM" ${MT_GPU_CHECK_STEP_ARGS:-}
 
@@ -548,15 +705,29 @@ sanitize() {
   # allocation probe) is no memory error
   QUIET=1 run_step "$name" 60 "$TESTS_LOG" env MT_CUDA_SYNC=1 MT_GPU_COMPARE_ONLY="$3" \
     "$SAN" --tool "$tool" --error-exitcode 99 --print-limit 50 --report-api-errors no "$OPS" "$c"
-  n=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$WORK/$name.log" | tail -1)
-  why="compute-sanitizer --tool $tool: ${n:-no} ERROR SUMMARY"
+  # memcheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: H hazards
+  # displayed (E errors, W warnings)": N or E is the error count
+  local sum="ERROR SUMMARY" h="" r
+  if [ "$tool" = racecheck ]; then
+    sum="RACECHECK SUMMARY"
+    r=$(grep -E 'RACECHECK SUMMARY: [0-9]+ hazards? displayed \([0-9]+ errors?' "$WORK/$name.log" | tail -1)
+    n=$(sed -n 's/.*(\([0-9]*\) error.*/\1/p' <<< "$r")
+    if [ -n "$r" ]; then
+      h="; $(sed -n 's/.*SUMMARY: \([0-9]*\) hazard.*/\1/p' <<< "$r") hazards"
+      h="$h, $(sed -n 's/.*, \([0-9]*\) warning.*/\1/p' <<< "$r") warnings"
+    fi
+  else
+    n=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$WORK/$name.log" | tail -1)
+  fi
+  why="compute-sanitizer --tool $tool: ${n:-no} $sum"
   case ${RC[$name]}:${n:-none} in
     notrun:*) ;;
-    0:0) line pass "$name" "0 errors ($tool) in ${T[$name]} s" ;;
+    0:0) line pass "$name" "0 errors ($tool$h) in ${T[$name]} s" ;;
     77:*) line skip "$name" "$(first_reason "$WORK/$name.log")" ;;
     124:* | 137:*) line TIMEOUT "$name" "killed at its cap after ${T[$name]} s; $why" ;;
-    *:none) line FAIL "$name" "exit ${RC[$name]}, no ERROR SUMMARY (the sanitizer did not run to the end): $(first_reason "$WORK/$name.log")" ;;
-    *) line FAIL "$name" "$n errors ($tool), exit ${RC[$name]}: $(grep -m1 -E '=+ (Error|ERROR|Race|Invalid)|FAIL' "$WORK/$name.log" | cut -c1-200)" ;;
+    *:none) line FAIL "$name" "exit ${RC[$name]}, no $sum (the sanitizer did not run to the end): $(first_reason "$WORK/$name.log")" ;;
+    *:0) line FAIL "$name" "0 errors ($tool$h) but the case failed, exit ${RC[$name]}: $(first_reason "$WORK/$name.log")" ;;
+    *) line FAIL "$name" "$n errors ($tool$h), exit ${RC[$name]}: $(grep -m1 -E '=+ (Error|ERROR|Race|Invalid)|FAIL' "$WORK/$name.log" | cut -c1-200)" ;;
   esac
 }
 ATT='D=(64|128) T=70 seg$'        # both head dims, two query tiles, packed segments

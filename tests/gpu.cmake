@@ -130,9 +130,12 @@ if(CMAKE_CXX_COMPILER)
     --offload 1 --gather-dtype bf16 ${mt_step_tiny})
   # ZeRO's collectives as device copies (--comm self, mt_comm_self_device) instead of NCCL: the
   # single-GPU step where NCCL is missing or fails (launch/gpu-check.sh); bf16 gathers, so the
-  # one-rank slots are not aliased to the shards and the all-gathers really copy
+  # one-rank slots are not aliased to the shards and the all-gathers really copy; then the
+  # decode benchmark through those gathers (--decode, launch/gpu-check.sh's RESULT decode)
   add_test(NAME op_cuda_emu_step_comm_self COMMAND bench_gpu_step_emu --dtype bf16 --comm self
-    --gather-dtype bf16 ${mt_step_tiny})
+    --gather-dtype bf16 ${mt_step_tiny} --decode 3 --decode-batch 2)
+  set_tests_properties(op_cuda_emu_step_comm_self PROPERTIES
+    PASS_REGULAR_EXPRESSION "RESULT decode B=1: .*RESULT decode B=2: .*RESULT check bf16: pass")
   set_tests_properties(op_cuda_emu_step op_cuda_emu_step_bf16 op_cuda_emu_step_bf16_d64
     op_cuda_emu_step_recompute op_cuda_emu_step_offload op_cuda_emu_step_offload_bf16g
     op_cuda_emu_step_comm_self PROPERTIES

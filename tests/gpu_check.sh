@@ -9,7 +9,8 @@
 #  2. MT_GPU_CHECK_ONLY: only the steps it matches;
 #  3. MT_GPU_CHECK_BUDGET=0: every step "notrun" with the command that reruns it;
 #  4. fake binaries: a failing case is a FAIL line and exit 1, a missing binary "notrun", and a
-#     SIGTERM while a case hangs leaves an INTERRUPTED line and the total, and ends the case.
+#     SIGTERM while a case hangs leaves an INTERRUPTED line and the total, and ends the case;
+#  5. a fake compute-sanitizer: racecheck's RACECHECK SUMMARY and memcheck's ERROR SUMMARY read.
 set -u
 build=$1
 shift
@@ -118,6 +119,43 @@ check "SIGTERM: the INTERRUPTED line names the running case" grep -qE '^INTERRUP
 check "SIGTERM: the total is still written" grep -qE '^info +total: .*1 FAIL.*interrupted' <(tail -1 "$s")
 check "SIGTERM: the hung case was ended" bash -c "sleep 0.5; ! kill -0 $(cat "$FAKE_PID" 2> /dev/null || echo 999999) 2> /dev/null"
 check "SIGTERM: still only the four files" only_files "$tmp/fake_run/out"
+
+# 5. compute-sanitizer's summaries (a fake one on PATH, fake cases that pass): racecheck passes on
+# "RACECHECK SUMMARY: ... (0 errors, ...)" and fails naming its error count; memcheck passes on
+# "ERROR SUMMARY: 0 errors" and fails without one
+san=$tmp/san
+mkdir -p "$san/b/tests" "$san/bin" "$san/out" "$san/work"
+cat > "$san/b/tests/test_gpu_ops" << 'EOF'
+#!/bin/sh
+[ $# = 1 ] || { echo "usage: test_gpu_ops CASE   (cases: gpu_attention_bf16 gpu_lightning_bf16 gpu_moe_experts_bf16)" >&2; exit 2; }
+echo "PASSED $1"
+EOF
+cat > "$san/bin/compute-sanitizer" << 'EOF'
+#!/bin/sh
+tool=$2
+shift 8 # --tool T --error-exitcode 99 --print-limit 50 --report-api-errors no
+"$@" || exit
+case $tool:$2 in
+  racecheck:gpu_attention_bf16) echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" ;;
+  racecheck:*) echo "========= Error: Race reported between Write access at k+0x10"
+    echo "========= RACECHECK SUMMARY: 3 hazards displayed (2 errors, 1 warning)"; exit 99 ;;
+  memcheck:gpu_moe_experts_bf16) ;;
+  *) echo "========= ERROR SUMMARY: 0 errors" ;;
+esac
+EOF
+chmod +x "$san/b/tests/test_gpu_ops" "$san/bin/compute-sanitizer"
+PATH=$san/bin:$PATH CUDA_VISIBLE_DEVICES=-1 OUT=$san/out MT_GPU_CHECK_TMP=$san/work \
+  MT_GPU_CHECK_BUILD_DIR=$san/b MT_GPU_CHECK_ONLY='^sanitize_' bash "$src/launch/gpu-check.sh" \
+  > "$san/stdout" 2>&1
+rc=$? ss=$san/out/summary.txt
+check "sanitizers: exit 1 with a failed one ($rc)" [ "$rc" = 1 ]
+check "racecheck: 0 errors in its RACECHECK SUMMARY passes" \
+  grep -qE '^pass +sanitize_racecheck_gpu_attention_bf16: 0 errors \(racecheck; 0 hazards, 0 warnings\)' "$ss"
+check "racecheck: errors in its RACECHECK SUMMARY fail, counted" \
+  grep -qE '^FAIL +sanitize_racecheck_gpu_lightning_bf16: 2 errors \(racecheck; 3 hazards, 1 warnings\), exit 99: =+ Error: Race' "$ss"
+check "memcheck: ERROR SUMMARY: 0 errors passes" grep -qE '^pass +sanitize_memcheck_gpu_attention_bf16: 0 errors' "$ss"
+check "memcheck: no ERROR SUMMARY fails" \
+  grep -qE '^FAIL +sanitize_memcheck_gpu_moe_experts_bf16: exit 0, no ERROR SUMMARY' "$ss"
 
 if [ "$fails" != 0 ]; then
   echo "--- summary.txt of the default run:"
