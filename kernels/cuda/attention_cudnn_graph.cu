@@ -20,8 +20,8 @@
  *             dS = scale P (dP - softmax_sum); dK = dS^T Q (group sum); dQ = dS K, in fp32
  *             (dq_accum) then rounded to bf16.
  *
- * Nothing here has run: this machine has no GPU. docs/cuda.md ("cuDNN attention") lists what
- * the first run on a GPU must confirm. */
+ * Ran on an H200 with cuDNN 9.14.0: every graph kind gets a plan and matches the CPU under the
+ * bf16 rule (docs/cuda.md, "cuDNN attention"). */
 #include <stdio.h>
 #include <string.h>
 

@@ -4,7 +4,7 @@
  * The probe treats ANY error of cudaGetDeviceCount as "no GPU": on a machine without a driver
  * it returns cudaErrorInsufficientDriver, not cudaErrorNoDevice (docs/cuda.md). It uses the
  * current device (0 unless the caller chose another with cudaSetDevice before the first call).
- * Unverified on hardware so far: see docs/cuda.md. */
+ * Checked on an H200 through every gpu_* case: docs/cuda.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
