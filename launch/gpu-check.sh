@@ -15,7 +15,7 @@
 # with a third of its cap and 10 s left, else its line says "notrun" and how to rerun it.
 #
 # Order: builds (separate chains: the library, the op test, the optimizer test, bench-gpu-ops,
-# the host archive of models/, train/ and data/, the step binary, the NCCL test,
+# the host archive of models/, train/, data/ and jinja/, the step binary, the NCCL test,
 # minimax-generate), gpu_nccl_np1 (NCCL_DEBUG=WARN, NCCL_SOCKET_IFNAME=lo), the bf16 /
 # fused-kernel / cuDNN cases, gpu_optim, gpu_generate, the training-step checks (bf16 with
 # MT_CUDA_SYNC=1 and without), the remaining op cases, bench-gpu-ops, the bf16 step with
@@ -485,7 +485,7 @@ standalone_build() {
   # another cJSON or PCRE2 (the system's or build-gpu-deps/'s, or none): the C sources of models/,
   # train/, data/ and the binaries on them are rebuilt
   if [ "$(cat "$SA/flags_deps" 2> /dev/null)" != "$DEP_CFLAGS | $deps_link" ]; then
-    rm -f "$SA"/obj/models_*.c.o "$SA"/obj/train_*.c.o "$SA"/obj/data_*.c.o \
+    rm -f "$SA"/obj/models_*.c.o "$SA"/obj/train_*.c.o "$SA"/obj/data_*.c.o "$SA"/obj/jinja_*.c.o \
       "$SA/obj/bench_gpu_step.c.o" "$SA/libmt_host.a" "$SA/bench-gpu-step" \
       "$SA/tests/test_dist_nccl" "$SA/minimax-generate"
     echo "$DEP_CFLAGS | $deps_link" > "$SA/flags_deps"
@@ -525,7 +525,7 @@ EOF
     sa_link build_bench_gpu_ops "$SA/bench-gpu-ops" "${lib_obj[@]}" "$(obj_of bench/gpu_ops.cu)" ||
     rm -f "$SA/bench-gpu-ops"
   # the host side of the step, the NCCL test and minimax-generate: every non-main source of
-  # models/, train/ and data/ that includes neither mpi.h nor hdf5.h (directly or through the
+  # models/, train/, data/, jinja/ that includes neither mpi.h nor hdf5.h (directly or through the
   # project's headers; cJSON's and PCRE2's only when found), the stubs for MPI (train/comm.h's
   # mt_comm_mpi_init, never called here) and, without NCCL, for NCCL's communicator (--comm
   # nccl refuses), and with NCCL train/*.cu: one archive, from which the linker takes what each
@@ -533,7 +533,7 @@ EOF
   local host_src=() drop=X
   [ "$HAVE_CJSON" = 1 ] || drop="${drop}J"
   [ "$HAVE_PCRE2" = 1 ] || drop="${drop}P"
-  for f in models/*.c train/*.c data/*.c; do
+  for f in models/*.c train/*.c data/*.c jinja/*.c; do
     case $f in *_main.c) continue ;; esac
     header_needs "$f"
     [[ $NEEDS =~ [$drop] ]] || host_src+=("$f")

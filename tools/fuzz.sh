@@ -3,7 +3,7 @@
 # over its seeds and mutations of them.
 #   bash tools/fuzz.sh            60 s of fuzzing per target, the corpus kept in build-fuzz/
 #   bash tools/fuzz.sh 600 [T..]  10 minutes per target (or only targets T: toml, safetensors,
-#                                 config, tokenizer_json, encode, sample, jsonl)
+#                                 config, tokenizer_json, encode, sample, jsonl, jinja)
 #   bash tools/fuzz.sh --runs N   N mutations per target from the seeds alone, with a fixed
 #                                 random seed (CI: a short regression run, not a search)
 # A crash, leak, sanitizer report or hang stops with the target's name and the input that did
@@ -23,7 +23,7 @@ elif [ -n "${1:-}" ]; then
   shift
 fi
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(toml safetensors config tokenizer_json encode sample jsonl)
+[ ${#targets[@]} -gt 0 ] || targets=(toml safetensors config tokenizer_json encode sample jsonl jinja)
 mkdir -p build-fuzz
 log=build-fuzz/build.log
 cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang > "$log" 2>&1 ||
@@ -39,6 +39,7 @@ declare -A corpus=(
   [encode]="$seeds/text"
   [sample]="$seeds/text"
   [jsonl]="$seeds/jsonl"
+  [jinja]="$seeds/jinja"
 )
 for t in "${targets[@]}"; do
   [ -n "${corpus[$t]:-}" ] || { echo "fuzz.sh: no target '$t'"; exit 2; }
