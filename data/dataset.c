@@ -1,13 +1,14 @@
 /* dataset.c: records of a jsonl file or a JSON array, the format table, auto detection. */
 #include "data/dataset.h"
 
-#include <cjson/cJSON.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "autograd/check.h"
 #include "data/data_io.h"
+#include "data/chat.h"
 #include "data/dataset_internal.h"
 
 static const char *const format_names[MT_FORMAT_COUNT] = {"auto", "gsm8k", "messages", "sharegpt",
@@ -31,34 +32,9 @@ static bool is_blank(const char *s, size_t n) {
     return true;
 }
 
-const char *mt_json_text_field(const cJSON *obj, const char *name, const char *path,
-                               int64_t line_no, char *err) {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(obj, name);
-    if (!f) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: missing field \"%s\"", path, (long long)line_no, name);
-        return NULL;
-    }
-    if (!cJSON_IsString(f)) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: field \"%s\" is not a string", path, (long long)line_no,
-                 name);
-        return NULL;
-    }
-    size_t n = strlen(f->valuestring), bad;
-    if (!mt_utf8_valid(f->valuestring, n, &bad)) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: field \"%s\" is not valid UTF-8 (byte %zu)", path,
-                 (long long)line_no, name, bad);
-        return NULL;
-    }
-    if (is_blank(f->valuestring, n)) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: empty %s", path, (long long)line_no, name);
-        return NULL;
-    }
-    return f->valuestring;
-}
-
 /* Offset of the first NUL character of s[0, n): a NUL byte, or a \u0000 escape inside a
- * string (cJSON decodes it into the C string, which then ends there: the text would be cut);
- * n when there is none. */
+ * string (refused: C strings downstream, the tokenizer's among them, would end there and cut
+ * the text); n when there is none. */
 static size_t first_nul(const char *s, size_t n) {
     bool in_string = false;
     for (size_t i = 0; i < n; i++) {
@@ -92,146 +68,139 @@ static bool record_bytes_ok(const char *path, int64_t line_no, const char *s, si
     return true;
 }
 
-cJSON *mt_json_record_parse(const char *path, int64_t line_no, const char *line, size_t len,
-                            size_t *used, char *err) {
-    /* a jsonl line is checked first (its column numbers are the line's); an array element
-     * once its extent is known */
-    if (!used && !record_bytes_ok(path, line_no, line, len, err)) return NULL;
-    const char *end = NULL;
-    cJSON *obj = cJSON_ParseWithLengthOpts(line, len, &end, false);
-    if (!obj) {
-        size_t col = end && end >= line ? (size_t)(end - line) + 1 : 1;
-        snprintf(err, MT_ERR_LEN, "%s:%lld: malformed JSON at column %zu", path, (long long)line_no,
-                 col);
-        return NULL;
+/* A record's value: the byte checks, then the JSON (json.loads' values; a key twice refused).
+ * With used != NULL the record may be followed by more text (a JSON array's next element):
+ * *used gets the bytes it took (0: the array itself is broken). */
+static int record_value(jinja_heap *h, const char *path, int64_t line_no, const char *s, size_t n,
+                        size_t *used, jinja_value *out, char *err) {
+    if (!used && !record_bytes_ok(path, line_no, s, n, err)) return -1;
+    char why[256];
+    size_t took = n;
+    int rc = used ? jinja_json_parse_prefix(h, s, n, out, &took, why, sizeof(why))
+                  : jinja_json_parse(h, s, n, out, why, sizeof(why));
+    if (used) *used = rc == 0 ? took : 0;
+    if (rc != 0) {
+        snprintf(err, MT_ERR_LEN, "%s:%lld: malformed JSON: %s", path, (long long)line_no, why);
+        return -1;
     }
-    if (used) {
-        *used = (size_t)(end - line);
-        if (!record_bytes_ok(path, line_no, line, *used, err)) {
-            cJSON_Delete(obj);
-            return NULL;
-        }
-    } else if (!is_blank(end, len - (size_t)(end - line))) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: malformed JSON: extra text at column %zu", path,
-                 (long long)line_no, (size_t)(end - line) + 1);
-        cJSON_Delete(obj);
-        return NULL;
-    }
-    if (!cJSON_IsObject(obj)) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: not a JSON object", path, (long long)line_no);
-        cJSON_Delete(obj);
-        return NULL;
-    }
-    char key_path[256];
-    if (mt_json_duplicate_key(obj, NULL, key_path, sizeof(key_path))) {
-        snprintf(err, MT_ERR_LEN,
-                 "%s:%lld: key \"%.200s\" appears twice (readers disagree on which one counts)",
-                 path, (long long)line_no, key_path);
-        cJSON_Delete(obj);
-        return NULL;
-    }
-    return obj;
+    if (used && !record_bytes_ok(path, line_no, s, took, err)) return -1;
+    return 0;
 }
 
 /* ---- the conversation set ---- */
 
 void mt_conv_set_free(mt_conv_set *s) {
-    for (int64_t i = 0; i < s->n_msgs; i++) free((char *)s->msgs[i].text);
-    free(s->msgs);
-    free(s->first);
+    for (int64_t i = 0; i < s->n; i++) free(s->json[i]);
+    free(s->json);
+    free(s->json_len);
     free(s->line);
     *s = (mt_conv_set){0};
 }
 
-void mt_conv_add_msg(mt_conv_build *b, mt_chat_role role, const char *text, size_t len) {
-    mt_conv_set *s = b->set;
-    if (s->n_msgs == b->cap_msgs) {
-        b->cap_msgs = b->cap_msgs ? 2 * b->cap_msgs : 1024;
-        s->msgs = realloc(s->msgs, sizeof(mt_chat_msg) * (size_t)b->cap_msgs);
-        MT_CHECK(s->msgs, "out of memory reading %lld messages", (long long)b->cap_msgs);
-    }
-    char *t = mt_malloc(len + 1, "message text");
-    memcpy(t, text, len);
-    t[len] = 0;
-    s->msgs[s->n_msgs++] = (mt_chat_msg){role, t, len};
+int mt_rec_fail(const mt_rec_ctx *r, const char *fmt, ...) {
+    int k = snprintf(r->err, MT_ERR_LEN, "%s:%lld: ", r->path, (long long)r->line);
+    va_list ap;
+    va_start(ap, fmt);
+    if (k >= 0 && k < MT_ERR_LEN) vsnprintf(r->err + k, MT_ERR_LEN - (size_t)k, fmt, ap);
+    va_end(ap);
+    return -1;
 }
 
-/* Drops the messages of a record that turned out bad. */
-static void conv_rollback(mt_conv_set *s, int64_t n_msgs) {
-    while (s->n_msgs > n_msgs) free((char *)s->msgs[--s->n_msgs].text);
-}
+typedef struct {
+    mt_conv_set *set;
+    int64_t cap;
+    jinja_heap *h; /* one record's values, reset per record */
+} conv_build;
 
-static void conv_commit(mt_conv_build *b, int64_t line_no) {
+static void conv_add(conv_build *b, const char *json, size_t len, int64_t line_no) {
     mt_conv_set *s = b->set;
-    if (s->n + 1 >= b->cap_conv) {
-        b->cap_conv = b->cap_conv ? 2 * b->cap_conv : 1024;
-        s->first = realloc(s->first, sizeof(int64_t) * (size_t)(b->cap_conv + 1));
-        s->line = realloc(s->line, sizeof(int64_t) * (size_t)b->cap_conv);
-        MT_CHECK(s->first && s->line, "out of memory reading %lld records", (long long)b->cap_conv);
+    if (s->n == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 1024;
+        s->json = realloc(s->json, sizeof(char *) * (size_t)b->cap);
+        s->json_len = realloc(s->json_len, sizeof(size_t) * (size_t)b->cap);
+        s->line = realloc(s->line, sizeof(int64_t) * (size_t)b->cap);
+        MT_CHECK(s->json && s->json_len && s->line, "out of memory reading %lld records",
+                 (long long)b->cap);
     }
-    s->line[s->n] = line_no;
-    s->first[++s->n] = s->n_msgs;
+    char *t = mt_malloc(len + 1, "conversation");
+    memcpy(t, json, len + 1);
+    s->json[s->n] = t;
+    s->json_len[s->n] = len;
+    s->line[s->n++] = line_no;
 }
 
 /* "question", "answer" (at most ~40 keys listed) for error messages. */
-static void record_keys(const cJSON *obj, char *out, size_t n) {
+static void record_keys(jinja_value obj, char *out, size_t n) {
     out[0] = 0;
     size_t at = 0;
-    int k = 0;
-    for (const cJSON *c = obj->child; c && at + 1 < n; c = c->next, k++)
-        at += (size_t)snprintf(out + at, n - at, "%s\"%.40s\"", k ? ", " : "", c->string);
-    if (!k) snprintf(out, n, "none");
+    for (int64_t k = 0; k < obj.u.dict->n && at + 1 < n; k++) {
+        jinja_value key = obj.u.dict->keys[k];
+        at += (size_t)snprintf(out + at, n - at, "%s\"%.*s\"", k ? ", " : "",
+                               (int)(key.u.s.len > 40 ? 40 : key.u.s.len), key.u.s.p);
+    }
+    if (!obj.u.dict->n) snprintf(out, n, "none");
 }
 
 /* The format whose required keys obj has, or MT_FORMAT_AUTO when none fits. */
-static mt_data_format format_detect(const cJSON *obj) {
+static mt_data_format format_detect(jinja_value obj) {
     for (int f = MT_FORMAT_GSM8K; f < MT_FORMAT_COUNT; f++)
         if (mt_format_readers[f].fits(obj)) return (mt_data_format)f;
     return MT_FORMAT_AUTO;
 }
 
-/* One record: detect (first record under auto), check the keys, read the conversation. */
-static int record_read(mt_conv_build *b, const cJSON *obj, const char *path, int64_t line_no,
+/* One record: detect (first record under auto), read the conversation, check it as the
+ * template will see it, keep it as compact JSON. */
+static int record_read(conv_build *b, jinja_value obj, const char *path, int64_t line_no,
                        char *err) {
     mt_conv_set *s = b->set;
     char keys[300];
+    mt_rec_ctx r = {path, line_no, err};
+    if (obj.type != JINJA_DICT) return mt_rec_fail(&r, "not a JSON object");
     if (s->format == MT_FORMAT_AUTO) {
         mt_data_format f = format_detect(obj);
         if (f == MT_FORMAT_AUTO) {
             record_keys(obj, keys, sizeof(keys));
-            snprintf(err, MT_ERR_LEN,
-                     "%s:%lld: data.format auto: the record fits no format (keys: %s; gsm8k "
-                     "needs question+answer, messages messages, sharegpt conversations, alpaca "
-                     "instruction+output)",
-                     path, (long long)line_no, keys);
-            return -1;
+            return mt_rec_fail(&r,
+                               "data.format auto: the record fits no format (keys: %s; gsm8k "
+                               "needs question+answer, messages messages, sharegpt "
+                               "conversations, alpaca instruction+output)",
+                               keys);
         }
         s->format = f;
         fprintf(stderr, "data: %s: format %s (auto, from the keys of line %lld)\n", path,
                 mt_data_format_name(f), (long long)line_no);
     }
-    const mt_format_reader *r = &mt_format_readers[s->format];
-    const int64_t n0 = s->n_msgs;
-    if (r->read(b, obj, path, line_no, err) != 0) {
-        conv_rollback(s, n0);
-        if (!r->fits(obj)) { /* the reader named the missing key; add what the record has */
+    const mt_format_reader *fr = &mt_format_readers[s->format];
+    jinja_value conv;
+    if (fr->read(b->h, obj, &conv, &r) != 0) {
+        if (!fr->fits(obj)) { /* the reader named the missing key; add what the record has */
             record_keys(obj, keys, sizeof(keys));
             const size_t at = strlen(err);
-            snprintf(err + at, MT_ERR_LEN - at, " (a %s record needs %s; this one has %s)", r->name,
-                     r->needs, keys);
+            snprintf(err + at, MT_ERR_LEN - at, " (a %s record needs %s; this one has %s)",
+                     fr->name, fr->needs, keys);
         }
         return -1;
     }
-    bool assistant = false;
-    for (int64_t i = n0; i < s->n_msgs; i++) assistant |= s->msgs[i].role == MT_CHAT_ASSISTANT;
-    if (!assistant) {
-        conv_rollback(s, n0);
-        snprintf(err, MT_ERR_LEN, "%s:%lld: no assistant message: nothing to train on", path,
-                 (long long)line_no);
-        return -1;
+    /* what the template will see: the normalisation of data/chat.h must go through */
+    jinja_buf js = {0};
+    char why[MT_ERR_LEN - 64];
+    jinja_json_opts o = {.indent = -1, .item_sep = ",", .key_sep = ":"};
+    if (jinja_json_dump(conv, &o, &js, why, sizeof(why)) != 0) {
+        jinja_buf_free(&js);
+        return mt_rec_fail(&r, "%s", why);
     }
-    conv_commit(b, line_no);
-    return 0;
+    mt_chat_conv c;
+    int rc = mt_chat_conv_parse(b->h, js.p, js.len, false, &c, why, sizeof(why));
+    bool assistant = false;
+    for (int i = 0; rc == 0 && i < mt_chat_conv_len(&c); i++)
+        assistant |= !strcmp(mt_chat_conv_role(&c, i), "assistant");
+    if (rc != 0)
+        mt_rec_fail(&r, "%s", why);
+    else if (!assistant)
+        rc = mt_rec_fail(&r, "no assistant message: nothing to train on");
+    if (rc == 0) conv_add(b, js.p, js.len, line_no);
+    jinja_buf_free(&js);
+    return rc;
 }
 
 /* A record that failed with line_err: an error, or counted under skip_bad. */
@@ -244,8 +213,8 @@ static bool record_failed(mt_conv_set *s, bool skip_bad, const char *line_err, c
     return true;
 }
 
-static int read_jsonl(mt_conv_build *b, const char *path, const char *text, size_t len,
-                      bool skip_bad, char *err) {
+static int read_jsonl(conv_build *b, const char *path, const char *text, size_t len, bool skip_bad,
+                      char *err) {
     int64_t line_no = 0;
     size_t pos = 0;
     while (pos < len) {
@@ -259,9 +228,10 @@ static int read_jsonl(mt_conv_build *b, const char *path, const char *text, size
         if (is_blank(line, n)) continue;
         b->set->n_lines++;
         char line_err[MT_ERR_LEN];
-        cJSON *obj = mt_json_record_parse(path, line_no, line, n, NULL, line_err);
-        int rc = obj ? record_read(b, obj, path, line_no, line_err) : -1;
-        cJSON_Delete(obj);
+        jinja_heap_reset(b->h);
+        jinja_value obj;
+        int rc = record_value(b->h, path, line_no, line, n, NULL, &obj, line_err);
+        if (rc == 0) rc = record_read(b, obj, path, line_no, line_err);
         if (rc != 0 && !record_failed(b->set, skip_bad, line_err, err)) return -1;
     }
     return 0;
@@ -269,8 +239,8 @@ static int read_jsonl(mt_conv_build *b, const char *path, const char *text, size
 
 /* A JSON array of records, each parsed on its own so that errors name its line. A malformed
  * array (no ',' or ']' after an element) ends the read whatever skip_bad says. */
-static int read_array(mt_conv_build *b, const char *path, const char *text, size_t len,
-                      bool skip_bad, char *err) {
+static int read_array(conv_build *b, const char *path, const char *text, size_t len, bool skip_bad,
+                      char *err) {
     int64_t line_no = 1;
     size_t pos = 0, counted = 0;
     bool first = true;
@@ -286,14 +256,15 @@ static int read_array(mt_conv_build *b, const char *path, const char *text, size
         if (pos < len && text[pos] == ']' && first) break;
         size_t used = 0;
         char line_err[MT_ERR_LEN];
-        cJSON *obj = mt_json_record_parse(path, line_no, text + pos, len - pos, &used, line_err);
-        if (!obj && used == 0) { /* the array itself is broken: nothing to resume from */
+        jinja_heap_reset(b->h);
+        jinja_value obj;
+        int rc = record_value(b->h, path, line_no, text + pos, len - pos, &used, &obj, line_err);
+        if (rc != 0 && used == 0) { /* the array itself is broken: nothing to resume from */
             memcpy(err, line_err, MT_ERR_LEN);
             return -1;
         }
         b->set->n_lines++;
-        int rc = obj ? record_read(b, obj, path, line_no, line_err) : -1;
-        cJSON_Delete(obj);
+        if (rc == 0) rc = record_read(b, obj, path, line_no, line_err);
         if (rc != 0 && !record_failed(b->set, skip_bad, line_err, err)) return -1;
         pos += used;
         first = false;
@@ -335,14 +306,13 @@ int mt_conv_parse(const char *path, const char *text, size_t len, mt_data_format
     *out = (mt_conv_set){0};
     MT_CHECK(fmt >= 0 && fmt < MT_FORMAT_COUNT, "mt_conv_parse: format %d", (int)fmt);
     out->format = fmt;
-    out->first = mt_malloc(sizeof(int64_t), "conversations");
-    out->first[0] = 0;
-    mt_conv_build b = {.set = out, .cap_conv = 0};
+    conv_build b = {.set = out, .h = jinja_heap_new((size_t)256 << 20)};
     size_t lead = 0;
     while (lead < len && is_blank(text + lead, 1)) lead++;
     const bool array = lead < len && text[lead] == '[';
     int rc = array ? read_array(&b, path, text, len, skip_bad, err)
                    : read_jsonl(&b, path, text, len, skip_bad, err);
+    jinja_heap_free(b.h);
     if (rc != 0) mt_conv_set_free(out);
     return rc;
 }

@@ -1,251 +1,336 @@
 /* dataset_formats.c: one reader per dataset format (data/dataset.h), each turning one JSON
- * record into system / user / assistant messages. */
-#include <cjson/cJSON.h>
+ * record into a conversation {"messages", "tools"?, "documents"?} for the chat template. */
 #include <stdio.h>
 #include <string.h>
 
-#include "data/data_io.h"
 #include "data/dataset_internal.h"
 
-static bool has_key(const cJSON *obj, const char *k) {
-    return cJSON_GetObjectItemCaseSensitive(obj, k) != NULL;
-}
+static jinja_value *field(jinja_value obj, const char *k) { return jinja_dict_get_str(obj, k); }
+static bool has_key(jinja_value obj, const char *k) { return field(obj, k) != NULL; }
 
-static bool blank(const char *s) {
-    for (; *s; s++)
-        if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n') return false;
+static bool blank(jinja_value s) {
+    for (size_t i = 0; i < s.u.s.len; i++)
+        if (s.u.s.p[i] != ' ' && s.u.s.p[i] != '\t' && s.u.s.p[i] != '\r' && s.u.s.p[i] != '\n')
+            return false;
     return true;
 }
 
-/* Checks one message text (what: its place, "messages[1].content") and appends it: valid UTF-8,
- * and not blank unless it is a system message (an empty system turn renders as one). */
-static int add_text(mt_conv_build *b, mt_chat_role role, const char *text, size_t len,
-                    const char *what, const char *path, int64_t line_no, char *err) {
-    size_t bad;
-    if (!mt_utf8_valid(text, len, &bad)) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: %s is not valid UTF-8 (byte %zu)", path,
-                 (long long)line_no, what, bad);
-        return -1;
-    }
-    if (role != MT_CHAT_SYSTEM && blank(text)) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: %s is empty", path, (long long)line_no, what);
-        return -1;
-    }
-    mt_conv_add_msg(b, role, text, len);
-    return 0;
+static bool str_is(jinja_value v, const char *s) {
+    return v.type == JINJA_STR && v.u.s.len == strlen(s) && !memcmp(v.u.s.p, s, v.u.s.len);
 }
 
-/* An optional string field (alpaca's input and system, sharegpt's system): "" when absent or
- * null; NULL with err set when it is something else. */
-static const char *optional_string(const cJSON *obj, const char *name, const char *path,
-                                   int64_t line_no, char *err) {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(obj, name);
-    if (!f || cJSON_IsNull(f)) return "";
-    if (cJSON_IsString(f)) return f->valuestring;
-    snprintf(err, MT_ERR_LEN, "%s:%lld: field \"%s\" is not a string", path, (long long)line_no,
-             name);
+/* A required text field: present, a string, not blank. */
+static const jinja_value *text_field(jinja_value obj, const char *name, const mt_rec_ctx *r) {
+    jinja_value *f = field(obj, name);
+    if (!f) {
+        mt_rec_fail(r, "missing field \"%s\"", name);
+        return NULL;
+    }
+    if (f->type != JINJA_STR) {
+        mt_rec_fail(r, "field \"%s\" is not a string", name);
+        return NULL;
+    }
+    if (blank(*f)) {
+        mt_rec_fail(r, "empty %s", name);
+        return NULL;
+    }
+    return f;
+}
+
+/* An optional string field: "" when absent or null; NULL (err set) when something else. */
+static const char *optional_string(jinja_value obj, const char *name, const mt_rec_ctx *r) {
+    jinja_value *f = field(obj, name);
+    if (!f || f->type == JINJA_NONE) return "";
+    if (f->type == JINJA_STR) return f->u.s.p;
+    mt_rec_fail(r, "field \"%s\" is not a string", name);
     return NULL;
+}
+
+static jinja_value msg(jinja_heap *h, const char *role, jinja_value content) {
+    jinja_value m = jinja_dict_new(h);
+    jinja_dict_set_str(h, m, "role", jinja_cstr(h, role));
+    jinja_dict_set_str(h, m, "content", content);
+    return m;
+}
+
+static jinja_value conv_new(jinja_heap *h, jinja_value messages) {
+    jinja_value c = jinja_dict_new(h);
+    jinja_dict_set_str(h, c, "messages", messages);
+    return c;
 }
 
 /* ---- gsm8k: {"question", "answer"} ---- */
 
-static bool gsm8k_fits(const cJSON *o) { return has_key(o, "question") && has_key(o, "answer"); }
+static bool gsm8k_fits(jinja_value o) { return has_key(o, "question") && has_key(o, "answer"); }
 
-static int gsm8k_read(mt_conv_build *b, const cJSON *o, const char *path, int64_t line_no,
-                      char *err) {
-    const char *q = mt_json_text_field(o, "question", path, line_no, err);
-    const char *a = q ? mt_json_text_field(o, "answer", path, line_no, err) : NULL;
+static int gsm8k_read(jinja_heap *h, jinja_value o, jinja_value *conv, const mt_rec_ctx *r) {
+    const jinja_value *q = text_field(o, "question", r), *a = q ? text_field(o, "answer", r) : NULL;
     if (!a) return -1;
-    mt_conv_add_msg(b, MT_CHAT_USER, q, strlen(q));
-    mt_conv_add_msg(b, MT_CHAT_ASSISTANT, a, strlen(a));
+    jinja_value m = jinja_list_new(h);
+    jinja_list_push(h, m, msg(h, "user", *q));
+    jinja_list_push(h, m, msg(h, "assistant", *a));
+    *conv = conv_new(h, m);
     return 0;
 }
 
-/* ---- messages: {"messages": [{"role", "content"}]} ---- */
+/* ---- messages: OpenAI's chat format ---- */
 
-static bool messages_fits(const cJSON *o) { return has_key(o, "messages"); }
+static bool messages_fits(jinja_value o) { return has_key(o, "messages"); }
 
-/* content: a string, or a list of {"type": "text", "text"} parts. The template renders part 0
- * of a system or user message and every text part of an assistant message (joined), so a
- * system or user list of several parts (the rest would be dropped) is refused. */
-static int add_content(mt_conv_build *b, mt_chat_role role, const cJSON *c, const char *what,
-                       const char *path, int64_t line_no, char *err) {
-    if (cJSON_IsString(c))
-        return add_text(b, role, c->valuestring, strlen(c->valuestring), what, path, line_no, err);
-    if (!cJSON_IsArray(c)) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: %s must be a string or a list of text parts", path,
-                 (long long)line_no, what);
-        return -1;
-    }
-    const int n = cJSON_GetArraySize(c);
-    if (n == 0 || (role != MT_CHAT_ASSISTANT && n > 1)) {
-        snprintf(err, MT_ERR_LEN,
-                 "%s:%lld: %s has %d parts; a %s message takes %s (the chat template renders "
-                 "only the first)",
-                 path, (long long)line_no, what, n,
-                 role == MT_CHAT_ASSISTANT ? "assistant" : "system or user",
-                 role == MT_CHAT_ASSISTANT ? "at least one" : "exactly one");
-        return -1;
-    }
-    mt_strbuf joined = {0};
-    mt_strbuf_append(&joined, "", 0);
-    int k = 0, rc = 0;
-    for (const cJSON *p = c->child; p; p = p->next, k++) {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type");
-        const cJSON *text = cJSON_GetObjectItemCaseSensitive(p, "text");
-        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
-            snprintf(err, MT_ERR_LEN,
-                     "%s:%lld: %s[%d] is not a {\"type\": \"text\", \"text\": ...} part%s%.40s%s",
-                     path, (long long)line_no, what, k, cJSON_IsString(type) ? " (type \"" : "",
-                     cJSON_IsString(type) ? type->valuestring : "",
-                     cJSON_IsString(type) ? "\": only text is supported)" : "");
-            rc = -1;
-            break;
+/* content: a string, or a list of {"type": "text", "text"} parts. */
+static int check_content(jinja_value c, const char *what, const mt_rec_ctx *r) {
+    if (c.type == JINJA_STR) return 0;
+    if (c.type != JINJA_LIST)
+        return mt_rec_fail(r, "%s must be a string or a list of text parts", what);
+    for (int64_t k = 0; k < c.u.list->n; k++) {
+        jinja_value p = c.u.list->items[k];
+        jinja_value *type = p.type == JINJA_DICT ? field(p, "type") : NULL;
+        jinja_value *text = p.type == JINJA_DICT ? field(p, "text") : NULL;
+        if (!type || type->type != JINJA_STR || !text || text->type != JINJA_STR) {
+            if (type && type->type == JINJA_STR && !str_is(*type, "text"))
+                return mt_rec_fail(r, "%s[%lld] is a \"%.40s\" part: only text parts are supported",
+                                   what, (long long)k, type->u.s.p);
+            return mt_rec_fail(r, "%s[%lld] is not a {\"type\": \"text\", \"text\": ...} part",
+                               what, (long long)k);
         }
-        mt_strbuf_append(&joined, text->valuestring, strlen(text->valuestring));
-    }
-    if (rc == 0) rc = add_text(b, role, joined.p, joined.len, what, path, line_no, err);
-    mt_strbuf_free(&joined);
-    return rc;
-}
-
-static int messages_read(mt_conv_build *b, const cJSON *o, const char *path, int64_t line_no,
-                         char *err) {
-    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
-    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: \"messages\" must be a non-empty list", path,
-                 (long long)line_no);
-        return -1;
-    }
-    int i = 0;
-    for (const cJSON *m = msgs->child; m; m = m->next, i++) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-        mt_chat_role r;
-        if (!cJSON_IsString(role) || !content) {
-            snprintf(err, MT_ERR_LEN, "%s:%lld: messages[%d] needs \"role\" and \"content\"", path,
-                     (long long)line_no, i);
-            return -1;
-        }
-        if (!strcmp(role->valuestring, "system")) {
-            r = MT_CHAT_SYSTEM;
-        } else if (!strcmp(role->valuestring, "user")) {
-            r = MT_CHAT_USER;
-        } else if (!strcmp(role->valuestring, "assistant")) {
-            r = MT_CHAT_ASSISTANT;
-        } else {
-            snprintf(err, MT_ERR_LEN,
-                     "%s:%lld: messages[%d] has role \"%.40s\" (system, user or assistant)", path,
-                     (long long)line_no, i, role->valuestring);
-            return -1;
-        }
-        char what[64];
-        snprintf(what, sizeof(what), "messages[%d].content", i);
-        if (add_content(b, r, content, what, path, line_no, err) != 0) return -1;
+        if (!str_is(*type, "text"))
+            return mt_rec_fail(r, "%s[%lld] is a \"%.40s\" part: only text parts are supported",
+                               what, (long long)k, type->u.s.p);
     }
     return 0;
 }
 
-/* ---- sharegpt: {"conversations": [{"from", "value"}], "system"?} ---- */
+static bool content_blank(jinja_value c) {
+    if (c.type == JINJA_STR) return blank(c);
+    for (int64_t k = 0; k < c.u.list->n; k++)
+        if (!blank(*field(c.u.list->items[k], "text"))) return false;
+    return true;
+}
 
-static bool sharegpt_fits(const cJSON *o) { return has_key(o, "conversations"); }
-
-static int sharegpt_read(mt_conv_build *b, const cJSON *o, const char *path, int64_t line_no,
-                         char *err) {
-    const cJSON *conv = cJSON_GetObjectItemCaseSensitive(o, "conversations");
-    if (!cJSON_IsArray(conv) || cJSON_GetArraySize(conv) == 0) {
-        snprintf(err, MT_ERR_LEN, "%s:%lld: \"conversations\" must be a non-empty list", path,
-                 (long long)line_no);
-        return -1;
+static int check_tool_calls(jinja_value calls, int i, const mt_rec_ctx *r) {
+    if (calls.type != JINJA_LIST)
+        return mt_rec_fail(r, "messages[%d].tool_calls must be a list", i);
+    for (int64_t j = 0; j < calls.u.list->n; j++) {
+        jinja_value c = calls.u.list->items[j];
+        jinja_value *fn = c.type == JINJA_DICT ? field(c, "function") : NULL;
+        if (!fn || fn->type != JINJA_DICT)
+            return mt_rec_fail(r,
+                               "messages[%d].tool_calls[%lld] needs a \"function\" object "
+                               "({\"name\", \"arguments\"})",
+                               i, (long long)j);
+        jinja_value *name = field(*fn, "name"), *args = field(*fn, "arguments");
+        if (!name || name->type != JINJA_STR || blank(*name))
+            return mt_rec_fail(
+                r, "messages[%d].tool_calls[%lld].function.name must be a non-empty string", i,
+                (long long)j);
+        if (!args || (args->type != JINJA_DICT && args->type != JINJA_STR))
+            return mt_rec_fail(r,
+                               "messages[%d].tool_calls[%lld].function.arguments must be an object "
+                               "or a JSON string",
+                               i, (long long)j);
     }
-    const char *sys = optional_string(o, "system", path, line_no, err);
+    return 0;
+}
+
+static const char *const roles[] = {"system",    "developer", "root",     "user",
+                                    "assistant", "tool",      "function", NULL};
+
+static int check_message(jinja_value m, int i, const mt_rec_ctx *r) {
+    if (m.type != JINJA_DICT) return mt_rec_fail(r, "messages[%d] is not an object", i);
+    jinja_value *role = field(m, "role"), *content = field(m, "content");
+    if (!role || role->type != JINJA_STR)
+        return mt_rec_fail(r, "messages[%d] needs a \"role\" string", i);
+    int k = 0;
+    while (roles[k] && !str_is(*role, roles[k])) k++;
+    if (!roles[k])
+        return mt_rec_fail(r,
+                           "messages[%d] has role \"%.40s\" (system, developer, root, user, "
+                           "assistant, tool, function)",
+                           i, role->u.s.p);
+    const bool assistant = str_is(*role, "assistant");
+    char what[64];
+    snprintf(what, sizeof(what), "messages[%d].content", i);
+    if (content && content->type != JINJA_NONE && check_content(*content, what, r) != 0) return -1;
+    jinja_value *calls = field(m, "tool_calls");
+    if (calls && calls->type != JINJA_NONE) {
+        if (!assistant)
+            return mt_rec_fail(r, "messages[%d].tool_calls: only assistant messages call tools", i);
+        if (check_tool_calls(*calls, i, r) != 0) return -1;
+    }
+    static const char *const reasoning[] = {"reasoning_content", "reasoning", "thinking"};
+    bool has_reasoning = false;
+    for (int f = 0; f < 3; f++) {
+        jinja_value *x = field(m, reasoning[f]);
+        if (!x || x->type == JINJA_NONE) continue;
+        if (x->type != JINJA_STR)
+            return mt_rec_fail(r, "messages[%d].%s must be a string", i, reasoning[f]);
+        has_reasoning = true;
+    }
+    jinja_value *loss = field(m, "loss");
+    if (loss && loss->type != JINJA_BOOL)
+        return mt_rec_fail(r, "messages[%d].loss must be true or false", i);
+    const bool empty = !content || content->type == JINJA_NONE || content_blank(*content);
+    if (assistant && empty && !(calls && calls->type == JINJA_LIST && calls->u.list->n) &&
+        !has_reasoning)
+        return mt_rec_fail(r, "%s is empty (and no tool_calls or reasoning_content)", what);
+    if (!assistant && (!content || content->type == JINJA_NONE))
+        return mt_rec_fail(r, "messages[%d] needs a \"content\"", i);
+    if ((str_is(*role, "user")) && empty) return mt_rec_fail(r, "%s is empty", what);
+    return 0;
+}
+
+static int list_field(jinja_value o, const char *name, jinja_value conv, jinja_heap *h,
+                      const mt_rec_ctx *r) {
+    jinja_value *v = field(o, name);
+    if (!v || v->type == JINJA_NONE) return 0;
+    if (v->type != JINJA_LIST) return mt_rec_fail(r, "\"%s\" must be a list", name);
+    for (int64_t k = 0; k < v->u.list->n; k++)
+        if (v->u.list->items[k].type != JINJA_DICT)
+            return mt_rec_fail(r, "%s[%lld] is not an object", name, (long long)k);
+    jinja_dict_set_str(h, conv, name, *v);
+    return 0;
+}
+
+static int messages_read(jinja_heap *h, jinja_value o, jinja_value *conv, const mt_rec_ctx *r) {
+    jinja_value *msgs = field(o, "messages");
+    if (!msgs || msgs->type != JINJA_LIST || msgs->u.list->n == 0)
+        return mt_rec_fail(r, "\"messages\" must be a non-empty list");
+    for (int64_t i = 0; i < msgs->u.list->n; i++)
+        if (check_message(msgs->u.list->items[i], (int)i, r) != 0) return -1;
+    *conv = conv_new(h, *msgs);
+    if (list_field(o, "tools", *conv, h, r) != 0 || list_field(o, "documents", *conv, h, r) != 0)
+        return -1;
+    return 0;
+}
+
+/* ---- sharegpt: {"conversations": [{"from", "value"}], "system"?, "tools"?} ---- */
+
+static bool sharegpt_fits(jinja_value o) { return has_key(o, "conversations"); }
+
+/* function_call's value: {"name", "arguments"} or a list of them, as JSON text. */
+static int sharegpt_call(jinja_heap *h, jinja_value value, int i, jinja_value *m,
+                         const mt_rec_ctx *r) {
+    jinja_value v;
+    char why[200];
+    if (jinja_json_parse(h, value.u.s.p, value.u.s.len, &v, why, sizeof(why)) != 0)
+        return mt_rec_fail(r, "conversations[%d] (function_call): the value is not JSON: %s", i,
+                           why);
+    jinja_value calls = jinja_list_new(h), one = v;
+    const int64_t n = v.type == JINJA_LIST ? v.u.list->n : 1;
+    for (int64_t k = 0; k < n; k++) {
+        if (v.type == JINJA_LIST) one = v.u.list->items[k];
+        jinja_value *name = one.type == JINJA_DICT ? field(one, "name") : NULL;
+        jinja_value *args = one.type == JINJA_DICT ? field(one, "arguments") : NULL;
+        if (!name || name->type != JINJA_STR || !args)
+            return mt_rec_fail(
+                r,
+                "conversations[%d] (function_call): the value must hold {\"name\", \"arguments\"}",
+                i);
+        jinja_value fn = jinja_dict_new(h), call = jinja_dict_new(h);
+        jinja_dict_set_str(h, fn, "name", *name);
+        jinja_dict_set_str(h, fn, "arguments", *args);
+        jinja_dict_set_str(h, call, "type", jinja_cstr(h, "function"));
+        jinja_dict_set_str(h, call, "function", fn);
+        jinja_list_push(h, calls, call);
+    }
+    *m = msg(h, "assistant", jinja_cstr(h, ""));
+    jinja_dict_set_str(h, *m, "tool_calls", calls);
+    return 0;
+}
+
+static int sharegpt_read(jinja_heap *h, jinja_value o, jinja_value *conv, const mt_rec_ctx *r) {
+    jinja_value *c = field(o, "conversations");
+    if (!c || c->type != JINJA_LIST || c->u.list->n == 0)
+        return mt_rec_fail(r, "\"conversations\" must be a non-empty list");
+    const char *sys = optional_string(o, "system", r);
     if (!sys) return -1;
-    if (sys[0] && add_text(b, MT_CHAT_SYSTEM, sys, strlen(sys), "system", path, line_no, err))
-        return -1;
-    int i = 0;
-    for (const cJSON *m = conv->child; m; m = m->next, i++) {
-        const cJSON *from = cJSON_GetObjectItemCaseSensitive(m, "from");
-        const cJSON *value = cJSON_GetObjectItemCaseSensitive(m, "value");
-        if (!cJSON_IsString(from) || !cJSON_IsString(value)) {
-            snprintf(err, MT_ERR_LEN,
-                     "%s:%lld: conversations[%d] needs string \"from\" and \"value\"", path,
-                     (long long)line_no, i);
-            return -1;
-        }
-        const char *f = from->valuestring;
-        mt_chat_role r;
-        if (!strcmp(f, "human") || !strcmp(f, "user")) {
-            r = MT_CHAT_USER;
-        } else if (!strcmp(f, "gpt") || !strcmp(f, "assistant")) {
-            r = MT_CHAT_ASSISTANT;
-        } else if (!strcmp(f, "system") && i == 0 && !sys[0]) {
-            r = MT_CHAT_SYSTEM;
+    jinja_value m = jinja_list_new(h);
+    if (sys[0]) jinja_list_push(h, m, msg(h, "system", jinja_cstr(h, sys)));
+    for (int64_t i = 0; i < c->u.list->n; i++) {
+        jinja_value t = c->u.list->items[i];
+        jinja_value *from = t.type == JINJA_DICT ? field(t, "from") : NULL;
+        jinja_value *value = t.type == JINJA_DICT ? field(t, "value") : NULL;
+        if (!from || from->type != JINJA_STR || !value || value->type != JINJA_STR)
+            return mt_rec_fail(r, "conversations[%lld] needs string \"from\" and \"value\"",
+                               (long long)i);
+        jinja_value one;
+        if (str_is(*from, "human") || str_is(*from, "user")) {
+            one = msg(h, "user", *value);
+        } else if (str_is(*from, "gpt") || str_is(*from, "assistant")) {
+            one = msg(h, "assistant", *value);
+        } else if (str_is(*from, "system") && i == 0 && !sys[0]) {
+            one = msg(h, "system", *value);
+        } else if (str_is(*from, "function_call")) {
+            if (sharegpt_call(h, *value, (int)i, &one, r) != 0) return -1;
+        } else if (str_is(*from, "observation")) {
+            one = msg(h, "tool", *value);
         } else {
-            snprintf(err, MT_ERR_LEN,
-                     "%s:%lld: conversations[%d] is from \"%.40s\" (human/user, gpt/assistant, "
-                     "or system as the first turn without a \"system\" key)",
-                     path, (long long)line_no, i, f);
-            return -1;
+            return mt_rec_fail(r,
+                               "conversations[%lld] is from \"%.40s\" (human/user, gpt/assistant, "
+                               "function_call, observation, or system as the first turn without a "
+                               "\"system\" key)",
+                               (long long)i, from->u.s.p);
         }
-        char what[64];
-        snprintf(what, sizeof(what), "conversations[%d].value", i);
-        if (add_text(b, r, value->valuestring, strlen(value->valuestring), what, path, line_no,
-                     err) != 0)
-            return -1;
+        jinja_list_push(h, m, one);
     }
-    return 0;
+    for (int64_t i = 0; i < m.u.list->n; i++)
+        if (check_message(m.u.list->items[i], (int)i, r) != 0) return -1;
+    *conv = conv_new(h, m);
+    jinja_value *tools = field(o, "tools");
+    if (tools && tools->type == JINJA_STR &&
+        !blank(*tools)) { /* LLaMA-Factory keeps them as JSON text */
+        jinja_value v;
+        char why[200];
+        if (jinja_json_parse(h, tools->u.s.p, tools->u.s.len, &v, why, sizeof(why)) != 0 ||
+            v.type != JINJA_LIST)
+            return mt_rec_fail(r, "\"tools\" is a string but not a JSON list");
+        jinja_dict_set_str(h, *conv, "tools", v);
+        return 0;
+    }
+    if (tools && tools->type == JINJA_STR) return 0;
+    return list_field(o, "tools", *conv, h, r);
 }
 
 /* ---- alpaca: {"instruction", "input"?, "output", "system"?, "history"?} ---- */
 
-static bool alpaca_fits(const cJSON *o) {
-    return has_key(o, "instruction") && has_key(o, "output");
-}
+static bool alpaca_fits(jinja_value o) { return has_key(o, "instruction") && has_key(o, "output"); }
 
-static int alpaca_read(mt_conv_build *b, const cJSON *o, const char *path, int64_t line_no,
-                       char *err) {
-    const char *ins = mt_json_text_field(o, "instruction", path, line_no, err);
-    const char *out = ins ? mt_json_text_field(o, "output", path, line_no, err) : NULL;
-    const char *in = out ? optional_string(o, "input", path, line_no, err) : NULL;
-    const char *sys = in ? optional_string(o, "system", path, line_no, err) : NULL;
+static int alpaca_read(jinja_heap *h, jinja_value o, jinja_value *conv, const mt_rec_ctx *r) {
+    const jinja_value *ins = text_field(o, "instruction", r);
+    const jinja_value *out = ins ? text_field(o, "output", r) : NULL;
+    const char *in = out ? optional_string(o, "input", r) : NULL;
+    const char *sys = in ? optional_string(o, "system", r) : NULL;
     if (!sys) return -1;
-    if (sys[0] && add_text(b, MT_CHAT_SYSTEM, sys, strlen(sys), "system", path, line_no, err))
-        return -1;
-    const cJSON *hist = cJSON_GetObjectItemCaseSensitive(o, "history");
-    if (hist && !cJSON_IsNull(hist)) {
-        if (!cJSON_IsArray(hist)) {
-            snprintf(err, MT_ERR_LEN, "%s:%lld: \"history\" must be a list of [query, response]",
-                     path, (long long)line_no);
-            return -1;
-        }
-        int i = 0;
-        for (const cJSON *h = hist->child; h; h = h->next, i++) {
-            const cJSON *q = cJSON_GetArrayItem(h, 0), *a = cJSON_GetArrayItem(h, 1);
-            char what[64];
-            snprintf(what, sizeof(what), "history[%d]", i);
-            if (!cJSON_IsArray(h) || cJSON_GetArraySize(h) != 2 || !cJSON_IsString(q) ||
-                !cJSON_IsString(a)) {
-                snprintf(err, MT_ERR_LEN, "%s:%lld: %s must be [query, response] strings", path,
-                         (long long)line_no, what);
-                return -1;
-            }
-            if (add_text(b, MT_CHAT_USER, q->valuestring, strlen(q->valuestring), what, path,
-                         line_no, err) ||
-                add_text(b, MT_CHAT_ASSISTANT, a->valuestring, strlen(a->valuestring), what, path,
-                         line_no, err))
-                return -1;
+    jinja_value m = jinja_list_new(h);
+    if (sys[0]) jinja_list_push(h, m, msg(h, "system", jinja_cstr(h, sys)));
+    jinja_value *hist = field(o, "history");
+    if (hist && hist->type != JINJA_NONE) {
+        if (hist->type != JINJA_LIST)
+            return mt_rec_fail(r, "\"history\" must be a list of [query, response]");
+        for (int64_t i = 0; i < hist->u.list->n; i++) {
+            jinja_value pair = hist->u.list->items[i];
+            if (pair.type != JINJA_LIST || pair.u.list->n != 2 ||
+                pair.u.list->items[0].type != JINJA_STR || pair.u.list->items[1].type != JINJA_STR)
+                return mt_rec_fail(r, "history[%lld] must be [query, response] strings",
+                                   (long long)i);
+            if (blank(pair.u.list->items[0]) || blank(pair.u.list->items[1]))
+                return mt_rec_fail(r, "history[%lld] is empty", (long long)i);
+            jinja_list_push(h, m, msg(h, "user", pair.u.list->items[0]));
+            jinja_list_push(h, m, msg(h, "assistant", pair.u.list->items[1]));
         }
     }
     /* LLaMA-Factory's query: the instruction, then the input when not empty, joined by "\n" */
-    mt_strbuf q = {0};
-    mt_strbuf_append(&q, ins, strlen(ins));
+    jinja_buf q = {0};
+    jinja_buf_append(&q, ins->u.s.p, ins->u.s.len);
     if (in[0]) {
-        mt_strbuf_append(&q, "\n", 1);
-        mt_strbuf_append(&q, in, strlen(in));
+        jinja_buf_append(&q, "\n", 1);
+        jinja_buf_append(&q, in, strlen(in));
     }
-    int rc = add_text(b, MT_CHAT_USER, q.p, q.len, "instruction", path, line_no, err);
-    mt_strbuf_free(&q);
-    return rc ? rc : add_text(b, MT_CHAT_ASSISTANT, out, strlen(out), "output", path, line_no, err);
+    jinja_list_push(h, m, msg(h, "user", jinja_str(h, q.p, q.len)));
+    jinja_buf_free(&q);
+    jinja_list_push(h, m, msg(h, "assistant", *out));
+    *conv = conv_new(h, m);
+    return 0;
 }
 
 const mt_format_reader mt_format_readers[MT_FORMAT_COUNT] = {

@@ -4,23 +4,26 @@
 #include <stdint.h>
 
 #include "data/dataset.h"
+#include "jinja/jinja.h"
 
+/* Where a reader's error goes: "path:line: " then the reason. */
 typedef struct {
-    mt_conv_set *set;
-    int64_t cap_msgs, cap_conv;
-} mt_conv_build;
+    const char *path;
+    int64_t line;
+    char *err;
+} mt_rec_ctx;
 
-/* Appends a message (text copied) to the record being read. */
-void mt_conv_add_msg(mt_conv_build *b, mt_chat_role role, const char *text, size_t len);
+/* err = "path:line: " + the formatted reason; returns -1. */
+int mt_rec_fail(const mt_rec_ctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 typedef struct {
     const char *name;
     const char *needs; /* the keys that make a record this format's, for messages */
-    /* true when obj has the keys that make it this format's record */
-    bool (*fits)(const struct cJSON *obj);
-    /* appends the record's messages; returns 0, or -1 with "path:line: reason" in err */
-    int (*read)(mt_conv_build *b, const struct cJSON *obj, const char *path, int64_t line_no,
-                char *err);
+    /* true when rec has the keys that make it this format's record */
+    bool (*fits)(jinja_value rec);
+    /* the conversation of a record ({"messages", "tools"?, "documents"?}) into *conv, in h;
+     * 0, or -1 with "path:line: reason" in r->err */
+    int (*read)(jinja_heap *h, jinja_value rec, jinja_value *conv, const mt_rec_ctx *r);
 } mt_format_reader;
 
 /* Indexed by mt_data_format (entry MT_FORMAT_AUTO unused). */

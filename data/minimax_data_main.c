@@ -1,5 +1,6 @@
-/* minimax_data_main.c: the `minimax-data` tool: tokenize a GSM8K-style jsonl into the token
- * cache, show one rendered sample with its loss mask, encode a text, write synthetic problems.
+/* minimax_data_main.c: the `minimax-data` tool: tokenize a data set into the token cache, show
+ * one record's samples with their loss mask, render a conversation with the chat template,
+ * encode a text, write synthetic problems.
  * Exit status: 0 success, 1 bad input or failed write, 2 bad usage. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,7 @@
 #include <unistd.h>
 
 #include "data/data_io.h"
-#include "data/gsm8k.h"
+#include "data/chat.h"
 #include "data/synth.h"
 #include "data/token_cache.h"
 #include "data/tokenizer.h"
@@ -18,29 +19,44 @@ static void usage(FILE *f) {
     fprintf(
         f,
         "usage: minimax-data <command> [options]   (minimax-data --help | --version)\n"
-        "  tokenize --data FILE.jsonl --tokenizer DIR --out CACHE.h5 [sample options]\n"
+        "  tokenize --data FILE --tokenizer DIR --out CACHE.h5 [sample options]\n"
         "           [--skip-bad] [--force]\n"
-        "      render, tokenize and label every line; reuse CACHE.h5 when it matches\n"
-        "  show     --data FILE.jsonl --tokenizer DIR [--index I] [sample options]\n"
+        "      render, tokenize and label every record; reuse CACHE.h5 when it matches\n"
+        "  show     --data FILE --tokenizer DIR [--index I] [sample options]\n"
         "           [--tokens] [--color | --no-color]\n"
-        "      print sample I (0-based) with untrained tokens (label -100) dimmed, or\n"
-        "      inside \xe2\x9f\xa6 \xe2\x9f\xa7 without color\n"
+        "      print the samples of record I (0-based) with untrained tokens (label -100)\n"
+        "      dimmed, or inside \xe2\x9f\xa6 \xe2\x9f\xa7 without color\n"
+        "  render   --conversation CONV.json (--tokenizer DIR | --chat-template FILE)\n"
+        "           [--template-kwargs JSON]\n"
+        "           [--add-generation-prompt | --spans]\n"
+        "      print what the chat template renders for CONV.json ({\"messages\": [...],\n"
+        "      \"tools\"?, \"documents\"?, other keys as template variables}), byte for byte as\n"
+        "      transformers' apply_chat_template(tokenize=False); --spans: JSON {\"text\",\n"
+        "      \"trained\": [[start, end] byte ranges]} (every assistant message, less \"loss\":\n"
+        "      false)\n"
         "  encode   --tokenizer DIR (--text S | --file F) [--tokens]\n"
         "      print the ids of S (or of the bytes of F) and their byte offsets, as one JSON\n"
         "      object {\"ids\": [...], \"offsets\": [[start, end], ...]} (no special tokens\n"
         "      added, as HF encode(add_special_tokens=False)); --tokens: a table instead\n"
-        "  synth    --out FILE.jsonl [--n N (1000)] [--seed S (1234)]\n"
-        "      write N synthetic GSM8K-style problems\n"
-        "sample options: --max-length N (512) --policy drop|truncate (drop)\n"
-        "                --strip-annotations --system TEXT\n"
+        "  synth    --out FILE.jsonl [--n N (1000)] [--seed S (1234)] [--kind gsm8k|agentic]\n"
+        "      write N synthetic GSM8K-style problems, or (agentic) conversations solving them\n"
+        "      with a calculator tool, with reasoning (the messages format)\n"
+        "template options (docs/templates.md): --chat-template FILE (instead of DIR's)\n"
+        "                --template-kwargs JSON (template variables, e.g. {\"thinking_mode\": "
+        "...})\n"
+        "sample options: template options, --format F (auto) --max-length N (512)\n"
+        "                --policy drop|truncate (drop) --strip-annotations --system TEXT\n"
+        "                --train-on all_assistant|last_assistant (all_assistant)\n"
+        "                --reasoning-history as_template|split (as_template)\n"
         "DIR holds tokenizer.json and tokenizer_config.json (a Hugging Face model directory).\n");
 }
 
 typedef struct {
-    const char *data, *tokenizer, *out, *system, *text, *file;
+    const char *data, *tokenizer, *out, *system, *text, *file, *conversation, *chat_template,
+        *template_kwargs, *format, *train_on, *history, *kind;
     long long max_length, index, n, seed;
     const char *policy;
-    int strip, skip_bad, force, tokens, color; /* color: -1 auto */
+    int strip, skip_bad, force, tokens, color, agp, spans; /* color: -1 auto */
 } args;
 
 static int parse_int(const char *flag, const char *v, long long *out) {
@@ -55,18 +71,33 @@ static int parse_int(const char *flag, const char *v, long long *out) {
 }
 
 static int parse_args(int argc, char **argv, args *a) {
-    *a = (args){.max_length = 512, .n = 1000, .seed = 1234, .policy = "drop", .color = -1};
+    *a = (args){.max_length = 512,
+                .n = 1000,
+                .seed = 1234,
+                .policy = "drop",
+                .color = -1,
+                .format = "auto",
+                .train_on = "all_assistant",
+                .history = "as_template",
+                .kind = "gsm8k"};
     for (int i = 2; i < argc; i++) {
         const char *f = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        const char **str = !strcmp(f, "--data")        ? &a->data
-                           : !strcmp(f, "--tokenizer") ? &a->tokenizer
-                           : !strcmp(f, "--out")       ? &a->out
-                           : !strcmp(f, "--system")    ? &a->system
-                           : !strcmp(f, "--policy")    ? &a->policy
-                           : !strcmp(f, "--text")      ? &a->text
-                           : !strcmp(f, "--file")      ? &a->file
-                                                       : NULL;
+        const char **str = !strcmp(f, "--data")                ? &a->data
+                           : !strcmp(f, "--tokenizer")         ? &a->tokenizer
+                           : !strcmp(f, "--out")               ? &a->out
+                           : !strcmp(f, "--system")            ? &a->system
+                           : !strcmp(f, "--policy")            ? &a->policy
+                           : !strcmp(f, "--text")              ? &a->text
+                           : !strcmp(f, "--file")              ? &a->file
+                           : !strcmp(f, "--conversation")      ? &a->conversation
+                           : !strcmp(f, "--chat-template")     ? &a->chat_template
+                           : !strcmp(f, "--template-kwargs")   ? &a->template_kwargs
+                           : !strcmp(f, "--format")            ? &a->format
+                           : !strcmp(f, "--train-on")          ? &a->train_on
+                           : !strcmp(f, "--reasoning-history") ? &a->history
+                           : !strcmp(f, "--kind")              ? &a->kind
+                                                               : NULL;
         long long *num = !strcmp(f, "--max-length") ? &a->max_length
                          : !strcmp(f, "--index")    ? &a->index
                          : !strcmp(f, "--n")        ? &a->n
@@ -94,6 +125,10 @@ static int parse_args(int argc, char **argv, args *a) {
             a->color = 1;
         else if (!strcmp(f, "--no-color"))
             a->color = 0;
+        else if (!strcmp(f, "--add-generation-prompt"))
+            a->agp = 1;
+        else if (!strcmp(f, "--spans"))
+            a->spans = 1;
         else {
             fprintf(stderr, "minimax-data: unknown option %s\n", f);
             return -1;
@@ -105,6 +140,26 @@ static int parse_args(int argc, char **argv, args *a) {
     }
     if (a->max_length < 2) {
         fprintf(stderr, "minimax-data: --max-length must be >= 2\n");
+        return -1;
+    }
+    if (mt_data_format_parse(a->format) < 0) {
+        fprintf(stderr, "minimax-data: --format is one of %s, got \"%s\"\n", mt_data_format_list(),
+                a->format);
+        return -1;
+    }
+    if (strcmp(a->train_on, "all_assistant") && strcmp(a->train_on, "last_assistant")) {
+        fprintf(stderr, "minimax-data: --train-on is all_assistant or last_assistant, got \"%s\"\n",
+                a->train_on);
+        return -1;
+    }
+    if (mt_reasoning_history_parse(a->history) < 0) {
+        fprintf(stderr, "minimax-data: --reasoning-history is as_template or split, got \"%s\"\n",
+                a->history);
+        return -1;
+    }
+    if (a->agp && a->spans) {
+        fprintf(stderr,
+                "minimax-data: --spans shows a training sample: no --add-generation-prompt\n");
         return -1;
     }
     return 0;
@@ -123,7 +178,18 @@ static mt_sample_opts sample_opts(const args *a) {
     o.strip_annotations = a->strip;
     o.max_length = a->max_length;
     o.policy = strcmp(a->policy, "drop") ? MT_TRUNC_TRUNCATE : MT_TRUNC_DROP;
+    o.last_assistant_only = !strcmp(a->train_on, "last_assistant");
+    o.history = (mt_reasoning_history)mt_reasoning_history_parse(a->history);
     return o;
+}
+
+static mt_chat_template *open_template(const args *a, const char *cmd) {
+    const mt_chat_source src = {
+        .dir = a->tokenizer, .file = a->chat_template, .kwargs_json = a->template_kwargs};
+    char err[MT_ERR_LEN];
+    mt_chat_template *t = mt_chat_template_open(&src, err, sizeof(err));
+    if (!t) fprintf(stderr, "minimax-data %s: %s\n", cmd, err);
+    return t;
 }
 
 static double now_s(void) {
@@ -139,6 +205,9 @@ static int cmd_tokenize(const args *a) {
     mt_token_cache_cfg cfg = {.data_path = a->data,
                               .tokenizer_dir = a->tokenizer,
                               .cache_path = a->out,
+                              .chat_template = a->chat_template,
+                              .template_kwargs = a->template_kwargs,
+                              .format = (mt_data_format)mt_data_format_parse(a->format),
                               .sample = sample_opts(a),
                               .skip_bad = a->skip_bad,
                               .force = a->force};
@@ -152,7 +221,7 @@ static int cmd_tokenize(const args *a) {
     }
     double dt = now_s() - t0;
     printf("cache      %s (%s)\n", a->out, reused ? "reused" : "built");
-    printf("lines      %lld\n", (long long)d.n_lines);
+    printf("records    %lld\n", (long long)d.n_lines);
     printf("samples    %lld\n", (long long)d.n_samples);
     printf("skipped    %lld\n", (long long)d.n_skipped);
     printf("dropped    %lld\n", (long long)d.n_dropped);
@@ -179,75 +248,159 @@ static void put_text(const char *s, int64_t from, int64_t to) {
     }
 }
 
+/* One sample built in b: the rendering with untrained tokens marked, then the token table. */
+static void show_sample(const args *a, const mt_sample_builder *b) {
+    bool color = a->color < 0 ? isatty(STDOUT_FILENO) : a->color;
+    printf("%s\n", color ? "untrained tokens are dimmed:"
+                         : "untrained tokens are inside \xe2\x9f\xa6 \xe2\x9f\xa7:");
+    const int64_t *off = b->tokens.offsets;
+    const char *text = b->rendered.text;
+    int64_t printed = 0; /* byte offsets of neighbours can overlap inside one character */
+    for (int64_t t = 0; t < b->n;) {
+        bool masked = b->lab[t] == MT_IGNORE_INDEX;
+        int64_t e = t;
+        while (e < b->n && (b->lab[e] == MT_IGNORE_INDEX) == masked) e++;
+        int64_t from = off[2 * t] > printed ? off[2 * t] : printed, to = off[2 * (e - 1) + 1];
+        if (masked) printf("%s", color ? "\x1b[2m" : "\xe2\x9f\xa6");
+        put_text(text, from, to);
+        if (masked) printf("%s", color ? "\x1b[0m" : "\xe2\x9f\xa7");
+        printed = to > printed ? to : printed;
+        t = e;
+    }
+    printf("\n");
+    if (!a->tokens) return;
+    printf("%6s %8s %8s  %s\n", "index", "id", "label", "text");
+    for (int64_t t = 0; t < b->n; t++) {
+        printf("%6lld %8d %8d  \"", (long long)t, b->ids[t], b->lab[t]);
+        put_text(text, off[2 * t], off[2 * t + 1]);
+        printf("\"\n");
+    }
+}
+
 static int cmd_show(const args *a) {
     if (need("show", "--data", a->data) || need("show", "--tokenizer", a->tokenizer)) return 2;
     char err[MT_ERR_LEN], path[4096];
-    snprintf(path, sizeof(path), "%s/tokenizer_config.json", a->tokenizer);
-    if (mt_chat_template_check(path, NULL, err) != 0) {
-        fprintf(stderr, "minimax-data show: %s\n", err);
-        return 1;
-    }
+    mt_chat_template *tmpl = open_template(a, "show");
+    if (!tmpl) return 1;
     mt_conv_set set;
-    if (mt_conv_read(a->data, MT_FORMAT_AUTO, a->skip_bad, &set, err) != 0) {
+    if (mt_conv_read(a->data, (mt_data_format)mt_data_format_parse(a->format), a->skip_bad, &set,
+                     err) != 0) {
         fprintf(stderr, "minimax-data show: %s\n", err);
+        mt_chat_template_free(tmpl);
         return 1;
     }
     if (a->index < 0 || a->index >= set.n) {
-        fprintf(stderr, "minimax-data show: --index %lld is outside the %lld samples of %s\n",
+        fprintf(stderr, "minimax-data show: --index %lld is outside the %lld records of %s\n",
                 a->index, (long long)set.n, a->data);
         mt_conv_set_free(&set);
+        mt_chat_template_free(tmpl);
         return 1;
     }
     snprintf(path, sizeof(path), "%s/tokenizer.json", a->tokenizer);
     mt_tokenizer *tok = mt_tokenizer_load(path);
     mt_sample_opts o = sample_opts(a);
     mt_sample_builder b;
-    mt_sample_builder_init(&b, tok, &o);
-    int64_t i = a->index;
-    if (o.strip_annotations) mt_conv_set_strip_annotations(&set);
-    int rc = mt_sample_build_chat(&b, set.msgs + set.first[i],
-                                  (int)(set.first[i + 1] - set.first[i]), err);
-    int status = 0;
-    if (rc == MT_SAMPLE_ERROR) {
-        fprintf(stderr, "minimax-data show: %s:%lld: %s\n", a->data, (long long)set.line[i], err);
-        status = 1;
-    } else if (rc == MT_SAMPLE_DROPPED) {
-        printf("sample %lld (%s line %lld): %lld tokens > --max-length %lld: dropped\n",
-               (long long)i, a->data, (long long)set.line[i], (long long)b.n_full, a->max_length);
-    } else {
-        bool color = a->color < 0 ? isatty(STDOUT_FILENO) : a->color;
-        printf("sample %lld (%s line %lld): %lld tokens%s, %lld with a label\n", (long long)i,
-               a->data, (long long)set.line[i], (long long)b.n,
-               rc == MT_SAMPLE_TRUNCATED ? " (truncated)" : "", (long long)b.n_targets);
-        printf("%s\n", color ? "untrained tokens are dimmed:"
-                             : "untrained tokens are inside \xe2\x9f\xa6 \xe2\x9f\xa7:");
-        const int64_t *off = b.tokens.offsets;
-        const char *text = b.rendered.text;
-        int64_t printed = 0; /* byte offsets of neighbours can overlap inside one character */
-        for (int64_t t = 0; t < b.n;) {
-            bool masked = b.lab[t] == MT_IGNORE_INDEX;
-            int64_t e = t;
-            while (e < b.n && (b.lab[e] == MT_IGNORE_INDEX) == masked) e++;
-            int64_t from = off[2 * t] > printed ? off[2 * t] : printed, to = off[2 * (e - 1) + 1];
-            if (masked) printf("%s", color ? "\x1b[2m" : "\xe2\x9f\xa6");
-            put_text(text, from, to);
-            if (masked) printf("%s", color ? "\x1b[0m" : "\xe2\x9f\xa7");
-            printed = to > printed ? to : printed;
-            t = e;
-        }
-        printf("\n");
-        if (a->tokens) {
-            printf("%6s %8s %8s  %s\n", "index", "id", "label", "text");
-            for (int64_t t = 0; t < b.n; t++) {
-                printf("%6lld %8d %8d  \"", (long long)t, b.ids[t], b.lab[t]);
-                put_text(text, off[2 * t], off[2 * t + 1]);
-                printf("\"\n");
-            }
+    mt_sample_builder_init(&b, tok, tmpl, &o);
+    const int64_t i = a->index, line = set.line[i];
+    const int k = mt_sample_conv_open(&b, set.json[i], set.json_len[i], err);
+    int status = k < 0;
+    if (k < 0) fprintf(stderr, "minimax-data show: %s:%lld: %s\n", a->data, (long long)line, err);
+    if (k == 0)
+        printf("record %lld (%s line %lld): no trained message\n", (long long)i, a->data,
+               (long long)line);
+    for (int p = 0; p < k && !status; p++) {
+        const int rc = mt_sample_build_piece(&b, p, err);
+        printf("%srecord %lld (%s line %lld), sample %d of %d: ", p ? "\n" : "", (long long)i,
+               a->data, (long long)line, p + 1, k);
+        if (rc == MT_SAMPLE_ERROR) {
+            printf("error\n");
+            fprintf(stderr, "minimax-data show: %s:%lld: %s\n", a->data, (long long)line, err);
+            status = 1;
+        } else if (rc == MT_SAMPLE_DROPPED) {
+            printf("%lld tokens > --max-length %lld: dropped\n", (long long)b.n_full,
+                   a->max_length);
+        } else {
+            printf("%lld tokens%s, %lld with a label\n", (long long)b.n,
+                   rc == MT_SAMPLE_TRUNCATED ? " (truncated)" : "", (long long)b.n_targets);
+            show_sample(a, &b);
         }
     }
     mt_sample_builder_free(&b);
     mt_tokenizer_free(tok);
     mt_conv_set_free(&set);
+    mt_chat_template_free(tmpl);
+    return status;
+}
+
+/* JSON string of s[0, n) to stdout. */
+static void put_json_string(const char *s, size_t n) {
+    putchar('"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c == '\n')
+            printf("\\n");
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static int cmd_render(const args *a) {
+    if (need("render", "--conversation", a->conversation)) return 2;
+    if (!a->tokenizer && !a->chat_template) {
+        fprintf(stderr,
+                "minimax-data render: --tokenizer DIR or --chat-template FILE is required\n");
+        return 2;
+    }
+    char err[MT_ERR_LEN + 64];
+    size_t len;
+    char *json = mt_file_read_max(a->conversation, &len, (size_t)256 << 20, err, sizeof(err));
+    if (!json) {
+        fprintf(stderr, "minimax-data render: %s\n", err);
+        return 1;
+    }
+    mt_chat_template *tmpl = open_template(a, "render");
+    jinja_heap *h = jinja_heap_new(0);
+    mt_chat_conv c;
+    mt_chat_rendered r = {0};
+    int status = !tmpl;
+    if (!status && mt_chat_conv_parse(h, json, len, true, &c, err, sizeof(err)) != 0) {
+        fprintf(stderr, "minimax-data render: %s: %s\n", a->conversation, err);
+        status = 1;
+    }
+    bool *train = NULL;
+    if (!status && a->spans) {
+        const int n = mt_chat_conv_len(&c);
+        train = calloc((size_t)n + 1, sizeof(bool));
+        for (int i = 0; i < n; i++)
+            train[i] = !strcmp(mt_chat_conv_role(&c, i), "assistant") && c.loss[i] != 0;
+    }
+    const int rc = status     ? -1
+                   : a->spans ? mt_chat_render_trained(tmpl, h, &c, -1, train, &r, err, sizeof(err))
+                              : mt_chat_render_conv(tmpl, h, &c, -1, a->agp, &r, err, sizeof(err));
+    if (!status && rc != 0) {
+        fprintf(stderr, "minimax-data render: %s: %s\n", a->conversation, err);
+        status = 1;
+    }
+    if (!status && !a->spans) fwrite(r.text, 1, r.len, stdout);
+    if (!status && a->spans) {
+        printf("{\"text\": ");
+        put_json_string(r.text, r.len);
+        printf(", \"trained\": [");
+        for (int s = 0; s < r.n_spans; s++)
+            printf("%s[%lld, %lld]", s ? ", " : "", (long long)r.spans[2 * s],
+                   (long long)r.spans[2 * s + 1]);
+        printf("]}\n");
+    }
+    free(train);
+    mt_chat_rendered_free(&r);
+    jinja_heap_free(h);
+    mt_chat_template_free(tmpl);
+    free(json);
     return status;
 }
 
@@ -314,12 +467,19 @@ static int cmd_synth(const args *a) {
         fprintf(stderr, "minimax-data synth: --n must be >= 1\n");
         return 2;
     }
+    const bool agentic = !strcmp(a->kind, "agentic");
+    if (!agentic && strcmp(a->kind, "gsm8k")) {
+        fprintf(stderr, "minimax-data synth: --kind is gsm8k or agentic, got \"%s\"\n", a->kind);
+        return 2;
+    }
     char err[MT_ERR_LEN];
-    if (mt_synth_write_jsonl(a->out, (uint64_t)a->seed, a->n, err) != 0) {
+    if ((agentic ? mt_synth_write_chat_jsonl(a->out, (uint64_t)a->seed, a->n, err)
+                 : mt_synth_write_jsonl(a->out, (uint64_t)a->seed, a->n, err)) != 0) {
         fprintf(stderr, "minimax-data synth: %s\n", err);
         return 1;
     }
-    printf("wrote %lld problems (seed %lld) to %s\n", a->n, a->seed, a->out);
+    printf("wrote %lld %s (seed %lld) to %s\n", a->n, agentic ? "conversations" : "problems",
+           a->seed, a->out);
     return 0;
 }
 
@@ -341,6 +501,7 @@ int main(int argc, char **argv) {
     if (parse_args(argc, argv, &a) != 0) return 2;
     if (!strcmp(argv[1], "tokenize")) return cmd_tokenize(&a);
     if (!strcmp(argv[1], "show")) return cmd_show(&a);
+    if (!strcmp(argv[1], "render")) return cmd_render(&a);
     if (!strcmp(argv[1], "synth")) return cmd_synth(&a);
     if (!strcmp(argv[1], "encode")) return cmd_encode(&a);
     fprintf(stderr, "minimax-data: unknown command \"%s\"\n", argv[1]);

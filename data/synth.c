@@ -221,7 +221,7 @@ void mt_synth_problem(uint64_t seed, int64_t index, mt_strbuf *question, mt_strb
     gens[rng_int(&r, 0, COUNT(gens) - 1)](&r, question, answer);
 }
 
-int mt_synth_write_jsonl(const char *path, uint64_t seed, int64_t n, char *err) {
+int mt_synth_write_file(const char *path, const char *text, size_t len, char *err) {
     char tmp[4096];
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
@@ -229,21 +229,7 @@ int mt_synth_write_jsonl(const char *path, uint64_t seed, int64_t n, char *err) 
         snprintf(err, MT_ERR_LEN, "%.300s: cannot create: %s", tmp, strerror(errno));
         return -1;
     }
-    mt_strbuf q = {0}, a = {0};
-    bool ok = true;
-    for (int64_t i = 0; i < n && ok; i++) {
-        mt_synth_problem(seed, i, &q, &a);
-        cJSON *obj = cJSON_CreateObject();
-        cJSON_AddStringToObject(obj, "question", q.p);
-        cJSON_AddStringToObject(obj, "answer", a.p);
-        char *line = cJSON_PrintUnformatted(obj);
-        MT_CHECK(line, "synth: out of memory printing problem %lld", (long long)i);
-        ok = fputs(line, f) >= 0 && fputc('\n', f) != EOF;
-        free(line);
-        cJSON_Delete(obj);
-    }
-    mt_strbuf_free(&q);
-    mt_strbuf_free(&a);
+    bool ok = fwrite(text, 1, len, f) == len;
     ok = fflush(f) == 0 && ok;
     ok = fclose(f) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) {
@@ -252,4 +238,25 @@ int mt_synth_write_jsonl(const char *path, uint64_t seed, int64_t n, char *err) 
         return -1;
     }
     return 0;
+}
+
+int mt_synth_write_jsonl(const char *path, uint64_t seed, int64_t n, char *err) {
+    mt_strbuf q = {0}, a = {0}, out = {0};
+    for (int64_t i = 0; i < n; i++) {
+        mt_synth_problem(seed, i, &q, &a);
+        cJSON *obj = cJSON_CreateObject();
+        cJSON_AddStringToObject(obj, "question", q.p);
+        cJSON_AddStringToObject(obj, "answer", a.p);
+        char *line = cJSON_PrintUnformatted(obj);
+        MT_CHECK(line, "synth: out of memory printing problem %lld", (long long)i);
+        mt_strbuf_append(&out, line, strlen(line));
+        mt_strbuf_append(&out, "\n", 1);
+        free(line);
+        cJSON_Delete(obj);
+    }
+    int rc = mt_synth_write_file(path, out.p ? out.p : "", out.len, err);
+    mt_strbuf_free(&q);
+    mt_strbuf_free(&a);
+    mt_strbuf_free(&out);
+    return rc;
 }

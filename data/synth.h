@@ -1,4 +1,5 @@
-/* synth.h: synthetic GSM8K-style word problems, deterministic from a seed.
+/* synth.h: synthetic GSM8K-style word problems and agentic conversations built on them,
+ * deterministic from a seed.
  *
  * The project does not ship GSM8K; the demo and the tests train on these instead. Each problem
  * is a templated multi-step arithmetic story with integer quantities; the answer has one line
@@ -16,3 +17,14 @@ void mt_synth_problem(uint64_t seed, int64_t index, mt_strbuf *question, mt_strb
 /* Writes problems 0..n-1 as jsonl ({"question": ..., "answer": ...} per line) to path, through
  * a temporary file renamed at the end. Returns 0, or -1 with err set (nothing left behind). */
 int mt_synth_write_jsonl(const char *path, uint64_t seed, int64_t n, char *err);
+
+/* Writes n agentic conversations (data/synth_chat.c) as jsonl in the messages format
+ * ({"messages", "tools"}), the same way: problem i of the stream solved with a calculator tool,
+ * one assistant turn per step ("reasoning_content", a tool call "calculate" with arguments as an
+ * object or as JSON text), the tool's {"result": value}, then the final answer with its
+ * reasoning; every other one has a system prompt, every third a follow-up question with its
+ * answer. */
+int mt_synth_write_chat_jsonl(const char *path, uint64_t seed, int64_t n, char *err);
+
+/* text[0, len) into path through a temporary file renamed at the end. 0, or -1 with err. */
+int mt_synth_write_file(const char *path, const char *text, size_t len, char *err);

@@ -25,7 +25,14 @@ static int cache_paths(const mt_token_cache_cfg *cfg, const char *const **paths)
     return cfg->n_data_paths > 0 ? cfg->n_data_paths : 1;
 }
 
-int mt_token_cache_key(const mt_token_cache_cfg *cfg, mt_cache_key *key, char *err) {
+mt_chat_template *mt_token_cache_template(const mt_token_cache_cfg *cfg, char *err) {
+    const mt_chat_source src = {
+        .dir = cfg->tokenizer_dir, .file = cfg->chat_template, .kwargs_json = cfg->template_kwargs};
+    return mt_chat_template_open(&src, err, MT_ERR_LEN);
+}
+
+int mt_token_cache_key(const mt_token_cache_cfg *cfg, const mt_chat_template *tmpl,
+                       mt_cache_key *key, char *err) {
     *key = (mt_cache_key){.format = MT_TOKEN_CACHE_FORMAT, .max_length = cfg->sample.max_length};
     char path[4096];
     const char *const *paths;
@@ -38,11 +45,7 @@ int mt_token_cache_key(const mt_token_cache_cfg *cfg, mt_cache_key *key, char *e
     }
     snprintf(path, sizeof(path), "%s/tokenizer.json", cfg->tokenizer_dir);
     if (mt_file_hash(path, &key->tokenizer_hash, err) != 0) return -1;
-    snprintf(path, sizeof(path), "%s/tokenizer_config.json", cfg->tokenizer_dir);
-    char *tmpl = NULL;
-    if (mt_chat_template_check(path, &tmpl, err) != 0) return -1;
-    key->template_hash = mt_hash64(tmpl, strlen(tmpl), MT_HASH64_INIT);
-    free(tmpl);
+    key->template_hash = mt_chat_template_hash(tmpl);
     const mt_sample_opts *o = &cfg->sample;
     uint64_t sys = o->system ? mt_hash64(o->system, strlen(o->system), MT_HASH64_INIT) : 0;
     char sys_text[32] = "none", weights[256] = "none";
@@ -52,11 +55,12 @@ int mt_token_cache_key(const mt_token_cache_cfg *cfg, mt_cache_key *key, char *e
                  "%s%.17g", i ? "," : "", cfg->weights[i]);
     snprintf(key->options, sizeof(key->options),
              "format=%d max_length=%lld policy=%s strip_annotations=%d skip_bad=%d system=%s "
-             "data_format=%s train_on=%s files=%d weights=%s",
+             "data_format=%s train_on=%s reasoning_history=%s files=%d weights=%s",
              MT_TOKEN_CACHE_FORMAT, (long long)o->max_length,
              o->policy == MT_TRUNC_DROP ? "drop" : "truncate", o->strip_annotations ? 1 : 0,
              cfg->skip_bad ? 1 : 0, sys_text, mt_data_format_name(cfg->format),
-             o->last_assistant_only ? "last_assistant" : "all_assistant", n_paths, weights);
+             o->last_assistant_only ? "last_assistant" : "all_assistant",
+             o->history == MT_HISTORY_SPLIT ? "split" : "as_template", n_paths, weights);
     key->options_hash = mt_hash64(key->options, strlen(key->options), MT_HASH64_INIT);
     return 0;
 }
@@ -71,53 +75,60 @@ static void grow(void **p, int64_t *cap, int64_t need, size_t elem, const char *
     *cap = c;
 }
 
+/* Appends the samples built last (b) to out, from file src. */
+static void sample_add(const mt_sample_builder *b, int32_t src, mt_token_data *out,
+                       int64_t caps[4]) {
+    const int64_t at = out->n_tokens;
+    grow((void **)&out->ids, &caps[0], at + b->n, sizeof(int32_t), "token ids");
+    grow((void **)&out->labels, &caps[1], at + b->n, sizeof(int32_t), "labels");
+    grow((void **)&out->offsets, &caps[2], out->n_samples + 2, sizeof(int64_t), "sample offsets");
+    grow((void **)&out->source, &caps[3], out->n_samples + 1, sizeof(int32_t), "sample sources");
+    memcpy(out->ids + at, b->ids, sizeof(int32_t) * (size_t)b->n);
+    memcpy(out->labels + at, b->lab, sizeof(int32_t) * (size_t)b->n);
+    out->n_tokens += b->n;
+    out->n_targets += b->n_targets;
+    out->source[out->n_samples] = src;
+    out->offsets[++out->n_samples] = out->n_tokens;
+}
+
 /* Appends the samples of one file (source index src) to out. */
 static int build_file(const char *path, int32_t src, mt_data_format format, mt_sample_builder *b,
                       bool skip_bad, mt_token_data *out, int64_t caps[4], char *err) {
     mt_conv_set set;
     if (mt_conv_read(path, format, skip_bad, &set, err) != 0) return -1;
-    if (b->opts.strip_annotations) mt_conv_set_strip_annotations(&set);
     out->n_lines += set.n_lines;
     out->n_skipped += set.n_skipped;
-    grow((void **)&out->offsets, &caps[2], out->n_samples + set.n + 1, sizeof(int64_t),
-         "sample offsets");
-    grow((void **)&out->source, &caps[3], out->n_samples + set.n + 1, sizeof(int32_t),
-         "sample sources");
     int rc = 0;
-    for (int64_t i = 0; i < set.n; i++) {
-        char why[MT_ERR_LEN];
-        const int64_t m0 = set.first[i];
-        int r = mt_sample_build_chat(b, set.msgs + m0, (int)(set.first[i + 1] - m0), why);
-        if (r == MT_SAMPLE_ERROR) {
+    char why[MT_ERR_LEN];
+    for (int64_t i = 0; i < set.n && rc == 0; i++) {
+        const int k = mt_sample_conv_open(b, set.json[i], set.json_len[i], why);
+        for (int p = 0; p < k && rc == 0; p++) {
+            const int r = mt_sample_build_piece(b, p, why);
+            if (r == MT_SAMPLE_ERROR) {
+                rc = -1;
+            } else if (r == MT_SAMPLE_DROPPED) {
+                out->n_dropped++;
+            } else {
+                out->n_truncated += r == MT_SAMPLE_TRUNCATED;
+                sample_add(b, src, out, caps);
+            }
+        }
+        if (k < 0 || rc != 0) {
             snprintf(err, MT_ERR_LEN, "%s:%lld: %.400s", path, (long long)set.line[i], why);
             rc = -1;
-            break;
         }
-        if (r == MT_SAMPLE_DROPPED) {
-            out->n_dropped++;
-            continue;
-        }
-        out->n_truncated += r == MT_SAMPLE_TRUNCATED;
-        int64_t at = out->n_tokens;
-        grow((void **)&out->ids, &caps[0], at + b->n, sizeof(int32_t), "token ids");
-        grow((void **)&out->labels, &caps[1], at + b->n, sizeof(int32_t), "labels");
-        memcpy(out->ids + at, b->ids, sizeof(int32_t) * (size_t)b->n);
-        memcpy(out->labels + at, b->lab, sizeof(int32_t) * (size_t)b->n);
-        out->n_tokens += b->n;
-        out->n_targets += b->n_targets;
-        out->source[out->n_samples] = src;
-        out->offsets[++out->n_samples] = out->n_tokens;
     }
     mt_conv_set_free(&set);
     return rc;
 }
 
 int mt_token_data_build_files(const char *const *paths, int n, mt_data_format format,
-                              const mt_tokenizer *tok, const mt_sample_opts *o, bool skip_bad,
-                              mt_token_data *out, char *err) {
+                              const mt_tokenizer *tok, mt_chat_template *tmpl,
+                              const mt_sample_opts *o, bool skip_bad, mt_token_data *out,
+                              char *err) {
     *out = (mt_token_data){0};
     mt_sample_builder b;
-    mt_sample_builder_init(&b, tok, o);
+    mt_sample_builder_init(&b, tok, tmpl, o);
     int64_t caps[4] = {0};
     grow((void **)&out->offsets, &caps[2], 1, sizeof(int64_t), "sample offsets");
     grow((void **)&out->source, &caps[3], 1, sizeof(int32_t), "sample sources");
@@ -130,9 +141,10 @@ int mt_token_data_build_files(const char *const *paths, int n, mt_data_format fo
     return rc;
 }
 
-int mt_token_data_build(const char *data_path, const mt_tokenizer *tok, const mt_sample_opts *o,
-                        bool skip_bad, mt_token_data *out, char *err) {
-    return mt_token_data_build_files(&data_path, 1, MT_FORMAT_AUTO, tok, o, skip_bad, out, err);
+int mt_token_data_build(const char *data_path, const mt_tokenizer *tok, mt_chat_template *tmpl,
+                        const mt_sample_opts *o, bool skip_bad, mt_token_data *out, char *err) {
+    return mt_token_data_build_files(&data_path, 1, MT_FORMAT_AUTO, tok, tmpl, o, skip_bad, out,
+                                     err);
 }
 
 /* ---- HDF5 ---- */
@@ -326,24 +338,34 @@ int mt_token_cache_open(const mt_token_cache_cfg *cfg, mt_token_data *out, bool 
                         char *err) {
     *reused = false;
     mt_cache_key key;
-    if (mt_token_cache_key(cfg, &key, err) != 0) return -1;
+    mt_chat_template *tmpl = mt_token_cache_template(cfg, err);
+    if (!tmpl) return -1;
+    if (mt_token_cache_key(cfg, tmpl, &key, err) != 0) {
+        mt_chat_template_free(tmpl);
+        return -1;
+    }
     if (!cfg->force) {
         char why[MT_ERR_LEN];
-        int rc = mt_token_cache_read(cfg->cache_path, &key, out, why);
-        if (rc == 0) {
+        if (mt_token_cache_read(cfg->cache_path, &key, out, why) == 0) {
             *reused = true;
+            mt_chat_template_free(tmpl);
             return 0;
         }
         /* absent, stale or damaged: rebuilt below */
     }
     char path[4096];
     snprintf(path, sizeof(path), "%s/tokenizer.json", cfg->tokenizer_dir);
-    mt_tokenizer *tok = mt_tokenizer_load(path);
+    mt_tokenizer *tok = mt_tokenizer_try_load(path, err, MT_ERR_LEN);
+    if (!tok) {
+        mt_chat_template_free(tmpl);
+        return -1;
+    }
     const char *const *paths;
     const int n_paths = cache_paths(cfg, &paths);
-    int rc = mt_token_data_build_files(paths, n_paths, cfg->format, tok, &cfg->sample,
+    int rc = mt_token_data_build_files(paths, n_paths, cfg->format, tok, tmpl, &cfg->sample,
                                        cfg->skip_bad, out, err);
     mt_tokenizer_free(tok);
+    mt_chat_template_free(tmpl);
     if (rc != 0) return -1;
     if (mt_token_cache_write(cfg->cache_path, &key, out, err) != 0) {
         mt_token_data_free(out);

@@ -9,9 +9,11 @@
  *   max_length (I64), options (string, the human-readable option list), and the build
  *   counts n_lines, n_skipped, n_truncated, n_dropped, n_targets (I64).
  * The hashes are 64-bit FNV-1a (data/data_io.h) of the data files' bytes (in order), of
- * tokenizer.json's bytes and of the normalized chat template; options_hash covers everything else
- * that changes the tokens (system text, annotation stripping, truncation policy, max_length,
- * skip_bad, cache format, data.format, data.train_on, the number of files and their weights). A
+ * tokenizer.json's bytes and of what the renders depend on (the chat templates' text, the special
+ * tokens, data.template_kwargs: mt_chat_template_hash); options_hash covers everything else that
+ * changes the tokens (system text, annotation stripping, truncation policy, max_length, skip_bad,
+ * cache format, data.format, data.train_on, data.reasoning_history, the number of files and their
+ * weights). A
  * cache is reused only when every one of them matches; otherwise it is rebuilt and written to
  * "<path>.tmp.<pid>", then renamed over <path>, so readers never see a partial file. In a
  * distributed run one rank builds (mt_token_cache_open) and the others read after a barrier. */
@@ -20,7 +22,7 @@
 #include <stdint.h>
 
 #include "data/dataset.h"
-#include "data/gsm8k.h"
+#include "data/sample.h"
 
 typedef struct {
     int64_t n_samples, n_tokens;
@@ -38,7 +40,7 @@ void mt_token_data_free(mt_token_data *d);
  * changes what it produces, so older caches are rebuilt. 2: the tokenizer of d376430 (a cache
  * written before it, still reused after, gave 29 fewer labelled tokens of 120,787 for the
  * demo's data and another loss curve). */
-#define MT_TOKEN_CACHE_FORMAT 3 /* 3: /source, several files, data.format, data.train_on */
+#define MT_TOKEN_CACHE_FORMAT 4 /* 3: /source, several files; 4: the model's own template */
 
 typedef struct {
     int64_t format;
@@ -51,28 +53,35 @@ typedef struct {
     const char *data_path;         /* one data file (data/dataset.h), when n_data_paths is 0 */
     const char *const *data_paths; /* or several (data.paths), each read in its own format */
     int n_data_paths;
-    const double *weights;     /* (n_data_paths) mixing weights (data.weights), NULL: none; they
-                                  change no token, but a cache names what it was built for */
-    mt_data_format format;     /* every file's format; MT_FORMAT_AUTO: detected per file */
-    const char *tokenizer_dir; /* holds tokenizer.json and tokenizer_config.json */
-    const char *cache_path;    /* the .h5 file */
+    const double *weights;       /* (n_data_paths) mixing weights (data.weights), NULL: none; they
+                                    change no token, but a cache names what it was built for */
+    mt_data_format format;       /* every file's format; MT_FORMAT_AUTO: detected per file */
+    const char *tokenizer_dir;   /* holds tokenizer.json and tokenizer_config.json */
+    const char *chat_template;   /* data.chat_template: a template file (NULL: the directory's) */
+    const char *template_kwargs; /* data.template_kwargs as a JSON object (NULL: none) */
+    const char *cache_path;      /* the .h5 file */
     mt_sample_opts sample;
     bool skip_bad; /* count and skip bad jsonl lines instead of failing */
     bool force;    /* rebuild even when the cache matches */
 } mt_token_cache_cfg;
 
-/* The key of a configuration: hashes the files and checks the chat template (a template the
- * renderer does not implement is an error here). Returns 0, or -1 with err set. */
-int mt_token_cache_key(const mt_token_cache_cfg *cfg, mt_cache_key *key, char *err);
+/* The chat template of a configuration (data/chat.h). NULL with err set. */
+mt_chat_template *mt_token_cache_template(const mt_token_cache_cfg *cfg, char *err);
+/* The key of a configuration: hashes the files, tmpl (the configuration's template) and the
+ * options. Returns 0, or -1 with err set. */
+int mt_token_cache_key(const mt_token_cache_cfg *cfg, const mt_chat_template *tmpl,
+                       mt_cache_key *key, char *err);
 
-/* Tokenizes every record of data_path (format auto) into out (samples over max_length dropped
- * or cut as the options say). Returns 0, or -1 with "path:line: reason" in err. */
-int mt_token_data_build(const char *data_path, const mt_tokenizer *tok, const mt_sample_opts *o,
-                        bool skip_bad, mt_token_data *out, char *err);
+/* Tokenizes every record of data_path (format auto) into out, each conversation giving its
+ * samples (data/sample.h; over max_length dropped or cut as the options say). Returns 0, or -1
+ * with "path:line: reason" in err. */
+int mt_token_data_build(const char *data_path, const mt_tokenizer *tok, mt_chat_template *tmpl,
+                        const mt_sample_opts *o, bool skip_bad, mt_token_data *out, char *err);
 /* The same over n files, in order (source[i] = the file of sample i). */
 int mt_token_data_build_files(const char *const *paths, int n, mt_data_format format,
-                              const mt_tokenizer *tok, const mt_sample_opts *o, bool skip_bad,
-                              mt_token_data *out, char *err);
+                              const mt_tokenizer *tok, mt_chat_template *tmpl,
+                              const mt_sample_opts *o, bool skip_bad, mt_token_data *out,
+                              char *err);
 
 /* Reads a cache file. With want != NULL the file's key must equal want: returns 0 when loaded,
  * 1 when the file is absent, unreadable or has another key (why says which), -1 when a file with

@@ -28,7 +28,7 @@ typedef enum {
     JINJA_BOOL,
     JINJA_INT, /* Python int within int64 (beyond it: an error, never a wrap) */
     JINJA_FLOAT,
-    JINJA_STR, /* UTF-8, u.s: not NUL-terminated, immutable */
+    JINJA_STR, /* UTF-8, u.s: immutable; every string the engine makes is followed by a NUL */
     JINJA_LIST,
     JINJA_DICT,
     /* only while a template runs: */
@@ -94,6 +94,9 @@ jinja_heap *jinja_heap_new(size_t max_bytes);
 void jinja_heap_reset(jinja_heap *h);
 void jinja_heap_free(jinja_heap *h);
 bool jinja_heap_failed(const jinja_heap *h);
+/* n bytes of the heap for the caller's own per-render data (16-byte aligned, freed with the
+ * heap); NULL when the heap is full. */
+void *jinja_heap_alloc(jinja_heap *h, size_t n);
 size_t jinja_heap_used(const jinja_heap *h);
 
 jinja_value jinja_undefined(const char *name);
@@ -128,6 +131,12 @@ bool jinja_truthy(jinja_value v);
  * error. Depth at most 512. Returns 0, or -1 with "offset N: reason" in err. */
 int jinja_json_parse(jinja_heap *h, const char *text, size_t len, jinja_value *out, char *err,
                      size_t errlen);
+
+/* The same for a JSON value at the start of text[0, len) with more text after it (the
+ * records of a JSON array): *used gets the bytes the value took (where parsing stopped, on an
+ * error). */
+int jinja_json_parse_prefix(jinja_heap *h, const char *text, size_t len, jinja_value *out,
+                            size_t *used, char *err, size_t errlen);
 
 /* A growable byte buffer, NUL-terminated: malloc'ed, or with heap set, carved from that heap
  * (the evaluator's temporaries: an error that jumps out of a render leaves nothing to free;

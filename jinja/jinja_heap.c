@@ -308,3 +308,11 @@ void jinja_output_free(jinja_output *o) {
     free(o->tagged);
     memset(o, 0, sizeof(*o));
 }
+
+void *jinja_heap_alloc(jinja_heap *h, size_t n) {
+    jmp_buf *saved = h->on_fail; /* a caller's allocation never jumps */
+    h->on_fail = NULL;
+    void *p = jinja_alloc(h, n);
+    h->on_fail = saved;
+    return p;
+}

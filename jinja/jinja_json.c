@@ -545,3 +545,18 @@ int jinja_json_dump(jinja_value v, const jinja_json_opts *o, jinja_buf *out, cha
     if (out->p) out->p[out->len = start] = 0; /* as Python: an error, no partial text */
     return -1;
 }
+
+int jinja_json_parse_prefix(jinja_heap *h, const char *text, size_t len, jinja_value *out,
+                            size_t *used, char *err, size_t errlen) {
+    json_parser p = {h, text, len, 0, err, errlen};
+    *out = jinja_undefined(NULL);
+    *used = 0;
+    jinja_value v;
+    if (parse_value(&p, &v, 0)) {
+        *used = p.i;
+        return -1;
+    }
+    *out = v;
+    *used = p.i;
+    return 0;
+}

@@ -3,13 +3,15 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/gsm8k_answer.h"
+#include "models/chat_cli.h"
 
-void mt_gsm8k_eval_render(const mt_gsm8k_set *shots, int n_shots, const char *question,
-                          mt_chat_rendered *out) {
+/* The turns of a question: 2 n_shots + 1 messages, malloc'ed (texts borrowed). */
+static mt_chat_msg *gsm8k_turns(const mt_gsm8k_set *shots, int n_shots, const char *question) {
     MT_CHECK(n_shots >= 0 && (n_shots == 0 || (shots && n_shots <= shots->n)),
              "gsm8k eval: %d shots of %lld examples", n_shots, shots ? (long long)shots->n : 0LL);
     mt_chat_msg *msgs = mt_malloc(sizeof(mt_chat_msg) * (size_t)(2 * n_shots + 1), "shot turns");
@@ -19,39 +21,51 @@ void mt_gsm8k_eval_render(const mt_gsm8k_set *shots, int n_shots, const char *qu
             (mt_chat_msg){MT_CHAT_ASSISTANT, shots->answer[i], strlen(shots->answer[i])};
     }
     msgs[2 * n_shots] = (mt_chat_msg){MT_CHAT_USER, question, strlen(question)};
-    mt_chat_render(msgs, 2 * n_shots + 1, true, out);
-    free(msgs);
+    return msgs;
 }
 
-int32_t *mt_gsm8k_eval_prompt(const mt_tokenizer *tok, const mt_gsm8k_set *shots, int n_shots,
-                              const char *question, int *n) {
-    mt_chat_rendered r = {0};
-    mt_gsm8k_eval_render(shots, n_shots, question, &r);
-    mt_token_buf buf = {0};
-    char err[MT_ERR_LEN];
-    MT_CHECK(mt_tokenizer_encode_err(tok, r.text, r.len, &buf, err, sizeof(err)) >= 0, "%s", err);
-    int32_t *ids = mt_malloc(sizeof(int32_t) * (size_t)buf.n, "prompt ids");
-    memcpy(ids, buf.ids, sizeof(int32_t) * (size_t)buf.n);
-    *n = (int)buf.n;
-    mt_token_buf_free(&buf);
-    mt_chat_rendered_free(&r);
+int mt_gsm8k_eval_render(mt_chat_template *t, const mt_gsm8k_set *shots, int n_shots,
+                         const char *question, mt_chat_rendered *out, char *err, size_t errlen) {
+    mt_chat_msg *msgs = gsm8k_turns(shots, n_shots, question);
+    const int rc = mt_chat_render_msgs(t, msgs, 2 * n_shots + 1, out, err, errlen);
+    free(msgs);
+    return rc;
+}
+
+int32_t *mt_gsm8k_eval_prompt(mt_chat_template *t, const mt_tokenizer *tok,
+                              const mt_gsm8k_set *shots, int n_shots, const char *question, int *n,
+                              char *err, size_t errlen) {
+    mt_chat_msg *msgs = gsm8k_turns(shots, n_shots, question);
+    int32_t *ids = mt_chat_cli_prompt(t, tok, msgs, 2 * n_shots + 1, n, err, errlen);
+    free(msgs);
     return ids;
 }
 
-int mt_gsm8k_eval_longest(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n) {
+int mt_gsm8k_eval_longest(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n,
+                          char *err, size_t errlen) {
     int t_prompt = 1;
+    char why[MT_ERR_LEN + 4600];
     for (int64_t j = 0; j < n; j++) {
+        const int64_t i = first + j * stride;
         int len;
-        free(mt_gsm8k_eval_prompt(e->tok, e->shots, e->n_shots,
-                                  e->set->question[first + j * stride], &len));
+        int32_t *ids = mt_gsm8k_eval_prompt(e->chat, e->tok, e->shots, e->n_shots,
+                                            e->set->question[i], &len, why, sizeof(why));
+        if (!ids) {
+            snprintf(err, errlen, "question %lld (line %lld): %s", (long long)i,
+                     e->set->line ? (long long)e->set->line[i] : (long long)i + 1, why);
+            return -1;
+        }
+        free(ids);
         t_prompt = len > t_prompt ? len : t_prompt;
     }
     return t_prompt;
 }
 
 size_t mt_gsm8k_eval_arena_bytes(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n) {
-    return mt_minimax_generate_arena_bytes(&e->model->cfg, 1,
-                                           mt_gsm8k_eval_longest(e, first, stride, n));
+    char err[MT_ERR_LEN + 4700];
+    const int longest = mt_gsm8k_eval_longest(e, first, stride, n, err, sizeof(err));
+    MT_CHECK(longest > 0, "gsm8k eval: %s", err);
+    return mt_minimax_generate_arena_bytes(&e->model->cfg, 1, longest);
 }
 
 void mt_gsm8k_eval_batch(const mt_gsm8k_eval *e, const int64_t *ids, int nb, mt_strbuf *lines,
@@ -60,9 +74,12 @@ void mt_gsm8k_eval_batch(const mt_gsm8k_eval *e, const int64_t *ids, int nb, mt_
     int *lens = mt_calloc((size_t)nb, sizeof(int), "prompt lengths");
     int *n_out = mt_calloc((size_t)nb, sizeof(int), "completion lengths");
     int32_t *out = mt_malloc((size_t)nb * (size_t)e->n_new * sizeof(int32_t), "completions");
-    for (int r = 0; r < nb; r++)
-        prompts[r] =
-            mt_gsm8k_eval_prompt(e->tok, e->shots, e->n_shots, e->set->question[ids[r]], &lens[r]);
+    char err[MT_ERR_LEN + 4600];
+    for (int r = 0; r < nb; r++) { /* (mt_gsm8k_eval_longest rendered them all before) */
+        prompts[r] = mt_gsm8k_eval_prompt(e->chat, e->tok, e->shots, e->n_shots,
+                                          e->set->question[ids[r]], &lens[r], err, sizeof(err));
+        MT_CHECK(prompts[r], "gsm8k eval: question %lld: %s", (long long)ids[r], err);
+    }
     mt_gen_opts o = e->opts;
     o.row_ids = ids; /* a prompt's draws follow its index, not its batch */
     mt_minimax_generate_batch(e->model, e->ctx, (const int32_t *const *)prompts, lens, nb, e->n_new,

@@ -1,8 +1,8 @@
 /* gsm8k_eval.h: GSM8K accuracy by generation, the pieces minimax-eval and the trainer's
  * eval.generate share (docs/evaluation.md): the prompt (n-shot: solved examples as earlier
  * user/assistant turns, then the question as a user turn with the generation prompt, rendered
- * with the chat template), one ragged batch of samples decoded and scored into JSON result
- * lines, the results of every rank put back in data-set order, and the Wilson interval.
+ * with the model's chat template, data/chat.h), one ragged batch of samples decoded and scored into
+ * JSON result lines, the results of every rank put back in data-set order, and the Wilson interval.
  *
  * Samples are split across ranks as sample i on rank i % N; a rank's result lines are in its
  * samples' order, so rank 0 rebuilds the data-set order from the ranks' concatenated lines. */
@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "data/chat_template.h"
+#include "data/chat.h"
 #include "data/data_io.h"
 #include "data/gsm8k.h"
 #include "data/tokenizer.h"
@@ -20,6 +20,7 @@ typedef struct {
     mt_minimax *model; /* buckets bound (host memory: generation runs on the CPU backend) */
     mt_ctx *ctx;       /* its arena holds one prompt forward (mt_gsm8k_eval_arena_bytes) */
     const mt_tokenizer *tok;
+    mt_chat_template *chat;    /* renders the prompts (data/chat.h) */
     const mt_gsm8k_set *set;   /* the questions and gold answers */
     const mt_gsm8k_set *shots; /* the solved examples (NULL: zero-shot) */
     int n_shots;               /* the first n_shots of shots, in order */
@@ -28,17 +29,23 @@ typedef struct {
 } mt_gsm8k_eval;
 
 /* The conversation of a question: shots[0..n_shots) as user (question) / assistant (answer)
- * turns, then the question as a user turn, rendered with the generation prompt into out. */
-void mt_gsm8k_eval_render(const mt_gsm8k_set *shots, int n_shots, const char *question,
-                          mt_chat_rendered *out);
-/* The same, tokenized: ids malloc'ed, *n tokens. */
-int32_t *mt_gsm8k_eval_prompt(const mt_tokenizer *tok, const mt_gsm8k_set *shots, int n_shots,
-                              const char *question, int *n);
+ * turns, then the question as a user turn, rendered by t with the generation prompt into out.
+ * 0, or -1 with one line in err (the template refused the conversation). */
+int mt_gsm8k_eval_render(mt_chat_template *t, const mt_gsm8k_set *shots, int n_shots,
+                         const char *question, mt_chat_rendered *out, char *err, size_t errlen);
+/* The same, tokenized: ids malloc'ed, *n tokens; NULL with one line in err. */
+int32_t *mt_gsm8k_eval_prompt(mt_chat_template *t, const mt_tokenizer *tok,
+                              const mt_gsm8k_set *shots, int n_shots, const char *question, int *n,
+                              char *err, size_t errlen);
 
 /* The longest prompt (tokens, at least 1) among samples first, first + stride, ... (n of them:
- * a rank's share). */
-int mt_gsm8k_eval_longest(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n);
-/* Arena bytes for e's context: one prompt forward of the longest of those prompts. */
+ * a rank's share); -1 with one line in err naming the first sample whose prompt does not render
+ * or tokenize. The callers check every prompt here before decoding any, so that a template's
+ * error is a line at the start rather than a failure in the middle of a run. */
+int mt_gsm8k_eval_longest(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n,
+                          char *err, size_t errlen);
+/* Arena bytes for e's context: one prompt forward of the longest of those prompts (which
+ * mt_gsm8k_eval_longest has checked). */
 size_t mt_gsm8k_eval_arena_bytes(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n);
 
 /* Decodes the samples ids[0..nb) as one ragged batch (greedy unless e->opts samples) and

@@ -1,31 +1,33 @@
 /* minimax-chat: a multi-turn chat with a model directory of any family in the terminal
  * (docs/evaluation.md, "Chatting with a model").
  *
- *   minimax-chat --model DIR [--tokenizer TOK] [--system TEXT] [--max-new-tokens N]
- *                [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR]... [--json]
- *                [--backend cpu|cuda]
+ *   minimax-chat --model DIR [--tokenizer TOK] [--chat-template FILE] [--template-kwargs JSON]
+ *                [--system TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]
+ *                [--seed S] [--stop STR]... [--json] [--backend cpu|cuda]
  *
  * Each line on stdin is a user turn (a line ending in '\' continues on the next); `/reset`
  * forgets the turns (the system prompt stays), `/exit` or the end of input ends. Every turn
- * renders the whole conversation with the chat template plus the generation prompt, exactly as
- * minimax-eval and training render it (data/chat_template.h), and decodes with the same code
+ * renders the whole conversation with the model's chat template (TOK's, or --chat-template FILE,
+ * with the variables of --template-kwargs) plus the generation prompt, exactly as minimax-eval
+ * and training render it (models/chat_cli.h, data/chat.h), and decodes with the same code
  * (models/generate.h); the reply streams to stdout as its tokens are decoded and joins the
- * conversation as an assistant turn. A reply ends at <end_of_sentence>, at a --stop string or
- * after --max-new-tokens. --json prints one object per turn instead of the stream: the prompt's
- * ids, the reply's ids and its text. The conversation is rendered and prefilled anew each turn:
- * the reply's tokens are not its re-tokenized text, so a cache kept from the last turn would
- * not be what the template renders. --backend cuda decodes on the GPU (the weights, caches and
- * activations in device memory). */
+ * conversation as an assistant turn. A reply ends at the end-of-turn token (mt_chat_cli_eos),
+ * at a --stop string or after --max-new-tokens. --json prints one object per turn instead of the
+ * stream: the prompt's ids, the reply's ids and its text. The conversation is rendered and
+ * prefilled anew each turn: the reply's tokens are not its re-tokenized text, so a cache kept from
+ * the last turn would not be what the template renders. --backend cuda decodes on the GPU (the
+ * weights, caches and activations in device memory). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "data/chat_template.h"
+#include "data/chat.h"
 #include "data/data_io.h"
 #include "data/tokenizer.h"
 #include "kernels/version.h"
+#include "models/chat_cli.h"
 #include "models/config.h"
 #include "models/generate.h"
 #include "models/minimax.h"
@@ -35,8 +37,8 @@
 
 static void usage(int status) {
     fprintf(status ? stderr : stdout,
-            "usage: minimax-chat --model DIR [--tokenizer TOK] [--system TEXT] "
-            "[--max-new-tokens N]\n"
+            "usage: minimax-chat --model DIR [--tokenizer TOK] [--chat-template FILE]\n"
+            "         [--template-kwargs JSON] [--system TEXT] [--max-new-tokens N]\n"
             "         [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR]... "
             "[--json]\n"
             "         [--backend cpu|cuda]\n"
@@ -44,7 +46,8 @@ static void usage(int status) {
             "  a chat in the terminal: each line on stdin is a user turn (end a line with '\\' "
             "to go on\n"
             "  on the next), /reset forgets the turns, /exit (or end of input) ends\n"
-            "  --system TEXT: a system turn first (kept by /reset)\n"
+            "  --tokenizer TOK: the directory of tokenizer.json and the chat template (default "
+            "DIR)\n" MT_CHAT_CLI_HELP "  --system TEXT: a system turn first (kept by /reset)\n"
             "  --max-new-tokens N: the longest reply (default 512)\n"
             "  --temperature T (default 0: greedy), --top-k K, --top-p P, --seed S: sampling\n"
             "  --stop STR: also end a reply when its text contains STR (up to %d)\n"
@@ -113,7 +116,8 @@ static bool chat_on_token(void *user, int b, const int32_t *toks, int n) {
 typedef struct {
     mt_minimax *model;
     const mt_tokenizer *tok;
-    const mt_backend *be; /* the context's, whose memory holds the weights */
+    mt_chat_template *chat; /* renders the conversation */
+    const mt_backend *be;   /* the context's, whose memory holds the weights */
     mt_ctx ctx;
     int ctx_tokens; /* the longest prompt ctx's arena holds (0: not initialised) */
     int n_new, n_turns;
@@ -123,22 +127,12 @@ typedef struct {
 } chat_session;
 
 /* The prompt of the conversation so far: rendered with the generation prompt and tokenized.
- * Returns the ids (malloc'ed), *T their count; NULL after an error line on stderr. */
+ * Returns the ids (malloc'ed), *T their count; NULL after an error line on stderr (a template
+ * that refuses the conversation drops the turn, the chat goes on). */
 static int32_t *chat_prompt(const chat_session *s, const chat_history *h, int *T) {
-    mt_chat_rendered r = {0};
-    mt_chat_render(h->msgs, h->n, true, &r);
-    mt_token_buf buf = {0};
-    char err[MT_ERR_LEN];
-    int32_t *ids = NULL;
-    if (mt_tokenizer_encode_err(s->tok, r.text, r.len, &buf, err, sizeof(err)) < 0)
-        fprintf(stderr, "minimax-chat: the conversation does not tokenize: %s\n", err);
-    else {
-        ids = mt_malloc(sizeof(int32_t) * (size_t)(buf.n > 0 ? buf.n : 1), "prompt ids");
-        memcpy(ids, buf.ids, sizeof(int32_t) * (size_t)buf.n);
-        *T = (int)buf.n;
-    }
-    mt_token_buf_free(&buf);
-    mt_chat_rendered_free(&r);
+    char err[MT_ERR_LEN + 4800];
+    int32_t *ids = mt_chat_cli_prompt(s->chat, s->tok, h->msgs, h->n, T, err, sizeof(err));
+    if (!ids) fprintf(stderr, "minimax-chat: %s\n", err);
     return ids;
 }
 
@@ -246,7 +240,8 @@ static void chat_fail(const char *msg) {
 }
 
 int main(int argc, char **argv) {
-    const char *model_dir = NULL, *tok_dir = NULL, *system_text = NULL, *backend = "cpu";
+    const char *model_dir = NULL, *tok_dir = NULL, *system_text = NULL, *backend = "cpu",
+               *chat_file = NULL, *kwargs = NULL;
     const char *stops[CHAT_MAX_STOPS];
     int n_stops = 0;
     long n_new = 512, top_k = 0;
@@ -259,6 +254,10 @@ int main(int argc, char **argv) {
             model_dir = argv[++i];
         else if (!strcmp(argv[i], "--tokenizer") && more)
             tok_dir = argv[++i];
+        else if (!strcmp(argv[i], "--chat-template") && more)
+            chat_file = argv[++i];
+        else if (!strcmp(argv[i], "--template-kwargs") && more)
+            kwargs = argv[++i];
         else if (!strcmp(argv[i], "--system") && more)
             system_text = argv[++i];
         else if (!strcmp(argv[i], "--max-new-tokens") && more)
@@ -294,6 +293,8 @@ int main(int argc, char **argv) {
     if (!mt_minimax_config_readable(model_dir, err, sizeof(err))) chat_fail(err);
     mt_tokenizer *tok = mt_chat_tokenizer_load(tok_dir, err, sizeof(err));
     if (!tok) chat_fail(err);
+    mt_chat_template *chat = mt_chat_cli_open(tok_dir, chat_file, kwargs, err, sizeof(err));
+    if (!chat) chat_fail(err);
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
@@ -303,10 +304,10 @@ int main(int argc, char **argv) {
     const mt_backend *be = mt_gen_backend_named(backend, &m, err, sizeof(err));
     if (!be) chat_fail(err);
     float **data = mt_weights_load_backend(model_dir, &m, be);
-    int32_t eos = mt_tokenizer_token_to_id(tok, "<end_of_sentence>");
-    if (eos < 0) eos = cfg.eos_token_id;
+    const int32_t eos = mt_chat_cli_eos(chat, tok, cfg.eos_token_id);
 
-    chat_session s = {.model = &m, .tok = tok, .be = be, .n_new = (int)n_new, .json = json};
+    chat_session s = {
+        .model = &m, .tok = tok, .chat = chat, .be = be, .n_new = (int)n_new, .json = json};
     s.reply = (chat_reply){.tok = tok, .stops = stops, .n_stops = n_stops, .stream = !json};
     s.opts = (mt_gen_opts){.temperature = (float)temperature,
                            .top_k = (int)top_k,
@@ -326,5 +327,6 @@ int main(int argc, char **argv) {
     mt_weights_backend_free(&m, be, data);
     mt_minimax_free(&m);
     mt_tokenizer_free(tok);
+    mt_chat_template_free(chat);
     return 0;
 }

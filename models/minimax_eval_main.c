@@ -2,10 +2,12 @@
  *
  *   mpirun -np N minimax-eval --model DIR --data test.jsonl [--limit N] [--max-new-tokens N]
  *       [--batch B] [--out results.jsonl] [--temperature T] [--top-k K] [--top-p P] [--seed S]
- *       [--stop STR]... [--tokenizer TOK] [--shots N --shots-file TRAIN.jsonl]
- *       [--backend cpu|cuda] [--weights auto|replica|gathered]
+ *       [--stop STR]... [--tokenizer TOK] [--chat-template FILE] [--template-kwargs JSON]
+ *       [--shots N --shots-file TRAIN.jsonl] [--backend cpu|cuda]
+ *       [--weights auto|replica|gathered]
  *
- * Each question is a user turn rendered with the chat template and the generation prompt
+ * Each question is a user turn rendered with the generation prompt by the model's chat template
+ * (TOK's, or --chat-template FILE, with the variables of --template-kwargs: models/chat_cli.h)
  * (zero-shot; with --shots N the first N solved examples of the shots file come first, as
  * earlier user/assistant turns: models/gsm8k_eval.h); sample i runs on rank i % N, B prompts at
  * a time as one ragged batch (models/generate.h), in host memory or with --backend cuda on the
@@ -25,11 +27,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "data/chat_template.h"
+#include "data/chat.h"
 #include "data/data_io.h"
 #include "data/gsm8k.h"
 #include "data/tokenizer.h"
 #include "kernels/version.h"
+#include "models/chat_cli.h"
 #include "models/config.h"
 #include "models/generate.h"
 #include "models/gsm8k_eval.h"
@@ -50,6 +53,7 @@ static void usage(int status) {
             "usage: minimax-eval --model DIR --data FILE.jsonl [--limit N] [--max-new-tokens N]\n"
             "         [--batch B] [--out RESULTS.jsonl] [--tokenizer TOK] [--temperature T]\n"
             "         [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n"
+            "         [--chat-template FILE] [--template-kwargs JSON]\n"
             "         [--shots N --shots-file TRAIN.jsonl] [--backend cpu|cuda]\n"
             "         [--weights auto|replica|gathered]\n"
             "       minimax-eval --help | --version\n"
@@ -64,6 +68,8 @@ static void usage(int status) {
             "  replica), or 1/N of it and the ranks decode in step through ZeRO-3 gathers\n"
             "  (--weights gathered); auto (default): the replica when it fits\n"
             "  --backend cuda: decode on the rank's GPU (default cpu)\n"
+            "  --tokenizer TOK: the directory of tokenizer.json and the chat template (default "
+            "DIR)\n" MT_CHAT_CLI_HELP
             "  --limit N: the first N questions; --max-new-tokens (default 256); --batch "
             "(default 8)\n"
             "  --temperature 0 (default): greedy; else sampling, with --top-k, --top-p, --seed\n"
@@ -78,6 +84,17 @@ static void usage(int status) {
 /* A bad input: one line (rank 0 only, every rank sees the same input), then exit 1. */
 static void ev_fail(const char *msg) {
     if (ev_rank == 0) fprintf(stderr, "minimax-eval: %s\n", msg);
+    mt_comm_finalize(ev_host);
+    exit(1);
+}
+
+/* A failure that only some ranks may meet (their own samples): every rank learns of it, the
+ * lowest failing rank prints its line, all exit 1. */
+static void ev_fail_any(bool failed, const char *msg) {
+    int n_ranks = ev_host->size, first = failed ? ev_rank : n_ranks;
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first == n_ranks) return;
+    if (ev_rank == first) fprintf(stderr, "minimax-eval: %s\n", msg);
     mt_comm_finalize(ev_host);
     exit(1);
 }
@@ -119,7 +136,8 @@ static double ev_now(void) {
 
 int main(int argc, char **argv) {
     const char *model_dir = NULL, *data_path = NULL, *out_path = NULL, *tok_dir = NULL,
-               *shots_path = NULL, *backend = "cpu", *weights = "auto";
+               *shots_path = NULL, *backend = "cpu", *weights = "auto", *chat_file = NULL,
+               *kwargs = NULL;
     const char *stops[EV_MAX_STOPS];
     int n_stops = 0;
     long limit = -1, n_new = 256, batch = 8, top_k = 0, n_shots = 0;
@@ -145,6 +163,10 @@ int main(int argc, char **argv) {
             out_path = argv[++i];
         else if (!strcmp(argv[i], "--tokenizer") && more)
             tok_dir = argv[++i];
+        else if (!strcmp(argv[i], "--chat-template") && more)
+            chat_file = argv[++i];
+        else if (!strcmp(argv[i], "--template-kwargs") && more)
+            kwargs = argv[++i];
         else if (!strcmp(argv[i], "--backend") && more)
             backend = argv[++i];
         else if (!strcmp(argv[i], "--weights") && more)
@@ -191,6 +213,8 @@ int main(int argc, char **argv) {
     if (!mt_minimax_config_readable(model_dir, err, sizeof(err))) ev_fail(err);
     mt_tokenizer *tok = mt_chat_tokenizer_load(tok_dir, err, sizeof(err));
     if (!tok) ev_fail(err);
+    mt_chat_template *chat = mt_chat_cli_open(tok_dir, chat_file, kwargs, err, sizeof(err));
+    if (!chat) ev_fail(err);
     mt_gsm8k_set set;
     if (mt_gsm8k_read(data_path, false, &set, err) != 0) ev_fail(err);
     if (set.n == 0) {
@@ -216,8 +240,7 @@ int main(int argc, char **argv) {
     const int64_t n = limit >= 0 && limit < set.n ? limit : set.n;
     /* this rank's samples: i = rank, rank + N, ... (balanced, and the order rank 0 rebuilds) */
     const int64_t n_mine = n > ev_rank ? (n - ev_rank - 1) / n_ranks + 1 : 0;
-    int32_t eos = mt_tokenizer_token_to_id(tok, "<end_of_sentence>");
-    if (eos < 0) eos = cfg.eos_token_id;
+    const int32_t eos = mt_chat_cli_eos(chat, tok, cfg.eos_token_id);
     ev_stop_ctx sc = {.tok = tok, .stops = stops, .n_stops = n_stops};
     mt_gen_opts o = {.temperature = (float)temperature,
                      .top_k = (int)top_k,
@@ -228,6 +251,7 @@ int main(int argc, char **argv) {
                      .stop_user = &sc};
     mt_gsm8k_eval ev = {.model = &m,
                         .tok = tok,
+                        .chat = chat,
                         .set = &set,
                         .shots = n_shots ? &shots : NULL,
                         .n_shots = (int)n_shots,
@@ -238,7 +262,8 @@ int main(int argc, char **argv) {
     const int B = (int)batch;
     int64_t *row_ids = mt_calloc((size_t)B, sizeof(int64_t), "row ids");
     /* the arena holds one prompt forward: sized for this rank's longest */
-    const int longest = mt_gsm8k_eval_longest(&ev, ev_rank, n_ranks, n_mine);
+    const int longest = mt_gsm8k_eval_longest(&ev, ev_rank, n_ranks, n_mine, err, sizeof(err));
+    ev_fail_any(longest < 0, err);
     if (ev_rank == 0)
         fprintf(stderr,
                 "minimax-eval: %lld samples on %d ranks, %ld-shot prompts of up to %d "
@@ -379,6 +404,7 @@ int main(int argc, char **argv) {
     }
     mt_minimax_free(&m);
     mt_tokenizer_free(tok);
+    mt_chat_template_free(chat);
     mt_gsm8k_set_free(&set);
     mt_gsm8k_set_free(&shots);
     mt_comm_finalize(ev_host);

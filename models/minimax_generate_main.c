@@ -3,25 +3,27 @@
  *
  *   minimax-generate --model DIR --ids IDS.json --max-new-tokens N [--arena-mb M]
  *                    [--backend cpu|cuda]
- *   minimax-generate --model DIR --prompt TEXT [--tokenizer TOK] --max-new-tokens N [--json]
+ *   minimax-generate --model DIR --prompt TEXT [--tokenizer TOK] [--chat-template FILE]
+ *                    [--template-kwargs JSON] --max-new-tokens N [--json]
  *
  * IDS.json: a list of equal-length lists of prompt token ids. Prints the generated ids as a
- * JSON list of lists, one row per line. TEXT: one user turn rendered with the chat template
- * (data/chat_template.h, as training renders it) followed by the generation prompt, tokenized
- * with TOK's tokenizer.json (default: DIR's); prints the generated text decoded, special tokens
- * left out, or with --json the prompt ids, the generated ids and the text. With an
- * eos_token_id in the config a row stops at eos (and is padded with eos while the others go
- * on), like transformers' generate. --backend cuda decodes on the GPU (the weights, the caches
- * and the activations in device memory; the decode kernels of docs/cuda.md), the tokens chosen
- * on the host from the last positions' logits. */
+ * JSON list of lists, one row per line. TEXT: one user turn rendered with the generation prompt
+ * by the model's chat template (TOK's, or FILE; with the variables of JSON: models/chat_cli.h,
+ * as training renders it), tokenized with TOK's tokenizer.json (default: DIR's); prints the
+ * generated text decoded, special tokens left out, or with --json the prompt ids, the generated ids
+ * and the text. With an eos_token_id in the config a row stops at eos (and is padded with eos while
+ * the others go on), like transformers' generate. --backend cuda decodes on the GPU (the weights,
+ * the caches and the activations in device memory; the decode kernels of docs/cuda.md), the tokens
+ * chosen on the host from the last positions' logits. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "data/chat_template.h"
+#include "data/chat.h"
 #include "data/tokenizer.h"
+#include "models/chat_cli.h"
 #include "models/config.h"
 #include "models/generate.h"
 #include "models/ids_json.h"
@@ -35,42 +37,29 @@ static void usage(int status) {
             "usage: minimax-generate --model DIR --ids IDS.json --max-new-tokens N "
             "[--arena-mb M] [--backend cpu|cuda]\n"
             "       minimax-generate --model DIR --prompt TEXT [--tokenizer TOK] "
-            "--max-new-tokens N [--json] [--arena-mb M]\n"
+            "[--chat-template FILE]\n"
+            "         [--template-kwargs JSON] --max-new-tokens N [--json] [--arena-mb M]\n"
             "       minimax-generate --help | --version\n"
             "  greedy decoding: IDS.json is a list of equal-length lists of prompt token ids;\n"
             "  prints the generated ids as a JSON list of lists, one row per line\n"
-            "  --prompt TEXT: a user turn in the chat template (TOK/tokenizer_config.json, the\n"
-            "    MiniMax one) with the generation prompt, tokenized with TOK/tokenizer.json\n"
-            "    (TOK: DIR by default); prints the generated text, special tokens left out\n"
+            "  --prompt TEXT: a user turn with the generation prompt in the model's chat template\n"
+            "    (TOK's chat_template.jinja or tokenizer_config.json), tokenized with\n"
+            "    TOK/tokenizer.json (TOK: DIR by default); prints the generated text, special\n"
+            "    tokens left out\n" MT_CHAT_CLI_HELP
             "  --json: with --prompt, {\"prompt_ids\": [...], \"ids\": [...], \"text\": ...}\n"
             "  --backend cuda: decode on the GPU (default cpu)\n");
     exit(status);
 }
 
-/* --prompt: TEXT as a user turn with the generation prompt, in the chat template of tok_dir
- * (checked to be the one data/chat_template.c renders), tokenized as training tokenizes:
- * (1, T) ids, malloc'ed. */
-static int32_t *gen_prompt_ids(const mt_tokenizer *tok, const char *tok_dir, const char *text,
+/* --prompt: TEXT as a user turn with the generation prompt, rendered by t and tokenized as
+ * training tokenizes: (1, T) ids, malloc'ed. */
+static int32_t *gen_prompt_ids(mt_chat_template *t, const mt_tokenizer *tok, const char *text,
                                int *T) {
-    char path[4200], err[MT_ERR_LEN + 4200];
-    snprintf(path, sizeof(path), "%s/tokenizer_config.json", tok_dir);
-    MT_CHECK(access(path, R_OK) == 0,
-             "--prompt: cannot read %s, whose chat template renders the prompt (give --tokenizer "
-             "a directory with tokenizer.json and tokenizer_config.json)",
-             path);
-    MT_CHECK(mt_chat_template_check(path, NULL, err) == 0, "--prompt: %s", err);
+    char err[MT_ERR_LEN + 4800];
     const mt_chat_msg msg = {.role = MT_CHAT_USER, .text = text, .len = strlen(text)};
-    mt_chat_rendered r = {0};
-    mt_chat_render(&msg, 1, true, &r);
-    mt_token_buf buf = {0};
-    MT_CHECK(mt_tokenizer_encode_err(tok, r.text, r.len, &buf, err, sizeof(err)) >= 0,
-             "--prompt: %s", err);
-    MT_CHECK(buf.n > 0 && buf.n < 1000000, "--prompt: %lld tokens", (long long)buf.n);
-    int32_t *ids = mt_malloc(sizeof(int32_t) * (size_t)buf.n, "prompt ids");
-    memcpy(ids, buf.ids, sizeof(int32_t) * (size_t)buf.n);
-    *T = (int)buf.n;
-    mt_token_buf_free(&buf);
-    mt_chat_rendered_free(&r);
+    int32_t *ids = mt_chat_cli_prompt(t, tok, &msg, 1, T, err, sizeof(err));
+    MT_CHECK(ids, "--prompt: %s", err);
+    MT_CHECK(*T > 0 && *T < 1000000, "--prompt: %d tokens", *T);
     return ids;
 }
 
@@ -97,7 +86,8 @@ static void gen_print_text(const mt_tokenizer *tok, const int32_t *prompt, int T
 }
 
 int main(int argc, char **argv) {
-    const char *model_dir = NULL, *ids_path = NULL, *prompt = NULL, *tok_dir = NULL;
+    const char *model_dir = NULL, *ids_path = NULL, *prompt = NULL, *tok_dir = NULL,
+               *chat_file = NULL, *kwargs = NULL;
     long n_new = -1, arena_mb = 0;
     bool json = false;
     const char *backend = "cpu";
@@ -110,6 +100,10 @@ int main(int argc, char **argv) {
             prompt = argv[++i];
         else if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc)
             tok_dir = argv[++i];
+        else if (!strcmp(argv[i], "--chat-template") && i + 1 < argc)
+            chat_file = argv[++i];
+        else if (!strcmp(argv[i], "--template-kwargs") && i + 1 < argc)
+            kwargs = argv[++i];
         else if (!strcmp(argv[i], "--json"))
             json = true;
         else if (!strcmp(argv[i], "--max-new-tokens") && i + 1 < argc)
@@ -126,9 +120,10 @@ int main(int argc, char **argv) {
         } else
             usage(2);
     }
-    /* one of --ids and --prompt; --tokenizer and --json go with --prompt */
-    if (!model_dir || !ids_path == !prompt || (ids_path && (tok_dir || json)) || n_new < 0 ||
-        n_new > 1000000 || (strcmp(backend, "cpu") && strcmp(backend, "cuda")))
+    /* one of --ids and --prompt; --tokenizer, the template's flags and --json go with --prompt */
+    if (!model_dir || !ids_path == !prompt ||
+        (ids_path && (tok_dir || json || chat_file || kwargs)) || n_new < 0 || n_new > 1000000 ||
+        (strcmp(backend, "cpu") && strcmp(backend, "cuda")))
         usage(2);
 
     mt_minimax_config cfg;
@@ -136,9 +131,10 @@ int main(int argc, char **argv) {
     int B = 1, T; /* checked against the vocabulary before any weight is read */
     int32_t *ids = NULL;
     mt_tokenizer *tok = NULL;
+    mt_chat_template *chat = NULL;
     if (prompt) {
         if (!tok_dir) tok_dir = model_dir;
-        char path[4200], err[4400];
+        char path[4200], err[MT_ERR_LEN + 8400];
         snprintf(path, sizeof(path), "%s/tokenizer.json", tok_dir);
         MT_CHECK(access(path, R_OK) == 0,
                  "--prompt: cannot read %s (give --tokenizer DIR: a directory with tokenizer.json "
@@ -146,7 +142,9 @@ int main(int argc, char **argv) {
                  path);
         tok = mt_tokenizer_try_load(path, err, sizeof(err));
         MT_CHECK(tok, "--prompt: %s", err);
-        ids = gen_prompt_ids(tok, tok_dir, prompt, &T);
+        chat = mt_chat_cli_open(tok_dir, chat_file, kwargs, err, sizeof(err));
+        MT_CHECK(chat, "--prompt: %s", err);
+        ids = gen_prompt_ids(chat, tok, prompt, &T);
         mt_ids_check_range(ids, B, T, cfg.vocab_size, 0, "prompt token id", path);
     } else {
         ids = mt_ids_json_load(ids_path, &B, &T);
@@ -170,6 +168,7 @@ int main(int argc, char **argv) {
     if (tok) {
         gen_print_text(tok, ids, T, out, steps, json);
         mt_tokenizer_free(tok);
+        mt_chat_template_free(chat);
     } else {
         printf("[\n");
         for (int b = 0; b < B; b++) {

@@ -1,10 +1,13 @@
 /* minimax-serve: an OpenAI-compatible endpoint for a model directory of any family
  * (docs/serving.md).
  *
- *   minimax-serve --model DIR [--tokenizer TOK] [--host 127.0.0.1] [--port 8000]
+ *   minimax-serve --model DIR [--tokenizer TOK] [--chat-template FILE]
+ *                 [--template-kwargs JSON] [--host 127.0.0.1] [--port 8000]
  *                 [--max-batch N] [--max-context T] [--api-key K] [--max-body BYTES]
  *                 [--served-model-name NAME] [--backend cpu|cuda]
  *
+ * Chat messages are rendered by the model's chat template (TOK's, or FILE, with the variables
+ * of JSON: models/chat_cli.h), as training renders them.
  * POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health; requests are
  * batched continuously (serve/engine.h). SIGTERM or SIGINT: no new connections, the requests in
  * flight are answered, exit 0. Generation runs on the CPU backend (models/generate.h), the model
@@ -14,9 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/chat_template.h"
+#include "data/chat.h"
 #include "data/tokenizer.h"
 #include "kernels/version.h"
+#include "models/chat_cli.h"
 #include "models/config.h"
 #include "models/minimax.h"
 #include "models/weights.h"
@@ -25,12 +29,15 @@
 
 static void usage(int status) {
     fprintf(status ? stderr : stdout,
-            "usage: minimax-serve --model DIR [--tokenizer TOK] [--host 127.0.0.1] [--port 8000]\n"
+            "usage: minimax-serve --model DIR [--tokenizer TOK] [--chat-template FILE]\n"
+            "         [--template-kwargs JSON] [--host 127.0.0.1] [--port 8000]\n"
             "         [--max-batch N] [--max-context T] [--api-key K] [--max-body BYTES]\n"
             "         [--served-model-name NAME] [--backend cpu|cuda]\n"
             "       minimax-serve --help | --version\n"
             "  OpenAI-compatible: POST /v1/chat/completions, POST /v1/completions,\n"
             "  GET /v1/models, GET /health; continuous batching of up to N requests (default 8)\n"
+            "  --tokenizer TOK: the directory of tokenizer.json and the chat template (default "
+            "DIR)\n" MT_CHAT_CLI_HELP
             "  --host: an IPv4 address (default 127.0.0.1, loopback only); --port 0: any free one\n"
             "  --max-context T: prompt + completion tokens per request (default: the model's\n"
             "    max_position_embeddings, at most 8192)\n"
@@ -49,7 +56,8 @@ static void serve_fail(const char *msg) {
 }
 
 int main(int argc, char **argv) {
-    const char *model_dir = NULL, *tok_dir = NULL, *name = NULL, *backend = "cpu";
+    const char *model_dir = NULL, *tok_dir = NULL, *name = NULL, *backend = "cpu",
+               *chat_file = NULL, *kwargs = NULL;
     mt_server_opts o = {.host = "127.0.0.1", .port = 8000, .max_body = 1 << 20};
     o.api_key = getenv("MINIMAX_SERVE_API_KEY");
     if (o.api_key && !*o.api_key) o.api_key = NULL;
@@ -60,6 +68,10 @@ int main(int argc, char **argv) {
             model_dir = argv[++i];
         else if (!strcmp(argv[i], "--tokenizer") && more)
             tok_dir = argv[++i];
+        else if (!strcmp(argv[i], "--chat-template") && more)
+            chat_file = argv[++i];
+        else if (!strcmp(argv[i], "--template-kwargs") && more)
+            kwargs = argv[++i];
         else if (!strcmp(argv[i], "--host") && more)
             o.host = argv[++i];
         else if (!strcmp(argv[i], "--port") && more)
@@ -94,6 +106,8 @@ int main(int argc, char **argv) {
     if (!mt_minimax_config_readable(model_dir, err, sizeof(err))) serve_fail(err);
     mt_tokenizer *tok = mt_chat_tokenizer_load(tok_dir, err, sizeof(err));
     if (!tok) serve_fail(err);
+    mt_chat_template *chat = mt_chat_cli_open(tok_dir, chat_file, kwargs, err, sizeof(err));
+    if (!chat) serve_fail(err);
     if (!name) { /* the directory's last part */
         const char *end = model_dir + strlen(model_dir);
         while (end > model_dir && end[-1] == '/') end--;
@@ -130,13 +144,13 @@ int main(int argc, char **argv) {
         serve_fail(err);
     }
     float **data = mt_weights_load_backend(model_dir, &m, be);
-    int32_t eos = mt_tokenizer_token_to_id(tok, "<end_of_sentence>");
-    if (eos < 0) eos = cfg.eos_token_id;
+    const int32_t eos = mt_chat_cli_eos(chat, tok, cfg.eos_token_id);
 
     mt_serve_engine engine;
     mt_serve_engine_start(&engine, &m, tok, be, (int)max_batch, t_max);
     const mt_api_env env = {.engine = &engine,
                             .tok = tok,
+                            .chat = chat,
                             .model_name = name,
                             .t_max = t_max,
                             .vocab_size = cfg.vocab_size,
@@ -146,5 +160,6 @@ int main(int argc, char **argv) {
     mt_weights_backend_free(&m, be, data);
     mt_minimax_free(&m);
     mt_tokenizer_free(tok);
+    mt_chat_template_free(chat);
     return rc;
 }

@@ -3,14 +3,20 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "data/chat_template.h"
+#include "data/chat.h"
 #include "data/data_io.h"
+#include "models/chat_cli.h"
+
+/* The handlers run on the server's threads, and a template with its heap is not thread-safe
+ * (jinja/jinja.h): renders take turns (they are short next to the decoding). */
+static pthread_mutex_t api_chat_mu = PTHREAD_MUTEX_INITIALIZER;
 
 int mt_api_fail(mt_api_error *err, int status, const char *code, const char *param, const char *fmt,
                 ...) {
@@ -141,7 +147,8 @@ static char *api_content(const cJSON *m, int i, mt_api_error *err) {
     return s;
 }
 
-/* messages rendered with the chat template and the generation prompt, tokenized. */
+/* messages rendered with the chat template and the generation prompt, tokenized. A template
+ * that refuses them (raise_exception, a role it does not know) is the request's error. */
 static int32_t *api_chat_prompt(const mt_api_env *env, const cJSON *body, int *n,
                                 mt_api_error *err) {
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(body, "messages");
@@ -170,8 +177,20 @@ static int32_t *api_chat_prompt(const mt_api_env *env, const cJSON *body, int *n
                                 .len = strlen(text)};
     }
     mt_chat_rendered r = {0};
-    mt_chat_render(msgs, nm, true, &r);
-    ids = api_tokenize(env, r.text, r.len, n, "messages", err);
+    char why[MT_ERR_LEN];
+    pthread_mutex_lock(&api_chat_mu);
+    const int rc = mt_chat_render_msgs(env->chat, msgs, nm, &r, why, sizeof(why));
+    pthread_mutex_unlock(&api_chat_mu);
+    /* the client is told the problem, not where the server keeps its template */
+    const char *origin = mt_chat_template_origin(env->chat), *at = why;
+    if (!strncmp(why, origin, strlen(origin)) && why[strlen(origin)] == ':')
+        at = why + strlen(origin);
+    if (rc != 0)
+        mt_api_fail(err, 400, NULL, "messages",
+                    "the model's chat template cannot render 'messages': %s%s",
+                    at == why ? "" : "template", at);
+    else
+        ids = api_tokenize(env, r.text, r.len, n, "messages", err);
     mt_chat_rendered_free(&r);
 done:
     for (int j = 0; j < nm; j++) free((char *)msgs[j].text);

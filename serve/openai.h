@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "data/chat.h"
 #include "serve/engine.h"
 
 #define MT_API_MAX_PROMPTS 64 /* prompts in one /v1/completions request */
@@ -14,6 +15,7 @@
 typedef struct {
     mt_serve_engine *engine;
     const mt_tokenizer *tok;
+    mt_chat_template *chat; /* renders chat messages (models/chat_cli.h); one render at a time */
     const char *model_name;
     int t_max;      /* context: prompt + completion tokens */
     int vocab_size; /* the model's */

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "data/gsm8k.h"
 #include "data/synth.h"
 #include "data/tokenizer.h"
 #include "data/token_cache.h"
@@ -45,6 +46,110 @@ static int cli_run(const char *var, const char *dir, const char *args) {
 /* `minimax-data <args>` */
 static int cli(const char *dir, const char *args) { return cli_run("MT_DATA_CLI", dir, args); }
 
+/* minimax-data's error paths: each a one-line message naming the file (and line) at fault. */
+static void cli_errors(const char *dir, const char *tk) {
+    char a[12000], p[4300], q[4300];
+    snprintf(p, sizeof(p), "%s/bad.jsonl", dir);
+    write_text(p, "{\"question\": \"q\", \"answer\": \"a\\n#### 1\"}\n\n{\"question\": \"q\"\n"
+                  "{\"question\": \"q2\", \"answer\": \"b\\n#### 2\"}\n");
+    snprintf(a, sizeof(a), "tokenize --data '%s' --tokenizer '%s' --out '%s/c2.h5'", p, tk, dir);
+    snprintf(q, sizeof(q), "%s:3: malformed JSON", p);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, q), "bad line: %s", cli_err);
+    snprintf(q, sizeof(q), "%s/c2.h5", dir);
+    EXPECT(!file_exists(q) && count_entries(dir, ".tmp.") == 0, "files left after an error");
+    snprintf(q, sizeof(q), "%s --skip-bad", a);
+    EXPECT(cli(dir, q) == 0 && has(cli_out, "skipped    1") && has(cli_out, "samples    2") &&
+               has(cli_out, "records    3") && has(cli_err, "skipped 1 bad line"),
+           "--skip-bad: %s%s", cli_out, cli_err);
+    /* a tokenizer directory that is absent, or that has a config but no tokenizer.json */
+    snprintf(a, sizeof(a), "tokenize --data '%s/s.jsonl' --tokenizer '%s/none' --out '%s/c3.h5'",
+             dir, dir, dir);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, "none/tokenizer_config.json: cannot open"),
+           "no tokenizer: %s", cli_err);
+    snprintf(q, sizeof(q), "%s/tok", dir);
+    mkdir(q, 0755);
+    snprintf(p, sizeof(p), "%s/tokenizer_config.json", tk);
+    size_t n = 0;
+    char err[MT_ERR_LEN], *bytes = mt_file_read(p, &n, err);
+    MT_CHECK(bytes, "%s", err);
+    snprintf(p, sizeof(p), "%s/tok/tokenizer_config.json", dir);
+    write_bytes(p, bytes, n);
+    free(bytes);
+    snprintf(a, sizeof(a), "tokenize --data '%s/s.jsonl' --tokenizer '%s/tok' --out '%s/c3.h5'",
+             dir, dir, dir);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, "tok/tokenizer.json"), "no tokenizer.json: %s",
+           cli_err);
+    snprintf(a, sizeof(a), "tokenize --data '%s/absent.jsonl' --tokenizer '%s' --out '%s/c3.h5'",
+             dir, tk, dir);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, "absent.jsonl"), "no data: %s", cli_err);
+    /* a chat template that is not Jinja: named with its line and column */
+    write_config(q, "{% for m in messages %}{{ m.content }\n{% endfor %}");
+    snprintf(a, sizeof(a), "tokenize --data '%s/s.jsonl' --tokenizer '%s/tok' --out '%s/c3.h5'",
+             dir, dir, dir);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, "tok/tokenizer_config.json:1:"),
+           "a template that is not Jinja: %s", cli_err);
+    /* one whose trained bytes cannot be told (no loop over the messages): the record named */
+    write_config(q, "{{ messages }}");
+    snprintf(p, sizeof(p), "%s/tokenizer.json", tk);
+    bytes = mt_file_read(p, &n, err);
+    MT_CHECK(bytes, "%s", err);
+    snprintf(p, sizeof(p), "%s/tok/tokenizer.json", dir);
+    write_bytes(p, bytes, n);
+    free(bytes);
+    snprintf(q, sizeof(q), "%s/s.jsonl:1: the chat template: assistant message 1", dir);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, q), "a template without turns: %s", cli_err);
+    snprintf(a, sizeof(a), "show --data '%s/s.jsonl' --tokenizer '%s' --index 120", dir, tk);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, "outside"), "show out of range: %s", cli_err);
+    snprintf(a, sizeof(a), "synth --out '%s/no/such/x.jsonl'", dir);
+    EXPECT(cli(dir, a) == 1 && has(cli_err, "no/such"), "synth unwritable: %s", cli_err);
+    EXPECT(cli(dir, "tokenize --data x.jsonl") == 2 && has(cli_err, "--tokenizer is required"),
+           "usage: %s", cli_err);
+    EXPECT(cli(dir, "tokenize --policy maybe") == 2, "bad policy accepted");
+    EXPECT(cli(dir, "tokenize --train-on some") == 2 && has(cli_err, "--train-on"),
+           "bad --train-on accepted");
+    EXPECT(cli(dir, "tokenize --reasoning-history x") == 2 && has(cli_err, "--reasoning-history"),
+           "bad --reasoning-history accepted");
+    EXPECT(cli(dir, "tokenize --format csv") == 2 && has(cli_err, "--format"),
+           "bad --format accepted");
+    EXPECT(cli(dir, "frobnicate") == 2 && has(cli_err, "unknown command"), "unknown command");
+    EXPECT(cli(dir, "synth --out x --n ten") == 2, "bad integer accepted");
+    EXPECT(count_entries(dir, ".tmp.") == 0, "temporary files left");
+}
+
+/* Counts the occurrences of needle in haystack. */
+static int count_of(const char *haystack, const char *needle) {
+    int n = 0;
+    for (const char *p = strstr(haystack, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+/* show on the two-turn sharegpt record: --train-on last_assistant trains the second answer
+ * only; --reasoning-history split makes a sample per user message, each training its own
+ * answer (the first answer untrained context in the second). */
+static void check_show_options(const char *dir, const char *tk) {
+    char a[12000];
+    const char *first =
+                   "\xe2\x9f\xa7There are 1000 grams in a kilogram.<end_of_sentence>\xe2\x9f\xa6",
+               *second = "\xe2\x9f\xa7"
+                         "A tonne is 1000 kg, so 1,000,000 grams.<end_of_sentence>\xe2\x9f\xa6";
+    snprintf(a, sizeof(a),
+             "show --data '%s/tests/fixtures/formats/sharegpt.json' --tokenizer '%s' --index 0 "
+             "--no-color --train-on last_assistant",
+             source_dir(), tk);
+    EXPECT(cli(dir, a) == 0 && has(cli_out, "sample 1 of 1: ") && !has(cli_out, first) &&
+               count_of(cli_out, second) == 1,
+           "show --train-on last_assistant:\n%s%s", cli_out, cli_err);
+    snprintf(a, sizeof(a),
+             "show --data '%s/tests/fixtures/formats/sharegpt.json' --tokenizer '%s' --index 0 "
+             "--no-color --reasoning-history split",
+             source_dir(), tk);
+    EXPECT(cli(dir, a) == 0 && has(cli_out, "sample 1 of 2: ") && has(cli_out, "sample 2 of 2: ") &&
+               count_of(cli_out, first) == 1 && count_of(cli_out, second) == 1 &&
+               strstr(cli_out, first) < strstr(cli_out, "sample 2 of 2: ") &&
+               count_of(cli_out, "There are 1000 grams in a kilogram.") == 2,
+           "show --reasoning-history split:\n%s%s", cli_out, cli_err);
+}
+
 static int test_data_cli(void) {
     char dir[4096], a[12000], p[4300], q[4300];
     make_tmpdir(dir, sizeof(dir));
@@ -59,8 +164,8 @@ static int test_data_cli(void) {
 
     snprintf(a, sizeof(a), "tokenize --data '%s/s.jsonl' --tokenizer '%s' --out '%s/c.h5'", dir, tk,
              dir);
-    EXPECT(cli(dir, a) == 0 && has(cli_out, "(built)") && has(cli_out, "samples    120") &&
-               has(cli_out, "assistant") && has(cli_out, "time"),
+    EXPECT(cli(dir, a) == 0 && has(cli_out, "(built)") && has(cli_out, "records    120") &&
+               has(cli_out, "samples    120") && has(cli_out, "assistant") && has(cli_out, "time"),
            "tokenize: %s%s", cli_out, cli_err);
     EXPECT(cli(dir, a) == 0 && has(cli_out, "(reused)"), "tokenize again: %s%s", cli_out, cli_err);
     snprintf(q, sizeof(q), "%s --strip-annotations", a);
@@ -80,6 +185,8 @@ static int test_data_cli(void) {
     snprintf(a, sizeof(a), "show --data '%s/s.jsonl' --tokenizer '%s' --index 3 --no-color", dir,
              tk);
     EXPECT(cli(dir, a) == 0 && has(cli_out, want), "show:\n%s\nwant:\n%s", cli_out, want);
+    snprintf(want, qq.len + aa.len + 512, "record 3 (%s/s.jsonl line 4), sample 1 of 1: ", dir);
+    EXPECT(has(cli_out, want) && has(cli_out, " with a label\n"), "show's header:\n%s", cli_out);
     free(want);
     mt_strbuf_free(&qq);
     mt_strbuf_free(&aa);
@@ -98,45 +205,9 @@ static int test_data_cli(void) {
                             "A tonne is 1000 kg, so 1,000,000 grams."
                             "<end_of_sentence>\xe2\x9f\xa6"),
            "show sharegpt:\n%s%s", cli_out, cli_err);
+    check_show_options(dir, tk);
 
-    /* error paths */
-    snprintf(p, sizeof(p), "%s/bad.jsonl", dir);
-    write_text(p, "{\"question\": \"q\", \"answer\": \"a\\n#### 1\"}\n\n{\"question\": \"q\"\n"
-                  "{\"question\": \"q2\", \"answer\": \"b\\n#### 2\"}\n");
-    snprintf(a, sizeof(a), "tokenize --data '%s' --tokenizer '%s' --out '%s/c2.h5'", p, tk, dir);
-    snprintf(q, sizeof(q), "%s:3: malformed JSON", p);
-    EXPECT(cli(dir, a) == 1 && has(cli_err, q), "bad line: %s", cli_err);
-    snprintf(q, sizeof(q), "%s/c2.h5", dir);
-    EXPECT(!file_exists(q) && count_entries(dir, ".tmp.") == 0, "files left after an error");
-    snprintf(q, sizeof(q), "%s --skip-bad", a);
-    EXPECT(cli(dir, q) == 0 && has(cli_out, "skipped    1") && has(cli_out, "samples    2") &&
-               has(cli_err, "skipped 1 bad line"),
-           "--skip-bad: %s%s", cli_out, cli_err);
-    snprintf(a, sizeof(a), "tokenize --data '%s/s.jsonl' --tokenizer '%s/none' --out '%s/c3.h5'",
-             dir, dir, dir);
-    EXPECT(cli(dir, a) == 1 && has(cli_err, "none/tokenizer.json"), "no tokenizer: %s", cli_err);
-    snprintf(a, sizeof(a), "tokenize --data '%s/absent.jsonl' --tokenizer '%s' --out '%s/c3.h5'",
-             dir, tk, dir);
-    EXPECT(cli(dir, a) == 1 && has(cli_err, "absent.jsonl"), "no data: %s", cli_err);
-    snprintf(q, sizeof(q), "%s/tok", dir);
-    mkdir(q, 0755);
-    write_config(q, "{{ messages }}");
-    snprintf(p, sizeof(p), "%s/tok/tokenizer.json", dir);
-    write_text(p, "{}");
-    snprintf(a, sizeof(a), "tokenize --data '%s/s.jsonl' --tokenizer '%s/tok' --out '%s/c3.h5'",
-             dir, dir, dir);
-    EXPECT(cli(dir, a) == 1 && has(cli_err, "tok/tokenizer_config.json: chat template not"),
-           "foreign template: %s", cli_err);
-    snprintf(a, sizeof(a), "show --data '%s/s.jsonl' --tokenizer '%s' --index 120", dir, tk);
-    EXPECT(cli(dir, a) == 1 && has(cli_err, "outside"), "show out of range: %s", cli_err);
-    snprintf(a, sizeof(a), "synth --out '%s/no/such/x.jsonl'", dir);
-    EXPECT(cli(dir, a) == 1 && has(cli_err, "no/such"), "synth unwritable: %s", cli_err);
-    EXPECT(cli(dir, "tokenize --data x.jsonl") == 2 && has(cli_err, "--tokenizer is required"),
-           "usage: %s", cli_err);
-    EXPECT(cli(dir, "tokenize --policy maybe") == 2, "bad policy accepted");
-    EXPECT(cli(dir, "frobnicate") == 2 && has(cli_err, "unknown command"), "unknown command");
-    EXPECT(cli(dir, "synth --out x --n ten") == 2, "bad integer accepted");
-    EXPECT(count_entries(dir, ".tmp.") == 0, "temporary files left");
+    cli_errors(dir, tk);
     rm_tree(dir);
     return MT_TEST_OK;
 }
@@ -222,6 +293,140 @@ static int test_data_cli_encode(void) {
     return MT_TEST_OK;
 }
 
+/* ---------------- data_cli_render ---------------- */
+
+/* The messages of a tests/fixtures/template/chat_cases.json case as a conversation file
+ * {"messages": [{"role", "content"}...]}. Returns the number of assistant messages. */
+static int write_conversation(const char *path, const cJSON *msgs) {
+    cJSON *conv = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(conv, "messages");
+    const cJSON *m;
+    int n_assistant = 0;
+    cJSON_ArrayForEach(m, msgs) {
+        const char *role = cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "role", role);
+        cJSON_AddStringToObject(o, "content",
+                                cJSON_GetObjectItemCaseSensitive(m, "text")->valuestring);
+        cJSON_AddItemToArray(list, o);
+        n_assistant += !strcmp(role, "assistant");
+    }
+    char *text = cJSON_PrintUnformatted(conv);
+    write_text(path, text);
+    free(text);
+    cJSON_Delete(conv);
+    return n_assistant;
+}
+
+/* render --spans on a case without the generation prompt: the text transformers rendered, and
+ * one trained range per assistant message, its text + <end_of_sentence>, in order. */
+static void check_spans(const char *dir, const char *args, const char *name, const cJSON *msgs,
+                        const char *want, int n_assistant) {
+    char a[12000];
+    snprintf(a, sizeof(a), "%s --spans", args);
+    EXPECT(cli(dir, a) == 0, "%s: render --spans: %s", name, cli_err);
+    cJSON *got = cJSON_Parse(cli_out);
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(got, "text");
+    const cJSON *trained = cJSON_GetObjectItemCaseSensitive(got, "trained");
+    EXPECT(cJSON_IsString(text) && !strcmp(text->valuestring, want),
+           "%s: render --spans text differs from transformers': %s", name, cli_out);
+    EXPECT(cJSON_GetArraySize(trained) == n_assistant, "%s: %d trained ranges, %d assistant turns",
+           name, cJSON_GetArraySize(trained), n_assistant);
+    const cJSON *m;
+    int k = 0;
+    const int64_t len = (int64_t)strlen(want);
+    cJSON_ArrayForEach(m, msgs) {
+        if (strcmp(cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring, "assistant")) continue;
+        const cJSON *range = cJSON_GetArrayItem(trained, k++);
+        if (cJSON_GetArraySize(range) != 2) break;
+        const int64_t s = (int64_t)cJSON_GetArrayItem(range, 0)->valuedouble,
+                      e = (int64_t)cJSON_GetArrayItem(range, 1)->valuedouble;
+        char expect[8192];
+        snprintf(expect, sizeof(expect), "%s<end_of_sentence>",
+                 cJSON_GetObjectItemCaseSensitive(m, "text")->valuestring);
+        const int64_t n = (int64_t)strlen(expect);
+        EXPECT(s >= 0 && e == s + n && e <= len && !memcmp(want + s, expect, (size_t)n),
+               "%s: trained range %d [%lld, %lld) is not the assistant text + <end_of_sentence>",
+               name, k - 1, (long long)s, (long long)e);
+    }
+    cJSON_Delete(got);
+}
+
+/* A failed render: status 1, nothing on stdout, one line on stderr naming `what`. */
+static void expect_render_error(const char *dir, const char *args, const char *what) {
+    const int rc = cli(dir, args);
+    const char *nl = strchr(cli_err, '\n');
+    EXPECT(rc == 1 && !cli_out[0] && nl && !nl[1] && has(cli_err, what),
+           "render %s: status %d, want 1 and one line naming %s: \"%s\"", args, rc, what, cli_err);
+}
+
+/* minimax-data render against transformers' apply_chat_template(tokenize=False)
+ * (tests/fixtures/template/chat_cases.json): byte for byte, with the generation prompt where
+ * the case has it; the trained ranges of --spans; and its errors. */
+static int test_data_cli_render(void) {
+    char dir[4096], a[12000], conv[4300], tmpl[4300];
+    make_tmpdir(dir, sizeof(dir));
+    const char *tk = tokenizer_dir();
+    cJSON *root = read_json_fixture("tests/fixtures/template/chat_cases.json");
+    if (!root) return MT_TEST_OK;
+    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(root, "cases"), *c;
+    snprintf(conv, sizeof(conv), "%s/conv.json", dir);
+    int n_cases = 0, n_agp = 0, n_spans = 0;
+    cJSON_ArrayForEach(c, cases) {
+        const char *name = cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring;
+        const char *want = cJSON_GetObjectItemCaseSensitive(c, "rendered")->valuestring;
+        const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(c, "messages");
+        const bool agp = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt"));
+        const int n_assistant = write_conversation(conv, msgs);
+        snprintf(a, sizeof(a), "render --conversation '%s' --tokenizer '%s'", conv, tk);
+        char args[12100];
+        snprintf(args, sizeof(args), "%s%s", a, agp ? " --add-generation-prompt" : "");
+        EXPECT(cli(dir, args) == 0 && !strcmp(cli_out, want),
+               "%s: render differs from apply_chat_template:\n%s\nwant:\n%s\n%s", name, cli_out,
+               want, cli_err);
+        n_cases++;
+        n_agp += agp;
+        if (!agp && n_assistant > 0) {
+            check_spans(dir, a, name, msgs, want, n_assistant);
+            n_spans++;
+        }
+    }
+    EXPECT(n_cases >= 5 && n_agp >= 1 && n_spans >= 2,
+           "chat_cases.json: %d cases, %d with the "
+           "generation prompt, %d with assistant turns",
+           n_cases, n_agp, n_spans);
+    printf("render: %d cases byte-identical to transformers (%d with the generation prompt), "
+           "--spans on %d\n",
+           n_cases, n_agp, n_spans);
+    cJSON_Delete(root);
+    /* errors: one line naming the file at fault */
+    snprintf(a, sizeof(a), "render --conversation '%s/absent.json' --tokenizer '%s'", dir, tk);
+    expect_render_error(dir, a, "absent.json");
+    write_text(conv, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}");
+    snprintf(a, sizeof(a), "render --conversation '%s' --tokenizer '%s'", conv, tk);
+    expect_render_error(dir, a, conv);
+    write_text(conv, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}");
+    snprintf(tmpl, sizeof(tmpl), "%s/bad.jinja", dir);
+    write_text(tmpl, "{% for m in messages %}{{ m.content }\n{% endfor %}");
+    snprintf(a, sizeof(a), "render --conversation '%s' --tokenizer '%s' --chat-template '%s'", conv,
+             tk, tmpl);
+    char where[4400];
+    snprintf(where, sizeof(where), "%s:1:", tmpl);
+    expect_render_error(dir, a, where);
+    /* the same conversation renders with a good template file */
+    write_text(tmpl, "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}");
+    EXPECT(cli(dir, a) == 0 && !strcmp(cli_out, "[user] hi\n"), "--chat-template: \"%s\" %s",
+           cli_out, cli_err);
+    snprintf(a, sizeof(a),
+             "render --conversation '%s' --tokenizer '%s' --spans "
+             "--add-generation-prompt",
+             conv, tk);
+    EXPECT(cli(dir, a) == 2, "--spans with --add-generation-prompt accepted");
+    EXPECT(cli(dir, "render --tokenizer x") == 2 && has(cli_err, "--conversation is required"),
+           "render without --conversation: %s", cli_err);
+    rm_tree(dir);
+    return MT_TEST_OK;
+}
+
 /* ---------------- data_gsm8k_full (../shared only) ---------------- */
 
 static double now_s(void) {
@@ -262,9 +467,14 @@ static int test_data_gsm8k_full(void) {
     mt_sample_opts o;
     mt_sample_opts_default(&o);
     o.max_length = 1 << 20; /* keep all: every sample is checked */
+    mt_chat_template *tmpl = mt_chat_template_open(
+        &(mt_chat_source){.dir = tokenizer_dir(), .file = NULL, .kwargs_json = NULL}, err,
+        sizeof(err));
+    MT_CHECK(tmpl, "%s", err);
     mt_token_data d;
     t0 = now_s();
-    EXPECT(mt_token_data_build(path, tok, &o, false, &d, err) == 0, "%s", err);
+    EXPECT(mt_token_data_build(path, tok, tmpl, &o, false, &d, err) == 0, "%s", err);
+    mt_chat_template_free(tmpl);
     double t_build = now_s() - t0;
     EXPECT(d.n_samples == s.n, "%lld samples built of %lld", (long long)d.n_samples,
            (long long)s.n);
@@ -423,6 +633,7 @@ static int test_data_generate_prompt(void) {
 static const mt_test_case cases[] = {
     {"data_cli", test_data_cli},
     {"data_cli_encode", test_data_cli_encode},
+    {"data_cli_render", test_data_cli_render},
     {"data_generate_prompt", test_data_generate_prompt},
     {"data_gsm8k_full", test_data_gsm8k_full},
 };

@@ -15,6 +15,7 @@
 
 #include "data/data_io.h"
 #include "data/gsm8k.h"
+#include "data/sample.h"
 #include "data/tokenizer.h"
 
 static char *read_all(const char *path, size_t *len) {
@@ -580,13 +581,17 @@ static void expect_match_limit(char *err, size_t errlen) {
            "match limit: %lld tokens, \"%s\"", (long long)n, err);
     mt_sample_opts o;
     mt_sample_opts_default(&o);
+    char dir[1024], e2[MT_ERR_LEN] = "";
+    fixture_path(dir, sizeof(dir), "");
+    mt_chat_template *tmpl = mt_chat_template_open(&(mt_chat_source){.dir = dir}, e2, sizeof(e2));
+    EXPECT(tmpl, "the test tokenizer's chat template: %s", e2);
     mt_sample_builder b;
-    mt_sample_builder_init(&b, tok, &o);
-    char e2[MT_ERR_LEN] = "";
-    EXPECT(mt_sample_build(&b, text, "a", e2) == MT_SAMPLE_ERROR &&
+    mt_sample_builder_init(&b, tok, tmpl, &o);
+    EXPECT(tmpl && mt_sample_build(&b, text, "a", e2) == MT_SAMPLE_ERROR &&
                strstr(e2, "cannot be tokenized: backtrack.json: pre_tokenizer step 1 of 2"),
            "sample: \"%s\"", e2);
     mt_sample_builder_free(&b);
+    mt_chat_template_free(tmpl);
     mt_token_buf_free(&buf);
     mt_tokenizer_free(tok);
 }

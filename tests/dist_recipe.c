@@ -132,6 +132,30 @@ static void expect_error(const char *text, const char *set, const char *want) {
     unlink(path);
 }
 
+/* The chat-template keys: [data.template_kwargs] as one JSON object (the template's variables,
+ * with Python's int / float distinction), or given as a JSON string. */
+static int test_recipe_chat(void) {
+    make_files();
+    const char *path = write_temp(BASE "reasoning_history = \"split\"\n"
+                                       "[data.template_kwargs]\nthinking_mode = \"enabled\"\n"
+                                       "n = 3\nx = 2.0\nflag = true\nlist = [1, \"a\\\"b\"]\n");
+    mt_recipe r;
+    char err[512] = "";
+    EXPECT(mt_recipe_load(&r, path, NULL, 0, err, sizeof(err)), "load failed: %s", err);
+    EXPECT(!strcmp(r.data_template_kwargs,
+                   "{\"thinking_mode\": \"enabled\", \"n\": 3, \"x\": 2.0, \"flag\": true, "
+                   "\"list\": [1, \"a\\\"b\"]}") &&
+               !strcmp(r.data_reasoning_history, "split"),
+           "template_kwargs \"%s\"", r.data_template_kwargs);
+    const char *sets[] = {"data.template_kwargs={\"model_identity\": \"Ada\"}"};
+    path = write_temp(BASE);
+    EXPECT(mt_recipe_load(&r, path, sets, 1, err, sizeof(err)) &&
+               !strcmp(r.data_template_kwargs, "{\"model_identity\": \"Ada\"}") &&
+               !strcmp(r.data_reasoning_history, "as_template") && !r.data_chat_template[0],
+           "kwargs as a string: %s", err);
+    return MT_TEST_OK;
+}
+
 static int test_recipe_errors(void) {
     make_files();
     expect_error("[model]\npath = \"/nonexistent/model\"\n", NULL,
@@ -182,6 +206,23 @@ static int test_recipe_errors(void) {
     expect_error(BASE, "data.train_on=everything",
                  "--set data.train_on: data.train_on: must be all_assistant or last_assistant, "
                  "not \"everything\"");
+    expect_error(BASE, "data.reasoning_history=all",
+                 "--set data.reasoning_history: data.reasoning_history: must be as_template or "
+                 "split, not \"all\"");
+    expect_error(BASE, "data.chat_template=/nonexistent/t.jinja",
+                 "--set data.chat_template: data.chat_template: cannot read /nonexistent/t.jinja");
+    expect_error(BASE, "data.template_kwargs='[1]'",
+                 "--set data.template_kwargs: data.template_kwargs: a [data.template_kwargs] "
+                 "table, or a JSON object as a string, is expected (not an object)");
+    expect_error(BASE "[data.template_kwargs]\nmode.deep = 1\n", NULL,
+                 "%s:6:13: data.template_kwargs.mode.deep: nested tables are not taken here");
+    expect_error(BASE "template_kwargs = '{}'\n[data.template_kwargs]\nmode = 1\n", NULL,
+                 "%s:7:8: data.template_kwargs is set as a string and as a table");
+    expect_error(BASE "[data.template_kwargs]\nx = nan\n", NULL,
+                 "%s:6:5: data.template_kwargs.x: not a value JSON can hold");
+    expect_error(BASE, "data.synthetic_kind=chat",
+                 "--set data.synthetic_kind: data.synthetic_kind: must be gsm8k or agentic, not "
+                 "\"chat\"");
     expect_error(BASE "path = \"/tmp/mt_recipe_c.json\"\npaths = [\"/tmp/mt_recipe_c.json\"]\n",
                  NULL,
                  "%s:6:9: data.paths: set data.path or data.paths, not both (data.path is "
@@ -375,6 +416,7 @@ static int test_recipe_resume_docs(void) {
 static const mt_test_case cases[] = {
     {"dist_recipe_load", test_recipe_load},
     {"dist_recipe_errors", test_recipe_errors},
+    {"dist_recipe_chat", test_recipe_chat},
     {"dist_recipe_docs", test_recipe_docs},
     {"dist_recipe_resume_docs", test_recipe_resume_docs},
 };

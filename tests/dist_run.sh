@@ -594,7 +594,7 @@ eval)
   run 2 "$tmp/eval-all-lr0" "${whole[@]}"
   # data.eval_path: the same data file as an eval file of its own, all of it and 16 drawn
   # samples (those that data.eval_samples = 16 holds out); the training data stays whole
-  file="$tmp/dist-cache-eval/synthetic-11-96.jsonl"
+  file="$tmp/dist-cache-eval/synthetic-gsm8k-11-96.jsonl"
   run 2 "$tmp/eval-file-lr0" "${whole[@]}" --set "data.eval_path=$file"
   run 2 "$tmp/eval-file16-lr0" "${whole[@]}" --set "data.eval_path=$file" --set data.eval_samples=16
   grep -h "^eval \(at\|after\)\|held out" "$tmp/eval-np2.log" "$tmp/eval-lr0.log"
@@ -1050,7 +1050,7 @@ watchdog)
   rm -rf "$out-cache"
   MT_TEST_STATE_STOP=none launch "$out" --set "data.cache_dir=$out-cache" \
     --set data.synthetic_samples=50000 --set dist.timeout=2 --set train.max_steps=1
-  for _ in $(seq 600); do [ -e "$out-cache/synthetic-11-50000.jsonl" ] && break; sleep 0.02; done
+  for _ in $(seq 600); do [ -e "$out-cache/synthetic-gsm8k-11-50000.jsonl" ] && break; sleep 0.02; done
   rank0=""
   for p in $(pgrep -f "output.dir=$out"); do
     tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" && rank0=$p
@@ -1071,7 +1071,7 @@ resume-check)
   mkdir -p "$d"
   cp recipes/configs/tiny.json "$d/config.json"
   # the data file is the synthetic one the first run writes into its cache directory
-  data="$d/cache/synthetic-11-96.jsonl"
+  data="$d/cache/synthetic-gsm8k-11-96.jsonl"
   args=("${fast[@]}" --set "model.config=$d/config.json" --set "data.cache_dir=$d/cache"
     --set train.max_steps=2 --set output.save_steps=1)
   run 2 "$d/base" "${args[@]}"

@@ -7,12 +7,14 @@ mt_test_cases(test_eval_sample eval_sample_greedy eval_sample_chi2 eval_sample_s
 mt_test_binary(test_data_gsm8k_answer data_gsm8k_answer.c)
 mt_test_cases(test_data_gsm8k_answer data_gsm8k_answer data_gsm8k_answer_gold)
 # minimax-eval end to end under mpirun (1 and 2 ranks) and its bad inputs; its n-shot prompt
-# against transformers' renderings (_shots).
+# against transformers' renderings (_shots); --chat-template and --template-kwargs (_template).
 mt_test_binary(test_eval_minimax_eval eval_minimax_eval.c)
-mt_test_cases(test_eval_minimax_eval eval_minimax_eval eval_minimax_eval_shots)
+mt_test_cases(test_eval_minimax_eval eval_minimax_eval eval_minimax_eval_shots
+  eval_minimax_eval_template)
 add_dependencies(test_eval_minimax_eval minimax-eval)
 # it runs mpirun: Open MPI's own leaks stay out of the sanitizer build's verdict (MT_TEST_ENV_MPI)
-set_property(TEST eval_minimax_eval eval_minimax_eval_shots APPEND PROPERTY ENVIRONMENT
+set_property(TEST eval_minimax_eval eval_minimax_eval_shots eval_minimax_eval_template
+  APPEND PROPERTY ENVIRONMENT
   "MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>" "MT_MPIEXEC=${MPIEXEC_EXECUTABLE}" ${MT_TEST_ENV_MPI})
 # --backend cuda against the CPU backend: gpu_eval (this build's minimax-eval on a GPU; skipped
 # without one) and op_cuda_emu_eval (minimax-eval-emu on the CUDA emulator, tests/gpu.cmake)
@@ -25,6 +27,14 @@ mt_test_binary(test_eval_minimax_chat eval_minimax_chat.c)
 mt_test_cases(test_eval_minimax_chat eval_minimax_chat eval_minimax_chat_errors)
 add_dependencies(test_eval_minimax_chat minimax-chat minimax-generate)
 set_property(TEST eval_minimax_chat eval_minimax_chat_errors APPEND PROPERTY ENVIRONMENT
+  "MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>" "MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>")
+# The chat template of minimax-generate --prompt and minimax-chat: --chat-template and
+# --template-kwargs, another template in tokenizer_config.json, the bad values (_flags);
+# MiniMax-M2's and M3's released templates from ../shared/templates (_released: else 77).
+mt_test_binary(test_eval_chat_template eval_chat_template.c)
+mt_test_cases(test_eval_chat_template eval_chat_template_flags eval_chat_template_released)
+add_dependencies(test_eval_chat_template minimax-chat minimax-generate)
+set_property(TEST eval_chat_template_flags eval_chat_template_released APPEND PROPERTY ENVIRONMENT
   "MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>" "MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>")
 # --backend cuda against the CPU backend: gpu_chat here (skipped without a GPU), op_cuda_emu_chat
 # with minimax-chat-emu (tests/gpu.cmake)

@@ -3,8 +3,9 @@
  *
  * eval_minimax_chat: three turns and a /reset (--json): each turn's prompt is the whole
  * conversation (the earlier replies as assistant turns) rendered with the chat template and the
- * generation prompt and tokenized, as this test renders it with data/chat_template.h (checked
- * against transformers' renderings in data_chat_template_*); each reply's ids are what
+ * generation prompt and tokenized, as this test renders it with the test tokenizer's template
+ * (data/chat.h, checked against transformers' renderings in the data_chat_* tests); each
+ * reply's ids are what
  * minimax-generate's one-prompt greedy decoding gives for that prompt (up to the reply's
  * <end_of_sentence>, where minimax-chat stops); the turn after /reset equals the first; the
  * streamed replies (no --json) are the replies' texts, one per line; --system puts a system
@@ -17,7 +18,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "data/chat_template.h"
+#include "data/chat.h"
 #include "data/data_io.h"
 #include "data/tokenizer.h"
 #include "tests/data_util.h"
@@ -75,11 +76,15 @@ static const char *chat_text(const cJSON *turn) {
     return cJSON_GetStringValue(cJSON_GetObjectItem(turn, "text"));
 }
 
-/* The conversation's prompt as this test renders and tokenizes it; the token count. */
+/* The conversation's prompt as this test renders (the test tokenizer's template) and tokenizes
+ * it; the token count. */
 static int chat_expected_prompt(const mt_tokenizer *tok, const mt_chat_msg *msgs, int n,
                                 int32_t *ids, int max) {
+    mt_chat_template *t = eval_text01_template();
     mt_chat_rendered r = {0};
-    mt_chat_render(msgs, n, true, &r);
+    char err[MT_ERR_LEN];
+    MT_CHECK(mt_chat_render_msgs(t, msgs, n, &r, err, sizeof(err)) == 0, "%s", err);
+    mt_chat_template_free(t);
     mt_token_buf buf = {0};
     mt_tokenizer_encode(tok, r.text, r.len, &buf);
     const int T = (int)(buf.n < max ? buf.n : max);

@@ -6,7 +6,10 @@
  * file) fail with one line naming the file (and line).
  * eval_minimax_eval_shots: the n-shot prompt (models/gsm8k_eval.h, what --shots renders) against
  * transformers' renderings of the same turns (tests/fixtures/template/chat_cases.json), text and
- * token ids; then --shots end to end on 1 and 2 ranks, and its bad inputs. */
+ * token ids; then --shots end to end on 1 and 2 ranks, and its bad inputs.
+ * eval_minimax_eval_template: --chat-template and --template-kwargs render the prompts (rank 0's
+ * longest prompt is the file's rendering of its question); a question the template refuses on
+ * rank 1 only stops the job with one line naming it; bad kwargs are one line. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,15 +262,20 @@ static int test_eval_minimax_eval_shots(void) {
     shots.n = 2;
     shots.question = q;
     shots.answer = an;
+    mt_chat_template *tmpl = eval_text01_template();
     mt_chat_rendered got = {0};
-    mt_gsm8k_eval_render(&shots, 2, ev_text(c[2], 0), &got);
+    char err[MT_ERR_LEN];
+    EXPECT(mt_gsm8k_eval_render(tmpl, &shots, 2, ev_text(c[2], 0), &got, err, sizeof(err)) == 0,
+           "2-shot prompt: %s", err);
     EXPECT(got.len == want.len && !memcmp(got.text, want.p, want.len),
            "2-shot prompt:\n%s\nwant (transformers):\n%s", got.text, want.p);
     char tpath[4400];
     snprintf(tpath, sizeof(tpath), "%s/tokenizer.json", tokenizer_dir());
     mt_tokenizer *tok = mt_tokenizer_load(tpath);
     int n_ids = 0;
-    int32_t *ids = mt_gsm8k_eval_prompt(tok, &shots, 2, ev_text(c[2], 0), &n_ids);
+    int32_t *ids =
+        mt_gsm8k_eval_prompt(tmpl, tok, &shots, 2, ev_text(c[2], 0), &n_ids, err, sizeof(err));
+    MT_CHECK(ids, "2-shot ids: %s", err);
     int first_diff = -1;
     for (int i = 0; i < n_ids && i < n_want && first_diff < 0; i++)
         if (ids[i] != want_ids[i]) first_diff = i;
@@ -276,13 +284,15 @@ static int test_eval_minimax_eval_shots(void) {
            "difference at %d",
            n_ids, n_want, first_diff);
     /* zero shots: the question's turn alone */
-    mt_gsm8k_eval_render(NULL, 0, ev_text(c[2], 0), &got);
+    EXPECT(mt_gsm8k_eval_render(tmpl, NULL, 0, ev_text(c[2], 0), &got, err, sizeof(err)) == 0,
+           "0-shot prompt: %s", err);
     const char *r2 = cJSON_GetObjectItem(c[2], "rendered")->valuestring;
     EXPECT(!strcmp(got.text, r2), "0-shot prompt: %s", got.text);
     printf("2-shot prompt: %zu bytes, %d tokens, as transformers renders and tokenizes the turns\n",
            want.len, n_ids);
     free(ids);
     mt_tokenizer_free(tok);
+    mt_chat_template_free(tmpl);
     mt_chat_rendered_free(&got);
     mt_strbuf_free(&want);
     cJSON_Delete(root);
@@ -332,8 +342,62 @@ static int test_eval_minimax_eval_shots(void) {
     return MT_TEST_OK;
 }
 
+static int test_eval_minimax_eval_template(void) {
+    char dir[4096], model[4200], a[20000], data[4200], tmpl[4300], path[4400];
+    make_tmpdir(dir, sizeof(dir));
+    eval_make_model(dir, 1, 0, model, sizeof(model));
+    snprintf(data, sizeof(data), "%s/tests/fixtures/gsm8k/eval_small.jsonl", source_dir());
+    mt_gsm8k_set set;
+    char err[MT_ERR_LEN];
+    MT_CHECK(mt_gsm8k_read(data, false, &set, err) == 0, "%s", err);
+    snprintf(path, sizeof(path), "%s/tokenizer.json", model);
+    mt_tokenizer *tok = mt_tokenizer_load(path);
+    /* the question, then the kwarg; a refusal of the question of sample 1 (rank 1's) */
+    snprintf(tmpl, sizeof(tmpl), "%s/q.jinja", dir);
+    write_text(tmpl, "{% if 'Weng' in messages[-1].content %}{{ raise_exception('no Weng') }}"
+                     "{% endif %}{{ messages[-1].content }}|{{ greeting }}");
+    snprintf(a, sizeof(a),
+             "--model '%s' --data '%s' --limit 1 --max-new-tokens 1 --chat-template '%s' "
+             "--template-kwargs '{\"greeting\": \"hola\"}'",
+             model, data, tmpl);
+    EXPECT(ev_run(dir, 1, a) == 0, "--chat-template: %s", ev_err);
+    mt_strbuf want = {0};
+    mt_strbuf_append(&want, set.question[0], strlen(set.question[0]));
+    mt_strbuf_append(&want, "|hola", 5);
+    mt_token_buf buf = {0};
+    mt_tokenizer_encode(tok, want.p, want.len, &buf);
+    const char *at = strstr(ev_err, "-shot prompts of up to ");
+    const int got = at ? atoi(at + strlen("-shot prompts of up to ")) : -1;
+    EXPECT(got == buf.n, "--chat-template: prompts of up to %d tokens, the file's rendering %lld",
+           got, (long long)buf.n);
+    printf("--chat-template, --template-kwargs: a prompt of %d tokens, the file's rendering\n",
+           got);
+    snprintf(a, sizeof(a),
+             "--model '%s' --data '%s' --limit 2 --max-new-tokens 1 --chat-template '%s'", model,
+             data, tmpl);
+    EXPECT(ev_run(dir, 2, a) != 0 && has(ev_err, "question 1 (line 2)") && has(ev_err, "no Weng"),
+           "a question refused on rank 1: %s", ev_err);
+    int n_lines = 0;
+    for (const char *p = strstr(ev_err, "minimax-eval:"); p; p = strstr(p + 1, "minimax-eval:"))
+        n_lines++;
+    EXPECT(n_lines == 1, "a refused question: %d error lines (one expected): %s", n_lines, ev_err);
+    printf("bad inputs: %.*s\n", (int)strcspn(strstr(ev_err, "minimax-eval:"), "\n"),
+           strstr(ev_err, "minimax-eval:"));
+    snprintf(a, sizeof(a), "--model '%s' --data '%s' --template-kwargs 'thinking'", model, data);
+    EXPECT(ev_run(dir, 2, a) != 0 && has(ev_err, "minimax-eval: --template-kwargs"),
+           "bad kwargs: %s", ev_err);
+    printf("bad inputs: %.*s\n", (int)strcspn(ev_err, "\n"), ev_err);
+    mt_token_buf_free(&buf);
+    mt_strbuf_free(&want);
+    mt_tokenizer_free(tok);
+    mt_gsm8k_set_free(&set);
+    rm_tree(dir);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"eval_minimax_eval", test_eval_minimax_eval},
+    {"eval_minimax_eval_template", test_eval_minimax_eval_template},
     {"eval_minimax_eval_shots", test_eval_minimax_eval_shots},
     {"eval_minimax_eval_device", test_eval_minimax_eval_device},
 };

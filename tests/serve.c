@@ -16,7 +16,15 @@
  * serve_disconnect: a client killed in the middle of a long stream frees its row (/health
  * active back to 0) long before the stream would have ended.
  * serve_sigterm: SIGTERM while a request decodes: that request is answered in full, the server
- * exits 0, and it takes no new connection. */
+ * exits 0, and it takes no new connection.
+ * serve_template: --chat-template and --template-kwargs render the chat messages (the prompt's
+ * token count is that of the file's rendering, the reply minimax-chat's with the same flags); a
+ * request the template refuses (raise_exception) gets a 400 naming the problem and the server
+ * goes on; a bad template file or kwargs stop the start with one line naming the flag. */
+/* Paths here are temporary directories far below the buffer sizes; snprintf truncation cannot
+ * happen and would only shorten a command line. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <pthread.h>
@@ -577,9 +585,86 @@ static int test_serve_sigterm(void) {
     return MT_TEST_OK;
 }
 
+/* minimax-serve ARGS that must not start: its exit status, stderr in err. */
+static int sv_refused(const char *args, char *err, size_t n) {
+    const char *exe = getenv("MT_SERVE_CLI");
+    MT_CHECK(exe && *exe, "MT_SERVE_CLI not set; run through ctest");
+    char cmd[16384], path[4300], msg[MT_ERR_LEN];
+    snprintf(path, sizeof(path), "%s/refused.err", sv_dir);
+    snprintf(cmd, sizeof(cmd), "'%s' --model '%s' %s --port 0 >/dev/null 2>'%s'", exe, sv_model,
+             args, path);
+    const int st = system(cmd);
+    char *s = mt_file_read(path, NULL, msg);
+    snprintf(err, n, "%s", s ? s : "");
+    free(s);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int test_serve_template(void) {
+    sv_setup(0);
+    char tmpl[4300], flags[9000], body[1024], args[18000];
+    snprintf(tmpl, sizeof(tmpl), "%s/mark.jinja", sv_dir);
+    write_text(tmpl, "{% if messages[-1].content == 'boom' %}{{ raise_exception('no boom here') "
+                     "}}{% endif %}{% for m in messages %}<<{{ m.role }}:{{ m.content }}>>{% "
+                     "endfor %}{% if add_generation_prompt %}[{{ greeting }}|{{ eos_token }}]{% "
+                     "endif %}");
+    snprintf(flags, sizeof(flags),
+             "--chat-template '%s' --template-kwargs '{\"greeting\": \"hola\"}'", tmpl);
+    srv_proc s;
+    sv_serve(&s, flags);
+    const char *chat = "{\"model\": \"model\", \"messages\": [{\"role\": \"user\", "
+                       "\"content\": \"%s\"}], \"max_tokens\": %d, \"temperature\": 0}";
+    snprintf(body, sizeof(body), chat, "boom", N_NEW);
+    sv_expect_error(s.port, "/v1/chat/completions", NULL, body, 400, NULL);
+    int st;
+    cJSON *o = sv_post(s.port, "/v1/chat/completions", NULL, body, &st);
+    const char *msg =
+        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "message"));
+    EXPECT(st == 400 && has(msg, "no boom here"), "a refused request: %d %s", st, msg);
+    cJSON_Delete(o);
+    snprintf(body, sizeof(body), chat, "hi", N_NEW);
+    o = sv_post(s.port, "/v1/chat/completions", NULL, body, &st);
+    mt_token_buf want = {0};
+    const char *text = "<<user:hi>>[hola|<end_of_sentence>]";
+    mt_tokenizer_encode(sv_tok, text, strlen(text), &want);
+    EXPECT(st == 200 && sv_usage(o, "prompt_tokens") == want.n,
+           "with the template: status %d, %d prompt tokens, its rendering %lld", st,
+           sv_usage(o, "prompt_tokens"), (long long)want.n);
+    snprintf(args, sizeof(args), "--model '%s' --json --max-new-tokens %d %s", sv_model, N_NEW,
+             flags);
+    char *out = sv_tool("MT_CHAT_CLI", args, "hi\n");
+    cJSON *turn = cJSON_Parse(out);
+    const char *reply = cJSON_GetStringValue(cJSON_GetObjectItem(turn, "text"));
+    EXPECT(reply && sv_text(o) && !strcmp(sv_text(o), reply), "chat %s, minimax-chat %s",
+           sv_text(o), reply);
+    printf("--chat-template, --template-kwargs: %lld prompt tokens as the file renders them, the "
+           "reply minimax-chat's\n",
+           (long long)want.n);
+    free(out);
+    cJSON_Delete(turn);
+    cJSON_Delete(o);
+    mt_token_buf_free(&want);
+    EXPECT(srv_stop(&s, SIGTERM, 30) == 0, "not exit 0 after SIGTERM");
+    /* bad values: no start, one line naming the flag */
+    char err[4096];
+    const char *bad[3] = {"--chat-template /nonexistent/t.jinja", "--template-kwargs '[1]'",
+                          "--template-kwargs '{\"add_generation_prompt\": false}'"};
+    const char *names[3] = {"--chat-template /nonexistent/t.jinja", "--template-kwargs",
+                            "--template-kwargs.add_generation_prompt"};
+    for (int i = 0; i < 3; i++) {
+        st = sv_refused(bad[i], err, sizeof(err));
+        const char *nl = strchr(err, '\n');
+        EXPECT(st == 1 && has(err, names[i]) && nl && !nl[1], "%s: exit %d, %s", bad[i], st, err);
+        printf("  %s", err);
+    }
+    sv_teardown();
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
-    {"serve_device", test_serve_device},         {"serve_endpoints", test_serve_endpoints},
-    {"serve_errors", test_serve_errors},         {"serve_concurrent", test_serve_concurrent},
-    {"serve_disconnect", test_serve_disconnect}, {"serve_sigterm", test_serve_sigterm},
+    {"serve_template", test_serve_template},     {"serve_device", test_serve_device},
+    {"serve_endpoints", test_serve_endpoints},   {"serve_errors", test_serve_errors},
+    {"serve_concurrent", test_serve_concurrent}, {"serve_disconnect", test_serve_disconnect},
+    {"serve_sigterm", test_serve_sigterm},
 };
 MT_TEST_MAIN(cases)

@@ -1,4 +1,4 @@
-#!/ usr / bin / env python3
+#!/usr/bin/env python3
 """make_template_fixtures.py: reference renderings of the MiniMax-Text-01 chat template.
 
 For a handful of GSM8K-like conversations (with and without a system turn, multi-turn, the
@@ -7,8 +7,9 @@ what transformers' apply_chat_template produces with the test tokenizer:
   rendered          apply_chat_template(tokenize=False)
   input_ids         apply_chat_template(tokenize=True) (add_special_tokens=False, as transformers does)
   assistant_masks   return_assistant_tokens_mask=True (from the template's {% generation %} block)
-into tests/fixtures/template/chat_cases.json, which tests/data_pipeline.c (data_template) compares
-against data/chat_template.c and data/gsm8k.c.
+into tests/fixtures/template/chat_cases.json, which tests/data_chat.c (data_chat_text01) compares
+against the Jinja engine's renders and the sample builder (data/chat.h, data/sample.h), and
+tests/data_cli.c (data_cli_render) against `minimax-data render`.
 
 Run from the repository root:
     /work/pyref/bin/python tools/make_template_fixtures.py

@@ -1,4 +1,4 @@
-#!/ usr / bin / env python3
+#!/usr/bin/env python3
 """make_tokenizer_fixtures.py: the project's test tokenizer and HF reference outputs for it.
 
 Trains two byte-level BPE tokenizers on GSM8K (question + answer texts) with HF `tokenizers`,

@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include "data/dataset.h"
-#include "models/generate.h"
+#include "data/sample.h"
 #include "data/tokenizer.h"
+#include "jinja/jinja.h"
+#include "models/generate.h"
 #include "models/minimax.h"
 #include "train/schedule.h"
 
@@ -70,7 +72,11 @@ static const recipe_key recipe_keys[] = {
     FLTS("data.weights", data_weights, data_n_weights, "[]", true),
     STR("data.format", data_format, "\"auto\"", true),
     STR("data.train_on", data_train_on, "\"all_assistant\"", true),
+    STR("data.reasoning_history", data_reasoning_history, "\"as_template\"", true),
+    STR("data.chat_template", data_chat_template, "\"\"", true),
+    STR("data.template_kwargs", data_template_kwargs, "\"\"", true),
     INT("data.synthetic_samples", data_synthetic_samples, "2000", true),
+    STR("data.synthetic_kind", data_synthetic_kind, "\"gsm8k\"", true),
     STR("data.tokenizer_dir", data_tokenizer_dir, "\"\"", true),
     STR("data.cache_dir", data_cache_dir, "\"\"", false),
     STR("data.system_prompt", data_system_prompt, "\"\"", true),
@@ -253,8 +259,7 @@ static const char *recipe_dir_problem(const char *path) {
     return errno == ENOTDIR ? "cannot be a directory: a part of its path is a file" : NULL;
 }
 
-/* Value checks that need no files: ranges and enumerations. */
-static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *err, size_t errlen) {
+/* One line "where: key: reason" into err, and false from the function. */
 #define BAD(key, ...)                                                                              \
     do {                                                                                           \
         const mt_toml_entry *e_ = mt_toml_find(doc, key);                                          \
@@ -264,6 +269,35 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
         snprintf(err + n_, errlen - n_, __VA_ARGS__);                                              \
         return false;                                                                              \
     } while (0)
+
+/* The chat-template keys (docs/templates.md) and the synthetic data's kind. */
+static bool recipe_validate_chat(const mt_recipe *r, const mt_toml_doc *doc, char *err,
+                                 size_t errlen) {
+    if (mt_reasoning_history_parse(r->data_reasoning_history) < 0)
+        BAD("data.reasoning_history", "must be as_template or split, not \"%s\"",
+            r->data_reasoning_history);
+    if (r->data_chat_template[0] && access(r->data_chat_template, R_OK) != 0)
+        BAD("data.chat_template", "cannot read %s", r->data_chat_template);
+    if (r->data_template_kwargs[0]) {
+        jinja_heap *h = jinja_heap_new(0);
+        jinja_value v = {0};
+        char why[256] = "not an object";
+        const bool json =
+            jinja_json_parse(h, r->data_template_kwargs, strlen(r->data_template_kwargs), &v, why,
+                             sizeof(why)) == 0;
+        jinja_heap_free(h);
+        if (!json || v.type != JINJA_DICT)
+            BAD("data.template_kwargs",
+                "a [data.template_kwargs] table, or a JSON object as a string, is expected (%s)",
+                json ? "not an object" : why);
+    }
+    if (strcmp(r->data_synthetic_kind, "gsm8k") && strcmp(r->data_synthetic_kind, "agentic"))
+        BAD("data.synthetic_kind", "must be gsm8k or agentic, not \"%s\"", r->data_synthetic_kind);
+    return true;
+}
+
+/* Value checks that need no files: ranges and enumerations. */
+static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *err, size_t errlen) {
     if (!r->model_path[0] && !r->model_config[0])
         BAD("model.path", "set model.path (an HF model dir) or model.config (random init)");
     /* the files must be there before any rank allocates a model */
@@ -302,6 +336,7 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
     if (strcmp(r->data_train_on, "all_assistant") && strcmp(r->data_train_on, "last_assistant"))
         BAD("data.train_on", "must be all_assistant or last_assistant, not \"%s\"",
             r->data_train_on);
+    if (!recipe_validate_chat(r, doc, err, errlen)) return false;
     snprintf(file, sizeof(file), "%s/tokenizer.json",
              r->data_tokenizer_dir[0] ? r->data_tokenizer_dir : r->model_path);
     if ((r->data_tokenizer_dir[0] || r->model_path[0]) && access(file, R_OK) != 0)
@@ -483,6 +518,90 @@ static bool recipe_check_model(const mt_recipe *r, const mt_toml_doc *doc, char 
 
 /* train.seed, as HF's TrainingArguments.seed: the one seed of a run. data.seed and
  * model.init_seed, where the recipe and the overrides leave them unset, take its value. */
+#define KWARGS_PREFIX "data.template_kwargs."
+
+/* A TOML value as JSON text appended to out (n bytes); false for a value JSON has not (nan). */
+static bool toml_to_json(const mt_toml_value *v, char *out, size_t n) {
+    size_t at = strlen(out);
+    switch (v->type) {
+    case MT_TOML_STRING:
+        snprintf(out + at, n - at, "\"");
+        for (const unsigned char *c = (const unsigned char *)v->s; *c; c++) {
+            at = strlen(out);
+            if (*c == '"' || *c == '\\')
+                snprintf(out + at, n - at, "\\%c", *c);
+            else if (*c < 0x20)
+                snprintf(out + at, n - at, "\\u%04x", *c);
+            else
+                snprintf(out + at, n - at, "%c", *c);
+        }
+        snprintf(out + strlen(out), n - strlen(out), "\"");
+        return true;
+    case MT_TOML_INT:
+        snprintf(out + at, n - at, "%lld", (long long)v->i);
+        return true;
+    case MT_TOML_FLOAT:
+        if (!isfinite(v->f)) return false;
+        snprintf(out + at, n - at, "%.17g%s", v->f,
+                 v->f == floor(v->f) && fabs(v->f) < 1e16 ? ".0" : "");
+        return true;
+    case MT_TOML_BOOL:
+        snprintf(out + at, n - at, "%s", v->b ? "true" : "false");
+        return true;
+    case MT_TOML_ARRAY:
+        snprintf(out + at, n - at, "[");
+        for (int i = 0; i < v->n_items; i++) {
+            if (i) snprintf(out + strlen(out), n - strlen(out), ", ");
+            if (!toml_to_json(&v->items[i], out, n)) return false;
+        }
+        snprintf(out + strlen(out), n - strlen(out), "]");
+        return true;
+    }
+    return false;
+}
+
+/* The keys of a [data.template_kwargs] table into data.template_kwargs as one JSON object (the
+ * template variables of data/chat.h). */
+static bool recipe_collect_kwargs(mt_recipe *r, const mt_toml_doc *doc, char *err, size_t errlen) {
+    char json[sizeof(r->data_template_kwargs)] = "{";
+    int n = 0;
+    for (int i = 0; i < doc->n; i++) {
+        const mt_toml_entry *e = &doc->entries[i];
+        if (strncmp(e->key, KWARGS_PREFIX, strlen(KWARGS_PREFIX))) continue;
+        const char *name = e->key + strlen(KWARGS_PREFIX);
+        char where[MT_PATH_MAX + 64];
+        entry_where(e, where, sizeof(where));
+        if (mt_toml_find(doc, "data.template_kwargs")) {
+            snprintf(err, errlen,
+                     "%s: data.template_kwargs is set as a string and as a table: keep one", where);
+            return false;
+        }
+        if (strchr(name, '.')) {
+            snprintf(err, errlen,
+                     "%s: %s: nested tables are not taken here; give data.template_kwargs as a "
+                     "JSON object string",
+                     where, e->key);
+            return false;
+        }
+        mt_toml_value key = {.type = MT_TOML_STRING, .s = (char *)name};
+        if (n++) snprintf(json + strlen(json), sizeof(json) - strlen(json), ", ");
+        toml_to_json(&key, json, sizeof(json));
+        snprintf(json + strlen(json), sizeof(json) - strlen(json), ": ");
+        if (!toml_to_json(&e->value, json, sizeof(json))) {
+            snprintf(err, errlen, "%s: %s: not a value JSON can hold (nan, inf)", where, e->key);
+            return false;
+        }
+        if (strlen(json) + 2 >= sizeof(json)) {
+            snprintf(err, errlen, "%s: data.template_kwargs is longer than %zu bytes", where,
+                     sizeof(json) - 2);
+            return false;
+        }
+    }
+    snprintf(json + strlen(json), sizeof(json) - strlen(json), "}");
+    if (n) memcpy(r->data_template_kwargs, json, strlen(json) + 1);
+    return true;
+}
+
 static void recipe_default_seeds(mt_recipe *r, const mt_toml_doc *doc) {
     if (!mt_toml_find(doc, "data.seed")) r->data_seed = r->train_seed;
     if (!mt_toml_find(doc, "model.init_seed")) r->model_init_seed = r->train_seed;
@@ -501,8 +620,10 @@ bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides
     }
     if (ok && path) ok = mt_toml_load(&doc, path, err, errlen);
     for (int i = 0; ok && i < n_overrides; i++) ok = mt_toml_set(&doc, overrides[i], err, errlen);
+    if (ok) ok = recipe_collect_kwargs(r, &doc, err, errlen);
     for (int i = 0; ok && i < doc.n; i++) {
         const mt_toml_entry *e = &doc.entries[i];
+        if (!strncmp(e->key, KWARGS_PREFIX, strlen(KWARGS_PREFIX))) continue;
         const recipe_key *k = recipe_key_find(e->key);
         if (!k) {
             char where[MT_PATH_MAX + 64];

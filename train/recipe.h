@@ -32,7 +32,11 @@ typedef struct mt_recipe {
     int data_n_weights;
     char data_format[16];                 /* auto | gsm8k | messages | sharegpt | alpaca */
     char data_train_on[16];               /* all_assistant | last_assistant */
+    char data_reasoning_history[16];      /* as_template | split (data/sample.h) */
+    char data_chat_template[MT_PATH_MAX]; /* a template file; "" = the tokenizer dir's */
+    char data_template_kwargs[4096];      /* [data.template_kwargs] as a JSON object; "" = none */
     int data_synthetic_samples;           /* when path = "synthetic" */
+    char data_synthetic_kind[16];         /* gsm8k | agentic (data/synth.h) */
     char data_tokenizer_dir[MT_PATH_MAX]; /* tokenizer.json + tokenizer_config.json */
     char data_cache_dir[MT_PATH_MAX];     /* HDF5 token cache; "" = <output.dir>/cache */
     char data_system_prompt[MT_PATH_MAX];

@@ -301,8 +301,8 @@ static void trainer_setup_data(trainer *t) {
     /* data.path's default; data.paths replaces it */
     bool synthetic = rc->data_n_paths == 0 && !strcmp(rc->data_path, "synthetic");
     if (synthetic)
-        snprintf(data_path, sizeof(data_path), "%s/synthetic-%lld-%d.jsonl", cache_dir,
-                 (long long)rc->data_seed, rc->data_synthetic_samples);
+        snprintf(data_path, sizeof(data_path), "%s/synthetic-%s-%lld-%d.jsonl", cache_dir,
+                 rc->data_synthetic_kind, (long long)rc->data_seed, rc->data_synthetic_samples);
     else
         snprintf(data_path, sizeof(data_path), "%s", rc->data_path);
 
@@ -318,7 +318,11 @@ static void trainer_setup_data(trainer *t) {
     }
     cc.format = (mt_data_format)mt_data_format_parse(rc->data_format);
     mt_sample_opts_default(&cc.sample);
+    cc.chat_template = rc->data_chat_template[0] ? rc->data_chat_template : NULL;
+    cc.template_kwargs = rc->data_template_kwargs[0] ? rc->data_template_kwargs : NULL;
     cc.sample.last_assistant_only = !strcmp(rc->data_train_on, "last_assistant");
+    cc.sample.history =
+        (mt_reasoning_history)mt_reasoning_history_parse(rc->data_reasoning_history);
     cc.sample.system = rc->data_system_prompt[0] ? rc->data_system_prompt : NULL;
     cc.sample.strip_annotations = rc->data_strip_annotations;
     cc.sample.max_length = rc->data_max_length;
@@ -339,10 +343,14 @@ static void trainer_setup_data(trainer *t) {
     if (t->comm->rank == 0) {
         MT_CHECK(mt_dir_make(cache_dir, err, sizeof(err)), "data.cache_dir %s", err);
         mt_comm_mpi_heartbeat_start(t->host, heartbeat);
-        if (synthetic && access(data_path, R_OK) != 0)
-            MT_CHECK(mt_synth_write_jsonl(data_path, (uint64_t)rc->data_seed,
-                                          rc->data_synthetic_samples, err) == 0,
+        if (synthetic && access(data_path, R_OK) != 0) {
+            const bool agentic = !strcmp(rc->data_synthetic_kind, "agentic");
+            const uint64_t seed = (uint64_t)rc->data_seed;
+            const int n = rc->data_synthetic_samples;
+            MT_CHECK((agentic ? mt_synth_write_chat_jsonl(data_path, seed, n, err)
+                              : mt_synth_write_jsonl(data_path, seed, n, err)) == 0,
                      "%s", err);
+        }
         trainer_cache_build(&cc, &t->data);
         if (eval_file) trainer_cache_build(&ec, &t->eval_data);
     }
@@ -359,15 +367,22 @@ static void trainer_setup_data(trainer *t) {
     MT_CHECK(!eval_file || t->eval_data.n_samples > 0, "data.eval_path %s: no usable samples",
              rc->data_eval_path);
 
-    mt_tokenizer *tok = NULL;
+    /* rows are padded with the end-of-turn token (eos_token; its label is -100 there) */
     char tok_path[MT_PATH_MAX + 32];
     snprintf(tok_path, sizeof(tok_path), "%s/tokenizer.json", t->tokenizer_dir);
-    tok = mt_tokenizer_load(tok_path);
-    int32_t eos = mt_tokenizer_token_to_id(tok, "<end_of_sentence>");
-    mt_tokenizer_free(tok);
+    mt_tokenizer *tok = mt_tokenizer_load(tok_path);
+    mt_chat_template *tmpl = mt_token_cache_template(&cc, err);
+    MT_CHECK(tmpl, "%s", err);
+    const char *eos_text =
+        mt_chat_template_eot(tmpl) ? mt_chat_template_eot(tmpl) : "<end_of_sentence>";
+    int32_t eos = mt_tokenizer_token_to_id(tok, eos_text);
     MT_CHECK(eos >= 0 && eos < t->cfg.vocab_size,
-             "%s: <end_of_sentence> id %d is outside the model's vocabulary (%d)", tok_path, eos,
-             t->cfg.vocab_size);
+             "%s: the eos_token %s (id %d) is not in the model's vocabulary (%d)", tok_path,
+             eos_text, eos, t->cfg.vocab_size);
+    LOG0(t, "data: chat template %s (data.reasoning_history = %s)\n", mt_chat_template_origin(tmpl),
+         rc->data_reasoning_history);
+    mt_chat_template_free(tmpl);
+    mt_tokenizer_free(tok);
 
     /* data.eval_samples: held out of training, drawn with data.seed; with data.eval_path, drawn
      * from that file instead (0: all of it), the training data left whole */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/chat_template.h"
+#include "data/chat.h"
 #include "data/data_io.h"
 #include "models/safetensors.h"
 #include "train/output_dir.h"
@@ -60,17 +60,18 @@ void trainer_state_init(trainer *t, const char *config_path, const mt_token_cach
     if (t->comm->rank != 0) return; /* rank 0 writes the manifest and checks a resume */
     /* The digests of the token cache's key: the data file's and tokenizer.json's bytes, the
      * chat template, the options and the tokenizer code's format (data/token_cache.h) */
-    char err[MT_ERR_LEN], tok_config[MT_PATH_MAX + 32], tok_json[MT_PATH_MAX + 32];
+    char err[MT_ERR_LEN], tok_json[MT_PATH_MAX + 32];
     uint64_t config_digest;
     MT_CHECK(mt_file_hash(config_path, &config_digest, err) == 0, "%s", err);
     mt_cache_key key;
-    MT_CHECK(mt_token_cache_key(cc, &key, err) == 0, "%s", err);
+    mt_chat_template *tmpl = mt_token_cache_template(cc, err);
+    MT_CHECK(tmpl && mt_token_cache_key(cc, tmpl, &key, err) == 0, "%s", err);
     snprintf(tok_json, sizeof(tok_json), "%s/tokenizer.json", cc->tokenizer_dir);
-    snprintf(tok_config, sizeof(tok_config), "%s/tokenizer_config.json", cc->tokenizer_dir);
     trainer_input_add(t, "the model config", config_path, config_digest);
     trainer_input_add(t, "the data file", cc->data_path, key.data_hash);
     trainer_input_add(t, "the tokenizer", tok_json, key.tokenizer_hash);
-    trainer_input_add(t, "the chat template of", tok_config, key.template_hash);
+    trainer_input_add(t, "the chat template of", mt_chat_template_origin(tmpl), key.template_hash);
+    mt_chat_template_free(tmpl);
     trainer_input_add(t, "the tokenization (its options and the code's format version)",
                       "data/token_cache.h", key.options_hash);
 }
@@ -121,21 +122,36 @@ static void trainer_export(trainer *t, const char *dir) {
     }
     if (!w) return;
     mt_weights_writer_close(w);
-    const char *files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
-    for (int i = 0; i < 3; i++) {
+    const char *files[] = {"tokenizer.json", "special_tokens_map.json"};
+    for (int i = 0; i < 2; i++) {
         char src[MT_PATH_MAX + 64], dst[MT_PATH_MAX + 128];
         snprintf(src, sizeof(src), "%s/%s", t->tokenizer_dir, files[i]);
         snprintf(dst, sizeof(dst), "%s/%s", dir, files[i]);
-        if (i != 1) {
-            copy_file_atomic(src, dst);
-            continue;
-        }
-        /* the template extended to string contents, so transformers renders both forms */
-        char err[MT_ERR_LEN], *cfg = mt_chat_template_export_config(src, err);
-        MT_CHECK(cfg, "%s", err);
-        mt_file_write_atomic(dst, cfg, strlen(cfg));
-        free(cfg);
+        copy_file_atomic(src, dst);
     }
+    /* tokenizer_config.json and the template files the run trained with (data/chat.h) */
+    const mt_chat_source src = {
+        .dir = t->tokenizer_dir,
+        .file = t->rc.data_chat_template[0] ? t->rc.data_chat_template : NULL,
+        .kwargs_json = t->rc.data_template_kwargs[0] ? t->rc.data_template_kwargs : NULL};
+    char err[MT_ERR_LEN + MT_PATH_MAX];
+    mt_chat_template *tmpl = mt_chat_template_open(&src, err, sizeof(err));
+    MT_CHECK(tmpl, "%s", err);
+    mt_chat_file out[MT_CHAT_EXPORT_MAX];
+    const int n = mt_chat_template_export(tmpl, out, err, sizeof(err));
+    MT_CHECK(n >= 0, "%s", err);
+    for (int i = 0; i < n; i++) {
+        char dst[8192];
+        if (strchr(out[i].name, '/')) {
+            char why[MT_ERR_LEN + MT_PATH_MAX];
+            snprintf(dst, sizeof(dst), "%s/additional_chat_templates", dir);
+            MT_CHECK(mt_dir_make(dst, why, sizeof(why)), "%s", why);
+        }
+        snprintf(dst, sizeof(dst), "%s/%s", dir, out[i].name);
+        mt_file_write_atomic(dst, out[i].text, out[i].len);
+    }
+    mt_chat_files_free(out, n);
+    mt_chat_template_free(tmpl);
 }
 
 /* Rank 0: the resolved recipe into the checkpoint (what `--resume DIR` alone resumes with), its

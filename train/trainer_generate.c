@@ -26,6 +26,7 @@
 #include "data/synth.h"
 #include "models/gsm8k_eval.h"
 #include "models/safetensors.h"
+#include "models/chat_cli.h"
 #include "train/trainer_internal.h"
 
 /* eval.generate_data = "synthetic": problems data.synthetic_samples, ... of data.seed's stream,
@@ -90,6 +91,23 @@ static bool trainer_generate_load(trainer *t, char *why, size_t n) {
     return true;
 }
 
+/* The template of the prompts into t->gen_chat: the one training renders its data with (the
+ * tokenizer directory's, data.tokenizer_dir or model.path; data.chat_template; with
+ * data.template_kwargs), so that the accuracy is that of the prompts the model learned; or why
+ * not. Opened once. */
+static bool trainer_generate_template(trainer *t, char *why, size_t n) {
+    if (t->gen_chat) return true;
+    const mt_recipe *rc = &t->rc;
+    const mt_chat_source src = {
+        .dir = rc->data_tokenizer_dir[0] ? rc->data_tokenizer_dir : rc->model_path,
+        .file = rc->data_chat_template[0] ? rc->data_chat_template : NULL,
+        .kwargs_json = rc->data_template_kwargs[0] ? rc->data_template_kwargs : NULL};
+    char err[MT_ERR_LEN + MT_PATH_MAX];
+    t->gen_chat = mt_chat_template_open(&src, err, sizeof(err));
+    if (!t->gen_chat) snprintf(why, n, "eval.generate_data: the chat template: %s", err);
+    return t->gen_chat != NULL;
+}
+
 /* n-shot and decoding from the recipe into ev (models/gsm8k_eval.h, as minimax-eval's flags). */
 static void trainer_generate_opts(const trainer *t, mt_gsm8k_eval *ev) {
     const mt_recipe *rc = &t->rc;
@@ -100,21 +118,24 @@ static void trainer_generate_opts(const trainer *t, mt_gsm8k_eval *ev) {
                              .top_k = rc->eval_generate_top_k,
                              .top_p = (float)rc->eval_generate_top_p,
                              .seed = (uint64_t)rc->eval_generate_seed,
-                             .eos = mt_tokenizer_token_to_id(t->gen_tok, "<end_of_sentence>")};
+                             .eos = mt_chat_cli_eos(t->gen_chat, t->gen_tok, -1)};
 }
 
 void trainer_generate_read(trainer *t, char *why, size_t n) {
     t->generates = t->rc.eval_generate_data[0] != 0;
     if (!t->generates || t->comm->rank != 0 || why[0]) return;
-    trainer_generate_load(t, why, n);
+    /* rank 0 refuses a template that does not open before the model is built */
+    if (trainer_generate_load(t, why, n)) trainer_generate_template(t, why, n);
 }
 
 void trainer_generate_setup(trainer *t) {
     if (!t->generates) return;
     const mt_recipe *rc = &t->rc;
-    char why[MT_ERR_LEN + 64] = "";
+    char why[MT_ERR_LEN + MT_PATH_MAX + 64] = "";
     if (t->comm->rank != 0) /* rank 0 read it before the model was built */
-        MT_CHECK(trainer_generate_load(t, why, sizeof(why)), "%s", why);
+        MT_CHECK(trainer_generate_load(t, why, sizeof(why)) &&
+                     trainer_generate_template(t, why, sizeof(why)),
+                 "%s", why);
     char path[MT_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/tokenizer.json", t->tokenizer_dir);
     t->gen_tok = mt_tokenizer_load(path);
@@ -123,11 +144,18 @@ void trainer_generate_setup(trainer *t) {
     int64_t params = 0;
     for (int b = 0; b < t->model.n_buckets; b++) params += t->model.bucket_numel[b];
     t->gen_replica_bytes = 4 * params;
-    mt_gsm8k_eval ev = {.model = &t->model, .tok = t->gen_tok, .set = &t->gen_set};
+    mt_gsm8k_eval ev = {
+        .model = &t->model, .tok = t->gen_tok, .chat = t->gen_chat, .set = &t->gen_set};
     trainer_generate_opts(t, &ev);
     const mt_minimax_config *cfg = &t->cfg;
-    const int64_t t_max =
-        mt_gsm8k_eval_longest(&ev, 0, 1, t->gen_set.n) + (int64_t)rc->eval_generate_max_new_tokens;
+    /* every prompt, every rank alike: a template that refuses one stops the run here */
+    const int longest = mt_gsm8k_eval_longest(&ev, 0, 1, t->gen_set.n, why, sizeof(why));
+    if (longest < 0) {
+        if (t->comm->rank == 0) fprintf(stderr, "error: eval.generate_data: %s\n", why);
+        mt_comm_finalize(t->host);
+        exit(2);
+    }
+    const int64_t t_max = longest + (int64_t)rc->eval_generate_max_new_tokens;
     const int64_t decode =
         (int64_t)mt_minimax_cache_bytes(cfg, rc->eval_generate_batch, (int)t_max) +
         (int64_t)mt_minimax_generate_arena_bytes(cfg, 1, t_max);
@@ -248,7 +276,7 @@ void trainer_generate(trainer *t, int step, mt_eval_row *row) {
     mt_bucket_hooks hooks = mt_sharded_forward_hooks(&t->sharded);
     trainer_gen_sync ss = {.host = t->host};
     const mt_gen_sync sync = {.hooks = &hooks, .max_all = trainer_generate_max_all, .user = &ss};
-    mt_gsm8k_eval ev = {.model = &rep, .tok = t->gen_tok, .set = &t->gen_set};
+    mt_gsm8k_eval ev = {.model = &rep, .tok = t->gen_tok, .chat = t->gen_chat, .set = &t->gen_set};
     trainer_generate_opts(t, &ev);
     if (t->gen_gathered) {
         /* every expert to every rank, computed where its rows are: no expert parallelism */
@@ -348,4 +376,5 @@ void trainer_generate_free(trainer *t) {
     mt_gsm8k_set_free(&t->gen_set);
     mt_gsm8k_set_free(&t->gen_shots);
     mt_tokenizer_free(t->gen_tok);
+    mt_chat_template_free(t->gen_chat);
 }

@@ -42,6 +42,7 @@ typedef struct {
     bool generates;          /* eval.generate_data: accuracy by generation */
     mt_gsm8k_set gen_set;    /* its problems (the first eval.generate_samples), every rank */
     mt_tokenizer *gen_tok;
+    struct mt_chat_template *gen_chat; /* renders its prompts (data/chat.h): the recipe's */
     mt_gsm8k_set gen_shots;    /* eval.generate_shots_file's examples (n-shot), every rank */
     int64_t gen_replica_bytes; /* the full replica a rank decodes with */
     bool gen_gathered;         /* decodes through the gathers (eval.generate_weights) */

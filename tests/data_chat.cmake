@@ -1,0 +1,17 @@
+# The chat templates of the data pipeline (data/chat.h, data/sample.h): where a template comes
+# from, exports, the trained-bytes rule, Text-01 against transformers (test_data_chat); the
+# released M2 / M3 templates against transformers over GSM8K and multi-turn conversations
+# (test_data_chat_ref: tests/fixtures/chat, made by tools/make_chat_fixtures.py; skipped where
+# ../shared is absent).
+mt_test_binary(test_data_chat data_chat.c)
+mt_test_cases(test_data_chat data_chat_sources data_chat_rule data_chat_samples data_chat_text01)
+mt_test_binary(test_data_chat_ref data_chat_ref.c)
+mt_test_cases(test_data_chat_ref data_chat_gsm8k_m2 data_chat_gsm8k_m3 data_chat_multiturn)
+# End to end: recipes/tiny-m2.toml and tiny-m3.toml on 2 ranks (tests/dist_chat.sh): the loss
+# falls, the export carries the source template byte for byte.
+foreach(fam m2 m3)
+  add_test(NAME dist_chat_${fam} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist_chat.sh
+    $<TARGET_FILE:minimax-train> ${fam})
+  set_tests_properties(dist_chat_${fam} PROPERTIES ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI}"
+    SKIP_RETURN_CODE 77 TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endforeach()
