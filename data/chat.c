@@ -33,15 +33,11 @@ static int add_template(mt_chat_template *t, const char *name, const char *text,
         snprintf(err, errlen, "%s: more than %d chat templates", origin, MT_CHAT_MAX_TEMPLATES);
         return -1;
     }
-    /* MiniMax-Text-01's released template takes part lists only: its extension takes strings
-     * too, with the same bytes for part lists (data/chat_template.h) */
-    char *norm = mt_chat_template_normalize(text),
-         *orig = mt_chat_template_normalize(mt_chat_template_minimax());
-    const bool text01 = !strcmp(norm, orig);
-    free(norm);
-    free(orig);
-    if (text01) text = mt_chat_template_minimax_ext();
-    t->text01 |= text01;
+    /* a released template transformers renders for part lists only: the replacement of the
+     * list in data/chat_template.h, which renders string contents too */
+    const char *fixed = mt_chat_template_fixed(text);
+    if (fixed) text = fixed;
+    t->replaced |= fixed != NULL;
     jinja_template *jt = jinja_template_load(origin, text, strlen(text), err, errlen);
     if (!jt) return -1;
     const int k = t->n++;
@@ -273,8 +269,8 @@ static void file_add(mt_chat_file *f, int *n, const char *name, char *text, size
     f[(*n)++].len = len;
 }
 
-/* tokenizer_config.json with its chat_template written from t's templates (Text-01's
- * extension in place of the released one). */
+/* tokenizer_config.json with its chat_template written from t's templates (a replaced
+ * released template's replacement in its place). */
 static char *config_rewrite(const mt_chat_template *t, const char *text, size_t len,
                             const char *path, char *err, size_t errlen) {
     cJSON *cfg = cJSON_ParseWithLength(text, len);
@@ -310,7 +306,7 @@ int mt_chat_template_export(const mt_chat_template *t, mt_chat_file files[MT_CHA
         size_t len;
         char *text = mt_file_read_max(path, &len, (size_t)64 << 20, err, errlen);
         if (!text) return -1;
-        if (t->from == MT_CHAT_FROM_CONFIG && t->text01) {
+        if (t->from == MT_CHAT_FROM_CONFIG && t->replaced) {
             char *c = config_rewrite(t, text, len, path, err, errlen);
             free(text);
             if (!c) return -1;

@@ -6,9 +6,9 @@
  * and additional_chat_templates/NAME.jinja (which together replace tokenizer_config.json's
  * chat_template), else tokenizer_config.json's chat_template (a string, or a list of
  * {name, template}). With several templates a conversation with a tools list (even empty) takes
- * "tool_use" when there is one, else "default". MiniMax-Text-01's released template, which
- * cannot take a message content given as a string, is replaced by its extension that can
- * (data/chat_template.h: the same bytes for part lists).
+ * "tool_use" when there is one, else "default". A released template that cannot take a message
+ * content given as a string is replaced by its extension that can (the list of
+ * mt_chat_template_fixes, data/chat_template.h: the same bytes for part lists).
  *
  * The variables of a render, as apply_chat_template passes them: messages, tools and documents
  * (None when absent), add_generation_prompt, the tokenizer's special tokens (bos_token,
@@ -59,7 +59,7 @@ const char *mt_chat_template_text(const mt_chat_template *t);
 const char *mt_chat_template_eot(const mt_chat_template *t);
 
 /* What an export writes so that transformers and vLLM render the trained template: the
- * directory's tokenizer_config.json (as it is, except Text-01's released template there,
+ * directory's tokenizer_config.json (as it is, except a released template of that list there,
  * replaced by its extension), and the template files the training read: chat_template.jinja
  * (data.chat_template's text, or the directory's) and additional_chat_templates/NAME.jinja.
  * Returns how many files (their texts malloc'ed: mt_chat_files_free), or -1 with err set. */
@@ -88,6 +88,10 @@ typedef struct {
  * tool_calls[0].function.arguments is not a JSON object"). */
 int mt_chat_conv_parse(jinja_heap *h, const char *json, size_t len, bool with_vars,
                        mt_chat_conv *out, char *err, size_t errlen);
+/* The same from the conversation's value (tool-call arguments given as JSON text are parsed in
+ * place). */
+int mt_chat_conv_from_value(jinja_heap *h, jinja_value v, bool with_vars, mt_chat_conv *out,
+                            char *err, size_t errlen);
 /* The normalisation alone, of a conversation built in h (messages replaced by new dicts). */
 int mt_chat_conv_normalize(jinja_heap *h, mt_chat_conv *c, char *err, size_t errlen);
 /* A conversation of role / text messages (the CLIs' and the server's), in h. */

@@ -133,15 +133,20 @@ int mt_chat_conv_normalize(jinja_heap *h, mt_chat_conv *c, char *err, size_t err
 
 int mt_chat_conv_parse(jinja_heap *h, const char *json, size_t len, bool with_vars,
                        mt_chat_conv *out, char *err, size_t errlen) {
-    memset(out, 0, sizeof(*out));
-    out->tools = out->documents = jinja_none();
-    out->vars.type = JINJA_UNDEFINED;
     jinja_value v;
     char why[256];
     if (jinja_json_parse(h, json, len, &v, why, sizeof(why)) != 0) {
         snprintf(err, errlen, "not valid JSON: %s", why);
         return -1;
     }
+    return mt_chat_conv_from_value(h, v, with_vars, out, err, errlen);
+}
+
+int mt_chat_conv_from_value(jinja_heap *h, jinja_value v, bool with_vars, mt_chat_conv *out,
+                            char *err, size_t errlen) {
+    memset(out, 0, sizeof(*out));
+    out->tools = out->documents = jinja_none();
+    out->vars.type = JINJA_UNDEFINED;
     if (v.type != JINJA_DICT) {
         snprintf(err, errlen, "a conversation must be a JSON object");
         return -1;

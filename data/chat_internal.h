@@ -16,7 +16,7 @@ struct mt_chat_template {
     /* for exports: where the templates came from */
     enum { MT_CHAT_FROM_CONFIG, MT_CHAT_FROM_DIR_FILES, MT_CHAT_FROM_FILE } from;
     char *dir;        /* the tokenizer directory, or NULL */
-    bool text01;      /* Text-01's released template was replaced by its extension */
+    bool replaced;    /* a released template was replaced (mt_chat_template_fixed) */
     bool config_list; /* tokenizer_config.json's chat_template is a list */
 };
 

@@ -53,6 +53,15 @@ static const char minimax_template_ext[] =
 const char *mt_chat_template_minimax(void) { return minimax_template; }
 const char *mt_chat_template_minimax_ext(void) { return minimax_template_ext; }
 
+static const mt_chat_template_fix fixes[] = {
+    {"MiniMax-Text-01", minimax_template, minimax_template_ext},
+};
+
+const mt_chat_template_fix *mt_chat_template_fixes(int *n) {
+    *n = (int)(sizeof(fixes) / sizeof(fixes[0]));
+    return fixes;
+}
+
 static bool is_ident(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
@@ -175,4 +184,16 @@ void mt_chat_token_mask(const mt_chat_rendered *r, const int64_t *offsets, int64
         while (s < r->n_spans && start >= r->spans[2 * s + 1]) s++;
         mask[i] = s < r->n_spans && end > r->spans[2 * s] && start < r->spans[2 * s + 1];
     }
+}
+
+const char *mt_chat_template_fixed(const char *text) {
+    char *norm = mt_chat_template_normalize(text);
+    const char *out = NULL;
+    for (size_t i = 0; i < sizeof(fixes) / sizeof(fixes[0]) && !out; i++) {
+        char *released = mt_chat_template_normalize(fixes[i].released);
+        if (!strcmp(norm, released)) out = fixes[i].replacement;
+        free(released);
+    }
+    free(norm);
+    return out;
 }

@@ -33,6 +33,18 @@ const char *mt_chat_template_minimax(void);
 /* Its extension to a message content given as a string; part lists render the same bytes. */
 const char *mt_chat_template_minimax_ext(void);
 
+/* Released templates that transformers renders for some message forms only, each with the
+ * template data/chat.c puts in its place (the same bytes wherever the released one renders). */
+typedef struct {
+    const char *model;       /* whose release */
+    const char *released;    /* the template as released (compared normalised) */
+    const char *replacement; /* renders every message form */
+} mt_chat_template_fix;
+/* The list (*n entries). */
+const mt_chat_template_fix *mt_chat_template_fixes(int *n);
+/* The replacement of template text when it is a released template of the list, else NULL. */
+const char *mt_chat_template_fixed(const char *text);
+
 /* Canonical form used to recognise the template: text outside Jinja tags is kept byte for byte;
  * inside {{ }} / {% %} whitespace outside string literals is dropped, except one space between
  * two identifier characters; {# #} comments are dropped; one trailing newline of the template is

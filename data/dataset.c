@@ -181,7 +181,8 @@ static int record_read(conv_build *b, jinja_value obj, const char *path, int64_t
         }
         return -1;
     }
-    /* what the template will see: the normalisation of data/chat.h must go through */
+    /* kept as compact JSON; then what the template will see: the normalisation of data/chat.h
+     * must go through (after the dump: it parses tool-call arguments in place) */
     jinja_buf js = {0};
     char why[MT_ERR_LEN - 64];
     jinja_json_opts o = {.indent = -1, .item_sep = ",", .key_sep = ":"};
@@ -190,7 +191,7 @@ static int record_read(conv_build *b, jinja_value obj, const char *path, int64_t
         return mt_rec_fail(&r, "%s", why);
     }
     mt_chat_conv c;
-    int rc = mt_chat_conv_parse(b->h, js.p, js.len, false, &c, why, sizeof(why));
+    int rc = mt_chat_conv_from_value(b->h, conv, false, &c, why, sizeof(why));
     bool assistant = false;
     for (int i = 0; rc == 0 && i < mt_chat_conv_len(&c); i++)
         assistant |= !strcmp(mt_chat_conv_role(&c, i), "assistant");

@@ -411,14 +411,7 @@ static int exec_nodes(jinja_vm *vm, const jinja_nodes *body, jinja_scope *s) {
 static jinja_value apply_filters(jinja_vm *vm, const jinja_node *f, jinja_value v, jinja_scope *s) {
     if (f->a) v = apply_filters(vm, f->a, v, s);
     /* the filter node with its input replaced: evaluate its arguments here */
-    jinja_args a = {0};
-    a.n = f->args.n;
-    a.pos = jinja_alloc(vm->h, sizeof(jinja_value) * (size_t)(a.n + 1));
-    for (int i = 0; i < a.n; i++) a.pos[i] = jinja_eval(vm, f->args.v[i], s);
-    a.n_kw = f->kw_values.n;
-    a.kw = f->kw_names;
-    a.kwv = jinja_alloc(vm->h, sizeof(jinja_value) * (size_t)(a.n_kw + 1));
-    for (int i = 0; i < a.n_kw; i++) a.kwv[i] = jinja_eval(vm, f->kw_values.v[i], s);
+    jinja_args a = jinja_eval_args(vm, f, s);
     vm->line = f->line;
     return jinja_vm_filter(vm, f->builtin, v, &a);
 }

@@ -515,7 +515,7 @@ jinja_value jinja_vm_iterate(jinja_vm *vm, jinja_value v) {
 
 /* ---- calls ---- */
 
-static jinja_args eval_args(jinja_vm *vm, const jinja_node *n, jinja_scope *s) {
+jinja_args jinja_eval_args(jinja_vm *vm, const jinja_node *n, jinja_scope *s) {
     jinja_args a = {0};
     a.n = n->args.n;
     a.pos = jinja_alloc(vm->h, sizeof(jinja_value) * (size_t)(a.n + 1));
@@ -643,19 +643,19 @@ jinja_value jinja_eval(jinja_vm *vm, const jinja_node *n, jinja_scope *s) {
     }
     case JN_CALL: {
         jinja_value f = jinja_eval(vm, n->a, s);
-        jinja_args a = eval_args(vm, n, s);
+        jinja_args a = jinja_eval_args(vm, n, s);
         vm->line = n->line;
         return jinja_vm_call(vm, f, &a);
     }
     case JN_FILTER: {
         jinja_value x = jinja_eval(vm, n->a, s);
-        jinja_args a = eval_args(vm, n, s);
+        jinja_args a = jinja_eval_args(vm, n, s);
         vm->line = n->line;
         return jinja_vm_filter(vm, n->builtin, x, &a);
     }
     case JN_TEST: {
         jinja_value x = jinja_eval(vm, n->a, s);
-        jinja_args a = eval_args(vm, n, s);
+        jinja_args a = jinja_eval_args(vm, n, s);
         vm->line = n->line;
         return jinja_bool(jinja_vm_test(vm, n->builtin, x, &a));
     }

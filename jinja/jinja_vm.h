@@ -134,6 +134,8 @@ bool jinja_vm_less(jinja_vm *vm, jinja_value a, jinja_value b);
 
 /* The value of expression n in scope s. */
 jinja_value jinja_eval(jinja_vm *vm, const jinja_node *n, jinja_scope *s);
+/* The arguments of a call, filter or test node n (positional and keyword), evaluated in s. */
+jinja_args jinja_eval_args(jinja_vm *vm, const jinja_node *n, jinja_scope *s);
 /* Name lookup through s, the render's variables and the globals (undefined when absent). */
 jinja_value jinja_scope_get(jinja_vm *vm, jinja_scope *s, const char *name);
 void jinja_scope_set(jinja_vm *vm, jinja_scope *s, const char *name, jinja_value v);

@@ -68,7 +68,7 @@ typedef struct mt_recipe {
     double train_max_grad_norm;        /* <= 0: no clipping */
     int64_t train_seed;                /* the default of data.seed and model.init_seed */
     double train_router_aux_loss_coef; /* < 0: from the model config; 0: off */
-    /* MSA layers (MiniMax-M3): the indexer's sparse-KL loss weight (0: no KL, the indexer
+    /* MSA layers: the indexer's sparse-KL loss weight (0: no KL, the indexer
      * stays as loaded) and whether the indexer reads a detached input (trains only itself) */
     double train_indexer_kl_coef;
     bool train_indexer_detach;

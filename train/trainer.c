@@ -367,18 +367,18 @@ static void trainer_setup_data(trainer *t) {
     MT_CHECK(!eval_file || t->eval_data.n_samples > 0, "data.eval_path %s: no usable samples",
              rc->data_eval_path);
 
-    /* rows are padded with the end-of-turn token (eos_token; its label is -100 there) */
+    /* rows are padded with the end-of-turn token (the template's eos_token, else the model
+     * config's eos_token_id; its label is -100 there) */
     char tok_path[MT_PATH_MAX + 32];
     snprintf(tok_path, sizeof(tok_path), "%s/tokenizer.json", t->tokenizer_dir);
     mt_tokenizer *tok = mt_tokenizer_load(tok_path);
     mt_chat_template *tmpl = mt_token_cache_template(&cc, err);
     MT_CHECK(tmpl, "%s", err);
-    const char *eos_text =
-        mt_chat_template_eot(tmpl) ? mt_chat_template_eot(tmpl) : "<end_of_sentence>";
-    int32_t eos = mt_tokenizer_token_to_id(tok, eos_text);
+    const char *eot = mt_chat_template_eot(tmpl);
+    const int32_t eos = eot ? mt_tokenizer_token_to_id(tok, eot) : t->cfg.eos_token_id;
     MT_CHECK(eos >= 0 && eos < t->cfg.vocab_size,
-             "%s: the eos_token %s (id %d) is not in the model's vocabulary (%d)", tok_path,
-             eos_text, eos, t->cfg.vocab_size);
+             "%s: the end-of-turn token %s (id %d) is not in the model's vocabulary (%d)",
+             eot ? tok_path : "config.json", eot ? eot : "eos_token_id", eos, t->cfg.vocab_size);
     LOG0(t, "data: chat template %s (data.reasoning_history = %s)\n", mt_chat_template_origin(tmpl),
          rc->data_reasoning_history);
     mt_chat_template_free(tmpl);

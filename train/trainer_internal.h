@@ -50,7 +50,7 @@ typedef struct {
     char config_path[MT_PATH_MAX + 32];                        /* the model's config.json */
     int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each, host */
     int64_t *batch_real; /* (B) host: real tokens per row (the aux loss leaves padding out) */
-    int n_msa_layers;    /* MSA layers of the model (MiniMax-M3): loss.csv's index_kl column */
+    int n_msa_layers;    /* MSA layers of the model: loss.csv's index_kl column */
     int32_t *dev_batch;  /* (4,B,T) on the backend: ids, labels, positions, segments */
     float *export_stage; /* rank 0, device backends: one gathered bucket on the host */
     mt_train_state state;
