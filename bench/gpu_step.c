@@ -203,7 +203,11 @@ static void step_config(const step_opts *o, mt_minimax_config *cfg) {
     cfg->num_experts_per_tok = o->topk;
     cfg->block_size = o->block;
     cfg->rotary_dim = o->head_dim / 2 / 2 * 2; /* Text-01: 64 of 128 */
+    /* the positions a step trains on, or --decode's prompt and its new tokens if more: the
+     * generation refuses a prompt past the context */
     cfg->max_position_embeddings = o->seq;
+    if (o->decode > 0 && DECODE_PROMPT + o->decode > o->seq)
+        cfg->max_position_embeddings = DECODE_PROMPT + o->decode;
     cfg->rms_norm_eps = 1e-5f;
     cfg->rope_theta = 1e7f;
     cfg->initializer_range = 0.02f;

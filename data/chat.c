@@ -108,6 +108,43 @@ static const char *token_text(const cJSON *v) {
     return cJSON_IsString(c) ? c->valuestring : NULL;
 }
 
+/* A control token (text from tokenizer_config.json's key) the tokenizer must encode as one id;
+ * each text once. */
+static void add_control(mt_chat_template *t, const char *text, const char *key) {
+    if (!text || !text[0] || t->n_controls == MT_CHAT_MAX_CONTROLS) return;
+    for (int i = 0; i < t->n_controls; i++)
+        if (!strcmp(t->controls[i], text)) return;
+    t->controls[t->n_controls] = dup_n(text, strlen(text));
+    t->control_keys[t->n_controls++] = key;
+}
+
+static bool in_templates(const mt_chat_template *t, const char *text) {
+    for (int i = 0; i < t->n; i++)
+        if (strstr(t->texts[i], text)) return true;
+    return false;
+}
+
+/* The tokens of tokenizer_config.json's list `key` (an object of AddedToken dicts, or a list)
+ * that the templates' text contains. */
+static void read_listed(mt_chat_template *t, const cJSON *cfg, const char *key) {
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(cfg, key), *e;
+    if (!cJSON_IsObject(list) && !cJSON_IsArray(list)) return;
+    cJSON_ArrayForEach(e, list) {
+        const char *text = token_text(e);
+        if (text && in_templates(t, text)) add_control(t, text, key);
+    }
+}
+
+/* The control tokens of tokenizer_config.json: bos_token and eos_token (the end-of-turn and
+ * padding token), and the added tokens that the templates' text contains: the role and markup
+ * tokens they emit (Text-01's "]~b]"). */
+static void read_controls(mt_chat_template *t, const cJSON *cfg) {
+    add_control(t, token_text(cJSON_GetObjectItemCaseSensitive(cfg, "bos_token")), "bos_token");
+    add_control(t, token_text(cJSON_GetObjectItemCaseSensitive(cfg, "eos_token")), "eos_token");
+    read_listed(t, cfg, "added_tokens_decoder");
+    read_listed(t, cfg, "additional_special_tokens");
+}
+
 /* tokenizer_config.json: the special tokens, and the templates unless files gave them. */
 static int read_config(mt_chat_template *t, const char *dir, bool want_templates, char *err,
                        size_t errlen) {
@@ -166,6 +203,7 @@ static int read_config(mt_chat_template *t, const char *dir, bool want_templates
         rc = -1;
     }
     if (rc == 0 && want_templates) snprintf(t->origin, sizeof(t->origin), "%s", path);
+    if (rc == 0) read_controls(t, cfg);
     cJSON_Delete(cfg);
     return rc;
 }
@@ -250,6 +288,7 @@ void mt_chat_template_free(mt_chat_template *t) {
         free(t->names[i]);
         free(t->texts[i]);
     }
+    for (int i = 0; i < t->n_controls; i++) free(t->controls[i]);
     free(t->eot);
     free(t->dir);
     jinja_heap_free(t->heap);
@@ -387,4 +426,30 @@ bool mt_chat_tokenizer_fits(const mt_tokenizer *tok, const char *dir, int64_t vo
              "of another model? --tokenizer TOK)",
              dir, size - 1, (long long)vocab_size);
     return false;
+}
+
+bool mt_chat_template_tokens_fit(const mt_chat_template *t, const mt_tokenizer *tok,
+                                 const char *dir, char *err, size_t n) {
+    mt_token_buf b = {0};
+    bool ok = true;
+    for (int i = 0; ok && i < t->n_controls; i++) {
+        const char *text = t->controls[i];
+        char why[MT_ERR_LEN];
+        mt_token_buf_clear(&b);
+        const int64_t k = mt_tokenizer_encode_err(tok, text, strlen(text), &b, why, sizeof(why));
+        if (k == 1) continue;
+        ok = false;
+        if (k < 0)
+            snprintf(err, n, "%s/tokenizer.json: the chat template's control token \"%s\": %s",
+                     dir ? dir : ".", text, why);
+        else
+            snprintf(
+                err, n,
+                "%s/tokenizer.json: the chat template's control token \"%s\" (%s of "
+                "tokenizer_config.json) encodes as %lld tokens, not one: the tokenizer lacks it "
+                "as an added token (the tokenizer of another model?)",
+                dir ? dir : ".", text, t->control_keys[i], (long long)k);
+    }
+    mt_token_buf_free(&b);
+    return ok;
 }

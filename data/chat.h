@@ -108,6 +108,13 @@ mt_tokenizer *mt_chat_tokenizer_load(const char *dir, char *err, size_t n);
 bool mt_chat_tokenizer_fits(const mt_tokenizer *tok, const char *dir, int64_t vocab_size, char *err,
                             size_t n);
 
+/* Whether tok (dir's tokenizer.json) encodes the template's control tokens each as one id: the
+ * bos_token and eos_token of tokenizer_config.json, and its added tokens that the templates'
+ * text contains (role and markup tokens). If not, one line in err naming the token: a
+ * tokenizer without them would train and decode them as runs of byte tokens. */
+bool mt_chat_template_tokens_fit(const mt_chat_template *t, const mt_tokenizer *tok,
+                                 const char *dir, char *err, size_t n);
+
 /* A conversation of role / text messages rendered with the generation prompt (what the CLIs
  * and the server give the model). 0, or -1 with one line in err. */
 int mt_chat_render_msgs(mt_chat_template *t, const mt_chat_msg *msgs, int n, mt_chat_rendered *out,

@@ -3,6 +3,8 @@
 #pragma once
 #include "data/chat.h"
 
+#define MT_CHAT_MAX_CONTROLS 64
+
 struct mt_chat_template {
     int n; /* named templates */
     char *names[MT_CHAT_MAX_TEMPLATES], *texts[MT_CHAT_MAX_TEMPLATES];
@@ -18,6 +20,11 @@ struct mt_chat_template {
     char *dir;        /* the tokenizer directory, or NULL */
     bool replaced;    /* a released template was replaced (mt_chat_template_fixed) */
     bool config_list; /* tokenizer_config.json's chat_template is a list */
+    /* the control tokens a tokenizer must encode as single ids (mt_chat_template_tokens_fit):
+     * text, and the tokenizer_config.json key it comes from */
+    char *controls[MT_CHAT_MAX_CONTROLS];
+    const char *control_keys[MT_CHAT_MAX_CONTROLS];
+    int n_controls;
 };
 
 const jinja_template *mt_chat_pick(const mt_chat_template *t, const mt_chat_conv *c, char *err,

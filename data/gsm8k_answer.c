@@ -1,6 +1,7 @@
 /* gsm8k_answer.c: answer extraction and exact match for GSM8K (data/gsm8k_answer.h). */
 #include "data/gsm8k_answer.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static bool ga_digit(char ch) { return ch >= '0' && ch <= '9'; }
@@ -80,4 +81,45 @@ bool mt_gsm8k_correct(const char *completion, const char *gold) {
     if (!mt_gsm8k_extract(completion, a, sizeof(a)) || !mt_gsm8k_extract(gold, g, sizeof(g)))
         return false;
     return strcmp(a, g) == 0;
+}
+
+static bool ga_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\r'; }
+
+bool mt_gsm8k_gold_usable(const char *gold, char *why, size_t n) {
+    const char *mark = NULL;
+    for (const char *p = strstr(gold, "####"); p; p = strstr(p + 4, "####")) mark = p;
+    const char *s = mark ? mark + 4 : gold;
+    size_t end = 0; /* the answer: the marker's line, or the whole text */
+    while (s[end] && (mark ? s[end] != '\n' : true)) end++;
+    size_t i = 0;
+    while (i < end && (ga_space(s[i]) || (!mark && s[i] == '\n'))) i++;
+    if (i < end && s[i] == '$') i++;
+    while (i < end && ga_space(s[i])) i++;
+    char num[MT_GSM8K_ANSWER_MAX];
+    size_t j = i < end && ga_number_start(s, i) ? ga_number(s, i, num, sizeof(num)) : i;
+    bool ok = j > i && j <= end;
+    if (ok) {
+        if (j < end && s[j] == '.') j++;
+        while (j < end && (ga_space(s[j]) || (!mark && s[j] == '\n'))) j++;
+        ok = j == end;
+    }
+    if (!ok) { /* the answer shown on one line: at most 40 bytes, line breaks as "\n" */
+        char shown[96];
+        size_t o = 0;
+        const size_t from = mark ? 0 : i;
+        for (size_t k = from; k < end && k < from + 40 && o + 3 < sizeof(shown); k++) {
+            if (s[k] == '\n' || s[k] == '\r') {
+                shown[o++] = '\\';
+                shown[o++] = s[k] == '\n' ? 'n' : 'r';
+            } else {
+                shown[o++] = s[k];
+            }
+        }
+        shown[o] = '\0';
+        snprintf(why, n,
+                 "the gold answer \"%s%s\" is not one number (digits, ',' separators, a "
+                 "decimal part: \"#### 72\"), so it cannot be scored",
+                 mark ? "####" : "", shown);
+    }
+    return ok;
 }

@@ -22,3 +22,10 @@ bool mt_gsm8k_extract(const char *text, char *out, size_t cap);
 /* Exact match: the completion's answer equals the gold answer's (the gold's own "####" line);
  * a completion or gold without a number never matches. */
 bool mt_gsm8k_correct(const char *completion, const char *gold);
+
+/* Whether the scorer can use gold as a gold answer: its last "####" line (or, without a marker,
+ * the whole text) holds exactly one number as read above, optionally after a '$' and before a
+ * full stop, and nothing else ("#### 72", "#### $1,200.50"). Golds such as "#### two",
+ * "#### 1e5" or "#### 1/2" would be read as no answer, "1" and "1": every completion would be
+ * scored against the wrong number. false with the reason in why (n bytes). */
+bool mt_gsm8k_gold_usable(const char *gold, char *why, size_t n);

@@ -10,6 +10,7 @@
 
 #include "data/data_io.h"
 #include "data/chat.h"
+#include "data/cli_flags.h"
 #include "data/synth.h"
 #include "data/token_cache.h"
 #include "data/tokenizer.h"
@@ -59,15 +60,13 @@ typedef struct {
     int strip, skip_bad, force, tokens, color, agp, spans; /* color: -1 auto */
 } args;
 
+/* A number flag through data/cli_flags.h: each its own range, one line naming it. */
 static int parse_int(const char *flag, const char *v, long long *out) {
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (!*v || *end) {
-        fprintf(stderr, "minimax-data: %s wants an integer, got \"%s\"\n", flag, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    const long long lo = !strcmp(flag, "--max-length") ? 2 : !strcmp(flag, "--n") ? 1 : 0;
+    char err[256];
+    if (mt_flag_int(flag, v, lo, INT64_MAX, out, err, sizeof(err))) return 0;
+    fprintf(stderr, "minimax-data: %s\n", err);
+    return -1;
 }
 
 static int parse_args(int argc, char **argv, args *a) {
@@ -138,10 +137,6 @@ static int parse_args(int argc, char **argv, args *a) {
         fprintf(stderr, "minimax-data: --policy is drop or truncate, got \"%s\"\n", a->policy);
         return -1;
     }
-    if (a->max_length < 2) {
-        fprintf(stderr, "minimax-data: --max-length must be >= 2\n");
-        return -1;
-    }
     if (mt_data_format_parse(a->format) < 0) {
         fprintf(stderr, "minimax-data: --format is one of %s, got \"%s\"\n", mt_data_format_list(),
                 a->format);
@@ -202,6 +197,14 @@ static int cmd_tokenize(const args *a) {
     if (need("tokenize", "--data", a->data) || need("tokenize", "--tokenizer", a->tokenizer) ||
         need("tokenize", "--out", a->out))
         return 2;
+    /* the cache never replaces its data, and a place that cannot take it is refused before the
+     * tokenizing rather than after it */
+    char err[MT_ERR_LEN];
+    if (!mt_out_not_input("--out", a->out, "--data", a->data, err, sizeof(err)) ||
+        !mt_out_writable("--out", a->out, err, sizeof(err))) {
+        fprintf(stderr, "minimax-data tokenize: %s\n", err);
+        return 1;
+    }
     mt_token_cache_cfg cfg = {.data_path = a->data,
                               .tokenizer_dir = a->tokenizer,
                               .cache_path = a->out,
@@ -214,7 +217,6 @@ static int cmd_tokenize(const args *a) {
     double t0 = now_s();
     mt_token_data d;
     bool reused;
-    char err[MT_ERR_LEN];
     if (mt_token_cache_open(&cfg, &d, &reused, err) != 0) {
         fprintf(stderr, "minimax-data tokenize: %s\n", err);
         return 1;
@@ -463,16 +465,16 @@ static int cmd_encode(const args *a) {
 
 static int cmd_synth(const args *a) {
     if (need("synth", "--out", a->out)) return 2;
-    if (a->n < 1) {
-        fprintf(stderr, "minimax-data synth: --n must be >= 1\n");
-        return 2;
-    }
     const bool agentic = !strcmp(a->kind, "agentic");
     if (!agentic && strcmp(a->kind, "gsm8k")) {
         fprintf(stderr, "minimax-data synth: --kind is gsm8k or agentic, got \"%s\"\n", a->kind);
         return 2;
     }
     char err[MT_ERR_LEN];
+    if (!mt_out_writable("--out", a->out, err, sizeof(err))) {
+        fprintf(stderr, "minimax-data synth: %s\n", err);
+        return 1;
+    }
     if ((agentic ? mt_synth_write_chat_jsonl(a->out, (uint64_t)a->seed, a->n, err)
                  : mt_synth_write_jsonl(a->out, (uint64_t)a->seed, a->n, err)) != 0) {
         fprintf(stderr, "minimax-data synth: %s\n", err);

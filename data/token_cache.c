@@ -356,7 +356,8 @@ int mt_token_cache_open(const mt_token_cache_cfg *cfg, mt_token_data *out, bool 
     char path[4096];
     snprintf(path, sizeof(path), "%s/tokenizer.json", cfg->tokenizer_dir);
     mt_tokenizer *tok = mt_tokenizer_try_load(path, err, MT_ERR_LEN);
-    if (!tok) {
+    if (!tok || !mt_chat_template_tokens_fit(tmpl, tok, cfg->tokenizer_dir, err, MT_ERR_LEN)) {
+        mt_tokenizer_free(tok);
         mt_chat_template_free(tmpl);
         return -1;
     }

@@ -243,7 +243,8 @@ static bool cfg_validate(mt_cfg_reader *r, const cJSON *root, mt_minimax_config 
                {"num_key_value_heads", cfg->num_key_value_heads},
                {"head_dim", cfg->head_dim},
                {"num_local_experts", cfg->num_local_experts},
-               {"num_experts_per_tok", cfg->num_experts_per_tok}};
+               {"num_experts_per_tok", cfg->num_experts_per_tok},
+               {"max_position_embeddings", cfg->max_position_embeddings}};
     for (size_t i = 0; i < sizeof(pos) / sizeof(pos[0]); i++)
         if (pos[i].v <= 0)
             return mt_cfg_fail(r, "key \"%s\": %d must be positive", pos[i].key, pos[i].v);

@@ -2,6 +2,7 @@
  * models/minimax.c, next to the training forward, so both run the same layer code. */
 #include "models/generate.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,15 +285,23 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
              "generate: B = %d rows (%d to %d), n_new = %d", B, sync ? 0 : 1, MT_GEN_BATCH_MAX,
              n_new);
     const int V = m->cfg.vocab_size;
+    /* the context: a row holds at most max_position_embeddings tokens, prompt and reply (the
+     * tools refuse a prompt that leaves no room and say so when a reply will be cut) */
+    const int ctx = m->cfg.max_position_embeddings > 0 ? m->cfg.max_position_embeddings : INT_MAX;
     int t_max = 1;
     for (int b = 0; b < B; b++) {
         MT_CHECK(lens[b] >= 1, "generate: row %d has an empty prompt", b);
+        MT_CHECK(lens[b] < ctx,
+                 "generate: row %d's prompt is %d tokens, the model's context "
+                 "(max_position_embeddings) %d",
+                 b, lens[b], ctx);
         for (int t = 0; t < lens[b]; t++)
             MT_CHECK(prompts[b][t] >= 0 && prompts[b][t] < V,
                      "generate: prompt token %d at row %d position %d "
                      "is outside the vocabulary [0, %d)",
                      prompts[b][t], b, t, V);
-        if (lens[b] + n_new > t_max) t_max = lens[b] + n_new;
+        const int room = n_new < ctx - lens[b] ? n_new : ctx - lens[b];
+        if (lens[b] + room > t_max) t_max = lens[b] + room;
     }
     const int eos = o ? o->eos : -1;
     for (int64_t i = 0; i < (int64_t)B * n_new; i++) out[i] = eos >= 0 ? eos : -1;
@@ -336,7 +345,7 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
             out[(size_t)r * (size_t)n_new + (size_t)step] = tok[s];
             n_out[r] = step + 1;
             const int32_t *mine = out + (size_t)r * (size_t)n_new;
-            if ((eos >= 0 && tok[s] == eos) || step + 1 == n_new ||
+            if ((eos >= 0 && tok[s] == eos) || step + 1 == n_new || lens[r] + step + 1 == ctx ||
                 (o && o->stop && o->stop(o->stop_user, r, mine, step + 1))) {
                 n_act--;
                 mt_minimax_cache_move_row(&kv, s, n_act);

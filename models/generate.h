@@ -128,7 +128,8 @@ int32_t mt_gen_sample(const float *logits, int V, const mt_gen_opts *o, double u
  * (ragged): prompts[b] holds lens[b]
  * >= 1 tokens. Each row's prompt fills its row of one cache (per-row prefill, so no padding and no
  * mask: each row is exactly its one-prompt run); then one decode step per position for the rows
- * still active. A row stops after eos, when o->stop says so, or after n_new tokens; finished rows
+ * still active. A row stops after eos, when o->stop says so, after n_new tokens, or when prompt and
+ * reply fill the model's context (max_position_embeddings; a prompt must be shorter); finished rows
  * leave the step batch (compaction: the last active row's cache moves into the freed slot, so a
  * step costs only what is still running). o NULL: greedy, no eos. out (B,n_new) row-major; n_out[b]
  * gets the tokens row b produced, the rest of its out row is eos (or -1 without one). */

@@ -56,6 +56,21 @@ int mt_gsm8k_eval_longest(const mt_gsm8k_eval *e, int64_t first, int64_t stride,
             return -1;
         }
         free(ids);
+        const long line = e->set->line ? (long)e->set->line[i] : (long)i + 1;
+        /* a prompt must leave the context room for the answer: refused as too long, by name,
+         * before any decoding (not as the memory its caches would take) */
+        const int ctx = e->model->cfg.max_position_embeddings;
+        if (ctx > 0 && len >= ctx) {
+            snprintf(err, errlen,
+                     "question %lld (line %ld): the prompt is %d tokens%s, the model's context "
+                     "(max_position_embeddings) is %d: no room for an answer",
+                     (long long)i, line, len, e->n_shots ? " with its shots" : "", ctx);
+            return -1;
+        }
+        if (!mt_gsm8k_gold_usable(e->set->answer[i], why, sizeof(why))) {
+            snprintf(err, errlen, "question %lld (line %ld): %s", (long long)i, line, why);
+            return -1;
+        }
         t_prompt = len > t_prompt ? len : t_prompt;
     }
     return t_prompt;

@@ -40,8 +40,10 @@ int32_t *mt_gsm8k_eval_prompt(mt_chat_template *t, const mt_tokenizer *tok,
 
 /* The longest prompt (tokens, at least 1) among samples first, first + stride, ... (n of them:
  * a rank's share); -1 with one line in err naming the first sample whose prompt does not render
- * or tokenize. The callers check every prompt here before decoding any, so that a template's
- * error is a line at the start rather than a failure in the middle of a run. */
+ * or tokenize, does not fit the model's context (max_position_embeddings: a prompt must leave
+ * room for one token), or whose gold answer the scorer cannot use (mt_gsm8k_gold_usable). The
+ * callers check every prompt here before decoding any, so that such a sample is a line at the
+ * start rather than a failure in the middle of a run or a sample silently scored wrong. */
 int mt_gsm8k_eval_longest(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n,
                           char *err, size_t errlen);
 /* Arena bytes for e's context: one prompt forward of the longest of those prompts (which

@@ -18,12 +18,15 @@
  * the last turn would not be what the template renders. --backend cuda decodes on the GPU (the
  * weights, caches and activations in device memory). */
 #include <cjson/cJSON.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "data/chat.h"
+#include "data/cli_flags.h"
 #include "data/data_io.h"
 #include "data/tokenizer.h"
 #include "kernels/version.h"
@@ -41,7 +44,7 @@ static void usage(int status) {
             "         [--template-kwargs JSON] [--system TEXT] [--max-new-tokens N]\n"
             "         [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR]... "
             "[--json]\n"
-            "         [--backend cpu|cuda]\n"
+            "         [--backend cpu|cuda] [--no-verify]\n"
             "       minimax-chat --help | --version\n"
             "  a chat in the terminal: each line on stdin is a user turn (end a line with '\\' "
             "to go on\n"
@@ -53,7 +56,9 @@ static void usage(int status) {
             "  --stop STR: also end a reply when its text contains STR (up to %d)\n"
             "  --json: one line per turn, {\"prompt_ids\", \"ids\", \"text\"}, instead of the "
             "stream\n"
-            "  --backend cuda: decode on the GPU (default cpu)\n",
+            "  --backend cuda: decode on the GPU (default cpu)\n"
+            "  --no-verify: skip the check of the weights against the digests their files\n"
+            "    record (docs/checkpoints.md)\n",
             CHAT_MAX_STOPS);
     exit(status);
 }
@@ -122,6 +127,7 @@ typedef struct {
     int ctx_tokens; /* the longest prompt ctx's arena holds (0: not initialised) */
     int n_new, n_turns;
     bool json;
+    bool said_cut; /* a reply cut at the context has been announced (once a session) */
     mt_gen_opts opts;
     chat_reply reply;
 } chat_session;
@@ -159,10 +165,16 @@ static void chat_turn(chat_session *s, chat_history *h, const char *text, size_t
     int32_t *prompt = chat_prompt(s, h, &T);
     const int ctx_len = (int)s->model->cfg.max_position_embeddings;
     if (prompt && T >= ctx_len) {
-        fprintf(stderr,
-                "minimax-chat: the conversation is %d tokens, the model's context "
-                "(max_position_embeddings) %d: /reset to start over\n",
-                T, ctx_len);
+        if (h->n - 1 == h->keep) /* nothing earlier to forget: /reset would not help */
+            fprintf(stderr,
+                    "minimax-chat: this turn%s is %d tokens, the model's context "
+                    "(max_position_embeddings) %d: shorten it\n",
+                    h->keep ? " with the --system turn" : "", T, ctx_len);
+        else
+            fprintf(stderr,
+                    "minimax-chat: the conversation is %d tokens, the model's context "
+                    "(max_position_embeddings) %d: /reset to start over\n",
+                    T, ctx_len);
         free(prompt);
         prompt = NULL;
     }
@@ -178,6 +190,13 @@ static void chat_turn(chat_session *s, chat_history *h, const char *text, size_t
                     64 * (s->model->cfg.num_hidden_layers + 4));
     }
     const int n_new = s->n_new < ctx_len - T ? s->n_new : ctx_len - T;
+    if (n_new < s->n_new && !s->said_cut) {
+        fprintf(stderr,
+                "minimax-chat: --max-new-tokens %d: the conversation's %d tokens leave %d of the "
+                "model's context (max_position_embeddings %d); a reply stops there\n",
+                s->n_new, T, n_new, ctx_len);
+        s->said_cut = true;
+    }
     int32_t *out = mt_malloc(sizeof(int32_t) * (size_t)n_new, "reply");
     const int64_t row = s->n_turns++; /* each turn its own draws */
     mt_gen_opts o = s->opts;
@@ -244,50 +263,54 @@ int main(int argc, char **argv) {
                *chat_file = NULL, *kwargs = NULL;
     const char *stops[CHAT_MAX_STOPS];
     int n_stops = 0;
-    long n_new = 512, top_k = 0;
+    long long n_new = 512, top_k = 0;
     double temperature = 0, top_p = 1;
-    unsigned long long seed = 0;
-    bool json = false;
+    uint64_t seed = 0;
+    bool json = false, verify = true;
+    char msg[512];
     for (int i = 1; i < argc; i++) {
         const bool more = i + 1 < argc;
-        if (!strcmp(argv[i], "--model") && more)
+        const char *f = argv[i], *v = more ? argv[i + 1] : NULL;
+        bool ok = true; /* a number or text refused by data/cli_flags.h: its line in msg */
+        if (!strcmp(f, "--model") && more)
             model_dir = argv[++i];
-        else if (!strcmp(argv[i], "--tokenizer") && more)
+        else if (!strcmp(f, "--tokenizer") && more)
             tok_dir = argv[++i];
-        else if (!strcmp(argv[i], "--chat-template") && more)
+        else if (!strcmp(f, "--chat-template") && more)
             chat_file = argv[++i];
-        else if (!strcmp(argv[i], "--template-kwargs") && more)
+        else if (!strcmp(f, "--template-kwargs") && more)
             kwargs = argv[++i];
-        else if (!strcmp(argv[i], "--system") && more)
+        else if (!strcmp(f, "--system") && more)
             system_text = argv[++i];
-        else if (!strcmp(argv[i], "--max-new-tokens") && more)
-            n_new = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--temperature") && more)
-            temperature = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--top-k") && more)
-            top_k = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--top-p") && more)
-            top_p = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && more)
-            seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--stop") && more && n_stops < CHAT_MAX_STOPS)
-            stops[n_stops++] = argv[++i];
-        else if (!strcmp(argv[i], "--backend") && more)
+        else if (!strcmp(f, "--max-new-tokens") && more)
+            ok = mt_flag_int(argv[i++], v, 1, 1000000, &n_new, msg, sizeof(msg));
+        else if (!strcmp(f, "--temperature") && more)
+            ok = mt_flag_double(argv[i++], v, 0, false, HUGE_VAL, true, &temperature, msg,
+                                sizeof(msg));
+        else if (!strcmp(f, "--top-k") && more)
+            ok = mt_flag_int(argv[i++], v, 0, INT_MAX, &top_k, msg, sizeof(msg));
+        else if (!strcmp(f, "--top-p") && more)
+            ok = mt_flag_double(argv[i++], v, 0, true, 1, false, &top_p, msg, sizeof(msg));
+        else if (!strcmp(f, "--seed") && more)
+            ok = mt_flag_u64(argv[i++], v, &seed, msg, sizeof(msg));
+        else if (!strcmp(f, "--stop") && more)
+            ok = mt_flag_list_add(argv[i++], v, stops, &n_stops, CHAT_MAX_STOPS, msg, sizeof(msg));
+        else if (!strcmp(f, "--backend") && more)
             backend = argv[++i];
-        else if (!strcmp(argv[i], "--json"))
+        else if (!strcmp(f, "--json"))
             json = true;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+        else if (!strcmp(f, "--no-verify"))
+            verify = false;
+        else if (!strcmp(f, "--help") || !strcmp(f, "-h"))
             usage(0);
-        else if (!strcmp(argv[i], "--version")) {
+        else if (!strcmp(f, "--version")) {
             mt_version_print(stdout, "minimax-chat");
             return 0;
         } else
             usage(2);
+        if (!ok) chat_fail(msg);
     }
     if (!model_dir) usage(2);
-    if (n_new < 1 || n_new > 1000000 || temperature < 0 || top_p <= 0 || top_p > 1 || top_k < 0)
-        chat_fail("--max-new-tokens in [1, 1000000], --temperature >= 0, --top-p in (0, 1], "
-                  "--top-k >= 0");
     if (!tok_dir) tok_dir = model_dir;
     char err[MT_ERR_LEN + 8400];
     if (!mt_minimax_config_readable(model_dir, err, sizeof(err))) chat_fail(err);
@@ -299,11 +322,25 @@ int main(int argc, char **argv) {
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
     if (!mt_chat_tokenizer_fits(tok, tok_dir, cfg.vocab_size, err, sizeof(err))) chat_fail(err);
+    if (!mt_chat_template_tokens_fit(chat, tok, tok_dir, err, sizeof(err))) chat_fail(err);
+    if (system_text) { /* a system turn that alone fills the context leaves no chat */
+        const mt_chat_msg sys = {MT_CHAT_SYSTEM, system_text, strlen(system_text)};
+        int T = 0;
+        int32_t *ids = mt_chat_cli_prompt(chat, tok, &sys, 1, &T, err, sizeof(err));
+        free(ids); /* a template that refuses a system turn alone is checked at the first turn */
+        if (ids && cfg.max_position_embeddings > 0 && T >= cfg.max_position_embeddings) {
+            snprintf(err, sizeof(err),
+                     "--system: the system turn is %d tokens in the template, the model's context "
+                     "(max_position_embeddings) %d: no room for a conversation",
+                     T, cfg.max_position_embeddings);
+            chat_fail(err);
+        }
+    }
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
     const mt_backend *be = mt_gen_backend_named(backend, &m, err, sizeof(err));
     if (!be) chat_fail(err);
-    float **data = mt_weights_load_backend(model_dir, &m, be);
+    float **data = mt_weights_load_backend_checked(model_dir, &m, be, verify);
     const int32_t eos = mt_chat_cli_eos(chat, tok, cfg.eos_token_id);
 
     chat_session s = {

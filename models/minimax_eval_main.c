@@ -21,6 +21,7 @@
  * sample (index, prompt, completion, extracted, gold, correct), in data-set order, through a
  * temporary file renamed into place. */
 #include <limits.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #include <time.h>
 
 #include "data/chat.h"
+#include "data/cli_flags.h"
 #include "data/data_io.h"
 #include "data/gsm8k.h"
 #include "data/tokenizer.h"
@@ -55,7 +57,7 @@ static void usage(int status) {
             "         [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n"
             "         [--chat-template FILE] [--template-kwargs JSON]\n"
             "         [--shots N --shots-file TRAIN.jsonl] [--backend cpu|cuda]\n"
-            "         [--weights auto|replica|gathered]\n"
+            "         [--weights auto|replica|gathered] [--no-verify]\n"
             "       minimax-eval --help | --version\n"
             "  run under mpirun -np N for N ranks (without it: one rank)\n"
             "  GSM8K accuracy by generation: each question of FILE.jsonl ({\"question\", "
@@ -76,7 +78,12 @@ static void usage(int status) {
             "  --stop STR: also stop a completion when its text contains STR (up to %d)\n"
             "  --shots N: n-shot: the first N examples of --shots-file (question, answer) as\n"
             "    earlier user/assistant turns before each question (default 0: zero-shot)\n"
-            "  --out: one JSON line per sample, written by rank 0 through a temporary file\n",
+            "  --out: one JSON line per sample, written by rank 0 through a temporary file\n"
+            "    (not --data or --shots-file; checked writable before the evaluation)\n"
+            "  a prompt longer than the model's context (max_position_embeddings) is refused;\n"
+            "  a completion stops where prompt and completion fill it\n"
+            "  --no-verify: skip the check of the weights against the digests their files\n"
+            "    record (docs/checkpoints.md)\n",
             EV_MAX_STOPS);
     exit(status);
 }
@@ -140,9 +147,10 @@ int main(int argc, char **argv) {
                *kwargs = NULL;
     const char *stops[EV_MAX_STOPS];
     int n_stops = 0;
-    long limit = -1, n_new = 256, batch = 8, top_k = 0, n_shots = 0;
+    long long limit = -1, n_new = 256, batch = 8, top_k = 0, n_shots = 0;
     double temperature = 0, top_p = 1;
-    unsigned long long seed = 0;
+    uint64_t seed = 0;
+    bool verify = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) usage(0);
         if (!strcmp(argv[i], "--version")) {
@@ -153,61 +161,70 @@ int main(int argc, char **argv) {
     ev_host = mt_comm_mpi_init(&argc, &argv);
     const int n_ranks = ev_host->size;
     ev_rank = ev_host->rank;
+    char msg[8400];
     for (int i = 1; i < argc; i++) {
         const bool more = i + 1 < argc;
-        if (!strcmp(argv[i], "--model") && more)
+        const char *f = argv[i], *v = more ? argv[i + 1] : NULL;
+        bool ok = true; /* a number or text refused by data/cli_flags.h: its line in msg */
+        if (!strcmp(f, "--model") && more)
             model_dir = argv[++i];
-        else if (!strcmp(argv[i], "--data") && more)
+        else if (!strcmp(f, "--data") && more)
             data_path = argv[++i];
-        else if (!strcmp(argv[i], "--out") && more)
+        else if (!strcmp(f, "--out") && more)
             out_path = argv[++i];
-        else if (!strcmp(argv[i], "--tokenizer") && more)
+        else if (!strcmp(f, "--tokenizer") && more)
             tok_dir = argv[++i];
-        else if (!strcmp(argv[i], "--chat-template") && more)
+        else if (!strcmp(f, "--chat-template") && more)
             chat_file = argv[++i];
-        else if (!strcmp(argv[i], "--template-kwargs") && more)
+        else if (!strcmp(f, "--template-kwargs") && more)
             kwargs = argv[++i];
-        else if (!strcmp(argv[i], "--backend") && more)
+        else if (!strcmp(f, "--backend") && more)
             backend = argv[++i];
-        else if (!strcmp(argv[i], "--weights") && more)
+        else if (!strcmp(f, "--weights") && more)
             weights = argv[++i];
-        else if (!strcmp(argv[i], "--shots-file") && more)
+        else if (!strcmp(f, "--shots-file") && more)
             shots_path = argv[++i];
-        else if (!strcmp(argv[i], "--shots") && more)
-            n_shots = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--limit") && more)
-            limit = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--max-new-tokens") && more)
-            n_new = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--batch") && more)
-            batch = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--top-k") && more)
-            top_k = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--temperature") && more)
-            temperature = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--top-p") && more)
-            top_p = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && more)
-            seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--stop") && more && n_stops < EV_MAX_STOPS)
-            stops[n_stops++] = argv[++i];
+        else if (!strcmp(f, "--no-verify"))
+            verify = false;
+        else if (!strcmp(f, "--shots") && more)
+            ok = mt_flag_int(argv[i++], v, 0, 64, &n_shots, msg, sizeof(msg));
+        else if (!strcmp(f, "--limit") && more)
+            ok = mt_flag_int(argv[i++], v, 1, INT64_MAX, &limit, msg, sizeof(msg));
+        else if (!strcmp(f, "--max-new-tokens") && more)
+            ok = mt_flag_int(argv[i++], v, 1, 100000, &n_new, msg, sizeof(msg));
+        else if (!strcmp(f, "--batch") && more)
+            ok = mt_flag_int(argv[i++], v, 1, MT_GEN_BATCH_MAX, &batch, msg, sizeof(msg));
+        else if (!strcmp(f, "--top-k") && more)
+            ok = mt_flag_int(argv[i++], v, 0, INT_MAX, &top_k, msg, sizeof(msg));
+        else if (!strcmp(f, "--temperature") && more)
+            ok = mt_flag_double(argv[i++], v, 0, false, HUGE_VAL, true, &temperature, msg,
+                                sizeof(msg));
+        else if (!strcmp(f, "--top-p") && more)
+            ok = mt_flag_double(argv[i++], v, 0, true, 1, false, &top_p, msg, sizeof(msg));
+        else if (!strcmp(f, "--seed") && more)
+            ok = mt_flag_u64(argv[i++], v, &seed, msg, sizeof(msg));
+        else if (!strcmp(f, "--stop") && more)
+            ok = mt_flag_list_add(argv[i++], v, stops, &n_stops, EV_MAX_STOPS, msg, sizeof(msg));
         else {
             if (ev_rank == 0) usage(2);
             mt_comm_finalize(ev_host);
             return 2;
         }
+        if (!ok) ev_fail(msg);
     }
-    char msg[8400];
     if (!model_dir || !data_path) ev_fail("--model DIR and --data FILE are required (--help)");
-    if (n_new < 1 || n_new > 100000 || batch < 1 || batch > MT_GEN_BATCH_MAX || temperature < 0 ||
-        top_p <= 0 || top_p > 1 || top_k < 0)
-        ev_fail("--max-new-tokens in [1, 100000], --batch in [1, 32], --temperature >= 0, "
-                "--top-p in (0, 1], --top-k >= 0");
-    if (n_shots < 0 || n_shots > 64) ev_fail("--shots in [0, 64]");
     if (strcmp(weights, "auto") && strcmp(weights, "replica") && strcmp(weights, "gathered"))
         ev_fail("--weights auto, replica or gathered");
     if (n_shots > 0 && !shots_path)
         ev_fail("--shots N needs --shots-file FILE.jsonl (the solved examples: a train split)");
+    /* the results never overwrite an input, and a place that cannot take them is refused
+     * before the evaluation rather than after it (rank 0 writes them) */
+    if (out_path) {
+        bool ok = mt_out_not_input("--out", out_path, "--data", data_path, msg, sizeof(msg)) &&
+                  mt_out_not_input("--out", out_path, "--shots-file", shots_path, msg, sizeof(msg));
+        if (!ok) ev_fail(msg);
+        ev_fail_any(ev_rank == 0 && !mt_out_writable("--out", out_path, msg, sizeof(msg)), msg);
+    }
     if (!tok_dir) tok_dir = model_dir;
     char err[MT_ERR_LEN + 8400];
     if (!mt_minimax_config_readable(model_dir, err, sizeof(err))) ev_fail(err);
@@ -224,7 +241,7 @@ int main(int argc, char **argv) {
     mt_gsm8k_set shots = {0};
     if (n_shots > 0 && mt_gsm8k_read(shots_path, false, &shots, err) != 0) ev_fail(err);
     if (n_shots > shots.n) {
-        snprintf(msg, sizeof(msg), "%s: --shots %ld but the file has %lld examples", shots_path,
+        snprintf(msg, sizeof(msg), "%s: --shots %lld but the file has %lld examples", shots_path,
                  n_shots, (long long)shots.n);
         ev_fail(msg);
     }
@@ -232,12 +249,15 @@ int main(int argc, char **argv) {
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
     if (!mt_chat_tokenizer_fits(tok, tok_dir, cfg.vocab_size, err, sizeof(err))) ev_fail(err);
+    if (!mt_chat_template_tokens_fit(chat, tok, tok_dir, err, sizeof(err))) ev_fail(err);
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
     const mt_backend *be = mt_gen_backend_named(backend, &m, err, sizeof(err));
     if (!be) ev_fail(err);
 
     const int64_t n = limit >= 0 && limit < set.n ? limit : set.n;
+    /* every gold evaluated is one number the scorer reads, or the file:line is refused */
+    if (mt_gsm8k_check_golds(&set, data_path, n, err, sizeof(err)) != 0) ev_fail(err);
     /* this rank's samples: i = rank, rank + N, ... (balanced, and the order rank 0 rebuilds) */
     const int64_t n_mine = n > ev_rank ? (n - ev_rank - 1) / n_ranks + 1 : 0;
     const int32_t eos = mt_chat_cli_eos(chat, tok, cfg.eos_token_id);
@@ -266,9 +286,20 @@ int main(int argc, char **argv) {
     ev_fail_any(longest < 0, err);
     if (ev_rank == 0)
         fprintf(stderr,
-                "minimax-eval: %lld samples on %d ranks, %ld-shot prompts of up to %d "
+                "minimax-eval: %lld samples on %d ranks, %lld-shot prompts of up to %d "
                 "tokens on rank 0\n",
                 (long long)n, n_ranks, n_shots, longest);
+    /* a completion stops where prompt and completion fill the context (models/generate.h):
+     * said once, with the longest prompt of any rank */
+    int longest_all = longest;
+    MPI_Allreduce(MPI_IN_PLACE, &longest_all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    const int ctx_len = cfg.max_position_embeddings;
+    if (ev_rank == 0 && ctx_len > 0 && longest_all + n_new > ctx_len)
+        fprintf(stderr,
+                "minimax-eval: --max-new-tokens %lld: prompts of up to %d tokens leave %d of the "
+                "model's context (max_position_embeddings %d); a completion stops there\n",
+                n_new, longest_all, ctx_len - longest_all, ctx_len);
+    const int t_cache = ctx_len > 0 && longest + n_new > ctx_len ? ctx_len : longest + (int)n_new;
     /* what a rank holds against its memory (on the CPU its share of the node's), every rank
      * deciding alike: a full replica, or (gathered) its ZeRO-3 shards of the weights and two
      * gather slots; both the caches and the arena */
@@ -276,12 +307,15 @@ int main(int argc, char **argv) {
     for (int b = 0; b < m.n_buckets; b++) params += m.bucket_numel[b];
     const size_t arena = mt_minimax_generate_arena_bytes(&cfg, 1, longest);
     const mt_zero_sizes zs = mt_zero_plan(n_ranks, m.n_buckets, m.bucket_numel, MT_F32, false);
-    const int64_t decode =
-        (int64_t)arena + (int64_t)mt_minimax_cache_bytes(&cfg, B, longest + (int)n_new);
+    const int64_t decode = (int64_t)arena + (int64_t)mt_minimax_cache_bytes(&cfg, B, t_cache);
     long need[2] = {(long)(4 * params + decode), (long)(4 * zs.owned + zs.slot_bytes + decode)};
     long have = be->mem_available ? (long)be->mem_available() : 0;
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (be->dev == MT_CPU) have /= local && atoi(local) > 0 ? atoi(local) : n_ranks;
+    int n_local = n_ranks; /* the ranks sharing this node's memory (Open MPI says; else all) */
+    if (local &&
+        !mt_flag_int32("OMPI_COMM_WORLD_LOCAL_SIZE", local, 1, INT_MAX, &n_local, msg, sizeof(msg)))
+        n_local = n_ranks;
+    if (be->dev == MT_CPU) have /= n_local;
     /* the largest needs, the smallest have */
     long worst[3] = {need[0], need[1], have > 0 ? -have : -LONG_MAX};
     MPI_Allreduce(MPI_IN_PLACE, worst, 3, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
@@ -321,6 +355,7 @@ int main(int argc, char **argv) {
         MT_CHECK(comm, "--weights gathered --backend %s: no NCCL communicator", backend);
         mt_zero_init_inference(&z, comm, be, m.n_buckets, m.bucket_numel);
         mt_weights_reader *reader = mt_weights_open(model_dir, &m);
+        if (verify) mt_weights_verify(reader, model_dir, ev_rank, n_ranks); /* files split */
         mt_sharded_load(&z, &m, reader, 0);
         mt_weights_close(reader);
         mt_sharded_init(&sh, &m, &z, &c);
@@ -329,7 +364,7 @@ int main(int argc, char **argv) {
         sync = (mt_gen_sync){.hooks = &hooks, .max_all = ev_max_all};
         ev.opts.sync = &sync;
     } else {
-        data = mt_weights_load_backend(model_dir, &m, be);
+        data = mt_weights_load_backend_checked(model_dir, &m, be, verify);
     }
     ev.ctx = &c;
     const double t0 = ev_now();

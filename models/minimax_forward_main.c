@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "data/cli_flags.h"
 #include "models/config.h"
 #include "models/ids_json.h"
 #include "models/minimax.h"
@@ -29,10 +30,12 @@
 static void usage(int status) {
     fprintf(status ? stderr : stdout,
             "usage: minimax-forward --model DIR --ids IDS.json [--labels LABELS.json] "
-            "[--grad] --out OUT.safetensors [--arena-mb N]\n"
+            "[--grad] --out OUT.safetensors [--arena-mb N] [--no-verify]\n"
             "       minimax-forward --help | --version\n"
             "  writes the logits (and the loss with --labels, the loss gradient of every\n"
-            "  checkpoint tensor with --grad) to OUT.safetensors, all fp32 (docs/parity.md)\n");
+            "  checkpoint tensor with --grad) to OUT.safetensors, all fp32 (docs/parity.md)\n"
+            "  --no-verify: skip the check of the weights against the digests their files\n"
+            "    record (docs/checkpoints.md)\n");
     exit(status);
 }
 
@@ -94,8 +97,9 @@ static void write_grads(mt_safetensors_writer *w, const mt_minimax *m, mt_naming
 
 int main(int argc, char **argv) {
     const char *model_dir = NULL, *ids_path = NULL, *labels_path = NULL, *out_path = NULL;
-    bool want_grad = false;
-    long arena_mb = 0;
+    bool want_grad = false, verify = true;
+    long long arena_mb = 0;
+    char msg[8800];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
             model_dir = argv[++i];
@@ -105,10 +109,14 @@ int main(int argc, char **argv) {
             labels_path = argv[++i];
         else if (!strcmp(argv[i], "--out") && i + 1 < argc)
             out_path = argv[++i];
-        else if (!strcmp(argv[i], "--arena-mb") && i + 1 < argc)
-            arena_mb = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--grad"))
+        else if (!strcmp(argv[i], "--arena-mb") && i + 1 < argc) {
+            MT_CHECK(mt_flag_int(argv[i], argv[i + 1], 1, 1 << 24, &arena_mb, msg, sizeof(msg)),
+                     "minimax-forward: %s", msg);
+            i++;
+        } else if (!strcmp(argv[i], "--grad"))
             want_grad = true;
+        else if (!strcmp(argv[i], "--no-verify"))
+            verify = false;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             usage(0);
         else if (!strcmp(argv[i], "--version")) {
@@ -120,6 +128,13 @@ int main(int argc, char **argv) {
     if (!model_dir || !ids_path || !out_path) usage(2);
     MT_CHECK(!want_grad || labels_path, "minimax-forward: --grad needs --labels (the gradient "
                                         "is that of the loss)");
+    /* OUT overwrites no input, not the model's files, and can be created: refused before the
+     * forward rather than after it */
+    MT_CHECK(mt_out_not_input("--out", out_path, "--ids", ids_path, msg, sizeof(msg)) &&
+                 mt_out_not_input("--out", out_path, "--labels", labels_path, msg, sizeof(msg)) &&
+                 mt_out_not_in_dir("--out", out_path, "--model", model_dir, msg, sizeof(msg)) &&
+                 mt_out_writable("--out", out_path, msg, sizeof(msg)),
+             "minimax-forward: %s", msg);
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
@@ -141,6 +156,14 @@ int main(int argc, char **argv) {
                 labels[(size_t)b * T + t] =
                     t + 1 < T ? raw[(size_t)b * T + t + 1] : MT_IGNORE_INDEX;
         free(raw);
+        /* a mean over no token: transformers gives NaN; a 0.0 would pass for a perfect fit */
+        int64_t n_targets = 0;
+        for (size_t k = 0; k < (size_t)B * T; k++) n_targets += labels[k] != MT_IGNORE_INDEX;
+        MT_CHECK(n_targets > 0,
+                 "minimax-forward: %s: every label after the shift (position t predicts label "
+                 "t+1) is %d: no token to average the loss over (transformers gives NaN); drop "
+                 "--labels for the logits alone",
+                 labels_path, MT_IGNORE_INDEX);
     }
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
@@ -151,7 +174,7 @@ int main(int argc, char **argv) {
         if (want_grad) grad[b] = mt_calloc((size_t)m.bucket_numel[b], sizeof(float), "grad");
         mt_minimax_bind_bucket(&m, b, data[b], grad[b]);
     }
-    mt_naming naming = mt_weights_load(model_dir, &m);
+    mt_naming naming = mt_weights_load_checked(model_dir, &m, verify);
 
     mt_ctx c;
     size_t arena = arena_mb > 0 ? (size_t)arena_mb << 20 : fwd_arena_bytes(&cfg, B, T);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "data/chat.h"
+#include "data/cli_flags.h"
 #include "data/tokenizer.h"
 #include "models/chat_cli.h"
 #include "models/config.h"
@@ -35,7 +36,7 @@
 static void usage(int status) {
     fprintf(status ? stderr : stdout,
             "usage: minimax-generate --model DIR --ids IDS.json --max-new-tokens N "
-            "[--arena-mb M] [--backend cpu|cuda]\n"
+            "[--arena-mb M] [--backend cpu|cuda] [--no-verify]\n"
             "       minimax-generate --model DIR --prompt TEXT [--tokenizer TOK] "
             "[--chat-template FILE]\n"
             "         [--template-kwargs JSON] --max-new-tokens N [--json] [--arena-mb M]\n"
@@ -47,7 +48,9 @@ static void usage(int status) {
             "    TOK/tokenizer.json (TOK: DIR by default); prints the generated text, special\n"
             "    tokens left out\n" MT_CHAT_CLI_HELP
             "  --json: with --prompt, {\"prompt_ids\": [...], \"ids\": [...], \"text\": ...}\n"
-            "  --backend cuda: decode on the GPU (default cpu)\n");
+            "  --backend cuda: decode on the GPU (default cpu)\n"
+            "  --no-verify: skip the check of the weights against the digests their files\n"
+            "    record (docs/checkpoints.md)\n");
     exit(status);
 }
 
@@ -88,8 +91,9 @@ static void gen_print_text(const mt_tokenizer *tok, const int32_t *prompt, int T
 int main(int argc, char **argv) {
     const char *model_dir = NULL, *ids_path = NULL, *prompt = NULL, *tok_dir = NULL,
                *chat_file = NULL, *kwargs = NULL;
-    long n_new = -1, arena_mb = 0;
-    bool json = false;
+    long long n_new = -1, arena_mb = 0;
+    char msg[512];
+    bool json = false, verify = true;
     const char *backend = "cpu";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
@@ -106,13 +110,19 @@ int main(int argc, char **argv) {
             kwargs = argv[++i];
         else if (!strcmp(argv[i], "--json"))
             json = true;
-        else if (!strcmp(argv[i], "--max-new-tokens") && i + 1 < argc)
-            n_new = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+        else if (!strcmp(argv[i], "--no-verify"))
+            verify = false;
+        else if (!strcmp(argv[i], "--max-new-tokens") && i + 1 < argc) {
+            MT_CHECK(mt_flag_int(argv[i], argv[i + 1], 0, 1000000, &n_new, msg, sizeof(msg)),
+                     "minimax-generate: %s", msg);
+            i++;
+        } else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
             backend = argv[++i];
-        else if (!strcmp(argv[i], "--arena-mb") && i + 1 < argc)
-            arena_mb = atol(argv[++i]);
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+        else if (!strcmp(argv[i], "--arena-mb") && i + 1 < argc) {
+            MT_CHECK(mt_flag_int(argv[i], argv[i + 1], 1, 1 << 24, &arena_mb, msg, sizeof(msg)),
+                     "minimax-generate: %s", msg);
+            i++;
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             usage(0);
         else if (!strcmp(argv[i], "--version")) {
             mt_version_print(stdout, "minimax-generate");
@@ -122,7 +132,7 @@ int main(int argc, char **argv) {
     }
     /* one of --ids and --prompt; --tokenizer, the template's flags and --json go with --prompt */
     if (!model_dir || !ids_path == !prompt ||
-        (ids_path && (tok_dir || json || chat_file || kwargs)) || n_new < 0 || n_new > 1000000 ||
+        (ids_path && (tok_dir || json || chat_file || kwargs)) || n_new < 0 ||
         (strcmp(backend, "cpu") && strcmp(backend, "cuda")))
         usage(2);
 
@@ -144,18 +154,33 @@ int main(int argc, char **argv) {
         MT_CHECK(tok, "--prompt: %s", err);
         chat = mt_chat_cli_open(tok_dir, chat_file, kwargs, err, sizeof(err));
         MT_CHECK(chat, "--prompt: %s", err);
+        MT_CHECK(mt_chat_template_tokens_fit(chat, tok, tok_dir, err, sizeof(err)), "--prompt: %s",
+                 err);
         ids = gen_prompt_ids(chat, tok, prompt, &T);
         mt_ids_check_range(ids, B, T, cfg.vocab_size, 0, "prompt token id", path);
     } else {
         ids = mt_ids_json_load(ids_path, &B, &T);
         mt_ids_check_range(ids, B, T, cfg.vocab_size, 0, "token id", ids_path);
     }
+    /* a prompt must leave the context room for a token; a longer reply is cut, said once */
+    const int ctx_len = cfg.max_position_embeddings;
+    if (ctx_len > 0 && T >= ctx_len)
+        MT_DIE("minimax-generate: %s: the prompt is %d tokens, the model's context "
+               "(max_position_embeddings) is %d: no room for a reply",
+               prompt ? "--prompt" : ids_path, T, ctx_len);
+    if (ctx_len > 0 && T + n_new > ctx_len) {
+        fprintf(stderr,
+                "minimax-generate: --max-new-tokens %lld: the prompt's %d tokens leave %d of the "
+                "model's context (max_position_embeddings %d); the reply stops there\n",
+                n_new, T, ctx_len - T, ctx_len);
+        n_new = ctx_len - T;
+    }
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
     char why[512];
     const mt_backend *be = mt_gen_backend_named(backend, &m, why, sizeof(why));
     MT_CHECK(be, "%s", why);
-    float **data = mt_weights_load_backend(model_dir, &m, be);
+    float **data = mt_weights_load_backend_checked(model_dir, &m, be, verify);
     int32_t *out = mt_malloc((size_t)B * (size_t)(n_new > 0 ? n_new : 1) * sizeof(int32_t), "out");
 
     mt_ctx c;

@@ -36,10 +36,13 @@
  *   bucket but the last of each slot, the all-to-all under uniform routing, rows in the gather
  * dtype) for ZeRO-3 (traffic_zero3_*) and, with --expert-parallel P, for EP over P ranks per group
  * (ep_*: its memory per rank and traffic; P = 1 prints today's numbers again). */
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/cli_flags.h"
 #include "models/info_ep.h"
 #include "models/minimax.h"
 #include "kernels/version.h"
@@ -226,6 +229,13 @@ static void info_fit(const mt_minimax_config *cfg, mt_dtype gather_dtype, long s
     }
 }
 
+/* A flag's value refused by data/cli_flags.h: its one line, exit 2 (a bad command line). */
+static void info_flag(bool ok, const char *msg) {
+    if (ok) return;
+    fprintf(stderr, "minimax-info: %s\n", msg);
+    exit(2);
+}
+
 int main(int argc, char **argv) {
     const char *config = NULL;
     int keep = 0, ranks = 0, ep = 0;
@@ -234,36 +244,36 @@ int main(int argc, char **argv) {
     mt_dtype gather_dtype = MT_F32;
     bool offload = false;
     double fit_gib = 0;
+    char msg[256];
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
         } else if (strcmp(argv[i], "--num-hidden-layers") == 0 && i + 1 < argc) {
-            char *end;
-            keep = (int)strtol(argv[++i], &end, 10);
-            if (*end || keep < 1) usage(2);
+            info_flag(mt_flag_int32(argv[i], argv[i + 1], 1, INT_MAX, &keep, msg, sizeof(msg)),
+                      msg);
+            i++;
         } else if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc) {
-            char *end;
-            ranks = (int)strtol(argv[++i], &end, 10);
-            if (*end || ranks < 1) usage(2);
+            info_flag(mt_flag_int32(argv[i], argv[i + 1], 1, INT_MAX, &ranks, msg, sizeof(msg)),
+                      msg);
+            i++;
         } else if ((strcmp(argv[i], "--seq") == 0 || strcmp(argv[i], "--batch") == 0) &&
                    i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[i + 1], &end, 10);
-            if (*end || v < 1 || v > (1L << 24)) usage(2);
-            *(strcmp(argv[i], "--seq") == 0 ? &seq : &batch) = v;
+            long long v = 0;
+            info_flag(mt_flag_int(argv[i], argv[i + 1], 1, 1LL << 24, &v, msg, sizeof(msg)), msg);
+            *(strcmp(argv[i], "--seq") == 0 ? &seq : &batch) = (long)v;
             i++;
         } else if (strcmp(argv[i], "--gather-unit") == 0 && i + 1 < argc) {
             const char *u = argv[++i];
             if (strcmp(u, "layer") && strcmp(u, "expert")) usage(2);
             unit = strcmp(u, "expert") == 0 ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
         } else if (strcmp(argv[i], "--fit-gib") == 0 && i + 1 < argc) {
-            char *end;
-            fit_gib = strtod(argv[++i], &end);
-            if (*end || !(fit_gib > 0)) usage(2);
+            info_flag(mt_flag_double(argv[i], argv[i + 1], 0, true, HUGE_VAL, true, &fit_gib, msg,
+                                     sizeof(msg)),
+                      msg);
+            i++;
         } else if (strcmp(argv[i], "--expert-parallel") == 0 && i + 1 < argc) {
-            char *end;
-            ep = (int)strtol(argv[++i], &end, 10);
-            if (*end || ep < 1) usage(2);
+            info_flag(mt_flag_int32(argv[i], argv[i + 1], 1, INT_MAX, &ep, msg, sizeof(msg)), msg);
+            i++;
         } else if (strcmp(argv[i], "--offload") == 0) {
             offload = true;
         } else if (strcmp(argv[i], "--gather-dtype") == 0 && i + 1 < argc) {

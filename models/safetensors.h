@@ -60,11 +60,35 @@ void mt_safetensors_read(const mt_safetensors *st, const mt_st_tensor *t, int64_
 /* ---- digests ---- */
 
 /* The writer records a digest of each file's data section in its __metadata__, as
- * MT_ST_DIGEST_KEY: MT_ST_DIGEST_ALGO ":" 16 hex digits of mt_digest64 (docs/checkpoints.md). */
+ * MT_ST_DIGEST_KEY: MT_ST_DIGEST_ALGO ":" 16 hex digits of mt_digest64 (docs/checkpoints.md).
+ * The loaders fold it into their one pass over the data (models/weights_load.c). */
 #define MT_ST_DIGEST_KEY  "minimax_train.data_digest"
 #define MT_ST_DIGEST_ALGO "fnv1a64x4"
 uint64_t mt_digest64(const void *data, size_t n);
+/* The same digest fed in pieces, in order: init, update..., final (= mt_digest64 of the
+ * concatenation). */
+typedef struct {
+    uint64_t h[4];
+    uint64_t n;       /* bytes fed */
+    uint8_t part[32]; /* the block not yet complete */
+    int n_part;
+} mt_digest;
+void mt_digest_init(mt_digest *d);
+void mt_digest_update(mt_digest *d, const void *data, size_t n);
+uint64_t mt_digest_final(const mt_digest *d);
+
 int mt_safetensors_n_files(const mt_safetensors *st);
+const char *mt_safetensors_file_path(const mt_safetensors *st, int file);
+/* File `file`'s data section (every tensor, in offset order, tiles it exactly). */
+const uint8_t *mt_safetensors_file_data(const mt_safetensors *st, int file, uint64_t *len);
+/* The digest file `file`'s header records, "" when it records none (another writer's file). */
+const char *mt_safetensors_file_digest(const mt_safetensors *st, int file);
+/* Tensor t's bytes as stored. */
+const uint8_t *mt_safetensors_bytes(const mt_safetensors *st, const mt_st_tensor *t);
+/* digest (of file's whole data section) against the recorded one: true when they match or the
+ * file records none, else false with a message naming the file. */
+bool mt_safetensors_digest_check(const mt_safetensors *st, int file, uint64_t digest, char *err,
+                                 size_t n);
 /* Recomputes file `file`'s digest (reading its whole data section): true when it matches or
  * the file records none (*checked says which), else false with a message naming the file. */
 bool mt_safetensors_verify(const mt_safetensors *st, int file, bool *checked, char *err, size_t n);

@@ -1,6 +1,8 @@
 /* weights.c: see weights.h. */
 #include "models/weights.h"
 
+#include "models/weights_internal.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -123,19 +125,6 @@ static int wt_source_shape(const mt_minimax *m, int p, mt_naming naming, int64_t
 
 /* ---- reading ---- */
 
-struct mt_weights_reader {
-    const mt_minimax *m;
-    mt_safetensors *st;
-    mt_naming naming;
-    const mt_st_tensor **src;     /* (n_params) tensor holding each parameter */
-    int64_t *src_off;             /* (n_params) element offset inside it */
-    const mt_st_tensor **carried; /* tensors carried into exports unchanged (models/family.h) */
-    int n_carried;
-    int n_vision; /* of them, a VL model's vision tensors (the rest: multi-token prediction) */
-    const mt_st_tensor **scale; /* (n_params) an FP8 tensor's weight_scale_inv, else NULL */
-    int n_fp8;                  /* parameters dequantised on load */
-};
-
 static bool wt_fail(char *err, size_t n, const char *fmt, ...) MT_PRINTF(3, 4);
 static bool wt_fail(char *err, size_t n, const char *fmt, ...) {
     va_list ap;
@@ -251,23 +240,6 @@ static bool wt_fp8_scale(mt_weights_reader *r, int p, const mt_st_tensor *t, boo
     return true;
 }
 
-/* Elements [s, s + n) of FP8 tensor t (already read as their fp8 values into dst) times their
- * blocks' scales, as transformers' Fp8Dequantize: value (fp32) * weight_scale_inv (fp32). */
-static void wt_fp8_dequantize(const mt_weights_reader *r, const mt_st_tensor *t,
-                              const mt_st_tensor *sc, int64_t s, int64_t n, float *dst) {
-    const int nd = t->ndim;
-    const int64_t rows = t->shape[nd - 2], cols = t->shape[nd - 1];
-    const int64_t bm = r->m->cfg.fp8_block[0], bn = r->m->cfg.fp8_block[1];
-    const int64_t gr = sc->shape[nd - 2], gc = sc->shape[nd - 1];
-    float *scale = mt_malloc(sizeof(float) * (size_t)sc->numel, "fp8 scales");
-    mt_safetensors_read(r->st, sc, 0, sc->numel, scale);
-    for (int64_t i = 0; i < n; i++) {
-        const int64_t idx = s + i, mat = idx / (rows * cols), w = idx % (rows * cols);
-        dst[i] *= scale[mat * gr * gc + (w / cols / bm) * gc + (w % cols) / bn];
-    }
-    free(scale);
-}
-
 /* The shared expert packed as routed expert E (experts.{E}.w1/w3/w2, the form some conversions
  * write when its width is the routed experts'): the tensor for shared-expert parameter p, its
  * name into name (for the messages); NULL when p is no shared-expert parameter or the file has
@@ -292,6 +264,30 @@ static const mt_st_tensor *wt_find_packed_shared(const mt_minimax *m, int p,
     return NULL;
 }
 
+/* The decoder layers the tensors hold (model.layers.N.) against the config's count, before any
+ * tensor is matched: a config of another depth is named as such, not as the first tensor or
+ * derived buffer (a lightning slope depends on the layer count) that then disagrees. Layers
+ * numbered after the last are the multi-token-prediction modules some releases carry. */
+static bool wt_check_layer_count(const mt_weights_reader *r, const char *dir, char *err, size_t n) {
+    const mt_minimax_config *cfg = &r->m->cfg;
+    const char *pre = wt_prefix(r->m);
+    int top = -1;
+    for (int i = 0; i < mt_safetensors_count(r->st); i++) {
+        const char *name = mt_safetensors_tensor(r->st, i)->name;
+        int layer = -1, used = 0;
+        if (strncmp(name, pre, strlen(pre)) == 0) name += strlen(pre);
+        if (sscanf(name, "model.layers.%d.%n", &layer, &used) == 1 && used > 0 && layer > top)
+            top = layer;
+    }
+    const int L = cfg->num_hidden_layers_source;
+    if (top + 1 >= L && top + 1 <= L + cfg->num_mtp_modules) return true;
+    return wt_fail(err, n,
+                   "%s: the checkpoint's tensors hold %d decoder layers (model.layers.0 to "
+                   "model.layers.%d) but config.json's num_hidden_layers is %d: the config of "
+                   "another checkpoint?",
+                   dir, top + 1, top, L);
+}
+
 mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, char *err,
                                        size_t err_len) {
     mt_safetensors *st = mt_safetensors_try_open(dir, err, err_len);
@@ -313,7 +309,7 @@ mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, cha
     r->scale = mt_calloc((size_t)m->n_params, sizeof(*r->scale), "weights fp8 scales");
     bool *used = mt_calloc((size_t)(n_t ? n_t : 1), sizeof(bool), "weights used");
     r->carried = mt_calloc((size_t)(n_t ? n_t : 1), sizeof(*r->carried), "weights carried");
-    bool ok = true;
+    bool ok = wt_check_layer_count(r, dir, err, err_len);
     for (int p = 0; p < m->n_params && ok; p++) {
         char name[160];
         int64_t shape[MT_ST_MAX_DIMS];
@@ -380,59 +376,8 @@ void mt_weights_close(mt_weights_reader *r) {
     free(r);
 }
 
-/* The first element of x[0, n) that is NaN or infinite (all exponent bits set), or -1: one pass
- * the compiler vectorises (an OR over the elements), then a scan only when one was found. */
-static int64_t wt_first_nonfinite(const float *x, int64_t n) {
-    uint32_t any = 0;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, x + i, sizeof(u));
-        any |= (u & 0x7f800000u) == 0x7f800000u;
-    }
-    for (int64_t i = 0; any && i < n; i++)
-        if (!isfinite(x[i])) return i;
-    return -1;
-}
-
-/* Dies when elements [s, s + n) of t, read into x, hold a non-finite value: a model with one
- * computes NaN everywhere (logits, generated ids, the first loss) and names nothing. */
-static void wt_check_finite(const mt_weights_reader *r, const mt_st_tensor *t, int64_t s, int64_t n,
-                            const float *x) {
-    const int64_t j = wt_first_nonfinite(x, n);
-    if (j < 0) return;
-    int64_t coord[MT_ST_MAX_DIMS], e = s + j; /* row-major coordinates, for the message */
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        coord[d] = e % t->shape[d]; /* the element exists: no dimension is 0 */
-        e /= t->shape[d];
-    }
-    char at[200] = "";
-    for (int d = 0; d < t->ndim; d++)
-        snprintf(at + strlen(at), sizeof(at) - strlen(at), "%s%lld", d ? ", " : "",
-                 (long long)coord[d]);
-    MT_DIE("weights: %s: tensor %s element %lld ([%s]) is %g: the checkpoint holds a non-finite "
-           "weight (a damaged file, or one saved from a diverged run)",
-           mt_safetensors_file(r->st, t), t->name, (long long)(s + j), at, (double)x[j]);
-}
-
-void mt_weights_read_range(mt_weights_reader *r, int bucket, int64_t lo, int64_t hi, float *dst) {
-    const mt_minimax *m = r->m;
-    MT_CHECK(bucket >= 0 && bucket < m->n_buckets && 0 <= lo && lo <= hi &&
-                 hi <= m->bucket_numel[bucket],
-             "weights: range [%lld, %lld) of bucket %d is outside it", (long long)lo, (long long)hi,
-             bucket);
-    memset(dst, 0, sizeof(float) * (size_t)(hi - lo));
-    for (int p = 0; p < m->n_params; p++) {
-        int64_t a, b;
-        if (!mt_minimax_param_overlap(m, p, bucket, lo, hi, &a, &b)) continue;
-        int64_t s = r->src_off[p] + (a - m->info[p].offset);
-        mt_safetensors_read(r->st, r->src[p], s, s + (b - a), dst + (a - lo));
-        if (r->scale[p]) wt_fp8_dequantize(r, r->src[p], r->scale[p], s, b - a, dst + (a - lo));
-        wt_check_finite(r, r->src[p], s, b - a, dst + (a - lo)); /* after the block scales */
-    }
-}
-
 /* The start of a bucket's bound memory. */
-static float *wt_bucket_data(const mt_minimax *m, int bucket) {
+float *mt_weights_bucket_data(const mt_minimax *m, int bucket) {
     for (int p = 0; p < m->n_params; p++) {
         if (m->info[p].bucket != bucket) continue;
         MT_CHECK(m->params[p].data, "weights: bucket %d is not bound (mt_minimax_bind_bucket)",
@@ -442,67 +387,12 @@ static float *wt_bucket_data(const mt_minimax *m, int bucket) {
     MT_DIE("weights: bucket %d has no parameters", bucket);
 }
 
-mt_naming mt_weights_load(const char *dir, mt_minimax *m) {
-    mt_weights_reader *r = mt_weights_open(dir, m);
-    for (int b = 0; b < m->n_buckets; b++)
-        mt_weights_read_range(r, b, 0, m->bucket_numel[b], wt_bucket_data(m, b));
-    mt_naming naming = r->naming;
-    mt_weights_close(r);
-    return naming;
-}
-
-float **mt_weights_load_host(const char *dir, mt_minimax *m) {
-    float **data = mt_calloc((size_t)m->n_buckets, sizeof(float *), "buckets");
-    for (int b = 0; b < m->n_buckets; b++) {
-        data[b] = mt_calloc((size_t)m->bucket_numel[b], sizeof(float), "bucket");
-        mt_minimax_bind_bucket(m, b, data[b], NULL);
-    }
-    mt_weights_load(dir, m);
-    return data;
-}
-
-void mt_weights_host_free(mt_minimax *m, float **data) {
-    for (int b = 0; b < m->n_buckets; b++) free(data[b]);
-    free(data);
-}
-
-float **mt_weights_load_backend(const char *dir, mt_minimax *m, const mt_backend *be) {
-    float **data = mt_weights_load_host(dir, m);
-    if (be->dev == MT_CPU) return data;
-    for (int b = 0; b < m->n_buckets; b++) {
-        const size_t bytes = sizeof(float) * (size_t)m->bucket_numel[b];
-        float *dev = be->alloc(bytes);
-        be->to_device(dev, data[b], bytes);
-        free(data[b]);
-        data[b] = dev;
-        mt_minimax_bind_bucket(m, b, dev, NULL);
-    }
-    return data;
-}
-
-void mt_weights_backend_free(mt_minimax *m, const mt_backend *be, float **data) {
-    if (be->dev == MT_CPU) {
-        mt_weights_host_free(m, data);
-        return;
-    }
-    for (int b = 0; b < m->n_buckets; b++) be->free(data[b]);
-    free(data);
-}
-
-mt_naming mt_weights_load_range(const char *dir, const mt_minimax *m, int bucket, int64_t lo,
-                                int64_t hi, float *dst) {
-    mt_weights_reader *r = mt_weights_open(dir, m);
-    mt_weights_read_range(r, bucket, lo, hi, dst);
-    mt_naming naming = r->naming;
-    mt_weights_close(r);
-    return naming;
-}
-
 /* ---- random initialisation ---- */
 
 void mt_weights_init_random(mt_minimax *m, uint64_t seed) {
     for (int b = 0; b < m->n_buckets; b++)
-        mt_weights_init_random_range(m, seed, b, 0, m->bucket_numel[b], wt_bucket_data(m, b));
+        mt_weights_init_random_range(m, seed, b, 0, m->bucket_numel[b],
+                                     mt_weights_bucket_data(m, b));
 }
 
 /* ---- saving ---- */
@@ -687,6 +577,7 @@ void mt_weights_writer_close(mt_weights_writer *w) {
 void mt_weights_save(const char *dir, const mt_minimax *m, mt_naming naming, mt_dtype dtype,
                      int64_t shard_bytes) {
     mt_weights_writer *w = mt_weights_writer_open(dir, m, naming, dtype, shard_bytes);
-    for (int b = 0; b < m->n_buckets; b++) mt_weights_writer_add_bucket(w, b, wt_bucket_data(m, b));
+    for (int b = 0; b < m->n_buckets; b++)
+        mt_weights_writer_add_bucket(w, b, mt_weights_bucket_data(m, b));
     mt_weights_writer_close(w);
 }

@@ -42,7 +42,12 @@ void mt_weights_describe(const mt_weights_reader *r, char *buf, size_t n);
 void mt_weights_read_range(mt_weights_reader *r, int bucket, int64_t lo, int64_t hi, float *dst);
 void mt_weights_close(mt_weights_reader *r);
 
-/* Loads every bucket of m into its bound data (mt_minimax_bind_bucket); returns the layout. */
+/* Loads every bucket of m into its bound data (mt_minimax_bind_bucket); returns the layout.
+ * verify: each file's data is checked against the digest its header records
+ * (MT_ST_DIGEST_KEY) in the same pass that reads it; a damaged file ends the process naming
+ * it, files recording none (other writers') load with one line on stderr saying so. */
+mt_naming mt_weights_load_checked(const char *dir, mt_minimax *m, bool verify);
+/* The same, verified. */
 mt_naming mt_weights_load(const char *dir, mt_minimax *m);
 /* Host buckets for every bucket of m (initialised), bound to it and loaded from dir: what the
  * generation tools decode with. Returns the buffers, for mt_weights_host_free. */
@@ -50,9 +55,16 @@ float **mt_weights_load_host(const char *dir, mt_minimax *m);
 void mt_weights_host_free(mt_minimax *m, float **data);
 /* The same on backend be: the host buckets loaded from dir, then (be not the CPU) copied into
  * be's memory bucket by bucket, each host bucket freed once copied, and the device copies bound
- * instead. Returns the buffers (be's), for mt_weights_backend_free. */
+ * instead. Returns the buffers (be's), for mt_weights_backend_free. Both verify. */
 float **mt_weights_load_backend(const char *dir, mt_minimax *m, const mt_backend *be);
+/* The same, verify as mt_weights_load_checked's (the tools' --no-verify). */
+float **mt_weights_load_backend_checked(const char *dir, mt_minimax *m, const mt_backend *be,
+                                        bool verify);
 void mt_weights_backend_free(mt_minimax *m, const mt_backend *be, float **data);
+/* The digests of files first, first + stride, ... of r's checkpoint (dir), for a load that
+ * reads parts (each rank its shard): dies naming a damaged file; first 0 also says which files
+ * record none. A second read of the bytes, unlike mt_weights_load_checked. */
+void mt_weights_verify(const mt_weights_reader *r, const char *dir, int first, int stride);
 /* Element range [lo, hi) of one bucket (open + read + close). */
 mt_naming mt_weights_load_range(const char *dir, const mt_minimax *m, int bucket, int64_t lo,
                                 int64_t hi, float *dst);

@@ -51,6 +51,34 @@ static int test_data_gsm8k_answer(void) {
     EXPECT(!mt_gsm8k_correct("so 17 in all.", "#### 18"), "a wrong answer matched");
     EXPECT(!mt_gsm8k_correct("no idea", "#### 18"), "no answer matched");
     EXPECT(!mt_gsm8k_correct("18", "no gold number"), "a gold without a number matched");
+    /* golds: one number on the marker's line (or the whole text), else refused with the text */
+    static const struct {
+        const char *gold;
+        bool usable;
+    } golds[] = {
+        {"16 - 3 - 4 = 9\n#### 18", true},
+        {"#### 1,200", true},
+        {"#### $1,200.50", true},
+        {"#### -3", true},
+        {"#### 12.", true},
+        {"72", true},
+        {" 72 \n", true},
+        {"#### two", false},
+        {"#### 1e5", false},
+        {"#### 1/2", false},
+        {"#### 5 apples", false},
+        {"#### ", false},
+        {"#### 5\n#### x", false},
+        {"it is 4 or 5", false},
+        {"", false},
+    };
+    for (size_t i = 0; i < sizeof(golds) / sizeof(golds[0]); i++) {
+        char why[256] = "";
+        const bool got = mt_gsm8k_gold_usable(golds[i].gold, why, sizeof(why));
+        EXPECT(got == golds[i].usable, "gold \"%s\": usable %d, want %d (%s)", golds[i].gold, got,
+               golds[i].usable, why);
+        EXPECT(got || (has(why, "cannot be scored") && !strchr(why, '\n')), "why: %s", why);
+    }
     char cut[MT_GSM8K_ANSWER_MAX], big[200];
     memset(big, '9', sizeof(big) - 1);
     big[sizeof(big) - 1] = '\0';
@@ -71,16 +99,18 @@ static int test_data_gsm8k_answer_gold(void) {
     char err[MT_ERR_LEN];
     mt_gsm8k_set s;
     EXPECT(mt_gsm8k_read(path, false, &s, err) == 0, "%s", err);
-    int64_t ok = 0, none = 0;
+    int64_t ok = 0, none = 0, unusable = 0;
     for (int64_t i = 0; i < s.n; i++) {
-        char a[MT_GSM8K_ANSWER_MAX];
+        char a[MT_GSM8K_ANSWER_MAX], why[256];
+        unusable += !mt_gsm8k_gold_usable(s.answer[i], why, sizeof(why));
         none += !mt_gsm8k_extract(s.answer[i], a, sizeof(a));
         ok += mt_gsm8k_correct(s.answer[i], s.answer[i]);
     }
     printf("%lld of %lld gold answers score correct (%lld without a number)\n", (long long)ok,
            (long long)s.n, (long long)none);
-    EXPECT(s.n > 7000 && ok == s.n && none == 0, "gold answers: %lld of %lld", (long long)ok,
-           (long long)s.n);
+    EXPECT(s.n > 7000 && ok == s.n && none == 0 && unusable == 0,
+           "gold answers: %lld of %lld (%lld refused as golds)", (long long)ok, (long long)s.n,
+           (long long)unusable);
     mt_gsm8k_set_free(&s);
     return MT_TEST_OK;
 }

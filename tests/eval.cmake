@@ -41,3 +41,18 @@ set_property(TEST eval_chat_template_flags eval_chat_template_released APPEND PR
 add_test(NAME gpu_chat COMMAND test_eval_minimax_chat eval_minimax_chat_device)
 set_tests_properties(gpu_chat PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT
   "${MT_TEST_ENV};MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>;MT_CHAT_CLI_DEVICE=$<TARGET_FILE:minimax-chat>")
+# The tools other than the trainer and the server refuse in one line, before any work
+# (tests/eval_cli_guards.c): the strict flag parser as a unit (data_cli_flags), junk flag values
+# in every tool, outputs over inputs or the model and unwritable outputs, prompts past the
+# context, gold answers the scorer cannot read, --labels with every label -100.
+mt_test_binary(test_eval_cli_guards eval_cli_guards.c)
+mt_test_cases(test_eval_cli_guards data_cli_flags eval_cli_flags eval_cli_outputs
+  eval_cli_context eval_gsm8k_gold eval_forward_labels)
+add_dependencies(test_eval_cli_guards minimax-eval minimax-generate minimax-chat minimax-forward
+  minimax-info minimax-data)
+set_property(TEST eval_cli_flags eval_cli_outputs eval_cli_context eval_gsm8k_gold
+  eval_forward_labels APPEND PROPERTY ENVIRONMENT
+  "MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>" "MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>"
+  "MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>" "MT_FORWARD_CLI=$<TARGET_FILE:minimax-forward>"
+  "MT_INFO_CLI=$<TARGET_FILE:minimax-info>" "MT_DATA_CLI=$<TARGET_FILE:minimax-data>"
+  "MT_MPIEXEC=${MPIEXEC_EXECUTABLE}" ${MT_TEST_ENV_MPI})

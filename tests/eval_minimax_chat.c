@@ -212,14 +212,16 @@ static int test_eval_minimax_chat_errors(void) {
     EXPECT(chat_run(dir, "MT_CHAT_CLI", args, "hi\n") == 1, "a missing model: not exit 1");
     const char *nl = strchr(chat_err, '\n');
     EXPECT(has(chat_err, "/none/config.json") && nl && !nl[1], "a missing model: %s", chat_err);
-    /* a 48-position model: a long turn is refused, the next one answered */
+    /* a 48-position model: a long first turn is refused (too long alone: /reset cannot help),
+     * the next one answered, a long turn after it refused with /reset */
     eval_make_model(dir, 1, 48, model, sizeof(model));
-    char input[2048] = "/help\n";
-    for (int i = 0; i < 40; i++) strcat(input, "forty two ");
-    strcat(input, "\nhi\n");
+    char input[2048] = "/help\n", longer[512] = "";
+    for (int i = 0; i < 40; i++) strcat(longer, "forty two ");
+    snprintf(input + strlen(input), sizeof(input) - strlen(input), "%s\nhi\n%s\n", longer, longer);
     snprintf(args, sizeof(args), "--model '%s' --json --max-new-tokens 4", model);
     EXPECT(chat_run(dir, "MT_CHAT_CLI", args, input) == 0, "minimax-chat: %s", chat_err);
     EXPECT(has(chat_err, "unknown command /help") &&
+               has(chat_err, "max_position_embeddings) 48: shorten it") &&
                has(chat_err, "max_position_embeddings) 48: /reset"),
            "stderr: %s", chat_err);
     cJSON *turns[3] = {0};

@@ -778,6 +778,7 @@ static const mt_test_case cases[] = {
     {"op_config_schemas", test_config_schemas},
     {"op_layout_decay", test_layout_decay},
     {"op_layout_buckets", test_layout_buckets},
+    {"op_safetensors_digest", test_safetensors_digest},
     {"op_safetensors_roundtrip", test_safetensors_roundtrip},
     {"op_safetensors_errors", test_safetensors_errors},
     {"op_weights_layouts", test_weights_layouts},

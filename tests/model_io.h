@@ -22,6 +22,7 @@ void expect_reject(const char *name, const char *base, const char *key, const ch
 /* A 4-layer tiny config in the transformers schema (3 lightning layers, then softmax). */
 extern const char *TINY_HF;
 
+int test_safetensors_digest(void);
 int test_safetensors_roundtrip(void);
 int test_safetensors_errors(void);
 int test_weights_layouts(void);

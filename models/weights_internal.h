@@ -1,0 +1,20 @@
+/* weights_internal.h: the reader shared by models/weights.c (opening, validation, saving) and
+ * models/weights_load.c (reading, verification). */
+#pragma once
+#include "models/weights.h"
+
+struct mt_weights_reader {
+    const mt_minimax *m;
+    mt_safetensors *st;
+    mt_naming naming;
+    const mt_st_tensor **src;     /* (n_params) tensor holding each parameter */
+    int64_t *src_off;             /* (n_params) element offset inside it */
+    const mt_st_tensor **carried; /* tensors carried into exports unchanged (models/family.h) */
+    int n_carried;
+    int n_vision; /* of them, a VL model's vision tensors (the rest: multi-token prediction) */
+    const mt_st_tensor **scale; /* (n_params) an FP8 tensor's weight_scale_inv, else NULL */
+    int n_fp8;                  /* parameters dequantised on load */
+};
+
+/* The start of a bucket's bound memory (dies when it is not bound). */
+float *mt_weights_bucket_data(const mt_minimax *m, int bucket);
