@@ -271,7 +271,18 @@ static int read_array(conv_build *b, const char *path, const char *text, size_t 
         first = false;
         SKIP_WS();
         if (pos < len && text[pos] == ',') {
-            pos++;
+            const size_t comma = pos++;
+            SKIP_WS();
+            if (pos < len && text[pos] == ']') { /* json.loads refuses it too */
+                size_t col = comma;
+                while (col > 0 && text[col - 1] != '\n') col--;
+                for (; counted < comma; counted++) line_no += text[counted] == '\n';
+                snprintf(err, MT_ERR_LEN,
+                         "%s:%lld:%zu: malformed JSON array: a trailing comma before its ']' "
+                         "(JSON allows none)",
+                         path, (long long)line_no, comma - col + 1);
+                return -1;
+            }
             continue;
         }
         if (pos < len && text[pos] == ']') break;

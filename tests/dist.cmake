@@ -123,3 +123,9 @@ set_tests_properties(dist_adversarial_routing_np2 dist_adversarial_routing_np4
 # the MPI communicator's byte tally (mt_comm_mpi_bytes), hand-counted (tests/dist_comm_bytes.c)
 mt_test_binary(test_dist_comm_bytes dist_comm_bytes.c)
 mt_test_mpi_cases(test_dist_comm_bytes 3 dist_comm_bytes_np3)
+# what a resume, or any run, may do to output directories: another run's results, train.max_steps
+# at or below the checkpoint's step, an older checkpoint (--rewind), outputs over inputs
+add_test(NAME dist_resume_guard COMMAND bash ${CMAKE_SOURCE_DIR}/tests/dist_resume_guard.sh
+  ${CMAKE_BINARY_DIR})
+set_tests_properties(dist_resume_guard PROPERTIES ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI}"
+  TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

@@ -4,7 +4,7 @@
 # Modes:
 #   mixed            GSM8K + the messages and alpaca fixtures, data.weights 2:1:1, 2 ranks,
 #                    steps from train.num_train_epochs, a wsd schedule with a warmup ratio
-#   metrics          4 steps, eval every 2, resumed from step 2 into the same directory
+#   metrics          4 steps, eval every 2, resumed from step 2 into the same directory (--rewind)
 #                    -> $TMP/metrics (dist_metrics_match reads its metrics.jsonl)
 #   seed             train.seed alone (data.seed, model.init_seed unset), 2 steps on 1 rank: the
 #                    same seed twice the same weights to the bit, another seed another first loss
@@ -967,8 +967,8 @@ outdir)
     "$out-rerun.log" || { cat "$out-rerun.log"; fail "no refusal naming the results"; }
   cmp "$out/loss.csv" "$out-first/loss.csv" || fail "the refused run changed loss.csv"
   rc=0
-  fresh --overwrite --resume "$out/checkpoint-4" > "$out-both.log" 2>&1 || rc=$?
-  [ "$rc" -eq 2 ] && grep -q "^error: --resume continues the run in output.dir and --overwrite removes it" \
+  fresh --overwrite --resume "$out/checkpoint-4" --set train.max_steps=5 > "$out-both.log" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] && grep -q "^error: --resume $out/checkpoint-4 continues the run in $out and --overwrite would remove it" \
     "$out-both.log" || fail "--overwrite with --resume: exit $rc"
   # a lock left by a run that ended without releasing it (killed): taken over, saying so
   sleep 0 &
@@ -1149,15 +1149,15 @@ global-batch)
   ;;
 metrics)
   # 4 steps with an eval every 2 on 2 ranks, then resumed from the step-2 checkpoint in the
-  # same directory: metrics.jsonl keeps steps <= 2 and appends, as loss.csv and eval.csv do
-  # (dist_metrics_match compares them)
+  # same directory (--rewind: checkpoint-4 is there): metrics.jsonl keeps steps <= 2 and
+  # appends, as loss.csv and eval.csv do (dist_metrics_match compares them)
   m=(--set train.max_steps=4 --set train.per_device_train_batch_size=2 --set data.eval_samples=8
     --set train.eval_steps=2 --set output.save_steps=2 --set output.export=false)
   run 2 "$tmp/metrics" "${m[@]}"
   mv "$tmp/metrics.log" "$tmp/metrics-first.log"
   mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$tmp/metrics" \
     --set "data.cache_dir=$tmp/dist-cache-np2" "${m[@]}" --resume "$tmp/metrics/checkpoint-2" \
-    > "$tmp/metrics.log" 2>&1 || { tail -30 "$tmp/metrics.log"; exit 1; }
+    --rewind > "$tmp/metrics.log" 2>&1 || { tail -30 "$tmp/metrics.log"; exit 1; }
   grep -q "resumed from .*checkpoint-2 at step 2" "$tmp/metrics.log"
   ;;
 seed)

@@ -13,6 +13,7 @@
 
 #include "autograd/check.h"
 #include "data/hdf5_error.h"
+#include "train/env.h"
 
 /* An HDF5 call failed: the message, then HDF5's reason ("Write failed: No space left on
  * device"), kept since the save or load began (data/hdf5_error.h; every failure here ends the
@@ -182,11 +183,9 @@ static void dataset_read_range(hid_t dset, const char *path, const char *name, h
  * writing its file, as a rank stuck in a file system call would; its peers must not wait for
  * it longer than the watchdog's limit. */
 static void test_stop_here(const mt_zero *z, const mt_train_state *st, const char *path) {
-    const char *hook = getenv("MT_TEST_STATE_STOP");
-    int rank = -1;
-    long long step = -1;
-    if (!hook || sscanf(hook, "%d:%lld", &rank, &step) != 2 || rank != z->comm->rank ||
-        step != st->step)
+    double rank_step[2];
+    if (!mt_env_numbers("MT_TEST_STATE_STOP", ':', 2, 0, 1e15, rank_step) ||
+        rank_step[0] != z->comm->rank || rank_step[1] != (double)st->step)
         return;
     fprintf(stderr, "test hook: rank %d stops itself while writing %s\n", z->comm->rank, path);
     fflush(stderr);
@@ -302,8 +301,8 @@ void mt_checkpoint_save(const char *dir, mt_zero *z, const mt_train_state *st) {
         manifest_write(tmp, z, st);
         /* test hook (tests/dist_run.sh kill): hold the finished manifest under its temporary
          * name for a while */
-        const char *delay = getenv("MT_TEST_CHECKPOINT_DELAY");
-        if (delay && atoi(delay) > 0) sleep((unsigned)atoi(delay));
+        const long long delay = mt_env_int("MT_TEST_CHECKPOINT_DELAY", 0, 3600, 0);
+        if (delay > 0) sleep((unsigned)delay);
         MT_CHECK(rename(tmp, path) == 0, "checkpoint: cannot rename %s to %s: %s", tmp, path,
                  strerror(errno));
     }

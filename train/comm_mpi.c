@@ -20,6 +20,7 @@
 
 #include "autograd/check.h"
 #include "train/comm.h"
+#include "train/env.h"
 
 #define MPI_CHECK(call)                                                                            \
     do {                                                                                           \
@@ -414,8 +415,7 @@ mt_comm *mt_comm_mpi_init(int *argc, char ***argv) {
     /* Errors come back as codes and go through MT_DIE -> MPI_Abort with a message. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     mpi_comm.name = "mpi";
-    const char *chunk = getenv("MT_MPI_CHUNK");
-    if (chunk && atoll(chunk) > 0) mpi_chunk = atoll(chunk);
+    mpi_chunk = mt_env_int("MT_MPI_CHUNK", 1, mpi_chunk, mpi_chunk);
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &mpi_comm.rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &mpi_comm.size));
     mpi_comm.impl = &mpi_world;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "autograd/check.h"
+#include "train/output_dir.h"
 
 #define CSV_HEADER       "step,loss,lr,grad_norm,tokens,tokens_per_s,elapsed_s"
 #define EVAL_CSV_HEADER  "step,eval_loss,tokens,seconds"
@@ -28,13 +29,6 @@ double mt_time_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The step a log line is of: a CSV row starts with it, a metrics.jsonl line with "step". */
-static int logger_line_step(const char *line) {
-    static const char json_key[] = "{\"step\": ";
-    if (!strncmp(line, json_key, sizeof(json_key) - 1)) line += sizeof(json_key) - 1;
-    return atoi(line);
-}
-
 /* Keeps the rows with step <= keep_step of an existing log, under this run's header (a CSV's
  * first line; NULL: none): a resume may add or drop the generation columns (free keys). */
 static void logger_truncate(const char *path, int keep_step, const char *header) {
@@ -48,7 +42,7 @@ static void logger_truncate(const char *path, int keep_step, const char *header)
     bool first = header != NULL;
     if (header) fprintf(out, "%s\n", header);
     while (fgets(line, sizeof(line), in)) {
-        if (!first && logger_line_step(line) <= keep_step) fputs(line, out);
+        if (!first && mt_log_line_step(line) <= keep_step) fputs(line, out);
         first = false;
     }
     fclose(in);
@@ -114,7 +108,7 @@ static void jsonl_num(FILE *f, const char *key, double x) {
         fprintf(f, ", \"%s\": null", key);
 }
 
-/* The start of a metrics.jsonl line: the step first (logger_line_step reads it on resume),
+/* The start of a metrics.jsonl line: the step first (mt_log_line_step reads it on resume),
  * the kind of row, and the wall-clock time (Unix seconds) for dashboards. */
 static void jsonl_begin(FILE *f, int step, const char *type) {
     struct timespec ts;

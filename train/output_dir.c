@@ -14,11 +14,11 @@
 #include <unistd.h>
 
 #include "autograd/check.h"
+#include "data/cli_flags.h"
 
 #define LOCK_NAME ".minimax-train.lock"
 
-static bool fail(char *err, size_t n, const char *fmt, ...) MT_PRINTF(3, 4);
-static bool fail(char *err, size_t n, const char *fmt, ...) {
+bool mt_outdir_fail(char *err, size_t n, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, n, fmt, ap);
@@ -37,13 +37,14 @@ bool mt_dir_make(const char *dir, char *err, size_t errlen) {
         struct stat sb;
         if (stat(buf, &sb) == 0) {
             if (!S_ISDIR(sb.st_mode) && !saved)
-                return fail(err, errlen, "%s is %s, not a directory", dir,
-                            S_ISREG(sb.st_mode) ? "a file" : "something else");
+                return mt_outdir_fail(err, errlen, "%s is %s, not a directory", dir,
+                                      S_ISREG(sb.st_mode) ? "a file" : "something else");
             if (!S_ISDIR(sb.st_mode))
-                return fail(err, errlen, "%s: %s is %s, not a directory", dir, buf,
-                            S_ISREG(sb.st_mode) ? "a file" : "something else");
+                return mt_outdir_fail(err, errlen, "%s: %s is %s, not a directory", dir, buf,
+                                      S_ISREG(sb.st_mode) ? "a file" : "something else");
         } else if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-            return fail(err, errlen, "cannot create directory %s: %s", buf, strerror(errno));
+            return mt_outdir_fail(err, errlen, "cannot create directory %s: %s", buf,
+                                  strerror(errno));
         }
         buf[i] = saved;
     }
@@ -88,8 +89,8 @@ static bool lock_take(mt_outdir *od, const char *dir, char *err, size_t errlen) 
     snprintf(od->lock_path, sizeof(od->lock_path), "%s/" LOCK_NAME, dir);
     const int fd = open(od->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
-        return fail(err, errlen, "cannot create the lock file %s: %s", od->lock_path,
-                    strerror(errno));
+        return mt_outdir_fail(err, errlen, "cannot create the lock file %s: %s", od->lock_path,
+                              strerror(errno));
     char text[512] = "", who[600];
     const ssize_t got = pread(fd, text, sizeof(text) - 1, 0);
     text[got > 0 ? got : 0] = 0;
@@ -100,12 +101,13 @@ static bool lock_take(mt_outdir *od, const char *dir, char *err, size_t errlen) 
         const int e = errno;
         close(fd);
         if (e == EACCES || e == EAGAIN)
-            return fail(err, errlen,
-                        "output.dir %s is in use by another run (%s; lock file %s): wait for it "
-                        "to end, or give this run another output.dir",
-                        dir, text[0] ? who : "an unknown holder", od->lock_path);
-        return fail(err, errlen, "cannot lock %s: %s (a file system without locks?)", od->lock_path,
-                    strerror(e));
+            return mt_outdir_fail(
+                err, errlen,
+                "output.dir %s is in use by another run (%s; lock file %s): wait for it "
+                "to end, or give this run another output.dir",
+                dir, text[0] ? who : "an unknown holder", od->lock_path);
+        return mt_outdir_fail(err, errlen, "cannot lock %s: %s (a file system without locks?)",
+                              od->lock_path, strerror(e));
     }
     /* the lock is free: whoever the file names ended without releasing it */
     if (text[0])
@@ -118,7 +120,7 @@ static bool lock_take(mt_outdir *od, const char *dir, char *err, size_t errlen) 
     if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n) {
         const int e = errno;
         close(fd);
-        return fail(err, errlen, "%s: write failed: %s", od->lock_path, strerror(e));
+        return mt_outdir_fail(err, errlen, "%s: write failed: %s", od->lock_path, strerror(e));
     }
     od->lock_fd = fd;
     return true;
@@ -159,7 +161,7 @@ static bool checkpoint_name(const char *name, bool tmp, long *step) {
 
 /* A file or directory this trainer writes into output.dir (the lock file and the token cache
  * aside): what --overwrite removes. */
-static bool own_output(const char *name) {
+bool mt_outdir_own_output(const char *name) {
     static const char *files[] = {"loss.csv",    "eval.csv",     "loss.png",
                                   "recipe.toml", "loss.csv.tmp", "loss.png.tmp"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
@@ -197,7 +199,7 @@ int mt_outdir_checkpoints(const char *dir, long *steps, int max) {
 
 /* The results of an earlier run in dir, listed into out ("loss.csv (20 steps), checkpoint-10,
  * ..."); the newest checkpoint's step in *newest (-1: none). Returns how many. */
-static int results_find(const char *dir, char *out, size_t n, long *newest) {
+int mt_outdir_results(const char *dir, char *out, size_t n, long *newest) {
     out[0] = 0;
     *newest = -1;
     int count = 0;
@@ -227,43 +229,38 @@ static int results_find(const char *dir, char *out, size_t n, long *newest) {
 static bool results_clear(const char *dir, char *out, size_t n, char *err, size_t errlen) {
     out[0] = 0;
     DIR *d = opendir(dir);
-    if (!d) return fail(err, errlen, "cannot read %s: %s", dir, strerror(errno));
+    if (!d) return mt_outdir_fail(err, errlen, "cannot read %s: %s", dir, strerror(errno));
     bool ok = true;
     for (struct dirent *e; ok && (e = readdir(d));) {
-        if (!own_output(e->d_name)) continue;
+        if (!mt_outdir_own_output(e->d_name)) continue;
         char path[4200];
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
         struct stat sb;
         if (lstat(path, &sb) != 0 || !(S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode))) continue;
         if (!mt_remove_tree(path))
-            ok = fail(err, errlen, "--overwrite: cannot remove %s: %s", path, strerror(errno));
+            ok = mt_outdir_fail(err, errlen, "--overwrite: cannot remove %s: %s", path,
+                                strerror(errno));
         snprintf(out + strlen(out), n - strlen(out), "%s%s", out[0] ? ", " : "", e->d_name);
     }
     closedir(d);
     return ok;
 }
 
-bool mt_outdir_open(mt_outdir *od, const char *dir, bool resume, bool overwrite, char *err,
-                    size_t errlen) {
-    od->lock_fd = -1;
-    char why[4600];
-    if (!mt_dir_make(dir, why, sizeof(why))) return fail(err, errlen, "output.dir %s", why);
-    if (!lock_take(od, dir, err, errlen)) return false;
-    if (resume) return true; /* continuing a run: its logs are cut back to the resumed step */
-    char found[2048];
-    long newest;
-    if (results_find(dir, found, sizeof(found), &newest) == 0) return true;
-    if (!overwrite) {
-        char hint[1200] = "";
-        if (newest >= 0)
-            snprintf(hint, sizeof(hint), "continue it with --resume %s/checkpoint-%ld, ", dir,
-                     newest);
-        mt_outdir_close(od);
-        return fail(err, errlen,
-                    "output.dir %s holds another run's results: %s; %sreplace them with "
-                    "--overwrite, or give this run another output.dir",
-                    dir, found, hint);
-    }
+void mt_outdir_parent(const char *path, char *out, size_t n) {
+    snprintf(out, n, "%s", path);
+    size_t len = strlen(out);
+    while (len > 1 && out[len - 1] == '/') out[--len] = 0;
+    char *slash = strrchr(out, '/');
+    if (!slash)
+        snprintf(out, n, ".");
+    else if (slash == out)
+        out[1] = 0;
+    else
+        *slash = 0;
+}
+
+/* Removes another run's results from dir for --overwrite, saying what went. */
+static bool outdir_overwrite(mt_outdir *od, const char *dir, char *err, size_t errlen) {
     char removed[4096];
     if (!results_clear(dir, removed, sizeof(removed), err, errlen)) {
         mt_outdir_close(od);
@@ -271,6 +268,68 @@ bool mt_outdir_open(mt_outdir *od, const char *dir, bool resume, bool overwrite,
     }
     printf("--overwrite: removed %s from %s\n", removed, dir);
     return true;
+}
+
+/* A resume: into the checkpoint's own run directory (from its newest checkpoint, or with
+ * --rewind), or into another one that holds no run's results (or whose results --overwrite
+ * removes). */
+static bool outdir_open_resume(mt_outdir *od, const char *dir, const mt_outdir_mode *m, char *err,
+                               size_t errlen) {
+    char run[4096], found[2048];
+    mt_outdir_parent(m->resume, run, sizeof(run));
+    long newest;
+    bool ok = true;
+    if (mt_path_same(dir, run)) {
+        if (m->overwrite)
+            ok = mt_outdir_fail(
+                err, errlen,
+                "--resume %s continues the run in %s and --overwrite would remove it, the "
+                "checkpoint included: give one of them",
+                m->resume, dir);
+        else
+            ok = mt_outdir_rewind(dir, m->resume, m->resume_step, m->rewind, err, errlen);
+    } else if (mt_outdir_results(dir, found, sizeof(found), &newest) > 0) {
+        if (m->overwrite) return outdir_overwrite(od, dir, err, errlen);
+        ok = mt_outdir_fail(
+            err, errlen,
+            "--resume %s: output.dir %s holds another run's results (%s), and the "
+            "checkpoint is of the run in %s: resume into %s (leave output.dir unset), give "
+            "an empty output.dir, or replace that run's results with --overwrite",
+            m->resume, dir, found, run, run);
+    } else if (m->rewind) {
+        ok = mt_outdir_fail(
+            err, errlen,
+            "--rewind: output.dir %s is not the run of %s (%s), so there is nothing to "
+            "rewind: leave --rewind out",
+            dir, m->resume, run);
+    }
+    if (!ok) mt_outdir_close(od);
+    return ok;
+}
+
+bool mt_outdir_open(mt_outdir *od, const char *dir, const mt_outdir_mode *mode, char *err,
+                    size_t errlen) {
+    od->lock_fd = -1;
+    char why[4600];
+    if (!mt_dir_make(dir, why, sizeof(why)))
+        return mt_outdir_fail(err, errlen, "output.dir %s", why);
+    if (!lock_take(od, dir, err, errlen)) return false;
+    if (mode->resume) return outdir_open_resume(od, dir, mode, err, errlen);
+    char found[2048];
+    long newest;
+    if (mt_outdir_results(dir, found, sizeof(found), &newest) == 0) return true;
+    if (!mode->overwrite) {
+        char hint[1200] = "";
+        if (newest >= 0)
+            snprintf(hint, sizeof(hint), "continue it with --resume %s/checkpoint-%ld, ", dir,
+                     newest);
+        mt_outdir_close(od);
+        return mt_outdir_fail(err, errlen,
+                              "output.dir %s holds another run's results: %s; %sreplace them with "
+                              "--overwrite, or give this run another output.dir",
+                              dir, found, hint);
+    }
+    return outdir_overwrite(od, dir, err, errlen);
 }
 
 /* ------------------------------------------------------------------------------------------ */

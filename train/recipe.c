@@ -312,6 +312,16 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
     } else if (access(r->model_config, R_OK) != 0) {
         BAD("model.config", "cannot read %s", r->model_config);
     }
+    /* an empty data.path would read as "both set" below, and data.paths = [] as "unset" (the
+     * synthetic data): both name no file. A resolved recipe (recipe.toml) lists data.paths =
+     * [] beside its data.path, which says what to read. */
+    if (!r->data_path[0])
+        BAD("data.path", "is empty: name a jsonl file or \"synthetic\"%s",
+            r->data_n_paths ? " (with data.paths, leave data.path out)" : "");
+    const mt_toml_entry *paths_e = mt_toml_find(doc, "data.paths");
+    if (paths_e && r->data_n_paths == 0 && !mt_toml_find(doc, "data.path"))
+        BAD("data.paths", "is an empty list: name the files to read (or leave data.paths out "
+                          "and set data.path)");
     if (r->data_n_paths > 0 && strcmp(r->data_path, "synthetic"))
         BAD("data.paths", "set data.path or data.paths, not both (data.path is \"%s\")",
             r->data_path);
@@ -344,7 +354,6 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
     if (r->model_num_hidden_layers < 0) BAD("model.num_hidden_layers", "must be >= 0");
     if (strcmp(r->model_dtype, "fp32") && strcmp(r->model_dtype, "bf16"))
         BAD("model.dtype", "must be \"fp32\" or \"bf16\", not \"%s\"", r->model_dtype);
-    if (!r->data_path[0]) BAD("data.path", "must name a jsonl file or \"synthetic\"");
     if (r->data_synthetic_samples <= 0) BAD("data.synthetic_samples", "must be > 0");
     if (!r->data_tokenizer_dir[0] && !r->model_path[0])
         BAD("data.tokenizer_dir", "set it (or model.path, whose tokenizer files are used)");
@@ -401,16 +410,21 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
         strcmp(r->eval_generate_weights, "gathered"))
         BAD("eval.generate_weights", "must be \"auto\", \"replica\" or \"gathered\", not \"%s\"",
             r->eval_generate_weights);
-    if (r->eval_generate_temperature < 0 || r->eval_generate_top_p <= 0 ||
-        r->eval_generate_top_p > 1 || r->eval_generate_top_k < 0)
-        BAD("eval.generate_temperature", "temperature >= 0, eval.generate_top_p in (0, 1], "
-                                         "eval.generate_top_k >= 0");
+    if (!(r->eval_generate_temperature >= 0) || !isfinite(r->eval_generate_temperature))
+        BAD("eval.generate_temperature", "must be a finite number >= 0 (0: greedy)");
+    if (!(r->eval_generate_top_p > 0 && r->eval_generate_top_p <= 1))
+        BAD("eval.generate_top_p", "must be in (0, 1] (1: no nucleus cut), not %g",
+            r->eval_generate_top_p);
+    if (r->eval_generate_top_k < 0) BAD("eval.generate_top_k", "must be >= 0 (0: no top-k cut)");
     if (r->train_gradient_accumulation_steps <= 0)
         BAD("train.gradient_accumulation_steps", "must be > 0");
     if (r->train_global_batch_size < 0)
         BAD("train.global_batch_size", "must be >= 0 (0: per-device batch x accumulation x ranks)");
     if (!(r->train_learning_rate >= 0) || !isfinite(r->train_learning_rate))
         BAD("train.learning_rate", "must be a finite number >= 0");
+    if (!isfinite(r->train_max_grad_norm))
+        BAD("train.max_grad_norm", "must be a finite number (<= 0: no clipping), not %g",
+            r->train_max_grad_norm);
     if (mt_lr_kind_parse(r->train_lr_scheduler_type) < 0)
         BAD("train.lr_scheduler_type", "must be one of %s, not \"%s\"", mt_lr_kind_list(),
             r->train_lr_scheduler_type);

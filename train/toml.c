@@ -126,6 +126,14 @@ static char *toml_parse_string(toml_parser *p) {
             toml_advance(p);
             break;
         }
+        if (quote == '"' && c == '\\' &&
+            (!p->s[p->pos + 1] || p->s[p->pos + 1] == '\n' || p->s[p->pos + 1] == '\r')) {
+            free(out);
+            toml_fail(p, "a '\\' at the end of the line: strings in recipes are single-line (a "
+                         "line-ending backslash continues only multi-line strings, which recipes "
+                         "do not support)");
+            return NULL;
+        }
         if (quote == '"' && c == '\\') {
             toml_advance(p);
             char e = toml_peek(p);
@@ -336,9 +344,13 @@ const mt_toml_entry *mt_toml_find(const mt_toml_doc *doc, const char *key) {
     return NULL;
 }
 
-bool mt_toml_parse(mt_toml_doc *doc, const char *text, const char *path, char *err, size_t errlen) {
-    toml_parser p = {.s = text, .path = path, .line = 1, .col = 1, .err = err, .errlen = errlen};
+/* The document's lines; tables[] and table_line[] (max entries) record the [table] headers. */
+static bool toml_parse_doc(mt_toml_doc *doc, toml_parser *pp, char (*tables)[256], int *table_line,
+                           int max_tables) {
+    toml_parser p = *pp; /* a copy: err is shared */
+    const char *path = p.path;
     char table[256] = "";
+    int n_tables = 0;
     for (;;) {
         toml_skip_space_lines(&p);
         if (!toml_peek(&p)) return true;
@@ -346,8 +358,20 @@ bool mt_toml_parse(mt_toml_doc *doc, const char *text, const char *path, char *e
             toml_advance(&p);
             if (toml_peek(&p) == '[') return toml_fail(&p, "arrays of tables are not supported");
             table[0] = 0;
+            const int line = p.line, col = p.col;
             if (!toml_parse_key(&p, table, sizeof(table))) return false;
             if (toml_peek(&p) != ']') return toml_fail(&p, "expected ']' after the table name");
+            for (int i = 0; i < n_tables; i++)
+                if (!strcmp(tables[i], table)) {
+                    p.line = line, p.col = col;
+                    toml_fail(&p, "table [%s] is defined twice (first at line %d)", table,
+                              table_line[i]);
+                    return false;
+                }
+            if (n_tables < max_tables) {
+                snprintf(tables[n_tables], 256, "%s", table);
+                table_line[n_tables++] = line;
+            }
             toml_advance(&p);
             if (!toml_expect_eol(&p)) return false;
             continue;
@@ -377,6 +401,17 @@ bool mt_toml_parse(mt_toml_doc *doc, const char *text, const char *path, char *e
         e->col = vcol;
         if (!toml_expect_eol(&p)) return false;
     }
+}
+
+bool mt_toml_parse(mt_toml_doc *doc, const char *text, const char *path, char *err, size_t errlen) {
+    toml_parser p = {.s = text, .path = path, .line = 1, .col = 1, .err = err, .errlen = errlen};
+    /* the [table] headers seen, with their lines: one defined twice is refused (TOML 1.0) */
+    enum { MAX_TABLES = 64 };
+    char(*tables)[256] = mt_calloc(MAX_TABLES, 256, "toml tables");
+    int table_line[MAX_TABLES];
+    const bool ok = toml_parse_doc(doc, &p, tables, table_line, MAX_TABLES);
+    free(tables);
+    return ok;
 }
 
 bool mt_toml_load(mt_toml_doc *doc, const char *path, char *err, size_t errlen) {

@@ -39,6 +39,7 @@
 #include "data/synth.h"
 #include "kernels/version.h"
 #include "models/safetensors.h"
+#include "train/env.h"
 #include "train/nonfinite.h"
 #include "train/trainer_internal.h"
 
@@ -106,8 +107,8 @@ static void trainer_check_arena(trainer *t) {
 int trainer_local_ranks(const trainer *t) {
     const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
     for (int i = 0; i < 3; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && atoi(v) > 0) return atoi(v);
+        const long long v = mt_env_int(vars[i], 1, 1 << 20, 0);
+        if (v > 0) return (int)v;
     }
     return t->comm->size;
 }
@@ -363,6 +364,12 @@ static void trainer_setup_data(trainer *t) {
         trainer_cache_read(cache_path, &t->data);
         if (eval_file) trainer_cache_read(eval_cache, &t->eval_data);
     }
+    MT_CHECK(t->data.n_samples > 0 || t->data.n_dropped == 0,
+             "%s: no usable samples: all %lld samples (of %lld records) are longer than "
+             "data.max_length = %d tokens, and data.truncation = \"drop\" drops them; raise "
+             "data.max_length or set data.truncation = \"truncate\"",
+             data_path, (long long)t->data.n_dropped, (long long)t->data.n_lines,
+             rc->data_max_length);
     MT_CHECK(t->data.n_samples > 0, "%s: no usable samples", data_path);
     MT_CHECK(!eval_file || t->eval_data.n_samples > 0, "data.eval_path %s: no usable samples",
              rc->data_eval_path);
@@ -374,6 +381,8 @@ static void trainer_setup_data(trainer *t) {
     mt_tokenizer *tok = mt_tokenizer_load(tok_path);
     mt_chat_template *tmpl = mt_token_cache_template(&cc, err);
     MT_CHECK(tmpl, "%s", err);
+    /* also when the token cache was reused: a cache built before this check existed */
+    MT_CHECK(mt_chat_template_tokens_fit(tmpl, tok, t->tokenizer_dir, err, sizeof(err)), "%s", err);
     const char *eot = mt_chat_template_eot(tmpl);
     const int32_t eos = eot ? mt_tokenizer_token_to_id(tok, eot) : t->cfg.eos_token_id;
     MT_CHECK(eos >= 0 && eos < t->cfg.vocab_size,
@@ -518,16 +527,20 @@ static bool trainer_stop_requested(trainer *t) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR | "
-            "--overwrite] [--eval-only]\n"
-            "       minimax-train --resume DIR [--set table.key=value]...\n"
+            "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR "
+            "[--rewind]] [--overwrite] [--eval-only]\n"
+            "       minimax-train --resume DIR [--rewind] [--set table.key=value]...\n"
             "       minimax-train --help | --version\n"
             "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
             "  recipe keys: docs/recipes.md\n"
             "  --resume DIR: continue from the checkpoint DIR (<output.dir>/checkpoint-<step>);\n"
             "    without RECIPE.toml with the checkpoint's own recipe (DIR/recipe.toml) and\n"
             "    output.dir the directory DIR is in; a key that changes the numerics must\n"
-            "    keep the checkpoint's value (docs/training.md, \"Resume\")\n"
+            "    keep the checkpoint's value (docs/training.md, \"Resume\"); another output.dir\n"
+            "    must hold no other run's results (or take --overwrite)\n"
+            "  --rewind: with --resume DIR from a checkpoint older than its run's newest: move\n"
+            "    the later checkpoints, log rows and eval-generate files aside, into\n"
+            "    <output.dir>/rewound-<time>/, and continue from DIR (refused without it)\n"
             "  --overwrite: remove another run's results from output.dir first\n"
             "  --eval-only: no training: the eval loss of the model as the recipe builds it\n"
             "    (model.path, e.g. --set model.path=EXPORT_DIR, or model.config's random\n"
@@ -553,51 +566,6 @@ void trainer_refuse_if(trainer *t, const char *why) {
 
 /* ------------------------------------------------------------------------------------------ */
 /* start */
-
-/* train.global_batch_size: the accumulation steps follow from it and the rank count. Rank 0's
- * reason to stop, if any, into why. */
-static void trainer_resolve_batch(trainer *t, char *why, size_t n) {
-    mt_recipe *rc = &t->rc;
-    const int64_t G = rc->train_global_batch_size, B = rc->train_per_device_train_batch_size,
-                  N = t->comm->size;
-    if (G > 0) {
-        if (G % (B * N)) {
-            snprintf(why, n,
-                     "train.global_batch_size = %lld is not a multiple of "
-                     "train.per_device_train_batch_size x ranks = %lld x %lld: choose a "
-                     "per-device batch or a rank count whose product divides it",
-                     (long long)G, (long long)B, (long long)N);
-            return;
-        }
-        if (rc->train_gradient_accumulation_steps != 1 &&
-            rc->train_gradient_accumulation_steps != G / (B * N))
-            LOG0(t,
-                 "note: train.gradient_accumulation_steps = %d is replaced by %lld, from "
-                 "train.global_batch_size\n",
-                 rc->train_gradient_accumulation_steps, (long long)(G / (B * N)));
-        rc->train_gradient_accumulation_steps = (int)(G / (B * N));
-    }
-    LOG0(t,
-         "global batch: %lld samples per step = %lld rank%s x %lld row%s x %d accumulation "
-         "step%s%s\n",
-         (long long)(B * N * rc->train_gradient_accumulation_steps), (long long)N,
-         N == 1 ? "" : "s", (long long)B, B == 1 ? "" : "s", rc->train_gradient_accumulation_steps,
-         rc->train_gradient_accumulation_steps == 1 ? "" : "s",
-         G > 0 ? " (train.global_batch_size)" : "");
-}
-
-/* Rank 0: output.dir (its lock, another run's results, --overwrite) and the resolved recipe in
- * it. The reason to stop, if any, into why. */
-static void trainer_open_output(trainer *t, bool resume, bool overwrite, char *why, size_t n) {
-    if (t->comm->rank != 0 || why[0]) return;
-    const mt_recipe *rc = &t->rc;
-    if (!mt_outdir_open(&t->outdir, rc->output_dir, resume, overwrite, why, n)) return;
-    char text[16384], path[MT_PATH_MAX + 32];
-    mt_recipe_format(rc, text, sizeof(text));
-    printf("# minimax-train: resolved recipe (%d ranks)\n%s\n", t->comm->size, text);
-    snprintf(path, sizeof(path), "%s/recipe.toml", rc->output_dir);
-    mt_file_write_atomic(path, text, strlen(text));
-}
 
 /* The schedule, the resume, the steps with their evals and checkpoints: the step a stop signal
  * ended the run with, else 0. */
@@ -684,7 +652,7 @@ int mt_train_main(int argc, char **argv) {
     trainer *t = mt_calloc(1, sizeof(trainer), "trainer");
     t->host = t->comm = mt_comm_mpi_init(&argc, &argv);
     const char *recipe_path = NULL, *resume = NULL;
-    bool overwrite = false, eval_only = false;
+    bool overwrite = false, eval_only = false, rewind = false;
     const char **sets = mt_calloc((size_t)argc, sizeof(char *), "overrides");
     int n_sets = 0;
     for (int i = 1; i < argc; i++) {
@@ -696,6 +664,8 @@ int mt_train_main(int argc, char **argv) {
             resume = argv[++i];
         } else if (!strcmp(argv[i], "--overwrite")) {
             overwrite = true;
+        } else if (!strcmp(argv[i], "--rewind")) {
+            rewind = true;
         } else if (!strcmp(argv[i], "--eval-only")) {
             eval_only = true;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -718,10 +688,10 @@ int mt_train_main(int argc, char **argv) {
         }
     }
     char err[4096] = "";
-    if (resume && overwrite)
+    if (rewind && !resume)
         snprintf(err, sizeof(err),
-                 "--resume continues the run in output.dir and --overwrite "
-                 "removes it: give one of them");
+                 "--rewind goes with --resume CHECKPOINT (the run's step to "
+                 "go back to)");
     else if (resume && eval_only)
         snprintf(err, sizeof(err),
                  "--eval-only evaluates the model of the recipe (model.path: "
@@ -764,7 +734,7 @@ int mt_train_main(int argc, char **argv) {
     trainer_resolve_batch(t, why, sizeof(why));
     if (resume) trainer_resume_check_recipe(t, resume, why, sizeof(why));
     trainer_generate_read(t, why, sizeof(why));
-    trainer_open_output(t, resume != NULL, overwrite, why, sizeof(why));
+    trainer_open_output(t, resume, overwrite, rewind, why, sizeof(why));
     trainer_refuse_if(t, why);
     trainer_setup_model(t);
     /* from here a failing rank removes its temporary files (after the communicators' setup,

@@ -88,6 +88,11 @@ static bool trainer_generate_load(trainer *t, char *why, size_t n) {
         free(s->question[s->n - 1]);
         free(s->answer[s->n - 1]);
     }
+    /* a gold answer the scorer cannot read would score every sample of it as wrong */
+    if (mt_gsm8k_check_golds(s, rc->eval_generate_data, s->n, err, sizeof(err)) != 0) {
+        snprintf(why, n, "eval.generate_data: %s", err);
+        return false;
+    }
     return true;
 }
 

@@ -99,7 +99,21 @@ void trainer_state_init(trainer *t, const char *config_path, const mt_token_cach
  * meanwhile). */
 void trainer_save(trainer *t, int step);
 
+/* before the model (trainer_output.c) */
+/* train.global_batch_size: the accumulation steps follow from it and the rank count. Rank 0's
+ * reason to stop, if any, into why. */
+void trainer_resolve_batch(trainer *t, char *why, size_t n);
+/* Rank 0: output.dir checked against the inputs, a resume's train.max_steps against the
+ * checkpoint's step, output.dir opened (its lock, another run's results, --overwrite,
+ * --rewind: output_dir.h), and the resolved recipe written into it. The reason to stop, if
+ * any, into why; nothing when why already holds one. */
+void trainer_open_output(trainer *t, const char *resume, bool overwrite, bool rewind, char *why,
+                         size_t n);
+
 /* resuming (trainer_resume.c) */
+/* The refusal of a resume whose train.max_steps is at or below the checkpoint's step, into
+ * why. */
+void trainer_resume_steps_refusal(const char *dir, long max_steps, long step, char *why, size_t n);
 /* `--resume DIR` with no recipe: DIR/recipe.toml with the overrides sets on top and output.dir
  * the directory DIR is in (unless an override sets it). false and why in err when it fails
  * (DIR/recipe.toml missing, named). Every rank. */

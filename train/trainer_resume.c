@@ -14,18 +14,11 @@
 #include "train/nonfinite.h"
 #include "train/trainer_internal.h"
 
-/* The directory DIR is in (DIR's trailing slashes ignored; "." for a bare name). */
-static void parent_dir(const char *dir, char *out, size_t n) {
-    snprintf(out, n, "%s", dir);
-    size_t len = strlen(out);
-    while (len > 1 && out[len - 1] == '/') out[--len] = 0;
-    char *slash = strrchr(out, '/');
-    if (!slash)
-        snprintf(out, n, ".");
-    else if (slash == out)
-        out[1] = 0;
-    else
-        *slash = 0;
+void trainer_resume_steps_refusal(const char *dir, long max_steps, long step, char *why, size_t n) {
+    snprintf(why, n,
+             "--resume %s: train.max_steps = %ld is at or below the checkpoint's step %ld, so "
+             "there is nothing to train: set train.max_steps above %ld (--set train.max_steps=N)",
+             dir, max_steps, step, step);
 }
 
 bool trainer_resume_recipe_load(mt_recipe *rc, const char *dir, const char *const *sets, int n_sets,
@@ -43,7 +36,7 @@ bool trainer_resume_recipe_load(mt_recipe *rc, const char *dir, const char *cons
     }
     /* output.dir: the run the checkpoint is in, wherever it was when it was written; --set
      * output.dir, after it, still wins */
-    parent_dir(dir, parent, sizeof(parent));
+    mt_outdir_parent(dir, parent, sizeof(parent));
     char *dir_set = mt_malloc(2 * sizeof(parent) + 32, "output.dir override");
     char *o = dir_set + sprintf(dir_set, "output.dir=\"");
     for (const char *c = parent; *c; c++) {
@@ -117,6 +110,10 @@ static void trainer_resume_check(trainer *t, const char *dir, const mt_train_sta
                  "that changes the numerics (its recipe hash %016llx, this run's %016llx; the "
                  "checkpoint has no readable recipe.toml to name the key)",
                  dir, (unsigned long long)st->recipe_hash, (unsigned long long)hash);
+        return;
+    }
+    if (t->rc.train_max_steps <= st->step) { /* the steps from train.num_train_epochs */
+        trainer_resume_steps_refusal(dir, t->rc.train_max_steps, (long)st->step, why, n);
         return;
     }
     if (st->format == 1) {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "train/env.h"
 #include "train/trainer_internal.h"
 
 /* dist.timeout < 0, the default: a collective may wait 20 times the slowest step so far, at
@@ -13,10 +14,9 @@
  * the tests (a stopped rank then ends a job of tiny steps in seconds, sanitizers or not). */
 void trainer_watch_setup(trainer *t) {
     t->watch_floor = 300.0, t->watch_factor = 20.0;
-    const char *test = getenv("MT_TEST_WATCHDOG");
-    double floor, factor;
-    if (test && sscanf(test, "%lf %lf", &floor, &factor) == 2 && floor > 0 && factor > 0)
-        t->watch_floor = floor, t->watch_factor = factor;
+    double floor_factor[2];
+    if (mt_env_numbers("MT_TEST_WATCHDOG", ' ', 2, 1e-3, 1e9, floor_factor))
+        t->watch_floor = floor_factor[0], t->watch_factor = floor_factor[1];
 }
 
 static double trainer_watch_limit(const trainer *t, double slowest) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "autograd/check.h"
+#include "train/env.h"
 
 struct zero_copier;
 static struct zero_copier *zero_copier_start(const mt_zero *z);
@@ -164,9 +165,8 @@ static void zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buc
         if (be->dev != MT_CPU) {
             z->stage_numel = zero_stage_numel(z->total_shard);
             /* tests shrink the chunk to run the chunking on small models */
-            const char *chunk = getenv("MT_OFFLOAD_STAGE_NUMEL");
-            if (chunk && atoll(chunk) > 0 && atoll(chunk) < z->stage_numel)
-                z->stage_numel = atoll(chunk);
+            z->stage_numel =
+                mt_env_int("MT_OFFLOAD_STAGE_NUMEL", 1, z->stage_numel, z->stage_numel);
             const size_t bytes = 6 * sizeof(float) * (size_t)z->stage_numel; /* 3 x (p, g) */
             z->stage = be->host_alloc(bytes);
             MT_CHECK(z->stage, "zero: out of host memory for the offload staging (%zu bytes)",

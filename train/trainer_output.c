@@ -1,0 +1,88 @@
+/* trainer_output.c: what a run settles before any model is built about its batch and its
+ * output directory (docs/training.md, "Outputs" and "Resume"): the global batch, the inputs
+ * that output.dir must not hold, a resume's train.max_steps against the checkpoint's step, and
+ * output.dir itself (its lock, another run's results, --overwrite, --rewind; output_dir.h),
+ * with the resolved recipe written into it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/safetensors.h"
+#include "train/trainer_internal.h"
+
+/* train.global_batch_size: the accumulation steps follow from it and the rank count. Rank 0's
+ * reason to stop, if any, into why. */
+void trainer_resolve_batch(trainer *t, char *why, size_t n) {
+    mt_recipe *rc = &t->rc;
+    const int64_t G = rc->train_global_batch_size, B = rc->train_per_device_train_batch_size,
+                  N = t->comm->size;
+    if (G > 0) {
+        if (G % (B * N)) {
+            snprintf(why, n,
+                     "train.global_batch_size = %lld is not a multiple of "
+                     "train.per_device_train_batch_size x ranks = %lld x %lld: choose a "
+                     "per-device batch or a rank count whose product divides it",
+                     (long long)G, (long long)B, (long long)N);
+            return;
+        }
+        if (rc->train_gradient_accumulation_steps != 1 &&
+            rc->train_gradient_accumulation_steps != G / (B * N))
+            LOG0(t,
+                 "note: train.gradient_accumulation_steps = %d is replaced by %lld, from "
+                 "train.global_batch_size\n",
+                 rc->train_gradient_accumulation_steps, (long long)(G / (B * N)));
+        rc->train_gradient_accumulation_steps = (int)(G / (B * N));
+    }
+    LOG0(t,
+         "global batch: %lld samples per step = %lld rank%s x %lld row%s x %d accumulation "
+         "step%s%s\n",
+         (long long)(B * N * rc->train_gradient_accumulation_steps), (long long)N,
+         N == 1 ? "" : "s", (long long)B, B == 1 ? "" : "s", rc->train_gradient_accumulation_steps,
+         rc->train_gradient_accumulation_steps == 1 ? "" : "s",
+         G > 0 ? " (train.global_batch_size)" : "");
+}
+
+/* The inputs of the run as the recipe names them (what output.dir must not hold). */
+static int trainer_inputs(const mt_recipe *rc, mt_outdir_input *in) {
+    int n = 0;
+    in[n++] = (mt_outdir_input){"model.path", rc->model_path};
+    in[n++] = (mt_outdir_input){"model.config", rc->model_config};
+    if (strcmp(rc->data_path, "synthetic")) in[n++] = (mt_outdir_input){"data.path", rc->data_path};
+    for (int i = 0; i < rc->data_n_paths; i++)
+        in[n++] = (mt_outdir_input){"data.paths", rc->data_paths[i]};
+    in[n++] = (mt_outdir_input){"data.eval_path", rc->data_eval_path};
+    in[n++] = (mt_outdir_input){"data.tokenizer_dir", rc->data_tokenizer_dir};
+    in[n++] = (mt_outdir_input){"data.chat_template", rc->data_chat_template};
+    if (strcmp(rc->eval_generate_data, "synthetic"))
+        in[n++] = (mt_outdir_input){"eval.generate_data", rc->eval_generate_data};
+    in[n++] = (mt_outdir_input){"eval.generate_shots_file", rc->eval_generate_shots_file};
+    return n;
+}
+
+/* A resume's step from the checkpoint's manifest (-1: none; trainer_resume_check_recipe says
+ * so), and train.max_steps against it when the recipe gives the steps (train.num_train_epochs
+ * gives them once the data is read: trainer_resume checks them then). */
+static long trainer_resume_step(const trainer *t, const char *resume, char *why, size_t n) {
+    mt_train_state *st = mt_malloc(sizeof(mt_train_state), "the checkpoint's manifest");
+    const long step = mt_checkpoint_read_state(resume, st) ? (long)st->step : -1;
+    free(st);
+    if (step >= 0 && t->rc.train_num_train_epochs == 0 && t->rc.train_max_steps <= step)
+        trainer_resume_steps_refusal(resume, t->rc.train_max_steps, step, why, n);
+    return step;
+}
+
+void trainer_open_output(trainer *t, const char *resume, bool overwrite, bool rewind, char *why,
+                         size_t n) {
+    if (t->comm->rank != 0 || why[0]) return;
+    const mt_recipe *rc = &t->rc;
+    mt_outdir_input in[16 + MT_DATA_FILES];
+    if (!mt_outdir_inputs_check(rc->output_dir, in, trainer_inputs(rc, in), why, n)) return;
+    mt_outdir_mode mode = {.resume = resume, .overwrite = overwrite, .rewind = rewind};
+    if (resume) mode.resume_step = trainer_resume_step(t, resume, why, n);
+    if (why[0] || !mt_outdir_open(&t->outdir, rc->output_dir, &mode, why, n)) return;
+    char text[16384], path[MT_PATH_MAX + 32];
+    mt_recipe_format(rc, text, sizeof(text));
+    printf("# minimax-train: resolved recipe (%d ranks)\n%s\n", t->comm->size, text);
+    snprintf(path, sizeof(path), "%s/recipe.toml", rc->output_dir);
+    mt_file_write_atomic(path, text, strlen(text));
+}
