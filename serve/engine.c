@@ -188,6 +188,78 @@ static void engine_step(mt_serve_engine *e, engine_pick *picks) {
     }
 }
 
+/* The request to admit next, left in the queue (*prev: the one before it): the first one of the
+ * call holding the fewest rows (one request of 64 prompts does not keep a later one-prompt
+ * request waiting for all of its prompts); among those, the first whose prompt the prefill
+ * credit pays for (a short prompt is not held behind a long one saving up credit). *fits:
+ * whether it may be prefilled now. Under the lock. */
+static mt_serve_req *engine_next(mt_serve_engine *e, mt_serve_req **prev, bool *fits) {
+    mt_serve_req *best = NULL;
+    int64_t best_key = INT64_MAX;
+    for (mt_serve_req *r = e->queue_head, *p = NULL; r; p = r, r = r->next) {
+        int64_t rows = 0;
+        for (int s = 0; s < e->n_active; s++) rows += e->slot[s]->group == r->group;
+        /* an idle engine admits any prompt: no decode step would ever pay for it */
+        const bool ok = r->cancelled || e->n_active == 0 || r->n_prompt <= e->prefill_credit;
+        const int64_t key = 2 * rows + !ok;
+        if (key < best_key) {
+            best = r, *prev = p, best_key = key, *fits = ok;
+            if (key == 0) break;
+        }
+    }
+    return best;
+}
+
+static void engine_unlink(mt_serve_engine *e, mt_serve_req *r, mt_serve_req *prev) {
+    if (prev)
+        prev->next = r->next;
+    else
+        e->queue_head = r->next;
+    if (e->queue_tail == r) e->queue_tail = prev;
+    e->n_queued--;
+}
+
+/* Admits waiting requests into the free rows, fairly between calls, while the prefill credit
+ * pays for their prompts. Called with the lock held; prefills without it. */
+static void engine_admit(mt_serve_engine *e) {
+    e->prefill_need = 0;
+    while (e->n_active < e->max_batch && e->queue_head) {
+        mt_serve_req *prev = NULL;
+        bool fits = false;
+        mt_serve_req *r = engine_next(e, &prev, &fits);
+        if (!fits) { /* the steps to come pay for it */
+            e->prefill_need = r->n_prompt;
+            return;
+        }
+        engine_unlink(e, r, prev);
+        if (r->cancelled) {
+            engine_finish(r);
+            continue;
+        }
+        e->prefill_credit -= r->n_prompt;
+        if (e->prefill_credit < 0) e->prefill_credit = 0; /* an idle engine's prompt */
+        r->state = MT_REQ_RUNNING;
+        const int s = e->n_active;
+        pthread_mutex_unlock(&e->mu);
+        engine_pick p;
+        const bool more = engine_prefill(e, r, s, &p);
+        pthread_mutex_lock(&e->mu);
+        e->n_prefilled += r->n_prompt;
+        if (!more || engine_publish(e, r, &p)) {
+            engine_finish(r); /* row s was the first free one: nothing to move */
+            continue;
+        }
+        e->slot[s] = r;
+        e->tok_step[s] = p.id;
+        e->n_active++;
+    }
+    if (e->queue_head) { /* the rows are full: credit saves up for the next one meanwhile */
+        mt_serve_req *prev = NULL;
+        bool fits = false;
+        e->prefill_need = engine_next(e, &prev, &fits)->n_prompt;
+    }
+}
+
 static void *engine_main(void *arg) {
     mt_serve_engine *e = arg;
     engine_pick *picks = mt_calloc((size_t)e->max_batch, sizeof(engine_pick), "picks");
@@ -198,31 +270,15 @@ static void *engine_main(void *arg) {
         if (e->shutdown && e->n_active == 0 && !e->queue_head) break;
         for (int s = e->n_active - 1; s >= 0; s--) /* the clients that went away */
             if (e->slot[s]->cancelled) engine_remove(e, s);
-        /* admit: each waiting request into the next free row */
-        while (e->n_active < e->max_batch && e->queue_head) {
-            mt_serve_req *r = e->queue_head;
-            e->queue_head = r->next;
-            if (!e->queue_head) e->queue_tail = NULL;
-            e->n_queued--;
-            if (r->cancelled) {
-                engine_finish(r);
-                continue;
-            }
-            r->state = MT_REQ_RUNNING;
-            const int s = e->n_active;
-            pthread_mutex_unlock(&e->mu);
-            engine_pick p;
-            const bool more = engine_prefill(e, r, s, &p);
-            pthread_mutex_lock(&e->mu);
-            if (!more || engine_publish(e, r, &p)) {
-                engine_finish(r); /* row s was the first free one: nothing to move */
-                continue;
-            }
-            e->slot[s] = r;
-            e->tok_step[s] = p.id;
-            e->n_active++;
-        }
-        if (e->n_active > 0) engine_step(e, picks);
+        engine_admit(e);
+        if (e->n_active == 0) continue;
+        engine_step(e, picks);
+        /* each step pays for prefill_tokens more; credit saves up to the waiting prompt's
+         * length at most, so no burst of prefills follows a quiet stretch */
+        const int64_t cap =
+            e->prefill_need > e->prefill_tokens ? e->prefill_need : e->prefill_tokens;
+        e->prefill_credit += e->prefill_tokens;
+        if (e->prefill_credit > cap) e->prefill_credit = cap;
     }
     pthread_mutex_unlock(&e->mu);
     free(picks);
@@ -230,8 +286,11 @@ static void *engine_main(void *arg) {
 }
 
 void mt_serve_engine_start(mt_serve_engine *e, mt_minimax *model, const mt_tokenizer *tok,
-                           const mt_backend *be, int max_batch, int t_max) {
+                           const mt_backend *be, int max_batch, int t_max, int prefill_tokens) {
+    MT_CHECK(prefill_tokens >= 1, "serve: a prefill budget of %d tokens", prefill_tokens);
     memset(e, 0, sizeof(*e));
+    e->prefill_tokens = prefill_tokens;
+    e->prefill_credit = prefill_tokens;
     e->model = model;
     e->tok = tok;
     e->max_batch = max_batch;
@@ -322,4 +381,11 @@ void mt_serve_load(mt_serve_engine *e, int *active, int *queued, int64_t *steps,
     *steps = e->n_steps;
     *rows = e->n_step_rows;
     pthread_mutex_unlock(&e->mu);
+}
+
+int64_t mt_serve_prefilled(mt_serve_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    const int64_t n = e->n_prefilled;
+    pthread_mutex_unlock(&e->mu);
+    return n;
 }

@@ -1,9 +1,15 @@
 /* engine.h: continuous batching for minimax-serve (docs/serving.md).
  *
  * One engine thread owns the model, one cache of max_batch rows and one context. Requests wait
- * in a queue; before each decode step the engine takes as many as there are free rows, fills
- * each one's row with a prefill of its prompt alone (models/generate.h: a row is its one-prompt
- * run), then one decode step runs for every active row, each at its own position. A request that
+ * in a queue; before each decode step the engine takes waiting requests into free rows, each
+ * time the first request of the call that holds the fewest rows (so a call of 64 prompts does
+ * not keep a later one-prompt call waiting for all of its prompts), fills each one's row with a
+ * prefill of its prompt alone (models/generate.h: a row is its one-prompt run), then one decode
+ * step runs for every active row, each at its own position. Prefill is bounded by a token budget
+ * (prefill_tokens a decode step, saved up to one prompt's length): a long prompt waits for the
+ * steps that pay for it while shorter ones of calls with as few rows are admitted ahead of it,
+ * so the rows already decoding (and a short request just admitted) are not held up behind a
+ * burst of long prefills. A prompt is never split (a row is filled by one forward). A request that
  * finishes (eos, a stop string, its max_tokens) or is cancelled (its client went away) leaves
  * the step batch at once: the last active row's cache moves into its slot, as in
  * mt_minimax_generate_batch. Each request draws its tokens with row id 0 of its own seed
@@ -36,6 +42,7 @@ typedef struct mt_serve_req {
     int n_stops;
     int logprobs; /* -1: none; else each token's logprob and this many top ones (<= 5) */
     bool echo;    /* logprobs of the prompt's tokens too (the first has none) */
+    long group;   /* the call (HTTP request) it belongs to: admission is fair between calls */
     /* out: under the engine's mutex */
     mt_serve_req_state state;
     bool cancelled;   /* set by the client's side: the engine drops the request */
@@ -71,11 +78,18 @@ typedef struct {
     bool shutdown;
     pthread_t thread;
     int64_t n_steps, n_step_rows; /* decode steps run and the rows they held (batching shown) */
+    int prefill_tokens;           /* the prefill budget: prompt tokens a decode step pays for */
+    int64_t prefill_credit; /* prompt tokens that may be prefilled before the next decode step */
+    int64_t prefill_need;   /* the prompt waiting for credit (0: none): how far credit saves up */
+    int64_t n_prefilled;    /* prompt tokens prefilled so far */
 } mt_serve_engine;
 
-/* Starts the engine thread decoding on be; the model's buckets must be bound (in be's memory). */
+#define MT_SERVE_PREFILL_TOKENS 512 /* minimax-serve --prefill-tokens' default */
+
+/* Starts the engine thread decoding on be; the model's buckets must be bound (in be's memory).
+ * prefill_tokens >= 1: the prefill budget of a decode step (MT_SERVE_PREFILL_TOKENS). */
 void mt_serve_engine_start(mt_serve_engine *e, mt_minimax *model, const mt_tokenizer *tok,
-                           const mt_backend *be, int max_batch, int t_max);
+                           const mt_backend *be, int max_batch, int t_max, int prefill_tokens);
 /* Finishes what is queued and running, then stops the thread and frees the engine. */
 void mt_serve_engine_stop(mt_serve_engine *e);
 
@@ -92,6 +106,8 @@ void mt_serve_wait(mt_serve_engine *e, mt_serve_req *r, int seen);
 void mt_serve_cancel(mt_serve_engine *e, mt_serve_req *r);
 /* Active rows and queued requests now; decode steps run so far and the rows they held. */
 void mt_serve_load(mt_serve_engine *e, int *active, int *queued, int64_t *steps, int64_t *rows);
+/* Prompt tokens prefilled so far (the scheduling test reads it through /health). */
+int64_t mt_serve_prefilled(mt_serve_engine *e);
 
 /* The byte length of the completion's text that is final: a trailing U+FFFD (a character whose
  * bytes are still coming) and a suffix that may begin a stop string are held back. */

@@ -4,7 +4,9 @@
  *   minimax-serve --model DIR [--tokenizer TOK] [--chat-template FILE]
  *                 [--template-kwargs JSON] [--host 127.0.0.1] [--port 8000]
  *                 [--max-batch N] [--max-context T] [--api-key K] [--max-body BYTES]
- *                 [--served-model-name NAME] [--backend cpu|cuda]
+ *                 [--served-model-name NAME] [--backend cpu|cuda] [--header-timeout S]
+ *                 [--body-timeout S] [--idle-timeout S] [--max-connections N]
+ *                 [--max-connections-per-address N] [--prefill-tokens N]
  *
  * Chat messages are rendered by the model's chat template (TOK's, or FILE, with the variables
  * of JSON: models/chat_cli.h), as training renders them.
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include "data/chat.h"
+#include "data/cli_flags.h"
 #include "data/tokenizer.h"
 #include "kernels/version.h"
 #include "models/chat_cli.h"
@@ -32,7 +35,9 @@ static void usage(int status) {
             "usage: minimax-serve --model DIR [--tokenizer TOK] [--chat-template FILE]\n"
             "         [--template-kwargs JSON] [--host 127.0.0.1] [--port 8000]\n"
             "         [--max-batch N] [--max-context T] [--api-key K] [--max-body BYTES]\n"
-            "         [--served-model-name NAME] [--backend cpu|cuda]\n"
+            "         [--served-model-name NAME] [--backend cpu|cuda] [--header-timeout S]\n"
+            "         [--body-timeout S] [--idle-timeout S] [--max-connections N]\n"
+            "         [--max-connections-per-address N] [--prefill-tokens N] [--no-verify]\n"
             "       minimax-serve --help | --version\n"
             "  OpenAI-compatible: POST /v1/chat/completions, POST /v1/completions,\n"
             "  GET /v1/models, GET /health; continuous batching of up to N requests (default 8)\n"
@@ -46,6 +51,16 @@ static void usage(int status) {
             "  --max-body BYTES: larger request bodies get 413 (default 1048576)\n"
             "  --served-model-name NAME: the model's id in requests (default: DIR's last part)\n"
             "  --backend cuda: decode on the GPU (default cpu)\n"
+            "  --no-verify: skip the check of the weights against the digests their files\n"
+            "    record (docs/checkpoints.md)\n"
+            "  --header-timeout S: a request's headers must be in S s after the connection opened\n"
+            "    or its previous answer was sent, else it is closed (default 10)\n"
+            "  --body-timeout S: its body must be in S s after its headers (default 60)\n"
+            "  --idle-timeout S: a connection on which nothing moves for S s is closed, except\n"
+            "    while its answer is computed (default 30)\n"
+            "  --max-connections N: open connections at most (default 512), of which\n"
+            "    --max-connections-per-address N from one client address (default 64);\n"
+            "    more are closed at once\n"
             "  SIGTERM / SIGINT: stop accepting, answer what is in flight, exit 0\n");
     exit(status);
 }
@@ -55,52 +70,86 @@ static void serve_fail(const char *msg) {
     exit(1);
 }
 
+/* The value of a number flag, or exit 1 with one line naming it. */
+static int serve_int_flag(const char *flag, const char *v, int lo, int hi) {
+    char err[256];
+    int x = 0;
+    if (!mt_flag_int32(flag, v, lo, hi, &x, err, sizeof(err))) serve_fail(err);
+    return x;
+}
+
+static const char *serve_text_flag(const char *flag, const char *v) {
+    char err[256];
+    if (!mt_flag_text(flag, v, err, sizeof(err))) serve_fail(err);
+    return v;
+}
+
 int main(int argc, char **argv) {
     const char *model_dir = NULL, *tok_dir = NULL, *name = NULL, *backend = "cpu",
                *chat_file = NULL, *kwargs = NULL;
-    mt_server_opts o = {.host = "127.0.0.1", .port = 8000, .max_body = 1 << 20};
+    mt_server_opts o = {.host = "127.0.0.1",
+                        .port = 8000,
+                        .max_body = 1 << 20,
+                        .header_timeout_s = 10,
+                        .body_timeout_s = 60,
+                        .idle_timeout_s = 30,
+                        .max_connections = 512,
+                        .max_per_address = 64};
     o.api_key = getenv("MINIMAX_SERVE_API_KEY");
     if (o.api_key && !*o.api_key) o.api_key = NULL;
-    long max_batch = 8, max_context = 0;
+    int max_batch = 8, max_context = 0, prefill_tokens = MT_SERVE_PREFILL_TOKENS;
+    bool verify = true;
     for (int i = 1; i < argc; i++) {
         const bool more = i + 1 < argc;
-        if (!strcmp(argv[i], "--model") && more)
-            model_dir = argv[++i];
-        else if (!strcmp(argv[i], "--tokenizer") && more)
-            tok_dir = argv[++i];
-        else if (!strcmp(argv[i], "--chat-template") && more)
+        const char *f = argv[i];
+        if (!strcmp(f, "--model") && more)
+            model_dir = serve_text_flag(f, argv[++i]);
+        else if (!strcmp(f, "--tokenizer") && more)
+            tok_dir = serve_text_flag(f, argv[++i]);
+        else if (!strcmp(f, "--chat-template") && more)
             chat_file = argv[++i];
-        else if (!strcmp(argv[i], "--template-kwargs") && more)
+        else if (!strcmp(f, "--template-kwargs") && more)
             kwargs = argv[++i];
-        else if (!strcmp(argv[i], "--host") && more)
-            o.host = argv[++i];
-        else if (!strcmp(argv[i], "--port") && more)
-            o.port = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--max-batch") && more)
-            max_batch = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--max-context") && more)
-            max_context = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--api-key") && more)
-            o.api_key = argv[++i];
-        else if (!strcmp(argv[i], "--max-body") && more)
-            o.max_body = (size_t)strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--backend") && more)
+        else if (!strcmp(f, "--host") && more)
+            o.host = serve_text_flag(f, argv[++i]);
+        else if (!strcmp(f, "--port") && more)
+            o.port = serve_int_flag(f, argv[++i], 0, 65535);
+        else if (!strcmp(f, "--max-batch") && more)
+            max_batch = serve_int_flag(f, argv[++i], 1, MT_GEN_BATCH_MAX);
+        else if (!strcmp(f, "--prefill-tokens") && more)
+            prefill_tokens = serve_int_flag(f, argv[++i], 1, 1 << 30);
+        else if (!strcmp(f, "--max-context") && more)
+            max_context = serve_int_flag(f, argv[++i], 2, 1 << 30);
+        else if (!strcmp(f, "--api-key") && more)
+            o.api_key = serve_text_flag(f, argv[++i]);
+        else if (!strcmp(f, "--max-body") && more)
+            o.max_body = (size_t)serve_int_flag(f, argv[++i], 1, 1 << 30);
+        else if (!strcmp(f, "--header-timeout") && more)
+            o.header_timeout_s = serve_int_flag(f, argv[++i], 1, 3600);
+        else if (!strcmp(f, "--body-timeout") && more)
+            o.body_timeout_s = serve_int_flag(f, argv[++i], 1, 3600);
+        else if (!strcmp(f, "--idle-timeout") && more)
+            o.idle_timeout_s = serve_int_flag(f, argv[++i], 1, 3600);
+        else if (!strcmp(f, "--max-connections") && more)
+            o.max_connections = serve_int_flag(f, argv[++i], 1, 4096);
+        else if (!strcmp(f, "--max-connections-per-address") && more)
+            o.max_per_address = serve_int_flag(f, argv[++i], 1, 4096);
+        else if (!strcmp(f, "--backend") && more)
             backend = argv[++i];
-        else if (!strcmp(argv[i], "--served-model-name") && more)
-            name = argv[++i];
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+        else if (!strcmp(f, "--served-model-name") && more)
+            name = serve_text_flag(f, argv[++i]);
+        else if (!strcmp(f, "--no-verify"))
+            verify = false;
+        else if (!strcmp(f, "--help") || !strcmp(f, "-h"))
             usage(0);
-        else if (!strcmp(argv[i], "--version")) {
+        else if (!strcmp(f, "--version")) {
             mt_version_print(stdout, "minimax-serve");
             return 0;
         } else
             usage(2);
     }
     if (!model_dir) usage(2);
-    if (o.port < 0 || o.port > 65535 || max_batch < 1 || max_batch > MT_GEN_BATCH_MAX ||
-        max_context < 0 || o.max_body < 1)
-        serve_fail("--port in [0, 65535], --max-batch in [1, 32], --max-context >= 1, "
-                   "--max-body >= 1");
+    if (o.max_per_address > o.max_connections) o.max_per_address = o.max_connections;
     if (!tok_dir) tok_dir = model_dir;
     char err[MT_ERR_LEN + 8400];
     if (!mt_minimax_config_readable(model_dir, err, sizeof(err))) serve_fail(err);
@@ -121,7 +170,15 @@ int main(int argc, char **argv) {
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
     if (!mt_chat_tokenizer_fits(tok, tok_dir, cfg.vocab_size, err, sizeof(err))) serve_fail(err);
-    const int t_max = max_context > 0                      ? (int)max_context
+    if (!mt_chat_template_tokens_fit(chat, tok, tok_dir, err, sizeof(err))) serve_fail(err);
+    if (max_context > cfg.max_position_embeddings) {
+        snprintf(err, sizeof(err),
+                 "--max-context %d is above the model's max_position_embeddings %d "
+                 "(%s/config.json)",
+                 max_context, cfg.max_position_embeddings, model_dir);
+        serve_fail(err);
+    }
+    const int t_max = max_context > 0                      ? max_context
                       : cfg.max_position_embeddings < 8192 ? cfg.max_position_embeddings
                                                            : 8192;
     mt_minimax m;
@@ -136,18 +193,18 @@ int main(int argc, char **argv) {
     const double avail = be->mem_available ? (double)be->mem_available() : 0;
     if (avail > 0 && need > avail) {
         snprintf(err, sizeof(err),
-                 "%s: the model needs %.2f GiB of %s memory (weights %.2f GiB, caches for %ld "
+                 "%s: the model needs %.2f GiB of %s memory (weights %.2f GiB, caches for %d "
                  "rows of %d tokens %.2f GiB), %.2f GiB is available: lower --max-batch or "
                  "--max-context (minimax-info --model %s sizes its training)",
                  model_dir, need / (1 << 30), be->name, weights / (1 << 30), max_batch, t_max,
                  cache / (1 << 30), avail / (1 << 30), model_dir);
         serve_fail(err);
     }
-    float **data = mt_weights_load_backend(model_dir, &m, be);
+    float **data = mt_weights_load_backend_checked(model_dir, &m, be, verify);
     const int32_t eos = mt_chat_cli_eos(chat, tok, cfg.eos_token_id);
 
     mt_serve_engine engine;
-    mt_serve_engine_start(&engine, &m, tok, be, (int)max_batch, t_max);
+    mt_serve_engine_start(&engine, &m, tok, be, (int)max_batch, t_max, prefill_tokens);
     const mt_api_env env = {.engine = &engine,
                             .tok = tok,
                             .chat = chat,

@@ -86,23 +86,42 @@ static int api_bool(const cJSON *o, const char *key, bool *out, mt_api_error *er
     return 0;
 }
 
-/* stop: a string or a list of up to 4. */
+/* stop: a string or a list of up to 4, none empty (an empty stop string is found at once: every
+ * completion would end after its first token). */
 static int api_stops(const cJSON *o, mt_serve_req *r, mt_api_error *err) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "stop");
     if (!x || cJSON_IsNull(x)) return 0;
     if (cJSON_IsString(x)) {
-        if (*x->valuestring) r->stops[r->n_stops++] = strdup(x->valuestring);
+        if (!*x->valuestring)
+            return mt_api_fail(err, 400, NULL, "stop", "'stop' must not be an empty string");
+        r->stops[r->n_stops++] = strdup(x->valuestring);
         return 0;
     }
     if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) > MT_SERVE_MAX_STOPS)
         return mt_api_fail(err, 400, NULL, "stop", "'stop' must be a string or a list of up to %d",
                            MT_SERVE_MAX_STOPS);
-    for (const cJSON *s = x->child; s; s = s->next) {
+    int i = 0;
+    for (const cJSON *s = x->child; s; s = s->next, i++) {
         if (!cJSON_IsString(s))
             return mt_api_fail(err, 400, NULL, "stop", "'stop' must hold strings");
-        if (*s->valuestring) r->stops[r->n_stops++] = strdup(s->valuestring);
+        if (!*s->valuestring)
+            return mt_api_fail(err, 400, NULL, "stop", "stop[%d] must not be an empty string", i);
+        r->stops[r->n_stops++] = strdup(s->valuestring);
     }
     return 0;
+}
+
+/* The byte offset of the first NUL character in body's strings (a raw 0 byte, or the escape
+ * \u0000), or -1. cJSON would keep it and every C string of the request would end there: a
+ * prompt cut short without a word. */
+static long api_nul_at(const char *body, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        if (body[i] == '\0') return (long)i;
+        if (body[i] != '\\' || i + 1 >= len) continue;
+        if (body[i + 1] == 'u' && i + 6 <= len && !memcmp(body + i + 2, "0000", 4)) return (long)i;
+        i++; /* the escaped character: a backslash escapes the next one only */
+    }
+    return -1;
 }
 
 /* Text to ids as training tokenizes (no BOS added); NULL after err. */
@@ -248,10 +267,22 @@ int mt_api_parse(const mt_api_env *env, mt_api_kind kind, const char *body, size
     call->kind = kind;
     call->id = __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED);
     call->created = (long)time(NULL);
+    const long nul = api_nul_at(body, len);
+    if (nul >= 0)
+        return mt_api_fail(err, 400, NULL, NULL,
+                           "the body holds a NUL character (\\u0000) at byte %ld: no text of a "
+                           "request may contain one",
+                           nul);
     cJSON *o = cJSON_ParseWithLength(body, len);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return mt_api_fail(err, 400, NULL, NULL, "the body is not a JSON object");
+    }
+    char dup[256];
+    if (mt_json_duplicate_key(o, NULL, dup, sizeof(dup))) {
+        /* cJSON would take the first, Python's json the last: neither is surely what was meant */
+        cJSON_Delete(o);
+        return mt_api_fail(err, 400, NULL, NULL, "the body repeats the key '%s'", dup);
     }
     int rc = -1;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(o, "model");
@@ -334,6 +365,7 @@ int mt_api_parse(const mt_api_env *env, mt_api_kind kind, const char *body, size
                                 .eos = env->eos};
         r->logprobs = (int)logprobs;
         r->echo = echo;
+        r->group = call->id;
         if (api_stops(o, r, err)) goto done;
     }
     rc = 0;

@@ -1,7 +1,11 @@
 /* server.c: the HTTP side of minimax-serve (serve/server.h). One thread per connection
  * (libmicrohttpd's MHD_USE_THREAD_PER_CONNECTION): a handler may block on its requests while the
- * engine thread batches everyone's. */
+ * engine thread batches everyone's. The threads are capped (--max-connections, and per client
+ * address) and each connection has deadlines (serve/conn_guard.h), so slow clients cannot hold
+ * them all. */
 #include "serve/server.h"
+
+#include "serve/conn_guard.h"
 
 #include "data/data_io.h"
 
@@ -11,14 +15,17 @@
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
     const mt_api_env *env;
     const mt_server_opts *opts;
+    mt_guard *guard;
     pthread_mutex_t mu;
     pthread_cond_t idle;
     int in_flight; /* generation calls not yet answered in full */
@@ -52,10 +59,18 @@ static enum MHD_Result server_error(struct MHD_Connection *conn, const mt_api_er
     return server_send(conn, err->status, mt_api_error_json(err));
 }
 
+/* The inactivity timeout off while this connection's answer is computed (a long prefill is not
+ * the client's silence), or back on once it is: libmicrohttpd restarts the count then. */
+static void server_compute(server *sv, struct MHD_Connection *conn, bool computing) {
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                              computing ? 0u : (unsigned)sv->opts->idle_timeout_s);
+}
+
 /* ---- streams: server-sent events, one per decoded piece of text ---- */
 
 typedef struct {
     server *sv;
+    struct MHD_Connection *conn;
     mt_api_call call;
     int seen;       /* tokens already turned into events */
     size_t printed; /* bytes of the completion's text already sent */
@@ -113,7 +128,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     if (st->pend_off == st->pend_len) {
         st->pend_off = st->pend_len = 0;
         if (st->done) return MHD_CONTENT_READER_END_OF_STREAM;
+        server_compute(st->sv, st->conn, true);
         stream_produce(st);
+        server_compute(st->sv, st->conn, false);
     }
     const size_t n = st->pend_len - st->pend_off < max ? st->pend_len - st->pend_off : max;
     memcpy(buf, st->pending + st->pend_off, n);
@@ -157,6 +174,7 @@ static enum MHD_Result server_generate(server *sv, struct MHD_Connection *conn, 
     if (call.stream) {
         stream *st = mt_calloc(1, sizeof(*st), "stream");
         st->sv = sv;
+        st->conn = conn;
         st->call = call;
         struct MHD_Response *res =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
@@ -166,10 +184,12 @@ static enum MHD_Result server_generate(server *sv, struct MHD_Connection *conn, 
         MHD_destroy_response(res);
         return rc;
     }
+    server_compute(sv, conn, true);
     for (int i = 0; i < call.n; i++) {
         mt_serve_wait(sv->env->engine, call.reqs[i], 1 << 30);
         pthread_mutex_unlock(&sv->env->engine->mu);
     }
+    server_compute(sv, conn, false);
     char *json = mt_api_response(sv->env, &call);
     mt_api_call_free(&call);
     up->counted = true;
@@ -191,6 +211,7 @@ static enum MHD_Result server_health(server *sv, struct MHD_Connection *conn) {
     cJSON_AddNumberToObject(o, "max_batch", e->max_batch);
     cJSON_AddNumberToObject(o, "decode_steps", (double)steps);
     cJSON_AddNumberToObject(o, "decode_rows", (double)rows);
+    cJSON_AddNumberToObject(o, "prefill_tokens", (double)mt_serve_prefilled(sv->env->engine));
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return server_send(conn, MHD_HTTP_OK, s);
@@ -226,9 +247,13 @@ static enum MHD_Result server_handle(void *cls, struct MHD_Connection *conn, con
     server *sv = cls;
     mt_api_error err;
     upload *up = *con_cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    mt_guard_conn *gc = ci ? ci->socket_context : NULL;
     if (!up) { /* the headers: a body announced too large is refused before it is read */
         up = mt_calloc(1, sizeof(*up), "upload");
         *con_cls = up;
+        mt_guard_headers_done(sv->guard, gc);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (!cl || strtoull(cl, NULL, 10) <= sv->opts->max_body) return MHD_YES;
         up->too_large = true;
@@ -238,6 +263,7 @@ static enum MHD_Result server_handle(void *cls, struct MHD_Connection *conn, con
         *data_size = 0;
         return MHD_YES;
     }
+    mt_guard_body_done(sv->guard, gc); /* the request is in: answered without a deadline */
     if (up->too_large) {
         mt_api_fail(&err, 413, "request_too_large", NULL,
                     "the body is larger than this server's limit of %zu bytes (--max-body)",
@@ -266,13 +292,51 @@ static enum MHD_Result server_handle(void *cls, struct MHD_Connection *conn, con
 
 static void server_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                              enum MHD_RequestTerminationCode toe) {
-    (void)conn, (void)toe;
+    (void)toe;
+    server *sv = cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci) mt_guard_answered(sv->guard, ci->socket_context); /* the next request's headers */
     upload *up = *con_cls;
     if (!up) return;
-    if (up->counted) server_leave(cls);
+    if (up->counted) server_leave(sv);
     mt_strbuf_free(&up->body);
     free(up);
     *con_cls = NULL;
+}
+
+/* A connection opened or closed: its deadlines (socket_context) from the guard. */
+static void server_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                              enum MHD_ConnectionNotificationCode toe) {
+    server *sv = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? mt_guard_open(sv->guard, ci->connect_fd) : NULL;
+    } else {
+        mt_guard_close(sv->guard, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* libmicrohttpd's messages, at most one a second: a flood of refused connections ("limit
+ * reached") would otherwise write a line each. */
+static void server_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static time_t last;
+    static long dropped;
+    pthread_mutex_lock(&mu);
+    const time_t now = time(NULL);
+    if (now != last) {
+        fprintf(stderr, "minimax-serve: ");
+        vfprintf(stderr, fmt, ap);
+        if (dropped) fprintf(stderr, "minimax-serve: (%ld more such messages dropped)\n", dropped);
+        last = now;
+        dropped = 0;
+    } else
+        dropped++;
+    pthread_mutex_unlock(&mu);
 }
 
 int mt_server_run(const mt_api_env *env, const mt_server_opts *o) {
@@ -291,12 +355,19 @@ int mt_server_run(const mt_api_env *env, const mt_server_opts *o) {
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
-    struct MHD_Daemon *d =
-        MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                             MHD_USE_ITC | MHD_USE_ERROR_LOG,
-                         (uint16_t)o->port, NULL, NULL, server_handle, &sv, MHD_OPTION_SOCK_ADDR,
-                         &addr, MHD_OPTION_NOTIFY_COMPLETED, server_completed, &sv, MHD_OPTION_END);
+    sv.guard = mt_guard_start(o->header_timeout_s, o->body_timeout_s);
+    /* poll(), not select(): no FD_SETSIZE ceiling on the descriptors of a busy server */
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+            MHD_USE_ITC | MHD_USE_ERROR_LOG,
+        (uint16_t)o->port, NULL, NULL, server_handle, &sv, MHD_OPTION_SOCK_ADDR, &addr,
+        MHD_OPTION_NOTIFY_COMPLETED, server_completed, &sv, MHD_OPTION_NOTIFY_CONNECTION,
+        server_connection, &sv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o->max_per_address,
+        MHD_OPTION_EXTERNAL_LOGGER, server_log, NULL, MHD_OPTION_END);
     if (!d) {
+        mt_guard_stop(sv.guard);
         fprintf(stderr, "minimax-serve: cannot listen on %s:%d: %s\n", o->host, o->port,
                 strerror(errno));
         return 1;
@@ -316,6 +387,7 @@ int mt_server_run(const mt_api_env *env, const mt_server_opts *o) {
     while (sv.in_flight > 0) pthread_cond_wait(&sv.idle, &sv.mu);
     pthread_mutex_unlock(&sv.mu);
     MHD_stop_daemon(d);
+    mt_guard_stop(sv.guard);
     if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
     pthread_mutex_destroy(&sv.mu);
     pthread_cond_destroy(&sv.idle);

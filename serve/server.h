@@ -1,5 +1,6 @@
 /* server.h: minimax-serve's HTTP side on libmicrohttpd (docs/serving.md): routes, the bearer
- * key, body limits, server-sent event streams, and the drain on SIGTERM. */
+ * key, body limits, server-sent event streams, timeouts and connection caps against slow
+ * clients, and the drain on SIGTERM. */
 #pragma once
 #include <stddef.h>
 
@@ -10,6 +11,11 @@ typedef struct {
     int port;            /* 0: any free port (printed) */
     const char *api_key; /* NULL: no key */
     size_t max_body;     /* bytes; a larger body is answered 413 */
+    /* slow clients (docs/serving.md): seconds for a request's headers (from the connection's
+     * opening or its previous answer), for its body (from its headers), and of inactivity
+     * (not counted while the answer is computed); open connections at most, and per address */
+    int header_timeout_s, body_timeout_s, idle_timeout_s;
+    int max_connections, max_per_address;
 } mt_server_opts;
 
 /* Serves env until SIGTERM or SIGINT, then stops accepting connections, lets the requests in

@@ -309,15 +309,15 @@ static int test_serve_endpoints(void) {
 /* --backend cuda (MT_SERVE_CLI_DEVICE: this build's minimax-serve on a GPU, or minimax-serve-emu
  * on the CUDA emulator): the endpoints' checks above against the CPU tools (greedy completion =
  * minimax-generate, echo logprobs = minimax-forward's logits, chat = minimax-chat). Skipped
- * without a device (probed with a context no memory holds: refused after the backend is
- * chosen, so the refusal says which). */
+ * without a device (probed with an address no interface has, TEST-NET-1: refused after the
+ * backend is chosen, when it binds, so the refusal says which). */
 static int test_serve_device(void) {
     const char *exe = getenv("MT_SERVE_CLI_DEVICE");
     MT_CHECK(exe && *exe, "MT_SERVE_CLI_DEVICE not set; run through ctest");
     sv_setup(0);
     char probe[9000];
     snprintf(probe, sizeof(probe),
-             "'%s' --model '%s' --backend cuda --max-context 2000000000 2>&1 | grep -q 'no "
+             "'%s' --model '%s' --backend cuda --host 192.0.2.1 2>&1 | grep -q 'no "
              "usable CUDA'",
              exe, sv_model);
     if (system(probe) == 0) {

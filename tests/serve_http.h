@@ -85,18 +85,33 @@ static inline void http_resp_free(http_resp *r) {
     r->body = NULL;
 }
 
-/* A connected socket to 127.0.0.1:port with a receive timeout, or -1. */
-static inline int http_connect(int port, int timeout_s) {
+/* A connected socket to 127.0.0.1:port with a receive timeout, or -1; from the local address
+ * src (NULL: any). Linux answers on all of 127.0.0.0/8, so src "127.0.0.2" is another client
+ * address on the same machine. */
+static inline int http_connect_from(const char *src, int port, int timeout_s) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     struct timeval tv = {.tv_sec = timeout_s};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (src) {
+        struct sockaddr_in l = {.sin_family = AF_INET};
+        if (inet_pton(AF_INET, src, &l.sin_addr) != 1 ||
+            bind(fd, (struct sockaddr *)&l, sizeof(l)) != 0) {
+            close(fd);
+            return -1;
+        }
+    }
     if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
         close(fd);
         return -1;
     }
     return fd;
+}
+
+static inline int http_connect(int port, int timeout_s) {
+    return http_connect_from(NULL, port, timeout_s);
 }
 
 /* Writes the request (body may be NULL; headers: extra "Name: value\r\n" lines or NULL). */
@@ -136,11 +151,12 @@ static inline size_t http_dechunk(char *b, size_t n) {
     return out;
 }
 
-/* One request on its own connection: status and body (status 0 when nothing came back). */
-static inline http_resp http_request(int port, const char *method, const char *path,
-                                     const char *headers, const char *body) {
+/* One request on its own connection from src (NULL: any local address): status and body
+ * (status 0 when nothing came back). */
+static inline http_resp http_request_from(const char *src, int port, const char *method,
+                                          const char *path, const char *headers, const char *body) {
     http_resp r = {0};
-    const int fd = http_connect(port, 120);
+    const int fd = http_connect_from(src, port, 120);
     if (fd < 0) return r;
     http_send(fd, method, path, headers, body);
     size_t cap = 1 << 16, n = 0;
@@ -171,4 +187,9 @@ static inline http_resp http_request(int port, const char *method, const char *p
     if (chunked) r.len = http_dechunk(buf, r.len);
     r.body = buf;
     return r;
+}
+
+static inline http_resp http_request(int port, const char *method, const char *path,
+                                     const char *headers, const char *body) {
+    return http_request_from(NULL, port, method, path, headers, body);
 }
