@@ -153,6 +153,22 @@ typedef struct mt_backend {
                                 const int32_t *seg, int B, int T, int H, int D);
         void (*lightning_step)(float *state, const float *qkv_t, const float *decay, float *out,
                                int B, int H, int D);
+        /* Chunked prefill: T new tokens of one filled row in one call (kernels/cpu/attention.h
+         * cpu_attention_chunk, kernels/cpu/lightning.h cpu_lightning_chunk): the queries at
+         * positions t0 .. t0+T-1 against the row's caches (t_max positions), which hold the
+         * chunk's keys and values already; the recurrence over the T tokens. NULL where the
+         * backend has none: the model runs the one-token steps above once per token. */
+        void (*attention_chunk)(float *out, const float *q, const float *k_cache,
+                                const float *v_cache, int64_t t0, int64_t T, int64_t t_max,
+                                int64_t H, int64_t Hkv, int64_t D, float scale);
+        void (*lightning_chunk)(float *state, const float *qkv, const float *decay, float *out,
+                                int T, int H, int D);
+        /* and an MSA layer's (kernels/cpu/msa.h, cpu_msa_chunk): each token the decode step
+         * (dense or sparse) it would be alone */
+        void (*msa_chunk)(float *out, const float *q, const float *iq, const float *k_cache,
+                          const float *v_cache, const float *ik_cache, int64_t t0, int64_t T,
+                          int64_t t_max, int64_t H, int64_t Hkv, int64_t D, int64_t Di, int block,
+                          int topk, float scale);
         /* MiniMax-M3's MSA layers (kernels/cpu/msa.h, cpu_msa_select_decode and
          * cpu_msa_attention_decode): the new query's block selection over the index-key cache,
          * and its attention over the selected blocks of the KV cache */

@@ -50,7 +50,9 @@ void mt_block_mlp_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l);
 
 typedef struct {
     mt_tensor *pos, *seg; /* (B,T) I32; seg may be NULL */
-    mt_minimax_cache *kv; /* NULL: whole sequences; else prefill (t_len 0) or a decode step */
+    /* NULL: whole sequences; else prefill (t_len 0), a decode step (T = 1) or an extension of
+     * one filled row (B = 1, any T: each mixer's chunk op, else its decode step per token) */
+    mt_minimax_cache *kv;
     const mt_bucket_hooks *hooks;
     int open_bucket;      /* the bucket entered for the layer; -1 once the MoE has left it */
     mt_tensor *router;    /* out: router logits (N,E) */

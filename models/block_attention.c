@@ -82,7 +82,7 @@ void mt_block_attention_qkv(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_b
     mt_minimax_cache *kv = io->kv;
     if (kv) {
         /* append the new keys/values at positions t_len[b] .. t_len[b]+T-1 of row b (the cached
-         * forward checked the room and that a step has T = 1) */
+         * forward checked the room), all T before any query reads them */
         const size_t row = (size_t)(Hkv * D);
         const float *kd = k->data, *vd = v->data;
         for (int64_t b = 0; b < B; b++)
@@ -113,12 +113,24 @@ mt_tensor *mt_block_attention_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor
     mt_block_attention_qkv(m, c, l, h1, io, &q, &k, &v);
     mt_tensor *o;
     mt_minimax_cache *kv = io->kv;
-    if (kv && kv->t_len[0] > 0) { /* a step: every row is filled (mt_minimax_forward_cached) */
+    if (kv && kv->t_len[0] > 0) { /* every row is filled (mt_minimax_forward_cached) */
         o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "attention.step");
         MT_CHECK(c->be->decode.attention, "minimax: the %s backend has no cached attention step",
                  c->be->name);
-        c->be->decode.attention(o->data, q->data, kv->k[l], kv->v[l], kv->t_end, B, kv->t_max, H,
-                                Hkv, D, scale);
+        if (T == 1) { /* a decode step */
+            c->be->decode.attention(o->data, q->data, kv->k[l], kv->v[l], kv->t_end, B, kv->t_max,
+                                    H, Hkv, D, scale);
+        } else if (c->be->decode.attention_chunk) { /* an extension of one row (B = 1) */
+            c->be->decode.attention_chunk(o->data, q->data, kv->k[l], kv->v[l], kv->t_len[0], T,
+                                          kv->t_max, H, Hkv, D, scale);
+        } else { /* an extension, one step per token: token t's query sees the cache to itself */
+            const int64_t n = H * D;
+            for (int64_t t = 0; t < T; t++) {
+                const int32_t end = kv->t_len[0] + (int32_t)t + 1;
+                c->be->decode.attention((float *)o->data + t * n, (const float *)q->data + t * n,
+                                        kv->k[l], kv->v[l], &end, 1, kv->t_max, H, Hkv, D, scale);
+            }
+        }
     } else {
         o = mt_attention(c, q, k, v, io->seg, scale);
     }

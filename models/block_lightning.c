@@ -35,15 +35,24 @@ mt_tensor *mt_block_lightning_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor
     c->be->to_device(decay->data, m->decay + (int64_t)l * H, sizeof(float) * (size_t)H);
 
     mt_tensor *o;
-    if (io->kv && io->kv->t_len[0] > 0) { /* a step: every row is filled */
-        /* decode: one recurrent step on the cached state */
-        MT_CHECK(T == 1, "minimax: a cached decode step takes one token, got T = %lld",
-                 (long long)T);
+    if (io->kv && io->kv->t_len[0] > 0) { /* every row is filled */
+        /* decode: one recurrent step on the cached state per token (a decode step, T = 1, any
+         * B; or an extension of one row, B = 1, any T: the recurrence token by token) */
+        MT_CHECK(T == 1 || B == 1,
+                 "minimax: a cached step takes one token per row or one row, got B = %lld, "
+                 "T = %lld",
+                 (long long)B, (long long)T);
         MT_CHECK(c->be->decode.lightning_step,
                  "minimax: the %s backend has no cached lightning step", c->be->name);
         o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "lightning.step");
-        c->be->decode.lightning_step(io->kv->state[l], qkv->data, decay->data, o->data, (int)B,
-                                     (int)H, (int)D);
+        if (T > 1 && c->be->decode.lightning_chunk) /* an extension in one call */
+            c->be->decode.lightning_chunk(io->kv->state[l], qkv->data, decay->data, o->data, (int)T,
+                                          (int)H, (int)D);
+        else
+            for (int64_t t = 0; t < T; t++)
+                c->be->decode.lightning_step(io->kv->state[l],
+                                             (const float *)qkv->data + t * H * 3 * D, decay->data,
+                                             (float *)o->data + t * H * D, (int)B, (int)H, (int)D);
     } else {
         o = mt_lightning(c, qkv, decay, io->seg, cfg->block_size);
         if (io->kv) { /* prefill: the final state is the decode cache */

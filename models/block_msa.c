@@ -53,23 +53,56 @@ static mt_tensor *msa_index_heads(mt_minimax *m, mt_ctx *c, mt_tensor *x, mt_ten
 }
 
 /* Whether row b's step is dense: the selection covers every block its query sees. */
-static bool msa_step_dense(const mt_minimax_cache *kv, int64_t b, int block, int topk) {
-    return (kv->t_end[b] - 1) / block + 1 <= topk;
+static bool msa_step_dense(const int32_t *t_end, int64_t b, int block, int topk) {
+    return (t_end[b] - 1) / block + 1 <= topk;
 }
 
-/* One decode step (T = 1) at position kv->t_len[b] of each row b: its key, value and index key
- * are already in the caches; then the dense cached attention for the rows whose selection covers
- * every block, else the sparse step. A ragged batch can hold rows of both kinds: each run of
- * consecutive rows of one kind is one call on the rows' slices of the caches, so each row takes
- * exactly the path its one-prompt run would. */
+/* One decode step of B rows (one query each, qd (B,H,D), iqd (B,Hkv,Di)) at positions
+ * t_end[b] - 1: its key, value and index key are already in the caches; then the dense cached
+ * attention for the rows whose selection covers every block, else the sparse step. A ragged
+ * batch can hold rows of both kinds: each run of consecutive rows of one kind is one call on the
+ * rows' slices of the caches, so each row takes exactly the path its one-prompt run would.
+ * idd (B,Hkv,topk) and wd (msa_select_work) are scratch. */
+static void msa_decode_rows(mt_minimax *m, const mt_backend *be, int l, float *od, const float *qd,
+                            const float *iqd, const int32_t *t_end, int64_t B, mt_minimax_cache *kv,
+                            int32_t *idd, float *wd) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const int64_t H = cfg->num_attention_heads, Hkv = cfg->num_key_value_heads, D = cfg->head_dim,
+                  Di = cfg->msa_index_dim;
+    const int block = cfg->msa_block, topk = cfg->msa_topk;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    for (int64_t b0 = 0, b1; b0 < B; b0 = b1) {
+        const bool dense = msa_step_dense(t_end, b0, block, topk);
+        for (b1 = b0 + 1; b1 < B && msa_step_dense(t_end, b1, block, topk) == dense; b1++) {
+        }
+        const int64_t n = b1 - b0;
+        float *kc = kv->k[l] + (size_t)b0 * kv->row_kv, *vc = kv->v[l] + (size_t)b0 * kv->row_kv;
+        if (dense) {
+            MT_CHECK(be->decode.attention, "minimax: the %s backend has no cached attention step",
+                     be->name);
+            be->decode.attention(od + b0 * H * D, qd + b0 * H * D, kc, vc, t_end + b0, n, kv->t_max,
+                                 H, Hkv, D, scale);
+            continue;
+        }
+        be->decode.msa_select(idd + b0 * Hkv * topk, wd, iqd + b0 * Hkv * Di,
+                              kv->ik[l] + (size_t)b0 * kv->row_ik, t_end + b0, n, kv->t_max, Hkv,
+                              Di, block, topk);
+        be->decode.msa_attention(od + b0 * H * D, qd + b0 * H * D, kc, vc, idd + b0 * Hkv * topk,
+                                 t_end + b0, n, kv->t_max, H, Hkv, D, block, topk, scale);
+    }
+}
+
+/* The cached forward's MSA core over filled rows: a decode step (T = 1, the rows' positions
+ * kv->t_len[b]) or an extension of one row (B = 1, any T): token t, at position t_len + t, is a
+ * decode step whose cache ends with it (every new key, value and index key is in already), so
+ * each token selects and attends exactly as its prefill would. */
 static mt_tensor *msa_decode(mt_minimax *m, mt_ctx *c, int l, mt_tensor *q, mt_tensor *iq,
                              mt_minimax_cache *kv) {
     const mt_minimax_config *cfg = &m->cfg;
-    const int64_t B = q->shape[0], H = cfg->num_attention_heads, Hkv = cfg->num_key_value_heads,
-                  D = cfg->head_dim, Di = cfg->msa_index_dim;
+    const int64_t B = q->shape[0], T = q->shape[1], H = cfg->num_attention_heads,
+                  Hkv = cfg->num_key_value_heads, D = cfg->head_dim, Di = cfg->msa_index_dim;
     const int block = cfg->msa_block, topk = cfg->msa_topk;
-    const float scale = (float)(1.0 / sqrt((double)D));
-    mt_tensor *o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, 1, H, D}, "msa.step");
+    mt_tensor *o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "msa.step");
     const mt_backend *be = c->be;
     MT_CHECK(be->decode.msa_select && be->decode.msa_select_work && be->decode.msa_attention,
              "minimax: the %s backend has no MSA decode step (generation of MSA layers runs on the "
@@ -78,29 +111,22 @@ static mt_tensor *msa_decode(mt_minimax *m, mt_ctx *c, int l, mt_tensor *q, mt_t
     mt_tensor *idx = mt_tensor_new(c, MT_I32, 3, (int64_t[]){B, Hkv, topk}, "msa.step.idx");
     const int64_t nw = be->decode.msa_select_work(B, Hkv, kv->t_max, block);
     mt_tensor *work = mt_tensor_new(c, MT_F32, 1, &nw, "msa.step.work");
-    float *od = o->data, *wd = work->data;
+    float *od = o->data;
     const float *qd = q->data, *iqd = iq->data;
-    int32_t *idd = idx->data;
-    for (int64_t b0 = 0, b1; b0 < B; b0 = b1) {
-        const bool dense = msa_step_dense(kv, b0, block, topk);
-        for (b1 = b0 + 1; b1 < B && msa_step_dense(kv, b1, block, topk) == dense; b1++) {
-        }
-        const int64_t n = b1 - b0;
-        float *kc = kv->k[l] + (size_t)b0 * kv->row_kv, *vc = kv->v[l] + (size_t)b0 * kv->row_kv;
-        if (dense) {
-            MT_CHECK(be->decode.attention, "minimax: the %s backend has no cached attention step",
-                     be->name);
-            be->decode.attention(od + b0 * H * D, qd + b0 * H * D, kc, vc, kv->t_end + b0, n,
-                                 kv->t_max, H, Hkv, D, scale);
-            continue;
-        }
-        MT_CHECK(be->decode.msa_select && be->decode.msa_attention,
-                 "minimax: the %s backend has no cached MSA step", be->name);
-        be->decode.msa_select(idd + b0 * Hkv * topk, wd, iqd + b0 * Hkv * Di,
-                              kv->ik[l] + (size_t)b0 * kv->row_ik, kv->t_end + b0, n, kv->t_max,
-                              Hkv, Di, block, topk);
-        be->decode.msa_attention(od + b0 * H * D, qd + b0 * H * D, kc, vc, idd + b0 * Hkv * topk,
-                                 kv->t_end + b0, n, kv->t_max, H, Hkv, D, block, topk, scale);
+    if (T == 1) {
+        msa_decode_rows(m, be, l, od, qd, iqd, kv->t_end, B, kv, idx->data, work->data);
+        return o;
+    }
+    MT_CHECK(B == 1, "minimax: a cached MSA extension takes one row, got B = %lld", (long long)B);
+    if (be->decode.msa_chunk) { /* the whole extension in one call */
+        be->decode.msa_chunk(od, qd, iqd, kv->k[l], kv->v[l], kv->ik[l], kv->t_len[0], T, kv->t_max,
+                             H, Hkv, D, Di, block, topk, (float)(1.0 / sqrt((double)D)));
+        return o;
+    }
+    for (int64_t t = 0; t < T; t++) {
+        const int32_t end = kv->t_len[0] + (int32_t)t + 1;
+        msa_decode_rows(m, be, l, od + t * H * D, qd + t * H * D, iqd + t * Hkv * Di, &end, 1, kv,
+                        idx->data, work->data);
     }
     return o;
 }
@@ -140,7 +166,7 @@ mt_tensor *mt_block_msa_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, 
                         src + (size_t)(b * T) * (size_t)Di, sizeof(float) * (size_t)(T * Di));
     }
     mt_tensor *o;
-    if (kv && kv->t_len[0] > 0) { /* a step: every row is filled */
+    if (kv && kv->t_len[0] > 0) { /* a step or an extension: every row is filled */
         o = msa_decode(m, c, l, q, iq, kv);
     } else {
         mt_tensor *idx = mt_msa_select(c, iq, ik, io->pos, io->seg, block, topk);

@@ -48,8 +48,15 @@ void mt_minimax_cache_row(const mt_minimax_cache *kv, int b, mt_minimax_cache *v
 void mt_minimax_cache_move_row(mt_minimax_cache *kv, int dst, int src);
 
 /* No-grad forward of ids (B,T) I32 that reads and extends the first B <= kv->B rows of the
- * cache: when every one of them is empty any T (the prompt) fills them; when none is, T must be
- * 1 (one decode step; rows may hold different lengths). Row b's positions run from t_len[b].
+ * cache: when every one of them is empty any T (the prompt) fills them; when none is, either
+ * T = 1 (one decode step; rows may hold different lengths) or B = 1 with any T (an extension:
+ * the tokens at positions t_len .. t_len+T-1 of a filled row, a prompt prefilled in chunks).
+ * Filled rows with B > 1 and T > 1 are refused. Row b's positions run from t_len[b].
+ * An extension's logits are those of a prefill of the whole prompt to fp32 rounding: the
+ * projections, norms, MoE and lm_head run batched over the T tokens as in a prefill; each
+ * mixer's core runs the backend's chunk op (decode.attention_chunk, lightning_chunk,
+ * msa_chunk: one call per layer, as fast per token as a prefill) or, where the backend has
+ * none (CUDA), its decode step once per token, on a cache that ends with that token.
  * Returns the logits (B,T,V), carved from c's arena. hooks NULL: the model's buckets must be
  * bound; else each bucket is entered and left around its use, as in the training forward (a
  * sharded owner gathers it: models/minimax.h). */

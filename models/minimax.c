@@ -399,16 +399,19 @@ mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids, m
              "the %s backend's",
              kv->be ? kv->be->name : "(none)", c->be->name);
     const int64_t B = ids->shape[0], T = ids->shape[1];
-    int n_empty = 0; /* all rows empty (a prompt) or none (a step): the layers take one path */
+    /* all rows empty (a prompt), or none (a step; an extension of one row): the layers take one
+     * path */
+    int n_empty = 0;
     for (int64_t b = 0; b < B; b++) {
         n_empty += kv->t_len[b] == 0;
         MT_CHECK(kv->t_len[b] + T <= kv->t_max,
                  "minimax: KV cache full (row %lld: %d + %lld > %d positions)", (long long)b,
                  kv->t_len[b], (long long)T, kv->t_max);
     }
-    MT_CHECK(n_empty == B || (n_empty == 0 && T == 1),
+    MT_CHECK(n_empty == B || (n_empty == 0 && (T == 1 || B == 1)),
              "minimax_forward_cached: %d of %lld rows empty with T = %lld: a prompt fills empty "
-             "rows, a decode step (T = 1) extends filled ones",
+             "rows, a decode step (T = 1) extends filled ones, an extension (T > 1) one filled "
+             "row (B = 1)",
              n_empty, (long long)B, (long long)T);
     int32_t *t_end = mt_arena_alloc(&c->host, (size_t)B * sizeof(int32_t), "cache t_end");
     for (int64_t b = 0; b < B; b++) t_end[b] = kv->t_len[b] + (int32_t)T;

@@ -137,29 +137,32 @@ static void engine_remove(mt_serve_engine *e, int s) {
     e->tok_step[s] = e->tok_step[e->n_active];
 }
 
-/* r's prompt alone through row s of the cache (called without the lock: only the engine
- * touches the cache and r's prompt-side outputs until r is done); its first token in *p.
- * Returns false when r wants no token (max_tokens 0). */
-static bool engine_prefill(mt_serve_engine *e, mt_serve_req *r, int s, engine_pick *p) {
+/* Prompt tokens [a, b) of r through row s of the cache (called without the lock: only the engine
+ * touches the cache and r's prompt-side outputs until r is done): a = 0 fills the empty row (a
+ * prefill), a > 0 extends it (models/generate.h). The echo logprobs of the positions the chunk
+ * predicts; when b ends the prompt, its first token in *p. Returns whether *p was drawn (not for
+ * an earlier chunk, nor when r wants no token: max_tokens 0). */
+static bool engine_prefill(mt_serve_engine *e, mt_serve_req *r, int s, int a, int b,
+                           engine_pick *p) {
     mt_ctx *c = &e->ctx;
-    const int T = r->n_prompt, V = e->model->cfg.vocab_size;
+    const int T = b - a, V = e->model->cfg.vocab_size;
     mt_ctx_reset(c);
-    e->kv.t_len[s] = 0; /* the row's last request is gone: an empty row */
+    if (a == 0) e->kv.t_len[s] = 0; /* the row's last request is gone: an empty row */
     mt_minimax_cache_row(&e->kv, s, &e->view);
     mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){1, T}, "prompt");
-    c->be->to_device(x->data, r->prompt, (size_t)T * sizeof(int32_t));
+    c->be->to_device(x->data, r->prompt + a, (size_t)T * sizeof(int32_t));
     const mt_tensor *logits = mt_minimax_forward_cached(e->model, c, x, &e->view, NULL);
-    if (r->echo && r->logprobs >= 0) { /* position t - 1 predicts prompt token t */
-        r->prompt_lp[0] = NAN;
-        for (int t = 1; t < T; t++) {
-            const float *row = mt_gen_logits_host(c, logits, t - 1, 1, e->host_logits);
+    if (r->echo && r->logprobs >= 0) { /* position t predicts prompt token t + 1 */
+        if (a == 0) r->prompt_lp[0] = NAN;
+        for (int t = a; t < b && t + 1 < r->n_prompt; t++) {
+            const float *row = mt_gen_logits_host(c, logits, t - a, 1, e->host_logits);
             const double lse = engine_lse(row, V);
-            r->prompt_lp[t] = (float)((double)row[r->prompt[t]] - lse);
-            engine_top(row, V, lse, r->logprobs, r->prompt_top + t * MT_SERVE_MAX_TOP,
-                       r->prompt_top_lp + t * MT_SERVE_MAX_TOP);
+            r->prompt_lp[t + 1] = (float)((double)row[r->prompt[t + 1]] - lse);
+            engine_top(row, V, lse, r->logprobs, r->prompt_top + (t + 1) * MT_SERVE_MAX_TOP,
+                       r->prompt_top_lp + (t + 1) * MT_SERVE_MAX_TOP);
         }
     }
-    if (r->max_tokens == 0) return false;
+    if (b < r->n_prompt || r->max_tokens == 0) return false;
     engine_choose(e, r, mt_gen_logits_host(c, logits, T - 1, 1, e->host_logits), p);
     return true;
 }
@@ -188,24 +191,23 @@ static void engine_step(mt_serve_engine *e, engine_pick *picks) {
     }
 }
 
-/* The request to admit next, left in the queue (*prev: the one before it): the first one of the
- * call holding the fewest rows (one request of 64 prompts does not keep a later one-prompt
- * request waiting for all of its prompts); among those, the first whose prompt the prefill
- * credit pays for (a short prompt is not held behind a long one saving up credit). *fits:
- * whether it may be prefilled now. Under the lock. */
-static mt_serve_req *engine_next(mt_serve_engine *e, mt_serve_req **prev, bool *fits) {
+/* Rows the call `group` holds: its decoding rows, and the spare row when its prompt fills it. */
+static int engine_rows_of(const mt_serve_engine *e, long group) {
+    int rows = e->fill && e->fill->group == group;
+    for (int s = 0; s < e->n_active; s++) rows += e->slot[s]->group == group;
+    return rows;
+}
+
+/* The queued request to admit next (*prev: the one before it), or NULL: the first one of the
+ * call holding the fewest rows, so that one request of 64 prompts does not keep a later
+ * one-prompt request waiting for all of its prompts; *rows: how many its call holds. Under the
+ * lock. */
+static mt_serve_req *engine_next(mt_serve_engine *e, mt_serve_req **prev, int *rows) {
     mt_serve_req *best = NULL;
-    int64_t best_key = INT64_MAX;
-    for (mt_serve_req *r = e->queue_head, *p = NULL; r; p = r, r = r->next) {
-        int64_t rows = 0;
-        for (int s = 0; s < e->n_active; s++) rows += e->slot[s]->group == r->group;
-        /* an idle engine admits any prompt: no decode step would ever pay for it */
-        const bool ok = r->cancelled || e->n_active == 0 || r->n_prompt <= e->prefill_credit;
-        const int64_t key = 2 * rows + !ok;
-        if (key < best_key) {
-            best = r, *prev = p, best_key = key, *fits = ok;
-            if (key == 0) break;
-        }
+    *rows = INT32_MAX;
+    for (mt_serve_req *r = e->queue_head, *p = NULL; r && *rows > 0; p = r, r = r->next) {
+        const int n = engine_rows_of(e, r->group);
+        if (n < *rows) best = r, *prev = p, *rows = n;
     }
     return best;
 }
@@ -219,44 +221,72 @@ static void engine_unlink(mt_serve_engine *e, mt_serve_req *r, mt_serve_req *pre
     e->n_queued--;
 }
 
-/* Admits waiting requests into the free rows, fairly between calls, while the prefill credit
- * pays for their prompts. Called with the lock held; prefills without it. */
+/* Prompt tokens [a, b) of r into row s, the lock released meanwhile; when they end the prompt,
+ * r joins the step batch in row n_active (row s moved there), or is done. Under the lock. */
+static void engine_fill(mt_serve_engine *e, mt_serve_req *r, int s, int a, int b) {
+    pthread_mutex_unlock(&e->mu);
+    engine_pick p;
+    const bool more = engine_prefill(e, r, s, a, b, &p);
+    pthread_mutex_lock(&e->mu);
+    e->n_prefilled += b - a;
+    if (b < r->n_prompt) return;
+    if (!more || engine_publish(e, r, &p)) {
+        engine_finish(r);
+        return;
+    }
+    mt_minimax_cache_move_row(&e->kv, e->n_active, s);
+    e->slot[e->n_active] = r;
+    e->tok_step[e->n_active] = p.id;
+    e->n_active++;
+}
+
+/* The prefill work between two decode steps: at most prefill_tokens prompt tokens (an idle
+ * engine's too, so that a request arriving meanwhile waits for one chunk at most). A prompt that
+ * fits what is left is prefilled whole into the next free row; a longer one goes into the spare
+ * row (row max_batch) and is prefilled there a chunk at a time, then moved into a free row. Calls
+ * are served fairly: the request of the call holding the fewest rows goes first (the prompt in
+ * the spare row counts as one of its call's rows, and goes on before requests of calls holding
+ * as many). Under the lock. */
 static void engine_admit(mt_serve_engine *e) {
-    e->prefill_need = 0;
-    while (e->n_active < e->max_batch && e->queue_head) {
-        mt_serve_req *prev = NULL;
-        bool fits = false;
-        mt_serve_req *r = engine_next(e, &prev, &fits);
-        if (!fits) { /* the steps to come pay for it */
-            e->prefill_need = r->n_prompt;
-            return;
+    int budget = e->prefill_tokens;
+    while (budget > 0) {
+        if (e->fill && e->fill->cancelled) {
+            engine_finish(e->fill);
+            e->fill = NULL;
         }
-        engine_unlink(e, r, prev);
-        if (r->cancelled) {
+        mt_serve_req *prev = NULL;
+        int rows;
+        mt_serve_req *r = engine_next(e, &prev, &rows);
+        if (r && r->cancelled) {
+            engine_unlink(e, r, prev);
             engine_finish(r);
             continue;
         }
-        e->prefill_credit -= r->n_prompt;
-        if (e->prefill_credit < 0) e->prefill_credit = 0; /* an idle engine's prompt */
-        r->state = MT_REQ_RUNNING;
-        const int s = e->n_active;
-        pthread_mutex_unlock(&e->mu);
-        engine_pick p;
-        const bool more = engine_prefill(e, r, s, &p);
-        pthread_mutex_lock(&e->mu);
-        e->n_prefilled += r->n_prompt;
-        if (!more || engine_publish(e, r, &p)) {
-            engine_finish(r); /* row s was the first free one: nothing to move */
+        const bool ahead = r && (!e->fill || rows < engine_rows_of(e, e->fill->group));
+        const bool free_row = e->n_active < e->max_batch;
+        if (ahead && free_row && r->n_prompt <= budget) { /* whole, into the next free row */
+            engine_unlink(e, r, prev);
+            r->state = MT_REQ_RUNNING;
+            budget -= r->n_prompt;
+            engine_fill(e, r, e->n_active, 0, r->n_prompt);
             continue;
         }
-        e->slot[s] = r;
-        e->tok_step[s] = p.id;
-        e->n_active++;
-    }
-    if (e->queue_head) { /* the rows are full: credit saves up for the next one meanwhile */
-        mt_serve_req *prev = NULL;
-        bool fits = false;
-        e->prefill_need = engine_next(e, &prev, &fits)->n_prompt;
+        if (ahead && !e->fill) { /* a long prompt: into the spare row, chunk by chunk */
+            engine_unlink(e, r, prev);
+            r->state = MT_REQ_RUNNING;
+            e->fill = r;
+            e->fill_done = 0;
+            continue;
+        }
+        if (!e->fill) return;
+        const int a = e->fill_done, left = e->fill->n_prompt - a;
+        const int b = a + (left < budget ? left : budget);
+        if (b == e->fill->n_prompt && !free_row) return; /* its last chunk waits for a row */
+        mt_serve_req *f = e->fill;
+        budget -= b - a;
+        engine_fill(e, f, e->max_batch, a, b);
+        e->fill_done = b;
+        if (b == f->n_prompt) e->fill = NULL;
     }
 }
 
@@ -265,20 +295,14 @@ static void *engine_main(void *arg) {
     engine_pick *picks = mt_calloc((size_t)e->max_batch, sizeof(engine_pick), "picks");
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        while (!e->shutdown && e->n_active == 0 && !e->queue_head)
+        while (!e->shutdown && e->n_active == 0 && !e->queue_head && !e->fill)
             pthread_cond_wait(&e->wake, &e->mu);
-        if (e->shutdown && e->n_active == 0 && !e->queue_head) break;
+        if (e->shutdown && e->n_active == 0 && !e->queue_head && !e->fill) break;
         for (int s = e->n_active - 1; s >= 0; s--) /* the clients that went away */
             if (e->slot[s]->cancelled) engine_remove(e, s);
         engine_admit(e);
         if (e->n_active == 0) continue;
         engine_step(e, picks);
-        /* each step pays for prefill_tokens more; credit saves up to the waiting prompt's
-         * length at most, so no burst of prefills follows a quiet stretch */
-        const int64_t cap =
-            e->prefill_need > e->prefill_tokens ? e->prefill_need : e->prefill_tokens;
-        e->prefill_credit += e->prefill_tokens;
-        if (e->prefill_credit > cap) e->prefill_credit = cap;
     }
     pthread_mutex_unlock(&e->mu);
     free(picks);
@@ -290,7 +314,6 @@ void mt_serve_engine_start(mt_serve_engine *e, mt_minimax *model, const mt_token
     MT_CHECK(prefill_tokens >= 1, "serve: a prefill budget of %d tokens", prefill_tokens);
     memset(e, 0, sizeof(*e));
     e->prefill_tokens = prefill_tokens;
-    e->prefill_credit = prefill_tokens;
     e->model = model;
     e->tok = tok;
     e->max_batch = max_batch;
@@ -299,7 +322,8 @@ void mt_serve_engine_start(mt_serve_engine *e, mt_minimax *model, const mt_token
     const size_t prefill = mt_minimax_generate_arena_bytes(cfg, 1, t_max),
                  step = mt_minimax_generate_arena_bytes(cfg, max_batch, 1);
     mt_ctx_init(&e->ctx, be, prefill > step ? prefill : step, 64 * (cfg->num_hidden_layers + 4));
-    mt_minimax_cache_init(&e->kv, e->ctx.be, cfg, max_batch, t_max);
+    /* the rows of the step batch and the spare row long prompts fill a chunk at a time */
+    mt_minimax_cache_init(&e->kv, e->ctx.be, cfg, max_batch + 1, t_max);
     mt_minimax_cache_view_alloc(&e->view, e->kv.n_layers);
     e->slot = mt_calloc((size_t)max_batch, sizeof(mt_serve_req *), "engine slots");
     e->tok_step = mt_calloc((size_t)max_batch, sizeof(int32_t), "engine tokens");

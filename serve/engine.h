@@ -1,15 +1,15 @@
 /* engine.h: continuous batching for minimax-serve (docs/serving.md).
  *
- * One engine thread owns the model, one cache of max_batch rows and one context. Requests wait
- * in a queue; before each decode step the engine takes waiting requests into free rows, each
- * time the first request of the call that holds the fewest rows (so a call of 64 prompts does
- * not keep a later one-prompt call waiting for all of its prompts), fills each one's row with a
- * prefill of its prompt alone (models/generate.h: a row is its one-prompt run), then one decode
- * step runs for every active row, each at its own position. Prefill is bounded by a token budget
- * (prefill_tokens a decode step, saved up to one prompt's length): a long prompt waits for the
- * steps that pay for it while shorter ones of calls with as few rows are admitted ahead of it,
- * so the rows already decoding (and a short request just admitted) are not held up behind a
- * burst of long prefills. A prompt is never split (a row is filled by one forward). A request that
+ * One engine thread owns the model, one cache of max_batch + 1 rows and one context. Requests
+ * wait in a queue; between two decode steps the engine prefills at most prefill_tokens prompt
+ * tokens: each time the first request of the call that holds the fewest rows (so a call of 64
+ * prompts does not keep a later one-prompt call waiting for all of its prompts) is prefilled
+ * alone (models/generate.h: a row is its one-prompt run), whole into the next free row when it
+ * fits what is left, else a chunk at a time in the spare row (row max_batch, one prompt at a
+ * time: a chunk extends the row, mt_minimax_forward_cached), which moves into a free row when its
+ * prompt is in. Then one decode step runs for every active row, each at its own position. So
+ * the rows already decoding, and a short request that arrives while a long prompt fills, wait
+ * for one chunk of prefill at most, not for whole long prompts. A request that
  * finishes (eos, a stop string, its max_tokens) or is cancelled (its client went away) leaves
  * the step batch at once: the last active row's cache moves into its slot, as in
  * mt_minimax_generate_batch. Each request draws its tokens with row id 0 of its own seed
@@ -78,16 +78,16 @@ typedef struct {
     bool shutdown;
     pthread_t thread;
     int64_t n_steps, n_step_rows; /* decode steps run and the rows they held (batching shown) */
-    int prefill_tokens;           /* the prefill budget: prompt tokens a decode step pays for */
-    int64_t prefill_credit; /* prompt tokens that may be prefilled before the next decode step */
-    int64_t prefill_need;   /* the prompt waiting for credit (0: none): how far credit saves up */
-    int64_t n_prefilled;    /* prompt tokens prefilled so far */
+    int prefill_tokens;           /* prompt tokens prefilled between two decode steps at most */
+    mt_serve_req *fill;           /* the prompt the spare row holds (NULL: none) */
+    int fill_done;                /* its tokens prefilled so far */
+    int64_t n_prefilled;          /* prompt tokens prefilled so far */
 } mt_serve_engine;
 
-#define MT_SERVE_PREFILL_TOKENS 512 /* minimax-serve --prefill-tokens' default */
+#define MT_SERVE_PREFILL_TOKENS 128 /* minimax-serve --prefill-tokens' default */
 
 /* Starts the engine thread decoding on be; the model's buckets must be bound (in be's memory).
- * prefill_tokens >= 1: the prefill budget of a decode step (MT_SERVE_PREFILL_TOKENS). */
+ * prefill_tokens >= 1: the prefill between two decode steps (MT_SERVE_PREFILL_TOKENS). */
 void mt_serve_engine_start(mt_serve_engine *e, mt_minimax *model, const mt_tokenizer *tok,
                            const mt_backend *be, int max_batch, int t_max, int prefill_tokens);
 /* Finishes what is queued and running, then stops the thread and frees the engine. */

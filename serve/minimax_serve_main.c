@@ -61,6 +61,8 @@ static void usage(int status) {
             "  --max-connections N: open connections at most (default 512), of which\n"
             "    --max-connections-per-address N from one client address (default 64);\n"
             "    more are closed at once\n"
+            "  --prefill-tokens N: prompt tokens prefilled between two decode steps at most;\n"
+            "    longer prompts are prefilled a chunk at a time (default 128)\n"
             "  SIGTERM / SIGINT: stop accepting, answer what is in flight, exit 0\n");
     exit(status);
 }
@@ -188,15 +190,16 @@ int main(int argc, char **argv) {
     /* the backend holds the weights, the caches and one prefill: refused when it cannot */
     double weights = 0;
     for (int b = 0; b < m.n_buckets; b++) weights += 4.0 * (double)m.bucket_numel[b];
-    const double cache = (double)mt_minimax_cache_bytes(&cfg, (int)max_batch, t_max);
+    const double cache = (double)mt_minimax_cache_bytes(&cfg, (int)max_batch + 1, t_max);
     const double need = weights + cache + (double)mt_minimax_generate_arena_bytes(&cfg, 1, t_max);
     const double avail = be->mem_available ? (double)be->mem_available() : 0;
     if (avail > 0 && need > avail) {
         snprintf(err, sizeof(err),
                  "%s: the model needs %.2f GiB of %s memory (weights %.2f GiB, caches for %d "
-                 "rows of %d tokens %.2f GiB), %.2f GiB is available: lower --max-batch or "
-                 "--max-context (minimax-info --model %s sizes its training)",
-                 model_dir, need / (1 << 30), be->name, weights / (1 << 30), max_batch, t_max,
+                 "rows of %d tokens %.2f GiB: --max-batch and one where long prompts fill), "
+                 "%.2f GiB is available: lower --max-batch or --max-context (minimax-info "
+                 "--model %s sizes its training)",
+                 model_dir, need / (1 << 30), be->name, weights / (1 << 30), max_batch + 1, t_max,
                  cache / (1 << 30), avail / (1 << 30), model_dir);
         serve_fail(err);
     }

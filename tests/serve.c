@@ -13,6 +13,8 @@
  * serve_concurrent: 32 clients, 64 requests with different prompts and lengths on a server
  * batching 8: each answer equals the one the request got alone, and the decode steps held
  * more than one row on average.
+ * serve_chunked_prefill: the same checks with --prefill-tokens 3, so that every prompt is
+ * prefilled a chunk at a time (serve/engine.h).
  * serve_disconnect: a client killed in the middle of a long stream frees its row (/health
  * active back to 0) long before the stream would have ended.
  * serve_sigterm: SIGTERM while a request decodes: that request is answered in full, the server
@@ -303,6 +305,17 @@ static int test_serve_endpoints(void) {
     h = http_request(s.port, "GET", "/v1/models", NULL, NULL);
     EXPECT(h.status == 200 && has(h.body, "\"id\":\"model\""), "/v1/models: %s", h.body);
     http_resp_free(&h);
+    return sv_check_and_stop(&s);
+}
+
+/* --prefill-tokens 3: every prompt longer than 3 tokens is prefilled a chunk at a time in the
+ * spare row (a prefill, then extensions of the filled row) and moved into a free row; the
+ * completion, the echo logprobs and the chat reply are still the CPU tools' (one forward of the
+ * whole prompt). */
+static int test_serve_chunked_prefill(void) {
+    sv_setup(0);
+    srv_proc s;
+    sv_serve(&s, "--max-batch 4 --prefill-tokens 3");
     return sv_check_and_stop(&s);
 }
 
@@ -662,9 +675,13 @@ static int test_serve_template(void) {
 }
 
 static const mt_test_case cases[] = {
-    {"serve_template", test_serve_template},     {"serve_device", test_serve_device},
-    {"serve_endpoints", test_serve_endpoints},   {"serve_errors", test_serve_errors},
-    {"serve_concurrent", test_serve_concurrent}, {"serve_disconnect", test_serve_disconnect},
+    {"serve_template", test_serve_template},
+    {"serve_device", test_serve_device},
+    {"serve_endpoints", test_serve_endpoints},
+    {"serve_errors", test_serve_errors},
+    {"serve_concurrent", test_serve_concurrent},
+    {"serve_disconnect", test_serve_disconnect},
     {"serve_sigterm", test_serve_sigterm},
+    {"serve_chunked_prefill", test_serve_chunked_prefill},
 };
 MT_TEST_MAIN(cases)

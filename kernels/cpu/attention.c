@@ -187,8 +187,9 @@ static void attn_mask(float *S, const int32_t *sg, int64_t i0, int ni, int64_t j
     }
 }
 
-/* Forward of one (b, h) and query tile [i0, i0 + ni): online softmax across the key tiles J <=
- * I. Per tile: S = scale Q_I K_J^T (sgemm), masked; m the running row maximum, O_I (the output
+/* Forward of one (b, h) and query tile [i0, i0 + ni) (positions; ob and qb point at row i0's
+ * output and query, kb and vb at position 0's key and value): online softmax across the key tiles J
+ * <= I. Per tile: S = scale Q_I K_J^T (sgemm), masked; m the running row maximum, O_I (the output
  * rows themselves) and l rescaled by exp(m_old - m_new) when it grows; P = exp(S - m);
  * O_I += P V_J (sgemm); l += rowsum P (in double). At the end O_I /= l, lse = m + log l. */
 static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const float *kb,
@@ -198,15 +199,14 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
     float S[ATTN_TILE * ATTN_TILE], m[ATTN_TILE];
     double l[ATTN_TILE];
     for (int a = 0; a < ni; a++) {
-        memset(ob + (size_t)(i0 + a) * ldq, 0, sizeof(float) * (size_t)D);
+        memset(ob + (size_t)a * ldq, 0, sizeof(float) * (size_t)D);
         m[a] = -INFINITY;
         l[a] = 0;
     }
     for (int64_t j0 = 0; j0 < i0 + ni; j0 += ATTN_TILE) {
         const int nj = (int)(i0 + ni - j0 < ATTN_TILE ? i0 + ni - j0 : ATTN_TILE);
         if (!attn_tile_live(sg, i0, ni, j0, nj)) continue;
-        attn_gemm(false, true, ni, nj, D, scale, qb + i0 * ldq, ldq, kb + j0 * ldk, ldk, 0.0f, S,
-                  ATTN_TILE);
+        attn_gemm(false, true, ni, nj, D, scale, qb, ldq, kb + j0 * ldk, ldk, 0.0f, S, ATTN_TILE);
         attn_mask(S, sg, i0, ni, j0, nj);
         for (int a = 0; a < ni; a++) {
             float *restrict s = S + (size_t)a * ATTN_TILE;
@@ -219,7 +219,7 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
             }
             if (mx > m[a] && m[a] != -INFINITY) {
                 const float r = cpu_expf(m[a] - mx);
-                float *restrict o = ob + (size_t)(i0 + a) * ldq;
+                float *restrict o = ob + (size_t)a * ldq;
                 for (int d = 0; d < D; d++) o[d] *= r;
                 l[a] *= (double)r;
             }
@@ -232,12 +232,11 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
             }
             l[a] += (double)sum;
         }
-        attn_gemm(false, false, ni, D, nj, 1.0f, S, ATTN_TILE, vb + j0 * ldk, ldk, 1.0f,
-                  ob + i0 * ldq, ldq);
+        attn_gemm(false, false, ni, D, nj, 1.0f, S, ATTN_TILE, vb + j0 * ldk, ldk, 1.0f, ob, ldq);
     }
     /* l >= 1: every row sees itself (s = t, same segment) */
     for (int a = 0; a < ni; a++) {
-        float *restrict o = ob + (size_t)(i0 + a) * ldq;
+        float *restrict o = ob + (size_t)a * ldq;
         for (int d = 0; d < D; d++) o[d] = (float)((double)o[d] / l[a]);
         if (lse_row) lse_row[i0 + a] = (float)((double)m[a] + log(l[a]));
     }
@@ -254,9 +253,10 @@ void cpu_attention_fwd(float *out, float *lse, const float *q, const float *k, c
         const int64_t b = w / (H * nt), h = (w / nt) % H, i0 = (w % nt) * ATTN_TILE;
         const int ni = (int)(T - i0 < ATTN_TILE ? T - i0 : ATTN_TILE);
         const int64_t g = h / rep;
-        attn_fwd_tile(out + (b * T * H + h) * D, lse ? lse + (b * H + h) * T : NULL,
-                      q + (b * T * H + h) * D, k + (b * T * Hkv + g) * D, v + (b * T * Hkv + g) * D,
-                      seg ? seg + b * T : NULL, i0, ni, H, Hkv, (int)D, scale);
+        attn_fwd_tile(out + ((b * T + i0) * H + h) * D, lse ? lse + (b * H + h) * T : NULL,
+                      q + ((b * T + i0) * H + h) * D, k + (b * T * Hkv + g) * D,
+                      v + (b * T * Hkv + g) * D, seg ? seg + b * T : NULL, i0, ni, H, Hkv, (int)D,
+                      scale);
     }
 }
 
@@ -442,6 +442,24 @@ void cpu_attention_decode(float *out, const float *q, const float *k_cache, cons
         const float *kb = k_cache + (b * t_max * Hkv + g) * D;
         const float *vb = v_cache + (b * t_max * Hkv + g) * D;
         attn_row(out + row * D, q + row * D, kb, vb, Hkv * D, NULL, 0, t_len[b], D, (double)scale);
+    }
+}
+
+void cpu_attention_chunk(float *out, const float *q, const float *k_cache, const float *v_cache,
+                         int64_t t0, int64_t T, int64_t t_max, int64_t H, int64_t Hkv, int64_t D,
+                         float scale) {
+    attn_check(H, Hkv, D);
+    MT_CHECK(t0 >= 0 && T >= 1 && t0 + T <= t_max,
+             "attention chunk: positions [%lld, %lld) not in [0, Tmax=%lld]", (long long)t0,
+             (long long)(t0 + T), (long long)t_max);
+    const int64_t rep = H / Hkv, nt = (T + ATTN_TILE - 1) / ATTN_TILE;
+    /* the prefill's tiles (cpu_attention_fwd), the query tiles starting at position t0 */
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t w = 0; w < H * nt; w++) {
+        const int64_t h = w / nt, a0 = (w % nt) * ATTN_TILE, g = h / rep;
+        const int ni = (int)(T - a0 < ATTN_TILE ? T - a0 : ATTN_TILE);
+        attn_fwd_tile(out + (a0 * H + h) * D, NULL, q + (a0 * H + h) * D, k_cache + g * D,
+                      v_cache + g * D, NULL, t0 + a0, ni, H, Hkv, (int)D, scale);
     }
 }
 

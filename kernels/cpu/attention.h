@@ -65,3 +65,11 @@ void cpu_attention_bwd_bf16(float *dq, float *dk, float *dv, double *delta, cons
 void cpu_attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache,
                           const int32_t *t_len, int64_t B, int64_t t_max, int64_t H, int64_t Hkv,
                           int64_t D, float scale);
+/* A chunk of one cache row (chunked prefill): out (T,H,D) = the attention of the T queries q
+ * (T,H,D) at positions t0 .. t0+T-1 over k_cache, v_cache (Tmax,Hkv,D) of that row, which hold
+ * the chunk's keys and values already; query t sees positions [0, t0 + t]. The prefill's fp32
+ * tiles (cpu_attention_fwd), so a chunk equals the prefill's rows t0 .. t0+T-1 up to the
+ * tiles' fp32 rounding (and the one-token decode step to fp32 rounding). */
+void cpu_attention_chunk(float *out, const float *q, const float *k_cache, const float *v_cache,
+                         int64_t t0, int64_t T, int64_t t_max, int64_t H, int64_t Hkv, int64_t D,
+                         float scale);

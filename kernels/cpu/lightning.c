@@ -148,6 +148,31 @@ void cpu_lightning_decode_step(float *state, const float *qkv_t, const float *de
     }
 }
 
+/* cpu_lightning_decode_step's arithmetic token after token, inside one call (bit-equal). */
+void cpu_lightning_chunk(float *state, const float *qkv, const float *decay, float *out, int T,
+                         int H, int D) {
+    cpu_lightning_check_dims("lightning chunk", 1, T, H, D);
+#pragma omp parallel for schedule(static)
+    for (int h = 0; h < H; h++) {
+        float *S = state + (size_t)h * D * D;
+        const double g = exp(-(double)decay[h]);
+        for (int t = 0; t < T; t++) {
+            const float *q = qkv + ((size_t)t * H + h) * 3 * D, *k = q + D, *v = k + D;
+            for (int c = 0; c < D; c++) {
+                float *Sc = S + (size_t)c * D;
+                for (int d = 0; d < D; d++) Sc[d] = (float)(g * Sc[d] + (double)k[c] * v[d]);
+            }
+            double acc[CPU_LIGHTNING_MAX_D];
+            for (int d = 0; d < D; d++) acc[d] = 0;
+            for (int c = 0; c < D; c++) {
+                const float *Sc = S + (size_t)c * D;
+                for (int d = 0; d < D; d++) acc[d] += (double)q[c] * Sc[d];
+            }
+            for (int d = 0; d < D; d++) out[((size_t)t * H + h) * D + d] = (float)acc[d];
+        }
+    }
+}
+
 /* ---- node adapters: in = {qkv (B,T,H,3D), decay (H), seg (B,T) or NULL}, ip[0] = block,
  * ip[1] = GEMM precision (MT_BF16: the block form with bf16 operands, lightning_bf16.c) ---- */
 

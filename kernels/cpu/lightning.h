@@ -56,6 +56,10 @@ void cpu_lightning_state(float *state, const float *qkv, const float *decay, con
  * state (B,H,D,D) updated in place, qkv_t (B,H,3D), out (B,H,D). */
 void cpu_lightning_decode_step(float *state, const float *qkv_t, const float *decay, float *out,
                                int B, int H, int D);
+/* T recurrent steps of one row (chunked prefill), cpu_lightning_decode_step's arithmetic in
+ * token order, bit-equal to T calls of it: state (H,D,D) in place, qkv (T,H,3D), out (T,H,D). */
+void cpu_lightning_chunk(float *state, const float *qkv, const float *decay, float *out, int T,
+                         int H, int D);
 
 /* ---- helpers shared by lightning.c and lightning_block.c ---- */
 

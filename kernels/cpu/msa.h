@@ -102,6 +102,16 @@ void cpu_msa_attention_decode(float *out, const float *q, const float *k_cache,
                               const float *v_cache, const int32_t *idx, const int32_t *t_len,
                               int64_t B, int64_t t_max, int64_t H, int64_t Hkv, int64_t D,
                               int block, int topk, float scale);
+/* A chunk of one cache row (chunked prefill, msa_chunk.c): out (T,H,D) for the T queries q
+ * (T,H,D) and index queries iq (T,Hkv,Di) at positions t0 .. t0+T-1 of the caches k_cache,
+ * v_cache (t_max,Hkv,D) and ik_cache (t_max,Di), which hold the chunk's keys already (one index
+ * head per kv head). Token t is the decode step at t_len = t0 + t + 1: cpu_attention_decode
+ * while its blocks number at most topk, else cpu_msa_select_decode and
+ * cpu_msa_attention_decode; bit-equal to those calls. */
+void cpu_msa_chunk(float *out, const float *q, const float *iq, const float *k_cache,
+                   const float *v_cache, const float *ik_cache, int64_t t0, int64_t T,
+                   int64_t t_max, int64_t H, int64_t Hkv, int64_t D, int64_t Di, int block,
+                   int topk, float scale);
 
 /* ---- the indexer's sparse-KL loss (spec 5.2-5.3) ------------------------------------------- */
 
