@@ -74,6 +74,26 @@ static inline int srv_stop(srv_proc *s, int sig, int timeout_s) {
     return -1;
 }
 
+/* minimax-serve --model MODEL FLAGS that must not start (20 s at most: a server that does start
+ * is stopped and counts as a failure): its exit status, its stderr (dir/refused.err) in err. */
+static inline int srv_refused(const char *dir, const char *model, const char *flags, char *err,
+                              size_t n) {
+    const char *exe = getenv("MT_SERVE_CLI");
+    MT_CHECK(exe && *exe, "MT_SERVE_CLI not set; run through ctest");
+    char cmd[16384], path[4300];
+    snprintf(path, sizeof(path), "%s/refused.err", dir);
+    snprintf(cmd, sizeof(cmd), "timeout 20 '%s' --model '%s' --port 0 %s >/dev/null 2>'%s'", exe,
+             model, flags, path);
+    const int st = system(cmd);
+    err[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (f) {
+        err[fread(err, 1, n - 1, f)] = '\0';
+        fclose(f);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 typedef struct {
     int status;
     char *body; /* malloc'ed, de-chunked */

@@ -108,22 +108,6 @@ static int test_serve_input(void) {
     return MT_TEST_OK;
 }
 
-/* minimax-serve FLAGS that must not start (20 s at most: a server that does start is stopped
- * and counts as a failure): its exit status, stderr in err. */
-static int lm_refused(const char *flags, char *err, size_t n) {
-    const char *exe = getenv("MT_SERVE_CLI");
-    MT_CHECK(exe && *exe, "MT_SERVE_CLI not set; run through ctest");
-    char cmd[16384], path[4300], msg[MT_ERR_LEN];
-    snprintf(path, sizeof(path), "%s/refused.err", lm_dir);
-    snprintf(cmd, sizeof(cmd), "timeout 20 '%s' --model '%s' --port 0 %s >/dev/null 2>'%s'", exe,
-             lm_model, flags, path);
-    const int st = system(cmd);
-    char *s = mt_file_read(path, NULL, msg);
-    snprintf(err, n, "%s", s ? s : "");
-    free(s);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static int test_serve_flags(void) {
     make_tmpdir(lm_dir, sizeof(lm_dir));
     eval_make_model(lm_dir, 1, 0, lm_model, sizeof(lm_model));
@@ -143,7 +127,7 @@ static int test_serve_flags(void) {
     };
     char err[4096];
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        const int st = lm_refused(bad[i].flags, err, sizeof(err));
+        const int st = srv_refused(lm_dir, lm_model, bad[i].flags, err, sizeof(err));
         const char *nl = strchr(err, '\n');
         EXPECT(st == 1 && has(err, bad[i].names) && nl && !nl[1], "%s: exit %d, stderr %s",
                bad[i].flags, st, err);

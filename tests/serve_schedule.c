@@ -68,28 +68,13 @@ static void *sc_big_main(void *arg) {
     return NULL;
 }
 
-/* minimax-serve FLAGS that must not start: its exit status, stderr in err. */
-static int sc_refused(const char *flags, char *err, size_t n) {
-    const char *exe = getenv("MT_SERVE_CLI");
-    MT_CHECK(exe && *exe, "MT_SERVE_CLI not set; run through ctest");
-    char cmd[16384], path[4300], msg[MT_ERR_LEN];
-    snprintf(path, sizeof(path), "%s/refused.err", sc_dir);
-    snprintf(cmd, sizeof(cmd), "timeout 20 '%s' --model '%s' --port 0 %s >/dev/null 2>'%s'", exe,
-             sc_model, flags, path);
-    const int st = system(cmd);
-    char *s = mt_file_read(path, NULL, msg);
-    snprintf(err, n, "%s", s ? s : "");
-    free(s);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static int test_serve_schedule(void) {
     make_tmpdir(sc_dir, sizeof(sc_dir));
     eval_make_model(sc_dir, 1, 0, sc_model, sizeof(sc_model));
     const char *bad[] = {"--prefill-tokens 0", "--prefill-tokens abc"};
     for (int i = 0; i < 2; i++) {
         char err[2048];
-        const int st = sc_refused(bad[i], err, sizeof(err));
+        const int st = srv_refused(sc_dir, sc_model, bad[i], err, sizeof(err));
         const char *nl = strchr(err, '\n');
         EXPECT(st == 1 && strstr(err, "--prefill-tokens") && nl && !nl[1],
                "%s: exit %d, want 1 and one line naming --prefill-tokens: %s", bad[i], st, err);

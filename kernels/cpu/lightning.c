@@ -124,7 +124,23 @@ void cpu_lightning_state(float *state, const float *qkv, const float *decay, con
     }
 }
 
-/* The state is updated before the readout, so the token sees itself with weight 1. */
+/* One token of one head: S (D,D) = g S + k^T v, then out (D) = q S. The state is updated before
+ * the readout, so the token sees itself with weight 1. */
+static void lightning_token(float *S, const float *q, const float *k, const float *v, double g,
+                            int D, float *out) {
+    for (int c = 0; c < D; c++) {
+        float *Sc = S + (size_t)c * D;
+        for (int d = 0; d < D; d++) Sc[d] = (float)(g * Sc[d] + (double)k[c] * v[d]);
+    }
+    double acc[CPU_LIGHTNING_MAX_D];
+    for (int d = 0; d < D; d++) acc[d] = 0;
+    for (int c = 0; c < D; c++) {
+        const float *Sc = S + (size_t)c * D;
+        for (int d = 0; d < D; d++) acc[d] += (double)q[c] * Sc[d];
+    }
+    for (int d = 0; d < D; d++) out[d] = (float)acc[d];
+}
+
 void cpu_lightning_decode_step(float *state, const float *qkv_t, const float *decay, float *out,
                                int B, int H, int D) {
     cpu_lightning_check_dims("lightning decode step", B, 1, H, D);
@@ -133,18 +149,7 @@ void cpu_lightning_decode_step(float *state, const float *qkv_t, const float *de
         const int h = bh % H;
         const float *q = qkv_t + (size_t)bh * 3 * D, *k = q + D, *v = k + D;
         float *S = state + (size_t)bh * D * D;
-        const double g = exp(-(double)decay[h]);
-        for (int c = 0; c < D; c++) {
-            float *Sc = S + (size_t)c * D;
-            for (int d = 0; d < D; d++) Sc[d] = (float)(g * Sc[d] + (double)k[c] * v[d]);
-        }
-        double acc[CPU_LIGHTNING_MAX_D];
-        for (int d = 0; d < D; d++) acc[d] = 0;
-        for (int c = 0; c < D; c++) {
-            const float *Sc = S + (size_t)c * D;
-            for (int d = 0; d < D; d++) acc[d] += (double)q[c] * Sc[d];
-        }
-        for (int d = 0; d < D; d++) out[(size_t)bh * D + d] = (float)acc[d];
+        lightning_token(S, q, k, v, exp(-(double)decay[h]), D, out + (size_t)bh * D);
     }
 }
 
@@ -158,17 +163,7 @@ void cpu_lightning_chunk(float *state, const float *qkv, const float *decay, flo
         const double g = exp(-(double)decay[h]);
         for (int t = 0; t < T; t++) {
             const float *q = qkv + ((size_t)t * H + h) * 3 * D, *k = q + D, *v = k + D;
-            for (int c = 0; c < D; c++) {
-                float *Sc = S + (size_t)c * D;
-                for (int d = 0; d < D; d++) Sc[d] = (float)(g * Sc[d] + (double)k[c] * v[d]);
-            }
-            double acc[CPU_LIGHTNING_MAX_D];
-            for (int d = 0; d < D; d++) acc[d] = 0;
-            for (int c = 0; c < D; c++) {
-                const float *Sc = S + (size_t)c * D;
-                for (int d = 0; d < D; d++) acc[d] += (double)q[c] * Sc[d];
-            }
-            for (int d = 0; d < D; d++) out[((size_t)t * H + h) * D + d] = (float)acc[d];
+            lightning_token(S, q, k, v, g, D, out + ((size_t)t * H + h) * D);
         }
     }
 }
