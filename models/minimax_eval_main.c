@@ -141,16 +141,80 @@ static double ev_now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-int main(int argc, char **argv) {
-    const char *model_dir = NULL, *data_path = NULL, *out_path = NULL, *tok_dir = NULL,
-               *shots_path = NULL, *backend = "cpu", *weights = "auto", *chat_file = NULL,
-               *kwargs = NULL;
+/* The command line (after MPI's): the flags into a; numbers and texts through
+ * data/cli_flags.h (one line naming a refused one). Returns false on an unknown flag. */
+typedef struct {
+    const char *model_dir, *data_path, *out_path, *tok_dir, *shots_path, *backend, *weights,
+        *chat_file, *kwargs;
     const char *stops[EV_MAX_STOPS];
-    int n_stops = 0;
-    long long limit = -1, n_new = 256, batch = 8, top_k = 0, n_shots = 0;
-    double temperature = 0, top_p = 1;
-    uint64_t seed = 0;
-    bool verify = true;
+    int n_stops;
+    long long limit, n_new, batch, top_k, n_shots;
+    double temperature, top_p;
+    uint64_t seed;
+    bool verify;
+} ev_args;
+
+static bool ev_parse(int argc, char **argv, ev_args *a) {
+    *a = (ev_args){.backend = "cpu",
+                   .weights = "auto",
+                   .limit = -1,
+                   .n_new = 256,
+                   .batch = 8,
+                   .top_p = 1,
+                   .verify = true};
+    char msg[8400];
+    for (int i = 1; i < argc; i++) {
+        const bool more = i + 1 < argc;
+        const char *f = argv[i], *v = more ? argv[i + 1] : NULL;
+        bool ok = true; /* a number or text refused by data/cli_flags.h: its line in msg */
+        if (!strcmp(f, "--model") && more)
+            a->model_dir = argv[++i];
+        else if (!strcmp(f, "--data") && more)
+            a->data_path = argv[++i];
+        else if (!strcmp(f, "--out") && more)
+            a->out_path = argv[++i];
+        else if (!strcmp(f, "--tokenizer") && more)
+            a->tok_dir = argv[++i];
+        else if (!strcmp(f, "--chat-template") && more)
+            a->chat_file = argv[++i];
+        else if (!strcmp(f, "--template-kwargs") && more)
+            a->kwargs = argv[++i];
+        else if (!strcmp(f, "--backend") && more)
+            a->backend = argv[++i];
+        else if (!strcmp(f, "--weights") && more)
+            a->weights = argv[++i];
+        else if (!strcmp(f, "--shots-file") && more)
+            a->shots_path = argv[++i];
+        else if (!strcmp(f, "--no-verify"))
+            a->verify = false;
+        else if (!strcmp(f, "--shots") && more)
+            ok = mt_flag_int(argv[i++], v, 0, 64, &a->n_shots, msg, sizeof(msg));
+        else if (!strcmp(f, "--limit") && more)
+            ok = mt_flag_int(argv[i++], v, 1, INT64_MAX, &a->limit, msg, sizeof(msg));
+        else if (!strcmp(f, "--max-new-tokens") && more)
+            ok = mt_flag_int(argv[i++], v, 1, 100000, &a->n_new, msg, sizeof(msg));
+        else if (!strcmp(f, "--batch") && more)
+            ok = mt_flag_int(argv[i++], v, 1, MT_GEN_BATCH_MAX, &a->batch, msg, sizeof(msg));
+        else if (!strcmp(f, "--top-k") && more)
+            ok = mt_flag_int(argv[i++], v, 0, INT_MAX, &a->top_k, msg, sizeof(msg));
+        else if (!strcmp(f, "--temperature") && more)
+            ok = mt_flag_double(argv[i++], v, 0, false, HUGE_VAL, true, &a->temperature, msg,
+                                sizeof(msg));
+        else if (!strcmp(f, "--top-p") && more)
+            ok = mt_flag_double(argv[i++], v, 0, true, 1, false, &a->top_p, msg, sizeof(msg));
+        else if (!strcmp(f, "--seed") && more)
+            ok = mt_flag_u64(argv[i++], v, &a->seed, msg, sizeof(msg));
+        else if (!strcmp(f, "--stop") && more)
+            ok = mt_flag_list_add(argv[i++], v, a->stops, &a->n_stops, EV_MAX_STOPS, msg,
+                                  sizeof(msg));
+        else
+            return false;
+        if (!ok) ev_fail(msg);
+    }
+    return true;
+}
+
+int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) usage(0);
         if (!strcmp(argv[i], "--version")) {
@@ -161,57 +225,16 @@ int main(int argc, char **argv) {
     ev_host = mt_comm_mpi_init(&argc, &argv);
     const int n_ranks = ev_host->size;
     ev_rank = ev_host->rank;
-    char msg[8400];
-    for (int i = 1; i < argc; i++) {
-        const bool more = i + 1 < argc;
-        const char *f = argv[i], *v = more ? argv[i + 1] : NULL;
-        bool ok = true; /* a number or text refused by data/cli_flags.h: its line in msg */
-        if (!strcmp(f, "--model") && more)
-            model_dir = argv[++i];
-        else if (!strcmp(f, "--data") && more)
-            data_path = argv[++i];
-        else if (!strcmp(f, "--out") && more)
-            out_path = argv[++i];
-        else if (!strcmp(f, "--tokenizer") && more)
-            tok_dir = argv[++i];
-        else if (!strcmp(f, "--chat-template") && more)
-            chat_file = argv[++i];
-        else if (!strcmp(f, "--template-kwargs") && more)
-            kwargs = argv[++i];
-        else if (!strcmp(f, "--backend") && more)
-            backend = argv[++i];
-        else if (!strcmp(f, "--weights") && more)
-            weights = argv[++i];
-        else if (!strcmp(f, "--shots-file") && more)
-            shots_path = argv[++i];
-        else if (!strcmp(f, "--no-verify"))
-            verify = false;
-        else if (!strcmp(f, "--shots") && more)
-            ok = mt_flag_int(argv[i++], v, 0, 64, &n_shots, msg, sizeof(msg));
-        else if (!strcmp(f, "--limit") && more)
-            ok = mt_flag_int(argv[i++], v, 1, INT64_MAX, &limit, msg, sizeof(msg));
-        else if (!strcmp(f, "--max-new-tokens") && more)
-            ok = mt_flag_int(argv[i++], v, 1, 100000, &n_new, msg, sizeof(msg));
-        else if (!strcmp(f, "--batch") && more)
-            ok = mt_flag_int(argv[i++], v, 1, MT_GEN_BATCH_MAX, &batch, msg, sizeof(msg));
-        else if (!strcmp(f, "--top-k") && more)
-            ok = mt_flag_int(argv[i++], v, 0, INT_MAX, &top_k, msg, sizeof(msg));
-        else if (!strcmp(f, "--temperature") && more)
-            ok = mt_flag_double(argv[i++], v, 0, false, HUGE_VAL, true, &temperature, msg,
-                                sizeof(msg));
-        else if (!strcmp(f, "--top-p") && more)
-            ok = mt_flag_double(argv[i++], v, 0, true, 1, false, &top_p, msg, sizeof(msg));
-        else if (!strcmp(f, "--seed") && more)
-            ok = mt_flag_u64(argv[i++], v, &seed, msg, sizeof(msg));
-        else if (!strcmp(f, "--stop") && more)
-            ok = mt_flag_list_add(argv[i++], v, stops, &n_stops, EV_MAX_STOPS, msg, sizeof(msg));
-        else {
-            if (ev_rank == 0) usage(2);
-            mt_comm_finalize(ev_host);
-            return 2;
-        }
-        if (!ok) ev_fail(msg);
+    ev_args a;
+    if (!ev_parse(argc, argv, &a)) {
+        if (ev_rank == 0) usage(2);
+        mt_comm_finalize(ev_host);
+        return 2;
     }
+    const char *model_dir = a.model_dir, *data_path = a.data_path, *out_path = a.out_path,
+               *tok_dir = a.tok_dir, *shots_path = a.shots_path, *weights = a.weights;
+    const long long limit = a.limit, n_new = a.n_new, n_shots = a.n_shots;
+    char msg[8400];
     if (!model_dir || !data_path) ev_fail("--model DIR and --data FILE are required (--help)");
     if (strcmp(weights, "auto") && strcmp(weights, "replica") && strcmp(weights, "gathered"))
         ev_fail("--weights auto, replica or gathered");
@@ -230,7 +253,7 @@ int main(int argc, char **argv) {
     if (!mt_minimax_config_readable(model_dir, err, sizeof(err))) ev_fail(err);
     mt_tokenizer *tok = mt_chat_tokenizer_load(tok_dir, err, sizeof(err));
     if (!tok) ev_fail(err);
-    mt_chat_template *chat = mt_chat_cli_open(tok_dir, chat_file, kwargs, err, sizeof(err));
+    mt_chat_template *chat = mt_chat_cli_open(tok_dir, a.chat_file, a.kwargs, err, sizeof(err));
     if (!chat) ev_fail(err);
     mt_gsm8k_set set;
     if (mt_gsm8k_read(data_path, false, &set, err) != 0) ev_fail(err);
@@ -252,7 +275,7 @@ int main(int argc, char **argv) {
     if (!mt_chat_template_tokens_fit(chat, tok, tok_dir, err, sizeof(err))) ev_fail(err);
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
-    const mt_backend *be = mt_gen_backend_named(backend, &m, err, sizeof(err));
+    const mt_backend *be = mt_gen_backend_named(a.backend, &m, err, sizeof(err));
     if (!be) ev_fail(err);
 
     const int64_t n = limit >= 0 && limit < set.n ? limit : set.n;
@@ -261,13 +284,13 @@ int main(int argc, char **argv) {
     /* this rank's samples: i = rank, rank + N, ... (balanced, and the order rank 0 rebuilds) */
     const int64_t n_mine = n > ev_rank ? (n - ev_rank - 1) / n_ranks + 1 : 0;
     const int32_t eos = mt_chat_cli_eos(chat, tok, cfg.eos_token_id);
-    ev_stop_ctx sc = {.tok = tok, .stops = stops, .n_stops = n_stops};
-    mt_gen_opts o = {.temperature = (float)temperature,
-                     .top_k = (int)top_k,
-                     .top_p = (float)top_p,
-                     .seed = seed,
+    ev_stop_ctx sc = {.tok = tok, .stops = a.stops, .n_stops = a.n_stops};
+    mt_gen_opts o = {.temperature = (float)a.temperature,
+                     .top_k = (int)a.top_k,
+                     .top_p = (float)a.top_p,
+                     .seed = a.seed,
                      .eos = eos,
-                     .stop = n_stops ? ev_stop : NULL,
+                     .stop = a.n_stops ? ev_stop : NULL,
                      .stop_user = &sc};
     mt_gsm8k_eval ev = {.model = &m,
                         .tok = tok,
@@ -279,7 +302,7 @@ int main(int argc, char **argv) {
                         .opts = o};
     mt_strbuf lines = {0}; /* this rank's JSON lines, in its samples' order */
     int64_t n_correct = 0, n_tokens = 0;
-    const int B = (int)batch;
+    const int B = (int)a.batch;
     int64_t *row_ids = mt_calloc((size_t)B, sizeof(int64_t), "row ids");
     /* the arena holds one prompt forward: sized for this rank's longest */
     const int longest = mt_gsm8k_eval_longest(&ev, ev_rank, n_ranks, n_mine, err, sizeof(err));
@@ -352,10 +375,10 @@ int main(int argc, char **argv) {
     if (gathered) { /* each rank loads what it owns; the forwards gather the rest */
         mt_comm_mpi_watch(ev_host, EV_WATCH_S);
         comm = be->dev == MT_CPU ? ev_host : mt_comm_nccl_init(ev_host, EV_WATCH_S);
-        MT_CHECK(comm, "--weights gathered --backend %s: no NCCL communicator", backend);
+        MT_CHECK(comm, "--weights gathered --backend %s: no NCCL communicator", a.backend);
         mt_zero_init_inference(&z, comm, be, m.n_buckets, m.bucket_numel);
         mt_weights_reader *reader = mt_weights_open(model_dir, &m);
-        if (verify) mt_weights_verify(reader, model_dir, ev_rank, n_ranks); /* files split */
+        if (a.verify) mt_weights_verify(reader, model_dir, ev_rank, n_ranks); /* files split */
         mt_sharded_load(&z, &m, reader, 0);
         mt_weights_close(reader);
         mt_sharded_init(&sh, &m, &z, &c);
@@ -364,7 +387,7 @@ int main(int argc, char **argv) {
         sync = (mt_gen_sync){.hooks = &hooks, .max_all = ev_max_all};
         ev.opts.sync = &sync;
     } else {
-        data = mt_weights_load_backend_checked(model_dir, &m, be, verify);
+        data = mt_weights_load_backend_checked(model_dir, &m, be, a.verify);
     }
     ev.ctx = &c;
     const double t0 = ev_now();
