@@ -228,7 +228,18 @@ static void chat_loop(chat_session *s, chat_history *h) {
     for (;;) {
         if (tty) fputs(turn.len ? "... " : "> ", stderr);
         const ssize_t n = getline(&line, &cap, stdin);
-        if (n < 0) break;
+        if (n < 0) {
+            /* a continued turn whose last line never came: said, not dropped in silence */
+            if (turn.len > 0) {
+                fprintf(stderr, "minimax-chat: stdin ended after a line ending in '\\' (a turn "
+                                "continued on a next line that never came): that turn is not "
+                                "sent\n");
+                free(line);
+                mt_strbuf_free(&turn);
+                exit(1);
+            }
+            break;
+        }
         size_t len = (size_t)n;
         while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
         if (len && line[len - 1] == '\\') { /* continued: the newline is part of the turn */

@@ -11,7 +11,8 @@
  * streamed replies (no --json) are the replies' texts, one per line; --system puts a system
  * turn first and /reset keeps it; sampling with a seed repeats.
  * eval_minimax_chat_errors: no model directory (one line naming it, exit 1), an unknown command
- * and a turn past the model's context (one line each on stderr, the chat goes on). */
+ * and a turn past the model's context (one line each on stderr, the chat goes on); stdin that
+ * ends inside a continued turn (a last line ending in '\': one line, exit 1). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,6 +227,15 @@ static int test_eval_minimax_chat_errors(void) {
            "stderr: %s", chat_err);
     cJSON *turns[3] = {0};
     EXPECT(chat_turns(turns, 3) == 1, "not the one turn after the refused one: %s", chat_out);
+    cJSON_Delete(turns[0]);
+    /* stdin ending inside a continued turn (its last line ends in '\'): one line, exit 1; the
+     * turn before it answered */
+    EXPECT(chat_run(dir, "MT_CHAT_CLI", args, "hi\nforty \\\ntwo \\\n") == 1,
+           "stdin ending after a continued line: not exit 1: %s", chat_err);
+    nl = strchr(chat_err, '\n');
+    EXPECT(has(chat_err, "ended after a line ending in '\\'") && nl && !nl[1],
+           "stdin ending after a continued line: %s", chat_err);
+    EXPECT(chat_turns(turns, 3) == 1, "not the one turn before the cut one: %s", chat_out);
     cJSON_Delete(turns[0]);
     printf("errors: %s", chat_err);
     rm_tree(dir);
