@@ -240,6 +240,16 @@ static void engine_fill(mt_serve_engine *e, mt_serve_req *r, int s, int a, int b
     e->n_active++;
 }
 
+/* Whether the prompt in the spare row waits this step: a row of a call holding fewer rows than
+ * its own is decoding (a short request beside a long call gets its steps without the long
+ * call's prefill between them; the long call's chunks go on when it is done). */
+static bool engine_fill_waits(const mt_serve_engine *e) {
+    const int own = engine_rows_of(e, e->fill->group);
+    for (int s = 0; s < e->n_active; s++)
+        if (engine_rows_of(e, e->slot[s]->group) < own) return true;
+    return false;
+}
+
 /* The prefill work between two decode steps: at most prefill_tokens prompt tokens (an idle
  * engine's too, so that a request arriving meanwhile waits for one chunk at most). A prompt that
  * fits what is left is prefilled whole into the next free row; a longer one goes into the spare
@@ -279,6 +289,7 @@ static void engine_admit(mt_serve_engine *e) {
             continue;
         }
         if (!e->fill) return;
+        if (engine_fill_waits(e)) return;
         const int a = e->fill_done, left = e->fill->n_prompt - a;
         const int b = a + (left < budget ? left : budget);
         if (b == e->fill->n_prompt && !free_row) return; /* its last chunk waits for a row */

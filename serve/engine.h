@@ -7,9 +7,11 @@
  * alone (models/generate.h: a row is its one-prompt run), whole into the next free row when it
  * fits what is left, else a chunk at a time in the spare row (row max_batch, one prompt at a
  * time: a chunk extends the row, mt_minimax_forward_cached), which moves into a free row when its
- * prompt is in. Then one decode step runs for every active row, each at its own position. So
- * the rows already decoding, and a short request that arrives while a long prompt fills, wait
- * for one chunk of prefill at most, not for whole long prompts. A request that
+ * prompt is in; while a row of a call holding fewer rows than the spare row's call decodes, the
+ * spare row's chunks wait. Then one decode step runs for every active row, each at its own
+ * position. So the rows already decoding, and a short request that arrives while a long prompt
+ * fills, wait for one chunk of prefill at most, not for whole long prompts, and the short
+ * request's own steps carry no prefill of the long call. A request that
  * finishes (eos, a stop string, its max_tokens) or is cancelled (its client went away) leaves
  * the step batch at once: the last active row's cache moves into its slot, as in
  * mt_minimax_generate_batch. Each request draws its tokens with row id 0 of its own seed

@@ -8,11 +8,11 @@
  * serve_schedule: the 4-token request is answered within 10 decode steps (its own 3, the one
  * that admits it, slack for the steps run while the answer travels and /health is read) and
  * while at most 3 prompts' worth of the big call's tokens are prefilled, with the default
- * --prefill-tokens (128 tokens between two decode steps, long prompts a chunk at a time): 4 steps
- * and 0.25 prompts measured. Without a bound on the prefill (fair admission only) it waited for
- * the big call's rows to end and then for their refill in one go (about 7 prompts before its
- * second token); first come, first served (5e53e1d), behind the waves of all 32 prompts. The big
- * call is still running when it is answered (else the check says nothing).
+ * --prefill-tokens (128 tokens between two decode steps, long prompts a chunk at a time): 4
+ * steps and 0.13-0.25 prompts measured. Without a bound on the prefill (fair admission only) it
+ * waited for the big call's rows to end and then for their refill in one go (about 7 prompts
+ * before its second token); first come, first served (5e53e1d), behind the waves of all 32
+ * prompts. The big call is still running when it is answered (else the check says nothing).
  * --prefill-tokens 0 and abc: no start, one line naming the flag. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
