@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "check.h"
+#include "core/check.h"
 
 typedef enum { MT_F32, MT_BF16, MT_I32, MT_DTYPE_COUNT } mt_dtype;
 typedef enum { MT_CPU, MT_CUDA, MT_DEV_COUNT } mt_dev;
@@ -189,6 +189,9 @@ const mt_backend *mt_backend_cpu(void);
 const mt_backend *mt_backend_cuda(void);
 /* A backend that computes nothing, for memory planning (kernels/backend_plan.c). */
 const mt_backend *mt_backend_plan(void);
+/* The backend a --backend flag names ("cpu" or "cuda"), or NULL with one line in err: an
+ * unknown name, or no usable CUDA device (or a build without it). */
+const mt_backend *mt_backend_named(const char *name, char *err, size_t n);
 /* Dies naming every (op, direction) the backend lacks. */
 void mt_backend_validate(const mt_backend *be);
 /* The index of the first non-finite element of x[0, n) (backend memory), or -1: the backend's

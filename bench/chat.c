@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "data/dataset.h"
 #include "data/sample.h"
 

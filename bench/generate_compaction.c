@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "bench/bench_util.h"
 #include "models/config.h"
 #include "models/generate.h"

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "bench/bench_util.h"
 #include "kernels/cpu/lightning.h"
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "bench/bench_util.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/msa.h"

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "data/chat_template.h"
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "models/config.h"
 #include "models/minimax.h"
 #include "models/weights.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "data/tokenizer.h"
 
 static double clock_s(clockid_t id) {

@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "data/chat_internal.h"
-#include "data/data_io.h"
+#include "core/file_io.h"
 
 #define TEMPLATE_MAX_BYTES ((size_t)4 << 20)
 

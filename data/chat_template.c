@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
-#include "data/data_io.h"
+#include "core/check.h"
+#include "core/file_io.h"
 
 /* The end both templates below share: the assistant turn's close, the function role, the
  * tools and the generation prompt. */

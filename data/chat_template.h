@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MT_ERR_LEN 512 /* size of the error buffers of the data modules */
+#include "core/file_io.h" /* MT_ERR_LEN */
 
 typedef enum { MT_CHAT_SYSTEM, MT_CHAT_USER, MT_CHAT_ASSISTANT } mt_chat_role;
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
-#include "data/data_io.h"
+#include "core/check.h"
+#include "core/file_io.h"
 #include "data/chat.h"
 #include "data/dataset_internal.h"
 

@@ -5,8 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
-#include "data/gsm8k_answer.h"
+#include "core/check.h"
 #include "jinja/jinja.h"
 
 static char *dup_value(jinja_value *v) {
@@ -55,17 +54,6 @@ int mt_gsm8k_read(const char *path, bool skip_bad, mt_gsm8k_set *out, char *err)
     }
     jinja_heap_free(h);
     mt_conv_set_free(&c);
-    return 0;
-}
-
-int mt_gsm8k_check_golds(const mt_gsm8k_set *s, const char *path, int64_t n, char *err,
-                         size_t errlen) {
-    for (int64_t i = 0; i < n && i < s->n; i++) {
-        char why[256];
-        if (mt_gsm8k_gold_usable(s->answer[i], why, sizeof(why))) continue;
-        snprintf(err, errlen, "%s:%lld: %s", path, (long long)s->line[i], why);
-        return -1;
-    }
     return 0;
 }
 

@@ -26,12 +26,6 @@ typedef struct {
  * empty). */
 int mt_gsm8k_read(const char *path, bool skip_bad, mt_gsm8k_set *out, char *err);
 void mt_gsm8k_set_free(mt_gsm8k_set *s);
-/* The gold answers of the first n records (those evaluated) against the scorer
- * (mt_gsm8k_gold_usable, data/gsm8k_answer.h): 0, or -1 with "path:line: the gold answer ..."
- * in err for the first one it cannot use, so that no sample is scored against a wrong number. */
-int mt_gsm8k_check_golds(const mt_gsm8k_set *s, const char *path, int64_t n, char *err,
-                         size_t errlen);
-
 /* Removes the calculator annotations "<<expr=value>>" (no newline inside, contains '=') in
  * place: "48/2 = <<48/2=24>>24" becomes "48/2 = 24". Returns the new length. */
 size_t mt_gsm8k_strip_annotations(char *s);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "data/gsm8k.h"
 
 void mt_sample_opts_default(mt_sample_opts *o) {

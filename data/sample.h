@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "data/chat.h"
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "data/tokenizer.h"
 
 #define MT_IGNORE_INDEX (-100)

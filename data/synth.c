@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "data/chat_template.h"
 
 /* splitmix64: the stream of problem (seed, index) */

@@ -9,7 +9,7 @@
 #pragma once
 #include <stdint.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 
 /* Problem `index` of the stream `seed`: question and answer replace the buffers' contents. */
 void mt_synth_problem(uint64_t seed, int64_t index, mt_strbuf *question, mt_strbuf *answer);

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "data/hdf5_error.h"
 
 void mt_token_data_free(mt_token_data *d) {

@@ -8,7 +8,7 @@
  *   attributes: format (I64), data_hash, tokenizer_hash, template_hash, options_hash (U64),
  *   max_length (I64), options (string, the human-readable option list), and the build
  *   counts n_lines, n_skipped, n_truncated, n_dropped, n_targets (I64).
- * The hashes are 64-bit FNV-1a (data/data_io.h) of the data files' bytes (in order), of
+ * The hashes are 64-bit FNV-1a (core/file_io.h) of the data files' bytes (in order), of
  * tokenizer.json's bytes and of what the renders depend on (the chat templates' text, the special
  * tokens, data.template_kwargs: mt_chat_template_hash); options_hash covers everything else that
  * changes the tokens (system text, annotation stripping, truncation policy, max_length, skip_bad,

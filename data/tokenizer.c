@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
-#include "data/data_io.h"
+#include "core/check.h"
+#include "core/file_io.h"
 #include "data/tokenizer_internal.h"
 
 // The GPT-2 pre-tokenizer regex that ByteLevel(use_regex=true) applies (byte_level.rs).

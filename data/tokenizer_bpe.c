@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "data/tokenizer_internal.h"
 
 // Words up to this many symbols use a rank scan (O(n^2) but cache friendly); longer words

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "data/tokenizer.h"
 
 // ---- string -> id hash map (open addressing; keys live in the tokenizer's byte arena) ----

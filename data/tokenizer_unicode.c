@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "data/tokenizer_internal.h"
 
 bool tok_ucd_full_tables = false;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "jinja/jinja_vm.h"
 
 enum { EXEC_NORMAL = 0, EXEC_BREAK, EXEC_CONTINUE };

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "jinja/jinja_internal.h"
 
 struct jinja_chunk {

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "jinja/jinja_ast.h"
 
 typedef struct {

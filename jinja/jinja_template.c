@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "jinja/jinja_ast.h"
 
 #define TCHUNK (64 * 1024)

@@ -420,9 +420,9 @@ standalone_build() {
     blas=-lopenblas
     line info cpu_reference_gemm "OpenBLAS"
   else
-    c_flags="$c_flags -I$ROOT/kernels/cuda/ref"
-    extra_c=(kernels/cuda/ref/cblas_ref.c)
-    line info cpu_reference_gemm "kernels/cuda/ref/cblas_ref.c (no OpenBLAS, or MT_GPU_CHECK_REF_BLAS=1)"
+    c_flags="$c_flags -I$ROOT/tests/cuda_ref"
+    extra_c=(tests/cuda_ref/cblas_ref.c)
+    line info cpu_reference_gemm "tests/cuda_ref/cblas_ref.c (no OpenBLAS, or MT_GPU_CHECK_REF_BLAS=1)"
   fi
   if probe_lib nccl nccl.h nccl; then
     HAVE_NCCL=1 nccl_inc=$PROBE_INC nccl_link=$PROBE_LINK
@@ -486,6 +486,7 @@ standalone_build() {
   # train/, data/ and the binaries on them are rebuilt
   if [ "$(cat "$SA/flags_deps" 2> /dev/null)" != "$DEP_CFLAGS | $deps_link" ]; then
     rm -f "$SA"/obj/models_*.c.o "$SA"/obj/train_*.c.o "$SA"/obj/data_*.c.o "$SA"/obj/jinja_*.c.o \
+      "$SA"/obj/core_file_io.c.o "$SA"/obj/core_cli_flags.c.o "$SA"/obj/eval_*.c.o "$SA"/obj/apps_*.c.o \
       "$SA/obj/bench_gpu_step.c.o" "$SA/libmt_host.a" "$SA/bench-gpu-step" \
       "$SA/tests/test_dist_nccl" "$SA/minimax-generate"
     echo "$DEP_CFLAGS | $deps_link" > "$SA/flags_deps"
@@ -499,11 +500,11 @@ case $1 in
   *) "$CC" $CFLAGS $DEP_CFLAGS -c "$1" -o "$o.part" ;;
 esac && mv -f "$o.part" "$o"
 EOF
-  NEWEST_HDR=$(find autograd kernels models train tests bench data \( -name '*.h' -o -name '*.cuh' \) \
+  NEWEST_HDR=$(find core autograd kernels jinja data models eval train apps tests bench \( -name '*.h' -o -name '*.cuh' \) \
     -printf '%T@ %p\n' 2> /dev/null | sort -n | tail -1 | cut -d' ' -f2-)
   NEWEST_HDR=${NEWEST_HDR:-CMakeLists.txt}
 
-  local lib_src=(autograd/*.c kernels/*.c kernels/cpu/*.c tests/harness.c "${extra_c[@]}" kernels/cuda/*.cu)
+  local lib_src=(core/check.c core/version.c autograd/*.c kernels/*.c kernels/cpu/*.c tests/harness.c "${extra_c[@]}" kernels/cuda/*.cu)
   local lib_obj=() f
   for f in "${lib_src[@]}"; do lib_obj+=("$(obj_of "$f")"); done
   # a chain that fails removes its binary, so that no stale one runs
@@ -525,20 +526,21 @@ EOF
     sa_link build_bench_gpu_ops "$SA/bench-gpu-ops" "${lib_obj[@]}" "$(obj_of bench/gpu_ops.cu)" ||
     rm -f "$SA/bench-gpu-ops"
   # the host side of the step, the NCCL test and minimax-generate: every non-main source of
-  # models/, train/, data/, jinja/ that includes neither mpi.h nor hdf5.h (directly or through the
-  # project's headers; cJSON's and PCRE2's only when found), the stubs for MPI (train/comm.h's
+  # models/, train/, data/, jinja/, eval/, apps/ and core's file and flag helpers that includes
+  # neither mpi.h nor hdf5.h (directly or through the project's headers; cJSON's and PCRE2's only when found), the stubs for MPI (train/comm.h's
   # mt_comm_mpi_init, never called here) and, without NCCL, for NCCL's communicator (--comm
   # nccl refuses), and with NCCL train/*.cu: one archive, from which the linker takes what each
   # binary needs
   local host_src=() drop=X
   [ "$HAVE_CJSON" = 1 ] || drop="${drop}J"
   [ "$HAVE_PCRE2" = 1 ] || drop="${drop}P"
-  for f in models/*.c train/*.c data/*.c jinja/*.c; do
+  for f in core/file_io.c core/cli_flags.c models/*.c train/*.c data/*.c jinja/*.c eval/*.c \
+    apps/*.c; do
     case $f in *_main.c) continue ;; esac
     header_needs "$f"
     [[ $NEEDS =~ [$drop] ]] || host_src+=("$f")
   done
-  printf '%s\n' '#include "autograd/check.h"' '#include "train/comm.h"' \
+  printf '%s\n' '#include "core/check.h"' '#include "train/comm.h"' \
     'mt_comm *mt_comm_mpi_init(int *c, char ***v) { (void)c, (void)v;' \
     '  MT_DIE("no MPI in the standalone build: only single-process runs here"); }' \
     'void mt_comm_finalize(mt_comm *c) { (void)c; }' > "$SA/no_mpi.c.new"
@@ -560,7 +562,7 @@ EOF
   if [ "${HAVE_NCCL:-0}" = 1 ]; then
     sa_main test_dist_nccl "$SA/tests/test_dist_nccl" tests/dist_nccl.c ""
   fi
-  sa_main minimax_generate "$SA/minimax-generate" models/minimax_generate_main.c JP # the tokenizer
+  sa_main minimax_generate "$SA/minimax-generate" apps/minimax_generate_main.c JP # the tokenizer
 }
 
 HAVE_NCCL=0

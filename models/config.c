@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "models/config_internal.h"
 #include "models/safetensors.h"
 

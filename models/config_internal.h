@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "models/config.h"
 
 typedef struct mt_cfg_reader {

@@ -154,17 +154,9 @@ bool mt_gen_backend_can_decode(const mt_minimax *m, const mt_backend *be, char *
 }
 
 const mt_backend *mt_gen_backend_named(const char *name, const mt_minimax *m, char *err, size_t n) {
-    const mt_backend *be = !strcmp(name, "cpu")    ? mt_backend_cpu()
-                           : !strcmp(name, "cuda") ? mt_backend_cuda()
-                                                   : NULL;
+    const mt_backend *be = mt_backend_named(name, err, n);
     char why[160];
-    if (!be)
-        snprintf(err, n,
-                 strcmp(name, "cuda") ? "--backend %s: not a backend (cpu or cuda)"
-                                      : "--backend %s: no usable CUDA device (or a build "
-                                        "without -DMT_CUDA=ON; MT_CUDA_VERBOSE=1 says why)",
-                 name);
-    else if (!mt_gen_backend_can_decode(m, be, why, sizeof(why)))
+    if (be && !mt_gen_backend_can_decode(m, be, why, sizeof(why)))
         snprintf(err, n, "--backend %s: %s", name, why), be = NULL;
     return be;
 }

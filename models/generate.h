@@ -102,9 +102,8 @@ typedef struct {
 
 /* Whether be has a decode step for every layer of m (a device may lack MSA's); if not, why. */
 bool mt_gen_backend_can_decode(const mt_minimax *m, const mt_backend *be, char *why, size_t n);
-/* --backend NAME of the generation tools ("cpu" or "cuda") for model m: the backend, or NULL with
- * one line in err: an unknown name, no usable CUDA device (or a build without it), or a layer
- * the backend has no decode step for. */
+/* --backend NAME of the generation tools for model m (mt_backend_named, autograd/tensor.h): the
+ * backend, or NULL with one line in err, also when a layer has no decode step there. */
 const mt_backend *mt_gen_backend_named(const char *name, const mt_minimax *m, char *err, size_t n);
 
 /* Arena bytes for generation's context: one no-grad prompt forward of B rows of T tokens. */

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "models/safetensors.h"
 
 static int st_dtype_size(mt_st_dtype dt) {

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 
 struct mt_guard_conn {
     int fd;

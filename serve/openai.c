@@ -11,8 +11,8 @@
 #include <time.h>
 
 #include "data/chat.h"
-#include "data/data_io.h"
-#include "models/chat_cli.h"
+#include "core/file_io.h"
+#include "data/chat_cli.h"
 
 /* The handlers run on the server's threads, and a template with its heap is not thread-safe
  * (jinja/jinja.h): renders take turns (they are short next to the decoding). */

@@ -15,7 +15,7 @@
 typedef struct {
     mt_serve_engine *engine;
     const mt_tokenizer *tok;
-    mt_chat_template *chat; /* renders chat messages (models/chat_cli.h); one render at a time */
+    mt_chat_template *chat; /* renders chat messages (data/chat_cli.h); one render at a time */
     const char *model_name;
     int t_max;      /* context: prompt + completion tokens */
     int vocab_size; /* the model's */

@@ -7,7 +7,7 @@
 
 #include "serve/conn_guard.h"
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>

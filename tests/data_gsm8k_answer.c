@@ -1,11 +1,11 @@
-/* data_gsm8k_answer.c: GSM8K answer extraction and exact match (data/gsm8k_answer.h): a table
+/* data_gsm8k_answer.c: GSM8K answer extraction and exact match (eval/gsm8k_answer.h): a table
  * of completions written here with the answers a reader takes from them, and (when ../shared
  * has it) every gold answer of GSM8K's training set fed back as a completion scores 100 %. */
 #include <stdio.h>
 #include <string.h>
 
 #include "data/gsm8k.h"
-#include "data/gsm8k_answer.h"
+#include "eval/gsm8k_answer.h"
 #include "tests/data_util.h"
 #include "tests/harness.h"
 

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "data/gsm8k.h"
 #include "data/sample.h"
 #include "data/tokenizer.h"

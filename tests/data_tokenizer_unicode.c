@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_internal.h"
 

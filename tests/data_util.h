@@ -10,7 +10,7 @@
 #include <cJSON.h>
 
 #include "data/chat_template.h"
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "harness.h"
 
 /* A fresh directory under $TMPDIR (or /tmp); removed with rm_tree. */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 
 enum { MAX_ROWS = 64 };
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "data/chat_template.h"
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "train/recipe.h"
 
 static const char *write_temp(const char *text) {

@@ -676,7 +676,7 @@ emu-cuda)
     --set dist.backend=nccl --set dist.gather_unit=expert --set dist.offload_optimizer=true \
     --resume "$tmp/emu-offload/checkpoint-2"
   grep "^memory" "$tmp/emu-offload.log"
-  # strict emulation (kernels/cuda/emu/emu.cpp) over the whole trainer, 2 steps: reversed
+  # strict emulation (tests/cuda_emu/emu.cpp) over the whole trainer, 2 steps: reversed
   # schedules, poisoned shared and fresh device memory, and every prefetch and reduce-scatter
   # after its stream waited for the compute stream's earlier work
   MT_EMU_STRICT=1 bin="$emu" run "$np" "$tmp/emu-strict" "${small[@]}" --set dist.backend=nccl \
@@ -691,7 +691,7 @@ emu-cuda)
     "$tmp/emu-small-device.log" || { echo "FAIL: no memory error"; cat "$tmp/emu-small-device.log"; exit 1; }
   ! grep -q "^memory\[" "$tmp/emu-small-device.log" || { echo "FAIL: it trained"; exit 1; }
   grep "^error" "$tmp/emu-small-device.log"
-  # rank 1 hangs in its first collective (kernels/cuda/emu/emu_nccl.cpp): with dist.timeout = 5
+  # rank 1 hangs in its first collective (tests/cuda_emu/emu_nccl.cpp): with dist.timeout = 5
   # the NCCL watchdogs must name it and end the job (the first, so that no slow emulated kernel
   # can keep an earlier one pending for 5 s, as the emulator runs queued collectives late)
   rc=0

@@ -1,4 +1,4 @@
-/* emu_cublas.cpp: the emulator's cublasGemmGroupedBatchedEx (kernels/cuda/emu) against its
+/* emu_cublas.cpp: the emulator's cublasGemmGroupedBatchedEx (tests/cuda_emu) against its
  * cublasGemmEx, problem by problem, and against a double reference rounded to bf16 for the all-
  * bf16 form; and the refusals that a real GPU would give too: bf16 A/B with an fp32 C
  * (CUBLAS_STATUS_NOT_SUPPORTED, cuBLAS's documented type table), a pointer array in host memory,

@@ -3,7 +3,7 @@
 mt_test_binary(test_eval_sample eval_sample.c)
 mt_test_cases(test_eval_sample eval_sample_greedy eval_sample_chi2 eval_sample_sets
   eval_sample_uniform)
-# GSM8K answer extraction (data/gsm8k_answer.h); the _gold case needs ../shared (else 77).
+# GSM8K answer extraction (eval/gsm8k_answer.h); the _gold case needs ../shared (else 77).
 mt_test_binary(test_data_gsm8k_answer data_gsm8k_answer.c)
 mt_test_cases(test_data_gsm8k_answer data_gsm8k_answer data_gsm8k_answer_gold)
 # minimax-eval end to end under mpirun (1 and 2 ranks) and its bad inputs; its n-shot prompt

@@ -1,5 +1,5 @@
 /* eval_chat_template.c: the chat template of minimax-generate --prompt and minimax-chat
- * (models/chat_cli.h), on a random 1-layer model of recipes/configs/tiny.json.
+ * (data/chat_cli.h), on a random 1-layer model of recipes/configs/tiny.json.
  *
  * eval_chat_template_flags: --chat-template FILE renders the prompt instead of the directory's
  * template, with the variables of --template-kwargs (a template that prints them: the prompt
@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 
 #include "data/chat.h"
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "data/tokenizer.h"
 #include "tests/data_util.h"
 #include "tests/eval_util.h"

@@ -1,7 +1,7 @@
 /* eval_cli_guards.c: the command-line tools other than the trainer and the server refuse what
  * they cannot do right, each in one line, before any work (docs/evaluation.md, "Refusals").
  *
- * data_cli_flags: the shared strict parser (data/cli_flags.h) and its output-path checks, as a
+ * data_cli_flags: the shared strict parser (core/cli_flags.h) and its output-path checks, as a
  * unit. The others drive the binaries named by $MT_EVAL_CLI, $MT_GENERATE_CLI, $MT_CHAT_CLI,
  * $MT_FORWARD_CLI, $MT_INFO_CLI and $MT_DATA_CLI (ctest sets them to this build's; point them
  * at another build to see its behaviour):
@@ -23,8 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "data/cli_flags.h"
-#include "data/data_io.h"
+#include "core/cli_flags.h"
+#include "core/file_io.h"
 #include "tests/data_util.h"
 #include "tests/eval_util.h"
 #include "tests/harness.h"

@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 
 #include "data/chat.h"
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "data/tokenizer.h"
 #include "tests/data_util.h"
 #include "tests/eval_util.h"

@@ -4,7 +4,7 @@
  * fields the report promises; 1 and 2 ranks write byte-identical results (greedy, and sampling
  * with a seed); and the bad inputs (no model directory, a line without "answer", an empty
  * file) fail with one line naming the file (and line).
- * eval_minimax_eval_shots: the n-shot prompt (models/gsm8k_eval.h, what --shots renders) against
+ * eval_minimax_eval_shots: the n-shot prompt (eval/gsm8k_eval.h, what --shots renders) against
  * transformers' renderings of the same turns (tests/fixtures/template/chat_cases.json), text and
  * token ids; then --shots end to end on 1 and 2 ranks, and its bad inputs.
  * eval_minimax_eval_template: --chat-template and --template-kwargs render the prompts (rank 0's
@@ -17,11 +17,11 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "data/gsm8k.h"
 #include "data/tokenizer.h"
 #include "models/config.h"
-#include "models/gsm8k_eval.h"
+#include "eval/gsm8k_eval.h"
 #include "models/minimax.h"
 #include "models/weights.h"
 #include "tests/data_util.h"

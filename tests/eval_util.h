@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "data/chat.h"
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "models/config.h"
 #include "models/minimax.h"
 #include "models/weights.h"

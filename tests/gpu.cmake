@@ -20,7 +20,7 @@ if(MT_CUDA)
     ENVIRONMENT "${MT_TEST_ENV};MT_CUDA_SYNC=1;MT_CUDA_VERBOSE=1")
 endif()
 
-# ---- the same tests with the CUDA kernels on the CPU emulator (kernels/cuda/emu) ----
+# ---- the same tests with the CUDA kernels on the CPU emulator (tests/cuda_emu) ----
 # Every build, no GPU needed: each CUDA source (kernels/cuda/*.cu, train/*.cu, bench/*.cu) is
 # compiled as C++ against the emulator's cuda_runtime.h / cublas_v2.h / nccl.h, with
 # `kernel<<<grid, block>>>(args)` rewritten to `emu_launcher(kernel, grid, block)(args)`, into
@@ -67,12 +67,12 @@ if(CMAKE_CXX_COMPILER)
   foreach(cuh ${mt_emu_cuh})
     mt_emu_translate(${cuh} unused)
   endforeach()
-  set(mt_emu_srcs ${MT_LIB_SOURCES} ${CMAKE_SOURCE_DIR}/kernels/cuda/emu/emu.cpp)
+  set(mt_emu_srcs ${MT_LIB_SOURCES} ${CMAKE_SOURCE_DIR}/tests/cuda_emu/emu.cpp)
   foreach(cu ${mt_emu_cu})
     mt_emu_translate(${cu} cpp)
     list(APPEND mt_emu_srcs ${cpp})
   endforeach()
-  file(GLOB mt_emu_extra CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/emu/*.cpp)
+  file(GLOB mt_emu_extra CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/cuda_emu/*.cpp)
   list(APPEND mt_emu_srcs ${mt_emu_extra})
   list(REMOVE_DUPLICATES mt_emu_srcs)
   mt_emu_translate(${CMAKE_SOURCE_DIR}/bench/gpu_ops.cu bench_cpp)
@@ -83,10 +83,10 @@ if(CMAKE_CXX_COMPILER)
   add_executable(test_gpu_ops_emu gpu_ops.c gpu_compare.c gpu_msa.c gpu_moe.c gpu_decode.c harness.c)
   add_executable(bench_gpu_ops_emu ${bench_cpp})
   add_executable(minimax-train-emu ${CMAKE_SOURCE_DIR}/train/minimax_train_main.c)
-  add_executable(minimax-generate-emu ${CMAKE_SOURCE_DIR}/models/minimax_generate_main.c)
-  add_executable(minimax-eval-emu ${CMAKE_SOURCE_DIR}/models/minimax_eval_main.c)
-  add_executable(minimax-chat-emu ${CMAKE_SOURCE_DIR}/models/minimax_chat_main.c)
-  add_executable(minimax-serve-emu ${CMAKE_SOURCE_DIR}/serve/minimax_serve_main.c
+  add_executable(minimax-generate-emu ${CMAKE_SOURCE_DIR}/apps/minimax_generate_main.c)
+  add_executable(minimax-eval-emu ${CMAKE_SOURCE_DIR}/apps/minimax_eval_main.c)
+  add_executable(minimax-chat-emu ${CMAKE_SOURCE_DIR}/apps/minimax_chat_main.c)
+  add_executable(minimax-serve-emu ${CMAKE_SOURCE_DIR}/apps/minimax_serve_main.c
     ${MT_SERVE_SOURCES})
   target_link_libraries(minimax-serve-emu PRIVATE PkgConfig::MHD)
   add_executable(bench_gpu_step_emu ${CMAKE_SOURCE_DIR}/bench/gpu_step.c)
@@ -96,7 +96,7 @@ if(CMAKE_CXX_COMPILER)
     target_compile_definitions(${t} PRIVATE MT_WITH_CUDA MT_CUDA_EMU)
     target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-unknown-pragmas>)
     target_include_directories(${t} PRIVATE ${mt_emu_dir}/kernels/cuda ${mt_emu_dir}
-      ${CMAKE_SOURCE_DIR}/kernels/cuda/emu
+      ${CMAKE_SOURCE_DIR}/tests/cuda_emu
       ${CMAKE_SOURCE_DIR}/kernels/cuda ${CMAKE_SOURCE_DIR} ${CBLAS_INCLUDE_DIR})
     set_target_properties(${t} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
       CXX_EXTENSIONS OFF)
@@ -226,7 +226,7 @@ if(CMAKE_CXX_COMPILER)
     ENVIRONMENT "${MT_TEST_ENV};MT_CUDA_GEMM_LANES=4x" WILL_FAIL FALSE
     PASS_REGULAR_EXPRESSION "MT_CUDA_GEMM_LANES=4x: expected a whole number of lanes from 1 to 16"
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  # Strict emulation (MT_EMU_STRICT=1, kernels/cuda/emu/emu.cpp): the same cases with the
+  # Strict emulation (MT_EMU_STRICT=1, tests/cuda_emu/emu.cpp): the same cases with the
   # block's threads and the grid's blocks in reverse order, the highest thread always running on,
   # shared memory poisoned at each block start and cudaMalloc memory at allocation, and one
   # __syncthreads per barrier. A missing barrier, a read of uninitialised shared or device

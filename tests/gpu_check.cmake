@@ -19,10 +19,10 @@ add_test(NAME gpu_check_standalone COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu_ch
 set_tests_properties(gpu_check_standalone PROPERTIES ENVIRONMENT "${MT_TEST_ENV}" TIMEOUT 120
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 
-# kernels/cuda/ref/cblas_ref.c, the standalone build's sgemm without OpenBLAS, against the
+# tests/cuda_ref/cblas_ref.c, the standalone build's sgemm without OpenBLAS, against the
 # textbook loop, bit for bit (renamed so it stays apart from OpenBLAS's cblas_sgemm)
-add_executable(test_cblas_ref op_cblas_ref.c ${CMAKE_SOURCE_DIR}/kernels/cuda/ref/cblas_ref.c)
-target_include_directories(test_cblas_ref PRIVATE ${CMAKE_SOURCE_DIR}/kernels/cuda/ref)
+add_executable(test_cblas_ref op_cblas_ref.c ${CMAKE_SOURCE_DIR}/tests/cuda_ref/cblas_ref.c)
+target_include_directories(test_cblas_ref PRIVATE ${CMAKE_SOURCE_DIR}/tests/cuda_ref)
 target_compile_definitions(test_cblas_ref PRIVATE cblas_sgemm=ref_sgemm)
 target_link_libraries(test_cblas_ref PRIVATE OpenMP::OpenMP_C m)
 add_test(NAME op_cblas_ref COMMAND test_cblas_ref)

@@ -1,4 +1,4 @@
-/* info_ep.c: minimax-info's expert-parallel sizing (models/info_ep.h) against hand computation.
+/* info_ep.c: minimax-info's expert-parallel sizing (apps/info_ep.h) against hand computation.
  *
  * op_info_ep_formula: four buckets {640 dense, 2048 expert 0, 2048 expert 1, 512 dense} (gather
  * unit expert: a bucket per expert), fp32 gathers, one MoE layer, E = 2, top_k 2, C = 8, 10
@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/info_ep.h"
+#include "apps/info_ep.h"
 
 static int test_formula(void) {
     const int64_t numel[4] = {640, 2048, 2048, 512}, experts[4] = {0, 2048, 2048, 0};

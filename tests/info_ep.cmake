@@ -1,4 +1,4 @@
-# minimax-info's expert-parallel sizing (models/info_ep.c) against hand computation, and its
+# minimax-info's expert-parallel sizing (apps/info_ep.c) against hand computation, and its
 # command line (P = 1 prints the ZeRO-3 numbers again).
 mt_test_binary(test_info_ep info_ep.c)
 mt_test_cases(test_info_ep op_info_ep_formula op_info_ep_cli)

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "jinja/jinja.h"
 
 /* ---- SHA-256 (FIPS 180-4), to check that a shared template is the one the fixture names ---- */

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "jinja/jinja_internal.h"
 
 extern const char jinja_ucd_version[]; // jinja/jinja_unicode_data.c

@@ -1,6 +1,6 @@
 # The NCCL communicator (train/comm_nccl.cu, tests/dist_nccl.c). gpu_nccl_np1: one rank over the
 # self communicator on a real GPU (skipped, 77, without -DMT_CUDA=ON or without a device).
-# op_cuda_emu_nccl_*: the same code on the CPU emulator (kernels/cuda/emu/emu_nccl.cpp: NCCL on
+# op_cuda_emu_nccl_*: the same code on the CPU emulator (tests/cuda_emu/emu_nccl.cpp: NCCL on
 # MPI) with 1-3 MPI ranks; the abort, shared-device and watchdog cases must end the job non-zero
 # with their message, within 60 s (a hang is the failure they guard against).
 mt_test_binary(test_dist_nccl dist_nccl.c)

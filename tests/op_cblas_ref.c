@@ -1,4 +1,4 @@
-/* op_cblas_ref.c: kernels/cuda/ref/cblas_ref.c (launch/gpu-check.sh's sgemm where a GPU image
+/* op_cblas_ref.c: tests/cuda_ref/cblas_ref.c (launch/gpu-check.sh's sgemm where a GPU image
  * has no OpenBLAS) against the textbook loop, C[i][j] = alpha sum_k op(A)[i][k] op(B)[k][j]
  * (+ beta C) in double in k order, which its panels must reproduce bit for bit: both orders,
  * all four transposes, beta 0 (C not read: NaN there stays unread) and not, padded leading

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "harness.h"
-#include "models/ids_json.h"
+#include "apps/ids_json.h"
 #include "parity_model.h"
 
 static int pm_system(const char *cmd) {

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "models/safetensors.h"
 
 /* The digest models/safetensors.c records in the header (MT_ST_DIGEST_KEY), recomputed over

@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "data/tokenizer.h"
 #include "models/safetensors.h"
 #include "tests/data_util.h"

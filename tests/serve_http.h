@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 
 typedef struct {
     pid_t pid;

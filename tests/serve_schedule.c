@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "tests/data_util.h"
 #include "tests/eval_util.h"
 #include "tests/harness.h"

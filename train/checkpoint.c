@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "data/hdf5_error.h"
 #include "train/env.h"
 

@@ -28,7 +28,7 @@
 #define MT_CHECKPOINT_INPUTS 8
 
 /* One input the numerics depend on, by what it is, its path and a 64-bit FNV-1a digest of its
- * bytes (data/data_io.h). */
+ * bytes (core/file_io.h). */
 typedef struct {
     char what[64]; /* "model.config", "data.path", ... (the recipe key that names it) */
     char path[2112];

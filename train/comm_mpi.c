@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "train/comm.h"
 #include "train/env.h"
 

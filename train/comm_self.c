@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "autograd/tensor.h"
 #include "train/comm.h"
 

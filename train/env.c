@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
-#include "data/cli_flags.h"
+#include "core/check.h"
+#include "core/cli_flags.h"
 
 long long mt_env_int(const char *name, long long lo, long long hi, long long unset) {
     const char *v = getenv(name);

@@ -1,5 +1,5 @@
 /* env.h: the numbers the trainer reads from its environment (launcher variables, test hooks),
- * parsed as the command line's are (data/cli_flags.h): a value that is set but is not a number
+ * parsed as the command line's are (core/cli_flags.h): a value that is set but is not a number
  * in range ends the rank with one line naming the variable, instead of becoming 0 (atoi) and
  * quietly meaning "unset". */
 #pragma once

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 
 static void ep_alltoallv(void *user, const void *send, const int64_t *send_counts, void *recv,
                          const int64_t *recv_counts, size_t elem) {

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "train/output_dir.h"
 
 #define CSV_HEADER       "step,loss,lr,grad_norm,tokens,tokens_per_s,elapsed_s"

@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "autograd/check.h"
-#include "data/cli_flags.h"
+#include "core/check.h"
+#include "core/cli_flags.h"
 
 #define LOCK_NAME ".minimax-train.lock"
 

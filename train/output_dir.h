@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 
 typedef struct {
     int lock_fd; /* -1: no lock held */
@@ -61,7 +61,7 @@ bool mt_outdir_inputs_check(const char *dir, const mt_outdir_input *in, int n, c
  * whether name is an entry of output.dir this trainer writes (what --overwrite removes); the
  * directory a path is in ("." for a bare name); the results of an earlier run in dir listed
  * into out, returning how many, the newest checkpoint's step in *newest. (Whether two paths are
- * the same file: mt_path_same, data/cli_flags.h.) */
+ * the same file: mt_path_same, core/cli_flags.h.) */
 bool mt_outdir_fail(char *err, size_t n, const char *fmt, ...) MT_PRINTF(3, 4);
 bool mt_outdir_own_output(const char *name);
 void mt_outdir_parent(const char *path, char *out, size_t n);

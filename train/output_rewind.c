@@ -13,10 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "autograd/check.h"
-#include "data/cli_flags.h"
+#include "core/check.h"
+#include "core/cli_flags.h"
 #include "data/chat_template.h"
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "train/output_dir.h"
 
 long mt_log_line_step(const char *line) {

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
-#include "data/data_io.h"
+#include "core/check.h"
+#include "core/file_io.h"
 
 typedef struct {
     const char *s, *path;

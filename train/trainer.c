@@ -37,7 +37,7 @@
 
 #include "data/gsm8k.h"
 #include "data/synth.h"
-#include "kernels/version.h"
+#include "core/version.h"
 #include "models/safetensors.h"
 #include "train/env.h"
 #include "train/nonfinite.h"

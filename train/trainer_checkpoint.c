@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "data/chat.h"
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "models/safetensors.h"
 #include "train/output_dir.h"
 #include "train/trainer_internal.h"

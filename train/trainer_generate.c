@@ -1,7 +1,7 @@
 /* trainer_generate.c: accuracy by generation in a training run (eval.generate_*; docs/training.md,
  * "Evaluation by generation"): the problems of eval.generate_data, sample i on rank i % N,
  * decoded from the weights of that step and scored as minimax-eval scores them
- * (models/gsm8k_eval.h: the same prompt, decoding, extraction and result lines).
+ * (eval/gsm8k_eval.h: the same prompt, decoding, extraction and result lines).
  *
  * The weights live in ZeRO-3 shards. A rank decodes its share in one of two ways
  * (eval.generate_weights):
@@ -24,9 +24,10 @@
 #include <string.h>
 
 #include "data/synth.h"
-#include "models/gsm8k_eval.h"
+#include "eval/gsm8k_answer.h"
+#include "eval/gsm8k_eval.h"
 #include "models/safetensors.h"
-#include "models/chat_cli.h"
+#include "data/chat_cli.h"
 #include "train/trainer_internal.h"
 
 /* eval.generate_data = "synthetic": problems data.synthetic_samples, ... of data.seed's stream,
@@ -113,7 +114,7 @@ static bool trainer_generate_template(trainer *t, char *why, size_t n) {
     return t->gen_chat != NULL;
 }
 
-/* n-shot and decoding from the recipe into ev (models/gsm8k_eval.h, as minimax-eval's flags). */
+/* n-shot and decoding from the recipe into ev (eval/gsm8k_eval.h, as minimax-eval's flags). */
 static void trainer_generate_opts(const trainer *t, mt_gsm8k_eval *ev) {
     const mt_recipe *rc = &t->rc;
     ev->shots = rc->eval_generate_shots > 0 ? &t->gen_shots : NULL;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "train/nonfinite.h"
 #include "train/trainer_internal.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "train/env.h"
 
 struct zero_copier;

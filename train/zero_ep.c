@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "train/zero.h"
 
 void mt_zero_set_expert_parallel(mt_zero *z, int P, const int *owner) {

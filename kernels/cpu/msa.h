@@ -17,7 +17,7 @@
 #pragma once
 #include <stdint.h>
 
-#include "../../autograd/check.h"
+#include "../../core/check.h"
 
 /* topk bound: the selection keeps its candidates on the stack */
 #define CPU_MSA_MAX_TOPK 4096

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 
 /* The input as a NUL-terminated string (malloc'ed; an embedded NUL ends it early). */
 static inline char *fuzz_cstr(const uint8_t *data, size_t size) {

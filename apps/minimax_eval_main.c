@@ -7,16 +7,16 @@
  *       [--weights auto|replica|gathered]
  *
  * Each question is a user turn rendered with the generation prompt by the model's chat template
- * (TOK's, or --chat-template FILE, with the variables of --template-kwargs: models/chat_cli.h)
+ * (TOK's, or --chat-template FILE, with the variables of --template-kwargs: data/chat_cli.h)
  * (zero-shot; with --shots N the first N solved examples of the shots file come first, as
- * earlier user/assistant turns: models/gsm8k_eval.h); sample i runs on rank i % N, B prompts at
+ * earlier user/assistant turns: eval/gsm8k_eval.h); sample i runs on rank i % N, B prompts at
  * a time as one ragged batch (models/generate.h), in host memory or with --backend cuda on the
  * rank's GPU. Every rank holds a full replica of the model (--weights replica), or only its
  * ZeRO-3 shards (--weights gathered, train/sharded.h): every forward then gathers each bucket
  * as it goes and the ranks decode in step (mt_gen_sync: one gather per bucket and decode step
  * for a rank's whole batch); --weights auto takes the replica when it fits the rank's memory.
  * What does not fit is refused at the start with the sizes. The
- * completion (special tokens left out) is scored by data/gsm8k_answer.h against the gold answer.
+ * completion (special tokens left out) is scored by eval/gsm8k_answer.h against the gold answer.
  * Rank 0 prints the accuracy with its 95 % Wilson interval, and with --out writes one JSON line per
  * sample (index, prompt, completion, extracted, gold, correct), in data-set order, through a
  * temporary file renamed into place. */
@@ -29,15 +29,16 @@
 #include <time.h>
 
 #include "data/chat.h"
-#include "data/cli_flags.h"
-#include "data/data_io.h"
+#include "core/cli_flags.h"
+#include "core/file_io.h"
 #include "data/gsm8k.h"
 #include "data/tokenizer.h"
-#include "kernels/version.h"
-#include "models/chat_cli.h"
+#include "core/version.h"
+#include "data/chat_cli.h"
 #include "models/config.h"
 #include "models/generate.h"
-#include "models/gsm8k_eval.h"
+#include "eval/gsm8k_answer.h"
+#include "eval/gsm8k_eval.h"
 #include "models/minimax.h"
 #include "models/safetensors.h"
 #include "models/weights.h"
@@ -142,7 +143,7 @@ static double ev_now(void) {
 }
 
 /* The command line (after MPI's): the flags into a; numbers and texts through
- * data/cli_flags.h (one line naming a refused one). Returns false on an unknown flag. */
+ * core/cli_flags.h (one line naming a refused one). Returns false on an unknown flag. */
 typedef struct {
     const char *model_dir, *data_path, *out_path, *tok_dir, *shots_path, *backend, *weights,
         *chat_file, *kwargs;
@@ -166,7 +167,7 @@ static bool ev_parse(int argc, char **argv, ev_args *a) {
     for (int i = 1; i < argc; i++) {
         const bool more = i + 1 < argc;
         const char *f = argv[i], *v = more ? argv[i + 1] : NULL;
-        bool ok = true; /* a number or text refused by data/cli_flags.h: its line in msg */
+        bool ok = true; /* a number or text refused by core/cli_flags.h: its line in msg */
         if (!strcmp(f, "--model") && more)
             a->model_dir = argv[++i];
         else if (!strcmp(f, "--data") && more)

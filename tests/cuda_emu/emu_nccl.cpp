@@ -1,4 +1,4 @@
-/* emu_nccl.cpp: the emulator's NCCL (kernels/cuda/emu/nccl.h) and the stream and device calls
+/* emu_nccl.cpp: the emulator's NCCL (tests/cuda_emu/nccl.h) and the stream and device calls
  * of the runtime that the NCCL communicator needs. Emulated device memory is host memory, so a
  * collective is the matching MPI collective on a duplicate of MPI_COMM_WORLD.
  *

@@ -9,7 +9,7 @@
  * forgets the turns (the system prompt stays), `/exit` or the end of input ends. Every turn
  * renders the whole conversation with the model's chat template (TOK's, or --chat-template FILE,
  * with the variables of --template-kwargs) plus the generation prompt, exactly as minimax-eval
- * and training render it (models/chat_cli.h, data/chat.h), and decodes with the same code
+ * and training render it (data/chat_cli.h, data/chat.h), and decodes with the same code
  * (models/generate.h); the reply streams to stdout as its tokens are decoded and joins the
  * conversation as an assistant turn. A reply ends at the end-of-turn token (mt_chat_cli_eos),
  * at a --stop string or after --max-new-tokens. --json prints one object per turn instead of the
@@ -26,11 +26,11 @@
 #include <unistd.h>
 
 #include "data/chat.h"
-#include "data/cli_flags.h"
-#include "data/data_io.h"
+#include "core/cli_flags.h"
+#include "core/file_io.h"
 #include "data/tokenizer.h"
-#include "kernels/version.h"
-#include "models/chat_cli.h"
+#include "core/version.h"
+#include "data/chat_cli.h"
 #include "models/config.h"
 #include "models/generate.h"
 #include "models/minimax.h"
@@ -282,7 +282,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const bool more = i + 1 < argc;
         const char *f = argv[i], *v = more ? argv[i + 1] : NULL;
-        bool ok = true; /* a number or text refused by data/cli_flags.h: its line in msg */
+        bool ok = true; /* a number or text refused by core/cli_flags.h: its line in msg */
         if (!strcmp(f, "--model") && more)
             model_dir = argv[++i];
         else if (!strcmp(f, "--tokenizer") && more)

@@ -1,5 +1,5 @@
-/* data_io.c: whole-file reads, FNV-1a hashing, UTF-8 validation, byte buffers. */
-#include "data/data_io.h"
+/* file_io.c: whole-file reads, FNV-1a hashing, UTF-8 validation, byte buffers. */
+#include "core/file_io.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,8 +9,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "autograd/check.h"
-#include "data/chat_template.h"
+#include "core/check.h"
 
 uint64_t mt_hash64(const void *p, size_t n, uint64_t h) {
     const unsigned char *s = p;

@@ -194,7 +194,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
 /* Streams (emu_nccl.cpp): the default stream runs everything at once; a
  * created stream queues the emulated NCCL collectives and the GEMMs of a cuBLAS handle bound to
  * it until the default stream waits on an event recorded there, the stream is synchronised or
- * the device is (kernels/cuda/emu/nccl.h, emu_blas.cpp). */
+ * the device is (tests/cuda_emu/nccl.h, emu_blas.cpp). */
 #define cudaStreamNonBlocking  0x01
 #define cudaEventDisableTiming 0x02
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);

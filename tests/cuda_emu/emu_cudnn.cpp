@@ -523,7 +523,7 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
         if (!d->ref(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)->from_heuristics)
             return fail(CUDNN_STATUS_BAD_PARAM, "a plan's engine config must come from heuristics");
         return fail(CUDNN_STATUS_NOT_SUPPORTED,
-                    "the CPU emulator has no cuDNN engines (kernels/cuda/emu/cudnn.h)");
+                    "the CPU emulator has no cuDNN engines (tests/cuda_emu/cudnn.h)");
     case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR:
         if (d->v[CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS].count !=
             d->v[CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS].count)

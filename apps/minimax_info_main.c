@@ -32,7 +32,7 @@
  *   fit_ranks_ep: the fewest ranks over every expert-parallel size P (a divisor of E; the ranks
  *   a multiple of P), the given gather unit, no offload, and that layout's traffic.
  * traffic_*, ep_*: with --ranks (and --seq for the all-to-all), the bytes one rank sends per
- *   micro-step (models/info_ep.h: ring collectives, two gathers and one reduce-scatter per
+ *   micro-step (apps/info_ep.h: ring collectives, two gathers and one reduce-scatter per
  *   bucket but the last of each slot, the all-to-all under uniform routing, rows in the gather
  * dtype) for ZeRO-3 (traffic_zero3_*) and, with --expert-parallel P, for EP over P ranks per group
  * (ep_*: its memory per rank and traffic; P = 1 prints today's numbers again). */
@@ -42,23 +42,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/cli_flags.h"
-#include "models/info_ep.h"
+#include "core/cli_flags.h"
+#include "apps/info_ep.h"
 #include "models/minimax.h"
-#include "kernels/version.h"
+#include "core/version.h"
 #include "train/zero.h"
 
 /* --help: on stdout, exit 0; a bad command line: on stderr, exit 2 */
 static void usage(int status) {
-    fprintf(
-        status ? stderr : stdout,
-        "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
-        "                    [--gather-unit layer|expert] [--gather-dtype fp32|bf16]\n"
-        "                    [--offload] [--seq T [--batch B]] [--fit-gib G]\n"
-        "                    [--expert-parallel P]\n"
-        "       minimax-info --help | --version\n"
-        "  parameter counts of a config and, with --ranks, --seq or --fit-gib, the memory\n"
-        "  one rank needs to train it under ZeRO-3 (the key list: models/minimax_info_main.c)\n");
+    fprintf(status ? stderr : stdout,
+            "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
+            "                    [--gather-unit layer|expert] [--gather-dtype fp32|bf16]\n"
+            "                    [--offload] [--seq T [--batch B]] [--fit-gib G]\n"
+            "                    [--expert-parallel P]\n"
+            "       minimax-info --help | --version\n"
+            "  parameter counts of a config and, with --ranks, --seq or --fit-gib, the memory\n"
+            "  one rank needs to train it under ZeRO-3 (the key list: apps/minimax_info_main.c)\n");
     exit(status);
 }
 
@@ -229,7 +228,7 @@ static void info_fit(const mt_minimax_config *cfg, mt_dtype gather_dtype, long s
     }
 }
 
-/* A flag's value refused by data/cli_flags.h: its one line, exit 2 (a bad command line). */
+/* A flag's value refused by core/cli_flags.h: its one line, exit 2 (a bad command line). */
 static void info_flag(bool ok, const char *msg) {
     if (ok) return;
     fprintf(stderr, "minimax-info: %s\n", msg);

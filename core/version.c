@@ -1,7 +1,7 @@
 /* version.c: the build's identity for `--version`. The commit and the build type come from
  * CMakeLists.txt as definitions on this file alone (`git describe --always --dirty` at
  * configure time, "unknown" outside a git checkout), so a new commit recompiles one file. */
-#include "kernels/version.h"
+#include "core/version.h"
 
 #ifndef MT_GIT_COMMIT
 #define MT_GIT_COMMIT "unknown"

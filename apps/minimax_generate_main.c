@@ -8,7 +8,7 @@
  *
  * IDS.json: a list of equal-length lists of prompt token ids. Prints the generated ids as a
  * JSON list of lists, one row per line. TEXT: one user turn rendered with the generation prompt
- * by the model's chat template (TOK's, or FILE; with the variables of JSON: models/chat_cli.h,
+ * by the model's chat template (TOK's, or FILE; with the variables of JSON: data/chat_cli.h,
  * as training renders it), tokenized with TOK's tokenizer.json (default: DIR's); prints the
  * generated text decoded, special tokens left out, or with --json the prompt ids, the generated ids
  * and the text. With an eos_token_id in the config a row stops at eos (and is padded with eos while
@@ -22,15 +22,15 @@
 #include <unistd.h>
 
 #include "data/chat.h"
-#include "data/cli_flags.h"
+#include "core/cli_flags.h"
 #include "data/tokenizer.h"
-#include "models/chat_cli.h"
+#include "data/chat_cli.h"
 #include "models/config.h"
 #include "models/generate.h"
-#include "models/ids_json.h"
+#include "apps/ids_json.h"
 #include "models/minimax.h"
 #include "models/weights.h"
-#include "kernels/version.h"
+#include "core/version.h"
 
 /* --help: on stdout, exit 0; a bad command line: on stderr, exit 2 */
 static void usage(int status) {

@@ -1,5 +1,5 @@
 /* cli_flags.c: strict parsing of command-line numbers (see cli_flags.h). */
-#include "data/cli_flags.h"
+#include "core/cli_flags.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -1,5 +1,6 @@
-/* gsm8k_answer.c: answer extraction and exact match for GSM8K (data/gsm8k_answer.h). */
-#include "data/gsm8k_answer.h"
+/* gsm8k_answer.c: answer extraction and exact match for GSM8K, and the gold answers checked
+ * against them (eval/gsm8k_answer.h). */
+#include "eval/gsm8k_answer.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -122,4 +123,15 @@ bool mt_gsm8k_gold_usable(const char *gold, char *why, size_t n) {
                  mark ? "####" : "", shown);
     }
     return ok;
+}
+
+int mt_gsm8k_check_golds(const mt_gsm8k_set *s, const char *path, int64_t n, char *err,
+                         size_t errlen) {
+    for (int64_t i = 0; i < n && i < s->n; i++) {
+        char why[256];
+        if (mt_gsm8k_gold_usable(s->answer[i], why, sizeof(why))) continue;
+        snprintf(err, errlen, "%s:%lld: %s", path, (long long)s->line[i], why);
+        return -1;
+    }
+    return 0;
 }

@@ -18,13 +18,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/cli_flags.h"
+#include "core/cli_flags.h"
 #include "models/config.h"
-#include "models/ids_json.h"
+#include "apps/ids_json.h"
 #include "models/minimax.h"
 #include "models/safetensors.h"
 #include "models/weights.h"
-#include "kernels/version.h"
+#include "core/version.h"
 
 /* --help: on stdout, exit 0; a bad command line: on stderr, exit 2 */
 static void usage(int status) {

@@ -1,4 +1,4 @@
-/* emu.cpp: the CPU emulator behind kernels/cuda/emu/cuda_runtime.h (see there for what it models
+/* emu.cpp: the CPU emulator behind tests/cuda_emu/cuda_runtime.h (see there for what it models
  * and what it cannot show; cuBLAS is emu_blas.cpp, NCCL and created streams emu_nccl.cpp).
  * Threads of a block are fibers on the calling thread, scheduled round-robin (strict mode:
  * highest first) and switched only at barriers (warp shuffles, __syncthreads), so a run is
@@ -522,7 +522,7 @@ static size_t emu_total_mem(void) {
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
     memset(p, 0, sizeof(*p));
-    snprintf(p->name, sizeof(p->name), "CPU emulator %d (kernels/cuda/emu)", dev);
+    snprintf(p->name, sizeof(p->name), "CPU emulator %d (tests/cuda_emu)", dev);
     p->major = 9;
     p->minor = 0;
     p->multiProcessorCount = 1;

@@ -1,12 +1,12 @@
 /* chat_cli.c: see chat_cli.h. */
-#include "models/chat_cli.h"
+#include "data/chat_cli.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 
 /* Replaces every `from` in s (a buffer of n bytes) by `to`, cutting what no longer fits. */
 static void replace_all(char *s, size_t n, const char *from, const char *to) {

@@ -1,10 +1,12 @@
-/* data_io.h: small helpers shared by the data modules: whole-file reads, a 64-bit content hash,
- * UTF-8 validation and a growable byte buffer. Errors go into a caller buffer of MT_ERR_LEN
- * bytes (data/chat_template.h) so that tools and tests can report them. */
+/* file_io.h: small helpers every room shares: whole-file reads, a 64-bit content hash, UTF-8
+ * validation, JSON duplicate keys and a growable byte buffer. Errors go into a caller buffer of
+ * MT_ERR_LEN bytes so that tools and tests can report them. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#define MT_ERR_LEN 512 /* size of the error buffers of the data modules and the tools */
 
 /* 64-bit FNV-1a over n bytes, continuing from h (start with MT_HASH64_INIT). It identifies
  * inputs of the token cache; it is not a cryptographic hash. */

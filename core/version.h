@@ -1,4 +1,4 @@
-/* version.h: what `--version` prints in every binary (kernels/version.c). */
+/* version.h: what `--version` prints in every binary (core/version.c). */
 #pragma once
 #include <stdio.h>
 

@@ -1,5 +1,5 @@
 /* check.c: mt_die and the checked allocators. */
-#include "check.h"
+#include "core/check.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,9 +1,9 @@
-/* info_ep.c: minimax-info's sizing of expert parallelism (models/info_ep.h). */
-#include "models/info_ep.h"
+/* info_ep.c: minimax-info's sizing of expert parallelism (apps/info_ep.h). */
+#include "apps/info_ep.h"
 
 #include <stdlib.h>
 
-#include "autograd/check.h"
+#include "core/check.h"
 #include "train/zero.h"
 
 /* Ring collectives over R ranks: what one rank sends for the buckets of numel[], each padded as

@@ -9,7 +9,7 @@
  *                 [--max-connections-per-address N] [--prefill-tokens N]
  *
  * Chat messages are rendered by the model's chat template (TOK's, or FILE, with the variables
- * of JSON: models/chat_cli.h), as training renders them.
+ * of JSON: data/chat_cli.h), as training renders them.
  * POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health; requests are
  * batched continuously (serve/engine.h). SIGTERM or SIGINT: no new connections, the requests in
  * flight are answered, exit 0. Generation runs on the CPU backend (models/generate.h), the model
@@ -20,10 +20,10 @@
 #include <string.h>
 
 #include "data/chat.h"
-#include "data/cli_flags.h"
+#include "core/cli_flags.h"
 #include "data/tokenizer.h"
-#include "kernels/version.h"
-#include "models/chat_cli.h"
+#include "core/version.h"
+#include "data/chat_cli.h"
 #include "models/config.h"
 #include "models/minimax.h"
 #include "models/weights.h"

@@ -11,6 +11,9 @@
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "data/gsm8k.h"
 
 #define MT_GSM8K_ANSWER_MAX 64
 
@@ -29,3 +32,9 @@ bool mt_gsm8k_correct(const char *completion, const char *gold);
  * "#### 1e5" or "#### 1/2" would be read as no answer, "1" and "1": every completion would be
  * scored against the wrong number. false with the reason in why (n bytes). */
 bool mt_gsm8k_gold_usable(const char *gold, char *why, size_t n);
+
+/* The gold answers of the first n records (those evaluated) against the scorer
+ * (mt_gsm8k_gold_usable): 0, or -1 with "path:line: the gold answer ..."
+ * in err for the first one it cannot use, so that no sample is scored against a wrong number. */
+int mt_gsm8k_check_golds(const mt_gsm8k_set *s, const char *path, int64_t n, char *err,
+                         size_t errlen);

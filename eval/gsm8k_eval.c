@@ -1,5 +1,5 @@
 /* gsm8k_eval.c: see gsm8k_eval.h. */
-#include "models/gsm8k_eval.h"
+#include "eval/gsm8k_eval.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/gsm8k_answer.h"
-#include "models/chat_cli.h"
+#include "eval/gsm8k_answer.h"
+#include "data/chat_cli.h"
 
 /* The turns of a question: 2 n_shots + 1 messages, malloc'ed (texts borrowed). */
 static mt_chat_msg *gsm8k_turns(const mt_gsm8k_set *shots, int n_shots, const char *question) {

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "data/chat.h"
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "data/gsm8k.h"
 #include "data/tokenizer.h"
 #include "models/generate.h"

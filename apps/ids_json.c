@@ -1,13 +1,13 @@
-/* ids_json.c: token id batches as JSON (models/ids_json.h). */
-#include "models/ids_json.h"
+/* ids_json.c: token id batches as JSON (apps/ids_json.h). */
+#include "apps/ids_json.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "autograd/check.h"
-#include "data/data_io.h"
+#include "core/check.h"
+#include "core/file_io.h"
 
 static char *ids_read_file(const char *path) {
     char err[1024];

@@ -8,13 +8,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "data/data_io.h"
+#include "core/file_io.h"
 #include "data/chat.h"
-#include "data/cli_flags.h"
+#include "core/cli_flags.h"
 #include "data/synth.h"
 #include "data/token_cache.h"
 #include "data/tokenizer.h"
-#include "kernels/version.h"
+#include "core/version.h"
 
 static void usage(FILE *f) {
     fprintf(
@@ -60,7 +60,7 @@ typedef struct {
     int strip, skip_bad, force, tokens, color, agp, spans; /* color: -1 auto */
 } args;
 
-/* A number flag through data/cli_flags.h: each its own range, one line naming it. */
+/* A number flag through core/cli_flags.h: each its own range, one line naming it. */
 static int parse_int(const char *flag, const char *v, long long *out) {
     const long long lo = !strcmp(flag, "--max-length") ? 2 : !strcmp(flag, "--n") ? 1 : 0;
     char err[256];
