@@ -16,7 +16,7 @@
     "  --chat-template FILE: the chat template (Jinja) instead of TOK's chat_template.jinja or\n"  \
     "    tokenizer_config.json chat_template (like the recipe's data.chat_template)\n"             \
     "  --template-kwargs JSON: a JSON object of extra template variables, e.g.\n"                  \
-    "    '{\"thinking_mode\": \"enabled\"}' (MiniMax-M3; like data.template_kwargs)\n"
+    "    '{\"thinking_mode\": \"enabled\"}' (like data.template_kwargs)\n"
 
 /* dir's template (file: --chat-template instead; kwargs: --template-kwargs, NULL for none).
  * NULL with one line in err naming the flag or the file. */

@@ -54,7 +54,7 @@ const char *mt_chat_template_minimax(void) { return minimax_template; }
 const char *mt_chat_template_minimax_ext(void) { return minimax_template_ext; }
 
 static const mt_chat_template_fix fixes[] = {
-    {"MiniMax-Text-01", minimax_template, minimax_template_ext},
+    {"MiniMax-Text-01", minimax_template, minimax_template_ext}, /* layout: family name ok */
 };
 
 const mt_chat_template_fix *mt_chat_template_fixes(int *n) {

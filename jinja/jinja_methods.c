@@ -495,34 +495,6 @@ static bool char_class(jinja_value s, method_id id) {
     return id == M_ISLOWER || id == M_ISUPPER ? any_cased : true;
 }
 
-/* Python's str.splitlines() line ends. */
-static size_t line_end(const char *p, size_t n, size_t i, size_t *len) {
-    uint32_t cp;
-    int k = jinja_utf8_next(p + i, n - i, &cp);
-    *len = (size_t)k;
-    if (cp == '\r' && i + 1 < n && p[i + 1] == '\n') *len = 2;
-    return cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c || cp == 0x1c || cp == 0x1d ||
-           cp == 0x1e || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
-}
-
-jinja_value jinja_vm_splitlines(jinja_vm *vm, jinja_value s, bool keepends) {
-    jinja_value parts = jinja_vm_list(vm, 0, JINJA_SEQ_LIST);
-    const char *p = s.u.s.p;
-    size_t n = s.u.s.len, start = 0;
-    for (size_t i = 0; i < n;) {
-        size_t k;
-        if (line_end(p, n, i, &k)) {
-            jinja_vm_push(vm, parts, jinja_vm_str(vm, p + start, (keepends ? i + k : i) - start));
-            i += k;
-            start = i;
-        } else {
-            i += k;
-        }
-    }
-    if (start < n) jinja_vm_push(vm, parts, jinja_vm_str(vm, p + start, n - start));
-    return parts;
-}
-
 static jinja_value partition(jinja_vm *vm, jinja_value s, const jinja_args *a, bool right) {
     jinja_value sep = str_of(vm, jinja_arg(a, 0, NULL), "partition");
     if (!sep.u.s.len) jinja_vm_fail(vm, "empty separator");

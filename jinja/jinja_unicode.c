@@ -1,11 +1,12 @@
 /* jinja_unicode.c: UTF-8 and Python 3's str semantics on code points: case mappings (full,
  * SpecialCasing included), str.title(), str.capitalize(), the Final_Sigma rule of str.lower(),
- * whitespace, printability and the classes of str.islower() ... isnumeric(). The tables are
- * generated from Python itself (tools/make_jinja_unicode.py -> jinja_unicode_data.c); ASCII never
- * reaches them. */
+ * whitespace, line ends (str.splitlines()), printability and the classes of str.islower() ...
+ * isnumeric(). The tables are generated from Python itself (tools/make_jinja_unicode.py ->
+ * jinja_unicode_data.c); ASCII never reaches them. */
 #include <string.h>
 
 #include "jinja/jinja_internal.h"
+#include "jinja/jinja_vm.h"
 
 /* jinja_unicode_data.c (layouts: tools/make_jinja_unicode.py) */
 extern const char jinja_ucd_version[], jinja_ucd_python[];
@@ -304,4 +305,32 @@ void jinja_str_capitalize(const char *s, size_t n, jinja_buf *out) {
     jinja_cp_title(cp, out);
     /* the Final_Sigma scan back from later characters sees the original first character */
     lower_from(s, n, (size_t)k, !cp_case_ignorable(cp) && jinja_cp_cased(cp), out);
+}
+
+/* Python's str.splitlines() line ends. */
+static size_t line_end(const char *p, size_t n, size_t i, size_t *len) {
+    uint32_t cp;
+    int k = jinja_utf8_next(p + i, n - i, &cp);
+    *len = (size_t)k;
+    if (cp == '\r' && i + 1 < n && p[i + 1] == '\n') *len = 2;
+    return cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c || cp == 0x1c || cp == 0x1d ||
+           cp == 0x1e || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+}
+
+jinja_value jinja_vm_splitlines(jinja_vm *vm, jinja_value s, bool keepends) {
+    jinja_value parts = jinja_vm_list(vm, 0, JINJA_SEQ_LIST);
+    const char *p = s.u.s.p;
+    size_t n = s.u.s.len, start = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k;
+        if (line_end(p, n, i, &k)) {
+            jinja_vm_push(vm, parts, jinja_vm_str(vm, p + start, (keepends ? i + k : i) - start));
+            i += k;
+            start = i;
+        } else {
+            i += k;
+        }
+    }
+    if (start < n) jinja_vm_push(vm, parts, jinja_vm_str(vm, p + start, n - start));
+    return parts;
 }
