@@ -215,6 +215,181 @@ static bool ev_parse(int argc, char **argv, ev_args *a) {
     return true;
 }
 
+/* What the evaluation reads besides the model: the tokenizer, the template, the questions and
+ * the solved examples (each refused in one line naming the file). */
+typedef struct {
+    const char *tok_dir;
+    mt_tokenizer *tok;
+    mt_chat_template *chat;
+    mt_gsm8k_set set, shots;
+} ev_inputs;
+
+static void ev_inputs_load(const ev_args *a, ev_inputs *in) {
+    char msg[8400], err[MT_ERR_LEN + 8400];
+    const char *model_dir = a->model_dir, *data_path = a->data_path, *shots_path = a->shots_path,
+               *tok_dir = a->tok_dir ? a->tok_dir : a->model_dir;
+    const long long n_shots = a->n_shots;
+    in->tok_dir = tok_dir;
+    if (!mt_minimax_config_readable(model_dir, err, sizeof(err))) ev_fail(err);
+    in->tok = mt_chat_tokenizer_load(tok_dir, err, sizeof(err));
+    if (!in->tok) ev_fail(err);
+    in->chat = mt_chat_cli_open(tok_dir, a->chat_file, a->kwargs, err, sizeof(err));
+    if (!in->chat) ev_fail(err);
+    if (mt_gsm8k_read(data_path, false, &in->set, err) != 0) ev_fail(err);
+    if (in->set.n == 0) {
+        snprintf(msg, sizeof(msg), "%s:1: no questions in the file", data_path);
+        ev_fail(msg);
+    }
+    in->shots = (mt_gsm8k_set){0};
+    if (n_shots > 0 && mt_gsm8k_read(shots_path, false, &in->shots, err) != 0) ev_fail(err);
+    if (n_shots > in->shots.n) {
+        snprintf(msg, sizeof(msg), "%s: --shots %lld but the file has %lld examples", shots_path,
+                 n_shots, (long long)in->shots.n);
+        ev_fail(msg);
+    }
+}
+
+/* Whether this rank decodes through the ZeRO-3 gathers (--weights gathered, or auto when a
+ * replica does not fit) rather than from a replica: what a rank holds against its memory (on the
+ * CPU its share of the node's), every rank deciding alike: a full replica, or (gathered) its ZeRO-3
+ * shards of the weights and two gather slots; both the caches and the arena */
+static bool ev_plan_weights(const ev_args *a, const mt_minimax *m, const mt_minimax_config *cfg,
+                            const mt_backend *be, size_t arena, int t_cache, int n_ranks) {
+    char msg[8400];
+    int64_t params = 0;
+    for (int b = 0; b < m->n_buckets; b++) params += m->bucket_numel[b];
+    const mt_zero_sizes zs = mt_zero_plan(n_ranks, m->n_buckets, m->bucket_numel, MT_F32, false);
+    const int64_t decode =
+        (int64_t)arena + (int64_t)mt_minimax_cache_bytes(cfg, (int)a->batch, t_cache);
+    long need[2] = {(long)(4 * params + decode), (long)(4 * zs.owned + zs.slot_bytes + decode)};
+    long have = be->mem_available ? (long)be->mem_available() : 0;
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int n_local = n_ranks; /* the ranks sharing this node's memory (Open MPI says; else all) */
+    if (local &&
+        !mt_flag_int32("OMPI_COMM_WORLD_LOCAL_SIZE", local, 1, INT_MAX, &n_local, msg, sizeof(msg)))
+        n_local = n_ranks;
+    if (be->dev == MT_CPU) have /= n_local;
+    /* the largest needs, the smallest have */
+    long worst[3] = {need[0], need[1], have > 0 ? -have : -LONG_MAX};
+    MPI_Allreduce(MPI_IN_PLACE, worst, 3, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+    const bool known = worst[2] != -LONG_MAX;
+    const bool gathered = !strcmp(a->weights, "gathered") ||
+                          (!strcmp(a->weights, "auto") && known && worst[0] > -worst[2]);
+    if (known && worst[gathered] > -worst[2]) {
+        snprintf(msg, sizeof(msg),
+                 "%s: %s needs %.2f GiB of %s memory (weights %.2f GiB, caches of --batch %d, "
+                 "arena) but a rank has %.2f GiB; lower --batch%s",
+                 a->model_dir,
+                 gathered ? "decoding through the ZeRO-3 gathers (--weights gathered)"
+                          : "a replica of the model on each rank (--weights replica)",
+                 (double)worst[gathered] / (1 << 30), be->name,
+                 (double)(gathered ? 4 * zs.owned + zs.slot_bytes : 4 * params) / (1 << 30),
+                 (int)a->batch, (double)-worst[2] / (1 << 30),
+                 gathered ? " or add ranks (each holds 1/N of the model)"
+                          : ", use fewer ranks per node, or --weights gathered");
+        ev_fail(msg);
+    }
+    if (ev_rank == 0 && gathered)
+        fprintf(stderr,
+                "minimax-eval: decoding through the ZeRO-3 gathers (--weights %s): %.2f GiB a "
+                "rank instead of a %.2f GiB replica\n",
+                a->weights, (double)worst[1] / (1 << 30), (double)worst[0] / (1 << 30));
+    return gathered;
+}
+
+/* Rank 0 gathers the counts and the lines, rebuilds the data-set order, prints the accuracy
+ * and writes --out. */
+static void ev_report(const ev_args *a, const mt_strbuf *lines, int64_t n, int64_t n_correct,
+                      int64_t n_tokens, double t0) {
+    const int n_ranks = ev_host->size;
+    const char *out_path = a->out_path;
+    long total[2] = {0, 0}, mine[2] = {(long)n_correct, (long)n_tokens};
+    MPI_Reduce(mine, total, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    const long total_correct = total[0];
+    int my_len = (int)lines->len;
+    int *all_len = ev_rank == 0 ? mt_calloc((size_t)n_ranks, sizeof(int), "lengths") : NULL;
+    int *displ = ev_rank == 0 ? mt_calloc((size_t)n_ranks, sizeof(int), "offsets") : NULL;
+    MPI_Gather(&my_len, 1, MPI_INT, all_len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    char *all = NULL;
+    int all_n = 0;
+    if (ev_rank == 0) {
+        for (int r = 0; r < n_ranks; r++) {
+            displ[r] = all_n;
+            all_n += all_len[r];
+        }
+        all = mt_malloc((size_t)all_n + 1, "gathered lines");
+    }
+    MPI_Gatherv(lines->p ? lines->p : "", my_len, MPI_CHAR, all, all_len, displ, MPI_CHAR, 0,
+                MPI_COMM_WORLD);
+    if (ev_rank == 0) {
+        double lo, hi;
+        mt_gsm8k_eval_wilson(total_correct, n, &lo, &hi);
+        const double el = ev_now() - t0;
+        printf("gsm8k accuracy %.2f%% (%ld / %lld), 95%% Wilson interval [%.2f%%, %.2f%%]; "
+               "%ld tokens generated in %.2f s on %d ranks (%.1f tokens/s)\n",
+               100.0 * (double)total_correct / (double)n, total_correct, (long long)n, 100 * lo,
+               100 * hi, total[1], el, n_ranks, (double)total[1] / el);
+        if (out_path) {
+            int64_t *d64 = mt_calloc((size_t)n_ranks, sizeof(int64_t), "offsets");
+            int64_t *l64 = mt_calloc((size_t)n_ranks, sizeof(int64_t), "lengths");
+            for (int r = 0; r < n_ranks; r++) {
+                d64[r] = displ[r];
+                l64[r] = all_len[r];
+            }
+            mt_strbuf ordered = {0};
+            mt_gsm8k_eval_order(all, d64, l64, n_ranks, n, &ordered);
+            mt_file_write_atomic(out_path, ordered.p ? ordered.p : "", ordered.len);
+            mt_strbuf_free(&ordered);
+            free(d64);
+            free(l64);
+        }
+        free(all);
+        free(all_len);
+        free(displ);
+    }
+}
+
+/* The weights a rank decodes with: a replica (data), or with --weights gathered its ZeRO-3 shards
+ * (each rank loads what it owns; the forwards gather the rest through sync). */
+typedef struct {
+    bool gathered;
+    float **data; /* the replica's buckets */
+    mt_comm *comm;
+    mt_zero z;
+    mt_sharded sh;
+    mt_bucket_hooks hooks;
+    mt_gen_sync sync;
+} ev_weights;
+
+static void ev_weights_load(ev_weights *w, const ev_args *a, mt_minimax *m, const mt_backend *be,
+                            mt_ctx *c) {
+    if (!w->gathered) {
+        w->data = mt_weights_load_backend_checked(a->model_dir, m, be, a->verify);
+        return;
+    }
+    mt_comm_mpi_watch(ev_host, EV_WATCH_S);
+    w->comm = be->dev == MT_CPU ? ev_host : mt_comm_nccl_init(ev_host, EV_WATCH_S);
+    MT_CHECK(w->comm, "--weights gathered --backend %s: no NCCL communicator", a->backend);
+    mt_zero_init_inference(&w->z, w->comm, be, m->n_buckets, m->bucket_numel);
+    mt_weights_reader *reader = mt_weights_open(a->model_dir, m);
+    if (a->verify) mt_weights_verify(reader, a->model_dir, ev_rank, ev_host->size); /* split */
+    mt_sharded_load(&w->z, m, reader, 0);
+    mt_weights_close(reader);
+    mt_sharded_init(&w->sh, m, &w->z, c);
+    mt_sharded_bind(&w->sh, false);
+    w->hooks = mt_sharded_forward_hooks(&w->sh);
+    w->sync = (mt_gen_sync){.hooks = &w->hooks, .max_all = ev_max_all};
+}
+
+static void ev_weights_free(ev_weights *w, mt_minimax *m, const mt_backend *be) {
+    if (w->gathered) {
+        mt_zero_free(&w->z);
+        if (w->comm != ev_host) mt_comm_nccl_free(w->comm);
+    } else {
+        mt_weights_backend_free(m, be, w->data);
+    }
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) usage(0);
@@ -233,7 +408,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *model_dir = a.model_dir, *data_path = a.data_path, *out_path = a.out_path,
-               *tok_dir = a.tok_dir, *shots_path = a.shots_path, *weights = a.weights;
+               *shots_path = a.shots_path, *weights = a.weights;
     const long long limit = a.limit, n_new = a.n_new, n_shots = a.n_shots;
     char msg[8400];
     if (!model_dir || !data_path) ev_fail("--model DIR and --data FILE are required (--help)");
@@ -249,27 +424,13 @@ int main(int argc, char **argv) {
         if (!ok) ev_fail(msg);
         ev_fail_any(ev_rank == 0 && !mt_out_writable("--out", out_path, msg, sizeof(msg)), msg);
     }
-    if (!tok_dir) tok_dir = model_dir;
+    ev_inputs in;
+    ev_inputs_load(&a, &in);
+    const char *tok_dir = in.tok_dir;
+    mt_tokenizer *tok = in.tok;
+    mt_chat_template *chat = in.chat;
+    mt_gsm8k_set set = in.set, shots = in.shots;
     char err[MT_ERR_LEN + 8400];
-    if (!mt_minimax_config_readable(model_dir, err, sizeof(err))) ev_fail(err);
-    mt_tokenizer *tok = mt_chat_tokenizer_load(tok_dir, err, sizeof(err));
-    if (!tok) ev_fail(err);
-    mt_chat_template *chat = mt_chat_cli_open(tok_dir, a.chat_file, a.kwargs, err, sizeof(err));
-    if (!chat) ev_fail(err);
-    mt_gsm8k_set set;
-    if (mt_gsm8k_read(data_path, false, &set, err) != 0) ev_fail(err);
-    if (set.n == 0) {
-        snprintf(msg, sizeof(msg), "%s:1: no questions in the file", data_path);
-        ev_fail(msg);
-    }
-    mt_gsm8k_set shots = {0};
-    if (n_shots > 0 && mt_gsm8k_read(shots_path, false, &shots, err) != 0) ev_fail(err);
-    if (n_shots > shots.n) {
-        snprintf(msg, sizeof(msg), "%s: --shots %lld but the file has %lld examples", shots_path,
-                 n_shots, (long long)shots.n);
-        ev_fail(msg);
-    }
-
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
     if (!mt_chat_tokenizer_fits(tok, tok_dir, cfg.vocab_size, err, sizeof(err))) ev_fail(err);
@@ -324,72 +485,13 @@ int main(int argc, char **argv) {
                 "model's context (max_position_embeddings %d); a completion stops there\n",
                 n_new, longest_all, ctx_len - longest_all, ctx_len);
     const int t_cache = ctx_len > 0 && longest + n_new > ctx_len ? ctx_len : longest + (int)n_new;
-    /* what a rank holds against its memory (on the CPU its share of the node's), every rank
-     * deciding alike: a full replica, or (gathered) its ZeRO-3 shards of the weights and two
-     * gather slots; both the caches and the arena */
-    int64_t params = 0;
-    for (int b = 0; b < m.n_buckets; b++) params += m.bucket_numel[b];
     const size_t arena = mt_minimax_generate_arena_bytes(&cfg, 1, longest);
-    const mt_zero_sizes zs = mt_zero_plan(n_ranks, m.n_buckets, m.bucket_numel, MT_F32, false);
-    const int64_t decode = (int64_t)arena + (int64_t)mt_minimax_cache_bytes(&cfg, B, t_cache);
-    long need[2] = {(long)(4 * params + decode), (long)(4 * zs.owned + zs.slot_bytes + decode)};
-    long have = be->mem_available ? (long)be->mem_available() : 0;
-    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    int n_local = n_ranks; /* the ranks sharing this node's memory (Open MPI says; else all) */
-    if (local &&
-        !mt_flag_int32("OMPI_COMM_WORLD_LOCAL_SIZE", local, 1, INT_MAX, &n_local, msg, sizeof(msg)))
-        n_local = n_ranks;
-    if (be->dev == MT_CPU) have /= n_local;
-    /* the largest needs, the smallest have */
-    long worst[3] = {need[0], need[1], have > 0 ? -have : -LONG_MAX};
-    MPI_Allreduce(MPI_IN_PLACE, worst, 3, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
-    const bool known = worst[2] != -LONG_MAX;
-    const bool gathered =
-        !strcmp(weights, "gathered") || (!strcmp(weights, "auto") && known && worst[0] > -worst[2]);
-    if (known && worst[gathered] > -worst[2]) {
-        snprintf(msg, sizeof(msg),
-                 "%s: %s needs %.2f GiB of %s memory (weights %.2f GiB, caches of --batch %d, "
-                 "arena) but a rank has %.2f GiB; lower --batch%s",
-                 model_dir,
-                 gathered ? "decoding through the ZeRO-3 gathers (--weights gathered)"
-                          : "a replica of the model on each rank (--weights replica)",
-                 (double)worst[gathered] / (1 << 30), be->name,
-                 (double)(gathered ? 4 * zs.owned + zs.slot_bytes : 4 * params) / (1 << 30), B,
-                 (double)-worst[2] / (1 << 30),
-                 gathered ? " or add ranks (each holds 1/N of the model)"
-                          : ", use fewer ranks per node, or --weights gathered");
-        ev_fail(msg);
-    }
-    if (ev_rank == 0 && gathered)
-        fprintf(stderr,
-                "minimax-eval: decoding through the ZeRO-3 gathers (--weights %s): %.2f GiB a "
-                "rank instead of a %.2f GiB replica\n",
-                weights, (double)worst[1] / (1 << 30), (double)worst[0] / (1 << 30));
+    const bool gathered = ev_plan_weights(&a, &m, &cfg, be, arena, t_cache, n_ranks);
     mt_ctx c;
     mt_ctx_init(&c, be, arena, 64 * (cfg.num_hidden_layers + 4));
-    float **data = NULL; /* the replica's buckets */
-    mt_comm *comm = NULL;
-    mt_zero z;
-    mt_sharded sh;
-    mt_bucket_hooks hooks;
-    mt_gen_sync sync;
-    if (gathered) { /* each rank loads what it owns; the forwards gather the rest */
-        mt_comm_mpi_watch(ev_host, EV_WATCH_S);
-        comm = be->dev == MT_CPU ? ev_host : mt_comm_nccl_init(ev_host, EV_WATCH_S);
-        MT_CHECK(comm, "--weights gathered --backend %s: no NCCL communicator", a.backend);
-        mt_zero_init_inference(&z, comm, be, m.n_buckets, m.bucket_numel);
-        mt_weights_reader *reader = mt_weights_open(model_dir, &m);
-        if (a.verify) mt_weights_verify(reader, model_dir, ev_rank, n_ranks); /* files split */
-        mt_sharded_load(&z, &m, reader, 0);
-        mt_weights_close(reader);
-        mt_sharded_init(&sh, &m, &z, &c);
-        mt_sharded_bind(&sh, false);
-        hooks = mt_sharded_forward_hooks(&sh);
-        sync = (mt_gen_sync){.hooks = &hooks, .max_all = ev_max_all};
-        ev.opts.sync = &sync;
-    } else {
-        data = mt_weights_load_backend_checked(model_dir, &m, be, a.verify);
-    }
+    ev_weights w = {.gathered = gathered};
+    ev_weights_load(&w, &a, &m, be, &c);
+    if (gathered) ev.opts.sync = &w.sync;
     ev.ctx = &c;
     const double t0 = ev_now();
     /* through the gathers the ranks run in step: as many batches as the rank with the most */
@@ -407,60 +509,11 @@ int main(int argc, char **argv) {
         }
     }
 
-    /* rank 0 gathers the counts and the lines, and rebuilds the data-set order */
-    long total[2] = {0, 0}, mine[2] = {(long)n_correct, (long)n_tokens};
-    MPI_Reduce(mine, total, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    const long total_correct = total[0];
-    int my_len = (int)lines.len;
-    int *all_len = ev_rank == 0 ? mt_calloc((size_t)n_ranks, sizeof(int), "lengths") : NULL;
-    int *displ = ev_rank == 0 ? mt_calloc((size_t)n_ranks, sizeof(int), "offsets") : NULL;
-    MPI_Gather(&my_len, 1, MPI_INT, all_len, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    char *all = NULL;
-    int all_n = 0;
-    if (ev_rank == 0) {
-        for (int r = 0; r < n_ranks; r++) {
-            displ[r] = all_n;
-            all_n += all_len[r];
-        }
-        all = mt_malloc((size_t)all_n + 1, "gathered lines");
-    }
-    MPI_Gatherv(lines.p ? lines.p : "", my_len, MPI_CHAR, all, all_len, displ, MPI_CHAR, 0,
-                MPI_COMM_WORLD);
-    if (ev_rank == 0) {
-        double lo, hi;
-        mt_gsm8k_eval_wilson(total_correct, n, &lo, &hi);
-        const double el = ev_now() - t0;
-        printf("gsm8k accuracy %.2f%% (%ld / %lld), 95%% Wilson interval [%.2f%%, %.2f%%]; "
-               "%ld tokens generated in %.2f s on %d ranks (%.1f tokens/s)\n",
-               100.0 * (double)total_correct / (double)n, total_correct, (long long)n, 100 * lo,
-               100 * hi, total[1], el, n_ranks, (double)total[1] / el);
-        if (out_path) {
-            int64_t *d64 = mt_calloc((size_t)n_ranks, sizeof(int64_t), "offsets");
-            int64_t *l64 = mt_calloc((size_t)n_ranks, sizeof(int64_t), "lengths");
-            for (int r = 0; r < n_ranks; r++) {
-                d64[r] = displ[r];
-                l64[r] = all_len[r];
-            }
-            mt_strbuf ordered = {0};
-            mt_gsm8k_eval_order(all, d64, l64, n_ranks, n, &ordered);
-            mt_file_write_atomic(out_path, ordered.p ? ordered.p : "", ordered.len);
-            mt_strbuf_free(&ordered);
-            free(d64);
-            free(l64);
-        }
-        free(all);
-        free(all_len);
-        free(displ);
-    }
+    ev_report(&a, &lines, n, n_correct, n_tokens, t0);
     mt_ctx_free(&c);
     free(row_ids);
     mt_strbuf_free(&lines);
-    if (gathered) {
-        mt_zero_free(&z);
-        if (comm != ev_host) mt_comm_nccl_free(comm);
-    } else {
-        mt_weights_backend_free(&m, be, data);
-    }
+    ev_weights_free(&w, &m, be);
     mt_minimax_free(&m);
     mt_tokenizer_free(tok);
     mt_chat_template_free(chat);

@@ -235,69 +235,75 @@ static void info_flag(bool ok, const char *msg) {
     exit(2);
 }
 
-int main(int argc, char **argv) {
-    const char *config = NULL;
-    int keep = 0, ranks = 0, ep = 0;
-    long seq = 0, batch = 1;
-    mt_gather_unit unit = MT_GATHER_LAYER;
-    mt_dtype gather_dtype = MT_F32;
-    bool offload = false;
-    double fit_gib = 0;
+/* The flags, as given. */
+typedef struct {
+    const char *config;
+    int keep, ranks, ep;
+    long seq, batch;
+    mt_gather_unit unit;
+    mt_dtype gather_dtype;
+    bool offload;
+    double fit_gib;
+} info_args;
+
+static info_args info_parse(int argc, char **argv) {
+    info_args a = {.batch = 1, .unit = MT_GATHER_LAYER, .gather_dtype = MT_F32};
     char msg[256];
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
-            config = argv[++i];
+            a.config = argv[++i];
         } else if (strcmp(argv[i], "--num-hidden-layers") == 0 && i + 1 < argc) {
-            info_flag(mt_flag_int32(argv[i], argv[i + 1], 1, INT_MAX, &keep, msg, sizeof(msg)),
+            info_flag(mt_flag_int32(argv[i], argv[i + 1], 1, INT_MAX, &a.keep, msg, sizeof(msg)),
                       msg);
             i++;
         } else if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc) {
-            info_flag(mt_flag_int32(argv[i], argv[i + 1], 1, INT_MAX, &ranks, msg, sizeof(msg)),
+            info_flag(mt_flag_int32(argv[i], argv[i + 1], 1, INT_MAX, &a.ranks, msg, sizeof(msg)),
                       msg);
             i++;
         } else if ((strcmp(argv[i], "--seq") == 0 || strcmp(argv[i], "--batch") == 0) &&
                    i + 1 < argc) {
             long long v = 0;
             info_flag(mt_flag_int(argv[i], argv[i + 1], 1, 1LL << 24, &v, msg, sizeof(msg)), msg);
-            *(strcmp(argv[i], "--seq") == 0 ? &seq : &batch) = (long)v;
+            *(strcmp(argv[i], "--seq") == 0 ? &a.seq : &a.batch) = (long)v;
             i++;
         } else if (strcmp(argv[i], "--gather-unit") == 0 && i + 1 < argc) {
             const char *u = argv[++i];
             if (strcmp(u, "layer") && strcmp(u, "expert")) usage(2);
-            unit = strcmp(u, "expert") == 0 ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
+            a.unit = strcmp(u, "expert") == 0 ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
         } else if (strcmp(argv[i], "--fit-gib") == 0 && i + 1 < argc) {
-            info_flag(mt_flag_double(argv[i], argv[i + 1], 0, true, HUGE_VAL, true, &fit_gib, msg,
+            info_flag(mt_flag_double(argv[i], argv[i + 1], 0, true, HUGE_VAL, true, &a.fit_gib, msg,
                                      sizeof(msg)),
                       msg);
             i++;
         } else if (strcmp(argv[i], "--expert-parallel") == 0 && i + 1 < argc) {
-            info_flag(mt_flag_int32(argv[i], argv[i + 1], 1, INT_MAX, &ep, msg, sizeof(msg)), msg);
+            info_flag(mt_flag_int32(argv[i], argv[i + 1], 1, INT_MAX, &a.ep, msg, sizeof(msg)),
+                      msg);
             i++;
         } else if (strcmp(argv[i], "--offload") == 0) {
-            offload = true;
+            a.offload = true;
         } else if (strcmp(argv[i], "--gather-dtype") == 0 && i + 1 < argc) {
             const char *d = argv[++i];
             if (strcmp(d, "fp32") && strcmp(d, "bf16")) usage(2);
-            gather_dtype = strcmp(d, "bf16") == 0 ? MT_BF16 : MT_F32;
+            a.gather_dtype = strcmp(d, "bf16") == 0 ? MT_BF16 : MT_F32;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(0);
         } else if (strcmp(argv[i], "--version") == 0) {
             mt_version_print(stdout, "minimax-info");
-            return 0;
+            exit(0);
         } else {
             usage(2);
         }
     }
-    if (!config) usage(2);
-    mt_minimax_config cfg;
-    mt_minimax_config_load(config, &cfg);
-    if (keep) mt_minimax_config_keep_layers(&cfg, keep);
-    mt_minimax m;
-    mt_minimax_init_unit(&m, &cfg, unit);
+    if (!a.config) usage(2);
+    return a;
+}
 
+/* The parameter counts (params_*) and the layer kinds. */
+static void info_print_counts(const mt_minimax *m, const mt_minimax_config *cfg,
+                              const char *config) {
     int64_t total = 0, embed = 0, experts = 0, small = 0, buffers = 0;
-    for (int p = 0; p < m.n_params; p++) {
-        const mt_param_info *info = &m.info[p];
+    for (int p = 0; p < m->n_params; p++) {
+        const mt_param_info *info = &m->info[p];
         if (info->buffer) { /* loaded and sharded, not a parameter (as in transformers) */
             buffers += info->numel;
             continue;
@@ -312,25 +318,25 @@ int main(int argc, char **argv) {
             small += info->numel;
     }
     /* every expert of every layer has the same size: top-k of E is exactly k/E of them */
-    int64_t active_experts = experts / cfg.num_local_experts * cfg.num_experts_per_tok;
+    int64_t active_experts = experts / cfg->num_local_experts * cfg->num_experts_per_tok;
     int64_t active = total - embed - experts + active_experts;
     int n_full = 0, n_msa = 0;
-    for (int l = 0; l < cfg.num_hidden_layers; l++) {
-        n_full += m.plan[l].mixer == MT_MIXER_SOFTMAX;
-        n_msa += m.plan[l].mixer == MT_MIXER_MSA;
+    for (int l = 0; l < cfg->num_hidden_layers; l++) {
+        n_full += m->plan[l].mixer == MT_MIXER_SOFTMAX;
+        n_msa += m->plan[l].mixer == MT_MIXER_MSA;
     }
 
     printf("config=%s\n", config);
     if (n_msa)
         printf(
             "family=%s model_type=%s layers=%d (softmax %d, msa sparse %d) experts=%d top_k=%d\n",
-            mt_config_family(&cfg)->name, cfg.model_type, cfg.num_hidden_layers, n_full, n_msa,
-            cfg.num_local_experts, cfg.num_experts_per_tok);
+            mt_config_family(cfg)->name, cfg->model_type, cfg->num_hidden_layers, n_full, n_msa,
+            cfg->num_local_experts, cfg->num_experts_per_tok);
     else
         printf("family=%s model_type=%s layers=%d (lightning %d, softmax %d) experts=%d top_k=%d\n",
-               mt_config_family(&cfg)->name, cfg.model_type, cfg.num_hidden_layers,
-               cfg.num_hidden_layers - n_full, n_full, cfg.num_local_experts,
-               cfg.num_experts_per_tok);
+               mt_config_family(cfg)->name, cfg->model_type, cfg->num_hidden_layers,
+               cfg->num_hidden_layers - n_full, n_full, cfg->num_local_experts,
+               cfg->num_experts_per_tok);
     print_count("params_total", total, "every parameter (equals transformers' count)");
     /* The 456.07B often quoted for Text-01 leaves out the router and RMSNorm weights. */
     print_count("params_total_matrices", total - small, "without router gates and RMSNorm weights");
@@ -344,106 +350,133 @@ int main(int argc, char **argv) {
         printf("params_buffers=%lld  # e_score_correction_bias: loaded, sharded, exported, never "
                "trained; not in the counts above\n",
                (long long)buffers);
+}
+
+/* --expert-parallel P (with --ranks): EP's memory per rank and traffic beside ZeRO-3's z3. The
+ * bytes one rank holds before activations. */
+static int64_t info_print_ep(const info_args *a, const mt_minimax_config *cfg, mt_info_ep_in in,
+                             const mt_info_ep_out *z3) {
+    const int ep = a->ep, ranks = a->ranks;
+    const double gib = 1.0 / (1 << 30);
+    if (ranks % ep || cfg->num_local_experts % ep) {
+        fprintf(stderr,
+                "minimax-info: --expert-parallel %d must divide --ranks %d and the %d experts\n",
+                ep, ranks, cfg->num_local_experts);
+        exit(2);
+    }
+    if (ep > 1 && (a->unit != MT_GATHER_EXPERT || a->gather_dtype != MT_F32)) {
+        fprintf(stderr,
+                "minimax-info: --expert-parallel %d needs --gather-unit expert and "
+                "--gather-dtype fp32, as the trainer's dist.expert_parallel does\n",
+                ep);
+        exit(2);
+    }
+    in.ep = ep;
+    const mt_info_ep_out e = mt_info_ep_plan(&in);
+    printf("ep=%d ep_groups=%d experts_per_rank=%d  # each rank of a group of P "
+           "computes E/P experts, gathered to it from their ZeRO-3 shards\n",
+           ep, ranks / ep, cfg->num_local_experts / ep);
+    printf("ep_owned_bytes_per_rank=%.0f (%.2f GiB)\n", (double)e.owned_bytes,
+           (double)e.owned_bytes * gib);
+    if (a->offload)
+        printf("ep_host_bytes_per_rank=%.0f (%.2f GiB)\n", (double)e.host_bytes,
+               (double)e.host_bytes * gib);
+    printf("ep_slot_bytes_per_rank=%.0f (%.2f GiB)  # ZeRO-3's slots + the expert "
+           "shards' send buffer\n",
+           (double)e.slot_bytes, (double)e.slot_bytes * gib);
+    printf("ep_bytes_per_rank=%.0f (%.2f GiB)  # before activations\n",
+           (double)(e.owned_bytes + e.slot_bytes), (double)(e.owned_bytes + e.slot_bytes) * gib);
+    print_traffic("traffic_ep", &e, a->seq > 0, true);
+    const double t3 = (double)(z3->gather_bytes + z3->reduce_bytes + z3->alltoall_bytes);
+    const double te = (double)(e.gather_bytes + e.reduce_bytes + e.alltoall_bytes);
+    if (te > 0) printf("traffic_ratio_zero3_over_ep=%.3f\n", t3 / te);
+    return e.owned_bytes + e.slot_bytes;
+}
+
+/* --ranks N: ZeRO-3's state and slots per rank (zero3_*), its traffic, and EP's with
+ * --expert-parallel. The bytes one rank holds before activations under each (*ep_bytes 0
+ * without --expert-parallel). */
+static int64_t info_print_zero3(const info_args *a, const mt_minimax *m,
+                                const mt_minimax_config *cfg, int64_t *ep_bytes) {
+    const mt_zero_sizes z =
+        mt_zero_plan(a->ranks, m->n_buckets, m->bucket_numel, a->gather_dtype, a->offload);
+    const double gib = 1.0 / (1 << 30);
+    const double b_owned = (double)z.owned_bytes, b_slots = (double)z.slot_bytes;
+    const bool bf16 = a->gather_dtype == MT_BF16, offload = a->offload;
+    printf("zero3_ranks=%d gather_unit=%s gather_dtype=%s buckets=%d\n", a->ranks,
+           a->unit == MT_GATHER_EXPERT ? "expert" : "layer", bf16 ? "bf16" : "fp32", m->n_buckets);
+    const bool host_master = offload && bf16; /* zero.h: the fp32 master on the host */
+    printf("zero3_owned_bytes_per_rank=%.0f (%.2f GiB)  # %s master, grad%s of %lld "
+           "parameters\n",
+           b_owned, b_owned * gib, host_master ? "bf16" : "fp32", offload ? "" : ", adam m, v",
+           (long long)z.owned);
+    if (offload)
+        printf("zero3_host_bytes_per_rank=%.0f (%.2f GiB)  # adam m, v%s in host memory "
+               "(dist.offload_optimizer), and the staging of the host update\n",
+               (double)z.host_bytes, (double)z.host_bytes * gib,
+               host_master ? ", fp32 master" : "");
+    int64_t largest = 0;
+    for (int b = 0; b < m->n_buckets; b++)
+        if (m->bucket_numel[b] > largest) largest = m->bucket_numel[b];
+    printf("zero3_slot_bytes_per_rank=%.0f (%.2f GiB)  # %s (largest bucket %lld "
+           "parameters)\n",
+           b_slots, b_slots * gib,
+           z.slot_numel == 0 ? "none: one rank computes on its shards"
+           : host_master     ? "2 gathered buckets + their grads, bf16 landing, reduce landing"
+           : bf16 ? "2 gathered buckets + their grads, bf16 send and landing, reduce landing"
+                  : "2 gathered buckets + their grads, reduce landing",
+           (long long)largest);
+    printf("zero3_bytes_per_rank=%.0f (%.2f GiB)  # before activations (dist.arena_mb)\n",
+           b_owned + b_slots, (b_owned + b_slots) * gib);
+    int64_t *expert_numel = mt_malloc(sizeof(int64_t) * (size_t)m->n_buckets, "expert numel");
+    const mt_info_ep_in in = info_ep_in(m, expert_numel, a->ranks, 1, a->gather_dtype, offload,
+                                        (int64_t)a->batch * a->seq);
+    const mt_info_ep_out z3 = mt_info_ep_plan(&in);
+    print_traffic("traffic_zero3", &z3, a->seq > 0, false);
+    *ep_bytes = a->ep ? info_print_ep(a, cfg, in, &z3) : 0;
+    free(expert_numel);
+    return z.owned_bytes + z.slot_bytes;
+}
+
+/* --seq T: the activation arena of one micro-step, kept and recomputed, and the totals with the
+ * state per rank (zero_bytes, ep_bytes: 0 when not computed). */
+static void info_print_activations(const info_args *a, const mt_minimax_config *cfg,
+                                   int64_t zero_bytes, int64_t ep_bytes) {
+    const double gib = 1.0 / (1 << 30);
+    const char *u = a->unit == MT_GATHER_EXPERT ? "expert" : "layer";
+    for (int r = 0; r < 2; r++) {
+        const int64_t bytes = mt_minimax_plan_activations(cfg, a->unit, r == 1, a->batch, a->seq);
+        printf("activation_bytes_%s=%lld (%.2f GiB)  # B=%ld T=%ld, gather unit %s: live "
+               "outputs, saved buffers and gradients at their peak; kernels' scratch on top\n",
+               r ? "recomputed" : "kept", (long long)bytes, (double)bytes * gib, a->batch, a->seq,
+               u);
+        if (zero_bytes)
+            printf("total_bytes_per_rank_%s=%lld (%.2f GiB)  # zero3 + activations; the "
+                   "CUDA context, cuBLAS workspace, NCCL buffers and scratch on top\n",
+                   r ? "recomputed" : "kept", (long long)(zero_bytes + bytes),
+                   (double)(zero_bytes + bytes) * gib);
+        if (ep_bytes)
+            printf("ep_total_bytes_per_rank_%s=%lld (%.2f GiB)  # ep + activations (uniform "
+                   "routing: the same expert rows per rank)\n",
+                   r ? "recomputed" : "kept", (long long)(ep_bytes + bytes),
+                   (double)(ep_bytes + bytes) * gib);
+    }
+}
+
+int main(int argc, char **argv) {
+    const info_args a = info_parse(argc, argv);
+    mt_minimax_config cfg;
+    mt_minimax_config_load(a.config, &cfg);
+    if (a.keep) mt_minimax_config_keep_layers(&cfg, a.keep);
+    mt_minimax m;
+    mt_minimax_init_unit(&m, &cfg, a.unit);
+    info_print_counts(&m, &cfg, a.config);
     int64_t zero_bytes = 0, ep_bytes = 0; /* with --ranks: the state and slots one rank holds */
-    if (ranks) {
-        const mt_zero_sizes z =
-            mt_zero_plan(ranks, m.n_buckets, m.bucket_numel, gather_dtype, offload);
-        const double gib = 1.0 / (1 << 30);
-        const double b_owned = (double)z.owned_bytes, b_slots = (double)z.slot_bytes;
-        const bool bf16 = gather_dtype == MT_BF16;
-        printf("zero3_ranks=%d gather_unit=%s gather_dtype=%s buckets=%d\n", ranks,
-               unit == MT_GATHER_EXPERT ? "expert" : "layer", bf16 ? "bf16" : "fp32", m.n_buckets);
-        const bool host_master = offload && bf16; /* zero.h: the fp32 master on the host */
-        printf("zero3_owned_bytes_per_rank=%.0f (%.2f GiB)  # %s master, grad%s of %lld "
-               "parameters\n",
-               b_owned, b_owned * gib, host_master ? "bf16" : "fp32", offload ? "" : ", adam m, v",
-               (long long)z.owned);
-        if (offload)
-            printf("zero3_host_bytes_per_rank=%.0f (%.2f GiB)  # adam m, v%s in host memory "
-                   "(dist.offload_optimizer), and the staging of the host update\n",
-                   (double)z.host_bytes, (double)z.host_bytes * gib,
-                   host_master ? ", fp32 master" : "");
-        int64_t largest = 0;
-        for (int b = 0; b < m.n_buckets; b++)
-            if (m.bucket_numel[b] > largest) largest = m.bucket_numel[b];
-        printf("zero3_slot_bytes_per_rank=%.0f (%.2f GiB)  # %s (largest bucket %lld "
-               "parameters)\n",
-               b_slots, b_slots * gib,
-               z.slot_numel == 0 ? "none: one rank computes on its shards"
-               : host_master     ? "2 gathered buckets + their grads, bf16 landing, reduce landing"
-               : bf16 ? "2 gathered buckets + their grads, bf16 send and landing, reduce landing"
-                      : "2 gathered buckets + their grads, reduce landing",
-               (long long)largest);
-        printf("zero3_bytes_per_rank=%.0f (%.2f GiB)  # before activations (dist.arena_mb)\n",
-               b_owned + b_slots, (b_owned + b_slots) * gib);
-        zero_bytes = z.owned_bytes + z.slot_bytes;
-        int64_t *expert_numel = mt_malloc(sizeof(int64_t) * (size_t)m.n_buckets, "expert numel");
-        mt_info_ep_in in =
-            info_ep_in(&m, expert_numel, ranks, 1, gather_dtype, offload, (int64_t)batch * seq);
-        const mt_info_ep_out z3 = mt_info_ep_plan(&in);
-        print_traffic("traffic_zero3", &z3, seq > 0, false);
-        if (ep) {
-            if (ranks % ep || cfg.num_local_experts % ep) {
-                fprintf(stderr,
-                        "minimax-info: --expert-parallel %d must divide --ranks %d and "
-                        "the %d experts\n",
-                        ep, ranks, cfg.num_local_experts);
-                exit(2);
-            }
-            if (ep > 1 && (unit != MT_GATHER_EXPERT || gather_dtype != MT_F32)) {
-                fprintf(stderr,
-                        "minimax-info: --expert-parallel %d needs --gather-unit expert and "
-                        "--gather-dtype fp32, as the trainer's dist.expert_parallel does\n",
-                        ep);
-                exit(2);
-            }
-            in.ep = ep;
-            const mt_info_ep_out e = mt_info_ep_plan(&in);
-            printf("ep=%d ep_groups=%d experts_per_rank=%d  # each rank of a group of P "
-                   "computes E/P experts, gathered to it from their ZeRO-3 shards\n",
-                   ep, ranks / ep, cfg.num_local_experts / ep);
-            printf("ep_owned_bytes_per_rank=%.0f (%.2f GiB)\n", (double)e.owned_bytes,
-                   (double)e.owned_bytes * gib);
-            if (offload)
-                printf("ep_host_bytes_per_rank=%.0f (%.2f GiB)\n", (double)e.host_bytes,
-                       (double)e.host_bytes * gib);
-            printf("ep_slot_bytes_per_rank=%.0f (%.2f GiB)  # ZeRO-3's slots + the expert "
-                   "shards' send buffer\n",
-                   (double)e.slot_bytes, (double)e.slot_bytes * gib);
-            printf("ep_bytes_per_rank=%.0f (%.2f GiB)  # before activations\n",
-                   (double)(e.owned_bytes + e.slot_bytes),
-                   (double)(e.owned_bytes + e.slot_bytes) * gib);
-            ep_bytes = e.owned_bytes + e.slot_bytes;
-            print_traffic("traffic_ep", &e, seq > 0, true);
-            const double t3 = (double)(z3.gather_bytes + z3.reduce_bytes + z3.alltoall_bytes);
-            const double te = (double)(e.gather_bytes + e.reduce_bytes + e.alltoall_bytes);
-            if (te > 0) printf("traffic_ratio_zero3_over_ep=%.3f\n", t3 / te);
-        }
-        free(expert_numel);
-    }
-    if (seq) {
-        const double gib = 1.0 / (1 << 30);
-        const char *u = unit == MT_GATHER_EXPERT ? "expert" : "layer";
-        for (int r = 0; r < 2; r++) {
-            const int64_t bytes = mt_minimax_plan_activations(&cfg, unit, r == 1, batch, seq);
-            printf("activation_bytes_%s=%lld (%.2f GiB)  # B=%ld T=%ld, gather unit %s: live "
-                   "outputs, saved buffers and gradients at their peak; kernels' scratch on top\n",
-                   r ? "recomputed" : "kept", (long long)bytes, (double)bytes * gib, batch, seq, u);
-            if (zero_bytes)
-                printf("total_bytes_per_rank_%s=%lld (%.2f GiB)  # zero3 + activations; the "
-                       "CUDA context, cuBLAS workspace, NCCL buffers and scratch on top\n",
-                       r ? "recomputed" : "kept", (long long)(zero_bytes + bytes),
-                       (double)(zero_bytes + bytes) * gib);
-            if (ep_bytes)
-                printf("ep_total_bytes_per_rank_%s=%lld (%.2f GiB)  # ep + activations (uniform "
-                       "routing: the same expert rows per rank)\n",
-                       r ? "recomputed" : "kept", (long long)(ep_bytes + bytes),
-                       (double)(ep_bytes + bytes) * gib);
-        }
-    }
-    if (fit_gib > 0) {
-        info_fit(&cfg, gather_dtype, seq, batch, fit_gib);
-        info_fit_ep(&cfg, unit, gather_dtype, seq, batch, fit_gib);
+    if (a.ranks) zero_bytes = info_print_zero3(&a, &m, &cfg, &ep_bytes);
+    if (a.seq) info_print_activations(&a, &cfg, zero_bytes, ep_bytes);
+    if (a.fit_gib > 0) {
+        info_fit(&cfg, a.gather_dtype, a.seq, a.batch, a.fit_gib);
+        info_fit_ep(&cfg, a.unit, a.gather_dtype, a.seq, a.batch, a.fit_gib);
     }
     mt_minimax_free(&m);
     return 0;
