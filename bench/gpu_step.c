@@ -464,6 +464,64 @@ typedef struct {
 /* Builds the model on be, runs warm-up + timed steps in GEMM precision dtype and prints the
  * report; the trace gets every step's loss and gradient norm. Returns 0, or 1 when a loss or
  * gradient was not finite. */
+/* Random ids; labels are the next token (the last position ignored), as packed SFT data. */
+static mt_minimax_batch step_batch_random(const mt_backend *be, int64_t B, int64_t T, int vocab,
+                                          bool fused_loss) {
+    int32_t *ids_h = mt_malloc(sizeof(int32_t) * (size_t)(B * T), "ids");
+    int32_t *lab_h = mt_malloc(sizeof(int32_t) * (size_t)(B * T), "labels");
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    for (int64_t i = 0; i < B * T; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        ids_h[i] = (int32_t)((rng >> 33) % (uint64_t)vocab);
+    }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++) lab_h[b * T + t] = t + 1 < T ? ids_h[b * T + t + 1] : -100;
+    mt_minimax_batch batch = {.ids = step_ids_tensor(be, B, T, ids_h, "ids"),
+                              .labels = step_ids_tensor(be, B, T, lab_h, "labels"),
+                              .fused_loss = fused_loss};
+    free(ids_h);
+    free(lab_h);
+    return batch;
+}
+
+/* The medians of the timed steps (ms, ms_fb: sorted here), the arena against the planner, and
+ * the RESULT lines. */
+static void step_report(const step_opts *o, const mt_minimax_config *cfg, const mt_ctx *ctx,
+                        const mt_zero *z, double *ms, double *ms_fb, size_t arena,
+                        double flops_step, double tokens) {
+    qsort(ms, (size_t)o->steps, sizeof(double), step_cmp);
+    qsort(ms_fb, (size_t)o->steps, sizeof(double), step_cmp);
+    double med = ms[o->steps / 2] * 1e-3, tflops = flops_step / med * 1e-12;
+    const double med_fb = ms_fb[o->steps / 2] * 1e-3, tflops_fb = flops_step / med_fb * 1e-12;
+    /* the planner of minimax-info --seq and the trainer (a dry run of the model code), for the
+     * trainer's batch form (positions, segments, every token labelled): close to the measured
+     * peak without scratch, which this batch (no positions or segments given, the last token
+     * of each row unlabelled) differs from by a few (B,T) integer buffers */
+    const int64_t planned =
+        mt_minimax_plan_activations(cfg, MT_GATHER_LAYER, o->recompute == 1, o->batch, o->seq);
+    printf("   arena peak %.1f MiB (without kernel scratch %.1f MiB; mt_minimax_plan_activations "
+           "%.1f MiB) of %.1f MiB planned here\n",
+           (double)ctx->arena.peak / MIB, (double)ctx->arena.peak_live / MIB, (double)planned / MIB,
+           (double)arena / MIB);
+    printf(
+        "   device memory: arena peak + ZeRO %.1f MiB (+ batch, cuBLAS workspace)\n",
+        (double)(ctx->arena.peak + (size_t)mt_zero_owned_bytes(z) + (size_t)mt_zero_slot_bytes(z)) /
+            MIB);
+    printf("RESULT step %s%s%s: %.2f ms median of %d (min %.2f), %.0f tokens/s, %.3g TFLOP/s, MFU "
+           "%.3g%% of %.1f TFLOP/s (dense bf16 peak)\n",
+           o->dtype == MT_BF16 ? "bf16" : "fp32", o->recompute ? " recompute" : "",
+           o->offload ? " offload" : "", med * 1e3, o->steps, ms[0], tokens / med, tflops,
+           100 * tflops / o->peak_tflops, o->peak_tflops);
+    /* the forward and backward alone (gathers and reduce-scatters included): what a step costs
+     * when the optimizer is spread over N ranks or many accumulated micro-steps */
+    printf("RESULT step %s%s%s fwd+bwd: %.2f ms median, %.3g TFLOP/s, MFU %.3g%%; the optimizer "
+           "(grad norm, clip, AdamW over all %lld parameters on this one device) %.2f ms of the "
+           "step\n",
+           o->dtype == MT_BF16 ? "bf16" : "fp32", o->recompute ? " recompute" : "",
+           o->offload ? " offload" : "", med_fb * 1e3, tflops_fb, 100 * tflops_fb / o->peak_tflops,
+           (long long)z->total_shard, (med - med_fb) * 1e3);
+}
+
 static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype, step_trace *tr) {
     step_opts o = *opts;
     o.dtype = dtype;
@@ -536,21 +594,7 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
     mt_sharded s;
     mt_sharded_init(&s, &m, &z, &ctx);
 
-    /* random ids; labels are the next token (the last position ignored), as packed SFT data */
-    int32_t *ids_h = mt_malloc(sizeof(int32_t) * (size_t)(B * T), "ids");
-    int32_t *lab_h = mt_malloc(sizeof(int32_t) * (size_t)(B * T), "labels");
-    uint64_t rng = 0x9E3779B97F4A7C15ull;
-    for (int64_t i = 0; i < B * T; i++) {
-        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        ids_h[i] = (int32_t)((rng >> 33) % (uint64_t)cfg.vocab_size);
-    }
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++) lab_h[b * T + t] = t + 1 < T ? ids_h[b * T + t + 1] : -100;
-    mt_minimax_batch batch = {.ids = step_ids_tensor(be, B, T, ids_h, "ids"),
-                              .labels = step_ids_tensor(be, B, T, lab_h, "labels"),
-                              .fused_loss = o.fused_loss == 1};
-    free(ids_h);
-    free(lab_h);
+    mt_minimax_batch batch = step_batch_random(be, B, T, cfg.vocab_size, o.fused_loss == 1);
 
     double f_mm, f_attn;
     step_flops(&cfg, T, &f_mm, &f_attn);
@@ -596,37 +640,7 @@ static int step_run(const step_opts *opts, const mt_backend *be, mt_dtype dtype,
                1e3 * (dt - t_fb), loss, gnorm, tokens / dt, i < o.warmup ? "  (warm-up)" : "");
         fflush(stdout);
     }
-    qsort(ms, (size_t)o.steps, sizeof(double), step_cmp);
-    qsort(ms_fb, (size_t)o.steps, sizeof(double), step_cmp);
-    double med = ms[o.steps / 2] * 1e-3, tflops = flops_step / med * 1e-12;
-    const double med_fb = ms_fb[o.steps / 2] * 1e-3, tflops_fb = flops_step / med_fb * 1e-12;
-    /* the planner of minimax-info --seq and the trainer (a dry run of the model code), for the
-     * trainer's batch form (positions, segments, every token labelled): close to the measured
-     * peak without scratch, which this batch (no positions or segments given, the last token
-     * of each row unlabelled) differs from by a few (B,T) integer buffers */
-    const int64_t planned =
-        mt_minimax_plan_activations(&cfg, MT_GATHER_LAYER, o.recompute == 1, B, T);
-    printf("   arena peak %.1f MiB (without kernel scratch %.1f MiB; mt_minimax_plan_activations "
-           "%.1f MiB) of %.1f MiB planned here\n",
-           (double)ctx.arena.peak / MIB, (double)ctx.arena.peak_live / MIB, (double)planned / MIB,
-           (double)arena / MIB);
-    printf("   device memory: arena peak + ZeRO %.1f MiB (+ batch, cuBLAS workspace)\n",
-           (double)(ctx.arena.peak + (size_t)mt_zero_owned_bytes(&z) +
-                    (size_t)mt_zero_slot_bytes(&z)) /
-               MIB);
-    printf("RESULT step %s%s%s: %.2f ms median of %d (min %.2f), %.0f tokens/s, %.3g TFLOP/s, MFU "
-           "%.3g%% of %.1f TFLOP/s (dense bf16 peak)\n",
-           o.dtype == MT_BF16 ? "bf16" : "fp32", o.recompute ? " recompute" : "",
-           o.offload ? " offload" : "", med * 1e3, o.steps, ms[0], tokens / med, tflops,
-           100 * tflops / o.peak_tflops, o.peak_tflops);
-    /* the forward and backward alone (gathers and reduce-scatters included): what a step costs
-     * when the optimizer is spread over N ranks or many accumulated micro-steps */
-    printf("RESULT step %s%s%s fwd+bwd: %.2f ms median, %.3g TFLOP/s, MFU %.3g%%; the optimizer "
-           "(grad norm, clip, AdamW over all %lld parameters on this one device) %.2f ms of the "
-           "step\n",
-           o.dtype == MT_BF16 ? "bf16" : "fp32", o.recompute ? " recompute" : "",
-           o.offload ? " offload" : "", med_fb * 1e3, tflops_fb, 100 * tflops_fb / o.peak_tflops,
-           (long long)z.total_shard, (med - med_fb) * 1e3);
+    step_report(&o, &cfg, &ctx, &z, ms, ms_fb, arena, flops_step, tokens);
     if (!all_finite) printf("FAIL: a loss or gradient was not finite\n");
     if (o.profile) step_profile(&o, be, &ctx, &s, &z, &batch);
     if (o.decode) step_decode(&o, &s, &ctx);
