@@ -679,7 +679,7 @@ static int step_check(const step_opts *o, const mt_backend *dev) {
             double r = *pairs[k][0], d = *pairs[k][1];
             rel[k] = fabs(d - r) / fmax(fabs(r), 1e-30);
             /* the bf16 rule on the first step (no update yet); after AdamW updates a 4x guard
-             * (tests/dist_compare.c says why) */
+             * (tests/train/dist_compare.c says why) */
             double rule = i == 0 ? 2 : 4;
             double limit =
                 bf16 ? rule * fabs(*pairs[k][2] - r) / fmax(fabs(r), 1e-30) + 1e-6 : 1e-5;

@@ -29,7 +29,7 @@
 #include "models/config.h"
 #include "models/minimax.h"
 #include "models/weights.h"
-#include "tests/serve_http.h"
+#include "tests/support/serve_http.h"
 
 static double hol_now(void) {
     struct timespec t;

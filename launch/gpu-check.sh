@@ -504,7 +504,7 @@ EOF
     -printf '%T@ %p\n' 2> /dev/null | sort -n | tail -1 | cut -d' ' -f2-)
   NEWEST_HDR=${NEWEST_HDR:-CMakeLists.txt}
 
-  local lib_src=(core/check.c core/version.c autograd/*.c kernels/*.c kernels/cpu/*.c tests/harness.c "${extra_c[@]}" kernels/cuda/*.cu)
+  local lib_src=(core/check.c core/version.c autograd/*.c kernels/*.c kernels/cpu/*.c tests/support/harness.c "${extra_c[@]}" kernels/cuda/*.cu)
   local lib_obj=() f
   for f in "${lib_src[@]}"; do lib_obj+=("$(obj_of "$f")"); done
   # a chain that fails removes its binary, so that no stale one runs
@@ -512,15 +512,15 @@ EOF
     rm -f "$SA"/tests/test_* "$SA"/bench-gpu-* "$SA/minimax-generate"
     return 1
   }
-  # the sources of test_gpu_ops (tests/gpu.cmake's mt_test_binary line)
-  local ops_src=(tests/gpu_ops.c tests/gpu_compare.c tests/gpu_msa.c tests/gpu_moe.c
-    tests/gpu_decode.c) ops_obj=()
+  # the sources of test_gpu_ops (tests/gpu/gpu.cmake's mt_test_binary line)
+  local ops_src=(tests/gpu/gpu_ops.c tests/gpu/gpu_compare.c tests/gpu/gpu_msa.c tests/gpu/gpu_moe.c
+    tests/gpu/gpu_decode.c) ops_obj=()
   for f in "${ops_src[@]}"; do ops_obj+=("$(obj_of "$f")"); done
   sa_compile build_test_gpu_ops_src 60 "${ops_src[@]}" &&
     sa_link build_test_gpu_ops "$SA/tests/test_gpu_ops" "${lib_obj[@]}" "${ops_obj[@]}" ||
     rm -f "$SA/tests/test_gpu_ops"
-  sa_compile build_test_gpu_optim_src 60 tests/gpu_optim.c &&
-    sa_link build_test_gpu_optim "$SA/tests/test_gpu_optim" "${lib_obj[@]}" "$(obj_of tests/gpu_optim.c)" ||
+  sa_compile build_test_gpu_optim_src 60 tests/gpu/gpu_optim.c &&
+    sa_link build_test_gpu_optim "$SA/tests/test_gpu_optim" "${lib_obj[@]}" "$(obj_of tests/gpu/gpu_optim.c)" ||
     rm -f "$SA/tests/test_gpu_optim"
   sa_compile build_bench_gpu_ops_src 120 bench/gpu_ops.cu &&
     sa_link build_bench_gpu_ops "$SA/bench-gpu-ops" "${lib_obj[@]}" "$(obj_of bench/gpu_ops.cu)" ||
@@ -560,7 +560,7 @@ EOF
     sa_archive build_host_lib "$host_a" "${host_src[@]}" || rm -f "$host_a"
   sa_main bench_gpu_step "$SA/bench-gpu-step" bench/gpu_step.c J # config.c, family_*.c
   if [ "${HAVE_NCCL:-0}" = 1 ]; then
-    sa_main test_dist_nccl "$SA/tests/test_dist_nccl" tests/dist_nccl.c ""
+    sa_main test_dist_nccl "$SA/tests/test_dist_nccl" tests/gpu/dist_nccl.c ""
   fi
   sa_main minimax_generate "$SA/minimax-generate" apps/minimax_generate_main.c JP # the tokenizer
 }
@@ -604,9 +604,9 @@ cases_of() {
   [ -x "$1" ] && c=$("$1" 2>&1 > /dev/null | sed -n 's/.*(cases:\(.*\))$/\1/p' | tr ' ' '\n' | grep '^gpu_')
   if [ -n "$c" ]; then echo "$c"; else printf '%s\n' "${@:2}"; fi
 }
-# the op cases of tests/gpu.cmake's list, for a test_gpu_ops that was not built
+# the op cases of tests/gpu/gpu.cmake's list, for a test_gpu_ops that was not built
 # shellcheck disable=SC2020 # three characters to newlines
-GPU_CMAKE_OPS=$(sed -n '/^set(mt_gpu_ops/,/)/p' tests/gpu.cmake | tr '() ' '\n\n\n' |
+GPU_CMAKE_OPS=$(sed -n '/^set(mt_gpu_ops/,/)/p' tests/gpu/gpu.cmake | tr '() ' '\n\n\n' |
   grep -vE '^(set|mt_gpu_ops)?$' | sed 's/^/gpu_/')
 
 # ---- tests ----------------------------------------------------------------------------------
@@ -644,8 +644,8 @@ line info step_comm "bench-gpu-step --comm $COMM (nccl when gpu_nccl_np1 passed,
 for c in $(cases_of "$OPTIM" gpu_optim); do
   step "$c" 60 "$TESTS_LOG" "$OPTIM" "${SYNC[@]}" "$OPTIM" "$c"
 done
-# generation on the device (tests/gpu_generate.sh): --backend cuda equals the CPU token for token
-step gpu_generate 120 "$TESTS_LOG" "$B/minimax-generate" "${SYNC[@]}" bash tests/gpu_generate.sh \
+# generation on the device (tests/gpu/gpu_generate.sh): --backend cuda equals the CPU token for token
+step gpu_generate 120 "$TESTS_LOG" "$B/minimax-generate" "${SYNC[@]}" bash tests/gpu/gpu_generate.sh \
   "$B/minimax-generate" "$B/minimax-generate"
 TINY="--hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 --ffn 64 --vocab 256 --seq 48 --block 16 --steps 2 --warmup 1"
 D64="--hidden 64 --heads 4 --kv-heads 2 --head-dim 64 --experts 4 --ffn 64 --vocab 256 --seq 96 --block 32 --steps 2 --warmup 1"
@@ -689,7 +689,7 @@ step step_fp32 100 "$BENCH_LOG" "$STEP" "$STEP" --dtype fp32 --comm "$COMM" ${MT
 
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
 # sanitize TOOL CASE FILTER: the case under compute-sanitizer on the comparisons FILTER selects
-# (MT_GPU_COMPARE_ONLY, tests/gpu_compare.h); pass when it reports 0 errors and the case passes
+# (MT_GPU_COMPARE_ONLY, tests/gpu/gpu_compare.h); pass when it reports 0 errors and the case passes
 sanitize() {
   local tool=$1 c=$2 name="sanitize_${1}_$2" n why
   selected "$name" || return 0

@@ -28,8 +28,8 @@ import torch
 import transformers
 
 PINNED = {"transformers": "5.24.0", "torch": "2.15.0"}
-# (Text-01's expected counts are in tests/model_io.c, op_info_counts: its released config is in
-# the original schema, which transformers does not read)
+# (Text-01's expected counts are in tests/models/model_io.c, op_info_counts: its released config
+# is in the original schema, which transformers does not read)
 CONFIGS = {
     "minimax-m2": "recipes/configs/minimax-m2.json",
     "tiny-m2": "recipes/configs/tiny-m2.json",

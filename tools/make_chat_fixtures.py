@@ -29,8 +29,8 @@ Writes:
                                  its trained character / byte ranges; the header holds the versions,
                                  the rule, the template sha256s and the generation prompts seen
 
-Hash (the same FNV-1a 64 as tools/make_tokenizer_fixtures.py and tests/data_tokenizer.c's fnv_u32 /
-fnv_bytes): h = 0xcbf29ce484222325; for each value v: h ^= v; h = h * 0x100000001b3 mod 2^64.
+Hash (the same FNV-1a 64 as tools/make_tokenizer_fixtures.py and tests/data/data_tokenizer.c's
+fnv_u32 / fnv_bytes): h = 0xcbf29ce484222325; for each value v: h ^= v; h = h * 0x100000001b3 mod 2^64.
 The values are WHOLE 32-bit words, one per id or label (v = the int32 value as uint32, so the label
 -100 is 0xffffff9c), not the 4 little-endian bytes of each; for the text they are the UTF-8 bytes.
 

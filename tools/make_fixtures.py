@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_fixtures.py: tiny random MiniMax models and Hugging Face reference outputs for the C
-parity tests (tests/parity_model.c, docs/parity.md). Run from the repository root:
+parity tests (tests/models/parity_model.c, docs/parity.md). Run from the repository root:
 
     /work/pyref/bin/python tools/make_fixtures.py [--out tests/fixtures/models]
 

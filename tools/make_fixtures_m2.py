@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_fixtures_m2.py: tiny random MiniMax-M2 models and transformers' reference outputs for
-the C parity tests (tests/parity_model.c, parity_m2_*; docs/parity.md "MiniMax-M2"). Run from
+the C parity tests (tests/models/parity_model.c, parity_m2_*; docs/parity.md "MiniMax-M2"). Run from
 the repository root:
 
     /work/pyref/bin/python tools/make_fixtures_m2.py [--out tests/fixtures/models]

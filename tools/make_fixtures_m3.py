@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_fixtures_m3.py: tiny random MiniMax-M3 models (the VL checkpoint layout) and
-transformers' reference outputs for the C parity tests (tests/parity_model.c, parity_m3_*;
+transformers' reference outputs for the C parity tests (tests/models/parity_model.c, parity_m3_*;
 docs/parity.md "MiniMax-M3"). Run from the repository root:
 
     /work/pyref/bin/python tools/make_fixtures_m3.py [--out tests/fixtures/models]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_fixtures_m3_kl.py: the references tiny_m3's MSA layers need beyond transformers'
-forward (tests/parity_model.c: parity_m3_kl, parity_m3_decode_switch; docs/parity.md
+forward (tests/models/parity_model.c: parity_m3_kl, parity_m3_decode_switch; docs/parity.md
 "MiniMax-M3"). Run from the repository root after tools/make_fixtures_m3.py:
 
     /work/pyref/bin/python tools/make_fixtures_m3_kl.py [--out tests/fixtures/models]

@@ -10,7 +10,7 @@ read out of data/chat_template.c):
   rendered          apply_chat_template(tokenize=False)
   input_ids         apply_chat_template(tokenize=True)
   assistant_masks   return_assistant_tokens_mask=True
-into tests/fixtures/formats/expected.json, which tests/data_formats.c (data_formats) compares
+into tests/fixtures/formats/expected.json, which tests/data/data_formats.c (data_formats) compares
 against data/dataset.c, data/chat_template.c and the sample labels. A record whose contents
 are all part lists is also rendered with the tokenizer's own (original) template, which must
 give the same text.

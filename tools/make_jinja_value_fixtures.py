@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_jinja_value_fixtures.py: writes tests/fixtures/jinja/values.json, what Python (and
-jinja2's Undefined and Namespace) say about values, for tests/jinja_values.c to hold the Jinja
+jinja2's Undefined and Namespace) say about values, for tests/jinja/jinja_values.c to hold the Jinja
 engine's values (jinja/jinja_heap.c, jinja_json.c, jinja_print.c, jinja_unicode.c) to:
 
   floats        repr() of doubles given by their bits: edge cases, every power of two (where

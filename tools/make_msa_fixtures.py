@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_msa_fixtures.py: transformers' MiniMax-M3 block selection and block-sparse attention on
-small random inputs, for the C test op_msa_select_hf (tests/op_msa_ref.c; docs/msa.md). Run
+small random inputs, for the C test op_msa_select_hf (tests/kernels/op_msa_ref.c; docs/msa.md). Run
 from the repository root:
 
     /work/pyref/bin/python tools/make_msa_fixtures.py [--out tests/fixtures/msa]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_padding_fixture.py: transformers' reference for a right-padded batch with an attention
-mask, on the tiny_irregular_gqa fixture (router aux loss on), for tests/parity_model.c's
+mask, on the tiny_irregular_gqa fixture (router aux loss on), for tests/models/parity_model.c's
 parity_padding. Run from the repository root after tools/make_fixtures.py:
 
     /work/pyref/bin/python tools/make_padding_fixture.py [--out tests/fixtures/models]

@@ -5,7 +5,7 @@ For each case below (100 optimizer steps) this builds transformers' scheduler wi
 get_scheduler(name, optimizer, num_warmup_steps, num_training_steps, scheduler_specific_kwargs)
 on a one-parameter torch AdamW at the peak learning rate and records the learning rate of every
 step (the value the optimizer uses at step s, 0-based: after s scheduler.step() calls), into
-tests/fixtures/schedule/lr_cases.json, which tests/op_schedule.c (op_lr_schedules) compares
+tests/fixtures/schedule/lr_cases.json, which tests/train/op_schedule.c (op_lr_schedules) compares
 against mt_lr_at to 1e-7 relative. The warmup of a case given by a ratio is
 TrainingArguments(warmup_steps=ratio).get_warmup_steps(100) (transformers 5 takes a
 warmup_steps below 1 as the ratio).

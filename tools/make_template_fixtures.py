@@ -7,9 +7,9 @@ what transformers' apply_chat_template produces with the test tokenizer:
   rendered          apply_chat_template(tokenize=False)
   input_ids         apply_chat_template(tokenize=True) (add_special_tokens=False, as transformers does)
   assistant_masks   return_assistant_tokens_mask=True (from the template's {% generation %} block)
-into tests/fixtures/template/chat_cases.json, which tests/data_chat.c (data_chat_text01) compares
-against the Jinja engine's renders and the sample builder (data/chat.h, data/sample.h), and
-tests/data_cli.c (data_cli_render) against `minimax-data render`.
+into tests/fixtures/template/chat_cases.json, which tests/data/data_chat.c (data_chat_text01)
+compares against the Jinja engine's renders and the sample builder (data/chat.h, data/sample.h), and
+tests/apps/data_cli.c (data_cli_render) against `minimax-data render`.
 
 Run from the repository root:
     /work/pyref/bin/python tools/make_template_fixtures.py

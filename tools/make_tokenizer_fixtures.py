@@ -13,7 +13,7 @@ with the MiniMax-Text-01 special tokens, and writes into tests/fixtures/tokenize
   gsm8k_digest.txt        one line per GSM8K training sample rendered with the chat template
                           (apply_chat_template): token count and 64-bit hash of the ids for A and
                           for B, and the hash of the rendered UTF-8 text
-tests/data_tokenizer.c compares data/tokenizer.c against all of these.
+tests/data/data_tokenizer.c compares data/tokenizer.c against all of these.
 
 Hash (both here and in the C test): h = 0xcbf29ce484222325; for each
     value v(token id as uint32, or text byte) : h ^= v;
@@ -137,7 +137,7 @@ def byte_offsets(text, char_offsets):
 
 
 def patched(base, patch):
-    """Applies a variant patch (same rules as tests/data_tokenizer.c apply_patch)."""
+    """Applies a variant patch (same rules as tests/data/data_tokenizer.c apply_patch)."""
     j = json.loads(json.dumps(base))
     for key, val in patch.items():
         if key == "legacy_merges":

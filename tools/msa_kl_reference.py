@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """msa_kl_reference.py: an fp64 reference of MiniMax's MSA v1 indexer loss (the sparse KL,
 spec /work/shared/spec/minimax-m3.md sections 5.2-5.3) on small random inputs, for the C test
-op_msa_kl_ref (tests/op_msa_ref.c; docs/msa.md). Run from the repository root:
+op_msa_kl_ref (tests/kernels/op_msa_ref.c; docs/msa.md). Run from the repository root:
 
     /work/pyref/bin/python tools/msa_kl_reference.py [--out tests/fixtures/msa]
 

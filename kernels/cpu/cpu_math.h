@@ -1,7 +1,7 @@
 /* cpu_math.h: exp and the sigmoid for the CPU kernels' elementwise loops, written so that the
  * loops vectorise: libm's expf is a call per element (it was 28% of the fp32 attention kernels'
  * time at D = 32, and SiLU, SwiGLU and the sigmoids spent most of theirs in it).
- * tests/op_cpu_math.c checks both against double libm. */
+ * tests/kernels/op_cpu_math.c checks both against double libm. */
 #pragma once
 #include <math.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* attention_cudnn.h: the cuDNN fused-attention path of the attention op in bf16 mode
  * (kernels/cuda/attention_cudnn.cu) and the choice between it and the project's own kernels.
- * Plain C, so the GPU tests (tests/gpu_ops.c) and the benchmarks can select a path and ask which
- * one ran; attention.cu calls the two node functions at the bottom.
+ * Plain C, so the GPU tests (tests/gpu/gpu_ops.c) and the benchmarks can select a path and ask
+ * which one ran; attention.cu calls the two node functions at the bottom.
  *
  * Selection (MT_ATTENTION, read at the first bf16 attention call): "cudnn" on a device of compute
  * capability 9.x when unset ("auto"), the flash kernels (attention_flash.cu, the reference kernels

@@ -15,7 +15,7 @@
  * not meet the query tile's is skipped by the whole block (packed samples: the tiles of other
  * samples; the backward skips query tiles the same way). p~ is rounded to bf16 for O += P V; l sums
  * the unrounded p~. So p~ is rounded against the running maximum, not the final one as on the CPU:
- * rounding-level differences that the bf16 rule of tests/gpu_ops.c allows.
+ * rounding-level differences that the bf16 rule of tests/gpu/gpu_ops.c allows.
  *
  * Backward: delta = rowsum(bf16(dout) o out) first (one warp per row), then one block per 64
  * kv rows of one (b, kv head), looping over the H/Hkv query heads of the group and the query

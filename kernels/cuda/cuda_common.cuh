@@ -3,7 +3,7 @@
  * device-side argument-error flag, the row-major GEMM helper and the phase profiler.
  *
  * Status: these kernels compile for sm_80 and sm_90 and match the CPU reference on an H200
- * (tests/gpu_ops.c, launch/gpu-check.sh; docs/cuda.md, "Measured on an H200").
+ * (tests/gpu/gpu_ops.c, launch/gpu-check.sh; docs/cuda.md, "Measured on an H200").
  *
  * Conventions: one stream (the legacy default stream), so kernels, cuBLAS calls and the
  * backend's memcpys are ordered (the GEMM lanes below fork from it and join it again inside

@@ -1,7 +1,7 @@
 /* cuda_runtime.h (emulator): the subset of the CUDA runtime and device built-ins that
  * kernels/cuda use, implemented on the CPU, so the kernels' logic (indexing, node
  * semantics, launch geometry, reductions, the cuBLAS row-major mapping) runs in CI on machines
- * without a GPU: tests/gpu.cmake compiles each of their .cu files as C++ against these headers
+ * without a GPU: tests/gpu/gpu.cmake compiles each of their .cu files as C++ against these headers
  * (after turning `k<<<grid, block>>>(args)` into `emu_launcher(k, grid, block)(args)`) and runs the
  * GPU parity tests through it (ctest op_cuda_emu_*).
  *
@@ -26,7 +26,7 @@
 #define __host__
 #define __forceinline__ inline
 /* Blocks run one at a time, so a function-local static is the block's shared memory. The
- * translation of a CUDA source (tests/gpu.cmake) turns `__shared__ T name...;` into
+ * translation of a CUDA source (tests/gpu/gpu.cmake) turns `__shared__ T name...;` into
  * `static T name...;` plus a once-only emu_shared_register(&name, sizeof name), so strict mode
  * can poison all shared memory at each block start (emu.cpp); the macro covers the rest. */
 #define __shared__ static

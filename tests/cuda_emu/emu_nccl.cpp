@@ -13,7 +13,7 @@
  * (else MPI reports or hangs, like NCCL). An event recorded on a created stream stays pending
  * (cudaEventQuery) until its queue runs.
  *
- * Faults for the watchdog tests (tests/nccl.cmake), "rank:n" in the environment:
+ * Faults for the watchdog tests (tests/gpu/nccl.cmake), "rank:n" in the environment:
  *   MT_EMU_NCCL_ASYNC_ERROR  from rank's n-th collective (counted from 1) on,
  *                            ncclCommGetAsyncError reports ncclRemoteError (a lost peer)
  *   MT_EMU_NCCL_STALL        rank's n-th collective never finishes once it runs (a hung
@@ -286,7 +286,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (!comm) return ncclInvalidArgument;
     comm->aborted = true;
-    /* a trace for tests/nccl.cmake: the error hook reached NCCL before the job ended */
+    /* a trace for tests/gpu/nccl.cmake: the error hook reached NCCL before the job ended */
     fprintf(stderr, "nccl emulator: rank %d: %scommunicator aborted\n", comm->rank,
             comm->split ? "split " : "");
     return ncclSuccess;

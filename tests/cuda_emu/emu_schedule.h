@@ -1,4 +1,4 @@
-/* emu_schedule.h: the emulator's schedule switch, callable from C tests (tests/gpu_compare.c):
+/* emu_schedule.h: the emulator's schedule switch, callable from C tests (tests/gpu/gpu_compare.c):
  * whether a kernel's result depends on the order its blocks and threads run in. Not part of the
  * CUDA API; only builds against the emulator (MT_CUDA_EMU) have it. */
 #pragma once

@@ -1,0 +1,43 @@
+# minimax-serve over loopback with a C client (tests/support/serve_http.h): endpoints against
+# minimax-generate / minimax-chat / minimax-forward, errors and the key, 32 concurrent clients,
+# a client killed mid-stream, the drain on SIGTERM; prompts prefilled in chunks
+# (serve_chunked_prefill); --chat-template and --template-kwargs, a
+# request the template refuses (serve_template).
+mt_test_binary(test_serve serve/serve.c)
+target_link_libraries(test_serve PRIVATE Threads::Threads)
+mt_test_cases(test_serve serve_endpoints serve_chunked_prefill serve_errors serve_concurrent
+  serve_disconnect serve_sigterm serve_template)
+add_dependencies(test_serve minimax-serve minimax-generate minimax-chat minimax-forward)
+set_property(TEST serve_endpoints serve_chunked_prefill serve_errors serve_concurrent
+  serve_disconnect serve_sigterm serve_template
+  APPEND PROPERTY ENVIRONMENT "MT_SERVE_CLI=$<TARGET_FILE:minimax-serve>"
+  "MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>" "MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>"
+  "MT_FORWARD_CLI=$<TARGET_FILE:minimax-forward>")
+set_tests_properties(serve_endpoints serve_chunked_prefill serve_errors serve_concurrent
+  serve_disconnect serve_sigterm serve_template PROPERTIES TIMEOUT 180)
+# --backend cuda against the CPU tools: gpu_serve (this build's minimax-serve on a GPU; skipped
+# without one) and op_cuda_emu_serve (minimax-serve-emu on the CUDA emulator, tests/gpu/gpu.cmake)
+add_test(NAME gpu_serve COMMAND test_serve serve_device)
+set_tests_properties(gpu_serve PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT
+  "${MT_TEST_ENV};MT_SERVE_CLI_DEVICE=$<TARGET_FILE:minimax-serve>;MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>;MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>;MT_FORWARD_CLI=$<TARGET_FILE:minimax-forward>")
+# Hostile input and slow clients (tests/serve/serve_limits.c): NUL characters, duplicate keys, empty
+# stop strings, infinite sampling numbers (serve_input); junk in number flags (serve_flags); 1,100
+# slow connections while another address is answered within 2 s, the header, body and idle
+# timeouts (serve_slow_clients).
+mt_test_binary(test_serve_limits serve/serve_limits.c)
+target_link_libraries(test_serve_limits PRIVATE Threads::Threads)
+mt_test_cases(test_serve_limits serve_input serve_flags serve_slow_clients)
+add_dependencies(test_serve_limits minimax-serve)
+set_property(TEST serve_input serve_flags serve_slow_clients APPEND PROPERTY ENVIRONMENT
+  "MT_SERVE_CLI=$<TARGET_FILE:minimax-serve>")
+set_tests_properties(serve_input serve_flags serve_slow_clients PROPERTIES TIMEOUT 180)
+# Head-of-line blocking (tests/serve/serve_schedule.c): a 4-token request beside a call of 32 prompts x
+# 2,000 ids is answered within a bounded number of decode steps and prefills (/health's
+# counters, not time); --prefill-tokens junk refused.
+mt_test_binary(test_serve_schedule serve/serve_schedule.c)
+target_link_libraries(test_serve_schedule PRIVATE Threads::Threads)
+mt_test_cases(test_serve_schedule serve_schedule)
+add_dependencies(test_serve_schedule minimax-serve)
+set_property(TEST serve_schedule APPEND PROPERTY ENVIRONMENT
+  "MT_SERVE_CLI=$<TARGET_FILE:minimax-serve>")
+set_tests_properties(serve_schedule PROPERTIES TIMEOUT 300)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# run_common.sh: what the end-to-end runs of minimax-train (tests/train/run_*.sh) share, sourced
+# by each: its arguments (BIN MODE [ARGS]), the temporary directory, the default recipe and the
+# launcher run NP OUTDIR ARGS... (mpirun of BIN on NP ranks into OUTDIR, its log in OUTDIR.log).
+# shellcheck disable=SC2034 # the variables are the sourcing script's
+set -euo pipefail
+bin="$1"
+mode="$2"
+tmp="${MT_TEST_TMPDIR:?}"
+recipe=tests/recipes/dist.toml
+# the fastest runs of the same recipe, for the modes that check what happens around the steps
+# (1 layer, rows of 64 tokens, 1 row per rank: ~0.05 s a step)
+fast=(--set model.num_hidden_layers=1 --set data.max_length=64 --set data.truncation=truncate
+  --set train.per_device_train_batch_size=1)
+lines() { { wc -l < "$1"; } 2> /dev/null || echo 0; } # lines FILE: 0 while it does not exist
+run() { # run NP OUTDIR ARGS...
+  local np="$1" out="$2"
+  shift 2
+  rm -rf "$out"
+  mpirun -np "$np" --oversubscribe --bind-to none "$bin" "$recipe" \
+    --set "output.dir=$out" --set "data.cache_dir=$tmp/dist-cache-np$np" "$@" > "$out.log" 2>&1 ||
+    { tail -30 "$out.log"; return 1; }
+}
