@@ -2,8 +2,8 @@
 mt_test_binary(test_dist_toml dist_toml.c)
 mt_test_cases(test_dist_toml dist_toml_parse dist_toml_errors)
 mt_test_binary(test_dist_recipe dist_recipe.c)
-mt_test_cases(test_dist_recipe dist_recipe_load dist_recipe_errors dist_recipe_chat dist_recipe_docs
-  dist_recipe_resume_docs)
+mt_test_cases(test_dist_recipe dist_recipe_load dist_recipe_errors dist_recipe_chat dist_recipe_aux
+  dist_recipe_docs dist_recipe_resume_docs)
 mt_test_binary(test_dist_write dist_write.c)
 mt_test_cases(test_dist_write dist_write_failure_cleanup)
 mt_test_binary(test_dist_comm dist_comm.c)
