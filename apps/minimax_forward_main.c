@@ -8,11 +8,16 @@
  * IDS.json and LABELS.json: lists of equal-length lists of token ids (labels: -100 = ignored).
  * Labels follow transformers (unshifted: position t is trained to predict labels[t+1]); they
  * are shifted here, like ForCausalLMLoss. OUT gets, all fp32:
- *   logits (B,T,V); loss () with labels (CE, plus router_aux_loss_coef * aux when the config
- *   has output_router_logits); aux_loss () when the config has output_router_logits;
- *   with --grad: grad.<name> of the loss for every checkpoint tensor of a parameter, named and
- *   shaped as in the model directory's layout (v5 fused experts stay fused); buffers (M2's
- *   e_score_correction_bias) have none. */
+ *   logits (B,T,V); loss () with labels, as transformers defines it, with or without --grad:
+ *   the cross-entropy, plus router_aux_loss_coef * aux_loss when the config has
+ *   output_router_logits; each auxiliary term the model computes under its own name, a scalar
+ *   as it enters the training loss before its coefficient (models/minimax.h): aux_loss () when
+ *   the config has output_router_logits, and with --grad index_kl () for a model with MSA
+ *   layers (the indexer KL summed over them, a training-only term: not in `loss`);
+ *   with --grad: grad.<name> of the training loss (loss + each training-only term times its
+ *   coefficient: what minimax-train differentiates) for every checkpoint tensor of a
+ *   parameter, named and shaped as in the model directory's layout (v5 fused experts stay
+ *   fused); buffers (M2's e_score_correction_bias) have none. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +37,9 @@ static void usage(int status) {
             "usage: minimax-forward --model DIR --ids IDS.json [--labels LABELS.json] "
             "[--grad] --out OUT.safetensors [--arena-mb N] [--no-verify]\n"
             "       minimax-forward --help | --version\n"
-            "  writes the logits (and the loss with --labels, the loss gradient of every\n"
-            "  checkpoint tensor with --grad) to OUT.safetensors, all fp32 (docs/parity.md)\n"
+            "  writes the logits (and with --labels transformers' loss and each auxiliary\n"
+            "  loss term by name, with --grad the training loss's gradient of every\n"
+            "  checkpoint tensor) to OUT.safetensors, all fp32 (docs/parity.md)\n"
             "  --no-verify: skip the check of the weights against the digests their files\n"
             "    record (docs/checkpoints.md)\n");
     exit(status);
@@ -93,6 +99,22 @@ static void write_grads(mt_safetensors_writer *w, const mt_minimax *m, mt_naming
     free(done);
     free(parts);
     free(part_numel);
+}
+
+/* The loss as transformers defines it: out's training loss where it holds no training-only
+ * term, else the cross-entropy plus the other terms with the same ops in the same order (so the
+ * same bits as without them), computed outside the tape; NULL without labels. */
+static mt_tensor *fwd_reference_loss(mt_ctx *c, const mt_minimax_out *out) {
+    bool extra = false;
+    for (int k = 0; k < out->n_aux; k++) extra |= out->aux[k].training_only && out->aux[k].value;
+    if (!out->loss || !extra) return out->loss;
+    const bool grad = mt_ctx_set_grad(c, false);
+    mt_tensor *loss = out->ce_loss;
+    for (int k = 0; k < out->n_aux; k++)
+        if (!out->aux[k].training_only && out->aux[k].value)
+            loss = mt_axpby(c, 1.0f, loss, out->aux[k].coef, out->aux[k].value);
+    mt_ctx_set_grad(c, grad);
+    return loss;
 }
 
 int main(int argc, char **argv) {
@@ -187,6 +209,7 @@ int main(int argc, char **argv) {
     mt_ctx_set_grad(&c, want_grad);
     mt_minimax_out out;
     mt_minimax_forward(&m, &c, &batch, NULL, &out);
+    mt_tensor *loss = fwd_reference_loss(&c, &out);
     if (want_grad) mt_backward(&c, out.loss, NULL);
 
     /* write into a private directory, then move the single file into place */
@@ -195,9 +218,11 @@ int main(int argc, char **argv) {
     snprintf(tmp_file, sizeof(tmp_file), "%s/model.safetensors", tmp_dir);
     mt_safetensors_writer *w = mt_safetensors_writer_open(tmp_dir, 0);
     mt_safetensors_writer_add(w, "logits", MT_ST_F32, 3, out.logits->shape, out.logits->data);
-    if (out.loss) mt_safetensors_writer_add(w, "loss", MT_ST_F32, 0, NULL, out.loss->data);
-    if (out.aux_loss)
-        mt_safetensors_writer_add(w, "aux_loss", MT_ST_F32, 0, NULL, out.aux_loss->data);
+    if (loss) mt_safetensors_writer_add(w, "loss", MT_ST_F32, 0, NULL, loss->data);
+    for (int k = 0; k < out.n_aux; k++)
+        if (out.aux[k].value)
+            mt_safetensors_writer_add(w, out.aux[k].name, MT_ST_F32, 0, NULL,
+                                      out.aux[k].value->data);
     if (want_grad) {
         mt_safetensors *ckpt = mt_safetensors_open(model_dir);
         write_grads(w, &m, naming, ckpt);
@@ -207,7 +232,7 @@ int main(int argc, char **argv) {
     MT_CHECK(rename(tmp_file, out_path) == 0, "minimax-forward: cannot move %s to %s", tmp_file,
              out_path);
     rmdir(tmp_dir);
-    if (out.loss) printf("loss %.9g\n", (double)*(const float *)out.loss->data);
+    if (loss) printf("loss %.9g\n", (double)*(const float *)loss->data);
     printf("wrote %s (%s layout)\n", out_path, mt_naming_name(naming));
 
     mt_ctx_free(&c);

@@ -58,7 +58,7 @@ typedef struct {
     mt_tensor *router;    /* out: router logits (N,E) */
     mt_tensor *route_idx; /* out: chosen experts (N,K) I32 */
     /* MSA layers, training: the real tokens' queries (B,T) F32 1/0 (NULL: all) and the KL's
-     * divisor (minimax.h, index_denom); index_kl gets the layer's KL (scalar) when the model's
+     * divisor (minimax.h, aux_denom); index_kl gets the layer's KL (scalar) when the model's
      * index_kl_coef is not 0 and gradients are on */
     mt_tensor *qmask;
     float index_denom;
@@ -97,3 +97,11 @@ mt_tensor *mt_block_ffn(mt_ctx *c, const mt_layer_plan *p, mt_tensor *h, mt_tens
                         mt_tensor *up, mt_tensor *down);
 /* The dense MLP: h (B,T,C) -> (B,T,C); io->router and io->route_idx stay NULL. */
 mt_tensor *mt_block_mlp_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h);
+
+/* ---- auxiliary loss terms (models/aux.c) ---- */
+
+/* m's terms for a forward with gradients on or off (grad), in the loss's order, with the
+ * values the forward computed (router: the router aux loss; index_kl: the MSA layers' summed
+ * KL; either NULL); returns their number. */
+int mt_aux_list(const mt_minimax *m, bool grad, mt_tensor *router, mt_tensor *index_kl,
+                mt_minimax_aux *aux);

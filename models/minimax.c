@@ -11,7 +11,8 @@
  *                 h2 = Norm_post(y)
  *                 x  = alpha_mlp * h2 + beta_mlp * MLP(h2)  or  y + MLP(h2)
  *                      (MLP: the MoE, or a dense SwiGLU MLP, by the plan)
- *   logits = Norm_final(x) lm_head^T;  loss = CE(logits, labels) [+ coef * aux]
+ *   logits = Norm_final(x) lm_head^T;  loss = CE(logits, labels) [+ coef * term, each
+ *            auxiliary term: models/aux.c]
  *
  * The blocks are in models/block_*.c. Buckets (models/minimax.h): every op of a bucket runs
  * with ctx->tag = bucket, inside the hooks' enter/leave, so a sharded owner can gather the
@@ -141,7 +142,7 @@ static void mm_layer_segment(mt_ctx *c, void *user, mt_tensor *x, mt_tensor **ou
 /* the model */
 
 /* The queries the indexer KL counts: the real tokens of each row (valid_len; all when NULL),
- * as a (B,T) F32 mask (NULL when all count), and its divisor (index_denom, or their number).
+ * as a (B,T) F32 mask (NULL when all count), and its divisor (aux_denom, or their number).
  * Only a model with MSA layers needs them. */
 static void mm_index_queries(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch, int64_t B,
                              int64_t T, mt_tensor **qmask, float *denom) {
@@ -160,7 +161,7 @@ static void mm_index_queries(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *b
         *qmask = mt_tensor_new(c, MT_F32, 2, (int64_t[]){B, T}, "index.mask");
         c->be->to_device((*qmask)->data, h, sizeof(float) * (size_t)(B * T));
     }
-    *denom = batch->index_denom > 0 ? batch->index_denom : (float)(real > 0 ? real : 1);
+    *denom = batch->aux_denom > 0 ? batch->aux_denom : (float)(real > 0 ? real : 1);
 }
 
 /* What the trunk returns besides the logits: each layer's router logits and choices (routers,
@@ -369,16 +370,15 @@ void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
     mm_trunk_out o = {.routers = routers, .idx = idx};
     out->logits = mm_trunk(m, c, ids, pos, batch->seg, NULL, hooks, batch, fused, &o);
     out->ce_loss = o.fused_ce;
-    out->index_kl = o.index_kl;
-    if (aux_on) out->aux_loss = mm_aux_loss(m, c, routers, idx, batch->valid_len, B, T);
+    mt_tensor *router_aux = aux_on ? mm_aux_loss(m, c, routers, idx, batch->valid_len, B, T) : NULL;
+    out->n_aux = mt_aux_list(m, c->grad_enabled, router_aux, o.index_kl, out->aux);
     if (batch->labels) {
         if (!fused)
             out->ce_loss = mt_cross_entropy(c, out->logits, batch->labels, batch->loss_denom);
         out->loss = out->ce_loss;
-        if (out->aux_loss)
-            out->loss = mt_axpby(c, 1.0f, out->ce_loss, cfg->router_aux_loss_coef, out->aux_loss);
-        if (out->index_kl)
-            out->loss = mt_axpby(c, 1.0f, out->loss, m->index_kl_coef, out->index_kl);
+        for (int k = 0; k < out->n_aux; k++)
+            if (out->aux[k].value)
+                out->loss = mt_axpby(c, 1.0f, out->loss, out->aux[k].coef, out->aux[k].value);
     }
 }
 

@@ -63,11 +63,11 @@ typedef struct mt_minimax {
      * stay in the arena, and the backward runs its forward again, bucket hooks included. The
      * same gradients bit for bit. Off after init. */
     bool gradient_checkpointing;
-    /* MSA layers (MiniMax-M3, models/block_msa.c): the indexer's sparse-KL loss enters the loss
-     * as index_kl_coef * (the sum over the MSA layers; train.indexer_kl_coef, 0: not computed);
-     * index_detach: the indexer reads a detached copy of the layer's normalised input, so the KL
-     * trains the indexer's own tensors only (MiniMax's training contract; train.indexer_detach).
-     * Set after init (defaults 1 and true). */
+    /* MSA layers (MiniMax-M3, models/block_msa.c): the indexer's sparse-KL loss, the auxiliary
+     * term index_kl, enters the loss as index_kl_coef * (the sum over the MSA layers; 0: not
+     * computed); index_detach: the indexer reads a detached copy of the layer's normalised
+     * input, so the KL trains the indexer's own tensors only (MiniMax's training contract).
+     * Defaults 1 and true; set after init through mt_minimax_set_aux_coef / _detach. */
     float index_kl_coef;
     bool index_detach;
     /* Expert parallelism (dist.expert_parallel, train/expert_parallel.h), NULL or size 1: none.
@@ -111,22 +111,57 @@ typedef struct {
                                  (its own segment); the router aux loss leaves padding out, as
                                  transformers does with an attention_mask. NULL: no padding */
     float loss_denom; /* <= 0: mean over this batch's labelled tokens; > 0: sum / loss_denom */
-    /* The indexer KL of the MSA layers: summed over the real tokens' queries (valid_len) and
-     * divided by index_denom when > 0 (the global count, so that ranks agree), else by this
-     * batch's real tokens. */
-    float index_denom;
+    /* The auxiliary terms summed over tokens (the MSA layers' indexer KL, over the real tokens'
+     * queries: valid_len) are divided by aux_denom when > 0 (the global count of real tokens,
+     * so that ranks agree), else by this batch's real tokens. */
+    float aux_denom;
     bool fused_loss; /* with labels: lm_head + cross-entropy as one chunked op over the
                         labelled rows (mt_linear_cross_entropy); no (B,T,V) logits exist and
                         out->logits is NULL. Training sets it; parity checks compare both. */
 } mt_minimax_batch;
 
+/* An auxiliary loss term of a forward: what a family adds to the cross-entropy. The family
+ * and the model's blocks decide which exist (mt_minimax_aux_terms): aux_loss, transformers'
+ * router load-balancing loss, where the config has output_router_logits (its coefficient the
+ * config's router_aux_loss_coef); index_kl, the MSA indexer's KL summed over the MSA layers,
+ * with gradients on and its coefficient not 0 (training only: transformers has no such term). */
+#define MT_AUX_MAX 4
 typedef struct {
-    mt_tensor *logits;   /* (B,T,V); NULL with batch->fused_loss */
-    mt_tensor *loss;     /* scalar CE (+ coef * aux when the config turns it on), or NULL */
-    mt_tensor *ce_loss;  /* scalar */
-    mt_tensor *aux_loss; /* scalar, or NULL */
-    mt_tensor *index_kl; /* scalar: the sum over the MSA layers of the indexer KL, or NULL */
+    const char *name; /* the term's tensor and log column name ("aux_loss", "index_kl") */
+    mt_tensor *value; /* scalar, as it enters the loss before coef; NULL: none (counts as 0) */
+    float coef;       /* its weight in out->loss */
+    int denominator;  /* the logged value is value / denominator (the layers it sums; or 1) */
+    /* true: the value is this forward's own mean (transformers computes the router loss per
+     * forward), so a step of several forwards averages it; false: the value is this forward's
+     * part of the step's (its divisor is the global batch's, aux_denom), the parts add up */
+    bool per_forward;
+    bool training_only; /* transformers' loss leaves it out (minimax-forward's `loss` too) */
+} mt_minimax_aux;
+
+typedef struct {
+    mt_tensor *logits;  /* (B,T,V); NULL with batch->fused_loss */
+    mt_tensor *loss;    /* scalar CE + sum of coef * value over aux (with labels), or NULL */
+    mt_tensor *ce_loss; /* scalar */
+    mt_minimax_aux aux[MT_AUX_MAX]; /* in the order of mt_minimax_aux_terms */
+    int n_aux;
 } mt_minimax_out;
+
+/* The auxiliary terms a forward of m produces with gradients on or off (grad), values NULL, in
+ * the order of the forward's out->aux; returns their number (<= MT_AUX_MAX). */
+int mt_minimax_aux_terms(const mt_minimax *m, bool grad, mt_minimax_aux *aux);
+/* Term `name`'s value in out, or NULL (no such term, or none this forward). */
+mt_tensor *mt_minimax_out_aux(const mt_minimax_out *out, const char *name);
+/* A caller's setting of term `name` (the recipe's model.aux_coef / model.aux_detach tables):
+ * its coefficient (0: not computed), or whether its gradient stays in the tensors that compute
+ * it (a detached input). Returns false when the model has no term of that name whose
+ * coefficient or detachment can be set (aux_loss's coefficient is the config's). */
+bool mt_minimax_set_aux_coef(mt_minimax *m, const char *name, float coef);
+bool mt_minimax_set_aux_detach(mt_minimax *m, const char *name, bool detach);
+/* Whether models of cfg (its family's plan over all of cfg's layers) have a term `name` whose
+ * coefficient (detach false) or detachment (true) can be set; false with the reason in why (n
+ * bytes, one line naming the terms that can). */
+bool mt_minimax_aux_settable(const mt_minimax_config *cfg, const char *name, bool detach, char *why,
+                             size_t n);
 
 /* Called around each bucket's use: in the forward (enter before the first op of a bucket,
  * leave after its last) and, through the context's tag hook, in the backward. */

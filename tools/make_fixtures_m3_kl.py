@@ -26,7 +26,7 @@ in float64 (tools/make_fixtures_m3.py's float64 patches) and writes tiny_m3.kl.s
                            student  Q_h(t)    = softmax_{M_h(t)}(iq_h(t).ik(j) / sqrt(Di))
                            loss     = 1 / (Hi * B * T) * sum_{b,t,h} KL(Pbar_h(t) || Q_h(t))
                          The indexer reads the layer's normalised input detached (the default
-                         train.indexer_detach), so no other tensor gets a gradient from it.
+                         model.aux_detach.index_kl), so no other tensor gets a gradient from it.
   ids_short, gen_short   A 2 x 6 prompt (the first 6 tokens of ids_a) and transformers' 20
                          greedy tokens from it: decoding starts with every block selected (the
                          dense cached step) and passes 12 = top-k x block tokens, where the

@@ -178,7 +178,7 @@ static void dataset_read_range(hid_t dset, const char *path, const char *name, h
 /* ------------------------------------------------------------------------------------------ */
 /* saving */
 
-/* The test hook of tests/dist_run.sh (watchdog): MT_TEST_STATE_STOP = "RANK:STEP" stops that
+/* The test hook of tests/train/run_stop.sh (watchdog): MT_TEST_STATE_STOP = "RANK:STEP" stops that
  * rank (SIGSTOP) after its first dataset of the checkpoint of that step, in the middle of
  * writing its file, as a rank stuck in a file system call would; its peers must not wait for
  * it longer than the watchdog's limit. */
@@ -299,7 +299,7 @@ void mt_checkpoint_save(const char *dir, mt_zero *z, const mt_train_state *st) {
     z->comm->barrier(z->comm); /* every rank's file is complete before the manifest says so */
     if (z->comm->rank == 0) {
         manifest_write(tmp, z, st);
-        /* test hook (tests/dist_run.sh kill): hold the finished manifest under its temporary
+        /* test hook (tests/train/run_stop.sh kill): hold the finished manifest under its temporary
          * name for a while */
         const long long delay = mt_env_int("MT_TEST_CHECKPOINT_DELAY", 0, 3600, 0);
         if (delay > 0) sleep((unsigned)delay);

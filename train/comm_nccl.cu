@@ -29,7 +29,7 @@
  * communicator split alongside (its small host collectives), each split with its own stream,
  * events and watchdog, aborted with the world's by the error hook.
  *
- * Verified on the CPU emulator (tests/cuda_emu/emu_nccl.cpp, tests/dist_nccl.c); compiled
+ * Verified on the CPU emulator (tests/cuda_emu/emu_nccl.cpp, tests/gpu/dist_nccl.c); compiled
  * against the real NCCL but not yet run on GPUs (docs/cuda.md, "The NCCL communicator"). */
 #include <cuda_runtime.h>
 #include <nccl.h>

@@ -69,17 +69,23 @@ static FILE *logger_csv_open(const mt_logger *lg, const char *name, const char *
     return f;
 }
 
-void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool index_kl, bool eval, bool gen,
-                    int resume_step) {
+void mt_logger_open(mt_logger *lg, const char *dir, const char *const *aux_names, int n_aux,
+                    bool eval, bool gen, int resume_step) {
     memset(lg, 0, sizeof(*lg));
     snprintf(lg->dir, sizeof(lg->dir), "%s", dir);
-    lg->aux = aux;
-    lg->index_kl = index_kl;
+    MT_CHECK(n_aux >= 0 && n_aux <= MT_LOG_AUX, "logger: %d auxiliary loss columns, at most %d",
+             n_aux, MT_LOG_AUX);
+    lg->n_aux = n_aux;
     lg->tty = isatty(STDERR_FILENO);
     lg->t_start = mt_time_now();
-    char header[256];
-    snprintf(header, sizeof(header), "%s%s%s", CSV_HEADER, aux ? ",aux_loss" : "",
-             index_kl ? ",index_kl" : "");
+    char header[512];
+    snprintf(header, sizeof(header), "%s", CSV_HEADER);
+    for (int k = 0; k < n_aux; k++) {
+        MT_CHECK(strlen(aux_names[k]) < sizeof(lg->aux_names[k]),
+                 "logger: auxiliary loss name %s is too long", aux_names[k]);
+        snprintf(lg->aux_names[k], sizeof(lg->aux_names[k]), "%s", aux_names[k]);
+        snprintf(header + strlen(header), sizeof(header) - strlen(header), ",%s", aux_names[k]);
+    }
     lg->csv = logger_csv_open(lg, "loss.csv", header, resume_step);
     lg->eval_loss = eval;
     lg->gen = gen;
@@ -162,8 +168,7 @@ static void logger_jsonl_row(mt_logger *lg, const mt_log_row *r) {
     fprintf(f, ", \"tokens\": %lld", (long long)r->tokens);
     jsonl_num(f, "tokens_per_s", r->tokens_per_s);
     jsonl_num(f, "elapsed_s", r->elapsed_s);
-    if (lg->aux) jsonl_num(f, "aux_loss", r->aux_loss);
-    if (lg->index_kl) jsonl_num(f, "index_kl", r->index_kl);
+    for (int k = 0; k < lg->n_aux; k++) jsonl_num(f, lg->aux_names[k], r->aux[k]);
     jsonl_num(f, "step_s", r->step_s);
     const double mib = 1.0 / (1 << 20);
     jsonl_num(f, "arena_peak_mib", (double)r->arena_peak_bytes * mib);
@@ -185,8 +190,7 @@ static void format_duration(double s, char *buf, size_t len) {
 void mt_logger_row(mt_logger *lg, const mt_log_row *r, int max_steps) {
     fprintf(lg->csv, "%d,%.6f,%.6g,%.6f,%lld,%.1f,%.3f", r->step, r->loss, r->lr, r->grad_norm,
             (long long)r->tokens, r->tokens_per_s, r->elapsed_s);
-    if (lg->aux) fprintf(lg->csv, ",%.6f", r->aux_loss);
-    if (lg->index_kl) fprintf(lg->csv, ",%.6f", r->index_kl);
+    for (int k = 0; k < lg->n_aux; k++) fprintf(lg->csv, ",%.6f", r->aux[k]);
     fprintf(lg->csv, "\n");
     logger_flush(lg, lg->csv, "loss.csv");
     logger_jsonl_row(lg, r);

@@ -6,13 +6,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#define MT_LOG_AUX 8 /* the most auxiliary loss columns */
+
 typedef struct {
     FILE *csv;
     FILE *eval_csv; /* NULL: no evaluation */
     FILE *jsonl;    /* metrics.jsonl: every row of both */
     char dir[1024];
-    bool aux;
-    bool index_kl;  /* the index_kl column (MSA layers) */
+    char aux_names[MT_LOG_AUX][32]; /* the model's auxiliary loss terms: a column each */
+    int n_aux;
     bool eval_loss; /* eval.csv has eval losses (loss.png draws them) */
     bool gen;       /* eval.csv's generation columns (eval.generate_data) */
     bool tty;
@@ -22,9 +24,9 @@ typedef struct {
 
 typedef struct {
     int step; /* 1-based optimizer step */
-    double loss, lr, grad_norm, aux_loss;
-    double index_kl; /* the MSA indexer's KL per sparse layer */
-    int64_t tokens;  /* labelled tokens in this step's global batch */
+    double loss, lr, grad_norm;
+    double aux[MT_LOG_AUX]; /* each auxiliary term as logged, in the columns' order */
+    int64_t tokens;         /* labelled tokens in this step's global batch */
     double tokens_per_s, elapsed_s;
     /* metrics.jsonl only: the step's seconds, rank 0's activation arena peak so far and its
      * sharded state plus gather slots (device memory on a device backend) */
@@ -35,10 +37,11 @@ typedef struct {
 /* Opens <dir>/loss.csv and <dir>/metrics.jsonl, and <dir>/eval.csv when eval. resume_step > 0
  * keeps the rows of steps <= resume_step of existing logs (rewritten atomically) and appends
  * after them; 0 starts new files. */
-/* aux, index_kl: the aux_loss and index_kl columns; eval.csv with eval (the eval loss) or gen
- * (accuracy by generation, its columns). */
-void mt_logger_open(mt_logger *lg, const char *dir, bool aux, bool index_kl, bool eval, bool gen,
-                    int resume_step);
+/* aux_names (n_aux of them): the model's auxiliary loss terms, a column each after the others,
+ * in the model's order; eval.csv with eval (the eval loss) or gen (accuracy by generation, its
+ * columns). */
+void mt_logger_open(mt_logger *lg, const char *dir, const char *const *aux_names, int n_aux,
+                    bool eval, bool gen, int resume_step);
 /* An evaluation alone (minimax-train --eval-only): new <dir>/eval.csv and metrics.jsonl. */
 void mt_logger_open_eval(mt_logger *lg, const char *dir, bool gen);
 void mt_logger_row(mt_logger *lg, const mt_log_row *row, int max_steps);

@@ -16,6 +16,7 @@
 #include "jinja/jinja.h"
 #include "models/generate.h"
 #include "models/minimax.h"
+#include "train/recipe_internal.h"
 #include "train/schedule.h"
 
 typedef enum {
@@ -109,8 +110,6 @@ static const recipe_key recipe_keys[] = {
     FLT("train.max_grad_norm", train_max_grad_norm, "1.0", true),
     I64("train.seed", train_seed, "42", true),
     FLT("train.router_aux_loss_coef", train_router_aux_loss_coef, "-1.0", true),
-    FLT("train.indexer_kl_coef", train_indexer_kl_coef, "1.0", true),
-    BOOL("train.indexer_detach", train_indexer_detach, "true", true),
     BOOL("train.skip_nonfinite_steps", train_skip_nonfinite_steps, "false", true),
     BOOL("train.gradient_checkpointing", train_gradient_checkpointing, "false", false),
     STR("eval.generate_data", eval_generate_data, "\"\"", false),
@@ -161,7 +160,7 @@ static const recipe_key *recipe_key_find(const char *key) {
     return NULL;
 }
 
-static void entry_where(const mt_toml_entry *e, char *buf, size_t len) {
+void mt_recipe_entry_where(const mt_toml_entry *e, char *buf, size_t len) {
     if (e->line > 0)
         snprintf(buf, len, "%s:%d:%d", e->origin, e->line, e->col);
     else
@@ -205,7 +204,7 @@ static bool recipe_assign_list(mt_recipe *r, const recipe_key *k, const mt_toml_
 static bool recipe_assign(mt_recipe *r, const recipe_key *k, const mt_toml_entry *e, char *err,
                           size_t errlen) {
     char where[MT_PATH_MAX + 64];
-    entry_where(e, where, sizeof(where));
+    mt_recipe_entry_where(e, where, sizeof(where));
     const mt_toml_value *v = &e->value;
     void *dst = (char *)r + k->offset;
     static const char *want[] = {"a string", "an integer", "an integer", "a number",
@@ -264,7 +263,7 @@ static const char *recipe_dir_problem(const char *path) {
     do {                                                                                           \
         const mt_toml_entry *e_ = mt_toml_find(doc, key);                                          \
         char where_[MT_PATH_MAX + 64] = "recipe";                                                  \
-        if (e_) entry_where(e_, where_, sizeof(where_));                                           \
+        if (e_) mt_recipe_entry_where(e_, where_, sizeof(where_));                                 \
         int n_ = snprintf(err, errlen, "%s: %s: ", where_, key);                                   \
         snprintf(err + n_, errlen - n_, __VA_ARGS__);                                              \
         return false;                                                                              \
@@ -493,6 +492,7 @@ static bool recipe_check_model(const mt_recipe *r, const mt_toml_doc *doc, char 
         snprintf(path, sizeof(path), "%s", r->model_config);
     mt_minimax_config cfg;
     if (!mt_minimax_config_parse(path, &cfg, why, sizeof(why))) return true;
+    if (!mt_recipe_aux_check(r, doc, &cfg, err, errlen)) return false;
     const char *where_key = NULL;
     char msg[4096];
     const mt_gather_unit unit =
@@ -525,7 +525,7 @@ static bool recipe_check_model(const mt_recipe *r, const mt_toml_doc *doc, char 
     if (!where_key) return true;
     const mt_toml_entry *e = mt_toml_find(doc, where_key);
     char where[MT_PATH_MAX + 64] = "recipe";
-    if (e) entry_where(e, where, sizeof(where));
+    if (e) mt_recipe_entry_where(e, where, sizeof(where));
     snprintf(err, errlen, "%s: %s: %s", where, where_key, msg);
     return false;
 }
@@ -584,7 +584,7 @@ static bool recipe_collect_kwargs(mt_recipe *r, const mt_toml_doc *doc, char *er
         if (strncmp(e->key, KWARGS_PREFIX, strlen(KWARGS_PREFIX))) continue;
         const char *name = e->key + strlen(KWARGS_PREFIX);
         char where[MT_PATH_MAX + 64];
-        entry_where(e, where, sizeof(where));
+        mt_recipe_entry_where(e, where, sizeof(where));
         if (mt_toml_find(doc, "data.template_kwargs")) {
             snprintf(err, errlen,
                      "%s: data.template_kwargs is set as a string and as a table: keep one", where);
@@ -635,15 +635,21 @@ bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides
     if (ok && path) ok = mt_toml_load(&doc, path, err, errlen);
     for (int i = 0; ok && i < n_overrides; i++) ok = mt_toml_set(&doc, overrides[i], err, errlen);
     if (ok) ok = recipe_collect_kwargs(r, &doc, err, errlen);
+    if (ok) ok = mt_recipe_aux_collect(r, &doc, err, errlen);
     for (int i = 0; ok && i < doc.n; i++) {
         const mt_toml_entry *e = &doc.entries[i];
-        if (!strncmp(e->key, KWARGS_PREFIX, strlen(KWARGS_PREFIX))) continue;
+        if (!strncmp(e->key, KWARGS_PREFIX, strlen(KWARGS_PREFIX)) || mt_recipe_aux_key(e->key))
+            continue;
         const recipe_key *k = recipe_key_find(e->key);
         if (!k) {
             char where[MT_PATH_MAX + 64];
-            entry_where(e, where, sizeof(where));
-            snprintf(err, errlen, "%s: unknown key '%s' (see docs/recipes.md for the keys)", where,
-                     e->key);
+            mt_recipe_entry_where(e, where, sizeof(where));
+            const char *now = mt_recipe_moved_key(e->key);
+            if (now)
+                snprintf(err, errlen, "%s: %s is now %s (docs/recipes.md)", where, e->key, now);
+            else
+                snprintf(err, errlen, "%s: unknown key '%s' (see docs/recipes.md for the keys)",
+                         where, e->key);
             ok = false;
             break;
         }
@@ -708,6 +714,10 @@ void mt_recipe_format(const mt_recipe *r, char *buf, size_t len) {
         recipe_value(r, &recipe_keys[i], &v, items);
         mt_toml_value_format(&v, buf, len);
         snprintf(buf + strlen(buf), len - strlen(buf), "\n");
+        /* the model's auxiliary terms close the [model] table */
+        if (!strcmp(table, "model") &&
+            (i + 1 == N_RECIPE_KEYS || strncmp(recipe_keys[i + 1].key, "model.", 6)))
+            mt_recipe_aux_format(r, buf, len);
     }
 }
 
@@ -736,7 +746,7 @@ int mt_recipe_resume_diff(const mt_recipe *was, const mt_recipe *now, bool with_
                  recipe_keys[i].key, vb, va);
         count++;
     }
-    return count;
+    return mt_recipe_aux_diff(was, now, out, n, count);
 }
 
 void mt_recipe_resume_free_keys(char *out, size_t n) {
@@ -764,5 +774,5 @@ uint64_t mt_recipe_hash(const mt_recipe *r) {
         mt_toml_value_format(&v, buf, sizeof(buf));
         for (const char *c = buf; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
     }
-    return h;
+    return mt_recipe_aux_hash(r, h);
 }

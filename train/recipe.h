@@ -9,6 +9,7 @@
 
 #define MT_PATH_MAX   1024
 #define MT_DATA_FILES 16 /* the most data.paths */
+#define MT_RECIPE_AUX 8  /* the most terms named in model.aux_coef and model.aux_detach */
 
 /* How a recipe key may change when a run resumes from a checkpoint (recipe.c's table). */
 typedef enum {
@@ -17,6 +18,16 @@ typedef enum {
     MT_RESUME_LAYOUT = 2,   /* the batch layout: may change while the global batch stays */
 } mt_resume_rule;
 
+/* One auxiliary loss term of the model, by the name its forward gives it (models/minimax.h):
+ * what [model.aux_coef] and [model.aux_detach] set for it, passed through to the model, which
+ * decides which names it has. */
+typedef struct {
+    char name[32];
+    bool has_coef, has_detach;
+    double coef; /* its weight in the loss (0: not computed) */
+    bool detach; /* its gradient stays in the tensors that compute it */
+} mt_recipe_aux;
+
 typedef struct mt_recipe {
     /* [model] */
     char model_path[MT_PATH_MAX];   /* HF model dir (config.json + safetensors), or "" */
@@ -24,6 +35,8 @@ typedef struct mt_recipe {
     int model_num_hidden_layers;    /* keep the first N layers; 0 = all */
     char model_dtype[8];            /* "fp32" (CPU) or "bf16" (CUDA compute dtype) */
     int64_t model_init_seed;        /* random initialisation (unset: train.seed) */
+    mt_recipe_aux model_aux[MT_RECIPE_AUX]; /* by name; unset: the model's defaults */
+    int model_n_aux;
     /* [data] */
     char data_path[MT_PATH_MAX];                 /* a data file (data/dataset.h), or "synthetic" */
     char data_paths[MT_DATA_FILES][MT_PATH_MAX]; /* or several (instead of data.path) */
@@ -68,10 +81,6 @@ typedef struct mt_recipe {
     double train_max_grad_norm;        /* <= 0: no clipping */
     int64_t train_seed;                /* the default of data.seed and model.init_seed */
     double train_router_aux_loss_coef; /* < 0: from the model config; 0: off */
-    /* MSA layers: the indexer's sparse-KL loss weight (0: no KL, the indexer
-     * stays as loaded) and whether the indexer reads a detached input (trains only itself) */
-    double train_indexer_kl_coef;
-    bool train_indexer_detach;
     bool
         train_skip_nonfinite_steps; /* skip a step with NaN/Inf loss or grads instead of stopping */
     bool train_gradient_checkpointing; /* recompute each layer in the backward (same numbers) */
@@ -127,7 +136,7 @@ int mt_recipe_resume_diff(const mt_recipe *was, const mt_recipe *now, bool with_
  * the global batch" in out (n bytes). */
 void mt_recipe_resume_free_keys(char *out, size_t n);
 /* Key i of the table (0 ..): its name ("table.key"), default (TOML text) and whether it is
- * part of the resume hash. false past the last key. (tests/dist_recipe.c checks the table
+ * part of the resume hash. false past the last key. (tests/train/data_recipe.c checks the table
  * against docs/recipes.md.) */
 bool mt_recipe_key_at(int i, const char **key, const char **def, bool *numerics);
 /* How key i may change on a resume (MT_RESUME_FREE past the last key). */

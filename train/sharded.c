@@ -116,11 +116,16 @@ double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, mt_mi
     mt_backward(s->ctx, out.loss, NULL);
     /* read after the backward is queued: on a device the copy then waits for one stream, once */
     const mt_backend *be = s->ctx->be;
-    float ce = 0, a = 0, kl = 0;
+    float ce = 0;
     be->to_host(&ce, out.ce_loss->data, sizeof(float));
-    if (out.aux_loss) be->to_host(&a, out.aux_loss->data, sizeof(float));
-    if (out.index_kl) be->to_host(&kl, out.index_kl->data, sizeof(float));
-    if (extra) *extra = (mt_micro_extra){a, kl};
+    if (extra) {
+        extra->n = out.n_aux;
+        for (int k = 0; k < out.n_aux; k++) {
+            float v = 0;
+            if (out.aux[k].value) be->to_host(&v, out.aux[k].value->data, sizeof(float));
+            extra->value[k] = v;
+        }
+    }
     return ce;
 }
 

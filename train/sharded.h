@@ -35,15 +35,16 @@ void mt_sharded_bind(mt_sharded *s, bool grads);
  * (train/trainer_generate.c). */
 mt_bucket_hooks mt_sharded_forward_hooks(mt_sharded *s);
 
-/* The losses of a micro-step besides the cross-entropy: the router aux loss and the MSA
- * layers' summed indexer KL (each 0 when the model has none). */
+/* The losses of a micro-step besides the cross-entropy: the model's auxiliary terms, in its
+ * order (mt_minimax_aux_terms), each value 0 where the forward gave none. */
 typedef struct {
-    double aux, index_kl;
+    int n;
+    double value[MT_AUX_MAX];
 } mt_micro_extra;
 
 /* Forward and backward of one micro-batch; gradients accumulate into the owned shards.
  * Returns the cross-entropy value of this micro-batch (with batch->loss_denom the global
- * count, these add up to the global mean); *extra (may be NULL) gets the other losses. */
+ * count, these add up to the global mean); *extra (may be NULL) gets the auxiliary terms. */
 double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, mt_micro_extra *extra);
 
 /* The forward alone of one micro-batch (evaluation: the buckets gathered as in training, no

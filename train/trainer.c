@@ -235,10 +235,15 @@ static void trainer_setup_model(trainer *t) {
                          strcmp(rc->dist_gather_unit, "expert") == 0 ? MT_GATHER_EXPERT
                                                                      : MT_GATHER_LAYER);
     t->model.gradient_checkpointing = rc->train_gradient_checkpointing;
-    t->model.index_kl_coef = (float)rc->train_indexer_kl_coef;
-    t->model.index_detach = rc->train_indexer_detach;
-    for (int l = 0; l < t->cfg.num_hidden_layers; l++)
-        t->n_msa_layers += t->model.plan[l].mixer == MT_MIXER_MSA;
+    /* the recipe's model.aux_coef / model.aux_detach, checked against the config on load */
+    for (int i = 0; i < rc->model_n_aux; i++) {
+        const mt_recipe_aux *a = &rc->model_aux[i];
+        MT_CHECK(!a->has_coef || mt_minimax_set_aux_coef(&t->model, a->name, (float)a->coef),
+                 "model.aux_coef.%s: the model has no such term", a->name);
+        MT_CHECK(!a->has_detach || mt_minimax_set_aux_detach(&t->model, a->name, a->detach),
+                 "model.aux_detach.%s: the model has no such term", a->name);
+    }
+    t->n_aux = mt_minimax_aux_terms(&t->model, true, t->aux_terms);
     trainer_check_arena(t);
     trainer_setup_device(t);
     trainer_check_memory(t);
@@ -585,10 +590,12 @@ static int trainer_train(trainer *t, const char *resume) {
          "model: %d layers, %lld parameters%s in %d buckets; %lld steps per epoch; steps %d..%d\n",
          t->cfg.num_hidden_layers, (long long)n_params, buffers, t->model.n_buckets,
          (long long)mt_sampler_steps_per_epoch(&t->sampler), first, rc->train_max_steps);
-    if (t->comm->rank == 0)
-        mt_logger_open(&t->log, rc->output_dir, t->cfg.output_router_logits,
-                       t->n_msa_layers > 0 && rc->train_indexer_kl_coef != 0, t->evaluates,
-                       t->generates, (int)t->state.step);
+    if (t->comm->rank == 0) {
+        const char *aux_names[MT_AUX_MAX];
+        for (int k = 0; k < t->n_aux; k++) aux_names[k] = t->aux_terms[k].name;
+        mt_logger_open(&t->log, rc->output_dir, aux_names, t->n_aux, t->evaluates, t->generates,
+                       (int)t->state.step);
+    }
     trainer_set_signals();
     double t_start = mt_time_now();
     int stopped_after = 0; /* the step a stop signal ended the run with, else 0 */
@@ -606,8 +613,6 @@ static int trainer_train(trainer *t, const char *resume) {
                               .loss = r.loss,
                               .lr = r.lr,
                               .grad_norm = r.grad_norm,
-                              .aux_loss = r.aux,
-                              .index_kl = r.index_kl,
                               .tokens = r.tokens,
                               .tokens_per_s = (double)r.tokens / (dt > 0 ? dt : 1e-9),
                               .elapsed_s = mt_time_now() - t_start,
@@ -615,6 +620,7 @@ static int trainer_train(trainer *t, const char *resume) {
                               .arena_peak_bytes = (int64_t)t->ctx.arena.peak,
                               .state_bytes =
                                   mt_zero_owned_bytes(&t->zero) + mt_zero_slot_bytes(&t->zero)};
+            for (int k = 0; k < t->n_aux; k++) row.aux[k] = r.aux[k];
             mt_logger_row(&t->log, &row, rc->train_max_steps);
         }
         const bool last = step == rc->train_max_steps;

@@ -50,7 +50,10 @@ typedef struct {
     char config_path[MT_PATH_MAX + 32];                        /* the model's config.json */
     int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each, host */
     int64_t *batch_real; /* (B) host: real tokens per row (the aux loss leaves padding out) */
-    int n_msa_layers;    /* MSA layers of the model: loss.csv's index_kl column */
+    /* the model's auxiliary loss terms in training (mt_minimax_aux_terms): loss.csv's columns
+     * after the cross-entropy's, in this order */
+    mt_minimax_aux aux_terms[MT_AUX_MAX];
+    int n_aux;
     int32_t *dev_batch;  /* (4,B,T) on the backend: ids, labels, positions, segments */
     float *export_stage; /* rank 0, device backends: one gathered bucket on the host */
     mt_train_state state;
@@ -130,8 +133,8 @@ void trainer_resume(trainer *t, const char *dir);
 
 /* one optimizer step (trainer_step.c) */
 typedef struct {
-    double loss, aux, grad_norm, lr;
-    double index_kl; /* the indexer KL per MSA layer (0 without any) */
+    double loss, grad_norm, lr;
+    double aux[MT_AUX_MAX]; /* each auxiliary term as logged (trainer aux_terms' order) */
     int64_t tokens, targets;
     bool skipped;
 } step_result;

@@ -72,26 +72,30 @@ step_result trainer_run_step(trainer *t, int step) {
     res.targets = t->sampler.global_targets;
 
     mt_zero_zero_grad(&t->zero);
-    /* loss, aux, tokens, indexer KL */
-    double sums[4] = {0, 0, (double)trainer_step_tokens(t), 0};
+    /* loss, tokens, then each auxiliary term */
+    double sums[2 + MT_AUX_MAX] = {0, (double)trainer_step_tokens(t)};
+    const int n_sums = 2 + t->n_aux;
     for (int64_t m = 0; m < n_micro; m++) {
         micro_tensors mt;
         mt_minimax_batch batch = trainer_micro_upload(t, &t->sampler, m, res.targets, &mt);
-        /* the indexer KL is divided by the global batch's real tokens: the parts add up */
-        batch.index_denom = (float)(t->sampler.global_tokens > 0 ? t->sampler.global_tokens : 1);
+        /* a term over the global batch's real tokens (aux_denom): the parts add up */
+        batch.aux_denom = (float)(t->sampler.global_tokens > 0 ? t->sampler.global_tokens : 1);
         mt_micro_extra extra = {0};
         sums[0] += mt_sharded_micro_step(&t->sharded, &batch, &extra);
-        /* aux: HF adds coef * aux per forward; averaged over this rank's micro-batches and the
-         * ranks, so it is weighted like one forward of the global batch */
-        sums[1] += extra.aux / (double)(n_micro * t->comm->size);
-        sums[3] += extra.index_kl;
+        MT_CHECK(extra.n == t->n_aux, "step %d: the forward gave %d auxiliary terms, not %d", step,
+                 extra.n, t->n_aux);
+        /* a per-forward term: HF adds coef * term per forward; averaged over this rank's
+         * micro-batches and the ranks, so it is weighted like one forward of the global batch */
+        for (int k = 0; k < t->n_aux; k++)
+            sums[2 + k] += t->aux_terms[k].per_forward
+                               ? extra.value[k] / (double)(n_micro * t->comm->size)
+                               : extra.value[k];
     }
-    t->comm->allreduce_f64(t->comm, sums, 4);
+    t->comm->allreduce_f64(t->comm, sums, n_sums);
     res.loss = sums[0];
-    res.aux = sums[1];
-    res.tokens = (int64_t)sums[2];
-    /* logged per MSA layer: the sum over the layers divided by their number */
-    res.index_kl = t->n_msa_layers > 0 ? sums[3] / t->n_msa_layers : 0;
+    res.tokens = (int64_t)sums[1];
+    /* logged per what the term sums (its layers): divided by their number */
+    for (int k = 0; k < t->n_aux; k++) res.aux[k] = sums[2 + k] / t->aux_terms[k].denominator;
     res.lr = mt_lr_at(&t->lr_schedule, step - 1);
     mt_adamw opt = {.lr = res.lr,
                     .beta1 = rc->train_adam_beta1,

@@ -162,7 +162,7 @@ static void compare(model *ref, model *other, bool aux, const char *label) {
             }
         }
         for (int e = 0; e < E; e++) want += E * (count[e] / (double)R) * (sum_p[e] / (double)R);
-        const double got = *(const float *)out[1].aux_loss->data;
+        const double got = *(const float *)mt_minimax_out_aux(&out[1], "aux_loss")->data;
         printf("  %-28s aux %.9g, transformers' formula over the MoE layer's %lld rows %.9g\n",
                label, got, (long long)R, want);
         EXPECT(R == B * T && fabs(got - want) <= 1e-6 * want, "%s: aux %.9g vs %.9g over %lld rows",

@@ -48,8 +48,8 @@ void pm_load(pm_model *pm, const char *name, bool with_grad) {
     mt_minimax_init_unit(&pm->m, &cfg, pm_unit);
     pm->m.gradient_checkpointing = pm_recompute;
     /* transformers has no indexer loss: the references are the cross-entropy's (parity_m3_kl
-     * turns it on against its own fp64 reference) */
-    pm->m.index_kl_coef = 0;
+     * turns it on against its own fp64 reference); false for a model without the term */
+    mt_minimax_set_aux_coef(&pm->m, "index_kl", 0);
     const int nb = pm->m.n_buckets;
     pm->data = mt_calloc((size_t)nb, sizeof(float *), "buckets");
     pm->grad = mt_calloc((size_t)nb, sizeof(float *), "bucket grads");
@@ -328,12 +328,14 @@ static int pm_fixture(const char *model, const char *ref) {
     pm_run(&pm, &c, st, "a", false, false, &out);
     pm_check_logits("logits_a", out.logits, st, "logits_a");
     pm_check_scalar("loss_a", out.loss, st, "loss_a");
-    if (out.aux_loss) pm_check_scalar("aux_a", out.aux_loss, st, "aux_a");
+    mt_tensor *aux = mt_minimax_out_aux(&out, "aux_loss");
+    if (aux) pm_check_scalar("aux_a", aux, st, "aux_a");
 
     pm_run(&pm, &c, st, "b", true, false, &out);
     pm_check_logits("logits_b", out.logits, st, "logits_b");
     pm_check_scalar("loss_b", out.loss, st, "loss_b");
-    if (out.aux_loss) pm_check_scalar("aux_b", out.aux_loss, st, "aux_b");
+    aux = mt_minimax_out_aux(&out, "aux_loss");
+    if (aux) pm_check_scalar("aux_b", aux, st, "aux_b");
     pm_check_grads("grads_b", &pm, st);
 
     /* the training path: lm_head + cross-entropy fused, against the same references */
@@ -462,7 +464,7 @@ static int parity_m3_tiny_recompute(void) {
     return pm_fixture_recompute("tiny_m3", MT_GATHER_EXPERT);
 }
 
-/* The indexer's sparse-KL loss on tiny_m3's batch b (train.indexer_kl_coef 1, the indexer's
+/* The indexer's sparse-KL loss on tiny_m3's batch b (model.aux_coef.index_kl 1, the indexer's
  * input detached) against tools/make_fixtures_m3_kl.py's float64 transcription of MiniMax's
  * definition: the KL summed over the sparse layers, the indexer tensors' gradients from it
  * (grad_kl.*), every other gradient still transformers' cross-entropy one (the KL reaches no
@@ -482,12 +484,13 @@ static int parity_m3_kl(void) {
         pm_load(&pm, "tiny_m3", true);
         pm_recompute = false;
         pm_unit = MT_GATHER_LAYER;
-        pm.m.index_kl_coef = 1.0f;
+        mt_minimax_set_aux_coef(&pm.m, "index_kl", 1.0f);
         mt_minimax_out out;
         pm_run(&pm, &c, st, "b", true, true, &out);
-        EXPECT(out.index_kl != NULL, "no indexer KL on a model with MSA layers");
-        if (!out.index_kl) break;
-        pm_check_scalar(r ? "kl_b recomputed" : "kl_b", out.index_kl, kl, "kl_b");
+        mt_tensor *index_kl = mt_minimax_out_aux(&out, "index_kl");
+        EXPECT(index_kl != NULL, "no indexer KL on a model with MSA layers");
+        if (!index_kl) break;
+        pm_check_scalar(r ? "kl_b recomputed" : "kl_b", index_kl, kl, "kl_b");
         loss[r] = *(const float *)out.loss->data;
         double worst = 0;
         int n_index = 0;
@@ -624,12 +627,14 @@ static int parity_padding(void) {
     for (int fused = 0; fused < 2; fused++) {
         pm_run_padded(&pm, &c, st, true, fused, &out);
         pm_check_scalar(fused ? "loss_c fused" : "loss_c", out.loss, st, "loss_c");
-        pm_check_scalar(fused ? "aux_c fused" : "aux_c", out.aux_loss, st, "aux_c");
+        pm_check_scalar(fused ? "aux_c fused" : "aux_c", mt_minimax_out_aux(&out, "aux_loss"), st,
+                        "aux_c");
         pm_check_grads(fused ? "grads_c fused" : "grads_c", &pm, st);
     }
     pm_run_padded(&pm, &c, st, false, true, &out);
     float *ref = pm_ref(st, "aux_c", NULL, NULL);
-    const double miss = fabs(*(const float *)out.aux_loss->data - ref[0]) / fabs((double)ref[0]);
+    const float *aux = mt_minimax_out_aux(&out, "aux_loss")->data;
+    const double miss = fabs(*aux - ref[0]) / fabs((double)ref[0]);
     printf("  %-24s rel %.3e off the masked reference (must exceed %.0e)\n",
            "aux_c, padding counted", miss, 100 * PM_LOSS_RTOL);
     EXPECT(miss > 100 * PM_LOSS_RTOL, "the mask does not change the aux loss (rel %.3e)", miss);

@@ -295,6 +295,77 @@ static int test_recipe_errors(void) {
     return MT_TEST_OK;
 }
 
+/* The model's auxiliary loss terms by name ([model.aux_coef], [model.aux_detach]): passed
+ * through to the model, which decides the names (against the config when it reads); formatted
+ * back, in the hash and the resume diff; the [train] keys they replace refused naming them. */
+static int test_recipe_aux(void) {
+    make_files();
+#define M3                                                                                         \
+    "[model]\nconfig = \"recipes/configs/tiny-m3.json\"\n[data]\ntokenizer_dir = "                 \
+    "\"tests/fixtures/tokenizer_m3\"\n"
+#define TEXT01                                                                                     \
+    "[model]\nconfig = \"recipes/configs/tiny.json\"\n[data]\ntokenizer_dir = "                    \
+    "\"tests/fixtures/tokenizer\"\n"
+    mt_recipe a, b;
+    char err[1024] = "", text[16384];
+    const char *path = write_temp(M3 "[model.aux_coef]\nindex_kl = 0.5\n"
+                                     "[model.aux_detach]\nindex_kl = false\n");
+    EXPECT(mt_recipe_load(&a, path, NULL, 0, err, sizeof(err)), "M3 index_kl: %s", err);
+    EXPECT(a.model_n_aux == 1 && !strcmp(a.model_aux[0].name, "index_kl") &&
+               a.model_aux[0].has_coef && a.model_aux[0].coef == 0.5 && a.model_aux[0].has_detach &&
+               !a.model_aux[0].detach,
+           "read as %d terms", a.model_n_aux);
+    mt_recipe_format(&a, text, sizeof(text));
+    EXPECT(strstr(text, "init_seed = 42\naux_coef.index_kl = 0.5\naux_detach.index_kl = false\n"
+                        "\n[data]"),
+           "formatted at the end of [model]: %s", text);
+    EXPECT(mt_recipe_load(&b, write_temp(text), NULL, 0, err, sizeof(err)) &&
+               mt_recipe_hash(&a) == mt_recipe_hash(&b),
+           "format round trip: %s", err);
+    EXPECT(mt_recipe_load(&b, write_temp(M3), NULL, 0, err, sizeof(err)), "%s", err);
+    EXPECT(mt_recipe_hash(&a) != mt_recipe_hash(&b), "model.aux_coef outside the hash");
+    char diff[2048];
+    EXPECT(
+        mt_recipe_resume_diff(&a, &b, false, diff, sizeof(diff)) == 2 &&
+            strstr(diff, "model.aux_coef.index_kl = (unset) differs from the checkpoint's 0.5") &&
+            strstr(diff, "model.aux_detach.index_kl = (unset) differs from the checkpoint's "
+                         "false"),
+        "resume diff: %s", diff);
+    const char *sets[] = {"model.aux_coef.index_kl=1"};
+    EXPECT(mt_recipe_load(&a, write_temp(M3), sets, 1, err, sizeof(err)) &&
+               mt_recipe_resume_diff(&b, &a, false, diff, sizeof(diff)) == 1 &&
+               strstr(diff, "model.aux_coef.index_kl = 1.0 differs from the checkpoint's (unset)"),
+           "resume diff: %s %s", err, diff);
+    unlink(path);
+    /* the names against the model */
+    expect_error(TEXT01, "model.aux_coef.index_kl=0.5",
+                 "--set model.aux_coef.index_kl: model.aux_coef.index_kl: MiniMax-Text-01 models "
+                 "have no auxiliary term \"index_kl\" whose coefficient can be set (none has one)");
+    expect_error(M3, "model.aux_detach.index_kI=true",
+                 "model.aux_detach.index_kI: MiniMax-M3 models have no auxiliary term "
+                 "\"index_kI\" whose detachment can be set (the terms: index_kl)");
+    expect_error(M3 "[model.aux_coef]\naux_loss = 0.1\n", NULL,
+                 "%s:6:12: model.aux_coef.aux_loss: the router aux loss's coefficient is the "
+                 "config's router_aux_loss_coef");
+    /* and their values */
+    expect_error(M3, "model.aux_coef.index_kl=true",
+                 "--set model.aux_coef.index_kl: model.aux_coef.index_kl: must be a finite number");
+    expect_error(M3, "model.aux_coef.index_kl=nan", "model.aux_coef.index_kl: must be a finite");
+    expect_error(M3, "model.aux_detach.index_kl=1",
+                 "model.aux_detach.index_kl: must be true or false");
+    expect_error(M3, "model.aux_coef.index.kl=1",
+                 "model.aux_coef.index.kl: the name the model gives a term");
+    /* the keys they replace */
+    expect_error(M3 "[train]\nindexer_kl_coef = 1.0\n", NULL,
+                 "%s:6:19: train.indexer_kl_coef is now model.aux_coef.index_kl");
+    expect_error(
+        M3, "train.indexer_detach=true",
+        "--set train.indexer_detach: train.indexer_detach is now model.aux_detach.index_kl");
+#undef M3
+#undef TEXT01
+    return MT_TEST_OK;
+}
+
 /* The backquoted words of a table cell, in order: "`a`, `b`" -> a, b. Returns their count. */
 static int cell_words(char *cell, char **words, int max) {
     int n = 0;
@@ -414,10 +485,8 @@ static int test_recipe_resume_docs(void) {
 }
 
 static const mt_test_case cases[] = {
-    {"data_recipe_load", test_recipe_load},
-    {"data_recipe_errors", test_recipe_errors},
-    {"data_recipe_chat", test_recipe_chat},
-    {"data_recipe_docs", test_recipe_docs},
-    {"data_recipe_resume_docs", test_recipe_resume_docs},
+    {"data_recipe_load", test_recipe_load}, {"data_recipe_errors", test_recipe_errors},
+    {"data_recipe_chat", test_recipe_chat}, {"data_recipe_aux", test_recipe_aux},
+    {"data_recipe_docs", test_recipe_docs}, {"data_recipe_resume_docs", test_recipe_resume_docs},
 };
 MT_TEST_MAIN(cases)
