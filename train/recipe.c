@@ -634,6 +634,7 @@ bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides
     }
     if (ok && path) ok = mt_toml_load(&doc, path, err, errlen);
     for (int i = 0; ok && i < n_overrides; i++) ok = mt_toml_set(&doc, overrides[i], err, errlen);
+    if (ok) ok = mt_recipe_moved_keys_apply(&doc, err, errlen);
     if (ok) ok = recipe_collect_kwargs(r, &doc, err, errlen);
     if (ok) ok = mt_recipe_aux_collect(r, &doc, err, errlen);
     for (int i = 0; ok && i < doc.n; i++) {
@@ -644,12 +645,8 @@ bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides
         if (!k) {
             char where[MT_PATH_MAX + 64];
             mt_recipe_entry_where(e, where, sizeof(where));
-            const char *now = mt_recipe_moved_key(e->key);
-            if (now)
-                snprintf(err, errlen, "%s: %s is now %s (docs/recipes.md)", where, e->key, now);
-            else
-                snprintf(err, errlen, "%s: unknown key '%s' (see docs/recipes.md for the keys)",
-                         where, e->key);
+            snprintf(err, errlen, "%s: unknown key '%s' (see docs/recipes.md for the keys)", where,
+                     e->key);
             ok = false;
             break;
         }

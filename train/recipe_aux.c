@@ -3,6 +3,7 @@
  * The recipe names no term itself: the model says which names it has. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/minimax.h"
@@ -11,18 +12,48 @@
 #define COEF_PREFIX   "model.aux_coef."
 #define DETACH_PREFIX "model.aux_detach."
 
-/* Keys that moved from [train] to the model's tables: refused with their new name. */
+/* Keys that moved from [train] to the model's tables, with the value every recipe.toml written
+ * before held unless its recipe set another: read under their new name (a value other than that
+ * default), or dropped (that default, which the model's own default equals), so that a
+ * checkpoint written before resumes. */
 static const struct {
     const char *was, *now;
+    double def; /* as a number: true is 1 */
 } moved_keys[] = {
-    {"train.indexer_kl_coef", "model.aux_coef.index_kl"},
-    {"train.indexer_detach", "model.aux_detach.index_kl"},
+    {"train.indexer_kl_coef", "model.aux_coef.index_kl", 1.0},
+    {"train.indexer_detach", "model.aux_detach.index_kl", 1.0},
 };
 
-const char *mt_recipe_moved_key(const char *key) {
-    for (size_t i = 0; i < sizeof(moved_keys) / sizeof(moved_keys[0]); i++)
-        if (!strcmp(key, moved_keys[i].was)) return moved_keys[i].now;
-    return NULL;
+bool mt_recipe_moved_keys_apply(mt_toml_doc *doc, char *err, size_t errlen) {
+    for (int i = 0; i < doc->n; i++) {
+        mt_toml_entry *e = &doc->entries[i];
+        size_t k = 0;
+        while (k < sizeof(moved_keys) / sizeof(moved_keys[0]) && strcmp(e->key, moved_keys[k].was))
+            k++;
+        if (k == sizeof(moved_keys) / sizeof(moved_keys[0])) continue;
+        const mt_toml_value *v = &e->value;
+        const double x = v->type == MT_TOML_BOOL    ? (double)v->b
+                         : v->type == MT_TOML_INT   ? (double)v->i
+                         : v->type == MT_TOML_FLOAT ? v->f
+                                                    : NAN;
+        if (mt_toml_find(doc, moved_keys[k].now)) {
+            char where[MT_PATH_MAX + 64];
+            mt_recipe_entry_where(e, where, sizeof(where));
+            snprintf(err, errlen, "%s: %s is now %s, which the recipe sets too: keep one", where,
+                     e->key, moved_keys[k].now);
+            return false;
+        }
+        free(e->key);
+        if (x == moved_keys[k].def) { /* the old default: nothing to carry */
+            memmove(e, e + 1, (size_t)(doc->n - i - 1) * sizeof(*e));
+            doc->n--;
+            i--;
+            continue;
+        }
+        e->key = strdup(moved_keys[k].now);
+        MT_CHECK(e->key, "out of memory copying a recipe key");
+    }
+    return true;
 }
 
 static bool has_prefix(const char *s, const char *prefix) {

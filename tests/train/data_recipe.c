@@ -297,7 +297,7 @@ static int test_recipe_errors(void) {
 
 /* The model's auxiliary loss terms by name ([model.aux_coef], [model.aux_detach]): passed
  * through to the model, which decides the names (against the config when it reads); formatted
- * back, in the hash and the resume diff; the [train] keys they replace refused naming them. */
+ * back, in the hash and the resume diff; the [train] keys they replace read under the new names. */
 static int test_recipe_aux(void) {
     make_files();
 #define M3                                                                                         \
@@ -355,12 +355,29 @@ static int test_recipe_aux(void) {
                  "model.aux_detach.index_kl: must be true or false");
     expect_error(M3, "model.aux_coef.index.kl=1",
                  "model.aux_coef.index.kl: the name the model gives a term");
-    /* the keys they replace */
-    expect_error(M3 "[train]\nindexer_kl_coef = 1.0\n", NULL,
-                 "%s:6:19: train.indexer_kl_coef is now model.aux_coef.index_kl");
-    expect_error(
-        M3, "train.indexer_detach=true",
-        "--set train.indexer_detach: train.indexer_detach is now model.aux_detach.index_kl");
+    /* the keys they replace: their old defaults (what every recipe.toml written before holds)
+     * dropped for any family, so that those checkpoints resume; another value read under the
+     * new name; both keys refused */
+    EXPECT(mt_recipe_load(&a, write_temp(TEXT01), NULL, 0, err, sizeof(err)) &&
+               mt_recipe_load(&b,
+                              write_temp(TEXT01 "[train]\nindexer_kl_coef = 1.0\n"
+                                                "indexer_detach = true\n"),
+                              NULL, 0, err, sizeof(err)) &&
+               b.model_n_aux == 0 && mt_recipe_hash(&a) == mt_recipe_hash(&b),
+           "Text-01 with the old keys at their defaults: %s", err);
+    const char *old_sets[] = {"train.indexer_kl_coef=0.5", "train.indexer_detach=false"};
+    const char *new_sets[] = {"model.aux_coef.index_kl=0.5", "model.aux_detach.index_kl=false"};
+    EXPECT(mt_recipe_load(&a, write_temp(M3), old_sets, 2, err, sizeof(err)) &&
+               mt_recipe_load(&b, write_temp(M3), new_sets, 2, err, sizeof(err)) &&
+               a.model_n_aux == 1 && a.model_aux[0].coef == 0.5 && !a.model_aux[0].detach &&
+               mt_recipe_hash(&a) == mt_recipe_hash(&b),
+           "M3 with the old keys set: %s", err);
+    expect_error(M3 "[model.aux_coef]\nindex_kl = 0.5\n", "train.indexer_kl_coef=0.25",
+                 "--set train.indexer_kl_coef: train.indexer_kl_coef is now "
+                 "model.aux_coef.index_kl, which the recipe sets too");
+    expect_error(TEXT01 "[train]\nindexer_kl_coef = 0.5\n", NULL,
+                 "%s:6:19: model.aux_coef.index_kl: MiniMax-Text-01 models have no auxiliary "
+                 "term \"index_kl\"");
 #undef M3
 #undef TEXT01
     return MT_TEST_OK;
