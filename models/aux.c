@@ -10,9 +10,10 @@
 #define AUX_ROUTER "aux_loss" /* transformers' name for the router load-balancing loss */
 #define AUX_INDEX  "index_kl" /* the MSA indexer's KL (models/block_msa.c) */
 
+/* The layers whose mixer adds the indexer KL (mt_mixer.index_kl: MSA's). */
 static int aux_msa_layers(const mt_layer_plan *plan, int L) {
     int n = 0;
-    for (int l = 0; l < L; l++) n += plan[l].mixer == MT_MIXER_MSA;
+    for (int l = 0; l < L; l++) n += mt_mixer_of(plan[l].mixer)->index_kl;
     return n;
 }
 
@@ -63,7 +64,7 @@ bool mt_minimax_aux_settable(const mt_minimax_config *cfg, const char *name, boo
     for (int l = 0; l < cfg->num_hidden_layers && !msa; l++) {
         mt_layer_plan p;
         mt_config_layer_plan(cfg, l, &p);
-        msa = p.mixer == MT_MIXER_MSA;
+        msa = mt_mixer_of(p.mixer)->index_kl;
     }
     if (msa && !strcmp(name, AUX_INDEX)) return true;
     if (!strcmp(name, AUX_ROUTER) && !detach) {

@@ -1,11 +1,18 @@
 /* block.h: the blocks a decoder layer is built of (models/family.h, mt_layer_plan), one file
- * each: models/block_lightning.c, models/block_attention.c (token mixers), models/block_moe.c
- * (the MoE with its router), models/block_mlp.c (the dense MLP). Internal to models/: the
- * layout (models/layout.c) asks each block for its parameters, the decoder (models/minimax.c)
- * runs its forward.
+ * each: models/block_lightning.c, models/block_attention.c, models/block_msa.c (token mixers),
+ * models/block_moe.c (the MoE with its router), models/block_mlp.c (the dense MLP). Internal to
+ * models/: the layout (models/layout.c) asks each block for its parameters, the decoder
+ * (models/minimax.c) runs its forward.
+ *
+ * Each token mixer kind is one table (mt_mixer, defined in its block file, looked up by
+ * mt_mixer_of): its parameters, its forward, its cached step, its caches, what it needs of a
+ * backend. The decoder, the layout, generation and the writer call through it and never ask
+ * which kind a layer is.
  *
  * A block's parameters are named "model.layers.<l>.<...>" (the transformers v4.5x names, which
- * the checkpoints of every family use; models/weights.c maps other layouts onto them). */
+ * the checkpoints of every family use; models/weights.c maps other layouts onto them). Each name
+ * is written once, in the block's layout, which binds the parameter to a field of the block's
+ * struct (pointers into m->params, reached from m->layers[l]); the forwards read the fields. */
 #pragma once
 #include "models/generate.h"
 #include "models/minimax.h"
@@ -20,31 +27,64 @@ typedef struct {
 
 /* Adds parameter fmt(a, b) of shape (d0) or (d0, d1) at the cursor, aligned to
  * MT_PARAM_ALIGN elements unless align is false (experts 1..E-1 of a stack follow their
- * predecessor with no gap). */
-void mt_layout_add(mt_layout_cursor *cur, bool align, int ndim, int64_t d0, int64_t d1,
-                   mt_param_init init, const char *fmt, int a, int b);
+ * predecessor with no gap); returns its tensor (its memory comes with mt_minimax_bind_bucket). */
+mt_tensor *mt_layout_add(mt_layout_cursor *cur, bool align, int ndim, int64_t d0, int64_t d1,
+                         mt_param_init init, const char *fmt, int a, int b);
 /* The last parameter added is a buffer: kept in its bucket, never given a gradient. */
 void mt_layout_mark_buffer(mt_layout_cursor *cur);
 /* Closes the cursor's bucket and opens the next. */
 void mt_layout_end_bucket(mt_layout_cursor *cur);
+/* RMSNorm weights start at 1, Gemma's (1 + w) at w = 0. */
+mt_param_init mt_layout_norm_init(mt_norm_kind k);
 
-/* Parameters of layer l's mixer; an upper bound of how many there are. */
-void mt_block_lightning_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l);
-void mt_block_attention_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l);
-/* MSA (models/block_msa.c): the attention's parameters, then the lightning indexer's
- * self_attn.index_q_proj.weight (Hi*Di, C), index_k_proj.weight (Di, C), index_q_norm.weight
- * and index_k_norm.weight (Di; Gemma, initialised 0). */
-void mt_block_msa_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l);
-int mt_block_mixer_params(const mt_layer_plan *p);
-/* Parameters of layer l's MoE (router, correction bias, experts); with the gather unit
+/* ---- parameters, bound by the layout ---- */
+
+/* The softmax attention's (models/block_attention.c), which an MSA layer holds too. */
+typedef struct {
+    mt_tensor *q_proj;          /* (H*D, C) */
+    mt_tensor *k_proj, *v_proj; /* (Hkv*D, C) */
+    mt_tensor *o_proj;          /* (C, H*D) */
+    mt_tensor *q_norm, *k_norm; /* QK norm: (H*D), (Hkv*D) whole; (D) per head; NULL: none */
+} mt_attn_params;
+
+/* A dense SwiGLU MLP's (models/block_mlp.c), or the MoE's shared expert. */
+typedef struct {
+    mt_tensor *gate_proj, *up_proj; /* (F, C) */
+    mt_tensor *down_proj;           /* (C, F) */
+} mt_mlp_params;
+
+/* The MoE's (models/block_moe.c). */
+typedef struct {
+    mt_tensor *gate;            /* the router (E, C) */
+    mt_tensor *bias;            /* e_score_correction_bias (E), a buffer; NULL: none */
+    mt_tensor **w1, **w3, **w2; /* (E): each expert's (F, C), (F, C), (C, F) */
+    mt_mlp_params shared;       /* the shared expert's; NULL fields: none */
+} mt_moe_params;
+
+struct mt_mixer;
+
+/* Layer l's parameters: m->layers[l]. */
+typedef struct mt_layer_params {
+    const struct mt_mixer *mixer;      /* the plan's mixer kind (mt_mixer_of) */
+    void *mix;                         /* the mixer's parameters, its own struct (its layout's) */
+    mt_tensor *input_norm, *post_norm; /* (C) */
+    mt_mlp_params mlp;                 /* a dense MLP layer's */
+    mt_moe_params moe;                 /* an MoE layer's */
+} mt_layer_params;
+
+/* Parameters of layer l's MoE (router, correction bias, experts) into w; with the gather unit
  * "expert" it ends the layer's bucket and gives each expert a bucket of its own. */
-void mt_block_moe_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l);
+void mt_block_moe_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l, mt_moe_params *w);
+/* An upper bound of the parameters of layer l's MLP (dense or MoE). */
 int mt_block_moe_params(const mt_layer_plan *p);
 /* Buckets the MoE adds after the layer's (its experts, then its shared expert, with the
  * gather unit "expert"; none for a dense MLP). */
 int mt_block_moe_buckets(const mt_minimax *m, const mt_layer_plan *p);
-/* Parameters of layer l's dense MLP (gate, up, down); it ends the layer's bucket. */
-void mt_block_mlp_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l);
+/* Parameters of layer l's dense MLP (gate, up, down) into w; it ends the layer's bucket. */
+void mt_block_mlp_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l, mt_mlp_params *w);
+/* The softmax attention's parameters of layer l into w (MSA's layout adds its own after). */
+void mt_block_attention_add(mt_layout_cursor *cur, const mt_layer_plan *p, int l,
+                            mt_attn_params *w);
 
 /* ---- forward (models/minimax.c) ---- */
 
@@ -65,38 +105,67 @@ typedef struct {
     mt_tensor *index_kl;
 } mt_block_io;
 
-/* Layer l's parameter of this name (printf-style), bound; dies naming it otherwise. */
-mt_tensor *mt_block_param(mt_minimax *m, const char *fmt, ...) MT_PRINTF(2, 3);
 /* A tensor struct from the context's host arena (views over parameters). */
 mt_tensor *mt_block_host_tensor(mt_ctx *c, const char *what);
-/* Entering and leaving a parameter bucket (the hooks, and ctx->tag for the tape). */
-void mt_block_enter(mt_ctx *c, const mt_bucket_hooks *hooks, int bucket);
+/* Entering and leaving a parameter bucket (the hooks, and ctx->tag for the tape); entering
+ * checks that the bucket's parameters are bound. */
+void mt_block_enter(const mt_minimax *m, mt_ctx *c, const mt_bucket_hooks *hooks, int bucket);
 void mt_block_leave(mt_ctx *c, const mt_bucket_hooks *hooks, int bucket);
 
-/* Token mixers: h (B,T,C), the layer's normalised input -> (B,T,C). */
-mt_tensor *mt_block_lightning_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h,
-                                      mt_block_io *io);
-mt_tensor *mt_block_attention_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h,
-                                      mt_block_io *io);
-/* The softmax attention's pieces, which MSA shares: q (B,T,H,D), k, v (B,T,Hkv,D) projected,
- * QK-normed by the plan and roped (appended to the KV cache with io->kv); and the output
- * projection of o (B,T,H,D) -> (B,T,C). */
-void mt_block_attention_qkv(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h, mt_block_io *io,
-                            mt_tensor **q, mt_tensor **k, mt_tensor **v);
-mt_tensor *mt_block_attention_out(mt_minimax *m, mt_ctx *c, int l, mt_tensor *o);
-/* MSA sparse attention (MiniMax-M3's sparse layers); in training io->index_kl gets the layer's
- * indexer KL. */
-mt_tensor *mt_block_msa_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h, mt_block_io *io);
+/* The softmax attention's pieces, which MSA shares: q (B,T,H,D), k, v (B,T,Hkv,D) of layer l
+ * projected by w, QK-normed by the plan and roped (appended to the KV cache with io->kv); and
+ * the output projection of o (B,T,H,D) -> (B,T,C). */
+void mt_block_attention_qkv(mt_minimax *m, mt_ctx *c, int l, const mt_attn_params *w, mt_tensor *h,
+                            mt_block_io *io, mt_tensor **q, mt_tensor **k, mt_tensor **v);
+mt_tensor *mt_block_attention_out(mt_ctx *c, const mt_attn_params *w, mt_tensor *o);
 /* The MoE: h (B,T,C) -> (B,T,C); io->router and io->route_idx get the router's logits and
  * choices (the aux loss). */
 mt_tensor *mt_block_moe_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h, mt_block_io *io);
 /* The plan's FFN activation (mt_act). */
 mt_act mt_block_act(const mt_layer_plan *p);
 /* down (act(h gate^T, h up^T)): the dense MLP's and the shared expert's body, h (..., C). */
-mt_tensor *mt_block_ffn(mt_ctx *c, const mt_layer_plan *p, mt_tensor *h, mt_tensor *gate,
-                        mt_tensor *up, mt_tensor *down);
+mt_tensor *mt_block_ffn(mt_ctx *c, const mt_layer_plan *p, mt_tensor *h, const mt_mlp_params *w);
 /* The dense MLP: h (B,T,C) -> (B,T,C); io->router and io->route_idx stay NULL. */
 mt_tensor *mt_block_mlp_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h);
+
+/* ---- token mixers ---- */
+
+/* The caches a mixer keeps for generation (models/generate.h, mt_minimax_cache): the roped
+ * keys and the values (k, v), the indexer's keys (ik), a recurrent state (state). */
+enum { MT_CACHE_KV = 1, MT_CACHE_INDEX_KEYS = 2, MT_CACHE_STATE = 4 };
+
+/* Layer l's mixer: h (B,T,C), the layer's normalised input -> (B,T,C). */
+typedef mt_tensor *mt_mixer_fn(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h, mt_block_io *io);
+/* A tensor written beside the parameters (mt_mixer.export_buffers). */
+typedef void mt_buffer_out(void *user, const char *name, int ndim, const int64_t *shape,
+                           const float *data);
+
+typedef struct mt_mixer {
+    const char *name; /* in messages: "lightning", "softmax", "MSA" */
+    /* An upper bound of layer l's parameter count; its parameters added at the cursor and
+     * bound into a struct of the block's own (mt_layer_params.mix, freed with the model). */
+    int (*n_params)(const mt_layer_plan *p);
+    void *(*layout)(mt_layout_cursor *cur, const mt_layer_plan *p, int l);
+    /* Whole sequences: training, or a prompt filling empty cache rows (io->kv, t_len 0). */
+    mt_mixer_fn *forward;
+    /* Over filled cache rows (mt_minimax_forward_cached): a decode step (T = 1, any B) or an
+     * extension of one row (B = 1, T > 1: the backend's chunk op, else a step per token). */
+    mt_mixer_fn *cached;
+    unsigned caches; /* MT_CACHE_* */
+    /* Whether be has the cached step (NULL: every backend has). */
+    bool (*can_decode)(const mt_backend *be);
+    /* It adds an indexer KL in training, over the real tokens' queries (io->qmask). */
+    bool index_kl;
+    /* Buffers derived from the config that an export in transformers' names carries (NULL:
+     * none), written through out. */
+    void (*export_buffers)(const mt_minimax *m, int l, mt_buffer_out *out, void *user);
+} mt_mixer;
+
+extern const mt_mixer mt_mixer_lightning; /* models/block_lightning.c */
+extern const mt_mixer mt_mixer_softmax;   /* models/block_attention.c */
+extern const mt_mixer mt_mixer_msa;       /* models/block_msa.c */
+/* The table of a mixer kind (models/mixer.c). */
+const mt_mixer *mt_mixer_of(mt_mixer_kind kind);
 
 /* ---- auxiliary loss terms (models/aux.c) ---- */
 

@@ -11,38 +11,44 @@
  * Parameters (layer l): self_attn.q_proj.weight (HD, C), k_proj.weight and v_proj.weight
  * (Hkv D, C), o_proj.weight (C, HD), with a QK norm q_norm.weight and k_norm.weight. The
  * whole-width norm is the RMSNorm op over the (B,T,H*D) projection: no op of its own.
- * Generation caches the roped keys and the values (models/generate.h). */
+ * Generation caches the roped keys and the values (models/generate.h); its table is
+ * mt_mixer_softmax. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/block.h"
 
-void mt_block_attention_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
+void mt_block_attention_add(mt_layout_cursor *cur, const mt_layer_plan *p, int l,
+                            mt_attn_params *w) {
     const mt_minimax_config *cfg = &cur->m->cfg;
     const int64_t C = cfg->hidden_size, D = cfg->head_dim;
     const int64_t HD = (int64_t)cfg->num_attention_heads * D;
     const int64_t KVD = (int64_t)cfg->num_key_value_heads * D;
-    mt_layout_add(cur, true, 2, HD, C, MT_INIT_NORMAL, "model.layers.%d.self_attn.q_proj.weight", l,
-                  0);
-    mt_layout_add(cur, true, 2, KVD, C, MT_INIT_NORMAL, "model.layers.%d.self_attn.k_proj.weight",
-                  l, 0);
-    mt_layout_add(cur, true, 2, KVD, C, MT_INIT_NORMAL, "model.layers.%d.self_attn.v_proj.weight",
-                  l, 0);
-    mt_layout_add(cur, true, 2, C, HD, MT_INIT_NORMAL, "model.layers.%d.self_attn.o_proj.weight", l,
-                  0);
+    w->q_proj = mt_layout_add(cur, true, 2, HD, C, MT_INIT_NORMAL,
+                              "model.layers.%d.self_attn.q_proj.weight", l, 0);
+    w->k_proj = mt_layout_add(cur, true, 2, KVD, C, MT_INIT_NORMAL,
+                              "model.layers.%d.self_attn.k_proj.weight", l, 0);
+    w->v_proj = mt_layout_add(cur, true, 2, KVD, C, MT_INIT_NORMAL,
+                              "model.layers.%d.self_attn.v_proj.weight", l, 0);
+    w->o_proj = mt_layout_add(cur, true, 2, C, HD, MT_INIT_NORMAL,
+                              "model.layers.%d.self_attn.o_proj.weight", l, 0);
     if (p->qk_norm == MT_QK_NORM_NONE) return;
     const bool whole = p->qk_norm == MT_QK_NORM_WHOLE;
-    const mt_param_init init = p->norm == MT_NORM_GEMMA ? MT_INIT_ZEROS : MT_INIT_ONES;
-    mt_layout_add(cur, true, 1, whole ? HD : D, 0, init, "model.layers.%d.self_attn.q_norm.weight",
-                  l, 0);
-    mt_layout_add(cur, true, 1, whole ? KVD : D, 0, init, "model.layers.%d.self_attn.k_norm.weight",
-                  l, 0);
+    const mt_param_init init = mt_layout_norm_init(p->norm);
+    w->q_norm = mt_layout_add(cur, true, 1, whole ? HD : D, 0, init,
+                              "model.layers.%d.self_attn.q_norm.weight", l, 0);
+    w->k_norm = mt_layout_add(cur, true, 1, whole ? KVD : D, 0, init,
+                              "model.layers.%d.self_attn.k_norm.weight", l, 0);
 }
 
-int mt_block_mixer_params(const mt_layer_plan *p) {
-    if (p->mixer == MT_MIXER_MSA) return 6 + 4; /* the attention's and the indexer's 4 */
-    return p->mixer == MT_MIXER_LIGHTNING ? 4 : p->qk_norm == MT_QK_NORM_NONE ? 4 : 6;
+static void *attn_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
+    mt_attn_params *w = mt_calloc(1, sizeof(*w), "attention parameters");
+    mt_block_attention_add(cur, p, l, w);
+    return w;
 }
+
+static int attn_n_params(const mt_layer_plan *p) { return p->qk_norm == MT_QK_NORM_NONE ? 4 : 6; }
 
 /* The QK norm of x (B,T,n*D) with weight w: over the whole width, or per head. */
 static mt_tensor *attn_qk_norm(mt_ctx *c, const mt_layer_plan *p, const mt_minimax_config *cfg,
@@ -55,23 +61,19 @@ static mt_tensor *attn_qk_norm(mt_ctx *c, const mt_layer_plan *p, const mt_minim
     return mt_view(c, x, 3, (int64_t[]){B, T, n * D});
 }
 
-void mt_block_attention_qkv(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_block_io *io,
-                            mt_tensor **q_out, mt_tensor **k_out, mt_tensor **v_out) {
+void mt_block_attention_qkv(mt_minimax *m, mt_ctx *c, int l, const mt_attn_params *w, mt_tensor *h1,
+                            mt_block_io *io, mt_tensor **q_out, mt_tensor **k_out,
+                            mt_tensor **v_out) {
     const mt_minimax_config *cfg = &m->cfg;
     const mt_layer_plan *p = &m->plan[l];
     const int64_t B = h1->shape[0], T = h1->shape[1], H = cfg->num_attention_heads,
                   Hkv = cfg->num_key_value_heads, D = cfg->head_dim;
-    mt_tensor *q =
-        mt_matmul(c, h1, mt_block_param(m, "model.layers.%d.self_attn.q_proj.weight", l));
-    mt_tensor *k =
-        mt_matmul(c, h1, mt_block_param(m, "model.layers.%d.self_attn.k_proj.weight", l));
-    mt_tensor *v =
-        mt_matmul(c, h1, mt_block_param(m, "model.layers.%d.self_attn.v_proj.weight", l));
+    mt_tensor *q = mt_matmul(c, h1, w->q_proj);
+    mt_tensor *k = mt_matmul(c, h1, w->k_proj);
+    mt_tensor *v = mt_matmul(c, h1, w->v_proj);
     if (p->qk_norm != MT_QK_NORM_NONE) {
-        q = attn_qk_norm(c, p, cfg, q,
-                         mt_block_param(m, "model.layers.%d.self_attn.q_norm.weight", l), H);
-        k = attn_qk_norm(c, p, cfg, k,
-                         mt_block_param(m, "model.layers.%d.self_attn.k_norm.weight", l), Hkv);
+        q = attn_qk_norm(c, p, cfg, q, w->q_norm, H);
+        k = attn_qk_norm(c, p, cfg, k, w->k_norm, Hkv);
     }
     q = mt_view(c, q, 4, (int64_t[]){B, T, H, D});
     k = mt_view(c, k, 4, (int64_t[]){B, T, Hkv, D});
@@ -97,42 +99,54 @@ void mt_block_attention_qkv(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_b
     *v_out = v;
 }
 
-mt_tensor *mt_block_attention_out(mt_minimax *m, mt_ctx *c, int l, mt_tensor *o) {
+mt_tensor *mt_block_attention_out(mt_ctx *c, const mt_attn_params *w, mt_tensor *o) {
     const int64_t B = o->shape[0], T = o->shape[1], HD = o->shape[2] * o->shape[3];
     o = mt_view(c, o, 3, (int64_t[]){B, T, HD});
-    return mt_matmul(c, o, mt_block_param(m, "model.layers.%d.self_attn.o_proj.weight", l));
+    return mt_matmul(c, o, w->o_proj);
 }
 
-mt_tensor *mt_block_attention_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1,
-                                      mt_block_io *io) {
+static mt_tensor *attn_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_block_io *io) {
+    const mt_attn_params *w = m->layers[l].mix;
+    const float scale = (float)(1.0 / sqrt((double)m->cfg.head_dim));
+    mt_tensor *q, *k, *v;
+    mt_block_attention_qkv(m, c, l, w, h1, io, &q, &k, &v);
+    return mt_block_attention_out(c, w, mt_attention(c, q, k, v, io->seg, scale));
+}
+
+static mt_tensor *attn_cached(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_block_io *io) {
     const mt_minimax_config *cfg = &m->cfg;
+    const mt_attn_params *w = m->layers[l].mix;
     const int64_t B = h1->shape[0], T = h1->shape[1], H = cfg->num_attention_heads,
                   Hkv = cfg->num_key_value_heads, D = cfg->head_dim;
     const float scale = (float)(1.0 / sqrt((double)D));
     mt_tensor *q, *k, *v;
-    mt_block_attention_qkv(m, c, l, h1, io, &q, &k, &v);
-    mt_tensor *o;
+    mt_block_attention_qkv(m, c, l, w, h1, io, &q, &k, &v);
     mt_minimax_cache *kv = io->kv;
-    if (kv && kv->t_len[0] > 0) { /* every row is filled (mt_minimax_forward_cached) */
-        o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "attention.step");
-        MT_CHECK(c->be->decode.attention, "minimax: the %s backend has no cached attention step",
-                 c->be->name);
-        if (T == 1) { /* a decode step */
-            c->be->decode.attention(o->data, q->data, kv->k[l], kv->v[l], kv->t_end, B, kv->t_max,
-                                    H, Hkv, D, scale);
-        } else if (c->be->decode.attention_chunk) { /* an extension of one row (B = 1) */
-            c->be->decode.attention_chunk(o->data, q->data, kv->k[l], kv->v[l], kv->t_len[0], T,
-                                          kv->t_max, H, Hkv, D, scale);
-        } else { /* an extension, one step per token: token t's query sees the cache to itself */
-            const int64_t n = H * D;
-            for (int64_t t = 0; t < T; t++) {
-                const int32_t end = kv->t_len[0] + (int32_t)t + 1;
-                c->be->decode.attention((float *)o->data + t * n, (const float *)q->data + t * n,
-                                        kv->k[l], kv->v[l], &end, 1, kv->t_max, H, Hkv, D, scale);
-            }
+    mt_tensor *o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "attention.step");
+    MT_CHECK(c->be->decode.attention, "minimax: the %s backend has no cached attention step",
+             c->be->name);
+    if (T == 1) { /* a decode step */
+        c->be->decode.attention(o->data, q->data, kv->k[l], kv->v[l], kv->t_end, B, kv->t_max, H,
+                                Hkv, D, scale);
+    } else if (c->be->decode.attention_chunk) { /* an extension of one row (B = 1) */
+        c->be->decode.attention_chunk(o->data, q->data, kv->k[l], kv->v[l], kv->t_len[0], T,
+                                      kv->t_max, H, Hkv, D, scale);
+    } else { /* an extension, one step per token: token t's query sees the cache to itself */
+        const int64_t n = H * D;
+        for (int64_t t = 0; t < T; t++) {
+            const int32_t end = kv->t_len[0] + (int32_t)t + 1;
+            c->be->decode.attention((float *)o->data + t * n, (const float *)q->data + t * n,
+                                    kv->k[l], kv->v[l], &end, 1, kv->t_max, H, Hkv, D, scale);
         }
-    } else {
-        o = mt_attention(c, q, k, v, io->seg, scale);
     }
-    return mt_block_attention_out(m, c, l, o);
+    return mt_block_attention_out(c, w, o);
 }
+
+const mt_mixer mt_mixer_softmax = {
+    .name = "softmax",
+    .n_params = attn_n_params,
+    .layout = attn_layout,
+    .forward = attn_forward,
+    .cached = attn_cached,
+    .caches = MT_CACHE_KV,
+};

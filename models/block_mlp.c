@@ -9,11 +9,14 @@
  * expert with weight 1: `op_mlp_dense` checks it against a one-expert MoE. */
 #include "models/block.h"
 
-void mt_block_mlp_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
+void mt_block_mlp_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l, mt_mlp_params *w) {
     const int64_t C = cur->m->cfg.hidden_size, F = p->expert_ffn;
-    mt_layout_add(cur, true, 2, F, C, MT_INIT_NORMAL, "model.layers.%d.mlp.gate_proj.weight", l, 0);
-    mt_layout_add(cur, true, 2, F, C, MT_INIT_NORMAL, "model.layers.%d.mlp.up_proj.weight", l, 0);
-    mt_layout_add(cur, true, 2, C, F, MT_INIT_NORMAL, "model.layers.%d.mlp.down_proj.weight", l, 0);
+    w->gate_proj = mt_layout_add(cur, true, 2, F, C, MT_INIT_NORMAL,
+                                 "model.layers.%d.mlp.gate_proj.weight", l, 0);
+    w->up_proj = mt_layout_add(cur, true, 2, F, C, MT_INIT_NORMAL,
+                               "model.layers.%d.mlp.up_proj.weight", l, 0);
+    w->down_proj = mt_layout_add(cur, true, 2, C, F, MT_INIT_NORMAL,
+                                 "model.layers.%d.mlp.down_proj.weight", l, 0);
     mt_layout_end_bucket(cur);
 }
 
@@ -22,17 +25,13 @@ mt_act mt_block_act(const mt_layer_plan *p) {
     return a;
 }
 
-mt_tensor *mt_block_ffn(mt_ctx *c, const mt_layer_plan *p, mt_tensor *h, mt_tensor *gate,
-                        mt_tensor *up, mt_tensor *down) {
+mt_tensor *mt_block_ffn(mt_ctx *c, const mt_layer_plan *p, mt_tensor *h, const mt_mlp_params *w) {
     const mt_act act = mt_block_act(p);
-    mt_tensor *g = mt_matmul(c, h, gate);
-    mt_tensor *u = mt_matmul(c, h, up);
-    return mt_matmul(c, mt_swiglu_act(c, g, u, &act), down);
+    mt_tensor *g = mt_matmul(c, h, w->gate_proj);
+    mt_tensor *u = mt_matmul(c, h, w->up_proj);
+    return mt_matmul(c, mt_swiglu_act(c, g, u, &act), w->down_proj);
 }
 
 mt_tensor *mt_block_mlp_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h) {
-    return mt_block_ffn(c, &m->plan[l], h,
-                        mt_block_param(m, "model.layers.%d.mlp.gate_proj.weight", l),
-                        mt_block_param(m, "model.layers.%d.mlp.up_proj.weight", l),
-                        mt_block_param(m, "model.layers.%d.mlp.down_proj.weight", l));
+    return mt_block_ffn(c, &m->plan[l], h, &m->layers[l].mlp);
 }

@@ -15,58 +15,62 @@
  * experts.{e}.w1/w3.weight (F, C), experts.{e}.w2.weight (C, F), [shared_experts.gate_proj and
  * up_proj.weight (Fs, C), down_proj.weight (C, Fs)]. With the gather unit "expert" the shared
  * expert has its own bucket after the routed experts', entered by every rank. */
-#include <stdio.h>
-#include <string.h>
-
 #include "models/block.h"
 
-static void moe_shared_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
+static void moe_shared_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l,
+                              mt_mlp_params *w) {
     const int64_t C = cur->m->cfg.hidden_size, Fs = p->shared_ffn;
-    mt_layout_add(cur, true, 2, Fs, C, MT_INIT_NORMAL,
-                  "model.layers.%d.block_sparse_moe.shared_experts.gate_proj.weight", l, 0);
-    mt_layout_add(cur, true, 2, Fs, C, MT_INIT_NORMAL,
-                  "model.layers.%d.block_sparse_moe.shared_experts.up_proj.weight", l, 0);
-    mt_layout_add(cur, true, 2, C, Fs, MT_INIT_NORMAL,
-                  "model.layers.%d.block_sparse_moe.shared_experts.down_proj.weight", l, 0);
+    w->gate_proj =
+        mt_layout_add(cur, true, 2, Fs, C, MT_INIT_NORMAL,
+                      "model.layers.%d.block_sparse_moe.shared_experts.gate_proj.weight", l, 0);
+    w->up_proj =
+        mt_layout_add(cur, true, 2, Fs, C, MT_INIT_NORMAL,
+                      "model.layers.%d.block_sparse_moe.shared_experts.up_proj.weight", l, 0);
+    w->down_proj =
+        mt_layout_add(cur, true, 2, C, Fs, MT_INIT_NORMAL,
+                      "model.layers.%d.block_sparse_moe.shared_experts.down_proj.weight", l, 0);
 }
 
-void mt_block_moe_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
+/* Expert e's matrix k of layer l (k = 0, 1, 2: w1 (F,C), w3 (F,C), w2 (C,F)) into its stack. */
+static void moe_expert_add(mt_layout_cursor *cur, const mt_layer_plan *p, int l, int e, int k,
+                           bool align, mt_moe_params *w) {
+    static const char *const name[3] = {"model.layers.%d.block_sparse_moe.experts.%d.w1.weight",
+                                        "model.layers.%d.block_sparse_moe.experts.%d.w3.weight",
+                                        "model.layers.%d.block_sparse_moe.experts.%d.w2.weight"};
+    mt_tensor **stack[3] = {w->w1, w->w3, w->w2};
     const int64_t C = cur->m->cfg.hidden_size, F = p->expert_ffn;
+    stack[k][e] =
+        mt_layout_add(cur, align, 2, k == 2 ? C : F, k == 2 ? F : C, MT_INIT_NORMAL, name[k], l, e);
+}
+
+void mt_block_moe_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l, mt_moe_params *w) {
+    const int64_t C = cur->m->cfg.hidden_size;
     const int E = p->n_experts;
-    mt_layout_add(cur, true, 2, E, C, MT_INIT_NORMAL,
-                  "model.layers.%d.block_sparse_moe.gate.weight", l, 0);
+    w->gate = mt_layout_add(cur, true, 2, E, C, MT_INIT_NORMAL,
+                            "model.layers.%d.block_sparse_moe.gate.weight", l, 0);
     if (p->router_bias) {
-        mt_layout_add(cur, true, 1, E, 0, MT_INIT_ZEROS,
-                      "model.layers.%d.block_sparse_moe.e_score_correction_bias", l, 0);
+        w->bias = mt_layout_add(cur, true, 1, E, 0, MT_INIT_ZEROS,
+                                "model.layers.%d.block_sparse_moe.e_score_correction_bias", l, 0);
         mt_layout_mark_buffer(cur);
     }
+    w->w1 = mt_calloc((size_t)(3 * E > 0 ? 3 * E : 1), sizeof(mt_tensor *), "expert parameters");
+    w->w3 = w->w1 + E;
+    w->w2 = w->w3 + E;
     if (cur->m->unit == MT_GATHER_EXPERT) {
         mt_layout_end_bucket(cur);
         for (int e = 0; e < E; e++) {
-            mt_layout_add(cur, true, 2, F, C, MT_INIT_NORMAL,
-                          "model.layers.%d.block_sparse_moe.experts.%d.w1.weight", l, e);
-            mt_layout_add(cur, true, 2, F, C, MT_INIT_NORMAL,
-                          "model.layers.%d.block_sparse_moe.experts.%d.w3.weight", l, e);
-            mt_layout_add(cur, true, 2, C, F, MT_INIT_NORMAL,
-                          "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", l, e);
+            for (int k = 0; k < 3; k++) moe_expert_add(cur, p, l, e, k, true, w);
             mt_layout_end_bucket(cur);
         }
         if (p->shared_ffn > 0) {
-            moe_shared_layout(cur, p, l);
+            moe_shared_layout(cur, p, l, &w->shared);
             mt_layout_end_bucket(cur);
         }
         return;
     }
-    for (int e = 0; e < E; e++)
-        mt_layout_add(cur, e == 0, 2, F, C, MT_INIT_NORMAL,
-                      "model.layers.%d.block_sparse_moe.experts.%d.w1.weight", l, e);
-    for (int e = 0; e < E; e++)
-        mt_layout_add(cur, e == 0, 2, F, C, MT_INIT_NORMAL,
-                      "model.layers.%d.block_sparse_moe.experts.%d.w3.weight", l, e);
-    for (int e = 0; e < E; e++)
-        mt_layout_add(cur, e == 0, 2, C, F, MT_INIT_NORMAL,
-                      "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", l, e);
-    if (p->shared_ffn > 0) moe_shared_layout(cur, p, l);
+    for (int k = 0; k < 3; k++)
+        for (int e = 0; e < E; e++) moe_expert_add(cur, p, l, e, k, e == 0, w);
+    if (p->shared_ffn > 0) moe_shared_layout(cur, p, l, &w->shared);
     mt_layout_end_bucket(cur);
 }
 
@@ -83,19 +87,12 @@ int mt_block_moe_buckets(const mt_minimax *m, const mt_layer_plan *p) {
 /* All experts' w (w1, w3: (F,C) each; w2: (C,F)) of layer l as one (E,d1,d2) tensor over the
  * bucket: the layout keeps each kind's experts adjacent in expert order. Checked here, since
  * the op reads expert e at offset e*d1*d2 in data and in grad. */
-static mt_tensor *moe_experts(mt_minimax *m, mt_ctx *c, int l, const char *w, int64_t d1,
-                              int64_t d2) {
+static mt_tensor *moe_experts(mt_minimax *m, mt_ctx *c, int l, mt_tensor *const *stack,
+                              const char *w, int64_t d1, int64_t d2) {
     const int E = m->plan[l].n_experts;
-    mt_tensor *p0 = mt_block_param(m, "model.layers.%d.block_sparse_moe.experts.0.%s.weight", l, w);
-    const int i0 = (int)(p0 - m->params);
+    mt_tensor *p0 = stack[0];
     for (int e = 1; e < E; e++) {
-        /* the layout lists a stack's experts in order: try the next slot before a search */
-        char name[160];
-        snprintf(name, sizeof(name), "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", l, e,
-                 w);
-        mt_tensor *pe = i0 + e < m->n_params && strcmp(m->info[i0 + e].name, name) == 0
-                            ? &m->params[i0 + e]
-                            : mt_block_param(m, "%s", name);
+        const mt_tensor *pe = stack[e];
         const float *want = (const float *)p0->data + (int64_t)e * d1 * d2;
         const float *want_g = p0->grad ? (const float *)p0->grad + (int64_t)e * d1 * d2 : NULL;
         MT_CHECK(
@@ -110,41 +107,19 @@ static mt_tensor *moe_experts(mt_minimax *m, mt_ctx *c, int l, const char *w, in
     return t;
 }
 
-/* Expert e's w1, w3 or w2 (k = 0, 1, 2) of layer l with the gather unit "expert", whose layout
- * keeps each expert's three matrices together after expert 0's w1 (p0): a direct index,
- * checked by name, since a name search per expert would scan every parameter (Text-01: 7.7k
- * parameters, 7.7k expert matrices per forward). */
-static mt_tensor *moe_expert_param(mt_minimax *m, int p0, int l, int e, int k) {
-    static const char *const w[3] = {"w1", "w3", "w2"};
-    char name[160];
-    snprintf(name, sizeof(name), "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", l, e,
-             w[k]);
-    const int p = p0 + 3 * e + k;
-    if (p < m->n_params && strcmp(m->info[p].name, name) == 0 && m->params[p].data)
-        return &m->params[p];
-    return mt_block_param(m, "%s", name); /* not where the layout puts it: the search says why */
-}
-
 /* The shared expert on every token x (N,C), weight 1 (not routed_scale). */
 static mt_tensor *moe_shared(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x) {
-    return mt_block_ffn(
-        c, &m->plan[l], x,
-        mt_block_param(m, "model.layers.%d.block_sparse_moe.shared_experts.gate_proj.weight", l),
-        mt_block_param(m, "model.layers.%d.block_sparse_moe.shared_experts.up_proj.weight", l),
-        mt_block_param(m, "model.layers.%d.block_sparse_moe.shared_experts.down_proj.weight", l));
+    return mt_block_ffn(c, &m->plan[l], x, &m->layers[l].moe.shared);
 }
 
 /* The router: chosen experts (io->route_idx) and their weights (N,K). */
 static mt_tensor *moe_route(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mt_block_io *io) {
     const mt_layer_plan *p = &m->plan[l];
-    io->router =
-        mt_matmul(c, x, mt_block_param(m, "model.layers.%d.block_sparse_moe.gate.weight", l));
+    const mt_moe_params *w = &m->layers[l].moe;
+    io->router = mt_matmul(c, x, w->gate);
     if (p->router == MT_ROUTER_SOFTMAX)
         return mt_moe_route(c, io->router, p->top_k, &io->route_idx);
-    mt_tensor *bias =
-        p->router_bias
-            ? mt_block_param(m, "model.layers.%d.block_sparse_moe.e_score_correction_bias", l)
-            : NULL;
+    mt_tensor *bias = p->router_bias ? w->bias : NULL;
     return mt_moe_route_sigmoid(c, io->router, bias, p->top_k, p->routed_scale, &io->route_idx);
 }
 
@@ -190,6 +165,7 @@ static void moe_ep_send(mt_minimax *m, mt_ctx *c, mt_tensor **xs, mt_moe_plan *p
 
 mt_tensor *mt_block_moe_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h2, mt_block_io *io) {
     const mt_layer_plan *p = &m->plan[l];
+    const mt_moe_params *wp = &m->layers[l].moe;
     const int64_t B = h2->shape[0], T = h2->shape[1], C = m->cfg.hidden_size, F = p->expert_ffn;
     mt_tensor *x = mt_view(c, h2, 2, (int64_t[]){B * T, C});
     mt_tensor *w = moe_route(m, c, l, x, io);
@@ -219,15 +195,10 @@ mt_tensor *mt_block_moe_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h2, 
         const mt_bucket_hooks *hooks = defer ? NULL : io->hooks;
         if (defer) c->be->zero(ys->data, mt_nbytes(ys));
         c->defer_forward = defer;
-        const int p0 =
-            (int)(mt_block_param(m, "model.layers.%d.block_sparse_moe.experts.0.w1.weight", l) -
-                  m->params);
         for (int e = 0; e < p->n_experts; e++) {
             const int b = mt_minimax_expert_bucket(m, l, e);
-            mt_block_enter(c, hooks, b);
-            mt_moe_expert_ffn_act(c, xs, &run, wr, e, moe_expert_param(m, p0, l, e, 0),
-                                  moe_expert_param(m, p0, l, e, 1),
-                                  moe_expert_param(m, p0, l, e, 2), ys, &act);
+            mt_block_enter(m, c, hooks, b);
+            mt_moe_expert_ffn_act(c, xs, &run, wr, e, wp->w1[e], wp->w3[e], wp->w2[e], ys, &act);
             mt_block_leave(c, hooks, b);
         }
         c->defer_forward = false;
@@ -239,14 +210,14 @@ mt_tensor *mt_block_moe_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h2, 
              * can, so a recomputed layer gathers it for the forward and again (the tape's
              * hook) for the backward */
             const int b = mt_minimax_layer_last_bucket(m, l);
-            mt_block_enter(c, io->hooks, b);
+            mt_block_enter(m, c, io->hooks, b);
             y = mt_add(c, y, moe_shared(m, c, l, x));
             mt_block_leave(c, io->hooks, b);
         }
     } else {
-        mt_tensor *w1 = moe_experts(m, c, l, "w1", F, C);
-        mt_tensor *w3 = moe_experts(m, c, l, "w3", F, C);
-        mt_tensor *w2 = moe_experts(m, c, l, "w2", C, F);
+        mt_tensor *w1 = moe_experts(m, c, l, wp->w1, "w1", F, C);
+        mt_tensor *w3 = moe_experts(m, c, l, wp->w3, "w3", F, C);
+        mt_tensor *w2 = moe_experts(m, c, l, wp->w2, "w2", C, F);
         y = mt_moe_experts_act(c, x, io->route_idx, w, w1, w3, w2, &act);
         if (p->shared_ffn > 0) y = mt_add(c, y, moe_shared(m, c, l, x));
     }

@@ -20,26 +20,45 @@
  * every cached block the step is the dense cached attention (the same support), beyond that the
  * block-sparse step over the selected blocks (docs/msa.md, "Decode").
  *
- * Parameters (layer l): the attention's (mt_block_attention_layout), then
+ * Parameters (layer l): the attention's (mt_block_attention_add), then
  * self_attn.index_q_proj.weight (Hi*Di, C), index_k_proj.weight (Di, C), index_q_norm.weight
- * and index_k_norm.weight (Di), the released names (spec 8.2). */
+ * and index_k_norm.weight (Di), the released names (spec 8.2). Its table is mt_mixer_msa. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/block.h"
 
-void mt_block_msa_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
+typedef struct {
+    mt_attn_params attn;
+    mt_tensor *index_q_proj;                /* (Hi*Di, C) */
+    mt_tensor *index_k_proj;                /* (Di, C) */
+    mt_tensor *index_q_norm, *index_k_norm; /* (Di), Gemma */
+} msa_params;
+
+static void *msa_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l) {
     const mt_minimax_config *cfg = &cur->m->cfg;
     const int64_t C = cfg->hidden_size, Di = cfg->msa_index_dim;
     const int64_t HiDi = (int64_t)cfg->msa_index_heads * Di;
-    mt_block_attention_layout(cur, p, l);
-    const mt_param_init init = p->norm == MT_NORM_GEMMA ? MT_INIT_ZEROS : MT_INIT_ONES;
-    mt_layout_add(cur, true, 2, HiDi, C, MT_INIT_NORMAL,
-                  "model.layers.%d.self_attn.index_q_proj.weight", l, 0);
-    mt_layout_add(cur, true, 2, Di, C, MT_INIT_NORMAL,
-                  "model.layers.%d.self_attn.index_k_proj.weight", l, 0);
-    mt_layout_add(cur, true, 1, Di, 0, init, "model.layers.%d.self_attn.index_q_norm.weight", l, 0);
-    mt_layout_add(cur, true, 1, Di, 0, init, "model.layers.%d.self_attn.index_k_norm.weight", l, 0);
+    msa_params *w = mt_calloc(1, sizeof(*w), "MSA parameters");
+    mt_block_attention_add(cur, p, l, &w->attn);
+    const mt_param_init init = mt_layout_norm_init(p->norm);
+    w->index_q_proj = mt_layout_add(cur, true, 2, HiDi, C, MT_INIT_NORMAL,
+                                    "model.layers.%d.self_attn.index_q_proj.weight", l, 0);
+    w->index_k_proj = mt_layout_add(cur, true, 2, Di, C, MT_INIT_NORMAL,
+                                    "model.layers.%d.self_attn.index_k_proj.weight", l, 0);
+    w->index_q_norm = mt_layout_add(cur, true, 1, Di, 0, init,
+                                    "model.layers.%d.self_attn.index_q_norm.weight", l, 0);
+    w->index_k_norm = mt_layout_add(cur, true, 1, Di, 0, init,
+                                    "model.layers.%d.self_attn.index_k_norm.weight", l, 0);
+    return w;
+}
+
+/* the attention's (with its QK norm) and the indexer's 4 */
+static int msa_n_params(const mt_layer_plan *p) { return 6 + 4; }
+
+static bool msa_can_decode(const mt_backend *be) {
+    return be->decode.msa_select && be->decode.msa_select_work && be->decode.msa_attention;
 }
 
 /* x (B,T,n*Di) -> (B,T,n,Di), Gemma-normed per head and roped. */
@@ -104,7 +123,7 @@ static mt_tensor *msa_decode(mt_minimax *m, mt_ctx *c, int l, mt_tensor *q, mt_t
     const int block = cfg->msa_block, topk = cfg->msa_topk;
     mt_tensor *o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "msa.step");
     const mt_backend *be = c->be;
-    MT_CHECK(be->decode.msa_select && be->decode.msa_select_work && be->decode.msa_attention,
+    MT_CHECK(msa_can_decode(be),
              "minimax: the %s backend has no MSA decode step (generation of MSA layers runs on the "
              "CPU backend)",
              be->name);
@@ -131,16 +150,18 @@ static mt_tensor *msa_decode(mt_minimax *m, mt_ctx *c, int l, mt_tensor *q, mt_t
     return o;
 }
 
-mt_tensor *mt_block_msa_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_block_io *io) {
+/* The attention's q, k, v (B,T,H|Hkv,D) and the indexer's iq (B,T,Hkv,Di), ik (B,T,1,Di) of h1;
+ * with io->kv the keys, values and index keys join their caches. */
+static void msa_project(mt_minimax *m, mt_ctx *c, int l, const msa_params *w, mt_tensor *h1,
+                        mt_block_io *io, mt_tensor **q, mt_tensor **k, mt_tensor **v,
+                        mt_tensor **iq, mt_tensor **ik) {
     const mt_minimax_config *cfg = &m->cfg;
     const int64_t B = h1->shape[0], T = h1->shape[1], Hkv = cfg->num_key_value_heads,
-                  D = cfg->head_dim, Di = cfg->msa_index_dim;
-    const int block = cfg->msa_block, topk = cfg->msa_topk;
+                  Di = cfg->msa_index_dim;
     MT_CHECK(cfg->msa_index_heads == Hkv,
              "minimax: layer %d: %d index heads, the MSA ops need one per kv head (%lld)", l,
              cfg->msa_index_heads, (long long)Hkv);
-    mt_tensor *q, *k, *v;
-    mt_block_attention_qkv(m, c, l, h1, io, &q, &k, &v);
+    mt_block_attention_qkv(m, c, l, &w->attn, h1, io, q, k, v);
 
     mt_tensor *x = h1;
     if (m->index_detach && h1->requires_grad) { /* the same values, no way back to h1 */
@@ -149,33 +170,50 @@ mt_tensor *mt_block_msa_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, 
         x->grad = NULL;
         x->requires_grad = false;
     }
-    mt_tensor *iq = msa_index_heads(
-        m, c,
-        mt_matmul(c, x, mt_block_param(m, "model.layers.%d.self_attn.index_q_proj.weight", l)),
-        mt_block_param(m, "model.layers.%d.self_attn.index_q_norm.weight", l), Hkv, io->pos);
-    mt_tensor *ik = msa_index_heads(
-        m, c,
-        mt_matmul(c, x, mt_block_param(m, "model.layers.%d.self_attn.index_k_proj.weight", l)),
-        mt_block_param(m, "model.layers.%d.self_attn.index_k_norm.weight", l), 1, io->pos);
+    *iq = msa_index_heads(m, c, mt_matmul(c, x, w->index_q_proj), w->index_q_norm, Hkv, io->pos);
+    *ik = msa_index_heads(m, c, mt_matmul(c, x, w->index_k_proj), w->index_k_norm, 1, io->pos);
 
     mt_minimax_cache *kv = io->kv;
     if (kv) { /* the index keys join their cache, as the keys and values did */
-        const float *src = ik->data;
+        const float *src = (*ik)->data;
         for (int64_t b = 0; b < B; b++) /* backend memory on both sides */
             c->be->copy(kv->ik[l] + ((size_t)b * kv->t_max + (size_t)kv->t_len[b]) * (size_t)Di,
                         src + (size_t)(b * T) * (size_t)Di, sizeof(float) * (size_t)(T * Di));
     }
-    mt_tensor *o;
-    if (kv && kv->t_len[0] > 0) { /* a step or an extension: every row is filled */
-        o = msa_decode(m, c, l, q, iq, kv);
-    } else {
-        mt_tensor *idx = mt_msa_select(c, iq, ik, io->pos, io->seg, block, topk);
-        o = mt_msa_attention(c, q, k, v, idx, io->pos, io->seg, block,
-                             (float)(1.0 / sqrt((double)D)));
-        if (!kv && c->grad_enabled && m->index_kl_coef != 0)
-            io->index_kl = mt_msa_kl(c, q, k, iq, ik, idx, io->pos, io->seg, io->qmask, block,
-                                     (float)(1.0 / sqrt((double)D)),
-                                     (float)(1.0 / sqrt((double)Di)), 1.0f, io->index_denom);
-    }
-    return mt_block_attention_out(m, c, l, o);
 }
+
+static mt_tensor *msa_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_block_io *io) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const msa_params *w = m->layers[l].mix;
+    const int64_t D = cfg->head_dim, Di = cfg->msa_index_dim;
+    const int block = cfg->msa_block, topk = cfg->msa_topk;
+    mt_tensor *q, *k, *v, *iq, *ik;
+    msa_project(m, c, l, w, h1, io, &q, &k, &v, &iq, &ik);
+    mt_tensor *idx = mt_msa_select(c, iq, ik, io->pos, io->seg, block, topk);
+    mt_tensor *o =
+        mt_msa_attention(c, q, k, v, idx, io->pos, io->seg, block, (float)(1.0 / sqrt((double)D)));
+    if (!io->kv && c->grad_enabled && m->index_kl_coef != 0)
+        io->index_kl = mt_msa_kl(c, q, k, iq, ik, idx, io->pos, io->seg, io->qmask, block,
+                                 (float)(1.0 / sqrt((double)D)), (float)(1.0 / sqrt((double)Di)),
+                                 1.0f, io->index_denom);
+    return mt_block_attention_out(c, &w->attn, o);
+}
+
+/* A step or an extension: every row is filled. */
+static mt_tensor *msa_cached(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_block_io *io) {
+    const msa_params *w = m->layers[l].mix;
+    mt_tensor *q, *k, *v, *iq, *ik;
+    msa_project(m, c, l, w, h1, io, &q, &k, &v, &iq, &ik);
+    return mt_block_attention_out(c, &w->attn, msa_decode(m, c, l, q, iq, io->kv));
+}
+
+const mt_mixer mt_mixer_msa = {
+    .name = "MSA",
+    .n_params = msa_n_params,
+    .layout = msa_layout,
+    .forward = msa_forward,
+    .cached = msa_cached,
+    .caches = MT_CACHE_KV | MT_CACHE_INDEX_KEYS,
+    .can_decode = msa_can_decode,
+    .index_kl = true,
+};

@@ -2,6 +2,8 @@
  * models/minimax.c, next to the training forward, so both run the same layer code. */
 #include "models/generate.h"
 
+#include "models/block.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,9 +26,10 @@ size_t mt_minimax_cache_bytes(const mt_minimax_config *cfg, int B, int t_max) {
     for (int l = 0; l < cfg->num_hidden_layers; l++) {
         mt_layer_plan p;
         mt_config_layer_plan(cfg, l, &p);
-        floats += p.mixer == MT_MIXER_LIGHTNING
-                      ? row_state
-                      : 2 * row_kv + (p.mixer == MT_MIXER_MSA ? row_ik : 0);
+        const unsigned caches = mt_mixer_of(p.mixer)->caches;
+        floats += (caches & MT_CACHE_KV ? 2 * row_kv : 0) +
+                  (caches & MT_CACHE_INDEX_KEYS ? row_ik : 0) +
+                  (caches & MT_CACHE_STATE ? row_state : 0);
     }
     return sizeof(float) * floats * (size_t)B;
 }
@@ -54,16 +57,15 @@ void mt_minimax_cache_init(mt_minimax_cache *kv, const mt_backend *be, const mt_
     kv->state = mt_calloc((size_t)L, sizeof(float *), "lightning states");
     kv->ik = mt_calloc((size_t)L, sizeof(float *), "index key caches");
     for (int l = 0; l < L; l++) {
-        mt_layer_plan p; /* the cache a layer keeps is its mixer's */
+        mt_layer_plan p; /* the caches a layer keeps are its mixer's */
         mt_config_layer_plan(cfg, l, &p);
-        if (p.mixer != MT_MIXER_LIGHTNING) { /* softmax and MSA: keys, values */
+        const unsigned caches = mt_mixer_of(p.mixer)->caches;
+        if (caches & MT_CACHE_KV) {
             kv->k[l] = cache_alloc(be, (size_t)B * kv->row_kv);
             kv->v[l] = cache_alloc(be, (size_t)B * kv->row_kv);
-            if (p.mixer == MT_MIXER_MSA) /* and the index keys, one head */
-                kv->ik[l] = cache_alloc(be, (size_t)B * kv->row_ik);
-        } else {
-            kv->state[l] = cache_alloc(be, (size_t)B * kv->row_state);
         }
+        if (caches & MT_CACHE_INDEX_KEYS) kv->ik[l] = cache_alloc(be, (size_t)B * kv->row_ik);
+        if (caches & MT_CACHE_STATE) kv->state[l] = cache_alloc(be, (size_t)B * kv->row_state);
     }
 }
 
@@ -143,13 +145,14 @@ void mt_minimax_cache_move_row(mt_minimax_cache *kv, int dst, int src) {
 }
 
 bool mt_gen_backend_can_decode(const mt_minimax *m, const mt_backend *be, char *why, size_t n) {
-    for (int l = 0; l < m->cfg.num_hidden_layers; l++)
-        if (m->plan[l].mixer == MT_MIXER_MSA &&
-            !(be->decode.msa_select && be->decode.msa_select_work && be->decode.msa_attention)) {
-            snprintf(why, n, "the %s backend has no MSA decode step (layer %d is MSA)", be->name,
-                     l);
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
+        const mt_mixer *mixer = m->layers[l].mixer;
+        if (mixer->can_decode && !mixer->can_decode(be)) {
+            snprintf(why, n, "the %s backend has no %s decode step (layer %d is %s)", be->name,
+                     mixer->name, l, mixer->name);
             return false;
         }
+    }
     return true;
 }
 

@@ -5,7 +5,8 @@
  * Inside a bucket the parameters come in this fixed order (names are transformers v4.5x names):
  *   bucket 0:      model.embed_tokens.weight                                 (V, C)
  *   bucket 1 + l:  model.layers.l.input_layernorm.weight                     (C)
- *                  the mixer's parameters (models/block_lightning.c, block_attention.c)
+ *                  the mixer's parameters (its mt_mixer's layout: models/block_lightning.c,
+ *                  block_attention.c, block_msa.c)
  *                  post_attention_layernorm.weight                           (C)
  *                  the MLP's, dense: mlp.{gate,up}_proj.weight (F, C), down_proj (C, F);
  *                  or the MoE's: block_sparse_moe.gate.weight                (E, C)
@@ -35,8 +36,8 @@
 
 #define MT_PARAM_ALIGN 16 /* elements: 64 bytes */
 
-void mt_layout_add(mt_layout_cursor *cur, bool align, int ndim, int64_t d0, int64_t d1,
-                   mt_param_init init, const char *fmt, int a, int b) {
+mt_tensor *mt_layout_add(mt_layout_cursor *cur, bool align, int ndim, int64_t d0, int64_t d1,
+                         mt_param_init init, const char *fmt, int a, int b) {
     mt_minimax *m = cur->m;
     mt_param_info *p = &m->info[m->n_params];
     int len = snprintf(p->name, sizeof(p->name), fmt, a, b);
@@ -52,27 +53,29 @@ void mt_layout_add(mt_layout_cursor *cur, bool align, int ndim, int64_t d0, int6
     p->src_shape0 = d0;
     p->init = init;
     cur->offset += p->numel;
-    m->n_params++;
+    return &m->params[m->n_params++];
 }
 
-/* Part k of a (V,C) vocabulary matrix: its rows as a parameter of the same name. */
 void mt_layout_mark_buffer(mt_layout_cursor *cur) {
     cur->m->info[cur->m->n_params - 1].buffer = true;
 }
 
-static void layout_add_vocab_part(mt_layout_cursor *cur, const char *name, int k) {
+/* Part k of a (V,C) vocabulary matrix: its rows as a parameter of the same name. */
+static mt_tensor *layout_add_vocab_part(mt_layout_cursor *cur, const char *name, int k) {
     mt_minimax *m = cur->m;
     const int64_t V = m->cfg.vocab_size, C = m->cfg.hidden_size, row0 = k * m->vocab_part_rows;
     const int64_t rows = k == m->vocab_parts - 1 ? V - row0 : m->vocab_part_rows;
-    mt_layout_add(cur, true, 2, rows, C, MT_INIT_NORMAL, name, 0, 0);
+    mt_tensor *t = mt_layout_add(cur, true, 2, rows, C, MT_INIT_NORMAL, name, 0, 0);
     m->info[m->n_params - 1].src_offset = row0 * C;
     m->info[m->n_params - 1].src_shape0 = V;
+    return t;
 }
 
 void mt_layout_end_bucket(mt_layout_cursor *cur) {
     int64_t n = (cur->offset + MT_PARAM_ALIGN - 1) / MT_PARAM_ALIGN * MT_PARAM_ALIGN;
     cur->m->bucket_numel[cur->bucket] = n;
     cur->bucket++;
+    cur->m->bucket_param[cur->bucket] = cur->m->n_params;
     cur->offset = 0;
 }
 
@@ -97,8 +100,7 @@ static void layout_decay(mt_minimax *m) {
     }
 }
 
-/* RMSNorm weights start at 1, Gemma's (1 + w) at w = 0. */
-static mt_param_init layout_norm_init(mt_norm_kind k) {
+mt_param_init mt_layout_norm_init(mt_norm_kind k) {
     return k == MT_NORM_GEMMA ? MT_INIT_ZEROS : MT_INIT_ONES;
 }
 
@@ -124,54 +126,55 @@ void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather
     m->vocab_part_rows = (V + S - 1) / S;
     MT_CHECK(S >= 1 && (S - 1) * m->vocab_part_rows < V, "layout: %d parts of %lld rows for V %lld",
              S, (long long)m->vocab_part_rows, (long long)V);
+    m->layers = mt_calloc((size_t)L, sizeof(mt_layer_params), "layer parameters");
     int cap = S + 1 + S, n_buckets = 2 * S;
     for (int l = 0; l < L; l++) {
-        cap += 2 + mt_block_mixer_params(&m->plan[l]) + mt_block_moe_params(&m->plan[l]);
+        m->layers[l].mixer = mt_mixer_of(m->plan[l].mixer);
+        cap += 2 + m->layers[l].mixer->n_params(&m->plan[l]) + mt_block_moe_params(&m->plan[l]);
         n_buckets += 1 + mt_block_moe_buckets(m, &m->plan[l]);
     }
     m->info = mt_calloc((size_t)cap, sizeof(mt_param_info), "parameter info");
+    m->params = mt_calloc((size_t)cap, sizeof(mt_tensor), "parameters");
+    m->embed = mt_calloc((size_t)(2 * S), sizeof(mt_tensor *), "vocabulary parts");
+    m->lm_head = m->embed + S;
     m->n_buckets = n_buckets;
     m->bucket_numel = mt_calloc((size_t)m->n_buckets, sizeof(int64_t), "bucket sizes");
+    m->bucket_param = mt_calloc((size_t)m->n_buckets + 1, sizeof(int), "bucket parameters");
     m->layer_bucket = mt_calloc((size_t)L, sizeof(int), "layer buckets");
     m->bucket_layer = mt_malloc(sizeof(int) * (size_t)m->n_buckets, "bucket layers");
     for (int b = 0; b < m->n_buckets; b++) m->bucket_layer[b] = -1;
 
     mt_layout_cursor cur = {m, 0, 0};
     for (int k = 0; k < S; k++) {
-        layout_add_vocab_part(&cur, "model.embed_tokens.weight", k);
+        m->embed[k] = layout_add_vocab_part(&cur, "model.embed_tokens.weight", k);
         mt_layout_end_bucket(&cur);
     }
     for (int l = 0; l < L; l++) {
         const mt_layer_plan *p = &m->plan[l];
+        mt_layer_params *lp = &m->layers[l];
         m->layer_bucket[l] = cur.bucket;
         m->bucket_layer[cur.bucket] = l;
-        mt_layout_add(&cur, true, 1, C, 0, layout_norm_init(p->norm),
-                      "model.layers.%d.input_layernorm.weight", l, 0);
-        if (p->mixer == MT_MIXER_LIGHTNING)
-            mt_block_lightning_layout(&cur, p, l);
-        else if (p->mixer == MT_MIXER_MSA)
-            mt_block_msa_layout(&cur, p, l);
-        else
-            mt_block_attention_layout(&cur, p, l);
-        mt_layout_add(&cur, true, 1, C, 0, layout_norm_init(p->norm),
-                      "model.layers.%d.post_attention_layernorm.weight", l, 0);
+        lp->input_norm = mt_layout_add(&cur, true, 1, C, 0, mt_layout_norm_init(p->norm),
+                                       "model.layers.%d.input_layernorm.weight", l, 0);
+        lp->mix = lp->mixer->layout(&cur, p, l);
+        lp->post_norm = mt_layout_add(&cur, true, 1, C, 0, mt_layout_norm_init(p->norm),
+                                      "model.layers.%d.post_attention_layernorm.weight", l, 0);
         if (p->mlp == MT_MLP_DENSE)
-            mt_block_mlp_layout(&cur, p, l); /* ends the layer's bucket */
+            mt_block_mlp_layout(&cur, p, l, &lp->mlp); /* ends the layer's bucket */
         else
-            mt_block_moe_layout(&cur, p, l); /* ends the layer's bucket(s) */
+            mt_block_moe_layout(&cur, p, l, &lp->moe); /* ends the layer's bucket(s) */
     }
     /* the final norm is of the last layer's kind */
-    mt_layout_add(&cur, true, 1, C, 0, layout_norm_init(m->plan[L - 1].norm), "model.norm.weight",
-                  0, 0);
+    m->final_norm = mt_layout_add(&cur, true, 1, C, 0, mt_layout_norm_init(m->plan[L - 1].norm),
+                                  "model.norm.weight", 0, 0);
     for (int k = 0; k < S; k++) {
-        layout_add_vocab_part(&cur, "lm_head.weight", k);
+        m->lm_head[k] = layout_add_vocab_part(&cur, "lm_head.weight", k);
         mt_layout_end_bucket(&cur);
     }
     MT_CHECK(m->n_params <= cap && cur.bucket == m->n_buckets,
              "layout: planned at most %d parameters in %d buckets, made %d in %d", cap,
              m->n_buckets, m->n_params, cur.bucket);
 
-    m->params = mt_calloc((size_t)m->n_params, sizeof(mt_tensor), "parameters");
     for (int i = 0; i < m->n_params; i++) {
         const mt_param_info *p = &m->info[i];
         mt_tensor_wrap(&m->params[i], MT_F32, p->ndim, p->shape, NULL, NULL, p->name);
@@ -203,6 +206,13 @@ int mt_minimax_bucket_layer(const mt_minimax *m, int bucket) {
 }
 
 void mt_minimax_free(mt_minimax *m) {
+    for (int l = 0; m->layers && l < m->cfg.num_hidden_layers; l++) {
+        free(m->layers[l].mix);
+        free(m->layers[l].moe.w1); /* w3 and w2 share its allocation */
+    }
+    free(m->layers);
+    free(m->embed); /* and lm_head */
+    free(m->bucket_param);
     free(m->info);
     free(m->params);
     free(m->bucket_numel);

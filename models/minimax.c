@@ -20,39 +20,13 @@
  * gather unit "expert" the MoE runs as dispatch, one op per expert (each in its expert's
  * bucket) and combine. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "models/block.h"
 
 /* ------------------------------------------------------------------------------------------ */
-/* parameters and buckets (models/block.h) */
-
-mt_tensor *mt_block_param(mt_minimax *m, const char *fmt, ...) {
-    char name[160];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof(name), fmt, ap);
-    va_end(ap);
-    int i = mt_minimax_find_param(m, name);
-    MT_CHECK(i >= 0, "minimax: the model has no parameter %s", name);
-    MT_CHECK(m->params[i].data, "minimax: parameter %s is not bound (bucket %d)", name,
-             m->info[i].bucket);
-    return &m->params[i];
-}
-
-/* Part k of a vocabulary matrix (embed_tokens, lm_head): the k-th parameter of that name, the
- * layout lists them in order. */
-static mt_tensor *mm_vocab_part(mt_minimax *m, const char *name, int k) {
-    const int i = (int)(mt_block_param(m, "%s", name) - m->params) + k;
-    MT_CHECK(i < m->n_params && strcmp(m->info[i].name, name) == 0 &&
-                 m->info[i].src_offset == k * m->vocab_part_rows * m->cfg.hidden_size,
-             "minimax: %s has no vocabulary part %d", name, k);
-    MT_CHECK(m->params[i].data, "minimax: %s part %d is not bound (bucket %d)", name, k,
-             m->info[i].bucket);
-    return &m->params[i];
-}
+/* buckets (models/block.h) */
 
 mt_tensor *mt_block_host_tensor(mt_ctx *c, const char *what) {
     return mt_arena_alloc(&c->host, sizeof(mt_tensor), what);
@@ -69,8 +43,12 @@ static mt_tensor *mm_positions(mt_ctx *c, int64_t B, int64_t T, const int32_t *t
     return pos;
 }
 
-void mt_block_enter(mt_ctx *c, const mt_bucket_hooks *hooks, int bucket) {
+void mt_block_enter(const mt_minimax *m, mt_ctx *c, const mt_bucket_hooks *hooks, int bucket) {
     if (hooks && hooks->bucket_enter) hooks->bucket_enter(hooks->user, bucket);
+    /* the blocks read their parameters' fields: every one of the bucket must have its memory */
+    for (int i = m->bucket_param[bucket]; i < m->bucket_param[bucket + 1]; i++)
+        MT_CHECK(m->params[i].data, "minimax: parameter %s is not bound (bucket %d)",
+                 m->info[i].name, bucket);
     c->tag = bucket;
 }
 
@@ -94,14 +72,14 @@ static mt_tensor *mm_residual(mt_ctx *c, const mt_layer_plan *p, mt_tensor *x, m
 
 static mt_tensor *mm_layer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mt_block_io *io) {
     const mt_layer_plan *p = &m->plan[l];
-    mt_tensor *h1 =
-        mm_norm(m, c, p->norm, x, mt_block_param(m, "model.layers.%d.input_layernorm.weight", l));
-    mt_tensor *a = p->mixer == MT_MIXER_LIGHTNING ? mt_block_lightning_forward(m, c, l, h1, io)
-                   : p->mixer == MT_MIXER_MSA     ? mt_block_msa_forward(m, c, l, h1, io)
-                                                  : mt_block_attention_forward(m, c, l, h1, io);
+    const mt_layer_params *lp = &m->layers[l];
+    mt_tensor *h1 = mm_norm(m, c, p->norm, x, lp->input_norm);
+    /* filled cache rows (mt_minimax_forward_cached checked all are or none): a decode step or an
+     * extension; else whole sequences, or a prompt filling the cache */
+    mt_mixer_fn *mixer = io->kv && io->kv->t_len[0] > 0 ? lp->mixer->cached : lp->mixer->forward;
+    mt_tensor *a = mixer(m, c, l, h1, io);
     mt_tensor *y = mm_residual(c, p, x, h1, a, p->mix_alpha, p->mix_beta);
-    mt_tensor *h2 = mm_norm(
-        m, c, p->norm, y, mt_block_param(m, "model.layers.%d.post_attention_layernorm.weight", l));
+    mt_tensor *h2 = mm_norm(m, c, p->norm, y, lp->post_norm);
     mt_tensor *f = p->mlp == MT_MLP_DENSE ? mt_block_mlp_forward(m, c, l, h2)
                                           : mt_block_moe_forward(m, c, l, h2, io);
     return mm_residual(c, p, y, h2, f, p->mlp_alpha, p->mlp_beta);
@@ -130,7 +108,7 @@ static void mm_layer_segment(mt_ctx *c, void *user, mt_tensor *x, mt_tensor **ou
                       .kv = a->kv,
                       .hooks = a->with_hooks ? &a->hooks : NULL,
                       .open_bucket = b};
-    mt_block_enter(c, io.hooks, b);
+    mt_block_enter(a->m, c, io.hooks, b);
     out[0] = mm_layer(a->m, c, a->l, x, &io);
     if (io.open_bucket >= 0) mt_block_leave(c, io.hooks, io.open_bucket);
     out[1] = io.router;
@@ -147,7 +125,7 @@ static void mm_layer_segment(mt_ctx *c, void *user, mt_tensor *x, mt_tensor **ou
 static void mm_index_queries(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch, int64_t B,
                              int64_t T, mt_tensor **qmask, float *denom) {
     bool msa = false;
-    for (int l = 0; l < m->cfg.num_hidden_layers; l++) msa |= m->plan[l].mixer == MT_MIXER_MSA;
+    for (int l = 0; l < m->cfg.num_hidden_layers; l++) msa |= m->layers[l].mixer->index_kl;
     if (!msa) return;
     int64_t real = B * T;
     if (batch->valid_len) {
@@ -189,9 +167,8 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
     const int64_t V = cfg->vocab_size;
     mt_tensor *x = NULL;
     for (int k = 0; k < S; k++) {
-        mt_block_enter(c, hooks, k);
-        x = mt_embedding_rows(c, ids, mm_vocab_part(m, "model.embed_tokens.weight", k),
-                              k * m->vocab_part_rows, V, x);
+        mt_block_enter(m, c, hooks, k);
+        x = mt_embedding_rows(c, ids, m->embed[k], k * m->vocab_part_rows, V, x);
         mt_block_leave(c, hooks, k);
     }
 
@@ -223,8 +200,8 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
     }
 
     const int last = mt_minimax_final_bucket(m);
-    mt_block_enter(c, hooks, last);
-    x = mm_norm(m, c, m->plan[L - 1].norm, x, mt_block_param(m, "model.norm.weight"));
+    mt_block_enter(m, c, hooks, last);
+    x = mm_norm(m, c, m->plan[L - 1].norm, x, m->final_norm);
     mt_tensor *logits = NULL;
     /* lm_head part by part, each in its bucket: the loss as a chain of fused parts
      * (op_linear_cross_entropy.c), or the logits side by side */
@@ -232,9 +209,9 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
     for (int k = 0; k < S; k++) {
         if (k) {
             mt_block_leave(c, hooks, last + k - 1);
-            mt_block_enter(c, hooks, last + k);
+            mt_block_enter(m, c, hooks, last + k);
         }
-        mt_tensor *w = mm_vocab_part(m, "lm_head.weight", k);
+        mt_tensor *w = m->lm_head[k];
         if (fused) {
             chain =
                 mt_linear_cross_entropy_part(c, x, w, batch->labels, chain, k * m->vocab_part_rows,

@@ -58,6 +58,12 @@ typedef struct mt_minimax {
     int *layer_bucket; /* (L) each layer's first bucket */
     int *bucket_layer; /* (n_buckets) the layer whose first bucket it is, or -1 */
     float *decay;      /* (L, H) lightning decay lambda per layer and head */
+    /* The parameters as fields of their blocks, bound by the layout (pointers into params):
+     * each layer's (models/block.h), the vocabulary parts' (S each), the final norm */
+    struct mt_layer_params *layers; /* (L) */
+    mt_tensor **embed, **lm_head;   /* (S) */
+    mt_tensor *final_norm;
+    int *bucket_param; /* (n_buckets + 1): bucket b's parameters are [bucket_param[b], [b + 1]) */
     /* Activation checkpointing (train.gradient_checkpointing): with gradients on, each decoder
      * layer is a recomputed segment (mt_checkpoint): only its input, output and router logits
      * stay in the arena, and the backward runs its forward again, bucket hooks included. The

@@ -1,6 +1,7 @@
 /* weights.c: see weights.h. */
 #include "models/weights.h"
 
+#include "models/block.h"
 #include "models/weights_internal.h"
 
 #include <math.h>
@@ -429,41 +430,11 @@ mt_weights_writer *mt_weights_writer_open(const char *dir, const mt_minimax *m, 
     return w;
 }
 
-/* transformers saves four buffers per lightning layer that it derives from the config
- * (modeling_minimax.py: get_slope_rate, decay_factors) and reports them missing when a checkpoint
- * lacks them; they are written here the same way, from the layer's decay lambda (fp32 products,
- * as torch computes them). The loader checks them and never loads them. */
-static void wt_add_decay_buffers(mt_weights_writer *w, int layer) {
-    const mt_minimax *m = w->m;
-    const int H = m->cfg.num_attention_heads, Bk = m->cfg.block_size;
-    const float *lambda = m->decay + (int64_t)layer * H;
-    float *slope = mt_malloc(sizeof(float) * (size_t)H, "slope_rate");
-    float *qd = mt_malloc(sizeof(float) * (size_t)H * Bk, "query_decay");
-    float *kd = mt_malloc(sizeof(float) * (size_t)H * Bk, "key_decay");
-    float *dd = mt_malloc(sizeof(float) * (size_t)H * Bk * Bk, "diagonal_decay");
-    for (int h = 0; h < H; h++) {
-        float s = lambda[h];
-        slope[h] = s;
-        for (int j = 0; j < Bk; j++) {
-            qd[(int64_t)h * Bk + j] = expf(-(s * (float)(j + 1)));
-            kd[(int64_t)h * Bk + j] = expf(-(s * (float)(Bk - (j + 1))));
-            for (int i = 0; i < Bk; i++)
-                dd[((int64_t)h * Bk + i) * Bk + j] = i >= j ? expf(-(s * (float)(i - j))) : 0.0f;
-        }
-    }
-    char name[160];
-    const char *kinds[4] = {"slope_rate", "query_decay", "key_decay", "diagonal_decay"};
-    const float *vals[4] = {slope, qd, kd, dd};
-    int64_t shapes[4][4] = {{H, 1, 1}, {H, Bk, 1}, {H, Bk, 1}, {1, H, Bk, Bk}};
-    int ndims[4] = {3, 3, 3, 4};
-    for (int k = 0; k < 4; k++) {
-        snprintf(name, sizeof(name), "model.layers.%d.self_attn.%s", layer, kinds[k]);
-        mt_safetensors_writer_add(w->st, name, w->dtype, ndims[k], shapes[k], vals[k]);
-    }
-    free(slope);
-    free(qd);
-    free(kd);
-    free(dd);
+/* A buffer derived from the config (mt_mixer.export_buffers), in the export's dtype. */
+static void wt_add_buffer(void *user, const char *name, int ndim, const int64_t *shape,
+                          const float *data) {
+    mt_weights_writer *w = user;
+    mt_safetensors_writer_add(w->st, name, w->dtype, ndim, shape, data);
 }
 
 /* HF v5 keeps a layer's experts in two fused tensors, gate_up_proj (E,2F,C) = [w1_e; w3_e] per
@@ -479,10 +450,7 @@ static void wt_add_fused_expert(mt_weights_writer *w, int p, const float *data) 
         const char *np[2] = {names[0], names[1]};
         int64_t shapes[2][MT_ST_MAX_DIMS], off;
         int ndim[2];
-        snprintf(names[1], sizeof(names[1]), "model.layers.%d.block_sparse_moe.experts.0.w2.weight",
-                 l);
-        const int down = mt_minimax_find_param(m, names[1]);
-        MT_CHECK(down >= 0, "weights: layer %d has no expert 0 w2", l);
+        const int down = (int)(m->layers[l].moe.w2[0] - m->params);
         mt_weights_source_name(m, p, w->naming, names[0], sizeof(names[0]), &off);
         mt_weights_source_name(m, down, w->naming, names[1], sizeof(names[1]), &off);
         ndim[0] = wt_source_shape(m, p, w->naming, shapes[0]);
@@ -505,8 +473,8 @@ void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float 
     MT_CHECK(bucket >= 0 && bucket < m->n_buckets && !w->added[bucket],
              "weights: bucket %d added twice or out of range", bucket);
     const int l = mt_minimax_bucket_layer(m, bucket);
-    if (w->naming != MT_NAMING_ORIGINAL && l >= 0 && m->plan[l].mixer == MT_MIXER_LIGHTNING)
-        wt_add_decay_buffers(w, l);
+    if (w->naming != MT_NAMING_ORIGINAL && l >= 0 && m->layers[l].mixer->export_buffers)
+        m->layers[l].mixer->export_buffers(m, l, wt_add_buffer, w);
     w->added[bucket] = true;
     for (int p = 0; p < m->n_params; p++) {
         const mt_param_info *info = &m->info[p];
