@@ -135,7 +135,7 @@ static int32_t *api_tokenize(const mt_api_env *env, const char *text, size_t len
         return NULL;
     }
     int32_t *ids = mt_malloc(sizeof(int32_t) * (size_t)(buf.n > 0 ? buf.n : 1), "prompt ids");
-    memcpy(ids, buf.ids, sizeof(int32_t) * (size_t)buf.n);
+    if (buf.n > 0) memcpy(ids, buf.ids, sizeof(int32_t) * (size_t)buf.n); /* "": no buffer */
     *n = (int)buf.n;
     mt_token_buf_free(&buf);
     return ids;

@@ -41,3 +41,10 @@ add_dependencies(test_serve_schedule minimax-serve)
 set_property(TEST serve_schedule APPEND PROPERTY ENVIRONMENT
   "MT_SERVE_CLI=$<TARGET_FILE:minimax-serve>")
 set_tests_properties(serve_schedule PROPERTIES TIMEOUT 300)
+# The request parser (serve/openai.c) as a unit, without a model or a socket
+# (tests/serve/serve_openai_request.c): bodies into engine requests, malformed ones refused with
+# their status, param, code and message.
+mt_test_binary(test_serve_openai_request serve/serve_openai_request.c)
+target_link_libraries(test_serve_openai_request PRIVATE mtserve)
+mt_test_cases(test_serve_openai_request serve_openai_request_completion serve_openai_request_chat
+  serve_openai_request_errors serve_openai_request_error_json)
