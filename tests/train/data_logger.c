@@ -56,14 +56,16 @@ static double wall_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The model's auxiliary terms as the decoder names them (models/minimax.h): a column each. */
+static const char *const AUX_NAMES[] = {"aux_loss", "index_kl"};
+
 /* A step's row whose every value prints exactly as chosen (no rounding tie in any column). */
 static mt_log_row row_of(int step) {
     return (mt_log_row){.step = step,
                         .loss = 2.5,
                         .lr = 1e-3,
                         .grad_norm = 0.25,
-                        .aux_loss = 0.0125,
-                        .index_kl = 0.5,
+                        .aux = {0.0125, 0.5},
                         .tokens = 1234,
                         .tokens_per_s = 5678.3,
                         .elapsed_s = 12.3456,
@@ -77,7 +79,7 @@ static int test_loss_csv(void) {
     make_tmpdir(dir, sizeof(dir));
     mt_logger lg;
     capture_begin(STDERR_FILENO); /* from the open on: it asks whether stderr is a terminal */
-    mt_logger_open(&lg, dir, false, false, false, false, 0);
+    mt_logger_open(&lg, dir, NULL, 0, false, false, 0);
     expect_file(dir, "loss.csv", "step,loss,lr,grad_norm,tokens,tokens_per_s,elapsed_s\n");
     expect_file(dir, "metrics.jsonl", "");
     EXPECT(!exists(dir, "eval.csv"), "eval.csv without an evaluation");
@@ -104,7 +106,7 @@ static int test_loss_csv(void) {
     char dir2[4096];
     make_tmpdir(dir2, sizeof(dir2));
     capture_begin(STDERR_FILENO);
-    mt_logger_open(&lg, dir2, true, true, false, false, 0);
+    mt_logger_open(&lg, dir2, AUX_NAMES, 2, false, false, 0);
     r = row_of(12);
     mt_logger_row(&lg, &r, 12);
     free(capture_end());
@@ -134,11 +136,11 @@ static int test_metrics(void) {
     make_tmpdir(dir, sizeof(dir));
     mt_logger lg;
     capture_begin(STDERR_FILENO);
-    mt_logger_open(&lg, dir, true, false, false, false, 0);
+    mt_logger_open(&lg, dir, AUX_NAMES, 1, false, false, 0);
     mt_log_row r = row_of(3);
     r.loss = 2.123456789012345; /* more digits than loss.csv keeps */
     r.grad_norm = NAN;
-    r.aux_loss = INFINITY;
+    r.aux[0] = INFINITY;
     const double t0 = wall_now();
     mt_logger_row(&lg, &r, 10);
     r = row_of(4);
@@ -189,7 +191,7 @@ static int test_eval(void) {
     char dir[4096];
     make_tmpdir(dir, sizeof(dir));
     mt_logger lg;
-    mt_logger_open(&lg, dir, false, false, true, false, 0);
+    mt_logger_open(&lg, dir, NULL, 0, true, false, 0);
     mt_logger_eval_row(
         &lg, &(mt_eval_row){
                  .step = 5, .has_loss = true, .loss = 1.2345678, .tokens = 4096, .seconds = 0.5});
@@ -209,7 +211,7 @@ static int test_eval(void) {
     /* with accuracy by generation: the columns of what a row did not measure are empty */
     char dir2[4096];
     make_tmpdir(dir2, sizeof(dir2));
-    mt_logger_open(&lg, dir2, false, false, true, true, 0);
+    mt_logger_open(&lg, dir2, NULL, 0, true, true, 0);
     mt_logger_eval_row(
         &lg, &(mt_eval_row){
                  .step = 5, .has_loss = true, .loss = 1.2345678, .tokens = 4096, .seconds = 0.5});
@@ -261,7 +263,7 @@ static int test_eval(void) {
 static void first_run(const char *dir) {
     mt_logger lg;
     capture_begin(STDERR_FILENO);
-    mt_logger_open(&lg, dir, false, false, true, false, 0);
+    mt_logger_open(&lg, dir, NULL, 0, true, false, 0);
     for (int s = 1; s <= 4; s++) {
         mt_log_row r = row_of(s);
         mt_logger_row(&lg, &r, 4);
@@ -294,7 +296,7 @@ static int test_resume(void) {
     /* resumed from step 2, now with accuracy by generation (a key a resume may change) */
     mt_logger lg;
     capture_begin(STDERR_FILENO);
-    mt_logger_open(&lg, dir, false, false, true, true, 2);
+    mt_logger_open(&lg, dir, NULL, 0, true, true, 2);
     const char *header = "step,loss,lr,grad_norm,tokens,tokens_per_s,elapsed_s\n";
     char *kept = rows_upto(loss + strlen(header), 2), want[8192];
     snprintf(want, sizeof(want), "%s%s", header, kept);
@@ -328,9 +330,9 @@ static int test_resume(void) {
     /* a resume whose eval.csv did not exist before (evaluation added): a new one, its header */
     char dir2[4096];
     make_tmpdir(dir2, sizeof(dir2));
-    mt_logger_open(&lg, dir2, false, false, false, false, 0);
+    mt_logger_open(&lg, dir2, NULL, 0, false, false, 0);
     fclose(lg.csv), fclose(lg.jsonl);
-    mt_logger_open(&lg, dir2, false, false, true, false, 2);
+    mt_logger_open(&lg, dir2, NULL, 0, true, false, 2);
     expect_file(dir2, "eval.csv", "step,eval_loss,tokens,seconds\n");
     fclose(lg.csv), fclose(lg.eval_csv), fclose(lg.jsonl);
     free(loss), free(metrics), free(kept), free(kept_metrics);
@@ -375,7 +377,7 @@ static int test_close(void) {
     make_tmpdir(dir, sizeof(dir));
     mt_logger lg;
     capture_begin(STDERR_FILENO);
-    mt_logger_open(&lg, dir, false, false, true, false, 0);
+    mt_logger_open(&lg, dir, NULL, 0, true, false, 0);
     for (int s = 1; s <= 3; s++) {
         mt_log_row r = row_of(s);
         mt_logger_row(&lg, &r, 3);
@@ -405,12 +407,12 @@ static int test_close(void) {
 
 static void open_loss_full(void *dir) {
     mt_logger lg;
-    mt_logger_open(&lg, dir, false, false, false, false, 0);
+    mt_logger_open(&lg, dir, NULL, 0, false, false, 0);
 }
 
 static void row_metrics_full(void *dir) {
     mt_logger lg;
-    mt_logger_open(&lg, dir, false, false, false, false, 0);
+    mt_logger_open(&lg, dir, NULL, 0, false, false, 0);
     mt_log_row r = row_of(1);
     mt_logger_row(&lg, &r, 1);
 }
