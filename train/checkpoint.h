@@ -38,7 +38,7 @@ typedef struct {
 typedef struct {
     int32_t format;       /* MT_CHECKPOINT_FORMAT when written; 1 for an old checkpoint */
     int64_t step;         /* optimizer steps done */
-    uint64_t recipe_hash; /* the trainer's hash of the numerics keys (train/trainer.c) */
+    uint64_t recipe_hash; /* the trainer's hash of the numerics keys (train/trainer_checkpoint.c) */
     uint64_t rng_state;   /* reserved: a step draws no random numbers today (no dropout, router
                              jitter 0) and the data order derives from (data.seed, epoch) */
     int64_t tokens_seen;

@@ -35,3 +35,12 @@ bool mt_env_numbers(const char *name, char sep, int n, double lo, double hi, dou
     }
     return true;
 }
+
+int mt_env_local_ranks(int all) {
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
+    for (int i = 0; i < 3; i++) {
+        const long long v = mt_env_int(vars[i], 1, 1 << 20, 0);
+        if (v > 0) return (int)v;
+    }
+    return all;
+}

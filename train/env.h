@@ -10,3 +10,6 @@ long long mt_env_int(const char *name, long long lo, long long hi, long long uns
 /* NAME's n numbers in [lo, hi] separated by sep (e.g. "RANK:STEP", "FLOOR FACTOR") into out;
  * false when unset. */
 bool mt_env_numbers(const char *name, char sep, int n, double lo, double hi, double *out);
+/* Processes sharing this node's memory: the launcher's local size (Open MPI, MPICH/Intel MPI,
+ * Slurm), else all (every rank: one node). */
+int mt_env_local_ranks(int all);

@@ -39,8 +39,8 @@ static uint64_t trainer_recipe_hash(const mt_recipe *rc) {
     return mt_recipe_hash(&r);
 }
 
-static void trainer_input_add(trainer *t, const char *what, const char *path, uint64_t digest) {
-    mt_train_state *st = &t->state;
+static void trainer_input_add(mt_train_state *st, const char *what, const char *path,
+                              uint64_t digest) {
     MT_CHECK(st->n_inputs < MT_CHECKPOINT_INPUTS, "more than %d inputs", MT_CHECKPOINT_INPUTS);
     mt_input_digest *in = &st->inputs[st->n_inputs++];
     snprintf(in->what, sizeof(in->what), "%s", what);
@@ -48,16 +48,15 @@ static void trainer_input_add(trainer *t, const char *what, const char *path, ui
     in->digest = digest;
 }
 
-void trainer_state_init(trainer *t, const char *config_path, const mt_token_cache_cfg *cc) {
-    const mt_recipe *rc = &t->rc;
-    mt_train_state *st = &t->state;
+void trainer_state_init(mt_train_state *st, const mt_comm *comm, const mt_recipe *rc,
+                        const char *config_path, const mt_token_cache_cfg *cc) {
     st->format = MT_CHECKPOINT_FORMAT;
     st->recipe_hash = trainer_recipe_hash(rc);
-    st->world_size = t->comm->size;
+    st->world_size = comm->size;
     st->micro_batch = rc->train_per_device_train_batch_size;
     st->accumulation = rc->train_gradient_accumulation_steps;
     st->global_batch = st->micro_batch * st->accumulation * st->world_size;
-    if (t->comm->rank != 0) return; /* rank 0 writes the manifest and checks a resume */
+    if (comm->rank != 0) return; /* rank 0 writes the manifest and checks a resume */
     /* The digests of the token cache's key: the data file's and tokenizer.json's bytes, the
      * chat template, the options and the tokenizer code's format (data/token_cache.h) */
     char err[MT_ERR_LEN], tok_json[MT_PATH_MAX + 32];
@@ -67,12 +66,12 @@ void trainer_state_init(trainer *t, const char *config_path, const mt_token_cach
     mt_chat_template *tmpl = mt_token_cache_template(cc, err);
     MT_CHECK(tmpl && mt_token_cache_key(cc, tmpl, &key, err) == 0, "%s", err);
     snprintf(tok_json, sizeof(tok_json), "%s/tokenizer.json", cc->tokenizer_dir);
-    trainer_input_add(t, "the model config", config_path, config_digest);
-    trainer_input_add(t, "the data file", cc->data_path, key.data_hash);
-    trainer_input_add(t, "the tokenizer", tok_json, key.tokenizer_hash);
-    trainer_input_add(t, "the chat template of", mt_chat_template_origin(tmpl), key.template_hash);
+    trainer_input_add(st, "the model config", config_path, config_digest);
+    trainer_input_add(st, "the data file", cc->data_path, key.data_hash);
+    trainer_input_add(st, "the tokenizer", tok_json, key.tokenizer_hash);
+    trainer_input_add(st, "the chat template of", mt_chat_template_origin(tmpl), key.template_hash);
     mt_chat_template_free(tmpl);
-    trainer_input_add(t, "the tokenization (its options and the code's format version)",
+    trainer_input_add(st, "the tokenization (its options and the code's format version)",
                       "data/token_cache.h", key.options_hash);
 }
 
@@ -81,59 +80,61 @@ void trainer_state_init(trainer *t, const char *config_path, const mt_token_cach
 
 /* output.save_total_limit: rank 0 keeps the checkpoint just saved and the newest limit - 1
  * other checkpoint-<step> directories of output.dir (by step), and removes the rest. */
-static void trainer_prune_checkpoints(trainer *t, int saved_step) {
-    const int limit = t->rc.output_save_total_limit;
-    if (limit <= 0 || t->comm->rank != 0) return;
+static void trainer_prune_checkpoints(const mt_recipe *rc, const mt_comm *comm, int saved_step) {
+    const int limit = rc->output_save_total_limit;
+    if (limit <= 0 || comm->rank != 0) return;
     static long steps[MT_OUTDIR_MAX_CHECKPOINTS];
-    const int n = mt_outdir_checkpoints(t->rc.output_dir, steps, MT_OUTDIR_MAX_CHECKPOINTS);
+    const int n = mt_outdir_checkpoints(rc->output_dir, steps, MT_OUTDIR_MAX_CHECKPOINTS);
     int others = 0;
     for (int i = 0; i < n; i++) others += steps[i] != saved_step;
     /* oldest first: all but the newest limit - 1 of the others go */
     for (int i = 0, removed = 0; i < n && removed < others - (limit - 1); i++) {
         if (steps[i] == saved_step) continue;
         char dir[MT_PATH_MAX + 64];
-        snprintf(dir, sizeof(dir), "%s/checkpoint-%ld", t->rc.output_dir, steps[i]);
+        snprintf(dir, sizeof(dir), "%s/checkpoint-%ld", rc->output_dir, steps[i]);
         if (!mt_remove_tree(dir)) fprintf(stderr, "warning: could not remove %s\n", dir);
-        LOG0(t, "removed %s (output.save_total_limit = %d)\n", dir, limit);
+        LOG0(comm, "removed %s (output.save_total_limit = %d)\n", dir, limit);
         removed++;
     }
 }
 
-/* The HF export: full buckets, gathered one at a time, written by rank 0. */
-static void trainer_export(trainer *t, const char *dir) {
+/* The HF export: full buckets, gathered one at a time, written by rank 0 (through *stage, one
+ * bucket on the host, from a device backend), with the tokenizer's and the chat template's
+ * files of tokenizer_dir. */
+static void trainer_export(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                           const char *tokenizer_dir, float **stage, const char *dir) {
     mt_weights_writer *w = NULL;
-    if (t->comm->rank == 0) {
-        mt_dtype dt = !strcmp(t->rc.output_export_dtype, "bf16") ? MT_BF16 : MT_F32;
-        w = mt_weights_writer_open(dir, &t->model, t->naming, dt, t->rc.output_shard_bytes);
-        if (t->rc.model_path[0]) /* the tensors the family carries untrained (models/family.h) */
-            mt_weights_writer_carry(w, t->rc.model_path);
+    if (d->comm->rank == 0) {
+        mt_dtype dt = !strcmp(rc->output_export_dtype, "bf16") ? MT_BF16 : MT_F32;
+        w = mt_weights_writer_open(dir, &m->model, m->naming, dt, rc->output_shard_bytes);
+        if (rc->model_path[0]) /* the tensors the family carries untrained (models/family.h) */
+            mt_weights_writer_carry(w, rc->model_path);
     }
-    for (int b = 0; b < t->model.n_buckets; b++) {
-        const float *full = mt_zero_gather_master(&t->zero, b); /* fp32, whatever gathers */
-        if (w && t->be->dev != MT_CPU) {
-            if (!t->export_stage)
-                t->export_stage =
-                    mt_malloc(sizeof(float) * (size_t)t->zero.slot_numel, "export staging");
-            t->be->to_host(t->export_stage, full, sizeof(float) * (size_t)t->model.bucket_numel[b]);
-            full = t->export_stage;
+    for (int b = 0; b < m->model.n_buckets; b++) {
+        const float *full = mt_zero_gather_master(&m->zero, b); /* fp32, whatever gathers */
+        if (w && d->be->dev != MT_CPU) {
+            if (!*stage)
+                *stage = mt_malloc(sizeof(float) * (size_t)m->zero.slot_numel, "export staging");
+            d->be->to_host(*stage, full, sizeof(float) * (size_t)m->model.bucket_numel[b]);
+            full = *stage;
         }
         if (w) mt_weights_writer_add_bucket(w, b, full);
-        mt_zero_release(&t->zero, b);
+        mt_zero_release(&m->zero, b);
     }
     if (!w) return;
     mt_weights_writer_close(w);
     const char *files[] = {"tokenizer.json", "special_tokens_map.json"};
     for (int i = 0; i < 2; i++) {
         char src[MT_PATH_MAX + 64], dst[MT_PATH_MAX + 128];
-        snprintf(src, sizeof(src), "%s/%s", t->tokenizer_dir, files[i]);
+        snprintf(src, sizeof(src), "%s/%s", tokenizer_dir, files[i]);
         snprintf(dst, sizeof(dst), "%s/%s", dir, files[i]);
         copy_file_atomic(src, dst);
     }
     /* tokenizer_config.json and the template files the run trained with (data/chat.h) */
-    const mt_chat_source src = {
-        .dir = t->tokenizer_dir,
-        .file = t->rc.data_chat_template[0] ? t->rc.data_chat_template : NULL,
-        .kwargs_json = t->rc.data_template_kwargs[0] ? t->rc.data_template_kwargs : NULL};
+    const mt_chat_source src = {.dir = tokenizer_dir,
+                                .file = rc->data_chat_template[0] ? rc->data_chat_template : NULL,
+                                .kwargs_json =
+                                    rc->data_template_kwargs[0] ? rc->data_template_kwargs : NULL};
     char err[MT_ERR_LEN + MT_PATH_MAX];
     mt_chat_template *tmpl = mt_chat_template_open(&src, err, sizeof(err));
     MT_CHECK(tmpl, "%s", err);
@@ -156,42 +157,43 @@ static void trainer_export(trainer *t, const char *dir) {
 
 /* Rank 0: the resolved recipe into the checkpoint (what `--resume DIR` alone resumes with), its
  * digest into the manifest that follows. */
-static void trainer_save_recipe(trainer *t, const char *dir) {
+static void trainer_save_recipe(const mt_recipe *rc, mt_train_state *st, const char *dir) {
     char text[16384], path[MT_PATH_MAX + 128], err[MT_ERR_LEN];
-    mt_recipe_format(&t->rc, text, sizeof(text));
+    mt_recipe_format(rc, text, sizeof(text));
     snprintf(path, sizeof(path), "%s/recipe.toml", dir);
     mt_file_write_atomic(path, text, strlen(text));
-    MT_CHECK(mt_file_hash(path, &t->state.recipe_digest, err) == 0, "%s", err);
+    MT_CHECK(mt_file_hash(path, &st->recipe_digest, err) == 0, "%s", err);
 }
 
-void trainer_save(trainer *t, int step) {
+void trainer_checkpoint_save(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                             const trainer_data *data, trainer_out *out, int step) {
     char dir[MT_PATH_MAX + 64], tmp[MT_PATH_MAX + 80];
-    snprintf(dir, sizeof(dir), "%s/checkpoint-%d", t->rc.output_dir, step);
+    snprintf(dir, sizeof(dir), "%s/checkpoint-%d", rc->output_dir, step);
     snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
     const double t0 = mt_time_now();
     /* a rank that fails while the checkpoint is written removes it, whichever file failed */
     mt_cleanup_add(tmp);
-    if (t->comm->rank == 0) {
+    if (d->comm->rank == 0) {
         mt_remove_tree(tmp); /* a crashed earlier attempt */
         char err[MT_ERR_LEN + MT_PATH_MAX];
         MT_CHECK(mt_dir_make(tmp, err, sizeof(err)), "%s", err);
     }
-    t->comm->barrier(t->comm);
-    if (t->rc.output_export) trainer_export(t, tmp);
-    if (t->comm->rank == 0) trainer_save_recipe(t, tmp);
+    d->comm->barrier(d->comm);
+    if (rc->output_export) trainer_export(rc, d, m, data->tokenizer_dir, &out->export_stage, tmp);
+    if (d->comm->rank == 0) trainer_save_recipe(rc, &out->state, tmp);
     /* the training state: each rank its own file, then the manifest */
-    t->state.step = step;
-    mt_sampler_cursor cur = mt_sampler_get_cursor(&t->sampler);
-    memcpy(t->state.cursor, &cur, sizeof(cur));
-    mt_checkpoint_save(tmp, &t->zero, &t->state);
+    out->state.step = step;
+    mt_sampler_cursor cur = mt_sampler_get_cursor(&data->sampler);
+    memcpy(out->state.cursor, &cur, sizeof(cur));
+    mt_checkpoint_save(tmp, &m->zero, &out->state);
     /* only now does the checkpoint exist under its name; an older one is never touched */
-    if (t->comm->rank == 0) {
+    if (d->comm->rank == 0) {
         MT_CHECK(mt_remove_tree(dir), "cannot remove %s: %s", dir, strerror(errno));
         MT_CHECK(rename(tmp, dir) == 0, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
-        LOG0(t, "saved %s (%.1f s)\n", dir, mt_time_now() - t0);
+        LOG0(d->comm, "saved %s (%.1f s)\n", dir, mt_time_now() - t0);
         /* before the barrier: the others wait for it under the checkpoint's watchdog limit */
-        trainer_prune_checkpoints(t, step);
+        trainer_prune_checkpoints(rc, d->comm, step);
     }
-    t->comm->barrier(t->comm);
+    d->comm->barrier(d->comm);
     mt_cleanup_remove(tmp);
 }

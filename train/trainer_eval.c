@@ -1,50 +1,50 @@
-/* trainer_eval.c: the eval loss in a training run (every train.eval_steps and after the last
- * step), the accuracy by generation next to it (eval.generate_*, train/trainer_generate.c), and
- * `minimax-train RECIPE --eval-only` (the same evaluations of the model the recipe builds, once,
- * without training; docs/training.md, "Evaluation"). */
+/* trainer_eval.c: the eval loss (the held-out samples forward only, through the shards; the
+ * loop asks for it every train.eval_steps and after the last step, train/trainer_run.c), and
+ * `minimax-train RECIPE --eval-only`: the eval loss and the accuracy by generation
+ * (train/trainer_generate.c) of the model the recipe builds, once, without training
+ * (docs/training.md, "Evaluation"). */
 #include <stdio.h>
 
 #include "train/trainer_internal.h"
 
-void trainer_eval(trainer *t, int step, bool loss, bool gen) {
-    mt_eval_row row = {.step = step};
-    if (loss) {
-        const double t0 = mt_time_now();
-        row.has_loss = true;
-        row.loss = trainer_run_eval(t);
-        row.tokens = t->eval_targets;
-        row.seconds = mt_time_now() - t0;
-        char when[32] = "at the start"; /* step 0: train.eval_on_start */
-        if (step > 0) snprintf(when, sizeof(when), "after step %d", step);
-        LOG0(t, "eval %s: loss %.6f over %lld labelled eval tokens (%.1f s)\n", when, row.loss,
-             (long long)t->eval_targets, row.seconds);
+void trainer_eval_loss(mt_eval_row *row, mt_comm *comm, mt_sharded *sh, trainer_data *data,
+                       trainer_batch *b) {
+    const double t0 = mt_time_now();
+    mt_sampler *s = &data->eval_sampler;
+    mt_sampler_set_cursor(s, (mt_sampler_cursor){0, 0});
+    double sum = 0;
+    for (int64_t st = mt_sampler_steps_per_epoch(s); st > 0; st--) {
+        const int64_t n_micro = mt_sampler_next(s);
+        for (int64_t m = 0; m < n_micro; m++) {
+            trainer_micro mt;
+            mt_minimax_batch batch = trainer_batch_upload(b, s, m, data->eval_targets, &mt);
+            sum += mt_sharded_micro_eval(sh, &batch);
+        }
     }
-    if (gen) trainer_generate(t, step, &row);
-    if (t->comm->rank == 0) mt_logger_eval_row(&t->log, &row);
+    comm->allreduce_f64(comm, &sum, 1);
+    row->has_loss = true;
+    row->loss = sum;
+    row->tokens = data->eval_targets;
+    row->seconds = mt_time_now() - t0;
 }
 
-void trainer_eval_only(trainer *t) {
-    const mt_recipe *rc = &t->rc;
+void trainer_eval_only(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                       trainer_data *data, trainer_batch *b, trainer_gen *g,
+                       const trainer_watchdog *w, mt_logger *log) {
     /* the recipe was checked for an eval set; the data may still leave none (an empty file) */
-    MT_CHECK(t->evaluates || t->generates, "--eval-only: the eval set is empty");
-    if (t->comm->rank == 0) mt_logger_open_eval(&t->log, rc->output_dir, t->generates);
+    MT_CHECK(data->evaluates || g->generates, "--eval-only: the eval set is empty");
+    if (d->comm->rank == 0) mt_logger_open_eval(log, rc->output_dir, g->generates);
     mt_eval_row row = {.step = 0};
-    if (t->evaluates) {
-        const double t0 = mt_time_now();
-        row.has_loss = true;
-        row.loss = trainer_run_eval(t);
-        row.tokens = t->eval_targets;
-        row.seconds = mt_time_now() - t0;
+    if (data->evaluates) trainer_eval_loss(&row, d->comm, &m->sharded, data, b);
+    if (g->generates) trainer_generate(rc, d, m, g, w, 0, &row);
+    if (d->comm->rank == 0) {
+        mt_logger_eval_row(log, &row);
+        mt_logger_close(log);
     }
-    if (t->generates) trainer_generate(t, 0, &row);
-    if (t->comm->rank == 0) {
-        mt_logger_eval_row(&t->log, &row);
-        mt_logger_close(&t->log);
-    }
-    if (t->evaluates)
-        LOG0(t,
+    if (data->evaluates)
+        LOG0(d->comm,
              "eval-only: loss %.17g over %lld labelled eval tokens of %s (%.1f s); %s/eval.csv\n",
-             row.loss, (long long)t->eval_targets,
+             row.loss, (long long)data->eval_targets,
              rc->model_path[0] ? rc->model_path : "the random initialisation of model.config",
              row.seconds, rc->output_dir);
 }

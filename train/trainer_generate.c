@@ -28,6 +28,7 @@
 #include "eval/gsm8k_eval.h"
 #include "models/safetensors.h"
 #include "data/chat_cli.h"
+#include "train/env.h"
 #include "train/trainer_internal.h"
 
 /* eval.generate_data = "synthetic": problems data.synthetic_samples, ... of data.seed's stream,
@@ -50,41 +51,39 @@ static void trainer_generate_synthetic(const mt_recipe *rc, mt_gsm8k_set *set) {
     mt_strbuf_free(&a);
 }
 
-/* eval.generate_shots_file into t->gen_shots (n-shot), or why not. */
-static bool trainer_generate_load_shots(trainer *t, char *why, size_t n) {
-    const mt_recipe *rc = &t->rc;
+/* eval.generate_shots_file into g->shots (n-shot), or why not. */
+static bool trainer_generate_load_shots(const mt_recipe *rc, trainer_gen *g, char *why, size_t n) {
     if (rc->eval_generate_shots == 0) return true;
     char err[MT_ERR_LEN];
-    if (mt_gsm8k_read(rc->eval_generate_shots_file, false, &t->gen_shots, err) != 0) {
+    if (mt_gsm8k_read(rc->eval_generate_shots_file, false, &g->shots, err) != 0) {
         snprintf(why, n, "eval.generate_shots_file: %s", err);
         return false;
     }
-    if (t->gen_shots.n < rc->eval_generate_shots) {
+    if (g->shots.n < rc->eval_generate_shots) {
         snprintf(why, n, "eval.generate_shots = %d but %s has %lld examples",
-                 rc->eval_generate_shots, rc->eval_generate_shots_file, (long long)t->gen_shots.n);
+                 rc->eval_generate_shots, rc->eval_generate_shots_file, (long long)g->shots.n);
         return false;
     }
     return true;
 }
 
-/* The problems into t->gen_set (eval.generate_samples: the first N), or why not. */
-static bool trainer_generate_load(trainer *t, char *why, size_t n) {
-    const mt_recipe *rc = &t->rc;
+/* The problems into g->set (eval.generate_samples: the first N), or why not. */
+static bool trainer_generate_load(const mt_recipe *rc, trainer_gen *g, char *why, size_t n) {
     if (!strcmp(rc->eval_generate_data, "synthetic")) {
-        trainer_generate_synthetic(rc, &t->gen_set);
-        return trainer_generate_load_shots(t, why, n);
+        trainer_generate_synthetic(rc, &g->set);
+        return trainer_generate_load_shots(rc, g, why, n);
     }
     char err[MT_ERR_LEN];
-    if (mt_gsm8k_read(rc->eval_generate_data, false, &t->gen_set, err) != 0) {
+    if (mt_gsm8k_read(rc->eval_generate_data, false, &g->set, err) != 0) {
         snprintf(why, n, "eval.generate_data: %s", err);
         return false;
     }
-    if (t->gen_set.n == 0) {
+    if (g->set.n == 0) {
         snprintf(why, n, "eval.generate_data: %s: no problems in the file", rc->eval_generate_data);
         return false;
     }
-    if (!trainer_generate_load_shots(t, why, n)) return false;
-    mt_gsm8k_set *s = &t->gen_set;
+    if (!trainer_generate_load_shots(rc, g, why, n)) return false;
+    mt_gsm8k_set *s = &g->set;
     for (; rc->eval_generate_samples > 0 && s->n > rc->eval_generate_samples; s->n--) {
         free(s->question[s->n - 1]);
         free(s->answer[s->n - 1]);
@@ -97,117 +96,114 @@ static bool trainer_generate_load(trainer *t, char *why, size_t n) {
     return true;
 }
 
-/* The template of the prompts into t->gen_chat: the one training renders its data with (the
+/* The template of the prompts into g->chat: the one training renders its data with (the
  * tokenizer directory's, data.tokenizer_dir or model.path; data.chat_template; with
  * data.template_kwargs), so that the accuracy is that of the prompts the model learned; or why
  * not. Opened once. */
-static bool trainer_generate_template(trainer *t, char *why, size_t n) {
-    if (t->gen_chat) return true;
-    const mt_recipe *rc = &t->rc;
+static bool trainer_generate_template(const mt_recipe *rc, trainer_gen *g, char *why, size_t n) {
+    if (g->chat) return true;
     const mt_chat_source src = {
         .dir = rc->data_tokenizer_dir[0] ? rc->data_tokenizer_dir : rc->model_path,
         .file = rc->data_chat_template[0] ? rc->data_chat_template : NULL,
         .kwargs_json = rc->data_template_kwargs[0] ? rc->data_template_kwargs : NULL};
     char err[MT_ERR_LEN + MT_PATH_MAX];
-    t->gen_chat = mt_chat_template_open(&src, err, sizeof(err));
-    if (!t->gen_chat) snprintf(why, n, "eval.generate_data: the chat template: %s", err);
-    return t->gen_chat != NULL;
+    g->chat = mt_chat_template_open(&src, err, sizeof(err));
+    if (!g->chat) snprintf(why, n, "eval.generate_data: the chat template: %s", err);
+    return g->chat != NULL;
 }
 
 /* n-shot and decoding from the recipe into ev (eval/gsm8k_eval.h, as minimax-eval's flags). */
-static void trainer_generate_opts(const trainer *t, mt_gsm8k_eval *ev) {
-    const mt_recipe *rc = &t->rc;
-    ev->shots = rc->eval_generate_shots > 0 ? &t->gen_shots : NULL;
+static void trainer_generate_opts(const mt_recipe *rc, const trainer_gen *g, mt_gsm8k_eval *ev) {
+    ev->shots = rc->eval_generate_shots > 0 ? &g->shots : NULL;
     ev->n_shots = rc->eval_generate_shots;
     ev->n_new = rc->eval_generate_max_new_tokens;
     ev->opts = (mt_gen_opts){.temperature = (float)rc->eval_generate_temperature,
                              .top_k = rc->eval_generate_top_k,
                              .top_p = (float)rc->eval_generate_top_p,
                              .seed = (uint64_t)rc->eval_generate_seed,
-                             .eos = mt_chat_cli_eos(t->gen_chat, t->gen_tok, -1)};
+                             .eos = mt_chat_cli_eos(g->chat, g->tok, -1)};
 }
 
-void trainer_generate_read(trainer *t, char *why, size_t n) {
-    t->generates = t->rc.eval_generate_data[0] != 0;
-    if (!t->generates || t->comm->rank != 0 || why[0]) return;
+void trainer_generate_read(const mt_recipe *rc, const mt_comm *comm, trainer_gen *g, char *why,
+                           size_t n) {
+    g->generates = rc->eval_generate_data[0] != 0;
+    if (!g->generates || comm->rank != 0 || why[0]) return;
     /* rank 0 refuses a template that does not open before the model is built */
-    if (trainer_generate_load(t, why, n)) trainer_generate_template(t, why, n);
+    if (trainer_generate_load(rc, g, why, n)) trainer_generate_template(rc, g, why, n);
 }
 
-void trainer_generate_setup(trainer *t) {
-    if (!t->generates) return;
-    const mt_recipe *rc = &t->rc;
+void trainer_generate_setup(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                            const char *tokenizer_dir, trainer_gen *g) {
+    if (!g->generates) return;
     char why[MT_ERR_LEN + MT_PATH_MAX + 64] = "";
-    if (t->comm->rank != 0) /* rank 0 read it before the model was built */
-        MT_CHECK(trainer_generate_load(t, why, sizeof(why)) &&
-                     trainer_generate_template(t, why, sizeof(why)),
+    if (d->comm->rank != 0) /* rank 0 read it before the model was built */
+        MT_CHECK(trainer_generate_load(rc, g, why, sizeof(why)) &&
+                     trainer_generate_template(rc, g, why, sizeof(why)),
                  "%s", why);
     char path[MT_PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/tokenizer.json", t->tokenizer_dir);
-    t->gen_tok = mt_tokenizer_load(path);
+    snprintf(path, sizeof(path), "%s/tokenizer.json", tokenizer_dir);
+    g->tok = mt_tokenizer_load(path);
     /* what each way needs of the memory, sized for the longest prompt of any rank's share
      * (every rank decides alike) */
     int64_t params = 0;
-    for (int b = 0; b < t->model.n_buckets; b++) params += t->model.bucket_numel[b];
-    t->gen_replica_bytes = 4 * params;
-    mt_gsm8k_eval ev = {
-        .model = &t->model, .tok = t->gen_tok, .chat = t->gen_chat, .set = &t->gen_set};
-    trainer_generate_opts(t, &ev);
-    const mt_minimax_config *cfg = &t->cfg;
+    for (int b = 0; b < m->model.n_buckets; b++) params += m->model.bucket_numel[b];
+    g->replica_bytes = 4 * params;
+    mt_gsm8k_eval ev = {.model = &m->model, .tok = g->tok, .chat = g->chat, .set = &g->set};
+    trainer_generate_opts(rc, g, &ev);
+    const mt_minimax_config *cfg = &m->cfg;
     /* every prompt, every rank alike: a template that refuses one stops the run here */
-    const int longest = mt_gsm8k_eval_longest(&ev, 0, 1, t->gen_set.n, why, sizeof(why));
+    const int longest = mt_gsm8k_eval_longest(&ev, 0, 1, g->set.n, why, sizeof(why));
     if (longest < 0) {
-        if (t->comm->rank == 0) fprintf(stderr, "error: eval.generate_data: %s\n", why);
-        mt_comm_finalize(t->host);
+        if (d->comm->rank == 0) fprintf(stderr, "error: eval.generate_data: %s\n", why);
+        mt_comm_finalize(d->host);
         exit(2);
     }
     const int64_t t_max = longest + (int64_t)rc->eval_generate_max_new_tokens;
     const int64_t decode =
         (int64_t)mt_minimax_cache_bytes(cfg, rc->eval_generate_batch, (int)t_max) +
         (int64_t)mt_minimax_generate_arena_bytes(cfg, 1, t_max);
-    const bool cpu = t->be->dev == MT_CPU;
+    const bool cpu = d->be->dev == MT_CPU;
     /* on the CPU the training arena's pages are host memory too, touched from the first step */
-    const int64_t later = cpu ? t->planned_activations : 0;
-    const int local = trainer_local_ranks(t);
+    const int64_t later = cpu ? m->planned_activations : 0;
+    const int local = mt_env_local_ranks(d->comm->size);
     const size_t host = mt_backend_cpu()->mem_available();
-    const size_t dev = cpu ? host : t->be->mem_available ? t->be->mem_available() : 0;
+    const size_t dev = cpu ? host : d->be->mem_available ? d->be->mem_available() : 0;
     const int64_t host_share = (int64_t)(host / (size_t)local),
                   dev_share = cpu ? host_share : (int64_t)dev;
-    const int64_t replica_need = t->gen_replica_bytes + decode + later,
-                  gathered_need = decode + later;
+    const int64_t replica_need = g->replica_bytes + decode + later, gathered_need = decode + later;
     int64_t short_of[2] = {host && replica_need > host_share, dev && gathered_need > dev_share};
-    t->host->allreduce_i64(t->host, short_of, 2);
+    d->host->allreduce_i64(d->host, short_of, 2);
     char lacks[160] = "";
-    const bool can_gather = mt_gen_backend_can_decode(&t->model, t->be, lacks, sizeof(lacks));
+    const bool can_gather = mt_gen_backend_can_decode(&m->model, d->be, lacks, sizeof(lacks));
     const char *mode = rc->eval_generate_weights;
-    t->gen_gathered =
+    g->gathered =
         !strcmp(mode, "gathered") || (!strcmp(mode, "auto") && can_gather && (!cpu || short_of[0]));
     const double gib = 1.0 / (1 << 30);
-    if (t->gen_gathered && !can_gather)
+    if (g->gathered && !can_gather)
         snprintf(why, sizeof(why),
                  "eval.generate_weights = \"gathered\": %s; use \"replica\" (the CPU backend)",
                  lacks);
-    else if (t->gen_gathered && short_of[1])
+    else if (g->gathered && short_of[1])
         snprintf(why, sizeof(why),
                  "eval.generate_data: decoding through the gathers needs %.2f GiB (caches of "
                  "eval.generate_batch = %d rows, arena%s) but a rank has %.2f GiB; lower "
                  "eval.generate_batch or eval.generate_max_new_tokens",
                  (double)gathered_need * gib, rc->eval_generate_batch,
                  later ? ", the training's activations" : "", (double)dev_share * gib);
-    else if (!t->gen_gathered && short_of[0])
+    else if (!g->gathered && short_of[0])
         snprintf(why, sizeof(why),
                  "eval.generate_data: a full replica of the model on each rank needs %.2f GiB of "
                  "host memory (weights %.2f GiB, caches of eval.generate_batch = %d rows, arena) "
                  "but a rank has %.2f GiB; %s",
-                 (double)replica_need * gib, (double)t->gen_replica_bytes * gib,
+                 (double)replica_need * gib, (double)g->replica_bytes * gib,
                  rc->eval_generate_batch, (double)host_share * gib,
                  can_gather ? "set eval.generate_weights = \"gathered\" (decode through the "
                               "ZeRO-3 gathers), lower eval.generate_batch or use fewer ranks "
                               "per node"
                             : "lower eval.generate_batch or use fewer ranks per node");
     if (why[0]) {
-        if (t->comm->rank == 0) fprintf(stderr, "error: %s\n", why);
-        mt_comm_finalize(t->host);
+        if (d->comm->rank == 0) fprintf(stderr, "error: %s\n", why);
+        mt_comm_finalize(d->host);
         exit(2);
     }
     char how[96] = "greedy";
@@ -215,46 +211,46 @@ void trainer_generate_setup(trainer *t) {
         snprintf(how, sizeof(how), "sampled (temperature %g, top-k %d, top-p %g, seed %lld)",
                  rc->eval_generate_temperature, rc->eval_generate_top_k, rc->eval_generate_top_p,
                  (long long)rc->eval_generate_seed);
-    LOG0(t, "eval.generate: %lld problems of %s, %d-shot, %d new tokens at most, %s; ",
-         (long long)t->gen_set.n, rc->eval_generate_data, rc->eval_generate_shots,
+    LOG0(d->comm, "eval.generate: %lld problems of %s, %d-shot, %d new tokens at most, %s; ",
+         (long long)g->set.n, rc->eval_generate_data, rc->eval_generate_shots,
          rc->eval_generate_max_new_tokens, how);
-    if (t->gen_gathered)
-        LOG0(t,
+    if (g->gathered)
+        LOG0(d->comm,
              "the ranks decode in step through the ZeRO-3 gathers on the %s backend (no "
              "replica; eval.generate_weights = \"%s\"): %.2f MiB of caches and arena\n",
-             t->be->name, mode, (double)decode / (1 << 20));
+             d->be->name, mode, (double)decode / (1 << 20));
     else
-        LOG0(t,
+        LOG0(d->comm,
              "a rank decodes its share with a full replica in host memory, gathered bucket by "
              "bucket (eval.generate_weights = \"%s\"): %.2f MiB with the caches and arena "
              "(weights %.2f MiB) of %.2f GiB available to each rank\n",
-             mode, (double)(t->gen_replica_bytes + decode) / (1 << 20),
-             (double)t->gen_replica_bytes / (1 << 20), (double)host_share * gib);
+             mode, (double)(g->replica_bytes + decode) / (1 << 20),
+             (double)g->replica_bytes / (1 << 20), (double)host_share * gib);
 }
 
-bool trainer_generate_due(const trainer *t, int step, bool last) {
-    const mt_recipe *rc = &t->rc;
-    return t->generates && ((last && rc->eval_generate_at_end) ||
+bool trainer_generate_due(const mt_recipe *rc, const trainer_gen *g, int step, bool last) {
+    return g->generates && ((last && rc->eval_generate_at_end) ||
                             (rc->eval_generate_every > 0 && step % rc->eval_generate_every == 0));
 }
 
 /* The whole model into host buffers bound to a replica of the same layout: bucket by bucket
  * through the gathers (every rank, the same order). */
-static void trainer_generate_replica(trainer *t, mt_minimax *rep, float **data) {
-    mt_minimax_init_unit(rep, &t->cfg, t->model.unit);
-    mt_zero_expert_parallel_pause(&t->zero, true); /* every expert to every rank */
+static void trainer_generate_replica(const trainer_device *d, trainer_model *m, mt_minimax *rep,
+                                     float **data) {
+    mt_minimax_init_unit(rep, &m->cfg, m->model.unit);
+    mt_zero_expert_parallel_pause(&m->zero, true); /* every expert to every rank */
     for (int b = 0; b < rep->n_buckets; b++) {
-        MT_CHECK(rep->bucket_numel[b] == t->model.bucket_numel[b],
+        MT_CHECK(rep->bucket_numel[b] == m->model.bucket_numel[b],
                  "replica bucket %d: %lld elements, the model's %lld", b,
-                 (long long)rep->bucket_numel[b], (long long)t->model.bucket_numel[b]);
+                 (long long)rep->bucket_numel[b], (long long)m->model.bucket_numel[b]);
         data[b] = mt_malloc(sizeof(float) * (size_t)rep->bucket_numel[b], "replica bucket");
-        mt_zero_gather(&t->zero, b, false);
-        t->be->to_host(data[b], mt_zero_slot_data(&t->zero, b),
+        mt_zero_gather(&m->zero, b, false);
+        d->be->to_host(data[b], mt_zero_slot_data(&m->zero, b),
                        sizeof(float) * (size_t)rep->bucket_numel[b]);
-        mt_zero_release(&t->zero, b);
+        mt_zero_release(&m->zero, b);
         mt_minimax_bind_bucket(rep, b, data[b], NULL);
     }
-    mt_zero_expert_parallel_pause(&t->zero, false);
+    mt_zero_expert_parallel_pause(&m->zero, false);
 }
 
 typedef struct {
@@ -271,44 +267,44 @@ static int trainer_generate_max_all(void *user, int v) {
     return best;
 }
 
-void trainer_generate(trainer *t, int step, mt_eval_row *row) {
-    const mt_recipe *rc = &t->rc;
+void trainer_generate(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                      trainer_gen *g, const trainer_watchdog *w, int step, mt_eval_row *row) {
     const double t0 = mt_time_now();
-    const int P = t->comm->size, rank = t->comm->rank;
-    const int64_t n = t->gen_set.n, n_mine = n > rank ? (n - rank - 1) / P + 1 : 0;
+    const int P = d->comm->size, rank = d->comm->rank;
+    const int64_t n = g->set.n, n_mine = n > rank ? (n - rank - 1) / P + 1 : 0;
     mt_minimax rep;
     float **data = NULL;
-    const mt_exchange *ep = t->model.ep;
-    mt_bucket_hooks hooks = mt_sharded_forward_hooks(&t->sharded);
-    trainer_gen_sync ss = {.host = t->host};
+    const mt_exchange *ep = m->model.ep;
+    mt_bucket_hooks hooks = mt_sharded_forward_hooks(&m->sharded);
+    trainer_gen_sync ss = {.host = d->host};
     const mt_gen_sync sync = {.hooks = &hooks, .max_all = trainer_generate_max_all, .user = &ss};
-    mt_gsm8k_eval ev = {.model = &rep, .tok = t->gen_tok, .chat = t->gen_chat, .set = &t->gen_set};
-    trainer_generate_opts(t, &ev);
-    if (t->gen_gathered) {
+    mt_gsm8k_eval ev = {.model = &rep, .tok = g->tok, .chat = g->chat, .set = &g->set};
+    trainer_generate_opts(rc, g, &ev);
+    if (g->gathered) {
         /* every expert to every rank, computed where its rows are: no expert parallelism */
-        mt_zero_expert_parallel_pause(&t->zero, true);
-        t->model.ep = NULL;
-        mt_sharded_bind(&t->sharded, false);
-        ss.all = mt_calloc((size_t)t->host->size, sizeof(int32_t), "ranks' rows");
-        ev.model = &t->model;
+        mt_zero_expert_parallel_pause(&m->zero, true);
+        m->model.ep = NULL;
+        mt_sharded_bind(&m->sharded, false);
+        ss.all = mt_calloc((size_t)d->host->size, sizeof(int32_t), "ranks' rows");
+        ev.model = &m->model;
         ev.opts.sync = &sync;
     } else {
-        data = mt_calloc((size_t)t->model.n_buckets, sizeof(float *), "replica buckets");
-        trainer_generate_replica(t, &rep, data);
+        data = mt_calloc((size_t)m->model.n_buckets, sizeof(float *), "replica buckets");
+        trainer_generate_replica(d, m, &rep, data);
         /* the ranks' shares take different times: the collecting below waits for the slowest,
          * which the watchdog's step-based limit does not measure */
-        mt_comm_mpi_watch(t->host, 0);
+        mt_comm_mpi_watch(d->host, 0);
     }
     mt_ctx c;
-    mt_ctx_init(&c, t->gen_gathered ? t->be : mt_backend_cpu(),
+    mt_ctx_init(&c, g->gathered ? d->be : mt_backend_cpu(),
                 mt_gsm8k_eval_arena_bytes(&ev, rank, P, n_mine),
-                64 * (t->cfg.num_hidden_layers + 4));
+                64 * (m->cfg.num_hidden_layers + 4));
     ev.ctx = &c;
     mt_strbuf lines = {0};
     int64_t counts[2] = {0, 0}; /* correct, tokens */
     const int B = rc->eval_generate_batch;
     /* in step, every rank runs as many batches as the one with the most samples */
-    const int64_t n_runs = t->gen_gathered ? (n + P - 1) / P : n_mine;
+    const int64_t n_runs = g->gathered ? (n + P - 1) / P : n_mine;
     int64_t *ids = mt_calloc((size_t)B, sizeof(int64_t), "sample ids");
     for (int64_t j0 = 0; j0 < n_runs; j0 += B) {
         const int64_t left = n_mine - j0 > 0 ? n_mine - j0 : 0;
@@ -318,10 +314,10 @@ void trainer_generate(trainer *t, int step, mt_eval_row *row) {
     }
     free(ids);
     mt_ctx_free(&c);
-    if (t->gen_gathered) {
-        mt_sharded_bind(&t->sharded, true);
-        t->model.ep = ep;
-        mt_zero_expert_parallel_pause(&t->zero, false);
+    if (g->gathered) {
+        mt_sharded_bind(&m->sharded, true);
+        m->model.ep = ep;
+        mt_zero_expert_parallel_pause(&m->zero, false);
         free(ss.all);
     } else {
         for (int b = 0; b < rep.n_buckets; b++) free(data[b]);
@@ -330,22 +326,18 @@ void trainer_generate(trainer *t, int step, mt_eval_row *row) {
     }
 
     /* the counts and every rank's lines (padded to the longest, 4-byte words) to every rank */
-    t->host->allreduce_i64(t->host, counts, 2);
+    d->host->allreduce_i64(d->host, counts, 2);
     int64_t *len = mt_calloc((size_t)P, sizeof(int64_t), "line lengths");
     len[rank] = (int64_t)lines.len;
-    t->host->allreduce_i64(t->host, len, P);
+    d->host->allreduce_i64(d->host, len, P);
     int64_t words = 1;
     for (int r = 0; r < P; r++) words = len[r] / 4 + 1 > words ? len[r] / 4 + 1 : words;
     char *mine = mt_calloc((size_t)words, 4, "result lines"),
          *all = mt_malloc((size_t)(words * 4 * P), "gathered result lines");
     if (lines.len) memcpy(mine, lines.p, lines.len);
-    t->host->allgather(t->host, mine, all, words, 4);
-    if (!t->gen_gathered) { /* (the gathered decoding ran in step: the watchdog kept watching) */
-        if (rc->dist_timeout >= 0)
-            mt_comm_mpi_watch(t->host, rc->dist_timeout);
-        else
-            trainer_watch(t, false);
-    }
+    d->host->allgather(d->host, mine, all, words, 4);
+    /* (the gathered decoding ran in step: the watchdog kept watching) */
+    if (!g->gathered) trainer_watch_start(w, d);
     const double dt = mt_time_now() - t0;
     if (rank == 0) {
         int64_t *displ = mt_calloc((size_t)P, sizeof(int64_t), "offsets");
@@ -377,10 +369,10 @@ void trainer_generate(trainer *t, int step, mt_eval_row *row) {
     row->gen_seconds = dt;
 }
 
-void trainer_generate_free(trainer *t) {
-    if (!t->generates) return;
-    mt_gsm8k_set_free(&t->gen_set);
-    mt_gsm8k_set_free(&t->gen_shots);
-    mt_tokenizer_free(t->gen_tok);
-    mt_chat_template_free(t->gen_chat);
+void trainer_generate_free(trainer_gen *g) {
+    if (!g->generates) return;
+    mt_gsm8k_set_free(&g->set);
+    mt_gsm8k_set_free(&g->shots);
+    mt_tokenizer_free(g->tok);
+    mt_chat_template_free(g->chat);
 }

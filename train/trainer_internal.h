@@ -1,5 +1,12 @@
-/* trainer_internal.h: the training job's state, shared by trainer.c (setup, the loop),
- * trainer_step.c (an optimizer step, an evaluation) and trainer_checkpoint.c (saving, resuming).
+/* trainer_internal.h: the training job's parts, each owned by one job (the device, the model
+ * and its shards, the data, the batch buffers, generation, the outputs, the watchdog, the step's
+ * numbers), and the functions of the job's files (train/trainer_*.c), each taking only the parts
+ * it reads or changes (const where it only reads). The parts held together are for main and the
+ * loop alone (train/trainer_run.h). The calls between the files go one way, no cycle:
+ *   trainer.c (main) -> output, resume, generate, setup, batch, watch, eval (--eval-only), run
+ *   run -> step, eval, generate, checkpoint, resume, output, watch
+ *   setup -> checkpoint, watch;  step -> batch;  eval -> batch, generate;  generate -> watch;
+ *   output -> resume
  * Not an interface. */
 #pragma once
 #include <stdbool.h>
@@ -21,99 +28,199 @@
 #include "train/sharded.h"
 #include "train/zero.h"
 
+/* Rank 0 of comm (an mt_comm *) prints, at once. */
+#define LOG0(comm, ...)                                                                            \
+    do {                                                                                           \
+        if ((comm)->rank == 0) {                                                                   \
+            printf(__VA_ARGS__);                                                                   \
+            fflush(stdout);                                                                        \
+        }                                                                                          \
+    } while (0)
+
+/* ------------------------------------------------------------------------------------------ */
+/* the parts */
+
+/* The processes and the device (trainer_setup.c). */
 typedef struct {
-    mt_recipe rc;
     mt_comm *host; /* MPI: job control, data, checkpoints */
     mt_comm *comm; /* the sharded optimizer's: host (CPU backend) or NCCL (CUDA) */
     const mt_backend *be;
+} trainer_device;
+
+/* The model and its ZeRO-3 shards (trainer_setup.c). */
+typedef struct {
     mt_minimax_config cfg;
     mt_minimax model;
     mt_naming naming;
     mt_zero zero;
     mt_ctx ctx;
     mt_sharded sharded;
-    mt_expert_parallel ep; /* dist.expert_parallel (P = 1: none) */
+    mt_expert_parallel ep;              /* dist.expert_parallel (P = 1: none) */
+    char config_path[MT_PATH_MAX + 32]; /* the model's config.json */
+    /* the model's auxiliary loss terms in training (mt_minimax_aux_terms): loss.csv's columns
+     * after the cross-entropy's, in this order */
+    mt_minimax_aux aux_terms[MT_AUX_MAX];
+    int n_aux;
+    int64_t planned_activations; /* the arena's planned peak of one micro-step (bytes) */
+} trainer_model;
+
+/* The tokenized data and its samplers (trainer_setup.c). */
+typedef struct {
+    char tokenizer_dir[MT_PATH_MAX];
     mt_token_data data;
     mt_sampler sampler;      /* the training samples (all but the held-out ones) */
     mt_token_data eval_data; /* data.eval_path's samples (when set) */
     mt_sampler eval_sampler; /* the samples to evaluate on (evaluates), one epoch per eval */
     int64_t eval_targets;    /* their labelled tokens: the eval loss's denominator */
     bool evaluates;          /* data.eval_samples > 0 or data.eval_path */
-    bool generates;          /* eval.generate_data: accuracy by generation */
-    mt_gsm8k_set gen_set;    /* its problems (the first eval.generate_samples), every rank */
-    mt_tokenizer *gen_tok;
-    struct mt_chat_template *gen_chat; /* renders its prompts (data/chat.h): the recipe's */
-    mt_gsm8k_set gen_shots;    /* eval.generate_shots_file's examples (n-shot), every rank */
-    int64_t gen_replica_bytes; /* the full replica a rank decodes with */
-    bool gen_gathered;         /* decodes through the gathers (eval.generate_weights) */
-    char tokenizer_dir[MT_PATH_MAX];
-    char config_path[MT_PATH_MAX + 32];                        /* the model's config.json */
-    int32_t *batch_ids, *batch_labels, *batch_pos, *batch_seg; /* (B,T) each, host */
-    int64_t *batch_real; /* (B) host: real tokens per row (the aux loss leaves padding out) */
-    /* the model's auxiliary loss terms in training (mt_minimax_aux_terms): loss.csv's columns
-     * after the cross-entropy's, in this order */
-    mt_minimax_aux aux_terms[MT_AUX_MAX];
-    int n_aux;
-    int32_t *dev_batch;  /* (4,B,T) on the backend: ids, labels, positions, segments */
-    float *export_stage; /* rank 0, device backends: one gathered bucket on the host */
+} trainer_data;
+
+/* One micro-batch's buffers, on the host and on the backend (trainer_batch.c). */
+typedef struct {
+    const mt_backend *be;
+    int64_t B, T;                      /* train.per_device_train_batch_size, data.max_length */
+    bool trim_padding;                 /* data.trim_padding */
+    int32_t *ids, *labels, *pos, *seg; /* (B,T) each, host */
+    int64_t *real; /* (B) host: real tokens per row (the aux loss leaves padding out) */
+    int32_t *dev;  /* (4,B,T) on the backend: ids, labels, positions, segments */
+} trainer_batch;
+
+/* The tensors of one micro-batch on the backend (in trainer_batch's dev). */
+typedef struct {
+    mt_tensor ids, labels, pos, seg;
+} trainer_micro;
+
+/* Accuracy by generation, eval.generate_* (trainer_generate.c). */
+typedef struct {
+    bool generates;     /* eval.generate_data is set */
+    mt_gsm8k_set set;   /* its problems (the first eval.generate_samples), every rank */
+    mt_gsm8k_set shots; /* eval.generate_shots_file's examples (n-shot), every rank */
+    mt_tokenizer *tok;
+    struct mt_chat_template *chat; /* renders its prompts (data/chat.h): the recipe's */
+    int64_t replica_bytes;         /* the full replica a rank decodes with */
+    bool gathered;                 /* decodes through the gathers (eval.generate_weights) */
+} trainer_gen;
+
+/* What the run writes: the training state, the logs, output.dir (trainer_output.c,
+ * trainer_checkpoint.c). */
+typedef struct {
     mt_train_state state;
     mt_logger log;
-    mt_outdir outdir;                  /* rank 0: output.dir's lock */
-    int64_t planned_activations;       /* the arena's planned peak of one micro-step (bytes) */
-    mt_lr_schedule lr_schedule;        /* resolved once the data (steps per epoch) is known */
+    mt_outdir outdir;    /* rank 0: output.dir's lock */
+    float *export_stage; /* rank 0, device backends: one gathered bucket on the host */
+} trainer_out;
+
+/* The watchdog's limit, dist.timeout (trainer_watch.c). */
+typedef struct {
+    double timeout;                    /* dist.timeout: < 0 follows the slowest so far */
     double slowest_step, slowest_save; /* seconds, so far: the automatic dist.timeout */
-    double watch_floor, watch_factor;  /* its constants (trainer.c) */
-} trainer;
+    double floor, factor;              /* its constants */
+} trainer_watchdog;
 
-/* dist.expert_parallel on the model and the zero (train/trainer_ep.c): a layout that cannot run
- * stops every rank with one line naming the keys. */
-void trainer_ep_init(trainer *t);
+/* The numbers of an optimizer step (trainer_step.c), from the recipe (trainer_setup.c). */
+typedef struct {
+    double beta1, beta2, eps, weight_decay; /* train.adam_*, train.weight_decay */
+    double max_grad_norm;                   /* train.max_grad_norm (<= 0: no clipping) */
+    bool skip_nonfinite;                    /* train.skip_nonfinite_steps */
+    mt_lr_schedule lr;                      /* resolved once the data (steps per epoch) is known */
+} trainer_step_cfg;
 
-#define LOG0(t, ...)                                                                               \
-    do {                                                                                           \
-        if ((t)->comm->rank == 0) {                                                                \
-            printf(__VA_ARGS__);                                                                   \
-            fflush(stdout);                                                                        \
-        }                                                                                          \
-    } while (0)
+/* ------------------------------------------------------------------------------------------ */
+/* setup (trainer_setup.c): the device, the model and its shards, the data, the schedule */
 
-/* Rank 0 found why the run must not go on (empty: nothing): every rank learns it, rank 0
- * prints it as the one error line, and every rank ends with exit code 2 (trainer.c). */
-void trainer_refuse_if(trainer *t, const char *why);
-/* the watchdog's limit (trainer_watch.c) */
-/* the automatic dist.timeout's limit before anything is timed */
-#define TRAINER_WATCH_UNTIMED_S 1800.0
-/* Its constants (MT_TEST_WATCHDOG for the tests). */
-void trainer_watch_setup(trainer *t);
-/* Sets the limit for the training steps (save = false) or a checkpoint. */
-void trainer_watch(trainer *t, bool save);
-/* After a step (save = false) or a checkpoint of dt seconds. */
-void trainer_watch_timed(trainer *t, bool save, double dt);
-/* How long a rank may show no sign of life while the others wait for it to finish work of its
- * own (the token cache build): dist.timeout, or the automatic limit's floor. */
-double trainer_watch_silence(const trainer *t);
+/* dist.backend's device, the model's config, the memory checks (arena, the rank's state), the
+ * ZeRO-3 shards, expert parallelism, the weights (model.path, checked, or the init), the
+ * activation arena. A run that cannot fit stops every rank with exit 2, naming the remedies. */
+void trainer_setup_model(trainer_device *d, trainer_model *m, const mt_recipe *rc);
+/* The token caches (rank 0 builds, the others read; w's silence while they wait), the pad
+ * token, the samplers; rank 0 records the inputs' digests into st. */
+void trainer_setup_data(const mt_recipe *rc, const trainer_device *d, const trainer_model *m,
+                        const trainer_watchdog *w, trainer_data *data, mt_train_state *st);
+/* train.num_train_epochs (the steps from s's steps per epoch, into rc's max_steps), the warmup
+ * of train.warmup_ratio and the schedule, printed, with the step's other numbers into sc. */
+void trainer_setup_schedule(mt_recipe *rc, const mt_comm *comm, const mt_sampler *s,
+                            trainer_step_cfg *sc);
+void trainer_data_free(trainer_data *data);
+void trainer_model_free(trainer_model *m);
+/* The device's communicator (NCCL); host stays, for the last barrier and MPI_Finalize. */
+void trainer_device_free(trainer_device *d);
 
+/* ------------------------------------------------------------------------------------------ */
+/* batch buffers (trainer_batch.c) */
+
+void trainer_batch_init(trainer_batch *b, const mt_backend *be, int64_t B, int64_t T,
+                        bool trim_padding);
+/* Fills micro-batch m of sampler s's current step and uploads it; the batch divides its loss
+ * by denom. data.trim_padding: rows cut after the longest one's last token (rounded up to 8). */
+mt_minimax_batch trainer_batch_upload(trainer_batch *b, const mt_sampler *s, int64_t m,
+                                      int64_t denom, trainer_micro *mt);
+void trainer_batch_free(trainer_batch *b);
+
+/* ------------------------------------------------------------------------------------------ */
+/* one optimizer step (trainer_step.c) */
+
+typedef struct {
+    double loss, grad_norm, lr;
+    double aux[MT_AUX_MAX]; /* each auxiliary term as logged (trainer_model's aux_terms' order) */
+    int64_t tokens, targets;
+    bool skipped;
+} step_result;
+
+/* Forward and backward of the step's micro-batches (the sampler's next step) through m's
+ * shards, the global grad norm, clipping, then AdamW (or a skip). */
+step_result trainer_step_run(trainer_model *m, mt_comm *comm, mt_sampler *s, trainer_batch *b,
+                             const trainer_step_cfg *sc, int step);
+
+/* ------------------------------------------------------------------------------------------ */
+/* evaluation (trainer_eval.c) */
+
+/* The eval loss with the current weights over every held-out sample (data's eval_sampler): the
+ * token-level mean over their labelled tokens, equal on every rank, into row (has_loss, loss,
+ * tokens, seconds). */
+void trainer_eval_loss(mt_eval_row *row, mt_comm *comm, mt_sharded *sh, trainer_data *data,
+                       trainer_batch *b);
+/* --eval-only: the eval loss and the accuracy by generation (whichever the recipe sets up) of
+ * the weights as loaded, as step 0 of eval.csv and metrics.jsonl (no loss.csv), and the log. */
+void trainer_eval_only(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                       trainer_data *data, trainer_batch *b, trainer_gen *g,
+                       const trainer_watchdog *w, mt_logger *log);
+
+/* ------------------------------------------------------------------------------------------ */
+/* accuracy by generation (trainer_generate.c) */
+
+/* Rank 0, before any model is built: eval.generate_data's problems read, or why not into why
+ * (nothing when why already holds a reason). Sets g->generates on every rank. */
+void trainer_generate_read(const mt_recipe *rc, const mt_comm *comm, trainer_gen *g, char *why,
+                           size_t n);
+/* After the model and the data: the other ranks read the problems, the tokenizer is loaded,
+ * and a rank's replica is checked against the node's memory (exit 2 naming the sizes). */
+void trainer_generate_setup(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                            const char *tokenizer_dir, trainer_gen *g);
+/* Whether step (the last one: last) evaluates by generation (eval.generate_every, _at_end). */
+bool trainer_generate_due(const mt_recipe *rc, const trainer_gen *g, int step, bool last);
+/* The accuracy of the current weights into row (has_gen, correct, samples, gen_seconds), the
+ * per-sample results into <output.dir>/eval-generate-<step>.jsonl (rank 0, atomically), and
+ * the log; w re-arms the watchdog after the replica's uneven shares. Every rank. */
+void trainer_generate(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                      trainer_gen *g, const trainer_watchdog *w, int step, mt_eval_row *row);
+void trainer_generate_free(trainer_gen *g);
+
+/* ------------------------------------------------------------------------------------------ */
 /* checkpoints (trainer_checkpoint.c) */
+
 /* What the state records besides the weights: the recipe hash, the global batch layout, and on
  * rank 0 the digests of the inputs (the model config, and the token cache's key of cc). */
-void trainer_state_init(trainer *t, const char *config_path, const mt_token_cache_cfg *cc);
-/* <output.dir>/checkpoint-<step>: the export (output.export), recipe.toml and the state,
- * written as checkpoint-<step>.tmp and renamed when complete (removed by a rank that fails
- * meanwhile). */
-void trainer_save(trainer *t, int step);
+void trainer_state_init(mt_train_state *st, const mt_comm *comm, const mt_recipe *rc,
+                        const char *config_path, const mt_token_cache_cfg *cc);
+/* <output.dir>/checkpoint-<step>: the export (output.export), recipe.toml and the state (with
+ * data's sampler position), written as checkpoint-<step>.tmp and renamed when complete
+ * (removed by a rank that fails meanwhile). */
+void trainer_checkpoint_save(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                             const trainer_data *data, trainer_out *out, int step);
 
-/* before the model (trainer_output.c) */
-/* train.global_batch_size: the accumulation steps follow from it and the rank count. Rank 0's
- * reason to stop, if any, into why. */
-void trainer_resolve_batch(trainer *t, char *why, size_t n);
-/* Rank 0: output.dir checked against the inputs, a resume's train.max_steps against the
- * checkpoint's step, output.dir opened (its lock, another run's results, --overwrite,
- * --rewind: output_dir.h), and the resolved recipe written into it. The reason to stop, if
- * any, into why; nothing when why already holds one. */
-void trainer_open_output(trainer *t, const char *resume, bool overwrite, bool rewind, char *why,
-                         size_t n);
-
+/* ------------------------------------------------------------------------------------------ */
 /* resuming (trainer_resume.c) */
+
 /* The refusal of a resume whose train.max_steps is at or below the checkpoint's step, into
  * why. */
 void trainer_resume_steps_refusal(const char *dir, long max_steps, long step, char *why, size_t n);
@@ -122,54 +229,52 @@ void trainer_resume_steps_refusal(const char *dir, long max_steps, long step, ch
  * (DIR/recipe.toml missing, named). Every rank. */
 bool trainer_resume_recipe_load(mt_recipe *rc, const char *dir, const char *const *sets, int n_sets,
                                 char *err, size_t n);
-/* Rank 0, before any model is built: why this run's recipe (t->rc, its batch resolved) must not
+/* Rank 0, before any model is built: why this run's recipe (rc, its batch resolved) must not
  * resume the checkpoint dir, into why (left empty when it may): no manifest, a recipe.toml
  * that does not match its digest, or numerics keys that differ from the checkpoint's recipe,
  * each named with both values. Nothing when why already holds a reason. */
-void trainer_resume_check_recipe(trainer *t, const char *dir, char *why, size_t n);
-/* Checks the checkpoint of dir against this run (refusing a changed recipe, global batch or
- * input, naming it), then loads it. */
-void trainer_resume(trainer *t, const char *dir);
+void trainer_resume_check_recipe(const mt_recipe *rc, const mt_comm *comm, const char *dir,
+                                 char *why, size_t n);
+/* Every rank: the checkpoint dir's manifest into st; rank 0: why this run (its recipe rc and
+ * state now) must not resume it (a changed recipe, global batch or input, named), into why. */
+void trainer_resume_read(const mt_recipe *rc, const mt_comm *comm, const mt_train_state *now,
+                         const char *dir, mt_train_state *st, char *why, size_t n);
+/* Loads the checkpoint dir (manifest st, checked) into m's shards, the step and the data
+ * position into state and s. */
+void trainer_resume_load(const mt_comm *comm, trainer_model *m, mt_sampler *s,
+                         mt_train_state *state, const mt_train_state *st, const char *dir);
 
-/* one optimizer step (trainer_step.c) */
-typedef struct {
-    double loss, grad_norm, lr;
-    double aux[MT_AUX_MAX]; /* each auxiliary term as logged (trainer aux_terms' order) */
-    int64_t tokens, targets;
-    bool skipped;
-} step_result;
+/* ------------------------------------------------------------------------------------------ */
+/* before the model (trainer_output.c) */
 
-/* Forward and backward of the step's micro-batches, then AdamW (or a skip). */
-step_result trainer_run_step(trainer *t, int step);
+/* train.global_batch_size: the accumulation steps follow from it and the rank count. Rank 0's
+ * reason to stop, if any, into why. */
+void trainer_resolve_batch(mt_recipe *rc, const mt_comm *comm, char *why, size_t n);
+/* Rank 0: output.dir checked against the inputs, a resume's train.max_steps against the
+ * checkpoint's step, output.dir opened into od (its lock, another run's results, --overwrite,
+ * --rewind: output_dir.h), and the resolved recipe written into it. The reason to stop, if
+ * any, into why; nothing when why already holds one. */
+void trainer_open_output(const mt_recipe *rc, const mt_comm *comm, mt_outdir *od,
+                         const char *resume, bool overwrite, bool rewind, char *why, size_t n);
+/* Rank 0 found why the run must not go on (empty: nothing): every rank learns it, rank 0
+ * prints it as the one error line (and releases od's lock), and every rank ends with exit
+ * code 2. */
+void trainer_refuse_if(const trainer_device *d, mt_outdir *od, const char *why);
 
-/* train.num_train_epochs (the steps from the data's steps per epoch, into t->rc's max_steps),
- * the warmup of train.warmup_ratio and t->lr_schedule, printed; after the data is set up. */
-void trainer_setup_schedule(trainer *t);
+/* ------------------------------------------------------------------------------------------ */
+/* the watchdog's limit (trainer_watch.c) */
 
-/* The eval loss with the current weights over every held-out sample (t->eval_sampler): the
- * token-level mean over their labelled tokens, equal on every rank. */
-double trainer_run_eval(trainer *t);
-/* The eval loss (loss) and/or the accuracy by generation (gen) after `step` (0: before the
- * first), into one row of eval.csv, metrics.jsonl and the log (trainer_eval.c). */
-void trainer_eval(trainer *t, int step, bool loss, bool gen);
-/* --eval-only: the eval loss and the accuracy by generation (whichever the recipe sets up) of
- * the weights as loaded, as step 0 of eval.csv and metrics.jsonl (no loss.csv), and the log. */
-void trainer_eval_only(trainer *t);
-
-/* processes sharing this node's memory (trainer.c) */
-int trainer_local_ranks(const trainer *t);
-
-/* accuracy by generation (trainer_generate.c) */
-/* Rank 0, before any model is built: eval.generate_data's problems read, or why not into why
- * (nothing when why already holds a reason). Sets t->generates on every rank. */
-void trainer_generate_read(trainer *t, char *why, size_t n);
-/* After the model and the data: the other ranks read the problems, the tokenizer is loaded,
- * and a rank's replica is checked against the node's memory (exit 2 naming the sizes). */
-void trainer_generate_setup(trainer *t);
-/* Whether step (the last one: last) evaluates by generation (eval.generate_every, _at_end). */
-bool trainer_generate_due(const trainer *t, int step, bool last);
-/* The accuracy of the current weights into row (has_gen, correct, samples, gen_seconds), the
- * per-sample results into <output.dir>/eval-generate-<step>.jsonl (rank 0, atomically), and
- * the log. Every rank. */
-void trainer_generate(trainer *t, int step, mt_eval_row *row);
-void trainer_generate_free(trainer *t);
+/* the automatic dist.timeout's limit before anything is timed */
+#define TRAINER_WATCH_UNTIMED_S 1800.0
+/* dist.timeout (timeout) and the automatic limit's constants (MT_TEST_WATCHDOG for the
+ * tests). */
+void trainer_watch_init(trainer_watchdog *w, double timeout);
+/* The limit of the steps: dist.timeout when set, else the automatic one (trainer_watch_arm). */
+void trainer_watch_start(const trainer_watchdog *w, const trainer_device *d);
+/* Sets the automatic limit for the training steps (save = false) or a checkpoint. */
+void trainer_watch_arm(const trainer_watchdog *w, const trainer_device *d, bool save);
+/* After a step (save = false) or a checkpoint of dt seconds. */
+void trainer_watch_timed(trainer_watchdog *w, const trainer_device *d, bool save, double dt);
+/* How long a rank may show no sign of life while the others wait for it to finish work of its
+ * own (the token cache build): dist.timeout, or the automatic limit's floor. */
+double trainer_watch_silence(const trainer_watchdog *w);

@@ -2,7 +2,8 @@
  * output directory (docs/training.md, "Outputs" and "Resume"): the global batch, the inputs
  * that output.dir must not hold, a resume's train.max_steps against the checkpoint's step, and
  * output.dir itself (its lock, another run's results, --overwrite, --rewind; output_dir.h),
- * with the resolved recipe written into it. */
+ * with the resolved recipe written into it; and the refusal that stops every rank when rank 0
+ * found a reason. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,12 +11,9 @@
 #include "models/safetensors.h"
 #include "train/trainer_internal.h"
 
-/* train.global_batch_size: the accumulation steps follow from it and the rank count. Rank 0's
- * reason to stop, if any, into why. */
-void trainer_resolve_batch(trainer *t, char *why, size_t n) {
-    mt_recipe *rc = &t->rc;
+void trainer_resolve_batch(mt_recipe *rc, const mt_comm *comm, char *why, size_t n) {
     const int64_t G = rc->train_global_batch_size, B = rc->train_per_device_train_batch_size,
-                  N = t->comm->size;
+                  N = comm->size;
     if (G > 0) {
         if (G % (B * N)) {
             snprintf(why, n,
@@ -27,13 +25,13 @@ void trainer_resolve_batch(trainer *t, char *why, size_t n) {
         }
         if (rc->train_gradient_accumulation_steps != 1 &&
             rc->train_gradient_accumulation_steps != G / (B * N))
-            LOG0(t,
+            LOG0(comm,
                  "note: train.gradient_accumulation_steps = %d is replaced by %lld, from "
                  "train.global_batch_size\n",
                  rc->train_gradient_accumulation_steps, (long long)(G / (B * N)));
         rc->train_gradient_accumulation_steps = (int)(G / (B * N));
     }
-    LOG0(t,
+    LOG0(comm,
          "global batch: %lld samples per step = %lld rank%s x %lld row%s x %d accumulation "
          "step%s%s\n",
          (long long)(B * N * rc->train_gradient_accumulation_steps), (long long)N,
@@ -62,27 +60,39 @@ static int trainer_inputs(const mt_recipe *rc, mt_outdir_input *in) {
 /* A resume's step from the checkpoint's manifest (-1: none; trainer_resume_check_recipe says
  * so), and train.max_steps against it when the recipe gives the steps (train.num_train_epochs
  * gives them once the data is read: trainer_resume checks them then). */
-static long trainer_resume_step(const trainer *t, const char *resume, char *why, size_t n) {
+static long trainer_resume_step(const mt_recipe *rc, const char *resume, char *why, size_t n) {
     mt_train_state *st = mt_malloc(sizeof(mt_train_state), "the checkpoint's manifest");
     const long step = mt_checkpoint_read_state(resume, st) ? (long)st->step : -1;
     free(st);
-    if (step >= 0 && t->rc.train_num_train_epochs == 0 && t->rc.train_max_steps <= step)
-        trainer_resume_steps_refusal(resume, t->rc.train_max_steps, step, why, n);
+    if (step >= 0 && rc->train_num_train_epochs == 0 && rc->train_max_steps <= step)
+        trainer_resume_steps_refusal(resume, rc->train_max_steps, step, why, n);
     return step;
 }
 
-void trainer_open_output(trainer *t, const char *resume, bool overwrite, bool rewind, char *why,
-                         size_t n) {
-    if (t->comm->rank != 0 || why[0]) return;
-    const mt_recipe *rc = &t->rc;
+void trainer_open_output(const mt_recipe *rc, const mt_comm *comm, mt_outdir *od,
+                         const char *resume, bool overwrite, bool rewind, char *why, size_t n) {
+    if (comm->rank != 0 || why[0]) return;
     mt_outdir_input in[16 + MT_DATA_FILES];
     if (!mt_outdir_inputs_check(rc->output_dir, in, trainer_inputs(rc, in), why, n)) return;
     mt_outdir_mode mode = {.resume = resume, .overwrite = overwrite, .rewind = rewind};
-    if (resume) mode.resume_step = trainer_resume_step(t, resume, why, n);
-    if (why[0] || !mt_outdir_open(&t->outdir, rc->output_dir, &mode, why, n)) return;
+    if (resume) mode.resume_step = trainer_resume_step(rc, resume, why, n);
+    if (why[0] || !mt_outdir_open(od, rc->output_dir, &mode, why, n)) return;
     char text[16384], path[MT_PATH_MAX + 32];
     mt_recipe_format(rc, text, sizeof(text));
-    printf("# minimax-train: resolved recipe (%d ranks)\n%s\n", t->comm->size, text);
+    printf("# minimax-train: resolved recipe (%d ranks)\n%s\n", comm->size, text);
     snprintf(path, sizeof(path), "%s/recipe.toml", rc->output_dir);
     mt_file_write_atomic(path, text, strlen(text));
+}
+
+void trainer_refuse_if(const trainer_device *d, mt_outdir *od, const char *why) {
+    int64_t bad = d->comm->rank == 0 && why[0];
+    d->host->bcast(d->host, &bad, sizeof(bad), 0);
+    if (!bad) return;
+    if (d->comm->rank == 0) {
+        fflush(stdout);
+        fprintf(stderr, "error: %s\n", why);
+        mt_outdir_close(od);
+    }
+    mt_comm_finalize(d->host);
+    exit(2);
 }

@@ -59,8 +59,9 @@ static void layout_describe(char *buf, size_t n, int64_t world, int64_t micro, i
              (long long)accum, accum == 1 ? "" : "s");
 }
 
-void trainer_resume_check_recipe(trainer *t, const char *dir, char *why, size_t n) {
-    if (t->comm->rank != 0 || why[0]) return;
+void trainer_resume_check_recipe(const mt_recipe *rc, const mt_comm *comm, const char *dir,
+                                 char *why, size_t n) {
+    if (comm->rank != 0 || why[0]) return;
     mt_train_state *st = mt_malloc(sizeof(mt_train_state), "the checkpoint's manifest");
     mt_recipe *was = mt_malloc(sizeof(mt_recipe), "the checkpoint's recipe");
     char path[MT_PATH_MAX + 32], err[MT_ERR_LEN + MT_PATH_MAX], keys[8192], free_keys[4096];
@@ -83,7 +84,7 @@ void trainer_resume_check_recipe(trainer *t, const char *dir, char *why, size_t 
                  dir, path, (unsigned long long)st->recipe_digest, (unsigned long long)digest);
     } else if (mt_recipe_load(was, path, NULL, 0, err, sizeof(err))) {
         /* format 1 compares the layout keys themselves: it records no global batch */
-        const int count = mt_recipe_resume_diff(was, &t->rc, st->format == 1, keys, sizeof(keys));
+        const int count = mt_recipe_resume_diff(was, rc, st->format == 1, keys, sizeof(keys));
         mt_recipe_resume_free_keys(free_keys, sizeof(free_keys));
         if (count)
             snprintf(why, n,
@@ -94,16 +95,15 @@ void trainer_resume_check_recipe(trainer *t, const char *dir, char *why, size_t 
     free(st);
 }
 
-/* Rank 0: why the checkpoint whose manifest st is must not be resumed by this run (empty: it
- * may). The recipe hash (its keys compared one by one before, where the checkpoint's recipe
- * reads), the global batch, and the inputs' digests. */
-static void trainer_resume_check(trainer *t, const char *dir, const mt_train_state *st, char *why,
-                                 size_t n) {
-    const mt_train_state *now = &t->state;
+/* Rank 0: why the checkpoint whose manifest st is must not be resumed by this run (its recipe
+ * rc, its state now; empty: it may). The recipe hash (its keys compared one by one before,
+ * where the checkpoint's recipe reads), the global batch, and the inputs' digests. */
+static void trainer_resume_check(const mt_recipe *rc, const mt_train_state *now, const char *dir,
+                                 const mt_train_state *st, char *why, size_t n) {
     char was[160], is[160];
     layout_describe(is, sizeof(is), now->world_size, now->micro_batch, now->accumulation);
     /* format 1 hashed the layout keys with the others, so they are equal when it matches */
-    const uint64_t hash = st->format == 1 ? mt_recipe_hash(&t->rc) : now->recipe_hash;
+    const uint64_t hash = st->format == 1 ? mt_recipe_hash(rc) : now->recipe_hash;
     if (st->recipe_hash != hash) {
         snprintf(why, n,
                  "--resume %s: the recipe differs from the one that wrote the checkpoint in a key "
@@ -112,8 +112,8 @@ static void trainer_resume_check(trainer *t, const char *dir, const mt_train_sta
                  dir, (unsigned long long)st->recipe_hash, (unsigned long long)hash);
         return;
     }
-    if (t->rc.train_max_steps <= st->step) { /* the steps from train.num_train_epochs */
-        trainer_resume_steps_refusal(dir, t->rc.train_max_steps, (long)st->step, why, n);
+    if (rc->train_max_steps <= st->step) { /* the steps from train.num_train_epochs */
+        trainer_resume_steps_refusal(dir, rc->train_max_steps, (long)st->step, why, n);
         return;
     }
     if (st->format == 1) {
@@ -156,43 +156,44 @@ static void trainer_resume_check(trainer *t, const char *dir, const mt_train_sta
     }
 }
 
-void trainer_resume(trainer *t, const char *dir) {
-    mt_train_state st;
-    const bool found = mt_checkpoint_read_state(dir, &st);
-    char why[4096] = "";
-    if (t->comm->rank == 0) {
-        if (!found)
-            snprintf(why, sizeof(why),
-                     "--resume %s: no state.h5 there (not a checkpoint directory, or one whose "
-                     "write did not finish)",
-                     dir);
-        else
-            trainer_resume_check(t, dir, &st, why, sizeof(why));
-    }
-    trainer_refuse_if(t, why);
-    mt_checkpoint_load_shards(dir, &t->zero, &st);
+void trainer_resume_read(const mt_recipe *rc, const mt_comm *comm, const mt_train_state *now,
+                         const char *dir, mt_train_state *st, char *why, size_t n) {
+    const bool found = mt_checkpoint_read_state(dir, st);
+    if (comm->rank != 0) return;
+    if (!found)
+        snprintf(why, n,
+                 "--resume %s: no state.h5 there (not a checkpoint directory, or one whose "
+                 "write did not finish)",
+                 dir);
+    else
+        trainer_resume_check(rc, now, dir, st, why, n);
+}
+
+void trainer_resume_load(const mt_comm *comm, trainer_model *m, mt_sampler *s,
+                         mt_train_state *state, const mt_train_state *st, const char *dir) {
+    mt_checkpoint_load_shards(dir, &m->zero, st);
     char bad[1024];
-    MT_CHECK(mt_sharded_check_finite(&t->sharded, bad, sizeof(bad)), "--resume %s: %s", dir, bad);
+    MT_CHECK(mt_sharded_check_finite(&m->sharded, bad, sizeof(bad)), "--resume %s: %s", dir, bad);
     /* the step and the data position continue; the recipe hash, layout and inputs stay this
      * run's (equal to the checkpoint's, or an allowed change of layout) */
-    t->state.step = st.step;
-    t->state.tokens_seen = st.tokens_seen;
-    t->state.rng_state = st.rng_state;
-    memcpy(t->state.cursor, st.cursor, sizeof(st.cursor));
+    state->step = st->step;
+    state->tokens_seen = st->tokens_seen;
+    state->rng_state = st->rng_state;
+    memcpy(state->cursor, st->cursor, sizeof(st->cursor));
     mt_sampler_cursor cur;
-    memcpy(&cur, st.cursor, sizeof(cur));
-    mt_sampler_set_cursor(&t->sampler, cur);
-    LOG0(t, "resumed from %s at step %lld (written by %d ranks, now %d)\n", dir, (long long)st.step,
-         st.world_size, t->comm->size);
-    if (st.format == 1)
-        LOG0(t,
+    memcpy(&cur, st->cursor, sizeof(cur));
+    mt_sampler_set_cursor(s, cur);
+    LOG0(comm, "resumed from %s at step %lld (written by %d ranks, now %d)\n", dir,
+         (long long)st->step, st->world_size, comm->size);
+    if (st->format == 1)
+        LOG0(comm,
              "note: %s/state.h5 is a format-1 checkpoint (before checksums): its values and the "
              "inputs it was trained on could not be checked\n",
              dir);
     char was[160], is[160];
-    layout_describe(was, sizeof(was), st.world_size, st.micro_batch, st.accumulation);
-    layout_describe(is, sizeof(is), t->comm->size, t->state.micro_batch, t->state.accumulation);
-    if (st.format >= 2 && strcmp(was, is))
-        LOG0(t, "resume: the global batch stays %lld samples: %s before, %s now\n",
-             (long long)st.global_batch, was, is);
+    layout_describe(was, sizeof(was), st->world_size, st->micro_batch, st->accumulation);
+    layout_describe(is, sizeof(is), comm->size, state->micro_batch, state->accumulation);
+    if (st->format >= 2 && strcmp(was, is))
+        LOG0(comm, "resume: the global batch stays %lld samples: %s before, %s now\n",
+             (long long)st->global_batch, was, is);
 }

@@ -12,50 +12,55 @@
  * step or save is timed (loading, the first step, the first save), 1800 s. An explicit
  * dist.timeout keeps its meaning. MT_TEST_WATCHDOG = "FLOOR FACTOR" sets other constants for
  * the tests (a stopped rank then ends a job of tiny steps in seconds, sanitizers or not). */
-void trainer_watch_setup(trainer *t) {
-    t->watch_floor = 300.0, t->watch_factor = 20.0;
+void trainer_watch_init(trainer_watchdog *w, double timeout) {
+    w->timeout = timeout;
+    w->floor = 300.0, w->factor = 20.0;
     double floor_factor[2];
     if (mt_env_numbers("MT_TEST_WATCHDOG", ' ', 2, 1e-3, 1e9, floor_factor))
-        t->watch_floor = floor_factor[0], t->watch_factor = floor_factor[1];
+        w->floor = floor_factor[0], w->factor = floor_factor[1];
 }
 
-static double trainer_watch_limit(const trainer *t, double slowest) {
-    return slowest > 0 ? fmax(t->watch_floor, t->watch_factor * slowest) : TRAINER_WATCH_UNTIMED_S;
+static double trainer_watch_limit(const trainer_watchdog *w, double slowest) {
+    return slowest > 0 ? fmax(w->floor, w->factor * slowest) : TRAINER_WATCH_UNTIMED_S;
 }
 
-double trainer_watch_silence(const trainer *t) {
-    return t->rc.dist_timeout >= 0 ? t->rc.dist_timeout : t->watch_floor;
+double trainer_watch_silence(const trainer_watchdog *w) {
+    return w->timeout >= 0 ? w->timeout : w->floor;
 }
 
-/* Sets the watchdog's limit for the training steps (save = false) or a checkpoint. */
-void trainer_watch(trainer *t, bool save) {
-    if (t->rc.dist_timeout >= 0) return; /* explicit: set once at the start */
-    const double slowest = save ? t->slowest_save : t->slowest_step;
+void trainer_watch_start(const trainer_watchdog *w, const trainer_device *d) {
+    if (w->timeout >= 0)
+        mt_comm_mpi_watch(d->host, w->timeout);
+    else
+        trainer_watch_arm(w, d, false);
+}
+
+void trainer_watch_arm(const trainer_watchdog *w, const trainer_device *d, bool save) {
+    if (w->timeout >= 0) return; /* explicit: set once at the start */
+    const double slowest = save ? w->slowest_save : w->slowest_step;
     const char *what = save ? "checkpoint" : "step";
     char label[192];
     if (slowest > 0)
         snprintf(label, sizeof(label),
                  "dist.timeout automatic: %g x the slowest %s so far, %.2f s, at least %g s",
-                 t->watch_factor, what, slowest, t->watch_floor);
+                 w->factor, what, slowest, w->floor);
     else
         snprintf(label, sizeof(label), "dist.timeout automatic: %g s until a %s is timed",
                  TRAINER_WATCH_UNTIMED_S, what);
-    const double limit = trainer_watch_limit(t, slowest);
-    mt_comm_mpi_watch_label(t->host, limit, label);
-    mt_comm_nccl_watch(t->comm, limit, label); /* the device collectives' watchdog, if any */
+    const double limit = trainer_watch_limit(w, slowest);
+    mt_comm_mpi_watch_label(d->host, limit, label);
+    mt_comm_nccl_watch(d->comm, limit, label); /* the device collectives' watchdog, if any */
 }
 
-/* After a step (save = false) or a checkpoint of dt seconds. */
-void trainer_watch_timed(trainer *t, bool save, double dt) {
-    double *slowest = save ? &t->slowest_save : &t->slowest_step;
+void trainer_watch_timed(trainer_watchdog *w, const trainer_device *d, bool save, double dt) {
+    double *slowest = save ? &w->slowest_save : &w->slowest_step;
     const bool first = *slowest == 0;
     if (dt > *slowest) *slowest = dt;
-    if (t->rc.dist_timeout >= 0) return;
+    if (w->timeout >= 0) return;
     if (first)
-        LOG0(t,
+        LOG0(d->comm,
              "watchdog (dist.timeout automatic): a collective may wait %.0f s in the %ss (%g x "
              "the slowest so far, at least %g s)\n",
-             trainer_watch_limit(t, *slowest), save ? "checkpoint" : "step", t->watch_factor,
-             t->watch_floor);
-    trainer_watch(t, false);
+             trainer_watch_limit(w, *slowest), save ? "checkpoint" : "step", w->factor, w->floor);
+    trainer_watch_arm(w, d, false);
 }

@@ -1,0 +1,60 @@
+/* trainer_batch.c: the buffers of one micro-batch (ids, labels, positions, segments and each
+ * row's real length, on the host and on the backend) and its upload from a sampler's step, for
+ * the optimizer step (trainer_step.c) and the eval loss (trainer_eval.c). */
+#include <stdlib.h>
+
+#include "train/trainer_internal.h"
+
+void trainer_batch_init(trainer_batch *b, const mt_backend *be, int64_t B, int64_t T,
+                        bool trim_padding) {
+    b->be = be;
+    b->B = B;
+    b->T = T;
+    b->trim_padding = trim_padding;
+    size_t n = (size_t)(B * T);
+    b->ids = mt_malloc(n * sizeof(int32_t), "batch ids");
+    b->labels = mt_malloc(n * sizeof(int32_t), "batch labels");
+    b->pos = mt_malloc(n * sizeof(int32_t), "batch positions");
+    b->seg = mt_malloc(n * sizeof(int32_t), "batch segments");
+    b->real = mt_malloc((size_t)B * sizeof(int64_t), "batch row lengths");
+    b->dev = be->alloc(4 * n * sizeof(int32_t));
+    MT_CHECK(b->dev, "out of %s memory for the batch (%zu bytes)", be->name,
+             4 * n * sizeof(int32_t));
+}
+
+mt_minimax_batch trainer_batch_upload(trainer_batch *b, const mt_sampler *s, int64_t m,
+                                      int64_t denom, trainer_micro *mt) {
+    const int64_t B = b->B, T = b->T;
+    int64_t Tm = T;
+    if (b->trim_padding) {
+        Tm = (mt_sampler_micro_len(s, m) + 7) / 8 * 8;
+        if (Tm < 8) Tm = 8; /* an all-padding micro-batch still runs (collectives) */
+        if (Tm > T) Tm = T;
+    }
+    int32_t *d = b->dev;
+    int32_t *host[4] = {b->ids, b->labels, b->pos, b->seg};
+    mt_sampler_fill(s, m, Tm, host[0], host[1], host[2], host[3]);
+    for (int64_t r = 0; r < B; r++) b->real[r] = mt_sampler_row_len(s, m, r);
+    const size_t n = (size_t)(B * Tm);
+    for (int a = 0; a < 4; a++) b->be->to_device(d + a * n, host[a], n * sizeof(int32_t));
+    mt_tensor_wrap(&mt->ids, MT_I32, 2, (int64_t[]){B, Tm}, d, NULL, "ids");
+    mt_tensor_wrap(&mt->labels, MT_I32, 2, (int64_t[]){B, Tm}, d + n, NULL, "labels");
+    mt_tensor_wrap(&mt->pos, MT_I32, 2, (int64_t[]){B, Tm}, d + 2 * n, NULL, "positions");
+    mt_tensor_wrap(&mt->seg, MT_I32, 2, (int64_t[]){B, Tm}, d + 3 * n, NULL, "segments");
+    return (mt_minimax_batch){.ids = &mt->ids,
+                              .labels = &mt->labels,
+                              .pos = &mt->pos,
+                              .seg = &mt->seg,
+                              .valid_len = b->real,
+                              .loss_denom = (float)(denom > 0 ? denom : 1),
+                              .fused_loss = true};
+}
+
+void trainer_batch_free(trainer_batch *b) {
+    free(b->ids);
+    free(b->labels);
+    free(b->pos);
+    free(b->seg);
+    free(b->real);
+    if (b->be) b->be->free(b->dev);
+}
