@@ -59,29 +59,29 @@ static void layout_describe(char *buf, size_t n, int64_t world, int64_t micro, i
              (long long)accum, accum == 1 ? "" : "s");
 }
 
-void trainer_resume_check_recipe(const mt_recipe *rc, const mt_comm *comm, const char *dir,
-                                 char *why, size_t n) {
-    if (comm->rank != 0 || why[0]) return;
-    mt_train_state *st = mt_malloc(sizeof(mt_train_state), "the checkpoint's manifest");
+/* The checkpoint dir's recipe.toml (st: its manifest) against this run's recipe rc, key by key:
+ * 0 when every key that changes the numerics is equal, 1 with the refusal in why (the keys
+ * named, or a recipe.toml changed since), -1 when it has no recipe.toml that reads (written
+ * before its recipe was kept, or its files moved): the recipe hash decides. */
+static int trainer_resume_compare_keys(const mt_recipe *rc, const char *dir,
+                                       const mt_train_state *st, char *why, size_t n) {
     mt_recipe *was = mt_malloc(sizeof(mt_recipe), "the checkpoint's recipe");
     char path[MT_PATH_MAX + 32], err[MT_ERR_LEN + MT_PATH_MAX], keys[8192], free_keys[4096];
     snprintf(path, sizeof(path), "%s/recipe.toml", dir);
     uint64_t digest = 0;
-    if (!mt_checkpoint_read_state(dir, st)) {
-        snprintf(why, n,
-                 "--resume %s: no state.h5 there (not a checkpoint directory, or one whose "
-                 "write did not finish)",
-                 dir);
-    } else if (access(path, R_OK) != 0) {
-        /* a checkpoint from before its recipe was kept: the recipe hash decides, later */
+    int verdict = -1;
+    if (access(path, R_OK) != 0) {
+        /* a checkpoint from before its recipe was kept */
     } else if (mt_file_hash(path, &digest, err) != 0) {
         snprintf(why, n, "--resume %s: %s", dir, err);
+        verdict = 1;
     } else if (st->recipe_digest && digest != st->recipe_digest) {
         snprintf(why, n,
                  "--resume %s: %s has changed since the checkpoint was written (FNV-1a digest "
                  "%016llx then, %016llx now): it is the recipe the checkpoint resumes with and "
                  "is compared with; restore it",
                  dir, path, (unsigned long long)st->recipe_digest, (unsigned long long)digest);
+        verdict = 1;
     } else if (mt_recipe_load(was, path, NULL, 0, err, sizeof(err))) {
         /* format 1 compares the layout keys themselves: it records no global batch */
         const int count = mt_recipe_resume_diff(was, rc, st->format == 1, keys, sizeof(keys));
@@ -90,21 +90,40 @@ void trainer_resume_check_recipe(const mt_recipe *rc, const mt_comm *comm, const
             snprintf(why, n,
                      "--resume %s: %s (%s the numerics; keys that may change on resume: %s)", dir,
                      keys, count == 1 ? "this key changes" : "these keys change", free_keys);
-    } /* else its files have moved: the recipe hash decides, later */
+        verdict = count > 0;
+    }
     free(was);
+    return verdict;
+}
+
+void trainer_resume_check_recipe(const mt_recipe *rc, const mt_comm *comm, const char *dir,
+                                 char *why, size_t n) {
+    if (comm->rank != 0 || why[0]) return;
+    mt_train_state *st = mt_malloc(sizeof(mt_train_state), "the checkpoint's manifest");
+    if (!mt_checkpoint_read_state(dir, st))
+        snprintf(why, n,
+                 "--resume %s: no state.h5 there (not a checkpoint directory, or one whose "
+                 "write did not finish)",
+                 dir);
+    else
+        trainer_resume_compare_keys(rc, dir, st, why, n);
     free(st);
 }
 
 /* Rank 0: why the checkpoint whose manifest st is must not be resumed by this run (its recipe
- * rc, its state now; empty: it may). The recipe hash (its keys compared one by one before,
- * where the checkpoint's recipe reads), the global batch, and the inputs' digests. */
+ * rc, its state now; empty: it may). The recipe (its keys compared one by one where the
+ * checkpoint's recipe.toml reads, so that a checkpoint whose recipe hash an earlier build
+ * computed over other key names resumes; else its hash), the global batch, and the inputs'
+ * digests. */
 static void trainer_resume_check(const mt_recipe *rc, const mt_train_state *now, const char *dir,
                                  const mt_train_state *st, char *why, size_t n) {
     char was[160], is[160];
     layout_describe(is, sizeof(is), now->world_size, now->micro_batch, now->accumulation);
     /* format 1 hashed the layout keys with the others, so they are equal when it matches */
     const uint64_t hash = st->format == 1 ? mt_recipe_hash(rc) : now->recipe_hash;
-    if (st->recipe_hash != hash) {
+    const int keys = trainer_resume_compare_keys(rc, dir, st, why, n);
+    if (keys > 0) return;
+    if (keys < 0 && st->recipe_hash != hash) {
         snprintf(why, n,
                  "--resume %s: the recipe differs from the one that wrote the checkpoint in a key "
                  "that changes the numerics (its recipe hash %016llx, this run's %016llx; the "

@@ -7,6 +7,9 @@
  *   test_poke h5 FILE DATASET INDEX VALUE        one float element of an HDF5 dataset, written
  *                                                through HDF5 (so its filters, a checksum
  *                                                included, stay consistent)
+ *   test_poke h5u64 FILE ATTR VALUE             a uint64 attribute of the file's root: VALUE in
+ *                                                hex, or @PATH for PATH's FNV-1a digest (what a
+ *                                                manifest records of its recipe.toml)
  * VALUE as strtof reads it: nan, inf, 1e30. */
 #include <fcntl.h>
 #include <hdf5.h>
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/file_io.h"
 #include "models/safetensors.h"
 
 /* The digest models/safetensors.c records in the header (MT_ST_DIGEST_KEY), recomputed over
@@ -78,12 +82,30 @@ static int poke_h5(const char *file, const char *dataset, long long index, float
     return 0;
 }
 
+static int poke_h5u64(const char *file, const char *name, const char *value) {
+    uint64_t v = 0;
+    char err[MT_ERR_LEN];
+    if (value[0] == '@')
+        MT_CHECK(mt_file_hash(value + 1, &v, err) == 0, "%s", err);
+    else
+        v = strtoull(value, NULL, 16);
+    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+    MT_CHECK(f >= 0, "cannot open %s", file);
+    hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+    MT_CHECK(a >= 0, "%s: no attribute %s", file, name);
+    MT_CHECK(H5Awrite(a, H5T_NATIVE_UINT64, &v) >= 0, "%s: cannot write %s", file, name);
+    H5Aclose(a);
+    MT_CHECK(H5Fclose(f) >= 0, "cannot close %s", file);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 7 && !strcmp(argv[1], "st"))
         return poke_st(argv[2], argv[3], atoll(argv[4]), atoll(argv[5]), strtof(argv[6], NULL));
     if (argc == 6 && !strcmp(argv[1], "h5"))
         return poke_h5(argv[2], argv[3], atoll(argv[4]), strtof(argv[5], NULL));
+    if (argc == 5 && !strcmp(argv[1], "h5u64")) return poke_h5u64(argv[2], argv[3], argv[4]);
     fprintf(stderr, "usage: test_poke st FILE TENSOR FIRST COUNT VALUE | "
-                    "h5 FILE DATASET INDEX VALUE\n");
+                    "h5 FILE DATASET INDEX VALUE | h5u64 FILE ATTR HEX|@PATH\n");
     return 2;
 }

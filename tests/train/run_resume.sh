@@ -16,6 +16,11 @@
 #   resume-check CORRUPT  --resume refuses, naming the file: the model config or the data file
 #                    edited in place, one flipped bit of a state file (CORRUPT: tests/support/corrupt.c)
 #                    naming the dataset too; a damaged export is refused as model.path
+#   resume-earlier POKE  a checkpoint as the build before auxiliary terms had names wrote it
+#                    (its recipe.toml with train.indexer_kl_coef = 1.0 and train.indexer_detach =
+#                    true, a recipe hash over those keys: POKE is tests/support/poke.c) resumes
+#                    with its own recipe, its losses those of the straight run; without its
+#                    recipe.toml the hash still decides: refused
 #   global-batch     train.global_batch_size: 2 -> 1, 1 -> 2 and 2 -> 4 rank resumes of 4-step
 #                    runs from step 2 -> $TMP/gb-{np1,np2,2to1,1to2,2to4}; without it, a resume
 #                    that would halve the global batch is refused
@@ -31,6 +36,37 @@ resume-split)
   run 2 "$tmp/resume-b" --set train.per_device_train_batch_size=2 --set output.save_steps=10 \
     --resume "$tmp/resume-a/checkpoint-10"
   grep -q "resumed from .*checkpoint-10 at step 10" "$tmp/resume-b.log"
+  ;;
+resume-earlier)
+  fail() { echo "FAIL: $*"; exit 1; }
+  poke="$3" d="$tmp/earlier"
+  rm -rf "$d"
+  mkdir -p "$d/b"
+  common=("${fast[@]}" --set "data.cache_dir=$tmp/dist-cache-earlier")
+  run 2 "$d/a" "${common[@]}" --set train.max_steps=4 --set output.save_steps=2
+  ck="$d/b/checkpoint-2"
+  cp -a "$d/a/checkpoint-2" "$d/a/loss.csv" "$d/b/"
+  sed -i 's/^\[train\]$/[train]\nindexer_kl_coef = 1.0\nindexer_detach = true/' "$ck/recipe.toml"
+  grep -q '^indexer_detach = true$' "$ck/recipe.toml" || fail "the old keys were not written"
+  "$poke" h5u64 "$ck/state.h5" recipe_digest "@$ck/recipe.toml"
+  "$poke" h5u64 "$ck/state.h5" recipe_hash 0123456789abcdef
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" --resume "$ck" > "$d/b.log" 2>&1 ||
+    { tail -20 "$d/b.log"; fail "the earlier build's checkpoint does not resume"; }
+  grep -q "resumed from $ck at step 2" "$d/b.log" || fail "not resumed"
+  [ "$(cut -d, -f1-5 "$d/a/loss.csv")" = "$(cut -d, -f1-5 "$d/b/loss.csv")" ] ||
+    fail "loss.csv differs from the straight run's"
+  # no recipe.toml to compare key by key: the recipe hash decides, and it differs
+  mkdir "$d/c"
+  cp -a "$d/a/checkpoint-2" "$d/c/"
+  ck="$d/c/checkpoint-2"
+  rm "$ck/recipe.toml"
+  "$poke" h5u64 "$ck/state.h5" recipe_hash 0123456789abcdef
+  rc=0
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" "${common[@]}" --set train.max_steps=4 \
+    --set "output.dir=$d/c" --resume "$ck" > "$d/c.log" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] && grep -q "^error: --resume $ck: the recipe differs from the one that wrote the checkpoint in a key that changes the numerics (its recipe hash 0123456789abcdef" "$d/c.log" ||
+    { tail -5 "$d/c.log"; fail "no recipe.toml and another recipe hash: exit $rc"; }
+  echo "ok: the earlier build's checkpoint resumed; without its recipe.toml the hash refuses it"
   ;;
 resume-alone)
   fail() { echo "FAIL: $*"; exit 1; }
