@@ -296,7 +296,9 @@ static bool recipe_validate_chat(const mt_recipe *r, const mt_toml_doc *doc, cha
 }
 
 /* Value checks that need no files: ranges and enumerations. */
-static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *err, size_t errlen) {
+/* [model], [data] and the batch: the files there before any rank allocates a model. */
+static bool recipe_validate_inputs(const mt_recipe *r, const mt_toml_doc *doc, char *err,
+                                   size_t errlen) {
     if (!r->model_path[0] && !r->model_config[0])
         BAD("model.path", "set model.path (an HF model dir) or model.config (random init)");
     /* the files must be there before any rank allocates a model */
@@ -374,6 +376,12 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
                                    "to evaluate on");
     if (r->train_per_device_train_batch_size <= 0)
         BAD("train.per_device_train_batch_size", "must be > 0");
+    return true;
+}
+
+/* [eval]: accuracy by generation. */
+static bool recipe_validate_generate(const mt_recipe *r, const mt_toml_doc *doc, char *err,
+                                     size_t errlen) {
     /* [eval]: generation needs eval.generate_data (train/trainer_generate.c); a resolved
      * recipe (recipe.toml) lists every key, so only values that ask for it count */
     const bool gen_synthetic = !strcmp(r->eval_generate_data, "synthetic");
@@ -415,6 +423,12 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
         BAD("eval.generate_top_p", "must be in (0, 1] (1: no nucleus cut), not %g",
             r->eval_generate_top_p);
     if (r->eval_generate_top_k < 0) BAD("eval.generate_top_k", "must be >= 0 (0: no top-k cut)");
+    return true;
+}
+
+/* The optimizer and the schedule. */
+static bool recipe_validate_optimizer(const mt_recipe *r, const mt_toml_doc *doc, char *err,
+                                      size_t errlen) {
     if (r->train_gradient_accumulation_steps <= 0)
         BAD("train.gradient_accumulation_steps", "must be > 0");
     if (r->train_global_batch_size < 0)
@@ -444,6 +458,12 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
     if (!(r->train_adam_beta2 >= 0 && r->train_adam_beta2 < 1))
         BAD("train.adam_beta2", "must be in [0, 1)");
     if (!(r->train_adam_epsilon > 0)) BAD("train.adam_epsilon", "must be > 0");
+    return true;
+}
+
+/* [output] and [dist]. */
+static bool recipe_validate_output(const mt_recipe *r, const mt_toml_doc *doc, char *err,
+                                   size_t errlen) {
     if (!r->output_dir[0]) BAD("output.dir", "must not be empty");
     /* else the first write says "recipe.toml.tmp.PID: cannot create: Not a directory" */
     const char *why = recipe_dir_problem(r->output_dir);
@@ -474,9 +494,9 @@ static bool recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *er
         BAD("dist.gather_dtype", "must be \"fp32\" or \"bf16\", not \"%s\"", r->dist_gather_dtype);
     if (strcmp(r->dist_gather_unit, "layer") && strcmp(r->dist_gather_unit, "expert"))
         BAD("dist.gather_unit", "must be \"layer\" or \"expert\", not \"%s\"", r->dist_gather_unit);
-#undef BAD
     return true;
 }
+#undef BAD
 
 /* Checks against the model config and the tokenizer, when both read (a file that does not
  * read is reported where the trainer loads it): the tokens of one micro-batch within what the
@@ -653,7 +673,10 @@ bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides
         ok = recipe_assign(r, k, e, err, errlen);
     }
     if (ok) recipe_default_seeds(r, &doc);
-    if (ok) ok = recipe_validate(r, &doc, err, errlen);
+    if (ok) ok = recipe_validate_inputs(r, &doc, err, errlen);
+    if (ok) ok = recipe_validate_generate(r, &doc, err, errlen);
+    if (ok) ok = recipe_validate_optimizer(r, &doc, err, errlen);
+    if (ok) ok = recipe_validate_output(r, &doc, err, errlen);
     if (ok) ok = recipe_check_model(r, &doc, err, errlen);
     mt_toml_free(&defaults);
     mt_toml_free(&doc);
