@@ -333,14 +333,10 @@ static void expect_weights_error(const char *dir, const mt_minimax *m, const cha
     mt_weights_close(r);
 }
 
-int test_weights_layouts(void) {
-    write_json_with(tmp_path("hf.json"), TINY_HF, "pad_token_id", "5");
-    mt_minimax_config cfg = parse_ok(tmp_path("hf.json"));
-    mt_minimax m;
-    model_new(&m, &cfg);
-    mt_weights_init_random(&m, 1234);
-
-    /* Initialisation: norms 1, pad row 0, N(0, 0.02) elsewhere; ranges match the whole. */
+/* Initialisation: norms 1, pad row 0 (pad_token_id 5), N(0, 0.02) elsewhere; ranges (drawn
+ * from rng) match the whole. */
+static void weights_check_init(const mt_minimax *m_, mt_rng *rng) {
+    const mt_minimax m = *m_;
     for (int p = 0; p < m.n_params; p++) {
         const mt_param_info *i = &m.info[p];
         const float *x = m.params[p].data;
@@ -358,53 +354,24 @@ int test_weights_layouts(void) {
     bool pad_zero = true;
     for (int c = 0; c < 32; c++) pad_zero &= emb[5 * 32 + c] == 0.0f;
     EXPECT(pad_zero && emb[4 * 32] != 0.0f, "pad row zero");
-    mt_rng rng;
-    mt_rng_seed(&rng, 3);
     for (int k = 0; k < 20; k++) {
-        int b = (int)(mt_rng_u64(&rng) % (uint64_t)m.n_buckets);
+        int b = (int)(mt_rng_u64(rng) % (uint64_t)m.n_buckets);
         int64_t n = m.bucket_numel[b];
-        int64_t lo = (int64_t)(mt_rng_u64(&rng) % (uint64_t)n);
-        int64_t hi = lo + (int64_t)(mt_rng_u64(&rng) % (uint64_t)(n - lo + 1));
+        int64_t lo = (int64_t)(mt_rng_u64(rng) % (uint64_t)n);
+        int64_t hi = lo + (int64_t)(mt_rng_u64(rng) % (uint64_t)(n - lo + 1));
         float *part = malloc(sizeof(float) * (size_t)(hi - lo + 1));
         mt_weights_init_random_range(&m, 1234, b, lo, hi, part);
         EXPECT(memcmp(part, bucket_data(&m, b) + lo, sizeof(float) * (size_t)(hi - lo)) == 0,
                "init range [%lld, %lld) of bucket %d", (long long)lo, (long long)hi, b);
         free(part);
     }
+}
 
-    /* Save in all three layouts (v4 sharded), load back: identical parameters. */
-    const char *dirs[3] = {tmp_path("v4"), tmp_path("v5"), tmp_path("orig")};
-    for (int k = 0; k < 3; k++) {
-        mt_naming naming = (mt_naming)k;
-        mt_weights_save(dirs[k], &m, naming, MT_F32, k == 0 ? 40000 : 0);
-        mt_minimax_config back_cfg = parse_ok(dirs[k]);
-        EXPECT(back_cfg.original_schema == (naming == MT_NAMING_ORIGINAL), "%s config schema",
-               mt_naming_name(naming));
-        mt_minimax back;
-        model_new(&back, &back_cfg);
-        mt_naming found = mt_weights_load(dirs[k], &back);
-        EXPECT(found == naming, "layout detected as %s, saved as %s", mt_naming_name(found),
-               mt_naming_name(naming));
-        EXPECT(same_buckets(&m, &back, m.n_buckets), "%s: parameters differ after reload",
-               mt_naming_name(naming));
-        for (int t = 0; t < 10; t++) {
-            int b = (int)(mt_rng_u64(&rng) % (uint64_t)m.n_buckets);
-            int64_t n = m.bucket_numel[b];
-            int64_t lo = (int64_t)(mt_rng_u64(&rng) % (uint64_t)n);
-            int64_t hi = lo + (int64_t)(mt_rng_u64(&rng) % (uint64_t)(n - lo + 1));
-            float *part = malloc(sizeof(float) * (size_t)(hi - lo + 1));
-            mt_weights_load_range(dirs[k], &back, b, lo, hi, part);
-            EXPECT(memcmp(part, bucket_data(&m, b) + lo, sizeof(float) * (size_t)(hi - lo)) == 0,
-                   "%s: range [%lld, %lld) of bucket %d", mt_naming_name(naming), (long long)lo,
-                   (long long)hi, b);
-            free(part);
-        }
-        model_free(&back);
-    }
-    EXPECT(access(tmp_path("v4/model.safetensors.index.json"), F_OK) == 0, "v4 is sharded");
-
-    /* The v5 fused tensors, read directly: gate_up_proj[e] = [w1_e; w3_e], down_proj[e] = w2_e. */
-    mt_safetensors *st = mt_safetensors_open(dirs[1]);
+/* The v5 fused tensors of the export in dir, read directly: gate_up_proj[e] = [w1_e; w3_e],
+ * down_proj[e] = w2_e. */
+static void weights_check_v5_fused(const mt_minimax *m_, const char *dir) {
+    const mt_minimax m = *m_;
+    mt_safetensors *st = mt_safetensors_open(dir);
     const mt_st_tensor *gu = mt_safetensors_find(st, "model.layers.2.mlp.experts.gate_up_proj");
     const mt_st_tensor *dn = mt_safetensors_find(st, "model.layers.2.mlp.experts.down_proj");
     EXPECT(gu && gu->ndim == 3 && gu->shape[0] == 4 && gu->shape[1] == 48 && gu->shape[2] == 32,
@@ -421,11 +388,11 @@ int test_weights_layouts(void) {
         for (int e = 0; e < 4; e++) {
             char name[128];
             snprintf(name, sizeof(name), "model.layers.2.block_sparse_moe.experts.%d.w1.weight", e);
-            const float *w1 = m.params[mt_minimax_find_param(&m, name)].data;
+            const float *w1 = m.params[mt_minimax_find_param(m_, name)].data;
             snprintf(name, sizeof(name), "model.layers.2.block_sparse_moe.experts.%d.w3.weight", e);
-            const float *w3 = m.params[mt_minimax_find_param(&m, name)].data;
+            const float *w3 = m.params[mt_minimax_find_param(m_, name)].data;
             snprintf(name, sizeof(name), "model.layers.2.block_sparse_moe.experts.%d.w2.weight", e);
-            const float *w2 = m.params[mt_minimax_find_param(&m, name)].data;
+            const float *w2 = m.params[mt_minimax_find_param(m_, name)].data;
             EXPECT(memcmp(g + e * 48 * 32, w1, sizeof(float) * 24 * 32) == 0 &&
                        memcmp(g + e * 48 * 32 + 24 * 32, w3, sizeof(float) * 24 * 32) == 0 &&
                        memcmp(d + e * 32 * 24, w2, sizeof(float) * 32 * 24) == 0,
@@ -435,11 +402,14 @@ int test_weights_layouts(void) {
         free(d);
     }
     mt_safetensors_close(st);
+}
 
-    /* BF16 export: every value is a bf16 neighbour (half an ulp: relative error <= 2^-8). */
-    mt_weights_save(tmp_path("bf16"), &m, MT_NAMING_HF_V4, MT_BF16, 0);
+/* BF16 export: every value is a bf16 neighbour (half an ulp: relative error <= 2^-8). */
+static void weights_check_bf16(const mt_minimax *m_, const mt_minimax_config *cfg) {
+    const mt_minimax m = *m_;
+    mt_weights_save(tmp_path("bf16"), m_, MT_NAMING_HF_V4, MT_BF16, 0);
     mt_minimax b16;
-    model_new(&b16, &cfg);
+    model_new(&b16, cfg);
     mt_weights_load(tmp_path("bf16"), &b16);
     double worst = 0;
     for (int b = 0; b < m.n_buckets; b++)
@@ -449,46 +419,36 @@ int test_weights_layouts(void) {
         }
     EXPECT(worst > 0 && worst <= 1.0 / 256, "bf16 export relative error %.3g", worst);
     model_free(&b16);
+}
 
-    /* First-N-layers override: the 4-layer checkpoint loads into 2 layers. */
-    mt_minimax_config cut = cfg;
-    mt_minimax_config_keep_layers(&cut, 2);
-    mt_minimax small;
-    model_new(&small, &cut);
-    mt_weights_load(dirs[1], &small);
-    EXPECT(same_buckets(&m, &small, 3), "first 2 layers + embedding equal");
-    /* without the override a 2-layer config meets a 4-layer checkpoint: named as the layer
-     * count in every naming, before the decay buffers of the transformers namings (whose
-     * slopes depend on the layer count) are checked */
-    small.cfg.num_hidden_layers_source = 2;
-    for (int k = 0; k < 3; k++)
-        expect_weights_error(dirs[k], &small, "tensors hold 4 decoder layers",
-                             "config.json's num_hidden_layers is 2");
-    model_free(&small);
-
-    /* A config that disagrees with the checkpoint: the tensor is named. */
-    mt_minimax_config other = cfg;
+/* A config that disagrees with the exports in dirs (v4, v5, original): the tensor is named. */
+static void weights_check_mismatch(const mt_minimax_config *cfg, const char *const *dirs) {
+    mt_minimax_config other = *cfg;
     other.num_local_experts = 3;
     mt_minimax o;
     mt_minimax_init(&o, &other);
     expect_weights_error(dirs[0], &o, "model.layers.0.block_sparse_moe.gate.weight", "[3, 32]");
     mt_minimax_free(&o);
-    other = cfg;
+    other = *cfg;
     other.layer_types[3] = MT_LAYER_LINEAR;
     mt_minimax_init(&o, &other);
     expect_weights_error(dirs[2], &o, "missing tensor model.layers.3.self_attn.qkv_proj.weight",
                          NULL);
     mt_minimax_free(&o);
-    other = cfg;
+    other = *cfg;
     other.intermediate_size = 20;
     mt_minimax_init(&o, &other);
     expect_weights_error(dirs[0], &o, "experts.0.w1.weight", "[24, 32]");
     expect_weights_error(dirs[1], &o, "gate_up_proj", "[4, 48, 32]");
     mt_minimax_free(&o);
+}
 
-    /* Checkpoints with more tensors than parameters. transformers >= 5 saves the lightning
-     * decay buffers: accepted when slope_rate matches the config's decay (variant 0), else
-     * the tensor is named (1: a slope off by 0.1%); anything else is unexpected (2, 3). */
+/* Checkpoints with more tensors than parameters. transformers >= 5 saves the lightning
+ * decay buffers: accepted when slope_rate matches the config's decay (variant 0), else
+ * the tensor is named (1: a slope off by 0.1%); anything else is unexpected (2, 3). */
+static void weights_check_decay_buffers(const mt_minimax *m_, const mt_minimax_config *cfg_) {
+    const mt_minimax m = *m_;
+    const mt_minimax_config cfg = *cfg_;
     for (int variant = 0; variant < 4; variant++) {
         char dir[64];
         snprintf(dir, sizeof(dir), "extra%d", variant);
@@ -536,6 +496,72 @@ int test_weights_layouts(void) {
                                  NULL);
         }
     }
+}
+
+int test_weights_layouts(void) {
+    write_json_with(tmp_path("hf.json"), TINY_HF, "pad_token_id", "5");
+    mt_minimax_config cfg = parse_ok(tmp_path("hf.json"));
+    mt_minimax m;
+    model_new(&m, &cfg);
+    mt_weights_init_random(&m, 1234);
+
+    mt_rng rng;
+    mt_rng_seed(&rng, 3);
+    weights_check_init(&m, &rng);
+
+    /* Save in all three layouts (v4 sharded), load back: identical parameters. */
+    const char *dirs[3] = {tmp_path("v4"), tmp_path("v5"), tmp_path("orig")};
+    for (int k = 0; k < 3; k++) {
+        mt_naming naming = (mt_naming)k;
+        mt_weights_save(dirs[k], &m, naming, MT_F32, k == 0 ? 40000 : 0);
+        mt_minimax_config back_cfg = parse_ok(dirs[k]);
+        EXPECT(back_cfg.original_schema == (naming == MT_NAMING_ORIGINAL), "%s config schema",
+               mt_naming_name(naming));
+        mt_minimax back;
+        model_new(&back, &back_cfg);
+        mt_naming found = mt_weights_load(dirs[k], &back);
+        EXPECT(found == naming, "layout detected as %s, saved as %s", mt_naming_name(found),
+               mt_naming_name(naming));
+        EXPECT(same_buckets(&m, &back, m.n_buckets), "%s: parameters differ after reload",
+               mt_naming_name(naming));
+        for (int t = 0; t < 10; t++) {
+            int b = (int)(mt_rng_u64(&rng) % (uint64_t)m.n_buckets);
+            int64_t n = m.bucket_numel[b];
+            int64_t lo = (int64_t)(mt_rng_u64(&rng) % (uint64_t)n);
+            int64_t hi = lo + (int64_t)(mt_rng_u64(&rng) % (uint64_t)(n - lo + 1));
+            float *part = malloc(sizeof(float) * (size_t)(hi - lo + 1));
+            mt_weights_load_range(dirs[k], &back, b, lo, hi, part);
+            EXPECT(memcmp(part, bucket_data(&m, b) + lo, sizeof(float) * (size_t)(hi - lo)) == 0,
+                   "%s: range [%lld, %lld) of bucket %d", mt_naming_name(naming), (long long)lo,
+                   (long long)hi, b);
+            free(part);
+        }
+        model_free(&back);
+    }
+    EXPECT(access(tmp_path("v4/model.safetensors.index.json"), F_OK) == 0, "v4 is sharded");
+
+    weights_check_v5_fused(&m, dirs[1]);
+    weights_check_bf16(&m, &cfg);
+
+    /* First-N-layers override: the 4-layer checkpoint loads into 2 layers. */
+    mt_minimax_config cut = cfg;
+    mt_minimax_config_keep_layers(&cut, 2);
+    mt_minimax small;
+    model_new(&small, &cut);
+    mt_weights_load(dirs[1], &small);
+    EXPECT(same_buckets(&m, &small, 3), "first 2 layers + embedding equal");
+    /* without the override a 2-layer config meets a 4-layer checkpoint: named as the layer
+     * count in every naming, before the decay buffers of the transformers namings (whose
+     * slopes depend on the layer count) are checked */
+    small.cfg.num_hidden_layers_source = 2;
+    for (int k = 0; k < 3; k++)
+        expect_weights_error(dirs[k], &small, "tensors hold 4 decoder layers",
+                             "config.json's num_hidden_layers is 2");
+    model_free(&small);
+
+    weights_check_mismatch(&cfg, dirs);
+
+    weights_check_decay_buffers(&m, &cfg);
     model_free(&m);
     tmp_cleanup();
     return MT_TEST_OK;
