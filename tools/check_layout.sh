@@ -93,7 +93,8 @@ check() {
   while read -r from to at; do
     [ -n "$from" ] || continue
     if [[ "${may[$from]}" != *" $to "* ]]; then
-      echo "$at: rooms: $from/ includes $to/, which docs/design.md does not allow ($from/ may include:${may[$from]})"
+      allowed=$(echo ${may[$from]})
+      echo "$at: rooms: $from/ includes $to/, which docs/design.md does not allow ($from/ may include: ${allowed:-nothing})"
       bad=1
     fi
   done <<< "$all_edges"
