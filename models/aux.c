@@ -36,6 +36,15 @@ int mt_aux_list(const mt_minimax *m, bool grad, mt_tensor *router, mt_tensor *in
     return n;
 }
 
+const mt_minimax_aux_alias *mt_minimax_aux_aliases(int *n) {
+    static const mt_minimax_aux_alias aliases[] = {
+        {"indexer_kl_coef", AUX_INDEX, false, 1.0},
+        {"indexer_detach", AUX_INDEX, true, 1.0},
+    };
+    *n = (int)(sizeof(aliases) / sizeof(aliases[0]));
+    return aliases;
+}
+
 int mt_minimax_aux_terms(const mt_minimax *m, bool grad, mt_minimax_aux *aux) {
     return mt_aux_list(m, grad, NULL, NULL, aux);
 }

@@ -169,6 +169,16 @@ bool mt_minimax_set_aux_detach(mt_minimax *m, const char *name, bool detach);
 bool mt_minimax_aux_settable(const mt_minimax_config *cfg, const char *name, bool detach, char *why,
                              size_t n);
 
+/* A term's setting as earlier recipes named it, in their [train] table (key without "train."),
+ * with the value every recipe.toml of theirs held unless the recipe set another (true as 1). */
+typedef struct {
+    const char *key, *term;
+    bool detach; /* the setting is the term's detachment, else its coefficient */
+    double def;
+} mt_minimax_aux_alias;
+/* The family-independent list of those former names; *n their number. */
+const mt_minimax_aux_alias *mt_minimax_aux_aliases(int *n);
+
 /* Called around each bucket's use: in the forward (enter before the first op of a bucket,
  * leave after its last) and, through the context's tag hook, in the backward. */
 typedef struct {

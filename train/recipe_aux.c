@@ -12,45 +12,42 @@
 #define COEF_PREFIX   "model.aux_coef."
 #define DETACH_PREFIX "model.aux_detach."
 
-/* Keys that moved from [train] to the model's tables, with the value every recipe.toml written
- * before held unless its recipe set another: read under their new name (a value other than that
- * default), or dropped (that default, which the model's own default equals), so that a
- * checkpoint written before resumes. */
-static const struct {
-    const char *was, *now;
-    double def; /* as a number: true is 1 */
-} moved_keys[] = {
-    {"train.indexer_kl_coef", "model.aux_coef.index_kl", 1.0},
-    {"train.indexer_detach", "model.aux_detach.index_kl", 1.0},
-};
-
+/* Keys of earlier recipes' [train] table that are now the model's term settings (the model's
+ * list, mt_minimax_aux_aliases): read under the new name (a value other than the setting's
+ * default then), or dropped (that default, which the model's own equals), so that a checkpoint
+ * written before resumes. */
 bool mt_recipe_moved_keys_apply(mt_toml_doc *doc, char *err, size_t errlen) {
+    int n_alias;
+    const mt_minimax_aux_alias *alias = mt_minimax_aux_aliases(&n_alias);
     for (int i = 0; i < doc->n; i++) {
         mt_toml_entry *e = &doc->entries[i];
-        size_t k = 0;
-        while (k < sizeof(moved_keys) / sizeof(moved_keys[0]) && strcmp(e->key, moved_keys[k].was))
+        int k = 0;
+        while (k < n_alias && !(!strncmp(e->key, "train.", 6) && !strcmp(e->key + 6, alias[k].key)))
             k++;
-        if (k == sizeof(moved_keys) / sizeof(moved_keys[0])) continue;
+        if (k == n_alias) continue;
+        char now[128];
+        snprintf(now, sizeof(now), "%s%s", alias[k].detach ? DETACH_PREFIX : COEF_PREFIX,
+                 alias[k].term);
         const mt_toml_value *v = &e->value;
         const double x = v->type == MT_TOML_BOOL    ? (double)v->b
                          : v->type == MT_TOML_INT   ? (double)v->i
                          : v->type == MT_TOML_FLOAT ? v->f
                                                     : NAN;
-        if (mt_toml_find(doc, moved_keys[k].now)) {
+        if (mt_toml_find(doc, now)) {
             char where[MT_PATH_MAX + 64];
             mt_recipe_entry_where(e, where, sizeof(where));
             snprintf(err, errlen, "%s: %s is now %s, which the recipe sets too: keep one", where,
-                     e->key, moved_keys[k].now);
+                     e->key, now);
             return false;
         }
         free(e->key);
-        if (x == moved_keys[k].def) { /* the old default: nothing to carry */
+        if (x == alias[k].def) { /* the old default: nothing to carry */
             memmove(e, e + 1, (size_t)(doc->n - i - 1) * sizeof(*e));
             doc->n--;
             i--;
             continue;
         }
-        e->key = strdup(moved_keys[k].now);
+        e->key = strdup(now);
         MT_CHECK(e->key, "out of memory copying a recipe key");
     }
     return true;

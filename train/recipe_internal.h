@@ -28,7 +28,7 @@ uint64_t mt_recipe_aux_hash(const mt_recipe *r, uint64_t h);
  * appended to out as the resume diff does ("; " after the first of count so far); returns the
  * new count. */
 int mt_recipe_aux_diff(const mt_recipe *was, const mt_recipe *now, char *out, size_t n, int count);
-/* Keys that moved (model-level settings the [train] table held) read under their new names in
- * doc, or dropped where they hold the default every earlier recipe.toml wrote. false with one
- * line in err when the recipe also sets the new key. */
+/* Keys that moved (model-level settings the [train] table held; the model's list) read under
+ * their new names in doc, or dropped where they hold the default every earlier recipe.toml wrote.
+ * false with one line in err when the recipe also sets the new key. */
 bool mt_recipe_moved_keys_apply(mt_toml_doc *doc, char *err, size_t errlen);
