@@ -169,7 +169,7 @@ static char *api_content(const cJSON *m, int i, mt_api_error *err) {
 /* messages rendered with the chat template and the generation prompt, tokenized. A template
  * that refuses them (raise_exception, a role it does not know) is the request's error. */
 static int32_t *api_chat_prompt(const mt_api_env *env, const cJSON *body, int *n,
-                                mt_api_error *err) {
+                                char **prompt_text, mt_api_error *err) {
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(body, "messages");
     const int nm = cJSON_IsArray(ms) ? cJSON_GetArraySize(ms) : 0;
     if (nm == 0) {
@@ -208,8 +208,8 @@ static int32_t *api_chat_prompt(const mt_api_env *env, const cJSON *body, int *n
         mt_api_fail(err, 400, NULL, "messages",
                     "the model's chat template cannot render 'messages': %s%s",
                     at == why ? "" : "template", at);
-    else
-        ids = api_tokenize(env, r.text, r.len, n, "messages", err);
+    else if ((ids = api_tokenize(env, r.text, r.len, n, "messages", err)))
+        *prompt_text = strdup(r.text);
     mt_chat_rendered_free(&r);
 done:
     for (int j = 0; j < nm; j++) free((char *)msgs[j].text);
@@ -331,7 +331,7 @@ int mt_api_parse(const mt_api_env *env, mt_api_kind kind, const char *body, size
     }
     for (int i = 0; i < np; i++) {
         int T = 0;
-        int32_t *ids = kind == MT_API_CHAT ? api_chat_prompt(env, o, &T, err)
+        int32_t *ids = kind == MT_API_CHAT ? api_chat_prompt(env, o, &T, &call->chat_prompt, err)
                                            : api_prompt(env, prompts[i], &T, err);
         if (!ids) goto done;
         if (T < 1 || T >= env->t_max) {
@@ -381,6 +381,10 @@ void mt_api_call_free(mt_api_call *call) {
         free(call->prompt_text[i]);
     }
     call->n = 0;
+    free(call->chat_prompt);
+    cJSON_Delete(call->tools);
+    call->chat_prompt = NULL;
+    call->tools = NULL;
 }
 
 char *mt_api_completion_text(const mt_api_env *env, const mt_serve_req *r) {

@@ -9,6 +9,8 @@
 #include "data/chat.h"
 #include "serve/engine.h"
 
+struct cJSON;
+
 #define MT_API_MAX_PROMPTS 64 /* prompts in one /v1/completions request */
 
 /* What the endpoints need of the server. */
@@ -41,6 +43,11 @@ typedef struct {
     char *prompt_text[MT_API_MAX_PROMPTS]; /* echo: the prompt as text */
     long id;                               /* the response's id number */
     long created;
+    /* chat only: */
+    char *chat_prompt;   /* the rendered prompt (whether the reply starts inside reasoning) */
+    struct cJSON *tools; /* the request's "tools" (owned), NULL when absent; they type the
+                            parsed tool calls' parameter values */
+    bool tool_calls_off; /* tool_choice "none": tool-call markup stays content */
 } mt_api_call;
 
 /* Parses body into call (requests made, not submitted). Returns 0, or -1 with err filled. */
