@@ -335,7 +335,8 @@ int main(int argc, char **argv) {
     if (!mt_chat_tokenizer_fits(tok, tok_dir, cfg.vocab_size, err, sizeof(err))) chat_fail(err);
     if (!mt_chat_template_tokens_fit(chat, tok, tok_dir, err, sizeof(err))) chat_fail(err);
     if (system_text) { /* a system turn that alone fills the context leaves no chat */
-        const mt_chat_msg sys = {MT_CHAT_SYSTEM, system_text, strlen(system_text)};
+        const mt_chat_msg sys = {
+            .role = MT_CHAT_SYSTEM, .text = system_text, .len = strlen(system_text)};
         int T = 0;
         int32_t *ids = mt_chat_cli_prompt(chat, tok, &sys, 1, &T, err, sizeof(err));
         free(ids); /* a template that refuses a system turn alone is checked at the first turn */

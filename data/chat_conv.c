@@ -191,6 +191,9 @@ void mt_chat_conv_from_msgs(jinja_heap *h, const mt_chat_msg *msgs, int n, mt_ch
         jinja_value m = jinja_dict_new(h);
         jinja_dict_set_str(h, m, "role", jinja_cstr(h, roles[msgs[i].role]));
         jinja_dict_set_str(h, m, "content", jinja_str(h, msgs[i].text, msgs[i].len));
+        if (msgs[i].reasoning)
+            jinja_dict_set_str(h, m, "reasoning_content",
+                               jinja_str(h, msgs[i].reasoning, msgs[i].reasoning_len));
         jinja_list_push(h, out->messages, m);
         out->loss[i] = -1;
     }

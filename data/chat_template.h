@@ -18,6 +18,10 @@ typedef struct {
     mt_chat_role role;
     const char *text; /* content[0].text, UTF-8 */
     size_t len;
+    /* an assistant turn's reasoning (its reasoning_content; NULL: none), which the template
+     * renders or drops as it wants (M2 drops it before the last user turn) */
+    const char *reasoning;
+    size_t reasoning_len;
 } mt_chat_msg;
 
 typedef struct {

@@ -217,8 +217,9 @@ int mt_sample_build_piece(mt_sample_builder *b, int k, char *err) {
 }
 
 int mt_sample_build(mt_sample_builder *b, const char *question, const char *answer, char *err) {
-    const mt_chat_msg msgs[2] = {{MT_CHAT_USER, question, strlen(question)},
-                                 {MT_CHAT_ASSISTANT, answer, strlen(answer)}};
+    const mt_chat_msg msgs[2] = {
+        {.role = MT_CHAT_USER, .text = question, .len = strlen(question)},
+        {.role = MT_CHAT_ASSISTANT, .text = answer, .len = strlen(answer)}};
     int k = mt_sample_conv_open_msgs(b, msgs, 2, err);
     if (k < 0) return MT_SAMPLE_ERROR;
     MT_CHECK(k == 1, "a question and its answer make one sample, not %d", k);

@@ -16,11 +16,13 @@ static mt_chat_msg *gsm8k_turns(const mt_gsm8k_set *shots, int n_shots, const ch
              "gsm8k eval: %d shots of %lld examples", n_shots, shots ? (long long)shots->n : 0LL);
     mt_chat_msg *msgs = mt_malloc(sizeof(mt_chat_msg) * (size_t)(2 * n_shots + 1), "shot turns");
     for (int i = 0; i < n_shots; i++) {
-        msgs[2 * i] = (mt_chat_msg){MT_CHAT_USER, shots->question[i], strlen(shots->question[i])};
-        msgs[2 * i + 1] =
-            (mt_chat_msg){MT_CHAT_ASSISTANT, shots->answer[i], strlen(shots->answer[i])};
+        msgs[2 * i] = (mt_chat_msg){
+            .role = MT_CHAT_USER, .text = shots->question[i], .len = strlen(shots->question[i])};
+        msgs[2 * i + 1] = (mt_chat_msg){
+            .role = MT_CHAT_ASSISTANT, .text = shots->answer[i], .len = strlen(shots->answer[i])};
     }
-    msgs[2 * n_shots] = (mt_chat_msg){MT_CHAT_USER, question, strlen(question)};
+    msgs[2 * n_shots] =
+        (mt_chat_msg){.role = MT_CHAT_USER, .text = question, .len = strlen(question)};
     return msgs;
 }
 

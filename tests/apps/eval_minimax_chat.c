@@ -134,10 +134,11 @@ static int test_eval_minimax_chat(void) {
     EXPECT(n_turns == 3, "%d turns printed for 3 (the line after /exit is not read)", n_turns);
     if (n_turns != 3) return MT_TEST_OK;
     /* the prompts: q1; q1, reply 1, q2; q1 again */
-    const mt_chat_msg conv[3] = {
-        {MT_CHAT_USER, q1, strlen(q1)},
-        {MT_CHAT_ASSISTANT, chat_text(turns[0]), strlen(chat_text(turns[0]))},
-        {MT_CHAT_USER, q2, strlen(q2)}};
+    const mt_chat_msg conv[3] = {{.role = MT_CHAT_USER, .text = q1, .len = strlen(q1)},
+                                 {.role = MT_CHAT_ASSISTANT,
+                                  .text = chat_text(turns[0]),
+                                  .len = strlen(chat_text(turns[0]))},
+                                 {.role = MT_CHAT_USER, .text = q2, .len = strlen(q2)}};
     const int n_msgs[3] = {1, 3, 1};
     enum { MAXT = 1024 };
     static int32_t got[MAXT], want[MAXT], ids[3][N_NEW + 1], ref[N_NEW];
@@ -181,8 +182,8 @@ static int test_eval_minimax_chat(void) {
     snprintf(input, sizeof(input), "%s\n/reset\n%s\n", q1, q1);
     EXPECT(chat_run(dir, "MT_CHAT_CLI", args, input) == 0, "minimax-chat: %s", chat_err);
     EXPECT(chat_turns(turns, 4) == 2, "--system: not 2 turns");
-    const mt_chat_msg with_sys[2] = {{MT_CHAT_SYSTEM, sys, strlen(sys)},
-                                     {MT_CHAT_USER, q1, strlen(q1)}};
+    const mt_chat_msg with_sys[2] = {{.role = MT_CHAT_SYSTEM, .text = sys, .len = strlen(sys)},
+                                     {.role = MT_CHAT_USER, .text = q1, .len = strlen(q1)}};
     const int nw = chat_expected_prompt(tok, with_sys, 2, want, MAXT);
     for (int i = 0; i < 2; i++) {
         const int ng = chat_ids(turns[i], "prompt_ids", got, MAXT);
