@@ -109,6 +109,9 @@ typedef struct mt_family {
      * alone loads in transformers only under its module names (its name conversion is the VL
      * layout's), so its text-only exports are written in them. */
     int (*export_naming)(const struct mt_minimax_config *cfg, int loaded);
+    /* The reply format its chat replies are split by (models/reply.h: "none", "minimax_m2",
+     * ...): the default of minimax-serve's --reasoning-parser. */
+    const char *reply_format;
 } mt_family;
 
 extern const mt_family mt_family_text01;

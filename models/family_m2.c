@@ -191,4 +191,5 @@ const mt_family mt_family_m2 = {
     .plan = m2_plan,
     .extra = m2_extra,
     .v5_router_bias = "model.layers.%d.mlp.e_score_correction_bias",
+    .reply_format = "minimax_m2",
 };

@@ -460,4 +460,5 @@ const mt_family mt_family_m3 = {
     .extra = m3_extra,
     .v5_router_bias = "model.layers.%d.mlp.gate.e_score_correction_bias",
     .export_naming = m3_export_naming,
+    .reply_format = "minimax_m3",
 };

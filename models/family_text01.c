@@ -368,4 +368,5 @@ const mt_family mt_family_text01 = {
     .save = t01_save,
     .plan = t01_plan,
     .extra = t01_extra,
+    .reply_format = "none",
 };
