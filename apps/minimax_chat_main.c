@@ -3,7 +3,8 @@
  *
  *   minimax-chat --model DIR [--tokenizer TOK] [--chat-template FILE] [--template-kwargs JSON]
  *                [--system TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]
- *                [--seed S] [--stop STR]... [--json] [--backend cpu|cuda]
+ *                [--seed S] [--stop STR]... [--reasoning-parser NAME] [--hide-reasoning]
+ *                [--json] [--backend cpu|cuda]
  *
  * Each line on stdin is a user turn (a line ending in '\' continues on the next); `/reset`
  * forgets the turns (the system prompt stays), `/exit` or the end of input ends. Every turn
@@ -11,7 +12,11 @@
  * with the variables of --template-kwargs) plus the generation prompt, exactly as minimax-eval
  * and training render it (data/chat_cli.h, data/chat.h), and decodes with the same code
  * (models/generate.h); the reply streams to stdout as its tokens are decoded and joins the
- * conversation as an assistant turn. A reply ends at the end-of-turn token (mt_chat_cli_eos),
+ * conversation as an assistant turn. With a reply format (--reasoning-parser, by default the
+ * model's family's: models/reply.h) the reply is split as it streams: its reasoning shown faint
+ * (or not at all with --hide-reasoning), its content, its tool calls on lines of their own; the
+ * assistant turn keeps the content and the reasoning as reasoning_content, and the template
+ * renders or drops that as it wants. A reply ends at the end-of-turn token (mt_chat_cli_eos),
  * at a --stop string or after --max-new-tokens. --json prints one object per turn instead of the
  * stream: the prompt's ids, the reply's ids and its text. The conversation is rendered and
  * prefilled anew each turn: the reply's tokens are not its re-tokenized text, so a cache kept from
@@ -33,7 +38,9 @@
 #include "data/chat_cli.h"
 #include "models/config.h"
 #include "models/generate.h"
+#include "models/family.h"
 #include "models/minimax.h"
+#include "models/reply.h"
 #include "models/weights.h"
 
 #define CHAT_MAX_STOPS 16
@@ -44,6 +51,7 @@ static void usage(int status) {
             "         [--template-kwargs JSON] [--system TEXT] [--max-new-tokens N]\n"
             "         [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR]... "
             "[--json]\n"
+            "         [--reasoning-parser NAME] [--hide-reasoning]\n"
             "         [--backend cpu|cuda] [--no-verify]\n"
             "       minimax-chat --help | --version\n"
             "  a chat in the terminal: each line on stdin is a user turn (end a line with '\\' "
@@ -54,12 +62,17 @@ static void usage(int status) {
             "  --max-new-tokens N: the longest reply (default 512)\n"
             "  --temperature T (default 0: greedy), --top-k K, --top-p P, --seed S: sampling\n"
             "  --stop STR: also end a reply when its text contains STR (up to %d)\n"
-            "  --json: one line per turn, {\"prompt_ids\", \"ids\", \"text\"}, instead of the "
-            "stream\n"
+            "  --reasoning-parser NAME: how a reply's reasoning is told from its content\n"
+            "    (%s; default: the model's family's): the reasoning is shown faint and\n"
+            "    kept in the conversation for the template; tool calls on lines of their own\n"
+            "  --hide-reasoning: do not show the reasoning\n"
+            "  --json: one line per turn, {\"prompt_ids\", \"ids\", \"text\"} (with a reply "
+            "format also\n"
+            "    \"reasoning_content\", \"content\", \"tool_calls\"), instead of the stream\n"
             "  --backend cuda: decode on the GPU (default cpu)\n"
             "  --no-verify: skip the check of the weights against the digests their files\n"
             "    record (docs/checkpoints.md)\n",
-            CHAT_MAX_STOPS);
+            CHAT_MAX_STOPS, mt_reply_format_names());
     exit(status);
 }
 
@@ -82,16 +95,25 @@ static void chat_history_add(chat_history *h, mt_chat_role role, const char *tex
 }
 
 static void chat_history_truncate(chat_history *h, int n) {
-    while (h->n > n) free((char *)h->msgs[--h->n].text);
+    while (h->n > n) {
+        free((char *)h->msgs[--h->n].text);
+        free((char *)h->msgs[h->n].reasoning);
+    }
 }
 
-/* What a reply needs while it decodes: the tokenizer for the stream and the stop strings. */
+/* What a reply needs while it decodes: the tokenizer for the stream and the stop strings, and
+ * the reply format that tells its reasoning from its content (models/reply.h). */
 typedef struct {
     const mt_tokenizer *tok;
     const char *const *stops;
     int n_stops;
     bool stream;
-    size_t printed; /* bytes of the reply's text already on stdout */
+    size_t printed;             /* bytes of the reply's text already on stdout (no reply format) */
+    const mt_reply_format *fmt; /* active: the reply is split as it streams */
+    mt_reply_stream *split;     /* this reply's (NULL: no reply format) */
+    int32_t eos;
+    bool hide_reasoning, dim; /* dim: the reasoning in faint type (stdout is a terminal) */
+    bool in_reasoning_shown;  /* the reasoning's faint type is on */
 } chat_reply;
 
 /* The end of the part of text that later tokens cannot change: a trailing U+FFFD is a
@@ -101,13 +123,38 @@ static size_t chat_stable_len(const char *text, size_t n) {
     return n;
 }
 
+/* One piece of a split reply on stdout: the reasoning faint (or hidden), then the content, a
+ * tool call on a line of its own. */
+static void chat_show(chat_reply *r, const mt_reply_delta *d) {
+    if (d->reasoning_len && !r->hide_reasoning) {
+        if (r->dim && !r->in_reasoning_shown) fputs("\033[2m", stdout);
+        r->in_reasoning_shown = true;
+        fwrite(d->reasoning, 1, d->reasoning_len, stdout);
+    }
+    const bool more = d->content_len || d->n_calls;
+    if (more && r->in_reasoning_shown) { /* the reasoning is over: a line between */
+        fputs(r->dim ? "\033[0m\n\n" : "\n\n", stdout);
+        r->in_reasoning_shown = false;
+    }
+    fwrite(d->content, 1, d->content_len, stdout);
+    for (int i = 0; i < d->n_calls; i++)
+        printf("\n[tool call %s(%s)]\n", d->calls[i].name, d->calls[i].arguments);
+    fflush(stdout);
+}
+
 /* mt_gen_opts.stop: streams the new text of the reply and searches the stop strings. */
 static bool chat_on_token(void *user, int b, const int32_t *toks, int n) {
     (void)b;
     chat_reply *r = user;
     char *text = mt_tokenizer_decode(r->tok, toks, n, true);
     const size_t len = strlen(text), stable = chat_stable_len(text, len);
-    if (r->stream && stable > r->printed) {
+    if (r->stream && r->split) {
+        char *marked = mt_reply_decode(r->fmt, r->tok, toks, n, r->eos);
+        mt_reply_delta d;
+        mt_reply_stream_feed(r->split, marked, chat_stable_len(marked, strlen(marked)), false, &d);
+        chat_show(r, &d);
+        free(marked);
+    } else if (r->stream && stable > r->printed) {
         fwrite(text + r->printed, 1, stable - r->printed, stdout);
         fflush(stdout);
         r->printed = stable;
@@ -143,18 +190,47 @@ static int32_t *chat_prompt(const chat_session *s, const chat_history *h, int *T
 }
 
 static void chat_print_json(const int32_t *prompt, int T, const int32_t *out, int n,
-                            const char *text) {
+                            const char *text, const mt_reply *split) {
     cJSON *o = cJSON_CreateObject(), *p = cJSON_AddArrayToObject(o, "prompt_ids"),
           *g = cJSON_AddArrayToObject(o, "ids");
     for (int t = 0; t < T; t++) cJSON_AddItemToArray(p, cJSON_CreateNumber(prompt[t]));
     for (int t = 0; t < n; t++) cJSON_AddItemToArray(g, cJSON_CreateNumber(out[t]));
     cJSON_AddStringToObject(o, "text", text);
+    if (split) { /* the reply format's split of it (models/reply.h) */
+        if (split->reasoning)
+            cJSON_AddStringToObject(o, "reasoning_content", split->reasoning);
+        else
+            cJSON_AddNullToObject(o, "reasoning_content");
+        cJSON_AddStringToObject(o, "content", split->content ? split->content : "");
+        cJSON *calls = cJSON_AddArrayToObject(o, "tool_calls");
+        for (int i = 0; i < split->n_calls; i++) {
+            cJSON *c = cJSON_CreateObject();
+            cJSON_AddStringToObject(c, "name", split->calls[i].name);
+            cJSON_AddStringToObject(c, "arguments", split->calls[i].arguments);
+            cJSON_AddItemToArray(calls, c);
+        }
+    }
     char *printed = cJSON_PrintUnformatted(o);
     MT_CHECK(printed, "cannot format the turn");
     printf("%s\n", printed);
     fflush(stdout);
     free(printed);
     cJSON_Delete(o);
+}
+
+/* With a reply format: the rendered prompt of the conversation (what tells whether the reply
+ * starts inside its reasoning), malloc'ed, and the stream that splits the reply as it comes;
+ * NULL without one. */
+static char *chat_split_begin(chat_session *s, const chat_history *h) {
+    if (!mt_reply_format_active(s->reply.fmt)) return NULL;
+    mt_chat_rendered r = {0};
+    char err[MT_ERR_LEN + 4800];
+    /* (the same conversation rendered for the prompt's ids a moment ago) */
+    MT_CHECK(mt_chat_render_msgs(s->chat, h->msgs, h->n, &r, err, sizeof(err)) == 0, "%s", err);
+    char *text = strdup(r.text);
+    mt_chat_rendered_free(&r);
+    if (s->reply.stream) s->reply.split = mt_reply_stream_new(s->reply.fmt, text, NULL, false);
+    return text;
 }
 
 /* One turn: the user's text joins the conversation, the reply is decoded (streamed) and joins
@@ -202,18 +278,44 @@ static void chat_turn(chat_session *s, chat_history *h, const char *text, size_t
     mt_gen_opts o = s->opts;
     o.row_ids = &row;
     s->reply.printed = 0;
+    char *prompt_text = chat_split_begin(s, h);
     int n_out = 0;
     const int32_t *prompts[1] = {prompt};
     mt_minimax_generate_batch(s->model, &s->ctx, prompts, &T, 1, n_new, &o, out, &n_out);
     char *reply = mt_tokenizer_decode(s->tok, out, n_out, true);
+    mt_reply split = {0};
+    if (prompt_text) { /* the whole reply split as the stream split it */
+        char *marked = mt_reply_decode(s->reply.fmt, s->tok, out, n_out, s->reply.eos);
+        mt_reply_parse(s->reply.fmt, prompt_text, marked, strlen(marked), NULL, false, &split);
+        if (s->reply.split) {
+            mt_reply_delta d;
+            mt_reply_stream_feed(s->reply.split, marked, strlen(marked), true, &d);
+            chat_show(&s->reply, &d);
+            if (s->reply.in_reasoning_shown && s->reply.dim) fputs("\033[0m", stdout);
+            s->reply.in_reasoning_shown = false;
+            mt_reply_stream_free(s->reply.split);
+            s->reply.split = NULL;
+        }
+        free(marked);
+        free(prompt_text);
+    }
     if (s->json)
-        chat_print_json(prompt, T, out, n_out, reply);
+        chat_print_json(prompt, T, out, n_out, reply, prompt_text ? &split : NULL);
     else {
-        fputs(reply + s->reply.printed, stdout);
+        if (!prompt_text) fputs(reply + s->reply.printed, stdout);
         fputc('\n', stdout);
         fflush(stdout);
     }
-    chat_history_add(h, MT_CHAT_ASSISTANT, reply, strlen(reply));
+    if (prompt_text) { /* the history keeps what the template takes back: content, reasoning */
+        const char *c = split.content ? split.content : "";
+        chat_history_add(h, MT_CHAT_ASSISTANT, c, strlen(c));
+        if (split.reasoning) {
+            h->msgs[h->n - 1].reasoning = strdup(split.reasoning);
+            h->msgs[h->n - 1].reasoning_len = strlen(split.reasoning);
+        }
+    } else
+        chat_history_add(h, MT_CHAT_ASSISTANT, reply, strlen(reply));
+    mt_reply_free(&split);
     free(reply);
     free(out);
     free(prompt);
@@ -271,13 +373,13 @@ static void chat_fail(const char *msg) {
 
 int main(int argc, char **argv) {
     const char *model_dir = NULL, *tok_dir = NULL, *system_text = NULL, *backend = "cpu",
-               *chat_file = NULL, *kwargs = NULL;
+               *chat_file = NULL, *kwargs = NULL, *reasoning_parser = NULL;
     const char *stops[CHAT_MAX_STOPS];
     int n_stops = 0;
     long long n_new = 512, top_k = 0;
     double temperature = 0, top_p = 1;
     uint64_t seed = 0;
-    bool json = false, verify = true;
+    bool json = false, verify = true, hide_reasoning = false;
     char msg[512];
     for (int i = 1; i < argc; i++) {
         const bool more = i + 1 < argc;
@@ -291,6 +393,10 @@ int main(int argc, char **argv) {
             chat_file = argv[++i];
         else if (!strcmp(f, "--template-kwargs") && more)
             kwargs = argv[++i];
+        else if (!strcmp(f, "--reasoning-parser") && more)
+            reasoning_parser = argv[++i];
+        else if (!strcmp(f, "--hide-reasoning"))
+            hide_reasoning = true;
         else if (!strcmp(f, "--system") && more)
             system_text = argv[++i];
         else if (!strcmp(f, "--max-new-tokens") && more)
@@ -334,6 +440,9 @@ int main(int argc, char **argv) {
     mt_minimax_config_load(model_dir, &cfg);
     if (!mt_chat_tokenizer_fits(tok, tok_dir, cfg.vocab_size, err, sizeof(err))) chat_fail(err);
     if (!mt_chat_template_tokens_fit(chat, tok, tok_dir, err, sizeof(err))) chat_fail(err);
+    const mt_reply_format *fmt =
+        mt_reply_format_pick(reasoning_parser, mt_config_family(&cfg), err, sizeof(err));
+    if (!fmt) chat_fail(err);
     if (system_text) { /* a system turn that alone fills the context leaves no chat */
         const mt_chat_msg sys = {
             .role = MT_CHAT_SYSTEM, .text = system_text, .len = strlen(system_text)};
@@ -357,7 +466,14 @@ int main(int argc, char **argv) {
 
     chat_session s = {
         .model = &m, .tok = tok, .chat = chat, .be = be, .n_new = (int)n_new, .json = json};
-    s.reply = (chat_reply){.tok = tok, .stops = stops, .n_stops = n_stops, .stream = !json};
+    s.reply = (chat_reply){.tok = tok,
+                           .stops = stops,
+                           .n_stops = n_stops,
+                           .stream = !json,
+                           .fmt = fmt,
+                           .eos = eos,
+                           .hide_reasoning = hide_reasoning,
+                           .dim = isatty(STDOUT_FILENO)};
     s.opts = (mt_gen_opts){.temperature = (float)temperature,
                            .top_k = (int)top_k,
                            .top_p = (float)top_p,

@@ -16,7 +16,8 @@
  * as it goes and the ranks decode in step (mt_gen_sync: one gather per bucket and decode step
  * for a rank's whole batch); --weights auto takes the replica when it fits the rank's memory.
  * What does not fit is refused at the start with the sizes. The
- * completion (special tokens left out) is scored by eval/gsm8k_answer.h against the gold answer.
+ * completion (special tokens left out; with a reply format, --reasoning-parser, its content after
+ * the reasoning, models/reply.h) is scored by eval/gsm8k_answer.h against the gold answer.
  * Rank 0 prints the accuracy with its 95 % Wilson interval, and with --out writes one JSON line per
  * sample (index, prompt, completion, extracted, gold, correct), in data-set order, through a
  * temporary file renamed into place. */
@@ -40,6 +41,8 @@
 #include "eval/gsm8k_answer.h"
 #include "eval/gsm8k_eval.h"
 #include "models/minimax.h"
+#include "models/family.h"
+#include "models/reply.h"
 #include "models/safetensors.h"
 #include "models/weights.h"
 #include "train/comm.h"
@@ -73,6 +76,8 @@ static void usage(int status) {
             "  --backend cuda: decode on the rank's GPU (default cpu)\n"
             "  --tokenizer TOK: the directory of tokenizer.json and the chat template (default "
             "DIR)\n" MT_CHAT_CLI_HELP
+            "  --reasoning-parser NAME: how the completion's reasoning is told from its answer\n"
+            "    (%s; default: the model's family's); the answer is read after the reasoning\n"
             "  --limit N: the first N questions; --max-new-tokens (default 256); --batch "
             "(default 8)\n"
             "  --temperature 0 (default): greedy; else sampling, with --top-k, --top-p, --seed\n"
@@ -85,7 +90,7 @@ static void usage(int status) {
             "  a completion stops where prompt and completion fill it\n"
             "  --no-verify: skip the check of the weights against the digests their files\n"
             "    record (docs/checkpoints.md)\n",
-            EV_MAX_STOPS);
+            mt_reply_format_names(), EV_MAX_STOPS);
     exit(status);
 }
 
@@ -146,7 +151,7 @@ static double ev_now(void) {
  * core/cli_flags.h (one line naming a refused one). Returns false on an unknown flag. */
 typedef struct {
     const char *model_dir, *data_path, *out_path, *tok_dir, *shots_path, *backend, *weights,
-        *chat_file, *kwargs;
+        *chat_file, *kwargs, *reasoning_parser;
     const char *stops[EV_MAX_STOPS];
     int n_stops;
     long long limit, n_new, batch, top_k, n_shots;
@@ -180,6 +185,8 @@ static bool ev_parse(int argc, char **argv, ev_args *a) {
             a->chat_file = argv[++i];
         else if (!strcmp(f, "--template-kwargs") && more)
             a->kwargs = argv[++i];
+        else if (!strcmp(f, "--reasoning-parser") && more)
+            a->reasoning_parser = argv[++i];
         else if (!strcmp(f, "--backend") && more)
             a->backend = argv[++i];
         else if (!strcmp(f, "--weights") && more)
@@ -299,12 +306,13 @@ static bool ev_plan_weights(const ev_args *a, const mt_minimax *m, const mt_mini
 
 /* Rank 0 gathers the counts and the lines, rebuilds the data-set order, prints the accuracy
  * and writes --out. */
-static void ev_report(const ev_args *a, const mt_strbuf *lines, int64_t n, int64_t n_correct,
-                      int64_t n_tokens, double t0) {
+static void ev_report(const ev_args *a, const mt_strbuf *lines, int64_t n,
+                      const mt_gsm8k_counts *cnt, double t0) {
     const int n_ranks = ev_host->size;
     const char *out_path = a->out_path;
-    long total[2] = {0, 0}, mine[2] = {(long)n_correct, (long)n_tokens};
-    MPI_Reduce(mine, total, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    long total[3] = {0, 0, 0},
+         mine[3] = {(long)cnt->correct, (long)cnt->tokens, (long)cnt->in_reasoning};
+    MPI_Reduce(mine, total, 3, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     const long total_correct = total[0];
     int my_len = (int)lines->len;
     int *all_len = ev_rank == 0 ? mt_calloc((size_t)n_ranks, sizeof(int), "lengths") : NULL;
@@ -329,6 +337,11 @@ static void ev_report(const ev_args *a, const mt_strbuf *lines, int64_t n, int64
                "%ld tokens generated in %.2f s on %d ranks (%.1f tokens/s)\n",
                100.0 * (double)total_correct / (double)n, total_correct, (long long)n, 100 * lo,
                100 * hi, total[1], el, n_ranks, (double)total[1] / el);
+        /* the answer is read from the content after the reasoning: none when it never ended */
+        if (total[2] > 0)
+            printf("%ld of %lld completions ended inside their reasoning (no answer after it; "
+                   "a larger --max-new-tokens may help)\n",
+                   total[2], (long long)n);
         if (out_path) {
             int64_t *d64 = mt_calloc((size_t)n_ranks, sizeof(int64_t), "offsets");
             int64_t *l64 = mt_calloc((size_t)n_ranks, sizeof(int64_t), "lengths");
@@ -435,6 +448,9 @@ int main(int argc, char **argv) {
     mt_minimax_config_load(model_dir, &cfg);
     if (!mt_chat_tokenizer_fits(tok, tok_dir, cfg.vocab_size, err, sizeof(err))) ev_fail(err);
     if (!mt_chat_template_tokens_fit(chat, tok, tok_dir, err, sizeof(err))) ev_fail(err);
+    const mt_reply_format *reply =
+        mt_reply_format_pick(a.reasoning_parser, mt_config_family(&cfg), err, sizeof(err));
+    if (!reply) ev_fail(err);
     mt_minimax m;
     mt_minimax_init(&m, &cfg);
     const mt_backend *be = mt_gen_backend_named(a.backend, &m, err, sizeof(err));
@@ -461,9 +477,10 @@ int main(int argc, char **argv) {
                         .shots = n_shots ? &shots : NULL,
                         .n_shots = (int)n_shots,
                         .n_new = (int)n_new,
-                        .opts = o};
+                        .opts = o,
+                        .reply = reply};
     mt_strbuf lines = {0}; /* this rank's JSON lines, in its samples' order */
-    int64_t n_correct = 0, n_tokens = 0;
+    mt_gsm8k_counts cnt = {0};
     const int B = (int)a.batch;
     int64_t *row_ids = mt_calloc((size_t)B, sizeof(int64_t), "row ids");
     /* the arena holds one prompt forward: sized for this rank's longest */
@@ -500,7 +517,7 @@ int main(int argc, char **argv) {
         const int64_t left = n_mine - j0 > 0 ? n_mine - j0 : 0;
         const int nb = (int)(left < B ? left : B);
         for (int r = 0; r < nb; r++) row_ids[r] = ev_rank + (j0 + r) * n_ranks;
-        mt_gsm8k_eval_batch(&ev, row_ids, nb, &lines, &n_correct, &n_tokens);
+        mt_gsm8k_eval_batch(&ev, row_ids, nb, &lines, &cnt);
         if (ev_rank == 0 && nb > 0) { /* rank 0's share, a proxy for the whole: ranks run alike */
             const int64_t done = j0 + nb;
             const double el = ev_now() - t0, eta = el / (double)done * (double)(n_mine - done);
@@ -509,7 +526,7 @@ int main(int argc, char **argv) {
         }
     }
 
-    ev_report(&a, &lines, n, n_correct, n_tokens, t0);
+    ev_report(&a, &lines, n, &cnt, t0);
     mt_ctx_free(&c);
     free(row_ids);
     mt_strbuf_free(&lines);

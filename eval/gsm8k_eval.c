@@ -85,8 +85,58 @@ size_t mt_gsm8k_eval_arena_bytes(const mt_gsm8k_eval *e, int64_t first, int64_t 
     return mt_minimax_generate_arena_bytes(&e->model->cfg, 1, longest);
 }
 
+/* Sample i's completion scored into one JSON line of lines. */
+static void gsm8k_eval_score(const mt_gsm8k_eval *e, int64_t i, const int32_t *out, int n_out,
+                             mt_strbuf *lines, mt_gsm8k_counts *counts) {
+    char *text = mt_tokenizer_decode(e->tok, out, n_out, true);
+    mt_reply reply = {0};
+    const bool split = e->reply && mt_reply_format_active(e->reply);
+    if (split) { /* the prompt says whether the completion starts inside the reasoning */
+        mt_chat_rendered prompt = {0};
+        char err[MT_ERR_LEN + 4600];
+        MT_CHECK(mt_gsm8k_eval_render(e->chat, e->shots, e->n_shots, e->set->question[i], &prompt,
+                                      err, sizeof(err)) == 0,
+                 "gsm8k eval: question %lld: %s", (long long)i, err);
+        char *marked = mt_reply_decode(e->reply, e->tok, out, n_out, e->opts.eos);
+        mt_reply_parse(e->reply, prompt.text, marked, strlen(marked), NULL, true, &reply);
+        free(marked);
+        mt_chat_rendered_free(&prompt);
+        counts->in_reasoning += reply.in_reasoning;
+    }
+    const char *answer = split ? (reply.content ? reply.content : "") : text;
+    char got[MT_GSM8K_ANSWER_MAX], gold[MT_GSM8K_ANSWER_MAX];
+    mt_gsm8k_extract(answer, got, sizeof(got));
+    mt_gsm8k_extract(e->set->answer[i], gold, sizeof(gold));
+    const bool ok = mt_gsm8k_correct(answer, e->set->answer[i]);
+    counts->correct += ok;
+    counts->tokens += n_out;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "index", (double)i);
+    cJSON_AddStringToObject(j, "prompt", e->set->question[i]);
+    cJSON_AddStringToObject(j, "completion", text);
+    if (split) {
+        if (reply.reasoning)
+            cJSON_AddStringToObject(j, "reasoning", reply.reasoning);
+        else
+            cJSON_AddNullToObject(j, "reasoning");
+        cJSON_AddStringToObject(j, "content", answer);
+        cJSON_AddBoolToObject(j, "ended_in_reasoning", reply.in_reasoning);
+    }
+    cJSON_AddStringToObject(j, "extracted", got);
+    cJSON_AddStringToObject(j, "gold", gold);
+    cJSON_AddBoolToObject(j, "correct", ok);
+    char *printed = cJSON_PrintUnformatted(j);
+    MT_CHECK(printed, "cannot format sample %lld", (long long)i);
+    mt_strbuf_append(lines, printed, strlen(printed));
+    mt_strbuf_append(lines, "\n", 1);
+    free(printed);
+    cJSON_Delete(j);
+    mt_reply_free(&reply);
+    free(text);
+}
+
 void mt_gsm8k_eval_batch(const mt_gsm8k_eval *e, const int64_t *ids, int nb, mt_strbuf *lines,
-                         int64_t *n_correct, int64_t *n_tokens) {
+                         mt_gsm8k_counts *counts) {
     int32_t **prompts = mt_calloc((size_t)nb, sizeof(int32_t *), "prompts");
     int *lens = mt_calloc((size_t)nb, sizeof(int), "prompt lengths");
     int *n_out = mt_calloc((size_t)nb, sizeof(int), "completion lengths");
@@ -102,29 +152,7 @@ void mt_gsm8k_eval_batch(const mt_gsm8k_eval *e, const int64_t *ids, int nb, mt_
     mt_minimax_generate_batch(e->model, e->ctx, (const int32_t *const *)prompts, lens, nb, e->n_new,
                               &o, out, n_out);
     for (int r = 0; r < nb; r++) {
-        const int64_t i = ids[r];
-        char *text =
-            mt_tokenizer_decode(e->tok, out + (size_t)r * (size_t)e->n_new, n_out[r], true);
-        char got[MT_GSM8K_ANSWER_MAX], gold[MT_GSM8K_ANSWER_MAX];
-        mt_gsm8k_extract(text, got, sizeof(got));
-        mt_gsm8k_extract(e->set->answer[i], gold, sizeof(gold));
-        const bool ok = mt_gsm8k_correct(text, e->set->answer[i]);
-        *n_correct += ok;
-        *n_tokens += n_out[r];
-        cJSON *j = cJSON_CreateObject();
-        cJSON_AddNumberToObject(j, "index", (double)i);
-        cJSON_AddStringToObject(j, "prompt", e->set->question[i]);
-        cJSON_AddStringToObject(j, "completion", text);
-        cJSON_AddStringToObject(j, "extracted", got);
-        cJSON_AddStringToObject(j, "gold", gold);
-        cJSON_AddBoolToObject(j, "correct", ok);
-        char *printed = cJSON_PrintUnformatted(j);
-        MT_CHECK(printed, "cannot format sample %lld", (long long)i);
-        mt_strbuf_append(lines, printed, strlen(printed));
-        mt_strbuf_append(lines, "\n", 1);
-        free(printed);
-        cJSON_Delete(j);
-        free(text);
+        gsm8k_eval_score(e, ids[r], out + (size_t)r * (size_t)e->n_new, n_out[r], lines, counts);
         free(prompts[r]);
     }
     free(prompts);

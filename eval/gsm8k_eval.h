@@ -15,6 +15,7 @@
 #include "data/gsm8k.h"
 #include "data/tokenizer.h"
 #include "models/generate.h"
+#include "models/reply.h"
 
 typedef struct {
     mt_minimax *model; /* buckets bound (host memory: generation runs on the CPU backend) */
@@ -26,7 +27,16 @@ typedef struct {
     int n_shots;               /* the first n_shots of shots, in order */
     int n_new;                 /* max new tokens per completion */
     mt_gen_opts opts;          /* eos, sampling, stops; row_ids set per batch */
+    /* the model's reply format (models/reply.h; NULL or "none": the whole completion is the
+     * answer): the answer is taken from the content after the reasoning */
+    const mt_reply_format *reply;
 } mt_gsm8k_eval;
+
+/* What a batch adds up. */
+typedef struct {
+    int64_t correct, tokens;
+    int64_t in_reasoning; /* completions that ended inside their reasoning (no answer after it) */
+} mt_gsm8k_counts;
 
 /* The conversation of a question: shots[0..n_shots) as user (question) / assistant (answer)
  * turns, then the question as a user turn, rendered by t with the generation prompt into out.
@@ -52,10 +62,11 @@ size_t mt_gsm8k_eval_arena_bytes(const mt_gsm8k_eval *e, int64_t first, int64_t 
 
 /* Decodes the samples ids[0..nb) as one ragged batch (greedy unless e->opts samples) and
  * appends one JSON line per sample to lines, in the order of ids: {"index", "prompt" (the
- * question), "completion" (special tokens left out), "extracted", "gold", "correct"}. Adds the
- * correct ones to *n_correct and the tokens generated to *n_tokens. */
+ * question), "completion" (special tokens left out), with a reply format also "reasoning"
+ * (null when none), "content" (what the answer is taken from) and "ended_in_reasoning",
+ * then "extracted", "gold", "correct"}. Adds to counts. */
 void mt_gsm8k_eval_batch(const mt_gsm8k_eval *e, const int64_t *ids, int nb, mt_strbuf *lines,
-                         int64_t *n_correct, int64_t *n_tokens);
+                         mt_gsm8k_counts *counts);
 
 /* n result lines in data-set order from the ranks' lines: rank r's lines (its samples r,
  * r + n_ranks, ...) are the len[r] bytes at all + displ[r]. Appends them to out. */

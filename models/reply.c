@@ -4,6 +4,7 @@
 #include "models/reply.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,23 @@ const mt_reply_format *mt_reply_format_find(const char *name) {
 const mt_reply_format *mt_reply_format_of(const mt_family *fam) {
     const mt_reply_format *f = fam ? mt_reply_format_find(fam->reply_format) : NULL;
     return f ? f : &reply_none;
+}
+
+const mt_reply_format *mt_reply_format_pick(const char *name, const mt_family *fam, char *err,
+                                            size_t errlen) {
+    if (!name) return mt_reply_format_of(fam);
+    const mt_reply_format *f = mt_reply_format_find(name);
+    if (!f)
+        snprintf(err, errlen, "--reasoning-parser: \"%s\" is not a reply format (%s)", name,
+                 mt_reply_format_names());
+    return f;
+}
+
+char *mt_reply_decode(const mt_reply_format *f, const mt_tokenizer *tok, const int32_t *ids, int n,
+                      int32_t eos) {
+    if (!mt_reply_format_active(f)) return mt_tokenizer_decode(tok, ids, n, true);
+    if (n > 0 && ids[n - 1] == eos) n--; /* the end of the turn, not text of the reply */
+    return mt_tokenizer_decode(tok, ids, n, false);
 }
 
 const char *mt_reply_format_name(const mt_reply_format *f) { return f->name; }

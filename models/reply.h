@@ -35,6 +35,9 @@
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "data/tokenizer.h"
 
 struct cJSON;
 struct mt_family;
@@ -50,6 +53,15 @@ const char *mt_reply_format_name(const mt_reply_format *f);
 bool mt_reply_format_active(const mt_reply_format *f);
 /* Every name joined by "|" ("none|minimax_m2|minimax_m3"), for --help and errors. */
 const char *mt_reply_format_names(void);
+/* The format a tool's --reasoning-parser names (NULL: the family's), or NULL with one line in
+ * err naming the flag and the names. */
+const mt_reply_format *mt_reply_format_pick(const char *name, const struct mt_family *fam,
+                                            char *err, size_t errlen);
+/* A reply's ids (n, as decoding produced them) as the text its format splits, malloc'ed: the
+ * special tokens kept (the think tags and tool-call markers are special tokens in the family's
+ * tokenizer), a last token equal to eos left out; with "none", special tokens left out. */
+char *mt_reply_decode(const mt_reply_format *f, const mt_tokenizer *tok, const int32_t *ids, int n,
+                      int32_t eos);
 
 typedef struct {
     char *name;

@@ -26,6 +26,7 @@
 #include "data/synth.h"
 #include "eval/gsm8k_answer.h"
 #include "eval/gsm8k_eval.h"
+#include "models/family.h"
 #include "models/safetensors.h"
 #include "data/chat_cli.h"
 #include "train/env.h"
@@ -278,7 +279,11 @@ void trainer_generate(const mt_recipe *rc, const trainer_device *d, trainer_mode
     mt_bucket_hooks hooks = mt_sharded_forward_hooks(&m->sharded);
     trainer_gen_sync ss = {.host = d->host};
     const mt_gen_sync sync = {.hooks = &hooks, .max_all = trainer_generate_max_all, .user = &ss};
-    mt_gsm8k_eval ev = {.model = &rep, .tok = g->tok, .chat = g->chat, .set = &g->set};
+    mt_gsm8k_eval ev = {.model = &rep,
+                        .tok = g->tok,
+                        .chat = g->chat,
+                        .set = &g->set,
+                        .reply = mt_reply_format_of(mt_config_family(&m->cfg))};
     trainer_generate_opts(rc, g, &ev);
     if (g->gathered) {
         /* every expert to every rank, computed where its rows are: no expert parallelism */
@@ -301,7 +306,7 @@ void trainer_generate(const mt_recipe *rc, const trainer_device *d, trainer_mode
                 64 * (m->cfg.num_hidden_layers + 4));
     ev.ctx = &c;
     mt_strbuf lines = {0};
-    int64_t counts[2] = {0, 0}; /* correct, tokens */
+    mt_gsm8k_counts cnt = {0};
     const int B = rc->eval_generate_batch;
     /* in step, every rank runs as many batches as the one with the most samples */
     const int64_t n_runs = g->gathered ? (n + P - 1) / P : n_mine;
@@ -310,7 +315,7 @@ void trainer_generate(const mt_recipe *rc, const trainer_device *d, trainer_mode
         const int64_t left = n_mine - j0 > 0 ? n_mine - j0 : 0;
         const int nb = (int)(left < B ? left : B);
         for (int r = 0; r < nb; r++) ids[r] = rank + (j0 + r) * P;
-        mt_gsm8k_eval_batch(&ev, ids, nb, &lines, &counts[0], &counts[1]);
+        mt_gsm8k_eval_batch(&ev, ids, nb, &lines, &cnt);
     }
     free(ids);
     mt_ctx_free(&c);
@@ -326,7 +331,8 @@ void trainer_generate(const mt_recipe *rc, const trainer_device *d, trainer_mode
     }
 
     /* the counts and every rank's lines (padded to the longest, 4-byte words) to every rank */
-    d->host->allreduce_i64(d->host, counts, 2);
+    int64_t counts[3] = {cnt.correct, cnt.tokens, cnt.in_reasoning};
+    d->host->allreduce_i64(d->host, counts, 3);
     int64_t *len = mt_calloc((size_t)P, sizeof(int64_t), "line lengths");
     len[rank] = (int64_t)lines.len;
     d->host->allreduce_i64(d->host, len, P);
@@ -353,10 +359,14 @@ void trainer_generate(const mt_recipe *rc, const trainer_device *d, trainer_mode
         mt_gsm8k_eval_wilson(counts[0], n, &lo, &hi);
         char when[32] = "of the model as loaded"; /* --eval-only */
         if (step > 0) snprintf(when, sizeof(when), "after step %d", step);
+        char unfinished[96] = ""; /* the answer is read after the reasoning */
+        if (counts[2] > 0)
+            snprintf(unfinished, sizeof(unfinished), "; %lld ended inside their reasoning",
+                     (long long)counts[2]);
         printf("eval %s: accuracy %.2f%% (%lld / %lld), 95%% Wilson interval [%.2f%%, %.2f%%], "
-               "by generation (%lld tokens, %.1f s); %s\n",
+               "by generation (%lld tokens, %.1f s%s); %s\n",
                when, 100.0 * (double)counts[0] / (double)n, (long long)counts[0], (long long)n,
-               100 * lo, 100 * hi, (long long)counts[1], dt, path);
+               100 * lo, 100 * hi, (long long)counts[1], dt, unfinished, path);
         fflush(stdout);
     }
     free(mine);

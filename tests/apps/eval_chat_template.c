@@ -14,7 +14,8 @@
  * skipped without them) with the tokenizers of tests/fixtures/tokenizer_m2 and _m3 (which have
  * no chat_template): the prompt ends with the generation prompt transformers renders
  * (tests/fixtures/chat/multiturn_expected.json), M3's following --template-kwargs'
- * thinking_mode; minimax-chat's prompt is minimax-generate's. */
+ * thinking_mode; minimax-chat's prompt is minimax-generate's.
+ * eval_chat_reasoning: minimax-chat and minimax-eval with a reply format (models/reply.h). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -348,8 +349,132 @@ static int test_eval_chat_template_released(void) {
     return MT_TEST_OK;
 }
 
+/* The M3 split of a reply whose prompt ends in "<mm:think>" (the released template with
+ * thinking_mode "enabled"), transcribed from the template's own split of an assistant turn
+ * (content.split('</mm:think>'), each side strip('\n')), for replies without tool-call
+ * markup: reasoning up to the first close tag, content after it; no close tag: all reasoning. */
+static void ct_m3_split(const char *text, char *reasoning, char *content, size_t n) {
+    const char *close = strstr(text, "</mm:think>");
+    const char *r0 = text, *r1 = close ? close : text + strlen(text);
+    const char *c0 = close ? close + strlen("</mm:think>") : r1, *c1 = c0 + strlen(c0);
+    while (r0 < r1 && *r0 == '\n') r0++;
+    while (r1 > r0 && r1[-1] == '\n') r1--;
+    while (c0 < c1 && *c0 == '\n') c0++;
+    while (c1 > c0 && c1[-1] == '\n') c1--;
+    snprintf(reasoning, n, "%.*s", (int)(r1 - r0), r0);
+    snprintf(content, n, "%.*s", (int)(c1 - c0), c0);
+}
+
+/* Field key of line `line` of ct_out as a string (NULL: absent or not a string), malloc'ed. */
+static char *ct_turn_field(int line, const char *key) {
+    const char *p = ct_out;
+    for (int i = 0; i < line && p; i++) p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL;
+    cJSON *o = p && *p ? cJSON_ParseWithLength(p, strcspn(p, "\n")) : NULL;
+    const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(o, key));
+    char *s = t ? strdup(t) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
+
+/* minimax-chat and minimax-eval with M3's reply format (--reasoning-parser minimax_m3; the
+ * tiny model is of the family without one): chat's reasoning_content and content are the
+ * template's split of the reply, the next turn's prompt renders that reasoning back as M3's
+ * template does (every assistant turn: <mm:think>R</mm:think>C[e~[), --hide-reasoning keeps it
+ * off stdout; minimax-eval reads the answer from the content and counts the completions that
+ * ended inside the reasoning. */
+static int test_eval_chat_reasoning(void) {
+    const char *m3 = ct_shared_template("MiniMax-M3.jinja");
+    if (!m3) {
+        printf("no ../shared/templates: skipped\n");
+        return MT_TEST_SKIP;
+    }
+    char dir[4096], model[4200], tokdir[4400], tmpl[4096], a[24000], path[4400];
+    snprintf(tmpl, sizeof(tmpl), "%s", m3);
+    snprintf(tokdir, sizeof(tokdir), "%s/tests/fixtures/tokenizer_m3", source_dir());
+    make_tmpdir(dir, sizeof(dir));
+    eval_make_model_tok("tiny.json", tokdir, 6160, dir, 1, 0, model, sizeof(model));
+    snprintf(path, sizeof(path), "%s/tokenizer.json", model);
+    mt_tokenizer *tok = mt_tokenizer_load(path);
+    const char *flags = "--template-kwargs '{\"thinking_mode\": \"enabled\"}' "
+                        "--reasoning-parser minimax_m3 --max-new-tokens 12";
+    snprintf(a, sizeof(a), "--model '%s' --json --chat-template '%s' %s", model, tmpl, flags);
+    EXPECT(ct_run(dir, "MT_CHAT_CLI", a, "What is 7 times 6?\nAnd 8 times 9?\n") == 0, "chat: %s",
+           ct_err);
+    /* turn 1: the reply's ids (special tokens kept, the end of turn left out) split by hand */
+    const char *p = ct_out;
+    cJSON *o = cJSON_ParseWithLength(p, strcspn(p, "\n"));
+    cJSON *ids = cJSON_GetObjectItem(o, "ids");
+    const int n = cJSON_GetArraySize(ids), eos = mt_tokenizer_token_to_id(tok, "[e~[");
+    if (n > 0 && (int)cJSON_GetArrayItem(ids, n - 1)->valuedouble == eos)
+        cJSON_DeleteItemFromArray(ids, n - 1);
+    char *text = ct_decode(ids, tok), reasoning[4096], content[4096];
+    ct_m3_split(text, reasoning, content, sizeof(reasoning));
+    char *got_r = ct_turn_field(0, "reasoning_content"), *got_c = ct_turn_field(0, "content");
+    EXPECT(!strstr(text, "]<]minimax[>["), "the reply holds tool-call markup: %s", text);
+    EXPECT(got_c && !strcmp(got_c, content), "content %s, the template's split %s",
+           got_c ? got_c : "(none)", content);
+    EXPECT(*reasoning ? got_r && !strcmp(got_r, reasoning) : !got_r,
+           "reasoning_content %s, the template's split %s", got_r ? got_r : "(null)", reasoning);
+    /* turn 2's prompt: turn 1 as the template renders an assistant turn with that reasoning */
+    cJSON *ids2 = ct_prompt_ids(1);
+    char *prompt2 = ct_decode(ids2, tok), turn1[9000];
+    if (*reasoning)
+        snprintf(turn1, sizeof(turn1), "]~b]ai\n<mm:think>%s</mm:think>%s[e~[\n", reasoning,
+                 content);
+    else
+        snprintf(turn1, sizeof(turn1), "]~b]ai\n</mm:think>%s[e~[\n", content);
+    EXPECT(has(prompt2, turn1), "turn 2's prompt lacks turn 1 as the template renders it (%s): %s",
+           turn1, prompt2);
+    printf("chat: reasoning %zu bytes, content %zu bytes, rendered back in turn 2\n",
+           strlen(reasoning), strlen(content));
+    /* the stream: the reasoning shown, or hidden */
+    snprintf(a, sizeof(a), "--model '%s' --chat-template '%s' %s", model, tmpl, flags);
+    EXPECT(ct_run(dir, "MT_CHAT_CLI", a, "What is 7 times 6?\n") == 0, "chat: %s", ct_err);
+    EXPECT(!*reasoning || has(ct_out, reasoning), "the stream lacks the reasoning: %s", ct_out);
+    snprintf(a, sizeof(a), "--model '%s' --chat-template '%s' %s --hide-reasoning", model, tmpl,
+             flags);
+    EXPECT(ct_run(dir, "MT_CHAT_CLI", a, "What is 7 times 6?\n") == 0, "chat: %s", ct_err);
+    EXPECT(!*reasoning || !has(ct_out, reasoning), "--hide-reasoning shows it: %s", ct_out);
+    /* minimax-eval: every line split, the count printed */
+    char data[4400], out[4400];
+    snprintf(data, sizeof(data), "%s/q.jsonl", dir);
+    snprintf(out, sizeof(out), "%s/r.jsonl", dir);
+    write_text(data, "{\"question\": \"What is 7 times 6?\", \"answer\": \"7*6=42\\n#### 42\"}\n"
+                     "{\"question\": \"And 8 times 9?\", \"answer\": \"#### 72\"}\n");
+    snprintf(a, sizeof(a), "--model '%s' --data '%s' --out '%s' --chat-template '%s' %s", model,
+             data, out, tmpl, flags);
+    EXPECT(ct_run(dir, "MT_EVAL_CLI", a, NULL) == 0, "eval: %s", ct_err);
+    ct_slurp(out, ct_out, sizeof(ct_out));
+    int ended = 0, lines = 0;
+    for (const char *l = ct_out; *l; l = strchr(l, '\n') + 1, lines++) {
+        cJSON *j = cJSON_ParseWithLength(l, strcspn(l, "\n"));
+        const bool in = cJSON_IsTrue(cJSON_GetObjectItem(j, "ended_in_reasoning"));
+        const char *c = cJSON_GetStringValue(cJSON_GetObjectItem(j, "content"));
+        ended += in;
+        EXPECT(c && (!in || !*c) && cJSON_GetObjectItem(j, "reasoning"),
+               "eval line %d: no split, or content after unfinished reasoning", lines);
+        cJSON_Delete(j);
+    }
+    EXPECT(lines == 2, "%d result lines", lines);
+    ct_run(dir, "MT_EVAL_CLI", a, NULL);
+    char said[128];
+    snprintf(said, sizeof(said), "%d of 2 completions ended inside their reasoning", ended);
+    EXPECT(ended == 0 || has(ct_out, said), "eval does not say \"%s\": %s", said, ct_out);
+    printf("eval: %d of 2 completions ended inside their reasoning\n", ended);
+    free(got_r);
+    free(got_c);
+    free(text);
+    free(prompt2);
+    cJSON_Delete(ids2);
+    cJSON_Delete(o);
+    mt_tokenizer_free(tok);
+    rm_tree(dir);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"eval_chat_template_flags", test_eval_chat_template_flags},
     {"eval_chat_template_released", test_eval_chat_template_released},
+    {"eval_chat_reasoning", test_eval_chat_reasoning},
 };
 MT_TEST_MAIN(cases)

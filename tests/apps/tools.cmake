@@ -33,10 +33,12 @@ set_property(TEST eval_minimax_chat eval_minimax_chat_errors APPEND PROPERTY ENV
 # --template-kwargs, another template in tokenizer_config.json, the bad values (_flags);
 # MiniMax-M2's and M3's released templates from ../shared/templates (_released: else 77).
 mt_test_binary(test_eval_chat_template apps/eval_chat_template.c)
-mt_test_cases(test_eval_chat_template eval_chat_template_flags eval_chat_template_released)
-add_dependencies(test_eval_chat_template minimax-chat minimax-generate)
-set_property(TEST eval_chat_template_flags eval_chat_template_released APPEND PROPERTY ENVIRONMENT
-  "MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>" "MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>")
+mt_test_cases(test_eval_chat_template eval_chat_template_flags eval_chat_template_released
+  eval_chat_reasoning)
+add_dependencies(test_eval_chat_template minimax-chat minimax-generate minimax-eval)
+set_property(TEST eval_chat_template_flags eval_chat_template_released eval_chat_reasoning
+  APPEND PROPERTY ENVIRONMENT "MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>"
+  "MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>" "MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>")
 # --backend cuda against the CPU backend: gpu_chat here (skipped without a GPU), op_cuda_emu_chat
 # with minimax-chat-emu (tests/gpu/gpu.cmake)
 add_test(NAME gpu_chat COMMAND test_eval_minimax_chat eval_minimax_chat_device)
