@@ -1,5 +1,6 @@
-/* recipe_internal.h: what train/recipe.c shares with train/recipe_aux.c (the model's
- * auxiliary loss terms by name: [model.aux_coef], [model.aux_detach]). */
+/* recipe_internal.h: what train/recipe.c shares with train/recipe_validate.c (the checks of the
+ * values) and train/recipe_aux.c (the model's auxiliary loss terms by name: [model.aux_coef],
+ * [model.aux_detach]). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -7,6 +8,11 @@
 
 #include "models/config.h"
 #include "train/recipe.h"
+
+/* The checks of r's values (train/recipe_validate.c): ranges, combinations, the input files and
+ * the output directory, the model config and the tokenizer against the batch; false with one
+ * line in err naming the key where doc sets it. */
+bool mt_recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *err, size_t errlen);
 
 /* "file:line:col" of an entry, or "--set key". */
 void mt_recipe_entry_where(const mt_toml_entry *e, char *buf, size_t len);
