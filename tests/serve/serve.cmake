@@ -48,3 +48,9 @@ mt_test_binary(test_serve_openai_request serve/serve_openai_request.c)
 target_link_libraries(test_serve_openai_request PRIVATE mtserve)
 mt_test_cases(test_serve_openai_request serve_openai_request_completion serve_openai_request_chat
   serve_openai_request_errors serve_openai_request_error_json)
+# Chat replies split into reasoning_content, content and tool_calls (serve/openai_reply.c) as a
+# unit: completion ids of the M2 / M3 test tokenizers through the response and the stream's
+# events (tests/serve/serve_openai_reply.c).
+mt_test_binary(test_serve_openai_reply serve/serve_openai_reply.c)
+target_link_libraries(test_serve_openai_reply PRIVATE mtserve)
+mt_test_cases(test_serve_openai_reply serve_openai_reply_m2 serve_openai_reply_m3)
