@@ -7,9 +7,13 @@
  *                 [--served-model-name NAME] [--backend cpu|cuda] [--header-timeout S]
  *                 [--body-timeout S] [--idle-timeout S] [--max-connections N]
  *                 [--max-connections-per-address N] [--prefill-tokens N]
+ *                 [--reasoning-parser NAME]
  *
  * Chat messages are rendered by the model's chat template (TOK's, or FILE, with the variables
- * of JSON: data/chat_cli.h), as training renders them.
+ * of JSON: data/chat_cli.h), as training renders them. Chat replies are split into
+ * reasoning_content, content and tool_calls by the reply format NAME (models/reply.h; default:
+ * the model family's; "none": the reply is content), one name for both of vLLM's
+ * --reasoning-parser and --tool-call-parser.
  * POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health; requests are
  * batched continuously (serve/engine.h). SIGTERM or SIGINT: no new connections, the requests in
  * flight are answered, exit 0. Generation runs on the CPU backend (models/generate.h), the model
@@ -25,7 +29,9 @@
 #include "core/version.h"
 #include "data/chat_cli.h"
 #include "models/config.h"
+#include "models/family.h"
 #include "models/minimax.h"
+#include "models/reply.h"
 #include "models/weights.h"
 #include "serve/engine.h"
 #include "serve/server.h"
@@ -38,6 +44,7 @@ static void usage(int status) {
             "         [--served-model-name NAME] [--backend cpu|cuda] [--header-timeout S]\n"
             "         [--body-timeout S] [--idle-timeout S] [--max-connections N]\n"
             "         [--max-connections-per-address N] [--prefill-tokens N] [--no-verify]\n"
+            "         [--reasoning-parser %s]\n"
             "       minimax-serve --help | --version\n"
             "  OpenAI-compatible: POST /v1/chat/completions, POST /v1/completions,\n"
             "  GET /v1/models, GET /health; continuous batching of up to N requests (default 8)\n"
@@ -63,7 +70,11 @@ static void usage(int status) {
             "    more are closed at once\n"
             "  --prefill-tokens N: prompt tokens prefilled between two decode steps at most;\n"
             "    longer prompts are prefilled a chunk at a time (default 128)\n"
-            "  SIGTERM / SIGINT: stop accepting, answer what is in flight, exit 0\n");
+            "  --reasoning-parser NAME: how chat replies are split into reasoning_content,\n"
+            "    content and tool_calls (vLLM's --reasoning-parser and --tool-call-parser in\n"
+            "    one; default: the model family's; none: all content, special tokens dropped)\n"
+            "  SIGTERM / SIGINT: stop accepting, answer what is in flight, exit 0\n",
+            mt_reply_format_names());
     exit(status);
 }
 
@@ -88,7 +99,7 @@ static const char *serve_text_flag(const char *flag, const char *v) {
 
 int main(int argc, char **argv) {
     const char *model_dir = NULL, *tok_dir = NULL, *name = NULL, *backend = "cpu",
-               *chat_file = NULL, *kwargs = NULL;
+               *chat_file = NULL, *kwargs = NULL, *reply_name = NULL;
     mt_server_opts o = {.host = "127.0.0.1",
                         .port = 8000,
                         .max_body = 1 << 20,
@@ -136,6 +147,8 @@ int main(int argc, char **argv) {
             o.max_connections = serve_int_flag(f, argv[++i], 1, 4096);
         else if (!strcmp(f, "--max-connections-per-address") && more)
             o.max_per_address = serve_int_flag(f, argv[++i], 1, 4096);
+        else if (!strcmp(f, "--reasoning-parser") && more)
+            reply_name = serve_text_flag(f, argv[++i]);
         else if (!strcmp(f, "--backend") && more)
             backend = argv[++i];
         else if (!strcmp(f, "--served-model-name") && more)
@@ -171,6 +184,13 @@ int main(int argc, char **argv) {
 
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
+    const mt_reply_format *reply =
+        reply_name ? mt_reply_format_find(reply_name) : mt_reply_format_of(mt_config_family(&cfg));
+    if (!reply) {
+        snprintf(err, sizeof(err), "--reasoning-parser %s: unknown; one of %s", reply_name,
+                 mt_reply_format_names());
+        serve_fail(err);
+    }
     if (!mt_chat_tokenizer_fits(tok, tok_dir, cfg.vocab_size, err, sizeof(err))) serve_fail(err);
     if (!mt_chat_template_tokens_fit(chat, tok, tok_dir, err, sizeof(err))) serve_fail(err);
     if (max_context > cfg.max_position_embeddings) {
@@ -214,7 +234,8 @@ int main(int argc, char **argv) {
                             .model_name = name,
                             .t_max = t_max,
                             .vocab_size = cfg.vocab_size,
-                            .eos = eos};
+                            .eos = eos,
+                            .reply = reply};
     const int rc = mt_server_run(&env, &o);
     mt_serve_engine_stop(&engine);
     mt_weights_backend_free(&m, be, data);

@@ -477,10 +477,12 @@ char *mt_api_response(const mt_api_env *env, const mt_api_call *call) {
         char *text = mt_api_completion_text(env, r);
         cJSON *c = cJSON_CreateObject();
         cJSON_AddNumberToObject(c, "index", i);
+        const char *finish = NULL; /* a split reply's (serve/openai_reply.c) */
         if (chat) {
             cJSON *m = cJSON_AddObjectToObject(c, "message");
             cJSON_AddStringToObject(m, "role", "assistant");
-            cJSON_AddStringToObject(m, "content", text);
+            if (!(finish = mt_api_reply_message(env, call, r, m)))
+                cJSON_AddStringToObject(m, "content", text);
         } else {
             mt_strbuf t = {0};
             if (r->echo) mt_strbuf_append(&t, call->prompt_text[i], strlen(call->prompt_text[i]));
@@ -492,12 +494,27 @@ char *mt_api_response(const mt_api_env *env, const mt_api_call *call) {
             else
                 cJSON_AddNullToObject(c, "logprobs");
         }
-        cJSON_AddStringToObject(c, "finish_reason", r->stopped ? "stop" : "length");
+        cJSON_AddStringToObject(c, "finish_reason",
+                                finish       ? finish
+                                : r->stopped ? "stop"
+                                             : "length");
         cJSON_AddItemToArray(choices, c);
         free(text);
     }
     api_usage(o, call);
     return api_print(o);
+}
+
+/* o as a server-sent event `data: {json}\n\n` (o freed). */
+static char *api_event(cJSON *o) {
+    char *json = api_print(o);
+    const size_t n = strlen(json);
+    char *event = mt_malloc(n + 9, "stream event");
+    memcpy(event, "data: ", 6);
+    memcpy(event + 6, json, n);
+    memcpy(event + 6 + n, "\n\n", 3);
+    free(json);
+    return event;
 }
 
 char *mt_api_chunk(const mt_api_env *env, const mt_api_call *call, const char *delta, bool first,
@@ -520,12 +537,20 @@ char *mt_api_chunk(const mt_api_env *env, const mt_api_call *call, const char *d
         cJSON_AddNullToObject(c, "finish_reason");
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
     if (finish) api_usage(o, call);
-    char *json = api_print(o);
-    const size_t n = strlen(json);
-    char *event = mt_malloc(n + 9, "stream event");
-    memcpy(event, "data: ", 6);
-    memcpy(event + 6, json, n);
-    memcpy(event + 6 + n, "\n\n", 3);
-    free(json);
-    return event;
+    return api_event(o);
+}
+
+char *mt_api_chunk_delta(const mt_api_env *env, const mt_api_call *call, cJSON *delta,
+                         const char *finish) {
+    cJSON *o = api_head(env, call, "chat.completion.chunk");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddItemToObject(c, "delta", delta);
+    if (finish)
+        cJSON_AddStringToObject(c, "finish_reason", finish);
+    else
+        cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
+    if (finish) api_usage(o, call);
+    return api_event(o);
 }

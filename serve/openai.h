@@ -10,6 +10,7 @@
 #include "serve/engine.h"
 
 struct cJSON;
+struct mt_reply_format;
 
 #define MT_API_MAX_PROMPTS 64 /* prompts in one /v1/completions request */
 
@@ -22,6 +23,9 @@ typedef struct {
     int t_max;      /* context: prompt + completion tokens */
     int vocab_size; /* the model's */
     int32_t eos;    /* <end_of_sentence> (chat and completions stop there) */
+    /* splits chat replies into reasoning, content and tool calls (models/reply.h;
+     * --reasoning-parser); NULL or "none": the reply is content, special tokens left out */
+    const struct mt_reply_format *reply;
 } mt_api_env;
 
 typedef struct {
@@ -68,3 +72,35 @@ int mt_api_fail(mt_api_error *err, int status, const char *code, const char *par
                 ...) __attribute__((format(printf, 5, 6)));
 /* The completion's text (special tokens left out, cut before a stop string); malloc'ed. */
 char *mt_api_completion_text(const mt_api_env *env, const mt_serve_req *r);
+
+/* ---- chat replies split by the reply format (serve/openai_reply.c) ---- */
+
+/* Whether the call's replies are split: a chat call and a format other than "none". */
+bool mt_api_reply_active(const mt_api_env *env, const mt_api_call *call);
+/* The first n completion tokens of r as text: with the reply split, decoded with the special
+ * (markup) tokens kept and a final eos left out; else as mt_api_completion_text decodes them
+ * (not cut at stop strings). malloc'ed. */
+char *mt_api_text(const mt_api_env *env, const mt_api_call *call, const mt_serve_req *r, int n);
+/* With the reply split: fills message m of finished request r (reasoning_content, content,
+ * tool_calls) and returns its finish_reason ("tool_calls" when it has calls); else NULL and m
+ * is left alone. */
+const char *mt_api_reply_message(const mt_api_env *env, const mt_api_call *call,
+                                 const mt_serve_req *r, struct cJSON *m);
+/* A chat stream chunk whose choice carries `delta` (taken) and finish (NULL: none; with the
+ * usage), as a server-sent event; malloc'ed. */
+char *mt_api_chunk_delta(const mt_api_env *env, const mt_api_call *call, struct cJSON *delta,
+                         const char *finish);
+
+/* A split reply streamed: the events of the text that is final (vLLM's shape:
+ * delta.reasoning_content, delta.content, delta.tool_calls [{index, id, type, function {name,
+ * arguments}}] once a call is complete). */
+typedef struct mt_api_reply_stream mt_api_reply_stream;
+mt_api_reply_stream *mt_api_reply_stream_new(const mt_api_env *env, const mt_api_call *call);
+/* text: the reply so far (len bytes: what earlier calls saw, and more); done: complete. The
+ * events (possibly ""), malloc'ed. */
+char *mt_api_reply_events(const mt_api_env *env, const mt_api_call *call, mt_api_reply_stream *s,
+                          const char *text, size_t len, bool done);
+/* The finish_reason of r's stream: "tool_calls" when it streamed calls, else "stop" / "length"
+ * (s NULL: not split). */
+const char *mt_api_reply_finish(const mt_api_reply_stream *s, const mt_serve_req *r);
+void mt_api_reply_stream_free(mt_api_reply_stream *s);

@@ -75,7 +75,8 @@ typedef struct {
     int seen;       /* tokens already turned into events */
     size_t printed; /* bytes of the completion's text already sent */
     bool first_sent, done;
-    char *pending; /* the event being written */
+    mt_api_reply_stream *reply; /* the reply split (serve/openai_reply.c), or NULL */
+    char *pending;              /* the event being written */
     size_t pend_len, pend_off;
 } stream;
 
@@ -92,8 +93,10 @@ static void stream_queue(stream *st, char *event) {
 static void stream_produce(stream *st) {
     const mt_api_env *env = st->sv->env;
     mt_serve_req *r = st->call.reqs[0];
-    if (!st->first_sent && st->call.kind == MT_API_CHAT)
+    if (!st->first_sent && st->call.kind == MT_API_CHAT) {
         stream_queue(st, mt_api_chunk(env, &st->call, "", true, NULL));
+        st->reply = mt_api_reply_stream_new(env, &st->call);
+    }
     st->first_sent = true;
     while (st->pend_len == 0) {
         mt_serve_wait(env->engine, r, st->seen);
@@ -101,21 +104,24 @@ static void stream_produce(stream *st) {
         const bool done = r->state == MT_REQ_DONE;
         pthread_mutex_unlock(&env->engine->mu);
         st->seen = n; /* out[0..n) is never written again */
-        char *text = mt_tokenizer_decode(env->tok, r->out, n, true);
+        char *text = mt_api_text(env, &st->call, r, n);
         size_t len = strlen(text);
         if (done)
             len = mt_serve_cut_stop(text, r->stops, r->n_stops) ? strlen(text) : len;
         else
             len = mt_serve_stable_len(text, len, r->stops, r->n_stops);
-        if (len > st->printed) {
+        if (st->reply && (len > st->printed || done)) {
+            stream_queue(st, mt_api_reply_events(env, &st->call, st->reply, text, len, done));
+            st->printed = len;
+        } else if (len > st->printed) {
             text[len] = '\0';
             stream_queue(st, mt_api_chunk(env, &st->call, text + st->printed, false, NULL));
             st->printed = len;
         }
         free(text);
         if (done) {
-            stream_queue(st,
-                         mt_api_chunk(env, &st->call, "", false, r->stopped ? "stop" : "length"));
+            stream_queue(
+                st, mt_api_chunk(env, &st->call, "", false, mt_api_reply_finish(st->reply, r)));
             stream_queue(st, strdup("data: [DONE]\n\n"));
             st->done = true;
         }
@@ -148,6 +154,7 @@ static void stream_free(void *cls) {
         pthread_mutex_unlock(&e->mu);
     }
     mt_api_call_free(&st->call);
+    mt_api_reply_stream_free(st->reply);
     free(st->pending);
     server_leave(st->sv);
     free(st);

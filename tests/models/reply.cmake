@@ -5,3 +5,5 @@
 # streamed, cut at every byte boundary.
 mt_test_binary(test_reply models/reply.c models/reply_check.c)
 mt_test_cases(test_reply models_reply_values models_reply_markup)
+mt_test_binary(test_reply_roundtrip models/reply_roundtrip.c models/reply_check.c)
+mt_test_cases(test_reply_roundtrip data_reply_roundtrip_m2 data_reply_roundtrip_m3)

@@ -48,3 +48,19 @@ mt_test_binary(test_serve_openai_request serve/serve_openai_request.c)
 target_link_libraries(test_serve_openai_request PRIVATE mtserve)
 mt_test_cases(test_serve_openai_request serve_openai_request_completion serve_openai_request_chat
   serve_openai_request_errors serve_openai_request_error_json)
+# Chat replies split into reasoning_content, content and tool_calls (serve/openai_reply.c) as a
+# unit: completion ids of the M2 / M3 test tokenizers through the response and the stream's
+# events (tests/serve/serve_openai_reply.c).
+mt_test_binary(test_serve_openai_reply serve/serve_openai_reply.c)
+target_link_libraries(test_serve_openai_reply PRIVATE mtserve)
+mt_test_cases(test_serve_openai_reply serve_openai_reply_m2 serve_openai_reply_m3)
+# Split chat replies over loopback (tests/serve/serve_reply.c): a tiny M2 and a tiny M3 trained by
+# the test (minimax-train, one record with reasoning and a tool call) answer with
+# reasoning_content and tool_calls, finish_reason "tool_calls", streamed and not; --reasoning-parser
+# none and an unknown name. Skipped where ../shared is absent.
+mt_test_binary(test_serve_reply serve/serve_reply.c)
+mt_test_cases(test_serve_reply serve_reply_m2 serve_reply_m3)
+add_dependencies(test_serve_reply minimax-serve minimax-train)
+set_property(TEST serve_reply_m2 serve_reply_m3 APPEND PROPERTY ENVIRONMENT
+  "MT_SERVE_CLI=$<TARGET_FILE:minimax-serve>" "MT_TRAIN_CLI=$<TARGET_FILE:minimax-train>"
+  "${MT_TEST_ENV_MPI}")
