@@ -105,20 +105,50 @@ static void api_lp_token(const mt_api_env *env, cJSON *lp, int32_t id, float val
     cJSON_AddItemToArray(tt, d);
 }
 
-static cJSON *api_logprobs(const mt_api_env *env, const mt_serve_req *r) {
+/* The legacy logprobs object of r's prompt tokens (with prompt) and output tokens [from, to),
+ * text offsets counted from *offset. */
+static cJSON *api_logprobs(const mt_api_env *env, const mt_serve_req *r, bool prompt, int from,
+                           int to, long *offset) {
     cJSON *lp = cJSON_CreateObject();
     cJSON_AddArrayToObject(lp, "tokens");
     cJSON_AddArrayToObject(lp, "token_logprobs");
     cJSON_AddArrayToObject(lp, "top_logprobs");
     cJSON_AddArrayToObject(lp, "text_offset");
-    long offset = 0;
     const int k = r->logprobs;
-    for (int t = 0; r->echo && t < r->n_prompt; t++)
+    for (int t = 0; prompt && t < r->n_prompt; t++)
         api_lp_token(env, lp, r->prompt[t], r->prompt_lp[t], r->prompt_top + t * MT_SERVE_MAX_TOP,
-                     r->prompt_top_lp + t * MT_SERVE_MAX_TOP, k, &offset);
-    for (int t = 0; t < r->n_out; t++)
+                     r->prompt_top_lp + t * MT_SERVE_MAX_TOP, k, offset);
+    for (int t = from; t < to; t++)
         api_lp_token(env, lp, r->out[t], r->out_lp[t], r->out_top + t * MT_SERVE_MAX_TOP,
-                     r->out_top_lp + t * MT_SERVE_MAX_TOP, k, &offset);
+                     r->out_top_lp + t * MT_SERVE_MAX_TOP, k, offset);
+    return lp;
+}
+
+/* One token as OpenAI's chat logprobs give it: {token, logprob, bytes}. */
+static cJSON *api_chat_token(const mt_api_env *env, int32_t id, float value) {
+    cJSON *e = cJSON_CreateObject();
+    char *s = mt_tokenizer_decode(env->tok, &id, 1, false);
+    cJSON_AddStringToObject(e, "token", s);
+    cJSON_AddNumberToObject(e, "logprob", value);
+    cJSON *b = cJSON_AddArrayToObject(e, "bytes");
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+        cJSON_AddItemToArray(b, cJSON_CreateNumber(*c));
+    free(s);
+    return e;
+}
+
+/* The chat logprobs of r's output tokens [from, to): {"content": [{token, logprob, bytes,
+ * top_logprobs: [{token, logprob, bytes}]}]}. */
+static cJSON *api_chat_logprobs(const mt_api_env *env, const mt_serve_req *r, int from, int to) {
+    cJSON *lp = cJSON_CreateObject(), *content = cJSON_AddArrayToObject(lp, "content");
+    for (int t = from; t < to; t++) {
+        cJSON *e = api_chat_token(env, r->out[t], r->out_lp[t]);
+        cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
+        for (int j = 0; j < r->logprobs; j++)
+            cJSON_AddItemToArray(top, api_chat_token(env, r->out_top[t * MT_SERVE_MAX_TOP + j],
+                                                     r->out_top_lp[t * MT_SERVE_MAX_TOP + j]));
+        cJSON_AddItemToArray(content, e);
+    }
     return lp;
 }
 
@@ -142,14 +172,20 @@ char *mt_api_response(const mt_api_env *env, const mt_api_call *call) {
             cJSON *m = cJSON_AddObjectToObject(c, "message");
             cJSON_AddStringToObject(m, "role", "assistant");
             cJSON_AddStringToObject(m, "content", text);
+            if (r->logprobs >= 0)
+                cJSON_AddItemToObject(c, "logprobs", api_chat_logprobs(env, r, 0, r->n_out));
+            else
+                cJSON_AddNullToObject(c, "logprobs");
         } else {
             mt_strbuf t = {0};
             if (r->echo) mt_strbuf_append(&t, call->prompt_text[i], strlen(call->prompt_text[i]));
             mt_strbuf_append(&t, text, strlen(text));
             cJSON_AddStringToObject(c, "text", t.p ? t.p : "");
             mt_strbuf_free(&t);
+            long offset = 0;
             if (r->logprobs >= 0)
-                cJSON_AddItemToObject(c, "logprobs", api_logprobs(env, r));
+                cJSON_AddItemToObject(c, "logprobs",
+                                      api_logprobs(env, r, r->echo, 0, r->n_out, &offset));
             else
                 cJSON_AddNullToObject(c, "logprobs");
         }
@@ -161,27 +197,59 @@ char *mt_api_response(const mt_api_env *env, const mt_api_call *call) {
     return api_print(o);
 }
 
-char *mt_api_chunk(const mt_api_env *env, const mt_api_call *call, const char *delta, bool first,
+static char *api_event(char *json);
+
+char *mt_api_chunk(const mt_api_env *env, mt_api_call *call, const char *delta, bool first,
                    const char *finish) {
     const bool chat = call->kind == MT_API_CHAT;
+    const mt_serve_req *r = call->reqs[0];
     cJSON *o = api_head(env, call, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", 0);
+    const bool lp = r->logprobs >= 0 && call->lp_to > call->lp_from;
     if (chat) {
         cJSON *d = cJSON_AddObjectToObject(c, "delta");
         if (first) cJSON_AddStringToObject(d, "role", "assistant");
         if (!finish) cJSON_AddStringToObject(d, "content", delta);
+        if (lp)
+            cJSON_AddItemToObject(c, "logprobs",
+                                  api_chat_logprobs(env, r, call->lp_from, call->lp_to));
     } else {
-        cJSON_AddStringToObject(c, "text", delta);
-        cJSON_AddNullToObject(c, "logprobs");
+        /* echo: the prompt (and its logprobs) goes out with the first chunk */
+        const bool echo = r->echo && !call->echo_sent;
+        mt_strbuf t = {0};
+        if (echo) mt_strbuf_append(&t, call->prompt_text[0], strlen(call->prompt_text[0]));
+        mt_strbuf_append(&t, delta, strlen(delta));
+        cJSON_AddStringToObject(c, "text", t.p ? t.p : "");
+        mt_strbuf_free(&t);
+        if (r->logprobs >= 0 && (lp || echo))
+            cJSON_AddItemToObject(
+                c, "logprobs",
+                api_logprobs(env, r, echo, call->lp_from, call->lp_to, &call->lp_offset));
+        else
+            cJSON_AddNullToObject(c, "logprobs");
+        call->echo_sent = true;
     }
+    call->lp_from = call->lp_to;
     if (finish)
         cJSON_AddStringToObject(c, "finish_reason", finish);
     else
         cJSON_AddNullToObject(c, "finish_reason");
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
-    if (finish) api_usage(o, call);
-    char *json = api_print(o);
+    if (finish && !call->include_usage) api_usage(o, call);
+    return api_event(api_print(o));
+}
+
+char *mt_api_usage_chunk(const mt_api_env *env, const mt_api_call *call) {
+    cJSON *o = api_head(env, call,
+                        call->kind == MT_API_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddArrayToObject(o, "choices");
+    api_usage(o, call);
+    return api_event(api_print(o));
+}
+
+/* `data: JSON\n\n` of json (freed). */
+static char *api_event(char *json) {
     const size_t n = strlen(json);
     char *event = mt_malloc(n + 9, "stream event");
     memcpy(event, "data: ", 6);

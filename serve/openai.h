@@ -22,13 +22,15 @@ typedef struct {
     int t_max;      /* context: prompt + completion tokens */
     int vocab_size; /* the model's */
     int32_t eos;    /* <end_of_sentence> (chat and completions stop there) */
+    bool sanitize;  /* control tokens spelled in requests encoded as text (data/chat.h) */
 } mt_api_env;
 
 typedef struct {
-    int status;        /* HTTP status: 400, 401, 404, 405, 413 */
-    const char *type;  /* "invalid_request_error", ... */
-    const char *code;  /* NULL or "model_not_found", "context_length_exceeded", ... */
-    const char *param; /* NULL or the offending field */
+    int status;          /* HTTP status: 400, 401, 404, 405, 413 */
+    const char *type;    /* "invalid_request_error", ... */
+    const char *code;    /* NULL or "model_not_found", "context_length_exceeded", ... */
+    const char *param;   /* NULL or the offending field */
+    char param_own[128]; /* param's text when it is a key of the body */
     char message[512];
 } mt_api_error;
 
@@ -48,7 +50,21 @@ typedef struct {
     struct cJSON *tools; /* the request's "tools" (owned), NULL when absent; they type the
                             parsed tool calls' parameter values */
     bool tool_calls_off; /* tool_choice "none": tool-call markup stays content */
+    /* streams: stream_options.include_usage (a last chunk with the usage and no choices); the
+     * next chunk's logprobs, of reqs[0]'s output tokens [lp_from, lp_to) (set by the server
+     * before mt_api_chunk); completions: the legacy text_offset so far, and whether the echoed
+     * prompt went out (it goes with the first chunk) */
+    bool include_usage;
+    int lp_from, lp_to;
+    long lp_offset;
+    bool echo_sent;
 } mt_api_call;
+
+/* POST /tokenize (vLLM's): {"model"?, "prompt" | "messages", "add_generation_prompt",
+ * "continue_final_message", "chat_template_kwargs", "tools", "add_special_tokens",
+ * "return_token_strs"} -> {"count", "max_model_len", "tokens", "token_strs"?}: a malloc'ed
+ * JSON text, or NULL with err filled. */
+char *mt_api_tokenize(const mt_api_env *env, const char *body, size_t len, mt_api_error *err);
 
 /* Parses body into call (requests made, not submitted). Returns 0, or -1 with err filled. */
 int mt_api_parse(const mt_api_env *env, mt_api_kind kind, const char *body, size_t len,
@@ -59,8 +75,10 @@ void mt_api_call_free(mt_api_call *call);
 char *mt_api_response(const mt_api_env *env, const mt_api_call *call);
 /* One server-sent event of a stream: `data: {chunk}\n\n`, malloc'ed. delta: new text (may be
  * empty); first: the chat's role chunk; finish: NULL, or "stop"/"length" with the usage. */
-char *mt_api_chunk(const mt_api_env *env, const mt_api_call *call, const char *delta, bool first,
+char *mt_api_chunk(const mt_api_env *env, mt_api_call *call, const char *delta, bool first,
                    const char *finish);
+/* With stream_options.include_usage: the last chunk, no choices and the usage. */
+char *mt_api_usage_chunk(const mt_api_env *env, const mt_api_call *call);
 /* `{"error": {...}}`, malloc'ed. */
 char *mt_api_error_json(const mt_api_error *err);
 /* Fills err (printf-style message). Returns -1. */

@@ -1,10 +1,10 @@
 /* openai_request.c: OpenAI request bodies into engine requests (serve/openai.h); the
  * responses: serve/openai.c. */
-#include "serve/openai.h"
+#include "serve/openai_internal.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
-#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,11 +12,6 @@
 
 #include "core/file_io.h"
 #include "data/chat.h"
-#include "data/chat_cli.h"
-
-/* The handlers run on the server's threads, and a template with its heap is not thread-safe
- * (jinja/jinja.h): renders take turns (they are short next to the decoding). */
-static pthread_mutex_t api_chat_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- fields ---- */
 
@@ -78,6 +73,148 @@ static int api_stops(const cJSON *o, mt_serve_req *r, mt_api_error *err) {
     return 0;
 }
 
+/* ---- the fields each endpoint knows: anything else is refused by name ---- */
+
+enum { K_CHAT = 1, K_COMPL = 2, K_BOTH = 3 };
+typedef enum {
+    F_IMPL,     /* implemented (read by the parser) */
+    F_IDENTITY, /* accepted and not used: the caller's id (a string) */
+    F_ZERO,     /* only 0 (or null): the no-op value */
+    F_EMPTY,    /* only {} (or null) */
+    F_ONE,      /* only 1 (or null) */
+    F_NOSTR,    /* only "" (or null) */
+    F_TRUE,     /* only true (or null) */
+    F_TEXTFMT,  /* only {"type": "text"} (or null) */
+} api_rule;
+
+static const struct {
+    const char *name;
+    int kinds;
+    api_rule rule;
+} api_fields[] = {
+    {"model", K_BOTH, F_IMPL},
+    {"temperature", K_BOTH, F_IMPL},
+    {"top_p", K_BOTH, F_IMPL},
+    {"top_k", K_BOTH, F_IMPL},
+    {"max_tokens", K_BOTH, F_IMPL},
+    {"n", K_BOTH, F_IMPL},
+    {"stream", K_BOTH, F_IMPL},
+    {"stream_options", K_BOTH, F_IMPL},
+    {"stop", K_BOTH, F_IMPL},
+    {"seed", K_BOTH, F_IMPL},
+    {"logprobs", K_BOTH, F_IMPL},
+    {"user", K_BOTH, F_IDENTITY},
+    {"presence_penalty", K_BOTH, F_ZERO},
+    {"frequency_penalty", K_BOTH, F_ZERO},
+    {"logit_bias", K_BOTH, F_EMPTY},
+    {"messages", K_CHAT, F_IMPL},
+    {"max_completion_tokens", K_CHAT, F_IMPL},
+    {"top_logprobs", K_CHAT, F_IMPL},
+    {"tools", K_CHAT, F_IMPL},
+    {"tool_choice", K_CHAT, F_IMPL},
+    {"documents", K_CHAT, F_IMPL},
+    {"chat_template_kwargs", K_CHAT, F_IMPL},
+    {"add_generation_prompt", K_CHAT, F_IMPL},
+    {"continue_final_message", K_CHAT, F_IMPL},
+    {"parallel_tool_calls", K_CHAT, F_TRUE},
+    {"response_format", K_CHAT, F_TEXTFMT},
+    {"prompt", K_COMPL, F_IMPL},
+    {"echo", K_COMPL, F_IMPL},
+    {"best_of", K_COMPL, F_ONE},
+    {"suffix", K_COMPL, F_NOSTR},
+};
+
+/* 400 unsupported_field naming the body's key (copied: the body is freed before the answer). */
+__attribute__((format(printf, 3, 4))) static int api_fail_key(mt_api_error *err, const char *key,
+                                                              const char *fmt, ...) {
+    err->status = 400;
+    err->type = "invalid_request_error";
+    err->code = "unsupported_field";
+    snprintf(err->param_own, sizeof(err->param_own), "%s", key);
+    err->param = err->param_own;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Whether x holds the value that does nothing under rule. */
+static bool api_noop(const cJSON *x, api_rule rule) {
+    if (cJSON_IsNull(x)) return true;
+    switch (rule) {
+    case F_ZERO:
+        return cJSON_IsNumber(x) && x->valuedouble == 0;
+    case F_ONE:
+        return cJSON_IsNumber(x) && x->valuedouble == 1;
+    case F_EMPTY:
+        return cJSON_IsObject(x) && !x->child;
+    case F_NOSTR:
+        return cJSON_IsString(x) && !x->valuestring[0];
+    case F_TRUE:
+        return cJSON_IsTrue(x);
+    case F_TEXTFMT: {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(x, "type");
+        return cJSON_IsObject(x) && cJSON_GetArraySize(x) == 1 && cJSON_IsString(t) &&
+               !strcmp(t->valuestring, "text");
+    }
+    case F_IDENTITY:
+        return cJSON_IsString(x);
+    default:
+        return true;
+    }
+}
+
+/* Every key of the body known to this endpoint, and the ones known but not implemented at
+ * their no-op value; otherwise 400 naming the field. */
+static int api_known_fields(const cJSON *o, mt_api_kind kind, mt_api_error *err) {
+    const int k = kind == MT_API_CHAT ? K_CHAT : K_COMPL;
+    for (const cJSON *x = o->child; x; x = x->next) {
+        int f = -1;
+        for (int i = 0; i < (int)(sizeof(api_fields) / sizeof(api_fields[0])) && f < 0; i++)
+            if ((api_fields[i].kinds & k) && !strcmp(api_fields[i].name, x->string)) f = i;
+        if (f < 0)
+            return api_fail_key(err, x->string, "unsupported field '%.100s'%s", x->string,
+                                !strcmp(x->string, "functions") ||
+                                        !strcmp(x->string, "function_call")
+                                    ? " (the deprecated function calling: use 'tools' and "
+                                      "'tool_choice')"
+                                    : " (this server refuses what it does not implement)");
+        if (!api_noop(x, api_fields[f].rule))
+            return mt_api_fail(err, 400, "unsupported_field", api_fields[f].name,
+                               api_fields[f].rule == F_IDENTITY
+                                   ? "'%s' must be a string"
+                                   : "'%s' is not supported beyond its no-op value (0, 1, {}, "
+                                     "\"\", true or {\"type\": \"text\"}: what OpenAI does by "
+                                     "default)",
+                               api_fields[f].name);
+    }
+    return 0;
+}
+
+/* stream_options: {"include_usage": bool} (vLLM's continuous_usage_stats only false). */
+static int api_stream_options(const cJSON *o, mt_api_call *call, mt_api_error *err) {
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "stream_options");
+    if (!so || cJSON_IsNull(so)) return 0;
+    if (!call->stream)
+        return mt_api_fail(err, 400, NULL, "stream_options",
+                           "'stream_options' is only allowed with \"stream\": true");
+    if (!cJSON_IsObject(so))
+        return mt_api_fail(err, 400, NULL, "stream_options", "'stream_options' must be an object");
+    for (const cJSON *x = so->child; x; x = x->next) {
+        if (!strcmp(x->string, "include_usage") && (cJSON_IsBool(x) || cJSON_IsNull(x)))
+            call->include_usage = cJSON_IsTrue(x);
+        else if (!strcmp(x->string, "continuous_usage_stats") && !cJSON_IsTrue(x) &&
+                 (cJSON_IsBool(x) || cJSON_IsNull(x)))
+            continue;
+        else
+            return mt_api_fail(err, 400, "unsupported_field", "stream_options",
+                               "stream_options.%.100s is not supported (include_usage: a boolean)",
+                               x->string);
+    }
+    return 0;
+}
+
 /* The byte offset of the first NUL character in body's strings (a raw 0 byte, or the escape
  * \u0000), or -1. cJSON would keep it and every C string of the request would end there: a
  * prompt cut short without a word. */
@@ -105,82 +242,6 @@ static int32_t *api_tokenize(const mt_api_env *env, const char *text, size_t len
     if (buf.n > 0) memcpy(ids, buf.ids, sizeof(int32_t) * (size_t)buf.n); /* "": no buffer */
     *n = (int)buf.n;
     mt_token_buf_free(&buf);
-    return ids;
-}
-
-/* A chat message's content: a string, or a list of {"type": "text", "text": ...} parts (their
- * texts joined). Returns a malloc'ed string or NULL after err. */
-static char *api_content(const cJSON *m, int i, mt_api_error *err) {
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
-    if (cJSON_IsString(c)) return strdup(c->valuestring);
-    if (!cJSON_IsArray(c)) {
-        mt_api_fail(err, 400, NULL, "messages", "messages[%d].content must be a string or parts",
-                    i);
-        return NULL;
-    }
-    mt_strbuf b = {0};
-    for (const cJSON *p = c->child; p; p = p->next) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "text");
-        if (!cJSON_IsString(t)) {
-            mt_api_fail(err, 400, NULL, "messages", "messages[%d].content: a part without text", i);
-            mt_strbuf_free(&b);
-            return NULL;
-        }
-        mt_strbuf_append(&b, t->valuestring, strlen(t->valuestring));
-    }
-    char *s = strdup(b.p ? b.p : "");
-    mt_strbuf_free(&b);
-    return s;
-}
-
-/* messages rendered with the chat template and the generation prompt, tokenized. A template
- * that refuses them (raise_exception, a role it does not know) is the request's error. */
-static int32_t *api_chat_prompt(const mt_api_env *env, const cJSON *body, int *n,
-                                char **prompt_text, mt_api_error *err) {
-    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(body, "messages");
-    const int nm = cJSON_IsArray(ms) ? cJSON_GetArraySize(ms) : 0;
-    if (nm == 0) {
-        mt_api_fail(err, 400, NULL, "messages", "'messages' must be a non-empty list");
-        return NULL;
-    }
-    mt_chat_msg *msgs = mt_calloc((size_t)nm, sizeof(mt_chat_msg), "chat messages");
-    int i = 0;
-    int32_t *ids = NULL;
-    for (const cJSON *m = ms->child; m; m = m->next, i++) {
-        const char *role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "role"));
-        if (!role ||
-            (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))) {
-            mt_api_fail(err, 400, NULL, "messages",
-                        "messages[%d].role must be \"system\", \"user\" or \"assistant\"", i);
-            goto done;
-        }
-        char *text = api_content(m, i, err);
-        if (!text) goto done;
-        msgs[i] = (mt_chat_msg){.role = role[0] == 's'   ? MT_CHAT_SYSTEM
-                                        : role[0] == 'u' ? MT_CHAT_USER
-                                                         : MT_CHAT_ASSISTANT,
-                                .text = text,
-                                .len = strlen(text)};
-    }
-    mt_chat_rendered r = {0};
-    char why[MT_ERR_LEN];
-    pthread_mutex_lock(&api_chat_mu);
-    const int rc = mt_chat_render_msgs(env->chat, msgs, nm, &r, why, sizeof(why));
-    pthread_mutex_unlock(&api_chat_mu);
-    /* the client is told the problem, not where the server keeps its template */
-    const char *origin = mt_chat_template_origin(env->chat), *at = why;
-    if (!strncmp(why, origin, strlen(origin)) && why[strlen(origin)] == ':')
-        at = why + strlen(origin);
-    if (rc != 0)
-        mt_api_fail(err, 400, NULL, "messages",
-                    "the model's chat template cannot render 'messages': %s%s",
-                    at == why ? "" : "template", at);
-    else if ((ids = api_tokenize(env, r.text, r.len, n, "messages", err)))
-        *prompt_text = strdup(r.text);
-    mt_chat_rendered_free(&r);
-done:
-    for (int j = 0; j < nm; j++) free((char *)msgs[j].text);
-    free(msgs);
     return ids;
 }
 
@@ -227,6 +288,32 @@ static int api_prompts(const cJSON *body, const cJSON **out, int *n, mt_api_erro
     return 0;
 }
 
+/* The body as a JSON object without NUL characters or repeated keys; NULL after err. */
+static cJSON *api_body(const char *body, size_t len, mt_api_error *err) {
+    const long nul = api_nul_at(body, len);
+    if (nul >= 0) {
+        mt_api_fail(err, 400, NULL, NULL,
+                    "the body holds a NUL character (\\u0000) at byte %ld: no text of a "
+                    "request may contain one",
+                    nul);
+        return NULL;
+    }
+    cJSON *o = cJSON_ParseWithLength(body, len);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        mt_api_fail(err, 400, NULL, NULL, "the body is not a JSON object");
+        return NULL;
+    }
+    char dup[256];
+    if (mt_json_duplicate_key(o, NULL, dup, sizeof(dup))) {
+        /* cJSON would take the first, Python's json the last: neither is surely what was meant */
+        cJSON_Delete(o);
+        mt_api_fail(err, 400, NULL, NULL, "the body repeats the key '%s'", dup);
+        return NULL;
+    }
+    return o;
+}
+
 int mt_api_parse(const mt_api_env *env, mt_api_kind kind, const char *body, size_t len,
                  mt_api_call *call, mt_api_error *err) {
     static long next_id = 1;
@@ -234,23 +321,8 @@ int mt_api_parse(const mt_api_env *env, mt_api_kind kind, const char *body, size
     call->kind = kind;
     call->id = __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED);
     call->created = (long)time(NULL);
-    const long nul = api_nul_at(body, len);
-    if (nul >= 0)
-        return mt_api_fail(err, 400, NULL, NULL,
-                           "the body holds a NUL character (\\u0000) at byte %ld: no text of a "
-                           "request may contain one",
-                           nul);
-    cJSON *o = cJSON_ParseWithLength(body, len);
-    if (!cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return mt_api_fail(err, 400, NULL, NULL, "the body is not a JSON object");
-    }
-    char dup[256];
-    if (mt_json_duplicate_key(o, NULL, dup, sizeof(dup))) {
-        /* cJSON would take the first, Python's json the last: neither is surely what was meant */
-        cJSON_Delete(o);
-        return mt_api_fail(err, 400, NULL, NULL, "the body repeats the key '%s'", dup);
-    }
+    cJSON *o = api_body(body, len, err);
+    if (!o) return -1;
     int rc = -1;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(o, "model");
     double temperature = 1, top_p = 1;
@@ -267,23 +339,35 @@ int mt_api_parse(const mt_api_env *env, mt_api_kind kind, const char *body, size
                     env->model_name);
         goto done;
     }
+    if (api_known_fields(o, kind, err)) goto done;
     const char *mt_key = kind == MT_API_CHAT && cJSON_GetObjectItem(o, "max_completion_tokens")
                              ? "max_completion_tokens"
                              : "max_tokens";
     if (api_number(o, "temperature", 0, 2, &temperature, err) ||
         api_number(o, "top_p", 1e-9, 1, &top_p, err) ||
-        api_int(o, mt_key, 0, 1000000000L, &max_tokens, err) || api_int(o, "n", 1, 1, &n, err) ||
-        api_int(o, "top_k", 0, 1L << 30, &top_k, err) ||
+        api_int(o, mt_key, 0, 1000000000L, &max_tokens, err) ||
+        api_int(o, "n", 1, 1L << 30, &n, err) || api_int(o, "top_k", 0, 1L << 30, &top_k, err) ||
         api_int(o, "seed", -(1L << 62), 1L << 62, &seed, err) ||
-        api_bool(o, "stream", &call->stream, err))
+        api_bool(o, "stream", &call->stream, err) || api_stream_options(o, call, err))
         goto done;
+    if (n != 1) {
+        mt_api_fail(err, 400, NULL, "n", "'n' > 1 is not supported (one choice per prompt)");
+        goto done;
+    }
     if (kind == MT_API_COMPLETION) {
         if (api_bool(o, "echo", &echo, err) ||
             api_int(o, "logprobs", 0, MT_SERVE_MAX_TOP, &logprobs, err))
             goto done;
-    } else if (api_bool(o, "logprobs", &want_lp, err) || want_lp) {
-        if (want_lp) mt_api_fail(err, 400, NULL, "logprobs", "chat logprobs are not supported");
-        goto done;
+    } else {
+        long top = 0;
+        if (api_bool(o, "logprobs", &want_lp, err) ||
+            api_int(o, "top_logprobs", 0, MT_SERVE_MAX_TOP, &top, err))
+            goto done;
+        if (cJSON_GetObjectItemCaseSensitive(o, "top_logprobs") && top > 0 && !want_lp) {
+            mt_api_fail(err, 400, NULL, "top_logprobs", "'top_logprobs' needs \"logprobs\": true");
+            goto done;
+        }
+        logprobs = want_lp ? top : -1;
     }
     if (max_tokens == 0 && !echo) { /* -1: absent or null, the default below */
         mt_api_fail(err, 400, NULL, mt_key, "'%s' must be at least 1 (0 only with echo)", mt_key);
@@ -298,9 +382,18 @@ int mt_api_parse(const mt_api_env *env, mt_api_kind kind, const char *body, size
     }
     for (int i = 0; i < np; i++) {
         int T = 0;
-        int32_t *ids = kind == MT_API_CHAT ? api_chat_prompt(env, o, &T, &call->chat_prompt, err)
-                                           : api_prompt(env, prompts[i], &T, err);
-        if (!ids) goto done;
+        int32_t *ids = NULL;
+        if (kind == MT_API_CHAT) {
+            mt_api_chat_out co;
+            if (mt_api_chat_render(env, o, &co, err)) goto done;
+            ids = co.ids;
+            T = co.n;
+            call->chat_prompt = co.text;
+            call->tools = co.tools;
+            call->tool_calls_off = co.tool_calls_off;
+        } else if (!(ids = api_prompt(env, prompts[i], &T, err))) {
+            goto done;
+        }
         if (T < 1 || T >= env->t_max) {
             free(ids);
             mt_api_fail(err, 400, "context_length_exceeded",
@@ -352,4 +445,101 @@ void mt_api_call_free(mt_api_call *call) {
     cJSON_Delete(call->tools);
     call->chat_prompt = NULL;
     call->tools = NULL;
+}
+
+/* ---- POST /tokenize ---- */
+
+static const char *const tokenize_fields[] = {"model",
+                                              "prompt",
+                                              "messages",
+                                              "add_generation_prompt",
+                                              "continue_final_message",
+                                              "chat_template_kwargs",
+                                              "tools",
+                                              "tool_choice",
+                                              "documents",
+                                              "add_special_tokens",
+                                              "return_token_strs"};
+
+char *mt_api_tokenize(const mt_api_env *env, const char *body, size_t len, mt_api_error *err) {
+    cJSON *o = api_body(body, len, err);
+    if (!o) return NULL;
+    char *json = NULL;
+    int32_t *ids = NULL;
+    int n = 0;
+    bool strs = false, special = true;
+    for (const cJSON *x = o->child; x; x = x->next) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof(tokenize_fields) / sizeof(tokenize_fields[0]); i++)
+            known |= !strcmp(x->string, tokenize_fields[i]);
+        if (!known) {
+            api_fail_key(err, x->string, "unsupported field '%.100s' of /tokenize", x->string);
+            goto done;
+        }
+    }
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(o, "model");
+    if (model && !cJSON_IsNull(model) &&
+        (!cJSON_IsString(model) || strcmp(model->valuestring, env->model_name))) {
+        mt_api_fail(err, 404, "model_not_found", "model", "this server has the model '%s'",
+                    env->model_name);
+        goto done;
+    }
+    /* add_special_tokens: the tokenizers of this server add no BOS / EOS (tokenizer_config's
+     * add_bos_token), so both values give the same ids */
+    if (api_bool(o, "return_token_strs", &strs, err) ||
+        api_bool(o, "add_special_tokens", &special, err))
+        goto done;
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(o, "prompt");
+    const bool chat = cJSON_GetObjectItemCaseSensitive(o, "messages") != NULL;
+    if (chat == (prompt != NULL)) {
+        mt_api_fail(err, 400, NULL, chat ? "prompt" : "messages",
+                    "/tokenize takes either 'prompt' (a string) or 'messages'");
+        goto done;
+    }
+    if (chat) {
+        mt_api_chat_out co;
+        if (mt_api_chat_render(env, o, &co, err)) goto done;
+        ids = co.ids;
+        n = co.n;
+        free(co.text);
+        cJSON_Delete(co.tools);
+    } else {
+        static const char *const chat_only[] = {"add_generation_prompt", "continue_final_message",
+                                                "chat_template_kwargs",  "tools",
+                                                "tool_choice",           "documents"};
+        for (size_t i = 0; i < sizeof(chat_only) / sizeof(chat_only[0]); i++)
+            if (cJSON_GetObjectItemCaseSensitive(o, chat_only[i])) {
+                mt_api_fail(err, 400, NULL, chat_only[i], "'%s' goes with 'messages'",
+                            chat_only[i]);
+                goto done;
+            }
+        if (!cJSON_IsString(prompt)) {
+            mt_api_fail(err, 400, NULL, "prompt", "'prompt' must be a string");
+            goto done;
+        }
+        ids =
+            api_tokenize(env, prompt->valuestring, strlen(prompt->valuestring), &n, "prompt", err);
+        if (!ids) goto done;
+    }
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "count", n);
+    cJSON_AddNumberToObject(r, "max_model_len", env->t_max);
+    cJSON *t = cJSON_AddArrayToObject(r, "tokens");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(t, cJSON_CreateNumber(ids[i]));
+    if (strs) {
+        cJSON *ts = cJSON_AddArrayToObject(r, "token_strs");
+        for (int i = 0; i < n; i++) {
+            const char *tk = mt_tokenizer_id_to_token(env->tok, ids[i]);
+            cJSON_AddItemToArray(ts, cJSON_CreateString(tk ? tk : ""));
+        }
+    } else {
+        cJSON_AddNullToObject(r, "token_strs");
+    }
+    json = cJSON_PrintUnformatted(r);
+    cJSON_Delete(r);
+    MT_CHECK(json, "serve: cannot format a /tokenize response");
+done:
+    free(ids);
+    cJSON_Delete(o);
+    return json;
 }
