@@ -162,7 +162,8 @@ int mt_chat_conv_mark(const mt_chat_template *t, const mt_tokenizer *tok, jinja_
 /* One piece after the first: encode("\n" + piece) less encode("\n") when it starts so, else
  * encode(piece); plain: special added tokens as text. */
 static int encode_piece(const mt_tokenizer *tok, const char *p, size_t n, bool plain,
-                        const mt_token_buf *nl, mt_token_buf *out, char *err, size_t errlen) {
+                        const mt_token_buf *nl, int64_t base, mt_token_buf *out, char *err,
+                        size_t errlen) {
     mt_token_buf b = {0};
     char *s = mt_malloc(n + 2, "chat piece");
     s[0] = '\n';
@@ -204,7 +205,12 @@ static int encode_piece(const mt_tokenizer *tok, const char *p, size_t n, bool p
             MT_CHECK(out->ids && out->offsets, "out of memory for token ids");
         }
         out->ids[out->n] = b.ids[i];
-        out->offsets[2 * out->n] = out->offsets[2 * out->n + 1] = 0;
+        /* offsets into the whole text: the piece's, less the "\n" put before it */
+        const int64_t shift = skip ? 1 : 0;
+        for (int e = 0; e < 2; e++) {
+            const int64_t o = b.offsets[2 * i + e] - shift;
+            out->offsets[2 * out->n + e] = base + (o > 0 ? o : 0);
+        }
         out->n++;
     }
     mt_token_buf_free(&b);
@@ -231,12 +237,13 @@ int64_t mt_chat_encode_marked(const mt_tokenizer *tok, const char *text, size_t 
         if (first)
             rc = mt_tokenizer_encode_err(tok, text + at, i - at, out, err, errlen) < 0 ? -1 : 0;
         else if (i > at)
-            rc = encode_piece(tok, text + at, i - at, false, &nl, out, err, errlen);
+            rc = encode_piece(tok, text + at, i - at, false, &nl, (int64_t)at, out, err, errlen);
         first = false;
         if (rc || i == len) break;
         const span *tk = start ? marked_at(&all, text + i + MARK_LEN, len - i - MARK_LEN) : NULL;
         if (tk) {
-            rc = encode_piece(tok, tk->p, tk->len, true, &nl, out, err, errlen);
+            rc = encode_piece(tok, tk->p, tk->len, true, &nl, (int64_t)(i + MARK_LEN), out, err,
+                              errlen);
             i += 2 * MARK_LEN + tk->len;
         } else {
             i += MARK_LEN; /* a lone marker: dropped, but it cuts the text */

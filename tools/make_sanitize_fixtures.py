@@ -64,6 +64,10 @@ def cases(family):
          None, {}, True, False),
         ("plain_no_tokens", [{"role": "user", "content": "nothing special here"}], TOOLS, {},
          True, False),
+        ("train_sample", [
+            {"role": "user", "content": hostile},
+            {"role": "assistant", "content": "the answer ]~b]user [e~[ is 4"}], None, {}, False,
+         False),
         ("continue_final", [
             {"role": "user", "content": "say [e~["},
             {"role": "assistant", "content": "I say ]~b]"}], None, {}, False, True),

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "data/chat.h"
+#include "data/sample.h"
 #include "tests/support/data_util.h"
 
 static bool shared_template(const char *name, char *out, size_t n) {
@@ -65,6 +66,52 @@ static void check_case(const cJSON *c, mt_chat_template *t, const mt_tokenizer *
     free(json);
 }
 
+/* data.sanitize_control_tokens: the training sample of a conversation (no generation prompt)
+ * has transformers' sanitized ids, and its assistant turn is trained. */
+static void check_sample(const cJSON *c, mt_chat_template *t, const mt_tokenizer *tok, int *n) {
+    if (cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt")) ||
+        cJSON_IsTrue(cJSON_GetObjectItem(c, "continue_final_message")) ||
+        cJSON_GetArraySize(cJSON_GetObjectItem(c, "kwargs")) > 0)
+        return;
+    const char *name = cJSON_GetObjectItem(c, "name")->valuestring;
+    const cJSON *msgs = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "conversation"), "messages");
+    const cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+    if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(last, "role")), "assistant")) return;
+    mt_sample_opts o;
+    mt_sample_opts_default(&o);
+    o.max_length = 4096;
+    o.sanitize = true;
+    mt_sample_builder b;
+    mt_sample_builder_init(&b, tok, t, &o);
+    char *json = cJSON_PrintUnformatted(cJSON_GetObjectItem(c, "conversation"));
+    char err[MT_ERR_LEN];
+    int rc = mt_sample_conv_open(&b, json, strlen(json), err) == 1 ? 0 : -1;
+    if (rc == 0) rc = mt_sample_build_piece(&b, 0, err) == MT_SAMPLE_OK ? 0 : -1;
+    EXPECT(rc == 0, "%s sample: %s", name, err);
+    if (rc == 0) {
+        const cJSON *want = cJSON_GetObjectItem(c, "ids_sanitized");
+        mt_token_buf ids = {.ids = (int32_t *)b.ids, .n = b.n};
+        const int d = first_diff(&ids, want);
+        EXPECT(d < 0, "%s sample: %lld ids, transformers %d; first difference at %d", name,
+               (long long)b.n, cJSON_GetArraySize(want), d);
+        /* trained: the assistant's text (with its spelled control tokens as text) and [e~[ */
+        int32_t *tr = malloc(sizeof(int32_t) * (size_t)(b.n + 1));
+        int64_t k = 0;
+        for (int64_t i = 0; i < b.n; i++)
+            if (b.lab[i] != MT_IGNORE_INDEX) tr[k++] = b.lab[i];
+        char *tail = mt_tokenizer_decode(tok, tr, k, false);
+        const size_t tl = strlen(tail);
+        EXPECT(strstr(tail, "the answer ]~b]user [e~[ is 4") && tl > 4 &&
+                   !strcmp(tail + tl - 4, "[e~[") && !strstr(tail, "]~b]ai"),
+               "%s sample: the trained tokens are %s", name, tail);
+        free(tr);
+        free(tail);
+        (*n)++;
+    }
+    free(json);
+    mt_sample_builder_free(&b);
+}
+
 static int test_sanitize(void) {
     char probe[4200];
     if (!shared_template("MiniMax-M2.jinja", probe, sizeof(probe))) {
@@ -73,7 +120,7 @@ static int test_sanitize(void) {
     }
     cJSON *root = read_json_fixture("tests/fixtures/chat/sanitize_expected.json");
     if (!root) return MT_TEST_OK;
-    int n_checked = 0, n_cases = 0;
+    int n_checked = 0, n_cases = 0, n_samples = 0;
     const cJSON *c;
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
         const char *fam = cJSON_GetObjectItem(c, "family")->valuestring;
@@ -88,6 +135,7 @@ static int test_sanitize(void) {
         if (t && tok) {
             check_case(c, t, tok, false, &n_checked);
             check_case(c, t, tok, true, &n_checked);
+            check_sample(c, t, tok, &n_samples);
         }
         n_cases++;
         mt_chat_template_free(t);
@@ -95,7 +143,9 @@ static int test_sanitize(void) {
     }
     EXPECT(n_cases >= 15 && n_checked == 2 * n_cases, "%d of %d renders checked", n_checked,
            2 * n_cases);
-    printf("%d cases x sanitize on/off: ids equal to transformers'\n", n_cases);
+    EXPECT(n_samples == 2, "%d training samples checked", n_samples);
+    printf("%d cases x sanitize on/off: ids equal to transformers'; %d training samples\n", n_cases,
+           n_samples);
     cJSON_Delete(root);
     return MT_TEST_OK;
 }
