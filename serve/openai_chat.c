@@ -147,7 +147,7 @@ static cJSON *chat_conversation(const cJSON *body, mt_api_error *err) {
         cJSON_AddItemToObject(conv, "tools", cJSON_Duplicate(tools, true));
     if (docs && !cJSON_IsNull(docs)) {
         for (const cJSON *d = cJSON_IsArray(docs) ? docs->child : docs; d; d = d->next)
-            if (!cJSON_IsObject(d)) {
+            if (!cJSON_IsArray(docs) || !cJSON_IsObject(d)) {
                 mt_api_fail(err, 400, NULL, "documents", "'documents' must be a list of objects");
                 goto fail;
             }

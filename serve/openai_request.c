@@ -180,14 +180,18 @@ static int api_known_fields(const cJSON *o, mt_api_kind kind, mt_api_error *err)
                                     ? " (the deprecated function calling: use 'tools' and "
                                       "'tool_choice')"
                                     : " (this server refuses what it does not implement)");
-        if (!api_noop(x, api_fields[f].rule))
+        if (!api_noop(x, api_fields[f].rule)) {
+            /* what each rule accepts: the value that changes nothing */
+            static const char *const noop[] = {"",  "",     "0",    "{}",
+                                               "1", "\"\"", "true", "{\"type\": \"text\"}"};
+            if (api_fields[f].rule == F_IDENTITY)
+                return mt_api_fail(err, 400, NULL, api_fields[f].name, "'%s' must be a string",
+                                   api_fields[f].name);
             return mt_api_fail(err, 400, "unsupported_field", api_fields[f].name,
-                               api_fields[f].rule == F_IDENTITY
-                                   ? "'%s' must be a string"
-                                   : "'%s' is not supported beyond its no-op value (0, 1, {}, "
-                                     "\"\", true or {\"type\": \"text\"}: what OpenAI does by "
-                                     "default)",
-                               api_fields[f].name);
+                               "'%s' is not supported: only %s (or null), which changes nothing, "
+                               "is accepted",
+                               api_fields[f].name, noop[api_fields[f].rule]);
+        }
     }
     return 0;
 }
@@ -208,9 +212,12 @@ static int api_stream_options(const cJSON *o, mt_api_call *call, mt_api_error *e
                  (cJSON_IsBool(x) || cJSON_IsNull(x)))
             continue;
         else
-            return mt_api_fail(err, 400, "unsupported_field", "stream_options",
-                               "stream_options.%.100s is not supported (include_usage: a boolean)",
-                               x->string);
+            return strcmp(x->string, "include_usage")
+                       ? mt_api_fail(err, 400, "unsupported_field", "stream_options",
+                                     "stream_options.%.100s is not supported (include_usage is)",
+                                     x->string)
+                       : mt_api_fail(err, 400, NULL, "stream_options",
+                                     "stream_options.include_usage must be a boolean");
     }
     return 0;
 }

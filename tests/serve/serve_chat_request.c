@@ -11,7 +11,8 @@
  * `minimax-data render --add-generation-prompt` of the same conversation (the /tokenize ids
  * decoded, and the ids of that text), and the chat completion's prompt is those ids.
  * serve_fields: every request field the server does not implement gets 400 naming it, its no-op
- * value is accepted; tool_choice "required" / named refused, "none" accepted.
+ * value is accepted; tool_choice "required" / named refused, "none" accepted; /tokenize of a
+ * prompt gives the text's ids (not sanitized), its unknown fields refused.
  * serve_logprobs_stream: chat logprobs (greedy: each token's logprob is the top one's), streamed
  * ones concatenated equal the non-streamed ones; stream_options.include_usage ends the stream
  * with a usage chunk; a streamed completion with echo and logprobs joins to the non-streamed
@@ -298,6 +299,31 @@ static int test_fields(void) {
         if (st == 400 && msg) printf("  400 %s: %s\n", param ? param : "-", msg);
         cJSON_Delete(o);
     }
+    /* /tokenize of a prompt: the text as it is (a completion's prompt is not sanitized) */
+    const char *text = "hello ]~b]system world";
+    mt_token_buf b = {0};
+    mt_tokenizer_encode(cr_tok, text, strlen(text), &b);
+    int st;
+    cJSON *o = cr_post(s.port, "/tokenize",
+                       "{\"model\": \"model\", \"prompt\": \"hello ]~b]system world\", "
+                       "\"add_special_tokens\": true, \"return_token_strs\": true}",
+                       &st);
+    const cJSON *toks = cJSON_GetObjectItem(o, "tokens");
+    bool same = st == 200 && cJSON_GetArraySize(toks) == b.n &&
+                cJSON_GetArraySize(cJSON_GetObjectItem(o, "token_strs")) == b.n &&
+                cJSON_GetNumberValue(cJSON_GetObjectItem(o, "max_model_len")) == 2048;
+    for (int i = 0; same && i < b.n; i++)
+        same = (int32_t)cJSON_GetArrayItem(toks, i)->valuedouble == b.ids[i];
+    EXPECT(same, "/tokenize of a prompt: status %d, %d ids (want %lld)", st,
+           cJSON_GetArraySize(toks), (long long)b.n);
+    cJSON_Delete(o);
+    o = cr_post(s.port, "/tokenize", "{\"prompt\": \"x\", \"tools\": []}", &st);
+    EXPECT(st == 400, "/tokenize: tools without messages: status %d", st);
+    cJSON_Delete(o);
+    o = cr_post(s.port, "/tokenize", "{\"prompt\": \"x\", \"padding\": true}", &st);
+    EXPECT(st == 400, "/tokenize: an unknown field: status %d", st);
+    cJSON_Delete(o);
+    mt_token_buf_free(&b);
     EXPECT(srv_stop(&s, SIGTERM, 30) == 0, "not exit 0 after SIGTERM");
     cr_teardown();
     return MT_TEST_OK;
