@@ -132,6 +132,28 @@ static jinja_value mark_value(jinja_heap *h, jinja_value v, const token_set *set
     return v;
 }
 
+/* The template's text less its {# comments #} (a byte 1 in their place, so that no token spans
+ * one): transformers searches the template's literal text (its data and string constants),
+ * which comments are not part of. Malloc'ed. */
+static char *without_comments(const char *s) {
+    mt_strbuf b = {0};
+    for (const char *p = s; *p;) {
+        const char *open = strstr(p, "{#");
+        const char *close = open ? strstr(open + 2, "#}") : NULL;
+        if (!open || !close) {
+            mt_strbuf_append(&b, p, strlen(p));
+            break;
+        }
+        mt_strbuf_append(&b, p, (size_t)(open - p));
+        mt_strbuf_append(&b, "\x01", 1);
+        p = close + 2;
+    }
+    char *r = strdup(b.p ? b.p : "");
+    MT_CHECK(r, "out of memory for a template's text");
+    mt_strbuf_free(&b);
+    return r;
+}
+
 int mt_chat_conv_mark(const mt_chat_template *t, const mt_tokenizer *tok, jinja_heap *h,
                       mt_chat_conv *c, char *err, size_t errlen) {
     const jinja_template *jt = mt_chat_pick(t, c, err, errlen);
@@ -139,8 +161,10 @@ int mt_chat_conv_mark(const mt_chat_template *t, const mt_tokenizer *tok, jinja_
     const char *text = t->texts[0];
     for (int i = 0; i < t->n; i++)
         if (t->tmpl[i] == jt) text = t->texts[i];
+    char *literal = without_comments(text);
     token_set set;
-    tokens_collect(t, text, tok, true, &set);
+    tokens_collect(t, literal, tok, true, &set);
+    free(literal);
     mt_strbuf b = {0};
     c->messages = mark_value(h, c->messages, &set, &b);
     c->tools = mark_value(h, c->tools, &set, &b);

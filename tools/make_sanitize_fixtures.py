@@ -71,6 +71,9 @@ def cases(family):
         ("continue_final", [
             {"role": "user", "content": "say [e~["},
             {"role": "assistant", "content": "I say ]~b]"}], None, {}, False, True),
+        ("continue_final_spaces", [
+            {"role": "user", "content": "go on"},
+            {"role": "assistant", "content": "  Sure\u3000 \n"}], None, {}, False, True),
     ]
     if family == "m3":
         out += [
