@@ -7,14 +7,18 @@
  *                 [--served-model-name NAME] [--backend cpu|cuda] [--header-timeout S]
  *                 [--body-timeout S] [--idle-timeout S] [--max-connections N]
  *                 [--max-connections-per-address N] [--prefill-tokens N]
- *                 [--reasoning-parser NAME]
+ *                 [--reasoning-parser NAME] [--no-sanitize-control-tokens]
  *
  * Chat messages are rendered by the model's chat template (TOK's, or FILE, with the variables
- * of JSON: data/chat_cli.h), as training renders them. Chat replies are split into
- * reasoning_content, content and tool_calls by the reply format NAME (models/reply.h; default:
- * the model family's; "none": the reply is content), one name for both of vLLM's
- * --reasoning-parser and --tool-call-parser.
- * POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health; requests are
+ * of JSON: data/chat_cli.h), as training renders them.
+ * A control token spelled in a request's text (messages, tools, chat_template_kwargs) is
+ * encoded as ordinary text, as transformers' apply_chat_template(sanitize_control_tokens=True)
+ * does (data/chat.h); --no-sanitize-control-tokens encodes it as the token. Chat replies are
+ * split into reasoning_content, content and tool_calls by the reply format NAME
+ * (models/reply.h; default: the model family's; "none": the reply is content), one name for
+ * both of vLLM's --reasoning-parser and --tool-call-parser.
+ * POST /v1/chat/completions, POST /v1/completions, POST /tokenize, GET /v1/models, GET /health;
+ * requests are
  * batched continuously (serve/engine.h). SIGTERM or SIGINT: no new connections, the requests in
  * flight are answered, exit 0. Generation runs on the CPU backend (models/generate.h), the model
  * in host memory, or with --backend cuda on the GPU, the model, caches and activations in device
@@ -44,10 +48,11 @@ static void usage(int status) {
             "         [--served-model-name NAME] [--backend cpu|cuda] [--header-timeout S]\n"
             "         [--body-timeout S] [--idle-timeout S] [--max-connections N]\n"
             "         [--max-connections-per-address N] [--prefill-tokens N] [--no-verify]\n"
-            "         [--reasoning-parser %s]\n"
+            "         [--reasoning-parser %s] [--no-sanitize-control-tokens]\n"
             "       minimax-serve --help | --version\n"
             "  OpenAI-compatible: POST /v1/chat/completions, POST /v1/completions,\n"
-            "  GET /v1/models, GET /health; continuous batching of up to N requests (default 8)\n"
+            "  POST /tokenize, GET /v1/models, GET /health; continuous batching of up to N "
+            "requests (default 8)\n"
             "  --tokenizer TOK: the directory of tokenizer.json and the chat template (default "
             "DIR)\n" MT_CHAT_CLI_HELP
             "  --host: an IPv4 address (default 127.0.0.1, loopback only); --port 0: any free one\n"
@@ -73,6 +78,9 @@ static void usage(int status) {
             "  --reasoning-parser NAME: how chat replies are split into reasoning_content,\n"
             "    content and tool_calls (vLLM's --reasoning-parser and --tool-call-parser in\n"
             "    one; default: the model family's; none: all content, special tokens dropped)\n"
+            "  --no-sanitize-control-tokens: a control token spelled in a request's text (]~b],\n"
+            "    <think>, ...) is encoded as the token (default: as ordinary text, as\n"
+            "    transformers' apply_chat_template(sanitize_control_tokens=True))\n"
             "  SIGTERM / SIGINT: stop accepting, answer what is in flight, exit 0\n",
             mt_reply_format_names());
     exit(status);
@@ -111,7 +119,7 @@ int main(int argc, char **argv) {
     o.api_key = getenv("MINIMAX_SERVE_API_KEY");
     if (o.api_key && !*o.api_key) o.api_key = NULL;
     int max_batch = 8, max_context = 0, prefill_tokens = MT_SERVE_PREFILL_TOKENS;
-    bool verify = true;
+    bool verify = true, sanitize = true;
     for (int i = 1; i < argc; i++) {
         const bool more = i + 1 < argc;
         const char *f = argv[i];
@@ -155,6 +163,8 @@ int main(int argc, char **argv) {
             name = serve_text_flag(f, argv[++i]);
         else if (!strcmp(f, "--no-verify"))
             verify = false;
+        else if (!strcmp(f, "--no-sanitize-control-tokens"))
+            sanitize = false;
         else if (!strcmp(f, "--help") || !strcmp(f, "-h"))
             usage(0);
         else if (!strcmp(f, "--version")) {
@@ -235,7 +245,8 @@ int main(int argc, char **argv) {
                             .t_max = t_max,
                             .vocab_size = cfg.vocab_size,
                             .eos = eos,
-                            .reply = reply};
+                            .reply = reply,
+                            .sanitize = sanitize};
     const int rc = mt_server_run(&env, &o);
     mt_serve_engine_stop(&engine);
     mt_weights_backend_free(&m, be, data);

@@ -143,6 +143,13 @@ static void read_controls(mt_chat_template *t, const cJSON *cfg) {
     add_control(t, token_text(cJSON_GetObjectItemCaseSensitive(cfg, "eos_token")), "eos_token");
     read_listed(t, cfg, "added_tokens_decoder");
     read_listed(t, cfg, "additional_special_tokens");
+    const cJSON *listed = cJSON_GetObjectItemCaseSensitive(cfg, "chat_control_tokens"), *e;
+    if (!cJSON_IsArray(listed)) return;
+    t->listed_controls =
+        mt_calloc((size_t)cJSON_GetArraySize(listed) + 1, sizeof(char *), "chat_control_tokens");
+    t->n_listed_controls = 0;
+    cJSON_ArrayForEach(e, listed) if (cJSON_IsString(e))
+        t->listed_controls[t->n_listed_controls++] = dup_n(e->valuestring, strlen(e->valuestring));
 }
 
 /* tokenizer_config.json: the special tokens, and the templates unless files gave them. */
@@ -233,6 +240,7 @@ static int add_kwargs(mt_chat_template *t, const char *json, char *err, size_t e
             }
         jinja_dict_set(t->heap, t->base_vars, k, kw.u.dict->vals[i]);
     }
+    t->kwargs = kw;
     t->hash = mt_hash64(json, strlen(json) + 1, t->hash);
     return 0;
 }
@@ -242,6 +250,8 @@ mt_chat_template *mt_chat_template_open(const mt_chat_source *src, char *err, si
     MT_CHECK(t, "out of memory for a chat template");
     t->heap = jinja_heap_new(0);
     t->base_vars = jinja_dict_new(t->heap);
+    t->kwargs.type = JINJA_UNDEFINED;
+    t->n_listed_controls = -1;
     t->hash = MT_HASH64_INIT;
     int rc = 0, files = 0;
     if (src->dir) t->dir = dup_n(src->dir, strlen(src->dir));
@@ -289,6 +299,8 @@ void mt_chat_template_free(mt_chat_template *t) {
         free(t->texts[i]);
     }
     for (int i = 0; i < t->n_controls; i++) free(t->controls[i]);
+    for (int i = 0; i < t->n_listed_controls; i++) free(t->listed_controls[i]);
+    free(t->listed_controls);
     free(t->eot);
     free(t->dir);
     jinja_heap_free(t->heap);

@@ -130,3 +130,31 @@ int mt_chat_render_conv(mt_chat_template *t, jinja_heap *h, const mt_chat_conv *
  * the header cannot be applied exactly. */
 int mt_chat_render_trained(mt_chat_template *t, jinja_heap *h, const mt_chat_conv *c, int n,
                            const bool *train, mt_chat_rendered *out, char *err, size_t errlen);
+
+/* ---- prompts (the server, the CLIs) ---- */
+
+/* What apply_chat_template is asked besides the conversation. sanitize: transformers 5.24's
+ * sanitize_control_tokens (data/chat_sanitize.c): a control token spelled in the input's
+ * strings (messages, tools, documents, template variables) is encoded as ordinary text. */
+typedef struct {
+    bool add_generation_prompt;
+    bool continue_final_message; /* end right after the final message's content */
+    bool sanitize;
+} mt_chat_prompt_opts;
+
+/* Renders c (its values may be replaced) as o asks into text (NUL-terminated, without the
+ * sanitizer's markers), and appends its ids to ids (when not NULL). 0, or -1 with one line in
+ * err (the template's refusal, transformers' continue_final_message errors). */
+int mt_chat_prompt(mt_chat_template *t, const mt_tokenizer *tok, jinja_heap *h, mt_chat_conv *c,
+                   const mt_chat_prompt_opts *o, mt_chat_rendered *text, mt_token_buf *ids,
+                   char *err, size_t errlen);
+
+/* The sanitizer's steps: marks the control tokens of c's strings (its messages, tools,
+ * documents, and the template's and c's variables, which c->vars then holds); encodes a render
+ * of a marked conversation (marked tokens as text, lone markers dropped); removes the markers
+ * from a text in place (returns its new length). */
+int mt_chat_conv_mark(const mt_chat_template *t, const mt_tokenizer *tok, jinja_heap *h,
+                      mt_chat_conv *c, char *err, size_t errlen);
+int64_t mt_chat_encode_marked(const mt_tokenizer *tok, const char *text, size_t len,
+                              mt_token_buf *out, char *err, size_t errlen);
+size_t mt_chat_unmark(char *text, size_t len);

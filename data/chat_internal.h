@@ -25,6 +25,11 @@ struct mt_chat_template {
     char *controls[MT_CHAT_MAX_CONTROLS];
     const char *control_keys[MT_CHAT_MAX_CONTROLS];
     int n_controls;
+    /* tokenizer_config.json's chat_control_tokens (-1: absent), and data.template_kwargs (a dict,
+     * or undefined): what a sanitized render marks (data/chat_sanitize.c) */
+    char **listed_controls;
+    int n_listed_controls;
+    jinja_value kwargs;
 };
 
 const jinja_template *mt_chat_pick(const mt_chat_template *t, const mt_chat_conv *c, char *err,

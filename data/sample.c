@@ -138,6 +138,8 @@ static int plan(mt_sample_builder *b) {
 int mt_sample_conv_open(mt_sample_builder *b, const char *json, size_t len, char *err) {
     jinja_heap_reset(b->heap);
     if (mt_chat_conv_parse(b->heap, json, len, false, &b->conv, err, MT_ERR_LEN) != 0) return -1;
+    if (b->opts.sanitize && mt_chat_conv_mark(b->tmpl, b->tok, b->heap, &b->conv, err, MT_ERR_LEN))
+        return -1;
     return plan(b);
 }
 
@@ -183,8 +185,12 @@ int mt_sample_build_piece(mt_sample_builder *b, int k, char *err) {
     }
     if (check_parts(b, b->piece_end[k], err) != 0) return MT_SAMPLE_ERROR;
     mt_token_buf_clear(&b->tokens);
-    if (mt_tokenizer_encode_err(b->tok, b->rendered.text, b->rendered.len, &b->tokens, why,
-                                sizeof(why)) < 0) {
+    /* sanitized: the text holds the marks around the data's control tokens, the spans and the
+     * token offsets are both in it */
+    if ((b->opts.sanitize ? mt_chat_encode_marked(b->tok, b->rendered.text, b->rendered.len,
+                                                  &b->tokens, why, sizeof(why))
+                          : mt_tokenizer_encode_err(b->tok, b->rendered.text, b->rendered.len,
+                                                    &b->tokens, why, sizeof(why))) < 0) {
         snprintf(err, MT_ERR_LEN, "the rendered sample cannot be tokenized: %s", why);
         return MT_SAMPLE_ERROR;
     }

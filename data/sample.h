@@ -34,6 +34,9 @@ typedef struct {
     mt_trunc_policy policy;   /* longer samples: dropped, or cut to max_length (default drop) */
     bool last_assistant_only; /* train the last assistant turn of a sample only (data.train_on) */
     mt_reasoning_history history; /* data.reasoning_history */
+    /* data.sanitize_control_tokens: a control token spelled in a conversation's text is
+     * trained as text (transformers' sanitize_control_tokens, data/chat.h) */
+    bool sanitize;
 } mt_sample_opts;
 void mt_sample_opts_default(mt_sample_opts *o);
 /* "as_template" / "split": the value, or -1. */

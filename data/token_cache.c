@@ -55,12 +55,13 @@ int mt_token_cache_key(const mt_token_cache_cfg *cfg, const mt_chat_template *tm
                  "%s%.17g", i ? "," : "", cfg->weights[i]);
     snprintf(key->options, sizeof(key->options),
              "format=%d max_length=%lld policy=%s strip_annotations=%d skip_bad=%d system=%s "
-             "data_format=%s train_on=%s reasoning_history=%s files=%d weights=%s",
+             "data_format=%s train_on=%s reasoning_history=%s sanitize=%d files=%d weights=%s",
              MT_TOKEN_CACHE_FORMAT, (long long)o->max_length,
              o->policy == MT_TRUNC_DROP ? "drop" : "truncate", o->strip_annotations ? 1 : 0,
              cfg->skip_bad ? 1 : 0, sys_text, mt_data_format_name(cfg->format),
              o->last_assistant_only ? "last_assistant" : "all_assistant",
-             o->history == MT_HISTORY_SPLIT ? "split" : "as_template", n_paths, weights);
+             o->history == MT_HISTORY_SPLIT ? "split" : "as_template", o->sanitize ? 1 : 0, n_paths,
+             weights);
     key->options_hash = mt_hash64(key->options, strlen(key->options), MT_HASH64_INIT);
     return 0;
 }

@@ -600,6 +600,17 @@ bool mt_tokenizer_is_special(const mt_tokenizer *tok, int32_t id) {
            tok->added[tok->id_added[id]].special;
 }
 
+int32_t mt_tokenizer_n_added(const mt_tokenizer *tok) { return tok->n_added; }
+
+const char *mt_tokenizer_added(const mt_tokenizer *tok, int32_t i, size_t *len, int32_t *id,
+                               bool *special) {
+    if (i < 0 || i >= tok->n_added) return NULL;
+    *len = (size_t)tok->added[i].len;
+    if (id) *id = tok->added[i].id;
+    if (special) *special = tok->added[i].special;
+    return tok->added[i].content;
+}
+
 // ---- decode ----
 
 char *mt_tokenizer_decode(const mt_tokenizer *tok, const int32_t *ids, int64_t n,

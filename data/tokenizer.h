@@ -61,5 +61,15 @@ mt_tokenizer *mt_tokenizer_load_json(const char *json, size_t len, const char *n
 
 // true when id is an added token marked special.
 bool mt_tokenizer_is_special(const mt_tokenizer *tok, int32_t id);
+// The same as mt_tokenizer_encode_err with the special added tokens encoded as text (HF
+// encode(..., split_special_tokens=True): tokenizers' encode_special_tokens; the added tokens
+// not marked special are still matched).
+int64_t mt_tokenizer_encode_plain(const mt_tokenizer *tok, const char *text, size_t len,
+                                  mt_token_buf *out, char *err, size_t errlen);
+// The added tokens: how many, and the i-th's content (len bytes, not NUL-terminated), id and
+// special flag (NULL when i is out of range).
+int32_t mt_tokenizer_n_added(const mt_tokenizer *tok);
+const char *mt_tokenizer_added(const mt_tokenizer *tok, int32_t i, size_t *len, int32_t *id,
+                               bool *special);
 // Clears the buffer (n = 0) keeping its memory.
 void mt_token_buf_clear(mt_token_buf *b);

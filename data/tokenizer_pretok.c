@@ -311,6 +311,7 @@ typedef struct {
     int64_t fail_at;
     tok_piece_fn on_piece; // tok_pretokenize: gets the pieces instead of BPE
     void *piece_arg;
+    bool plain; // special added tokens are text (HF encode_special_tokens)
 } enc_ctx;
 
 // ByteLevel post-processor offset trimming (byte_level.rs process_offsets). HF counts in
@@ -551,6 +552,10 @@ static void split_added(enc_ctx *c, const tok_added_set *set, int64_t s0, int64_
                 p++;
                 continue;
             }
+            if (c->plain && hit->special) { // HF skips the match: its text stays in the gap
+                p += hit->len;
+                continue;
+            }
             int64_t start = p, stop = p + hit->len;
             if (hit->lstrip) {
                 int64_t q = start;
@@ -591,7 +596,8 @@ static void gap_normalized(enc_ctx *c, int64_t s, int64_t e) {
 }
 
 static int64_t encode_with(const mt_tokenizer *tok, const char *text, size_t len, mt_token_buf *out,
-                           tok_piece_fn on_piece, void *piece_arg, char *err, size_t errlen) {
+                           tok_piece_fn on_piece, void *piece_arg, bool plain, char *err,
+                           size_t errlen) {
     const uint8_t *t = (const uint8_t *)text;
     size_t bad = 0;
     if ((len > 0 && !text) || !mt_utf8_valid((const char *)t, len, &bad)) {
@@ -613,7 +619,8 @@ static int64_t encode_with(const mt_tokenizer *tok, const char *text, size_t len
                  .n0 = out->n,
                  .base = tok_ucd_text_unchanged(t, len),
                  .on_piece = on_piece,
-                 .piece_arg = piece_arg};
+                 .piece_arg = piece_arg,
+                 .plain = plain};
     split_added(&c, &tok->set_raw, 0, (int64_t)len, gap_normalized);
     if (locked) {
         w->cache = NULL;
@@ -639,13 +646,18 @@ static int64_t encode_with(const mt_tokenizer *tok, const char *text, size_t len
 
 int64_t mt_tokenizer_encode_err(const mt_tokenizer *tok, const char *text, size_t len,
                                 mt_token_buf *out, char *err, size_t errlen) {
-    return encode_with(tok, text, len, out, NULL, NULL, err, errlen);
+    return encode_with(tok, text, len, out, NULL, NULL, false, err, errlen);
+}
+
+int64_t mt_tokenizer_encode_plain(const mt_tokenizer *tok, const char *text, size_t len,
+                                  mt_token_buf *out, char *err, size_t errlen) {
+    return encode_with(tok, text, len, out, NULL, NULL, true, err, errlen);
 }
 
 int64_t tok_pretokenize(const mt_tokenizer *tok, const char *text, size_t len,
                         tok_piece_fn on_piece, void *arg, char *err, size_t errlen) {
     mt_token_buf added = {0}; // the added tokens, not reported
-    int64_t n = encode_with(tok, text, len, &added, on_piece, arg, err, errlen);
+    int64_t n = encode_with(tok, text, len, &added, on_piece, arg, false, err, errlen);
     mt_token_buf_free(&added);
     return n < 0 ? -1 : 0;
 }

@@ -26,13 +26,15 @@ typedef struct {
     /* splits chat replies into reasoning, content and tool calls (models/reply.h;
      * --reasoning-parser); NULL or "none": the reply is content, special tokens left out */
     const struct mt_reply_format *reply;
+    bool sanitize; /* control tokens spelled in requests encoded as text (data/chat.h) */
 } mt_api_env;
 
 typedef struct {
-    int status;        /* HTTP status: 400, 401, 404, 405, 413 */
-    const char *type;  /* "invalid_request_error", ... */
-    const char *code;  /* NULL or "model_not_found", "context_length_exceeded", ... */
-    const char *param; /* NULL or the offending field */
+    int status;          /* HTTP status: 400, 401, 404, 405, 413 */
+    const char *type;    /* "invalid_request_error", ... */
+    const char *code;    /* NULL or "model_not_found", "context_length_exceeded", ... */
+    const char *param;   /* NULL or the offending field */
+    char param_own[128]; /* param's text when it is a key of the body */
     char message[512];
 } mt_api_error;
 
@@ -52,7 +54,21 @@ typedef struct {
     struct cJSON *tools; /* the request's "tools" (owned), NULL when absent; they type the
                             parsed tool calls' parameter values */
     bool tool_calls_off; /* tool_choice "none": tool-call markup stays content */
+    /* streams: stream_options.include_usage (a last chunk with the usage and no choices); the
+     * next chunk's logprobs, of reqs[0]'s output tokens [lp_from, lp_to) (set by the server
+     * before mt_api_chunk); completions: the legacy text_offset so far, and whether the echoed
+     * prompt went out (it goes with the first chunk) */
+    bool include_usage;
+    int lp_from, lp_to;
+    long lp_offset;
+    bool echo_sent;
 } mt_api_call;
+
+/* POST /tokenize (vLLM's): {"model"?, "prompt" | "messages", "add_generation_prompt",
+ * "continue_final_message", "chat_template_kwargs", "tools", "add_special_tokens",
+ * "return_token_strs"} -> {"count", "max_model_len", "tokens", "token_strs"?}: a malloc'ed
+ * JSON text, or NULL with err filled. */
+char *mt_api_tokenize(const mt_api_env *env, const char *body, size_t len, mt_api_error *err);
 
 /* Parses body into call (requests made, not submitted). Returns 0, or -1 with err filled. */
 int mt_api_parse(const mt_api_env *env, mt_api_kind kind, const char *body, size_t len,
@@ -63,8 +79,10 @@ void mt_api_call_free(mt_api_call *call);
 char *mt_api_response(const mt_api_env *env, const mt_api_call *call);
 /* One server-sent event of a stream: `data: {chunk}\n\n`, malloc'ed. delta: new text (may be
  * empty); first: the chat's role chunk; finish: NULL, or "stop"/"length" with the usage. */
-char *mt_api_chunk(const mt_api_env *env, const mt_api_call *call, const char *delta, bool first,
+char *mt_api_chunk(const mt_api_env *env, mt_api_call *call, const char *delta, bool first,
                    const char *finish);
+/* With stream_options.include_usage: the last chunk, no choices and the usage. */
+char *mt_api_usage_chunk(const mt_api_env *env, const mt_api_call *call);
 /* `{"error": {...}}`, malloc'ed. */
 char *mt_api_error_json(const mt_api_error *err);
 /* Fills err (printf-style message). Returns -1. */
@@ -88,7 +106,7 @@ const char *mt_api_reply_message(const mt_api_env *env, const mt_api_call *call,
                                  const mt_serve_req *r, struct cJSON *m);
 /* A chat stream chunk whose choice carries `delta` (taken) and finish (NULL: none; with the
  * usage), as a server-sent event; malloc'ed. */
-char *mt_api_chunk_delta(const mt_api_env *env, const mt_api_call *call, struct cJSON *delta,
+char *mt_api_chunk_delta(const mt_api_env *env, mt_api_call *call, struct cJSON *delta,
                          const char *finish);
 
 /* A split reply streamed: the events of the text that is final (vLLM's shape:
@@ -98,7 +116,7 @@ typedef struct mt_api_reply_stream mt_api_reply_stream;
 mt_api_reply_stream *mt_api_reply_stream_new(const mt_api_env *env, const mt_api_call *call);
 /* text: the reply so far (len bytes: what earlier calls saw, and more); done: complete. The
  * events (possibly ""), malloc'ed. */
-char *mt_api_reply_events(const mt_api_env *env, const mt_api_call *call, mt_api_reply_stream *s,
+char *mt_api_reply_events(const mt_api_env *env, mt_api_call *call, mt_api_reply_stream *s,
                           const char *text, size_t len, bool done);
 /* The finish_reason of r's stream: "tool_calls" when it streamed calls, else "stop" / "length"
  * (s NULL: not split). */

@@ -20,9 +20,8 @@ bool mt_api_reply_active(const mt_api_env *env, const mt_api_call *call) {
 }
 
 char *mt_api_text(const mt_api_env *env, const mt_api_call *call, const mt_serve_req *r, int n) {
-    if (!mt_api_reply_active(env, call)) return mt_tokenizer_decode(env->tok, r->out, n, true);
-    if (n > 0 && r->out[n - 1] == env->eos) n--; /* the eos ends the reply, it is not text */
-    return mt_tokenizer_decode(env->tok, r->out, n, false);
+    return mt_reply_decode(mt_api_reply_active(env, call) ? env->reply : NULL, env->tok, r->out, n,
+                           env->eos);
 }
 
 /* "call_" and 24 hex digits, distinct per call and index. */
@@ -112,7 +111,7 @@ static cJSON *text_delta(const char *key, const char *s, size_t n) {
     return d;
 }
 
-char *mt_api_reply_events(const mt_api_env *env, const mt_api_call *call, mt_api_reply_stream *s,
+char *mt_api_reply_events(const mt_api_env *env, mt_api_call *call, mt_api_reply_stream *s,
                           const char *text, size_t len, bool done) {
     mt_reply_delta d;
     mt_reply_stream_feed(s->p, text, len, done, &d);

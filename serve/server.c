@@ -110,18 +110,27 @@ static void stream_produce(stream *st) {
             len = mt_serve_cut_stop(text, r->stops, r->n_stops) ? strlen(text) : len;
         else
             len = mt_serve_stable_len(text, len, r->stops, r->n_stops);
+        /* logprobs: every new token's go with the next chunk, one without text if need be
+         * (held back by a stop string or a tag); echo: the prompt goes with the first chunk */
+        st->call.lp_to = n;
+        const bool lp_new = r->logprobs >= 0 && n > st->call.lp_from;
+        const bool echo = r->echo && !st->call.echo_sent;
         if (st->reply && (len > st->printed || done)) {
             stream_queue(st, mt_api_reply_events(env, &st->call, st->reply, text, len, done));
             st->printed = len;
-        } else if (len > st->printed) {
+        } else if (!st->reply && (len > st->printed || lp_new || echo)) {
             text[len] = '\0';
-            stream_queue(st, mt_api_chunk(env, &st->call, text + st->printed, false, NULL));
-            st->printed = len;
+            stream_queue(st,
+                         mt_api_chunk(env, &st->call,
+                                      text + (len > st->printed ? st->printed : len), false, NULL));
+            if (len > st->printed) st->printed = len;
         }
         free(text);
         if (done) {
+            /* (tokens a reply format held back: their logprobs go with the finish chunk) */
             stream_queue(
                 st, mt_api_chunk(env, &st->call, "", false, mt_api_reply_finish(st->reply, r)));
+            if (st->call.include_usage) stream_queue(st, mt_api_usage_chunk(env, &st->call));
             stream_queue(st, strdup("data: [DONE]\n\n"));
             st->done = true;
         }
@@ -201,6 +210,12 @@ static enum MHD_Result server_generate(server *sv, struct MHD_Connection *conn, 
     mt_api_call_free(&call);
     up->counted = true;
     return server_send(conn, MHD_HTTP_OK, json);
+}
+
+static enum MHD_Result server_tokenize(server *sv, struct MHD_Connection *conn, upload *up) {
+    mt_api_error err;
+    char *json = mt_api_tokenize(sv->env, up->body.p ? up->body.p : "", up->body.len, &err);
+    return json ? server_send(conn, MHD_HTTP_OK, json) : server_error(conn, &err);
 }
 
 static enum MHD_Result server_health(server *sv, struct MHD_Connection *conn) {
@@ -286,6 +301,8 @@ static enum MHD_Result server_handle(void *cls, struct MHD_Connection *conn, con
         return server_error(conn, &err);
     } else if (!strcmp(url, "/v1/models")) {
         if (get) return server_models(sv, conn);
+    } else if (!strcmp(url, "/tokenize")) {
+        if (post) return server_tokenize(sv, conn, up);
     } else if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/completions")) {
         const mt_api_kind kind = url[4] == 'c' && url[5] == 'h' ? MT_API_CHAT : MT_API_COMPLETION;
         if (post) return server_generate(sv, conn, kind, up);

@@ -74,6 +74,7 @@ static const recipe_key recipe_keys[] = {
     STR("data.format", data_format, "\"auto\"", true),
     STR("data.train_on", data_train_on, "\"all_assistant\"", true),
     STR("data.reasoning_history", data_reasoning_history, "\"as_template\"", true),
+    BOOL("data.sanitize_control_tokens", data_sanitize_control_tokens, "false", true),
     STR("data.chat_template", data_chat_template, "\"\"", true),
     STR("data.template_kwargs", data_template_kwargs, "\"\"", true),
     INT("data.synthetic_samples", data_synthetic_samples, "2000", true),

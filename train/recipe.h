@@ -46,6 +46,7 @@ typedef struct mt_recipe {
     char data_format[16];                 /* auto | gsm8k | messages | sharegpt | alpaca */
     char data_train_on[16];               /* all_assistant | last_assistant */
     char data_reasoning_history[16];      /* as_template | split (data/sample.h) */
+    bool data_sanitize_control_tokens;    /* control tokens in the data's text as text */
     char data_chat_template[MT_PATH_MAX]; /* a template file; "" = the tokenizer dir's */
     char data_template_kwargs[4096];      /* [data.template_kwargs] as a JSON object; "" = none */
     int data_synthetic_samples;           /* when path = "synthetic" */

@@ -320,6 +320,7 @@ static void trainer_sources_resolve(const mt_recipe *rc, const char *tokenizer_d
     cc->sample.last_assistant_only = !strcmp(rc->data_train_on, "last_assistant");
     cc->sample.history =
         (mt_reasoning_history)mt_reasoning_history_parse(rc->data_reasoning_history);
+    cc->sample.sanitize = rc->data_sanitize_control_tokens;
     cc->sample.system = rc->data_system_prompt[0] ? rc->data_system_prompt : NULL;
     cc->sample.strip_annotations = rc->data_strip_annotations;
     cc->sample.max_length = rc->data_max_length;

@@ -22,3 +22,10 @@ add_test(NAME data_chat_control_tokens COMMAND bash ${CMAKE_SOURCE_DIR}/tests/da
   $<TARGET_FILE:test_eval_verify> ${CMAKE_BINARY_DIR})
 set_tests_properties(data_chat_control_tokens PROPERTIES ENVIRONMENT
   "${MT_TEST_ENV};${MT_TEST_ENV_MPI}" TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+# Control tokens spelled in the input encoded as text (data/chat_sanitize.c) and
+# continue_final_message (data/chat_prompt.c), against transformers 5.24's
+# apply_chat_template(sanitize_control_tokens=True / False) ids with the M2 / M3 templates
+# (tests/fixtures/chat/sanitize_expected.json, tools/make_sanitize_fixtures.py; skipped where
+# ../shared is absent).
+mt_test_binary(test_data_chat_sanitize data/data_chat_sanitize.c)
+mt_test_cases(test_data_chat_sanitize data_chat_sanitize data_chat_sanitize_rules)

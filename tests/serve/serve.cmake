@@ -64,3 +64,17 @@ add_dependencies(test_serve_reply minimax-serve minimax-train)
 set_property(TEST serve_reply_m2 serve_reply_m3 APPEND PROPERTY ENVIRONMENT
   "MT_SERVE_CLI=$<TARGET_FILE:minimax-serve>" "MT_TRAIN_CLI=$<TARGET_FILE:minimax-train>"
   "${MT_TEST_ENV_MPI}")
+# The request side over loopback with tiny M2 / M3 models and the released templates
+# (tests/serve/serve_chat_request.c; skipped where ../shared is absent): /tokenize against
+# transformers' sanitize_control_tokens ids, a chat request with tools against minimax-data
+# render, every unimplemented field's 400 (or its no-op value accepted), chat logprobs and
+# include_usage in streams, streamed completions with echo and logprobs.
+mt_test_binary(test_serve_chat_request serve/serve_chat_request.c)
+target_link_libraries(test_serve_chat_request PRIVATE Threads::Threads)
+set(MT_SERVE_CHAT_CASES serve_tokenize_m2 serve_tokenize_m3 serve_chat_tools_m2
+  serve_chat_tools_m3 serve_fields serve_logprobs_stream)
+mt_test_cases(test_serve_chat_request ${MT_SERVE_CHAT_CASES})
+add_dependencies(test_serve_chat_request minimax-serve minimax-data)
+set_property(TEST ${MT_SERVE_CHAT_CASES} APPEND PROPERTY ENVIRONMENT
+  "MT_SERVE_CLI=$<TARGET_FILE:minimax-serve>" "MT_DATA_CLI=$<TARGET_FILE:minimax-data>")
+set_tests_properties(${MT_SERVE_CHAT_CASES} PROPERTIES TIMEOUT 180)

@@ -67,7 +67,7 @@ static void from_response(const mt_api_env *env, const mt_api_call *call, got *g
 }
 
 /* The stream's events, produced as server.c's stream loop does, one more token each time. */
-static void from_stream(const mt_api_env *env, const mt_api_call *call, got *g) {
+static void from_stream(const mt_api_env *env, mt_api_call *call, got *g) {
     mt_serve_req *r = call->reqs[0];
     mt_api_reply_stream *s = mt_api_reply_stream_new(env, call);
     EXPECT(s, "no reply stream");

@@ -112,14 +112,15 @@ static int test_completion(void) {
 
     /* text, tokenized as it is with no BOS added: the rendered text of a fixture conversation
      * gives transformers' ids for it; the defaults (16 tokens, temperature 1, no top-k/p, no
-     * logprobs, no stop); fields it does not know, and nulls, are ignored */
+     * logprobs, no stop); identity fields, nulls, and fields at their no-op value (0
+     * penalties, an empty suffix) are accepted */
     cJSON *root = read_json_fixture("tests/fixtures/template/chat_cases.json");
     const cJSON *c = chat_case(root, "generation_prompt_no_system");
     char *prompt = json_string(cJSON_GetStringValue(cJSON_GetObjectItem(c, "rendered")));
     char body[8192];
     snprintf(body, sizeof(body),
-             "{\"model\": \"tiny\", \"prompt\": %s, \"user\": \"me\", \"frequency_penalty\": 0.5, "
-             "\"temperature\": null, \"stop\": null, \"suffix\": \"x\"}",
+             "{\"model\": \"tiny\", \"prompt\": %s, \"user\": \"me\", \"frequency_penalty\": 0, "
+             "\"temperature\": null, \"stop\": null, \"suffix\": \"\"}",
              prompt);
     rc = parse(MT_API_COMPLETION, body, &call, &err);
     EXPECT(rc == 0 && call.n == 1, "text: %s", err.message);
@@ -205,21 +206,34 @@ static int test_chat(void) {
                "the default length is the rest of the context: %d", r->max_tokens);
     }
     mt_api_call_free(&call);
-    /* the user's text in two parts, joined; max_completion_tokens wins over max_tokens */
-    const size_t half = strlen(user) / 2;
-    char first[1024];
-    snprintf(first, sizeof(first), "%.*s", (int)half, user);
-    char *p1 = json_string(first), *p2 = json_string(user + half);
+    /* the user's text as a list of one text part; max_completion_tokens wins over max_tokens */
     snprintf(body, sizeof(body),
              "{\"model\": \"tiny\", \"messages\": [{\"role\": \"system\", \"content\": %s}, "
-             "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": %s}, "
-             "{\"type\": \"text\", \"text\": %s}]}], \"max_tokens\": 3, "
-             "\"max_completion_tokens\": 7, \"stop\": \"x\", \"logprobs\": false}",
-             s, p1, p2);
+             "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": %s}]}], "
+             "\"max_tokens\": 3, \"max_completion_tokens\": 7, \"stop\": \"x\", "
+             "\"logprobs\": false}",
+             s, u);
     rc = parse(MT_API_CHAT, body, &call, &err);
     EXPECT(rc == 0 && ids_equal(call.reqs[0], want), "text parts: %s", err.message);
     EXPECT(rc == 0 && call.reqs[0]->max_tokens == 7 && call.reqs[0]->n_stops == 1,
            "max_completion_tokens, stop");
+    mt_api_call_free(&call);
+    /* several text parts are joined by "\n", as vLLM joins them for string templates */
+    mt_api_call joined;
+    rc =
+        parse(MT_API_CHAT,
+              "{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": "
+              "[{\"type\": \"text\", \"text\": \"ab\"}, {\"type\": \"text\", \"text\": \"cd\"}]}]}",
+              &call, &err);
+    const int rc2 = parse(MT_API_CHAT,
+                          "{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", "
+                          "\"content\": \"ab\\ncd\"}]}",
+                          &joined, &err);
+    EXPECT(rc == 0 && rc2 == 0 && call.reqs[0]->n_prompt == joined.reqs[0]->n_prompt &&
+               !memcmp(call.reqs[0]->prompt, joined.reqs[0]->prompt,
+                       sizeof(int32_t) * (size_t)joined.reqs[0]->n_prompt),
+           "two text parts render as their texts joined by a line break");
+    mt_api_call_free(&joined);
     mt_api_call_free(&call);
     /* past the context: the prompt (83 tokens) with 18 more, and the prompt alone */
     const int n = cJSON_GetArraySize(want);
@@ -244,7 +258,7 @@ static int test_chat(void) {
     EXPECT(rc == -1 && err.code && !strcmp(err.code, "context_length_exceeded") && err.param &&
                !strcmp(err.param, "messages") && !strcmp(err.message, msg),
            "a prompt of the whole context:\n got  %s\n want %s", err.message, msg);
-    free(s), free(u), free(p1), free(p2);
+    free(s), free(u);
     cJSON_Delete(root);
     env_close();
     return MT_TEST_OK;
@@ -289,7 +303,8 @@ static const error_case error_cases[] = {
      "'max_tokens' must be an integer in [0, 1000000000]"},
     {C, M "\"prompt\": [1], \"max_tokens\": 0}", 400, "max_tokens", NULL,
      "'max_tokens' must be at least 1 (0 only with echo)"},
-    {C, M "\"prompt\": [1], \"n\": 2}", 400, "n", NULL, "'n' must be an integer in [1, 1]"},
+    {C, M "\"prompt\": [1], \"n\": 2}", 400, "n", NULL,
+     "'n' > 1 is not supported (one choice per prompt)"},
     {C, M "\"prompt\": [1], \"top_k\": -1}", 400, "top_k", NULL,
      "'top_k' must be an integer in [0, 1073741824]"},
     {C, M "\"prompt\": [1], \"stream\": \"yes\"}", 400, "stream", NULL,
@@ -325,19 +340,23 @@ static const error_case error_cases[] = {
      "the prompt is 0 tokens; this server's context is 100 (1 to 99 prompt tokens)"},
     {H, M "\"messages\": []}", 400, "messages", NULL, "'messages' must be a non-empty list"},
     {H, M "\"messages\": \"hi\"}", 400, "messages", NULL, "'messages' must be a non-empty list"},
-    {H, M "\"prompt\": [1]}", 400, "messages", NULL, "'messages' must be a non-empty list"},
-    {H, M "\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}]}", 400, "messages", NULL,
-     "messages[0].role must be \"system\", \"user\" or \"assistant\""},
+    {H, M "\"prompt\": [1]}", 400, "prompt", "unsupported_field",
+     "unsupported field 'prompt' (this server refuses what it does not implement)"},
+    {H, M "\"messages\": [{\"role\": \"function\", \"content\": \"x\"}]}", 400, "messages", NULL,
+     "messages[0].role \"function\" is not one of \"system\", \"developer\", \"user\", "
+     "\"assistant\", \"tool\""},
     {H, M "\"messages\": [{\"content\": \"x\"}]}", 400, "messages", NULL,
-     "messages[0].role must be \"system\", \"user\" or \"assistant\""},
+     "messages[0] must be an object with a \"role\" string"},
     {H,
      M "\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"user\", "
        "\"content\": 5}]}",
-     400, "messages", NULL, "messages[1].content must be a string or parts"},
+     400, "messages", NULL, "messages[1].content must be a string, null or a list of text parts"},
     {H, M "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}", 400,
-     "messages", NULL, "messages[0].content: a part without text"},
-    {H, M "\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": true}", 400,
-     "logprobs", NULL, "chat logprobs are not supported"},
+     "messages", NULL,
+     "messages[0].content[0]: only {\"type\": \"text\", \"text\": ...} parts are supported "
+     "(type image_url)"},
+    {H, M "\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_logprobs\": 9}", 400,
+     "top_logprobs", NULL, "'top_logprobs' must be an integer in [0, 5]"},
     {H, M "\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": 3}", 400,
      "logprobs", NULL, "'logprobs' must be a boolean"},
     {H, M "\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": 0}",
