@@ -3,17 +3,17 @@
  *
  * serve_reply_m2, serve_reply_m3: minimax-train (recipes/tiny-m2.toml / tiny-m3.toml, one
  * layer, 150 steps on one record: {"messages": [user "Weather in Paris?", assistant with
- * reasoning_content "Call the tool." and a tool call get_weather(city "Paris", days 2)]},
+ * reasoning_content "Call the tool." and a tool call get_weather(city "Paris", days 2)], tools},
  * rendered by the released template from ../shared: skipped where it is absent) learns the
  * reply; minimax-serve on the export (the family's default --reasoning-parser) answers the
  * same user turn (greedy) with message.reasoning_content "Call the tool.", content null,
  * tool_calls [{id "call_...", type "function", function {name "get_weather", arguments
- * {"city": "Paris", "days": "2"}}}] (the request has no tools: a parameter without a schema is a
- * string, as vLLM's minimax_m2 parser reads it) and finish_reason "tool_calls"; the streamed
- * answer (role chunk, reasoning_content deltas, a tool_calls delta with index 0, the finish
- * chunk "tool_calls", [DONE]) joins to the same; with --reasoning-parser none the reply is
- * content only (no reasoning_content, no tool_calls), finish_reason "stop"; an unknown name
- * stops the start with one line listing the names. */
+ * {"city": "Paris", "days": 2}}}] (days typed by the request's tools, the record's, as vLLM's
+ * minimax_m2 parser types it) and finish_reason "tool_calls"; the streamed answer (role chunk,
+ * reasoning_content deltas, a tool_calls delta with index 0, the finish chunk "tool_calls",
+ * [DONE]) joins to the same, and its chat logprobs, joined, are the response's; with
+ * --reasoning-parser none the reply is content only (no reasoning_content, no tool_calls),
+ * finish_reason "stop"; an unknown name stops the start with one line listing the names. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
 #include <cjson/cJSON.h>
@@ -27,15 +27,22 @@
 #include "tests/support/harness.h"
 #include "tests/support/serve_http.h"
 
+#define TOOLS                                                                                      \
+    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": "         \
+    "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": "         \
+    "{\"type\": \"integer\"}}}}}]"
+
 static const char *const record =
     "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather in Paris?\"}, {\"role\": "
     "\"assistant\", \"reasoning_content\": \"Call the tool.\", \"content\": \"\", "
     "\"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
-    "\"arguments\": {\"city\": \"Paris\", \"days\": 2}}}]}]}\n";
+    "\"arguments\": {\"city\": \"Paris\", \"days\": 2}}}]}], \"tools\": " TOOLS "}\n";
 
+/* %s: the tools (with: as trained; the typed arguments) and stream */
 static const char *const request =
     "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"Weather in "
-    "Paris?\"}], \"max_tokens\": 200, \"temperature\": 0%s}";
+    "Paris?\"}], \"max_tokens\": 200, \"temperature\": 0, \"logprobs\": true%s%s}";
+static const char *const with_tools = ", \"tools\": " TOOLS;
 
 /* The trained export in dir/run/checkpoint-150; false (skip) without the template. */
 static bool train(const char *dir, const char *fam) {
@@ -67,6 +74,7 @@ static bool train(const char *dir, const char *fam) {
 typedef struct {
     char *reasoning, *content;
     cJSON *calls;
+    cJSON *lp; /* logprobs.content: one entry per completion token, joined over the stream */
     char finish[32];
 } reply;
 
@@ -74,6 +82,15 @@ static void reply_free(reply *r) {
     free(r->reasoning);
     free(r->content);
     cJSON_Delete(r->calls);
+    cJSON_Delete(r->lp);
+}
+
+/* The logprobs.content entries of choice c appended to *lp. */
+static void lp_join(cJSON **lp, const cJSON *c) {
+    const cJSON *x;
+    if (!*lp) *lp = cJSON_CreateArray();
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(cJSON_GetObjectItem(c, "logprobs"), "content"))
+        cJSON_AddItemToArray(*lp, cJSON_Duplicate(x, true));
 }
 
 static char *cat(char *a, const char *b) {
@@ -84,8 +101,8 @@ static char *cat(char *a, const char *b) {
 }
 
 static reply ask(int port, bool stream) {
-    char body[1024];
-    snprintf(body, sizeof(body), request, stream ? ", \"stream\": true" : "");
+    char body[2048];
+    snprintf(body, sizeof(body), request, with_tools, stream ? ", \"stream\": true" : "");
     http_resp h = http_request(port, "POST", "/v1/chat/completions", NULL, body);
     EXPECT(h.status == 200, "status %d: %s", h.status, h.body ? h.body : "");
     reply r = {0};
@@ -100,6 +117,7 @@ static reply ask(int port, bool stream) {
         r.calls = cJSON_Duplicate(cJSON_GetObjectItem(m, "tool_calls"), true);
         const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(c, "finish_reason"));
         snprintf(r.finish, sizeof(r.finish), "%s", fin ? fin : "");
+        lp_join(&r.lp, c);
         cJSON_Delete(o);
     } else {
         bool done = false;
@@ -125,6 +143,7 @@ static reply ask(int port, bool stream) {
             }
             const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(c, "finish_reason"));
             if (fin) snprintf(r.finish, sizeof(r.finish), "%s", fin);
+            lp_join(&r.lp, c);
             cJSON_Delete(o);
         }
         EXPECT(done, "the stream did not end with [DONE]");
@@ -149,7 +168,7 @@ static void check_reply(const reply *r, const char *how) {
     EXPECT(type && !strcmp(type, "function"), "%s: type", how);
     EXPECT(name && !strcmp(name, "get_weather"), "%s: name %s", how, name ? name : "(none)");
     cJSON *a = args ? cJSON_Parse(args) : NULL,
-          *w = cJSON_Parse("{\"city\": \"Paris\", \"days\": \"2\"}");
+          *w = cJSON_Parse("{\"city\": \"Paris\", \"days\": 2}");
     EXPECT(a && cJSON_Compare(a, w, true), "%s: arguments %s", how, args ? args : "(none)");
     cJSON_Delete(a);
     cJSON_Delete(w);
@@ -170,6 +189,9 @@ static int run(const char *fam) {
     reply a = ask(s.port, false), b = ask(s.port, true);
     check_reply(&a, "response");
     check_reply(&b, "stream");
+    EXPECT(cJSON_GetArraySize(a.lp) > 0 && cJSON_Compare(a.lp, b.lp, true),
+           "the stream's logprobs (%d tokens) are not the response's (%d)",
+           cJSON_GetArraySize(b.lp), cJSON_GetArraySize(a.lp));
     reply_free(&a);
     reply_free(&b);
     EXPECT(srv_stop(&s, SIGTERM, 30) == 0, "not exit 0 after SIGTERM");
@@ -177,8 +199,8 @@ static int run(const char *fam) {
     snprintf(args, sizeof(args), "--model '%s' --served-model-name m --reasoning-parser none",
              model);
     srv_start(&s, dir, args);
-    char body[1024];
-    snprintf(body, sizeof(body), request, "");
+    char body[2048];
+    snprintf(body, sizeof(body), request, with_tools, "");
     http_resp h = http_request(s.port, "POST", "/v1/chat/completions", NULL, body);
     cJSON *o = cJSON_Parse(h.body ? h.body : "");
     const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0);
