@@ -384,12 +384,13 @@ int mt_server_run(const mt_api_env *env, const mt_server_opts *o) {
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
             MHD_USE_ITC | MHD_USE_ERROR_LOG,
-        (uint16_t)o->port, NULL, NULL, server_handle, &sv, MHD_OPTION_SOCK_ADDR, &addr,
+        (uint16_t)o->port, NULL, NULL, server_handle, &sv,
+        /* first: libmicrohttpd logs the options after it through its own logger otherwise */
+        MHD_OPTION_EXTERNAL_LOGGER, server_log, NULL, MHD_OPTION_SOCK_ADDR, &addr,
         MHD_OPTION_NOTIFY_COMPLETED, server_completed, &sv, MHD_OPTION_NOTIFY_CONNECTION,
         server_connection, &sv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o->max_per_address,
-        MHD_OPTION_EXTERNAL_LOGGER, server_log, NULL, MHD_OPTION_END);
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o->max_per_address, MHD_OPTION_END);
     if (!d) {
         mt_guard_stop(sv.guard);
         fprintf(stderr, "minimax-serve: cannot listen on %s:%d: %s\n", o->host, o->port,
