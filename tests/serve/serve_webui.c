@@ -11,9 +11,12 @@
  * to the API's own greedy (non-streamed) reply to the same messages; a second question typed
  * into the page is sent with the whole conversation without asking for the key again, and its
  * reply equals the API's to the three messages; a request the server refuses shows its error
- * message in the page. The screenshot after the second reply is kept in the test's build
- * directory (MT_WEBUI_OUT/serve_webui.png, beside serve_webui.dom.html). Skipped when no
- * browser is installed ($MT_BROWSER, chromium, chromium-browser, google-chrome). */
+ * message in the page; the stop button ends a long stream (the server's row freed); reasoning,
+ * content and tool calls in vLLM's streamed shape (tests/serve/webui_fake_stream.js in place of
+ * the server's stream) are shown as such and sent back in the next turn. The screenshot after the
+ * second reply is kept in the test's build directory (MT_WEBUI_OUT/serve_webui.png, beside
+ * serve_webui.dom.html). Skipped when no browser is installed ($MT_BROWSER, chromium,
+ * chromium-browser, google-chrome). */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
 #include <cjson/cJSON.h>
@@ -218,6 +221,38 @@ static bool wu_check_browser(cdp_browser *b, int port) {
     return true;
 }
 
+/* The stop button in the middle of a long reply: the page says stopped, keeps what came, and
+ * the server frees the request's row (/health: nothing active) long before the reply's end. */
+static void wu_check_stop(cdp_browser *b, int port) {
+    char url[256];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/?q=Tell%%20me%%20a%%20story&max_tokens=3000",
+             port);
+    MT_CHECK(cdp_navigate(b, url), "cannot load %s", url);
+    char *clicked = cdp_wait_for(
+        b,
+        "(() => { const r = document.getElementById('reply-1');"
+        " if (!r || !r.textContent || document.body.dataset.state !== 'busy') return 'waiting';"
+        " document.getElementById('stop').click(); return 'clicked'; })()",
+        "clicked", 30);
+    EXPECT(clicked && !strcmp(clicked, "clicked"), "no stream to stop: %s", clicked);
+    free(clicked);
+    char *st = cdp_wait_for(b, "document.body.dataset.state", "stopped|done|error", 30);
+    char *note = cdp_eval(b, "document.querySelector('.msg.assistant .note').textContent");
+    EXPECT(st && !strcmp(st, "stopped") && note && !strcmp(note, "(stopped)"),
+           "after stop: state %s, note %s", st, note);
+    free(st);
+    free(note);
+    bool idle = false;
+    for (int i = 0; i < 200 && !idle; i++) {
+        http_resp h = http_request(port, "GET", "/health", NULL, NULL);
+        idle = h.body && has(h.body, "\"active\":0,\"queued\":0");
+        http_resp_free(&h);
+        if (!idle) usleep(50000);
+    }
+    EXPECT(idle, "the stopped request still decodes 10 s after the stop");
+    printf("stopped mid-stream: the page says so, the server's row is free\n");
+}
+
 /* Reasoning, content and tool calls in vLLM's streamed shape (tests/serve/webui_fake_stream.js
  * stands in for the server's stream): shown as such, text as text, and sent back whole in the
  * next turn; no system message when the field is empty. */
@@ -316,7 +351,10 @@ static int test_serve_webui(void) {
         EXPECT(false, "%s did not start (see %s/browser.log)", exe, profile);
     } else {
         printf("browser: %s\n", exe);
-        if (wu_check_browser(&b, s.port)) wu_check_stream_shapes(&b, s.port);
+        if (wu_check_browser(&b, s.port)) {
+            wu_check_stop(&b, s.port);
+            wu_check_stream_shapes(&b, s.port);
+        }
         cdp_stop(&b);
     }
     EXPECT(srv_stop(&s, SIGTERM, 30) == 0, "not exit 0 after SIGTERM");
