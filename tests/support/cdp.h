@@ -107,7 +107,7 @@ static inline cJSON *cdp_call(cdp_browser *b, bool on_page, const char *method, 
         cJSON_Delete(a);
         return NULL;
     }
-    printf("browser: %s: no answer within %d s\n", method, timeout_s);
+    printf("browser: %s: no answer (the browser exited, or %d s passed)\n", method, timeout_s);
     return NULL;
 }
 
