@@ -30,7 +30,7 @@
   window.sentBodies = [];
   const realFetch = window.fetch;
   window.fetch = (path, init) => {
-    if (path !== "/v1/chat/completions") return realFetch(path, init);
+    if (!String(path).endsWith("v1/chat/completions")) return realFetch(path, init);
     window.sentBodies.push(JSON.parse(init.body));
     let off = 0;
     const body = new ReadableStream({
