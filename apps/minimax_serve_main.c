@@ -7,7 +7,7 @@
  *                 [--served-model-name NAME] [--backend cpu|cuda] [--header-timeout S]
  *                 [--body-timeout S] [--idle-timeout S] [--max-connections N]
  *                 [--max-connections-per-address N] [--prefill-tokens N]
- *                 [--reasoning-parser NAME] [--no-sanitize-control-tokens]
+ *                 [--reasoning-parser NAME] [--no-sanitize-control-tokens] [--no-webui]
  *
  * Chat messages are rendered by the model's chat template (TOK's, or FILE, with the variables
  * of JSON: data/chat_cli.h), as training renders them.
@@ -17,8 +17,8 @@
  * split into reasoning_content, content and tool_calls by the reply format NAME
  * (models/reply.h; default: the model family's; "none": the reply is content), one name for
  * both of vLLM's --reasoning-parser and --tool-call-parser.
- * POST /v1/chat/completions, POST /v1/completions, POST /tokenize, GET /v1/models, GET /health;
- * requests are
+ * POST /v1/chat/completions, POST /v1/completions, POST /tokenize, GET /v1/models, GET /health,
+ * and a chat page at GET / (serve/webui/index.html, built in; --no-webui: none); requests are
  * batched continuously (serve/engine.h). SIGTERM or SIGINT: no new connections, the requests in
  * flight are answered, exit 0. Generation runs on the CPU backend (models/generate.h), the model
  * in host memory, or with --backend cuda on the GPU, the model, caches and activations in device
@@ -49,10 +49,13 @@ static void usage(int status) {
             "         [--body-timeout S] [--idle-timeout S] [--max-connections N]\n"
             "         [--max-connections-per-address N] [--prefill-tokens N] [--no-verify]\n"
             "         [--reasoning-parser %s] [--no-sanitize-control-tokens]\n"
+            "         [--no-webui]\n"
             "       minimax-serve --help | --version\n"
             "  OpenAI-compatible: POST /v1/chat/completions, POST /v1/completions,\n"
             "  POST /tokenize, GET /v1/models, GET /health; continuous batching of up to N "
             "requests (default 8)\n"
+            "  GET /: a chat page in the browser (streams through /v1/chat/completions; asks for\n"
+            "    the --api-key when one is set); --no-webui: no page, / is 404\n"
             "  --tokenizer TOK: the directory of tokenizer.json and the chat template (default "
             "DIR)\n" MT_CHAT_CLI_HELP
             "  --host: an IPv4 address (default 127.0.0.1, loopback only); --port 0: any free one\n"
@@ -165,6 +168,8 @@ int main(int argc, char **argv) {
             verify = false;
         else if (!strcmp(f, "--no-sanitize-control-tokens"))
             sanitize = false;
+        else if (!strcmp(f, "--no-webui"))
+            o.no_webui = true;
         else if (!strcmp(f, "--help") || !strcmp(f, "-h"))
             usage(0);
         else if (!strcmp(f, "--version")) {

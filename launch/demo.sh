@@ -6,7 +6,7 @@
 # Usage: bash launch/demo.sh [RECIPE.toml] [minimax-train args...]   (default recipes/tiny.toml)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash launch/install-deps.sh
+bash launch/install-deps.sh --no-test-deps # the demo runs no tests: no browser
 mkdir -p build # the build's log goes there, not into the source tree
 cmake -S . -B build -G Ninja -DMT_WERROR=ON > build/demo-build.log 2>&1 ||
   { cat build/demo-build.log; exit 1; }

@@ -6,6 +6,7 @@
 #include "serve/server.h"
 
 #include "serve/conn_guard.h"
+#include "serve/webui.h"
 
 #include "core/file_io.h"
 
@@ -254,6 +255,22 @@ static enum MHD_Result server_models(server *sv, struct MHD_Connection *conn) {
     return server_send(conn, MHD_HTTP_OK, s);
 }
 
+/* The chat page (serve/webui.h): static bytes, no key needed (the page asks for one when the
+ * API answers 401); its CSP allows its own inline script and style only, and requests to this
+ * server. */
+static enum MHD_Result server_page(struct MHD_Connection *conn) {
+    struct MHD_Response *res = MHD_create_response_from_buffer(
+        mt_webui_page_len, (void *)mt_webui_page, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(res, "Content-Type", "text/html; charset=utf-8");
+    MHD_add_response_header(res, "Content-Security-Policy", mt_webui_csp);
+    MHD_add_response_header(res, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(res, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(res, "Cache-Control", "no-cache");
+    const enum MHD_Result rc = MHD_queue_response(conn, MHD_HTTP_OK, res);
+    MHD_destroy_response(res);
+    return rc;
+}
+
 /* ---- the request handler ---- */
 
 static bool server_authorized(server *sv, struct MHD_Connection *conn) {
@@ -295,6 +312,8 @@ static enum MHD_Result server_handle(void *cls, struct MHD_Connection *conn, con
     const bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     if (!strcmp(url, "/health")) {
         if (get) return server_health(sv, conn);
+    } else if (!sv->opts->no_webui && (!strcmp(url, "/") || !strcmp(url, "/index.html"))) {
+        if (get || !strcmp(method, "HEAD")) return server_page(conn);
     } else if (!server_authorized(sv, conn)) {
         mt_api_fail(&err, 401, "invalid_api_key", NULL,
                     "a valid API key is required: Authorization: Bearer KEY");
@@ -398,9 +417,9 @@ int mt_server_run(const mt_api_env *env, const mt_server_opts *o) {
         return 1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    printf("minimax-serve: listening on http://%s:%u (model %s, context %d, max batch %d)\n",
+    printf("minimax-serve: listening on http://%s:%u (model %s, context %d, max batch %d%s)\n",
            o->host, info ? info->port : (unsigned)o->port, env->model_name, env->t_max,
-           env->engine->max_batch);
+           env->engine->max_batch, o->no_webui ? "" : "; chat page at /");
     fflush(stdout);
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -2,6 +2,7 @@
  * key, body limits, server-sent event streams, timeouts and connection caps against slow
  * clients, and the drain on SIGTERM. */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "serve/openai.h"
@@ -16,9 +17,11 @@ typedef struct {
      * (not counted while the answer is computed); open connections at most, and per address */
     int header_timeout_s, body_timeout_s, idle_timeout_s;
     int max_connections, max_per_address;
+    bool no_webui; /* true: no chat page at / (serve/webui.h), / is 404 */
 } mt_server_opts;
 
 /* Serves env until SIGTERM or SIGINT, then stops accepting connections, lets the requests in
  * flight finish and returns 0. Prints `minimax-serve: listening on http://HOST:PORT` (stdout)
- * once it accepts connections. Returns 1 after one error line when it cannot listen. */
+ * once it accepts connections (the line ends with "chat page at /" unless no_webui). Returns 1
+ * after one error line when it cannot listen. */
 int mt_server_run(const mt_api_env *env, const mt_server_opts *o);

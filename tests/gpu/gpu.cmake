@@ -87,8 +87,9 @@ if(CMAKE_CXX_COMPILER)
   add_executable(minimax-eval-emu ${CMAKE_SOURCE_DIR}/apps/minimax_eval_main.c)
   add_executable(minimax-chat-emu ${CMAKE_SOURCE_DIR}/apps/minimax_chat_main.c)
   add_executable(minimax-serve-emu ${CMAKE_SOURCE_DIR}/apps/minimax_serve_main.c
-    ${MT_SERVE_SOURCES})
+    ${MT_SERVE_SOURCES} ${MT_WEBUI_C})
   target_link_libraries(minimax-serve-emu PRIVATE PkgConfig::MHD)
+  add_dependencies(minimax-serve-emu mtserve) # its rule makes the chat page's source (MT_WEBUI_C)
   add_executable(bench_gpu_step_emu ${CMAKE_SOURCE_DIR}/bench/gpu_step.c)
   add_executable(test_emu_cublas gpu/emu_cublas.cpp) # the emulated cuBLAS calls themselves
   foreach(t mt_emu test_gpu_ops_emu bench_gpu_ops_emu minimax-train-emu minimax-generate-emu

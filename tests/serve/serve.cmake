@@ -78,3 +78,15 @@ add_dependencies(test_serve_chat_request minimax-serve minimax-data)
 set_property(TEST ${MT_SERVE_CHAT_CASES} APPEND PROPERTY ENVIRONMENT
   "MT_SERVE_CLI=$<TARGET_FILE:minimax-serve>" "MT_DATA_CLI=$<TARGET_FILE:minimax-data>")
 set_tests_properties(${MT_SERVE_CHAT_CASES} PROPERTIES TIMEOUT 180)
+# The chat page (serve/webui/index.html) in headless Chromium over the DevTools protocol
+# (tests/serve/serve_webui.c, tests/support/cdp.h): served with its CSP, 404 with --no-webui; the
+# page asks for the API key once, streams replies equal to the API's greedy ones, keeps the
+# conversation, shows the server's errors. Its screenshot and DOM: build/tests/serve_webui.png,
+# serve_webui.dom.html. Skipped without a browser (launch/install-deps.sh installs chromium).
+mt_test_binary(test_serve_webui serve/serve_webui.c)
+target_link_libraries(test_serve_webui PRIVATE Threads::Threads)
+mt_test_cases(test_serve_webui serve_webui)
+add_dependencies(test_serve_webui minimax-serve)
+set_property(TEST serve_webui APPEND PROPERTY ENVIRONMENT
+  "MT_SERVE_CLI=$<TARGET_FILE:minimax-serve>" "MT_WEBUI_OUT=${CMAKE_CURRENT_BINARY_DIR}")
+set_tests_properties(serve_webui PROPERTIES TIMEOUT 300)
