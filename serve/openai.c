@@ -202,40 +202,20 @@ char *mt_api_response(const mt_api_env *env, const mt_api_call *call) {
     return api_print(o);
 }
 
-static char *api_event(char *json);
+/* `data: JSON\n\n` of json (freed). */
+static char *api_event(char *json) {
+    const size_t n = strlen(json);
+    char *event = mt_malloc(n + 9, "stream event");
+    memcpy(event, "data: ", 6);
+    memcpy(event + 6, json, n);
+    memcpy(event + 6 + n, "\n\n", 3);
+    free(json);
+    return event;
+}
 
-char *mt_api_chunk(const mt_api_env *env, mt_api_call *call, const char *delta, bool first,
-                   const char *finish) {
-    const bool chat = call->kind == MT_API_CHAT;
-    const mt_serve_req *r = call->reqs[0];
-    cJSON *o = api_head(env, call, chat ? "chat.completion.chunk" : "text_completion");
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
-    const bool lp = r->logprobs >= 0 && call->lp_to > call->lp_from;
-    if (chat) {
-        cJSON *d = cJSON_AddObjectToObject(c, "delta");
-        if (first) cJSON_AddStringToObject(d, "role", "assistant");
-        if (!finish) cJSON_AddStringToObject(d, "content", delta);
-        if (lp)
-            cJSON_AddItemToObject(c, "logprobs",
-                                  api_chat_logprobs(env, r, call->lp_from, call->lp_to));
-    } else {
-        /* echo: the prompt (and its logprobs) goes out with the first chunk */
-        const bool echo = r->echo && !call->echo_sent;
-        mt_strbuf t = {0};
-        if (echo) mt_strbuf_append(&t, call->prompt_text[0], strlen(call->prompt_text[0]));
-        mt_strbuf_append(&t, delta, strlen(delta));
-        cJSON_AddStringToObject(c, "text", t.p ? t.p : "");
-        mt_strbuf_free(&t);
-        if (r->logprobs >= 0 && (lp || echo))
-            cJSON_AddItemToObject(
-                c, "logprobs",
-                api_logprobs(env, r, echo, call->lp_from, call->lp_to, &call->lp_offset));
-        else
-            cJSON_AddNullToObject(c, "logprobs");
-        call->echo_sent = true;
-    }
-    call->lp_from = call->lp_to;
+/* A stream chunk's end: choice c's finish_reason into o's choices, the usage with the finish
+ * (unless include_usage sends it in a chunk of its own), o as an event (o freed). */
+static char *api_chunk_event(const mt_api_call *call, cJSON *o, cJSON *c, const char *finish) {
     if (finish)
         cJSON_AddStringToObject(c, "finish_reason", finish);
     else
@@ -243,6 +223,36 @@ char *mt_api_chunk(const mt_api_env *env, mt_api_call *call, const char *delta, 
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
     if (finish && !call->include_usage) api_usage(o, call);
     return api_event(api_print(o));
+}
+
+char *mt_api_chunk(const mt_api_env *env, mt_api_call *call, const char *delta, bool first,
+                   const char *finish) {
+    if (call->kind == MT_API_CHAT) {
+        cJSON *d = cJSON_CreateObject();
+        if (first) cJSON_AddStringToObject(d, "role", "assistant");
+        if (!finish) cJSON_AddStringToObject(d, "content", delta);
+        return mt_api_chunk_delta(env, call, d, finish);
+    }
+    const mt_serve_req *r = call->reqs[0];
+    cJSON *o = api_head(env, call, "text_completion");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    /* echo: the prompt (and its logprobs) goes out with the first chunk */
+    const bool echo = r->echo && !call->echo_sent;
+    mt_strbuf t = {0};
+    if (echo) mt_strbuf_append(&t, call->prompt_text[0], strlen(call->prompt_text[0]));
+    mt_strbuf_append(&t, delta, strlen(delta));
+    cJSON_AddStringToObject(c, "text", t.p ? t.p : "");
+    mt_strbuf_free(&t);
+    if (r->logprobs >= 0 && (call->lp_to > call->lp_from || echo))
+        cJSON_AddItemToObject(
+            c, "logprobs",
+            api_logprobs(env, r, echo, call->lp_from, call->lp_to, &call->lp_offset));
+    else
+        cJSON_AddNullToObject(c, "logprobs");
+    call->echo_sent = true;
+    call->lp_from = call->lp_to;
+    return api_chunk_event(call, o, c, finish);
 }
 
 char *mt_api_chunk_delta(const mt_api_env *env, mt_api_call *call, cJSON *delta,
@@ -255,13 +265,7 @@ char *mt_api_chunk_delta(const mt_api_env *env, mt_api_call *call, cJSON *delta,
     if (r->logprobs >= 0 && call->lp_to > call->lp_from) /* the tokens decoded since the last */
         cJSON_AddItemToObject(c, "logprobs", api_chat_logprobs(env, r, call->lp_from, call->lp_to));
     call->lp_from = call->lp_to;
-    if (finish)
-        cJSON_AddStringToObject(c, "finish_reason", finish);
-    else
-        cJSON_AddNullToObject(c, "finish_reason");
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
-    if (finish && !call->include_usage) api_usage(o, call);
-    return api_event(api_print(o));
+    return api_chunk_event(call, o, c, finish);
 }
 
 char *mt_api_usage_chunk(const mt_api_env *env, const mt_api_call *call) {
@@ -270,15 +274,4 @@ char *mt_api_usage_chunk(const mt_api_env *env, const mt_api_call *call) {
     cJSON_AddArrayToObject(o, "choices");
     api_usage(o, call);
     return api_event(api_print(o));
-}
-
-/* `data: JSON\n\n` of json (freed). */
-static char *api_event(char *json) {
-    const size_t n = strlen(json);
-    char *event = mt_malloc(n + 9, "stream event");
-    memcpy(event, "data: ", 6);
-    memcpy(event + 6, json, n);
-    memcpy(event + 6 + n, "\n\n", 3);
-    free(json);
-    return event;
 }

@@ -21,12 +21,13 @@ Pinned: openai==3.51.0.
 """
 import argparse
 import json
-import re
-import subprocess
+import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_openai_check import KEY, start  # noqa: E402  (the server on a free port, its key)
+
 PINNED = {"openai": "3.51.0"}
-KEY = "tools-key"
 TOOLS = [{"type": "function", "function": {
     "name": "calculate", "description": "Evaluates an integer arithmetic expression.",
     "parameters": {"type": "object", "properties": {
@@ -43,16 +44,6 @@ def versions():
         got = md.version(k)
         if got != v:
             print(f"warning: {k} {got} is installed, this check was pinned to {v}", file=sys.stderr)
-
-
-def start(serve, model):
-    srv = subprocess.Popen([serve, "--model", model, "--port", "0", "--api-key", KEY,
-                            "--served-model-name", "model", "--max-batch", "4"],
-                           stdout=subprocess.PIPE, text=True)
-    m = re.search(r"listening on (http://[0-9.]+:[0-9]+)", srv.stdout.readline())
-    if not m:
-        sys.exit("serve_tools_check: minimax-serve did not start")
-    return srv, m.group(1)
 
 
 def streamed(c, msgs, max_tokens):
