@@ -20,6 +20,12 @@ one tests/train/run_resume.sh's tboard mode leaves in build/test-tmp/tboard
 3. With --serve BIN (the `tensorboard` script): `tensorboard --logdir DIR` on a free loopback
    port, with the Python loader (--load_fast=false) and the Rust data server (--load_fast=true):
    /data/runs and /data/plugin/scalars/scalars?run=.&tag=... give the same numbers.
+4. With --live TRAINER (build/minimax-train): a TensorBoard that follows a run while it is
+   resumed. One process trains tests/recipes/dist.toml 4 steps into a temporary output.dir
+   (checkpoints at 2 and 4); an EventAccumulator loads it; the run is resumed from step 2 with
+   --rewind and train.max_steps = 6 (so step 4's lr differs from the first run's); the same
+   accumulator, reloaded, must hold steps 1..6 once each with the resumed run's values (the
+   SessionLog START at step 3 made it drop the first run's 3 and 4), as a fresh one does.
 Pinned: tensorboard==2.21.0 (tensorboard-data-server==0.7.2).
 """
 import argparse
@@ -165,10 +171,47 @@ def check_server(tb_bin, logdir, runs, load_fast):
         proc.wait(timeout=10)
 
 
+def check_live(trainer):
+    import tempfile
+    from tensorboard.backend.event_processing import event_accumulator as ea
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tmp = tempfile.mkdtemp(prefix="mt_tb_live_")
+    out = os.path.join(tmp, "run")
+    common = [trainer, "tests/recipes/dist.toml", "--set", f"output.dir={out}",
+              "--set", f"data.cache_dir={tmp}/cache", "--set", "model.num_hidden_layers=1",
+              "--set", "data.max_length=64", "--set", "data.truncation=truncate",
+              "--set", "output.save_steps=2", "--set", "output.export=false",
+              "--set", 'output.report_to=["csv", "tensorboard"]']
+
+    def train(*extra):
+        r = subprocess.run(common + list(extra), cwd=root, capture_output=True, text=True)
+        if r.returncode:
+            sys.exit(f"{' '.join(common + list(extra))}: exit {r.returncode}\n{r.stderr[-2000:]}")
+
+    train("--set", "train.max_steps=4")
+    live = ea.EventAccumulator(out, size_guidance={ea.SCALARS: 0})
+    live.Reload()
+    first = [(e.step, e.value) for e in live.Scalars("train/lr")]
+    train("--set", "train.max_steps=6", "--resume", f"{out}/checkpoint-2", "--rewind")
+    live.Reload()
+    want = expected(out)
+    for tag, exp in want.items():
+        got = [(e.step, e.value) for e in live.Scalars(tag)]
+        if len(got) != len(exp) or not all(
+                g[0] == w[0] and same(g[1], w[1]) for g, w in zip(got, exp)):
+            sys.exit(f"live EventAccumulator after the resume: {tag}: {got} != {exp}")
+    check_accumulator(out, want)
+    print(f"live: train/lr before the resume {[(s, round(v, 6)) for s, v in first]}")
+    print(f"live: after it (the same accumulator reloaded) "
+          f"{[(e.step, round(e.value, 6)) for e in live.Scalars('train/lr')]}: "
+          f"every tag's steps 1..6 once each, = metrics.jsonl")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("dirs", nargs="+")
+    ap.add_argument("dirs", nargs="*")
     ap.add_argument("--serve", help="the tensorboard script, to check the server too")
+    ap.add_argument("--live", metavar="TRAINER", help="minimax-train, for the live resume check")
     a = ap.parse_args()
     check_pins()
     for d in a.dirs:
@@ -183,6 +226,8 @@ def main():
         if a.serve:
             for fast in ("false", "true"):
                 check_server(a.serve, d, runs, fast)
+    if a.live:
+        check_live(a.live)
     print("ok")
 
 
