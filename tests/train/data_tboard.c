@@ -5,7 +5,8 @@
  *   data_tboard_logger    the logger's events equal metrics.jsonl (every number, as float32,
  *                         NaN for null, wall_time = "time"); a resume at step 3 cuts the file
  *                         to steps <= 3, starts a second one (its file name sorting after,
- *                         a SessionLog START at 4): no step twice; a new run removes old files
+ *                         a SessionLog START at 4): no step twice; a new run (or --eval-only)
+ *                         removes the old files
  *   data_tboard_damaged   a flipped byte fails the CRC (reader and resume name file and byte);
  *                         a torn last record (a killed run) is dropped by the resume's cut
  *   data_tboard_match     the run of tests/train/run_resume.sh's tboard mode: 2 ranks, eval loss
@@ -139,6 +140,23 @@ static int test_logger(void) {
     EXPECT(events_files(dir, names, 4) == 1, "a new run left old event files");
     EXPECT(mt_tfevents_match(dir, &files, &scalars, err, sizeof(err)) && scalars == 12,
            "the new run: %s, %d scalars", err, scalars);
+    /* --eval-only: a new metrics.jsonl, and new events (the eval loss and the accuracy) */
+    mt_logger lg;
+    mt_logger_open_eval(&lg, dir, true);
+    mt_logger_tensorboard(&lg, 0);
+    mt_eval_row e = {.has_loss = true,
+                     .loss = 0.7,
+                     .tokens = 9,
+                     .seconds = 0.5,
+                     .has_gen = true,
+                     .correct = 2,
+                     .samples = 3,
+                     .gen_seconds = 0.1};
+    mt_logger_eval_row(&lg, &e);
+    fclose(lg.eval_csv), fclose(lg.jsonl);
+    mt_tboard_close(&lg.tb);
+    EXPECT(mt_tfevents_match(dir, &files, &scalars, err, sizeof(err)) && files == 1 && scalars == 7,
+           "--eval-only: %s, %d files, %d scalars", err, files, scalars);
     rm_tree(dir);
     return MT_TEST_OK;
 }
