@@ -220,8 +220,9 @@ long mt_tboard_records_after(const char *path, long step) {
     return bad ? -1 : count;
 }
 
-/* path's bytes, written through a temporary file beside it (whose name is no event file's)
- * and renamed over it. */
+/* path's bytes, written through a temporary file beside it (.tboard-cut-<pid>.tmp: no event
+ * file's name, which TensorBoard would read; --overwrite removes one left by a crash) and
+ * renamed over it. */
 static bool write_whole(const char *path, const void *data, size_t len, char *err, size_t n) {
     char tmp[1300];
     const char *slash = strrchr(path, '/');
