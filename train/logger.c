@@ -105,31 +105,52 @@ void mt_logger_open_eval(mt_logger *lg, const char *dir, bool gen) {
     lg->jsonl = logger_csv_open(lg, "metrics.jsonl", NULL, 0);
 }
 
+void mt_logger_tensorboard(mt_logger *lg, int resume_step) {
+    mt_tboard_open(&lg->tb, lg->dir, resume_step);
+}
+
+/* The scalar "<type>/<key>" of the line being written, when report_to has "tensorboard". */
+static void tboard_value(mt_logger *lg, const char *key, double x) {
+    char tag[96];
+    snprintf(tag, sizeof(tag), "%s/%s", lg->row_type, key);
+    mt_tboard_scalar(&lg->tb, lg->row_step, lg->row_time, tag, x);
+}
+
 /* ", "key": value" of metrics.jsonl: every digit of the double (loss.csv rounds them), null
- * for NaN or Inf, which JSON has no number for. */
-static void jsonl_num(FILE *f, const char *key, double x) {
+ * for NaN or Inf, which JSON has no number for; and its event. */
+static void jsonl_num(mt_logger *lg, const char *key, double x) {
     if (isfinite(x))
-        fprintf(f, ", \"%s\": %.17g", key, x);
+        fprintf(lg->jsonl, ", \"%s\": %.17g", key, x);
     else
-        fprintf(f, ", \"%s\": null", key);
+        fprintf(lg->jsonl, ", \"%s\": null", key);
+    tboard_value(lg, key, x);
+}
+
+/* An integer of metrics.jsonl, and its event. */
+static void jsonl_int(mt_logger *lg, const char *key, long long x) {
+    fprintf(lg->jsonl, ", \"%s\": %lld", key, x);
+    tboard_value(lg, key, (double)x);
 }
 
 /* The start of a metrics.jsonl line: the step first (mt_log_line_step reads it on resume),
- * the kind of row, and the wall-clock time (Unix seconds) for dashboards. */
-static void jsonl_begin(FILE *f, int step, const char *type) {
+ * the kind of row, and the wall-clock time (Unix seconds) for dashboards (the events' time). */
+static void jsonl_begin(mt_logger *lg, int step, const char *type) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    fprintf(f, "{\"step\": %d, \"type\": \"%s\"", step, type);
-    jsonl_num(f, "time", (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
+    lg->row_type = type, lg->row_step = step;
+    lg->row_time = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    fprintf(lg->jsonl, "{\"step\": %d, \"type\": \"%s\"", step, type);
+    fprintf(lg->jsonl, ", \"time\": %.17g", lg->row_time);
 }
 
 static void jsonl_end(mt_logger *lg) {
     fprintf(lg->jsonl, "}\n");
     logger_flush(lg, lg->jsonl, "metrics.jsonl");
+    mt_tboard_flush(&lg->tb);
 }
 
 void mt_logger_eval_row(mt_logger *lg, const mt_eval_row *r) {
-    FILE *f = lg->eval_csv, *j = lg->jsonl;
+    FILE *f = lg->eval_csv;
     fprintf(f, "%d", r->step);
     if (r->has_loss)
         fprintf(f, ",%.6f,%lld,%.3f", r->loss, (long long)r->tokens, r->seconds);
@@ -143,39 +164,38 @@ void mt_logger_eval_row(mt_logger *lg, const mt_eval_row *r) {
         fprintf(f, ",,,,");
     fprintf(f, "\n");
     logger_flush(lg, f, "eval.csv");
-    jsonl_begin(j, r->step, "eval");
+    jsonl_begin(lg, r->step, "eval");
     if (r->has_loss) {
-        jsonl_num(j, "eval_loss", r->loss);
-        fprintf(j, ", \"tokens\": %lld", (long long)r->tokens);
-        jsonl_num(j, "seconds", r->seconds);
+        jsonl_num(lg, "eval_loss", r->loss);
+        jsonl_int(lg, "tokens", (long long)r->tokens);
+        jsonl_num(lg, "seconds", r->seconds);
     }
     if (r->has_gen) {
-        jsonl_num(j, "accuracy", acc);
-        fprintf(j, ", \"correct\": %lld, \"samples\": %lld", (long long)r->correct,
-                (long long)r->samples);
-        jsonl_num(j, "gen_seconds", r->gen_seconds);
+        jsonl_num(lg, "accuracy", acc);
+        jsonl_int(lg, "correct", (long long)r->correct);
+        jsonl_int(lg, "samples", (long long)r->samples);
+        jsonl_num(lg, "gen_seconds", r->gen_seconds);
     }
     jsonl_end(lg);
 }
 
 /* The train line of metrics.jsonl: loss.csv's columns, then timing and memory (MiB). */
 static void logger_jsonl_row(mt_logger *lg, const mt_log_row *r) {
-    FILE *f = lg->jsonl;
-    jsonl_begin(f, r->step, "train");
-    jsonl_num(f, "loss", r->loss);
-    jsonl_num(f, "lr", r->lr);
-    jsonl_num(f, "grad_norm", r->grad_norm);
-    fprintf(f, ", \"tokens\": %lld", (long long)r->tokens);
-    jsonl_num(f, "tokens_per_s", r->tokens_per_s);
-    jsonl_num(f, "elapsed_s", r->elapsed_s);
-    for (int k = 0; k < lg->n_aux; k++) jsonl_num(f, lg->aux_names[k], r->aux[k]);
-    jsonl_num(f, "step_s", r->step_s);
+    jsonl_begin(lg, r->step, "train");
+    jsonl_num(lg, "loss", r->loss);
+    jsonl_num(lg, "lr", r->lr);
+    jsonl_num(lg, "grad_norm", r->grad_norm);
+    jsonl_int(lg, "tokens", (long long)r->tokens);
+    jsonl_num(lg, "tokens_per_s", r->tokens_per_s);
+    jsonl_num(lg, "elapsed_s", r->elapsed_s);
+    for (int k = 0; k < lg->n_aux; k++) jsonl_num(lg, lg->aux_names[k], r->aux[k]);
+    jsonl_num(lg, "step_s", r->step_s);
     const double mib = 1.0 / (1 << 20);
-    jsonl_num(f, "arena_peak_mib", (double)r->arena_peak_bytes * mib);
-    jsonl_num(f, "state_mib", (double)r->state_bytes * mib);
+    jsonl_num(lg, "arena_peak_mib", (double)r->arena_peak_bytes * mib);
+    jsonl_num(lg, "state_mib", (double)r->state_bytes * mib);
     struct rusage ru; /* ru_maxrss: KiB on Linux */
     if (getrusage(RUSAGE_SELF, &ru) == 0)
-        jsonl_num(f, "host_peak_rss_mib", (double)ru.ru_maxrss / 1024);
+        jsonl_num(lg, "host_peak_rss_mib", (double)ru.ru_maxrss / 1024);
     jsonl_end(lg);
 }
 
@@ -220,6 +240,7 @@ void mt_logger_close(mt_logger *lg) {
     lg->eval_csv = NULL;
     fclose(lg->jsonl);
     lg->jsonl = NULL;
+    mt_tboard_close(&lg->tb);
     if (lg->tty && lg->last_len) fputc('\n', stderr);
     if (!train) return; /* an eval alone: no curve */
     char cmd[4096];

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "train/tboard.h"
+
 #define MT_LOG_AUX 8 /* the most auxiliary loss columns */
 
 typedef struct {
@@ -20,6 +22,10 @@ typedef struct {
     bool tty;
     double t_start;
     int last_len;
+    mt_tboard tb;         /* output.report_to's "tensorboard": metrics.jsonl's numbers as events */
+    const char *row_type; /* the metrics.jsonl line being written: its "type", step, time */
+    int row_step;
+    double row_time;
 } mt_logger;
 
 typedef struct {
@@ -44,6 +50,10 @@ void mt_logger_open(mt_logger *lg, const char *dir, const char *const *aux_names
                     bool eval, bool gen, int resume_step);
 /* An evaluation alone (minimax-train --eval-only): new <dir>/eval.csv and metrics.jsonl. */
 void mt_logger_open_eval(mt_logger *lg, const char *dir, bool gen);
+/* After an open: every number of metrics.jsonl also goes to a TensorBoard event file in dir, as
+ * the scalar "<type>/<key>" ("train/loss", "eval/eval_loss", "eval/accuracy") at the line's
+ * step and time, flushed with the line; resume_step as mt_logger_open's (train/tboard.h). */
+void mt_logger_tensorboard(mt_logger *lg, int resume_step);
 void mt_logger_row(mt_logger *lg, const mt_log_row *row, int max_steps);
 /* One evaluation: the eval loss and/or the accuracy by generation after a step. */
 typedef struct {

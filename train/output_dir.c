@@ -15,6 +15,7 @@
 
 #include "core/check.h"
 #include "core/cli_flags.h"
+#include "train/tboard.h"
 
 #define LOCK_NAME ".minimax-train.lock"
 
@@ -173,7 +174,8 @@ bool mt_outdir_own_output(const char *name) {
         if (!strcmp(end, ".jsonl")) return true;
     }
     return checkpoint_name(name, false, &step) || checkpoint_name(name, true, &step) ||
-           !strncmp(name, "recipe.toml.tmp.", 16);
+           !strncmp(name, "recipe.toml.tmp.", 16) || mt_tboard_is_events_file(name) ||
+           !strncmp(name, ".tboard-cut-", 12);
 }
 
 static int step_order(const void *a, const void *b) {

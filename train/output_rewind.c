@@ -18,6 +18,7 @@
 #include "data/chat_template.h"
 #include "core/file_io.h"
 #include "train/output_dir.h"
+#include "train/tboard.h"
 
 long mt_log_line_step(const char *line) {
     static const char json_key[] = "{\"step\": ";
@@ -52,6 +53,7 @@ typedef struct {
     long generates[MT_OUTDIR_MAX_CHECKPOINTS];
     int n_generates;
     long rows[LOGS], first_row[LOGS], last_row[LOGS];
+    int n_events; /* TensorBoard event files with records after the step */
 } later_results;
 
 /* The rows of a log after step (the header aside). */
@@ -82,6 +84,10 @@ static void later_find(const char *dir, long step, later_results *l) {
         long s;
         if (generate_name(e->d_name, &s) && s > step && l->n_generates < MT_OUTDIR_MAX_CHECKPOINTS)
             l->generates[l->n_generates++] = s;
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (mt_tboard_is_events_file(e->d_name) && mt_tboard_records_after(path, step) != 0)
+            l->n_events++; /* one that cannot be read: the cut names it */
     }
     if (d) closedir(d);
     for (int i = 0; i < LOGS; i++) {
@@ -108,6 +114,9 @@ static void later_describe(const later_results *l, char *out, size_t n) {
     for (int i = 0; i < l->n_generates && i < 4; i++)
         ADD("%seval-generate-%ld.jsonl", out[0] ? ", " : "", l->generates[i]);
     if (l->n_generates > 4) ADD(" and %d more eval-generate files", l->n_generates - 4);
+    if (l->n_events)
+        ADD("%s%d TensorBoard event file%s later steps", out[0] ? ", " : "", l->n_events,
+            l->n_events > 1 ? "s'" : "'s");
 #undef ADD
 }
 
@@ -186,6 +195,23 @@ static bool aside_make(const char *dir, char *out, size_t n, char *err, size_t e
     return mt_outdir_fail(err, errlen, "--rewind: cannot create %s: %s", out, strerror(errno));
 }
 
+/* Each event file of dir cut at step: its later records into aside/<its name>. */
+static bool events_split(const char *dir, const char *aside, long step, char *err, size_t n) {
+    DIR *d = opendir(dir);
+    if (!d) return mt_outdir_fail(err, n, "--rewind: cannot read %s: %s", dir, strerror(errno));
+    bool ok = true;
+    for (struct dirent *e; ok && (e = readdir(d));) {
+        if (!mt_tboard_is_events_file(e->d_name)) continue;
+        char path[4200], out[4500], why[MT_ERR_LEN];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        snprintf(out, sizeof(out), "%s/%s", aside, e->d_name);
+        ok = mt_tboard_cut(path, step, out, why, sizeof(why));
+        if (!ok) mt_outdir_fail(err, n, "--rewind: %s", why);
+    }
+    closedir(d);
+    return ok;
+}
+
 static bool later_move(const char *dir, long step, const later_results *l, const char *what,
                        char *err, size_t n) {
     char aside[4200], name[64];
@@ -201,6 +227,7 @@ static bool later_move(const char *dir, long step, const later_results *l, const
         snprintf(name, sizeof(name), "eval-generate-%ld.jsonl", l->generates[i]);
         if (!move_entry(dir, aside, name, err, n)) return false;
     }
+    if (l->n_events && !events_split(dir, aside, step, err, n)) return false;
     char png[4200]; /* the curve of the steps moved: it goes with them */
     snprintf(png, sizeof(png), "%s/loss.png", dir);
     if (access(png, F_OK) == 0 && !move_entry(dir, aside, "loss.png", err, n)) return false;

@@ -132,6 +132,7 @@ static const recipe_key recipe_keys[] = {
     BOOL("output.export", output_export, "true", false),
     STR("output.export_dtype", output_export_dtype, "\"bf16\"", false),
     I64("output.shard_bytes", output_shard_bytes, "5000000000", false),
+    STRS("output.report_to", output_report_to, output_n_report_to, "[\"csv\"]", false),
     STR("dist.backend", dist_backend, "\"mpi\"", false),
     BOOL("dist.prefetch", dist_prefetch, "true", false),
     STR("dist.gather_unit", dist_gather_unit, "\"layer\"", true),
@@ -180,11 +181,16 @@ static bool recipe_assign_list(mt_recipe *r, const recipe_key *k, const mt_toml_
                      : t == MT_TOML_FLOAT || t == MT_TOML_INT;
     }
     if (!ok) {
-        if (strings)
+        if (strings && k->size == MT_PATH_MAX)
             snprintf(err, errlen,
                      "%s: %s must be a list of at most %d paths (each shorter than %d "
                      "bytes)",
                      where, k->key, MT_DATA_FILES, MT_PATH_MAX);
+        else if (strings)
+            snprintf(err, errlen,
+                     "%s: %s must be a list of at most %d names (each shorter than %zu "
+                     "bytes)",
+                     where, k->key, MT_DATA_FILES, k->size);
         else
             snprintf(err, errlen, "%s: %s must be a list of at most %d numbers", where, k->key,
                      MT_DATA_FILES);

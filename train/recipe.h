@@ -109,6 +109,10 @@ typedef struct mt_recipe {
     bool output_export;          /* export an HF model directory */
     char output_export_dtype[8]; /* "bf16" or "fp32" */
     int64_t output_shard_bytes;
+    /* output.report_to: where the logs go besides the CSV files, which are always written:
+     * "csv", "tensorboard" (event files in output.dir, train/tboard.h) */
+    char output_report_to[MT_DATA_FILES][16];
+    int output_n_report_to;
     /* [dist] */
     char dist_backend[8];        /* "mpi" (CPU) or "nccl" (CUDA) */
     bool dist_prefetch;          /* gather the next bucket while the current one computes */
@@ -124,6 +128,8 @@ typedef struct mt_recipe {
  * On error: false and "file:line:col: message" (or "--set key: message") in err. */
 bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides, int n_overrides,
                     char *err, size_t errlen);
+/* Whether output.report_to lists `to` ("tensorboard"; the CSV files are always written). */
+bool mt_recipe_reports_to(const mt_recipe *r, const char *to);
 /* The resolved recipe as TOML text (printed at start, saved next to the outputs). */
 void mt_recipe_format(const mt_recipe *r, char *buf, size_t len);
 /* 64-bit hash of the resolved recipe's fields that change training numerics (for resume). */

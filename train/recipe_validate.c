@@ -245,6 +245,17 @@ static bool recipe_validate_output(const mt_recipe *r, const mt_toml_doc *doc, c
     if (strcmp(r->output_export_dtype, "fp32") && strcmp(r->output_export_dtype, "bf16"))
         BAD("output.export_dtype", "must be \"fp32\" or \"bf16\"");
     if (r->output_shard_bytes < (1 << 20)) BAD("output.shard_bytes", "must be >= 1 MiB");
+    for (int i = 0; i < r->output_n_report_to; i++) {
+        const char *to = r->output_report_to[i];
+        if (strcmp(to, "csv") && strcmp(to, "tensorboard"))
+            BAD("output.report_to",
+                "\"%s\" is not a destination: \"csv\" (loss.csv, eval.csv, "
+                "metrics.jsonl: always written) or \"tensorboard\" (event files in output.dir)",
+                to);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(to, r->output_report_to[j]))
+                BAD("output.report_to", "lists \"%s\" twice", to);
+    }
     if (strcmp(r->dist_backend, "mpi") && strcmp(r->dist_backend, "nccl"))
         BAD("dist.backend", "must be \"mpi\" or \"nccl\", not \"%s\"", r->dist_backend);
     if (r->dist_arena_mb <= 0) BAD("dist.arena_mb", "must be > 0");
@@ -324,4 +335,10 @@ bool mt_recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *err, s
            recipe_validate_generate(r, doc, err, errlen) &&
            recipe_validate_optimizer(r, doc, err, errlen) &&
            recipe_validate_output(r, doc, err, errlen) && recipe_check_model(r, doc, err, errlen);
+}
+
+bool mt_recipe_reports_to(const mt_recipe *r, const char *to) {
+    for (int i = 0; i < r->output_n_report_to; i++)
+        if (!strcmp(r->output_report_to[i], to)) return true;
+    return false;
 }

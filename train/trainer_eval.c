@@ -33,7 +33,10 @@ void trainer_eval_only(const mt_recipe *rc, const trainer_device *d, trainer_mod
                        const trainer_watchdog *w, mt_logger *log) {
     /* the recipe was checked for an eval set; the data may still leave none (an empty file) */
     MT_CHECK(data->evaluates || g->generates, "--eval-only: the eval set is empty");
-    if (d->comm->rank == 0) mt_logger_open_eval(log, rc->output_dir, g->generates);
+    if (d->comm->rank == 0) {
+        mt_logger_open_eval(log, rc->output_dir, g->generates);
+        if (mt_recipe_reports_to(rc, "tensorboard")) mt_logger_tensorboard(log, 0);
+    }
     mt_eval_row row = {.step = 0};
     if (data->evaluates) trainer_eval_loss(&row, d->comm, &m->sharded, data, b);
     if (g->generates) trainer_generate(rc, d, m, g, w, 0, &row);

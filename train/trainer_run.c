@@ -103,6 +103,8 @@ static void trainer_run_open(trainer *t, int first) {
         for (int k = 0; k < m->n_aux; k++) aux_names[k] = m->aux_terms[k].name;
         mt_logger_open(&t->out.log, rc->output_dir, aux_names, m->n_aux, t->data.evaluates,
                        t->gen.generates, (int)t->out.state.step);
+        if (mt_recipe_reports_to(rc, "tensorboard"))
+            mt_logger_tensorboard(&t->out.log, (int)t->out.state.step);
     }
 }
 

@@ -238,6 +238,27 @@ static int test_recipe_errors(void) {
                  "%s:5:9: data.paths must be a list of at most 16 paths");
     expect_error(BASE "weights = \"2:1\"\n", NULL,
                  "%s:5:11: data.weights must be a list of at most 16 numbers");
+    /* output.report_to: HF's report_to, with the destinations this trainer writes */
+    expect_error(BASE, "output.report_to=[\"csv\", \"wandb\"]",
+                 "--set output.report_to: output.report_to: \"wandb\" is not a destination: "
+                 "\"csv\" (loss.csv, eval.csv, metrics.jsonl: always written) or \"tensorboard\"");
+    expect_error(BASE, "output.report_to=[\"tensorboard\", \"tensorboard\"]",
+                 "--set output.report_to: output.report_to: lists \"tensorboard\" twice");
+    expect_error(BASE, "output.report_to=\"tensorboard\"",
+                 "--set output.report_to: output.report_to must be a list of at most 16 names "
+                 "(each shorter than 16 bytes)");
+    {
+        const char *path = write_temp(BASE), *tb[] = {"output.report_to=[\"tensorboard\"]"};
+        mt_recipe r;
+        char err[1024] = "";
+        EXPECT(mt_recipe_load(&r, path, NULL, 0, err, sizeof(err)) &&
+                   mt_recipe_reports_to(&r, "csv") && !mt_recipe_reports_to(&r, "tensorboard"),
+               "output.report_to's default is [\"csv\"]: %s", err);
+        EXPECT(mt_recipe_load(&r, path, tb, 1, err, sizeof(err)) &&
+                   mt_recipe_reports_to(&r, "tensorboard") && r.output_n_report_to == 1,
+               "output.report_to = [\"tensorboard\"]: %s", err);
+        unlink(path);
+    }
     expect_error(BASE, "dist.timeout=-2",
                  "--set dist.timeout: dist.timeout: must be >= 0 seconds (0: no limit), or -1 "
                  "(automatic)");

@@ -9,3 +9,7 @@ mt_test_binary(test_data_output_dir train/data_output_dir.c)
 mt_test_cases(test_data_output_dir data_output_dir_lock data_output_dir_results
   data_output_dir_overwrite data_output_dir_resume data_output_dir_rewind data_output_dir_inputs
   data_output_dir_helpers data_output_dir_cleanup)
+# output.report_to = ["tensorboard"]: the event files (train/tboard.c) read back by the tests'
+# own reader (tests/support/tfevents.c); data_tboard_match (tests/train/dist.cmake) on a run's
+mt_test_binary(test_data_tboard train/data_tboard.c support/tfevents.c)
+mt_test_cases(test_data_tboard data_tboard_crc data_tboard_logger data_tboard_damaged)

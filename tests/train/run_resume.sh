@@ -26,6 +26,9 @@
 #                    that would halve the global batch is refused
 #   metrics          4 steps, eval every 2, resumed from step 2 into the same directory (--rewind)
 #                    -> $TMP/metrics (data_logger_metrics_match reads its metrics.jsonl)
+#   tboard           output.report_to = ["csv", "tensorboard"]: 4 steps, the eval loss and
+#                    eval.generate's accuracy every 2, resumed from step 2 with --rewind
+#                    -> $TMP/tboard (data_tboard_match reads its event files back)
 . "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
 
 case "$mode" in
@@ -235,6 +238,19 @@ metrics)
     --set "data.cache_dir=$tmp/dist-cache-np2" "${m[@]}" --resume "$tmp/metrics/checkpoint-2" \
     --rewind > "$tmp/metrics.log" 2>&1 || { tail -30 "$tmp/metrics.log"; exit 1; }
   grep -q "resumed from .*checkpoint-2 at step 2" "$tmp/metrics.log"
+  ;;
+tboard)
+  m=(--set train.max_steps=4 --set train.per_device_train_batch_size=2 --set data.eval_samples=8
+    --set train.eval_steps=2 --set output.save_steps=2 --set output.export=false
+    --set eval.generate_data=synthetic --set eval.generate_samples=4
+    --set eval.generate_max_new_tokens=8 --set eval.generate_batch=4 --set eval.generate_every=2
+    --set 'output.report_to=["csv", "tensorboard"]')
+  run 2 "$tmp/tboard" "${m[@]}"
+  mv "$tmp/tboard.log" "$tmp/tboard-first.log"
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$tmp/tboard" \
+    --set "data.cache_dir=$tmp/dist-cache-np2" "${m[@]}" --resume "$tmp/tboard/checkpoint-2" \
+    --rewind > "$tmp/tboard.log" 2>&1 || { tail -30 "$tmp/tboard.log"; exit 1; }
+  grep -q "TensorBoard event file's later steps into $tmp/tboard/rewound-" "$tmp/tboard.log"
   ;;
 *)
   echo "unknown mode $mode" >&2
