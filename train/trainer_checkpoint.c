@@ -98,15 +98,15 @@ static void trainer_prune_checkpoints(const mt_recipe *rc, const mt_comm *comm, 
     }
 }
 
-/* The HF export: full buckets, gathered one at a time, written by rank 0 (through *stage, one
- * bucket on the host, from a device backend), with the tokenizer's and the chat template's
- * files of tokenizer_dir. */
-static void trainer_export(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
-                           const char *tokenizer_dir, float **stage, const char *dir) {
+void trainer_export(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                    const char *tokenizer_dir, float **stage, const char *dir) {
     mt_weights_writer *w = NULL;
     if (d->comm->rank == 0) {
-        mt_dtype dt = !strcmp(rc->output_export_dtype, "bf16") ? MT_BF16 : MT_F32;
+        const bool fp8 = !strcmp(rc->output_export_dtype, "fp8");
+        mt_dtype dt = !strcmp(rc->output_export_dtype, "fp32") ? MT_F32 : MT_BF16;
         w = mt_weights_writer_open(dir, &m->model, m->naming, dt, rc->output_shard_bytes);
+        if (fp8) /* the source's layout: its FP8 tensors block-quantised (trainer_setup checked) */
+            mt_weights_writer_mirror(w, rc->model_path);
         if (rc->model_path[0]) /* the tensors the family carries untrained (models/family.h) */
             mt_weights_writer_carry(w, rc->model_path);
     }
@@ -152,6 +152,7 @@ static void trainer_export(const mt_recipe *rc, const trainer_device *d, trainer
         mt_file_write_atomic(dst, out[i].text, out[i].len);
     }
     mt_chat_files_free(out, n);
+    trainer_generation_config(rc, &m->cfg, tokenizer_dir, mt_chat_template_eot(tmpl), dir);
     mt_chat_template_free(tmpl);
 }
 
@@ -185,12 +186,16 @@ void trainer_checkpoint_save(const mt_recipe *rc, const trainer_device *d, train
     out->state.step = step;
     mt_sampler_cursor cur = mt_sampler_get_cursor(&data->sampler);
     memcpy(out->state.cursor, &cur, sizeof(cur));
-    mt_checkpoint_save(tmp, &m->zero, &out->state);
+    if (rc->output_save_optimizer_state) mt_checkpoint_save(tmp, &m->zero, &out->state);
     /* only now does the checkpoint exist under its name; an older one is never touched */
     if (d->comm->rank == 0) {
         MT_CHECK(mt_remove_tree(dir), "cannot remove %s: %s", dir, strerror(errno));
         MT_CHECK(rename(tmp, dir) == 0, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
-        LOG0(d->comm, "saved %s (%.1f s)\n", dir, mt_time_now() - t0);
+        LOG0(d->comm, "saved %s (%.1f s)%s\n", dir, mt_time_now() - t0,
+             rc->output_save_optimizer_state
+                 ? ""
+                 : ": the export only, no optimizer state (output.save_optimizer_state = false): "
+                   "it cannot be resumed");
         /* before the barrier: the others wait for it under the checkpoint's watchdog limit */
         trainer_prune_checkpoints(rc, d->comm, step);
     }

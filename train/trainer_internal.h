@@ -217,6 +217,28 @@ void trainer_state_init(mt_train_state *st, const mt_comm *comm, const mt_recipe
  * (removed by a rank that fails meanwhile). */
 void trainer_checkpoint_save(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
                              const trainer_data *data, trainer_out *out, int step);
+/* The HF export into dir (every rank: full buckets, gathered one at a time, written by rank 0
+ * through *stage, one bucket on the host, from a device backend) in output.export_dtype (fp8:
+ * the FP8 source's layout, models/weights.h mt_weights_writer_mirror), with the tokenizer's
+ * and the chat template's files of tokenizer_dir and generation_config.json. */
+void trainer_export(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                    const char *tokenizer_dir, float **stage, const char *dir);
+
+/* ------------------------------------------------------------------------------------------ */
+/* what ships (trainer_final.c) */
+
+/* dir/generation_config.json: the source's (model.path's generation_config.json: the
+ * release's sampling defaults and ids) where it has one, less _from_model_config; the end of
+ * turn eot's id (the template's eos_token in tokenizer_dir's tokenizer.json; NULL: the
+ * config's eos_token_id) as eos_token_id, added to the source's when that differs; pad_token_id
+ * the config's pad token, else that eos. */
+void trainer_generation_config(const mt_recipe *rc, const mt_minimax_config *cfg,
+                               const char *tokenizer_dir, const char *eot, const char *dir);
+/* output.export_final: <output.dir>/final/, the model of the run's last step without the
+ * training state: the files of checkpoint-<step>'s export hard-linked (copied across file
+ * systems), or with output.export = false exported there. Every rank, after the checkpoint. */
+void trainer_final_write(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                         const trainer_data *data, trainer_out *out, int step);
 
 /* ------------------------------------------------------------------------------------------ */
 /* resuming (trainer_resume.c) */
