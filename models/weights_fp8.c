@@ -127,33 +127,47 @@ static cJSON *wt_source_key(const char *src_dir, const char *key) {
     return v;
 }
 
+/* The keys are added to the text as written (a parse and print would turn 0.0 into 0, which
+ * transformers' strict config fields refuse). */
 void mt_weights_config_patch(const char *dir, const char *dtype, const char *fp8_src_dir) {
     char path[4200], err[1200];
     snprintf(path, sizeof(path), "%s/config.json", dir);
     size_t len;
     char *text = mt_file_read_max(path, &len, (size_t)64 << 20, err, sizeof(err));
     MT_CHECK(text, "%s", err);
-    cJSON *o = cJSON_Parse(text);
-    free(text);
+    cJSON *o = cJSON_Parse(text); /* keys a family writes itself (a VL config's) stay */
     MT_CHECK(o, "%s: not JSON", path);
+    const bool has_dtype = cJSON_HasObjectItem(o, "dtype");
+    const bool has_torch = cJSON_HasObjectItem(o, "torch_dtype");
+    cJSON_Delete(o);
+    char *end = strrchr(text, '}');
+    MT_CHECK(end, "%s: not a JSON object", path);
+    *end = 0;
+    while (end > text && (end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t')) *--end = 0;
     cJSON *src_dtype = NULL;
+    char *q_text = NULL;
     if (fp8_src_dir) { /* the release's: its unquantised tensors' dtype, its scheme */
         src_dtype = wt_source_key(fp8_src_dir, "dtype");
         if (!src_dtype) src_dtype = wt_source_key(fp8_src_dir, "torch_dtype");
         cJSON *q = wt_source_key(fp8_src_dir, "quantization_config");
         MT_CHECK(q, "%s/config.json: no quantization_config", fp8_src_dir);
-        cJSON_AddItemToObject(o, "quantization_config", q);
+        q_text = cJSON_Print(q);
+        cJSON_Delete(q);
+        MT_CHECK(q_text, "cannot format quantization_config");
     }
     const char *name = src_dtype && cJSON_IsString(src_dtype) ? src_dtype->valuestring : dtype;
+    const size_t cap = strlen(text) + (q_text ? strlen(q_text) : 0) + 2 * strlen(name) + 128;
+    char *out = mt_malloc(cap, "config.json");
     /* transformers v5 reads "dtype"; v4 releases (and v5 when dtype is absent) "torch_dtype" */
-    cJSON_AddStringToObject(o, "dtype", name);
-    cJSON_AddStringToObject(o, "torch_dtype", name);
+    int n = snprintf(out, cap, "%s", text);
+    if (!has_dtype) n += snprintf(out + n, cap - (size_t)n, ",\n\t\"dtype\":\t\"%s\"", name);
+    if (!has_torch) n += snprintf(out + n, cap - (size_t)n, ",\n\t\"torch_dtype\":\t\"%s\"", name);
+    if (q_text)
+        n += snprintf(out + n, cap - (size_t)n, ",\n\t\"quantization_config\":\t%s", q_text);
+    n += snprintf(out + n, cap - (size_t)n, "\n}\n");
+    mt_file_write_atomic(path, out, (size_t)n);
+    free(out);
+    free(text);
+    cJSON_free(q_text);
     cJSON_Delete(src_dtype);
-    char *out = cJSON_Print(o);
-    cJSON_Delete(o);
-    MT_CHECK(out, "config: cannot format %s", path);
-    const size_t n = strlen(out);
-    out[n] = '\n';
-    mt_file_write_atomic(path, out, n + 1);
-    cJSON_free(out);
 }

@@ -47,6 +47,21 @@ final)
   cat "$out/final/generation_config.json"
   grep -q "\"eos_token_id\":[[:space:]]*$id\b" "$out/final/generation_config.json" || fail "eos_token_id is not $id ($eos)"
   grep -q "\"pad_token_id\":[[:space:]]*$id\b" "$out/final/generation_config.json" || fail "pad_token_id is not $id"
+  # a source with sampling defaults (as the release's generation_config.json has): copied, less
+  # _from_model_config; its eos (7 here) kept, the template's end of turn added
+  src="$tmp/export-src-gen"
+  rm -rf "$src" && cp -r tests/fixtures/models/tiny_m2_fp8 "$src"
+  printf '{"_from_model_config": true, "bos_token_id": 1, "do_sample": true, "eos_token_id": 7,\n "temperature": 0.75, "top_p": 0.95, "top_k": 40, "transformers_version": "5.24.0"}\n' \
+    > "$src/generation_config.json"
+  run 1 "$out-gen" --set model.path="$src" --set output.export_final=false
+  gen="$out-gen/checkpoint-4/generation_config.json"
+  cat "$gen"
+  [ ! -e "$out-gen/final" ] || fail "output.export_final = false wrote final/"
+  tr -d ' \t\n' < "$gen" | grep -q "\"eos_token_id\":\[7,$id\]" || fail "eos_token_id is not [7, $id]"
+  for kv in '"bos_token_id":1' '"do_sample":true' '"temperature":0.75' '"top_p":0.95' '"top_k":40' "\"pad_token_id\":$id"; do
+    tr -d ' \t\n' < "$gen" | grep -qF "$kv" || fail "generation_config.json lacks $kv"
+  done
+  ! grep -q _from_model_config "$gen" || fail "_from_model_config kept"
   ;;
 no-state)
   out="$tmp/export-nostate"
