@@ -161,7 +161,8 @@ void mt_weights_config_patch(const char *dir, const char *dtype, const char *fp8
     /* transformers v5 reads "dtype"; v4 releases (and v5 when dtype is absent) "torch_dtype" */
     int n = snprintf(out, cap, "%s", text);
     if (!has_dtype) n += snprintf(out + n, cap - (size_t)n, ",\n\t\"dtype\":\t\"%s\"", name);
-    if (!has_torch) n += snprintf(out + n, cap - (size_t)n, ",\n\t\"torch_dtype\":\t\"%s\"", name);
+    if (!has_torch && !has_dtype) /* a family's own dtype: no second opinion */
+        n += snprintf(out + n, cap - (size_t)n, ",\n\t\"torch_dtype\":\t\"%s\"", name);
     if (q_text)
         n += snprintf(out + n, cap - (size_t)n, ",\n\t\"quantization_config\":\t%s", q_text);
     n += snprintf(out + n, cap - (size_t)n, "\n}\n");
