@@ -107,8 +107,9 @@ void mt_weights_writer_close(mt_weights_writer *w);
 uint8_t mt_f32_to_f8e4m3(float x);
 /* mats matrices rows x cols (row-major, consecutive) into e4m3 q and one fp32 weight_scale_inv
  * per bm x bn block (mats x ceil(rows/bm) x ceil(cols/bn)), as transformers' Fp8Quantize:
- * scale = 448 / amax of the block (1 when it is all zero), weight_scale_inv = 1 / scale,
- * q = e4m3(clamp(x * scale, -448, 448)); the loader's value is q x weight_scale_inv. */
+ * scale = 448 x (1 / amax) of the block (1 when it is all zero), weight_scale_inv = 1 / scale,
+ * q = e4m3(clamp(x * scale, -448, 448)), in fp32 (the same bytes); the loader's value is
+ * q x weight_scale_inv. */
 void mt_fp8_quantize(const float *x, int64_t mats, int64_t rows, int64_t cols, int bm, int bn,
                      uint8_t *q, float *scale_inv);
 /* config.json of the export in dir: "dtype" and "torch_dtype" (transformers v5's name and the

@@ -4,7 +4,8 @@
  * loader's Fp8Dequantize inverts) computes them: per block amax = max |x|; scale = 448 / amax
  * (1 for an all-zero block), weight_scale_inv = 1 / scale (fp32, what the loader multiplies
  * by: models/weights_load.c wt_fp8_dequantize), q = e4m3(clamp(x * scale, -448, 448)) rounded
- * to nearest, ties to even. */
+ * to nearest, ties to even. Each division is torch's scalar-over-tensor one, a reciprocal then
+ * a multiply, so that the bytes are Fp8Quantize's (parity_fp8_quantize). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -47,7 +48,8 @@ void mt_fp8_quantize(const float *x, int64_t mats, int64_t rows, int64_t cols, i
                 for (int64_t i = bi * bm; i < r1; i++)
                     for (int64_t j = bj * bn; j < c1; j++)
                         amax = fmaxf(amax, fabsf(xm[i * cols + j]));
-                const float scale = amax > 0 ? FP8_MAX / amax : 1.0f;
+                /* torch's `448 / amax` (a scalar over a tensor) is reciprocal, then multiply */
+                const float scale = amax > 0 ? (1.0f / amax) * FP8_MAX : 1.0f;
                 scale_inv[(k * gr + bi) * gc + bj] = 1.0f / scale;
                 for (int64_t i = bi * bm; i < r1; i++)
                     for (int64_t j = bj * bn; j < c1; j++) {

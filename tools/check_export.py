@@ -18,7 +18,8 @@ values times weight_scale_inv, in fp32); with --source its byte layout (tensor n
 shapes, quantization_config) must equal the source's; with --master (the fp32 export of the
 same run: the fp32 master weights) every dequantised weight must be within the FP8 rounding of
 the master (per element inv x h(|x| / inv) + 4 |x| 2^-24, h the half-ulp of e4m3, inv the
-block's weight_scale_inv) and the logits of both models are printed side by side.
+block's weight_scale_inv), its bytes must be transformers' Fp8Quantize of the master, and the
+logits of both models are printed side by side.
 
 Unexpected keys are allowed only for the tensors minimax-train carries into exports without
 training them (MiniMax-M2's multi-token-prediction modules, under an "mtp" name component):
@@ -147,6 +148,8 @@ def check_master(export_dir, master_dir, model, ids):
     exp, mst = tensors(export_dir), tensors(master_dir)
     qc = json.load(open(os.path.join(export_dir, "config.json")))["quantization_config"]
     dq = finegrained_fp8.Fp8Dequantize(_Q(tuple(qc["weight_block_size"])))
+    fq = finegrained_fp8.Fp8Quantize(_Q(tuple(qc["weight_block_size"])))
+    same_bytes = 0
     master = transformers.AutoModelForCausalLM.from_pretrained(master_dir, dtype=torch.float32)
     worst, n_fp8, bad, others = 0.0, 0, 0, []
     for name, entry in exp.items():
@@ -159,6 +162,9 @@ def check_master(export_dir, master_dir, model, ids):
                     others.append(name)
                 continue
             inv = f.get_tensor(name[: -len(".weight")] + ".weight_scale_inv")
+            ref = fq._quantize_one(name, g.get_tensor(name))  # transformers' own quantisation
+            same_bytes += int(torch.equal(ref[name].view(torch.uint8), f.get_tensor(name).view(torch.uint8))
+                              and torch.equal(ref[name[: -len(".weight")] + ".weight_scale_inv"], inv))
             w = dq._dequantize_one(f.get_tensor(name), inv, output_dtype=torch.float32).double()
             inv = inv.double()
         bm, bn = -(-x.shape[-2] // inv.shape[-2]), -(-x.shape[-1] // inv.shape[-1])
@@ -170,7 +176,8 @@ def check_master(export_dir, master_dir, model, ids):
         n_fp8 += 1
     print(f"against the fp32 master {master_dir}: {n_fp8} FP8 tensors, {bad} elements outside the "
           f"FP8 rounding, largest error {worst:.4f} of its bound; {len(others)} unquantised "
-          f"tensors differ {others[:3]}")
+          f"tensors differ {others[:3]}; {same_bytes} of {n_fp8} FP8 tensors byte for byte "
+          f"transformers' Fp8Quantize of the master")
     with torch.no_grad():
         lm = master(input_ids=ids).logits.float()
         lq = model(input_ids=ids).logits.float()
@@ -178,7 +185,7 @@ def check_master(export_dir, master_dir, model, ids):
     print(f"logits, FP8 export (transformers, dequantised) vs fp32 master: max abs diff {d:.4g}, "
           f"relative to max|logit| {d / lm.abs().max().item():.4g}; greedy next tokens agree on "
           f"{(lq.argmax(-1) == lm.argmax(-1)).float().mean().item() * 100:.1f} % of positions")
-    return bad == 0 and not others
+    return bad == 0 and not others and same_bytes == n_fp8
 
 
 def main():

@@ -2,7 +2,7 @@
 # dtype, checkpoints without optimizer state, the block-FP8 export of an FP8 source
 # (tests/train/run_export.sh, tests/train/parity_export.c).
 mt_test_binary(test_parity_export train/parity_export.c)
-mt_test_cases(test_parity_export data_fp8_e4m3 parity_export_fp8)
+mt_test_cases(test_parity_export data_fp8_e4m3 parity_fp8_quantize parity_export_fp8)
 function(mt_test_export name mode)
   add_test(NAME ${name} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/run_export.sh
     $<TARGET_FILE:minimax-train> ${mode})

@@ -5,6 +5,8 @@
  * subnormals), and the block rule of transformers' Fp8Quantize on a crafted matrix (each
  * block's amax becomes +-448, weight_scale_inv = amax / 448, an all-zero block has scale 1).
  *
+ * parity_fp8_quantize: mt_fp8_quantize against transformers' Fp8Quantize, bit for bit (below).
+ *
  * parity_export_fp8 (after dist_export_fp8_run, tests/train/run_export.sh fp8): the fine-tune of
  * tests/fixtures/models/tiny_m2_fp8 exported as fp8 ($MT_TEST_TMPDIR/export-fp8/final) and the
  * same run exported as fp32 (export-fp32/final, the fp32 master weights):
@@ -86,6 +88,56 @@ static int test_e4m3(void) {
                            "block (%d,%d,%d): max |q| %g (448), scale_inv %g (amax/448 = %g)", k,
                            bi, bj, (double)qmax, (double)s, (double)(amax / 448));
             }
+    return MT_TEST_OK;
+}
+
+/* parity_fp8_quantize: tests/fixtures/models/tiny_m2_fp8 is tiny_m2's fp32 weights quantised by
+ * transformers' Fp8Quantize (tools/make_fixtures_m2.py, 16 x 16 blocks): mt_fp8_quantize of
+ * tiny_m2's tensors gives the same bytes, every e4m3 code and every weight_scale_inv. */
+static int test_fp8_quantize(void) {
+    const char *srcdir = getenv("MT_SOURCE_DIR");
+    char a[1024], b[1024];
+    snprintf(a, sizeof(a), "%s/tests/fixtures/models/tiny_m2", srcdir ? srcdir : ".");
+    snprintf(b, sizeof(b), "%s/tests/fixtures/models/tiny_m2_fp8", srcdir ? srcdir : ".");
+    mt_safetensors *fp32 = mt_safetensors_open(a), *fp8 = mt_safetensors_open(b);
+    int tensors = 0, codes_off = 0, scales_off = 0;
+    int64_t codes = 0;
+    for (int i = 0; i < mt_safetensors_count(fp8); i++) {
+        const mt_st_tensor *q = mt_safetensors_tensor(fp8, i);
+        const mt_st_tensor *x = mt_safetensors_find(fp32, q->name);
+        if (q->dtype != MT_ST_F8_E4M3 || !x) continue; /* the MTP tensors are the fixture's own */
+        EXPECT(x->dtype == MT_ST_F32 && x->numel == q->numel, "%s: the fp32 source", q->name);
+        char sname[220];
+        snprintf(sname, sizeof(sname), "%.*s.weight_scale_inv", (int)(strlen(q->name) - 7),
+                 q->name);
+        const mt_st_tensor *sc = mt_safetensors_find(fp8, sname);
+        EXPECT(sc && sc->dtype == MT_ST_F32, "%s", sname);
+        if (!sc || x->numel != q->numel) continue;
+        const int64_t rows = q->shape[0], cols = q->shape[1];
+        float *xv = malloc(sizeof(float) * (size_t)x->numel);
+        float *want_s = malloc(sizeof(float) * (size_t)sc->numel);
+        float *got_s = malloc(sizeof(float) * (size_t)sc->numel);
+        uint8_t *got = malloc((size_t)q->numel);
+        mt_safetensors_read(fp32, x, 0, x->numel, xv);
+        mt_safetensors_read(fp8, sc, 0, sc->numel, want_s);
+        mt_fp8_quantize(xv, 1, rows, cols, 16, 16, got, got_s);
+        const uint8_t *want = mt_safetensors_bytes(fp8, q);
+        for (int64_t e = 0; e < q->numel; e++) codes_off += got[e] != want[e];
+        scales_off += memcmp(got_s, want_s, sizeof(float) * (size_t)sc->numel) != 0;
+        codes += q->numel;
+        tensors++;
+        free(xv);
+        free(want_s);
+        free(got_s);
+        free(got);
+    }
+    printf("  %d tensors, %lld e4m3 codes: %d differ from transformers' Fp8Quantize; %d tensors' "
+           "scales differ\n",
+           tensors, (long long)codes, codes_off, scales_off);
+    EXPECT(tensors == 56 && codes_off == 0 && scales_off == 0,
+           "mt_fp8_quantize is transformers' Fp8Quantize bit for bit");
+    mt_safetensors_close(fp32);
+    mt_safetensors_close(fp8);
     return MT_TEST_OK;
 }
 
@@ -239,6 +291,7 @@ static int test_export_fp8(void) {
 
 static const mt_test_case cases[] = {
     {"data_fp8_e4m3", test_e4m3},
+    {"parity_fp8_quantize", test_fp8_quantize},
     {"parity_export_fp8", test_export_fp8},
 };
 MT_TEST_MAIN(cases)
