@@ -8,7 +8,8 @@
 #             (tests/train/parity_export.c)
 #   final     output.export_dtype = "bf16": final/ holds the export of the last checkpoint and
 #             no training state; its config.json says dtype bfloat16, its
-#             generation_config.json has the template's end of turn as eos and pad
+#             generation_config.json has the template's end of turn as eos and pad (a
+#             source's sampling defaults copied); --rewind moves a later final/ aside
 #   no-state  output.save_optimizer_state = false: no state-*.h5 in the checkpoints, the log
 #             says it cannot be resumed, and --resume from it is refused in one line naming it;
 #             a stop signal's checkpoint writes no final/
@@ -26,7 +27,7 @@ fp8)
   ;;
 final)
   out="$tmp/export-final"
-  run 1 "$out" --set output.export_dtype=bf16
+  run 1 "$out" --set output.export_dtype=bf16 --set output.save_steps=2
   grep -E "^saved" "$out.log"
   ckpt="$out/checkpoint-4"
   ls "$out/final"
@@ -47,6 +48,12 @@ final)
   cat "$out/final/generation_config.json"
   grep -q "\"eos_token_id\":[[:space:]]*$id\b" "$out/final/generation_config.json" || fail "eos_token_id is not $id ($eos)"
   grep -q "\"pad_token_id\":[[:space:]]*$id\b" "$out/final/generation_config.json" || fail "pad_token_id is not $id"
+  # --rewind to step 2 moves the later step's final/ aside with checkpoint-4; the rewound run
+  # ends with its own
+  "$bin" --resume "$out/checkpoint-2" --rewind --set train.max_steps=3 > "$out-rewind.log" 2>&1 ||
+    { tail -5 "$out-rewind.log"; fail "the rewind failed"; }
+  ls -d "$out"/rewound-*/final > /dev/null 2>&1 || fail "--rewind left the later final/ in place"
+  grep -q "^saved $out/final: the model of step 3" "$out-rewind.log" || fail "the rewound run wrote no final/"
   # a source with sampling defaults (as the release's generation_config.json has): copied, less
   # _from_model_config; its eos (7 here) kept, the template's end of turn added
   src="$tmp/export-src-gen"
