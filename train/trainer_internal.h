@@ -4,7 +4,7 @@
  * it reads or changes (const where it only reads). The parts held together are for main and the
  * loop alone (train/trainer_run.h). The calls between the files go one way, no cycle:
  *   trainer.c (main) -> output, resume, generate, setup, batch, watch, eval (--eval-only), run
- *   run -> step, eval, generate, checkpoint, resume, output, watch
+ *   run -> step, eval, generate, checkpoint, final, resume, output, watch;  final -> checkpoint
  *   setup -> checkpoint, watch;  step -> batch;  eval -> batch, generate;  generate -> watch;
  *   output -> resume
  * Not an interface. */
@@ -227,13 +227,6 @@ void trainer_export(const mt_recipe *rc, const trainer_device *d, trainer_model 
 /* ------------------------------------------------------------------------------------------ */
 /* what ships (trainer_final.c) */
 
-/* dir/generation_config.json: the source's (model.path's generation_config.json: the
- * release's sampling defaults and ids) where it has one, less _from_model_config; the end of
- * turn eot's id (the template's eos_token in tokenizer_dir's tokenizer.json; NULL: the
- * config's eos_token_id) as eos_token_id, added to the source's when that differs; pad_token_id
- * the config's pad token, else that eos. */
-void trainer_generation_config(const mt_recipe *rc, const mt_minimax_config *cfg,
-                               const char *tokenizer_dir, const char *eot, const char *dir);
 /* output.export_final: <output.dir>/final/, the model of the run's last step without the
  * training state: the files of checkpoint-<step>'s export hard-linked (copied across file
  * systems), or with output.export = false exported there. Every rank, after the checkpoint. */
