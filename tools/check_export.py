@@ -30,7 +30,8 @@ exported config.json's keys besides text_config must equal the source's) must eq
 source's byte for byte (dtype, shape, data) and every
 e_score_correction_bias (a buffer: never trained) must hold the source's values.
 
-Pinned: transformers 5.24.0, torch 2.15.0, safetensors 0.8.0 (the versions of docs/parity.md).
+Pinned: transformers 5.24.0, torch 2.15.0, safetensors 0.8.0 (the versions of docs/parity.md);
+transformers' FP8 path also wants accelerate installed (1.16.0 was used).
 transformers 5.24's `minimax` (Text-01) rotates the whole head (it ignores
 partial_rotary_factor), so for Text-01 the logits agree only for exports of configs whose RoPE
 covers the whole head, as recipes/configs/tiny.json does; its `minimax_m2` reads partial RoPE
