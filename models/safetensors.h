@@ -119,6 +119,11 @@ int mt_safetensors_writer_reserve(mt_safetensors_writer *w, int n, const char *c
  * shape unchanged (the tensors an export carries without training them). */
 void mt_safetensors_writer_copy(mt_safetensors_writer *w, const mt_safetensors *src,
                                 const mt_st_tensor *t);
+/* A tensor given as its bytes (len = numel x the dtype's size), dtype_name as in the header
+ * ("F8_E4M3": an FP8 export's quantised weights). */
+void mt_safetensors_writer_add_raw(mt_safetensors_writer *w, const char *name,
+                                   const char *dtype_name, int ndim, const int64_t *shape,
+                                   const void *bytes, size_t len);
 /* Elements [offset, offset + n) of reserved tensor `entry`, from fp32 data. */
 void mt_safetensors_writer_fill(mt_safetensors_writer *w, int entry, int64_t offset, int64_t n,
                                 const float *data);

@@ -203,6 +203,19 @@ void mt_safetensors_writer_copy(mt_safetensors_writer *w, const mt_safetensors *
     memcpy(w->buf + e->begin, mt_safetensors_bytes(src, t), bytes);
 }
 
+void mt_safetensors_writer_add_raw(mt_safetensors_writer *w, const char *name,
+                                   const char *dtype_name, int ndim, const int64_t *shape,
+                                   const void *bytes, size_t len) {
+    const int64_t numel = st_numel(name, ndim, shape);
+    const int es = !strcmp(dtype_name, "F32") ? 4 : !strcmp(dtype_name, "F8_E4M3") ? 1 : 2;
+    MT_CHECK((size_t)numel * (size_t)es == len, "safetensors writer: %s: %zu bytes for %lld %s",
+             name, len, (long long)numel, dtype_name);
+    st_make_room(w, len);
+    st_entry *e = st_append_bytes(w, name, dtype_name, ndim, shape, len);
+    e->dtype = !strcmp(dtype_name, "F8_E4M3") ? MT_ST_F8_E4M3 : MT_ST_OTHER;
+    memcpy(w->buf + e->begin, bytes, len);
+}
+
 /* n fp32 values into the buffer at dst, in the entry's dtype. */
 static void st_store(uint8_t *dst, mt_st_dtype dtype, const float *src, int64_t n) {
     if (dtype == MT_ST_F32) {

@@ -410,6 +410,8 @@ struct mt_weights_writer {
     int gate_up_entry;  /* HF v5: the reserved gate_up_proj of a dense MLP or shared expert */
     int vocab_entry;    /* the reserved tensor whose vocabulary parts are being added, -1 none */
     int64_t vocab_next; /* the element its next part starts at */
+    mt_safetensors *mirror; /* the FP8 source mirrored (mt_weights_writer_mirror), else NULL */
+    char *mirror_dir;
 };
 
 mt_weights_writer *mt_weights_writer_open(const char *dir, const mt_minimax *m, mt_naming naming,
@@ -428,6 +430,18 @@ mt_weights_writer *mt_weights_writer_open(const char *dir, const mt_minimax *m, 
     w->fused_layer = -1;
     w->vocab_entry = -1;
     return w;
+}
+
+/* The dtype of a tensor the export writes in pieces: the export's, or with an FP8 mirror the
+ * source's (not F8_E4M3: a block needs the whole matrix). */
+static mt_st_dtype wt_dtype_of(const mt_weights_writer *w, const char *name) {
+    if (!w->mirror) return w->dtype;
+    const mt_st_dtype dt = mt_weights_mirror_dtype(w->mirror, name);
+    MT_CHECK(dt != MT_ST_F8_E4M3,
+             "output.export_dtype = \"fp8\": %s is FP8 in the source but this export writes it "
+             "in pieces (a fused or vocabulary-parallel layout); export bf16 instead",
+             name);
+    return dt;
 }
 
 /* A buffer derived from the config (mt_mixer.export_buffers), in the export's dtype. */
@@ -455,7 +469,11 @@ static void wt_add_fused_expert(mt_weights_writer *w, int p, const float *data) 
         mt_weights_source_name(m, down, w->naming, names[1], sizeof(names[1]), &off);
         ndim[0] = wt_source_shape(m, p, w->naming, shapes[0]);
         ndim[1] = wt_source_shape(m, down, w->naming, shapes[1]);
-        w->fused[0] = mt_safetensors_writer_reserve(w->st, 2, np, w->dtype, ndim, shapes);
+        w->fused[0] =
+            mt_safetensors_writer_reserve(w->st, 2, np, wt_dtype_of(w, names[0]), ndim, shapes);
+        MT_CHECK(!w->mirror || wt_dtype_of(w, names[1]) == wt_dtype_of(w, names[0]),
+                 "output.export_dtype = \"fp8\": %s and %s differ in dtype in the source", names[0],
+                 names[1]);
         w->fused[1] = w->fused[0] + 1;
         w->fused_layer = l;
     }
@@ -493,13 +511,19 @@ void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float 
             /* gate_up_proj: reserved with the gate (the layout puts the up right after it) */
             if (!which) {
                 const char *np[1] = {name};
-                w->gate_up_entry = mt_safetensors_writer_reserve(
-                    w->st, 1, np, w->dtype, &ndim, (const int64_t(*)[MT_ST_MAX_DIMS]) & shape);
+                w->gate_up_entry =
+                    mt_safetensors_writer_reserve(w->st, 1, np, wt_dtype_of(w, name), &ndim,
+                                                  (const int64_t(*)[MT_ST_MAX_DIMS]) & shape);
             }
             MT_CHECK(w->gate_up_entry >= 0, "weights: %s added before its gate", info->name);
             mt_safetensors_writer_fill(w->st, w->gate_up_entry, off, info->numel,
                                        data + info->offset);
             if (which) w->gate_up_entry = -1;
+            continue;
+        }
+        if (info->src_shape0 == info->shape[0] && w->mirror) {
+            mt_weights_mirror_add(w->st, w->mirror, &m->cfg, name, ndim, shape,
+                                  data + info->offset);
             continue;
         }
         if (info->src_shape0 == info->shape[0]) {
@@ -512,8 +536,9 @@ void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float 
          * its rows, in order (buckets are added in order) */
         if (off == 0) {
             const char *np[1] = {name};
-            w->vocab_entry = mt_safetensors_writer_reserve(
-                w->st, 1, np, w->dtype, &ndim, (const int64_t(*)[MT_ST_MAX_DIMS]) & shape);
+            w->vocab_entry =
+                mt_safetensors_writer_reserve(w->st, 1, np, wt_dtype_of(w, name), &ndim,
+                                              (const int64_t(*)[MT_ST_MAX_DIMS]) & shape);
             w->vocab_next = 0;
         }
         MT_CHECK(w->vocab_entry >= 0 && off == w->vocab_next,
@@ -530,6 +555,15 @@ void mt_weights_writer_carry(mt_weights_writer *w, const char *src_dir) {
     mt_weights_close(r);
 }
 
+void mt_weights_writer_mirror(mt_weights_writer *w, const char *src_dir) {
+    MT_CHECK(w->m->cfg.fp8,
+             "output.export_dtype = \"fp8\": %s/config.json has no fp8 quantization_config (only "
+             "an FP8 source's layout is mirrored)",
+             src_dir);
+    w->mirror = mt_safetensors_open(src_dir);
+    w->mirror_dir = strdup(src_dir);
+}
+
 void mt_weights_writer_close(mt_weights_writer *w) {
     for (int b = 0; b < w->m->n_buckets; b++)
         MT_CHECK(w->added[b], "weights: bucket %d was never added before close", b);
@@ -537,6 +571,9 @@ void mt_weights_writer_close(mt_weights_writer *w) {
     char path[4200];
     snprintf(path, sizeof(path), "%s/config.json", w->dir);
     mt_minimax_config_save_json(&w->m->cfg, path, w->naming);
+    mt_weights_config_patch(w->dir, w->dtype == MT_ST_F32 ? "float32" : "bfloat16", w->mirror_dir);
+    if (w->mirror) mt_safetensors_close(w->mirror);
+    free(w->mirror_dir);
     free(w->added);
     free(w->dir);
     free(w);

@@ -94,7 +94,29 @@ void mt_weights_writer_add_bucket(mt_weights_writer *w, int bucket, const float 
  * them (MT_EXTRA_CARRIED: M2's multi-token-prediction modules, with their FP8 scales) into the
  * export byte for byte. Buffers (the correction bias) are written in fp32 whatever the dtype. */
 void mt_weights_writer_carry(mt_weights_writer *w, const char *src_dir);
+/* output.export_dtype = "fp8": the export mirrors the FP8 checkpoint in src_dir (its config has
+ * an fp8 quantization_config): every tensor in the source's dtype, those the source holds as
+ * F8_E4M3 block-quantised (mt_fp8_quantize, the config's weight_block_size) with F32
+ * weight_scale_inv, the others F32 or BF16 as there; config.json gets the source's
+ * quantization_config and dtype. A tensor the source lacks, or an FP8 one that the export
+ * writes in pieces (fused or vocabulary-parallel layouts), ends the process naming it. Call
+ * before adding buckets. */
+void mt_weights_writer_mirror(mt_weights_writer *w, const char *src_dir);
 void mt_weights_writer_close(mt_weights_writer *w);
+/* fp32 -> float8_e4m3fn bits, round to nearest even, saturating at +-448 (NaN: 0x7f). */
+uint8_t mt_f32_to_f8e4m3(float x);
+/* mats matrices rows x cols (row-major, consecutive) into e4m3 q and one fp32 weight_scale_inv
+ * per bm x bn block (mats x ceil(rows/bm) x ceil(cols/bn)), as transformers' Fp8Quantize:
+ * scale = 448 x (1 / amax) of the block (1 when it is all zero), weight_scale_inv = 1 / scale,
+ * q = e4m3(clamp(x * scale, -448, 448)), in fp32 (the same bytes); the loader's value is
+ * q x weight_scale_inv. */
+void mt_fp8_quantize(const float *x, int64_t mats, int64_t rows, int64_t cols, int bm, int bn,
+                     uint8_t *q, float *scale_inv);
+/* config.json of the export in dir: "dtype" and "torch_dtype" (transformers v5's name and the
+ * one v4 reads) = dtype ("float32", "bfloat16"); with fp8_src_dir, the source config's dtype
+ * and its quantization_config instead. */
+void mt_weights_config_patch(const char *dir, const char *dtype, const char *fp8_src_dir);
+
 /* All buckets from their bound data. */
 void mt_weights_save(const char *dir, const mt_minimax *m, mt_naming naming, mt_dtype dtype,
                      int64_t shard_bytes);

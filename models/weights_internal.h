@@ -18,3 +18,11 @@ struct mt_weights_reader {
 
 /* The start of a bucket's bound memory (dies when it is not bound). */
 float *mt_weights_bucket_data(const mt_minimax *m, int bucket);
+
+/* The FP8 mirror (models/weights_fp8.c): the source's dtype of tensor name (F32, BF16 or
+ * F8_E4M3; dies naming it when absent or of another dtype), and a whole tensor added in it
+ * (F8_E4M3: quantised, with its weight_scale_inv). */
+mt_st_dtype mt_weights_mirror_dtype(const mt_safetensors *src, const char *name);
+void mt_weights_mirror_add(mt_safetensors_writer *st, const mt_safetensors *src,
+                           const mt_minimax_config *cfg, const char *name, int ndim,
+                           const int64_t *shape, const float *data);

@@ -231,6 +231,8 @@ static bool later_move(const char *dir, long step, const later_results *l, const
     char png[4200]; /* the curve of the steps moved: it goes with them */
     snprintf(png, sizeof(png), "%s/loss.png", dir);
     if (access(png, F_OK) == 0 && !move_entry(dir, aside, "loss.png", err, n)) return false;
+    snprintf(png, sizeof(png), "%s/final", dir); /* a later step's model (output.export_final) */
+    if (access(png, F_OK) == 0 && !move_entry(dir, aside, "final", err, n)) return false;
     printf("--rewind: moved %s into %s; the run continues from step %ld\n", what, aside, step);
     return true;
 }

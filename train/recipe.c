@@ -131,6 +131,8 @@ static const recipe_key recipe_keys[] = {
     INT("output.save_total_limit", output_save_total_limit, "0", false),
     BOOL("output.export", output_export, "true", false),
     STR("output.export_dtype", output_export_dtype, "\"bf16\"", false),
+    BOOL("output.export_final", output_export_final, "true", false),
+    BOOL("output.save_optimizer_state", output_save_optimizer_state, "true", false),
     I64("output.shard_bytes", output_shard_bytes, "5000000000", false),
     STRS("output.report_to", output_report_to, output_n_report_to, "[\"csv\"]", false),
     STR("dist.backend", dist_backend, "\"mpi\"", false),

@@ -107,7 +107,9 @@ typedef struct mt_recipe {
     int output_save_steps; /* training-state checkpoint + export every N steps; 0 = only at end */
     int output_save_total_limit; /* checkpoints kept in output.dir, the newest; 0 = all */
     bool output_export;          /* export an HF model directory */
-    char output_export_dtype[8]; /* "bf16" or "fp32" */
+    char output_export_dtype[8]; /* "bf16", "fp32" or "fp8" (the FP8 source's block-FP8 layout) */
+    bool output_export_final;    /* a model-only <output.dir>/final/ at the end of the run */
+    bool output_save_optimizer_state; /* state-*.h5 + state.h5 in checkpoints (resumable) */
     int64_t output_shard_bytes;
     /* output.report_to: where the logs go besides the CSV files, which are always written:
      * "csv", "tensorboard" (event files in output.dir, train/tboard.h) */

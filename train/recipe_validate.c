@@ -242,8 +242,17 @@ static bool recipe_validate_output(const mt_recipe *r, const mt_toml_doc *doc, c
     if (r->output_save_steps < 0) BAD("output.save_steps", "must be >= 0");
     if (r->output_save_total_limit < 0)
         BAD("output.save_total_limit", "must be >= 0 (0: keep every checkpoint)");
-    if (strcmp(r->output_export_dtype, "fp32") && strcmp(r->output_export_dtype, "bf16"))
-        BAD("output.export_dtype", "must be \"fp32\" or \"bf16\"");
+    if (strcmp(r->output_export_dtype, "fp32") && strcmp(r->output_export_dtype, "bf16") &&
+        strcmp(r->output_export_dtype, "fp8"))
+        BAD("output.export_dtype",
+            "must be \"fp32\", \"bf16\" or \"fp8\" (the block-FP8 layout of an FP8 model.path)");
+    if (!strcmp(r->output_export_dtype, "fp8") && !r->model_path[0])
+        BAD("output.export_dtype",
+            "\"fp8\" mirrors the layout of an FP8 model.path, and this recipe has none "
+            "(model.config: a random initialisation)");
+    if (!r->output_export && !r->output_save_optimizer_state)
+        BAD("output.save_optimizer_state",
+            "false with output.export = false leaves the checkpoints empty: set either true");
     if (r->output_shard_bytes < (1 << 20)) BAD("output.shard_bytes", "must be >= 1 MiB");
     for (int i = 0; i < r->output_n_report_to; i++) {
         const char *to = r->output_report_to[i];

@@ -1,12 +1,17 @@
 /* trainer_checkpoint.c: the trainer's checkpoints (<output.dir>/checkpoint-<step>/ = a Hugging
- * Face model directory + the training state, train/checkpoint.h, + the resolved recipe) and what
- * their manifest records for a resume to check (train/trainer_resume.c). */
+ * Face model directory, with its generation_config.json, + the training state,
+ * train/checkpoint.h, + the resolved recipe) and what their manifest records for a resume to
+ * check (train/trainer_resume.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "data/chat.h"
+#include "data/tokenizer.h"
 #include "core/file_io.h"
 #include "models/safetensors.h"
 #include "train/output_dir.h"
@@ -98,15 +103,80 @@ static void trainer_prune_checkpoints(const mt_recipe *rc, const mt_comm *comm, 
     }
 }
 
-/* The HF export: full buckets, gathered one at a time, written by rank 0 (through *stage, one
- * bucket on the host, from a device backend), with the tokenizer's and the chat template's
- * files of tokenizer_dir. */
-static void trainer_export(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
-                           const char *tokenizer_dir, float **stage, const char *dir) {
+/* The source model's generation_config.json (model.path), parsed; NULL when it has none. */
+static cJSON *trainer_source_generation(const mt_recipe *rc) {
+    if (!rc->model_path[0]) return NULL;
+    char path[MT_PATH_MAX + 64], err[MT_ERR_LEN + MT_PATH_MAX];
+    snprintf(path, sizeof(path), "%s/generation_config.json", rc->model_path);
+    if (access(path, R_OK) != 0) return NULL;
+    size_t len;
+    char *text = mt_file_read_max(path, &len, (size_t)1 << 20, err, sizeof(err));
+    MT_CHECK(text, "%s", err);
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    MT_CHECK(cJSON_IsObject(o), "%s: not a JSON object", path);
+    return o;
+}
+
+static bool trainer_has_id(const cJSON *v, int id) {
+    if (cJSON_IsNumber(v)) return v->valueint == id;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v) if (cJSON_IsNumber(e) && e->valueint == id) return true;
+    return false;
+}
+
+/* dir/generation_config.json: the source's (model.path's generation_config.json: the
+ * release's sampling defaults and ids) where it has one, less _from_model_config; the end of
+ * turn eot's id (the template's eos_token in tokenizer_dir's tokenizer.json; NULL: the
+ * config's eos_token_id) as eos_token_id, added to the source's when that differs; pad_token_id
+ * the config's pad token, else that eos. */
+static void trainer_generation_config(const mt_recipe *rc, const mt_minimax_config *cfg,
+                                      const char *tokenizer_dir, const char *eot, const char *dir) {
+    char tok_path[MT_PATH_MAX + 32], path[MT_PATH_MAX + 64];
+    snprintf(tok_path, sizeof(tok_path), "%s/tokenizer.json", tokenizer_dir);
+    mt_tokenizer *tok = mt_tokenizer_load(tok_path);
+    const int eos = eot ? mt_tokenizer_token_to_id(tok, eot) : cfg->eos_token_id;
+    mt_tokenizer_free(tok);
+    /* the release's values (sampling defaults, ids) where its directory has them */
+    cJSON *o = trainer_source_generation(rc);
+    if (!o) o = cJSON_CreateObject();
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "_from_model_config");
+    if (!cJSON_HasObjectItem(o, "bos_token_id") && cfg->bos_token_id >= 0)
+        cJSON_AddNumberToObject(o, "bos_token_id", cfg->bos_token_id);
+    cJSON *src_eos = cJSON_GetObjectItemCaseSensitive(o, "eos_token_id");
+    if (eos >= 0 && !src_eos) {
+        cJSON_AddNumberToObject(o, "eos_token_id", eos);
+    } else if (eos >= 0 && !trainer_has_id(src_eos, eos)) {
+        /* the template's end of turn, which the fine-tune learnt to end its replies with */
+        cJSON *list = cJSON_IsArray(src_eos) ? cJSON_Duplicate(src_eos, true) : cJSON_CreateArray();
+        if (cJSON_IsNumber(src_eos))
+            cJSON_AddItemToArray(list, cJSON_CreateNumber(src_eos->valueint));
+        cJSON_AddItemToArray(list, cJSON_CreateNumber(eos));
+        cJSON_ReplaceItemInObjectCaseSensitive(o, "eos_token_id", list);
+    }
+    /* pad: the config's pad token, else the end of turn (transformers' generate pads with eos) */
+    const int pad = cfg->pad_token_id >= 0 ? cfg->pad_token_id : eos;
+    if (!cJSON_HasObjectItem(o, "pad_token_id") && pad >= 0)
+        cJSON_AddNumberToObject(o, "pad_token_id", pad);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    MT_CHECK(text, "cannot format generation_config.json");
+    snprintf(path, sizeof(path), "%s/generation_config.json", dir);
+    const size_t n = strlen(text);
+    text[n] = '\n';
+    mt_file_write_atomic(path, text, n + 1);
+    cJSON_free(text);
+}
+
+void trainer_export(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                    const char *tokenizer_dir, float **stage, const char *dir) {
     mt_weights_writer *w = NULL;
     if (d->comm->rank == 0) {
-        mt_dtype dt = !strcmp(rc->output_export_dtype, "bf16") ? MT_BF16 : MT_F32;
+        const bool fp8 = !strcmp(rc->output_export_dtype, "fp8");
+        mt_dtype dt = !strcmp(rc->output_export_dtype, "fp32") ? MT_F32 : MT_BF16;
         w = mt_weights_writer_open(dir, &m->model, m->naming, dt, rc->output_shard_bytes);
+        if (fp8) /* the source's layout: its FP8 tensors block-quantised (trainer_setup checked) */
+            mt_weights_writer_mirror(w, rc->model_path);
         if (rc->model_path[0]) /* the tensors the family carries untrained (models/family.h) */
             mt_weights_writer_carry(w, rc->model_path);
     }
@@ -152,6 +222,7 @@ static void trainer_export(const mt_recipe *rc, const trainer_device *d, trainer
         mt_file_write_atomic(dst, out[i].text, out[i].len);
     }
     mt_chat_files_free(out, n);
+    trainer_generation_config(rc, &m->cfg, tokenizer_dir, mt_chat_template_eot(tmpl), dir);
     mt_chat_template_free(tmpl);
 }
 
@@ -185,12 +256,16 @@ void trainer_checkpoint_save(const mt_recipe *rc, const trainer_device *d, train
     out->state.step = step;
     mt_sampler_cursor cur = mt_sampler_get_cursor(&data->sampler);
     memcpy(out->state.cursor, &cur, sizeof(cur));
-    mt_checkpoint_save(tmp, &m->zero, &out->state);
+    if (rc->output_save_optimizer_state) mt_checkpoint_save(tmp, &m->zero, &out->state);
     /* only now does the checkpoint exist under its name; an older one is never touched */
     if (d->comm->rank == 0) {
         MT_CHECK(mt_remove_tree(dir), "cannot remove %s: %s", dir, strerror(errno));
         MT_CHECK(rename(tmp, dir) == 0, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
-        LOG0(d->comm, "saved %s (%.1f s)\n", dir, mt_time_now() - t0);
+        LOG0(d->comm, "saved %s (%.1f s)%s\n", dir, mt_time_now() - t0,
+             rc->output_save_optimizer_state
+                 ? ""
+                 : ": the export only, no optimizer state (output.save_optimizer_state = false): "
+                   "it cannot be resumed");
         /* before the barrier: the others wait for it under the checkpoint's watchdog limit */
         trainer_prune_checkpoints(rc, d->comm, step);
     }

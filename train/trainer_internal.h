@@ -4,7 +4,7 @@
  * it reads or changes (const where it only reads). The parts held together are for main and the
  * loop alone (train/trainer_run.h). The calls between the files go one way, no cycle:
  *   trainer.c (main) -> output, resume, generate, setup, batch, watch, eval (--eval-only), run
- *   run -> step, eval, generate, checkpoint, resume, output, watch
+ *   run -> step, eval, generate, checkpoint, final, resume, output, watch;  final -> checkpoint
  *   setup -> checkpoint, watch;  step -> batch;  eval -> batch, generate;  generate -> watch;
  *   output -> resume
  * Not an interface. */
@@ -217,6 +217,21 @@ void trainer_state_init(mt_train_state *st, const mt_comm *comm, const mt_recipe
  * (removed by a rank that fails meanwhile). */
 void trainer_checkpoint_save(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
                              const trainer_data *data, trainer_out *out, int step);
+/* The HF export into dir (every rank: full buckets, gathered one at a time, written by rank 0
+ * through *stage, one bucket on the host, from a device backend) in output.export_dtype (fp8:
+ * the FP8 source's layout, models/weights.h mt_weights_writer_mirror), with the tokenizer's
+ * and the chat template's files of tokenizer_dir and generation_config.json. */
+void trainer_export(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                    const char *tokenizer_dir, float **stage, const char *dir);
+
+/* ------------------------------------------------------------------------------------------ */
+/* what ships (trainer_final.c) */
+
+/* output.export_final: <output.dir>/final/, the model of the run's last step without the
+ * training state: the files of checkpoint-<step>'s export hard-linked (copied across file
+ * systems), or with output.export = false exported there. Every rank, after the checkpoint. */
+void trainer_final_write(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
+                         const trainer_data *data, trainer_out *out, int step);
 
 /* ------------------------------------------------------------------------------------------ */
 /* resuming (trainer_resume.c) */

@@ -96,15 +96,31 @@ static int trainer_resume_compare_keys(const mt_recipe *rc, const char *dir,
     return verdict;
 }
 
+/* The refusal of a directory without a manifest: a checkpoint saved without its optimizer state
+ * (an export and recipe.toml, output.save_optimizer_state = false) says so. */
+static void trainer_resume_no_state(const char *dir, char *why, size_t n) {
+    char recipe[MT_PATH_MAX + 32], config[MT_PATH_MAX + 32];
+    snprintf(recipe, sizeof(recipe), "%s/recipe.toml", dir);
+    snprintf(config, sizeof(config), "%s/config.json", dir);
+    if (access(recipe, R_OK) == 0 && access(config, R_OK) == 0)
+        snprintf(why, n,
+                 "--resume %s: the checkpoint holds no optimizer state (saved with "
+                 "output.save_optimizer_state = false), so it cannot be resumed; train from its "
+                 "weights with model.path = \"%s\" instead",
+                 dir, dir);
+    else
+        snprintf(why, n,
+                 "--resume %s: no state.h5 there (not a checkpoint directory, or one whose "
+                 "write did not finish)",
+                 dir);
+}
+
 void trainer_resume_check_recipe(const mt_recipe *rc, const mt_comm *comm, const char *dir,
                                  char *why, size_t n) {
     if (comm->rank != 0 || why[0]) return;
     mt_train_state *st = mt_malloc(sizeof(mt_train_state), "the checkpoint's manifest");
     if (!mt_checkpoint_read_state(dir, st))
-        snprintf(why, n,
-                 "--resume %s: no state.h5 there (not a checkpoint directory, or one whose "
-                 "write did not finish)",
-                 dir);
+        trainer_resume_no_state(dir, why, n);
     else
         trainer_resume_compare_keys(rc, dir, st, why, n);
     free(st);
@@ -180,10 +196,7 @@ void trainer_resume_read(const mt_recipe *rc, const mt_comm *comm, const mt_trai
     const bool found = mt_checkpoint_read_state(dir, st);
     if (comm->rank != 0) return;
     if (!found)
-        snprintf(why, n,
-                 "--resume %s: no state.h5 there (not a checkpoint directory, or one whose "
-                 "write did not finish)",
-                 dir);
+        trainer_resume_no_state(dir, why, n);
     else
         trainer_resume_check(rc, now, dir, st, why, n);
 }

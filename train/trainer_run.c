@@ -184,6 +184,8 @@ int trainer_run(trainer *t, const char *resume) {
             trainer_watch_arm(&t->watch, &t->dev, true);
             const double s0 = mt_time_now();
             trainer_checkpoint_save(rc, &t->dev, &t->m, &t->data, &t->out, step);
+            /* a finished run's model (not a stopped one's: its resume writes it) */
+            if (last) trainer_final_write(rc, &t->dev, &t->m, &t->data, &t->out, step);
             trainer_watch_timed(&t->watch, &t->dev, true, mt_time_now() - s0);
         }
         if (stop) {

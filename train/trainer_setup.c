@@ -203,6 +203,10 @@ void trainer_setup_model(trainer_device *d, trainer_model *m, const mt_recipe *r
     else
         snprintf(path, sizeof(m->config_path), "%s", rc->model_config);
     mt_minimax_config_load(path, &m->cfg);
+    MT_CHECK(strcmp(rc->output_export_dtype, "fp8") || m->cfg.fp8,
+             "output.export_dtype = \"fp8\": %s has no fp8 quantization_config; the FP8 export "
+             "mirrors an FP8 source's layout (model.path of an FP8 release): use \"bf16\"",
+             path);
     if (rc->model_num_hidden_layers > 0) {
         MT_CHECK(rc->model_num_hidden_layers <= m->cfg.num_hidden_layers,
                  "model.num_hidden_layers = %d but %s has %d layers", rc->model_num_hidden_layers,

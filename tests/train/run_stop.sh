@@ -11,7 +11,8 @@
 #   ep-kill          kill's SIGKILL and SIGSTOP cases under expert parallelism (P = 2)
 #   signal           SIGUSR1 to mpirun, then SIGTERM and SIGINT to one rank alone, and SIGTERM
 #                    to launch/run-local.sh: every rank stops after the same step with a
-#                    checkpoint (exit 75), and the run resumes from it; two SIGTERMs end a rank
+#                    checkpoint (exit 75) and no final/, and the run resumes from it (and writes
+#                    final/ when it finishes); two SIGTERMs end a rank
 #                    at once; then output.save_total_limit keeps the newest checkpoints only
 #   watchdog         the automatic dist.timeout (20 x the slowest step) ends a job whose rank
 #                    is stopped; a rank stopped while it writes its state file ends the job
@@ -133,6 +134,8 @@ signal)
     [ -n "$step" ] && [ -d "$out/checkpoint-$step" ] ||
       { echo "FAIL: SIG$sig to $target: no stop message or checkpoint" >&2; tail -20 "$out.log" >&2; exit 1; }
     [ "$(ls -d "$out"/checkpoint-* | wc -l)" -eq 1 ] || { echo "FAIL: more than one checkpoint" >&2; exit 1; }
+    # a stopped run is not finished: its model is the checkpoint's, final/ comes with the resume
+    [ ! -e "$out/final" ] || { echo "FAIL: SIG$sig to $target: a stopped run wrote final/" >&2; exit 1; }
     echo "SIG$sig to $target: every rank stopped after step $step, exit 75, checkpoint-$step" >&2
     echo "$step"
   }
@@ -147,6 +150,7 @@ signal)
     --resume "$tmp/signal-usr1/checkpoint-$step"
   grep -q "resumed from .*checkpoint-$step at step $step" "$tmp/signal-resume.log"
   grep -E "^step $((step + 2))/|^done" "$tmp/signal-resume.log"
+  [ -f "$tmp/signal-resume/final/model.safetensors" ] || { echo "FAIL: the finished resume wrote no final/"; exit 1; }
   echo "SIGTERM run stopped after step $step_term"
   # a second SIGTERM ends the rank at once: the job ends, but not as a clean stop (steps of 40
   # micro-batches, several seconds, so that the first cannot finish one before the second)
