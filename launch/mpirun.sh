@@ -21,29 +21,40 @@ mkfifo "$fifo_dir/stderr"
 # The filter of mpirun's stderr: Open MPI's help blocks (between two lines of 74 dashes) pass
 # when they close, but the two it prints after a non-zero exit are held to the end, where the
 # script's last line to the filter (after the marker) gives mpirun's exit code: 75 drops them.
-# Every other line passes at once.
+# Every other line passes at once (bash's read takes a pipe byte by byte: no line waits).
 marker="mpirun.sh exit code $$ $RANDOM:"
-set -m # the filter and mpirun in process groups of their own: a Ctrl-C reaches this script alone
-awk -v marker="$marker" '
-BEGIN { dashes = sprintf("%74s", ""); gsub(/ /, "-", dashes) }
-function emit(s) { printf "%s", s; fflush() }
-index($0, marker) == 1 { code = substr($0, length(marker) + 2) + 0; next }
-$0 == dashes {
-  block = block $0 "\n"
-  if (!open) { open = 1; next }
-  open = 0
-  if (block ~ /Per user-direction, the job has been aborted/ ||
-      block ~ /exited with non-zero status/)
-    held = held block
-  else
-    emit(block)
-  block = ""
-  next
+filter() {
+  local line block="" open=0 held="" code="" dashes
+  printf -v dashes '%74s' ''
+  dashes=${dashes// /-}
+  while IFS= read -r line || [ -n "$line" ]; do
+    if [[ $line == "$marker "* ]]; then
+      code=${line#"$marker "}
+    elif [ "$line" = "$dashes" ]; then
+      block+="$line"$'\n'
+      if [ "$open" = 0 ]; then
+        open=1
+        continue
+      fi
+      open=0
+      if [[ $block == *"Per user-direction, the job has been aborted"* ||
+        $block == *"exited with non-zero status"* ]]; then
+        held+="$block"
+      else
+        printf '%s' "$block"
+      fi
+      block=""
+    elif [ "$open" = 1 ]; then
+      block+="$line"$'\n'
+    else
+      printf '%s\n' "$line"
+    fi
+  done
+  [ "$code" = 75 ] || printf '%s' "$held"
+  printf '%s' "$block"
 }
-open { block = block $0 "\n"; next }
-{ print; fflush() }
-END { if (code != 75) emit(held); emit(block) }
-' < "$fifo_dir/stderr" >&2 &
+set -m # the filter and mpirun in process groups of their own: a Ctrl-C reaches this script alone
+filter < "$fifo_dir/stderr" >&2 &
 filter=$!
 exec 3> "$fifo_dir/stderr" # held open: the filter ends after the exit code, not with mpirun
 
