@@ -58,15 +58,16 @@ filter < "$fifo_dir/stderr" >&2 &
 filter=$!
 exec 3> "$fifo_dir/stderr" # held open: the filter ends after the exit code, not with mpirun
 
-mpirun "$@" 2>&3 &
-job=$!
-stops=0
+job="" stops=0
 # shellcheck disable=SC2317 # called by the trap
 stop() {
   stops=$((stops + 1))
+  [ -n "$job" ] || return 0
   if [ "$stops" -eq 1 ]; then kill -USR1 "$job"; else kill -TERM "$job"; fi 2> /dev/null || true
 }
 trap stop USR1 TERM INT
+mpirun "$@" 2>&3 &
+job=$!
 while :; do
   rc=0
   wait "$job" || rc=$?
