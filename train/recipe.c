@@ -244,8 +244,8 @@ static bool recipe_path_join(const char *base, const char *rel, char *out, size_
     return at < n;
 }
 
-/* A path key's value, as the recipe file gives it, made relative to the recipe's folder (dir):
- * values that name no file ("", "synthetic") and absolute paths stay. */
+/* A path key's value made absolute against dir (absolute itself): values that name no file
+ * ("", "synthetic") and absolute paths stay. */
 static bool recipe_path_resolve(const char *dir, const char *key, char *value, size_t size,
                                 const char *where, char *err, size_t errlen) {
     if (!value[0] || value[0] == '/' || !strcmp(value, "synthetic")) return true;
