@@ -3,7 +3,7 @@
  *
  *   minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]
  *                [--gather-unit layer|expert] [--gather-dtype fp32|bf16] [--offload]
- *                [--seq T [--batch B]] [--fit-gib G] [--expert-parallel P]
+ *                [--seq T [--batch B]] [--fit-gib G | --gpu NAME] [--expert-parallel P]
  *
  * params_total: every parameter of the layout (models/layout.c), transformers' count: buffers
  *   (the routers' e_score_correction_bias) are not parameters there and are printed apart
@@ -26,11 +26,16 @@
  *   (the peak of live tensors, from a dry run of the model code: mt_minimax_plan_activations),
  *   with every layer's activations kept and with train.gradient_checkpointing; kernels' scratch
  *   comes on top. total_*: with both, zero3 + activations per rank.
+ * gpu: with --gpu NAME (h100, h200, b200, a100-80), the device's memory as its vendor states it
+ *   (decimal GB), converted to GiB: --fit-gib with that value (H200: 141 GB = 131.3 GiB).
  * fit_ranks_*: with --fit-gib G, for each gather unit, without and with --offload, the fewest
  *   ranks whose per-rank sum (state, slots, and with --seq the recomputed activations) is at
  *   most G GiB (the CUDA context, cuBLAS workspace, NCCL buffers and kernel scratch on top).
  *   fit_ranks_ep: the fewest ranks over every expert-parallel size P (a divisor of E; the ranks
- *   a multiple of P), the given gather unit, no offload, and that layout's traffic.
+ *   a multiple of P), the given gather unit, no offload, and that layout's traffic. Expert
+ *   parallelism gathers fp32 parameters one expert at a time (train/zero_ep.c): with
+ *   --gather-dtype bf16 or --gather-unit layer, fit_ranks_ep_settings names the recipe keys to
+ *   change and the fit_ranks_ep* lines are for those settings.
  * traffic_*, ep_*: with --ranks (and --seq for the all-to-all), the bytes one rank sends per
  *   micro-step (apps/info_ep.h: ring collectives, two gathers and one reduce-scatter per
  *   bucket but the last of each slot, the all-to-all under uniform routing, rows in the gather
@@ -53,8 +58,10 @@ static void usage(int status) {
     fprintf(status ? stderr : stdout,
             "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
             "                    [--gather-unit layer|expert] [--gather-dtype fp32|bf16]\n"
-            "                    [--offload] [--seq T [--batch B]] [--fit-gib G]\n"
+            "                    [--offload] [--seq T [--batch B]] [--fit-gib G | --gpu NAME]\n"
             "                    [--expert-parallel P]\n"
+            "  --gpu h100|h200|b200|a100-80: --fit-gib with the device's memory as its vendor\n"
+            "    states it (H200: 141 GB = 131.3 GiB)\n"
             "       minimax-info --help | --version\n"
             "  parameter counts of a config and, with --ranks, --seq or --fit-gib, the memory\n"
             "  one rank needs to train it under ZeRO-3 (the key list: apps/minimax_info_main.c)\n");
@@ -129,9 +136,18 @@ static void print_traffic(const char *key, const mt_info_ep_out *o, bool tokens,
 static void info_fit_ep(const mt_minimax_config *cfg, mt_gather_unit unit, mt_dtype gather_dtype,
                         long seq, long batch, double gib) {
     if (unit != MT_GATHER_EXPERT || gather_dtype != MT_F32) {
-        printf("fit_ranks_ep=none  # expert parallelism needs --gather-unit expert and "
-               "--gather-dtype fp32\n");
-        return;
+        /* the layout the trainer's expert parallelism runs: what changes, named as recipe keys */
+        const bool u = unit != MT_GATHER_EXPERT, d = gather_dtype != MT_F32;
+        printf("fit_ranks_ep_settings=%s%s%s  # expert parallelism (dist.expert_parallel = P > 1) "
+               "gathers fp32 parameters one expert at a time: set %s%s%s with it; the "
+               "fit_ranks_ep lines below are for %s%s%s (the fit_ranks_expert* lines above keep "
+               "the given settings)\n",
+               d ? "dist.gather_dtype=fp32" : "", d && u ? "," : "",
+               u ? "dist.gather_unit=expert" : "", d ? "dist.gather_dtype = \"fp32\"" : "",
+               d && u ? " and " : "", u ? "dist.gather_unit = \"expert\"" : "",
+               d ? "--gather-dtype fp32" : "", d && u ? " " : "", u ? "--gather-unit expert" : "");
+        unit = MT_GATHER_EXPERT;
+        gather_dtype = MT_F32;
     }
     const int64_t cap = (int64_t)(gib * (double)(1 << 30));
     mt_minimax m;
@@ -244,7 +260,44 @@ typedef struct {
     mt_dtype gather_dtype;
     bool offload;
     double fit_gib;
+    const char *gpu; /* --gpu's name: fit_gib from its memory */
 } info_args;
+
+/* The devices --gpu names: memory as the vendor states it, in decimal GB. */
+static const struct {
+    const char *name, *what;
+    double gb;
+} info_gpus[] = {
+    {"h100", "NVIDIA H100 SXM/PCIe 80GB", 80},
+    {"h200", "NVIDIA H200", 141},
+    {"b200", "NVIDIA B200 (HGX/DGX B200: 8 x 180 GB)", 180},
+    {"a100-80", "NVIDIA A100 80GB", 80},
+};
+
+/* --gpu NAME into a->fit_gib; a name it does not know: the list, exit 2. */
+static void info_gpu_set(info_args *a, const char *name) {
+    for (size_t i = 0; i < sizeof(info_gpus) / sizeof(info_gpus[0]); i++)
+        if (!strcmp(name, info_gpus[i].name)) {
+            a->gpu = info_gpus[i].name;
+            a->fit_gib = info_gpus[i].gb * 1e9 / (double)(1 << 30);
+            return;
+        }
+    fprintf(stderr,
+            "minimax-info: --gpu %s: not a device it knows: h100, h200, b200, a100-80 "
+            "(or give --fit-gib GIB)\n",
+            name);
+    exit(2);
+}
+
+/* gpu=NAME: what --gpu set, printed before the fits. */
+static void info_gpu_print(const info_args *a) {
+    for (size_t i = 0; a->gpu && i < sizeof(info_gpus) / sizeof(info_gpus[0]); i++)
+        if (!strcmp(a->gpu, info_gpus[i].name))
+            printf("gpu=%s fit_gib=%.1f  # %s: %.0f GB as the vendor states it = %.1f GiB; the "
+                   "device may report a little more, and the trainer checks its free memory "
+                   "before it loads anything\n",
+                   a->gpu, a->fit_gib, info_gpus[i].what, info_gpus[i].gb, a->fit_gib);
+}
 
 static info_args info_parse(int argc, char **argv) {
     info_args a = {.batch = 1, .unit = MT_GATHER_LAYER, .gather_dtype = MT_F32};
@@ -271,10 +324,14 @@ static info_args info_parse(int argc, char **argv) {
             if (strcmp(u, "layer") && strcmp(u, "expert")) usage(2);
             a.unit = strcmp(u, "expert") == 0 ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
         } else if (strcmp(argv[i], "--fit-gib") == 0 && i + 1 < argc) {
+            info_flag(!a.gpu, "give --gpu or --fit-gib, not both");
             info_flag(mt_flag_double(argv[i], argv[i + 1], 0, true, HUGE_VAL, true, &a.fit_gib, msg,
                                      sizeof(msg)),
                       msg);
             i++;
+        } else if (strcmp(argv[i], "--gpu") == 0 && i + 1 < argc) {
+            info_flag(a.fit_gib == 0, "give --gpu or --fit-gib, not both");
+            info_gpu_set(&a, argv[++i]);
         } else if (strcmp(argv[i], "--expert-parallel") == 0 && i + 1 < argc) {
             info_flag(mt_flag_int32(argv[i], argv[i + 1], 1, INT_MAX, &a.ep, msg, sizeof(msg)),
                       msg);
@@ -367,7 +424,10 @@ static int64_t info_print_ep(const info_args *a, const mt_minimax_config *cfg, m
     if (ep > 1 && (a->unit != MT_GATHER_EXPERT || a->gather_dtype != MT_F32)) {
         fprintf(stderr,
                 "minimax-info: --expert-parallel %d needs --gather-unit expert and "
-                "--gather-dtype fp32, as the trainer's dist.expert_parallel does\n",
+                "--gather-dtype fp32, as the trainer's dist.expert_parallel does: expert "
+                "parallelism gathers fp32 parameters one expert at a time, so a recipe with it "
+                "sets dist.gather_unit = \"expert\" and dist.gather_dtype = \"fp32\" (not the "
+                "bf16 gathers recommended without it)\n",
                 ep);
         exit(2);
     }
@@ -475,6 +535,7 @@ int main(int argc, char **argv) {
     if (a.ranks) zero_bytes = info_print_zero3(&a, &m, &cfg, &ep_bytes);
     if (a.seq) info_print_activations(&a, &cfg, zero_bytes, ep_bytes);
     if (a.fit_gib > 0) {
+        info_gpu_print(&a);
         info_fit(&cfg, a.gather_dtype, a.seq, a.batch, a.fit_gib);
         info_fit_ep(&cfg, a.unit, a.gather_dtype, a.seq, a.batch, a.fit_gib);
     }

@@ -1,6 +1,7 @@
 /* check.h: fatal-error plumbing shared by every module.
- * An error prints "[rank R] file:line: message" and ends the process (or, once the trainer
- * installs its hook, the whole MPI job). Checks are always on; they are not asserts. */
+ * An error prints "[rank R] error: message" and ends the process (or, once the trainer
+ * installs its hook, the whole MPI job); debug builds (no NDEBUG) and MT_DEBUG=1 add the source
+ * location, "error: file:line: message". Checks are always on; they are not asserts. */
 #pragma once
 #include <stddef.h>
 

@@ -3,7 +3,8 @@
 #   bash launch/run-local.sh [-n RANKS] RECIPE.toml [--set table.key=value]... [--resume DIR]
 # Sets what a local run needs: mpirun as root allowed, oversubscription (more ranks than cores
 # for tests), no core binding (so BLAS can use its threads), cores/ranks BLAS threads per rank,
-# shared-memory transport, and the OpenBLAS core type for this CPU (launch/env.sh).
+# shared-memory transport, and the OpenBLAS core type for this CPU (launch/env.sh); a clean stop
+# (exit 75) without mpirun's abort banner (launch/mpirun.sh).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -27,25 +28,10 @@ envs=(-x OPENBLAS_NUM_THREADS="$threads" -x OMP_NUM_THREADS="$threads" -x OMP_WA
 as_root=()
 [ "$(id -u)" -ne 0 ] || as_root=(--allow-run-as-root)
 
-# SIGTERM and SIGINT (kill, Ctrl-C) become one SIGUSR1 for mpirun, which forwards it to every
-# rank: the run stops after its step with a checkpoint and exits 75 (given either itself,
-# mpirun ends the ranks a second later and exits 1). A second one ends the job at once. mpirun
-# runs in a process group of its own (set -m), so a Ctrl-C reaches this script alone.
-set -m
-mpirun "${as_root[@]}" -np "$ranks" --oversubscribe --bind-to none \
+# mpirun through launch/mpirun.sh: SIGTERM and SIGINT (kill, Ctrl-C) to this script become one
+# SIGUSR1 for mpirun, which forwards it to every rank: the run stops after its step with a
+# checkpoint and exits 75, reported as the clean stop it is (mpirun's "job aborted" banner
+# dropped); a second one ends the job at once.
+exec bash "$here/mpirun.sh" "${as_root[@]}" -np "$ranks" --oversubscribe --bind-to none \
   --mca pml ob1 --mca btl self,vader \
-  "${envs[@]}" "$bin" "$@" &
-job=$!
-stops=0
-# shellcheck disable=SC2317 # called by the trap
-stop() {
-  stops=$((stops + 1))
-  if [ "$stops" -eq 1 ]; then kill -USR1 "$job"; else kill -TERM "$job"; fi 2> /dev/null || true
-}
-trap stop TERM INT
-while :; do
-  rc=0
-  wait "$job" || rc=$?
-  kill -0 "$job" 2> /dev/null || break # else a trapped signal ended the wait
-done
-exit "$rc"
+  "${envs[@]}" "$bin" "$@"

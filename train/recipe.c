@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,50 +37,66 @@ typedef struct {
     const char *def;       /* default, in TOML syntax */
     mt_resume_rule resume; /* numerics (true): part of the resume hash; may change (false) */
     size_t count_offset;   /* arrays: where their length is */
+    bool input_path;       /* a file or directory the run reads: relative to the recipe's folder */
 } recipe_key;
 
 #define STR(k, field, def, num)                                                                    \
-    { k, KEY_STRING, offsetof(mt_recipe, field), sizeof(((mt_recipe *)0)->field), def, num, 0 }
+    {                                                                                              \
+        k, KEY_STRING, offsetof(mt_recipe, field), sizeof(((mt_recipe *)0)->field), def, num, 0,   \
+            false                                                                                  \
+    }
 #define INT(k, field, def, num)                                                                    \
-    { k, KEY_INT, offsetof(mt_recipe, field), sizeof(int), def, num, 0 }
+    { k, KEY_INT, offsetof(mt_recipe, field), sizeof(int), def, num, 0, false }
 #define I64(k, field, def, num)                                                                    \
-    { k, KEY_INT64, offsetof(mt_recipe, field), sizeof(int64_t), def, num, 0 }
+    { k, KEY_INT64, offsetof(mt_recipe, field), sizeof(int64_t), def, num, 0, false }
 #define FLT(k, field, def, num)                                                                    \
-    { k, KEY_FLOAT, offsetof(mt_recipe, field), sizeof(double), def, num, 0 }
+    { k, KEY_FLOAT, offsetof(mt_recipe, field), sizeof(double), def, num, 0, false }
 #define BOOL(k, field, def, num)                                                                   \
-    { k, KEY_BOOL, offsetof(mt_recipe, field), sizeof(bool), def, num, 0 }
+    { k, KEY_BOOL, offsetof(mt_recipe, field), sizeof(bool), def, num, 0, false }
 /* arrays: the items, then their count in field `count` (an int) */
 #define STRS(k, field, count, def, num)                                                            \
     {                                                                                              \
         k, KEY_STRINGS, offsetof(mt_recipe, field), sizeof(((mt_recipe *)0)->field[0]), def, num,  \
-            offsetof(mt_recipe, count)                                                             \
+            offsetof(mt_recipe, count), false                                                      \
     }
 #define FLTS(k, field, count, def, num)                                                            \
     {                                                                                              \
         k, KEY_FLOATS, offsetof(mt_recipe, field), sizeof(double), def, num,                       \
-            offsetof(mt_recipe, count)                                                             \
+            offsetof(mt_recipe, count), false                                                      \
+    }
+
+/* paths the run reads (recipe_path_resolve): as STR and STRS */
+#define PATH(k, field, def, num)                                                                   \
+    {                                                                                              \
+        k, KEY_STRING, offsetof(mt_recipe, field), sizeof(((mt_recipe *)0)->field), def, num, 0,   \
+            true                                                                                   \
+    }
+#define PATHS(k, field, count, def, num)                                                           \
+    {                                                                                              \
+        k, KEY_STRINGS, offsetof(mt_recipe, field), sizeof(((mt_recipe *)0)->field[0]), def, num,  \
+            offsetof(mt_recipe, count), true                                                       \
     }
 
 /* the batch layout: numerics, but a resume compares the global batch it gives instead */
 #define LAYOUT MT_RESUME_LAYOUT
 static const recipe_key recipe_keys[] = {
-    STR("model.path", model_path, "\"\"", true),
-    STR("model.config", model_config, "\"\"", true),
+    PATH("model.path", model_path, "\"\"", true),
+    PATH("model.config", model_config, "\"\"", true),
     INT("model.num_hidden_layers", model_num_hidden_layers, "0", true),
     STR("model.dtype", model_dtype, "\"fp32\"", true),
     I64("model.init_seed", model_init_seed, "42", true),
-    STR("data.path", data_path, "\"synthetic\"", true),
-    STRS("data.paths", data_paths, data_n_paths, "[]", true),
+    PATH("data.path", data_path, "\"synthetic\"", true),
+    PATHS("data.paths", data_paths, data_n_paths, "[]", true),
     FLTS("data.weights", data_weights, data_n_weights, "[]", true),
     STR("data.format", data_format, "\"auto\"", true),
     STR("data.train_on", data_train_on, "\"all_assistant\"", true),
     STR("data.reasoning_history", data_reasoning_history, "\"as_template\"", true),
     BOOL("data.sanitize_control_tokens", data_sanitize_control_tokens, "false", true),
-    STR("data.chat_template", data_chat_template, "\"\"", true),
+    PATH("data.chat_template", data_chat_template, "\"\"", true),
     STR("data.template_kwargs", data_template_kwargs, "\"\"", true),
     INT("data.synthetic_samples", data_synthetic_samples, "2000", true),
     STR("data.synthetic_kind", data_synthetic_kind, "\"gsm8k\"", true),
-    STR("data.tokenizer_dir", data_tokenizer_dir, "\"\"", true),
+    PATH("data.tokenizer_dir", data_tokenizer_dir, "\"\"", true),
     STR("data.cache_dir", data_cache_dir, "\"\"", false),
     STR("data.system_prompt", data_system_prompt, "\"\"", true),
     INT("data.max_length", data_max_length, "512", true),
@@ -90,7 +107,7 @@ static const recipe_key recipe_keys[] = {
     I64("data.seed", data_seed, "42", true),
     BOOL("data.strip_annotations", data_strip_annotations, "false", true),
     INT("data.eval_samples", data_eval_samples, "0", true),
-    STR("data.eval_path", data_eval_path, "\"\"", false),
+    PATH("data.eval_path", data_eval_path, "\"\"", false),
     INT("train.max_steps", train_max_steps, "300", false),
     INT("train.eval_steps", train_eval_steps, "0", false),
     BOOL("train.eval_on_start", train_eval_on_start, "false", false),
@@ -113,14 +130,14 @@ static const recipe_key recipe_keys[] = {
     FLT("train.router_aux_loss_coef", train_router_aux_loss_coef, "-1.0", true),
     BOOL("train.skip_nonfinite_steps", train_skip_nonfinite_steps, "false", true),
     BOOL("train.gradient_checkpointing", train_gradient_checkpointing, "false", false),
-    STR("eval.generate_data", eval_generate_data, "\"\"", false),
+    PATH("eval.generate_data", eval_generate_data, "\"\"", false),
     INT("eval.generate_samples", eval_generate_samples, "0", false),
     INT("eval.generate_max_new_tokens", eval_generate_max_new_tokens, "256", false),
     INT("eval.generate_batch", eval_generate_batch, "8", false),
     INT("eval.generate_every", eval_generate_every, "0", false),
     BOOL("eval.generate_at_end", eval_generate_at_end, "true", false),
     INT("eval.generate_shots", eval_generate_shots, "0", false),
-    STR("eval.generate_shots_file", eval_generate_shots_file, "\"\"", false),
+    PATH("eval.generate_shots_file", eval_generate_shots_file, "\"\"", false),
     FLT("eval.generate_temperature", eval_generate_temperature, "0.0", false),
     FLT("eval.generate_top_p", eval_generate_top_p, "1.0", false),
     INT("eval.generate_top_k", eval_generate_top_k, "0", false),
@@ -207,6 +224,63 @@ static bool recipe_assign_list(mt_recipe *r, const recipe_key *k, const mt_toml_
             ((double *)dst)[i] = it->type == MT_TOML_INT ? (double)it->i : it->f;
     }
     *(int *)((char *)r + k->count_offset) = v->n_items;
+    return true;
+}
+
+/* base/rel with "." and "x/.." taken out as written (Python's os.path.normpath), into out
+ * (n bytes): false when it does not fit. */
+static bool recipe_path_join(const char *base, const char *rel, char *out, size_t n) {
+    char joined[2 * MT_PATH_MAX + 2];
+    if (snprintf(joined, sizeof(joined), "%s/%s", base, rel) >= (int)sizeof(joined)) return false;
+    const bool absolute = joined[0] == '/';
+    char *parts[MT_PATH_MAX + 2]; /* a component takes 2 bytes or more */
+    int np = 0;
+    for (char *save = NULL, *p = strtok_r(joined, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(p, ".")) continue;
+        if (!strcmp(p, "..") && np > 0 && strcmp(parts[np - 1], "..")) {
+            np--;
+            continue;
+        }
+        if (!strcmp(p, "..") && absolute) continue; /* /.. is / */
+        parts[np++] = p;
+    }
+    size_t at = 0;
+    out[0] = 0;
+    if (absolute) at += (size_t)snprintf(out, n, "/");
+    for (int i = 0; i < np && at < n; i++)
+        at += (size_t)snprintf(out + at, n - at, "%s%s", i ? "/" : "", parts[i]);
+    if (at == 0 && n > 1) at = (size_t)snprintf(out, n, ".");
+    return at < n;
+}
+
+/* A path key's value made absolute against dir (absolute itself): values that name no file
+ * ("", "synthetic") and absolute paths stay. */
+static bool recipe_path_resolve(const char *dir, const char *key, char *value, size_t size,
+                                const char *where, char *err, size_t errlen) {
+    if (!value[0] || value[0] == '/' || !strcmp(value, "synthetic")) return true;
+    char out[MT_PATH_MAX];
+    if (!recipe_path_join(dir, value, out, sizeof(out)) || strlen(out) >= size) {
+        snprintf(err, errlen, "%s: %s: %s/%s is longer than %zu bytes", where, key, dir, value,
+                 size - 1);
+        return false;
+    }
+    memcpy(value, out, strlen(out) + 1);
+    return true;
+}
+
+/* Entry e that k, a path key, assigned: its values made absolute against dir (the recipe's
+ * folder for the file's entries, the working directory for the overrides'). */
+static bool recipe_assign_paths(mt_recipe *r, const recipe_key *k, const mt_toml_entry *e,
+                                const char *dir, char *err, size_t errlen) {
+    if (!k->input_path) return true;
+    char where[MT_PATH_MAX + 64];
+    mt_recipe_entry_where(e, where, sizeof(where));
+    char *dst = (char *)r + k->offset;
+    const int n = k->type == KEY_STRINGS ? *(int *)((char *)r + k->count_offset) : 1;
+    for (int i = 0; i < n; i++)
+        if (!recipe_path_resolve(dir, k->key, dst + (size_t)i * k->size, k->size, where, err,
+                                 errlen))
+            return false;
     return true;
 }
 
@@ -350,9 +424,27 @@ static void recipe_default_seeds(mt_recipe *r, const mt_toml_doc *doc) {
     if (!mt_toml_find(doc, "model.init_seed")) r->model_init_seed = r->train_seed;
 }
 
-bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides, int n_overrides,
-                    char *err, size_t errlen) {
+/* mt_recipe_load; resolve: the recipe file's relative input paths against its folder (a
+ * resolved recipe, recipe.toml, has them as the run used them). */
+static bool recipe_load(mt_recipe *r, const char *path, bool resolve, const char *const *overrides,
+                        int n_overrides, char *err, size_t errlen) {
     memset(r, 0, sizeof(*r));
+    /* the bases of relative paths: the working directory, and the recipe's folder (absolute) */
+    char cwd[MT_PATH_MAX], dir[MT_PATH_MAX];
+    if (!getcwd(cwd, sizeof(cwd))) {
+        snprintf(err, errlen, "cannot read the working directory: %s", strerror(errno));
+        return false;
+    }
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    if (!resolve || !slash)
+        snprintf(dir, sizeof(dir), "%s", cwd);
+    else if (!recipe_path_join(path[0] == '/' ? "" : cwd, path, dir, sizeof(dir))) {
+        snprintf(err, errlen, "%s: the path is longer than %d bytes", path, MT_PATH_MAX - 1);
+        return false;
+    } else { /* the file's name off (dir is absolute, normalised) */
+        char *name = strrchr(dir, '/');
+        name[name == dir] = 0;
+    }
     mt_toml_doc defaults = {0}, doc = {0};
     bool ok = true;
     for (int i = 0; i < N_RECIPE_KEYS && ok; i++) {
@@ -379,13 +471,24 @@ bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides
             ok = false;
             break;
         }
-        ok = recipe_assign(r, k, e, err, errlen);
+        ok = recipe_assign(r, k, e, err, errlen) &&
+             recipe_assign_paths(r, k, e, e->line > 0 ? dir : cwd, err, errlen);
     }
     if (ok) recipe_default_seeds(r, &doc);
     if (ok) ok = mt_recipe_validate(r, &doc, err, errlen);
     mt_toml_free(&defaults);
     mt_toml_free(&doc);
     return ok;
+}
+
+bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides, int n_overrides,
+                    char *err, size_t errlen) {
+    return recipe_load(r, path, true, overrides, n_overrides, err, errlen);
+}
+
+bool mt_recipe_load_resolved(mt_recipe *r, const char *path, const char *const *overrides,
+                             int n_overrides, char *err, size_t errlen) {
+    return recipe_load(r, path, false, overrides, n_overrides, err, errlen);
 }
 
 /* items: room for MT_DATA_FILES values, used by array keys. */
@@ -454,6 +557,23 @@ static void recipe_value_text(const mt_recipe *r, const recipe_key *k, char *buf
     mt_toml_value_format(&v, buf, n);
 }
 
+/* Whether path key k names the same files in a and b by other names (a recipe given by
+ * another path: "recipes/configs/tiny.json" and "/abs/recipes/configs/tiny.json"). */
+static bool recipe_same_files(const mt_recipe *a, const mt_recipe *b, const recipe_key *k) {
+    if (!k->input_path) return false;
+    const bool list = k->type == KEY_STRINGS;
+    const int n = list ? *(const int *)((const char *)a + k->count_offset) : 1;
+    if (list && n != *(const int *)((const char *)b + k->count_offset)) return false;
+    for (int i = 0; i < n; i++) {
+        const char *pa = (const char *)a + k->offset + (size_t)i * k->size,
+                   *pb = (const char *)b + k->offset + (size_t)i * k->size;
+        char ra[PATH_MAX], rb[PATH_MAX];
+        if (strcmp(pa, pb) && (!realpath(pa, ra) || !realpath(pb, rb) || strcmp(ra, rb)))
+            return false;
+    }
+    return true;
+}
+
 int mt_recipe_resume_diff(const mt_recipe *was, const mt_recipe *now, bool with_layout, char *out,
                           size_t n) {
     int count = 0;
@@ -465,7 +585,7 @@ int mt_recipe_resume_diff(const mt_recipe *was, const mt_recipe *now, bool with_
         static char va[MT_DATA_FILES * (MT_PATH_MAX + 4)], vb[sizeof(va)];
         recipe_value_text(was, &recipe_keys[i], va, sizeof(va));
         recipe_value_text(now, &recipe_keys[i], vb, sizeof(vb));
-        if (!strcmp(va, vb)) continue;
+        if (!strcmp(va, vb) || recipe_same_files(was, now, &recipe_keys[i])) continue;
         const size_t at = strlen(out);
         snprintf(out + at, n - at, "%s%s = %s differs from the checkpoint's %s", count ? "; " : "",
                  recipe_keys[i].key, vb, va);

@@ -127,12 +127,22 @@ typedef struct mt_recipe {
 } mt_recipe;
 
 /* Defaults, then the file (if path is not NULL), then each "table.key=value" override.
+ * The paths to what the run reads (model.path, model.config, data.path(s), data.eval_path,
+ * data.tokenizer_dir, data.chat_template, eval.generate_data, eval.generate_shots_file) are
+ * made absolute ("." and ".." taken out as written, as Python's os.path.normpath does): the
+ * file's relative to the file's folder, the overrides' relative to the working directory. The
+ * paths the run writes (output.dir, data.cache_dir) stay as given: the working directory's.
  * On error: false and "file:line:col: message" (or "--set key: message") in err. */
 bool mt_recipe_load(mt_recipe *r, const char *path, const char *const *overrides, int n_overrides,
                     char *err, size_t errlen);
 /* Whether output.report_to lists `to` ("tensorboard"; the CSV files are always written). */
 bool mt_recipe_reports_to(const mt_recipe *r, const char *to);
-/* The resolved recipe as TOML text (printed at start, saved next to the outputs). */
+/* mt_recipe_load of a resolved recipe (a run's recipe.toml, mt_recipe_format's text): its
+ * relative paths (written by builds before paths were made absolute) are the working
+ * directory's, as the run used them. */
+bool mt_recipe_load_resolved(mt_recipe *r, const char *path, const char *const *overrides,
+                             int n_overrides, char *err, size_t errlen);
+/* The resolved recipe as TOML text (saved next to the outputs, printed with --verbose). */
 void mt_recipe_format(const mt_recipe *r, char *buf, size_t len);
 /* 64-bit hash of the resolved recipe's fields that change training numerics (for resume). */
 uint64_t mt_recipe_hash(const mt_recipe *r);

@@ -26,11 +26,13 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR "
-            "[--rewind]] [--overwrite] [--eval-only]\n"
+            "[--rewind]] [--overwrite] [--eval-only] [--verbose]\n"
             "       minimax-train --resume DIR [--rewind] [--set table.key=value]...\n"
             "       minimax-train --help | --version\n"
-            "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml\n"
-            "  recipe keys: docs/recipes.md\n"
+            "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml (launch/mpirun.sh:\n"
+            "    the same, a clean stop without mpirun's abort banner)\n"
+            "  recipe keys: docs/recipes.md; relative paths in RECIPE.toml name files next to it\n"
+            "    (output.dir and data.cache_dir, and --set values: the working directory)\n"
             "  --resume DIR: continue from the checkpoint DIR (<output.dir>/checkpoint-<step>);\n"
             "    without RECIPE.toml with the checkpoint's own recipe (DIR/recipe.toml) and\n"
             "    output.dir the directory DIR is in; a key that changes the numerics must\n"
@@ -40,6 +42,7 @@ static void usage(FILE *f) {
             "    the later checkpoints, log rows and eval-generate files aside, into\n"
             "    <output.dir>/rewound-<time>/, and continue from DIR (refused without it)\n"
             "  --overwrite: remove another run's results from output.dir first\n"
+            "  --verbose: print the resolved recipe (always written to output.dir/recipe.toml)\n"
             "  --eval-only: no training: the eval loss of the model as the recipe builds it\n"
             "    (model.path, e.g. --set model.path=EXPORT_DIR, or model.config's random\n"
             "    init) over the eval set (data.eval_samples or data.eval_path), and its accuracy\n"
@@ -52,7 +55,7 @@ static void usage(FILE *f) {
 /* The command line. */
 typedef struct {
     const char *recipe_path, *resume;
-    bool overwrite, eval_only, rewind;
+    bool overwrite, eval_only, rewind, verbose;
     const char **sets; /* --set's overrides, in order */
     int n_sets;
 } trainer_args;
@@ -72,6 +75,8 @@ static int trainer_args_parse(int argc, char **argv, const mt_comm *host, traine
             a->overwrite = true;
         } else if (!strcmp(argv[i], "--rewind")) {
             a->rewind = true;
+        } else if (!strcmp(argv[i], "--verbose") || !strcmp(argv[i], "-v")) {
+            a->verbose = true;
         } else if (!strcmp(argv[i], "--eval-only")) {
             a->eval_only = true;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -164,8 +169,8 @@ int mt_train_main(int argc, char **argv) {
     trainer_resolve_batch(rc, t->dev.comm, why, sizeof(why));
     if (a.resume) trainer_resume_check_recipe(rc, t->dev.comm, a.resume, why, sizeof(why));
     trainer_generate_read(rc, t->dev.comm, &t->gen, why, sizeof(why));
-    trainer_open_output(rc, t->dev.comm, &t->out.outdir, a.resume, a.overwrite, a.rewind, why,
-                        sizeof(why));
+    trainer_open_output(rc, t->dev.comm, &t->out.outdir, a.resume, a.overwrite, a.rewind, a.verbose,
+                        why, sizeof(why));
     trainer_refuse_if(&t->dev, &t->out.outdir, why);
     trainer_setup_model(&t->dev, &t->m, rc);
     /* from here a failing rank removes its temporary files (after the communicators' setup,

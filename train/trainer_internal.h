@@ -267,10 +267,11 @@ void trainer_resume_load(const mt_comm *comm, trainer_model *m, mt_sampler *s,
 void trainer_resolve_batch(mt_recipe *rc, const mt_comm *comm, char *why, size_t n);
 /* Rank 0: output.dir checked against the inputs, a resume's train.max_steps against the
  * checkpoint's step, output.dir opened into od (its lock, another run's results, --overwrite,
- * --rewind: output_dir.h), and the resolved recipe written into it. The reason to stop, if
- * any, into why; nothing when why already holds one. */
+ * --rewind: output_dir.h), and the resolved recipe written into it (printed too when verbose,
+ * else named). The reason to stop, if any, into why; nothing when why already holds one. */
 void trainer_open_output(const mt_recipe *rc, const mt_comm *comm, mt_outdir *od,
-                         const char *resume, bool overwrite, bool rewind, char *why, size_t n);
+                         const char *resume, bool overwrite, bool rewind, bool verbose, char *why,
+                         size_t n);
 /* Rank 0 found why the run must not go on (empty: nothing): every rank learns it, rank 0
  * prints it as the one error line (and releases od's lock), and every rank ends with exit
  * code 2. */

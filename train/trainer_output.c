@@ -31,13 +31,18 @@ void trainer_resolve_batch(mt_recipe *rc, const mt_comm *comm, char *why, size_t
                  rc->train_gradient_accumulation_steps, (long long)(G / (B * N)));
         rc->train_gradient_accumulation_steps = (int)(G / (B * N));
     }
-    LOG0(comm,
-         "global batch: %lld samples per step = %lld rank%s x %lld row%s x %d accumulation "
-         "step%s%s\n",
-         (long long)(B * N * rc->train_gradient_accumulation_steps), (long long)N,
-         N == 1 ? "" : "s", (long long)B, B == 1 ? "" : "s", rc->train_gradient_accumulation_steps,
-         rc->train_gradient_accumulation_steps == 1 ? "" : "s",
-         G > 0 ? " (train.global_batch_size)" : "");
+}
+
+/* The global batch (trainer_resolve_batch's), once nothing refused the run: the refusal is the
+ * first line of a run that does not start. */
+static void trainer_batch_print(const mt_recipe *rc, int64_t N) {
+    const int64_t B = rc->train_per_device_train_batch_size;
+    const int A = rc->train_gradient_accumulation_steps;
+    printf("global batch: %lld samples per step = %lld rank%s x %lld row%s x %d accumulation "
+           "step%s%s\n",
+           (long long)(B * N * A), (long long)N, N == 1 ? "" : "s", (long long)B, B == 1 ? "" : "s",
+           A, A == 1 ? "" : "s",
+           rc->train_global_batch_size > 0 ? " (train.global_batch_size)" : "");
 }
 
 /* The inputs of the run as the recipe names them (what output.dir must not hold). */
@@ -70,7 +75,8 @@ static long trainer_resume_step(const mt_recipe *rc, const char *resume, char *w
 }
 
 void trainer_open_output(const mt_recipe *rc, const mt_comm *comm, mt_outdir *od,
-                         const char *resume, bool overwrite, bool rewind, char *why, size_t n) {
+                         const char *resume, bool overwrite, bool rewind, bool verbose, char *why,
+                         size_t n) {
     if (comm->rank != 0 || why[0]) return;
     mt_outdir_input in[16 + MT_DATA_FILES];
     if (!mt_outdir_inputs_check(rc->output_dir, in, trainer_inputs(rc, in), why, n)) return;
@@ -79,9 +85,13 @@ void trainer_open_output(const mt_recipe *rc, const mt_comm *comm, mt_outdir *od
     if (why[0] || !mt_outdir_open(od, rc->output_dir, &mode, why, n)) return;
     char text[16384], path[MT_PATH_MAX + 32];
     mt_recipe_format(rc, text, sizeof(text));
-    printf("# minimax-train: resolved recipe (%d ranks)\n%s\n", comm->size, text);
     snprintf(path, sizeof(path), "%s/recipe.toml", rc->output_dir);
     mt_file_write_atomic(path, text, strlen(text));
+    if (verbose)
+        printf("# minimax-train: resolved recipe (%d ranks)\n%s\n", comm->size, text);
+    else
+        printf("recipe: the resolved recipe is %s (--verbose prints it)\n", path);
+    trainer_batch_print(rc, comm->size);
 }
 
 void trainer_refuse_if(const trainer_device *d, mt_outdir *od, const char *why) {

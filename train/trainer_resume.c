@@ -47,7 +47,7 @@ bool trainer_resume_recipe_load(mt_recipe *rc, const char *dir, const char *cons
     const char **all = mt_calloc((size_t)n_sets + 1, sizeof(char *), "overrides");
     all[0] = dir_set;
     for (int i = 0; i < n_sets; i++) all[i + 1] = sets[i];
-    const bool ok = mt_recipe_load(rc, path, all, n_sets + 1, err, n);
+    const bool ok = mt_recipe_load_resolved(rc, path, all, n_sets + 1, err, n);
     free(all);
     free(dir_set);
     return ok;
@@ -82,7 +82,7 @@ static int trainer_resume_compare_keys(const mt_recipe *rc, const char *dir,
                  "is compared with; restore it",
                  dir, path, (unsigned long long)st->recipe_digest, (unsigned long long)digest);
         verdict = 1;
-    } else if (mt_recipe_load(was, path, NULL, 0, err, sizeof(err))) {
+    } else if (mt_recipe_load_resolved(was, path, NULL, 0, err, sizeof(err))) {
         /* format 1 compares the layout keys themselves: it records no global batch */
         const int count = mt_recipe_resume_diff(was, rc, st->format == 1, keys, sizeof(keys));
         mt_recipe_resume_free_keys(free_keys, sizeof(free_keys));

@@ -197,7 +197,8 @@ int trainer_run(trainer *t, const char *resume) {
     if (stopped_after)
         LOG0(t->dev.comm,
              "stopped by a signal (SIGUSR1, SIGTERM or SIGINT) after step %d of %d, %.1f s; "
-             "continue with --resume %s/checkpoint-%d\n",
+             "continue with --resume %s/checkpoint-%d (exit code 75: a clean stop, not a "
+             "failure)\n",
              stopped_after, rc->train_max_steps, mt_time_now() - t_start, rc->output_dir,
              stopped_after);
     else

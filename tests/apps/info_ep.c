@@ -123,8 +123,61 @@ static int test_cli(void) {
     return MT_TEST_OK;
 }
 
+/* The lines of out from the first "fit_ranks_" on, the comments' memory figures included. */
+static const char *fit_lines(const char *out) {
+    const char *p = strstr(out, "\nfit_ranks_");
+    return p ? p : "";
+}
+
+/* --gpu NAME: --fit-gib with the vendor's decimal GB in GiB (H200 141 GB = 131.3 GiB, as the
+ * recipes' headers had it by hand); with the GPU defaults (bf16 gathers, gather unit layer) the
+ * expert-parallel fit names the settings it needs and is computed for them, not "none". */
+static int test_gpu(void) {
+    if (!getenv("MT_MINIMAX_INFO")) return MT_TEST_SKIP;
+    static char out[32768], ref[32768];
+    const struct {
+        const char *name;
+        double gb;
+    } gpus[] = {{"h100", 80}, {"h200", 141}, {"b200", 180}, {"a100-80", 80}};
+    for (size_t i = 0; i < sizeof(gpus) / sizeof(gpus[0]); i++) {
+        char args[256], want[64];
+        const double gib = gpus[i].gb * 1e9 / 1073741824.0;
+        snprintf(args, sizeof(args), "--gpu %s --seq 64", gpus[i].name);
+        EXPECT(info_cli(args, out, sizeof(out)) == 0, "%s failed:\n%s", args, out);
+        snprintf(want, sizeof(want), "\ngpu=%s fit_gib=%.1f ", gpus[i].name, gib);
+        EXPECT(strstr(out, want), "%s: no '%s' in:\n%s", args, want + 1, out);
+        snprintf(args, sizeof(args), "--fit-gib %.17g --seq 64", gib);
+        EXPECT(info_cli(args, ref, sizeof(ref)) == 0, "%s failed:\n%s", args, ref);
+        EXPECT(!strcmp(fit_lines(out), fit_lines(ref)), "--gpu %s differs from %s:\n%s\n%s",
+               gpus[i].name, args, fit_lines(out), fit_lines(ref));
+    }
+    /* the GPU defaults: bf16 gathers, gather unit layer */
+    EXPECT(info_cli("--gpu h200 --seq 64 --gather-dtype bf16", out, sizeof(out)) == 0, "%s", out);
+    printf("%s", fit_lines(out));
+    EXPECT(strstr(out, "\nfit_ranks_ep_settings=dist.gather_dtype=fp32,dist.gather_unit=expert  "
+                       "# ") &&
+               strstr(out, "set dist.gather_dtype = \"fp32\" and dist.gather_unit = \"expert\""),
+           "no settings line naming the keys:\n%s", out);
+    EXPECT(info_key(out, "fit_ranks_ep") > 0, "fit_ranks_ep not a rank count:\n%s", out);
+    EXPECT(info_cli("--gpu h200 --seq 64 --gather-dtype fp32 --gather-unit expert", ref,
+                    sizeof(ref)) == 0,
+           "%s", ref);
+    EXPECT(strstr(out, "\nfit_ranks_ep1=") &&
+               !strcmp(strstr(out, "\nfit_ranks_ep1="), strstr(ref, "\nfit_ranks_ep1=")),
+           "the EP fit is not the fp32 expert-unit one:\n%s\n%s", out, ref);
+    EXPECT(!strstr(ref, "fit_ranks_ep_settings"), "a settings line where nothing changes");
+    /* refusals */
+    EXPECT(info_cli("--gpu x100", out, sizeof(out)) == 2 &&
+               strstr(out, "h100, h200, b200, a100-80"),
+           "--gpu x100:\n%s", out);
+    EXPECT(info_cli("--gpu h200 --fit-gib 10", out, sizeof(out)) == 2 && strstr(out, "not both"),
+           "--gpu with --fit-gib:\n%s", out);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"op_info_ep_formula", test_formula},
     {"op_info_ep_cli", test_cli},
+    {"op_info_gpu", test_gpu},
 };
 MT_TEST_MAIN(cases)

@@ -27,10 +27,10 @@ fail() {
   failed=1
 }
 good='[model]
-config = "recipes/configs/tiny.json"
+config = "'"$PWD"'/recipes/configs/tiny.json"
 num_hidden_layers = 1
 [data]
-tokenizer_dir = "tests/fixtures/tokenizer"
+tokenizer_dir = "'"$PWD"'/tests/fixtures/tokenizer"
 max_length = 64
 synthetic_samples = 16
 truncation = "truncate"

@@ -11,9 +11,41 @@
 #include "core/file_io.h"
 #include "train/recipe.h"
 
+/* The folder of the recipes written below: relative paths in a recipe name files next to it, so
+ * it holds links to the repository's recipes/ and tests/ (the tests run in the repository). */
+static char temp_dir_made[64];
+static void temp_dir_remove(void) {
+    char at[128];
+    const char *names[] = {"recipes", "tests", "r.toml"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(at, sizeof(at), "%s/%s", temp_dir_made, names[i]);
+        unlink(at);
+    }
+    rmdir(temp_dir_made);
+}
+
+static const char *temp_dir(void) {
+    static char dir[64];
+    snprintf(dir, sizeof(dir), "/tmp/mt_recipe_%d.d", (int)getpid());
+    if (access(dir, F_OK) != 0) {
+        char cwd[1024], link[1200];
+        MT_CHECK(getcwd(cwd, sizeof(cwd)) && mkdir(dir, 0755) == 0, "cannot make %s", dir);
+        const char *names[] = {"recipes", "tests"};
+        for (int i = 0; i < 2; i++) {
+            snprintf(link, sizeof(link), "%s/%s", cwd, names[i]);
+            char at[128];
+            snprintf(at, sizeof(at), "%s/%s", dir, names[i]);
+            MT_CHECK(symlink(link, at) == 0, "cannot link %s", at);
+        }
+        snprintf(temp_dir_made, sizeof(temp_dir_made), "%s", dir);
+        atexit(temp_dir_remove);
+    }
+    return dir;
+}
+
 static const char *write_temp(const char *text) {
-    static char path[64];
-    snprintf(path, sizeof(path), "/tmp/mt_recipe_%d.toml", (int)getpid());
+    static char path[128];
+    snprintf(path, sizeof(path), "%s/r.toml", temp_dir());
     FILE *f = fopen(path, "w");
     MT_CHECK(f, "cannot write %s", path);
     fputs(text, f);
@@ -292,7 +324,9 @@ static int test_recipe_errors(void) {
     expect_error(REAL, "data.max_length=100000000",
                  "--set data.max_length: data.max_length: train.per_device_train_batch_size x "
                  "data.max_length = 1 x 100000000 = 100000000 tokens per micro-batch; the kernels "
-                 "of recipes/configs/tiny.json (hidden_size 128, num_experts_per_tok 2, "
+                 "of /tmp/mt_recipe_");
+    expect_error(REAL, "data.max_length=100000000",
+                 ".d/recipes/configs/tiny.json (hidden_size 128, num_experts_per_tok 2, "
                  "dist.gather_unit \"layer\") index at most 16777215");
     /* a model vocabulary smaller than the tokenizer's: found at step 1 in the embedding, or never
      * when the data happens to use no id beyond it */
@@ -306,8 +340,11 @@ static int test_recipe_errors(void) {
     free(tiny);
     expect_error("[model]\nconfig = \"/tmp/mt_recipe_v4000.json\"\n[data]\ntokenizer_dir = "
                  "\"tests/fixtures/tokenizer\"\n",
+                 NULL, "%s:4:17: data.tokenizer_dir: /tmp/mt_recipe_");
+    expect_error("[model]\nconfig = \"/tmp/mt_recipe_v4000.json\"\n[data]\ntokenizer_dir = "
+                 "\"tests/fixtures/tokenizer\"\n",
                  NULL,
-                 "%s:4:17: data.tokenizer_dir: tests/fixtures/tokenizer/tokenizer.json has 6144 "
+                 ".d/tests/fixtures/tokenizer/tokenizer.json has 6144 "
                  "token ids but the model's vocab_size is 4000 (/tmp/mt_recipe_v4000.json)");
     unlink("/tmp/mt_recipe_v4000.json");
     mt_recipe r;
@@ -522,9 +559,64 @@ static int test_recipe_resume_docs(void) {
     return MT_TEST_OK;
 }
 
+/* Relative paths: a recipe's against its folder (made absolute, "." and ".." out), --set's
+ * against the working directory, output.dir and data.cache_dir left as given; a resolved
+ * recipe's (recipe.toml) against the working directory; a resume compares the files the paths
+ * name, not their spelling (docs/recipes.md, "Paths"). */
+static int test_recipe_paths(void) {
+    char cwd[1024], want[1400], err[1024] = "";
+    MT_CHECK(getcwd(cwd, sizeof(cwd)), "getcwd");
+    const char *dir = temp_dir();
+    const char *path = write_temp("[model]\nconfig = \"./recipes/x/../configs/tiny.json\"\n"
+                                  "[data]\ntokenizer_dir = \"tests/fixtures/tokenizer\"\n"
+                                  "cache_dir = \"cache\"\n[output]\ndir = \"runs/x\"\n");
+    mt_recipe a, b;
+    EXPECT(mt_recipe_load(&a, path, NULL, 0, err, sizeof(err)), "%s", err);
+    snprintf(want, sizeof(want), "%s/recipes/configs/tiny.json", dir);
+    EXPECT(!strcmp(a.model_config, want), "model.config %s, want %s", a.model_config, want);
+    snprintf(want, sizeof(want), "%s/tests/fixtures/tokenizer", dir);
+    EXPECT(!strcmp(a.data_tokenizer_dir, want), "data.tokenizer_dir %s, want %s",
+           a.data_tokenizer_dir, want);
+    EXPECT(!strcmp(a.output_dir, "runs/x") && !strcmp(a.data_cache_dir, "cache") &&
+               !strcmp(a.data_path, "synthetic"),
+           "written paths and \"synthetic\" as given: %s, %s, %s", a.output_dir, a.data_cache_dir,
+           a.data_path);
+    /* --set: the working directory's (the repository: ctest runs there) */
+    const char *sets[] = {"model.config=recipes/configs/../configs/tiny.json",
+                          "data.paths=[\"tests/fixtures/formats/messages.jsonl\"]"};
+    EXPECT(mt_recipe_load(&b, path, sets, 2, err, sizeof(err)), "%s", err);
+    snprintf(want, sizeof(want), "%s/recipes/configs/tiny.json", cwd);
+    EXPECT(!strcmp(b.model_config, want), "--set model.config: %s, want %s", b.model_config, want);
+    snprintf(want, sizeof(want), "%s/tests/fixtures/formats/messages.jsonl", cwd);
+    EXPECT(b.data_n_paths == 1 && !strcmp(b.data_paths[0], want), "--set data.paths: %s, want %s",
+           b.data_paths[0], want);
+    /* the same files by other names: no difference for a resume */
+    char diff[4096];
+    EXPECT(mt_recipe_resume_diff(&a, &b, false, diff, sizeof(diff)) == 1 &&
+               strstr(diff, "data.paths") && !strstr(diff, "model.config"),
+           "resume diff: %s", diff);
+    /* a resolved recipe: relative paths are the working directory's */
+    EXPECT(mt_recipe_load_resolved(&b, path, NULL, 0, err, sizeof(err)), "%s", err);
+    snprintf(want, sizeof(want), "%s/recipes/configs/tiny.json", cwd);
+    EXPECT(!strcmp(b.model_config, want), "resolved: %s, want %s", b.model_config, want);
+    /* a file missing where the recipe's folder puts it: named as resolved */
+    path = write_temp("[model]\nconfig = \"configs/tiny.json\"\n");
+    mt_recipe c;
+    snprintf(want, sizeof(want), "%s/configs/tiny.json", dir);
+    EXPECT(!mt_recipe_load(&c, path, NULL, 0, err, sizeof(err)) && strstr(err, want) &&
+               strstr(err, "r.toml:2:10: model.config"),
+           "missing config: '%s', want it to name %s", err, want);
+    unlink(path);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
-    {"data_recipe_load", test_recipe_load}, {"data_recipe_errors", test_recipe_errors},
-    {"data_recipe_chat", test_recipe_chat}, {"data_recipe_aux", test_recipe_aux},
-    {"data_recipe_docs", test_recipe_docs}, {"data_recipe_resume_docs", test_recipe_resume_docs},
+    {"data_recipe_paths", test_recipe_paths},
+    {"data_recipe_load", test_recipe_load},
+    {"data_recipe_errors", test_recipe_errors},
+    {"data_recipe_chat", test_recipe_chat},
+    {"data_recipe_aux", test_recipe_aux},
+    {"data_recipe_docs", test_recipe_docs},
+    {"data_recipe_resume_docs", test_recipe_resume_docs},
 };
 MT_TEST_MAIN(cases)

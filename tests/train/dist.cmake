@@ -127,3 +127,8 @@ add_test(NAME dist_resume_guard COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/dis
   ${CMAKE_BINARY_DIR})
 set_tests_properties(dist_resume_guard PROPERTIES ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI}"
   TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+# how a user starts and ends a run (tests/train/run_launch.sh): a recipe run from another
+# directory, its error as the first line, a clean stop without mpirun's abort banner
+mt_test_run(data_recipe_anywhere run_launch anywhere)
+mt_test_run(data_recipe_error_first run_launch error-first)
+mt_test_run(dist_train_stop_clean run_launch clean-stop)

@@ -85,7 +85,7 @@ fails "$tmp/resume" "resume $tmp/ck-nan: the master weights of model.layers.1\.[
 fails "$tmp/long" "data.max_length: train.per_device_train_batch_size x data.max_length = 2 x 100000000 = 200000000 tokens per micro-batch" \
   --set data.max_length=100000000
 sed 's/"vocab_size": 6144/"vocab_size": 4000/' recipes/configs/tiny.json > "$tmp/v4000.json"
-fails "$tmp/vocab" "data.tokenizer_dir: tests/fixtures/tokenizer/tokenizer.json has 6144 token ids but the model's vocab_size is 4000" \
+fails "$tmp/vocab" "data.tokenizer_dir: $PWD/tests/fixtures/tokenizer/tokenizer.json has 6144 token ids but the model's vocab_size is 4000" \
   --set "model.config=$tmp/v4000.json"
 for out in long vocab; do
   [ "$(grep -c 'error' "$tmp/$out.log")" -le 2 ] || { echo "FAIL: more than one error line"; cat "$tmp/$out.log"; exit 1; }

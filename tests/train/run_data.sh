@@ -42,7 +42,8 @@ seed)
   # on 1 rank: the same train.seed reproduces the weights bit for bit and equals both seeds set
   # to it; another train.seed changes the first loss and the weights
   recipe="$tmp/seed.toml"
-  sed '/seed/d' tests/recipes/dist.toml > "$recipe"
+  # (a copy in $tmp: its relative paths, the recipe folder's, made the repository's)
+  sed -e '/seed/d' -e "s|= \"\\.\\./|= \"$PWD/tests/recipes/../|" tests/recipes/dist.toml > "$recipe"
   run 1 "$tmp/seed-9a" --set train.max_steps=2 --set train.seed=9
   run 1 "$tmp/seed-9b" --set train.max_steps=2 --set train.seed=9
   run 1 "$tmp/seed-9x" --set train.max_steps=2 --set data.seed=9 --set model.init_seed=9

@@ -94,7 +94,8 @@ bad-recipe)
     ! grep -q "^model:\|^memory" "$tmp/bad.log" || { echo "FAIL: a model was built"; exit 1; }
     echo "ok: $(grep '^error' "$tmp/bad.log")"
   }
-  good='[model]\nconfig = "recipes/configs/tiny.json"\n[data]\ntokenizer_dir = "tests/fixtures/tokenizer"\n'
+  # the recipe is written in $tmp: its paths absolute (relative ones are the recipe folder's)
+  good="[model]\\nconfig = \"$PWD/recipes/configs/tiny.json\"\\n[data]\\ntokenizer_dir = \"$PWD/tests/fixtures/tokenizer\"\\n"
   expect "$(printf "$good")
 [train]
 max_steps = 10 steps
@@ -118,9 +119,9 @@ arena_mb = 4
   # more memory than any node has (the released Text-01: 7.3 TB of sharded state over 2
   # ranks): refused before any memory is taken or any weight is read
   expect '[model]
-config = "recipes/configs/minimax-text-01.json"
+config = "'"$PWD"'/recipes/configs/minimax-text-01.json"
 [data]
-tokenizer_dir = "tests/fixtures/tokenizer"
+tokenizer_dir = "'"$PWD"'/tests/fixtures/tokenizer"
 [train]
 gradient_checkpointing = true
 [dist]
