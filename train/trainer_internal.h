@@ -16,6 +16,7 @@
 #include "data/gsm8k.h"
 #include "data/sampler.h"
 #include "data/token_cache.h"
+#include "eval/messages_eval.h"
 #include "models/minimax.h"
 #include "models/weights.h"
 #include "train/checkpoint.h"
@@ -99,6 +100,12 @@ typedef struct {
     struct mt_chat_template *chat; /* renders its prompts (data/chat.h): the recipe's */
     int64_t replica_bytes;         /* the full replica a rank decodes with */
     bool gathered;                 /* decodes through the gathers (eval.generate_weights) */
+    /* eval.generate_task = "messages": the conversations and shots instead of set and shots,
+     * and the metrics (eval/messages_eval.h) */
+    bool messages;
+    mt_msgs_set msgs, msg_shots;
+    mt_match match;
+    int64_t n; /* the samples evaluated */
 } trainer_gen;
 
 /* What the run writes: the training state, the logs, output.dir (trainer_output.c,
