@@ -140,9 +140,11 @@ typedef struct {
  * activation arena. A run that cannot fit stops every rank with exit 2, naming the remedies. */
 void trainer_setup_model(trainer_device *d, trainer_model *m, const mt_recipe *rc);
 /* The token caches (rank 0 builds, the others read; w's silence while they wait), the pad
- * token, the samplers; rank 0 records the inputs' digests into st. */
+ * token, the samplers; rank 0 records the inputs' digests into st. eval_only (--eval-only) with
+ * data.eval_path: only the eval file's cache and sampler (the training data is not read). */
 void trainer_setup_data(const mt_recipe *rc, const trainer_device *d, const trainer_model *m,
-                        const trainer_watchdog *w, trainer_data *data, mt_train_state *st);
+                        const trainer_watchdog *w, bool eval_only, trainer_data *data,
+                        mt_train_state *st);
 /* train.num_train_epochs (the steps from s's steps per epoch, into rc's max_steps), the warmup
  * of train.warmup_ratio and the schedule, printed, with the step's other numbers into sc. */
 void trainer_setup_schedule(mt_recipe *rc, const mt_comm *comm, const mt_sampler *s,
