@@ -20,7 +20,11 @@
  * the reasoning, models/reply.h) is scored by eval/gsm8k_answer.h against the gold answer.
  * Rank 0 prints the accuracy with its 95 % Wilson interval, and with --out writes one JSON line per
  * sample (index, prompt, completion, extracted, gold, correct), in data-set order, through a
- * temporary file renamed into place. */
+ * temporary file renamed into place.
+ * --task messages: the samples are conversations whose last assistant message is the reference,
+ * the prompt the conversation before it, the answer scored by exact, normalized, contains and
+ * regex match (--metric, --answer-regex; eval/messages_eval.h). With --shots, a warning when
+ * evaluated questions are among the shots. */
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>

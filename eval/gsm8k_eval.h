@@ -1,5 +1,6 @@
-/* gsm8k_eval.h: GSM8K accuracy by generation, the pieces minimax-eval and the trainer's
- * eval.generate share (docs/evaluation.md): the prompt (n-shot: solved examples as earlier
+/* gsm8k_eval.h: accuracy by generation, the pieces minimax-eval and the trainer's eval.generate
+ * share (docs/evaluation.md), for GSM8K problems and (msgs set: eval/messages_eval.h) for
+ * conversations whose last assistant message is the reference. For GSM8K: the prompt (n-shot: solved examples as earlier
  * user/assistant turns, then the question as a user turn with the generation prompt, rendered
  * with the model's chat template, data/chat.h), one ragged batch of samples decoded and scored into
  * JSON result lines, the results of every rank put back in data-set order, and the Wilson interval.
