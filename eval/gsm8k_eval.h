@@ -1,9 +1,10 @@
 /* gsm8k_eval.h: accuracy by generation, the pieces minimax-eval and the trainer's eval.generate
  * share (docs/evaluation.md), for GSM8K problems and (msgs set: eval/messages_eval.h) for
- * conversations whose last assistant message is the reference. For GSM8K: the prompt (n-shot: solved examples as earlier
- * user/assistant turns, then the question as a user turn with the generation prompt, rendered
- * with the model's chat template, data/chat.h), one ragged batch of samples decoded and scored into
- * JSON result lines, the results of every rank put back in data-set order, and the Wilson interval.
+ * conversations whose last assistant message is the reference. For GSM8K: the prompt (n-shot:
+ * solved examples as earlier user/assistant turns, then the question as a user turn with the
+ * generation prompt, rendered with the model's chat template, data/chat.h), one ragged batch of
+ * samples decoded and scored into JSON result lines, the results of every rank put back in data-set
+ * order, and the Wilson interval.
  *
  * Samples are split across ranks as sample i on rank i % N; a rank's result lines are in its
  * samples' order, so rank 0 rebuilds the data-set order from the ranks' concatenated lines. */
