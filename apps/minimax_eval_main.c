@@ -20,7 +20,11 @@
  * the reasoning, models/reply.h) is scored by eval/gsm8k_answer.h against the gold answer.
  * Rank 0 prints the accuracy with its 95 % Wilson interval, and with --out writes one JSON line per
  * sample (index, prompt, completion, extracted, gold, correct), in data-set order, through a
- * temporary file renamed into place. */
+ * temporary file renamed into place.
+ * --task messages: the samples are conversations whose last assistant message is the reference,
+ * the prompt the conversation before it, the answer scored by exact, normalized, contains and
+ * regex match (--metric, --answer-regex; eval/messages_eval.h). With --shots, a warning when
+ * evaluated questions are among the shots. */
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>
@@ -56,7 +60,9 @@ static mt_comm *ev_host; /* MPI_COMM_WORLD: an error on any rank aborts the job 
 
 static void usage(int status) {
     fprintf(status ? stderr : stdout,
-            "usage: minimax-eval --model DIR --data FILE.jsonl [--limit N] [--max-new-tokens N]\n"
+            "usage: minimax-eval --model DIR --data FILE.jsonl [--task gsm8k|messages]\n"
+            "         [--metric exact|normalized|contains|regex] [--answer-regex RE]\n"
+            "         [--limit N] [--max-new-tokens N]\n"
             "         [--batch B] [--out RESULTS.jsonl] [--tokenizer TOK] [--temperature T]\n"
             "         [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n"
             "         [--chat-template FILE] [--template-kwargs JSON]\n"
@@ -70,6 +76,14 @@ static void usage(int status) {
             "completion\n"
             "  (the number after ####, else the last number) and matched exactly with the "
             "gold's.\n"
+            "  --task messages: each record of FILE.jsonl (any format of minimax-data: messages,\n"
+            "    sharegpt, alpaca) ends with an assistant message, the reference; the prompt is\n"
+            "    the conversation before it. Metrics: exact (byte for byte), normalized (ASCII\n"
+            "    lowercase, whitespace runs to one space, whitespace and punctuation stripped at\n"
+            "    the ends), contains (the normalised reference inside the normalised answer),\n"
+            "    regex (--answer-regex RE, POSIX extended: its first group, or the whole match,\n"
+            "    taken from answer and reference, equal); --metric picks the one reported as\n"
+            "    accuracy (default: regex with --answer-regex, else exact)\n"
             "  Samples are split across the MPI ranks; each holds the whole model (--weights\n"
             "  replica), or 1/N of it and the ranks decode in step through ZeRO-3 gathers\n"
             "  (--weights gathered); auto (default): the replica when it fits\n"
@@ -82,8 +96,9 @@ static void usage(int status) {
             "(default 8)\n"
             "  --temperature 0 (default): greedy; else sampling, with --top-k, --top-p, --seed\n"
             "  --stop STR: also stop a completion when its text contains STR (up to %d)\n"
-            "  --shots N: n-shot: the first N examples of --shots-file (question, answer) as\n"
-            "    earlier user/assistant turns before each question (default 0: zero-shot)\n"
+            "  --shots N: n-shot: the first N examples of --shots-file (question, answer; the\n"
+            "    messages task: conversations) as earlier turns before each question (default 0:\n"
+            "    zero-shot); a warning when evaluated questions are among them\n"
             "  --out: one JSON line per sample, written by rank 0 through a temporary file\n"
             "    (not --data or --shots-file; checked writable before the evaluation)\n"
             "  a prompt longer than the model's context (max_position_embeddings) is refused;\n"
@@ -151,7 +166,7 @@ static double ev_now(void) {
  * core/cli_flags.h (one line naming a refused one). Returns false on an unknown flag. */
 typedef struct {
     const char *model_dir, *data_path, *out_path, *tok_dir, *shots_path, *backend, *weights,
-        *chat_file, *kwargs, *reasoning_parser;
+        *chat_file, *kwargs, *reasoning_parser, *task, *metric, *answer_regex;
     const char *stops[EV_MAX_STOPS];
     int n_stops;
     long long limit, n_new, batch, top_k, n_shots;
@@ -162,6 +177,7 @@ typedef struct {
 
 static bool ev_parse(int argc, char **argv, ev_args *a) {
     *a = (ev_args){.backend = "cpu",
+                   .task = "gsm8k",
                    .weights = "auto",
                    .limit = -1,
                    .n_new = 256,
@@ -187,6 +203,12 @@ static bool ev_parse(int argc, char **argv, ev_args *a) {
             a->kwargs = argv[++i];
         else if (!strcmp(f, "--reasoning-parser") && more)
             a->reasoning_parser = argv[++i];
+        else if (!strcmp(f, "--task") && more)
+            a->task = argv[++i];
+        else if (!strcmp(f, "--metric") && more)
+            a->metric = argv[++i];
+        else if (!strcmp(f, "--answer-regex") && more)
+            a->answer_regex = argv[++i];
         else if (!strcmp(f, "--backend") && more)
             a->backend = argv[++i];
         else if (!strcmp(f, "--weights") && more)
@@ -228,7 +250,9 @@ typedef struct {
     const char *tok_dir;
     mt_tokenizer *tok;
     mt_chat_template *chat;
-    mt_gsm8k_set set, shots;
+    mt_gsm8k_set set, shots;     /* --task gsm8k */
+    mt_msgs_set msgs, msg_shots; /* --task messages */
+    int64_t n;                   /* samples in the file */
 } ev_inputs;
 
 static void ev_inputs_load(const ev_args *a, ev_inputs *in) {
@@ -242,18 +266,41 @@ static void ev_inputs_load(const ev_args *a, ev_inputs *in) {
     if (!in->tok) ev_fail(err);
     in->chat = mt_chat_cli_open(tok_dir, a->chat_file, a->kwargs, err, sizeof(err));
     if (!in->chat) ev_fail(err);
-    if (mt_gsm8k_read(data_path, false, &in->set, err) != 0) ev_fail(err);
-    if (in->set.n == 0) {
-        snprintf(msg, sizeof(msg), "%s:1: no questions in the file", data_path);
+    in->set = in->shots = (mt_gsm8k_set){0};
+    in->msgs = in->msg_shots = (mt_msgs_set){0};
+    const bool msgs = !strcmp(a->task, "messages");
+    if (msgs ? mt_msgs_read(data_path, &in->msgs, err, sizeof(err)) != 0
+             : mt_gsm8k_read(data_path, false, &in->set, err) != 0)
+        ev_fail(err);
+    in->n = msgs ? in->msgs.n : in->set.n;
+    if (in->n == 0) {
+        snprintf(msg, sizeof(msg), "%s:1: no %s in the file", data_path,
+                 msgs ? "conversations" : "questions");
         ev_fail(msg);
     }
-    in->shots = (mt_gsm8k_set){0};
-    if (n_shots > 0 && mt_gsm8k_read(shots_path, false, &in->shots, err) != 0) ev_fail(err);
-    if (n_shots > in->shots.n) {
+    if (n_shots > 0 && (msgs ? mt_msgs_read(shots_path, &in->msg_shots, err, sizeof(err)) != 0
+                             : mt_gsm8k_read(shots_path, false, &in->shots, err) != 0))
+        ev_fail(err);
+    const int64_t have = msgs ? in->msg_shots.n : in->shots.n;
+    if (n_shots > have) {
         snprintf(msg, sizeof(msg), "%s: --shots %lld but the file has %lld examples", shots_path,
-                 n_shots, (long long)in->shots.n);
+                 n_shots, (long long)have);
         ev_fail(msg);
     }
+}
+
+/* Rank 0 warns when the shots hold questions that are evaluated: their answers are then in the
+ * prompt, and the accuracy is not that of unseen questions. */
+static void ev_warn_overlap(const mt_gsm8k_eval *e, int64_t n, const char *shots_path) {
+    int64_t first;
+    const int64_t k = e->n_shots > 0 ? mt_gsm8k_eval_overlap(e, n, &first) : 0;
+    if (ev_rank == 0 && k > 0)
+        fprintf(stderr,
+                "minimax-eval: warning: %lld of the %lld samples evaluated (the first: sample "
+                "%lld, line %lld) have the question of one of the %d shots of %s: the answer is "
+                "in their prompt (give the shots from another split)\n",
+                (long long)k, (long long)n, (long long)first,
+                (long long)mt_gsm8k_eval_line(e, first), e->n_shots, shots_path);
 }
 
 /* Whether this rank decodes through the ZeRO-3 gathers (--weights gathered, or auto when a
@@ -307,12 +354,14 @@ static bool ev_plan_weights(const ev_args *a, const mt_minimax *m, const mt_mini
 /* Rank 0 gathers the counts and the lines, rebuilds the data-set order, prints the accuracy
  * and writes --out. */
 static void ev_report(const ev_args *a, const mt_strbuf *lines, int64_t n,
-                      const mt_gsm8k_counts *cnt, double t0) {
+                      const mt_gsm8k_counts *cnt, const mt_match *match, double t0) {
     const int n_ranks = ev_host->size;
     const char *out_path = a->out_path;
-    long total[3] = {0, 0, 0},
-         mine[3] = {(long)cnt->correct, (long)cnt->tokens, (long)cnt->in_reasoning};
-    MPI_Reduce(mine, total, 3, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    long total[3 + MT_MATCH_COUNT] = {0},
+                   mine[3 + MT_MATCH_COUNT] = {(long)cnt->correct, (long)cnt->tokens,
+                                               (long)cnt->in_reasoning};
+    for (int k = 0; k < MT_MATCH_COUNT; k++) mine[3 + k] = (long)cnt->hits[k];
+    MPI_Reduce(mine, total, 3 + MT_MATCH_COUNT, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     const long total_correct = total[0];
     int my_len = (int)lines->len;
     int *all_len = ev_rank == 0 ? mt_calloc((size_t)n_ranks, sizeof(int), "lengths") : NULL;
@@ -333,10 +382,21 @@ static void ev_report(const ev_args *a, const mt_strbuf *lines, int64_t n,
         double lo, hi;
         mt_gsm8k_eval_wilson(total_correct, n, &lo, &hi);
         const double el = ev_now() - t0;
-        printf("gsm8k accuracy %.2f%% (%ld / %lld), 95%% Wilson interval [%.2f%%, %.2f%%]; "
-               "%ld tokens generated in %.2f s on %d ranks (%.1f tokens/s)\n",
-               100.0 * (double)total_correct / (double)n, total_correct, (long long)n, 100 * lo,
-               100 * hi, total[1], el, n_ranks, (double)total[1] / el);
+        if (match) { /* the chosen metric, then every one */
+            printf("messages %s %.2f%% (%ld / %lld), 95%% Wilson interval [%.2f%%, %.2f%%]; ",
+                   mt_match_metric_name(match->metric), 100.0 * (double)total_correct / (double)n,
+                   total_correct, (long long)n, 100 * lo, 100 * hi);
+            for (int k = 0; k < MT_MATCH_COUNT; k++)
+                if (k != MT_MATCH_REGEX || match->has_regex)
+                    printf("%s %.2f%% (%ld), ", mt_match_metric_name((mt_match_metric)k),
+                           100.0 * (double)total[3 + k] / (double)n, total[3 + k]);
+        } else {
+            printf("gsm8k accuracy %.2f%% (%ld / %lld), 95%% Wilson interval [%.2f%%, %.2f%%]; ",
+                   100.0 * (double)total_correct / (double)n, total_correct, (long long)n, 100 * lo,
+                   100 * hi);
+        }
+        printf("%ld tokens generated in %.2f s on %d ranks (%.1f tokens/s)\n", total[1], el,
+               n_ranks, (double)total[1] / el);
         /* the answer is read from the content after the reasoning: none when it never ended */
         if (total[2] > 0)
             printf("%ld of %lld completions ended inside their reasoning (no answer after it; "
@@ -429,6 +489,18 @@ int main(int argc, char **argv) {
         ev_fail("--weights auto, replica or gathered");
     if (n_shots > 0 && !shots_path)
         ev_fail("--shots N needs --shots-file FILE.jsonl (the solved examples: a train split)");
+    const bool task_msgs = !strcmp(a.task, "messages");
+    if (!task_msgs && strcmp(a.task, "gsm8k"))
+        ev_fail("--task gsm8k (the default: GSM8K problems) or messages (conversations whose "
+                "last assistant message is the reference)");
+    if (!task_msgs && (a.metric || a.answer_regex))
+        ev_fail(a.metric ? "--metric is for --task messages (GSM8K compares the numbers)"
+                         : "--answer-regex is for --task messages (GSM8K compares the numbers)");
+    mt_match match = {0};
+    static const char *const match_flags[2] = {"--metric", "--answer-regex"};
+    if (task_msgs &&
+        mt_match_init(&match, a.metric, a.answer_regex, match_flags, msg, sizeof(msg)) != 0)
+        ev_fail(msg);
     /* the results never overwrite an input, and a place that cannot take them is refused
      * before the evaluation rather than after it (rank 0 writes them) */
     if (out_path) {
@@ -443,6 +515,7 @@ int main(int argc, char **argv) {
     mt_tokenizer *tok = in.tok;
     mt_chat_template *chat = in.chat;
     mt_gsm8k_set set = in.set, shots = in.shots;
+    mt_msgs_set msgs = in.msgs, msg_shots = in.msg_shots;
     char err[MT_ERR_LEN + 8400];
     mt_minimax_config cfg;
     mt_minimax_config_load(model_dir, &cfg);
@@ -456,9 +529,10 @@ int main(int argc, char **argv) {
     const mt_backend *be = mt_gen_backend_named(a.backend, &m, err, sizeof(err));
     if (!be) ev_fail(err);
 
-    const int64_t n = limit >= 0 && limit < set.n ? limit : set.n;
-    /* every gold evaluated is one number the scorer reads, or the file:line is refused */
-    if (mt_gsm8k_check_golds(&set, data_path, n, err, sizeof(err)) != 0) ev_fail(err);
+    const int64_t n = limit >= 0 && limit < in.n ? limit : in.n;
+    /* every gold evaluated is one number the scorer reads, or the file:line is refused (the
+     * messages task: the prompt check below refuses a reference --answer-regex cannot read) */
+    if (!task_msgs && mt_gsm8k_check_golds(&set, data_path, n, err, sizeof(err)) != 0) ev_fail(err);
     /* this rank's samples: i = rank, rank + N, ... (balanced, and the order rank 0 rebuilds) */
     const int64_t n_mine = n > ev_rank ? (n - ev_rank - 1) / n_ranks + 1 : 0;
     const int32_t eos = mt_chat_cli_eos(chat, tok, cfg.eos_token_id);
@@ -478,7 +552,10 @@ int main(int argc, char **argv) {
                         .n_shots = (int)n_shots,
                         .n_new = (int)n_new,
                         .opts = o,
-                        .reply = reply};
+                        .reply = reply,
+                        .msgs = task_msgs ? &msgs : NULL,
+                        .msg_shots = task_msgs && n_shots ? &msg_shots : NULL,
+                        .match = &match};
     mt_strbuf lines = {0}; /* this rank's JSON lines, in its samples' order */
     mt_gsm8k_counts cnt = {0};
     const int B = (int)a.batch;
@@ -486,6 +563,7 @@ int main(int argc, char **argv) {
     /* the arena holds one prompt forward: sized for this rank's longest */
     const int longest = mt_gsm8k_eval_longest(&ev, ev_rank, n_ranks, n_mine, err, sizeof(err));
     ev_fail_any(longest < 0, err);
+    ev_warn_overlap(&ev, n, shots_path);
     if (ev_rank == 0)
         fprintf(stderr,
                 "minimax-eval: %lld samples on %d ranks, %lld-shot prompts of up to %d "
@@ -526,7 +604,7 @@ int main(int argc, char **argv) {
         }
     }
 
-    ev_report(&a, &lines, n, &cnt, t0);
+    ev_report(&a, &lines, n, &cnt, task_msgs ? &match : NULL, t0);
     mt_ctx_free(&c);
     free(row_ids);
     mt_strbuf_free(&lines);
@@ -536,6 +614,9 @@ int main(int argc, char **argv) {
     mt_chat_template_free(chat);
     mt_gsm8k_set_free(&set);
     mt_gsm8k_set_free(&shots);
+    mt_msgs_set_free(&msgs);
+    mt_msgs_set_free(&msg_shots);
+    mt_match_free(&match);
     mt_comm_finalize(ev_host);
     return 0;
 }

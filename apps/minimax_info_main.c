@@ -64,7 +64,8 @@ static void usage(int status) {
             "    states it (H200: 141 GB = 131.3 GiB)\n"
             "       minimax-info --help | --version\n"
             "  parameter counts of a config and, with --ranks, --seq or --fit-gib, the memory\n"
-            "  one rank needs to train it under ZeRO-3 (the key list: apps/minimax_info_main.c)\n");
+            "  one rank needs to train it under ZeRO-3: one key=value a line, what it means\n"
+            "  after its # (docs/training.md, \"Sizing: what fits where\")\n");
     exit(status);
 }
 

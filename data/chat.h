@@ -120,6 +120,14 @@ bool mt_chat_template_tokens_fit(const mt_chat_template *t, const mt_tokenizer *
 int mt_chat_render_msgs(mt_chat_template *t, const mt_chat_msg *msgs, int n, mt_chat_rendered *out,
                         char *err, size_t errlen);
 
+/* The prompt of an evaluation sample (eval/messages_eval.h): the conversation of JSON text
+ * json[0, len) (a record as data/dataset.h reads it) cut before message upto, with the messages
+ * of each shot (conversations of the same form; every message but their leading system ones)
+ * inserted after its own leading system messages, rendered with the generation prompt. 0, or -1
+ * with one line in err (the JSON, or the template's refusal). */
+int mt_chat_render_prompt_json(mt_chat_template *t, const char *json, size_t len, int upto,
+                               const char *const *shots, int n_shots, mt_chat_rendered *out,
+                               char *err, size_t errlen);
 /* Renders messages [0, n) (n < 0: all) into out (spans none). 0, or -1 with one line in err
  * ("template:line: ..."). */
 int mt_chat_render_conv(mt_chat_template *t, jinja_heap *h, const mt_chat_conv *c, int n,

@@ -373,3 +373,40 @@ int mt_chat_render_trained(mt_chat_template *t, jinja_heap *h, const mt_chat_con
     jinja_output_free(&o);
     return rc;
 }
+
+/* The number of leading system messages of c among its first n. */
+static int conv_leading_system(const mt_chat_conv *c, int n) {
+    int k = 0;
+    while (k < n && !strcmp(mt_chat_conv_role(c, k), "system")) k++;
+    return k;
+}
+
+int mt_chat_render_prompt_json(mt_chat_template *t, const char *json, size_t len, int upto,
+                               const char *const *shots, int n_shots, mt_chat_rendered *out,
+                               char *err, size_t errlen) {
+    jinja_heap *h = jinja_heap_new(0);
+    mt_chat_conv c, s;
+    int rc = mt_chat_conv_parse(h, json, len, false, &c, err, errlen);
+    const int n = rc == 0 ? mt_chat_conv_len(&c) : 0;
+    if (rc == 0 && (upto < 0 || upto > n)) {
+        snprintf(err, errlen, "messages[:%d] of a conversation of %d messages", upto, n);
+        rc = -1;
+    }
+    if (rc == 0) {
+        const int sys = conv_leading_system(&c, upto);
+        jinja_value msgs = jinja_list_new(h);
+        for (int i = 0; i < sys; i++) jinja_list_push(h, msgs, c.messages.u.list->items[i]);
+        for (int k = 0; rc == 0 && k < n_shots; k++) {
+            rc = mt_chat_conv_parse(h, shots[k], strlen(shots[k]), false, &s, err, errlen);
+            const int m = rc == 0 ? mt_chat_conv_len(&s) : 0;
+            for (int i = rc == 0 ? conv_leading_system(&s, m) : m; i < m; i++)
+                jinja_list_push(h, msgs, s.messages.u.list->items[i]);
+        }
+        for (int i = sys; i < upto; i++) jinja_list_push(h, msgs, c.messages.u.list->items[i]);
+        c.messages = msgs;
+        c.loss = NULL;
+        if (rc == 0) rc = mt_chat_render_conv(t, h, &c, -1, true, out, err, errlen);
+    }
+    jinja_heap_free(h);
+    return rc;
+}

@@ -43,6 +43,47 @@ int32_t *mt_gsm8k_eval_prompt(mt_chat_template *t, const mt_tokenizer *tok,
     return ids;
 }
 
+int64_t mt_gsm8k_eval_line(const mt_gsm8k_eval *e, int64_t i) {
+    const int64_t *line = e->msgs ? e->msgs->line : e->set->line;
+    return line ? line[i] : i + 1;
+}
+
+/* Sample i's question (the messages task: the last user message before the reference). */
+static const char *eval_question(const mt_gsm8k_eval *e, int64_t i) {
+    return e->msgs ? e->msgs->question[i] : e->set->question[i];
+}
+
+/* Sample i's prompt, rendered or tokenized, in either task. */
+static int eval_render(const mt_gsm8k_eval *e, int64_t i, mt_chat_rendered *out, char *err,
+                       size_t errlen) {
+    if (e->msgs)
+        return mt_msgs_render(e->chat, e->msgs, i, e->msg_shots, e->n_shots, out, err, errlen);
+    return mt_gsm8k_eval_render(e->chat, e->shots, e->n_shots, e->set->question[i], out, err,
+                                errlen);
+}
+
+static int32_t *eval_prompt(const mt_gsm8k_eval *e, int64_t i, int *n, char *err, size_t errlen) {
+    if (e->msgs)
+        return mt_msgs_prompt(e->chat, e->tok, e->msgs, i, e->msg_shots, e->n_shots, n, err,
+                              errlen);
+    return mt_gsm8k_eval_prompt(e->chat, e->tok, e->shots, e->n_shots, e->set->question[i], n, err,
+                                errlen);
+}
+
+int64_t mt_gsm8k_eval_overlap(const mt_gsm8k_eval *e, int64_t n, int64_t *first) {
+    int64_t k = 0;
+    *first = -1;
+    for (int64_t i = 0; i < n; i++) {
+        const char *q = eval_question(e, i);
+        bool in = false;
+        for (int s = 0; s < e->n_shots && q[0] && !in; s++)
+            in = !strcmp(q, e->msgs ? e->msg_shots->question[s] : e->shots->question[s]);
+        if (in && *first < 0) *first = i;
+        k += in;
+    }
+    return k;
+}
+
 int mt_gsm8k_eval_longest(const mt_gsm8k_eval *e, int64_t first, int64_t stride, int64_t n,
                           char *err, size_t errlen) {
     int t_prompt = 1;
@@ -50,15 +91,13 @@ int mt_gsm8k_eval_longest(const mt_gsm8k_eval *e, int64_t first, int64_t stride,
     for (int64_t j = 0; j < n; j++) {
         const int64_t i = first + j * stride;
         int len;
-        int32_t *ids = mt_gsm8k_eval_prompt(e->chat, e->tok, e->shots, e->n_shots,
-                                            e->set->question[i], &len, why, sizeof(why));
+        int32_t *ids = eval_prompt(e, i, &len, why, sizeof(why));
+        const long line = (long)mt_gsm8k_eval_line(e, i);
         if (!ids) {
-            snprintf(err, errlen, "question %lld (line %lld): %s", (long long)i,
-                     e->set->line ? (long long)e->set->line[i] : (long long)i + 1, why);
+            snprintf(err, errlen, "question %lld (line %ld): %s", (long long)i, line, why);
             return -1;
         }
         free(ids);
-        const long line = e->set->line ? (long)e->set->line[i] : (long)i + 1;
         /* a prompt must leave the context room for the answer: refused as too long, by name,
          * before any decoding (not as the memory its caches would take) */
         const int ctx = e->model->cfg.max_position_embeddings;
@@ -69,7 +108,10 @@ int mt_gsm8k_eval_longest(const mt_gsm8k_eval *e, int64_t first, int64_t stride,
                      (long long)i, line, len, e->n_shots ? " with its shots" : "", ctx);
             return -1;
         }
-        if (!mt_gsm8k_gold_usable(e->set->answer[i], why, sizeof(why))) {
+        const bool usable =
+            e->msgs ? mt_match_reference_usable(e->match, e->msgs->reference[i], why, sizeof(why))
+                    : mt_gsm8k_gold_usable(e->set->answer[i], why, sizeof(why));
+        if (!usable) {
             snprintf(err, errlen, "question %lld (line %ld): %s", (long long)i, line, why);
             return -1;
         }
@@ -85,6 +127,45 @@ size_t mt_gsm8k_eval_arena_bytes(const mt_gsm8k_eval *e, int64_t first, int64_t 
     return mt_minimax_generate_arena_bytes(&e->model->cfg, 1, longest);
 }
 
+/* GSM8K: the numbers of answer and gold into j (extracted, gold, correct). */
+static void eval_score_gsm8k(const mt_gsm8k_eval *e, int64_t i, const char *answer, cJSON *j,
+                             mt_gsm8k_counts *counts) {
+    char got[MT_GSM8K_ANSWER_MAX], gold[MT_GSM8K_ANSWER_MAX];
+    mt_gsm8k_extract(answer, got, sizeof(got));
+    mt_gsm8k_extract(e->set->answer[i], gold, sizeof(gold));
+    const bool ok = mt_gsm8k_correct(answer, e->set->answer[i]);
+    counts->correct += ok;
+    cJSON_AddStringToObject(j, "extracted", got);
+    cJSON_AddStringToObject(j, "gold", gold);
+    cJSON_AddBoolToObject(j, "correct", ok);
+}
+
+/* The messages task: the reference, each metric, the regex's extractions into j. */
+static void eval_score_messages(const mt_gsm8k_eval *e, int64_t i, const char *answer, cJSON *j,
+                                mt_gsm8k_counts *counts) {
+    const char *ref = e->msgs->reference[i];
+    bool hit[MT_MATCH_COUNT];
+    mt_match_score(e->match, answer, ref, hit);
+    cJSON_AddStringToObject(j, "reference", ref);
+    for (int k = 0; k < MT_MATCH_COUNT; k++) {
+        counts->hits[k] += hit[k];
+        if (k != MT_MATCH_REGEX || e->match->has_regex)
+            cJSON_AddBoolToObject(j, mt_match_metric_name((mt_match_metric)k), hit[k]);
+    }
+    if (e->match->has_regex) {
+        char *got = mt_match_extract(e->match, answer), *gold = mt_match_extract(e->match, ref);
+        if (got)
+            cJSON_AddStringToObject(j, "extracted", got);
+        else
+            cJSON_AddNullToObject(j, "extracted");
+        cJSON_AddStringToObject(j, "extracted_reference", gold ? gold : "");
+        free(got);
+        free(gold);
+    }
+    counts->correct += hit[e->match->metric];
+    cJSON_AddBoolToObject(j, "correct", hit[e->match->metric]);
+}
+
 /* Sample i's completion scored into one JSON line of lines. */
 static void gsm8k_eval_score(const mt_gsm8k_eval *e, int64_t i, const int32_t *out, int n_out,
                              mt_strbuf *lines, mt_gsm8k_counts *counts) {
@@ -94,9 +175,8 @@ static void gsm8k_eval_score(const mt_gsm8k_eval *e, int64_t i, const int32_t *o
     if (split) { /* the prompt says whether the completion starts inside the reasoning */
         mt_chat_rendered prompt = {0};
         char err[MT_ERR_LEN + 4600];
-        MT_CHECK(mt_gsm8k_eval_render(e->chat, e->shots, e->n_shots, e->set->question[i], &prompt,
-                                      err, sizeof(err)) == 0,
-                 "gsm8k eval: question %lld: %s", (long long)i, err);
+        MT_CHECK(eval_render(e, i, &prompt, err, sizeof(err)) == 0, "gsm8k eval: question %lld: %s",
+                 (long long)i, err);
         char *marked = mt_reply_decode(e->reply, e->tok, out, n_out, e->opts.eos);
         mt_reply_parse(e->reply, prompt.text, marked, strlen(marked), NULL, true, &reply);
         free(marked);
@@ -104,15 +184,10 @@ static void gsm8k_eval_score(const mt_gsm8k_eval *e, int64_t i, const int32_t *o
         counts->in_reasoning += reply.in_reasoning;
     }
     const char *answer = split ? (reply.content ? reply.content : "") : text;
-    char got[MT_GSM8K_ANSWER_MAX], gold[MT_GSM8K_ANSWER_MAX];
-    mt_gsm8k_extract(answer, got, sizeof(got));
-    mt_gsm8k_extract(e->set->answer[i], gold, sizeof(gold));
-    const bool ok = mt_gsm8k_correct(answer, e->set->answer[i]);
-    counts->correct += ok;
     counts->tokens += n_out;
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "index", (double)i);
-    cJSON_AddStringToObject(j, "prompt", e->set->question[i]);
+    cJSON_AddStringToObject(j, "prompt", eval_question(e, i));
     cJSON_AddStringToObject(j, "completion", text);
     if (split) {
         if (reply.reasoning)
@@ -122,9 +197,10 @@ static void gsm8k_eval_score(const mt_gsm8k_eval *e, int64_t i, const int32_t *o
         cJSON_AddStringToObject(j, "content", answer);
         cJSON_AddBoolToObject(j, "ended_in_reasoning", reply.in_reasoning);
     }
-    cJSON_AddStringToObject(j, "extracted", got);
-    cJSON_AddStringToObject(j, "gold", gold);
-    cJSON_AddBoolToObject(j, "correct", ok);
+    if (e->msgs)
+        eval_score_messages(e, i, answer, j, counts);
+    else
+        eval_score_gsm8k(e, i, answer, j, counts);
     char *printed = cJSON_PrintUnformatted(j);
     MT_CHECK(printed, "cannot format sample %lld", (long long)i);
     mt_strbuf_append(lines, printed, strlen(printed));
@@ -143,8 +219,7 @@ void mt_gsm8k_eval_batch(const mt_gsm8k_eval *e, const int64_t *ids, int nb, mt_
     int32_t *out = mt_malloc((size_t)nb * (size_t)e->n_new * sizeof(int32_t), "completions");
     char err[MT_ERR_LEN + 4600];
     for (int r = 0; r < nb; r++) { /* (mt_gsm8k_eval_longest rendered them all before) */
-        prompts[r] = mt_gsm8k_eval_prompt(e->chat, e->tok, e->shots, e->n_shots,
-                                          e->set->question[ids[r]], &lens[r], err, sizeof(err));
+        prompts[r] = eval_prompt(e, ids[r], &lens[r], err, sizeof(err));
         MT_CHECK(prompts[r], "gsm8k eval: question %lld: %s", (long long)ids[r], err);
     }
     mt_gen_opts o = e->opts;

@@ -1,8 +1,10 @@
-/* gsm8k_eval.h: GSM8K accuracy by generation, the pieces minimax-eval and the trainer's
- * eval.generate share (docs/evaluation.md): the prompt (n-shot: solved examples as earlier
- * user/assistant turns, then the question as a user turn with the generation prompt, rendered
- * with the model's chat template, data/chat.h), one ragged batch of samples decoded and scored into
- * JSON result lines, the results of every rank put back in data-set order, and the Wilson interval.
+/* gsm8k_eval.h: accuracy by generation, the pieces minimax-eval and the trainer's eval.generate
+ * share (docs/evaluation.md), for GSM8K problems and (msgs set: eval/messages_eval.h) for
+ * conversations whose last assistant message is the reference. For GSM8K: the prompt (n-shot:
+ * solved examples as earlier user/assistant turns, then the question as a user turn with the
+ * generation prompt, rendered with the model's chat template, data/chat.h), one ragged batch of
+ * samples decoded and scored into JSON result lines, the results of every rank put back in data-set
+ * order, and the Wilson interval.
  *
  * Samples are split across ranks as sample i on rank i % N; a rank's result lines are in its
  * samples' order, so rank 0 rebuilds the data-set order from the ranks' concatenated lines. */
@@ -14,6 +16,7 @@
 #include "core/file_io.h"
 #include "data/gsm8k.h"
 #include "data/tokenizer.h"
+#include "eval/messages_eval.h"
 #include "models/generate.h"
 #include "models/reply.h"
 
@@ -30,12 +33,17 @@ typedef struct {
     /* the model's reply format (models/reply.h; NULL or "none": the whole completion is the
      * answer): the answer is taken from the content after the reasoning */
     const mt_reply_format *reply;
+    /* the messages task (eval/messages_eval.h; NULL: GSM8K's, from set and shots): the samples,
+     * the shots (n_shots of them) and the metrics */
+    const mt_msgs_set *msgs, *msg_shots;
+    const mt_match *match;
 } mt_gsm8k_eval;
 
 /* What a batch adds up. */
 typedef struct {
     int64_t correct, tokens;
     int64_t in_reasoning; /* completions that ended inside their reasoning (no answer after it) */
+    int64_t hits[MT_MATCH_COUNT]; /* the messages task: the samples each metric counts right */
 } mt_gsm8k_counts;
 
 /* The conversation of a question: shots[0..n_shots) as user (question) / assistant (answer)
@@ -72,6 +80,13 @@ void mt_gsm8k_eval_batch(const mt_gsm8k_eval *e, const int64_t *ids, int nb, mt_
  * r + n_ranks, ...) are the len[r] bytes at all + displ[r]. Appends them to out. */
 void mt_gsm8k_eval_order(const char *all, const int64_t *displ, const int64_t *len, int n_ranks,
                          int64_t n, mt_strbuf *out);
+
+/* The number of samples among the first n whose question (GSM8K's question; the messages task:
+ * the last user message before the reference) is also one of the shots' (the answer is then in
+ * the prompt), and the first of them in *first (-1: none). */
+int64_t mt_gsm8k_eval_overlap(const mt_gsm8k_eval *e, int64_t n, int64_t *first);
+/* Sample i's line in its file (1-based). */
+int64_t mt_gsm8k_eval_line(const mt_gsm8k_eval *e, int64_t i);
 
 /* The 95 % Wilson score interval of correct / n, clamped to [0, 1]. */
 void mt_gsm8k_eval_wilson(int64_t correct, int64_t n, double *lo, double *hi);

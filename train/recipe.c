@@ -143,6 +143,9 @@ static const recipe_key recipe_keys[] = {
     INT("eval.generate_top_k", eval_generate_top_k, "0", false),
     I64("eval.generate_seed", eval_generate_seed, "0", false),
     STR("eval.generate_weights", eval_generate_weights, "\"auto\"", false),
+    STR("eval.generate_task", eval_generate_task, "\"gsm8k\"", false),
+    STR("eval.generate_metric", eval_generate_metric, "\"\"", false),
+    STR("eval.generate_answer_regex", eval_generate_answer_regex, "\"\"", false),
     STR("output.dir", output_dir, "\"runs/out\"", false),
     INT("output.save_steps", output_save_steps, "0", false),
     INT("output.save_total_limit", output_save_total_limit, "0", false),
@@ -424,6 +427,30 @@ static void recipe_default_seeds(mt_recipe *r, const mt_toml_doc *doc) {
     if (!mt_toml_find(doc, "model.init_seed")) r->model_init_seed = r->train_seed;
 }
 
+/* model.path (a checkpoint) and model.config (a random initialisation) exclude each other: both
+ * set where the recipe sets them is an error naming both; one given by --set over the recipe's
+ * other replaces it (--set model.path=EXPORT on a recipe of model.config: evaluate the export). */
+static bool recipe_model_source(mt_recipe *r, const mt_toml_doc *doc, char *err, size_t errlen) {
+    const mt_toml_entry *p = mt_toml_find(doc, "model.path"),
+                        *c = mt_toml_find(doc, "model.config");
+    if (!r->model_path[0] || !r->model_config[0] || !p || !c) return true;
+    if ((p->line > 0) != (c->line > 0)) { /* the --set one wins */
+        if (p->line > 0)
+            r->model_path[0] = 0;
+        else
+            r->model_config[0] = 0;
+        return true;
+    }
+    char wp[MT_PATH_MAX + 64], wc[MT_PATH_MAX + 64];
+    mt_recipe_entry_where(p, wp, sizeof(wp));
+    mt_recipe_entry_where(c, wc, sizeof(wc));
+    snprintf(err, errlen,
+             "%s: model.path and model.config are both set (model.config at %s): model.path "
+             "loads a checkpoint, model.config initialises a model at random; keep one",
+             wp, wc);
+    return false;
+}
+
 /* mt_recipe_load; resolve: the recipe file's relative input paths against its folder (a
  * resolved recipe, recipe.toml, has them as the run used them). */
 static bool recipe_load(mt_recipe *r, const char *path, bool resolve, const char *const *overrides,
@@ -475,6 +502,7 @@ static bool recipe_load(mt_recipe *r, const char *path, bool resolve, const char
              recipe_assign_paths(r, k, e, e->line > 0 ? dir : cwd, err, errlen);
     }
     if (ok) recipe_default_seeds(r, &doc);
+    if (ok) ok = recipe_model_source(r, &doc, err, errlen);
     if (ok) ok = mt_recipe_validate(r, &doc, err, errlen);
     mt_toml_free(&defaults);
     mt_toml_free(&doc);

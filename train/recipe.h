@@ -102,6 +102,12 @@ typedef struct mt_recipe {
      * backend), "gathered" (the ZeRO-3 gathers, bucket by bucket, on the training backend),
      * "auto" (train/trainer_generate.c) */
     char eval_generate_weights[16];
+    /* what the samples are (eval/messages_eval.h): "gsm8k" (problems, the numbers compared) or
+     * "messages" (conversations whose last assistant message is the reference), with the metric
+     * reported as accuracy ("": regex with an answer regex, else exact) and the regex */
+    char eval_generate_task[16];
+    char eval_generate_metric[16];
+    char eval_generate_answer_regex[512];
     /* [output] */
     char output_dir[MT_PATH_MAX];
     int output_save_steps; /* training-state checkpoint + export every N steps; 0 = only at end */

@@ -12,6 +12,7 @@
 #include "data/dataset.h"
 #include "data/sample.h"
 #include "data/tokenizer.h"
+#include "eval/messages_eval.h"
 #include "jinja/jinja.h"
 #include "models/generate.h"
 #include "models/minimax.h"
@@ -192,6 +193,31 @@ static bool recipe_validate_generate(const mt_recipe *r, const mt_toml_doc *doc,
         BAD("eval.generate_top_p", "must be in (0, 1] (1: no nucleus cut), not %g",
             r->eval_generate_top_p);
     if (r->eval_generate_top_k < 0) BAD("eval.generate_top_k", "must be >= 0 (0: no top-k cut)");
+    const bool msgs = !strcmp(r->eval_generate_task, "messages");
+    if (!msgs && strcmp(r->eval_generate_task, "gsm8k"))
+        BAD("eval.generate_task",
+            "must be \"gsm8k\" (problems) or \"messages\" (conversations whose last assistant "
+            "message is the reference), not \"%s\"",
+            r->eval_generate_task);
+    if (msgs && gen_synthetic)
+        BAD("eval.generate_task", "\"messages\" needs a file of conversations in "
+                                  "eval.generate_data (\"synthetic\" makes GSM8K problems)");
+    if (!msgs && (r->eval_generate_metric[0] || r->eval_generate_answer_regex[0]))
+        BAD(r->eval_generate_metric[0] ? "eval.generate_metric" : "eval.generate_answer_regex",
+            "is for eval.generate_task = \"messages\" (GSM8K compares the numbers)");
+    if (msgs) { /* the metric's name and the regex, as the trainer will take them */
+        static const char *const keys[2] = {"eval.generate_metric", "eval.generate_answer_regex"};
+        mt_match m;
+        char why[MT_ERR_LEN];
+        const int rc =
+            mt_match_init(&m, r->eval_generate_metric[0] ? r->eval_generate_metric : NULL,
+                          r->eval_generate_answer_regex[0] ? r->eval_generate_answer_regex : NULL,
+                          keys, why, sizeof(why));
+        mt_match_free(&m);
+        if (rc != 0)
+            BAD(strncmp(why, keys[0], strlen(keys[0])) ? keys[1] : keys[0], "%s",
+                strchr(why, ' ') + 1);
+    }
     return true;
 }
 

@@ -176,7 +176,7 @@ int mt_train_main(int argc, char **argv) {
     /* from here a failing rank removes its temporary files (after the communicators' setup,
      * whose abort then follows) */
     mt_cleanup_install(&t->out.outdir);
-    trainer_setup_data(rc, &t->dev, &t->m, &t->watch, &t->data, &t->out.state);
+    trainer_setup_data(rc, &t->dev, &t->m, &t->watch, a.eval_only, &t->data, &t->out.state);
     trainer_batch_init(&t->batch, t->dev.be, rc->train_per_device_train_batch_size,
                        rc->data_max_length, rc->data_trim_padding);
     trainer_generate_setup(rc, &t->dev, &t->m, t->data.tokenizer_dir, &t->gen);

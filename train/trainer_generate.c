@@ -52,26 +52,58 @@ static void trainer_generate_synthetic(const mt_recipe *rc, mt_gsm8k_set *set) {
     mt_strbuf_free(&a);
 }
 
-/* eval.generate_shots_file into g->shots (n-shot), or why not. */
+/* eval.generate_shots_file into g->shots (g->msg_shots: the messages task) (n-shot), or why
+ * not. */
 static bool trainer_generate_load_shots(const mt_recipe *rc, trainer_gen *g, char *why, size_t n) {
     if (rc->eval_generate_shots == 0) return true;
-    char err[MT_ERR_LEN];
-    if (mt_gsm8k_read(rc->eval_generate_shots_file, false, &g->shots, err) != 0) {
+    char err[MT_ERR_LEN + MT_PATH_MAX];
+    if (g->messages
+            ? mt_msgs_read(rc->eval_generate_shots_file, &g->msg_shots, err, sizeof(err)) != 0
+            : mt_gsm8k_read(rc->eval_generate_shots_file, false, &g->shots, err) != 0) {
         snprintf(why, n, "eval.generate_shots_file: %s", err);
         return false;
     }
-    if (g->shots.n < rc->eval_generate_shots) {
+    const int64_t have = g->messages ? g->msg_shots.n : g->shots.n;
+    if (have < rc->eval_generate_shots) {
         snprintf(why, n, "eval.generate_shots = %d but %s has %lld examples",
-                 rc->eval_generate_shots, rc->eval_generate_shots_file, (long long)g->shots.n);
+                 rc->eval_generate_shots, rc->eval_generate_shots_file, (long long)have);
         return false;
     }
     return true;
 }
 
+/* eval.generate_task = "messages": the conversations of eval.generate_data (the first
+ * eval.generate_samples), the shots and the metrics, or why not. */
+static bool trainer_generate_load_msgs(const mt_recipe *rc, trainer_gen *g, char *why, size_t n) {
+    char err[MT_ERR_LEN + MT_PATH_MAX];
+    static const char *const keys[2] = {"eval.generate_metric", "eval.generate_answer_regex"};
+    if (mt_match_init(&g->match, rc->eval_generate_metric[0] ? rc->eval_generate_metric : NULL,
+                      rc->eval_generate_answer_regex[0] ? rc->eval_generate_answer_regex : NULL,
+                      keys, err, sizeof(err)) != 0) {
+        snprintf(why, n, "%s", err);
+        return false;
+    }
+    if (mt_msgs_read(rc->eval_generate_data, &g->msgs, err, sizeof(err)) != 0) {
+        snprintf(why, n, "eval.generate_data: %s", err);
+        return false;
+    }
+    if (g->msgs.n == 0) {
+        snprintf(why, n, "eval.generate_data: %s: no conversations in the file",
+                 rc->eval_generate_data);
+        return false;
+    }
+    if (rc->eval_generate_samples > 0) mt_msgs_set_truncate(&g->msgs, rc->eval_generate_samples);
+    g->n = g->msgs.n;
+    return trainer_generate_load_shots(rc, g, why, n);
+}
+
 /* The problems into g->set (eval.generate_samples: the first N), or why not. */
 static bool trainer_generate_load(const mt_recipe *rc, trainer_gen *g, char *why, size_t n) {
+    g->messages = !strcmp(rc->eval_generate_task, "messages");
+    if (g->messages) return trainer_generate_load_msgs(rc, g, why, n);
     if (!strcmp(rc->eval_generate_data, "synthetic")) {
         trainer_generate_synthetic(rc, &g->set);
+        g->n = g->set.n;
         return trainer_generate_load_shots(rc, g, why, n);
     }
     char err[MT_ERR_LEN];
@@ -94,6 +126,7 @@ static bool trainer_generate_load(const mt_recipe *rc, trainer_gen *g, char *why
         snprintf(why, n, "eval.generate_data: %s", err);
         return false;
     }
+    g->n = s->n;
     return true;
 }
 
@@ -118,6 +151,12 @@ static void trainer_generate_opts(const mt_recipe *rc, const trainer_gen *g, mt_
     ev->shots = rc->eval_generate_shots > 0 ? &g->shots : NULL;
     ev->n_shots = rc->eval_generate_shots;
     ev->n_new = rc->eval_generate_max_new_tokens;
+    if (g->messages) {
+        ev->msgs = &g->msgs;
+        ev->msg_shots = rc->eval_generate_shots > 0 ? &g->msg_shots : NULL;
+        ev->shots = NULL;
+        ev->match = &g->match;
+    }
     ev->opts = (mt_gen_opts){.temperature = (float)rc->eval_generate_temperature,
                              .top_k = rc->eval_generate_top_k,
                              .top_p = (float)rc->eval_generate_top_p,
@@ -153,7 +192,7 @@ void trainer_generate_setup(const mt_recipe *rc, const trainer_device *d, traine
     trainer_generate_opts(rc, g, &ev);
     const mt_minimax_config *cfg = &m->cfg;
     /* every prompt, every rank alike: a template that refuses one stops the run here */
-    const int longest = mt_gsm8k_eval_longest(&ev, 0, 1, g->set.n, why, sizeof(why));
+    const int longest = mt_gsm8k_eval_longest(&ev, 0, 1, g->n, why, sizeof(why));
     if (longest < 0) {
         if (d->comm->rank == 0) fprintf(stderr, "error: eval.generate_data: %s\n", why);
         mt_comm_finalize(d->host);
@@ -212,9 +251,18 @@ void trainer_generate_setup(const mt_recipe *rc, const trainer_device *d, traine
         snprintf(how, sizeof(how), "sampled (temperature %g, top-k %d, top-p %g, seed %lld)",
                  rc->eval_generate_temperature, rc->eval_generate_top_k, rc->eval_generate_top_p,
                  (long long)rc->eval_generate_seed);
-    LOG0(d->comm, "eval.generate: %lld problems of %s, %d-shot, %d new tokens at most, %s; ",
-         (long long)g->set.n, rc->eval_generate_data, rc->eval_generate_shots,
-         rc->eval_generate_max_new_tokens, how);
+    int64_t first;
+    const int64_t overlap = mt_gsm8k_eval_overlap(&ev, g->n, &first);
+    if (overlap > 0)
+        LOG0(d->comm,
+             "warning: eval.generate_data: %lld of the %lld samples (the first: line %lld) have "
+             "the question of one of the eval.generate_shots of %s: the answer is in their "
+             "prompt\n",
+             (long long)overlap, (long long)g->n, (long long)mt_gsm8k_eval_line(&ev, first),
+             rc->eval_generate_shots_file);
+    LOG0(d->comm, "eval.generate: %lld %s of %s, %d-shot, %d new tokens at most, %s; ",
+         (long long)g->n, g->messages ? "conversations" : "problems", rc->eval_generate_data,
+         rc->eval_generate_shots, rc->eval_generate_max_new_tokens, how);
     if (g->gathered)
         LOG0(d->comm,
              "the ranks decode in step through the ZeRO-3 gathers on the %s backend (no "
@@ -272,7 +320,7 @@ void trainer_generate(const mt_recipe *rc, const trainer_device *d, trainer_mode
                       trainer_gen *g, const trainer_watchdog *w, int step, mt_eval_row *row) {
     const double t0 = mt_time_now();
     const int P = d->comm->size, rank = d->comm->rank;
-    const int64_t n = g->set.n, n_mine = n > rank ? (n - rank - 1) / P + 1 : 0;
+    const int64_t n = g->n, n_mine = n > rank ? (n - rank - 1) / P + 1 : 0;
     mt_minimax rep;
     float **data = NULL;
     const mt_exchange *ep = m->model.ep;
@@ -363,10 +411,13 @@ void trainer_generate(const mt_recipe *rc, const trainer_device *d, trainer_mode
         if (counts[2] > 0)
             snprintf(unfinished, sizeof(unfinished), "; %lld ended inside their reasoning",
                      (long long)counts[2]);
-        printf("eval %s: accuracy %.2f%% (%lld / %lld), 95%% Wilson interval [%.2f%%, %.2f%%], "
+        char what[48] = "accuracy";
+        if (g->messages)
+            snprintf(what, sizeof(what), "%s match", mt_match_metric_name(g->match.metric));
+        printf("eval %s: %s %.2f%% (%lld / %lld), 95%% Wilson interval [%.2f%%, %.2f%%], "
                "by generation (%lld tokens, %.1f s%s); %s\n",
-               when, 100.0 * (double)counts[0] / (double)n, (long long)counts[0], (long long)n,
-               100 * lo, 100 * hi, (long long)counts[1], dt, unfinished, path);
+               when, what, 100.0 * (double)counts[0] / (double)n, (long long)counts[0],
+               (long long)n, 100 * lo, 100 * hi, (long long)counts[1], dt, unfinished, path);
         fflush(stdout);
     }
     free(mine);
@@ -383,6 +434,9 @@ void trainer_generate_free(trainer_gen *g) {
     if (!g->generates) return;
     mt_gsm8k_set_free(&g->set);
     mt_gsm8k_set_free(&g->shots);
+    mt_msgs_set_free(&g->msgs);
+    mt_msgs_set_free(&g->msg_shots);
+    mt_match_free(&g->match);
     mt_tokenizer_free(g->tok);
     mt_chat_template_free(g->chat);
 }

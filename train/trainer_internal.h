@@ -16,6 +16,7 @@
 #include "data/gsm8k.h"
 #include "data/sampler.h"
 #include "data/token_cache.h"
+#include "eval/messages_eval.h"
 #include "models/minimax.h"
 #include "models/weights.h"
 #include "train/checkpoint.h"
@@ -99,6 +100,12 @@ typedef struct {
     struct mt_chat_template *chat; /* renders its prompts (data/chat.h): the recipe's */
     int64_t replica_bytes;         /* the full replica a rank decodes with */
     bool gathered;                 /* decodes through the gathers (eval.generate_weights) */
+    /* eval.generate_task = "messages": the conversations and shots instead of set and shots,
+     * and the metrics (eval/messages_eval.h) */
+    bool messages;
+    mt_msgs_set msgs, msg_shots;
+    mt_match match;
+    int64_t n; /* the samples evaluated */
 } trainer_gen;
 
 /* What the run writes: the training state, the logs, output.dir (trainer_output.c,
@@ -133,9 +140,11 @@ typedef struct {
  * activation arena. A run that cannot fit stops every rank with exit 2, naming the remedies. */
 void trainer_setup_model(trainer_device *d, trainer_model *m, const mt_recipe *rc);
 /* The token caches (rank 0 builds, the others read; w's silence while they wait), the pad
- * token, the samplers; rank 0 records the inputs' digests into st. */
+ * token, the samplers; rank 0 records the inputs' digests into st. eval_only (--eval-only) with
+ * data.eval_path: only the eval file's cache and sampler (the training data is not read). */
 void trainer_setup_data(const mt_recipe *rc, const trainer_device *d, const trainer_model *m,
-                        const trainer_watchdog *w, trainer_data *data, mt_train_state *st);
+                        const trainer_watchdog *w, bool eval_only, trainer_data *data,
+                        mt_train_state *st);
 /* train.num_train_epochs (the steps from s's steps per epoch, into rc's max_steps), the warmup
  * of train.warmup_ratio and the schedule, printed, with the step's other numbers into sc. */
 void trainer_setup_schedule(mt_recipe *rc, const mt_comm *comm, const mt_sampler *s,

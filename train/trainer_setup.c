@@ -288,6 +288,7 @@ typedef struct {
     const char *paths[MT_DATA_FILES];
     bool synthetic;            /* data.path = "synthetic": written into the cache directory first */
     bool eval_file;            /* data.eval_path */
+    bool train;                /* the training data is read (not --eval-only with data.eval_path) */
     mt_token_cache_cfg cc, ec; /* the training data's token cache, data.eval_path's */
 } trainer_sources;
 
@@ -354,7 +355,7 @@ static void trainer_data_load(const mt_recipe *rc, const trainer_device *d, cons
     if (d->comm->rank == 0) {
         MT_CHECK(mt_dir_make(src->cache_dir, err, sizeof(err)), "data.cache_dir %s", err);
         mt_comm_mpi_heartbeat_start(d->host, heartbeat);
-        if (src->synthetic && access(data_path, R_OK) != 0) {
+        if (src->train && src->synthetic && access(data_path, R_OK) != 0) {
             const bool agentic = !strcmp(rc->data_synthetic_kind, "agentic");
             const uint64_t seed = (uint64_t)rc->data_seed;
             const int n = rc->data_synthetic_samples;
@@ -362,19 +363,22 @@ static void trainer_data_load(const mt_recipe *rc, const trainer_device *d, cons
                               : mt_synth_write_jsonl(data_path, seed, n, err)) == 0,
                      "%s", err);
         }
-        trainer_cache_build(&src->cc, &data->data);
+        if (src->train) trainer_cache_build(&src->cc, &data->data);
         if (eval_file) trainer_cache_build(&src->ec, &data->eval_data);
     }
-    /* rank 0 hashes the inputs, still alone */
-    trainer_state_init(st, d->comm, rc, m->config_path, &src->cc);
+    /* rank 0 hashes the inputs, still alone (what a checkpoint records: none without training) */
+    if (src->train) trainer_state_init(st, d->comm, rc, m->config_path, &src->cc);
     /* the others wait while rank 0 alone builds the cache, which takes as long as the data
      * needs: they watch its heartbeat file instead of the time (comm.h) */
     mt_comm_mpi_barrier_heartbeat(d->host, heartbeat, trainer_watch_silence(w),
                                   "builds the token cache");
     if (d->comm->rank != 0) {
-        trainer_cache_read(src->cache_path, &data->data);
+        if (src->train) trainer_cache_read(src->cache_path, &data->data);
         if (eval_file) trainer_cache_read(src->eval_cache, &data->eval_data);
     }
+    MT_CHECK(!eval_file || data->eval_data.n_samples > 0, "data.eval_path %s: no usable samples",
+             rc->data_eval_path);
+    if (!src->train) return;
     MT_CHECK(data->data.n_samples > 0 || data->data.n_dropped == 0,
              "%s: no usable samples: all %lld samples (of %lld records) are longer than "
              "data.max_length = %d tokens, and data.truncation = \"drop\" drops them; raise "
@@ -382,8 +386,6 @@ static void trainer_data_load(const mt_recipe *rc, const trainer_device *d, cons
              data_path, (long long)data->data.n_dropped, (long long)data->data.n_lines,
              rc->data_max_length);
     MT_CHECK(data->data.n_samples > 0, "%s: no usable samples", data_path);
-    MT_CHECK(!eval_file || data->eval_data.n_samples > 0, "data.eval_path %s: no usable samples",
-             rc->data_eval_path);
 }
 
 /* The token rows are padded with: the end-of-turn token (the template's eos_token, else the
@@ -415,7 +417,8 @@ static int32_t trainer_data_pad_id(const mt_recipe *rc, const trainer_device *d,
  * and, with data.eval_samples held out (or data.eval_path's samples, eval_file), the eval one;
  * data_path names the data in a refusal. */
 static void trainer_setup_samplers(const mt_recipe *rc, const trainer_device *d, trainer_data *data,
-                                   int32_t pad_id, bool eval_file, const char *data_path) {
+                                   int32_t pad_id, bool eval_file, bool train,
+                                   const char *data_path) {
     /* data.eval_samples: held out of training, drawn with data.seed; with data.eval_path, drawn
      * from that file instead (0: all of it), the training data left whole */
     const mt_token_data *ed = eval_file ? &data->eval_data : &data->data;
@@ -426,7 +429,7 @@ static void trainer_setup_samplers(const mt_recipe *rc, const trainer_device *d,
              "data.eval_samples = %lld leaves no sample to train on: %s has %lld usable samples",
              (long long)n_eval, data_path, (long long)n_all);
     const int64_t n_hold = eval_file ? 0 : n_eval; /* taken out of the training data */
-    int64_t *train_ids = mt_malloc(sizeof(int64_t) * (size_t)n_all, "training samples");
+    int64_t *train_ids = mt_malloc(sizeof(int64_t) * (size_t)(n_all + 1), "training samples");
     int64_t *eval_ids = mt_malloc(sizeof(int64_t) * (size_t)(n_src + 1), "eval samples");
     /* from an eval file only the drawn samples are used (all when n_eval = n_src) */
     mt_sampler_split(n_src, n_eval, (uint64_t)rc->data_seed, eval_file ? NULL : train_ids,
@@ -448,7 +451,7 @@ static void trainer_setup_samplers(const mt_recipe *rc, const trainer_device *d,
         .n_sources = rc->data_n_paths,
         .weights = rc->data_n_weights > 0 ? rc->data_weights : NULL,
     };
-    mt_sampler_init(&data->sampler, &sc, &data->data);
+    if (train) mt_sampler_init(&data->sampler, &sc, &data->data);
     sc.weights = NULL; /* the eval sampler: every eval sample once */
     for (int k = 0; data->sampler.src_count && k < rc->data_n_paths; k++)
         LOG0(d->comm,
@@ -479,14 +482,17 @@ static void trainer_setup_samplers(const mt_recipe *rc, const trainer_device *d,
 }
 
 void trainer_setup_data(const mt_recipe *rc, const trainer_device *d, const trainer_model *m,
-                        const trainer_watchdog *w, trainer_data *data, mt_train_state *st) {
+                        const trainer_watchdog *w, bool eval_only, trainer_data *data,
+                        mt_train_state *st) {
     snprintf(data->tokenizer_dir, sizeof(data->tokenizer_dir), "%s",
              rc->data_tokenizer_dir[0] ? rc->data_tokenizer_dir : rc->model_path);
     trainer_sources src;
     trainer_sources_resolve(rc, data->tokenizer_dir, &src);
+    /* --eval-only with data.eval_path: the training data is neither tokenized nor read */
+    src.train = !eval_only || !src.eval_file;
     trainer_data_load(rc, d, m, w, &src, data, st);
     const int32_t pad_id = trainer_data_pad_id(rc, d, m, data->tokenizer_dir, &src.cc);
-    trainer_setup_samplers(rc, d, data, pad_id, src.eval_file, src.data_path);
+    trainer_setup_samplers(rc, d, data, pad_id, src.eval_file, src.train, src.data_path);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -524,8 +530,15 @@ void trainer_setup_schedule(mt_recipe *rc, const mt_comm *comm, const mt_sampler
                                     .max_steps = steps,
                                     .min_lr_ratio = rc->train_min_lr_ratio,
                                     .decay_steps = decay}};
-    LOG0(comm, "train: %s schedule over %d steps: %d warmup, %d decay (wsd), min_lr_ratio %g\n",
-         rc->train_lr_scheduler_type, steps, warmup, decay, rc->train_min_lr_ratio);
+    /* the decay phase is wsd's alone, the floor (min_lr_ratio) cosine_with_min_lr's and wsd's */
+    char decay_s[64] = "", floor_s[48] = "";
+    if (kind == MT_LR_WSD)
+        snprintf(decay_s, sizeof(decay_s), ", %d decay (train.wsd_decay_ratio %g)", decay,
+                 rc->train_wsd_decay_ratio);
+    if (kind == MT_LR_WSD || kind == MT_LR_COSINE_MIN_LR)
+        snprintf(floor_s, sizeof(floor_s), ", min_lr_ratio %g", rc->train_min_lr_ratio);
+    LOG0(comm, "train: %s schedule over %d steps: %d warmup%s%s\n", rc->train_lr_scheduler_type,
+         steps, warmup, decay_s, floor_s);
 }
 
 /* ------------------------------------------------------------------------------------------ */

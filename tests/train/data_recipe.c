@@ -158,7 +158,7 @@ static void expect_error(const char *text, const char *set, const char *want) {
     const char *sets[] = {set};
     bool ok = mt_recipe_load(&r, path, sets, set ? 1 : 0, err, sizeof(err));
     char want_full[1024];
-    snprintf(want_full, sizeof(want_full), want, path);
+    snprintf(want_full, sizeof(want_full), want, path, path); /* (a second %s: the same file) */
     EXPECT(!ok && strstr(err, want_full), "got '%s', want '%s'", ok ? "ok" : err, want_full);
     EXPECT(!strchr(err, '\n'), "one-line error: '%s'", err);
     unlink(path);
@@ -347,8 +347,27 @@ static int test_recipe_errors(void) {
                  ".d/tests/fixtures/tokenizer/tokenizer.json has 6144 "
                  "token ids but the model's vocab_size is 4000 (/tmp/mt_recipe_v4000.json)");
     unlink("/tmp/mt_recipe_v4000.json");
+    /* model.path and model.config: both in the recipe, or both by --set, name both; one by
+     * --set over the recipe's other replaces it */
+    mkdir("/tmp/mt_recipe_model", 0755);
+    FILE *cf = fopen("/tmp/mt_recipe_model/config.json", "w");
+    MT_CHECK(cf, "cannot write /tmp/mt_recipe_model/config.json");
+    fputs("{}", cf);
+    fclose(cf);
+    expect_error("[model]\nconfig = \"/tmp/mt_recipe_c.json\"\npath = \"/tmp/mt_recipe_model\"\n"
+                 "[data]\ntokenizer_dir = \"/tmp/mt_recipe_tok\"\n",
+                 NULL,
+                 "%s:3:8: model.path and model.config are both set (model.config at %s:2:10): "
+                 "model.path loads a checkpoint, model.config initialises a model at random; "
+                 "keep one");
     mt_recipe r;
     char err[512];
+    const char *over[] = {"model.path=/tmp/mt_recipe_model"};
+    EXPECT(mt_recipe_load(&r, write_temp(BASE), over, 1, err, sizeof(err)) &&
+               !strcmp(r.model_path, "/tmp/mt_recipe_model") && !r.model_config[0],
+           "--set model.path over the recipe's model.config: %s", err);
+    unlink("/tmp/mt_recipe_model/config.json");
+    rmdir("/tmp/mt_recipe_model");
     EXPECT(mt_recipe_load(&r, write_temp(REAL), NULL, 0, err, sizeof(err)), "real files: %s", err);
     return MT_TEST_OK;
 }

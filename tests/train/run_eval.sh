@@ -11,7 +11,8 @@
 #                    -> $TMP/eval-{np1,np2,resume,lr0,all-lr0,file-lr0,file16-lr0}; all samples
 #                    held out: an error
 #   eval-only        --eval-only on a run's export gives the eval loss the run logged after its
-#                    last step, to the bit, and writes no checkpoint and no export; without an
+#                    last step, to the bit, and writes no checkpoint and no export; with
+#                    data.eval_path only that file is tokenized; without an
 #                    eval set it is refused naming the keys; into another run's results refused
 #   generate         eval.generate_data = "synthetic" (8 problems after the training ones) every
 #                    20 steps on 2 ranks: eval.csv's accuracy columns (a step-20 row without the
@@ -83,6 +84,16 @@ eval-only)
     --set "model.path=$d/train/checkpoint-4" --set "output.dir=$d/none" > "$d/none.log" 2>&1 || rc=$?
   [ "$rc" -eq 2 ] && grep "^error: --eval-only: no eval set: set data.eval_samples .* or data.eval_path" "$d/none.log" ||
     { tail -5 "$d/none.log"; fail "--eval-only without an eval set: exit $rc"; }
+  # with data.eval_path only that file is tokenized: the training data is neither written
+  # (data.path = "synthetic") nor tokenized
+  "$(dirname "$bin")/minimax-data" synth --out "$d/evp.jsonl" --n 8 --seed 5 > /dev/null
+  run 2 "$d/evp" "${fast[@]}" --eval-only --set "model.path=$d/train/checkpoint-4" \
+    --set "data.eval_path=$d/evp.jsonl" --set "data.cache_dir=$d/evp-cache" ||
+    fail "--eval-only with data.eval_path"
+  [ "$(ls "$d/evp-cache" | tr '\n' ' ')" = "eval-tokens.h5 " ] ||
+    fail "--eval-only with data.eval_path built $(ls "$d/evp-cache" | tr '\n' ' ')"
+  grep -q "^eval-only: loss .* over .* labelled eval tokens" "$d/evp.log" || fail "no eval-only line"
+  echo "ok: --eval-only with data.eval_path: the cache holds $(ls "$d/evp-cache")"
   # into another run's results: refused as a fresh run is
   rc=0
   mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" "${ev[@]}" --set "output.dir=$d/train" \
