@@ -7,7 +7,7 @@ package below).
 
 DIR is a chat model that calls tools: e.g. the export of recipes/tiny-m2.toml (trained on
 conversations that solve problems with a `calculate` tool: `bash launch/run-local.sh -n 2
-recipes/tiny-m2.toml`, then DIR = runs/tiny-m2/checkpoint-150).
+recipes/tiny-m2.toml`, then DIR = runs/tiny-m2/final).
 
 1. Starts minimax-serve on a free loopback port with an API key.
 2. A chat request with `tools` (the calculator's schema) for a question of the kind the model was
