@@ -188,6 +188,8 @@ resume-check)
   # the export: an undamaged one given as model.path is checked against its digest and loads;
   # one bit of model.safetensors changed is refused, naming the file
   ex="$d/base/checkpoint-2"
+  # (model.path and model.config exclude each other: the runs from the export set only the path)
+  args=("${fast[@]}" --set "data.cache_dir=$d/cache" --set output.save_steps=1)
   run 2 "$d/from-export" "${args[@]}" --set "model.path=$ex" --set train.max_steps=1
   grep "^model.path: 1 of 1 safetensors files checked against their digests" "$d/from-export.log" ||
     fail "the export was not checked"
