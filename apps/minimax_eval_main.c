@@ -463,6 +463,40 @@ static void ev_weights_free(ev_weights *w, mt_minimax *m, const mt_backend *be) 
     }
 }
 
+/* The flags that need no file: refused in one line each (rank 0), and --out checked writable
+ * before the evaluation rather than after it. Returns whether the task is messages (match
+ * then set up from --metric / --answer-regex). */
+static bool ev_check_args(const ev_args *a, mt_match *match) {
+    char msg[8400];
+    const char *model_dir = a->model_dir, *data_path = a->data_path, *out_path = a->out_path,
+               *shots_path = a->shots_path, *weights = a->weights;
+    if (!model_dir || !data_path) ev_fail("--model DIR and --data FILE are required (--help)");
+    if (strcmp(weights, "auto") && strcmp(weights, "replica") && strcmp(weights, "gathered"))
+        ev_fail("--weights auto, replica or gathered");
+    if (a->n_shots > 0 && !shots_path)
+        ev_fail("--shots N needs --shots-file FILE.jsonl (the solved examples: a train split)");
+    const bool task_msgs = !strcmp(a->task, "messages");
+    if (!task_msgs && strcmp(a->task, "gsm8k"))
+        ev_fail("--task gsm8k (the default: GSM8K problems) or messages (conversations whose "
+                "last assistant message is the reference)");
+    if (!task_msgs && (a->metric || a->answer_regex))
+        ev_fail(a->metric ? "--metric is for --task messages (GSM8K compares the numbers)"
+                          : "--answer-regex is for --task messages (GSM8K compares the numbers)");
+    static const char *const match_flags[2] = {"--metric", "--answer-regex"};
+    if (task_msgs &&
+        mt_match_init(match, a->metric, a->answer_regex, match_flags, msg, sizeof(msg)) != 0)
+        ev_fail(msg);
+    /* the results never overwrite an input, and a place that cannot take them is refused
+     * before the evaluation rather than after it (rank 0 writes them) */
+    if (out_path) {
+        bool ok = mt_out_not_input("--out", out_path, "--data", data_path, msg, sizeof(msg)) &&
+                  mt_out_not_input("--out", out_path, "--shots-file", shots_path, msg, sizeof(msg));
+        if (!ok) ev_fail(msg);
+        ev_fail_any(ev_rank == 0 && !mt_out_writable("--out", out_path, msg, sizeof(msg)), msg);
+    }
+    return task_msgs;
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) usage(0);
@@ -480,35 +514,10 @@ int main(int argc, char **argv) {
         mt_comm_finalize(ev_host);
         return 2;
     }
-    const char *model_dir = a.model_dir, *data_path = a.data_path, *out_path = a.out_path,
-               *shots_path = a.shots_path, *weights = a.weights;
+    const char *model_dir = a.model_dir, *data_path = a.data_path, *shots_path = a.shots_path;
     const long long limit = a.limit, n_new = a.n_new, n_shots = a.n_shots;
-    char msg[8400];
-    if (!model_dir || !data_path) ev_fail("--model DIR and --data FILE are required (--help)");
-    if (strcmp(weights, "auto") && strcmp(weights, "replica") && strcmp(weights, "gathered"))
-        ev_fail("--weights auto, replica or gathered");
-    if (n_shots > 0 && !shots_path)
-        ev_fail("--shots N needs --shots-file FILE.jsonl (the solved examples: a train split)");
-    const bool task_msgs = !strcmp(a.task, "messages");
-    if (!task_msgs && strcmp(a.task, "gsm8k"))
-        ev_fail("--task gsm8k (the default: GSM8K problems) or messages (conversations whose "
-                "last assistant message is the reference)");
-    if (!task_msgs && (a.metric || a.answer_regex))
-        ev_fail(a.metric ? "--metric is for --task messages (GSM8K compares the numbers)"
-                         : "--answer-regex is for --task messages (GSM8K compares the numbers)");
     mt_match match = {0};
-    static const char *const match_flags[2] = {"--metric", "--answer-regex"};
-    if (task_msgs &&
-        mt_match_init(&match, a.metric, a.answer_regex, match_flags, msg, sizeof(msg)) != 0)
-        ev_fail(msg);
-    /* the results never overwrite an input, and a place that cannot take them is refused
-     * before the evaluation rather than after it (rank 0 writes them) */
-    if (out_path) {
-        bool ok = mt_out_not_input("--out", out_path, "--data", data_path, msg, sizeof(msg)) &&
-                  mt_out_not_input("--out", out_path, "--shots-file", shots_path, msg, sizeof(msg));
-        if (!ok) ev_fail(msg);
-        ev_fail_any(ev_rank == 0 && !mt_out_writable("--out", out_path, msg, sizeof(msg)), msg);
-    }
+    const bool task_msgs = ev_check_args(&a, &match);
     ev_inputs in;
     ev_inputs_load(&a, &in);
     const char *tok_dir = in.tok_dir;
