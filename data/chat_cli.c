@@ -49,15 +49,12 @@ mt_chat_template *mt_chat_cli_open(const char *dir, const char *file, const char
     return NULL;
 }
 
-int32_t *mt_chat_cli_prompt(mt_chat_template *t, const mt_tokenizer *tok, const mt_chat_msg *msgs,
-                            int n, int *T, char *err, size_t errlen) {
-    mt_chat_rendered r = {0};
+int32_t *mt_chat_cli_ids(const mt_tokenizer *tok, const mt_chat_rendered *r, int *T, char *err,
+                         size_t errlen) {
     mt_token_buf buf = {0};
     int32_t *ids = NULL;
     char why[MT_ERR_LEN];
-    if (mt_chat_render_msgs(t, msgs, n, &r, why, sizeof(why)) != 0)
-        snprintf(err, errlen, "the chat template cannot render the conversation: %s", why);
-    else if (mt_tokenizer_encode_err(tok, r.text, r.len, &buf, why, sizeof(why)) < 0)
+    if (mt_tokenizer_encode_err(tok, r->text, r->len, &buf, why, sizeof(why)) < 0)
         snprintf(err, errlen, "the rendered conversation does not tokenize: %s", why);
     else {
         ids = mt_malloc(sizeof(int32_t) * (size_t)(buf.n > 0 ? buf.n : 1), "prompt ids");
@@ -65,6 +62,18 @@ int32_t *mt_chat_cli_prompt(mt_chat_template *t, const mt_tokenizer *tok, const 
         *T = (int)buf.n;
     }
     mt_token_buf_free(&buf);
+    return ids;
+}
+
+int32_t *mt_chat_cli_prompt(mt_chat_template *t, const mt_tokenizer *tok, const mt_chat_msg *msgs,
+                            int n, int *T, char *err, size_t errlen) {
+    mt_chat_rendered r = {0};
+    int32_t *ids = NULL;
+    char why[MT_ERR_LEN];
+    if (mt_chat_render_msgs(t, msgs, n, &r, why, sizeof(why)) != 0)
+        snprintf(err, errlen, "the chat template cannot render the conversation: %s", why);
+    else
+        ids = mt_chat_cli_ids(tok, &r, T, err, errlen);
     mt_chat_rendered_free(&r);
     return ids;
 }

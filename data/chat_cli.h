@@ -28,6 +28,10 @@ mt_chat_template *mt_chat_cli_open(const char *dir, const char *file, const char
  * the template cannot render them or the text does not tokenize. */
 int32_t *mt_chat_cli_prompt(mt_chat_template *t, const mt_tokenizer *tok, const mt_chat_msg *msgs,
                             int n, int *T, char *err, size_t errlen);
+/* The second half of that: a rendered conversation tokenized (ids malloc'ed, room for at least
+ * one; *T their count), NULL with one line in err when it does not tokenize. */
+int32_t *mt_chat_cli_ids(const mt_tokenizer *tok, const mt_chat_rendered *r, int *T, char *err,
+                         size_t errlen);
 
 /* The token a reply ends at: the template's end of turn (tokenizer_config.json's eos_token:
  * [e~[ for M2 and M3, <end_of_sentence> for Text-01), else <end_of_sentence>, else the model

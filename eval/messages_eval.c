@@ -119,19 +119,12 @@ int32_t *mt_msgs_prompt(mt_chat_template *t, const mt_tokenizer *tok, const mt_m
                         int64_t i, const mt_msgs_set *shots, int n_shots, int *n, char *err,
                         size_t errlen) {
     mt_chat_rendered r = {0};
-    mt_token_buf buf = {0};
     int32_t *ids = NULL;
     char why[MT_ERR_LEN + 4096];
     if (mt_msgs_render(t, set, i, shots, n_shots, &r, why, sizeof(why)) != 0)
         snprintf(err, errlen, "the chat template cannot render the conversation: %s", why);
-    else if (mt_tokenizer_encode_err(tok, r.text, r.len, &buf, why, sizeof(why)) < 0)
-        snprintf(err, errlen, "the rendered conversation does not tokenize: %s", why);
-    else {
-        ids = mt_malloc(sizeof(int32_t) * (size_t)(buf.n > 0 ? buf.n : 1), "prompt ids");
-        memcpy(ids, buf.ids, sizeof(int32_t) * (size_t)buf.n);
-        *n = (int)buf.n;
-    }
-    mt_token_buf_free(&buf);
+    else
+        ids = mt_chat_cli_ids(tok, &r, n, err, errlen);
     mt_chat_rendered_free(&r);
     return ids;
 }

@@ -23,13 +23,14 @@ import argparse
 import glob
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_openai_check import KEY, start, versions  # noqa: E402  (the server, its key)
+
 PINNED = {"lm_eval": "0.4.13", "transformers": "5.24.0"}
-KEY = "check-key"
 
 TASK = """task: {name}
 dataset_path: json
@@ -53,24 +54,6 @@ metric_list:
     ignore_case: {fold}
     ignore_punctuation: {fold}
 """
-
-
-def versions():
-    import importlib.metadata as md
-    for k, v in PINNED.items():
-        got = md.version(k)
-        if got != v:
-            print(f"warning: {k} {got} is installed, this check was pinned to {v}", file=sys.stderr)
-
-
-def start(serve, model):
-    srv = subprocess.Popen([serve, "--model", model, "--port", "0", "--api-key", KEY,
-                            "--served-model-name", "model", "--max-batch", "8"],
-                           stdout=subprocess.PIPE, text=True)
-    m = re.search(r"listening on (http://[0-9.]+:[0-9]+)", srv.stdout.readline())
-    if not m:
-        sys.exit("eval_messages_lm_eval: minimax-serve did not start")
-    return srv, m.group(1)
 
 
 def prompts(model, data, out):
@@ -122,7 +105,7 @@ def main():
     p.add_argument("--data", required=True)
     p.add_argument("--max-tokens", type=int, default=8)
     a = p.parse_args()
-    versions()
+    versions(PINNED)
     out = tempfile.mkdtemp(prefix="eval-messages-")
     rows, pdata, eos = prompts(a.model, os.path.abspath(a.data), out)
     n = len(rows)

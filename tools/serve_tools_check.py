@@ -25,7 +25,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_openai_check import KEY, start  # noqa: E402  (the server on a free port, its key)
+from serve_openai_check import KEY, start, versions  # noqa: E402  (the server, its key)
 
 PINNED = {"openai": "3.51.0"}
 TOOLS = [{"type": "function", "function": {
@@ -36,14 +36,6 @@ TOOLS = [{"type": "function", "function": {
 QUESTION = ("A backpack costs $260. This week it is 50% off. James buys 8 of them. "
             "How much does he pay?")
 SYSTEM = "You are a careful math tutor. Use the calculator for arithmetic."
-
-
-def versions():
-    import importlib.metadata as md
-    for k, v in PINNED.items():
-        got = md.version(k)
-        if got != v:
-            print(f"warning: {k} {got} is installed, this check was pinned to {v}", file=sys.stderr)
 
 
 def streamed(c, msgs, max_tokens):
@@ -68,7 +60,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--max-tokens", type=int, default=96)
     a = ap.parse_args()
-    versions()
+    versions(PINNED)
     import openai
     srv, url = start(a.serve, a.model)
     bad = 0
