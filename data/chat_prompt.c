@@ -11,47 +11,6 @@
 
 #define CONTINUE_TAG "CONTINUE_FINAL_MESSAGE_TAG "
 
-/* Python's str.isspace() of code point c. */
-static bool py_space(uint32_t c) {
-    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
-           c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
-           c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
-/* The code point of the UTF-8 sequence at s[0, n) and its length (a stray byte: itself). */
-static uint32_t utf8_at(const unsigned char *s, size_t n, size_t *len) {
-    const int k = s[0] < 0x80 ? 1 : s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 1;
-    if ((size_t)k > n) {
-        *len = 1;
-        return s[0];
-    }
-    uint32_t c = k == 1 ? s[0] : s[0] & (0x3f >> (k - 1));
-    for (int i = 1; i < k; i++) c = c << 6 | (s[i] & 0x3f);
-    *len = (size_t)k;
-    return c;
-}
-
-/* The end of s[0, n) with its trailing Python whitespace removed. */
-static size_t rstrip_end(const char *s, size_t n) {
-    while (n > 0) {
-        size_t start = n - 1, len;
-        while (start > 0 && n - start < 4 && ((unsigned char)s[start] & 0xc0) == 0x80) start--;
-        if (!py_space(utf8_at((const unsigned char *)s + start, n - start, &len)) ||
-            start + len != n)
-            break;
-        n = start;
-    }
-    return n;
-}
-
-/* s stripped as Python's str.strip() does: [*a, *b). */
-static void strip(const char *s, size_t n, size_t *a, size_t *b) {
-    size_t len;
-    *a = 0;
-    while (*a < n && py_space(utf8_at((const unsigned char *)s + *a, n - *a, &len))) *a += len;
-    *b = rstrip_end(s + *a, n - *a) + *a;
-}
-
 static bool find(const char *hay, size_t hn, const char *s, size_t n) {
     for (size_t i = 0; n <= hn && i + n <= hn; i++)
         if (!memcmp(hay + i, s, n)) return true;
@@ -125,7 +84,7 @@ static int render_continue(mt_chat_template *t, jinja_heap *h, mt_chat_conv *c,
         }
     if (mt_chat_render_conv(t, h, &tagged, -1, false, out, err, errlen)) return -1;
     size_t a, b;
-    strip(final.u.s.p, final.u.s.len, &a, &b);
+    jinja_str_strip(final.u.s.p, final.u.s.len, true, true, &a, &b);
     const char *tag = CONTINUE_TAG;
     const size_t tag_core = strlen(tag) - 1; /* tag.strip() */
     if (!find(out->text, out->len, final.u.s.p + a, b - a) ||
@@ -138,7 +97,7 @@ static int render_continue(mt_chat_template *t, jinja_heap *h, mt_chat_conv *c,
     size_t loc = out->len - tag_core;
     while (memcmp(out->text + loc, tag, tag_core)) loc--; /* rindex */
     const bool spaced = out->len - loc >= strlen(tag) && out->text[loc + tag_core] == ' ';
-    if (!spaced) loc = rstrip_end(out->text, loc);
+    if (!spaced) jinja_str_strip(out->text, loc, false, true, &a, &loc); /* rstrip */
     out->text[loc] = 0;
     out->len = loc;
     return 0;

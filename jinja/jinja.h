@@ -121,6 +121,10 @@ bool jinja_dict_del_str(jinja_value d, const char *key);
 /* Python truthiness: None, False, 0, 0.0, '', [], {} and undefined are false. */
 bool jinja_truthy(jinja_value v);
 
+/* Python's str.strip() / lstrip() / rstrip() without arguments on s[0, n): the bounds [*a, *b)
+ * of what is left after Unicode whitespace (str.isspace()) is taken off the chosen ends. */
+void jinja_str_strip(const char *s, size_t n, bool left, bool right, size_t *a, size_t *b);
+
 /* ---- JSON ---- */
 
 /* Parses one JSON value (RFC 8259) from text[0, len), surrounding whitespace allowed, as

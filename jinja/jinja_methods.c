@@ -220,28 +220,49 @@ static bool is_space_at(const char *s, size_t n, size_t i, int *k) {
     return jinja_cp_isspace(cp);
 }
 
-/* Python's str.strip / lstrip / rstrip: chars NULL or None strips whitespace, else any of the
- * code points of chars. */
+void jinja_str_strip(const char *p, size_t n, bool left, bool right, size_t *a, size_t *b) {
+    *a = 0;
+    *b = n;
+    while (left && *a < *b) {
+        uint32_t cp;
+        const int k = jinja_utf8_next(p + *a, *b - *a, &cp);
+        if (!jinja_cp_isspace(cp)) break;
+        *a += (size_t)k;
+    }
+    while (right && *b > *a) {
+        size_t q = *b - 1;
+        while (q > *a && ((unsigned char)p[q] & 0xC0) == 0x80) q--;
+        uint32_t cp;
+        jinja_utf8_next(p + q, *b - q, &cp);
+        if (!jinja_cp_isspace(cp)) break;
+        *b = q;
+    }
+}
+
+/* Python's str.strip / lstrip / rstrip: chars NULL or None strips whitespace
+ * (jinja_str_strip), else any of the code points of chars. */
 static jinja_value strip(jinja_vm *vm, jinja_value s, const jinja_value *chars, bool left,
                          bool right) {
     const char *p = s.u.s.p;
     size_t a = 0, b = s.u.s.len;
-    const bool ws = !chars || chars->type == JINJA_NONE;
-    jinja_value c = ws ? s : str_of(vm, chars, "strip");
+    if (!chars || chars->type == JINJA_NONE) {
+        jinja_str_strip(p, b, left, right, &a, &b);
+        return jinja_vm_str(vm, p + a, b - a);
+    }
+    jinja_value c = str_of(vm, chars, "strip");
     uint32_t cps[256];
     int nc = 0;
-    for (size_t i = 0; !ws && i < c.u.s.len && nc < 256;) {
+    for (size_t i = 0; i < c.u.s.len && nc < 256;) {
         i += (size_t)jinja_utf8_next(c.u.s.p + i, c.u.s.len - i, &cps[nc]);
         nc++;
     }
-    if (!ws && c.u.s.len && nc == 256)
-        jinja_vm_fail(vm, "strip(): more than 256 characters to strip");
+    if (c.u.s.len && nc == 256) jinja_vm_fail(vm, "strip(): more than 256 characters to strip");
     while (left && a < b) {
         uint32_t cp;
         int k = jinja_utf8_next(p + a, b - a, &cp);
         bool hit = false;
         for (int i = 0; i < nc; i++) hit |= cps[i] == cp;
-        if (!(ws ? jinja_cp_isspace(cp) : hit)) break;
+        if (!hit) break;
         a += (size_t)k;
     }
     while (right && b > a) {
@@ -251,7 +272,7 @@ static jinja_value strip(jinja_vm *vm, jinja_value s, const jinja_value *chars, 
         jinja_utf8_next(p + q, b - q, &cp);
         bool hit = false;
         for (int i = 0; i < nc; i++) hit |= cps[i] == cp;
-        if (!(ws ? jinja_cp_isspace(cp) : hit)) break;
+        if (!hit) break;
         b = q;
     }
     return jinja_vm_str(vm, p + a, b - a);
