@@ -213,6 +213,10 @@ static attn_dims attn_node_dims(const mt_node *n) {
     a.D = q->shape[3];
     a.scale = (double)n->fp[0];
     a.bf16 = n->ip[0] == MT_BF16;
+    MT_CHECK(n->ip[1] == 0,
+             "attention (cuda): a sliding window (config key \"sliding_window\" = %lld) is "
+             "implemented on the CPU backend only; run with --backend cpu",
+             (long long)n->ip[1]);
     MT_CHECK(a.Hkv > 0 && a.H % a.Hkv == 0 && a.D >= 1 && a.D <= ATTN_MAX_D,
              "attention (cuda): H=%lld, Hkv=%lld, D=%lld: H must be a multiple of Hkv and D in "
              "[1, %d]",
