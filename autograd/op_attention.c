@@ -30,6 +30,11 @@ mt_tensor *mt_rope(mt_ctx *c, mt_tensor *x, mt_tensor *pos, int rotary_dim, floa
 
 mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, mt_tensor *seg,
                         float scale) {
+    return mt_attention_window(c, q, k, v, seg, scale, 0);
+}
+
+mt_tensor *mt_attention_window(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, mt_tensor *seg,
+                               float scale, int64_t window) {
     MT_CHECK(q->dtype == MT_F32 && k->dtype == MT_F32 && v->dtype == MT_F32 && q->ndim == 4 &&
                  k->ndim == 4 && mt_same_shape(k, v),
              "attention: q %s %s, k %s %s, v %s %s must be F32 (B,T,H,D), (B,T,Hkv,D) x2", q->name,
@@ -41,12 +46,14 @@ mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, mt_
              mt_shape_str(q), k->name, mt_shape_str(k));
     if (seg) check_bt_ids("attention", seg, q);
     MT_CHECK(isfinite(scale), "attention: scale %g", (double)scale);
+    MT_CHECK(window >= 0, "attention: sliding window %lld must be >= 0", (long long)window);
     mt_tensor *out = mt_tensor_new(c, MT_F32, 4, q->shape, "attention");
     mt_tensor *in[4] = {q, k, v, seg};
     mt_node *n = mt_node_begin(c, MT_OP_ATTENTION, out, 4, in);
     n->fp[0] = scale;
     /* the products' precision (kernels/cpu/attention.c): fixed now, so the backward matches */
     n->ip[0] = mt_gemm_mode(c, "attention");
+    n->ip[1] = window;
     /* the log-sum-exp is only needed by a backward */
     if (out->requires_grad)
         n->saved[0] = mt_tensor_new(c, MT_F32, 3, (int64_t[]){B, H, T}, "attention lse");

@@ -54,6 +54,10 @@ mt_tensor *mt_rope(mt_ctx *c, mt_tensor *x, mt_tensor *pos, int rotary_dim, floa
  * softmax(q k^T * scale) in fp32; saves the log-sum-exp (B,H,T). -> (B,T,H,D). */
 mt_tensor *mt_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, mt_tensor *seg,
                         float scale);
+/* The same with a sliding window of `window` positions (0: none): t attends to s with
+ * t - window < s <= t only (transformers' sliding_window_overlay, kv_idx > q_idx - W). */
+mt_tensor *mt_attention_window(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, mt_tensor *seg,
+                               float scale, int64_t window);
 
 /* Lightning attention (spec section 4): o_t = sum_{s<=t, same segment} exp(-lambda_h (t-s))
  * (q_t . k_s) v_s. qkv (B,T,H,3D) with the per-head q|k|v layout of the fused projection,

@@ -103,6 +103,8 @@ typedef struct {
     mt_tensor *qmask;
     float index_denom;
     mt_tensor *index_kl;
+    bool jitter; /* training with router jitter (mt_minimax_batch.jitter) */
+    uint64_t jitter_seed;
 } mt_block_io;
 
 /* A tensor struct from the context's host arena (views over parameters). */
@@ -121,6 +123,12 @@ mt_tensor *mt_block_attention_out(mt_ctx *c, const mt_attn_params *w, mt_tensor 
 /* The MoE: h (B,T,C) -> (B,T,C); io->router and io->route_idx get the router's logits and
  * choices (the aux loss). */
 mt_tensor *mt_block_moe_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h, mt_block_io *io);
+/* h (B,T,C) times the router jitter noise of layer l: element i of h (row-major) times
+ * (float)((1 - j) + 2 j u_i), j = the plan's jitter, u_i = (x >> 40) 2^-24 with
+ * x = splitmix64(splitmix64(splitmix64(seed) ^ l) ^ i) (mt_gen_uniform's mixer): transformers'
+ * uniform_(1 - j, 1 + j) draw, as a function of (seed, layer, element). The noise is a constant:
+ * the gradient flows through the product into h only. */
+mt_tensor *mt_block_moe_jitter(mt_ctx *c, float jitter, int l, uint64_t seed, mt_tensor *h);
 /* The plan's FFN activation (mt_act). */
 mt_act mt_block_act(const mt_layer_plan *p);
 /* down (act(h gate^T, h up^T)): the dense MLP's and the shared expert's body, h (..., C). */

@@ -110,7 +110,24 @@ static mt_tensor *attn_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, m
     const float scale = (float)(1.0 / sqrt((double)m->cfg.head_dim));
     mt_tensor *q, *k, *v;
     mt_block_attention_qkv(m, c, l, w, h1, io, &q, &k, &v);
-    return mt_block_attention_out(c, w, mt_attention(c, q, k, v, io->seg, scale));
+    return mt_block_attention_out(
+        c, w, mt_attention_window(c, q, k, v, io->seg, scale, m->plan[l].window));
+}
+
+/* A decode step of the rows [b0, b0 + n) that ends at t_end[b] (the new token's position + 1)
+ * under a sliding window W: row b's query sees cache positions [t_end - W, t_end) only, i.e.
+ * the backend's step over a cache that starts at position t_end - W (one row at a time, since
+ * the rows start at different positions). */
+static void attn_step_window(mt_ctx *c, float *out, const float *q, const float *kc,
+                             const float *vc, const int32_t *t_end, int64_t B, int64_t t_max,
+                             int64_t H, int64_t Hkv, int64_t D, float scale, int64_t win) {
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t lo = t_end[b] > win ? t_end[b] - win : 0;
+        const int32_t len = (int32_t)(t_end[b] - lo);
+        const size_t off = (size_t)((b * t_max + lo) * Hkv * D);
+        c->be->decode.attention(out + b * H * D, q + b * H * D, kc + off, vc + off, &len, 1,
+                                t_max - lo, H, Hkv, D, scale);
+    }
 }
 
 static mt_tensor *attn_cached(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_block_io *io) {
@@ -125,7 +142,17 @@ static mt_tensor *attn_cached(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt
     mt_tensor *o = mt_tensor_new(c, MT_F32, 4, (int64_t[]){B, T, H, D}, "attention.step");
     MT_CHECK(c->be->decode.attention, "minimax: the %s backend has no cached attention step",
              c->be->name);
-    if (T == 1) { /* a decode step */
+    const int64_t win = m->plan[l].window;
+    if (win > 0) { /* each token a windowed step: token t's query sees [t + 1 - W, t] */
+        int32_t *end = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)B, "attention.window");
+        for (int64_t t = 0; t < T; t++) {
+            for (int64_t b = 0; b < B; b++)
+                end[b] = T == 1 ? kv->t_end[b] : kv->t_len[0] + (int32_t)t + 1;
+            attn_step_window(c, (float *)o->data + t * B * H * D,
+                             (const float *)q->data + t * B * H * D, kv->k[l], kv->v[l], end, B,
+                             kv->t_max, H, Hkv, D, scale, win);
+        }
+    } else if (T == 1) { /* a decode step */
         c->be->decode.attention(o->data, q->data, kv->k[l], kv->v[l], kv->t_end, B, kv->t_max, H,
                                 Hkv, D, scale);
     } else if (c->be->decode.attention_chunk) { /* an extension of one row (B = 1) */

@@ -15,6 +15,8 @@
  * experts.{e}.w1/w3.weight (F, C), experts.{e}.w2.weight (C, F), [shared_experts.gate_proj and
  * up_proj.weight (Fs, C), down_proj.weight (C, Fs)]. With the gather unit "expert" the shared
  * expert has its own bucket after the routed experts', entered by every rank. */
+#include <stdlib.h>
+
 #include "models/block.h"
 
 static void moe_shared_layout(mt_layout_cursor *cur, const mt_layer_plan *p, int l,
@@ -222,4 +224,26 @@ mt_tensor *mt_block_moe_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h2, 
         if (p->shared_ffn > 0) y = mt_add(c, y, moe_shared(m, c, l, x));
     }
     return mt_view(c, y, 3, (int64_t[]){B, T, C});
+}
+
+static uint64_t moe_splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+mt_tensor *mt_block_moe_jitter(mt_ctx *c, float jitter, int l, uint64_t seed, mt_tensor *h) {
+    const int64_t n = mt_numel(h);
+    float *host = mt_malloc((size_t)(n ? n : 1) * sizeof(float), "router jitter");
+    const uint64_t key = moe_splitmix64(moe_splitmix64(seed) ^ (uint64_t)l);
+    const double j = (double)jitter;
+    for (int64_t i = 0; i < n; i++) {
+        const double u = (double)(moe_splitmix64(key ^ (uint64_t)i) >> 40) * 0x1.0p-24;
+        host[i] = (float)((1.0 - j) + 2.0 * j * u);
+    }
+    mt_tensor *noise = mt_tensor_new(c, MT_F32, h->ndim, h->shape, "router jitter");
+    c->be->to_device(noise->data, host, (size_t)n * sizeof(float));
+    free(host);
+    return mt_mul(c, h, noise);
 }

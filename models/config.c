@@ -225,13 +225,21 @@ static bool cfg_validate(mt_cfg_reader *r, const cJSON *root, mt_minimax_config 
         return mt_cfg_fail(r, "key \"tie_word_embeddings\": tied embeddings are not supported "
                               "(MiniMax models have an untied lm_head)");
     cfg->tie_word_embeddings = false;
-    if (mt_cfg_get(root, "sliding_window"))
-        return mt_cfg_fail(r, "key \"sliding_window\": only null is supported");
+    /* null or absent: no window (the family's check refuses a window it does not apply) */
+    cfg->sliding_window = 0;
+    if (mt_cfg_get(root, "sliding_window")) {
+        TRY(mt_cfg_int(r, root, "sliding_window", 0, &cfg->sliding_window));
+        if (cfg->sliding_window < 1)
+            return mt_cfg_fail(r, "key \"sliding_window\": %d must be positive (or null)",
+                               cfg->sliding_window);
+    }
     double x = 0;
     TRY(mt_cfg_double(r, root, "attention_dropout", 0, &x));
     if (x != 0) return mt_cfg_fail(r, "key \"attention_dropout\": only 0 is supported");
     TRY(mt_cfg_double(r, root, "router_jitter_noise", 0, &x));
-    if (x != 0) return mt_cfg_fail(r, "key \"router_jitter_noise\": only 0 is supported");
+    if (!(x >= 0 && x < 1))
+        return mt_cfg_fail(r, "key \"router_jitter_noise\": %g must be in [0, 1)", x);
+    cfg->router_jitter_noise = (float)x;
 
     struct {
         const char *key;
@@ -461,9 +469,16 @@ void mt_cfg_save_common(const mt_minimax_config *cfg, cJSON *o, const char *arch
     cJSON_AddNumberToObject(o, "num_experts_per_tok", cfg->num_experts_per_tok);
     cJSON_AddBoolToObject(o, "output_router_logits", cfg->output_router_logits);
     cJSON_AddItemToObject(o, "router_aux_loss_coef", mt_cfg_json_float(cfg->router_aux_loss_coef));
-    cJSON_AddItemToObject(o, "router_jitter_noise", cJSON_CreateRaw("0.0"));
+    if (cfg->router_jitter_noise > 0)
+        cJSON_AddItemToObject(o, "router_jitter_noise",
+                              mt_cfg_json_float(cfg->router_jitter_noise));
+    else
+        cJSON_AddItemToObject(o, "router_jitter_noise", cJSON_CreateRaw("0.0"));
     cJSON_AddItemToObject(o, "attention_dropout", cJSON_CreateRaw("0.0"));
-    cJSON_AddNullToObject(o, "sliding_window");
+    if (cfg->sliding_window > 0)
+        cJSON_AddNumberToObject(o, "sliding_window", cfg->sliding_window);
+    else
+        cJSON_AddNullToObject(o, "sliding_window");
     cJSON_AddBoolToObject(o, "tie_word_embeddings", false);
     mt_cfg_json_token(o, "bos_token_id", cfg->bos_token_id);
     mt_cfg_json_token(o, "eos_token_id", cfg->eos_token_id);

@@ -51,7 +51,15 @@ typedef struct mt_minimax_config {
      * schema (original: false, transformers: true) unless the config has the project key
      * "lightning_slope_denominator": "original" | "transformers". */
     bool slope_hf_denominator;
-    bool tie_word_embeddings;                     /* always false (tied configs are rejected) */
+    bool tie_word_embeddings; /* always false (tied configs are rejected) */
+    /* sliding_window: the softmax layers' query t attends to keys t - W < s <= t only
+     * (transformers' sliding_window_overlay); 0 when null. Text-01 only (transformers' M2 and
+     * M3 models build the full causal mask whatever the key says: refused there). */
+    int sliding_window;
+    /* router_jitter_noise: in training (mt_minimax_batch.jitter), the MoE block's input is
+     * multiplied by U(1 - j, 1 + j) per element before the router and the experts (transformers'
+     * SparseMoeBlock); 0: none. Text-01 and M2 (transformers' M3 ignores it: refused there). */
+    float router_jitter_noise;
     int bos_token_id, eos_token_id, pad_token_id; /* -1 when null (eos: first of a list) */
     /* MiniMax-M2: the released multi-token-prediction modules (num_mtp_modules,
      * mtp_transformer_layers): read for the log, never built; their checkpoint tensors are

@@ -62,6 +62,8 @@ typedef struct {
                            weight 1, not scaled by routed_scale, added to the routed output */
     mt_act_kind act;    /* of the dense MLP, the experts and the shared expert */
     float act_alpha, act_limit, act_beta; /* swigluoai only */
+    int64_t window; /* softmax mixer: the sliding window (positions; 0: none) */
+    float jitter;   /* MoE: router_jitter_noise in training (0: none; models/minimax.c) */
 } mt_layer_plan;
 
 /* What a checkpoint tensor that no parameter uses is to a family. */

@@ -144,6 +144,7 @@ static void m2_plan(const mt_minimax_config *cfg, int l, mt_layer_plan *p) {
     p->n_experts = cfg->num_local_experts;
     p->top_k = cfg->num_experts_per_tok;
     p->expert_ffn = cfg->intermediate_size;
+    p->jitter = cfg->router_jitter_noise;
 }
 
 /* The multi-token-prediction modules of the release (num_mtp_modules): tensors under an "mtp"
@@ -170,6 +171,19 @@ static mt_extra_kind m2_extra(const mt_minimax_config *cfg, const char *name, in
     return MT_EXTRA_UNEXPECTED;
 }
 
+/* transformers' MiniMaxM2Model builds the plain causal mask ("no sliding window opposed to
+ * mixtral"): a window would change the numerics against it. */
+static bool m2_check(mt_cfg_reader *r, const cJSON *root, mt_minimax_config *cfg) {
+    (void)root;
+    if (cfg->sliding_window > 0)
+        return mt_cfg_fail(r,
+                           "key \"sliding_window\": %d is not supported for MiniMax-M2 "
+                           "(transformers' MiniMax-M2 attends to the whole causal prefix whatever "
+                           "the key says); use null",
+                           cfg->sliding_window);
+    return true;
+}
+
 static bool m2_matches(const char *model_type, bool *original) {
     *original = false;
     return strcmp(model_type, "minimax_m2") == 0;
@@ -186,7 +200,7 @@ const mt_family mt_family_m2 = {
     .arch_ok = m2_arch_ok,
     .arch_expected = "MiniMaxM2ForCausalLM",
     .parse = m2_parse,
-    .check = NULL,
+    .check = m2_check,
     .save = m2_save,
     .plan = m2_plan,
     .extra = m2_extra,

@@ -192,6 +192,19 @@ static bool m3_parse(mt_cfg_reader *r, const cJSON *root, mt_minimax_config *cfg
 }
 
 static bool m3_check(mt_cfg_reader *r, const cJSON *root, mt_minimax_config *cfg) {
+    /* transformers' MiniMax-M3 reads neither (its attention masks are causal, its MoE block
+     * has no jitter): a value would silently differ from it */
+    if (cfg->sliding_window > 0)
+        return mt_cfg_fail(r,
+                           "key \"sliding_window\": %d is not supported for MiniMax-M3 "
+                           "(transformers' MiniMax-M3 has no sliding window, softmax or MSA "
+                           "layers); use null",
+                           cfg->sliding_window);
+    if (cfg->router_jitter_noise > 0)
+        return mt_cfg_fail(r,
+                           "key \"router_jitter_noise\": %g is not supported for MiniMax-M3 "
+                           "(transformers' MiniMax-M3 MoE block applies no jitter); use 0",
+                           (double)cfg->router_jitter_noise);
     bool any_msa = false;
     for (int l = 0; l < cfg->num_hidden_layers; l++) any_msa = any_msa || cfg->layer_msa[l];
     if (any_msa) {

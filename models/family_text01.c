@@ -314,6 +314,9 @@ static void t01_plan(const mt_minimax_config *cfg, int l, mt_layer_plan *p) {
     p->n_experts = cfg->num_local_experts;
     p->top_k = cfg->num_experts_per_tok;
     p->expert_ffn = cfg->intermediate_size;
+    /* transformers' MiniMaxModel: the sliding-window mask for the full_attention layers only */
+    p->window = linear ? 0 : cfg->sliding_window;
+    p->jitter = cfg->router_jitter_noise;
 }
 
 /* transformers >= 5 saves four buffers per lightning layer that it derives from the config

@@ -80,6 +80,11 @@ static mt_tensor *mm_layer(mt_minimax *m, mt_ctx *c, int l, mt_tensor *x, mt_blo
     mt_tensor *a = mixer(m, c, l, h1, io);
     mt_tensor *y = mm_residual(c, p, x, h1, a, p->mix_alpha, p->mix_beta);
     mt_tensor *h2 = mm_norm(m, c, p->norm, y, lp->post_norm);
+    /* transformers' SparseMoeBlock multiplies its input in place: the router and the experts
+     * see the noisy input, and so does the DeepNorm residual (Text-01's residual is that same
+     * tensor); the plain residual adds y, not the MLP's input */
+    if (io->jitter && p->jitter > 0 && p->mlp == MT_MLP_MOE)
+        h2 = mt_block_moe_jitter(c, p->jitter, l, io->jitter_seed, h2);
     mt_tensor *f = p->mlp == MT_MLP_DENSE ? mt_block_mlp_forward(m, c, l, h2)
                                           : mt_block_moe_forward(m, c, l, h2, io);
     return mm_residual(c, p, y, h2, f, p->mlp_alpha, p->mlp_beta);
@@ -94,6 +99,8 @@ typedef struct {
     mt_tensor *qmask; /* (B,T) F32 or NULL: the queries the indexer KL counts */
     float index_denom;
     mt_minimax_cache *kv;
+    bool jitter;
+    uint64_t jitter_seed;
     mt_bucket_hooks hooks; /* a copy: the backward re-runs the layer after the caller returned */
     bool with_hooks;
 } mm_layer_args;
@@ -106,6 +113,8 @@ static void mm_layer_segment(mt_ctx *c, void *user, mt_tensor *x, mt_tensor **ou
                       .qmask = a->qmask,
                       .index_denom = a->index_denom,
                       .kv = a->kv,
+                      .jitter = a->jitter,
+                      .jitter_seed = a->jitter_seed,
                       .hooks = a->with_hooks ? &a->hooks : NULL,
                       .open_bucket = b};
     mt_block_enter(a->m, c, io.hooks, b);
@@ -185,7 +194,9 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
                            .seg = seg,
                            .qmask = qmask,
                            .index_denom = index_denom,
-                           .kv = kv};
+                           .kv = kv,
+                           .jitter = batch && batch->jitter && c->grad_enabled,
+                           .jitter_seed = batch ? batch->jitter_seed : 0};
         if (hooks) a.hooks = *hooks;
         a.with_hooks = hooks != NULL;
         mt_tensor *out[4];

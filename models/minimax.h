@@ -124,6 +124,12 @@ typedef struct {
     bool fused_loss; /* with labels: lm_head + cross-entropy as one chunked op over the
                         labelled rows (mt_linear_cross_entropy); no (B,T,V) logits exist and
                         out->logits is NULL. Training sets it; parity checks compare both. */
+    /* The router jitter (config router_jitter_noise, transformers' training-mode noise): on
+     * only when the trainer sets it (evaluation and generation leave it off). Its draws are a
+     * function of jitter_seed, the layer and the element (mt_block_moe_jitter), so a recomputed
+     * layer draws the same noise. */
+    bool jitter;
+    uint64_t jitter_seed;
 } mt_minimax_batch;
 
 /* An auxiliary loss term of a forward: what a family adds to the cross-entropy. The family

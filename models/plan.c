@@ -46,7 +46,8 @@ int64_t mt_minimax_plan_activations(const mt_minimax_config *cfg, mt_gather_unit
                               .seg = &io[3],
                               .valid_len = valid,
                               .loss_denom = (float)(B * T),
-                              .fused_loss = true};
+                              .fused_loss = true,
+                              .jitter = true}; /* the router jitter's noise, where there is one */
     mt_minimax_out out;
     mt_minimax_forward(&m, &c, &batch, NULL, &out);
     mt_backward(&c, out.loss, NULL);

@@ -39,8 +39,9 @@ typedef struct {
     int32_t format;       /* MT_CHECKPOINT_FORMAT when written; 1 for an old checkpoint */
     int64_t step;         /* optimizer steps done */
     uint64_t recipe_hash; /* the trainer's hash of the numerics keys (train/trainer_checkpoint.c) */
-    uint64_t rng_state;   /* reserved: a step draws no random numbers today (no dropout, router
-                             jitter 0) and the data order derives from (data.seed, epoch) */
+    uint64_t rng_state;   /* reserved: a step draws no random numbers of a state (no dropout; the
+                             router jitter's draws derive from (train.seed, step, rank,
+                             micro-batch)) and the data order derives from (data.seed, epoch) */
     int64_t tokens_seen;
     uint8_t cursor[MT_CURSOR_BYTES]; /* the data sampler's cursor, opaque here */
     int32_t world_size;

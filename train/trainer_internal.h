@@ -130,6 +130,7 @@ typedef struct {
     double max_grad_norm;                   /* train.max_grad_norm (<= 0: no clipping) */
     bool skip_nonfinite;                    /* train.skip_nonfinite_steps */
     mt_lr_schedule lr;                      /* resolved once the data (steps per epoch) is known */
+    uint64_t jitter_seed; /* train.seed: the router jitter's draws (trainer_step.c) */
 } trainer_step_cfg;
 
 /* ------------------------------------------------------------------------------------------ */

@@ -524,6 +524,7 @@ void trainer_setup_schedule(mt_recipe *rc, const mt_comm *comm, const mt_sampler
                              .weight_decay = rc->train_weight_decay,
                              .max_grad_norm = rc->train_max_grad_norm,
                              .skip_nonfinite = rc->train_skip_nonfinite_steps,
+                             .jitter_seed = (uint64_t)rc->train_seed,
                              .lr = {.kind = kind,
                                     .base_lr = rc->train_learning_rate,
                                     .warmup_steps = warmup,

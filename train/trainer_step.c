@@ -31,6 +31,20 @@ static mt_minimax_batch trainer_step_diag_batch(void *user, int64_t m) {
     return trainer_batch_upload(d->b, d->s, m, d->targets, &d->mt);
 }
 
+/* The router jitter's seed of micro-batch k of a step on this rank (models/minimax.h,
+ * mt_minimax_batch.jitter): a function of (train.seed, step, rank, k) only, so a resumed run
+ * draws what the uninterrupted one drew and nothing needs saving. */
+static uint64_t step_mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+static uint64_t step_jitter_seed(uint64_t seed, int step, int rank, int64_t k) {
+    return step_mix(step_mix(step_mix(step_mix(seed) ^ (uint64_t)step) ^ (uint64_t)rank) ^
+                    (uint64_t)k);
+}
+
 step_result trainer_step_run(trainer_model *m, mt_comm *comm, mt_sampler *s, trainer_batch *b,
                              const trainer_step_cfg *sc, int step) {
     step_result res = {0};
@@ -46,6 +60,8 @@ step_result trainer_step_run(trainer_model *m, mt_comm *comm, mt_sampler *s, tra
         mt_minimax_batch batch = trainer_batch_upload(b, s, k, res.targets, &mt);
         /* a term over the global batch's real tokens (aux_denom): the parts add up */
         batch.aux_denom = (float)(s->global_tokens > 0 ? s->global_tokens : 1);
+        batch.jitter = true; /* training: the config's router_jitter_noise, if any */
+        batch.jitter_seed = step_jitter_seed(sc->jitter_seed, step, comm->rank, k);
         mt_micro_extra extra = {0};
         sums[0] += mt_sharded_micro_step(&m->sharded, &batch, &extra);
         MT_CHECK(extra.n == m->n_aux, "step %d: the forward gave %d auxiliary terms, not %d", step,

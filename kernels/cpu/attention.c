@@ -69,6 +69,12 @@ static void attn_check(int64_t H, int64_t Hkv, int64_t D) {
              CPU_ATTN_MAX_D);
 }
 
+/* The first key position query t sees: with a sliding window of win positions (0: none) the
+ * keys s with t - win < s <= t, transformers' sliding_window_overlay (kv_idx > q_idx - W). */
+static inline int64_t attn_lo(int64_t t, int64_t win) {
+    return win > 0 && t - win + 1 > 0 ? t - win + 1 : 0;
+}
+
 /* One query row against kv positions s < n_s (k, v point at position 0 of the row's kv head,
  * kv_stride floats apart); with seg, only positions whose segment equals seg_t count.
  * Online softmax in double: the running max m rescales the running sum l and the output
@@ -125,7 +131,7 @@ static float attn_row_bf16(float *o, const float *qt, const float *k, const floa
 /* The bf16 mode's forward (cpu_attention_fwd_bf16), a row at a time in double. */
 static void attn_fwd_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
                           const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                          int64_t D, float scale) {
+                          int64_t D, float scale, int64_t win) {
     attn_check(H, Hkv, D);
     int64_t rep = H / Hkv;
     /* rows are independent; later rows are longer, hence dynamic scheduling */
@@ -135,8 +141,10 @@ static void attn_fwd_bf16(float *out, float *lse, const float *q, const float *k
         int64_t g = h / rep;
         const float *kb = k + (b * T * Hkv + g) * D, *vb = v + (b * T * Hkv + g) * D;
         const int32_t *segb = seg ? seg + b * T : NULL;
-        float l = attn_row_bf16(out + row * D, q + row * D, kb, vb, Hkv * D, segb,
-                                segb ? segb[t] : 0, t + 1, D, (double)scale);
+        const int64_t lo = attn_lo(t, win), ks = lo * Hkv * D;
+        float l = attn_row_bf16(out + row * D, q + row * D, kb + ks, vb + ks, Hkv * D,
+                                segb ? segb + lo : NULL, segb ? segb[t] : 0, t + 1 - lo, D,
+                                (double)scale);
         if (lse) lse[(b * H + h) * T + t] = l;
     }
 }
@@ -157,29 +165,37 @@ static inline int attn_hi(int64_t t, int64_t j0, int nj) {
     int64_t hi = t - j0 + 1;
     return hi < 0 ? 0 : (hi > nj ? nj : (int)hi);
 }
+/* and c >= attn_lo_in(..) by the sliding window (attn_lo) */
+static inline int attn_lo_in(int64_t t, int64_t j0, int nj, int64_t win) {
+    int64_t lo = attn_lo(t, win) - j0;
+    return lo < 0 ? 0 : (lo > nj ? nj : (int)lo);
+}
 
 /* Whether any row i0 .. i0+ni-1 sees any key j0 .. j0+nj-1: tiles above the diagonal and tiles
  * that lie in other packed samples are skipped before their product. Segments are compared by
  * id (equal ids after a gap see each other), so this scans until the first visible pair: a few
  * compares for a live tile, ni x nj for a dead one (a D-th of its product). */
-static bool attn_tile_live(const int32_t *sg, int64_t i0, int ni, int64_t j0, int nj) {
+static bool attn_tile_live(const int32_t *sg, int64_t i0, int ni, int64_t j0, int nj, int64_t win) {
     if (j0 > i0 + ni - 1) return false;
+    if (win > 0 && j0 + nj - 1 < attn_lo(i0, win)) return false; /* left of every window */
     if (!sg) return true;
     for (int a = ni - 1; a >= 0; a--) {
         const int64_t t = i0 + a;
-        const int hi = attn_hi(t, j0, nj);
-        for (int c = 0; c < hi; c++)
+        const int hi = attn_hi(t, j0, nj), lo = attn_lo_in(t, j0, nj, win);
+        for (int c = lo; c < hi; c++)
             if (sg[j0 + c] == sg[t]) return true;
     }
     return false;
 }
 
 /* S (ni, ATTN_TILE) in place: -inf where row i0 + a does not see key j0 + c. */
-static void attn_mask(float *S, const int32_t *sg, int64_t i0, int ni, int64_t j0, int nj) {
+static void attn_mask(float *S, const int32_t *sg, int64_t i0, int ni, int64_t j0, int nj,
+                      int64_t win) {
     for (int a = 0; a < ni; a++) {
         const int64_t t = i0 + a;
         float *restrict s = S + (size_t)a * ATTN_TILE;
-        const int hi = attn_hi(t, j0, nj);
+        const int hi = attn_hi(t, j0, nj), lo = attn_lo_in(t, j0, nj, win);
+        for (int c = 0; c < lo; c++) s[c] = -INFINITY;
         if (sg)
             for (int c = 0; c < hi; c++)
                 if (sg[j0 + c] != sg[t]) s[c] = -INFINITY;
@@ -194,7 +210,7 @@ static void attn_mask(float *S, const int32_t *sg, int64_t i0, int ni, int64_t j
  * O_I += P V_J (sgemm); l += rowsum P (in double). At the end O_I /= l, lse = m + log l. */
 static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const float *kb,
                           const float *vb, const int32_t *sg, int64_t i0, int ni, int64_t H,
-                          int64_t Hkv, int D, float scale) {
+                          int64_t Hkv, int D, float scale, int64_t win) {
     const size_t ldq = (size_t)(H * D), ldk = (size_t)(Hkv * D);
     float S[ATTN_TILE * ATTN_TILE], m[ATTN_TILE];
     double l[ATTN_TILE];
@@ -205,9 +221,9 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
     }
     for (int64_t j0 = 0; j0 < i0 + ni; j0 += ATTN_TILE) {
         const int nj = (int)(i0 + ni - j0 < ATTN_TILE ? i0 + ni - j0 : ATTN_TILE);
-        if (!attn_tile_live(sg, i0, ni, j0, nj)) continue;
+        if (!attn_tile_live(sg, i0, ni, j0, nj, win)) continue;
         attn_gemm(false, true, ni, nj, D, scale, qb, ldq, kb + j0 * ldk, ldk, 0.0f, S, ATTN_TILE);
-        attn_mask(S, sg, i0, ni, j0, nj);
+        attn_mask(S, sg, i0, ni, j0, nj, win);
         for (int a = 0; a < ni; a++) {
             float *restrict s = S + (size_t)a * ATTN_TILE;
             float mx = m[a];
@@ -242,9 +258,9 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
     }
 }
 
-void cpu_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
-                       const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
-                       float scale) {
+static void attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                     const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
+                     float scale, int64_t win) {
     attn_check(H, Hkv, D);
     const int64_t rep = H / Hkv, nt = (T + ATTN_TILE - 1) / ATTN_TILE;
     /* (b, h, query tile) are independent; later tiles are longer, hence dynamic scheduling */
@@ -256,14 +272,20 @@ void cpu_attention_fwd(float *out, float *lse, const float *q, const float *k, c
         attn_fwd_tile(out + ((b * T + i0) * H + h) * D, lse ? lse + (b * H + h) * T : NULL,
                       q + ((b * T + i0) * H + h) * D, k + (b * T * Hkv + g) * D,
                       v + (b * T * Hkv + g) * D, seg ? seg + b * T : NULL, i0, ni, H, Hkv, (int)D,
-                      scale);
+                      scale, win);
     }
+}
+
+void cpu_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                       const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
+                       float scale) {
+    attn_fwd(out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, 0);
 }
 
 void cpu_attention_fwd_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
                             const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
                             int64_t D, float scale) {
-    attn_fwd_bf16(out, lse, q, k, v, seg, B, T, H, Hkv, D, scale);
+    attn_fwd_bf16(out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, 0);
 }
 
 /* The bf16 mode's backward, a row at a time in double: p and ds are rounded before their
@@ -271,7 +293,7 @@ void cpu_attention_fwd_bf16(float *out, float *lse, const float *q, const float 
 static void attn_bwd_bf16(float *dq, float *dk, float *dv, double *delta, const float *dout,
                           const float *out, const float *lse, const float *q, const float *k,
                           const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
-                          int64_t Hkv, int64_t D, float scale) {
+                          int64_t Hkv, int64_t D, float scale, int64_t win) {
     attn_check(H, Hkv, D);
     int64_t rep = H / Hkv;
     double sc = (double)scale;
@@ -292,7 +314,7 @@ static void attn_bwd_bf16(float *dq, float *dk, float *dv, double *delta, const 
             const int32_t *segb = seg ? seg + b * T : NULL;
             double acc[CPU_ATTN_MAX_D];
             for (int64_t d = 0; d < D; d++) acc[d] = 0;
-            for (int64_t s = 0; s <= t; s++) {
+            for (int64_t s = attn_lo(t, win); s <= t; s++) {
                 if (segb && segb[s] != segb[t]) continue;
                 const float *ks = k + ((b * T + s) * Hkv + g) * D;
                 const float *vs = v + ((b * T + s) * Hkv + g) * D;
@@ -315,7 +337,8 @@ static void attn_bwd_bf16(float *dq, float *dk, float *dv, double *delta, const 
             double acc_k[CPU_ATTN_MAX_D], acc_v[CPU_ATTN_MAX_D];
             for (int64_t d = 0; d < D; d++) acc_k[d] = acc_v[d] = 0;
             for (int64_t h = g * rep; h < (g + 1) * rep; h++) {
-                for (int64_t t = s; t < T; t++) {
+                const int64_t t_end = win > 0 && s + win < T ? s + win : T;
+                for (int64_t t = s; t < t_end; t++) {
                     if (segb && segb[t] != segb[s]) continue;
                     int64_t bht = (b * H + h) * T + t;
                     const float *qt = q + ((b * T + t) * H + h) * D;
@@ -346,7 +369,8 @@ static void attn_bwd_bf16(float *dq, float *dk, float *dv, double *delta, const 
 static void attn_bwd_tile(float *dqb, float *dkb, float *dvb, float *P, float *dP, const float *dob,
                           const float *lse_row, const double *delta_row, const float *qb,
                           const float *kb, const float *vb, const int32_t *sg, int64_t i0, int ni,
-                          int64_t j0, int nj, int64_t H, int64_t Hkv, int D, float scale) {
+                          int64_t j0, int nj, int64_t H, int64_t Hkv, int D, float scale,
+                          int64_t win) {
     const size_t ldq = (size_t)(H * D), ldk = (size_t)(Hkv * D);
     attn_gemm(false, true, ni, nj, D, scale, qb + i0 * ldq, ldq, kb + j0 * ldk, ldk, 0.0f, P,
               ATTN_TILE);
@@ -354,9 +378,10 @@ static void attn_bwd_tile(float *dqb, float *dkb, float *dvb, float *P, float *d
         const int64_t t = i0 + a;
         const float ls = lse_row[t];
         float *restrict p = P + (size_t)a * ATTN_TILE;
-        const int hi = attn_hi(t, j0, nj);
+        const int hi = attn_hi(t, j0, nj), lo = attn_lo_in(t, j0, nj, win);
 #pragma omp simd
         for (int c = 0; c < hi; c++) p[c] = cpu_expf(p[c] - ls);
+        for (int c = 0; c < lo; c++) p[c] = 0.0f;
         if (sg)
             for (int c = 0; c < hi; c++)
                 if (sg[j0 + c] != sg[t]) p[c] = 0.0f;
@@ -382,10 +407,10 @@ static void attn_bwd_tile(float *dqb, float *dkb, float *dvb, float *P, float *d
                   dkb + j0 * ldk, ldk);
 }
 
-void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
-                       const float *out, const float *lse, const float *q, const float *k,
-                       const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
-                       int64_t Hkv, int64_t D, float scale) {
+static void attn_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
+                     const float *out, const float *lse, const float *q, const float *k,
+                     const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
+                     int64_t Hkv, int64_t D, float scale, int64_t win) {
     attn_check(H, Hkv, D);
     if (!dq && !dk && !dv) return;
     const int64_t rep = H / Hkv;
@@ -409,22 +434,29 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const flo
                 const int ni = (int)(T - i0 < ATTN_TILE ? T - i0 : ATTN_TILE);
                 for (int64_t j0 = 0; j0 <= i0; j0 += ATTN_TILE) {
                     const int nj = (int)(i0 + ni - j0 < ATTN_TILE ? i0 + ni - j0 : ATTN_TILE);
-                    if (!attn_tile_live(sg, i0, ni, j0, nj)) continue;
+                    if (!attn_tile_live(sg, i0, ni, j0, nj, win)) continue;
                     attn_bwd_tile(dq ? dq + qo : NULL, dk ? dk + kvo : NULL, dv ? dv + kvo : NULL,
                                   P, dP, dout + qo, lse + (b * H + h) * T, delta + (b * H + h) * T,
                                   q + qo, k + kvo, v + kvo, sg, i0, ni, j0, nj, H, Hkv, (int)D,
-                                  scale);
+                                  scale, win);
                 }
             }
         }
     }
 }
 
+void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
+                       const float *out, const float *lse, const float *q, const float *k,
+                       const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
+                       int64_t Hkv, int64_t D, float scale) {
+    attn_bwd(dq, dk, dv, delta, dout, out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, 0);
+}
+
 void cpu_attention_bwd_bf16(float *dq, float *dk, float *dv, double *delta, const float *dout,
                             const float *out, const float *lse, const float *q, const float *k,
                             const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
                             int64_t Hkv, int64_t D, float scale) {
-    attn_bwd_bf16(dq, dk, dv, delta, dout, out, lse, q, k, v, seg, B, T, H, Hkv, D, scale);
+    attn_bwd_bf16(dq, dk, dv, delta, dout, out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, 0);
 }
 
 void cpu_attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache,
@@ -459,13 +491,13 @@ void cpu_attention_chunk(float *out, const float *q, const float *k_cache, const
         const int64_t h = w / nt, a0 = (w % nt) * ATTN_TILE, g = h / rep;
         const int ni = (int)(T - a0 < ATTN_TILE ? T - a0 : ATTN_TILE);
         attn_fwd_tile(out + (a0 * H + h) * D, NULL, q + (a0 * H + h) * D, k_cache + g * D,
-                      v_cache + g * D, NULL, t0 + a0, ni, H, Hkv, (int)D, scale);
+                      v_cache + g * D, NULL, t0 + a0, ni, H, Hkv, (int)D, scale, 0);
     }
 }
 
 /* ---- node adapters: in[0..3] q (B,T,H,D), k, v (B,T,Hkv,D), seg (B,T) I32 or NULL;
  * saved[0] lse (B,H,T) (only when a backward will run); fp[0] scale; ip[0] the mode (MT_F32 or
- * MT_BF16, header comment) ---- */
+ * MT_BF16, header comment); ip[1] the sliding window (0: none; attn_lo) ---- */
 
 /* In bf16 mode, a scratch copy of t's data rounded through bf16; else the data itself. */
 static const float *attn_operand(const mt_node *n, const mt_tensor *t, const float *src,
@@ -482,9 +514,9 @@ void cpu_attention_fwd_node(const mt_node *n) {
     const float *qd = attn_operand(n, q, q->data, "attention q bf16");
     const float *kd = attn_operand(n, k, k->data, "attention k bf16");
     const float *vd = attn_operand(n, v, v->data, "attention v bf16");
-    (n->ip[0] == MT_BF16 ? cpu_attention_fwd_bf16 : cpu_attention_fwd)(
+    (n->ip[0] == MT_BF16 ? attn_fwd_bf16 : attn_fwd)(
         n->out->data, n->saved[0] ? n->saved[0]->data : NULL, qd, kd, vd, seg ? seg->data : NULL,
-        q->shape[0], q->shape[1], q->shape[2], k->shape[2], q->shape[3], n->fp[0]);
+        q->shape[0], q->shape[1], q->shape[2], k->shape[2], q->shape[3], n->fp[0], n->ip[1]);
 }
 
 void cpu_attention_bwd_node(const mt_node *n) {
@@ -496,7 +528,7 @@ void cpu_attention_bwd_node(const mt_node *n) {
     const float *kd = attn_operand(n, k, k->data, "attention k bf16");
     const float *vd = attn_operand(n, v, v->data, "attention v bf16");
     const float *dout = attn_operand(n, n->out, n->out->grad, "attention dout bf16");
-    (n->ip[0] == MT_BF16 ? cpu_attention_bwd_bf16 : cpu_attention_bwd)(
+    (n->ip[0] == MT_BF16 ? attn_bwd_bf16 : attn_bwd)(
         q->grad, k->grad, v->grad, delta, dout, n->out->data, n->saved[0]->data, qd, kd, vd,
-        seg ? seg->data : NULL, B, T, H, k->shape[2], q->shape[3], n->fp[0]);
+        seg ? seg->data : NULL, B, T, H, k->shape[2], q->shape[3], n->fp[0], n->ip[1]);
 }

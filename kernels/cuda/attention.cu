@@ -27,8 +27,14 @@
 struct attn_dims {
     int64_t B, T, H, Hkv, D;
     double scale;
-    int bf16; /* round p and ds through bf16 before their products */
+    int bf16;    /* round p and ds through bf16 before their products */
+    int64_t win; /* sliding window (0: none): query t sees keys t - win < s <= t */
 };
+
+/* The first key position query t sees (kernels/cpu/attention.c, attn_lo). */
+__device__ inline int64_t attn_lo(int64_t t, int64_t win) {
+    return win > 0 && t - win + 1 > 0 ? t - win + 1 : 0;
+}
 
 /* x through bf16 (double -> fp32 -> bf16, as on the CPU) when the mode rounds */
 __device__ inline double attn_r(double x, int bf16) {
@@ -78,11 +84,12 @@ __global__ void attn_fwd_kernel(float *out, float *lse, const float *q, const fl
     double m = -INFINITY, l = 0;
     /* bf16: the row maximum first, so p~ is rounded against it as on the CPU (the online
      * update below then never fires) */
+    const int64_t lo = attn_lo(t, a.win);
     if (a.bf16)
-        for (int64_t s = 0; s <= t; s++)
+        for (int64_t s = lo; s <= t; s++)
             if (!segb || segb[s] == seg_t)
                 m = fmax(m, a.scale * attn_dot(qr, kb + s * kv_stride, D, lane));
-    for (int64_t s = 0; s <= t; s++) {
+    for (int64_t s = lo; s <= t; s++) {
         if (segb && segb[s] != seg_t) continue;
         const float *vs = vb + s * kv_stride;
         double x = a.scale * attn_dot(qr, kb + s * kv_stride, D, lane);
@@ -139,7 +146,7 @@ __global__ void attn_dq_kernel(float *dq, const float *dout, const float *lse, c
     double acc[ATTN_R];
 #pragma unroll
     for (int i = 0; i < ATTN_R; i++) acc[i] = 0;
-    for (int64_t s = 0; s <= t; s++) {
+    for (int64_t s = attn_lo(t, a.win); s <= t; s++) {
         if (segb && segb[s] != segb[t]) continue;
         const float *ks = k + ((b * a.T + s) * a.Hkv + g) * a.D;
         const float *vs = v + ((b * a.T + s) * a.Hkv + g) * a.D;
@@ -176,7 +183,8 @@ __global__ void attn_dkv_kernel(float *dk, float *dv, const float *dout, const f
 #pragma unroll
     for (int i = 0; i < ATTN_R; i++) acc_k[i] = acc_v[i] = 0;
     for (int64_t h = g * rep; h < (g + 1) * rep; h++) {
-        for (int64_t t = s; t < a.T; t++) {
+        const int64_t t_end = a.win > 0 && s + a.win < a.T ? s + a.win : a.T;
+        for (int64_t t = s; t < t_end; t++) {
             if (segb && segb[t] != segb[s]) continue;
             const int64_t bht = (b * a.H + h) * a.T + t;
             const float *qt = q + ((b * a.T + t) * a.H + h) * a.D;
@@ -213,6 +221,7 @@ static attn_dims attn_node_dims(const mt_node *n) {
     a.D = q->shape[3];
     a.scale = (double)n->fp[0];
     a.bf16 = n->ip[0] == MT_BF16;
+    a.win = n->ip[1];
     MT_CHECK(a.Hkv > 0 && a.H % a.Hkv == 0 && a.D >= 1 && a.D <= ATTN_MAX_D,
              "attention (cuda): H=%lld, Hkv=%lld, D=%lld: H must be a multiple of Hkv and D in "
              "[1, %d]",
@@ -244,8 +253,11 @@ void cuda_attention_fwd_node(const mt_node *n) {
     const mt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *seg = n->in[3];
     int64_t rows = a.B * a.T * a.H;
     if (rows == 0) return;
-    if (a.bf16 && cuda_attention_cudnn_fwd(n)) return;
-    if (a.bf16 && cuda_attention_flash_supported(a.D)) {
+    /* cuDNN's and the flash kernels' masks are causal + segments only: a sliding window runs
+     * on the reference kernels below */
+    const bool fast = a.bf16 && a.win == 0;
+    if (fast && cuda_attention_cudnn_fwd(n)) return;
+    if (fast && cuda_attention_flash_supported(a.D)) {
         cuda_attention_flash_fwd(n);
         return;
     }
@@ -264,8 +276,9 @@ void cuda_attention_bwd_node(const mt_node *n) {
     attn_dims a = attn_node_dims(n);
     int64_t rows = a.B * a.T * a.H, kv_rows = a.B * a.T * a.Hkv;
     if (rows == 0) return;
-    if (a.bf16 && cuda_attention_cudnn_bwd(n)) return;
-    if (a.bf16 && cuda_attention_flash_supported(a.D)) {
+    const bool fast = a.bf16 && a.win == 0;
+    if (fast && cuda_attention_cudnn_bwd(n)) return;
+    if (fast && cuda_attention_flash_supported(a.D)) {
         cuda_attention_flash_bwd(n);
         return;
     }

@@ -288,11 +288,12 @@ static int case_qk_norm(void) {
     return MT_TEST_OK;
 }
 
+/* u: the sliding window (int64_t; 0: none) */
 static mt_tensor *b_attention(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
-    return mt_attention(c, in[0], in[1], in[2], in[3], 0.25f);
+    return mt_attention_window(c, in[0], in[1], in[2], in[3], 0.25f, *(const int64_t *)u);
 }
 
-static int attention_run(const char *label, int64_t Hkv, bool with_seg, uint64_t seed) {
+static int attention_run(const char *label, int64_t Hkv, bool with_seg, uint64_t seed, int64_t w) {
     mt_rng r;
     mt_rng_seed(&r, seed);
     const int64_t B = 2, T = 13, H = 4, D = 16;
@@ -305,15 +306,17 @@ static int attention_run(const char *label, int64_t Hkv, bool with_seg, uint64_t
                        gpu_f32(&r, 4, (const int64_t[]){B, T, Hkv, D}, 1.0f, true, "k"),
                        gpu_f32(&r, 4, (const int64_t[]){B, T, Hkv, D}, 1.0f, true, "v"),
                        with_seg ? gpu_i32(2, (const int64_t[]){B, T}, seg, "seg") : gpu_none()};
-    gpu_compare(label, b_attention, in, 4, NULL, plain);
+    gpu_compare(label, b_attention, in, 4, &w, plain);
     gpu_inputs_free(in, 4);
     return MT_TEST_OK;
 }
 
 static int case_attention(void) {
-    attention_run("attention gqa seg", 2, true, 13);
-    attention_run("attention gqa", 2, false, 14);
-    attention_run("attention mqa seg", 1, true, 15);
+    attention_run("attention gqa seg", 2, true, 13, 0);
+    attention_run("attention gqa", 2, false, 14, 0);
+    attention_run("attention mqa seg", 1, true, 15, 0);
+    attention_run("attention gqa seg window 3", 2, true, 16, 3);
+    attention_run("attention mqa window 6", 1, false, 17, 6);
     return MT_TEST_OK;
 }
 
@@ -321,8 +324,10 @@ static int case_attention(void) {
  * points at D = 16): T not a multiple of the tiles (37, 70: the forward's 64 query rows, the
  * backward's 64 kv and 32 query rows, K/V tiles of 64 or 32), GQA, packed segments (one with a
  * repeated id after a gap), and the backward with only dq or only dk, dv. */
+static int64_t attn_win; /* the bf16 runs' sliding window (0: none) */
 static mt_tensor *b_attention_scaled(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
-    return mt_attention(c, in[0], in[1], in[2], in[3], 1.0f / sqrtf((float)in[0]->shape[3]));
+    return mt_attention_window(c, in[0], in[1], in[2], in[3], 1.0f / sqrtf((float)in[0]->shape[3]),
+                               attn_win);
 }
 
 static void attention_bf16_run(const char *label, int64_t T, int64_t D, float q_amp, bool with_seg,
@@ -365,6 +370,9 @@ static int case_attention_bf16(void) {
                        47);
     attention_bf16_run("attention bf16 D=16 T=37 seg (reference)", 37, 16, 1.0f, true, true, true,
                        46);
+    attn_win = 5; /* a window: the reference kernels at any D (flash and cuDNN have none) */
+    attention_bf16_run("attention bf16 D=64 T=70 seg window 5", 70, 64, 1.0f, true, true, true, 48);
+    attn_win = 0;
     attention_select(-1);
     return MT_TEST_OK;
 }

@@ -3,7 +3,7 @@
 # CPU backend (op_cached_extend_*), on a GPU (gpu_cached_extend_*, skipped without one) and on
 # the CUDA emulator (op_cuda_emu_cached_extend_*; mt_emu from tests/gpu/gpu.cmake, included before
 # this fragment).
-set(mt_cached_extend text01 m2 m3)
+set(mt_cached_extend text01 m2 m3 window)
 mt_test_binary(test_cached_extend models/op_cached_extend.c)
 foreach(f ${mt_cached_extend})
   mt_test_cases(test_cached_extend op_cached_extend_${f} gpu_cached_extend_${f})

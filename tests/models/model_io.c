@@ -790,6 +790,7 @@ static const mt_test_case cases[] = {
     {"op_info_counts_m2", test_info_counts_m2},
     {"op_info_counts_m3", test_info_counts_m3},
     {"op_config_m3", test_config_m3},
+    {"op_config_window_jitter", test_config_window_jitter},
     {"op_weights_export_m3", test_weights_export_m3},
     {"op_weights_export_m3_text", test_weights_export_m3_text},
     {"op_plan_activations", test_plan_activations},

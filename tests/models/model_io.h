@@ -30,6 +30,7 @@ int test_weights_gather_units(void);
 int test_weights_export_m2(void);
 int test_config_m2(void);
 int test_config_m3(void);
+int test_config_window_jitter(void);
 int test_weights_export_m3(void);
 int test_weights_export_m3_text(void);
 int test_weights_fp8_errors(void);

@@ -108,6 +108,8 @@ int test_config_m2(void) {
                   "\"partial_rotary_factor\": 0.25}",
                   "rotary_dim");
     expect_reject("m10.json", R, "architectures", "[\"MiniMaxForCausalLM\"]", "architectures");
+    /* transformers' M2 builds the plain causal mask whatever sliding_window says */
+    expect_reject("m11.json", R, "sliding_window", "4", "transformers' MiniMax-M2 attends");
     expect_reject("m11.json", R, "num_mtp_modules", "-1", "num_mtp_modules");
     expect_reject("m12.json", R, "hidden_act", "\"gelu\"", "hidden_act");
     expect_reject("m13.json", R, "rotary_dim", "7", "rotary_dim");

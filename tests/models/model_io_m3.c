@@ -110,6 +110,9 @@ int test_config_m3(void) {
     expect_reject("r5.json", R, "n_shared_experts", "2", "n_shared_experts");
     expect_reject("r6.json", R, "num_key_value_heads", "4", "num_key_value_heads");
     expect_reject("r7.json", R, "rotary_dim", "16", "rotary_dim");
+    /* transformers' M3 has no sliding window and no router jitter */
+    expect_reject("r8.json", R, "sliding_window", "4", "\"sliding_window\": 4 is not supported");
+    expect_reject("r9.json", R, "router_jitter_noise", "0.1", "\"router_jitter_noise\": 0.1");
     expect_reject("r8.json", R, "use_gemma_norm", "false", "use_gemma_norm");
     expect_reject("r9.json", R, "qk_norm_type", "\"per_layer\"", "qk_norm_type");
     expect_reject("r10.json", R, "attention_output_gate", "true", "attention_output_gate");

@@ -166,6 +166,10 @@ static int gpu_cached_extend_text01(void) {
 }
 static int gpu_cached_extend_m2(void) { return ce_case("tiny_m2", mt_backend_cuda(), 9); }
 static int gpu_cached_extend_m3(void) { return ce_case("tiny_m3", mt_backend_cuda(), 5); }
+/* sliding_window 3 (tools/make_fixtures_window_jitter.py): each chunk's tokens see the last 3
+ * cache positions only, the prompt's and the earlier chunks' */
+static int op_cached_extend_window(void) { return ce_case("tiny_window", mt_backend_cpu(), 17); }
+static int gpu_cached_extend_window(void) { return ce_case("tiny_window", mt_backend_cuda(), 17); }
 
 static const mt_test_case cases[] = {
     {"op_cached_extend_text01", op_cached_extend_text01},
@@ -174,5 +178,7 @@ static const mt_test_case cases[] = {
     {"gpu_cached_extend_text01", gpu_cached_extend_text01},
     {"gpu_cached_extend_m2", gpu_cached_extend_m2},
     {"gpu_cached_extend_m3", gpu_cached_extend_m3},
+    {"op_cached_extend_window", op_cached_extend_window},
+    {"gpu_cached_extend_window", gpu_cached_extend_window},
 };
 MT_TEST_MAIN(cases)

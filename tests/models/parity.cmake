@@ -10,7 +10,8 @@ mt_test_cases(test_parity eval_generate_text01 eval_generate_released8 eval_gene
   parity_m3_tiny_recompute parity_m3_kl parity_m3_decode_switch parity_m3_dense
   parity_m3_dense_expert_unit parity_m3_dense_recompute parity_m3_packed_shared
   parity_m3_packed_shared_expert_unit parity_padding parity_naming parity_cli
-  parity_cli_errors)
+  parity_cli_errors parity_window parity_window_recompute parity_jitter_text01 parity_jitter_m2
+  parity_jitter_recompute)
 add_dependencies(test_parity minimax-forward minimax-generate test_poke)
 set_property(TEST parity_cli parity_cli_errors APPEND PROPERTY ENVIRONMENT
   "MT_MINIMAX_FORWARD=$<TARGET_FILE:minimax-forward>"

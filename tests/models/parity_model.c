@@ -39,6 +39,10 @@ const char *pm_fixture_dir(void) {
  * its layers are recomputed in the backward (parity_*_recompute). */
 static mt_gather_unit pm_unit = MT_GATHER_LAYER;
 static bool pm_recompute = false;
+/* parity_jitter_*: batch b's backward runs in training mode with the router jitter seeded as
+ * tools/make_fixtures_window_jitter.py's JITTER_SEED (its reference drew the same noise) */
+static bool pm_jitter = false;
+#define PM_JITTER_SEED 20261206u
 
 void pm_load(pm_model *pm, const char *name, bool with_grad) {
     char dir[1200];
@@ -223,7 +227,11 @@ static void pm_run(pm_model *pm, mt_ctx *c, mt_safetensors *st, const char *k, b
                    bool fused, mt_minimax_out *out) {
     mt_tensor *ids, *labels;
     pm_batch(st, k, &ids, &labels);
-    mt_minimax_batch batch = {.ids = ids, .labels = labels, .fused_loss = fused};
+    mt_minimax_batch batch = {.ids = ids,
+                              .labels = labels,
+                              .fused_loss = fused,
+                              .jitter = backward && pm_jitter,
+                              .jitter_seed = PM_JITTER_SEED};
     mt_ctx_reset(c);
     bool prev = mt_ctx_set_grad(c, backward);
     if (backward) pm_zero_grads(pm);
@@ -567,6 +575,23 @@ static int parity_m3_decode_switch(void) {
 static int parity_tiny_irregular_gqa_recompute(void) {
     return pm_fixture_recompute("tiny_irregular_gqa", MT_GATHER_LAYER);
 }
+/* tools/make_fixtures_window_jitter.py: sliding_window 3 (Text-01's softmax layers; the
+ * greedy tokens and the cached decode check the caches' window), router_jitter_noise 0.25
+ * (batch b in training mode with the same draws as the reference; batch a and the greedy
+ * tokens are evaluation: no noise) */
+static int parity_window(void) { return pm_fixture("tiny_window", "tiny_window"); }
+static int parity_window_recompute(void) {
+    return pm_fixture_recompute("tiny_window", MT_GATHER_LAYER);
+}
+static int pm_fixture_jitter(const char *model, bool recompute) {
+    pm_jitter = true;
+    int rc = recompute ? pm_fixture_recompute(model, MT_GATHER_EXPERT) : pm_fixture(model, model);
+    pm_jitter = false;
+    return rc;
+}
+static int parity_jitter_text01(void) { return pm_fixture_jitter("tiny_jitter", false); }
+static int parity_jitter_m2(void) { return pm_fixture_jitter("tiny_m2_jitter", false); }
+static int parity_jitter_recompute(void) { return pm_fixture_jitter("tiny_jitter", true); }
 static int parity_m2_irregular_recompute(void) {
     return pm_fixture_recompute("tiny_m2_irregular", MT_GATHER_EXPERT);
 }
@@ -726,6 +751,11 @@ static const mt_test_case cases[] = {
     {"eval_generate_m2", eval_generate_m2},
     {"eval_generate_m3", eval_generate_m3},
     {"parity_tiny_released8", parity_tiny_released8},
+    {"parity_window", parity_window},
+    {"parity_window_recompute", parity_window_recompute},
+    {"parity_jitter_text01", parity_jitter_text01},
+    {"parity_jitter_m2", parity_jitter_m2},
+    {"parity_jitter_recompute", parity_jitter_recompute},
     {"parity_tiny_irregular_gqa", parity_tiny_irregular_gqa},
     {"parity_tiny_mqa", parity_tiny_mqa},
     {"parity_tiny_mqa_v5", parity_tiny_mqa_v5},
