@@ -38,7 +38,8 @@ mt_test_cases(test_eval_chat_template eval_chat_template_flags eval_chat_templat
 add_dependencies(test_eval_chat_template minimax-chat minimax-generate minimax-eval)
 set_property(TEST eval_chat_template_flags eval_chat_template_released eval_chat_reasoning
   APPEND PROPERTY ENVIRONMENT "MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>"
-  "MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>" "MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>")
+  "MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>" "MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>"
+  ${MT_TEST_ENV_MPI})
 # --backend cuda against the CPU backend: gpu_chat here (skipped without a GPU), op_cuda_emu_chat
 # with minimax-chat-emu (tests/gpu/gpu.cmake)
 add_test(NAME gpu_chat COMMAND test_eval_minimax_chat eval_minimax_chat_device)
