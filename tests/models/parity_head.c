@@ -1,0 +1,246 @@
+/* parity_head.c: the heads of a model that is not a causal LM (models/head.c) against float64
+ * references (tools/make_head_fixtures.py): MiniMax-Text-01's against transformers' own
+ * MiniMaxForSequenceClassification / ForTokenClassification / ForQuestionAnswering; logits at
+ * the real tokens and the loss to 1e-5 relative, every parameter's gradient to 1e-5 relative L2
+ * (issue 38). Inputs: a right-padded, a left-padded and an unpadded row; the padding is its
+ * own segment here, masked there. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/minimax.h"
+#include "models/safetensors.h"
+#include "models/weights.h"
+#include "tests/support/harness.h"
+
+#define PH_RTOL     1e-5 /* logits (of max |logit|) and loss, relative */
+#define PH_GRAD_RL2 1e-5
+
+typedef struct {
+    mt_minimax m;
+    float **data, **grad;
+} ph_model;
+
+static const char *ph_dir(void) {
+    static char dir[1024];
+    const char *src = getenv("MT_SOURCE_DIR");
+    snprintf(dir, sizeof(dir), "%s/tests/fixtures/models", src ? src : ".");
+    return dir;
+}
+
+static void ph_load(ph_model *pm, const char *name, mt_gather_unit unit) {
+    char dir[1200];
+    snprintf(dir, sizeof(dir), "%s/%s", ph_dir(), name);
+    mt_minimax_config cfg;
+    mt_minimax_config_load(dir, &cfg);
+    mt_minimax_init_unit(&pm->m, &cfg, unit);
+    mt_minimax_set_aux_coef(&pm->m, "index_kl", 0);
+    const int nb = pm->m.n_buckets;
+    pm->data = mt_calloc((size_t)nb, sizeof(float *), "buckets");
+    pm->grad = mt_calloc((size_t)nb, sizeof(float *), "bucket grads");
+    for (int b = 0; b < nb; b++) {
+        pm->data[b] = mt_calloc((size_t)pm->m.bucket_numel[b], sizeof(float), "bucket");
+        pm->grad[b] = mt_calloc((size_t)pm->m.bucket_numel[b], sizeof(float), "bucket grad");
+        mt_minimax_bind_bucket(&pm->m, b, pm->data[b], pm->grad[b]);
+    }
+    mt_weights_load(dir, &pm->m);
+}
+
+static void ph_free(ph_model *pm) {
+    for (int b = 0; b < pm->m.n_buckets; b++) {
+        free(pm->data[b]);
+        free(pm->grad[b]);
+    }
+    free(pm->data);
+    free(pm->grad);
+    mt_minimax_free(&pm->m);
+}
+
+static float *ph_ref(mt_safetensors *st, const char *name, int64_t *numel, int64_t *shape) {
+    const mt_st_tensor *t = mt_safetensors_find(st, name);
+    MT_CHECK(t, "reference has no tensor %s", name);
+    float *x = mt_malloc((size_t)t->numel * sizeof(float), name);
+    mt_safetensors_read(st, t, 0, t->numel, x);
+    if (numel) *numel = t->numel;
+    for (int d = 0; shape && d < t->ndim; d++) shape[d] = t->shape[d];
+    return x;
+}
+
+static int32_t *ph_ref_i32(mt_safetensors *st, const char *name) {
+    int64_t n;
+    float *f = ph_ref(st, name, &n, NULL);
+    int32_t *x = mt_malloc((size_t)n * sizeof(int32_t), name);
+    for (int64_t i = 0; i < n; i++) x[i] = (int32_t)f[i];
+    free(f);
+    return x;
+}
+
+/* logits against the reference, the positions of mask (per row of `inner` values) only */
+static void ph_check_logits(const char *label, const mt_tensor *x, mt_safetensors *st,
+                            const char *ref_name, const float *mask, int64_t inner) {
+    int64_t n;
+    float *ref = ph_ref(st, ref_name, &n, NULL);
+    EXPECT(n == mt_numel(x), "%s: %lld logits, reference %lld", label, (long long)mt_numel(x),
+           (long long)n);
+    const float *v = x->data;
+    double dmax = 0, rmax = 0;
+    int64_t used = 0;
+    for (int64_t i = 0; i < n && n == mt_numel(x); i++) {
+        if (mask && mask[i / inner] == 0) continue;
+        dmax = fmax(dmax, fabs((double)v[i] - ref[i]));
+        rmax = fmax(rmax, fabs((double)ref[i]));
+        used++;
+    }
+    printf("  %-28s %lld values, max|diff| %.3e max|ref| %.3f ratio %.3e\n", label, (long long)used,
+           dmax, rmax, dmax / rmax);
+    EXPECT(used > 0 && dmax <= PH_RTOL * rmax, "%s: max |diff| %.3e exceeds %.0e x %.3f", label,
+           dmax, PH_RTOL, rmax);
+    free(ref);
+}
+
+static void ph_check_loss(const char *label, const mt_tensor *x, mt_safetensors *st,
+                          const char *ref_name) {
+    float *ref = ph_ref(st, ref_name, NULL, NULL);
+    const double v = *(const float *)x->data, rel = fabs(v - ref[0]) / fabs((double)ref[0]);
+    printf("  %-28s %.9f ref %.9f rel %.3e\n", label, v, (double)ref[0], rel);
+    EXPECT(rel <= PH_RTOL, "%s: relative diff %.3e exceeds %.0e", label, rel, PH_RTOL);
+    free(ref);
+}
+
+/* Relative L2 error of every gradient; skip_row >= 0: that row of the embedding is left out
+ * (transformers' nn.Embedding(padding_idx) gives the pad row no gradient; this trainer does).
+ * A gradient that is 0 in exact arithmetic (|ref| < 1e-6: the QA bias, whose softmax rows sum
+ * to 1) is held to 1e-6 absolute instead. */
+static void ph_check_grads(const char *label, ph_model *pm, mt_safetensors *st, const char *cs,
+                           int skip_row) {
+    double worst = 0;
+    const char *worst_name = "";
+    for (int p = 0; p < pm->m.n_params; p++) {
+        const mt_param_info *info = &pm->m.info[p];
+        if (info->buffer) continue;
+        char name[240];
+        snprintf(name, sizeof(name), "%s.grad.%s", cs, info->name);
+        int64_t n;
+        float *whole = ph_ref(st, name, &n, NULL);
+        const int64_t want = info->numel / info->shape[0] * info->src_shape0;
+        EXPECT(n == want, "%s: %s has %lld elements, reference %lld", label, name, (long long)want,
+               (long long)n);
+        const float *g = pm->m.params[p].grad, *ref = whole + info->src_offset;
+        double num = 0, den = 0;
+        const bool embed = strcmp(info->name, "model.embed_tokens.weight") == 0;
+        for (int64_t i = 0; n == want && i < info->numel; i++) {
+            if (embed && skip_row >= 0 && (i + info->src_offset) / info->shape[1] == skip_row)
+                continue;
+            num += ((double)g[i] - ref[i]) * ((double)g[i] - ref[i]);
+            den += (double)ref[i] * ref[i];
+        }
+        const double rl2 = sqrt(den) >= 1e-6 ? sqrt(num / den) : sqrt(num) / 1e-6 * PH_GRAD_RL2;
+        EXPECT(rl2 <= PH_GRAD_RL2, "%s: %s relative L2 error %.3e (|ref| %.3e)", label, name, rl2,
+               sqrt(den));
+        if (rl2 > worst) worst = rl2, worst_name = info->name;
+        free(whole);
+    }
+    printf("  %-28s %d parameters, worst relative L2 %.3e (%s)\n", label, pm->m.n_params, worst,
+           worst_name);
+}
+
+/* One case of a fixture: forward and backward with the case's targets, checked. */
+static void ph_case(const char *fixture, const char *cs, mt_gather_unit unit) {
+    ph_model pm;
+    ph_load(&pm, fixture, unit);
+    char path[1300], nm[160], label[160];
+    snprintf(path, sizeof(path), "%s/%s.ref.safetensors", ph_dir(), fixture);
+    mt_safetensors *st = mt_safetensors_open(path);
+    int64_t shape[2];
+    float *fi = ph_ref(st, "ids", NULL, shape);
+    float *mask = ph_ref(st, "mask", NULL, NULL);
+    const int64_t B = shape[0], T = shape[1];
+    mt_tensor *ids = mt_test_tensor(MT_I32, 2, shape, false, "ids");
+    mt_tensor *seg = mt_test_tensor(MT_I32, 2, shape, false, "segments");
+    for (int64_t i = 0; i < B * T; i++) {
+        ((int32_t *)ids->data)[i] = (int32_t)fi[i];
+        ((int32_t *)seg->data)[i] = mask[i] != 0; /* padding: a segment of its own */
+    }
+    const bool qa = strcmp(cs, "qa") == 0;
+    /* QA runs unmasked on both sides (the span softmax covers padding's logits) */
+    mt_minimax_batch batch = {.ids = ids, .seg = qa ? NULL : seg};
+    int32_t *cls = NULL, *sp = NULL, *ep = NULL;
+    float *target = NULL;
+    if (strcmp(cs, "single") == 0 || strcmp(cs, "tok") == 0) {
+        snprintf(nm, sizeof(nm), "%s.class", cs);
+        batch.head_class = cls = ph_ref_i32(st, nm);
+    } else if (qa) {
+        batch.start_pos = sp = ph_ref_i32(st, "qa.start");
+        batch.end_pos = ep = ph_ref_i32(st, "qa.end");
+    } else {
+        snprintf(nm, sizeof(nm), "%s.target", cs);
+        batch.head_target = target = ph_ref(st, nm, NULL, NULL);
+    }
+    if (strcmp(cs, "reg3") == 0) pm.m.cfg.problem_type = MT_PROBLEM_REGRESSION;
+    mt_ctx c;
+    mt_ctx_init(&c, mt_backend_cpu(), (size_t)256 << 20, 1 << 14);
+    mt_minimax_out out;
+    mt_minimax_forward(&pm.m, &c, &batch, NULL, &out);
+    EXPECT(out.loss != NULL, "%s %s: no loss", fixture, cs);
+    if (out.loss) mt_backward(&c, out.loss, NULL);
+    const char *u = unit == MT_GATHER_EXPERT ? " (expert unit)" : "";
+    const bool seq = pm.m.cfg.head == MT_HEAD_SEQUENCE_CLASSIFICATION;
+    snprintf(label, sizeof(label), "%s %s logits%s", fixture + 5, cs, u);
+    snprintf(nm, sizeof(nm), "%s.logits", cs);
+    ph_check_logits(label, out.logits, st, nm, seq || qa ? NULL : mask,
+                    seq || qa ? 1 : pm.m.cfg.num_labels);
+    if (qa) {
+        snprintf(label, sizeof(label), "%s %s end logits%s", fixture + 5, cs, u);
+        ph_check_logits(label, out.end_logits, st, "qa.end_logits", NULL, 1);
+    }
+    snprintf(label, sizeof(label), "%s %s loss%s", fixture + 5, cs, u);
+    snprintf(nm, sizeof(nm), "%s.loss", cs);
+    if (out.loss) ph_check_loss(label, out.loss, st, nm);
+    snprintf(label, sizeof(label), "%s %s grads%s", fixture + 5, cs, u);
+    ph_check_grads(label, &pm, st, cs, qa ? pm.m.cfg.pad_token_id : -1);
+    mt_ctx_free(&c);
+    free(cls), free(sp), free(ep), free(target), free(fi), free(mask);
+    mt_safetensors_close(st);
+    ph_free(&pm);
+}
+
+static int ph_skip(const char *fixture) {
+    char path[1300];
+    snprintf(path, sizeof(path), "%s/%s.ref.safetensors", ph_dir(), fixture);
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    if (!f) printf("  %s: no fixture (tools/make_head_fixtures.py)\n", path);
+    return f ? 0 : 1;
+}
+
+static int parity_head_text01_seq(void) {
+    if (ph_skip("head_text01_seq3")) return MT_TEST_SKIP;
+    ph_case("head_text01_seq3", "single", MT_GATHER_LAYER);
+    ph_case("head_text01_seq3", "multi", MT_GATHER_LAYER);
+    ph_case("head_text01_seq3", "reg3", MT_GATHER_LAYER);
+    ph_case("head_text01_seq1", "reg1", MT_GATHER_LAYER);
+    ph_case("head_text01_seq3", "single", MT_GATHER_EXPERT);
+    return MT_TEST_OK;
+}
+
+static int parity_head_text01_token(void) {
+    if (ph_skip("head_text01_tok")) return MT_TEST_SKIP;
+    ph_case("head_text01_tok", "tok", MT_GATHER_LAYER);
+    ph_case("head_text01_tok", "tok", MT_GATHER_EXPERT);
+    return MT_TEST_OK;
+}
+
+static int parity_head_text01_qa(void) {
+    if (ph_skip("head_text01_qa")) return MT_TEST_SKIP;
+    ph_case("head_text01_qa", "qa", MT_GATHER_LAYER);
+    ph_case("head_text01_qa", "qa", MT_GATHER_EXPERT);
+    return MT_TEST_OK;
+}
+
+static const mt_test_case cases[] = {
+    {"parity_head_text01_seq", parity_head_text01_seq},
+    {"parity_head_text01_token", parity_head_text01_token},
+    {"parity_head_text01_qa", parity_head_text01_qa},
+};
+MT_TEST_MAIN(cases)

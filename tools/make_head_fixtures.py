@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""make_head_fixtures.py: tiny MiniMax models with transformers' generic heads (sequence
+classification, token classification, extractive QA) and their float64 reference outputs, for
+tests/models/parity_head.c (issue 38, docs/models.md "Heads"). Run from the repository root:
+
+    /work/pyref/bin/python tools/make_head_fixtures.py [--out tests/fixtures/models]
+
+Pinned versions (as tools/make_fixtures.py; refused otherwise unless --any-version):
+    torch==2.15.0  transformers==5.24.0  safetensors==0.8.0
+
+MiniMax-Text-01: transformers' own MiniMaxForSequenceClassification / ForTokenClassification /
+ForQuestionAnswering, run in float64 on the float32 weights they save (the truth). The decoder
+is an irregular tiny config (3 layers [linear, full, linear], GQA 4/2, a different DeepNorm
+alpha/beta per residual kind, RMSNorm weights perturbed) shared by every head; the heads'
+weights and biases are random (biases not 0, so that a lost bias shows).
+
+Inputs (B=3, T=29, pad_token_id 0, no other 0 in the ids): row 0 right-padded (20 real), row 1
+left-padded (7 pads), row 2 unpadded; the attention_mask is ids != pad. Only the real tokens'
+per-token logits are compared (padding's own outputs depend on how a mask is applied).
+
+What it writes under --out:
+  head_text01_base/          the causal LM of the shared decoder (save_pretrained): the start
+                             of a head model initialised from a causal-LM checkpoint
+  head_text01_seq3/          MiniMaxForSequenceClassification, num_labels 3
+  head_text01_seq1/          MiniMaxForSequenceClassification, num_labels 1 (regression)
+  head_text01_tok/           MiniMaxForTokenClassification, num_labels 5
+  head_text01_qa/            MiniMaxForQuestionAnswering
+  <dir>.ref.safetensors      ids, mask, and per case <case>.logits [<case>.end_logits]
+                             <case>.loss, grad.<case>.<parameter> (transformers' names) of the
+                             case's loss, with the case's targets: <case>.class (I32 as F32),
+                             <case>.target, <case>.start / .end. Cases: seq3: single (int
+                             labels, problem_type inferred), multi (float 0/1 labels, inferred),
+                             regression (problem_type "regression" set); seq1: regression
+                             (inferred from num_labels 1); tok: token; qa: span (a start < 0
+                             clamped to 0, an end > T clamped to T and ignored), run without
+                             an attention mask (the span softmax covers padding's logits).
+"""
+
+import argparse
+import os
+import shutil
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_fixtures as mf  # noqa: E402  (pins, configs, the causal model builder)
+
+from safetensors.torch import save_file  # noqa: E402
+from transformers import (  # noqa: E402
+    MiniMaxConfig,
+    MiniMaxForQuestionAnswering,
+    MiniMaxForSequenceClassification,
+    MiniMaxForTokenClassification,
+)
+
+B, T, PAD = 3, 29, 0
+GAP = 1e-4  # the smallest top-K router gap allowed (fp32 vs fp64 decisions)
+
+
+def text01_config():
+    return mf.base_config(
+        num_hidden_layers=3,
+        num_key_value_heads=2,
+        layer_types=["linear_attention", "full_attention", "linear_attention"],
+        full_attn_alpha_factor=2.25,
+        full_attn_beta_factor=0.75,
+        linear_attn_alpha_factor=3.0,
+        linear_attn_beta_factor=1.25,
+        mlp_alpha_factor=mf.ALPHA,
+        mlp_beta_factor=0.875,
+        pad_token_id=PAD,
+    )
+
+
+def make_inputs():
+    g = torch.Generator().manual_seed(3801)
+    ids = torch.randint(1, mf.VOCAB, (B, T), generator=g)
+    ids[0, 20:] = PAD
+    ids[1, :7] = PAD
+    mask = (ids != PAD).long()
+    tok = torch.randint(0, 5, (B, T), generator=g)
+    tok[mask == 0] = -100
+    tok[2, 3] = -100
+    return dict(
+        ids=ids,
+        mask=mask,
+        single=torch.tensor([2, 0, 1]),
+        multi=torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0]]),
+        reg3=torch.randn(B, 3, generator=g),
+        reg1=torch.randn(B, generator=g),
+        tok=tok,
+        start=torch.tensor([5, -3, 20]),
+        end=torch.tensor([12, 100, 25]),
+    )
+
+
+def router_gap(model, ids, mask, run_mask):
+    """The smallest top-K router gap at the real tokens, the model run with run_mask."""
+    gaps = []
+    k = model.config.num_experts_per_tok
+    real = mask.reshape(-1) != 0  # padding's rows are zero (padding_idx): ties
+
+    def hook(mod, inp, out):
+        p = torch.softmax(out[0].detach().double(), -1).sort(-1, descending=True).values
+        gaps.append((p[:, k - 1] - p[:, k])[real].min().item())
+
+    hs = [layer.mlp.gate.register_forward_hook(hook) for layer in model.model.layers]
+    with torch.no_grad():
+        model(input_ids=ids, attention_mask=run_mask)
+    for h in hs:
+        h.remove()
+    return min(gaps)
+
+
+def head_model(cls, base, num_labels, seed):
+    cfg = MiniMaxConfig(**dict(text01_config(), num_labels=num_labels))
+    # sdpa: eager attention gives NaN at fully masked (left-padding) query rows in float64, and
+    # the lightning layers' masking (a product with 0) carries it to the real tokens
+    cfg._attn_implementation = "sdpa"
+    cfg._experts_implementation = "eager"
+    torch.manual_seed(seed)
+    m = cls(cfg)
+    m.model.load_state_dict(base.model.state_dict())
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if not n.startswith("model."):
+                p.copy_(0.3 * torch.randn_like(p))  # weights and biases, never 0
+    return m.eval()
+
+
+def run_case(model, inp, case):
+    """float64 forward and backward of one case: logits, loss, gradients."""
+    m = model.double()
+    m.zero_grad()
+    kw = dict(input_ids=inp["ids"], attention_mask=inp["mask"])
+    if case == "qa":
+        # the span loss's softmax runs over every position, padding's included: padding whose
+        # outputs depend on how a mask is applied would decide the loss, so QA runs unmasked
+        # (the pad tokens as ordinary tokens, here as in the C test)
+        del kw["attention_mask"]
+    saved = m.config.problem_type
+    if case in ("single", "multi", "reg3", "reg1"):
+        lab = inp[case]
+        kw["labels"] = lab.double() if lab.is_floating_point() else lab
+        if case == "reg3":
+            m.config.problem_type = "regression"
+    elif case == "tok":
+        kw["labels"] = inp["tok"]
+    else:
+        kw["start_positions"] = inp["start"]
+        kw["end_positions"] = inp["end"]
+    out = m(**kw)
+    m.config.problem_type = saved
+    out.loss.backward()
+    r = {}
+    if case == "qa":
+        r["logits"] = out.start_logits.detach()
+        r["end_logits"] = out.end_logits.detach()
+    else:
+        r["logits"] = out.logits.detach()
+    r["loss"] = out.loss.detach().reshape(1)
+    grads = {n: p.grad.detach().clone() for n, p in m.named_parameters()}
+    for n, g in mf.v4_grads(m, grads).items():  # the checkpoint (v4.5x) names
+        r["grad." + n] = g
+    return r
+
+
+def write(out_dir, name, model, inp, cases):
+    mdir = os.path.join(out_dir, name)
+    shutil.rmtree(mdir, ignore_errors=True)
+    model.float().save_pretrained(mdir)
+    t = {"ids": inp["ids"].float(), "mask": inp["mask"].float()}
+    for case in cases:
+        r = run_case(model, inp, case)
+        for k, v in r.items():
+            t[case + "." + k] = v.float().contiguous()
+        model.float()
+    tg = {"single": "class", "tok": "class", "multi": "target", "reg3": "target", "reg1": "target"}
+    for case in cases:
+        if case == "qa":
+            t["qa.start"] = inp["start"].float()
+            t["qa.end"] = inp["end"].float()
+        else:
+            t[case + "." + tg[case]] = inp[case].float().contiguous()
+    save_file(t, os.path.join(out_dir, name + ".ref.safetensors"))
+    print(f"  {name}: " + ", ".join(f"{c} loss {t[c + '.loss'].item():.6f}" for c in cases),
+          flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="tests/fixtures/models")
+    ap.add_argument("--any-version", action="store_true")
+    a = ap.parse_args()
+    mf.check_versions(a.any_version)
+    torch.use_deterministic_algorithms(True)
+    inp = make_inputs()
+    seed = 3800
+    while True:
+        base = mf.build_model(text01_config(), seed)
+        base.config._attn_implementation = "sdpa"
+        gap = min(router_gap(base.double(), inp["ids"], inp["mask"], inp["mask"]),
+                  router_gap(base, inp["ids"], inp["mask"], None))
+        base.float()
+        if gap > GAP:
+            break
+        seed += 1
+    print(f"text01 base seed {seed}, router gap {gap:.2e}", flush=True)
+    bdir = os.path.join(a.out, "head_text01_base")
+    shutil.rmtree(bdir, ignore_errors=True)
+    base.save_pretrained(bdir)
+    write(a.out, "head_text01_seq3",
+          head_model(MiniMaxForSequenceClassification, base, 3, 1), inp,
+          ["single", "multi", "reg3"])
+    write(a.out, "head_text01_seq1",
+          head_model(MiniMaxForSequenceClassification, base, 1, 2), inp, ["reg1"])
+    write(a.out, "head_text01_tok",
+          head_model(MiniMaxForTokenClassification, base, 5, 3), inp, ["tok"])
+    write(a.out, "head_text01_qa",
+          head_model(MiniMaxForQuestionAnswering, base, 2, 4), inp, ["qa"])
+
+
+if __name__ == "__main__":
+    main()
