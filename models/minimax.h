@@ -68,6 +68,10 @@ typedef struct mt_minimax {
      * LM: lm_parts = vocab_parts, head_w and head_b NULL. */
     int lm_parts;
     mt_tensor *head_w, *head_b;
+    /* The seed of a head initialised on load from a causal-LM checkpoint (models/weights.h,
+     * mt_weights_open: lm_head dropped, the head N(0, initializer_range), bias 0). Default 0;
+     * a trainer sets its seed. */
+    uint64_t head_seed;
     int *bucket_param; /* (n_buckets + 1): bucket b's parameters are [bucket_param[b], [b + 1]) */
     /* Activation checkpointing (train.gradient_checkpointing): with gradients on, each decoder
      * layer is a recomputed segment (mt_checkpoint): only its input, output and router logits

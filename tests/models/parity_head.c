@@ -238,7 +238,140 @@ static int parity_head_text01_qa(void) {
     return MT_TEST_OK;
 }
 
+/* A head model from a causal-LM checkpoint (head_text01_base, the decoder of the seq3 fixture):
+ * the decoder as saved, lm_head dropped, score N(0, initializer_range) by head_seed on both load
+ * paths (one pass, ranges), another seed other values; then its export (score.weight named as
+ * transformers names it, MiniMaxForSequenceClassification, id2label) loads back the same. */
+static int parity_head_init_from_causal(void) {
+    if (ph_skip("head_text01_seq3")) return MT_TEST_SKIP;
+    char cdir[1200], bdir[1200], xdir[] = "/tmp/mt_head_export_XXXXXX";
+    snprintf(cdir, sizeof(cdir), "%s/head_text01_seq3", ph_dir());
+    snprintf(bdir, sizeof(bdir), "%s/head_text01_base", ph_dir());
+    mt_minimax_config cfg;
+    mt_minimax_config_load(cdir, &cfg);
+    EXPECT(cfg.head == MT_HEAD_SEQUENCE_CLASSIFICATION && cfg.num_labels == 3,
+           "seq3 config: head %s, %d labels", mt_head_name(cfg.head), cfg.num_labels);
+    mt_minimax m, ref;
+    mt_minimax_init(&m, &cfg);
+    m.head_seed = 38;
+    float **d = mt_weights_load_host(bdir, &m);
+    mt_minimax_config bcfg;
+    mt_minimax_config_load(bdir, &bcfg);
+    EXPECT(bcfg.head == MT_HEAD_CAUSAL_LM, "base config: head %s", mt_head_name(bcfg.head));
+    mt_minimax_init(&ref, &bcfg);
+    float **rd = mt_weights_load_host(bdir, &ref);
+    for (int p = 0; p < m.n_params; p++) {
+        const int q = mt_minimax_find_param(&ref, m.info[p].name);
+        if (&m.params[p] == m.head_w) {
+            EXPECT(q < 0, "score.weight in a causal LM");
+            continue;
+        }
+        EXPECT(q >= 0 && !memcmp(m.params[p].data, ref.params[q].data,
+                                 sizeof(float) * (size_t)m.info[p].numel),
+               "%s differs from the causal checkpoint's", m.info[p].name);
+    }
+    const int64_t n = m.info[mt_minimax_find_param(&m, "score.weight")].numel;
+    const float *w = m.head_w->data;
+    double s2 = 0;
+    for (int64_t i = 0; i < n; i++) s2 += (double)w[i] * w[i];
+    const double sd = sqrt(s2 / (double)n);
+    printf("  init from causal: score.weight %lld values, std %.4f (initializer_range %.4f)\n",
+           (long long)n, sd, (double)cfg.initializer_range);
+    EXPECT(fabs(sd - cfg.initializer_range) < 0.25 * cfg.initializer_range, "std %.4f", sd);
+    /* the range reader draws the same values; another seed others */
+    const int fb = mt_minimax_final_bucket(&m);
+    float *range = mt_malloc(sizeof(float) * (size_t)m.bucket_numel[fb], "range");
+    mt_weights_load_range(bdir, &m, fb, 0, m.bucket_numel[fb], range);
+    EXPECT(!memcmp(range, d[fb], sizeof(float) * (size_t)m.bucket_numel[fb]),
+           "range read differs from the one-pass load");
+    m.head_seed = 39;
+    mt_weights_load_range(bdir, &m, fb, 0, m.bucket_numel[fb], range);
+    EXPECT(memcmp(range, d[fb], sizeof(float) * (size_t)m.bucket_numel[fb]) != 0,
+           "seeds 38 and 39 drew the same head");
+    /* the export, loaded back as a head checkpoint */
+    EXPECT(mkdtemp(xdir) != NULL, "mkdtemp");
+    mt_weights_save(xdir, &m, MT_NAMING_HF_V5, MT_F32, 0);
+    mt_minimax_config xcfg;
+    mt_minimax_config_load(xdir, &xcfg);
+    EXPECT(xcfg.head == MT_HEAD_SEQUENCE_CLASSIFICATION && xcfg.num_labels == 3,
+           "export: head %s, %d labels", mt_head_name(xcfg.head), xcfg.num_labels);
+    mt_minimax x;
+    mt_minimax_init(&x, &xcfg);
+    float **xd = mt_weights_load_host(xdir, &x);
+    for (int b = 0; b < x.n_buckets; b++)
+        EXPECT(!memcmp(xd[b], d[b], sizeof(float) * (size_t)x.bucket_numel[b]),
+               "export: bucket %d differs", b);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "grep -q '\"MiniMaxForSequenceClassification\"' %s/config.json",
+             xdir);
+    EXPECT(system(cmd) == 0, "export config.json names no MiniMaxForSequenceClassification");
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", xdir);
+    EXPECT(system(cmd) == 0, "rm");
+    free(range);
+    mt_weights_host_free(&x, xd);
+    mt_weights_host_free(&ref, rd);
+    mt_weights_host_free(&m, d);
+    mt_minimax_free(&x);
+    mt_minimax_free(&ref);
+    mt_minimax_free(&m);
+    return MT_TEST_OK;
+}
+
+/* Each head fixture exported (transformers v5 names, fp32) and loaded back: the same buckets,
+ * the head named in config.json. With MT_HEAD_EXPORT_DIR set the exports are kept there, for
+ * tools/check_head_export.py (transformers' AutoModelFor* loads them: 0 missing, 0 unexpected
+ * keys, the reference logits). */
+static int parity_head_export(void) {
+    if (ph_skip("head_text01_seq3")) return MT_TEST_SKIP;
+    static const char *const names[] = {"head_text01_seq3", "head_text01_seq1", "head_text01_tok",
+                                        "head_text01_qa"};
+    static const char *const arch[] = {"ForSequenceClassification", "ForSequenceClassification",
+                                       "ForTokenClassification", "ForQuestionAnswering"};
+    const char *keep = getenv("MT_HEAD_EXPORT_DIR");
+    char tmp[] = "/tmp/mt_head_export_XXXXXX";
+    const char *root = keep ? keep : mkdtemp(tmp);
+    EXPECT(root != NULL, "mkdtemp");
+    for (int k = 0; k < 4 && root; k++) {
+        char src[1200], dst[1200], cmd[1400];
+        snprintf(src, sizeof(src), "%s/%s", ph_dir(), names[k]);
+        snprintf(dst, sizeof(dst), "%s/%s", root, names[k]);
+        snprintf(cmd, sizeof(cmd), "mkdir -p %s", dst);
+        EXPECT(system(cmd) == 0, "%s", cmd);
+        mt_minimax_config cfg;
+        mt_minimax_config_load(src, &cfg);
+        mt_minimax m, x;
+        mt_minimax_init(&m, &cfg);
+        float **d = mt_weights_load_host(src, &m);
+        mt_weights_save(dst, &m, MT_NAMING_HF_V5, MT_F32, 0);
+        mt_minimax_config xcfg;
+        mt_minimax_config_load(dst, &xcfg);
+        EXPECT(xcfg.head == cfg.head && xcfg.num_labels == cfg.num_labels,
+               "%s: export head %s %d labels", names[k], mt_head_name(xcfg.head), xcfg.num_labels);
+        mt_minimax_init(&x, &xcfg);
+        float **xd = mt_weights_load_host(dst, &x);
+        for (int b = 0; b < x.n_buckets; b++)
+            EXPECT(!memcmp(xd[b], d[b], sizeof(float) * (size_t)x.bucket_numel[b]),
+                   "%s: export bucket %d differs", names[k], b);
+        snprintf(cmd, sizeof(cmd), "grep -q '\"MiniMax%s\"' %s/config.json", arch[k], dst);
+        EXPECT(system(cmd) == 0, "%s: config.json names no MiniMax%s", names[k], arch[k]);
+        printf("  %s exported to %s: %d parameters, loaded back the same\n", names[k], dst,
+               x.n_params);
+        mt_weights_host_free(&x, xd);
+        mt_weights_host_free(&m, d);
+        mt_minimax_free(&x);
+        mt_minimax_free(&m);
+    }
+    if (!keep && root) {
+        char cmd[200];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+        EXPECT(system(cmd) == 0, "rm");
+    }
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
+    {"parity_head_export", parity_head_export},
+    {"parity_head_init_from_causal", parity_head_init_from_causal},
     {"parity_head_text01_seq", parity_head_text01_seq},
     {"parity_head_text01_token", parity_head_text01_token},
     {"parity_head_text01_qa", parity_head_text01_qa},
