@@ -46,7 +46,11 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_fixtures as mf  # noqa: E402  (pins, configs, the causal model builder)
 
-from safetensors.torch import save_file  # noqa: E402
+import json  # noqa: E402
+
+import make_fixtures_m2 as mf2  # noqa: E402  (the M2 builder, transformers in float64)
+import torch.nn.functional as F  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import (  # noqa: E402
     MiniMaxConfig,
     MiniMaxForQuestionAnswering,
@@ -188,10 +192,136 @@ def write(out_dir, name, model, inp, cases):
           flush=True)
 
 
+# ---- MiniMax-M2: the causal model's last hidden state composed with the head (transformers has
+# no M2 heads), every head written out here in float64 from transformers' definitions ----
+
+
+def pooled_index(ids):
+    """GenericForSequenceClassification: argmax of t * (ids != pad)."""
+    t = torch.arange(ids.shape[-1])
+    return (t * (ids != PAD).long()).argmax(-1)
+
+
+def composite_case(base, head, inp, case):
+    """Loss of one case, the base decoder (model.model) unmasked, the head applied here."""
+    h = base.model(input_ids=inp["ids"], use_cache=False).last_hidden_state
+    w, b = head["w"], head.get("b")
+    if case in ("single", "multi", "reg3", "reg1"):
+        z = (h @ w.T)[torch.arange(h.shape[0]), pooled_index(inp["ids"])]
+        if case == "single":
+            loss = F.cross_entropy(z, inp["single"])
+        elif case == "multi":
+            y = inp["multi"].double()
+            loss = (F.softplus(z) - z * y).mean()  # BCEWithLogitsLoss
+        elif case == "reg1":
+            loss = ((z.squeeze() - inp["reg1"].double().squeeze()) ** 2).mean()
+        else:
+            loss = ((z - inp["reg3"].double()) ** 2).mean()
+        return {"logits": z}, loss
+    z = h @ w.T + b
+    if case == "tok":
+        return {"logits": z}, F.cross_entropy(z.reshape(-1, z.shape[-1]), inp["tok"].reshape(-1),
+                                              ignore_index=-100)
+    s, e = z[..., 0], z[..., 1]
+    T = s.shape[1]
+    sp, ep = inp["start"].clamp(0, T), inp["end"].clamp(0, T)
+    loss = (F.cross_entropy(s, sp, ignore_index=T) + F.cross_entropy(e, ep, ignore_index=T)) / 2
+    return {"logits": s, "end_logits": e}, loss
+
+
+def write_composite(out_dir, name, base, head, arch, num_labels, inp, cases, float64):
+    """A head model directory (the base's tensors less lm_head, plus the head's) and the
+    reference of each case."""
+    mdir = os.path.join(out_dir, name)
+    shutil.rmtree(mdir, ignore_errors=True)
+    base.float().save_pretrained(mdir)
+    st = load_file(os.path.join(mdir, "model.safetensors"))
+    del st["lm_head.weight"]
+    qa = arch.endswith("QuestionAnswering")
+    pre = "qa_outputs" if qa else "score"
+    st[pre + ".weight"] = head["w"].float().contiguous()
+    if "b" in head:
+        st[pre + ".bias"] = head["b"].float().contiguous()
+    save_file(st, os.path.join(mdir, "model.safetensors"), metadata={"format": "pt"})
+    cj = os.path.join(mdir, "config.json")
+    cfg = json.load(open(cj))
+    cfg["architectures"] = [arch]
+    cfg["id2label"] = {str(i): f"LABEL_{i}" for i in range(num_labels)}
+    cfg["label2id"] = {f"LABEL_{i}": i for i in range(num_labels)}
+    json.dump(cfg, open(cj, "w"), indent=2)
+    t = {"ids": inp["ids"].float(), "mask": inp["mask"].float(), "unmasked": torch.ones(1)}
+    for case in cases:
+        m = base.double()
+        hd = {k: v.double().clone().requires_grad_(True) for k, v in head.items()}
+        m.zero_grad(set_to_none=True)
+        with float64():
+            out, loss = composite_case(m, hd, inp, case)
+        loss.backward()
+        for k, v in out.items():
+            t[f"{case}.{k}"] = v.detach().float().contiguous()
+        t[f"{case}.loss"] = loss.detach().float().reshape(1)
+        grads = {n: p.grad.detach().clone() for n, p in m.named_parameters()
+                 if p.grad is not None and not n.startswith("lm_head")}
+        for n, g in mf.v4_grads(m, grads).items():
+            t[f"{case}.grad.{n}"] = g.float().contiguous()
+        t[f"{case}.grad.{pre}.weight"] = hd["w"].grad.float().contiguous()
+        if "b" in hd:
+            t[f"{case}.grad.{pre}.bias"] = hd["b"].grad.float().contiguous()
+        base.float()
+    tg = {"single": "class", "tok": "class", "multi": "target", "reg3": "target", "reg1": "target"}
+    for case in cases:
+        if case == "qa":
+            t["qa.start"], t["qa.end"] = inp["start"].float(), inp["end"].float()
+        else:
+            t[case + "." + tg[case]] = inp[case].float().contiguous()
+    save_file(t, os.path.join(out_dir, name + ".ref.safetensors"))
+    print(f"  {name}: " + ", ".join(f"{c} loss {t[c + '.loss'].item():.6f}" for c in cases),
+          flush=True)
+
+
+def make_m2(out_dir, inp):
+    cfg = mf2.m2_config(hidden_size=48, intermediate_size=20, num_hidden_layers=3,
+                        num_attention_heads=6, num_key_value_heads=3, head_dim=12,
+                        num_local_experts=8, num_experts_per_tok=3, pad_token_id=PAD)
+    seed = 3850
+    while True:
+        base = mf2.build_model(cfg, seed)
+        with mf2.Float64():
+            w = mf2.RouterWatch(base.double())
+            with torch.no_grad():
+                base(input_ids=inp["ids"], use_cache=False)
+            w.close()
+        base.float()
+        if w.min_gap > GAP:
+            break
+        seed += 1
+    print(f"m2 base seed {seed}, router gap {w.min_gap:.2e}", flush=True)
+    g = torch.Generator().manual_seed(3851)
+    C = cfg["hidden_size"]
+
+    def head(n, bias):
+        h = {"w": 0.3 * torch.randn(n, C, generator=g)}
+        if bias:
+            h["b"] = 0.3 * torch.randn(n, generator=g)
+        return h
+
+    args = dict(out_dir=out_dir, base=base, inp=inp, float64=mf2.Float64)
+    write_composite(name="head_m2_seq3", head=head(3, False), num_labels=3,
+                    arch="MiniMaxM2ForSequenceClassification", cases=["single", "multi", "reg3"],
+                    **args)
+    write_composite(name="head_m2_seq1", head=head(1, False), num_labels=1,
+                    arch="MiniMaxM2ForSequenceClassification", cases=["reg1"], **args)
+    write_composite(name="head_m2_tok", head=head(5, True), num_labels=5,
+                    arch="MiniMaxM2ForTokenClassification", cases=["tok"], **args)
+    write_composite(name="head_m2_qa", head=head(2, True), num_labels=2,
+                    arch="MiniMaxM2ForQuestionAnswering", cases=["qa"], **args)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures/models")
     ap.add_argument("--any-version", action="store_true")
+    ap.add_argument("--only", default="", help="text01: the Text-01 fixtures alone")
     a = ap.parse_args()
     mf.check_versions(a.any_version)
     torch.use_deterministic_algorithms(True)
@@ -219,6 +349,8 @@ def main():
           head_model(MiniMaxForTokenClassification, base, 5, 3), inp, ["tok"])
     write(a.out, "head_text01_qa",
           head_model(MiniMaxForQuestionAnswering, base, 2, 4), inp, ["qa"])
+    if a.only != "text01":
+        make_m2(a.out, inp)
 
 
 if __name__ == "__main__":
