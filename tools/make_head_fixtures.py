@@ -34,6 +34,19 @@ What it writes under --out:
                              (inferred from num_labels 1); tok: token; qa: span (a start < 0
                              clamped to 0, an end > T clamped to T and ignored), run without
                              an attention mask (the span softmax covers padding's logits).
+  head_m2_{seq3,seq1,tok,qa}[.ref.safetensors]  MiniMax-M2 (transformers has no M2 heads): the
+                             same cases against its causal model's float64 last hidden state
+                             (MiniMaxM2Model, float32 islands in float64: make_fixtures_m2's
+                             Float64) composed with each head written out here from
+                             transformers' definitions; the directories are the causal model's
+                             tensors less lm_head plus the head's, MiniMaxM2For<Head>. Run
+                             unmasked (unmasked = 1): the pad tokens are ordinary tokens.
+  head_m3_base/, head_m3.ref.safetensors  MiniMax-M3 (transformers has only its VL causal
+                             model): the causal VL checkpoint, and per case the head's weights
+                             (<case>.head.weight / .bias) with the composed references (its
+                             language model's last hidden state); the C test builds the text
+                             head model from the two. The pad token's embedding row is not
+                             zero there: zero rows tie the MSA indexer's block scores.
 """
 
 import argparse
@@ -49,6 +62,7 @@ import make_fixtures as mf  # noqa: E402  (pins, configs, the causal model build
 import json  # noqa: E402
 
 import make_fixtures_m2 as mf2  # noqa: E402  (the M2 builder, transformers in float64)
+import make_fixtures_m3 as mf3  # noqa: E402  (the M3 builder, transformers in float64)
 import torch.nn.functional as F  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import (  # noqa: E402
@@ -317,6 +331,77 @@ def make_m2(out_dir, inp):
                     arch="MiniMaxM2ForQuestionAnswering", cases=["qa"], **args)
 
 
+# ---- MiniMax-M3: transformers has only its VL causal model; the head fixture is the causal
+# model's directory (head_m3_base, a VL checkpoint) and, in head_m3.ref.safetensors, each head's
+# weights (<case>.head.weight / .bias) with the composed references: the C test builds the text
+# head model from the causal model's decoder and these head weights ----
+
+
+def make_m3(out_dir, inp):
+    cfg = mf3.text_config(pad_token_id=PAD)
+    seed = 3870
+    while True:
+        base = mf3.build_model(cfg, seed)
+        with torch.no_grad():  # pad tokens as zero vectors tie the indexer's block scores
+            base.model.language_model.embed_tokens.weight[PAD].normal_(0, 0.125)
+        with mf3.Float64():
+            w = mf3.Watch(base.double())
+            with torch.no_grad():
+                base(input_ids=inp["ids"], use_cache=False)
+            w.close()
+        base.float()
+        if w.min_gap > GAP:
+            break
+        seed += 1
+    print(f"m3 base seed {seed}, router gap {w.min_gap:.2e}", flush=True)
+    mdir = os.path.join(out_dir, "head_m3_base")
+    shutil.rmtree(mdir, ignore_errors=True)
+    base.save_pretrained(mdir)
+    g = torch.Generator().manual_seed(3871)
+    C = cfg["hidden_size"]
+    heads = {"single": (3, False), "multi": (3, False), "reg3": (3, False), "reg1": (1, False),
+             "tok": (5, True), "qa": (2, True)}
+    t = {"ids": inp["ids"].float(), "mask": inp["mask"].float(), "unmasked": torch.ones(1)}
+    text = base.model.language_model
+    for case, (n, bias) in heads.items():
+        head = {"w": 0.3 * torch.randn(n, C, generator=g)}
+        if bias:
+            head["b"] = 0.3 * torch.randn(n, generator=g)
+        m = base.double()
+        hd = {k: v.double().clone().requires_grad_(True) for k, v in head.items()}
+        m.zero_grad(set_to_none=True)
+
+        class Text:  # composite_case reads base.model
+            model = text
+
+        with mf3.Float64():
+            out, loss = composite_case(Text, hd, inp, case)
+        loss.backward()
+        for k, v in out.items():
+            t[f"{case}.{k}"] = v.detach().float().contiguous()
+        t[f"{case}.loss"] = loss.detach().float().reshape(1)
+        grads = {nm: (p.grad if p.grad is not None else torch.zeros_like(p)).detach().clone()
+                 for nm, p in m.named_parameters()}  # the indexer: no gradient (it selects)
+        for nm, gr in mf3.internal_grads(m, grads).items():
+            t[f"{case}.grad.{nm}"] = gr.float().contiguous()
+        pre = "qa_outputs" if case == "qa" else "score"
+        t[f"{case}.head.weight"] = head["w"].float().contiguous()
+        t[f"{case}.grad.{pre}.weight"] = hd["w"].grad.float().contiguous()
+        if bias:
+            t[f"{case}.head.bias"] = head["b"].float().contiguous()
+            t[f"{case}.grad.{pre}.bias"] = hd["b"].grad.float().contiguous()
+        base.float()
+    tg = {"single": "class", "tok": "class", "multi": "target", "reg3": "target", "reg1": "target"}
+    for case in heads:
+        if case == "qa":
+            t["qa.start"], t["qa.end"] = inp["start"].float(), inp["end"].float()
+        else:
+            t[case + "." + tg[case]] = inp[case].float().contiguous()
+    save_file(t, os.path.join(out_dir, "head_m3.ref.safetensors"))
+    print("  head_m3: " + ", ".join(f"{c} loss {t[c + '.loss'].item():.6f}" for c in heads),
+          flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures/models")
@@ -351,6 +436,7 @@ def main():
           head_model(MiniMaxForQuestionAnswering, base, 2, 4), inp, ["qa"])
     if a.only != "text01":
         make_m2(a.out, inp)
+        make_m3(a.out, inp)
 
 
 if __name__ == "__main__":

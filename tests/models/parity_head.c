@@ -146,9 +146,72 @@ static void ph_check_grads(const char *label, ph_model *pm, mt_safetensors *st, 
 }
 
 /* One case of a fixture: forward and backward with the case's targets, checked. */
+/* MiniMax-M3's head model for case cs: the causal VL checkpoint head_m3_base's decoder, its
+ * config's text model with the case's head (mt_minimax_config_set_head), the head's weights
+ * from the reference (<cs>.head.weight / .bias). */
+static void ph_m3_model(ph_model *pm, const char *cs, mt_gather_unit unit) {
+    char dir[1200], path[1300], nm[160];
+    snprintf(dir, sizeof(dir), "%s/head_m3_base", ph_dir());
+    snprintf(path, sizeof(path), "%s/head_m3.ref.safetensors", ph_dir());
+    mt_minimax_config cfg;
+    mt_minimax_config_load(dir, &cfg);
+    mt_minimax causal;
+    mt_minimax_init(&causal, &cfg);
+    float **cd = mt_weights_load_host(dir, &causal);
+    const bool qa = strcmp(cs, "qa") == 0, tok = strcmp(cs, "tok") == 0;
+    cfg.vl_config[0] = 0; /* the text model alone */
+    mt_minimax_config_set_head(&cfg,
+                               qa    ? MT_HEAD_QUESTION_ANSWERING
+                               : tok ? MT_HEAD_TOKEN_CLASSIFICATION
+                                     : MT_HEAD_SEQUENCE_CLASSIFICATION,
+                               qa                        ? 2
+                               : tok                     ? 5
+                               : strcmp(cs, "reg1") == 0 ? 1
+                                                         : 3,
+                               MT_PROBLEM_AUTO);
+    mt_minimax_init_unit(&pm->m, &cfg, unit);
+    mt_minimax_set_aux_coef(&pm->m, "index_kl", 0);
+    const int nb = pm->m.n_buckets;
+    pm->data = mt_calloc((size_t)nb, sizeof(float *), "buckets");
+    pm->grad = mt_calloc((size_t)nb, sizeof(float *), "bucket grads");
+    for (int b = 0; b < nb; b++) {
+        pm->data[b] = mt_calloc((size_t)pm->m.bucket_numel[b], sizeof(float), "bucket");
+        pm->grad[b] = mt_calloc((size_t)pm->m.bucket_numel[b], sizeof(float), "bucket grad");
+        mt_minimax_bind_bucket(&pm->m, b, pm->data[b], pm->grad[b]);
+    }
+    mt_safetensors *st = mt_safetensors_open(path);
+    for (int p = 0; p < pm->m.n_params; p++) {
+        const mt_param_info *info = &pm->m.info[p];
+        float *dst = pm->m.params[p].data;
+        if (&pm->m.params[p] == pm->m.head_w || &pm->m.params[p] == pm->m.head_b) {
+            snprintf(nm, sizeof(nm), "%s.head.%s", cs,
+                     &pm->m.params[p] == pm->m.head_w ? "weight" : "bias");
+            int64_t n;
+            float *h = ph_ref(st, nm, &n, NULL);
+            EXPECT(n == info->numel, "%s: %lld values for %lld", nm, (long long)n,
+                   (long long)info->numel);
+            memcpy(dst, h, sizeof(float) * (size_t)(n < info->numel ? n : info->numel));
+            free(h);
+            continue;
+        }
+        const int q = mt_minimax_find_param(&causal, info->name);
+        MT_CHECK(q >= 0, "m3: %s not in the causal model", info->name);
+        /* a vocabulary part (expert unit): its rows of the whole */
+        memcpy(dst, (const float *)causal.params[q].data + info->src_offset,
+               sizeof(float) * (size_t)info->numel);
+    }
+    mt_safetensors_close(st);
+    mt_weights_host_free(&causal, cd);
+    mt_minimax_free(&causal);
+}
+
 static void ph_case(const char *fixture, const char *cs, mt_gather_unit unit) {
     ph_model pm;
-    ph_load(&pm, fixture, unit);
+    const bool m3 = strcmp(fixture, "head_m3") == 0;
+    if (m3)
+        ph_m3_model(&pm, cs, unit);
+    else
+        ph_load(&pm, fixture, unit);
     char path[1300], nm[160], label[160];
     snprintf(path, sizeof(path), "%s/%s.ref.safetensors", ph_dir(), fixture);
     mt_safetensors *st = mt_safetensors_open(path);
@@ -387,7 +450,18 @@ static int parity_head_m2(void) {
     return MT_TEST_OK;
 }
 
+/* MiniMax-M3 (the VL release's text model): as M2, the references composed in float64 */
+static int parity_head_m3(void) {
+    if (ph_skip("head_m3")) return MT_TEST_SKIP;
+    static const char *const cs[] = {"single", "multi", "reg3", "reg1", "tok", "qa"};
+    for (int k = 0; k < 6; k++) ph_case("head_m3", cs[k], MT_GATHER_LAYER);
+    ph_case("head_m3", "single", MT_GATHER_EXPERT);
+    ph_case("head_m3", "qa", MT_GATHER_EXPERT);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
+    {"parity_head_m3", parity_head_m3},
     {"parity_head_m2", parity_head_m2},
     {"parity_head_export", parity_head_export},
     {"parity_head_init_from_causal", parity_head_init_from_causal},
