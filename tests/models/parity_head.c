@@ -460,7 +460,35 @@ static int parity_head_m3(void) {
     return MT_TEST_OK;
 }
 
+/* The activation plan (models/plan.c) of a head model's training micro-step: a dry run of the
+ * head's forward and backward (no lm_head, no fused loss), for each head and gather unit, runs
+ * and plans memory (its size beside the causal LM's, whose vocabulary is tiny here). */
+static int model_plan_heads(void) {
+    if (ph_skip("head_text01_seq3")) return MT_TEST_SKIP;
+    static const char *const names[] = {"head_text01_seq3", "head_text01_seq1", "head_text01_tok",
+                                        "head_text01_qa", "head_m2_seq3"};
+    for (int k = 0; k < 5; k++) {
+        char dir[1200];
+        snprintf(dir, sizeof(dir), "%s/%s", ph_dir(), names[k]);
+        mt_minimax_config cfg;
+        mt_minimax_config_load(dir, &cfg);
+        mt_minimax_config lm = cfg;
+        mt_minimax_config_set_head(&lm, MT_HEAD_CAUSAL_LM, 0, MT_PROBLEM_AUTO);
+        for (int u = 0; u < 2; u++) {
+            const mt_gather_unit unit = u ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
+            const int64_t h = mt_minimax_plan_activations(&cfg, unit, false, 2, 29);
+            const int64_t c = mt_minimax_plan_activations(&lm, unit, false, 2, 29);
+            printf("  %s %s: %lld activation bytes (the causal LM: %lld)\n", names[k],
+                   u ? "expert unit" : "layer unit", (long long)h, (long long)c);
+            EXPECT(h > 0 && c > 0, "%s: plan %lld, causal %lld", names[k], (long long)h,
+                   (long long)c);
+        }
+    }
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
+    {"model_plan_heads", model_plan_heads},
     {"parity_head_m3", parity_head_m3},
     {"parity_head_m2", parity_head_m2},
     {"parity_head_export", parity_head_export},
