@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "models/minimax.h"
 #include "models/safetensors.h"
@@ -487,7 +489,51 @@ static int model_plan_heads(void) {
     return MT_TEST_OK;
 }
 
+/* pad_token_id null: one row pools its last token (transformers' -1); several rows are refused
+ * with a message naming pad_token_id (transformers raises "Cannot handle batch sizes > 1 if no
+ * padding token is defined."). */
+static int parity_head_no_pad(void) {
+    if (ph_skip("head_text01_seq3")) return MT_TEST_SKIP;
+    char dir[1200];
+    snprintf(dir, sizeof(dir), "%s/head_text01_seq3", ph_dir());
+    for (int rows = 1; rows <= 2; rows++) {
+        fflush(stdout);
+        const pid_t pid = fork();
+        if (pid == 0) {
+            mt_minimax_config cfg;
+            mt_minimax_config_load(dir, &cfg);
+            cfg.pad_token_id = -1;
+            mt_minimax m;
+            mt_minimax_init(&m, &cfg);
+            float **d = mt_weights_load_host(dir, &m);
+            const int64_t shape[2] = {rows, 5};
+            mt_tensor *ids = mt_test_tensor(MT_I32, 2, shape, false, "ids");
+            for (int i = 0; i < rows * 5; i++) ((int32_t *)ids->data)[i] = i % 3; /* 0 = pad */
+            mt_ctx c;
+            mt_ctx_init(&c, mt_backend_cpu(), (size_t)64 << 20, 1 << 12);
+            mt_minimax_batch batch = {.ids = ids};
+            mt_minimax_out out;
+            mt_minimax_forward(&m, &c, &batch, NULL, &out);
+            const bool last = out.pooled && out.pooled[0] == 4;
+            mt_ctx_free(&c);
+            mt_weights_host_free(&m, d);
+            mt_minimax_free(&m);
+            _exit(last ? 0 : 3);
+        }
+        int status = 0;
+        EXPECT(pid > 0 && waitpid(pid, &status, 0) == pid, "fork/wait");
+        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        printf("  pad_token_id null, %d row(s): exit %d\n", rows, code);
+        EXPECT(rows == 1 ? code == 0 : code != 0 && code != 3,
+               "%d rows without a pad token: exit %d (1 row: 0, the last token pooled; 2 rows: "
+               "refused)",
+               rows, code);
+    }
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
+    {"parity_head_no_pad", parity_head_no_pad},
     {"model_plan_heads", model_plan_heads},
     {"parity_head_m3", parity_head_m3},
     {"parity_head_m2", parity_head_m2},

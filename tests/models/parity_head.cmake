@@ -4,4 +4,5 @@ mt_test_binary(test_parity_head models/parity_head.c)
 mt_test_cases(test_parity_head parity_head_text01_seq parity_head_text01_token
   parity_head_text01_qa parity_head_init_from_causal
   parity_head_export parity_head_m2
-  parity_head_m3 model_plan_heads)
+  parity_head_m3 model_plan_heads
+  parity_head_no_pad)
