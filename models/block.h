@@ -34,6 +34,15 @@ mt_tensor *mt_layout_add(mt_layout_cursor *cur, bool align, int ndim, int64_t d0
 void mt_layout_mark_buffer(mt_layout_cursor *cur);
 /* Closes the cursor's bucket and opens the next. */
 void mt_layout_end_bucket(mt_layout_cursor *cur);
+/* models/head.c: a head model's head parameters (score / qa_outputs) after the final norm. */
+void mt_head_layout(mt_layout_cursor *cur);
+/* The head on the final-norm output h (B,T,C) of ids (B,T), in the final bucket: out->logits
+ * (and end_logits, pooled) as minimax.h says. */
+void mt_head_forward(mt_minimax *m, mt_ctx *c, mt_tensor *h, mt_tensor *ids, mt_minimax_out *out);
+/* The head's loss of batch's targets on out's logits (transformers' losses), or NULL without
+ * targets. */
+mt_tensor *mt_head_loss(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
+                        const mt_minimax_out *out);
 /* RMSNorm weights start at 1, Gemma's (1 + w) at w = 0. */
 mt_param_init mt_layout_norm_init(mt_norm_kind k);
 

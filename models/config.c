@@ -345,7 +345,8 @@ static bool cfg_parse_family(mt_cfg_reader *r, const cJSON *root, const char *ty
     const cJSON *arch = mt_cfg_get(root, "architectures");
     if (arch) {
         const cJSON *a = cJSON_IsArray(arch) ? cJSON_GetArrayItem(arch, 0) : NULL;
-        const char *name = cJSON_IsString(a) ? a->valuestring : "";
+        char name[160];
+        mt_cfg_head_arch(cJSON_IsString(a) ? a->valuestring : "", name, sizeof(name), &cfg->head);
         if (!f->arch_ok(name, orig) || cJSON_GetArraySize(arch) != 1)
             return mt_cfg_fail(r,
                                "key \"architectures\": \"%s\" is not a %s causal LM for model_type "
@@ -362,6 +363,7 @@ static bool cfg_parse_family(mt_cfg_reader *r, const cJSON *root, const char *ty
     TRY(cfg_quantization(r, text, cfg));
     TRY(cfg_validate(r, text, cfg));
     if (f->check) TRY(f->check(r, text, cfg));
+    TRY(mt_cfg_head_read(r, root, cfg));
     cfg->num_hidden_layers_source = cfg->num_hidden_layers;
     return true;
 }
@@ -488,6 +490,7 @@ void mt_cfg_save_common(const mt_minimax_config *cfg, cJSON *o, const char *arch
 void mt_minimax_config_save_json(const mt_minimax_config *cfg, const char *path, mt_naming naming) {
     cJSON *o = cJSON_CreateObject();
     mt_config_family(cfg)->save(cfg, o, naming == MT_NAMING_ORIGINAL);
+    mt_cfg_head_save(cfg, o);
     char *text = cJSON_Print(o);
     MT_CHECK(text, "config: cannot format %s", path);
     size_t n = strlen(text);

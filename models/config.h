@@ -19,6 +19,32 @@ typedef enum { MT_LAYER_LINEAR = 0, MT_LAYER_FULL = 1 } mt_layer_type;
  * transformers v5 (fused mlp.experts.gate_up_proj/down_proj, mlp.gate), original release. */
 typedef enum { MT_NAMING_HF_V4, MT_NAMING_HF_V5, MT_NAMING_ORIGINAL } mt_naming;
 
+/* What follows the decoder's final norm (docs/models.md, "Heads"): the lm_head of a causal LM,
+ * or one of transformers' generic heads, chosen by config.json's architectures (the family's
+ * causal-LM name with ForCausalLM replaced by ForSequenceClassification, ForTokenClassification
+ * or ForQuestionAnswering) or set in code (mt_minimax_config_set_head). The head replaces the
+ * lm_head, which such a model does not have:
+ *   sequence classification: score.weight (num_labels, C), no bias, on the final-norm output at
+ *       the rightmost token that is not pad_token_id;
+ *   token classification:    score.weight (num_labels, C) and score.bias (num_labels), every token;
+ *   question answering:      qa_outputs.weight (2, C) and qa_outputs.bias (2): start | end. */
+typedef enum {
+    MT_HEAD_CAUSAL_LM = 0,
+    MT_HEAD_SEQUENCE_CLASSIFICATION,
+    MT_HEAD_TOKEN_CLASSIFICATION,
+    MT_HEAD_QUESTION_ANSWERING
+} mt_head_kind;
+/* config.json's problem_type (sequence classification): null (inferred per batch as transformers
+ * does: num_labels 1 regression, integer labels single-label, float labels multi-label), or
+ * "regression" (MSE), "single_label_classification" (cross-entropy),
+ * "multi_label_classification" (BCE with logits). */
+typedef enum {
+    MT_PROBLEM_AUTO = 0,
+    MT_PROBLEM_REGRESSION,
+    MT_PROBLEM_SINGLE_LABEL,
+    MT_PROBLEM_MULTI_LABEL
+} mt_problem_type;
+
 typedef struct mt_minimax_config {
     const mt_family *family; /* from model_type; NULL (a config built in code): Text-01 */
     char model_type[32];     /* "minimax", "minimax_text_01", "minimax_m1", "minimax_m2" as read */
@@ -92,6 +118,12 @@ typedef struct mt_minimax_config {
      * back verbatim (number formats included: transformers' strict configs tell 0.0 from 0)
      * around the model's text_config; "" for a text-only config */
     char vl_config[16384];
+    /* The head (above): its kind, num_labels (2 for QA's start | end), problem_type, and
+     * config.json's id2label as compact JSON ("" : LABEL_0 ... written on export) */
+    mt_head_kind head;
+    int num_labels;
+    mt_problem_type problem_type;
+    char id2label[4096];
 } mt_minimax_config;
 
 /* dir/config.json can be read; else false with "<dir>/config.json: cannot read the model's
@@ -113,3 +145,15 @@ void mt_minimax_config_keep_layers(mt_minimax_config *cfg, int n);
  * it. Never a quantization_config: the weights are written unquantised. */
 void mt_minimax_config_save_json(const mt_minimax_config *cfg, const char *path, mt_naming naming);
 const char *mt_naming_name(mt_naming naming);
+
+/* models/config_head.c: the head's names and settings. */
+/* "causal_lm", "sequence_classification", "token_classification", "question_answering" */
+const char *mt_head_name(mt_head_kind head);
+/* The kind named so (the names above), false for none. */
+bool mt_head_parse(const char *name, mt_head_kind *head);
+/* "regression", "single_label_classification", "multi_label_classification", or NULL (auto). */
+const char *mt_problem_type_name(mt_problem_type p);
+/* Makes cfg a model with this head (a causal-LM config turned into a head model's, or back):
+ * num_labels (>= 1; QA: 2) and problem_type; id2label cleared when the count changes. */
+void mt_minimax_config_set_head(mt_minimax_config *cfg, mt_head_kind head, int num_labels,
+                                mt_problem_type problem_type);

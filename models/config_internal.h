@@ -62,3 +62,11 @@ void mt_cfg_json_token(cJSON *o, const char *key, int id);
 /* architectures, model_type and the keys every family shares, in transformers' order. */
 void mt_cfg_save_common(const mt_minimax_config *cfg, cJSON *o, const char *arch,
                         const char *model_type);
+
+/* models/config_head.c: an architecture with a head's suffix (ForSequenceClassification, ...):
+ * its causal-LM name into base (the family checks that) and the kind; false (base = arch) for
+ * any other. The head's keys (num_labels, id2label, problem_type) read after the family's; and
+ * written into an export's config (architectures renamed, id2label, label2id, problem_type). */
+bool mt_cfg_head_arch(const char *arch, char *base, size_t n, mt_head_kind *head);
+bool mt_cfg_head_read(mt_cfg_reader *r, const cJSON *root, mt_minimax_config *cfg);
+void mt_cfg_head_save(const mt_minimax_config *cfg, cJSON *o);

@@ -127,7 +127,10 @@ void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather
     MT_CHECK(S >= 1 && (S - 1) * m->vocab_part_rows < V, "layout: %d parts of %lld rows for V %lld",
              S, (long long)m->vocab_part_rows, (long long)V);
     m->layers = mt_calloc((size_t)L, sizeof(mt_layer_params), "layer parameters");
-    int cap = S + 1 + S, n_buckets = 2 * S;
+    /* a head model has no lm_head: one final bucket with the head (models/head.c) */
+    const bool head = cfg->head != MT_HEAD_CAUSAL_LM;
+    m->lm_parts = head ? 0 : S;
+    int cap = S + 1 + (head ? 2 : S), n_buckets = S + (head ? 1 : S);
     for (int l = 0; l < L; l++) {
         m->layers[l].mixer = mt_mixer_of(m->plan[l].mixer);
         cap += 2 + m->layers[l].mixer->n_params(&m->plan[l]) + mt_block_moe_params(&m->plan[l]);
@@ -167,7 +170,11 @@ void mt_minimax_init_unit(mt_minimax *m, const mt_minimax_config *cfg, mt_gather
     /* the final norm is of the last layer's kind */
     m->final_norm = mt_layout_add(&cur, true, 1, C, 0, mt_layout_norm_init(m->plan[L - 1].norm),
                                   "model.norm.weight", 0, 0);
-    for (int k = 0; k < S; k++) {
+    if (head) {
+        mt_head_layout(&cur);
+        mt_layout_end_bucket(&cur);
+    }
+    for (int k = 0; k < m->lm_parts; k++) {
         m->lm_head[k] = layout_add_vocab_part(&cur, "lm_head.weight", k);
         mt_layout_end_bucket(&cur);
     }
@@ -199,7 +206,9 @@ int mt_minimax_layer_last_bucket(const mt_minimax *m, int l) {
     return mt_minimax_layer_bucket(m, l) + mt_block_moe_buckets(m, &m->plan[l]);
 }
 
-int mt_minimax_final_bucket(const mt_minimax *m) { return m->n_buckets - m->vocab_parts; }
+int mt_minimax_final_bucket(const mt_minimax *m) {
+    return m->n_buckets - (m->lm_parts > 0 ? m->lm_parts : 1);
+}
 
 int mt_minimax_bucket_layer(const mt_minimax *m, int bucket) {
     return bucket >= 0 && bucket < m->n_buckets ? m->bucket_layer[bucket] : -1;

@@ -157,6 +157,7 @@ typedef struct {
     mt_tensor **routers, **idx;
     mt_tensor *fused_ce;
     mt_tensor *index_kl;
+    mt_minimax_out *head; /* a head model's outputs (models/head.c), else NULL */
 } mm_trunk_out;
 
 /* Embedding -> layers -> final norm -> lm_head. With fused (a batch with labels), the lm_head
@@ -214,6 +215,15 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
     mt_block_enter(m, c, hooks, last);
     x = mm_norm(m, c, m->plan[L - 1].norm, x, m->final_norm);
     mt_tensor *logits = NULL;
+    if (m->lm_parts == 0) { /* a head model: the head instead of the lm_head */
+        MT_CHECK(o->head && !fused,
+                 "minimax: a %s model has no lm_head (logits of the "
+                 "vocabulary, a cached decode)",
+                 mt_head_name(cfg->head));
+        mt_head_forward(m, c, x, ids, o->head);
+        mt_block_leave(c, hooks, last);
+        return o->head->logits;
+    }
     /* lm_head part by part, each in its bucket: the loss as a chain of fused parts
      * (op_linear_cross_entropy.c), or the logits side by side */
     mt_tensor *chain = NULL;
@@ -354,13 +364,24 @@ void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
         MT_CHECK(batch->labels->dtype == MT_I32 && mt_same_shape(batch->labels, ids),
                  "minimax_forward: labels %s must be i32 shaped like ids %s",
                  mt_shape_str(batch->labels), mt_shape_str(ids));
+    const bool head = m->lm_parts == 0;
+    MT_CHECK(!head || !batch->labels,
+             "minimax_forward: a %s model takes its targets in head_class / head_target / "
+             "start_pos and end_pos, not the causal LM's labels",
+             mt_head_name(cfg->head));
     const bool fused = batch->labels && batch->fused_loss;
-    mm_trunk_out o = {.routers = routers, .idx = idx};
+    mm_trunk_out o = {.routers = routers, .idx = idx, .head = head ? out : NULL};
     out->logits = mm_trunk(m, c, ids, pos, batch->seg, NULL, hooks, batch, fused, &o);
     out->ce_loss = o.fused_ce;
     mt_tensor *router_aux = aux_on ? mm_aux_loss(m, c, routers, idx, batch->valid_len, B, T) : NULL;
     out->n_aux = mt_aux_list(m, c->grad_enabled, router_aux, o.index_kl, out->aux);
-    if (batch->labels) {
+    if (head) {
+        out->ce_loss = mt_head_loss(m, c, batch, out);
+        out->loss = out->ce_loss;
+        for (int k = 0; out->loss && k < out->n_aux; k++)
+            if (out->aux[k].value)
+                out->loss = mt_axpby(c, 1.0f, out->loss, out->aux[k].coef, out->aux[k].value);
+    } else if (batch->labels) {
         if (!fused)
             out->ce_loss = mt_cross_entropy(c, out->logits, batch->labels, batch->loss_denom);
         out->loss = out->ce_loss;

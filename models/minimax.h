@@ -63,6 +63,15 @@ typedef struct mt_minimax {
     struct mt_layer_params *layers; /* (L) */
     mt_tensor **embed, **lm_head;   /* (S) */
     mt_tensor *final_norm;
+    /* A head model (cfg.head, models/head.c): no lm_head (lm_parts 0, one final bucket: the
+     * final norm and the head's weight (num_labels, C) and bias (num_labels, or NULL)); a causal
+     * LM: lm_parts = vocab_parts, head_w and head_b NULL. */
+    int lm_parts;
+    mt_tensor *head_w, *head_b;
+    /* The seed of a head initialised on load from a causal-LM checkpoint (models/weights.h,
+     * mt_weights_open: lm_head dropped, the head N(0, initializer_range), bias 0). Default 0;
+     * a trainer sets its seed. */
+    uint64_t head_seed;
     int *bucket_param; /* (n_buckets + 1): bucket b's parameters are [bucket_param[b], [b + 1]) */
     /* Activation checkpointing (train.gradient_checkpointing): with gradients on, each decoder
      * layer is a recomputed segment (mt_checkpoint): only its input, output and router logits
@@ -130,6 +139,16 @@ typedef struct {
      * layer draws the same noise. */
     bool jitter;
     uint64_t jitter_seed;
+    /* A head model's targets (models/head.c), host arrays; all NULL: no loss. labels above is
+     * for the causal LM only. Sequence classification: head_class (B) class ids (-100 ignored)
+     * for single-label, or head_target (B * num_labels) floats for regression / multi-label
+     * (config problem_type, or inferred as transformers does: num_labels 1 regression, class
+     * ids single-label, floats multi-label). Token classification: head_class (B*T), -100
+     * ignored. Question answering: start_pos and end_pos (B), clamped to [0, T] and T ignored
+     * (transformers' span loss). */
+    const int32_t *head_class;
+    const float *head_target;
+    const int32_t *start_pos, *end_pos;
 } mt_minimax_batch;
 
 /* An auxiliary loss term of a forward: what a family adds to the cross-entropy. The family
@@ -151,7 +170,13 @@ typedef struct {
 } mt_minimax_aux;
 
 typedef struct {
-    mt_tensor *logits;  /* (B,T,V); NULL with batch->fused_loss */
+    /* (B,T,V); NULL with batch->fused_loss. A head model: sequence classification (B, num_labels)
+     * at each row's pooled token; token classification (B,T,num_labels); question answering the
+     * start logits (B,T) (end_logits the end's). ce_loss is then the head's loss as transformers
+     * computes it (its `loss`: no router aux term), loss adds the aux terms as for the LM. */
+    mt_tensor *logits;
+    mt_tensor *end_logits;
+    int64_t *pooled;    /* sequence classification: (B) host, each row's pooled position */
     mt_tensor *loss;    /* scalar CE + sum of coef * value over aux (with labels), or NULL */
     mt_tensor *ce_loss; /* scalar */
     mt_minimax_aux aux[MT_AUX_MAX]; /* in the order of mt_minimax_aux_terms */

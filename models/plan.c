@@ -39,20 +39,34 @@ int64_t mt_minimax_plan_activations(const mt_minimax_config *cfg, mt_gather_unit
     }
     int64_t *valid = mt_malloc(sizeof(int64_t) * (size_t)B, "plan rows");
     for (int64_t b = 0; b < B; b++) valid[b] = T;
-    /* as the trainer's micro-step: every token labelled (the most loss rows), fused loss */
+    /* as the trainer's micro-step: every token labelled (the most loss rows), fused loss; a
+     * head model (no lm_head): its loss with every row or token labelled */
+    const bool head = cfg->head != MT_HEAD_CAUSAL_LM;
+    int32_t *cls = mt_calloc((size_t)(B * T), sizeof(int32_t), "plan classes");
+    float *target = mt_calloc((size_t)(B * T) * (size_t)(cfg->num_labels > 0 ? cfg->num_labels : 1),
+                              sizeof(float), "plan targets");
     mt_minimax_batch batch = {.ids = &io[0],
-                              .labels = &io[1],
+                              .labels = head ? NULL : &io[1],
                               .pos = &io[2],
                               .seg = &io[3],
                               .valid_len = valid,
                               .loss_denom = (float)(B * T),
-                              .fused_loss = true,
+                              .fused_loss = !head,
                               .jitter = true}; /* the router jitter's noise, where there is one */
+    if (head) {
+        const bool single = cfg->problem_type == MT_PROBLEM_SINGLE_LABEL ||
+                            (cfg->problem_type == MT_PROBLEM_AUTO && cfg->num_labels > 1);
+        batch.head_class = cfg->head == MT_HEAD_TOKEN_CLASSIFICATION || single ? cls : NULL;
+        batch.head_target = batch.head_class ? NULL : target;
+        batch.start_pos = batch.end_pos = cls;
+    }
     mt_minimax_out out;
     mt_minimax_forward(&m, &c, &batch, NULL, &out);
     mt_backward(&c, out.loss, NULL);
     const int64_t live = (int64_t)c.arena.peak_live;
     free(valid);
+    free(cls);
+    free(target);
     mt_ctx_free(&c);
     mt_minimax_free(&m);
     return live;

@@ -289,6 +289,26 @@ static bool wt_check_layer_count(const mt_weights_reader *r, const char *dir, ch
                    dir, top + 1, top, L);
 }
 
+/* A head model's head parameter p absent from a causal-LM checkpoint (one with lm_head.weight):
+ * the usual start of a head model. The head is initialised as transformers' _init_weights does
+ * (weight N(0, initializer_range) seeded by m->head_seed, bias 0) when read, lm_head.weight is
+ * dropped; said once on stderr. */
+static bool wt_head_from_causal(mt_weights_reader *r, int p) {
+    const mt_minimax *m = r->m;
+    const mt_tensor *t = &m->params[p];
+    const mt_st_tensor *lm = mt_safetensors_find(r->st, "lm_head.weight");
+    if (m->lm_parts != 0 || (t != m->head_w && t != m->head_b) || !lm) return false;
+    if (!r->head_init)
+        fprintf(stderr,
+                "weights: %s is a causal-LM checkpoint: lm_head.weight dropped, the %s head "
+                "(%d labels) initialised N(0, %g) with seed %llu, bias 0\n",
+                mt_safetensors_file(r->st, lm), mt_head_name(m->cfg.head), m->cfg.num_labels,
+                (double)m->cfg.initializer_range, (unsigned long long)m->head_seed);
+    r->head_init = true;
+    r->lm_dropped = lm;
+    return true;
+}
+
 mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, char *err,
                                        size_t err_len) {
     mt_safetensors *st = mt_safetensors_try_open(dir, err, err_len);
@@ -317,6 +337,7 @@ mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, cha
         mt_weights_source_name(m, p, r->naming, name, sizeof(name), &r->src_off[p]);
         const mt_st_tensor *t = mt_safetensors_find(st, name);
         if (!t) t = wt_find_packed_shared(m, p, st, name, sizeof(name));
+        if (!t && wt_head_from_causal(r, p)) continue; /* initialised on read */
         if (!t) {
             ok = wt_fail(err, err_len, "%s: missing tensor %s (checkpoint layout %s)", dir, name,
                          mt_naming_name(r->naming));
@@ -328,6 +349,7 @@ mt_weights_reader *mt_weights_try_open(const char *dir, const mt_minimax *m, cha
         used[t - mt_safetensors_tensor(st, 0)] = true;
         if (ok && t->dtype == MT_ST_F8_E4M3) ok = wt_fp8_scale(r, p, t, used, err, err_len);
     }
+    if (ok && r->lm_dropped) used[r->lm_dropped - mt_safetensors_tensor(st, 0)] = true;
     for (int i = 0; i < n_t && ok; i++)
         if (!used[i]) ok = wt_check_extra(r, mt_safetensors_tensor(st, i), err, err_len);
     free(used);

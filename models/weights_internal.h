@@ -14,6 +14,10 @@ struct mt_weights_reader {
     int n_vision; /* of them, a VL model's vision tensors (the rest: multi-token prediction) */
     const mt_st_tensor **scale; /* (n_params) an FP8 tensor's weight_scale_inv, else NULL */
     int n_fp8;                  /* parameters dequantised on load */
+    /* a head model read from a causal-LM checkpoint: its head parameters have no source (src
+     * NULL) and are initialised when read; lm_head.weight is dropped */
+    bool head_init;
+    const mt_st_tensor *lm_dropped;
 };
 
 /* The start of a bucket's bound memory (dies when it is not bound). */

@@ -71,6 +71,10 @@ void mt_weights_read_range(mt_weights_reader *r, int bucket, int64_t lo, int64_t
     for (int p = 0; p < m->n_params; p++) {
         int64_t a, b;
         if (!mt_minimax_param_overlap(m, p, bucket, lo, hi, &a, &b)) continue;
+        if (!r->src[p]) { /* a head initialised (wt_head_from_causal) */
+            mt_weights_init_random_range(m, m->head_seed, bucket, a, b, dst + (a - lo));
+            continue;
+        }
         int64_t s = r->src_off[p] + (a - m->info[p].offset);
         mt_safetensors_read(r->st, r->src[p], s, s + (b - a), dst + (a - lo));
         if (r->scale[p]) wt_fp8_dequantize(r, r->src[p], r->scale[p], s, b - a, dst + (a - lo));
@@ -140,13 +144,22 @@ static void wl_load_verified(const mt_weights_reader *r, const char *dir) {
         const mt_st_tensor *t = mt_safetensors_tensor(st, i);
         tens[i] = (wl_item){t->file, t->begin, i};
     }
-    for (int p = 0; p < P; p++)
-        pcs[p] = (wl_item){(int)(r->src[p] - t0), (uint64_t)r->src_off[p], p};
+    int np = 0;
+    for (int p = 0; p < P; p++) {
+        const mt_param_info *info = &m->info[p];
+        if (!r->src[p]) { /* a head initialised (wt_head_from_causal) */
+            mt_weights_init_random_range(m, m->head_seed, info->bucket, info->offset,
+                                         info->offset + info->numel,
+                                         base[info->bucket] + info->offset);
+            continue;
+        }
+        pcs[np++] = (wl_item){(int)(r->src[p] - t0), (uint64_t)r->src_off[p], p};
+    }
     qsort(tens, (size_t)n_t, sizeof(wl_item), wl_cmp);
-    qsort(pcs, (size_t)P, sizeof(wl_item), wl_cmp);
+    qsort(pcs, (size_t)np, sizeof(wl_item), wl_cmp);
     int *first = mt_calloc((size_t)n_t + 1, sizeof(int), "pieces per tensor"); /* pcs run of t */
     for (int j = 0, i = 0; i <= n_t; i++) {
-        while (j < P && pcs[j].key < i) j++;
+        while (j < np && pcs[j].key < i) j++;
         first[i] = j;
     }
     char err[1200];

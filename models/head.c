@@ -1,0 +1,203 @@
+/* head.c: the heads of a model that is not a causal LM (models/config.h, mt_head_kind):
+ * transformers' generic GenericForSequenceClassification, GenericForTokenClassification and
+ * GenericForQuestionAnswering on the decoder's final-norm output, with transformers' losses
+ * (loss_utils.py: ForSequenceClassificationLoss, ForTokenClassification,
+ * ForQuestionAnsweringLoss). Written in existing differentiable ops only (matmul, gather rows,
+ * concat, view, elementwise, cross-entropy), so every backend that runs the decoder runs the
+ * heads, forward and backward, with no kernel of their own:
+ *   bias:        x W^T + 1 b^T, the outer product a matmul of a ones column and b as (M,1);
+ *   pooling:     the rows (b, t_b) of h as (B*T, C) gathered by an embedding lookup;
+ *   MSE:         sum (z - y)^2 as the matmul of a ones row and the squares;
+ *   BCE:         softplus(z) - z y, softplus(z) = the cross-entropy of logits (0, z) at class 0,
+ *                sum z y a matmul of z and the targets as rows;
+ *   QA split:    start / end as the matmul of (B,T,2) and the unit rows (1,0) / (0,1).
+ * Dropout of the token head is the identity (evaluation; this trainer runs without dropout). */
+#include <string.h>
+
+#include "models/block.h"
+
+void mt_head_layout(mt_layout_cursor *cur) {
+    mt_minimax *m = cur->m;
+    const mt_minimax_config *cfg = &m->cfg;
+    const int64_t C = cfg->hidden_size, M = cfg->num_labels;
+    MT_CHECK(M >= 1, "head: %s with %lld labels", mt_head_name(cfg->head), (long long)M);
+    const bool qa = cfg->head == MT_HEAD_QUESTION_ANSWERING;
+    const char *w = qa ? "qa_outputs.weight" : "score.weight";
+    m->head_w = mt_layout_add(cur, true, 2, qa ? 2 : M, C, MT_INIT_NORMAL, w, 0, 0);
+    m->head_b = NULL;
+    if (cfg->head != MT_HEAD_SEQUENCE_CLASSIFICATION) /* nn.Linear's bias, initialised to 0 */
+        m->head_b = mt_layout_add(cur, true, 1, qa ? 2 : M, 0, MT_INIT_ZEROS,
+                                  qa ? "qa_outputs.bias" : "score.bias", 0, 0);
+}
+
+/* A constant F32 tensor of the context from host values. */
+static mt_tensor *hd_const(mt_ctx *c, int ndim, const int64_t *shape, const float *h,
+                           const char *name) {
+    mt_tensor *t = mt_tensor_new(c, MT_F32, ndim, shape, name);
+    c->be->to_device(t->data, h, sizeof(float) * (size_t)mt_numel(t));
+    return t;
+}
+
+static mt_tensor *hd_fill(mt_ctx *c, int ndim, const int64_t *shape, float v, const char *name) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    float *h = mt_arena_alloc(&c->host, sizeof(float) * (size_t)n, "head.fill");
+    for (int64_t i = 0; i < n; i++) h[i] = v;
+    return hd_const(c, ndim, shape, h, name);
+}
+
+static mt_tensor *hd_i32(mt_ctx *c, int64_t n, const int32_t *h, const char *name) {
+    mt_tensor *t = mt_tensor_new(c, MT_I32, 1, &n, name);
+    c->be->to_device(t->data, h, sizeof(int32_t) * (size_t)n);
+    return t;
+}
+
+/* x (..., C) W^T + b: x (B,T,C) -> (B,T,M) */
+static mt_tensor *hd_linear(mt_ctx *c, mt_tensor *x, mt_tensor *w, mt_tensor *b) {
+    mt_tensor *y = mt_matmul(c, x, w);
+    if (!b) return y;
+    int64_t shape[MT_MAX_DIMS];
+    for (int i = 0; i < x->ndim - 1; i++) shape[i] = x->shape[i];
+    shape[x->ndim - 1] = 1;
+    mt_tensor *ones = hd_fill(c, x->ndim, shape, 1.0f, "head.ones");
+    mt_tensor *bcol = mt_view(c, b, 2, (int64_t[]){b->shape[0], 1});
+    return mt_add(c, y, mt_matmul(c, ones, bcol));
+}
+
+/* Each row's pooled position: the rightmost token that is not pad_token_id (0 when all are),
+ * as transformers' argmax of t * (ids != pad); without a pad token the last position, and only
+ * for one row (transformers refuses several). */
+static int64_t *hd_pool_positions(mt_minimax *m, mt_ctx *c, mt_tensor *ids) {
+    const int64_t B = ids->shape[0], T = ids->shape[1];
+    const int pad = m->cfg.pad_token_id;
+    MT_CHECK(pad >= 0 || B == 1,
+             "head: sequence classification of a batch of %lld rows needs config.json's "
+             "pad_token_id (null here): the pooled token is the rightmost one that is not the pad "
+             "token (transformers: \"Cannot handle batch sizes > 1 if no padding token is "
+             "defined.\")",
+             (long long)B);
+    int32_t *h = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)(B * T), "head.ids");
+    c->be->to_host(h, ids->data, sizeof(int32_t) * (size_t)(B * T));
+    int64_t *at = mt_arena_alloc(&c->host, sizeof(int64_t) * (size_t)B, "head.pooled");
+    for (int64_t b = 0; b < B; b++) {
+        at[b] = pad < 0 ? T - 1 : 0;
+        for (int64_t t = 0; pad >= 0 && t < T; t++)
+            if (h[b * T + t] != pad) at[b] = t;
+    }
+    return at;
+}
+
+void mt_head_forward(mt_minimax *m, mt_ctx *c, mt_tensor *h, mt_tensor *ids, mt_minimax_out *out) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const int64_t B = h->shape[0], T = h->shape[1], C = h->shape[2];
+    switch (cfg->head) {
+    case MT_HEAD_SEQUENCE_CLASSIFICATION: {
+        /* score on the pooled rows only: the same numbers as transformers' score on every
+         * token, then the pooled rows */
+        int64_t *at = hd_pool_positions(m, c, ids);
+        int32_t *rows = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)B, "head.rows");
+        for (int64_t b = 0; b < B; b++) rows[b] = (int32_t)(b * T + at[b]);
+        mt_tensor *idx = hd_i32(c, B, rows, "head.pool_rows");
+        mt_tensor *pooled = mt_embedding(c, idx, mt_view(c, h, 2, (int64_t[]){B * T, C}));
+        out->logits = mt_matmul(c, pooled, m->head_w);
+        out->pooled = at;
+        break;
+    }
+    case MT_HEAD_TOKEN_CLASSIFICATION:
+        out->logits = hd_linear(c, h, m->head_w, m->head_b);
+        break;
+    case MT_HEAD_QUESTION_ANSWERING: {
+        mt_tensor *both = hd_linear(c, h, m->head_w, m->head_b); /* (B,T,2) */
+        mt_tensor *se[2];
+        for (int k = 0; k < 2; k++) {
+            const float unit[2] = {k == 0 ? 1.0f : 0.0f, k == 1 ? 1.0f : 0.0f};
+            mt_tensor *sel = hd_const(c, 2, (int64_t[]){1, 2}, unit, "head.qa_select");
+            se[k] = mt_view(c, mt_matmul(c, both, sel), 2, (int64_t[]){B, T});
+        }
+        out->logits = se[0];
+        out->end_logits = se[1];
+        break;
+    }
+    default:
+        MT_DIE("head: forward of a causal LM's config");
+    }
+}
+
+/* sum over all elements of x (any shape, n elements) times s, as a scalar */
+static mt_tensor *hd_sum(mt_ctx *c, mt_tensor *x, float s) {
+    const int64_t n = mt_numel(x);
+    mt_tensor *ones = hd_fill(c, 2, (int64_t[]){1, n}, 1.0f, "head.ones_row");
+    mt_tensor *r = mt_matmul(c, ones, mt_view(c, x, 2, (int64_t[]){1, n})); /* (1,1) */
+    return mt_view(c, mt_scale(c, r, s), 0, NULL);
+}
+
+/* MSELoss (mean) of z against the targets y (same numel) */
+static mt_tensor *hd_mse(mt_ctx *c, mt_tensor *z, const float *y) {
+    mt_tensor *t = hd_const(c, z->ndim, z->shape, y, "head.target");
+    mt_tensor *d = mt_axpby(c, 1.0f, z, -1.0f, t);
+    return hd_sum(c, mt_mul(c, d, d), 1.0f / (float)mt_numel(z));
+}
+
+/* BCEWithLogitsLoss (mean): softplus(z) - z y, softplus(z) = CE((0, z), class 0) */
+static mt_tensor *hd_bce(mt_ctx *c, mt_tensor *z, const float *y) {
+    const int64_t n = mt_numel(z);
+    mt_tensor *col = mt_view(c, z, 2, (int64_t[]){n, 1});
+    mt_tensor *pair = mt_concat(c, hd_fill(c, 2, (int64_t[]){n, 1}, 0.0f, "head.zero"), col);
+    int32_t *zero = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)n, "head.class0");
+    memset(zero, 0, sizeof(int32_t) * (size_t)n);
+    mt_tensor *softplus = mt_cross_entropy(c, pair, hd_i32(c, n, zero, "head.class0"), (float)n);
+    mt_tensor *t = hd_const(c, 2, (int64_t[]){1, n}, y, "head.target");
+    mt_tensor *zy = mt_matmul(c, mt_view(c, z, 2, (int64_t[]){1, n}), t); /* (1,1) */
+    return mt_axpby(c, 1.0f, softplus, -1.0f / (float)n, mt_view(c, zy, 0, NULL));
+}
+
+/* transformers' span loss: positions clamped to [0, T], T ignored, mean of the two CEs */
+static mt_tensor *hd_span(mt_ctx *c, const mt_minimax_batch *batch, const mt_minimax_out *out) {
+    const int64_t B = out->logits->shape[0], T = out->logits->shape[1];
+    mt_tensor *ce[2];
+    for (int k = 0; k < 2; k++) {
+        const int32_t *p = k == 0 ? batch->start_pos : batch->end_pos;
+        int32_t *lab = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)B, "head.span");
+        for (int64_t b = 0; b < B; b++) {
+            const int64_t v = p[b] < 0 ? 0 : p[b] > T ? T : p[b];
+            lab[b] = v == T ? MT_IGNORE_INDEX : (int32_t)v;
+        }
+        ce[k] = mt_cross_entropy(c, k == 0 ? out->logits : out->end_logits,
+                                 hd_i32(c, B, lab, "head.span"), 0);
+    }
+    return mt_axpby(c, 0.5f, ce[0], 0.5f, ce[1]);
+}
+
+mt_tensor *mt_head_loss(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
+                        const mt_minimax_out *out) {
+    const mt_minimax_config *cfg = &m->cfg;
+    const int64_t B = batch->ids->shape[0], T = batch->ids->shape[1];
+    switch (cfg->head) {
+    case MT_HEAD_SEQUENCE_CLASSIFICATION: {
+        if (!batch->head_class && !batch->head_target) return NULL;
+        mt_problem_type p = cfg->problem_type;
+        if (p == MT_PROBLEM_AUTO) /* transformers' inference from num_labels and the dtype */
+            p = cfg->num_labels == 1 ? MT_PROBLEM_REGRESSION
+                : batch->head_class  ? MT_PROBLEM_SINGLE_LABEL
+                                     : MT_PROBLEM_MULTI_LABEL;
+        if (p == MT_PROBLEM_SINGLE_LABEL) {
+            MT_CHECK(batch->head_class, "head: single_label_classification needs class ids");
+            return mt_cross_entropy(c, out->logits, hd_i32(c, B, batch->head_class, "head.class"),
+                                    0);
+        }
+        MT_CHECK(batch->head_target, "head: %s needs float targets (B x num_labels)",
+                 mt_problem_type_name(p));
+        return p == MT_PROBLEM_REGRESSION ? hd_mse(c, out->logits, batch->head_target)
+                                          : hd_bce(c, out->logits, batch->head_target);
+    }
+    case MT_HEAD_TOKEN_CLASSIFICATION:
+        if (!batch->head_class) return NULL;
+        return mt_cross_entropy(c, out->logits, hd_i32(c, B * T, batch->head_class, "head.class"),
+                                batch->loss_denom);
+    case MT_HEAD_QUESTION_ANSWERING:
+        if (!batch->start_pos || !batch->end_pos) return NULL;
+        return hd_span(c, batch, out);
+    default:
+        return NULL;
+    }
+}
