@@ -32,6 +32,14 @@ typedef struct {
     int32_t *source;  /* (n_samples) the data file each sample came from (0 ..) */
     /* how the dataset was built */
     int64_t n_lines, n_skipped, n_truncated, n_dropped, n_targets;
+    /* The targets of a head objective (data/head_data.h), per sample; NULL / 0 for SFT:
+     * head_i32 (n_samples, i32_width) class ids or QA start / end token positions, head_f32
+     * (n_samples, f32_width) float targets or a reward pair's margin. objective: its
+     * mt_objective (0: SFT). */
+    int32_t objective;
+    int32_t *head_i32;
+    float *head_f32;
+    int32_t i32_width, f32_width;
 } mt_token_data;
 void mt_token_data_free(mt_token_data *d);
 
@@ -62,7 +70,9 @@ typedef struct {
     const char *cache_path;      /* the .h5 file */
     mt_sample_opts sample;
     bool skip_bad; /* count and skip bad jsonl lines instead of failing */
-    bool force;    /* rebuild even when the cache matches */
+    /* train.objective's data (data/head_data.h); NULL: SFT conversations */
+    const struct mt_head_data_opts_s *head;
+    bool force; /* rebuild even when the cache matches */
 } mt_token_cache_cfg;
 
 /* The chat template of a configuration (data/chat.h). NULL with err set. */

@@ -149,6 +149,15 @@ typedef struct {
     const int32_t *head_class;
     const float *head_target;
     const int32_t *start_pos, *end_pos;
+    /* Reward pairs (TRL's RewardTrainer; sequence classification with num_labels 1): rows 2p
+     * and 2p + 1 are pair p's chosen and rejected, the loss -log sigmoid(r_2p - r_2p+1 -
+     * margin_p) over the pairs; pair_margin (B/2) or NULL (no margin). head_class and
+     * head_target are then NULL. */
+    bool head_pairs;
+    const float *pair_margin;
+    /* A head loss is a mean over its terms (rows, elements, labelled tokens, pairs; QA: each
+     * of start and end) when loss_denom <= 0, else their sum / loss_denom: the trainer passes
+     * the global batch's count so that micro-batches and ranks add up to the global mean. */
 } mt_minimax_batch;
 
 /* An auxiliary loss term of a forward: what a family adds to the cross-entropy. The family
@@ -182,6 +191,18 @@ typedef struct {
     mt_minimax_aux aux[MT_AUX_MAX]; /* in the order of mt_minimax_aux_terms */
     int n_aux;
 } mt_minimax_out;
+
+/* The metrics of a head model's forward with targets, added into *st (host numbers; c the
+ * forward's context): reward pairs: correct = pairs with r_chosen > r_rejected (TRL's
+ * accuracy, ties wrong), margin = the sum of r_chosen - r_rejected, count = pairs; single-label
+ * classification: correct = labelled rows whose argmax is the label, count = labelled rows;
+ * token classification the same over labelled tokens; QA: rows whose start and end argmax both
+ * equal the targets; regression / multi-label: nothing (count 0). */
+typedef struct {
+    double correct, margin, count;
+} mt_head_stats;
+void mt_minimax_head_stats(const mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
+                           const mt_minimax_out *out, mt_head_stats *st);
 
 /* The auxiliary terms a forward of m produces with gradients on or off (grad), values NULL, in
  * the order of the forward's out->aux; returns their number (<= MT_AUX_MAX). */
