@@ -10,12 +10,15 @@
 
 #include "core/check.h"
 #include "data/hdf5_error.h"
+#include "data/head_data.h"
 
 void mt_token_data_free(mt_token_data *d) {
     free(d->ids);
     free(d->labels);
     free(d->offsets);
     free(d->source);
+    free(d->head_i32);
+    free(d->head_f32);
     *d = (mt_token_data){0};
 }
 
@@ -210,6 +213,122 @@ static void *dset_read(hid_t f, const char *name, hid_t mem_type, size_t elem, i
     return buf;
 }
 
+/* ---- the head columns (token_cache.h): an "objective" attribute and /head_i32, /head_f32 of
+ * (n_samples, width), present only for a head objective ---- */
+
+static const char *head_names[2] = {"head_i32", "head_f32"};
+
+/* Whether d's head columns can be written; err names what is wrong. */
+static bool heads_check(const char *path, const mt_token_data *d, char *err) {
+    const int32_t width[2] = {d->i32_width, d->f32_width};
+    const void *col[2] = {d->head_i32, d->head_f32};
+    if (d->objective < 0 || d->objective >= MT_OBJECTIVE_COUNT) {
+        snprintf(err, MT_ERR_LEN, "%.300s: cannot write the token cache: objective %d is none",
+                 path, (int)d->objective);
+        return false;
+    }
+    for (int k = 0; k < 2; k++) {
+        const char *why = width[k] < 0                                    ? "a negative width"
+                          : d->objective == 0 && (width[k] > 0 || col[k]) ? "no objective"
+                          : width[k] > 0 && !col[k] && d->n_samples > 0   ? "no values"
+                                                                          : NULL;
+        if (why) {
+            snprintf(err, MT_ERR_LEN, "%.300s: cannot write the token cache: /%s with %s", path,
+                     head_names[k], why);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool dset2_write(hid_t f, const char *name, hid_t file_type, hid_t mem_type, int64_t rows,
+                        int32_t cols, const void *data) {
+    hsize_t dims[2] = {(hsize_t)rows, (hsize_t)cols};
+    hid_t sp = H5Screate_simple(2, dims, NULL);
+    hid_t d = H5Dcreate2(f, name, file_type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    bool ok =
+        d >= 0 && (rows == 0 || H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
+    if (d >= 0) H5Dclose(d);
+    H5Sclose(sp);
+    return ok;
+}
+
+/* Writes the objective and the head columns; nothing at all for SFT (objective 0). */
+static bool heads_write(hid_t f, const mt_token_data *d) {
+    if (d->objective == 0) return true;
+    bool ok = attr_write(f, "objective", H5T_STD_I32LE, H5T_NATIVE_INT32, &d->objective);
+    if (ok && d->i32_width > 0)
+        ok = dset2_write(f, "head_i32", H5T_STD_I32LE, H5T_NATIVE_INT32, d->n_samples, d->i32_width,
+                         d->head_i32);
+    if (ok && d->f32_width > 0)
+        ok = dset2_write(f, "head_f32", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, d->n_samples,
+                         d->f32_width, d->head_f32);
+    return ok;
+}
+
+/* Reads head column k (absent: nothing) of out->n_samples rows. 0, or -1 with why naming it. */
+static int head_read(hid_t f, int k, mt_token_data *out, const char *path, char *why) {
+    const char *name = head_names[k];
+    if (H5Lexists(f, name, H5P_DEFAULT) <= 0) return 0;
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
+    hsize_t dims[2] = {0, 0};
+    const int rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    bool ok = rank == 2 && H5Sget_simple_extent_dims(sp, dims, NULL) == 2 &&
+              dims[0] == (hsize_t)out->n_samples && dims[1] >= 1 && dims[1] <= INT32_MAX;
+    if (!ok) {
+        char shape[96] = "not a dataset";
+        if (rank == 1 || rank == 2) {
+            H5Sget_simple_extent_dims(sp, dims, NULL);
+            snprintf(shape, sizeof(shape), rank == 1 ? "(%llu)" : "(%llu, %llu)",
+                     (unsigned long long)dims[0], (unsigned long long)dims[1]);
+        } else if (rank >= 0) {
+            snprintf(shape, sizeof(shape), "of rank %d", rank);
+        }
+        snprintf(why, MT_ERR_LEN,
+                 "%s: the token cache is inconsistent: /%s is %s, not (n_samples %lld, width)",
+                 path, name, shape, (long long)out->n_samples);
+    } else if (out->objective == 0) {
+        snprintf(why, MT_ERR_LEN,
+                 "%s: the token cache is inconsistent: /%s without an objective attribute", path,
+                 name);
+        ok = false;
+    } else {
+        const size_t n = (size_t)dims[0] * (size_t)dims[1];
+        void *buf = mt_malloc((n ? n : 1) * 4, name); /* int32_t or float */
+        if (k == 0)
+            out->head_i32 = buf, out->i32_width = (int32_t)dims[1];
+        else
+            out->head_f32 = buf, out->f32_width = (int32_t)dims[1];
+        ok = n == 0 || H5Dread(d, k == 0 ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL,
+                               H5P_DEFAULT, buf) >= 0;
+        if (!ok)
+            snprintf(why, MT_ERR_LEN,
+                     "%s: the token cache is inconsistent: /%s unreadable (HDF5: %s)", path, name,
+                     mt_hdf5_error_reason());
+    }
+    if (sp >= 0) H5Sclose(sp);
+    if (d >= 0) H5Dclose(d);
+    return ok ? 0 : -1;
+}
+
+/* The objective attribute (absent: SFT) and the head columns. 0, or -1 with why. */
+static int heads_read(hid_t f, mt_token_data *out, const char *path, char *why) {
+    int32_t obj = 0;
+    if (H5Aexists(f, "objective") > 0 && (!attr_read(f, "objective", H5T_NATIVE_INT32, &obj) ||
+                                          obj <= 0 || obj >= MT_OBJECTIVE_COUNT)) {
+        snprintf(why, MT_ERR_LEN,
+                 "%s: the token cache is inconsistent: objective attribute %d is no head "
+                 "objective",
+                 path, (int)obj);
+        return -1;
+    }
+    out->objective = obj;
+    for (int k = 0; k < 2; k++)
+        if (head_read(f, k, out, path, why) != 0) return -1;
+    return 0;
+}
+
 static const char *count_names[] = {"n_lines", "n_skipped", "n_truncated", "n_dropped",
                                     "n_targets"};
 static int64_t *count_field(mt_token_data *d, int i) {
@@ -220,6 +339,7 @@ static int64_t *count_field(mt_token_data *d, int i) {
 int mt_token_cache_write(const char *path, const mt_cache_key *key, const mt_token_data *d,
                          char *err) {
     char tmp[4096];
+    if (!heads_check(path, d, err)) return -1;
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
     mt_hdf5_errors q = mt_hdf5_errors_capture();
     remove(tmp); /* a leftover of a killed run with the same pid */
@@ -247,6 +367,7 @@ int mt_token_cache_write(const char *path, const mt_cache_key *key, const mt_tok
     for (int i = 0; i < 5 && ok; i++)
         ok = attr_write(f, count_names[i], H5T_STD_I64LE, H5T_NATIVE_INT64,
                         count_field((mt_token_data *)d, i));
+    ok = ok && heads_write(f, d);
     ok = H5Fclose(f) >= 0 && ok;
     mt_hdf5_errors_restore(q);
     if (!ok) {
@@ -329,6 +450,7 @@ int mt_token_cache_read(const char *path, const mt_cache_key *want, mt_token_dat
         out->n_tokens = n_ids;
     }
     if (rc == -1) snprintf(why, MT_ERR_LEN, "%s: the token cache is inconsistent", path);
+    if (rc == 0 && heads_read(f, out, path, why) != 0) rc = -1;
     H5Fclose(f);
     mt_hdf5_errors_restore(q);
     if (rc != 0) mt_token_data_free(out);

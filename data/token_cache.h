@@ -5,9 +5,14 @@
  *   /labels   I32 (n_tokens)       unshifted labels: ids where trained, -100 elsewhere
  *   /offsets  I64 (n_samples + 1)  sample i = tokens [offsets[i], offsets[i+1])
  *   /source   I32 (n_samples)      the data file of each sample (index into the paths)
+ *   /head_i32 I32 (n_samples, i32_width)  a head objective's integer targets, when it has any
+ *   /head_f32 F32 (n_samples, f32_width)  its float targets, when it has any (data/head_data.h)
  *   attributes: format (I64), data_hash, tokenizer_hash, template_hash, options_hash (U64),
  *   max_length (I64), options (string, the human-readable option list), and the build
- *   counts n_lines, n_skipped, n_truncated, n_dropped, n_targets (I64).
+ *   counts n_lines, n_skipped, n_truncated, n_dropped, n_targets (I64); for a head objective
+ *   also objective (I32, its mt_objective). An SFT cache (objective 0) has neither the attribute
+ *   nor the head datasets: its file is what it was before heads existed. A head dataset whose
+ *   rows are not n_samples, or one without the objective attribute, makes the file inconsistent.
  * The hashes are 64-bit FNV-1a (core/file_io.h) of the data files' bytes (in order), of
  * tokenizer.json's bytes and of what the renders depend on (the chat templates' text, the special
  * tokens, data.template_kwargs: mt_chat_template_hash); options_hash covers everything else that
