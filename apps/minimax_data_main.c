@@ -39,9 +39,11 @@ static void usage(FILE *f) {
         "      print the ids of S (or of the bytes of F) and their byte offsets, as one JSON\n"
         "      object {\"ids\": [...], \"offsets\": [[start, end], ...]} (no special tokens\n"
         "      added, as HF encode(add_special_tokens=False)); --tokens: a table instead\n"
-        "  synth    --out FILE.jsonl [--n N (1000)] [--seed S (1234)] [--kind gsm8k|agentic]\n"
+        "  synth    --out FILE.jsonl [--n N (1000)] [--seed S (1234)]\n"
+        "           [--kind gsm8k|agentic|pairs]\n"
         "      write N synthetic GSM8K-style problems, or (agentic) conversations solving them\n"
-        "      with a calculator tool, with reasoning (the messages format)\n"
+        "      with a calculator tool, with reasoning (the messages format), or (pairs)\n"
+        "      preference pairs {\"chosen\", \"rejected\"} for a reward model (TRL's format)\n"
         "template options (docs/templates.md): --chat-template FILE (instead of DIR's)\n"
         "                --template-kwargs JSON (template variables, e.g. {\"thinking_mode\": "
         "...})\n"
@@ -465,9 +467,13 @@ static int cmd_encode(const args *a) {
 
 static int cmd_synth(const args *a) {
     if (need("synth", "--out", a->out)) return 2;
-    const bool agentic = !strcmp(a->kind, "agentic");
-    if (!agentic && strcmp(a->kind, "gsm8k")) {
-        fprintf(stderr, "minimax-data synth: --kind is gsm8k or agentic, got \"%s\"\n", a->kind);
+    static const char *kinds[] = {"gsm8k", "agentic", "pairs"},
+                      *what[] = {"problems", "conversations", "preference pairs"};
+    int kind = 0;
+    while (kind < 3 && strcmp(a->kind, kinds[kind])) kind++;
+    if (kind == 3) {
+        fprintf(stderr, "minimax-data synth: --kind is gsm8k, agentic or pairs, got \"%s\"\n",
+                a->kind);
         return 2;
     }
     char err[MT_ERR_LEN];
@@ -475,13 +481,13 @@ static int cmd_synth(const args *a) {
         fprintf(stderr, "minimax-data synth: %s\n", err);
         return 1;
     }
-    if ((agentic ? mt_synth_write_chat_jsonl(a->out, (uint64_t)a->seed, a->n, err)
-                 : mt_synth_write_jsonl(a->out, (uint64_t)a->seed, a->n, err)) != 0) {
+    int (*const writers[])(const char *, uint64_t, int64_t, char *) = {
+        mt_synth_write_jsonl, mt_synth_write_chat_jsonl, mt_synth_write_pairs_jsonl};
+    if (writers[kind](a->out, (uint64_t)a->seed, a->n, err) != 0) {
         fprintf(stderr, "minimax-data synth: %s\n", err);
         return 1;
     }
-    printf("wrote %lld %s (seed %lld) to %s\n", a->n, agentic ? "conversations" : "problems",
-           a->seed, a->out);
+    printf("wrote %lld %s (seed %lld) to %s\n", a->n, what[kind], a->seed, a->out);
     return 0;
 }
 

@@ -1,5 +1,5 @@
-/* synth.h: synthetic GSM8K-style word problems and agentic conversations built on them,
- * deterministic from a seed.
+/* synth.h: synthetic GSM8K-style word problems, and agentic conversations and preference pairs
+ * built on them, deterministic from a seed.
  *
  * The project does not ship GSM8K; the demo and the tests train on these instead. Each problem
  * is a templated multi-step arithmetic story with integer quantities; the answer has one line
@@ -25,6 +25,13 @@ int mt_synth_write_jsonl(const char *path, uint64_t seed, int64_t n, char *err);
  * reasoning; every other one has a system prompt, every third a follow-up question with its
  * answer. */
 int mt_synth_write_chat_jsonl(const char *path, uint64_t seed, int64_t n, char *err);
+
+/* Writes n preference pairs (data/synth_pairs.c) as jsonl, the same way, in TRL's
+ * conversational implicit-prompt format: {"chosen": [user, assistant], "rejected": [user,
+ * assistant]}, the user message problem i's question, the chosen reply its worked answer (no
+ * calculator annotations, ending "#### N"), the rejected one a worse reply (no final line, cut
+ * halfway, a refusal or a wrong final number, mixed by i) that differs near its end. */
+int mt_synth_write_pairs_jsonl(const char *path, uint64_t seed, int64_t n, char *err);
 
 /* text[0, len) into path through a temporary file renamed at the end. 0, or -1 with err. */
 int mt_synth_write_file(const char *path, const char *text, size_t len, char *err);
