@@ -10,7 +10,11 @@
  *   MSE:         sum (z - y)^2 as the matmul of a ones row and the squares;
  *   BCE:         softplus(z) - z y, softplus(z) = the cross-entropy of logits (0, z) at class 0,
  *                sum z y a matmul of z and the targets as rows;
- *   QA split:    start / end as the matmul of (B,T,2) and the unit rows (1,0) / (0,1).
+ *   QA split:    start / end as the matmul of (B,T,2) and the unit rows (1,0) / (0,1);
+ *   reward pairs: TRL's RewardTrainer loss -log sigmoid(r_2p - r_2p+1 - margin_p), the
+ *                differences the matmul of a constant +1/-1 (P, B) matrix and the rewards,
+ *                -log sigmoid(x) the cross-entropy of logits (x, 0) at class 0.
+ * Each loss is the mean of its terms, or their sum / batch->loss_denom when that is > 0.
  * Dropout of the token head is the identity (evaluation; this trainer runs without dropout). */
 #include <string.h>
 
@@ -131,27 +135,67 @@ static mt_tensor *hd_sum(mt_ctx *c, mt_tensor *x, float s) {
     return mt_view(c, mt_scale(c, r, s), 0, NULL);
 }
 
-/* MSELoss (mean) of z against the targets y (same numel) */
-static mt_tensor *hd_mse(mt_ctx *c, mt_tensor *z, const float *y) {
+/* The divisor of a loss of n terms: the batch's loss_denom when > 0, else n (the mean). */
+static float hd_denom(const mt_minimax_batch *batch, int64_t n) {
+    return batch->loss_denom > 0 ? batch->loss_denom : (float)n;
+}
+
+/* MSELoss: sum (z - y)^2 over the elements / denom */
+static mt_tensor *hd_mse(mt_ctx *c, mt_tensor *z, const float *y, float denom) {
     mt_tensor *t = hd_const(c, z->ndim, z->shape, y, "head.target");
     mt_tensor *d = mt_axpby(c, 1.0f, z, -1.0f, t);
-    return hd_sum(c, mt_mul(c, d, d), 1.0f / (float)mt_numel(z));
+    return hd_sum(c, mt_mul(c, d, d), 1.0f / denom);
 }
 
-/* BCEWithLogitsLoss (mean): softplus(z) - z y, softplus(z) = CE((0, z), class 0) */
-static mt_tensor *hd_bce(mt_ctx *c, mt_tensor *z, const float *y) {
-    const int64_t n = mt_numel(z);
-    mt_tensor *col = mt_view(c, z, 2, (int64_t[]){n, 1});
-    mt_tensor *pair = mt_concat(c, hd_fill(c, 2, (int64_t[]){n, 1}, 0.0f, "head.zero"), col);
+/* sum over the n rows of the cross-entropy of the logits (x, 0) at class 0 / denom, x (n, 1):
+ * -log(e^x / (e^x + e^0)) = -log sigmoid(x); with zero_first the logits (0, x), log(1 + e^x) =
+ * softplus(x) */
+static mt_tensor *hd_ce_class0(mt_ctx *c, mt_tensor *x, bool zero_first, float denom) {
+    const int64_t n = x->shape[0];
+    mt_tensor *zeros = hd_fill(c, 2, (int64_t[]){n, 1}, 0.0f, "head.zero");
+    mt_tensor *pair = zero_first ? mt_concat(c, zeros, x) : mt_concat(c, x, zeros);
     int32_t *zero = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)n, "head.class0");
     memset(zero, 0, sizeof(int32_t) * (size_t)n);
-    mt_tensor *softplus = mt_cross_entropy(c, pair, hd_i32(c, n, zero, "head.class0"), (float)n);
-    mt_tensor *t = hd_const(c, 2, (int64_t[]){1, n}, y, "head.target");
-    mt_tensor *zy = mt_matmul(c, mt_view(c, z, 2, (int64_t[]){1, n}), t); /* (1,1) */
-    return mt_axpby(c, 1.0f, softplus, -1.0f / (float)n, mt_view(c, zy, 0, NULL));
+    return mt_cross_entropy(c, pair, hd_i32(c, n, zero, "head.class0"), denom);
 }
 
-/* transformers' span loss: positions clamped to [0, T], T ignored, mean of the two CEs */
+/* BCEWithLogitsLoss: the sum of softplus(z) - z y / denom */
+static mt_tensor *hd_bce(mt_ctx *c, mt_tensor *z, const float *y, float denom) {
+    const int64_t n = mt_numel(z);
+    mt_tensor *softplus = hd_ce_class0(c, mt_view(c, z, 2, (int64_t[]){n, 1}), true, denom);
+    mt_tensor *t = hd_const(c, 2, (int64_t[]){1, n}, y, "head.target");
+    mt_tensor *zy = mt_matmul(c, mt_view(c, z, 2, (int64_t[]){1, n}), t); /* (1,1) */
+    return mt_axpby(c, 1.0f, softplus, -1.0f / denom, mt_view(c, zy, 0, NULL));
+}
+
+/* TRL's RewardTrainer loss: -log sigmoid(r_2p - r_2p+1 - margin_p) over the pairs p; the pair
+ * differences as the matmul of the constant (P, B) matrix of rows e_2p - e_2p+1 and r */
+static mt_tensor *hd_reward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
+                            const mt_minimax_out *out) {
+    const int64_t B = out->logits->shape[0], P = B / 2;
+    MT_CHECK(m->cfg.head == MT_HEAD_SEQUENCE_CLASSIFICATION && m->cfg.num_labels == 1,
+             "head: reward pairs (head_pairs) need a sequence classification head with "
+             "num_labels 1 (the reward), this model is %s with %d labels",
+             mt_head_name(m->cfg.head), m->cfg.num_labels);
+    MT_CHECK(B % 2 == 0 && B > 0,
+             "head: reward pairs need an even batch (rows 2p chosen, 2p + 1 rejected), got %lld "
+             "rows",
+             (long long)B);
+    MT_CHECK(!batch->head_class && !batch->head_target,
+             "head: reward pairs take no head_class / head_target");
+    float *sel = mt_arena_alloc(&c->host, sizeof(float) * (size_t)(P * B), "head.pair_select");
+    memset(sel, 0, sizeof(float) * (size_t)(P * B));
+    for (int64_t p = 0; p < P; p++) sel[p * B + 2 * p] = 1.0f, sel[p * B + 2 * p + 1] = -1.0f;
+    mt_tensor *d = mt_matmul(c, hd_const(c, 2, (int64_t[]){P, B}, sel, "head.pair_select"),
+                             mt_view(c, out->logits, 2, (int64_t[]){1, B})); /* (P,1) */
+    if (batch->pair_margin)
+        d = mt_axpby(c, 1.0f, d, -1.0f,
+                     hd_const(c, 2, (int64_t[]){P, 1}, batch->pair_margin, "head.pair_margin"));
+    return hd_ce_class0(c, d, false, hd_denom(batch, P));
+}
+
+/* transformers' span loss: positions clamped to [0, T], T ignored; each of the start and end
+ * CEs a mean over its rows (sum / loss_denom), the loss their mean */
 static mt_tensor *hd_span(mt_ctx *c, const mt_minimax_batch *batch, const mt_minimax_out *out) {
     const int64_t B = out->logits->shape[0], T = out->logits->shape[1];
     mt_tensor *ce[2];
@@ -163,32 +207,44 @@ static mt_tensor *hd_span(mt_ctx *c, const mt_minimax_batch *batch, const mt_min
             lab[b] = v == T ? MT_IGNORE_INDEX : (int32_t)v;
         }
         ce[k] = mt_cross_entropy(c, k == 0 ? out->logits : out->end_logits,
-                                 hd_i32(c, B, lab, "head.span"), 0);
+                                 hd_i32(c, B, lab, "head.span"), batch->loss_denom);
     }
     return mt_axpby(c, 0.5f, ce[0], 0.5f, ce[1]);
+}
+
+/* The sequence head's problem type: the config's, or inferred as transformers does from
+ * num_labels and the targets' dtype */
+static mt_problem_type hd_problem(const mt_minimax *m, const mt_minimax_batch *batch) {
+    const mt_minimax_config *cfg = &m->cfg;
+    if (cfg->problem_type != MT_PROBLEM_AUTO) return cfg->problem_type;
+    return cfg->num_labels == 1 ? MT_PROBLEM_REGRESSION
+           : batch->head_class  ? MT_PROBLEM_SINGLE_LABEL
+                                : MT_PROBLEM_MULTI_LABEL;
 }
 
 mt_tensor *mt_head_loss(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
                         const mt_minimax_out *out) {
     const mt_minimax_config *cfg = &m->cfg;
     const int64_t B = batch->ids->shape[0], T = batch->ids->shape[1];
+    MT_CHECK(!batch->head_pairs || cfg->head == MT_HEAD_SEQUENCE_CLASSIFICATION,
+             "head: reward pairs (head_pairs) need a sequence classification head with "
+             "num_labels 1, this model is %s",
+             mt_head_name(cfg->head));
     switch (cfg->head) {
     case MT_HEAD_SEQUENCE_CLASSIFICATION: {
+        if (batch->head_pairs) return hd_reward(m, c, batch, out);
         if (!batch->head_class && !batch->head_target) return NULL;
-        mt_problem_type p = cfg->problem_type;
-        if (p == MT_PROBLEM_AUTO) /* transformers' inference from num_labels and the dtype */
-            p = cfg->num_labels == 1 ? MT_PROBLEM_REGRESSION
-                : batch->head_class  ? MT_PROBLEM_SINGLE_LABEL
-                                     : MT_PROBLEM_MULTI_LABEL;
+        const mt_problem_type p = hd_problem(m, batch);
         if (p == MT_PROBLEM_SINGLE_LABEL) {
             MT_CHECK(batch->head_class, "head: single_label_classification needs class ids");
             return mt_cross_entropy(c, out->logits, hd_i32(c, B, batch->head_class, "head.class"),
-                                    0);
+                                    batch->loss_denom);
         }
         MT_CHECK(batch->head_target, "head: %s needs float targets (B x num_labels)",
                  mt_problem_type_name(p));
-        return p == MT_PROBLEM_REGRESSION ? hd_mse(c, out->logits, batch->head_target)
-                                          : hd_bce(c, out->logits, batch->head_target);
+        const float denom = hd_denom(batch, mt_numel(out->logits));
+        return p == MT_PROBLEM_REGRESSION ? hd_mse(c, out->logits, batch->head_target, denom)
+                                          : hd_bce(c, out->logits, batch->head_target, denom);
     }
     case MT_HEAD_TOKEN_CLASSIFICATION:
         if (!batch->head_class) return NULL;
@@ -199,5 +255,62 @@ mt_tensor *mt_head_loss(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
         return hd_span(c, batch, out);
     default:
         return NULL;
+    }
+}
+
+/* The first index of the largest of n values (torch.argmax) */
+static int64_t hd_argmax(const float *x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* rows of M class logits against class ids (-100 ignored): correct and count into st */
+static void hd_stats_class(const float *z, int64_t rows, int64_t M, const int32_t *cls,
+                           mt_head_stats *st) {
+    for (int64_t r = 0; r < rows; r++) {
+        if (cls[r] == MT_IGNORE_INDEX) continue;
+        st->correct += hd_argmax(z + r * M, M) == cls[r];
+        st->count += 1;
+    }
+}
+
+void mt_minimax_head_stats(const mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
+                           const mt_minimax_out *out, mt_head_stats *st) {
+    const mt_minimax_config *cfg = &m->cfg;
+    if (!out->logits || cfg->head == MT_HEAD_CAUSAL_LM) return;
+    const bool seq = cfg->head == MT_HEAD_SEQUENCE_CLASSIFICATION;
+    const bool qa = cfg->head == MT_HEAD_QUESTION_ANSWERING;
+    if (seq && !batch->head_pairs &&
+        (!batch->head_class || hd_problem(m, batch) != MT_PROBLEM_SINGLE_LABEL))
+        return;
+    if (cfg->head == MT_HEAD_TOKEN_CLASSIFICATION && !batch->head_class) return;
+    if (qa && (!batch->start_pos || !batch->end_pos)) return;
+    const int64_t n = mt_numel(out->logits);
+    float *z = mt_arena_alloc(&c->host, sizeof(float) * (size_t)(qa ? 2 * n : n), "head.stats");
+    c->be->to_host(z, out->logits->data, sizeof(float) * (size_t)n);
+    if (qa) c->be->to_host(z + n, out->end_logits->data, sizeof(float) * (size_t)n);
+    const int64_t B = out->logits->shape[0];
+    if (seq && batch->head_pairs) {
+        for (int64_t p = 0; p < B / 2; p++) {
+            const double d = (double)z[2 * p] - (double)z[2 * p + 1];
+            st->correct += d > 0; /* TRL: chosen > rejected, a tie is wrong */
+            st->margin += d;
+            st->count += 1;
+        }
+    } else if (qa) {
+        /* a row counts when neither target is ignored (clamped to T) */
+        const int64_t T = out->logits->shape[1];
+        for (int64_t b = 0; b < B; b++) {
+            const int32_t s = batch->start_pos[b], e = batch->end_pos[b];
+            const int64_t sc = s < 0 ? 0 : s, ec = e < 0 ? 0 : e;
+            if (sc >= T || ec >= T) continue;
+            st->correct += hd_argmax(z + b * T, T) == sc && hd_argmax(z + n + b * T, T) == ec;
+            st->count += 1;
+        }
+    } else {
+        const int64_t M = out->logits->shape[out->logits->ndim - 1];
+        hd_stats_class(z, n / M, M, batch->head_class, st);
     }
 }

@@ -197,7 +197,8 @@ typedef struct {
  * accuracy, ties wrong), margin = the sum of r_chosen - r_rejected, count = pairs; single-label
  * classification: correct = labelled rows whose argmax is the label, count = labelled rows;
  * token classification the same over labelled tokens; QA: rows whose start and end argmax both
- * equal the targets; regression / multi-label: nothing (count 0). */
+ * equal the targets, count = rows whose start and end (clamped at 0) are both below T (not
+ * ignored); regression / multi-label: nothing (count 0). */
 typedef struct {
     double correct, margin, count;
 } mt_head_stats;

@@ -14,50 +14,11 @@
 #include "models/minimax.h"
 #include "models/safetensors.h"
 #include "models/weights.h"
+#include "tests/models/head_model.h"
 #include "tests/support/harness.h"
 
 #define PH_RTOL     1e-5 /* logits (of max |logit|) and loss, relative */
 #define PH_GRAD_RL2 1e-5
-
-typedef struct {
-    mt_minimax m;
-    float **data, **grad;
-} ph_model;
-
-static const char *ph_dir(void) {
-    static char dir[1024];
-    const char *src = getenv("MT_SOURCE_DIR");
-    snprintf(dir, sizeof(dir), "%s/tests/fixtures/models", src ? src : ".");
-    return dir;
-}
-
-static void ph_load(ph_model *pm, const char *name, mt_gather_unit unit) {
-    char dir[1200];
-    snprintf(dir, sizeof(dir), "%s/%s", ph_dir(), name);
-    mt_minimax_config cfg;
-    mt_minimax_config_load(dir, &cfg);
-    mt_minimax_init_unit(&pm->m, &cfg, unit);
-    mt_minimax_set_aux_coef(&pm->m, "index_kl", 0);
-    const int nb = pm->m.n_buckets;
-    pm->data = mt_calloc((size_t)nb, sizeof(float *), "buckets");
-    pm->grad = mt_calloc((size_t)nb, sizeof(float *), "bucket grads");
-    for (int b = 0; b < nb; b++) {
-        pm->data[b] = mt_calloc((size_t)pm->m.bucket_numel[b], sizeof(float), "bucket");
-        pm->grad[b] = mt_calloc((size_t)pm->m.bucket_numel[b], sizeof(float), "bucket grad");
-        mt_minimax_bind_bucket(&pm->m, b, pm->data[b], pm->grad[b]);
-    }
-    mt_weights_load(dir, &pm->m);
-}
-
-static void ph_free(ph_model *pm) {
-    for (int b = 0; b < pm->m.n_buckets; b++) {
-        free(pm->data[b]);
-        free(pm->grad[b]);
-    }
-    free(pm->data);
-    free(pm->grad);
-    mt_minimax_free(&pm->m);
-}
 
 static float *ph_ref(mt_safetensors *st, const char *name, int64_t *numel, int64_t *shape) {
     const mt_st_tensor *t = mt_safetensors_find(st, name);
@@ -171,16 +132,7 @@ static void ph_m3_model(ph_model *pm, const char *cs, mt_gather_unit unit) {
                                : strcmp(cs, "reg1") == 0 ? 1
                                                          : 3,
                                MT_PROBLEM_AUTO);
-    mt_minimax_init_unit(&pm->m, &cfg, unit);
-    mt_minimax_set_aux_coef(&pm->m, "index_kl", 0);
-    const int nb = pm->m.n_buckets;
-    pm->data = mt_calloc((size_t)nb, sizeof(float *), "buckets");
-    pm->grad = mt_calloc((size_t)nb, sizeof(float *), "bucket grads");
-    for (int b = 0; b < nb; b++) {
-        pm->data[b] = mt_calloc((size_t)pm->m.bucket_numel[b], sizeof(float), "bucket");
-        pm->grad[b] = mt_calloc((size_t)pm->m.bucket_numel[b], sizeof(float), "bucket grad");
-        mt_minimax_bind_bucket(&pm->m, b, pm->data[b], pm->grad[b]);
-    }
+    ph_bind(pm, &cfg, unit);
     mt_safetensors *st = mt_safetensors_open(path);
     for (int p = 0; p < pm->m.n_params; p++) {
         const mt_param_info *info = &pm->m.info[p];
