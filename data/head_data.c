@@ -3,6 +3,8 @@
  * classification readers. Token classification and question answering: data/head_spans.c. */
 #include "data/head_data.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,7 +100,7 @@ int mt_head_class_id(const mt_head_build *b, jinja_value v, const char *field, i
     }
     if (v.type == JINJA_STR) {
         for (int i = 0; i < h->n_label_names && i < h->num_labels; i++)
-            if (strlen(h->label_names[i]) == v.u.s.len &&
+            if (h->label_names[i] && strlen(h->label_names[i]) == v.u.s.len &&
                 !memcmp(h->label_names[i], v.u.s.p, v.u.s.len)) {
                 *id = i;
                 return 0;
@@ -153,6 +155,14 @@ static const char *type_name(jinja_value v) {
     default:
         return "a value";
     }
+}
+
+/* A JSON number as a float target: false when it is not a number, or not finite in fp32. */
+static bool number_value(jinja_value v, float *out) {
+    const double x = v.type == JINJA_INT ? (double)v.u.i : v.type == JINJA_FLOAT ? v.u.f : NAN;
+    if (!isfinite(x) || fabs(x) > FLT_MAX) return false;
+    *out = (float)x;
+    return true;
 }
 
 /* A key of rec, NULL when absent or null. */
@@ -269,11 +279,9 @@ static int read_reward(void *ctx, jinja_heap *h, jinja_value rec, const mt_rec_c
     if (prompt && prompt->type != kind)
         return mt_rec_fail(r, "prompt: is %s but chosen %s (the same kind)", type_name(*prompt),
                            kind_name);
-    if (margin && margin->type != JINJA_INT && margin->type != JINJA_FLOAT)
-        return mt_rec_fail(r, "margin: must be a number, not %s", type_name(*margin));
-    const float m = !margin                     ? 0.f
-                    : margin->type == JINJA_INT ? (float)margin->u.i
-                                                : (float)margin->u.f;
+    float m = 0.f;
+    if (margin && !number_value(*margin, &m))
+        return mt_rec_fail(r, "margin: must be a finite number, not %s", type_name(*margin));
     for (int k = 0; k < 2; k++) {
         const int rc = reward_side(b, h, rec, prompt, *side[k], &b->tb[k], names[k], r);
         if (rc != 0) return rc;
@@ -307,15 +315,16 @@ static int class_label(mt_head_build *b, jinja_value v, int *kind, int32_t *id, 
                                (long long)v.u.list->n, nl);
         for (int i = 0; i < nl; i++) {
             jinja_value x = v.u.list->items[i];
-            if (x.type != JINJA_INT && x.type != JINJA_FLOAT)
-                return mt_rec_fail(r, "label[%d]: must be a number, not %s", i, type_name(x));
-            num[i] = x.type == JINJA_INT ? (float)x.u.i : (float)x.u.f;
+            if (!number_value(x, &num[i]))
+                return mt_rec_fail(r, "label[%d]: must be a finite number, not %s", i,
+                                   type_name(x));
         }
         *kind = MT_HEAD_LABEL_LIST;
         return 0;
     }
     if (nl == 1 && (v.type == JINJA_INT || v.type == JINJA_FLOAT)) { /* regression */
-        num[0] = v.type == JINJA_INT ? (float)v.u.i : (float)v.u.f;
+        if (!number_value(v, &num[0]))
+            return mt_rec_fail(r, "label: must be a finite number (regression)");
         *kind = MT_HEAD_LABEL_NUMBER;
         return 0;
     }

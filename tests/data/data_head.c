@@ -1,12 +1,12 @@
 /* data_head.c: the datasets of the head objectives (data/head_data.h) on the test tokenizer
  * (tests/fixtures/tokenizer) and its chat template.
  *
- * Expected values come from transformers 5.24 / jinja2 3.1.6 (/work/pyref, by hand, not in
- * ctest): the rendered conversations below are apply_chat_template(messages, tools=...,
- * tokenize=False) of the fixture tokenizer (and apply_chat_template(tokenize=True) equals the
- * tokenization of that text); the ids written out are AutoTokenizer(...)(text,
- * add_special_tokens=False)["input_ids"], and the word / answer tokens were worked out by hand
- * from HF's offset mappings (character offsets there, bytes here). */
+ * Expected values come from transformers 5.24 / jinja2 3.1.6, written out here and recomputed
+ * by tools/check_head_data_refs.py (/work/pyref; not run by ctest): the rendered conversations
+ * are apply_chat_template(messages, tools=..., tokenize=False) of the fixture tokenizer (whose
+ * tokenized form equals the tokenization of that text), the ids AutoTokenizer(text,
+ * add_special_tokens=False), and the word / answer tokens follow * from HF's offset mappings
+ * (character offsets there, bytes here). */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
 #include "data/chat.h"
@@ -415,7 +415,7 @@ static int test_errors(void) {
         {MT_OBJECTIVE_REWARD, 0, "{\"chosen\": \"a\"}", "missing \"rejected\""},
         {MT_OBJECTIVE_REWARD, 0, "{\"chosen\": [" U("a") "], \"rejected\": \"b\"}", "rejected:"},
         {MT_OBJECTIVE_REWARD, 0, "{\"chosen\": \"a\", \"rejected\": \"b\", \"margin\": \"big\"}",
-         "margin: must be a number"},
+         "margin: must be a finite number"},
         {MT_OBJECTIVE_REWARD, 0,
          "{\"chosen\": [" U("a") "], \"rejected\": [" U("b") "], "
                                                              "\"tools\": {}}",
@@ -425,6 +425,8 @@ static int test_errors(void) {
         {MT_OBJECTIVE_CLASSIFICATION, 2, "{\"text\": \"a\", \"label\": \"pos\"}",
          "label: \"pos\" is not one of the label names"},
         {MT_OBJECTIVE_CLASSIFICATION, 2, "{\"label\": 1}", "missing \"text\""},
+        {MT_OBJECTIVE_CLASSIFICATION, 1, "{\"text\": \"a\", \"label\": NaN}",
+         "label: must be a finite number"},
         {MT_OBJECTIVE_TOKEN_CLASSIFICATION, 2, "{\"tokens\": [\"a\", \"b\"], \"ner_tags\": [0]}",
          "ner_tags: 1 labels for 2 words"},
         {MT_OBJECTIVE_TOKEN_CLASSIFICATION, 2, "{\"tokens\": [\"a\", \"\"], \"labels\": [0, 1]}",
