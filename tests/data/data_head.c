@@ -5,7 +5,7 @@
  * by tools/check_head_data_refs.py (/work/pyref; not run by ctest): the rendered conversations
  * are apply_chat_template(messages, tools=..., tokenize=False) of the fixture tokenizer (whose
  * tokenized form equals the tokenization of that text), the ids AutoTokenizer(text,
- * add_special_tokens=False), and the word / answer tokens follow * from HF's offset mappings
+ * add_special_tokens=False), and the word / answer tokens follow from HF's offset mappings
  * (character offsets there, bytes here). */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
