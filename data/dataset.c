@@ -109,8 +109,16 @@ int mt_rec_fail(const mt_rec_ctx *r, const char *fmt, ...) {
 typedef struct {
     mt_conv_set *set;
     int64_t cap;
-    jinja_heap *h; /* one record's values, reset per record */
 } conv_build;
+
+/* The walk over a file's records (mt_records_parse). */
+typedef struct {
+    jinja_heap *h;
+    mt_record_fn fn;
+    void *ctx;
+    bool skip_bad;
+    mt_record_counts *counts;
+} rec_walk;
 
 static void conv_add(conv_build *b, const char *json, size_t len, int64_t line_no) {
     mt_conv_set *s = b->set;
@@ -150,11 +158,14 @@ static mt_data_format format_detect(jinja_value obj) {
 
 /* One record: detect (first record under auto), read the conversation, check it as the
  * template will see it, keep it as compact JSON. */
-static int record_read(conv_build *b, jinja_value obj, const char *path, int64_t line_no,
-                       char *err) {
+static int record_read(void *ctx, jinja_heap *h, jinja_value obj, const mt_rec_ctx *rc_) {
+    conv_build *b = ctx;
     mt_conv_set *s = b->set;
     char keys[300];
-    mt_rec_ctx r = {path, line_no, err};
+    const mt_rec_ctx r = *rc_;
+    const char *path = r.path;
+    const int64_t line_no = r.line;
+    char *err = r.err;
     if (obj.type != JINJA_DICT) return mt_rec_fail(&r, "not a JSON object");
     if (s->format == MT_FORMAT_AUTO) {
         mt_data_format f = format_detect(obj);
@@ -172,7 +183,7 @@ static int record_read(conv_build *b, jinja_value obj, const char *path, int64_t
     }
     const mt_format_reader *fr = &mt_format_readers[s->format];
     jinja_value conv;
-    if (fr->read(b->h, obj, &conv, &r) != 0) {
+    if (fr->read(h, obj, &conv, &r) != 0) {
         if (!fr->fits(obj)) { /* the reader named the missing key; add what the record has */
             record_keys(obj, keys, sizeof(keys));
             const size_t at = strlen(err);
@@ -191,7 +202,7 @@ static int record_read(conv_build *b, jinja_value obj, const char *path, int64_t
         return mt_rec_fail(&r, "%s", why);
     }
     mt_chat_conv c;
-    int rc = mt_chat_conv_from_value(b->h, conv, false, &c, why, sizeof(why));
+    int rc = mt_chat_conv_from_value(h, conv, false, &c, why, sizeof(why));
     bool assistant = false;
     for (int i = 0; rc == 0 && i < mt_chat_conv_len(&c); i++)
         assistant |= !strcmp(mt_chat_conv_role(&c, i), "assistant");
@@ -204,18 +215,25 @@ static int record_read(conv_build *b, jinja_value obj, const char *path, int64_t
     return rc;
 }
 
-/* A record that failed with line_err: an error, or counted under skip_bad. */
-static bool record_failed(mt_conv_set *s, bool skip_bad, const char *line_err, char *err) {
-    if (!skip_bad) {
+/* A record that failed (rc, with line_err): an error, or counted under skip_bad (a fatal
+ * failure, rc -2, never is). */
+static bool record_failed(rec_walk *w, int rc, const char *line_err, char *err) {
+    if (!w->skip_bad || rc == -2) {
         memcpy(err, line_err, MT_ERR_LEN);
         return false;
     }
-    if (s->n_skipped++ == 0) memcpy(s->first_skip, line_err, MT_ERR_LEN);
+    if (w->counts->n_skipped++ == 0) memcpy(w->counts->first_skip, line_err, MT_ERR_LEN);
     return true;
 }
 
-static int read_jsonl(conv_build *b, const char *path, const char *text, size_t len, bool skip_bad,
-                      char *err) {
+/* The callback on a parsed record. */
+static int record_call(rec_walk *w, jinja_value obj, const char *path, int64_t line_no,
+                       char *line_err) {
+    const mt_rec_ctx r = {path, line_no, line_err};
+    return w->fn(w->ctx, w->h, obj, &r);
+}
+
+static int read_jsonl(rec_walk *b, const char *path, const char *text, size_t len, char *err) {
     int64_t line_no = 0;
     size_t pos = 0;
     while (pos < len) {
@@ -227,21 +245,20 @@ static int read_jsonl(conv_build *b, const char *path, const char *text, size_t 
         line_no++;
         if (n > 0 && line[n - 1] == '\r') n--;
         if (is_blank(line, n)) continue;
-        b->set->n_lines++;
+        b->counts->n_lines++;
         char line_err[MT_ERR_LEN];
         jinja_heap_reset(b->h);
         jinja_value obj;
         int rc = record_value(b->h, path, line_no, line, n, NULL, &obj, line_err);
-        if (rc == 0) rc = record_read(b, obj, path, line_no, line_err);
-        if (rc != 0 && !record_failed(b->set, skip_bad, line_err, err)) return -1;
+        if (rc == 0) rc = record_call(b, obj, path, line_no, line_err);
+        if (rc != 0 && !record_failed(b, rc, line_err, err)) return -1;
     }
     return 0;
 }
 
 /* A JSON array of records, each parsed on its own so that errors name its line. A malformed
  * array (no ',' or ']' after an element) ends the read whatever skip_bad says. */
-static int read_array(conv_build *b, const char *path, const char *text, size_t len, bool skip_bad,
-                      char *err) {
+static int read_array(rec_walk *b, const char *path, const char *text, size_t len, char *err) {
     int64_t line_no = 1;
     size_t pos = 0, counted = 0;
     bool first = true;
@@ -264,9 +281,9 @@ static int read_array(conv_build *b, const char *path, const char *text, size_t 
             memcpy(err, line_err, MT_ERR_LEN);
             return -1;
         }
-        b->set->n_lines++;
-        if (rc == 0) rc = record_read(b, obj, path, line_no, line_err);
-        if (rc != 0 && !record_failed(b->set, skip_bad, line_err, err)) return -1;
+        b->counts->n_lines++;
+        if (rc == 0) rc = record_call(b, obj, path, line_no, line_err);
+        if (rc != 0 && !record_failed(b, rc, line_err, err)) return -1;
         pos += used;
         first = false;
         SKIP_WS();
@@ -318,13 +335,27 @@ int mt_conv_parse(const char *path, const char *text, size_t len, mt_data_format
     *out = (mt_conv_set){0};
     MT_CHECK(fmt >= 0 && fmt < MT_FORMAT_COUNT, "mt_conv_parse: format %d", (int)fmt);
     out->format = fmt;
-    conv_build b = {.set = out, .h = jinja_heap_new((size_t)256 << 20)};
+    conv_build b = {.set = out};
+    mt_record_counts counts = {0};
+    int rc = mt_records_parse(path, text, len, skip_bad, record_read, &b, &counts, err);
+    out->n_lines = counts.n_lines;
+    out->n_skipped = counts.n_skipped;
+    memcpy(out->first_skip, counts.first_skip, MT_ERR_LEN);
+    if (rc != 0) mt_conv_set_free(out);
+    return rc;
+}
+
+int mt_records_parse(const char *path, const char *text, size_t len, bool skip_bad, mt_record_fn fn,
+                     void *ctx, mt_record_counts *counts, char *err) {
+    rec_walk w = {.h = jinja_heap_new((size_t)256 << 20),
+                  .fn = fn,
+                  .ctx = ctx,
+                  .skip_bad = skip_bad,
+                  .counts = counts};
     size_t lead = 0;
     while (lead < len && is_blank(text + lead, 1)) lead++;
     const bool array = lead < len && text[lead] == '[';
-    int rc = array ? read_array(&b, path, text, len, skip_bad, err)
-                   : read_jsonl(&b, path, text, len, skip_bad, err);
-    jinja_heap_free(b.h);
-    if (rc != 0) mt_conv_set_free(out);
+    int rc = array ? read_array(&w, path, text, len, err) : read_jsonl(&w, path, text, len, err);
+    jinja_heap_free(w.h);
     return rc;
 }

@@ -34,6 +34,24 @@ mt_chat_template *mt_token_cache_template(const mt_token_cache_cfg *cfg, char *e
     return mt_chat_template_open(&src, err, MT_ERR_LEN);
 }
 
+/* A head objective's part of the options: objective, num_labels, the label names (as many as
+ * fit, and the hash of all of them). */
+static void head_options(const mt_head_data_opts *h, char *options, size_t cap) {
+    uint64_t names = MT_HASH64_INIT;
+    char list[256] = "";
+    size_t at = 0;
+    for (int i = 0; i < h->n_label_names; i++) {
+        const char *l = h->label_names[i] ? h->label_names[i] : "";
+        names = mt_hash64(l, strlen(l) + 1, names); /* the NUL separates the names */
+        if (at < sizeof(list))
+            at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%s", i ? "," : "", l);
+    }
+    const size_t len = strlen(options);
+    snprintf(options + len, cap - len, " objective=%s num_labels=%d labels=%s labels_hash=%016llx",
+             mt_objective_name(h->objective), h->num_labels, h->n_label_names ? list : "none",
+             (unsigned long long)names);
+}
+
 int mt_token_cache_key(const mt_token_cache_cfg *cfg, const mt_chat_template *tmpl,
                        mt_cache_key *key, char *err) {
     *key = (mt_cache_key){.format = MT_TOKEN_CACHE_FORMAT, .max_length = cfg->sample.max_length};
@@ -65,6 +83,7 @@ int mt_token_cache_key(const mt_token_cache_cfg *cfg, const mt_chat_template *tm
              o->last_assistant_only ? "last_assistant" : "all_assistant",
              o->history == MT_HISTORY_SPLIT ? "split" : "as_template", o->sanitize ? 1 : 0, n_paths,
              weights);
+    if (cfg->head) head_options(cfg->head, key->options, sizeof(key->options));
     key->options_hash = mt_hash64(key->options, strlen(key->options), MT_HASH64_INIT);
     return 0;
 }
@@ -486,8 +505,10 @@ int mt_token_cache_open(const mt_token_cache_cfg *cfg, mt_token_data *out, bool 
     }
     const char *const *paths;
     const int n_paths = cache_paths(cfg, &paths);
-    int rc = mt_token_data_build_files(paths, n_paths, cfg->format, tok, tmpl, &cfg->sample,
-                                       cfg->skip_bad, out, err);
+    int rc = cfg->head ? mt_head_data_build_files(paths, n_paths, tok, tmpl, &cfg->sample,
+                                                  cfg->head, cfg->skip_bad, out, err)
+                       : mt_token_data_build_files(paths, n_paths, cfg->format, tok, tmpl,
+                                                   &cfg->sample, cfg->skip_bad, out, err);
     mt_tokenizer_free(tok);
     mt_chat_template_free(tmpl);
     if (rc != 0) return -1;
