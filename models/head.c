@@ -222,8 +222,40 @@ static mt_problem_type hd_problem(const mt_minimax *m, const mt_minimax_batch *b
                                 : MT_PROBLEM_MULTI_LABEL;
 }
 
+/* The first Bk rows of x (B, ...) as (Bk, ...): gathered by an embedding lookup of x as rows */
+static mt_tensor *hd_first_rows(mt_ctx *c, mt_tensor *x, int64_t Bk) {
+    const int64_t B = x->shape[0], w = mt_numel(x) / B;
+    int32_t *rows = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)Bk, "head.rows");
+    for (int64_t b = 0; b < Bk; b++) rows[b] = (int32_t)b;
+    mt_tensor *g = mt_embedding(c, hd_i32(c, Bk, rows, "head.rows"),
+                                mt_view(c, x, 2, (int64_t[]){B, w}));
+    int64_t shape[MT_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    shape[0] = Bk;
+    return mt_view(c, g, x->ndim, shape);
+}
+
+/* The loss of a batch whose last head_pad_rows rows are padding: the loss of its first rows
+ * (their targets are the first of the batch's arrays); none: 0, still a function of the logits,
+ * so that the backward walks (and reduces) every bucket as the other ranks' do. */
+static mt_tensor *hd_loss_real_rows(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
+                                    const mt_minimax_out *out) {
+    const int64_t Bk = batch->ids->shape[0] - batch->head_pad_rows;
+    if (Bk <= 0) return hd_sum(c, out->logits, 0.0f);
+    mt_minimax_out o = *out;
+    o.logits = hd_first_rows(c, out->logits, Bk);
+    if (out->end_logits) o.end_logits = hd_first_rows(c, out->end_logits, Bk);
+    mt_tensor ids = *batch->ids;
+    ids.shape[0] = Bk; /* the shape alone is read */
+    mt_minimax_batch b = *batch;
+    b.ids = &ids;
+    b.head_pad_rows = 0;
+    return mt_head_loss(m, c, &b, &o);
+}
+
 mt_tensor *mt_head_loss(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
                         const mt_minimax_out *out) {
+    if (batch->head_pad_rows > 0) return hd_loss_real_rows(m, c, batch, out);
     const mt_minimax_config *cfg = &m->cfg;
     const int64_t B = batch->ids->shape[0], T = batch->ids->shape[1];
     MT_CHECK(!batch->head_pairs || cfg->head == MT_HEAD_SEQUENCE_CLASSIFICATION,
@@ -291,7 +323,9 @@ void mt_minimax_head_stats(const mt_minimax *m, mt_ctx *c, const mt_minimax_batc
     float *z = mt_arena_alloc(&c->host, sizeof(float) * (size_t)(qa ? 2 * n : n), "head.stats");
     c->be->to_host(z, out->logits->data, sizeof(float) * (size_t)n);
     if (qa) c->be->to_host(z + n, out->end_logits->data, sizeof(float) * (size_t)n);
-    const int64_t B = out->logits->shape[0];
+    /* the last head_pad_rows rows are padding: left out */
+    const int64_t B = out->logits->shape[0] - batch->head_pad_rows;
+    if (B <= 0) return;
     if (seq && batch->head_pairs) {
         for (int64_t p = 0; p < B / 2; p++) {
             const double d = (double)z[2 * p] - (double)z[2 * p + 1];
@@ -311,6 +345,6 @@ void mt_minimax_head_stats(const mt_minimax *m, mt_ctx *c, const mt_minimax_batc
         }
     } else {
         const int64_t M = out->logits->shape[out->logits->ndim - 1];
-        hd_stats_class(z, n / M, M, batch->head_class, st);
+        hd_stats_class(z, n / M / out->logits->shape[0] * B, M, batch->head_class, st);
     }
 }

@@ -155,6 +155,10 @@ typedef struct {
      * head_target are then NULL. */
     bool head_pairs;
     const float *pair_margin;
+    /* The last head_pad_rows rows are padding (a rank's short share of the global batch):
+     * left out of the head's loss and metrics (all of them: the loss is 0, its backward still
+     * runs every bucket). 0: every row counts. */
+    int64_t head_pad_rows;
     /* A head loss is a mean over its terms (rows, elements, labelled tokens, pairs; QA: each
      * of start and end) when loss_denom <= 0, else their sum / loss_denom: the trainer passes
      * the global batch's count so that micro-batches and ranks add up to the global mean. */

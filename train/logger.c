@@ -12,9 +12,18 @@
 #include "core/check.h"
 #include "train/output_dir.h"
 
-#define CSV_HEADER       "step,loss,lr,grad_norm,tokens,tokens_per_s,elapsed_s"
-#define EVAL_CSV_HEADER  "step,eval_loss,tokens,seconds"
-#define EVAL_GEN_COLUMNS ",accuracy,correct,samples,gen_seconds" /* with eval.generate_data */
+#define CSV_HEADER         "step,loss,lr,grad_norm,tokens,tokens_per_s,elapsed_s"
+#define EVAL_CSV_HEADER    "step,eval_loss,tokens,seconds"
+#define EVAL_GEN_COLUMNS   ",accuracy,correct,samples,gen_seconds" /* with eval.generate_data */
+#define EVAL_HEAD_COLUMNS  ",accuracy,count"                       /* a head objective's */
+#define EVAL_MARGIN_COLUMN ",margin"                               /* reward pairs' */
+
+/* eval.csv's header */
+static const char *eval_header(bool gen, int head) {
+    if (gen) return EVAL_CSV_HEADER EVAL_GEN_COLUMNS;
+    if (head == 2) return EVAL_CSV_HEADER EVAL_HEAD_COLUMNS EVAL_MARGIN_COLUMN;
+    return head == 1 ? EVAL_CSV_HEADER EVAL_HEAD_COLUMNS : EVAL_CSV_HEADER;
+}
 
 /* Every row reaches the file at once; a row that cannot (a full disk) ends the run with the
  * reason rather than leaving the loss curve silently short. */
@@ -70,7 +79,7 @@ static FILE *logger_csv_open(const mt_logger *lg, const char *name, const char *
 }
 
 void mt_logger_open(mt_logger *lg, const char *dir, const char *const *aux_names, int n_aux,
-                    bool eval, bool gen, int resume_step) {
+                    bool eval, bool gen, int head, int resume_step) {
     memset(lg, 0, sizeof(*lg));
     snprintf(lg->dir, sizeof(lg->dir), "%s", dir);
     MT_CHECK(n_aux >= 0 && n_aux <= MT_LOG_AUX, "logger: %d auxiliary loss columns, at most %d",
@@ -89,19 +98,19 @@ void mt_logger_open(mt_logger *lg, const char *dir, const char *const *aux_names
     lg->csv = logger_csv_open(lg, "loss.csv", header, resume_step);
     lg->eval_loss = eval;
     lg->gen = gen;
+    lg->head = gen ? 0 : head;
     if (eval || gen)
-        lg->eval_csv = logger_csv_open(
-            lg, "eval.csv", gen ? EVAL_CSV_HEADER EVAL_GEN_COLUMNS : EVAL_CSV_HEADER, resume_step);
+        lg->eval_csv = logger_csv_open(lg, "eval.csv", eval_header(gen, head), resume_step);
     lg->jsonl = logger_csv_open(lg, "metrics.jsonl", NULL, resume_step);
 }
 
-void mt_logger_open_eval(mt_logger *lg, const char *dir, bool gen) {
+void mt_logger_open_eval(mt_logger *lg, const char *dir, bool gen, int head) {
     memset(lg, 0, sizeof(*lg));
     snprintf(lg->dir, sizeof(lg->dir), "%s", dir);
     lg->t_start = mt_time_now();
     lg->gen = gen;
-    lg->eval_csv = logger_csv_open(lg, "eval.csv",
-                                   gen ? EVAL_CSV_HEADER EVAL_GEN_COLUMNS : EVAL_CSV_HEADER, 0);
+    lg->head = gen ? 0 : head;
+    lg->eval_csv = logger_csv_open(lg, "eval.csv", eval_header(gen, head), 0);
     lg->jsonl = logger_csv_open(lg, "metrics.jsonl", NULL, 0);
 }
 
@@ -162,6 +171,17 @@ void mt_logger_eval_row(mt_logger *lg, const mt_eval_row *r) {
                 r->gen_seconds);
     else if (lg->gen)
         fprintf(f, ",,,,");
+    const double n = r->head_count > 0 ? r->head_count : 1;
+    if (lg->head && r->has_loss)
+        fprintf(f, ",%.6f,%.0f", r->head_correct / n, r->head_count);
+    else if (lg->head)
+        fprintf(f, ",,");
+    if (lg->head == 2) {
+        if (r->has_loss)
+            fprintf(f, ",%.6f", r->head_margin / n);
+        else
+            fprintf(f, ",");
+    }
     fprintf(f, "\n");
     logger_flush(lg, f, "eval.csv");
     jsonl_begin(lg, r->step, "eval");
@@ -169,6 +189,11 @@ void mt_logger_eval_row(mt_logger *lg, const mt_eval_row *r) {
         jsonl_num(lg, "eval_loss", r->loss);
         jsonl_int(lg, "tokens", (long long)r->tokens);
         jsonl_num(lg, "seconds", r->seconds);
+    }
+    if (lg->head && r->has_loss) {
+        jsonl_num(lg, "accuracy", r->head_correct / n);
+        jsonl_int(lg, "count", (long long)r->head_count);
+        if (lg->head == 2) jsonl_num(lg, "margin", r->head_margin / n);
     }
     if (r->has_gen) {
         jsonl_num(lg, "accuracy", acc);

@@ -19,6 +19,7 @@ typedef struct {
     int n_aux;
     bool eval_loss; /* eval.csv has eval losses (loss.png draws them) */
     bool gen;       /* eval.csv's generation columns (eval.generate_data) */
+    int head;       /* eval.csv's head metric columns: 0 none, 1 accuracy, 2 and margin */
     bool tty;
     double t_start;
     int last_len;
@@ -46,10 +47,12 @@ typedef struct {
 /* aux_names (n_aux of them): the model's auxiliary loss terms, a column each after the others,
  * in the model's order; eval.csv with eval (the eval loss) or gen (accuracy by generation, its
  * columns). */
+/* head: a head objective's metric columns in eval.csv (0: none; 1: accuracy, count; 2: and
+ * margin), after the eval loss's (a head model does not generate). */
 void mt_logger_open(mt_logger *lg, const char *dir, const char *const *aux_names, int n_aux,
-                    bool eval, bool gen, int resume_step);
+                    bool eval, bool gen, int head, int resume_step);
 /* An evaluation alone (minimax-train --eval-only): new <dir>/eval.csv and metrics.jsonl. */
-void mt_logger_open_eval(mt_logger *lg, const char *dir, bool gen);
+void mt_logger_open_eval(mt_logger *lg, const char *dir, bool gen, int head);
 /* After an open: every number of metrics.jsonl also goes to a TensorBoard event file in dir, as
  * the scalar "<type>/<key>" ("train/loss", "eval/eval_loss", "eval/accuracy") at the line's
  * step and time, flushed with the line; resume_step as mt_logger_open's (train/tboard.h). */
@@ -65,10 +68,15 @@ typedef struct {
     bool has_gen;
     int64_t correct, samples;
     double gen_seconds;
+    /* a head model's metrics over the eval set, sums: correct rows (pairs), the summed margin
+     * of reward pairs, their count (columns accuracy = correct / count, count, margin = the
+     * mean margin) */
+    double head_correct, head_margin, head_count;
 } mt_eval_row;
 /* One row of eval.csv: step, eval_loss, tokens, seconds, and with the generation columns
- * accuracy, correct, samples, gen_seconds (the cells of what was not measured empty); and its
- * line of metrics.jsonl (the keys of what was measured). */
+ * accuracy, correct, samples, gen_seconds (the cells of what was not measured empty), or with
+ * the head columns accuracy, count (and margin); and its line of metrics.jsonl (the keys of
+ * what was measured). */
 void mt_logger_eval_row(mt_logger *lg, const mt_eval_row *r);
 /* Closes the files and, after training, renders <dir>/loss.png with gnuplot (a warning if
  * gnuplot is missing). */

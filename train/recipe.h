@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "models/config.h"
 #include "train/toml.h"
 
 #define MT_PATH_MAX   1024
@@ -37,6 +38,13 @@ typedef struct mt_recipe {
     int64_t model_init_seed;        /* random initialisation (unset: train.seed) */
     mt_recipe_aux model_aux[MT_RECIPE_AUX]; /* by name; unset: the model's defaults */
     int model_n_aux;
+    /* the head a head objective trains (train/recipe_head.c): its label count (0: the
+     * checkpoint's, or model.labels'), problem_type ("": the config's, else inferred) and the
+     * labels' names (id2label; string labels in the data map through them) */
+    int model_num_labels;
+    char model_problem_type[32];
+    char model_labels[MT_DATA_FILES][64];
+    int model_n_labels;
     /* [data] */
     char data_path[MT_PATH_MAX];                 /* a data file (data/dataset.h), or "synthetic" */
     char data_paths[MT_DATA_FILES][MT_PATH_MAX]; /* or several (instead of data.path) */
@@ -64,6 +72,8 @@ typedef struct mt_recipe {
     int data_eval_samples;       /* held out of training for the eval loss; 0 = no evaluation */
     char data_eval_path[MT_PATH_MAX]; /* evaluate on this jsonl instead ("" = held-out samples) */
     /* [train] */
+    char train_objective[24]; /* sft | reward | classification | token_classification |
+                                 question_answering (data/head_data.h) */
     int train_max_steps;
     int train_eval_steps;     /* evaluate every N steps (and after the last); 0 = after the last */
     bool train_eval_on_start; /* also evaluate before the first step (not on a resume) */
@@ -166,3 +176,12 @@ void mt_recipe_resume_free_keys(char *out, size_t n);
 bool mt_recipe_key_at(int i, const char **key, const char **def, bool *numerics);
 /* How key i may change on a resume (MT_RESUME_FREE past the last key). */
 mt_resume_rule mt_recipe_key_rule(int i);
+
+/* train.objective on cfg, the model's config as read (from config_path, for messages): a causal
+ * LM gets the objective's head (reward: sequence classification with one label, TRL's reward
+ * model; classification: sequence classification; token_classification; question_answering),
+ * with model.num_labels or model.labels' count, model.problem_type and model.labels as
+ * id2label; a head checkpoint must have the objective's head and agree with the keys that are
+ * set; "sft" needs a causal LM. false with one line naming the keys in why (n bytes). */
+bool mt_recipe_head_apply(const mt_recipe *r, mt_minimax_config *cfg, const char *config_path,
+                          char *why, size_t n);

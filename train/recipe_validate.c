@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "data/dataset.h"
+#include "data/head_data.h"
 #include "data/sample.h"
 #include "data/tokenizer.h"
 #include "eval/messages_eval.h"
@@ -60,8 +61,41 @@ static bool recipe_validate_chat(const mt_recipe *r, const mt_toml_doc *doc, cha
                 "a [data.template_kwargs] table, or a JSON object as a string, is expected (%s)",
                 json ? "not an object" : why);
     }
-    if (strcmp(r->data_synthetic_kind, "gsm8k") && strcmp(r->data_synthetic_kind, "agentic"))
-        BAD("data.synthetic_kind", "must be gsm8k or agentic, not \"%s\"", r->data_synthetic_kind);
+    if (strcmp(r->data_synthetic_kind, "gsm8k") && strcmp(r->data_synthetic_kind, "agentic") &&
+        strcmp(r->data_synthetic_kind, "pairs"))
+        BAD("data.synthetic_kind", "must be gsm8k, agentic or pairs, not \"%s\"",
+            r->data_synthetic_kind);
+    return true;
+}
+
+/* train.objective's value and what a head objective rules out (its head: recipe_check_model). */
+static bool recipe_validate_objective(const mt_recipe *r, const mt_toml_doc *doc, char *err,
+                                      size_t errlen) {
+    const int o = mt_objective_parse(r->train_objective);
+    if (o < 0)
+        BAD("train.objective", "\"%s\" is none of %s", r->train_objective, mt_objective_list());
+    const bool synthetic = !r->data_n_paths && !strcmp(r->data_path, "synthetic");
+    const bool pairs = !strcmp(r->data_synthetic_kind, "pairs");
+    if (synthetic && pairs != (o == MT_OBJECTIVE_REWARD))
+        BAD(pairs ? "data.synthetic_kind" : "train.objective",
+            "synthetic data of kind \"%s\" is for train.objective = \"%s\", not \"%s\"",
+            r->data_synthetic_kind, pairs ? "reward" : "sft", r->train_objective);
+    if (synthetic && o != MT_OBJECTIVE_SFT && o != MT_OBJECTIVE_REWARD)
+        BAD("data.path", "train.objective = \"%s\" has no synthetic data: name a jsonl file",
+            r->train_objective);
+    if (o == MT_OBJECTIVE_SFT) return true;
+    if (r->data_packing)
+        BAD("data.packing",
+            "must be false with train.objective = \"%s\": a head reads one sample a row",
+            r->train_objective);
+    if (strcmp(r->data_format, "auto"))
+        BAD("data.format",
+            "is for train.objective = \"sft\"; \"%s\" reads its own records (docs/data.md)",
+            r->train_objective);
+    if (r->eval_generate_data[0])
+        BAD("eval.generate_data",
+            "generation needs the causal LM; train.objective = \"%s\" trains a head instead",
+            r->train_objective);
     return true;
 }
 
@@ -330,6 +364,13 @@ static bool recipe_check_model(const mt_recipe *r, const mt_toml_doc *doc, char 
     if (!mt_recipe_aux_check(r, doc, &cfg, err, errlen)) return false;
     const char *where_key = NULL;
     char msg[4096];
+    if (!mt_recipe_head_apply(r, &cfg, path, msg, sizeof(msg))) {
+        const mt_toml_entry *e = mt_toml_find(doc, "train.objective");
+        char where[MT_PATH_MAX + 64] = "recipe";
+        if (e) mt_recipe_entry_where(e, where, sizeof(where));
+        snprintf(err, errlen, "%s: %s", where, msg);
+        return false;
+    }
     const mt_gather_unit unit =
         strcmp(r->dist_gather_unit, "expert") == 0 ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
     const int64_t tokens = (int64_t)r->train_per_device_train_batch_size * r->data_max_length,
@@ -367,6 +408,7 @@ static bool recipe_check_model(const mt_recipe *r, const mt_toml_doc *doc, char 
 
 bool mt_recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *err, size_t errlen) {
     return recipe_validate_inputs(r, doc, err, errlen) &&
+           recipe_validate_objective(r, doc, err, errlen) &&
            recipe_validate_generate(r, doc, err, errlen) &&
            recipe_validate_optimizer(r, doc, err, errlen) &&
            recipe_validate_output(r, doc, err, errlen) && recipe_check_model(r, doc, err, errlen);

@@ -125,11 +125,14 @@ double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, mt_mi
             if (out.aux[k].value) be->to_host(&v, out.aux[k].value->data, sizeof(float));
             extra->value[k] = v;
         }
+        extra->head = (mt_head_stats){0};
+        if (s->model->cfg.head != MT_HEAD_CAUSAL_LM)
+            mt_minimax_head_stats(s->model, s->ctx, batch, &out, &extra->head);
     }
     return ce;
 }
 
-double mt_sharded_micro_eval(mt_sharded *s, const mt_minimax_batch *batch) {
+double mt_sharded_micro_eval(mt_sharded *s, const mt_minimax_batch *batch, mt_head_stats *head) {
     mt_bucket_hooks hooks = mt_sharded_forward_hooks(s);
     mt_ctx_reset(s->ctx);
     const bool grad = mt_ctx_set_grad(s->ctx, false); /* nothing saved for a backward */
@@ -138,6 +141,8 @@ double mt_sharded_micro_eval(mt_sharded *s, const mt_minimax_batch *batch) {
     mt_ctx_set_grad(s->ctx, grad);
     float ce = 0;
     s->ctx->be->to_host(&ce, out.ce_loss->data, sizeof(float));
+    if (head && s->model->cfg.head != MT_HEAD_CAUSAL_LM)
+        mt_minimax_head_stats(s->model, s->ctx, batch, &out, head);
     return ce;
 }
 

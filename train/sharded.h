@@ -40,6 +40,7 @@ mt_bucket_hooks mt_sharded_forward_hooks(mt_sharded *s);
 typedef struct {
     int n;
     double value[MT_AUX_MAX];
+    mt_head_stats head; /* a head model's metrics (models/minimax.h), 0 for a causal LM */
 } mt_micro_extra;
 
 /* Forward and backward of one micro-batch; gradients accumulate into the owned shards.
@@ -49,8 +50,9 @@ double mt_sharded_micro_step(mt_sharded *s, const mt_minimax_batch *batch, mt_mi
 
 /* The forward alone of one micro-batch (evaluation: the buckets gathered as in training, no
  * gradients, nothing saved for a backward); returns its cross-entropy value as
- * mt_sharded_micro_step does, without the aux loss. */
-double mt_sharded_micro_eval(mt_sharded *s, const mt_minimax_batch *batch);
+ * mt_sharded_micro_step does, without the aux loss; a head model's metrics added into *head
+ * (may be NULL). */
+double mt_sharded_micro_eval(mt_sharded *s, const mt_minimax_batch *batch, mt_head_stats *head);
 
 /* Global grad norm into *grad_norm; when every gradient is finite: clips to max_grad_norm
  * (<= 0: no clipping), runs AdamW on the owned shards and returns true; else returns false

@@ -178,7 +178,8 @@ int mt_train_main(int argc, char **argv) {
     mt_cleanup_install(&t->out.outdir);
     trainer_setup_data(rc, &t->dev, &t->m, &t->watch, a.eval_only, &t->data, &t->out.state);
     trainer_batch_init(&t->batch, t->dev.be, rc->train_per_device_train_batch_size,
-                       rc->data_max_length, rc->data_trim_padding);
+                       rc->data_max_length, rc->data_trim_padding,
+                       mt_objective_parse(rc->train_objective), t->m.cfg.num_labels);
     trainer_generate_setup(rc, &t->dev, &t->m, t->data.tokenizer_dir, &t->gen);
     int stopped_after = 0; /* the step a stop signal ended the run with */
     if (a.eval_only) {

@@ -1,12 +1,25 @@
 /* trainer_batch.c: the buffers of one micro-batch (ids, labels, positions, segments and each
- * row's real length, on the host and on the backend) and its upload from a sampler's step, for
+ * row's real length, on the host and on the backend; a head objective's targets) and its upload
+ * from a sampler's step (a head objective's: trainer_head.c), for
  * the optimizer step (trainer_step.c) and the eval loss (trainer_eval.c). */
 #include <stdlib.h>
 
 #include "train/trainer_internal.h"
 
 void trainer_batch_init(trainer_batch *b, const mt_backend *be, int64_t B, int64_t T,
-                        bool trim_padding) {
+                        bool trim_padding, int objective, int64_t num_labels) {
+    b->objective = objective;
+    b->num_labels = num_labels;
+    if (objective != MT_OBJECTIVE_SFT) {
+        b->item = mt_malloc(sizeof(int64_t) * (size_t)B, "batch samples");
+        if (objective == MT_OBJECTIVE_REWARD) B *= 2; /* chosen, rejected */
+        b->head_class = mt_malloc(sizeof(int32_t) * (size_t)(B * T), "batch classes");
+        b->head_target = mt_malloc(sizeof(float) * (size_t)(B * (num_labels > 0 ? num_labels : 1)),
+                                   "batch targets");
+        b->start = mt_malloc(sizeof(int32_t) * (size_t)B, "batch span starts");
+        b->end = mt_malloc(sizeof(int32_t) * (size_t)B, "batch span ends");
+        b->margin = mt_calloc((size_t)B, sizeof(float), "batch margins");
+    }
     b->be = be;
     b->B = B;
     b->T = T;
@@ -24,6 +37,7 @@ void trainer_batch_init(trainer_batch *b, const mt_backend *be, int64_t B, int64
 
 mt_minimax_batch trainer_batch_upload(trainer_batch *b, const mt_sampler *s, int64_t m,
                                       int64_t denom, trainer_micro *mt) {
+    if (b->objective != MT_OBJECTIVE_SFT) return trainer_head_upload(b, s, m, denom, mt);
     const int64_t B = b->B, T = b->T;
     int64_t Tm = T;
     if (b->trim_padding) {
@@ -56,5 +70,11 @@ void trainer_batch_free(trainer_batch *b) {
     free(b->pos);
     free(b->seg);
     free(b->real);
+    free(b->item);
+    free(b->head_class);
+    free(b->head_target);
+    free(b->start);
+    free(b->end);
+    free(b->margin);
     if (b->be) b->be->free(b->dev);
 }

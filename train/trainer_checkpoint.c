@@ -222,7 +222,8 @@ void trainer_export(const mt_recipe *rc, const trainer_device *d, trainer_model 
         mt_file_write_atomic(dst, out[i].text, out[i].len);
     }
     mt_chat_files_free(out, n);
-    trainer_generation_config(rc, &m->cfg, tokenizer_dir, mt_chat_template_eot(tmpl), dir);
+    if (m->cfg.head == MT_HEAD_CAUSAL_LM) /* a head model does not generate (transformers too) */
+        trainer_generation_config(rc, &m->cfg, tokenizer_dir, mt_chat_template_eot(tmpl), dir);
     mt_chat_template_free(tmpl);
 }
 

@@ -12,18 +12,21 @@ void trainer_eval_loss(mt_eval_row *row, mt_comm *comm, mt_sharded *sh, trainer_
     const double t0 = mt_time_now();
     mt_sampler *s = &data->eval_sampler;
     mt_sampler_set_cursor(s, (mt_sampler_cursor){0, 0});
-    double sum = 0;
+    double sums[4] = {0}; /* the loss, then a head model's metrics: correct, margin, count */
+    mt_head_stats head = {0};
     for (int64_t st = mt_sampler_steps_per_epoch(s); st > 0; st--) {
         const int64_t n_micro = mt_sampler_next(s);
         for (int64_t m = 0; m < n_micro; m++) {
             trainer_micro mt;
             mt_minimax_batch batch = trainer_batch_upload(b, s, m, data->eval_targets, &mt);
-            sum += mt_sharded_micro_eval(sh, &batch);
+            sums[0] += mt_sharded_micro_eval(sh, &batch, &head);
         }
     }
-    comm->allreduce_f64(comm, &sum, 1);
+    sums[1] = head.correct, sums[2] = head.margin, sums[3] = head.count;
+    comm->allreduce_f64(comm, sums, 4);
     row->has_loss = true;
-    row->loss = sum;
+    row->loss = sums[0];
+    row->head_correct = sums[1], row->head_margin = sums[2], row->head_count = sums[3];
     row->tokens = data->eval_targets;
     row->seconds = mt_time_now() - t0;
 }
@@ -34,7 +37,7 @@ void trainer_eval_only(const mt_recipe *rc, const trainer_device *d, trainer_mod
     /* the recipe was checked for an eval set; the data may still leave none (an empty file) */
     MT_CHECK(data->evaluates || g->generates, "--eval-only: the eval set is empty");
     if (d->comm->rank == 0) {
-        mt_logger_open_eval(log, rc->output_dir, g->generates);
+        mt_logger_open_eval(log, rc->output_dir, g->generates, trainer_head_columns(data));
         if (mt_recipe_reports_to(rc, "tensorboard")) mt_logger_tensorboard(log, 0);
     }
     mt_eval_row row = {.step = 0};

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "data/gsm8k.h"
+#include "data/head_data.h"
 #include "data/sampler.h"
 #include "data/token_cache.h"
 #include "eval/messages_eval.h"
@@ -63,13 +64,17 @@ typedef struct {
     mt_minimax_aux aux_terms[MT_AUX_MAX];
     int n_aux;
     int64_t planned_activations; /* the arena's planned peak of one micro-step (bytes) */
+    bool head_pad_unset; /* a head model whose config.json has no pad_token_id (the data's) */
 } trainer_model;
 
 /* The tokenized data and its samplers (trainer_setup.c). */
 typedef struct {
     char tokenizer_dir[MT_PATH_MAX];
     mt_token_data data;
-    mt_sampler sampler;      /* the training samples (all but the held-out ones) */
+    mt_sampler sampler; /* the training samples (all but the held-out ones) */
+    /* train.objective = "reward": the pairs of data and eval_data the samplers draw from
+     * (trainer_head_pairs_view); empty otherwise */
+    mt_token_data pairs, eval_pairs;
     mt_token_data eval_data; /* data.eval_path's samples (when set) */
     mt_sampler eval_sampler; /* the samples to evaluate on (evaluates), one epoch per eval */
     int64_t eval_targets;    /* their labelled tokens: the eval loss's denominator */
@@ -84,6 +89,15 @@ typedef struct {
     int32_t *ids, *labels, *pos, *seg; /* (B,T) each, host */
     int64_t *real; /* (B) host: real tokens per row (the aux loss leaves padding out) */
     int32_t *dev;  /* (4,B,T) on the backend: ids, labels, positions, segments */
+    /* a head objective's (trainer_head.c; objective 0: SFT): B is the sampler's rows, twice
+     * them for reward pairs; the rows' samples, and the targets on the host */
+    int objective;
+    int64_t num_labels;
+    int64_t *item;        /* (B) */
+    int32_t *head_class;  /* (B,T): class ids, per row or per token */
+    float *head_target;   /* (B,num_labels) */
+    int32_t *start, *end; /* (B) QA */
+    float *margin;        /* (B/2) reward pairs */
 } trainer_batch;
 
 /* The tensors of one micro-batch on the backend (in trainer_batch's dev). */
@@ -143,7 +157,7 @@ void trainer_setup_model(trainer_device *d, trainer_model *m, const mt_recipe *r
 /* The token caches (rank 0 builds, the others read; w's silence while they wait), the pad
  * token, the samplers; rank 0 records the inputs' digests into st. eval_only (--eval-only) with
  * data.eval_path: only the eval file's cache and sampler (the training data is not read). */
-void trainer_setup_data(const mt_recipe *rc, const trainer_device *d, const trainer_model *m,
+void trainer_setup_data(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
                         const trainer_watchdog *w, bool eval_only, trainer_data *data,
                         mt_train_state *st);
 /* train.num_train_epochs (the steps from s's steps per epoch, into rc's max_steps), the warmup
@@ -158,13 +172,34 @@ void trainer_device_free(trainer_device *d);
 /* ------------------------------------------------------------------------------------------ */
 /* batch buffers (trainer_batch.c) */
 
+/* objective (data/head_data.h) and num_labels: a head objective's buffers (reward: 2B rows). */
 void trainer_batch_init(trainer_batch *b, const mt_backend *be, int64_t B, int64_t T,
-                        bool trim_padding);
+                        bool trim_padding, int objective, int64_t num_labels);
 /* Fills micro-batch m of sampler s's current step and uploads it; the batch divides its loss
  * by denom. data.trim_padding: rows cut after the longest one's last token (rounded up to 8). */
 mt_minimax_batch trainer_batch_upload(trainer_batch *b, const mt_sampler *s, int64_t m,
                                       int64_t denom, trainer_micro *mt);
 void trainer_batch_free(trainer_batch *b);
+
+/* ------------------------------------------------------------------------------------------ */
+/* the head objectives (trainer_head.c) */
+
+/* Reward data d (samples 2p chosen, 2p + 1 rejected) as pairs for a sampler: view sample p spans
+ * both (d's ids, shared), head_i32 its chosen length, head_f32 its margin. Empty for other
+ * objectives. */
+void trainer_head_pairs_view(const mt_token_data *d, mt_token_data *view);
+void trainer_head_pairs_free(mt_token_data *view);
+/* The loss terms of sample i of d (a sampler's data): a reward pair 1, a class id 1 (0 when
+ * ignored), float targets their number, token classification its labelled tokens, QA 1. */
+int64_t trainer_head_item_terms(const mt_token_data *d, int64_t i);
+/* Those of the sampler's current global batch: every head loss's denominator. */
+int64_t trainer_head_step_terms(const mt_sampler *s);
+/* The metric columns of data's objective: 0 none (SFT, float targets), 1 accuracy, 2 accuracy
+ * and margin (reward pairs). */
+int trainer_head_columns(const trainer_data *data);
+/* trainer_batch_upload for a head objective (b->objective). */
+mt_minimax_batch trainer_head_upload(trainer_batch *b, const mt_sampler *s, int64_t m,
+                                     int64_t denom, trainer_micro *mt);
 
 /* ------------------------------------------------------------------------------------------ */
 /* one optimizer step (trainer_step.c) */
@@ -173,6 +208,7 @@ typedef struct {
     double loss, grad_norm, lr;
     double aux[MT_AUX_MAX]; /* each auxiliary term as logged (trainer_model's aux_terms' order) */
     int64_t tokens, targets;
+    mt_head_stats head; /* a head model's metrics over the global batch (sums) */
     bool skipped;
 } step_result;
 

@@ -99,10 +99,14 @@ static void trainer_run_open(trainer *t, int first) {
          m->cfg.num_hidden_layers, (long long)n_params, buffers, m->model.n_buckets,
          (long long)mt_sampler_steps_per_epoch(&t->data.sampler), first, rc->train_max_steps);
     if (t->dev.comm->rank == 0) {
-        const char *aux_names[MT_AUX_MAX];
+        /* the model's auxiliary terms, then a head objective's metrics (TRL's names) */
+        const char *aux_names[MT_AUX_MAX + 2];
         for (int k = 0; k < m->n_aux; k++) aux_names[k] = m->aux_terms[k].name;
-        mt_logger_open(&t->out.log, rc->output_dir, aux_names, m->n_aux, t->data.evaluates,
-                       t->gen.generates, (int)t->out.state.step);
+        const int head = trainer_head_columns(&t->data);
+        const char *head_names[2] = {"accuracy", "margin"};
+        for (int k = 0; k < head; k++) aux_names[m->n_aux + k] = head_names[k];
+        mt_logger_open(&t->out.log, rc->output_dir, aux_names, m->n_aux + head, t->data.evaluates,
+                       t->gen.generates, head, (int)t->out.state.step);
         if (mt_recipe_reports_to(rc, "tensorboard"))
             mt_logger_tensorboard(&t->out.log, (int)t->out.state.step);
     }
@@ -123,6 +127,9 @@ static void trainer_run_log(trainer *t, int step, const step_result *r, double d
                       .state_bytes =
                           mt_zero_owned_bytes(&t->m.zero) + mt_zero_slot_bytes(&t->m.zero)};
     for (int k = 0; k < t->m.n_aux; k++) row.aux[k] = r->aux[k];
+    const double n = r->head.count > 0 ? r->head.count : 1;
+    const double head[2] = {r->head.correct / n, r->head.margin / n};
+    for (int k = 0; k < t->out.log.n_aux - t->m.n_aux; k++) row.aux[t->m.n_aux + k] = head[k];
     mt_logger_row(&t->out.log, &row, t->rc.train_max_steps);
 }
 
@@ -134,8 +141,16 @@ static void trainer_run_eval(trainer *t, int step, bool loss, bool gen) {
         trainer_eval_loss(&row, t->dev.comm, &t->m.sharded, &t->data, &t->batch);
         char when[32] = "at the start"; /* step 0: train.eval_on_start */
         if (step > 0) snprintf(when, sizeof(when), "after step %d", step);
-        LOG0(t->dev.comm, "eval %s: loss %.6f over %lld labelled eval tokens (%.1f s)\n", when,
-             row.loss, (long long)t->data.eval_targets, row.seconds);
+        if (t->batch.objective == MT_OBJECTIVE_SFT)
+            LOG0(t->dev.comm, "eval %s: loss %.6f over %lld labelled eval tokens (%.1f s)\n", when,
+                 row.loss, (long long)t->data.eval_targets, row.seconds);
+        else
+            LOG0(t->dev.comm,
+                 "eval %s: loss %.6f over %lld eval loss terms, accuracy %.4f of %.0f, mean "
+                 "margin %.4f (%.1f s)\n",
+                 when, row.loss, (long long)t->data.eval_targets,
+                 row.head_count > 0 ? row.head_correct / row.head_count : 0, row.head_count,
+                 row.head_count > 0 ? row.head_margin / row.head_count : 0, row.seconds);
     }
     if (gen) trainer_generate(&t->rc, &t->dev, &t->m, &t->gen, &t->watch, step, &row);
     if (t->dev.comm->rank == 0) mt_logger_eval_row(&t->out.log, &row);

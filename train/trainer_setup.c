@@ -49,9 +49,14 @@ static void trainer_setup_device(trainer_device *d, const mt_recipe *rc) {
  * step that cannot fit fails now, with every rank, before any memory or weights are taken, not
  * after minutes of loading. */
 static void trainer_check_arena(const trainer_device *d, trainer_model *m, const mt_recipe *rc) {
-    const int64_t B = rc->train_per_device_train_batch_size, T = rc->data_max_length;
+    /* reward pairs: a sampler row is two rows (chosen, rejected) */
+    const int64_t B = rc->train_per_device_train_batch_size *
+                      (mt_objective_parse(rc->train_objective) == MT_OBJECTIVE_REWARD ? 2 : 1),
+                  T = rc->data_max_length;
+    mt_minimax_config cfg = m->cfg; /* the planning forward pools a head model's rows */
+    if (cfg.head != MT_HEAD_CAUSAL_LM && cfg.pad_token_id < 0) cfg.pad_token_id = 0;
     const int64_t need =
-        mt_minimax_plan_activations(&m->cfg, m->model.unit, rc->train_gradient_checkpointing, B, T);
+        mt_minimax_plan_activations(&cfg, m->model.unit, rc->train_gradient_checkpointing, B, T);
     m->planned_activations = need;
     const double mib = 1.0 / (1 << 20);
     if (need <= rc->dist_arena_mb << 20) {
@@ -63,7 +68,7 @@ static void trainer_check_arena(const trainer_device *d, trainer_model *m, const
         return;
     }
     if (d->comm->rank == 0) {
-        const int64_t other = mt_minimax_plan_activations(&m->cfg, m->model.unit,
+        const int64_t other = mt_minimax_plan_activations(&cfg, m->model.unit,
                                                           !rc->train_gradient_checkpointing, B, T);
         fprintf(stderr,
                 "error: dist.arena_mb = %lld is too small: a micro-step of %lld x %lld tokens "
@@ -213,6 +218,16 @@ void trainer_setup_model(trainer_device *d, trainer_model *m, const mt_recipe *r
                  path, m->cfg.num_hidden_layers);
         mt_minimax_config_keep_layers(&m->cfg, rc->model_num_hidden_layers);
     }
+    char why[1024];
+    MT_CHECK(mt_recipe_head_apply(rc, &m->cfg, path, why, sizeof(why)), "%s", why);
+    /* a head model without config.json's pad_token_id gets the data's padding token, after the
+     * weights (trainer_setup_data): set before, a random initialisation would zero that row,
+     * the end-of-turn token's, which the text holds too */
+    m->head_pad_unset = m->cfg.head != MT_HEAD_CAUSAL_LM && m->cfg.pad_token_id < 0;
+    if (m->cfg.head != MT_HEAD_CAUSAL_LM)
+        LOG0(d->comm, "model: a %s head with %d label%s (train.objective = %s)\n",
+             mt_head_name(m->cfg.head), m->cfg.num_labels, m->cfg.num_labels == 1 ? "" : "s",
+             rc->train_objective);
     if (rc->train_router_aux_loss_coef >= 0) {
         m->cfg.router_aux_loss_coef = (float)rc->train_router_aux_loss_coef;
         m->cfg.output_router_logits = rc->train_router_aux_loss_coef > 0;
@@ -221,6 +236,7 @@ void trainer_setup_model(trainer_device *d, trainer_model *m, const mt_recipe *r
                          strcmp(rc->dist_gather_unit, "expert") == 0 ? MT_GATHER_EXPERT
                                                                      : MT_GATHER_LAYER);
     m->model.gradient_checkpointing = rc->train_gradient_checkpointing;
+    m->model.head_seed = (uint64_t)rc->model_init_seed; /* a head new to a causal-LM checkpoint */
     /* the recipe's model.aux_coef / model.aux_detach, checked against the config on load */
     for (int i = 0; i < rc->model_n_aux; i++) {
         const mt_recipe_aux *a = &rc->model_aux[i];
@@ -290,10 +306,12 @@ typedef struct {
     bool eval_file;            /* data.eval_path */
     bool train;                /* the training data is read (not --eval-only with data.eval_path) */
     mt_token_cache_cfg cc, ec; /* the training data's token cache, data.eval_path's */
+    mt_head_data_opts head;    /* a head objective's data (cc.head) */
+    const char *labels[MT_DATA_FILES];
 } trainer_sources;
 
-static void trainer_sources_resolve(const mt_recipe *rc, const char *tokenizer_dir,
-                                    trainer_sources *src) {
+static void trainer_sources_resolve(const mt_recipe *rc, const mt_minimax_config *cfg,
+                                    const char *tokenizer_dir, trainer_sources *src) {
     char *data_path = src->data_path, *cache_dir = src->cache_dir;
     snprintf(cache_dir, sizeof(src->cache_dir), "%s",
              rc->data_cache_dir[0] ? rc->data_cache_dir : rc->output_dir);
@@ -330,6 +348,15 @@ static void trainer_sources_resolve(const mt_recipe *rc, const char *tokenizer_d
     cc->sample.strip_annotations = rc->data_strip_annotations;
     cc->sample.max_length = rc->data_max_length;
     cc->sample.policy = !strcmp(rc->data_truncation, "drop") ? MT_TRUNC_DROP : MT_TRUNC_TRUNCATE;
+    const int objective = mt_objective_parse(rc->train_objective);
+    if (objective > MT_OBJECTIVE_SFT) { /* its records, its targets (data/head_data.h) */
+        for (int i = 0; i < rc->model_n_labels; i++) src->labels[i] = rc->model_labels[i];
+        src->head = (mt_head_data_opts){.objective = (mt_objective)objective,
+                                        .num_labels = cfg->num_labels,
+                                        .label_names = src->labels,
+                                        .n_label_names = rc->model_n_labels};
+        cc->head = &src->head;
+    }
     /* data.eval_path: its own cache, built the same way */
     snprintf(src->eval_cache, sizeof(src->eval_cache), "%s/eval-tokens.h5", cache_dir);
     src->ec = *cc;
@@ -356,11 +383,13 @@ static void trainer_data_load(const mt_recipe *rc, const trainer_device *d, cons
         MT_CHECK(mt_dir_make(src->cache_dir, err, sizeof(err)), "data.cache_dir %s", err);
         mt_comm_mpi_heartbeat_start(d->host, heartbeat);
         if (src->train && src->synthetic && access(data_path, R_OK) != 0) {
-            const bool agentic = !strcmp(rc->data_synthetic_kind, "agentic");
+            const char *kind = rc->data_synthetic_kind;
             const uint64_t seed = (uint64_t)rc->data_seed;
             const int n = rc->data_synthetic_samples;
-            MT_CHECK((agentic ? mt_synth_write_chat_jsonl(data_path, seed, n, err)
-                              : mt_synth_write_jsonl(data_path, seed, n, err)) == 0,
+            MT_CHECK((!strcmp(kind, "agentic") ? mt_synth_write_chat_jsonl(data_path, seed, n, err)
+                      : !strcmp(kind, "pairs")
+                          ? mt_synth_write_pairs_jsonl(data_path, seed, n, err)
+                          : mt_synth_write_jsonl(data_path, seed, n, err)) == 0,
                      "%s", err);
         }
         if (src->train) trainer_cache_build(&src->cc, &data->data);
@@ -421,8 +450,10 @@ static void trainer_setup_samplers(const mt_recipe *rc, const trainer_device *d,
                                    const char *data_path) {
     /* data.eval_samples: held out of training, drawn with data.seed; with data.eval_path, drawn
      * from that file instead (0: all of it), the training data left whole */
-    const mt_token_data *ed = eval_file ? &data->eval_data : &data->data;
-    const int64_t n_all = data->data.n_samples, n_src = ed->n_samples;
+    const bool pairs = data->pairs.n_samples > 0 || data->eval_pairs.n_samples > 0;
+    const mt_token_data *td = pairs ? &data->pairs : &data->data;
+    const mt_token_data *ed = eval_file ? (pairs ? &data->eval_pairs : &data->eval_data) : td;
+    const int64_t n_all = td->n_samples, n_src = ed->n_samples;
     int64_t n_eval = rc->data_eval_samples;
     if (eval_file && (n_eval == 0 || n_eval >= n_src)) n_eval = n_src;
     MT_CHECK(eval_file || n_eval < n_all,
@@ -442,7 +473,7 @@ static void trainer_setup_samplers(const mt_recipe *rc, const trainer_device *d,
         .pack = rc->data_packing,
         .global_batch = B * rc->train_gradient_accumulation_steps * d->comm->size,
         .micro_batch = B,
-        .seq_len = rc->data_max_length,
+        .seq_len = (pairs ? 2 : 1) * (int64_t)rc->data_max_length, /* a pair: both rows */
         .rank = d->comm->rank,
         .world = d->comm->size,
         .pad_id = pad_id,
@@ -451,7 +482,7 @@ static void trainer_setup_samplers(const mt_recipe *rc, const trainer_device *d,
         .n_sources = rc->data_n_paths,
         .weights = rc->data_n_weights > 0 ? rc->data_weights : NULL,
     };
-    if (train) mt_sampler_init(&data->sampler, &sc, &data->data);
+    if (train) mt_sampler_init(&data->sampler, &sc, td);
     sc.weights = NULL; /* the eval sampler: every eval sample once */
     for (int k = 0; data->sampler.src_count && k < rc->data_n_paths; k++)
         LOG0(d->comm,
@@ -467,31 +498,45 @@ static void trainer_setup_samplers(const mt_recipe *rc, const trainer_device *d,
         sc.n_pool = n_eval;
         mt_sampler_init(&data->eval_sampler, &sc, ed);
         int64_t train_targets = 0;
+        /* the loss's terms: labelled tokens (SFT), or a head objective's (trainer_head.c) */
+        const bool head = td->objective != MT_OBJECTIVE_SFT;
         for (int64_t i = 0; i < n_eval; i++)
-            data->eval_targets += data->eval_sampler.targets[eval_ids[i]];
-        for (int64_t i = 0; i < n_all - n_hold; i++)
-            train_targets += data->sampler.targets[n_hold > 0 ? train_ids[i] : i];
-        LOG0(d->comm,
-             "data: %lld samples %s for the eval loss (%lld labelled tokens), %lld to train on "
-             "(%lld labelled tokens)\n",
-             (long long)n_eval, eval_file ? "of data.eval_path" : "held out",
-             (long long)data->eval_targets, (long long)(n_all - n_hold), (long long)train_targets);
+            data->eval_targets += head ? trainer_head_item_terms(ed, eval_ids[i])
+                                       : data->eval_sampler.targets[eval_ids[i]];
+        for (int64_t i = 0; i < n_all - n_hold && train; i++) {
+            const int64_t k = n_hold > 0 ? train_ids[i] : i;
+            train_targets += head ? trainer_head_item_terms(td, k) : data->sampler.targets[k];
+        }
+        LOG0(d->comm, "data: %lld %s %s for the eval loss (%lld %s), %lld to train on (%lld %s)\n",
+             (long long)n_eval, pairs ? "pairs" : "samples",
+             eval_file ? "of data.eval_path" : "held out", (long long)data->eval_targets,
+             head ? "loss terms" : "labelled tokens", (long long)(n_all - n_hold),
+             (long long)train_targets, head ? "loss terms" : "labelled tokens");
     }
     free(train_ids);
     free(eval_ids);
 }
 
-void trainer_setup_data(const mt_recipe *rc, const trainer_device *d, const trainer_model *m,
+void trainer_setup_data(const mt_recipe *rc, const trainer_device *d, trainer_model *m,
                         const trainer_watchdog *w, bool eval_only, trainer_data *data,
                         mt_train_state *st) {
     snprintf(data->tokenizer_dir, sizeof(data->tokenizer_dir), "%s",
              rc->data_tokenizer_dir[0] ? rc->data_tokenizer_dir : rc->model_path);
     trainer_sources src;
-    trainer_sources_resolve(rc, data->tokenizer_dir, &src);
+    trainer_sources_resolve(rc, &m->cfg, data->tokenizer_dir, &src);
     /* --eval-only with data.eval_path: the training data is neither tokenized nor read */
     src.train = !eval_only || !src.eval_file;
     trainer_data_load(rc, d, m, w, &src, data, st);
-    const int32_t pad_id = trainer_data_pad_id(rc, d, m, data->tokenizer_dir, &src.cc);
+    int32_t pad_id = trainer_data_pad_id(rc, d, m, data->tokenizer_dir, &src.cc);
+    if (m->cfg.head != MT_HEAD_CAUSAL_LM) {
+        /* the head pools at the rightmost token that is not config.json's pad_token_id: rows
+         * are padded with it, or (none there) with the end-of-turn token, which becomes the
+         * config's, as TRL sets model.config.pad_token_id */
+        if (!m->head_pad_unset) pad_id = m->cfg.pad_token_id;
+        m->cfg.pad_token_id = m->model.cfg.pad_token_id = pad_id;
+        trainer_head_pairs_view(&data->data, &data->pairs);
+        trainer_head_pairs_view(&data->eval_data, &data->eval_pairs);
+    }
     trainer_setup_samplers(rc, d, data, pad_id, src.eval_file, src.train, src.data_path);
 }
 
@@ -548,6 +593,8 @@ void trainer_setup_schedule(mt_recipe *rc, const mt_comm *comm, const mt_sampler
 void trainer_data_free(trainer_data *data) {
     mt_sampler_free(&data->sampler);
     if (data->evaluates) mt_sampler_free(&data->eval_sampler);
+    trainer_head_pairs_free(&data->eval_pairs);
+    trainer_head_pairs_free(&data->pairs);
     mt_token_data_free(&data->eval_data);
     mt_token_data_free(&data->data);
 }

@@ -49,12 +49,14 @@ step_result trainer_step_run(trainer_model *m, mt_comm *comm, mt_sampler *s, tra
                              const trainer_step_cfg *sc, int step) {
     step_result res = {0};
     int64_t n_micro = mt_sampler_next(s);
-    res.targets = s->global_targets;
+    /* the loss's denominator: labelled tokens, or a head objective's terms (trainer_head.c) */
+    res.targets = b->objective != MT_OBJECTIVE_SFT ? trainer_head_step_terms(s) : s->global_targets;
 
     mt_zero_zero_grad(&m->zero);
-    /* loss, tokens, then each auxiliary term */
-    double sums[2 + MT_AUX_MAX] = {0, (double)trainer_step_tokens(s)};
-    const int n_sums = 2 + m->n_aux;
+    /* loss, tokens, each auxiliary term, then a head's metrics (correct, margin, count) */
+    double sums[2 + MT_AUX_MAX + 3] = {0, (double)trainer_step_tokens(s)};
+    const int n_sums = 2 + m->n_aux + 3;
+    double *head = sums + 2 + m->n_aux;
     for (int64_t k = 0; k < n_micro; k++) {
         trainer_micro mt;
         mt_minimax_batch batch = trainer_batch_upload(b, s, k, res.targets, &mt);
@@ -72,12 +74,16 @@ step_result trainer_step_run(trainer_model *m, mt_comm *comm, mt_sampler *s, tra
             sums[2 + a] += m->aux_terms[a].per_forward
                                ? extra.value[a] / (double)(n_micro * comm->size)
                                : extra.value[a];
+        head[0] += extra.head.correct;
+        head[1] += extra.head.margin;
+        head[2] += extra.head.count;
     }
     comm->allreduce_f64(comm, sums, n_sums);
     res.loss = sums[0];
     res.tokens = (int64_t)sums[1];
     /* logged per what the term sums (its layers): divided by their number */
     for (int a = 0; a < m->n_aux; a++) res.aux[a] = sums[2 + a] / m->aux_terms[a].denominator;
+    res.head = (mt_head_stats){.correct = head[0], .margin = head[1], .count = head[2]};
     res.lr = mt_lr_at(&sc->lr, step - 1);
     mt_adamw opt = {.lr = res.lr,
                     .beta1 = sc->beta1,

@@ -52,6 +52,14 @@ if(TARGET mt_emu)
   set_tests_properties(dist_eval_generate_emu PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI};MT_NCCL_ALLOW_SHARED_DEVICE=1"
     TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # a reward model (train.objective = "reward") on the emulated device against the CPU trainer
+  add_test(NAME dist_train_rm_emu COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/run_head.sh
+    $<TARGET_FILE:minimax-train> reward-emu $<TARGET_FILE:minimax-train-emu>)
+  set_tests_properties(dist_train_rm_emu PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI};MT_NCCL_ALLOW_SHARED_DEVICE=1"
+    TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} FIXTURES_SETUP dist_rm_emu)
+  mt_test_cases(test_dist_compare dist_rm_emu_match)
+  set_tests_properties(dist_rm_emu_match PROPERTIES FIXTURES_REQUIRED dist_rm_emu)
   set_tests_properties(dist_ep_emu_match PROPERTIES FIXTURES_REQUIRED dist_ep_emu)
   set_tests_properties(dist_emu_cuda_match dist_emu_cuda_bf16 PROPERTIES
     FIXTURES_REQUIRED dist_emu_cuda)

@@ -7,7 +7,9 @@
  *     pooled hidden rows; two micro-batches with loss_denom = the pairs add up to the mean;
  *   parity_head_loss_split: every head loss (single-label, multi-label, regression, reward
  *     pairs, token classification, QA) over two halves with loss_denom = the whole batch's
- *     count adds up, loss and gradients, to the whole batch's mean;
+ *     count adds up, loss and gradients, to the whole batch's mean; the first rows followed by
+ *     padding rows (head_pad_rows) give those rows' loss, gradients and metrics, all padding
+ *     none;
  *   op_head_stats: mt_minimax_head_stats on hand-set logits against counts worked out by hand;
  *   op_head_reward_refusals: reward pairs on a head that is not a 1-label sequence head, or on
  *     an odd batch, stop with a message naming the setting. */
@@ -290,6 +292,58 @@ static int parity_head_reward(void) {
 /* Each head loss over B = 4 rows of T = 6 tokens, whole against two parts: rows [0, 1) and
  * [1, 4) (unequal counts on each side). count: the terms of the whole batch as the trainer
  * counts them (labelled rows; rows x num_labels elements; pairs; labelled tokens; QA rows). */
+/* The batch's first `cut` rows followed by padding rows (head_pad_rows = B - cut, the trainer's
+ * short share of a global batch) against those rows alone, loss_denom 3 both: the same loss,
+ * gradients (relative L2 over all) and metrics; every row padding: a loss of 0, no gradient,
+ * no metric. */
+static void hl_pad_case(const char *label, ph_model *pm, mt_ctx *c, const mt_minimax_batch *full,
+                        int64_t cut) {
+    mt_minimax_out out;
+    mt_minimax_batch alone = hl_rows(full, &pm->m, 0, cut), padded = *full;
+    alone.loss_denom = padded.loss_denom = 3;
+    padded.head_pad_rows = full->ids->shape[0] - cut;
+    mt_head_stats st[2];
+    memset(st, 0, sizeof(st));
+    float loss[2];
+    float *g[2];
+    int64_t n = 0;
+    for (int k = 0; k < 2; k++) {
+        hl_zero_grads(pm);
+        loss[k] = hl_step(pm, c, k ? &padded : &alone, true, &out);
+        mt_minimax_head_stats(&pm->m, c, k ? &padded : &alone, &out, &st[k]);
+        g[k] = hl_grads_copy(pm, &n);
+    }
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += ((double)g[1][i] - g[0][i]) * ((double)g[1][i] - g[0][i]);
+        den += (double)g[0][i] * g[0][i];
+    }
+    const double rel = fabs((double)loss[1] - loss[0]) / fmax(fabs((double)loss[0]), 1e-30),
+                 rl2 = sqrt(num / fmax(den, 1e-300));
+    printf("  %-40s %lld rows + %lld padding: loss %.3e, gradients %.3e relative\n", label,
+           (long long)cut, (long long)padded.head_pad_rows, rel, rl2);
+    EXPECT(rel <= HL_RTOL && rl2 <= HL_GRAD_RL2 && den > 0,
+           "%s: padded rows change the loss by %.3e, the gradients by %.3e", label, rel, rl2);
+    EXPECT(st[0].correct == st[1].correct && st[0].count == st[1].count &&
+               fabs(st[0].margin - st[1].margin) <= HL_RTOL * fmax(fabs(st[0].margin), 1),
+           "%s: padded rows change the metrics (%g of %g, %g of %g)", label, st[1].correct,
+           st[1].count, st[0].correct, st[0].count);
+    free(g[0]);
+    free(g[1]);
+    padded.head_pad_rows = full->ids->shape[0];
+    hl_zero_grads(pm);
+    const float zero = hl_step(pm, c, &padded, true, &out);
+    mt_head_stats none = {0};
+    mt_minimax_head_stats(&pm->m, c, &padded, &out, &none);
+    g[0] = hl_grads_copy(pm, &n);
+    double any = 0;
+    for (int64_t i = 0; i < n; i++) any += fabs(g[0][i]);
+    EXPECT(zero == 0 && any == 0 && none.count == 0,
+           "%s: an all-padding batch gives loss %g, gradient sum %g, %g counted", label, zero, any,
+           none.count);
+    free(g[0]);
+}
+
 static void hl_split_fixture(const char *fixture, const char *label, mt_problem_type problem,
                              int kind) {
     ph_model pm;
@@ -329,6 +383,7 @@ static void hl_split_fixture(const char *fixture, const char *label, mt_problem_
     }
     /* reward pairs split at a pair's boundary */
     hl_split_case(label, &pm, &c, &batch, kind == 'p' ? 2 : 1, count);
+    hl_pad_case(label, &pm, &c, &batch, kind == 'p' ? 2 : 3);
     mt_ctx_free(&c);
     ph_free(&pm);
 }

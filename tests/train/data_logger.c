@@ -79,7 +79,7 @@ static int test_loss_csv(void) {
     make_tmpdir(dir, sizeof(dir));
     mt_logger lg;
     capture_begin(STDERR_FILENO); /* from the open on: it asks whether stderr is a terminal */
-    mt_logger_open(&lg, dir, NULL, 0, false, false, 0);
+    mt_logger_open(&lg, dir, NULL, 0, false, false, 0, 0);
     expect_file(dir, "loss.csv", "step,loss,lr,grad_norm,tokens,tokens_per_s,elapsed_s\n");
     expect_file(dir, "metrics.jsonl", "");
     EXPECT(!exists(dir, "eval.csv"), "eval.csv without an evaluation");
@@ -106,7 +106,7 @@ static int test_loss_csv(void) {
     char dir2[4096];
     make_tmpdir(dir2, sizeof(dir2));
     capture_begin(STDERR_FILENO);
-    mt_logger_open(&lg, dir2, AUX_NAMES, 2, false, false, 0);
+    mt_logger_open(&lg, dir2, AUX_NAMES, 2, false, false, 0, 0);
     r = row_of(12);
     mt_logger_row(&lg, &r, 12);
     free(capture_end());
@@ -136,7 +136,7 @@ static int test_metrics(void) {
     make_tmpdir(dir, sizeof(dir));
     mt_logger lg;
     capture_begin(STDERR_FILENO);
-    mt_logger_open(&lg, dir, AUX_NAMES, 1, false, false, 0);
+    mt_logger_open(&lg, dir, AUX_NAMES, 1, false, false, 0, 0);
     mt_log_row r = row_of(3);
     r.loss = 2.123456789012345; /* more digits than loss.csv keeps */
     r.grad_norm = NAN;
@@ -191,7 +191,7 @@ static int test_eval(void) {
     char dir[4096];
     make_tmpdir(dir, sizeof(dir));
     mt_logger lg;
-    mt_logger_open(&lg, dir, NULL, 0, true, false, 0);
+    mt_logger_open(&lg, dir, NULL, 0, true, false, 0, 0);
     mt_logger_eval_row(
         &lg, &(mt_eval_row){
                  .step = 5, .has_loss = true, .loss = 1.2345678, .tokens = 4096, .seconds = 0.5});
@@ -211,7 +211,7 @@ static int test_eval(void) {
     /* with accuracy by generation: the columns of what a row did not measure are empty */
     char dir2[4096];
     make_tmpdir(dir2, sizeof(dir2));
-    mt_logger_open(&lg, dir2, NULL, 0, true, true, 0);
+    mt_logger_open(&lg, dir2, NULL, 0, true, true, 0, 0);
     mt_logger_eval_row(
         &lg, &(mt_eval_row){
                  .step = 5, .has_loss = true, .loss = 1.2345678, .tokens = 4096, .seconds = 0.5});
@@ -263,7 +263,7 @@ static int test_eval(void) {
 static void first_run(const char *dir) {
     mt_logger lg;
     capture_begin(STDERR_FILENO);
-    mt_logger_open(&lg, dir, NULL, 0, true, false, 0);
+    mt_logger_open(&lg, dir, NULL, 0, true, false, 0, 0);
     for (int s = 1; s <= 4; s++) {
         mt_log_row r = row_of(s);
         mt_logger_row(&lg, &r, 4);
@@ -296,7 +296,7 @@ static int test_resume(void) {
     /* resumed from step 2, now with accuracy by generation (a key a resume may change) */
     mt_logger lg;
     capture_begin(STDERR_FILENO);
-    mt_logger_open(&lg, dir, NULL, 0, true, true, 2);
+    mt_logger_open(&lg, dir, NULL, 0, true, true, 0, 2);
     const char *header = "step,loss,lr,grad_norm,tokens,tokens_per_s,elapsed_s\n";
     char *kept = rows_upto(loss + strlen(header), 2), want[8192];
     snprintf(want, sizeof(want), "%s%s", header, kept);
@@ -330,9 +330,9 @@ static int test_resume(void) {
     /* a resume whose eval.csv did not exist before (evaluation added): a new one, its header */
     char dir2[4096];
     make_tmpdir(dir2, sizeof(dir2));
-    mt_logger_open(&lg, dir2, NULL, 0, false, false, 0);
+    mt_logger_open(&lg, dir2, NULL, 0, false, false, 0, 0);
     fclose(lg.csv), fclose(lg.jsonl);
-    mt_logger_open(&lg, dir2, NULL, 0, true, false, 2);
+    mt_logger_open(&lg, dir2, NULL, 0, true, false, 0, 2);
     expect_file(dir2, "eval.csv", "step,eval_loss,tokens,seconds\n");
     fclose(lg.csv), fclose(lg.eval_csv), fclose(lg.jsonl);
     free(loss), free(metrics), free(kept), free(kept_metrics);
@@ -345,7 +345,7 @@ static int test_eval_only(void) {
     char dir[4096];
     make_tmpdir(dir, sizeof(dir));
     mt_logger lg;
-    mt_logger_open_eval(&lg, dir, true);
+    mt_logger_open_eval(&lg, dir, true, 0);
     mt_logger_eval_row(&lg, &(mt_eval_row){.step = 0,
                                            .has_loss = true,
                                            .loss = 0.5,
@@ -377,7 +377,7 @@ static int test_close(void) {
     make_tmpdir(dir, sizeof(dir));
     mt_logger lg;
     capture_begin(STDERR_FILENO);
-    mt_logger_open(&lg, dir, NULL, 0, true, false, 0);
+    mt_logger_open(&lg, dir, NULL, 0, true, false, 0, 0);
     for (int s = 1; s <= 3; s++) {
         mt_log_row r = row_of(s);
         mt_logger_row(&lg, &r, 3);
@@ -407,12 +407,12 @@ static int test_close(void) {
 
 static void open_loss_full(void *dir) {
     mt_logger lg;
-    mt_logger_open(&lg, dir, NULL, 0, false, false, 0);
+    mt_logger_open(&lg, dir, NULL, 0, false, false, 0, 0);
 }
 
 static void row_metrics_full(void *dir) {
     mt_logger lg;
-    mt_logger_open(&lg, dir, NULL, 0, false, false, 0);
+    mt_logger_open(&lg, dir, NULL, 0, false, false, 0, 0);
     mt_log_row r = row_of(1);
     mt_logger_row(&lg, &r, 1);
 }

@@ -252,9 +252,10 @@ static int test_recipe_errors(void) {
                  "%s:7:8: data.template_kwargs is set as a string and as a table");
     expect_error(BASE "[data.template_kwargs]\nx = nan\n", NULL,
                  "%s:6:5: data.template_kwargs.x: not a value JSON can hold");
-    expect_error(BASE, "data.synthetic_kind=chat",
-                 "--set data.synthetic_kind: data.synthetic_kind: must be gsm8k or agentic, not "
-                 "\"chat\"");
+    expect_error(
+        BASE, "data.synthetic_kind=chat",
+        "--set data.synthetic_kind: data.synthetic_kind: must be gsm8k, agentic or pairs, not "
+        "\"chat\"");
     expect_error(BASE "path = \"/tmp/mt_recipe_c.json\"\npaths = [\"/tmp/mt_recipe_c.json\"]\n",
                  NULL,
                  "%s:6:9: data.paths: set data.path or data.paths, not both (data.path is "

@@ -97,7 +97,7 @@ static int events_files(const char *dir, char names[][256], int max) {
 static void logger_run(const char *dir, int resume_step, int from, int to) {
     mt_logger lg;
     capture_begin(STDERR_FILENO);
-    mt_logger_open(&lg, dir, AUX, 2, true, true, resume_step);
+    mt_logger_open(&lg, dir, AUX, 2, true, true, 0, resume_step);
     mt_logger_tensorboard(&lg, resume_step);
     rows(&lg, from, to);
     free(capture_end());
@@ -142,7 +142,7 @@ static int test_logger(void) {
            "the new run: %s, %d scalars", err, scalars);
     /* --eval-only: a new metrics.jsonl, and new events (the eval loss and the accuracy) */
     mt_logger lg;
-    mt_logger_open_eval(&lg, dir, true);
+    mt_logger_open_eval(&lg, dir, true, 0);
     mt_logger_tensorboard(&lg, 0);
     mt_eval_row e = {.has_loss = true,
                      .loss = 0.7,

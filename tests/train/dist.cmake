@@ -132,3 +132,21 @@ set_tests_properties(dist_resume_guard PROPERTIES ENVIRONMENT "${MT_TEST_ENV};${
 mt_test_run(data_recipe_anywhere run_launch anywhere)
 mt_test_run(data_recipe_error_first run_launch error-first)
 mt_test_run(dist_train_stop_clean run_launch clean-stop)
+# the head objectives (tests/train/run_head.sh): a reward model on 1, 2 and 4 ranks, resumed,
+# with expert parallelism and bf16 gathers; classification, token classification and QA on 1
+# and 2 ranks
+mt_test_run(dist_train_rm_np1 run_head reward 1)
+mt_test_run(dist_train_rm_np2 run_head reward 2)
+mt_test_run(dist_train_rm_np4 run_head reward 4)
+mt_test_run(dist_train_rm_layouts run_head reward-layouts)
+mt_test_run(dist_train_heads_np1 run_head heads 1)
+mt_test_run(dist_train_heads_np2 run_head heads 2)
+set_tests_properties(dist_train_rm_np1 dist_train_rm_np2 dist_train_rm_np4 PROPERTIES
+  FIXTURES_SETUP dist_rm)
+set_tests_properties(dist_train_rm_layouts PROPERTIES FIXTURES_REQUIRED dist_rm
+  FIXTURES_SETUP dist_rm_layouts)
+set_tests_properties(dist_train_heads_np1 dist_train_heads_np2 PROPERTIES FIXTURES_SETUP dist_heads)
+mt_test_cases(test_dist_compare dist_rm_ranks_match dist_rm_layouts_match dist_heads_match)
+set_tests_properties(dist_rm_ranks_match PROPERTIES FIXTURES_REQUIRED dist_rm)
+set_tests_properties(dist_rm_layouts_match PROPERTIES FIXTURES_REQUIRED "dist_rm;dist_rm_layouts")
+set_tests_properties(dist_heads_match PROPERTIES FIXTURES_REQUIRED dist_heads)

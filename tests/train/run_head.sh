@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# run_head.sh: end-to-end runs of minimax-train on real MPI ranks for the dist_* tests: the head
+# objectives (train.objective, docs/recipes.md "Objectives").
+#   run_head.sh BIN MODE [ARGS]   (run by ctest from the source directory; MT_TEST_TMPDIR set;
+#   the launcher and helpers: tests/train/run_common.sh)
+# Modes:
+#   reward N         tests/recipes/dist-rm.toml (a tiny reward model on synthetic preference pairs,
+#                    4 pairs a step) on N ranks, a checkpoint at step 10 -> $TMP/rm-npN
+#   reward-layouts   the same on 2 ranks: resumed from rm-np2's step 10 (10 + resume + 10), with
+#                    expert parallelism (P = 2, gather unit expert), and with bf16 gathers
+#                    -> $TMP/rm-{resume,ep,bf16}
+#   reward-emu EMU   3 steps on the CPU backend and on the CUDA backend + NCCL through the CPU
+#                    emulator (EMU, minimax-train-emu), 2 ranks -> $TMP/rm-emu-{cpu,cuda}
+#   heads N          classification, token classification and QA on the jsonl files of
+#                    tests/fixtures/head, N ranks -> $TMP/{cls,tok,qa}-npN
+. "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
+recipe=tests/recipes/dist-rm.toml
+
+case "$mode" in
+reward)
+  np="$3"
+  run "$np" "$tmp/rm-np$np" --set "train.per_device_train_batch_size=$((4 / np))" \
+    --set "data.cache_dir=$tmp/dist-cache-rm-np$np" --set output.save_steps=10
+  grep -E "^model|^data|^eval|^step 20/" "$tmp/rm-np$np.log"
+  ;;
+reward-layouts)
+  run 2 "$tmp/rm-resume" --set train.per_device_train_batch_size=2 \
+    --set "data.cache_dir=$tmp/dist-cache-rm-np2" --resume "$tmp/rm-np2/checkpoint-10"
+  run 2 "$tmp/rm-ep" --set train.per_device_train_batch_size=2 --set dist.gather_unit=expert \
+    --set dist.expert_parallel=2 --set "data.cache_dir=$tmp/dist-cache-rm-np2"
+  run 2 "$tmp/rm-bf16" --set train.per_device_train_batch_size=2 --set dist.gather_dtype=bf16 \
+    --set "data.cache_dir=$tmp/dist-cache-rm-np2"
+  grep -E "^expert parallelism|^step 20/" "$tmp"/rm-{resume,ep,bf16}.log
+  ;;
+reward-emu)
+  emu="$3"
+  small=(--set train.max_steps=3 --set train.per_device_train_batch_size=2
+    --set "data.cache_dir=$tmp/dist-cache-rm-np2" --set train.adam_epsilon=0.1
+    --set train.learning_rate=1e-2)
+  run 2 "$tmp/rm-emu-cpu" "${small[@]}"
+  bin="$emu" run 2 "$tmp/rm-emu-cuda" "${small[@]}" --set dist.backend=nccl \
+    --set dist.gather_unit=expert
+  grep -E "^step 3/" "$tmp"/rm-emu-{cpu,cuda}.log
+  ;;
+heads)
+  np="$3"
+  fx=tests/fixtures/head
+  common=(--set "train.per_device_train_batch_size=$((4 / np))" --set data.eval_samples=4
+    --set "data.cache_dir=$tmp/dist-cache-heads-np$np" --set data.synthetic_kind=gsm8k)
+  run "$np" "$tmp/cls-np$np" "${common[@]}" --set train.objective=classification \
+    --set "data.path=$fx/classification.jsonl" --set 'model.labels=["negative","positive"]' \
+    --set "data.cache_dir=$tmp/dist-cache-cls-np$np"
+  run "$np" "$tmp/tok-np$np" "${common[@]}" --set train.objective=token_classification \
+    --set "data.path=$fx/token_classification.jsonl" \
+    --set 'model.labels=["O","B-NUM","I-NUM"]' --set "data.cache_dir=$tmp/dist-cache-tok-np$np"
+  run "$np" "$tmp/qa-np$np" "${common[@]}" --set train.objective=question_answering \
+    --set "data.path=$fx/qa.jsonl" --set "data.cache_dir=$tmp/dist-cache-qa-np$np"
+  grep -E "^model|^data|^eval after step 20|^step 20/" "$tmp"/{cls,tok,qa}-np$np.log
+  ;;
+*)
+  echo "unknown mode $mode" >&2
+  exit 2
+  ;;
+esac
