@@ -138,11 +138,15 @@ mt_test_run(dist_train_stop_clean run_launch clean-stop)
 mt_test_run(dist_train_rm_np1 run_head reward 1)
 mt_test_run(dist_train_rm_np2 run_head reward 2)
 mt_test_run(dist_train_rm_np4 run_head reward 4)
+mt_test_run(dist_train_rm_m2_np1 run_head reward 1 m2)
+mt_test_run(dist_train_rm_m2_np2 run_head reward 2 m2)
+mt_test_run(dist_train_rm_m3_np1 run_head reward 1 m3)
+mt_test_run(dist_train_rm_m3_np2 run_head reward 2 m3)
 mt_test_run(dist_train_rm_layouts run_head reward-layouts)
 mt_test_run(dist_train_heads_np1 run_head heads 1)
 mt_test_run(dist_train_heads_np2 run_head heads 2)
-set_tests_properties(dist_train_rm_np1 dist_train_rm_np2 dist_train_rm_np4 PROPERTIES
-  FIXTURES_SETUP dist_rm)
+set_tests_properties(dist_train_rm_np1 dist_train_rm_np2 dist_train_rm_np4 dist_train_rm_m2_np1
+  dist_train_rm_m2_np2 dist_train_rm_m3_np1 dist_train_rm_m3_np2 PROPERTIES FIXTURES_SETUP dist_rm)
 set_tests_properties(dist_train_rm_layouts PROPERTIES FIXTURES_REQUIRED dist_rm
   FIXTURES_SETUP dist_rm_layouts)
 set_tests_properties(dist_train_heads_np1 dist_train_heads_np2 PROPERTIES FIXTURES_SETUP dist_heads)

@@ -631,13 +631,18 @@ static void compare_head_evals(const char *a, const char *b, int step, double rt
            "step %d: mean margin %.9g (%s) vs %.9g (%s)", step, margin[0], a, margin[1], b);
 }
 
-/* A reward model (tests/train/run_head.sh reward) on 1, 2 and 4 ranks: the losses, gradient
- * norms, exported parameters (score.weight among them) and eval rows agree; the loss falls. */
+/* A reward model (tests/train/run_head.sh reward) on 1, 2 and 4 ranks, and the tiny M2 and M3
+ * on 1 and 2: the losses, gradient norms, exported parameters (score.weight among them) and eval
+ * rows agree; the loss falls. */
 static int test_rm_ranks_match(void) {
     compare_runs("rm-np1", "rm-np2", 1, 20, 1e-5, 1e-5, true);
     compare_runs("rm-np1", "rm-np4", 1, 20, 1e-5, 1e-5, true);
     compare_head_evals("rm-np1", "rm-np2", 20, 1e-5);
     compare_head_evals("rm-np1", "rm-np4", 20, 1e-5);
+    compare_runs("rm-m2-np1", "rm-m2-np2", 1, 20, 1e-5, 1e-5, true);
+    compare_head_evals("rm-m2-np1", "rm-m2-np2", 20, 1e-5);
+    compare_runs("rm-m3-np1", "rm-m3-np2", 1, 20, 1e-5, 1e-5, true);
+    compare_head_evals("rm-m3-np1", "rm-m3-np2", 20, 1e-5);
     return MT_TEST_OK;
 }
 

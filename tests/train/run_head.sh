@@ -4,8 +4,9 @@
 #   run_head.sh BIN MODE [ARGS]   (run by ctest from the source directory; MT_TEST_TMPDIR set;
 #   the launcher and helpers: tests/train/run_common.sh)
 # Modes:
-#   reward N         tests/recipes/dist-rm.toml (a tiny reward model on synthetic preference pairs,
-#                    4 pairs a step) on N ranks, a checkpoint at step 10 -> $TMP/rm-npN
+#   reward N [m2|m3] tests/recipes/dist-rm.toml (a tiny reward model on synthetic preference pairs,
+#                    4 pairs a step) on N ranks, a checkpoint at step 10 -> $TMP/rm-npN; with m2
+#                    or m3 the tiny MiniMax-M2 or -M3 config -> $TMP/rm-m2-npN, rm-m3-npN
 #   reward-layouts   the same on 2 ranks: resumed from rm-np2's step 10 (10 + resume + 10), with
 #                    expert parallelism (P = 2, gather unit expert), and with bf16 gathers
 #                    -> $TMP/rm-{resume,ep,bf16}
@@ -19,9 +20,17 @@ recipe=tests/recipes/dist-rm.toml
 case "$mode" in
 reward)
   np="$3"
-  run "$np" "$tmp/rm-np$np" --set "train.per_device_train_batch_size=$((4 / np))" \
-    --set "data.cache_dir=$tmp/dist-cache-rm-np$np" --set output.save_steps=10
-  grep -E "^model|^data|^eval|^step 20/" "$tmp/rm-np$np.log"
+  family="${4:-}"
+  name="rm${family:+-$family}-np$np"
+  config=()
+  # lr 1e-4 for M2 and M3: at dist-rm.toml's 1e-3 the tiny M2's gradient norm reaches 24 under
+  # clipping and the 1- and 2-rank runs drift apart from step 10 (1e-3 by step 17; at 1e-4 they
+  # agree within 4e-7)
+  [ -n "$family" ] && config=(--set "model.config=recipes/configs/tiny-$family.json"
+    --set train.learning_rate=1e-4)
+  run "$np" "$tmp/$name" "${config[@]}" --set "train.per_device_train_batch_size=$((4 / np))" \
+    --set "data.cache_dir=$tmp/dist-cache-$name" --set output.save_steps=10
+  grep -E "^model|^data|^eval|^step 20/" "$tmp/$name.log"
   ;;
 reward-layouts)
   run 2 "$tmp/rm-resume" --set train.per_device_train_batch_size=2 \
