@@ -143,6 +143,7 @@ mt_test_run(dist_train_rm_m2_np2 run_head reward 2 m2)
 mt_test_run(dist_train_rm_m3_np1 run_head reward 1 m3)
 mt_test_run(dist_train_rm_m3_np2 run_head reward 2 m3)
 mt_test_run(dist_train_rm_layouts run_head reward-layouts)
+mt_test_run(dist_train_tiny_rm run_head tiny-rm)
 mt_test_run(dist_train_heads_np1 run_head heads 1)
 mt_test_run(dist_train_heads_np2 run_head heads 2)
 set_tests_properties(dist_train_rm_np1 dist_train_rm_np2 dist_train_rm_np4 dist_train_rm_m2_np1

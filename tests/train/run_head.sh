@@ -12,6 +12,8 @@
 #                    -> $TMP/rm-{resume,ep,bf16}
 #   reward-emu EMU   3 steps on the CPU backend and on the CUDA backend + NCCL through the CPU
 #                    emulator (EMU, minimax-train-emu), 2 ranks -> $TMP/rm-emu-{cpu,cuda}
+#   tiny-rm          recipes/tiny-rm.toml as shipped, 2 ranks -> $TMP/tiny-rm: the held-out pairs'
+#                    accuracy about half at the start, above 90 % at the end
 #   heads N          classification, token classification and QA on the jsonl files of
 #                    tests/fixtures/head, N ranks -> $TMP/{cls,tok,qa}-npN
 . "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
@@ -50,6 +52,16 @@ reward-emu)
   bin="$emu" run 2 "$tmp/rm-emu-cuda" "${small[@]}" --set dist.backend=nccl \
     --set dist.gather_unit=expert
   grep -E "^step 3/" "$tmp"/rm-emu-{cpu,cuda}.log
+  ;;
+tiny-rm)
+  recipe=recipes/tiny-rm.toml
+  run 2 "$tmp/tiny-rm" --set "data.cache_dir=$tmp/dist-cache-tiny-rm"
+  grep -E "^eval" "$tmp/tiny-rm.log"
+  # eval.csv: step,eval_loss,tokens,seconds,accuracy,count,margin
+  awk -F, 'NR == 2 && ($5 < 0.3 || $5 > 0.7) { print "FAIL: start accuracy " $5; bad = 1 }
+    NR > 1 { last = $5; n = $6 } END {
+      if (last <= 0.9 || n != 200) { print "FAIL: final accuracy " last " of " n; bad = 1 }
+      exit bad }' "$tmp/tiny-rm/eval.csv"
   ;;
 heads)
   np="$3"
