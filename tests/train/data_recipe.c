@@ -630,7 +630,59 @@ static int test_recipe_paths(void) {
     return MT_TEST_OK;
 }
 
+/* train.objective and the head keys: each refusal one line naming the key, where it is set. */
+static int test_recipe_objective(void) {
+    make_files();
+#define TINY                                                                                       \
+    "[model]\nconfig = \"recipes/configs/tiny.json\"\n[data]\ntokenizer_dir = "                    \
+    "\"tests/fixtures/tokenizer\"\n"
+    mt_recipe r;
+    char err[1024] = "";
+    EXPECT(mt_recipe_load(&r,
+                          write_temp(TINY "path = \"/tmp/mt_recipe_c.json\"\n"
+                                          "[train]\nobjective = \"classification\"\n"),
+                          (const char *[]){"model.labels=[\"neg\", \"pos\"]"}, 1, err,
+                          sizeof(err)) &&
+               r.model_n_labels == 2 && !strcmp(r.model_labels[1], "pos"),
+           "classification with two labels: %s", err);
+    expect_error(BASE "[train]\nobjective = \"dpo\"\n", NULL,
+                 "%s:6:13: train.objective: \"dpo\" is none of sft, reward, classification, "
+                 "token_classification, question_answering");
+    expect_error(BASE "path = \"/tmp/mt_recipe_c.json\"\n"
+                      "packing = true\n[train]\nobjective = \"reward\"\n",
+                 NULL, "%s:6:11: data.packing: must be false with train.objective = \"reward\"");
+    expect_error(BASE "path = \"/tmp/mt_recipe_c.json\"\n"
+                      "format = \"messages\"\n[train]\nobjective = \"classification\"\n",
+                 NULL, "%s:6:10: data.format: is for train.objective = \"sft\"");
+    expect_error(BASE "synthetic_kind = \"pairs\"\n", NULL,
+                 "%s:5:18: data.synthetic_kind: synthetic data of kind \"pairs\" is for "
+                 "train.objective = \"reward\", not \"sft\"");
+    expect_error(BASE "path = \"synthetic\"\n[train]\nobjective = \"classification\"\n", NULL,
+                 "data.path: train.objective = \"classification\" has no synthetic data");
+    expect_error(BASE "[train]\nobjective = \"reward\"\n[eval]\ngenerate_data = \"synthetic\"\n",
+                 "data.synthetic_kind=pairs",
+                 "%s:8:17: eval.generate_data: generation needs the causal LM");
+    expect_error(TINY "path = \"/tmp/mt_recipe_c.json\"\n"
+                      "[train]\nobjective = \"classification\"\n",
+                 NULL, "%s:7:13: train.objective = \"classification\" on the causal LM ");
+    expect_error(TINY "synthetic_kind = \"pairs\"\n[train]\nobjective = \"reward\"\n",
+                 "model.num_labels=2", "train.objective = \"reward\" scores with one label");
+    expect_error(TINY "path = \"/tmp/mt_recipe_c.json\"\n"
+                      "[train]\nobjective = \"token_classification\"\n",
+                 "model.problem_type=ranking",
+                 "model.problem_type: \"ranking\" is none of regression");
+    expect_error(TINY, "model.labels=[\"a\", \"b\"]",
+                 "model.num_labels, model.problem_type and model.labels are for the head "
+                 "objectives");
+    expect_error(TINY "path = \"/tmp/mt_recipe_c.json\"\n"
+                      "[train]\nobjective = \"classification\"\n",
+                 "model.labels=[\"a\", \"a\"]", "model.labels: \"a\" is there twice");
+#undef TINY
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
+    {"data_recipe_objective", test_recipe_objective},
     {"data_recipe_paths", test_recipe_paths},
     {"data_recipe_load", test_recipe_load},
     {"data_recipe_errors", test_recipe_errors},

@@ -6,4 +6,4 @@ mt_test_binary(test_data_toml train/data_toml.c)
 mt_test_cases(test_data_toml data_toml_parse data_toml_errors)
 mt_test_binary(test_data_recipe train/data_recipe.c)
 mt_test_cases(test_data_recipe data_recipe_load data_recipe_errors data_recipe_chat data_recipe_aux
-  data_recipe_docs data_recipe_resume_docs data_recipe_paths)
+  data_recipe_docs data_recipe_resume_docs data_recipe_paths data_recipe_objective)
