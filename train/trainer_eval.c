@@ -48,9 +48,9 @@ void trainer_eval_only(const mt_recipe *rc, const trainer_device *d, trainer_mod
         mt_logger_close(log);
     }
     if (data->evaluates)
-        LOG0(d->comm,
-             "eval-only: loss %.17g over %lld labelled eval tokens of %s (%.1f s); %s/eval.csv\n",
-             row.loss, (long long)data->eval_targets,
+        LOG0(d->comm, "eval-only: loss %.17g over %lld %s of %s (%.1f s); %s/eval.csv\n", row.loss,
+             (long long)data->eval_targets,
+             b->objective == MT_OBJECTIVE_SFT ? "labelled eval tokens" : "eval loss terms",
              rc->model_path[0] ? rc->model_path : "the random initialisation of model.config",
              row.seconds, rc->output_dir);
 }
