@@ -40,7 +40,10 @@
  *   micro-step (apps/info_ep.h: ring collectives, two gathers and one reduce-scatter per
  *   bucket but the last of each slot, the all-to-all under uniform routing, rows in the gather
  * dtype) for ZeRO-3 (traffic_zero3_*) and, with --expert-parallel P, for EP over P ranks per group
- * (ep_*: its memory per rank and traffic; P = 1 prints today's numbers again). */
+ * (ep_*: its memory per rank and traffic; P = 1 prints today's numbers again).
+ * predict_*: with --predict-step and --gpu h200|h100, a roofline time of one full-parameter
+ *   training step per kernel kind at the fit_ranks_ep layout or the --ranks given, --seq 4096
+ *   unless given (apps/info_predict.h; docs/benchmarks.md, "Predicted H200 step"). */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
