@@ -40,7 +40,10 @@
  *   micro-step (apps/info_ep.h: ring collectives, two gathers and one reduce-scatter per
  *   bucket but the last of each slot, the all-to-all under uniform routing, rows in the gather
  * dtype) for ZeRO-3 (traffic_zero3_*) and, with --expert-parallel P, for EP over P ranks per group
- * (ep_*: its memory per rank and traffic; P = 1 prints today's numbers again). */
+ * (ep_*: its memory per rank and traffic; P = 1 prints today's numbers again).
+ * predict_*: with --predict-step and --gpu h200|h100, a roofline time of one full-parameter
+ *   training step per kernel kind at the fit_ranks_ep layout or the --ranks given, --seq 4096
+ *   unless given (apps/info_predict.h; docs/benchmarks.md, "Predicted H200 step"). */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -49,6 +52,7 @@
 
 #include "core/cli_flags.h"
 #include "apps/info_ep.h"
+#include "apps/info_predict.h"
 #include "models/minimax.h"
 #include "core/version.h"
 #include "train/zero.h"
@@ -59,9 +63,11 @@ static void usage(int status) {
             "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
             "                    [--gather-unit layer|expert] [--gather-dtype fp32|bf16]\n"
             "                    [--offload] [--seq T [--batch B]] [--fit-gib G | --gpu NAME]\n"
-            "                    [--expert-parallel P]\n"
+            "                    [--expert-parallel P] [--predict-step]\n"
             "  --gpu h100|h200|b200|a100-80: --fit-gib with the device's memory as its vendor\n"
             "    states it (H200: 141 GB = 131.3 GiB)\n"
+            "  --predict-step (with --gpu h200|h100): a roofline time of one full-parameter step\n"
+            "    per kernel kind at the fit_ranks_ep layout (or --ranks), --seq 4096 by default\n"
             "       minimax-info --help | --version\n"
             "  parameter counts of a config and, with --ranks, --seq or --fit-gib, the memory\n"
             "  one rank needs to train it under ZeRO-3: one key=value a line, what it means\n"
@@ -135,7 +141,7 @@ static void print_traffic(const char *key, const mt_info_ep_out *o, bool tokens,
  * fit_ranks_ep<P>; then the best layout for whole 8-GPU nodes: the fewest nodes any P fits,
  * and there the P (dividing the rank count) that sends the fewest bytes. */
 static void info_fit_ep(const mt_minimax_config *cfg, mt_gather_unit unit, mt_dtype gather_dtype,
-                        long seq, long batch, double gib) {
+                        long seq, long batch, double gib, int *pick_n, int *pick_p) {
     if (unit != MT_GATHER_EXPERT || gather_dtype != MT_F32) {
         /* the layout the trainer's expert parallelism runs: what changes, named as recipe keys */
         const bool u = unit != MT_GATHER_EXPERT, d = gather_dtype != MT_F32;
@@ -203,6 +209,7 @@ static void info_fit_ep(const mt_minimax_config *cfg, mt_gather_unit unit, mt_dt
                N, best_p, fewest, unit == MT_GATHER_EXPERT ? "expert" : "layer",
                (double)(best_b + act) / (1 << 30), gib, seq ? ", recomputed activations" : "",
                (double)best_t * 1e-9);
+        *pick_n = N, *pick_p = best_p;
     }
     free(fit);
     free(expert_numel);
@@ -262,6 +269,7 @@ typedef struct {
     bool offload;
     double fit_gib;
     const char *gpu; /* --gpu's name: fit_gib from its memory */
+    bool predict;    /* --predict-step */
 } info_args;
 
 /* The devices --gpu names: memory as the vendor states it, in decimal GB. */
@@ -337,6 +345,8 @@ static info_args info_parse(int argc, char **argv) {
             info_flag(mt_flag_int32(argv[i], argv[i + 1], 1, INT_MAX, &a.ep, msg, sizeof(msg)),
                       msg);
             i++;
+        } else if (strcmp(argv[i], "--predict-step") == 0) {
+            a.predict = true;
         } else if (strcmp(argv[i], "--offload") == 0) {
             a.offload = true;
         } else if (strcmp(argv[i], "--gather-dtype") == 0 && i + 1 < argc) {
@@ -353,6 +363,14 @@ static info_args info_parse(int argc, char **argv) {
         }
     }
     if (!a.config) usage(2);
+    if (a.predict) {
+        info_flag(a.gpu != NULL, "--predict-step needs --gpu h200 or h100 (the device whose "
+                                 "peaks it predicts with)");
+        info_flag(mt_predict_gpu_find(a.gpu) != NULL,
+                  "--predict-step knows the peaks of --gpu h200 and h100 only");
+        info_flag(!a.offload, "--predict-step predicts steps without --offload");
+        if (!a.seq) a.seq = 4096;
+    }
     return a;
 }
 
@@ -524,6 +542,81 @@ static void info_print_activations(const info_args *a, const mt_minimax_config *
     }
 }
 
+/* --predict-step: the roofline step (apps/info_predict.h) at the layout given (--ranks,
+ * --expert-parallel, --gather-unit, --gather-dtype) or else at the fit_ranks_ep pick (pick_n
+ * ranks, EP pick_p, gather unit expert, fp32 gathers), recomputed layers as the fits assume. */
+static void info_predict(const info_args *a, const mt_minimax_config *cfg, int pick_n, int pick_p) {
+    const bool given = a->ranks > 0;
+    if (!given && !pick_n) {
+        fprintf(stderr,
+                "minimax-info: --predict-step: no layout fits %.1f GiB per rank; give "
+                "--ranks N\n",
+                a->fit_gib);
+        exit(2);
+    }
+    const int N = given ? a->ranks : pick_n, P = given ? (a->ep ? a->ep : 1) : pick_p;
+    const mt_gather_unit unit = given ? a->unit : MT_GATHER_EXPERT;
+    const mt_dtype dtype = given ? a->gather_dtype : MT_F32;
+    mt_minimax m;
+    mt_minimax_init_unit(&m, cfg, unit);
+    const int64_t tokens = (int64_t)a->batch * a->seq;
+    int64_t *expert_numel = mt_malloc(sizeof(int64_t) * (size_t)m.n_buckets, "expert numel");
+    const mt_info_ep_in in = info_ep_in(&m, expert_numel, N, P, dtype, false, tokens);
+    const mt_info_ep_out o = mt_info_ep_plan(&in);
+    const mt_zero_sizes z = mt_zero_plan(N, m.n_buckets, m.bucket_numel, dtype, false);
+    const int gb = dtype == MT_BF16 ? 2 : 4;
+    double zero3 = (double)(o.gather_bytes + o.reduce_bytes), a2a = (double)o.alltoall_bytes;
+    if (unit == MT_GATHER_EXPERT) {
+        /* recomputed layers gather their attention bucket (and shared expert) once more
+         * (docs/training.md, "Activation memory"); with EP the forward's exchanges run
+         * again (models/block_moe.c: the rows there and back, their weights once) */
+        bool *again = mt_calloc((size_t)m.n_buckets, sizeof(bool), "predict buckets");
+        for (int l = 0; l < cfg->num_hidden_layers; l++) again[mt_minimax_layer_bucket(&m, l)] = 1;
+        for (int p = 0; p < m.n_params; p++)
+            if (strstr(m.info[p].name, ".shared_experts.")) again[m.info[p].bucket] = 1;
+        for (int b = 0; b < m.n_buckets; b++)
+            if (again[b]) zero3 += mt_predict_ring_bytes((double)m.bucket_numel[b] * gb, N);
+        free(again);
+        if (P > 1)
+            a2a += (double)in.moe_layers * (double)tokens * in.top_k * (2 * in.hidden * 4.0 + 4) *
+                   (P - 1) / P;
+    }
+    int64_t total = 0, embed = 0, experts = 0;
+    for (int p = 0; p < m.n_params; p++) {
+        const mt_param_info *info = &m.info[p];
+        if (info->buffer) continue;
+        total += info->numel;
+        if (!strncmp(info->name, "model.embed_tokens.", 19) || !strncmp(info->name, "lm_head.", 8))
+            embed += info->numel;
+        else if (strstr(info->name, ".block_sparse_moe.experts."))
+            experts += info->numel;
+    }
+    const double active = (double)(total - embed - experts) +
+                          (double)experts / cfg->num_local_experts * cfg->num_experts_per_tok;
+    const mt_predict_in pin = {.cfg = cfg,
+                               .plan = m.plan,
+                               .batch = a->batch,
+                               .seq = a->seq,
+                               .ranks = N,
+                               .ep = P,
+                               .recompute = true,
+                               .gather_bytes = gb,
+                               .owned_params = z.owned,
+                               .zero3_bytes = zero3,
+                               .alltoall_bytes = a2a,
+                               .params_active = active,
+                               .params_lm_head = (double)cfg->vocab_size * cfg->hidden_size};
+    const mt_predict_gpu *g = mt_predict_gpu_find(a->gpu);
+    mt_predict_out out;
+    mt_predict_step(&pin, g, &out);
+    printf("predict_source=%s  # gather unit %s\n",
+           given ? "the layout given (--ranks)" : "fit_ranks_ep (the fewest whole nodes)",
+           unit == MT_GATHER_EXPERT ? "expert" : "layer");
+    mt_predict_print(&pin, g, &out);
+    free(expert_numel);
+    mt_minimax_free(&m);
+}
+
 int main(int argc, char **argv) {
     const info_args a = info_parse(argc, argv);
     mt_minimax_config cfg;
@@ -533,13 +626,15 @@ int main(int argc, char **argv) {
     mt_minimax_init_unit(&m, &cfg, a.unit);
     info_print_counts(&m, &cfg, a.config);
     int64_t zero_bytes = 0, ep_bytes = 0; /* with --ranks: the state and slots one rank holds */
+    int pick_n = 0, pick_p = 0;           /* the fit_ranks_ep layout (0: none fits) */
     if (a.ranks) zero_bytes = info_print_zero3(&a, &m, &cfg, &ep_bytes);
     if (a.seq) info_print_activations(&a, &cfg, zero_bytes, ep_bytes);
     if (a.fit_gib > 0) {
         info_gpu_print(&a);
         info_fit(&cfg, a.gather_dtype, a.seq, a.batch, a.fit_gib);
-        info_fit_ep(&cfg, a.unit, a.gather_dtype, a.seq, a.batch, a.fit_gib);
+        info_fit_ep(&cfg, a.unit, a.gather_dtype, a.seq, a.batch, a.fit_gib, &pick_n, &pick_p);
     }
+    if (a.predict) info_predict(&a, &cfg, pick_n, pick_p);
     mt_minimax_free(&m);
     return 0;
 }
