@@ -113,8 +113,8 @@ static void cost_lightning(const mt_node *n, bool bwd, double *f, double *b) {
 
 /* Experts of N tokens, K each, w1 and w3 (E,F,C), w2 (E,C,F): three GEMMs of 2 C F a slot, N K
  * slots (the rows per expert vary, their sum does not): 6 N K C F forward, 12 N K C F backward
- * (dX and dW of each). Weight bytes: the experts that got rows where the CPU offsets say so,
- * else all E (an upper bound). */
+ * (dX and dW of each). Weight bytes: the experts that got rows where the CPU backend's offsets
+ * say so (host memory), else all E (an upper bound). */
 static void cost_moe_experts(const mt_node *n, bool bwd, double *f, double *b, bool *upper) {
     const mt_tensor *x = n->in[0], *w1 = n->in[3];
     const double N = (double)x->shape[0], C = (double)x->shape[1];
@@ -123,7 +123,7 @@ static void cost_moe_experts(const mt_node *n, bool bwd, double *f, double *b, b
     const double F = (double)w1->shape[1];
     double used = (double)E;
     const mt_tensor *off = n->saved[0];
-    if (off && n->ctx && n->ctx->be->dev == MT_CPU && off->data) {
+    if (off && n->ctx && n->ctx->be == mt_backend_cpu() && off->data) {
         const int32_t *o = off->data;
         used = 0;
         for (int64_t e = 0; e < E; e++) used += o[e + 1] > o[e];
