@@ -1,6 +1,8 @@
 /* tensor.c: tensors, the context and the tape (forward bookkeeping and the reverse pass). */
 #include "tensor.h"
 
+#include "profile.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,7 +186,10 @@ void mt_node_run(mt_ctx *c, mt_node *n) {
     /* the constructor carved the output and the saved buffers; what the kernel carves is
      * scratch, dropped after (on a device the next kernels queue behind its users) */
     const size_t mark = tape_kernel_mark(c);
-    c->be->ops[n->op].fwd(n);
+    if (c->prof) /* the op profile (profile.h): NULL in a normal step, one test per kernel */
+        mt_profile_kernel(c, n, false);
+    else
+        c->be->ops[n->op].fwd(n);
     if (c->node_hook) c->node_hook(c->node_user, n, true);
     mt_arena_rewind(&c->arena, mark);
     if (n->out->requires_grad) c->n_nodes++; /* keep it: the slot is not reused */
@@ -240,10 +245,16 @@ void mt_tape_backward(mt_ctx *c, int begin, int end) {
              * on a device the next kernels queue behind the ones still using it */
             const size_t mark = tape_kernel_mark(c);
             if (n->fwd_pending) {
-                c->be->ops[n->op].fwd(n);
+                if (c->prof)
+                    mt_profile_kernel(c, n, false);
+                else
+                    c->be->ops[n->op].fwd(n);
                 if (c->node_hook) c->node_hook(c->node_user, n, true);
             }
-            c->be->ops[n->op].bwd(n);
+            if (c->prof)
+                mt_profile_kernel(c, n, true);
+            else
+                c->be->ops[n->op].bwd(n);
             if (c->node_hook) c->node_hook(c->node_user, n, false);
             mt_arena_rewind(&c->arena, mark);
         }

@@ -259,6 +259,9 @@ typedef struct mt_ctx {
      * (train/nonfinite.c). */
     void (*node_hook)(void *user, const mt_node *n, bool forward);
     void *node_user;
+    /* The op profile (autograd/profile.h) every kernel call is timed into while set; NULL
+     * (the default): one test per kernel. */
+    struct mt_profile *prof;
 } mt_ctx;
 
 void mt_ctx_init(mt_ctx *c, const mt_backend *be, size_t arena_bytes, int max_nodes);

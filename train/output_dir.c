@@ -163,8 +163,9 @@ static bool checkpoint_name(const char *name, bool tmp, long *step) {
 /* A file or directory this trainer writes into output.dir (the lock file and the token cache
  * aside): what --overwrite removes. */
 bool mt_outdir_own_output(const char *name) {
-    static const char *files[] = {"loss.csv",     "eval.csv",     "loss.png", "recipe.toml",
-                                  "loss.csv.tmp", "loss.png.tmp", "final",    "final.tmp"};
+    static const char *files[] = {"loss.csv",     "eval.csv",       "loss.png", "recipe.toml",
+                                  "loss.csv.tmp", "loss.png.tmp",   "final",    "final.tmp",
+                                  "profile.tsv",  "profile.tsv.tmp"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
         if (!strcmp(name, files[i])) return true;
     long step;

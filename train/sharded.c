@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "autograd/profile.h"
+
 /* The forward walks buckets 0..n-1 and the backward n-1..0: while one computes, the next one
  * in walk order is gathered into the other slot. With recomputed layers
  * (m->gradient_checkpointing) the backward walks each layer's first bucket twice (its recompute,
@@ -34,10 +36,30 @@ static void sharded_prefetch(mt_sharded *s, int next) {
     if (s->prefetch) mt_zero_prefetch(s->zero, next);
 }
 
+/* The op profile's rows of the ZeRO work (autograd/profile.h), while s->ctx->prof is set:
+ * "zero_gather" the wait for bucket's gather and the start of the next one, its bytes the
+ * gathered buckets' (gathers issued times this bucket's gathered size: neighbours are alike);
+ * "zero_reduce_scatter" the gradients' reduce-scatter and the shard's accumulation. */
+static double sharded_gather_bytes(const mt_zero *z, int bucket, int64_t gathers) {
+    const double elem = z->gather_bf16 ? 2.0 : 4.0;
+    return (double)gathers * (double)z->shard_numel[bucket] * (double)z->comm->size * elem;
+}
+
+static void sharded_gather(mt_sharded *s, int bucket, bool with_grad, int next) {
+    mt_profile *p = s->ctx->prof;
+    const double t0 = p ? mt_profile_now() : 0;
+    const int64_t g0 = s->zero->gathers;
+    mt_zero_gather(s->zero, bucket, with_grad);
+    sharded_prefetch(s, next);
+    if (p)
+        mt_profile_add(p, "zero_gather", with_grad ? MT_PROFILE_BWD : MT_PROFILE_FWD,
+                       mt_profile_now() - t0, 0,
+                       sharded_gather_bytes(s->zero, bucket, s->zero->gathers - g0));
+}
+
 static void hook_forward_enter(void *user, int bucket) {
     mt_sharded *s = user;
-    mt_zero_gather(s->zero, bucket, false);
-    sharded_prefetch(s, sharded_next_forward(s, bucket));
+    sharded_gather(s, bucket, false, sharded_next_forward(s, bucket));
 }
 
 static void hook_forward_leave(void *user, int bucket) {
@@ -48,11 +70,19 @@ static void hook_forward_leave(void *user, int bucket) {
 static void hook_backward(void *user, int bucket, bool enter) {
     mt_sharded *s = user;
     if (enter) {
-        mt_zero_gather(s->zero, bucket, true);
-        sharded_prefetch(s, sharded_next_backward(s, bucket));
+        sharded_gather(s, bucket, true, sharded_next_backward(s, bucket));
     } else {
+        mt_profile *p = s->ctx->prof;
+        const double t0 = p ? mt_profile_now() : 0;
         mt_zero_reduce_grad(s->zero, bucket);
         mt_zero_release(s->zero, bucket);
+        /* sent P n, received n, the shard's gradient read and written: 4 bytes each; none when
+         * the backward accumulated into the shard directly (one rank: aliased) */
+        if (p) {
+            const double n = s->zero->aliased ? 0 : (double)s->zero->shard_numel[bucket];
+            mt_profile_add(p, "zero_reduce_scatter", MT_PROFILE_BWD, mt_profile_now() - t0, n,
+                           4.0 * n * ((double)s->zero->comm->size + 3));
+        }
     }
 }
 
@@ -149,11 +179,20 @@ double mt_sharded_micro_eval(mt_sharded *s, const mt_minimax_batch *batch, mt_he
 bool mt_sharded_optimizer_step(mt_sharded *s, const mt_adamw *opt, double max_grad_norm,
                                double *grad_norm) {
     bool finite = false;
+    mt_profile *p = s->ctx->prof;
+    /* the op profile's rows: the norm reads the shard's gradient (2 FLOPs an element); AdamW
+     * reads and writes p, m, v and reads g (28 bytes), about 12 FLOPs an element */
+    const double n = (double)s->zero->total_shard;
+    double t0 = p ? mt_profile_now() : 0;
     *grad_norm = mt_zero_grad_norm(s->zero, &finite);
+    if (p)
+        mt_profile_add(p, "optim_grad_norm", MT_PROFILE_STEP, mt_profile_now() - t0, 2 * n, 4 * n);
     if (!isfinite(*grad_norm) || !finite) return false;
     mt_adamw o = *opt; /* clipping: AdamW reads the gradients scaled (zero.h) */
     if (max_grad_norm > 0 && *grad_norm > max_grad_norm)
         o.grad_scale = (float)(max_grad_norm / (*grad_norm + 1e-6));
+    t0 = p ? mt_profile_now() : 0;
     mt_zero_adamw_step(s->zero, &o);
+    if (p) mt_profile_add(p, "optim_adamw", MT_PROFILE_STEP, mt_profile_now() - t0, 12 * n, 28 * n);
     return true;
 }

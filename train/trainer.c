@@ -26,7 +26,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: minimax-train RECIPE.toml [--set table.key=value]... [--resume DIR "
-            "[--rewind]] [--overwrite] [--eval-only] [--verbose]\n"
+            "[--rewind]] [--overwrite] [--eval-only] [--verbose] [--profile]\n"
             "       minimax-train --resume DIR [--rewind] [--set table.key=value]...\n"
             "       minimax-train --help | --version\n"
             "  runs under mpirun: mpirun -np N minimax-train RECIPE.toml (launch/mpirun.sh:\n"
@@ -43,6 +43,9 @@ static void usage(FILE *f) {
             "    <output.dir>/rewound-<time>/, and continue from DIR (refused without it)\n"
             "  --overwrite: remove another run's results from output.dir first\n"
             "  --verbose: print the resolved recipe (always written to output.dir/recipe.toml)\n"
+            "  --profile (or MT_PROFILE=1): time every op kind of the steps after the first,\n"
+            "    forward and backward, with FLOPs and bytes from the shapes; a table at the end\n"
+            "    and output.dir/profile.tsv (docs/training.md, \"Op profile\")\n"
             "  --eval-only: no training: the eval loss of the model as the recipe builds it\n"
             "    (model.path, e.g. --set model.path=EXPORT_DIR, or model.config's random\n"
             "    init) over the eval set (data.eval_samples or data.eval_path), and its accuracy\n"
@@ -55,7 +58,7 @@ static void usage(FILE *f) {
 /* The command line. */
 typedef struct {
     const char *recipe_path, *resume;
-    bool overwrite, eval_only, rewind, verbose;
+    bool overwrite, eval_only, rewind, verbose, profile;
     const char **sets; /* --set's overrides, in order */
     int n_sets;
 } trainer_args;
@@ -77,6 +80,8 @@ static int trainer_args_parse(int argc, char **argv, const mt_comm *host, traine
             a->rewind = true;
         } else if (!strcmp(argv[i], "--verbose") || !strcmp(argv[i], "-v")) {
             a->verbose = true;
+        } else if (!strcmp(argv[i], "--profile")) {
+            a->profile = true;
         } else if (!strcmp(argv[i], "--eval-only")) {
             a->eval_only = true;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -186,6 +191,7 @@ int mt_train_main(int argc, char **argv) {
         trainer_eval_only(rc, &t->dev, &t->m, &t->data, &t->batch, &t->gen, &t->watch, &t->out.log);
     } else {
         trainer_setup_schedule(rc, t->dev.comm, &t->data.sampler, &t->step);
+        t->profile = mt_profile_wanted(a.profile);
         stopped_after = trainer_run(t, a.resume);
     }
     trainer_free(t);

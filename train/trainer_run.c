@@ -166,6 +166,20 @@ static void trainer_run_resume(trainer *t, const char *dir) {
     trainer_resume_load(t->dev.comm, &t->m, &t->data.sampler, &t->out.state, &st, dir);
 }
 
+/* Rank 0: the op profile's table on stdout and in output.dir/profile.tsv (a failed write is
+ * said, not fatal: the run's results are written). */
+static void trainer_run_profile(const trainer *t, const mt_profile *prof, int first) {
+    if (t->dev.comm->rank != 0) return;
+    char what[160], path[1100], err[1300];
+    snprintf(what, sizeof(what), "rank 0 of %d, %s backend, steps %d..%d", t->dev.comm->size,
+             t->dev.be->name, first == t->rc.train_max_steps ? first : first + 1,
+             t->rc.train_max_steps);
+    mt_profile_print(stdout, prof, what);
+    snprintf(path, sizeof(path), "%s/profile.tsv", t->rc.output_dir);
+    if (!mt_profile_write_tsv(path, prof, err, sizeof(err)))
+        fprintf(stderr, "warning: op profile not written: %s\n", err);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* the loop */
 
@@ -179,11 +193,20 @@ int trainer_run(trainer *t, const char *resume) {
     int stopped_after = 0; /* the step a stop signal ended the run with, else 0 */
     if (t->data.evaluates && rc->train_eval_on_start && t->out.state.step == 0)
         trainer_run_eval(t, 0, true, false);
+    mt_profile prof = {0};
     for (int step = first; step <= rc->train_max_steps; step++) {
+        /* the profile skips the run's first step (warm-up), unless it is the only one */
+        const bool profiled = t->profile && (step > first || first == rc->train_max_steps);
+        t->m.ctx.prof = profiled ? &prof : NULL;
         double t0 = mt_time_now();
         step_result r =
             trainer_step_run(&t->m, t->dev.comm, &t->data.sampler, &t->batch, &t->step, step);
         double dt = mt_time_now() - t0;
+        t->m.ctx.prof = NULL; /* evaluations and checkpoints are not profiled */
+        if (profiled) {
+            prof.steps++;
+            prof.step_sec += dt;
+        }
         trainer_watch_timed(&t->watch, &t->dev, false, dt);
         t->out.state.tokens_seen += r.tokens;
         if (step == first) trainer_report_memory(&t->dev, &t->m);
@@ -209,6 +232,7 @@ int trainer_run(trainer *t, const char *resume) {
         }
     }
     if (t->dev.comm->rank == 0) mt_logger_close(&t->out.log);
+    if (t->profile && prof.steps > 0) trainer_run_profile(t, &prof, first);
     if (stopped_after)
         LOG0(t->dev.comm,
              "stopped by a signal (SIGUSR1, SIGTERM or SIGINT) after step %d of %d, %.1f s; "

@@ -2,6 +2,7 @@
  * (trainer.c) and the loop (trainer_run.c) alone: the functions of the other jobs take the parts
  * they need, never the whole. Not an interface. */
 #pragma once
+#include "train/profile_report.h"
 #include "train/trainer_internal.h"
 
 typedef struct {
@@ -14,6 +15,7 @@ typedef struct {
     trainer_out out;
     trainer_watchdog watch;
     trainer_step_cfg step;
+    bool profile; /* the op profile of the steps (--profile, MT_PROFILE) */
 } trainer;
 
 /* The resume (from the checkpoint dir resume, when set), then the steps with their evals,
