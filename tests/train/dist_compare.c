@@ -647,13 +647,13 @@ static int test_rm_ranks_match(void) {
 }
 
 /* The reward model's other layouts (run_head.sh reward-layouts): 10 + resume + 10 equals 20
- * straight to the bit; expert parallelism equals 1 rank up to summation order; bf16 gathers
- * train (their rounding: the loss falls, near the fp32 run's). */
+ * straight to the bit; expert parallelism equals 1 rank up to summation order; bf16 gathers and
+ * GEMMs train (their rounding: the loss falls, step 1 near the fp32 run's). */
 static int test_rm_layouts_match(void) {
     compare_runs("rm-np2", "rm-resume", 11, 20, 0.0, 0.0, false);
     compare_runs("rm-np1", "rm-ep", 1, 20, 1e-5, 1e-5, true);
-    /* bf16 gathers: step 1's loss within the rounding of the weights to bf16 (2^-8 relative),
-     * then its own trajectory, whose loss must fall as the fp32 one's does */
+    /* bf16 gathers and GEMMs: step 1's loss within the rounding of the operands to bf16 (2^-8
+     * relative), then its own trajectory, whose loss must fall as the fp32 one's does */
     double l32[MAX_STEPS] = {0}, l16[MAX_STEPS] = {0};
     read_losses("rm-np2", l32, NULL);
     read_losses("rm-bf16", l16, NULL);

@@ -8,7 +8,8 @@
 #                    4 pairs a step) on N ranks, a checkpoint at step 10 -> $TMP/rm-npN; with m2
 #                    or m3 the tiny MiniMax-M2 or -M3 config -> $TMP/rm-m2-npN, rm-m3-npN
 #   reward-layouts   the same on 2 ranks: resumed from rm-np2's step 10 (10 + resume + 10), with
-#                    expert parallelism (P = 2, gather unit expert), and with bf16 gathers
+#                    expert parallelism (P = 2, gather unit expert), and with bf16 gathers and
+#                    bf16 GEMMs (model.dtype)
 #                    -> $TMP/rm-{resume,ep,bf16}
 #   reward-emu EMU   3 steps on the CPU backend and on the CUDA backend + NCCL through the CPU
 #                    emulator (EMU, minimax-train-emu), 2 ranks -> $TMP/rm-emu-{cpu,cuda}
@@ -40,6 +41,7 @@ reward-layouts)
   run 2 "$tmp/rm-ep" --set train.per_device_train_batch_size=2 --set dist.gather_unit=expert \
     --set dist.expert_parallel=2 --set "data.cache_dir=$tmp/dist-cache-rm-np2"
   run 2 "$tmp/rm-bf16" --set train.per_device_train_batch_size=2 --set dist.gather_dtype=bf16 \
+    --set model.dtype=bf16 \
     --set "data.cache_dir=$tmp/dist-cache-rm-np2"
   grep -E "^expert parallelism|^step 20/" "$tmp"/rm-{resume,ep,bf16}.log
   ;;
