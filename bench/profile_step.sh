@@ -75,31 +75,11 @@ limits="$(OPENBLAS_NUM_THREADS="$threads" OMP_NUM_THREADS="$threads" "$build/ben
 peak_gflops="${MT_PEAK_GFLOPS:-$(awk '$1 == "gemm_gflops" { print $2 }' <<<"$limits")}"
 peak_gbps="${MT_PEAK_GBPS:-$(awk '$1 == "mem_gbps" { print $2 }' <<<"$limits")}"
 
-# Interference: CPU time the whole machine spent (/proc/stat: user, nice, system, irq, softirq,
-# steal) minus what the measured command and its children used, as a share of all CPUs
-# (bench/train_vs_torch.sh's method).
-hz="$(getconf CLK_TCK)"
-ncpu="$(nproc)"
-cpu_busy() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
-measured() { # name command...: runs it, logs to $out/name.log, sets $others for the summary
-  local name="$1" b0 b1 t0 t1 rc=0
-  shift
-  b0="$(cpu_busy)"
-  t0="$(date +%s.%N)"
-  /usr/bin/time -f "%U %S %M" -o "$out/$name.time" "$@" >"$out/$name.log" 2>&1 || rc=$?
-  t1="$(date +%s.%N)"
-  b1="$(cpu_busy)"
-  if [ "$rc" -ne 0 ]; then
-    tail -20 "$out/$name.log" >&2
-    echo "$0: $name failed (log: $out/$name.log)" >&2
-    exit 1
-  fi
-  others="$(awk -v b0="$b0" -v b1="$b1" -v t0="$t0" -v t1="$t1" -v hz="$hz" -v n="$ncpu" \
-    'NR == 1 { own = $1 + $2; wall = t1 - t0; o = (b1 - b0) / hz - own; if (o < 0) o = 0;
-      p = 100 * o / (wall * n);
-      printf "%.0f s wall, own CPU %.0f s, other processes %.0f%% of the %d CPUs%s",
-             wall, own, p, n, (p > 5 ? "  <- disturbed: the times are not reliable" : "") }' \
-    "$out/$name.time")"
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+source "$here/measure.sh"
+measured() { # name command...: runs it (bench/measure.sh), sets $others for the summary
+  bench_measured "$@"
+  others="$bench_share"
 }
 
 as_root=()

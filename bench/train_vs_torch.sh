@@ -87,30 +87,11 @@ if ! cmp -s "$config" "$out/init.config.json" || [ ! -f "$out/init/model.safeten
   cp "$config" "$out/init.config.json"
 fi
 
-# Interference: CPU time the whole machine spent (/proc/stat: user, nice, system, irq, softirq,
-# steal) minus what the measured command and its children used, as a share of all CPUs.
-hz="$(getconf CLK_TCK)"
-ncpu="$(nproc)"
-cpu_busy() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
-measured() { # name command...: runs it, logs to $out/name.log, sets $others for the summary
-  local name="$1" b0 b1 t0 t1 rc=0
-  shift
-  b0="$(cpu_busy)"
-  t0="$(date +%s.%N)"
-  /usr/bin/time -f "%U %S %M" -o "$out/$name.time" "$@" >"$out/$name.log" 2>&1 || rc=$?
-  t1="$(date +%s.%N)"
-  b1="$(cpu_busy)"
-  if [ "$rc" -ne 0 ]; then
-    tail -20 "$out/$name.log" >&2
-    echo "$0: $name failed (log: $out/$name.log)" >&2
-    exit 1
-  fi
-  others+="  $name: $(awk -v b0="$b0" -v b1="$b1" -v t0="$t0" -v t1="$t1" -v hz="$hz" \
-    -v n="$ncpu" 'NR == 1 { own = $1 + $2; wall = t1 - t0;
-      o = (b1 - b0) / hz - own; if (o < 0) o = 0;
-      p = 100 * o / (wall * n);
-      printf "%.0f s wall, own CPU %.0f s, other processes %.0f%% of the %d CPUs, max RSS %.0f MiB%s",
-             wall, own, p, n, $3 / 1024, (p > 5 ? "  <- disturbed" : "") }' "$out/$name.time")"$'\n'
+# shellcheck source-path=SCRIPTDIR source=measure.sh
+source "$here/measure.sh"
+measured() { # name command...: runs it (bench/measure.sh), adds its line to $others
+  bench_measured "$@"
+  others+="  $1: $bench_share"$'\n'
 }
 others=""
 
