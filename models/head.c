@@ -227,8 +227,8 @@ static mt_tensor *hd_first_rows(mt_ctx *c, mt_tensor *x, int64_t Bk) {
     const int64_t B = x->shape[0], w = mt_numel(x) / B;
     int32_t *rows = mt_arena_alloc(&c->host, sizeof(int32_t) * (size_t)Bk, "head.rows");
     for (int64_t b = 0; b < Bk; b++) rows[b] = (int32_t)b;
-    mt_tensor *g = mt_embedding(c, hd_i32(c, Bk, rows, "head.rows"),
-                                mt_view(c, x, 2, (int64_t[]){B, w}));
+    mt_tensor *g =
+        mt_embedding(c, hd_i32(c, Bk, rows, "head.rows"), mt_view(c, x, 2, (int64_t[]){B, w}));
     int64_t shape[MT_MAX_DIMS];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
     shape[0] = Bk;
