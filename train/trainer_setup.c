@@ -499,7 +499,7 @@ static void trainer_setup_samplers(const mt_recipe *rc, const trainer_device *d,
         mt_sampler_init(&data->eval_sampler, &sc, ed);
         int64_t train_targets = 0;
         /* the loss's terms: labelled tokens (SFT), or a head objective's (trainer_head.c) */
-        const bool head = td->objective != MT_OBJECTIVE_SFT;
+        const bool head = ed->objective != MT_OBJECTIVE_SFT; /* td is empty in --eval-only */
         for (int64_t i = 0; i < n_eval; i++)
             data->eval_targets += head ? trainer_head_item_terms(ed, eval_ids[i])
                                        : data->eval_sampler.targets[eval_ids[i]];

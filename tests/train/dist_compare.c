@@ -647,11 +647,25 @@ static int test_rm_ranks_match(void) {
 }
 
 /* The reward model's other layouts (run_head.sh reward-layouts): 10 + resume + 10 equals 20
- * straight to the bit; expert parallelism equals 1 rank up to summation order; bf16 gathers and
+ * straight to the bit; expert parallelism equals 1 rank up to summation order; --eval-only of
+ * the final model gives the run's last eval row; bf16 gathers and
  * GEMMs train (their rounding: the loss falls, step 1 near the fp32 run's). */
 static int test_rm_layouts_match(void) {
     compare_runs("rm-np2", "rm-resume", 11, 20, 0.0, 0.0, false);
     compare_runs("rm-np1", "rm-ep", 1, 20, 1e-5, 1e-5, true);
+    /* --eval-only of the step-20 model on the same held-out pairs (data.eval_path): its
+     * step-0 row is the run's eval after step 20 */
+    double ea[MAX_STEPS] = {0}, eb[MAX_STEPS] = {0}, acc[2], count[2], margin[2];
+    long long na[MAX_STEPS] = {0}, nb[MAX_STEPS] = {0};
+    read_evals("rm-np2", ea, na);
+    read_evals("rm-eval-only", eb, nb);
+    if (read_head_eval("rm-np2", 20, &acc[0], &count[0], &margin[0]) &&
+        read_head_eval("rm-eval-only", 0, &acc[1], &count[1], &margin[1]))
+        EXPECT(fabs(eb[0] - ea[20]) <= 1e-6 * ea[20] && nb[0] == na[20] && nb[0] == 8 &&
+                   acc[0] == acc[1] && count[0] == count[1],
+               "--eval-only: loss %.9g over %lld, accuracy %g of %g; the run after step 20: "
+               "%.9g over %lld, %g of %g",
+               eb[0], nb[0], acc[1], count[1], ea[20], na[20], acc[0], count[0]);
     /* bf16 gathers and GEMMs: step 1's loss within the rounding of the operands to bf16 (2^-8
      * relative), then its own trajectory, whose loss must fall as the fp32 one's does */
     double l32[MAX_STEPS] = {0}, l16[MAX_STEPS] = {0};

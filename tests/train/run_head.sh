@@ -9,8 +9,8 @@
 #                    or m3 the tiny MiniMax-M2 or -M3 config -> $TMP/rm-m2-npN, rm-m3-npN
 #   reward-layouts   the same on 2 ranks: resumed from rm-np2's step 10 (10 + resume + 10), with
 #                    expert parallelism (P = 2, gather unit expert), and with bf16 gathers and
-#                    bf16 GEMMs (model.dtype)
-#                    -> $TMP/rm-{resume,ep,bf16}
+#                    bf16 GEMMs (model.dtype), and --eval-only of its final model on its data
+#                    file as data.eval_path -> $TMP/rm-{resume,ep,bf16,eval-only}
 #   reward-emu EMU   3 steps on the CPU backend and on the CUDA backend + NCCL through the CPU
 #                    emulator (EMU, minimax-train-emu), 2 ranks -> $TMP/rm-emu-{cpu,cuda}
 #   tiny-rm          recipes/tiny-rm.toml as shipped, 2 ranks -> $TMP/tiny-rm: the held-out pairs'
@@ -43,7 +43,13 @@ reward-layouts)
   run 2 "$tmp/rm-bf16" --set train.per_device_train_batch_size=2 --set dist.gather_dtype=bf16 \
     --set model.dtype=bf16 \
     --set "data.cache_dir=$tmp/dist-cache-rm-np2"
-  grep -E "^expert parallelism|^step 20/" "$tmp"/rm-{resume,ep,bf16}.log
+  # --eval-only of rm-np2's final model on data.eval_path = its own data file: the same 8
+  # held-out pairs (the split draws them from the file with data.seed) -> $TMP/rm-eval-only
+  run 2 "$tmp/rm-eval-only" --set train.per_device_train_batch_size=2 \
+    --set "model.path=$tmp/rm-np2/final" --set data.eval_samples=8 \
+    --set "data.eval_path=$tmp/dist-cache-rm-np2/synthetic-pairs-11-64.jsonl" \
+    --set "data.cache_dir=$tmp/dist-cache-rm-eval" --eval-only
+  grep -E "^expert parallelism|^step 20/|^eval-only" "$tmp"/rm-{resume,ep,bf16,eval-only}.log
   ;;
 reward-emu)
   emu="$3"
