@@ -157,6 +157,13 @@ bool mt_gen_backend_can_decode(const mt_minimax *m, const mt_backend *be, char *
 }
 
 const mt_backend *mt_gen_backend_named(const char *name, const mt_minimax *m, char *err, size_t n) {
+    if (m->cfg.head != MT_HEAD_CAUSAL_LM) {
+        snprintf(err, n,
+                 "a %s model (config.json's architectures) has no lm_head to generate with; "
+                 "minimax-forward runs its head",
+                 mt_head_name(m->cfg.head));
+        return NULL;
+    }
     const mt_backend *be = mt_backend_named(name, err, n);
     char why[160];
     if (be && !mt_gen_backend_can_decode(m, be, why, sizeof(why)))

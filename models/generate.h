@@ -103,7 +103,8 @@ typedef struct {
 /* Whether be has a decode step for every layer of m (a device may lack MSA's); if not, why. */
 bool mt_gen_backend_can_decode(const mt_minimax *m, const mt_backend *be, char *why, size_t n);
 /* --backend NAME of the generation tools for model m (mt_backend_named, autograd/tensor.h): the
- * backend, or NULL with one line in err, also when a layer has no decode step there. */
+ * backend, or NULL with one line in err, also when a layer has no decode step there or m is a
+ * head model (no lm_head: models/head.c). */
 const mt_backend *mt_gen_backend_named(const char *name, const mt_minimax *m, char *err, size_t n);
 
 /* Arena bytes for generation's context: one no-grad prompt forward of B rows of T tokens. */

@@ -10,7 +10,9 @@
 #     positions surfaced later as a cache size);
 #   - num_hidden_layers 3 with the first three layer types (every tensor it asks for is there)
 #     is named as the layer count against the 4 layers of tensors, not as the lightning slope of
-#     layer 1 that the layer count changes; 5 layers likewise, not as a missing tensor.
+#     layer 1 that the layer count changes; 5 layers likewise, not as a missing tensor;
+#   - a head model (tests/fixtures/models/head_text01_seq3) is refused by minimax-generate at
+#     start: it has no lm_head.
 set -euo pipefail
 helper="$1"
 bin="$2"
@@ -50,4 +52,16 @@ variant layers3 "s/\"num_hidden_layers\":\t4/\"num_hidden_layers\":\t3/; s/\[$li
 refused layers3 "the checkpoint's tensors hold 4 decoder layers (model.layers.0 to model.layers.3) but config.json's num_hidden_layers is 3"
 variant layers5 "s/\"num_hidden_layers\":\t4/\"num_hidden_layers\":\t5/; s/\[$lin, $lin, $lin, $full\]/[$lin, $lin, $lin, $full, $full]/"
 refused layers5 "the checkpoint's tensors hold 4 decoder layers (model.layers.0 to model.layers.3) but config.json's num_hidden_layers is 5"
+# a head model (sequence classification, no lm_head): minimax-generate refuses it at start,
+# naming the head (minimax-serve and minimax-chat: tests/train/run_head.sh reward-layouts)
+head=tests/fixtures/models/head_text01_seq3
+if [ -f "$head/config.json" ]; then
+  rc=0
+  "$bin/minimax-generate" --model "$head" --ids "$tmp/ids.json" --max-new-tokens 2 \
+    > "$tmp/head.log" 2>&1 || rc=$?
+  want="a sequence_classification model (config.json's architectures) has no lm_head"
+  [ "$rc" -ne 0 ] && grep -qF -- "$want" "$tmp/head.log" ||
+    { echo "FAIL: generate of a head model: exit $rc, want '$want'"; tail -3 "$tmp/head.log"; exit 1; }
+  echo "ok: generate of a head model: $(grep -m1 -F -- "$want" "$tmp/head.log" | cut -c1-200)"
+fi
 rm -rf "$tmp"

@@ -10,7 +10,8 @@
 #   reward-layouts   the same on 2 ranks: resumed from rm-np2's step 10 (10 + resume + 10), with
 #                    expert parallelism (P = 2, gather unit expert), and with bf16 gathers and
 #                    bf16 GEMMs (model.dtype), and --eval-only of its final model on its data
-#                    file as data.eval_path -> $TMP/rm-{resume,ep,bf16,eval-only}
+#                    file as data.eval_path -> $TMP/rm-{resume,ep,bf16,eval-only}; minimax-serve
+#                    and minimax-chat refuse that model (no lm_head)
 #   reward-emu EMU   3 steps on the CPU backend and on the CUDA backend + NCCL through the CPU
 #                    emulator (EMU, minimax-train-emu), 2 ranks -> $TMP/rm-emu-{cpu,cuda}
 #   tiny-rm          recipes/tiny-rm.toml as shipped, 2 ranks -> $TMP/tiny-rm: the held-out pairs'
@@ -50,6 +51,16 @@ reward-layouts)
     --set "data.eval_path=$tmp/dist-cache-rm-np2/synthetic-pairs-11-64.jsonl" \
     --set "data.cache_dir=$tmp/dist-cache-rm-eval" --eval-only
   grep -E "^expert parallelism|^step 20/|^eval-only" "$tmp"/rm-{resume,ep,bf16,eval-only}.log
+  # the reward model has no lm_head: minimax-serve and minimax-chat refuse it at start
+  for tool in serve chat; do
+    rc=0
+    timeout 60 "$(dirname "$bin")/minimax-$tool" --model "$tmp/rm-np2/final" < /dev/null \
+      > "$tmp/rm-$tool.log" 2>&1 || rc=$?
+    want="a sequence_classification model (config.json's architectures) has no lm_head"
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -qF -- "$want" "$tmp/rm-$tool.log" ||
+      { echo "FAIL: minimax-$tool of a reward model: exit $rc"; tail -3 "$tmp/rm-$tool.log"; exit 1; }
+    grep -m1 -F -- "$want" "$tmp/rm-$tool.log"
+  done
   ;;
 reward-emu)
   emu="$3"
