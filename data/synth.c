@@ -240,23 +240,37 @@ int mt_synth_write_file(const char *path, const char *text, size_t len, char *er
     return 0;
 }
 
-int mt_synth_write_jsonl(const char *path, uint64_t seed, int64_t n, char *err) {
-    mt_strbuf q = {0}, a = {0}, out = {0};
+int mt_synth_write_records(const char *path, int64_t n,
+                           struct cJSON *(*record)(mt_synth_state *st, int64_t i), uint64_t seed,
+                           char *err) {
+    mt_synth_state st = {.seed = seed};
+    mt_strbuf out = {0};
     for (int64_t i = 0; i < n; i++) {
-        mt_synth_problem(seed, i, &q, &a);
-        cJSON *obj = cJSON_CreateObject();
-        cJSON_AddStringToObject(obj, "question", q.p);
-        cJSON_AddStringToObject(obj, "answer", a.p);
-        char *line = cJSON_PrintUnformatted(obj);
-        MT_CHECK(line, "synth: out of memory printing problem %lld", (long long)i);
+        cJSON *rec = record(&st, i);
+        char *line = cJSON_PrintUnformatted(rec);
+        MT_CHECK(line, "synth: out of memory printing record %lld", (long long)i);
         mt_strbuf_append(&out, line, strlen(line));
         mt_strbuf_append(&out, "\n", 1);
         free(line);
-        cJSON_Delete(obj);
+        cJSON_Delete(rec);
     }
     int rc = mt_synth_write_file(path, out.p ? out.p : "", out.len, err);
-    mt_strbuf_free(&q);
-    mt_strbuf_free(&a);
+    mt_strbuf_free(&st.q);
+    mt_strbuf_free(&st.a);
+    mt_strbuf_free(&st.b);
     mt_strbuf_free(&out);
     return rc;
+}
+
+/* {"question", "answer"}: problem i */
+static cJSON *synth_problem_record(mt_synth_state *st, int64_t i) {
+    mt_synth_problem(st->seed, i, &st->q, &st->a);
+    cJSON *obj = cJSON_CreateObject();
+    cJSON_AddStringToObject(obj, "question", st->q.p);
+    cJSON_AddStringToObject(obj, "answer", st->a.p);
+    return obj;
+}
+
+int mt_synth_write_jsonl(const char *path, uint64_t seed, int64_t n, char *err) {
+    return mt_synth_write_records(path, n, synth_problem_record, seed, err);
 }

@@ -33,5 +33,16 @@ int mt_synth_write_chat_jsonl(const char *path, uint64_t seed, int64_t n, char *
  * halfway, a refusal or a wrong final number, mixed by i) that differs near its end. */
 int mt_synth_write_pairs_jsonl(const char *path, uint64_t seed, int64_t n, char *err);
 
+/* Records 0..n-1 of record(state, i) (a cJSON object each, deleted after use) as jsonl into
+ * path, as mt_synth_write_file writes. 0, or -1 with err set. */
+struct cJSON;
+typedef struct {
+    uint64_t seed;
+    mt_strbuf q, a, b; /* a record's work buffers, freed at the end */
+} mt_synth_state;
+int mt_synth_write_records(const char *path, int64_t n,
+                           struct cJSON *(*record)(mt_synth_state *st, int64_t i), uint64_t seed,
+                           char *err);
+
 /* text[0, len) into path through a temporary file renamed at the end. 0, or -1 with err. */
 int mt_synth_write_file(const char *path, const char *text, size_t len, char *err);

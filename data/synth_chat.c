@@ -108,20 +108,10 @@ static cJSON *synth_conversation(uint64_t seed, int64_t index, mt_strbuf *q, mt_
     return rec;
 }
 
+static cJSON *synth_chat_record(mt_synth_state *st, int64_t i) {
+    return synth_conversation(st->seed, i, &st->q, &st->a);
+}
+
 int mt_synth_write_chat_jsonl(const char *path, uint64_t seed, int64_t n, char *err) {
-    mt_strbuf q = {0}, a = {0}, out = {0};
-    for (int64_t i = 0; i < n; i++) {
-        cJSON *rec = synth_conversation(seed, i, &q, &a);
-        char *line = cJSON_PrintUnformatted(rec);
-        MT_CHECK(line, "synth: out of memory printing conversation %lld", (long long)i);
-        mt_strbuf_append(&out, line, strlen(line));
-        mt_strbuf_append(&out, "\n", 1);
-        free(line);
-        cJSON_Delete(rec);
-    }
-    int rc = mt_synth_write_file(path, out.p ? out.p : "", out.len, err);
-    mt_strbuf_free(&q);
-    mt_strbuf_free(&a);
-    mt_strbuf_free(&out);
-    return rc;
+    return mt_synth_write_records(path, n, synth_chat_record, seed, err);
 }

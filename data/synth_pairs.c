@@ -90,26 +90,17 @@ static cJSON *conversation(const char *user, const char *assistant) {
     return list;
 }
 
+/* pair i: the shared question, the worked answer chosen, a worse reply rejected */
+static cJSON *synth_pair_record(mt_synth_state *st, int64_t i) {
+    mt_synth_problem(st->seed, i, &st->q, &st->a);
+    st->a.len = mt_gsm8k_strip_annotations(st->a.p);
+    rejected_reply(st->seed, i, st->a.p, &st->b);
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddItemToObject(rec, "chosen", conversation(st->q.p, st->a.p));
+    cJSON_AddItemToObject(rec, "rejected", conversation(st->q.p, st->b.p));
+    return rec;
+}
+
 int mt_synth_write_pairs_jsonl(const char *path, uint64_t seed, int64_t n, char *err) {
-    mt_strbuf q = {0}, a = {0}, bad = {0}, out = {0};
-    for (int64_t i = 0; i < n; i++) {
-        mt_synth_problem(seed, i, &q, &a);
-        a.len = mt_gsm8k_strip_annotations(a.p);
-        rejected_reply(seed, i, a.p, &bad);
-        cJSON *rec = cJSON_CreateObject();
-        cJSON_AddItemToObject(rec, "chosen", conversation(q.p, a.p));
-        cJSON_AddItemToObject(rec, "rejected", conversation(q.p, bad.p));
-        char *line = cJSON_PrintUnformatted(rec);
-        MT_CHECK(line, "synth: out of memory printing pair %lld", (long long)i);
-        mt_strbuf_append(&out, line, strlen(line));
-        mt_strbuf_append(&out, "\n", 1);
-        free(line);
-        cJSON_Delete(rec);
-    }
-    int rc = mt_synth_write_file(path, out.p ? out.p : "", out.len, err);
-    mt_strbuf_free(&q);
-    mt_strbuf_free(&a);
-    mt_strbuf_free(&bad);
-    mt_strbuf_free(&out);
-    return rc;
+    return mt_synth_write_records(path, n, synth_pair_record, seed, err);
 }
