@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/apps/info_cli.h"
 #include "apps/info_ep.h"
 
 static int test_formula(void) {
@@ -78,19 +79,6 @@ static long long info_key(const char *out, const char *key) {
     long long v = -1;
     if (p) sscanf(p + strlen(pat), "%lld", &v);
     return v;
-}
-
-static int info_cli(const char *args, char *out, size_t n) {
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "%s --config %s/recipes/configs/tiny.json %s 2>&1",
-             getenv("MT_MINIMAX_INFO"), getenv("MT_SOURCE_DIR") ? getenv("MT_SOURCE_DIR") : ".",
-             args);
-    FILE *f = popen(cmd, "r");
-    if (!f) return -1;
-    size_t len = fread(out, 1, n - 1, f);
-    out[len] = 0;
-    const int rc = pclose(f);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 static int test_cli(void) {

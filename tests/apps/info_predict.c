@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/apps/info_cli.h"
 #include "apps/info_predict.h"
 
 static bool close_rel(double a, double b, double tol) { return fabs(a - b) <= tol * fabs(b); }
@@ -126,19 +127,6 @@ static int test_roofline(void) {
     return MT_TEST_OK;
 }
 
-static int info_run(const char *args, char *out, size_t n) {
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "%s --config %s/recipes/configs/tiny.json %s 2>&1",
-             getenv("MT_MINIMAX_INFO"), getenv("MT_SOURCE_DIR") ? getenv("MT_SOURCE_DIR") : ".",
-             args);
-    FILE *f = popen(cmd, "r");
-    if (!f) return -1;
-    size_t len = fread(out, 1, n - 1, f);
-    out[len] = 0;
-    const int rc = pclose(f);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 static int lines(const char *s) {
     int n = 0;
     for (; *s; s++) n += *s == '\n';
@@ -151,17 +139,17 @@ static int test_cli(void) {
     const char *refused[] = {"--predict-step", "--predict-step --gpu b200",
                              "--predict-step --gpu x200", "--gpu a100-80 --predict-step"};
     for (int i = 0; i < 4; i++) {
-        EXPECT(info_run(refused[i], out, sizeof(out)) == 2 && lines(out) == 1 &&
+        EXPECT(info_cli(refused[i], out, sizeof(out)) == 2 && lines(out) == 1 &&
                    !strncmp(out, "minimax-info: ", 14),
                "%s: not refused in one line:\n%s", refused[i], out);
         printf("%s -> %s", refused[i], out);
     }
-    EXPECT(info_run("--predict-step --gpu h200 --seq 64", out, sizeof(out)) == 0, "%s", out);
+    EXPECT(info_cli("--predict-step --gpu h200 --seq 64", out, sizeof(out)) == 0, "%s", out);
     EXPECT(strstr(out, "\npredict_source=fit_ranks_ep") && strstr(out, "\n| expert GEMMs") &&
                strstr(out, "\npredict_step_s=") && strstr(out, "\npredict_mfu=0.") &&
                strstr(out, "\npredict_decided_by="),
            "no prediction:\n%s", out);
-    EXPECT(info_run("--predict-step --gpu h100 --seq 64 --ranks 2", out, sizeof(out)) == 0 &&
+    EXPECT(info_cli("--predict-step --gpu h100 --seq 64 --ranks 2", out, sizeof(out)) == 0 &&
                strstr(out, "\npredict_layout=ranks 2 ep 1 gather fp32"),
            "the given layout:\n%s", out);
     return MT_TEST_OK;
