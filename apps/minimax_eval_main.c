@@ -50,6 +50,7 @@
 #include "models/safetensors.h"
 #include "models/weights.h"
 #include "train/comm.h"
+#include "train/profile_report.h"
 #include "train/sharded.h"
 #include "train/zero.h"
 
@@ -59,53 +60,56 @@ static int ev_rank = 0;
 static mt_comm *ev_host; /* MPI_COMM_WORLD: an error on any rank aborts the job */
 
 static void usage(int status) {
-    fprintf(status ? stderr : stdout,
-            "usage: minimax-eval --model DIR --data FILE.jsonl [--task gsm8k|messages]\n"
-            "         [--metric exact|normalized|contains|regex] [--answer-regex RE]\n"
-            "         [--limit N] [--max-new-tokens N]\n"
-            "         [--batch B] [--out RESULTS.jsonl] [--tokenizer TOK] [--temperature T]\n"
-            "         [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n"
-            "         [--chat-template FILE] [--template-kwargs JSON]\n"
-            "         [--shots N --shots-file TRAIN.jsonl] [--backend cpu|cuda]\n"
-            "         [--weights auto|replica|gathered] [--no-verify]\n"
-            "       minimax-eval --help | --version\n"
-            "  run under mpirun -np N for N ranks (without it: one rank)\n"
-            "  GSM8K accuracy by generation: each question of FILE.jsonl ({\"question\", "
-            "\"answer\"} lines)\n"
-            "  as a user turn with the generation prompt (zero-shot), the answer taken from the "
-            "completion\n"
-            "  (the number after ####, else the last number) and matched exactly with the "
-            "gold's.\n"
-            "  --task messages: each record of FILE.jsonl (any format of minimax-data: messages,\n"
-            "    sharegpt, alpaca) ends with an assistant message, the reference; the prompt is\n"
-            "    the conversation before it. Metrics: exact (byte for byte), normalized (ASCII\n"
-            "    lowercase, whitespace runs to one space, whitespace and punctuation stripped at\n"
-            "    the ends), contains (the normalised reference inside the normalised answer),\n"
-            "    regex (--answer-regex RE, POSIX extended: its first group, or the whole match,\n"
-            "    taken from answer and reference, equal); --metric picks the one reported as\n"
-            "    accuracy (default: regex with --answer-regex, else exact)\n"
-            "  Samples are split across the MPI ranks; each holds the whole model (--weights\n"
-            "  replica), or 1/N of it and the ranks decode in step through ZeRO-3 gathers\n"
-            "  (--weights gathered); auto (default): the replica when it fits\n"
-            "  --backend cuda: decode on the rank's GPU (default cpu)\n"
-            "  --tokenizer TOK: the directory of tokenizer.json and the chat template (default "
-            "DIR)\n" MT_CHAT_CLI_HELP
-            "  --reasoning-parser NAME: how the completion's reasoning is told from its answer\n"
-            "    (%s; default: the model's family's); the answer is read after the reasoning\n"
-            "  --limit N: the first N questions; --max-new-tokens (default 256); --batch "
-            "(default 8)\n"
-            "  --temperature 0 (default): greedy; else sampling, with --top-k, --top-p, --seed\n"
-            "  --stop STR: also stop a completion when its text contains STR (up to %d)\n"
-            "  --shots N: n-shot: the first N examples of --shots-file (question, answer; the\n"
-            "    messages task: conversations) as earlier turns before each question (default 0:\n"
-            "    zero-shot); a warning when evaluated questions are among them\n"
-            "  --out: one JSON line per sample, written by rank 0 through a temporary file\n"
-            "    (not --data or --shots-file; checked writable before the evaluation)\n"
-            "  a prompt longer than the model's context (max_position_embeddings) is refused;\n"
-            "  a completion stops where prompt and completion fill it\n"
-            "  --no-verify: skip the check of the weights against the digests their files\n"
-            "    record (docs/checkpoints.md)\n",
-            mt_reply_format_names(), EV_MAX_STOPS);
+    fprintf(
+        status ? stderr : stdout,
+        "usage: minimax-eval --model DIR --data FILE.jsonl [--task gsm8k|messages]\n"
+        "         [--metric exact|normalized|contains|regex] [--answer-regex RE]\n"
+        "         [--limit N] [--max-new-tokens N]\n"
+        "         [--batch B] [--out RESULTS.jsonl] [--tokenizer TOK] [--temperature T]\n"
+        "         [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n"
+        "         [--chat-template FILE] [--template-kwargs JSON]\n"
+        "         [--shots N --shots-file TRAIN.jsonl] [--backend cpu|cuda]\n"
+        "         [--weights auto|replica|gathered] [--no-verify] [--profile]\n"
+        "       minimax-eval --help | --version\n"
+        "  run under mpirun -np N for N ranks (without it: one rank)\n"
+        "  GSM8K accuracy by generation: each question of FILE.jsonl ({\"question\", "
+        "\"answer\"} lines)\n"
+        "  as a user turn with the generation prompt (zero-shot), the answer taken from the "
+        "completion\n"
+        "  (the number after ####, else the last number) and matched exactly with the "
+        "gold's.\n"
+        "  --task messages: each record of FILE.jsonl (any format of minimax-data: messages,\n"
+        "    sharegpt, alpaca) ends with an assistant message, the reference; the prompt is\n"
+        "    the conversation before it. Metrics: exact (byte for byte), normalized (ASCII\n"
+        "    lowercase, whitespace runs to one space, whitespace and punctuation stripped at\n"
+        "    the ends), contains (the normalised reference inside the normalised answer),\n"
+        "    regex (--answer-regex RE, POSIX extended: its first group, or the whole match,\n"
+        "    taken from answer and reference, equal); --metric picks the one reported as\n"
+        "    accuracy (default: regex with --answer-regex, else exact)\n"
+        "  Samples are split across the MPI ranks; each holds the whole model (--weights\n"
+        "  replica), or 1/N of it and the ranks decode in step through ZeRO-3 gathers\n"
+        "  (--weights gathered); auto (default): the replica when it fits\n"
+        "  --backend cuda: decode on the rank's GPU (default cpu)\n"
+        "  --tokenizer TOK: the directory of tokenizer.json and the chat template (default "
+        "DIR)\n" MT_CHAT_CLI_HELP
+        "  --reasoning-parser NAME: how the completion's reasoning is told from its answer\n"
+        "    (%s; default: the model's family's); the answer is read after the reasoning\n"
+        "  --limit N: the first N questions; --max-new-tokens (default 256); --batch "
+        "(default 8)\n"
+        "  --temperature 0 (default): greedy; else sampling, with --top-k, --top-p, --seed\n"
+        "  --stop STR: also stop a completion when its text contains STR (up to %d)\n"
+        "  --shots N: n-shot: the first N examples of --shots-file (question, answer; the\n"
+        "    messages task: conversations) as earlier turns before each question (default 0:\n"
+        "    zero-shot); a warning when evaluated questions are among them\n"
+        "  --out: one JSON line per sample, written by rank 0 through a temporary file\n"
+        "    (not --data or --shots-file; checked writable before the evaluation)\n"
+        "  a prompt longer than the model's context (max_position_embeddings) is refused;\n"
+        "  a completion stops where prompt and completion fill it\n"
+        "  --no-verify: skip the check of the weights against the digests their files\n"
+        "    record (docs/checkpoints.md)\n"
+        "  --profile (or MT_PROFILE=1): rank 0's op profiles of the prefills and of the\n"
+        "    decode steps, printed at the end (docs/evaluation.md, \"Speed on this machine\")\n",
+        mt_reply_format_names(), EV_MAX_STOPS);
     exit(status);
 }
 
@@ -173,6 +177,7 @@ typedef struct {
     double temperature, top_p;
     uint64_t seed;
     bool verify;
+    bool profile; /* --profile or MT_PROFILE: the op profiles of prefill and decode */
 } ev_args;
 
 static bool ev_parse(int argc, char **argv, ev_args *a) {
@@ -217,6 +222,8 @@ static bool ev_parse(int argc, char **argv, ev_args *a) {
             a->shots_path = argv[++i];
         else if (!strcmp(f, "--no-verify"))
             a->verify = false;
+        else if (!strcmp(f, "--profile"))
+            a->profile = true;
         else if (!strcmp(f, "--shots") && more)
             ok = mt_flag_int(argv[i++], v, 0, 64, &a->n_shots, msg, sizeof(msg));
         else if (!strcmp(f, "--limit") && more)
@@ -597,6 +604,11 @@ int main(int argc, char **argv) {
     ev_weights_load(&w, &a, &m, be, &c);
     if (gathered) ev.opts.sync = &w.sync;
     ev.ctx = &c;
+    mt_profile prof[2] = {0}; /* the prefills, the decode steps */
+    if (mt_profile_wanted(a.profile)) {
+        ev.opts.prof_prefill = &prof[0];
+        ev.opts.prof_decode = &prof[1];
+    }
     const double t0 = ev_now();
     /* through the gathers the ranks run in step: as many batches as the rank with the most */
     const int64_t n_runs = gathered ? (n + n_ranks - 1) / n_ranks : n_mine;
@@ -614,6 +626,10 @@ int main(int argc, char **argv) {
     }
 
     ev_report(&a, &lines, n, &cnt, task_msgs ? &match : NULL, t0);
+    if (ev_rank == 0 && ev.opts.prof_decode) {
+        mt_profile_print(stdout, &prof[0], "rank 0's prefills, one prompt a step");
+        mt_profile_print(stdout, &prof[1], "rank 0's decode steps");
+    }
     mt_ctx_free(&c);
     free(row_ids);
     mt_strbuf_free(&lines);

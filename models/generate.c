@@ -278,6 +278,16 @@ static int32_t gen_next(const float *x, int64_t V, int r, int step, const mt_gen
     return mt_gen_sample(x, (int)V, o, u, work_p, work_key);
 }
 
+/* One profiled step (a prompt's prefill or a decode step) begun at t0, its forward done at t1:
+ * the sampling of its n rows of V logits after t1 as a named row (a pass over each row's
+ * logits: its bytes read), and the step's wall time. */
+static void gen_profile_step(mt_profile *p, double t0, double t1, int n, int V) {
+    const double t2 = mt_profile_now();
+    mt_profile_add(p, "sample", MT_PROFILE_STEP, t2 - t1, 0, 4.0 * n * V);
+    p->steps++;
+    p->step_sec += t2 - t0;
+}
+
 void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *prompts,
                                const int *lens, int B, int n_new, const mt_gen_opts *o,
                                int32_t *out, int *n_out) {
@@ -325,23 +335,30 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
     /* prefill: each prompt alone through its row of the cache, its own length, no padding (in
      * step with the other ranks: as many as the rank with the most) */
     const int n_fill = sync ? sync->max_all(sync->user, B) : B;
+    mt_profile *prof_fill = o ? o->prof_prefill : NULL, *prof_step = o ? o->prof_decode : NULL;
     for (int b = 0; b < n_fill; b++) {
         mt_ctx_reset(c);
         if (b >= B) {
             mt_minimax_walk_buckets(m, hooks);
             continue;
         }
+        const double t0 = prof_fill ? mt_profile_now() : 0;
+        c->prof = prof_fill;
         mt_minimax_cache_row(&kv, b, &view);
         mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){1, lens[b]}, "prompt");
         c->be->to_device(x->data, prompts[b], (size_t)lens[b] * sizeof(int32_t));
         const mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &view, hooks);
         const float *last = mt_gen_logits_host(c, logits, lens[b] - 1, 1, host_logits);
+        const double t1 = prof_fill ? mt_profile_now() : 0;
         tok[b] = gen_next(last, V, b, 0, o, work_p, work_key);
         row[b] = b;
+        c->prof = NULL;
+        if (prof_fill) gen_profile_step(prof_fill, t0, t1, 1, V);
     }
     int n_act = B;
     for (int step = 0;; step++) {
         /* record this step's tokens; finished rows leave: the last active slot fills the hole */
+        const double t_compact = prof_step ? mt_profile_now() : 0;
         for (int s = 0; s < n_act;) {
             const int r = row[s];
             out[(size_t)r * (size_t)n_new + (size_t)step] = tok[s];
@@ -357,6 +374,11 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
                 s++;
             }
         }
+        if (prof_step) { /* part of the step's wall time: the steps' rows add up */
+            const double dt = mt_profile_now() - t_compact;
+            mt_profile_add(prof_step, "cache_compact", MT_PROFILE_STEP, dt, 0, 0);
+            prof_step->step_sec += dt;
+        }
         /* ends together on every rank: at step n_new - 1 at the latest */
         if ((sync ? sync->max_all(sync->user, n_act) : n_act) == 0) break;
         mt_ctx_reset(c);  /* the step's activations are dead; the caches live outside c */
@@ -364,13 +386,18 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
             mt_minimax_walk_buckets(m, hooks);
             continue;
         }
+        const double t0 = prof_step ? mt_profile_now() : 0;
+        c->prof = prof_step;
         mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){n_act, 1}, "next tokens");
         c->be->to_device(x->data, tok, (size_t)n_act * sizeof(int32_t));
         mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &kv, hooks);
         const float *rows = mt_gen_logits_host(c, logits, 0, n_act, host_logits);
+        const double t1 = prof_step ? mt_profile_now() : 0;
         for (int s = 0; s < n_act; s++)
             tok[s] =
                 gen_next(rows + (size_t)s * (size_t)V, V, row[s], step + 1, o, work_p, work_key);
+        c->prof = NULL;
+        if (prof_step) gen_profile_step(prof_step, t0, t1, n_act, V);
     }
     mt_ctx_reset(c);
     free(tok);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "models/minimax.h"
+#include "autograd/profile.h"
 
 typedef struct {
     const mt_backend *be; /* whose memory the caches are (the generating context's backend) */
@@ -98,6 +99,10 @@ typedef struct {
     bool (*stop)(void *user, int b, const int32_t *toks, int n);
     void *stop_user;
     const mt_gen_sync *sync; /* NULL: this rank alone, the buckets bound */
+    /* Non-NULL: the op profile (autograd/profile.h) of the prefills (a "step" is one prompt's)
+     * and of the decode steps, each with the host work around its forwards as named rows
+     * (sampling, the cache compaction); minimax-eval --profile prints them. */
+    mt_profile *prof_prefill, *prof_decode;
 } mt_gen_opts;
 
 /* Whether be has a decode step for every layer of m (a device may lack MSA's); if not, why. */
