@@ -6,11 +6,12 @@
 #                              [--data JSONL] [--out DIR]
 #
 # --model: small is the MiniMax-Text-01-shaped bench model (bench/configs/bench-small.json),
-# m2 the MiniMax-M2-shaped one (bench-m2.json), both with their bench recipe
-# (bench/recipes/bench-*.toml: GSM8K rows padded to 256 tokens, global batch 4); m3 the tiny
-# MiniMax-M3 of recipes/configs/tiny-m3.json (dense then MoE layers with MSA: block 16, top 4
-# blocks, so rows of 256 tokens drop blocks; the indexer's KL on) under bench-small.toml; all
-# (default): the three. Random initial weights (model.config): the profile needs no PyTorch.
+# m2 the MiniMax-M2-shaped one (bench-m2.json), m3 the MiniMax-M3-shaped one (bench-m3.json:
+# a dense layer under full attention, then MoE layers under MSA, blocks of 16, top 4 blocks, so
+# the longer rows drop blocks; the indexer's KL on, as its recipe says), each with its bench
+# recipe (bench/recipes/bench-*.toml: GSM8K rows padded to 256 tokens, global batch 4): the
+# models of bench/train_vs_torch.sh; all (default): the three. Random initial weights
+# (model.config): the profile needs no PyTorch.
 # 1. builds minimax-train and bench-roofline (Release) in $MT_BENCH_BUILD (default build-bench);
 # 2. measures this machine's limits once (bench/roofline.c): the fp32 GEMM rate (cblas_sgemm
 #    1024^3 on T threads) and the memory bandwidth (a triad on T threads); MT_PEAK_GFLOPS and
@@ -41,7 +42,7 @@ while [ $# -gt 0 ]; do
   --threads) threads="$2"; shift 2 ;;
   --data) data="$(realpath "$2")"; shift 2 ;;
   --out) out="$(realpath -m "$2")"; shift 2 ;;
-  -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
   *) echo "$0: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -101,10 +102,6 @@ envs=(-x MT_PROFILE=1 -x OPENBLAS_NUM_THREADS="$threads" -x OMP_NUM_THREADS="$th
 for model in $models; do
   recipe="bench/recipes/bench-$model.toml"
   sets=()
-  if [ "$model" = m3 ]; then
-    recipe=bench/recipes/bench-small.toml
-    sets=(--set model.config="$root/recipes/configs/tiny-m3.json")
-  fi
   [ "$data" != synthetic ] || sets+=(--set data.synthetic_samples=256)
   rm -rf "${out:?}/$model"
   # 3. the run

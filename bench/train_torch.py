@@ -3,7 +3,8 @@
 
   init    --config CONFIG.json --out DIR [--seed S]
           builds the config's model (AutoModelForCausalLM: MiniMaxForCausalLM for
-          bench-small.json, MiniMaxM2ForCausalLM for bench-m2.json) with transformers' own
+          bench-small.json, MiniMaxM2ForCausalLM for bench-m2.json, MiniMaxM3VLForCausalLM,
+          the text model of minimax_m3_vl, for bench-m3.json) with transformers' own
           initialisation and saves it (fp32 safetensors) so that minimax-train (model.path)
           starts from the same weights.
   train   --recipe RUN/recipe.toml --world N --csv OUT.csv [--steps S] [--threads K]
@@ -11,18 +12,28 @@
           trains the run that minimax-train made with that resolved recipe on N ranks (same
           checkpoint model.path, same token cache, same hyper-parameters, global batch
           per_device_train_batch_size x gradient_accumulation_steps x N; data.packing and
-          data.shuffle must be off) and writes a loss.csv with minimax-train's columns.
+          data.shuffle must be off, every model.aux_coef term 0: transformers computes none
+          of them) and writes a loss.csv with minimax-train's columns.
   summary --warmup W --ref NAME NAME=loss.csv[,loss.csv...]...
           tokens/s of each configuration over the steps after the warm-up (best of its
           repeats), the ratios to the reference, and how far the runs' losses are apart.
+  cost    --warmup W --what TERM BASE=loss.csv[,...] WITH=loss.csv[,...]
+          what switching TERM on costs: the s/step of both (best of the repeats, as summary
+          counts them) and the difference; the two must have trained the same tokens per step
+          with the same step-1 loss (the term is an auxiliary one: the loss column stays the
+          cross-entropy).
 
 What the train step is (docs/benchmarks.md, "training vs PyTorch"):
-  * model: AutoModelForCausalLM of the checkpoint (MiniMaxForCausalLM or MiniMaxM2ForCausalLM),
-    fp32, model.train(), use_cache=False; HF's own lightning attention (its block loop,
-    block_size from the config), softmax attention through config._attn_implementation
-    (default sdpa), experts through config._experts_implementation (default grouped_mm);
-    output_router_logits = False, so no router aux loss. M2's e_score_correction_bias is a
-    buffer there, as in minimax-train: neither side trains it.
+  * model: AutoModelForCausalLM of the checkpoint (MiniMaxForCausalLM, MiniMaxM2ForCausalLM or
+    MiniMaxM3VLForCausalLM), fp32, model.train(), use_cache=False; HF's own lightning attention
+    (its block loop, block_size from the config), softmax attention through
+    config._attn_implementation (default sdpa; M3's sparse layers add their indexer's block
+    selection to the mask there), experts through config._experts_implementation (default
+    grouped_mm); output_router_logits = False, so no router aux loss. M2's and M3's
+    e_score_correction_bias is a buffer there, as in minimax-train: neither side trains it.
+    M3's indexer gets no gradient from the cross-entropy (its selection is discrete) and
+    transformers has no indexer KL: minimax-train runs with model.aux_coef.index_kl = 0, so
+    the indexer stays as initialised on both sides.
   * data: the token cache minimax-train wrote (/ids, /labels, /offsets; data/token_cache.h).
     Step s takes samples [s*G, (s+1)*G) (shuffle off, the sampler's order); each sample is one
     row, padded to T with pad_id (labels -100). HF shifts the labels inside the model, which
@@ -108,6 +119,10 @@ def recipe_settings(a):
         bad.append("train.lr_scheduler_type must be constant with warmup_steps = 0")
     if t["router_aux_loss_coef"] > 0:
         bad.append("train.router_aux_loss_coef > 0 (the benchmark runs without aux loss)")
+    for term, coef in m.get("aux_coef", {}).items():
+        if coef != 0:
+            bad.append(f"model.aux_coef.{term} = {coef} (transformers computes no such term: "
+                       "set it to 0)")
     if m["dtype"] != "fp32":
         bad.append("model.dtype must be fp32")
     if not m["path"]:
@@ -282,6 +297,26 @@ def cmd_summary(a):
                 sys.exit(f"error: {name} did not train on the same data/weights as {first_name}")
 
 
+def cmd_cost(a):
+    (base_name, base), (with_name, with_) = [
+        (n, [read_csv(p) for p in paths.split(",")])
+        for n, paths in (spec.split("=", 1) for spec in (a.base, a.with_))]
+    b = max(run_rate(rows, a.warmup) for rows in base)
+    w = max(run_rate(rows, a.warmup) for rows in with_)
+    print(f"{a.what}'s own cost (s/step over steps {a.warmup + 1}..N, best of the repeats):")
+    print(f"  {base_name:<28} {b[1]:.3f} s/step  [" +
+          " ".join(f"{run_rate(rows, a.warmup)[1]:.3f}" for rows in base) + "]")
+    print(f"  {with_name:<28} {w[1]:.3f} s/step  [" +
+          " ".join(f"{run_rate(rows, a.warmup)[1]:.3f}" for rows in with_) + "]")
+    print(f"  difference {1000 * (w[1] - b[1]):+.1f} ms/step ({100 * (w[1] / b[1] - 1):+.1f} %)")
+    first, other = base[0], with_[0]
+    n = min(len(first), len(other))
+    d1 = abs(first[0]["loss"] - other[0]["loss"]) / abs(other[0]["loss"])
+    if d1 > a.loss_tol or any(first[i]["tokens"] != other[i]["tokens"] for i in range(n)):
+        sys.exit(f"error: {with_name} did not train on the same data/weights as {base_name} "
+                 f"(step-1 loss rel {d1:.1e})")
+
+
 def machine():
     model = platform.processor() or "?"
     try:
@@ -322,6 +357,13 @@ def main():
                     help="largest relative step-1 loss difference between the runs")
     ps.add_argument("runs", nargs="+", metavar="NAME=loss.csv[,loss.csv...]",
                     help="one run per repeat, comma-separated")
+    pc = sub.add_parser("cost")
+    pc.add_argument("--warmup", type=int, default=3)
+    pc.add_argument("--what", default="the term", help="what the second run adds")
+    pc.add_argument("--loss-tol", type=float, default=1e-4,
+                    help="largest relative step-1 loss difference between the runs")
+    pc.add_argument("base", metavar="NAME=loss.csv[,loss.csv...]", help="the run without it")
+    pc.add_argument("with_", metavar="NAME=loss.csv[,loss.csv...]", help="the run with it")
     sub.add_parser("machine")
     a = p.parse_args()
     if a.cmd == "init":
@@ -330,6 +372,8 @@ def main():
         cmd_train(a)
     elif a.cmd == "summary":
         cmd_summary(a)
+    elif a.cmd == "cost":
+        cmd_cost(a)
     else:
         print(machine())
 

@@ -3,14 +3,20 @@
 # CPU: same model, same initial weights, same batches, same thread count (docs/benchmarks.md,
 # "training vs PyTorch"). A benchmark, not a test: it needs the Python venv described there.
 #
-#   bash bench/train_vs_torch.sh [--model small|m2] [--steps N] [--warmup W] [--repeat R]
+#   bash bench/train_vs_torch.sh [--model small|m2|m3] [--steps N] [--warmup W] [--repeat R]
 #                                [--data JSONL] [--out DIR] [--recompute]
 #
 # --model: small (default) is a MiniMax-Text-01-shaped model (bench/configs/bench-small.json,
-# bench/recipes/bench-small.toml), m2 a MiniMax-M2-shaped one (bench-m2.json, bench-m2.toml).
+# bench/recipes/bench-small.toml), m2 a MiniMax-M2-shaped one (bench-m2.json, bench-m2.toml),
+# m3 a MiniMax-M3-shaped text model (bench-m3.json, bench-m3.toml: dense and MoE layers, MSA
+# layers whose top-4 blocks of 16 drop blocks of the longer rows). transformers' M3 has no
+# indexer KL, so for m3 every compared minimax-train run sets model.aux_coef.index_kl = 0, and
+# each round adds a 1 x 2 run with the KL on (the recipe's 1.0), whose step time against the
+# KL-off 1 x 2 run is reported as the KL's own cost.
 # 1. builds minimax-train (Release) in $MT_BENCH_BUILD (default build-bench) when needed;
-# 2. transformers initialises the model (MiniMaxForCausalLM, MiniMaxM2ForCausalLM) from the
-#    config and saves it (fp32 safetensors): both sides start from these weights;
+# 2. transformers initialises the model (MiniMaxForCausalLM, MiniMaxM2ForCausalLM,
+#    MiniMaxM3VLForCausalLM) from the config and saves it (fp32 safetensors): both sides start
+#    from these weights;
 # 3. minimax-train trains N steps (default 30) of the recipe (GSM8K train
 #    split, default ../shared/data/gsm8k/train.jsonl; padded rows of at most 256 tokens, each
 #    batch cut after its longest row on both sides (data.trim_padding), global batch 4,
@@ -25,7 +31,7 @@
 #    each run's peak resident memory (GNU time's maximum RSS: the largest rank's).
 # --recompute: both sides recompute each decoder layer in the backward
 # (train.gradient_checkpointing; transformers' gradient_checkpointing_enable()). Default output
-# runs/bench-train, with -m2 and -recompute appended as the options say.
+# runs/bench-train, with -m2 / -m3 and -recompute appended as the options say.
 # Environment: MT_BENCH_PYTHON (default /work/pyref/bin/python), MT_BENCH_BUILD, MT_BENCH_OUT
 # (default runs/bench-train); OMP_WAIT_POLICY, when set, goes to minimax-train's ranks only.
 set -euo pipefail
@@ -48,18 +54,20 @@ while [ $# -gt 0 ]; do
   --data) data="$(realpath "$2")"; shift 2 ;;
   --out) out="$(realpath -m "$2")"; shift 2 ;;
   --recompute) recompute=1; shift ;;
-  -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,35p' "$0"; exit 0 ;;
   *) echo "$0: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [ "$steps" -gt "$warmup" ] || { echo "$0: --steps must exceed --warmup" >&2; exit 2; }
-case "$model" in small | m2) ;; *) echo "$0: --model must be small or m2" >&2; exit 2 ;; esac
+case "$model" in small | m2 | m3) ;; *) echo "$0: --model must be small, m2 or m3" >&2; exit 2 ;; esac
 suffix=""
 [ "$model" = small ] || suffix="-$model"
 [ $recompute = 0 ] || suffix+="-recompute"
 [ -n "$out" ] || out="$(realpath -m "${MT_BENCH_OUT:-$root/runs/bench-train$suffix}")"
 mt_recompute=() pt_recompute=()
 [ $recompute = 0 ] || { mt_recompute=(--set train.gradient_checkpointing=true); pt_recompute=(--gradient-checkpointing); }
+mt_kl_off=() # m3: the compared runs without the indexer KL (transformers has none)
+[ "$model" != m3 ] || mt_kl_off=(--set model.aux_coef.index_kl=0)
 cd "$root"
 py="${MT_BENCH_PYTHON:-/work/pyref/bin/python}"
 build="${MT_BENCH_BUILD:-$root/build-bench}"
@@ -101,8 +109,9 @@ others=""
 source "$root/launch/env.sh"
 as_root=()
 [ "$(id -u)" -ne 0 ] || as_root=(--allow-run-as-root)
-run_mt() { # name ranks threads per-device-batch
+run_mt() { # name ranks threads per-device-batch [--set key=value...]
   local name="$1" ranks="$2" threads="$3" batch="$4" envs
+  shift 4
   envs=(-x OPENBLAS_NUM_THREADS="$threads" -x OMP_NUM_THREADS="$threads")
   [ -z "${OPENBLAS_CORETYPE:-}" ] || envs+=(-x OPENBLAS_CORETYPE)
   [ -z "${OMP_WAIT_POLICY:-}" ] || envs+=(-x OMP_WAIT_POLICY)
@@ -112,15 +121,20 @@ run_mt() { # name ranks threads per-device-batch
     "$bin" "$recipe" --set output.dir="$out/$name" --set model.path="$out/init" \
     --set data.cache_dir="$out/cache" --set train.max_steps="$steps" \
     --set train.per_device_train_batch_size="$batch" ${data:+--set data.path="$data"} \
-    "${mt_recompute[@]}"
+    "${mt_recompute[@]}" "$@"
   rm -rf "${out:?}/$name"/checkpoint-* # the final training state (~200 MB), not needed here
 }
-echo "$repeat round(s) of: minimax-train 1 rank x 2 threads, 2 ranks x 1 thread;" \
+echo "$repeat round(s) of: minimax-train 1 rank x 2 threads, 2 ranks x 1 thread$(
+  [ "$model" != m3 ] || echo " (indexer KL off), 1 x 2 with the KL on");" \
   "PyTorch 2 threads; $steps steps each" >&2
-mt12="" mt21="" pt=""
+mt12="" mt21="" pt="" mtkl=""
 for r in $(seq 1 "$repeat"); do
-  run_mt "mt-1x2.$r" 1 2 4
-  run_mt "mt-2x1.$r" 2 1 2
+  run_mt "mt-1x2.$r" 1 2 4 "${mt_kl_off[@]}"
+  run_mt "mt-2x1.$r" 2 1 2 "${mt_kl_off[@]}"
+  if [ "$model" = m3 ]; then # the KL's own cost: the recipe's index_kl (on)
+    run_mt "mt-1x2-kl.$r" 1 2 4
+    mtkl+="${mtkl:+,}$out/mt-1x2-kl.$r/loss.csv"
+  fi
   # 4. PyTorch, from the 1-rank run's resolved recipe (checkpoint, token cache, batch and
   #    hyper-parameters), in its default OpenMP setting (OMP_WAIT_POLICY=PASSIVE slows it)
   measured "torch.$r" env -u OMP_WAIT_POLICY "$py" bench/train_torch.py train --recipe "$out/mt-1x2.1/recipe.toml" \
@@ -140,8 +154,12 @@ done
     git -C "$root" diff --quiet HEAD 2>/dev/null || echo " + uncommitted changes"), $bin"
   echo "model: $config ($(sed -n 's/^model: \([^;]*\) in [0-9]* buckets.*/\1/p' "$out/mt-1x2.1.log"))"
   echo "pytorch: $(grep -m1 '^torch ' "$out/torch.1.log")"
+  [ "$model" != m3 ] || echo "indexer KL: off in the compared minimax-train runs" \
+    "(model.aux_coef.index_kl = 0; transformers has none), on (the recipe's) in the 1x2 KL-on runs"
   "$py" bench/train_torch.py summary --warmup "$warmup" --ref "pytorch 1x2" \
     "minimax-train 1x2=$mt12" "minimax-train 2x1=$mt21" "pytorch 1x2=$pt"
+  [ -z "$mtkl" ] || "$py" bench/train_torch.py cost --warmup "$warmup" --what "the indexer KL" \
+    "minimax-train 1x2=$mt12" "minimax-train 1x2 KL on=$mtkl"
   echo "interference and memory (whole runs, start-up included; above ~5% the tokens/s are not" \
     "reliable):"
   printf "%s" "$others"
