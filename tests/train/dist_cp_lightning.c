@@ -5,7 +5,9 @@
  * run (relative L2 <= 1e-6 per rank). Cases run the world as one context group of C = size
  * ranks; rows without segments, and packed rows whose segments cross chunk borders, start
  * exactly on a chunk border, span several whole chunks, and are one token long. The backend is
- * MT_TEST_BACKEND (default cpu; cuda: the emulator build, op_cuda_emu_dist_cp_lightning_*). */
+ * MT_TEST_BACKEND (default cpu; cuda: the emulator build, op_cuda_emu_dist_cp_lightning_*, which
+ * adds the bf16 GEMM modes, the GEMM form and the fused kernels, against one rank in the same
+ * mode on the same backend). */
 #include "tests/support/harness.h"
 #include "autograd/context_parallel.h"
 #include "train/comm.h"
@@ -45,102 +47,102 @@ static void make_ids(int32_t *ids, int B, int T, int C, mt_rng *rng) {
     }
 }
 
-static bool run_case(mt_comm *comm, const mt_backend *be, int B, int T, int block, bool packed) {
-    const int C = comm->size, r = comm->rank, H = 3, D = 8, Tl = T / C;
-    const float lam[3] = {0.3f, 0.04f, 0.002f};
-    const size_t r3 = (size_t)H * 3 * D, ro = (size_t)H * D;
-    mt_rng rng;
-    mt_rng_seed(&rng, 1234 + T + block + packed);
-    float *qkv = malloc(sizeof(float) * B * T * r3), *dout = malloc(sizeof(float) * B * T * ro);
-    mt_fill_normal(qkv, (int64_t)B * T * r3, 1.0f, &rng);
-    for (int64_t i = 0; i < (int64_t)B * T * (int64_t)r3; i++)
-        qkv[i] = qkv[i] / (1.0f + expf(-qkv[i]));
-    mt_fill_normal(dout, (int64_t)B * T * ro, 1.0f, &rng);
-    int32_t *ids = NULL;
-    if (packed) {
-        ids = malloc(sizeof(int32_t) * B * T);
-        make_ids(ids, B, T, C, &rng);
-    }
+/* One case: rows (B, T) of H = 3 heads of width D; bf16: the GEMM mode of both runs. */
+typedef struct {
+    int B, T, block, D;
+    bool packed, bf16;
+} cp_case;
 
-    /* the reference: one rank, whole rows, CPU */
+/* mt_cp_lightning (group NULL: mt_lightning) on backend be over rows (B, T) given on the host:
+ * out (B,T,H,D) and dqkv (B,T,H,3D) back on the host. */
+static void run_op(const mt_backend *be, const cp_case *k, const mt_cp_group *g, int T,
+                   const float *qkv, const int32_t *ids, const float *dout, const float *lam,
+                   float *out, float *dqkv) {
+    const int B = k->B, H = 3, D = k->D;
     mt_ctx c;
-    mt_test_ctx_init(&c);
-    mt_tensor *gq = mt_test_tensor(MT_F32, 4, (int64_t[]){B, T, H, 3 * D}, true, "qkv");
-    memcpy(gq->data, qkv, mt_nbytes(gq));
-    mt_tensor *decay = mt_test_tensor(MT_F32, 1, (int64_t[]){H}, false, "decay");
-    memcpy(decay->data, lam, sizeof(lam));
-    mt_tensor *gs = NULL;
-    if (ids) {
-        gs = mt_test_tensor(MT_I32, 2, (int64_t[]){B, T}, false, "seg");
-        memcpy(gs->data, ids, mt_nbytes(gs));
-    }
-    mt_tensor *o = mt_lightning(&c, gq, decay, gs, block);
-    float *out_ref = malloc(mt_nbytes(o));
-    memcpy(out_ref, o->data, mt_nbytes(o));
-    mt_backward(&c, o, dout);
-    const float *dq_ref = gq->grad;
-    mt_ctx_free(&c);
-
-    /* this rank's chunks */
-    float *lq = malloc(sizeof(float) * B * Tl * r3), *ld = malloc(sizeof(float) * B * Tl * ro);
-    float *lo_ref = malloc(sizeof(float) * B * Tl * ro),
-          *ldq_ref = malloc(sizeof(float) * B * Tl * r3);
-    int32_t *ls = ids ? malloc(sizeof(int32_t) * B * Tl) : NULL;
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < Tl; i++) {
-            const size_t gt = (size_t)b * T + mt_cp_global_index(r, C, T, i),
-                         lt = (size_t)b * Tl + i;
-            memcpy(lq + lt * r3, qkv + gt * r3, sizeof(float) * r3);
-            memcpy(ldq_ref + lt * r3, dq_ref + gt * r3, sizeof(float) * r3);
-            memcpy(ld + lt * ro, dout + gt * ro, sizeof(float) * ro);
-            memcpy(lo_ref + lt * ro, out_ref + gt * ro, sizeof(float) * ro);
-            if (ls) ls[lt] = ids[gt];
-        }
-
-    /* the op on this rank's backend: inputs and the gradient on backend memory */
     mt_ctx_init(&c, be, (size_t)64 << 20, 1 << 10);
-    const size_t nq = sizeof(float) * B * Tl * r3, ns = sizeof(int32_t) * B * Tl;
-    void *xd = be->alloc(nq), *xg = be->alloc(nq), *lamd = be->alloc(sizeof(lam));
-    void *sd = ls ? be->alloc(ns) : NULL;
-    be->to_device(xd, lq, nq);
+    c.compute_dtype = k->bf16 ? MT_BF16 : MT_F32;
+    const size_t nq = sizeof(float) * B * T * H * 3 * D, ns = sizeof(int32_t) * B * T;
+    void *xd = be->alloc(nq), *xg = be->alloc(nq), *lamd = be->alloc(sizeof(float) * H);
+    void *sd = ids ? be->alloc(ns) : NULL;
+    be->to_device(xd, qkv, nq);
     be->zero(xg, nq);
-    be->to_device(lamd, lam, sizeof(lam));
-    if (sd) be->to_device(sd, ls, ns);
+    be->to_device(lamd, lam, sizeof(float) * H);
+    if (sd) be->to_device(sd, ids, ns);
     mt_tensor x, dl, sl;
-    mt_tensor_wrap(&x, MT_F32, 4, (int64_t[]){B, Tl, H, 3 * D}, xd, xg, "qkv local");
+    mt_tensor_wrap(&x, MT_F32, 4, (int64_t[]){B, T, H, 3 * D}, xd, xg, "qkv");
     mt_tensor_wrap(&dl, MT_F32, 1, (int64_t[]){H}, lamd, NULL, "decay");
-    mt_tensor_wrap(&sl, MT_I32, 2, (int64_t[]){B, Tl}, sd, NULL, "seg local");
+    mt_tensor_wrap(&sl, MT_I32, 2, (int64_t[]){B, T}, sd, NULL, "seg");
     x.dev = dl.dev = sl.dev = be->dev;
-    mt_cp_group g = {C, r, hook_allgather, hook_reduce_scatter, comm};
-    mt_tensor *lo = mt_cp_lightning(&c, &x, &dl, sd ? &sl : NULL, block, &g);
-    float *out = malloc(mt_nbytes(lo)), *dqkv = malloc(nq);
-    be->to_host(out, lo->data, mt_nbytes(lo));
-    mt_backward(&c, lo, ld);
+    mt_tensor *o = mt_cp_lightning(&c, &x, &dl, sd ? &sl : NULL, k->block, g);
+    be->to_host(out, o->data, mt_nbytes(o));
+    mt_backward(&c, o, dout);
     be->to_host(dqkv, xg, nq);
     mt_ctx_free(&c);
     be->free(xd);
     be->free(xg);
     be->free(lamd);
     if (sd) be->free(sd);
+}
 
-    char label[128];
-    snprintf(label, sizeof(label), "C=%d rank %d B=%d T=%d block %d%s: out", C, r, B, T, block,
-             packed ? " packed" : "");
-    bool ok = mt_check_rel_l2(label, out, lo_ref, (int64_t)B * Tl * ro, 1e-6);
-    snprintf(label, sizeof(label), "C=%d rank %d B=%d T=%d block %d%s: dqkv", C, r, B, T, block,
-             packed ? " packed" : "");
-    ok &= mt_check_rel_l2(label, dqkv, ldq_ref, (int64_t)B * Tl * r3, 1e-6);
-    free(qkv);
-    free(dout);
+/* this rank's rows of a (B, T, w) buffer, by context_parallel.h's layout */
+static void take_local(float *dst, const float *src, int B, int T, int C, int r, size_t w) {
+    const int Tl = T / C;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < Tl; i++)
+            memcpy(dst + ((size_t)b * Tl + i) * w,
+                   src + ((size_t)b * T + mt_cp_global_index(r, C, T, i)) * w, sizeof(float) * w);
+}
+
+/* fp32: against one rank on the CPU, <= 1e-6. bf16 (a device backend): against one rank on the
+ * same backend in the same mode; the chunks move the block edges, so the bf16 rounding points
+ * differ: tol is the bf16 rule of the op's other tests. */
+static bool run_case(mt_comm *comm, const mt_backend *be, const cp_case *k, double tol) {
+    const int C = comm->size, r = comm->rank, H = 3, B = k->B, T = k->T, D = k->D, Tl = T / C;
+    const float lam[3] = {0.3f, 0.04f, 0.002f};
+    const size_t r3 = (size_t)H * 3 * D, ro = (size_t)H * D;
+    mt_rng rng;
+    mt_rng_seed(&rng, 1234 + T + k->block + k->packed + D);
+    float *qkv = malloc(sizeof(float) * B * T * r3), *dout = malloc(sizeof(float) * B * T * ro);
+    mt_fill_normal(qkv, (int64_t)B * T * r3, 1.0f, &rng);
+    for (int64_t i = 0; i < (int64_t)B * T * (int64_t)r3; i++)
+        qkv[i] = qkv[i] / (1.0f + expf(-qkv[i]));
+    mt_fill_normal(dout, (int64_t)B * T * ro, 1.0f, &rng);
+    int32_t *ids = NULL, *ls = NULL;
+    if (k->packed) {
+        ids = malloc(sizeof(int32_t) * B * T);
+        ls = malloc(sizeof(int32_t) * B * Tl);
+        make_ids(ids, B, T, C, &rng);
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < Tl; i++)
+                ls[b * Tl + i] = ids[(size_t)b * T + mt_cp_global_index(r, C, T, i)];
+    }
+    float *out_ref = malloc(sizeof(float) * B * T * ro),
+          *dq_ref = malloc(sizeof(float) * B * T * r3);
+    run_op(k->bf16 ? be : mt_backend_cpu(), k, NULL, T, qkv, ids, dout, lam, out_ref, dq_ref);
+
+    float *lq = malloc(sizeof(float) * B * Tl * r3), *ld = malloc(sizeof(float) * B * Tl * ro);
+    float *lo_ref = malloc(sizeof(float) * B * Tl * ro),
+          *ldq_ref = malloc(sizeof(float) * B * Tl * r3);
+    take_local(lq, qkv, B, T, C, r, r3);
+    take_local(ld, dout, B, T, C, r, ro);
+    take_local(lo_ref, out_ref, B, T, C, r, ro);
+    take_local(ldq_ref, dq_ref, B, T, C, r, r3);
+    float *out = malloc(sizeof(float) * B * Tl * ro), *dqkv = malloc(sizeof(float) * B * Tl * r3);
+    mt_cp_group g = {C, r, hook_allgather, hook_reduce_scatter, comm};
+    run_op(be, k, &g, Tl, lq, ls, ld, lam, out, dqkv);
+
+    char label[160];
+    snprintf(label, sizeof(label), "C=%d rank %d B=%d T=%d D=%d block %d%s%s: out", C, r, B, T, D,
+             k->block, k->packed ? " packed" : "", k->bf16 ? " bf16" : "");
+    bool ok = mt_check_rel_l2(label, out, lo_ref, (int64_t)B * Tl * ro, tol);
+    snprintf(label, sizeof(label), "C=%d rank %d B=%d T=%d D=%d block %d%s%s: dqkv", C, r, B, T, D,
+             k->block, k->packed ? " packed" : "", k->bf16 ? " bf16" : "");
+    ok &= mt_check_rel_l2(label, dqkv, ldq_ref, (int64_t)B * Tl * r3, tol);
+    float *bufs[] = {qkv, dout, out_ref, dq_ref, lq, ld, lo_ref, ldq_ref, out, dqkv};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
     free(ids);
-    free(out_ref);
-    free(lq);
-    free(ld);
-    free(lo_ref);
-    free(ldq_ref);
     free(ls);
-    free(out);
-    free(dqkv);
     return ok;
 }
 
@@ -160,11 +162,17 @@ static int test_cp_lightning(void) {
     int64_t bad = 0;
     /* chunks of 6 tokens at C = 2 and 4 (T = 24, 48), blocks crossing chunk edges or not */
     const int T = 12 * C;
-    bad += !run_case(comm, be, 2, T, 4, false);
-    bad += !run_case(comm, be, 2, T, 0, false);
-    bad += !run_case(comm, be, 2, T, 4, true);
-    bad += !run_case(comm, be, 3, T, 5, true);
-    bad += !run_case(comm, be, 2, 4 * T, 16, true); /* several blocks per chunk */
+    const cp_case fp32[] = {
+        {2, T, 4, 8, false, false}, {2, T, 0, 8, false, false},     {2, T, 4, 8, true, false},
+        {3, T, 5, 8, true, false},  {2, 4 * T, 16, 8, true, false}, /* several blocks a chunk */
+    };
+    for (size_t i = 0; i < sizeof(fp32) / sizeof(fp32[0]); i++)
+        bad += !run_case(comm, be, &fp32[i], 1e-6);
+    if (be->dev != MT_CPU) { /* the bf16 modes: GEMM form (D = 16) and fused kernels (D = 64) */
+        const cp_case bf16[] = {{2, 4 * T, 16, 16, true, true}, {2, 4 * T, 16, 64, true, true}};
+        for (size_t i = 0; i < sizeof(bf16) / sizeof(bf16[0]); i++)
+            bad += !run_case(comm, be, &bf16[i], 2e-2);
+    }
     comm->allreduce_i64(comm, &bad, 1);
     EXPECT(bad == 0, "%lld comparisons failed over the ranks", (long long)bad);
     mt_comm_finalize(comm);
