@@ -126,10 +126,9 @@ static void cp_mix(const mt_node *n, const mt_cp_lightning_kernels *k, float *y,
     cp_dims(n, &B, &n_tok, &H, &D);
     const int np = 2 * B * H, ni = 2 * in->g->size;
     const int64_t DD = (int64_t)D * D;
-    double *lam = malloc(sizeof(double) * H + sizeof(float) * H);
-    double *w = malloc(sizeof(double) * np * ni);
-    int64_t *off = malloc(sizeof(int64_t) * np * ni);
-    MT_CHECK(lam && w && off, "cp lightning: out of host memory for %d x %d mix weights", np, ni);
+    double *lam = mt_malloc(sizeof(double) * H + sizeof(float) * H, "cp lightning decay");
+    double *w = mt_malloc(sizeof(double) * np * ni, "cp lightning mix weights");
+    int64_t *off = mt_malloc(sizeof(int64_t) * np * ni, "cp lightning mix offsets");
     float *lamf = (float *)(lam + H);
     be->to_host(lamf, n->in[1]->data, sizeof(float) * H);
     for (int h = 0; h < H; h++) lam[h] = lamf[h];
@@ -151,8 +150,7 @@ static void cp_local_meta(const mt_node *n, int32_t *meta) {
     memset(meta, 0, sizeof(int32_t) * 2 * B * CP_META);
     if (!n->in[2]) return;
     const size_t count = (size_t)B * 2 * n_tok;
-    int32_t *sg = malloc(sizeof(int32_t) * count);
-    MT_CHECK(sg, "cp lightning: out of host memory for %zu segment ids", count);
+    int32_t *sg = mt_malloc(sizeof(int32_t) * count, "cp lightning segment ids");
     n->ctx->be->to_host(sg, n->in[2]->data, sizeof(int32_t) * count);
     for (int row = 0; row < 2 * B; row++) {
         const int32_t *s = sg + (size_t)row * n_tok;
@@ -193,8 +191,7 @@ void mt_cp_lightning_node_fwd(const mt_node *n, const mt_cp_lightning_kernels *k
     float *recv = mt_node_scratch(n, sizeof(float) * per_rank * g->size, "cp lightning gathered");
     const int32_t *seg = n->in[2] ? n->in[2]->data : NULL;
     k->state(send, n->in[0]->data, n->in[1]->data, seg, 2 * B, n_tok, H, D);
-    int32_t *meta = malloc(sizeof(int32_t) * nmeta * (g->size + 1));
-    MT_CHECK(meta, "cp lightning: out of host memory for the chunk meta");
+    int32_t *meta = mt_malloc(sizeof(int32_t) * nmeta * (g->size + 1), "cp lightning chunk meta");
     cp_local_meta(n, meta);
     be->to_device(send + nst, meta, sizeof(int32_t) * nmeta);
     g->allgather(g->user, send, recv, per_rank, sizeof(float));
