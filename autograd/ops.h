@@ -66,6 +66,39 @@ mt_tensor *mt_attention_window(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor 
  * an fp32 DxD state, T need not be a multiple of block. -> (B,T,H,D). */
 mt_tensor *mt_lightning(mt_ctx *c, mt_tensor *qkv, mt_tensor *decay, mt_tensor *seg, int block);
 
+/* Lightning attention under context parallelism (autograd/context_parallel.h's layout; issue 39,
+ * LASP-2's scheme): qkv (B,Tl,H,3D) and seg (B,Tl) or NULL are this rank's two chunks of each
+ * row (Tl = T / C tokens, even; seg the global segment ids of those tokens). Each chunk's state
+ * from zero is all-gathered (one exchange of 2C states of H x D x D per row, with the chunks'
+ * segment ids at their ends), every rank scans them in global order (a state crosses a chunk
+ * unless the chunk holds a segment start, decayed by exp(-lambda n) over its n tokens), and each
+ * chunk runs the block form from its incoming state. Backward: the readout gradients of the
+ * incoming states are all-gathered and scanned in reverse into each chunk's final-state
+ * gradient. Every rank of the group must call it (both passes are collectives). block = 0 takes
+ * the block form with one block per chunk; the CPU's bf16 GEMM mode runs fp32 here (the CUDA
+ * backend keeps it). group NULL or of size 1: mt_lightning itself. -> (B,Tl,H,D). */
+struct mt_cp_group;
+mt_tensor *mt_cp_lightning(mt_ctx *c, mt_tensor *qkv, mt_tensor *decay, mt_tensor *seg, int block,
+                           const struct mt_cp_group *group);
+/* A backend's kernels for the node work of mt_cp_lightning (autograd/op_cp_lightning.c), all on
+ * backend memory; rows of `chunks` equal chunks are taken as B*chunks rows of Tl/chunks tokens. */
+typedef struct mt_cp_lightning_kernels {
+    /* kernels/cpu/lightning.h: cpu_lightning_state and cpu_lightning_state_grad */
+    void (*state)(float *state, const float *qkv, const float *decay, const int32_t *seg, int B,
+                  int T, int H, int D);
+    void (*state_grad)(float *g, const float *dout, const float *qkv, const float *decay,
+                       const int32_t *seg, int B, int T, int H, int D);
+    /* y[p*DD + e] = fl(sum_i w[p*ni + i] x[off[p*ni + i] + e]) (double sums; w = 0 skipped) */
+    void (*mix)(float *y, const float *x, const double *w, const int64_t *off, int np, int ni,
+                int64_t DD);
+    /* the node's block form (ip[0] block, ip[1] GEMM mode) from s0 ((B*chunks),H,D,D) into
+     * n->out; and its backward with the final-state gradient dsT, into n->in[0]->grad (+=) */
+    void (*forward)(const mt_node *n, int chunks, const float *s0);
+    void (*backward)(const mt_node *n, int chunks, const float *s0, const float *dsT);
+} mt_cp_lightning_kernels;
+void mt_cp_lightning_node_fwd(const mt_node *n, const mt_cp_lightning_kernels *k);
+void mt_cp_lightning_node_bwd(const mt_node *n, const mt_cp_lightning_kernels *k);
+
 /* MiniMax-M3 block-sparse attention (MSA, spec sections 4-5; docs/msa.md). Rows (B,T) pack
  * samples: seg (B,T) I32 segment ids or NULL (one sample per row), pos (B,T) I32 positions that
  * restart at 0 with each sample (a run of equal ids) and count up by one (checked). Token j is

@@ -124,6 +124,34 @@ void cpu_lightning_state(float *state, const float *qkv, const float *decay, con
     }
 }
 
+/* g = sum_{t < first} gamma^(t+1) q_t^T do_t, first = the row's first reset (T if none). */
+void cpu_lightning_state_grad(float *g, const float *dout, const float *qkv, const float *decay,
+                              const int32_t *seg, int B, int T, int H, int D) {
+    cpu_lightning_check_dims("lightning state gradient", B, T, H, D);
+    const size_t row3 = (size_t)H * 3 * D, row = (size_t)H * D;
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * H; bh++) {
+        const int b = bh / H, h = bh % H;
+        const float *base = qkv + ((size_t)b * T * H + h) * 3 * D;
+        const float *gbase = dout + ((size_t)b * T * H + h) * D;
+        const int32_t *sg = seg ? seg + (size_t)b * T : NULL;
+        const double lam = decay[h];
+        int first = 1;
+        while (first < T && !cpu_lightning_resets(sg, first)) first++;
+        float *G = g + (size_t)bh * D * D;
+        double acc[CPU_LIGHTNING_MAX_D];
+        for (int c = 0; c < D; c++) {
+            for (int d = 0; d < D; d++) acc[d] = 0;
+            for (int t = 0; t < first; t++) {
+                const float *q = base + t * row3, *dot = gbase + t * row;
+                const double w = exp(-lam * (t + 1)) * q[c];
+                for (int d = 0; d < D; d++) acc[d] += w * dot[d];
+            }
+            for (int d = 0; d < D; d++) G[(size_t)c * D + d] = (float)acc[d];
+        }
+    }
+}
+
 /* One token of one head: S (D,D) = g S + k^T v, then out (D) = q S. The state is updated before
  * the readout, so the token sees itself with weight 1. */
 static void lightning_token(float *S, const float *q, const float *k, const float *v, double g,

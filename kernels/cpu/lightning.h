@@ -38,6 +38,25 @@ void cpu_lightning_backward_block(float *dqkv, float *state, float *dstate, cons
                                   const float *qkv, const float *decay, const int32_t *seg, int B,
                                   int T, int H, int D, int block);
 
+/* The block form from an initial state s0 (B,H,D,D), the state after a position before the row
+ * (NULL: zero): every query before the row's first reset also reads gamma^(t+1) q_t s0, and s0
+ * reaches the final state (gamma^T s0) when the row has no reset. Equal to running the row after
+ * the positions that built s0 (context parallelism's chunks, autograd/op_cp_lightning.c). */
+void cpu_lightning_forward_block_from(float *out, float *state, const float *s0, const float *qkv,
+                                      const float *decay, const int32_t *seg, int B, int T, int H,
+                                      int D, int block);
+/* Its backward, given dsT (B,H,D,D), the gradient of the final state from what follows the row
+ * (NULL: zero): dqkv += as above; dstate holds on return the gradient of s0 (both paths: the
+ * queries' readout and, without a reset, dsT through gamma^T s0). */
+void cpu_lightning_backward_block_from(float *dqkv, float *state, float *dstate, const float *s0,
+                                       const float *dsT, const float *dout, const float *qkv,
+                                       const float *decay, const int32_t *seg, int B, int T, int H,
+                                       int D, int block);
+/* The gradient of s0 through the row's readout alone (dsT = 0), in double:
+ * g (B,H,D,D) = sum over t before the row's first reset of gamma^(t+1) q_t^T do_t. */
+void cpu_lightning_state_grad(float *g, const float *dout, const float *qkv, const float *decay,
+                              const int32_t *seg, int B, int T, int H, int D);
+
 /* The block form in the bf16 GEMM mode (node ip[1] = MT_BF16): the rounding points of
  * lightning_bf16.c's header, which the CUDA path shares. work: B*H times
  * cpu_lightning_bf16_scratch_floats(T, D, block) floats. */

@@ -164,6 +164,20 @@ static void lt_state_update(float *S, float *X, const float *kb, const float *vb
 
 void cpu_lightning_forward_block(float *out, float *state, const float *qkv, const float *decay,
                                  const int32_t *seg, int B, int T, int H, int D, int block) {
+    cpu_lightning_forward_block_from(out, state, NULL, qkv, decay, seg, B, T, H, D, block);
+}
+
+/* S (D,D) of pair bh = s0's, or 0 when s0 is NULL. */
+static void lt_state_init(float *S, const float *s0, int bh, int D) {
+    if (s0)
+        memcpy(S, s0 + (size_t)bh * D * D, sizeof(float) * D * D);
+    else
+        memset(S, 0, sizeof(float) * D * D);
+}
+
+void cpu_lightning_forward_block_from(float *out, float *state, const float *s0, const float *qkv,
+                                      const float *decay, const int32_t *seg, int B, int T, int H,
+                                      int D, int block) {
     cpu_lightning_check_dims("lightning forward (block)", B, T, H, D);
     MT_CHECK(block >= 1, "lightning forward (block): block = %d must be >= 1", block);
     const size_t row3 = (size_t)H * 3 * D, row = (size_t)H * D;
@@ -178,7 +192,7 @@ void cpu_lightning_forward_block(float *out, float *state, const float *qkv, con
         int start[LT_TILE];
         const lt_pow gp = lt_pow_init(table, rev, decay[h], block);
         float *S = state + (size_t)bh * D * D;
-        memset(S, 0, sizeof(float) * D * D);
+        lt_state_init(S, s0, bh, D);
         for (int b0 = 0; b0 < T; b0 += block) {
             const lt_blk k = lt_blk_at(sg, b0, block, T);
             /* inter: o_i = gamma^(i-b0+1) (q_i S) before the first reset, 0 from it on */
@@ -227,6 +241,14 @@ void cpu_lightning_forward_block(float *out, float *state, const float *qkv, con
 void cpu_lightning_backward_block(float *dqkv, float *state, float *dstate, const float *dout,
                                   const float *qkv, const float *decay, const int32_t *seg, int B,
                                   int T, int H, int D, int block) {
+    cpu_lightning_backward_block_from(dqkv, state, dstate, NULL, NULL, dout, qkv, decay, seg, B, T,
+                                      H, D, block);
+}
+
+void cpu_lightning_backward_block_from(float *dqkv, float *state, float *dstate, const float *s0,
+                                       const float *dsT, const float *dout, const float *qkv,
+                                       const float *decay, const int32_t *seg, int B, int T, int H,
+                                       int D, int block) {
     cpu_lightning_check_dims("lightning backward (block)", B, T, H, D);
     MT_CHECK(block >= 1, "lightning backward (block): block = %d must be >= 1", block);
     const size_t row3 = (size_t)H * 3 * D, row = (size_t)H * D;
@@ -246,7 +268,7 @@ void cpu_lightning_backward_block(float *dqkv, float *state, float *dstate, cons
 
         /* forward sweep: dq's inter term, dq_I += dOd_I S^T */
         float *S = state + (size_t)bh * D * D;
-        memset(S, 0, sizeof(float) * D * D);
+        lt_state_init(S, s0, bh, D);
         for (int b0 = 0; b0 < T; b0 += block) {
             const lt_blk k = lt_blk_at(sg, b0, block, T);
             for (int i0 = b0; i0 < k.first; i0 += LT_TILE) {
@@ -259,7 +281,7 @@ void cpu_lightning_backward_block(float *dqkv, float *state, float *dstate, cons
 
         /* reverse sweep: the inter terms of dk and dv, then the intra terms of dq, dk, dv */
         float *dS = dstate + (size_t)bh * D * D;
-        memset(dS, 0, sizeof(float) * D * D);
+        lt_state_init(dS, dsT, bh, D);
         for (int nb = nblocks - 1; nb >= 0; nb--) {
             const lt_blk k = lt_blk_at(sg, nb * block, block, T);
             for (int j0 = k.from; j0 <= k.e; j0 += LT_TILE) {

@@ -30,6 +30,12 @@ void cuda_msa_attention_decode(float *out, const float *q, const float *k_cache,
                                int64_t B, int64_t t_max, int64_t H, int64_t Hkv, int64_t D,
                                int block, int topk, float scale);
 
+/* lightning's block form (lightning_block.cu) on rows of `chunks` equal chunks, each from an
+ * initial state s0 (B*chunks,H,D,D) or 0 (NULL), its backward with the final-state gradient dsT
+ * or 0 (NULL): the kernels of context parallelism (cp_lightning.cu) */
+void cuda_lightning_block_fwd_from(const mt_node *n, int chunks, const float *s0);
+void cuda_lightning_block_bwd_from(const mt_node *n, int chunks, const float *s0, const float *dsT);
+
 /* the sharded optimizer's vector kernels (optim.cu), see mt_backend */
 void cuda_vec_add(float *dst, const float *src, int64_t n);
 void cuda_vec_stats(const float *x, int64_t n, double *sumsq, int64_t *nonfinite);

@@ -150,17 +150,19 @@ __global__ void ltb_mask_kernel(T *Pm, const float *P, const int32_t *vis, const
 }
 
 /* Per (b,h) and state element, the scan over blocks: forward, block n's state at its start;
- * reverse, the state gradient at block n's end. carry = fl(keep g^m carry + delta), the fp32
+ * reverse, the state gradient at block n's end. carry (B,H,D,D) or NULL (zero): the state before
+ * the row (forward) or the gradient of the state at its end (reverse; context parallelism's
+ * chunks, kernels/cuda/cp_lightning.cu). carry = fl(keep g^m carry + delta), the fp32
  * state between blocks. The states replace the deltas in buf, or, when op is not NULL (bf16),
  * go to op as T only: the GEMM operand, and all that reads them (buf keeps the deltas). */
 template <typename T>
 __global__ void ltb_scan_kernel(float *buf, T *op, const int2 *info, const double *tab, ltb_dims d,
-                                bool reverse) {
+                                bool reverse, const float *carry) {
     const int64_t DD = (int64_t)d.D * d.D;
     CUDA_FOR(i, (int64_t)d.B * d.H * DD) {
         const int64_t bh = i / DD, el = i % DD;
         const int b = (int)(bh / d.H), h = (int)(bh % d.H);
-        float S = 0.0f;
+        float S = carry ? carry[i] : 0.0f;
         for (int step = 0; step < d.nblk; step++) {
             const int n = reverse ? d.nblk - 1 - step : step;
             const int b0 = n * d.L, m = ltb_end(d, b0) - b0 + 1;
@@ -222,11 +224,12 @@ static void ltb_gemm(const char *what, bool ta, bool tb, int m, int n, int k, co
                                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-static ltb_dims ltb_node_dims(const mt_node *n) {
+/* rows of `chunks` equal chunks taken as B*chunks rows of T/chunks positions (the same memory) */
+static ltb_dims ltb_node_dims(const mt_node *n, int chunks) {
     const mt_tensor *qkv = n->in[0];
     ltb_dims d;
-    d.B = (int)qkv->shape[0];
-    d.T = (int)qkv->shape[1];
+    d.B = (int)qkv->shape[0] * chunks;
+    d.T = (int)qkv->shape[1] / chunks;
     d.H = (int)qkv->shape[2];
     d.D = (int)(qkv->shape[3] / 3);
     const int block = (int)n->ip[0];
@@ -279,13 +282,15 @@ static T *ltb_pack(const mt_node *n, const ltb_dims &d, const ltb_setup &s, int 
 /* The scan of buf (N, D, D) in place; returns the operand copy (buf itself in fp32). */
 template <typename T>
 static T *ltb_scan(const mt_node *n, const ltb_dims &d, const ltb_setup &s, float *buf,
-                   bool reverse) {
+                   bool reverse, const float *carry) {
     const bool bf16 = sizeof(T) == 2;
     const size_t count = (size_t)d.N * d.D * d.D;
     T *op = bf16 ? (T *)mt_node_scratch(n, sizeof(T) * count, "lightning state operand") : NULL;
     const int64_t elems = (int64_t)d.B * d.H * d.D * d.D;
-    void (*scan)(float *, T *, const int2 *, const double *, ltb_dims, bool) = ltb_scan_kernel<T>;
-    scan<<<cuda_blocks(elems, CUDA_THREADS), CUDA_THREADS>>>(buf, op, s.info, s.tab, d, reverse);
+    void (*scan)(float *, T *, const int2 *, const double *, ltb_dims, bool, const float *) =
+        ltb_scan_kernel<T>;
+    scan<<<cuda_blocks(elems, CUDA_THREADS), CUDA_THREADS>>>(buf, op, s.info, s.tab, d, reverse,
+                                                             carry);
     CUDA_LAUNCH_CHECK(reverse ? "lightning state-gradient scan" : "lightning state scan");
     return bf16 ? op : (T *)(void *)buf;
 }
@@ -308,21 +313,22 @@ static T *ltb_mask(const mt_node *n, const ltb_dims &d, const ltb_setup &s, floa
  * stride W), then their decayed scan, reversed for the state gradients. */
 template <typename T>
 static const T *ltb_states(const mt_node *n, const ltb_dims &d, const ltb_setup &s, const T *A,
-                           const T *Bm, int W, bool reverse, const char *what) {
+                           const T *Bm, int W, bool reverse, const float *carry, const char *what) {
     const int64_t DD = (int64_t)d.D * d.D, LW = (int64_t)d.L * W;
     float *St = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * DD), what);
     ltb_gemm<T>(what, true, false, d.D, d.D, d.L, A, W, LW, Bm, W, LW, 0.0f, St, d.D, DD, d);
-    return ltb_scan<T>(n, d, s, St, reverse);
+    return ltb_scan<T>(n, d, s, St, reverse, carry);
 }
 
-template <typename T> static void ltb_forward(const mt_node *n, const ltb_dims &d) {
+template <typename T>
+static void ltb_forward(const mt_node *n, const ltb_dims &d, const float *s0) {
     const ltb_setup s = ltb_prepare(n, d);
     const int D = d.D, L = d.L, W = 5 * D;
     const int64_t LW = (int64_t)L * W, LL = (int64_t)L * L, LD = (int64_t)L * D,
                   DD = (int64_t)D * D;
     const T *X = ltb_pack<T>(n, d, s, 5, NULL);
     const T *Q = X, *K = X + D, *V = X + 2 * D, *Qd = X + 3 * D, *Kd = X + 4 * D;
-    const T *S = ltb_states<T>(n, d, s, Kd, V, W, false, "lightning state deltas");
+    const T *S = ltb_states<T>(n, d, s, Kd, V, W, false, s0, "lightning state deltas");
     float *Ob = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LD), "lightning rows");
     float *P = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * LL), "lightning scores");
     ltb_gemm<T>("lightning scores", false, true, L, L, D, Q, W, LW, K, W, LW, 0.0f, P, L, LL, d);
@@ -335,7 +341,8 @@ template <typename T> static void ltb_forward(const mt_node *n, const ltb_dims &
     CUDA_LAUNCH_CHECK("lightning rows out");
 }
 
-template <typename T> static void ltb_backward(const mt_node *n, const ltb_dims &d) {
+template <typename T>
+static void ltb_backward(const mt_node *n, const ltb_dims &d, const float *s0, const float *dsT) {
     const ltb_setup s = ltb_prepare(n, d);
     const bool bf16 = sizeof(T) == 2;
     const int D = d.D, L = d.L, W = 8 * D, W3 = 3 * D;
@@ -344,8 +351,8 @@ template <typename T> static void ltb_backward(const mt_node *n, const ltb_dims 
     const T *X = ltb_pack<T>(n, d, s, 8, cuda_grad(n->out));
     const T *Q = X, *K = X + D, *V = X + 2 * D, *Qd = X + 3 * D, *Kd = X + 4 * D, *Vd = X + 5 * D,
             *dO = X + 6 * D, *dOd = X + 7 * D;
-    const T *S = ltb_states<T>(n, d, s, Kd, V, W, false, "lightning state deltas");
-    const T *G = ltb_states<T>(n, d, s, Qd, dO, W, true, "lightning state-gradient deltas");
+    const T *S = ltb_states<T>(n, d, s, Kd, V, W, false, s0, "lightning state deltas");
+    const T *G = ltb_states<T>(n, d, s, Qd, dO, W, true, dsT, "lightning state-gradient deltas");
 
     float *dB = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(d.N * L3), "lightning dqkv");
     /* bf16: one fp32 score buffer serves both products (each is masked into its own operand
@@ -388,25 +395,26 @@ static ltf_geom ltb_geom(const ltb_dims &d, const ltb_setup &s) {
  * gradients); returns the bf16 states, the readout operand. */
 static const __nv_bfloat16 *ltb_fused_states(const mt_node *n, const ltb_dims &d,
                                              const ltb_setup &s, ltf_rows a, int akind, ltf_rows b,
-                                             bool reverse, const char *what) {
+                                             bool reverse, const float *carry, const char *what) {
     float *St = (float *)mt_node_scratch(n, sizeof(float) * (size_t)d.N * d.D * d.D, what);
     cuda_lightning_fused_state(what, St, a, akind, b, ltb_geom(d, s));
-    return ltb_scan<__nv_bfloat16>(n, d, s, St, reverse);
+    return ltb_scan<__nv_bfloat16>(n, d, s, St, reverse, carry);
 }
 
-static void ltb_forward_fused(const mt_node *n, const ltb_dims &d) {
+static void ltb_forward_fused(const mt_node *n, const ltb_dims &d, const float *s0) {
     const ltb_setup s = ltb_prepare(n, d);
     const int D = d.D, W = 3 * D;
     const float *qkv = cuda_f32(n->in[0]);
     const ltf_rows q = {qkv, W, 0}, k = {qkv, W, D}, v = {qkv, W, 2 * D};
     const __nv_bfloat16 *S =
-        ltb_fused_states(n, d, s, k, LTF_DECAY_K, v, false, "lightning state deltas (fused)");
+        ltb_fused_states(n, d, s, k, LTF_DECAY_K, v, false, s0, "lightning state deltas (fused)");
     const ltf_out out = {cuda_f32(n->out), D, 0, false}; /* o = Q~ R(S) + Pm V */
     cuda_lightning_fused_rows("lightning rows (fused)", out, q, k, v, false, q, LTF_DECAY_Q, S,
                               false, ltb_geom(d, s));
 }
 
-static void ltb_backward_fused(const mt_node *n, const ltb_dims &d) {
+static void ltb_backward_fused(const mt_node *n, const ltb_dims &d, const float *s0,
+                               const float *dsT) {
     const ltb_setup s = ltb_prepare(n, d);
     const ltf_geom g = ltb_geom(d, s);
     const int D = d.D, W = 3 * D;
@@ -414,8 +422,8 @@ static void ltb_backward_fused(const mt_node *n, const ltb_dims &d) {
     const ltf_rows q = {qkv, W, 0}, k = {qkv, W, D}, v = {qkv, W, 2 * D},
                    dO = {cuda_grad(n->out), D, 0};
     const __nv_bfloat16 *S =
-        ltb_fused_states(n, d, s, k, LTF_DECAY_K, v, false, "lightning state deltas (fused)");
-    const __nv_bfloat16 *G = ltb_fused_states(n, d, s, q, LTF_DECAY_Q, dO, true,
+        ltb_fused_states(n, d, s, k, LTF_DECAY_K, v, false, s0, "lightning state deltas (fused)");
+    const __nv_bfloat16 *G = ltb_fused_states(n, d, s, q, LTF_DECAY_Q, dO, true, dsT,
                                               "lightning state-gradient deltas (fused)");
     float *dqkv = cuda_grad(n->in[0]);
     /* dq += dO~ R(S)^T + dPm K;  dk += V~ R(G)^T + dPm^T Q;  dv += K~ R(G) + Pm^T dO */
@@ -427,22 +435,27 @@ static void ltb_backward_fused(const mt_node *n, const ltb_dims &d) {
                               k, LTF_DECAY_K, G, false, g);
 }
 
-void cuda_lightning_block_fwd(const mt_node *n) {
-    const ltb_dims d = ltb_node_dims(n);
+void cuda_lightning_block_fwd_from(const mt_node *n, int chunks, const float *s0) {
+    const ltb_dims d = ltb_node_dims(n, chunks);
     if (n->ip[1] != MT_BF16)
-        ltb_forward<float>(n, d);
+        ltb_forward<float>(n, d, s0);
     else if (cuda_lightning_fused_on(d.D))
-        ltb_forward_fused(n, d);
+        ltb_forward_fused(n, d, s0);
     else
-        ltb_forward<__nv_bfloat16>(n, d);
+        ltb_forward<__nv_bfloat16>(n, d, s0);
 }
 
-void cuda_lightning_block_bwd(const mt_node *n) {
-    const ltb_dims d = ltb_node_dims(n);
+void cuda_lightning_block_bwd_from(const mt_node *n, int chunks, const float *s0,
+                                   const float *dsT) {
+    const ltb_dims d = ltb_node_dims(n, chunks);
     if (n->ip[1] != MT_BF16)
-        ltb_backward<float>(n, d);
+        ltb_backward<float>(n, d, s0, dsT);
     else if (cuda_lightning_fused_on(d.D))
-        ltb_backward_fused(n, d);
+        ltb_backward_fused(n, d, s0, dsT);
     else
-        ltb_backward<__nv_bfloat16>(n, d);
+        ltb_backward<__nv_bfloat16>(n, d, s0, dsT);
 }
+
+void cuda_lightning_block_fwd(const mt_node *n) { cuda_lightning_block_fwd_from(n, 1, NULL); }
+
+void cuda_lightning_block_bwd(const mt_node *n) { cuda_lightning_block_bwd_from(n, 1, NULL, NULL); }

@@ -92,8 +92,11 @@ if(CMAKE_CXX_COMPILER)
   add_dependencies(minimax-serve-emu mtserve) # its rule makes the chat page's source (MT_WEBUI_C)
   add_executable(bench_gpu_step_emu ${CMAKE_SOURCE_DIR}/bench/gpu_step.c)
   add_executable(test_emu_cublas gpu/emu_cublas.cpp) # the emulated cuBLAS calls themselves
+  # lightning under context parallelism on MPI ranks with the CUDA kernels (tests/train/dist.cmake)
+  add_executable(test_dist_cp_lightning_emu train/dist_cp_lightning.c support/harness.c)
   foreach(t mt_emu test_gpu_ops_emu bench_gpu_ops_emu minimax-train-emu minimax-generate-emu
-      minimax-eval-emu minimax-chat-emu minimax-serve-emu bench_gpu_step_emu test_emu_cublas)
+      minimax-eval-emu minimax-chat-emu minimax-serve-emu bench_gpu_step_emu test_emu_cublas
+      test_dist_cp_lightning_emu)
     target_compile_definitions(${t} PRIVATE MT_WITH_CUDA MT_CUDA_EMU)
     target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-unknown-pragmas>)
     target_include_directories(${t} PRIVATE ${mt_emu_dir}/kernels/cuda ${mt_emu_dir}
@@ -104,6 +107,11 @@ if(CMAKE_CXX_COMPILER)
     if(NOT t STREQUAL mt_emu)
       target_link_libraries(${t} PRIVATE mt_emu)
     endif()
+  endforeach()
+  foreach(np 2 4)
+    mt_test_mpi_cases(test_dist_cp_lightning_emu ${np} op_cuda_emu_dist_cp_lightning_np${np})
+    set_tests_properties(op_cuda_emu_dist_cp_lightning_np${np} PROPERTIES
+      ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI};MT_TEST_BACKEND=cuda")
   endforeach()
   # the full training step benchmark (bench/gpu_step.c) on a tiny shape, --check: the device's
   # steps against the CPU backend's (fp32 1e-5; bf16 by the bf16 rule): fp32 GEMMs with the

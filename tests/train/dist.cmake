@@ -155,3 +155,8 @@ mt_test_cases(test_dist_compare dist_rm_ranks_match dist_rm_layouts_match dist_h
 set_tests_properties(dist_rm_ranks_match PROPERTIES FIXTURES_REQUIRED dist_rm)
 set_tests_properties(dist_rm_layouts_match PROPERTIES FIXTURES_REQUIRED "dist_rm;dist_rm_layouts")
 set_tests_properties(dist_heads_match PROPERTIES FIXTURES_REQUIRED dist_heads)
+# Lightning attention under context parallelism (issue 39 item 3): C = 2 and 4 ranks against one
+# rank on the whole rows, outputs and gradients, packed segments across chunk borders.
+mt_test_binary(test_dist_cp_lightning train/dist_cp_lightning.c)
+mt_test_mpi_cases(test_dist_cp_lightning 2 dist_cp_lightning_np2)
+mt_test_mpi_cases(test_dist_cp_lightning 4 dist_cp_lightning_np4)
