@@ -11,6 +11,9 @@
  *   backward: delta = rowsum(dO o O) (in double); per (b, kv head g), every head h of the group
  *             and every live tile pair: P = exp(S - lse) recomputed, dV_J += P^T dO_I,
  *             dP = dO_I V_J^T, dS = P (dP - delta), dQ_I += scale dS K_J, dK_J += scale dS^T Q_I.
+ * The same tiles serve context parallelism's position kernels (cpu_attention_pos_*, attn_geom):
+ * query rows at given positions against Tk keys; a query tile visits the key tiles up to its
+ * highest position, so the plain kernels are the identity case, bit for bit.
  * One thread owns a (b, g), so it alone writes dk, dv of that head and dq of the group's heads:
  * the gradients accumulate (+=) in place, with no atomics and no scratch beyond two score tiles
  * on the stack. Rounding: fp32 products summed by BLAS, exp by cpu_expf (<= 1.3 ulp), l and
