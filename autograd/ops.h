@@ -4,6 +4,7 @@
  * D head dim, E experts, K experts per token, F expert FFN width, V vocabulary, N = B*T rows.
  * All float tensors are F32 on the CPU backend; ids, labels, positions and segments are I32. */
 #pragma once
+#include "context_parallel.h"
 #include "tensor.h"
 
 /* Same data, new shape (same numel). Backward adds the gradient back. */
@@ -224,6 +225,39 @@ mt_tensor *mt_ep_exchange(mt_ctx *c, mt_tensor *x, const mt_exchange *ex, int Eq
  * CUDA tables both point here (kernels/cpu/ep_exchange.c, kernels/cuda/ep_exchange.cu). */
 void mt_ep_exchange_node_fwd(const mt_node *n);
 void mt_ep_exchange_node_bwd(const mt_node *n);
+
+/* Context parallelism's causal GQA softmax attention (issue 39; autograd/context_parallel.h:
+ * each rank of a group of C holds Tl = T / C tokens of every row, chunks r and 2C-1-r of 2C).
+ * q (B,Tl,H,D), k, v (B,Tl,Hkv,D) the local tokens (RoPE already applied at their global
+ * positions), seg (B,Tl) I32 segment ids or NULL -> (B,Tl,H,D): local query i (global position
+ * p_i = mt_cp_global_index) attends to every global key s <= p_i with seg[s] == seg[i], packed
+ * samples crossing chunk borders included; softmax in fp32 (the GEMM mode as mt_attention);
+ * saves the lse (B,H,Tl). The forward all-gathers K, V and seg over the group (one call of its
+ * allgather hook) and attends the local queries to all T keys in global order; the backward
+ * gathers them again (nothing of size T is kept between the passes), computes dq locally and
+ * dk, dv for all T keys, and reduce-scatters those to their owners (one call), added into k's
+ * and v's gradients. group NULL or of size 1: mt_attention bit for bit. Every rank of the group
+ * must run it in the same order, also in the backward (the collectives). The gathered form is
+ * chosen over a ring because GQA makes K and V small: docs/training.md "Long sequences". */
+mt_tensor *mt_cp_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, mt_tensor *seg,
+                           const mt_cp_group *group, float scale);
+/* The backend-independent node work the CPU and CUDA adapters share (kernels/cpu/cp_attention.c,
+ * kernels/cuda/cp_attention.cu): the gathered keys, values and segments (B,T,...) in global
+ * order from the local ones (k, v: the local keys and values as the kernel will read them, e.g.
+ * rounded to bf16), in backend memory carved as node scratch; with one rank they are k, v and
+ * seg themselves. */
+typedef struct {
+    const float *k, *v;   /* (B,T,Hkv,D) */
+    const int32_t *seg;   /* (B,T) or NULL */
+    const int32_t *q_pos; /* (Tl): the global positions of the local rows */
+    int64_t T;            /* C Tl */
+    float *buf;           /* the rank-major receive buffer (NULL with one rank) */
+} mt_cp_kv;
+void mt_cp_attention_gather(const mt_node *n, const float *k, const float *v, mt_cp_kv *kv);
+/* The backward's exchange: dkv (2,B,T,Hkv,D) the gradients of the gathered keys and values;
+ * each rank's rows summed over the group and added into k's and v's gradients (where they have
+ * one). kv: from mt_cp_attention_gather of the same kernel call (its buffer is reused). */
+void mt_cp_attention_scatter(const mt_node *n, const float *dkv, const mt_cp_kv *kv);
 
 /* The differentiable part of the Switch/Mixtral load-balancing loss:
  * sum_n sum_e coef[e] * softmax(logits[n])[e]; logits (N,E), coef (E) (no grad) -> scalar.

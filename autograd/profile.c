@@ -14,6 +14,7 @@
  *   10 D backward (s again, dP = dO v, dq, dk, dv: FlashAttention's 2.5 x). Packed samples
  *   (seg given) see fewer keys than that: the count is then an upper bound (marked upper). */
 #include "profile.h"
+#include "context_parallel.h"
 
 #include <string.h>
 #include <time.h>
@@ -86,6 +87,25 @@ static void cost_attention(const mt_node *n, bool bwd, double *f, double *b, boo
         *f = 10.0 * (double)D * pairs;
         *b = io + nb(n->out) /* dO */ + 2 * (nb(q) + nb(k) + nb(v));
     }
+}
+
+/* Context parallelism's attention (ip[1] = C, ip[2] = rank): the local rows' causal pairs,
+ * chunk c of n tokens seeing c n + i + 1 keys at row i (a C-th of the row's pairs); the bytes
+ * as attention over the gathered K and V (C times the local ones, read and, backward, written). */
+static void cost_cp_attention(const mt_node *n, bool bwd, double *f, double *b, bool *upper) {
+    const mt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *seg = n->in[3];
+    const int64_t B = q->shape[0], Tl = q->shape[1], H = q->shape[2], D = q->shape[3];
+    const int C = (int)n->ip[1], r = (int)n->ip[2];
+    double rows = C == 1 ? causal_pairs(Tl, 0) : 0;
+    for (int j = 0; C > 1 && j < 2; j++) {
+        const double nn = (double)(Tl / 2), c0 = (double)mt_cp_chunk_of(r, C, j);
+        rows += nn * c0 * nn + nn * (nn + 1) / 2;
+    }
+    const double pairs = (double)B * (double)H * rows, kv = C * (nb(k) + nb(v));
+    const double io = nb(q) + kv + nb(n->out) + C * nb(seg) + nb(n->saved[0]);
+    *upper = seg != NULL;
+    *f = (bwd ? 10.0 : 4.0) * (double)D * pairs;
+    *b = bwd ? io + nb(n->out) + 2 * (nb(q) + kv) : io;
 }
 
 /* Lightning attention, qkv (B,T,H,3D), ip[0] = block. Naive form (block 0): all causal pairs at
@@ -266,6 +286,9 @@ void mt_profile_cost(const mt_node *n, bool bwd, double *flops, double *bytes, b
     }
     case MT_OP_ATTENTION:
         cost_attention(n, bwd, &f, &b, upper);
+        break;
+    case MT_OP_CP_ATTENTION:
+        cost_cp_attention(n, bwd, &f, &b, upper);
         break;
     case MT_OP_LIGHTNING:
         cost_lightning(n, bwd, &f, &b);

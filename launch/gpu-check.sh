@@ -514,7 +514,7 @@ EOF
   }
   # the sources of test_gpu_ops (tests/gpu/gpu.cmake's mt_test_binary line)
   local ops_src=(tests/gpu/gpu_ops.c tests/gpu/gpu_compare.c tests/gpu/gpu_msa.c tests/gpu/gpu_moe.c
-    tests/gpu/gpu_decode.c) ops_obj=()
+    tests/gpu/gpu_decode.c tests/gpu/gpu_cp.c) ops_obj=()
   for f in "${ops_src[@]}"; do ops_obj+=("$(obj_of "$f")"); done
   sa_compile build_test_gpu_ops_src 60 "${ops_src[@]}" &&
     sa_link build_test_gpu_ops "$SA/tests/test_gpu_ops" "${lib_obj[@]}" "${ops_obj[@]}" ||

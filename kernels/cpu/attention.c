@@ -11,6 +11,9 @@
  *   backward: delta = rowsum(dO o O) (in double); per (b, kv head g), every head h of the group
  *             and every live tile pair: P = exp(S - lse) recomputed, dV_J += P^T dO_I,
  *             dP = dO_I V_J^T, dS = P (dP - delta), dQ_I += scale dS K_J, dK_J += scale dS^T Q_I.
+ * The same tiles serve context parallelism's position kernels (cpu_attention_pos_*, attn_geom):
+ * query rows at given positions against Tk keys; a query tile visits the key tiles up to its
+ * highest position, so the plain kernels are the identity case, bit for bit.
  * One thread owns a (b, g), so it alone writes dk, dv of that head and dq of the group's heads:
  * the gradients accumulate (+=) in place, with no atomics and no scratch beyond two score tiles
  * on the stack. Rounding: fp32 products summed by BLAS, exp by cpu_expf (<= 1.3 ulp), l and
@@ -128,24 +131,43 @@ static float attn_row_bf16(float *o, const float *qt, const float *k, const floa
     return (float)(m + log(l));
 }
 
+/* Which keys a query row sees. Query row i of a batch row sits at position attn_qp(qpos, i)
+ * (qpos[i], or i itself when qpos is NULL) among Tk keys at positions 0 .. Tk-1, and sees key s
+ * when s <= its position (and inside the window) and, with segments, sk[s] == sq[i]. The plain
+ * kernels are the case Tq = Tk, qpos NULL, sq = sk = seg; the position kernels
+ * (cpu_attention_pos_*) pass context parallelism's local queries against the gathered keys. */
+typedef struct {
+    int64_t B, Tq, Tk, H, Hkv, D;
+    const int32_t *qpos;    /* (Tq) or NULL */
+    const int32_t *sq, *sk; /* (B,Tq) and (B,Tk) segment ids, or both NULL */
+    float scale;
+    int64_t win;
+} attn_geom;
+
+static inline int64_t attn_qp(const int32_t *qpos, int64_t i) { return qpos ? qpos[i] : i; }
+
+static attn_geom attn_geom_plain(const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                                 int64_t D, float scale, int64_t win) {
+    return (attn_geom){B, T, T, H, Hkv, D, NULL, seg, seg, scale, win};
+}
+
 /* The bf16 mode's forward (cpu_attention_fwd_bf16), a row at a time in double. */
 static void attn_fwd_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
-                          const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                          int64_t D, float scale, int64_t win) {
-    attn_check(H, Hkv, D);
-    int64_t rep = H / Hkv;
+                          const attn_geom *G) {
+    attn_check(G->H, G->Hkv, G->D);
+    const int64_t Tq = G->Tq, Tk = G->Tk, H = G->H, Hkv = G->Hkv, D = G->D, rep = H / Hkv;
     /* rows are independent; later rows are longer, hence dynamic scheduling */
 #pragma omp parallel for schedule(dynamic, 8)
-    for (int64_t row = 0; row < B * T * H; row++) {
-        int64_t b = row / (T * H), t = (row / H) % T, h = row % H;
-        int64_t g = h / rep;
-        const float *kb = k + (b * T * Hkv + g) * D, *vb = v + (b * T * Hkv + g) * D;
-        const int32_t *segb = seg ? seg + b * T : NULL;
-        const int64_t lo = attn_lo(t, win), ks = lo * Hkv * D;
+    for (int64_t row = 0; row < G->B * Tq * H; row++) {
+        int64_t b = row / (Tq * H), i = (row / H) % Tq, h = row % H;
+        int64_t g = h / rep, t = attn_qp(G->qpos, i);
+        const float *kb = k + (b * Tk * Hkv + g) * D, *vb = v + (b * Tk * Hkv + g) * D;
+        const int32_t *skb = G->sk ? G->sk + b * Tk : NULL;
+        const int64_t lo = attn_lo(t, G->win), ks = lo * Hkv * D;
         float l = attn_row_bf16(out + row * D, q + row * D, kb + ks, vb + ks, Hkv * D,
-                                segb ? segb + lo : NULL, segb ? segb[t] : 0, t + 1 - lo, D,
-                                (double)scale);
-        if (lse) lse[(b * H + h) * T + t] = l;
+                                skb ? skb + lo : NULL, G->sq ? G->sq[b * Tq + i] : 0, t + 1 - lo, D,
+                                (double)G->scale);
+        if (lse) lse[(b * H + h) * Tq + i] = l;
     }
 }
 
@@ -171,47 +193,73 @@ static inline int attn_lo_in(int64_t t, int64_t j0, int nj, int64_t win) {
     return lo < 0 ? 0 : (lo > nj ? nj : (int)lo);
 }
 
-/* Whether any row i0 .. i0+ni-1 sees any key j0 .. j0+nj-1: tiles above the diagonal and tiles
+/* The query rows of one tile of a batch row: rows i0 .. i0+ni-1, their positions (qpos, NULL:
+ * the rows themselves) and segments (sq of the rows, sk of the keys; NULL: one segment). */
+typedef struct {
+    const int32_t *qpos, *sq, *sk;
+    int64_t i0;
+    int ni;
+    int64_t win;
+} attn_rows;
+
+/* One past the last key any row of the tile sees (its highest position + 1): the key tiles
+ * [0, attn_end) are the ones the tile visits, tiles above every row's position are skipped. */
+static int64_t attn_end(const attn_rows *R) {
+    if (!R->qpos) return R->i0 + R->ni;
+    int64_t hi = 0;
+    for (int a = 0; a < R->ni; a++) hi = R->qpos[R->i0 + a] > hi ? R->qpos[R->i0 + a] : hi;
+    return hi + 1;
+}
+
+/* Whether any row of the tile sees any key j0 .. j0+nj-1: tiles above the diagonal and tiles
  * that lie in other packed samples are skipped before their product. Segments are compared by
  * id (equal ids after a gap see each other), so this scans until the first visible pair: a few
  * compares for a live tile, ni x nj for a dead one (a D-th of its product). */
-static bool attn_tile_live(const int32_t *sg, int64_t i0, int ni, int64_t j0, int nj, int64_t win) {
-    if (j0 > i0 + ni - 1) return false;
-    if (win > 0 && j0 + nj - 1 < attn_lo(i0, win)) return false; /* left of every window */
-    if (!sg) return true;
-    for (int a = ni - 1; a >= 0; a--) {
-        const int64_t t = i0 + a;
-        const int hi = attn_hi(t, j0, nj), lo = attn_lo_in(t, j0, nj, win);
+static bool attn_tile_live(const attn_rows *R, int64_t j0, int nj) {
+    if (j0 >= attn_end(R)) return false;
+    if (R->win > 0) { /* left of every window */
+        int64_t lo = attn_lo(attn_qp(R->qpos, R->i0), R->win);
+        for (int a = 1; R->qpos && a < R->ni; a++) {
+            const int64_t la = attn_lo(R->qpos[R->i0 + a], R->win);
+            lo = la < lo ? la : lo;
+        }
+        if (j0 + nj - 1 < lo) return false;
+    }
+    if (!R->sk) return true;
+    for (int a = R->ni - 1; a >= 0; a--) {
+        const int64_t t = attn_qp(R->qpos, R->i0 + a);
+        const int32_t st = R->sq[R->i0 + a];
+        const int hi = attn_hi(t, j0, nj), lo = attn_lo_in(t, j0, nj, R->win);
         for (int c = lo; c < hi; c++)
-            if (sg[j0 + c] == sg[t]) return true;
+            if (R->sk[j0 + c] == st) return true;
     }
     return false;
 }
 
 /* S (ni, ATTN_TILE) in place: -inf where row i0 + a does not see key j0 + c. */
-static void attn_mask(float *S, const int32_t *sg, int64_t i0, int ni, int64_t j0, int nj,
-                      int64_t win) {
-    for (int a = 0; a < ni; a++) {
-        const int64_t t = i0 + a;
+static void attn_mask(float *S, const attn_rows *R, int64_t j0, int nj) {
+    for (int a = 0; a < R->ni; a++) {
+        const int64_t t = attn_qp(R->qpos, R->i0 + a);
         float *restrict s = S + (size_t)a * ATTN_TILE;
-        const int hi = attn_hi(t, j0, nj), lo = attn_lo_in(t, j0, nj, win);
+        const int hi = attn_hi(t, j0, nj), lo = attn_lo_in(t, j0, nj, R->win);
         for (int c = 0; c < lo; c++) s[c] = -INFINITY;
-        if (sg)
+        if (R->sk)
             for (int c = 0; c < hi; c++)
-                if (sg[j0 + c] != sg[t]) s[c] = -INFINITY;
+                if (R->sk[j0 + c] != R->sq[R->i0 + a]) s[c] = -INFINITY;
         for (int c = hi; c < nj; c++) s[c] = -INFINITY;
     }
 }
 
-/* Forward of one (b, h) and query tile [i0, i0 + ni) (positions; ob and qb point at row i0's
- * output and query, kb and vb at position 0's key and value): online softmax across the key tiles J
- * <= I. Per tile: S = scale Q_I K_J^T (sgemm), masked; m the running row maximum, O_I (the output
- * rows themselves) and l rescaled by exp(m_old - m_new) when it grows; P = exp(S - m);
+/* Forward of one (b, h) and query tile R (ob and qb point at row i0's output and query, kb and
+ * vb at key 0's key and value): online softmax across the key tiles the rows see. Per tile:
+ * S = scale Q_I K_J^T (sgemm), masked; m the running row maximum, O_I (the output rows
+ * themselves) and l rescaled by exp(m_old - m_new) when it grows; P = exp(S - m);
  * O_I += P V_J (sgemm); l += rowsum P (in double). At the end O_I /= l, lse = m + log l. */
 static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const float *kb,
-                          const float *vb, const int32_t *sg, int64_t i0, int ni, int64_t H,
-                          int64_t Hkv, int D, float scale, int64_t win) {
+                          const float *vb, const attn_rows *R, int64_t H, int64_t Hkv, int D,
+                          float scale) {
     const size_t ldq = (size_t)(H * D), ldk = (size_t)(Hkv * D);
+    const int ni = R->ni;
     float S[ATTN_TILE * ATTN_TILE], m[ATTN_TILE];
     double l[ATTN_TILE];
     for (int a = 0; a < ni; a++) {
@@ -219,11 +267,12 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
         m[a] = -INFINITY;
         l[a] = 0;
     }
-    for (int64_t j0 = 0; j0 < i0 + ni; j0 += ATTN_TILE) {
-        const int nj = (int)(i0 + ni - j0 < ATTN_TILE ? i0 + ni - j0 : ATTN_TILE);
-        if (!attn_tile_live(sg, i0, ni, j0, nj, win)) continue;
+    const int64_t end = attn_end(R);
+    for (int64_t j0 = 0; j0 < end; j0 += ATTN_TILE) {
+        const int nj = (int)(end - j0 < ATTN_TILE ? end - j0 : ATTN_TILE);
+        if (!attn_tile_live(R, j0, nj)) continue;
         attn_gemm(false, true, ni, nj, D, scale, qb, ldq, kb + j0 * ldk, ldk, 0.0f, S, ATTN_TILE);
-        attn_mask(S, sg, i0, ni, j0, nj, win);
+        attn_mask(S, R, j0, nj);
         for (int a = 0; a < ni; a++) {
             float *restrict s = S + (size_t)a * ATTN_TILE;
             float mx = m[a];
@@ -254,137 +303,159 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
     for (int a = 0; a < ni; a++) {
         float *restrict o = ob + (size_t)a * ldq;
         for (int d = 0; d < D; d++) o[d] = (float)((double)o[d] / l[a]);
-        if (lse_row) lse_row[i0 + a] = (float)((double)m[a] + log(l[a]));
+        if (lse_row) lse_row[R->i0 + a] = (float)((double)m[a] + log(l[a]));
     }
 }
 
+/* The query tile of rows [i0, i0 + ATTN_TILE) of batch row b (cut at Tq). */
+static attn_rows attn_rows_at(const attn_geom *G, int64_t b, int64_t i0) {
+    return (attn_rows){G->qpos,
+                       G->sq ? G->sq + b * G->Tq : NULL,
+                       G->sk ? G->sk + b * G->Tk : NULL,
+                       i0,
+                       (int)(G->Tq - i0 < ATTN_TILE ? G->Tq - i0 : ATTN_TILE),
+                       G->win};
+}
+
 static void attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
-                     const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
-                     float scale, int64_t win) {
-    attn_check(H, Hkv, D);
-    const int64_t rep = H / Hkv, nt = (T + ATTN_TILE - 1) / ATTN_TILE;
+                     const attn_geom *G) {
+    attn_check(G->H, G->Hkv, G->D);
+    const int64_t Tq = G->Tq, Tk = G->Tk, H = G->H, Hkv = G->Hkv, D = G->D;
+    const int64_t rep = H / Hkv, nt = (Tq + ATTN_TILE - 1) / ATTN_TILE;
     /* (b, h, query tile) are independent; later tiles are longer, hence dynamic scheduling */
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t w = 0; w < B * H * nt; w++) {
+    for (int64_t w = 0; w < G->B * H * nt; w++) {
         const int64_t b = w / (H * nt), h = (w / nt) % H, i0 = (w % nt) * ATTN_TILE;
-        const int ni = (int)(T - i0 < ATTN_TILE ? T - i0 : ATTN_TILE);
         const int64_t g = h / rep;
-        attn_fwd_tile(out + ((b * T + i0) * H + h) * D, lse ? lse + (b * H + h) * T : NULL,
-                      q + ((b * T + i0) * H + h) * D, k + (b * T * Hkv + g) * D,
-                      v + (b * T * Hkv + g) * D, seg ? seg + b * T : NULL, i0, ni, H, Hkv, (int)D,
-                      scale, win);
+        const attn_rows R = attn_rows_at(G, b, i0);
+        attn_fwd_tile(out + ((b * Tq + i0) * H + h) * D, lse ? lse + (b * H + h) * Tq : NULL,
+                      q + ((b * Tq + i0) * H + h) * D, k + (b * Tk * Hkv + g) * D,
+                      v + (b * Tk * Hkv + g) * D, &R, H, Hkv, (int)D, G->scale);
     }
 }
 
 void cpu_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
                        const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
                        float scale) {
-    attn_fwd(out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, 0);
+    const attn_geom G = attn_geom_plain(seg, B, T, H, Hkv, D, scale, 0);
+    attn_fwd(out, lse, q, k, v, &G);
 }
 
 void cpu_attention_fwd_bf16(float *out, float *lse, const float *q, const float *k, const float *v,
                             const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
                             int64_t D, float scale) {
-    attn_fwd_bf16(out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, 0);
+    const attn_geom G = attn_geom_plain(seg, B, T, H, Hkv, D, scale, 0);
+    attn_fwd_bf16(out, lse, q, k, v, &G);
+}
+
+/* delta[b,h,i] = rowsum(dO o O): the softmax backward's per-row term */
+static void attn_delta(double *delta, const float *dout, const float *out, const attn_geom *G) {
+    const int64_t Tq = G->Tq, H = G->H, D = G->D;
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < G->B * Tq * H; row++) {
+        int64_t b = row / (Tq * H), t = (row / H) % Tq, h = row % H;
+        delta[(b * H + h) * Tq + t] = attn_dot(dout + row * D, out + row * D, D);
+    }
+}
+
+/* The bf16 mode's dq: one query row at a time, summing over its visible kv positions. */
+static void attn_dq_bf16(float *dq, const double *delta, const float *dout, const float *lse,
+                         const float *q, const float *k, const float *v, const attn_geom *G) {
+    const int64_t Tq = G->Tq, Tk = G->Tk, H = G->H, Hkv = G->Hkv, D = G->D, rep = H / Hkv;
+    const double sc = (double)G->scale;
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int64_t row = 0; row < G->B * Tq * H; row++) {
+        int64_t b = row / (Tq * H), i = (row / H) % Tq, h = row % H;
+        int64_t g = h / rep, bht = (b * H + h) * Tq + i, t = attn_qp(G->qpos, i);
+        const float *qt = q + row * D, *do_t = dout + row * D;
+        const int32_t *skb = G->sk ? G->sk + b * Tk : NULL;
+        const int32_t st = G->sq ? G->sq[b * Tq + i] : 0;
+        double acc[CPU_ATTN_MAX_D];
+        for (int64_t d = 0; d < D; d++) acc[d] = 0;
+        for (int64_t s = attn_lo(t, G->win); s <= t; s++) {
+            if (skb && skb[s] != st) continue;
+            const float *ks = k + ((b * Tk + s) * Hkv + g) * D;
+            const float *vs = v + ((b * Tk + s) * Hkv + g) * D;
+            double p = exp(sc * attn_dot(qt, ks, D) - (double)lse[bht]);
+            double ds = attn_r(p * (attn_dot(do_t, vs, D) - delta[bht]));
+            for (int64_t d = 0; d < D; d++) acc[d] += ds * (double)ks[d];
+        }
+        for (int64_t d = 0; d < D; d++) dq[row * D + d] += (float)(sc * acc[d]);
+    }
 }
 
 /* The bf16 mode's backward, a row at a time in double: p and ds are rounded before their
  * products (dout, q, k, v arrive rounded in that mode). */
 static void attn_bwd_bf16(float *dq, float *dk, float *dv, double *delta, const float *dout,
                           const float *out, const float *lse, const float *q, const float *k,
-                          const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
-                          int64_t Hkv, int64_t D, float scale, int64_t win) {
-    attn_check(H, Hkv, D);
-    int64_t rep = H / Hkv;
-    double sc = (double)scale;
-    /* delta[b,h,t] = rowsum(dO o O): the softmax backward's per-row term */
-#pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < B * T * H; row++) {
-        int64_t b = row / (T * H), t = (row / H) % T, h = row % H;
-        delta[(b * H + h) * T + t] = attn_dot(dout + row * D, out + row * D, D);
-    }
-
-    /* dq: one query row at a time, summing over its visible kv positions */
-    if (dq) {
+                          const float *v, const attn_geom *G) {
+    attn_check(G->H, G->Hkv, G->D);
+    const int64_t Tq = G->Tq, Tk = G->Tk, H = G->H, Hkv = G->Hkv, D = G->D, rep = H / Hkv;
+    const double sc = (double)G->scale;
+    attn_delta(delta, dout, out, G);
+    if (dq) attn_dq_bf16(dq, delta, dout, lse, q, k, v, G);
+    if (!dk && !dv) return;
+        /* dk, dv: one kv row at a time, summing over the query rows that see it, of every head in
+         * its group (recomputing P instead of scattering, so no fp32 accumulation across threads)
+         */
 #pragma omp parallel for schedule(dynamic, 8)
-        for (int64_t row = 0; row < B * T * H; row++) {
-            int64_t b = row / (T * H), t = (row / H) % T, h = row % H;
-            int64_t g = h / rep, bht = (b * H + h) * T + t;
-            const float *qt = q + row * D, *do_t = dout + row * D;
-            const int32_t *segb = seg ? seg + b * T : NULL;
-            double acc[CPU_ATTN_MAX_D];
-            for (int64_t d = 0; d < D; d++) acc[d] = 0;
-            for (int64_t s = attn_lo(t, win); s <= t; s++) {
-                if (segb && segb[s] != segb[t]) continue;
-                const float *ks = k + ((b * T + s) * Hkv + g) * D;
-                const float *vs = v + ((b * T + s) * Hkv + g) * D;
+    for (int64_t row = 0; row < G->B * Tk * Hkv; row++) {
+        int64_t b = row / (Tk * Hkv), s = (row / Hkv) % Tk, g = row % Hkv;
+        const float *ks = k + row * D, *vs = v + row * D;
+        const int32_t *sqb = G->sq ? G->sq + b * Tq : NULL;
+        const int32_t ss = G->sk ? G->sk[b * Tk + s] : 0;
+        double acc_k[CPU_ATTN_MAX_D], acc_v[CPU_ATTN_MAX_D];
+        for (int64_t d = 0; d < D; d++) acc_k[d] = acc_v[d] = 0;
+        for (int64_t h = g * rep; h < (g + 1) * rep; h++) {
+            for (int64_t i = G->qpos ? 0 : s; i < Tq; i++) {
+                const int64_t t = attn_qp(G->qpos, i);
+                if (t < s || (G->win > 0 && t >= s + G->win)) continue;
+                if (sqb && sqb[i] != ss) continue;
+                int64_t bht = (b * H + h) * Tq + i;
+                const float *qt = q + ((b * Tq + i) * H + h) * D;
+                const float *do_t = dout + ((b * Tq + i) * H + h) * D;
                 double p = exp(sc * attn_dot(qt, ks, D) - (double)lse[bht]);
-                double ds = attn_r(p * (attn_dot(do_t, vs, D) - delta[bht]));
-                for (int64_t d = 0; d < D; d++) acc[d] += ds * (double)ks[d];
-            }
-            for (int64_t d = 0; d < D; d++) dq[row * D + d] += (float)(sc * acc[d]);
-        }
-    }
-
-    /* dk, dv: one kv row at a time, summing over the later query rows of every head in its
-     * group (recomputing P instead of scattering, so no fp32 accumulation across threads) */
-    if (dk || dv) {
-#pragma omp parallel for schedule(dynamic, 8)
-        for (int64_t row = 0; row < B * T * Hkv; row++) {
-            int64_t b = row / (T * Hkv), s = (row / Hkv) % T, g = row % Hkv;
-            const float *ks = k + row * D, *vs = v + row * D;
-            const int32_t *segb = seg ? seg + b * T : NULL;
-            double acc_k[CPU_ATTN_MAX_D], acc_v[CPU_ATTN_MAX_D];
-            for (int64_t d = 0; d < D; d++) acc_k[d] = acc_v[d] = 0;
-            for (int64_t h = g * rep; h < (g + 1) * rep; h++) {
-                const int64_t t_end = win > 0 && s + win < T ? s + win : T;
-                for (int64_t t = s; t < t_end; t++) {
-                    if (segb && segb[t] != segb[s]) continue;
-                    int64_t bht = (b * H + h) * T + t;
-                    const float *qt = q + ((b * T + t) * H + h) * D;
-                    const float *do_t = dout + ((b * T + t) * H + h) * D;
-                    double p = exp(sc * attn_dot(qt, ks, D) - (double)lse[bht]);
-                    if (dv) {
-                        double pr = attn_r(p);
-                        for (int64_t d = 0; d < D; d++) acc_v[d] += pr * (double)do_t[d];
-                    }
-                    if (dk) {
-                        double ds = attn_r(p * (attn_dot(do_t, vs, D) - delta[bht]));
-                        for (int64_t d = 0; d < D; d++) acc_k[d] += ds * (double)qt[d];
-                    }
+                if (dv) {
+                    double pr = attn_r(p);
+                    for (int64_t d = 0; d < D; d++) acc_v[d] += pr * (double)do_t[d];
+                }
+                if (dk) {
+                    double ds = attn_r(p * (attn_dot(do_t, vs, D) - delta[bht]));
+                    for (int64_t d = 0; d < D; d++) acc_k[d] += ds * (double)qt[d];
                 }
             }
-            if (dk)
-                for (int64_t d = 0; d < D; d++) dk[row * D + d] += (float)(sc * acc_k[d]);
-            if (dv)
-                for (int64_t d = 0; d < D; d++) dv[row * D + d] += (float)acc_v[d];
         }
+        if (dk)
+            for (int64_t d = 0; d < D; d++) dk[row * D + d] += (float)(sc * acc_k[d]);
+        if (dv)
+            for (int64_t d = 0; d < D; d++) dv[row * D + d] += (float)acc_v[d];
     }
 }
 
-/* Backward of one (b, h), query tile I against key tile J (live): P = exp(S - lse) recomputed
+/* Backward of one (b, h), query tile R against key tile J (live): P = exp(S - lse) recomputed
  * (0 where masked), dV_J += P^T dO_I, dP = dO_I V_J^T, dS = P (dP - delta),
  * dQ_I += scale dS K_J, dK_J += scale dS^T Q_I; every product an sgemm accumulating into the
  * gradient rows (NULL gradients skipped). P, dP: (ATTN_TILE, ATTN_TILE) scratch. */
 static void attn_bwd_tile(float *dqb, float *dkb, float *dvb, float *P, float *dP, const float *dob,
                           const float *lse_row, const double *delta_row, const float *qb,
-                          const float *kb, const float *vb, const int32_t *sg, int64_t i0, int ni,
-                          int64_t j0, int nj, int64_t H, int64_t Hkv, int D, float scale,
-                          int64_t win) {
+                          const float *kb, const float *vb, const attn_rows *R, int64_t j0, int nj,
+                          int64_t H, int64_t Hkv, int D, float scale) {
     const size_t ldq = (size_t)(H * D), ldk = (size_t)(Hkv * D);
+    const int64_t i0 = R->i0;
+    const int ni = R->ni;
     attn_gemm(false, true, ni, nj, D, scale, qb + i0 * ldq, ldq, kb + j0 * ldk, ldk, 0.0f, P,
               ATTN_TILE);
     for (int a = 0; a < ni; a++) {
-        const int64_t t = i0 + a;
-        const float ls = lse_row[t];
+        const int64_t t = attn_qp(R->qpos, i0 + a);
+        const float ls = lse_row[i0 + a];
         float *restrict p = P + (size_t)a * ATTN_TILE;
-        const int hi = attn_hi(t, j0, nj), lo = attn_lo_in(t, j0, nj, win);
+        const int hi = attn_hi(t, j0, nj), lo = attn_lo_in(t, j0, nj, R->win);
 #pragma omp simd
         for (int c = 0; c < hi; c++) p[c] = cpu_expf(p[c] - ls);
         for (int c = 0; c < lo; c++) p[c] = 0.0f;
-        if (sg)
+        if (R->sk)
             for (int c = 0; c < hi; c++)
-                if (sg[j0 + c] != sg[t]) p[c] = 0.0f;
+                if (R->sk[j0 + c] != R->sq[i0 + a]) p[c] = 0.0f;
         for (int c = hi; c < nj; c++) p[c] = 0.0f;
     }
     if (dvb)
@@ -409,36 +480,30 @@ static void attn_bwd_tile(float *dqb, float *dkb, float *dvb, float *P, float *d
 
 static void attn_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
                      const float *out, const float *lse, const float *q, const float *k,
-                     const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
-                     int64_t Hkv, int64_t D, float scale, int64_t win) {
-    attn_check(H, Hkv, D);
+                     const float *v, const attn_geom *G) {
+    attn_check(G->H, G->Hkv, G->D);
     if (!dq && !dk && !dv) return;
-    const int64_t rep = H / Hkv;
-    /* delta[b,h,t] = rowsum(dO o O): the softmax backward's per-row term */
-#pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < B * T * H; row++) {
-        int64_t b = row / (T * H), t = (row / H) % T, h = row % H;
-        delta[(b * H + h) * T + t] = attn_dot(dout + row * D, out + row * D, D);
-    }
+    const int64_t Tq = G->Tq, Tk = G->Tk, H = G->H, Hkv = G->Hkv, D = G->D, rep = H / Hkv;
+    attn_delta(delta, dout, out, G);
     /* one (b, kv head) per thread: it alone writes dk, dv of that head and dq of the heads of
      * its group, so every gradient row is accumulated without atomics or extra scratch */
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t bg = 0; bg < B * Hkv; bg++) {
+    for (int64_t bg = 0; bg < G->B * Hkv; bg++) {
         const int64_t b = bg / Hkv, g = bg % Hkv;
-        const int32_t *sg = seg ? seg + b * T : NULL;
-        const size_t kvo = (size_t)((b * T * Hkv + g) * D);
+        const size_t kvo = (size_t)((b * Tk * Hkv + g) * D);
         float P[ATTN_TILE * ATTN_TILE], dP[ATTN_TILE * ATTN_TILE];
         for (int64_t h = g * rep; h < (g + 1) * rep; h++) {
-            const size_t qo = (size_t)((b * T * H + h) * D);
-            for (int64_t i0 = 0; i0 < T; i0 += ATTN_TILE) {
-                const int ni = (int)(T - i0 < ATTN_TILE ? T - i0 : ATTN_TILE);
-                for (int64_t j0 = 0; j0 <= i0; j0 += ATTN_TILE) {
-                    const int nj = (int)(i0 + ni - j0 < ATTN_TILE ? i0 + ni - j0 : ATTN_TILE);
-                    if (!attn_tile_live(sg, i0, ni, j0, nj, win)) continue;
+            const size_t qo = (size_t)((b * Tq * H + h) * D);
+            for (int64_t i0 = 0; i0 < Tq; i0 += ATTN_TILE) {
+                const attn_rows R = attn_rows_at(G, b, i0);
+                const int64_t end = attn_end(&R);
+                for (int64_t j0 = 0; j0 < end; j0 += ATTN_TILE) {
+                    const int nj = (int)(end - j0 < ATTN_TILE ? end - j0 : ATTN_TILE);
+                    if (!attn_tile_live(&R, j0, nj)) continue;
                     attn_bwd_tile(dq ? dq + qo : NULL, dk ? dk + kvo : NULL, dv ? dv + kvo : NULL,
-                                  P, dP, dout + qo, lse + (b * H + h) * T, delta + (b * H + h) * T,
-                                  q + qo, k + kvo, v + kvo, sg, i0, ni, j0, nj, H, Hkv, (int)D,
-                                  scale, win);
+                                  P, dP, dout + qo, lse + (b * H + h) * Tq,
+                                  delta + (b * H + h) * Tq, q + qo, k + kvo, v + kvo, &R, j0, nj, H,
+                                  Hkv, (int)D, G->scale);
                 }
             }
         }
@@ -449,14 +514,47 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const flo
                        const float *out, const float *lse, const float *q, const float *k,
                        const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
                        int64_t Hkv, int64_t D, float scale) {
-    attn_bwd(dq, dk, dv, delta, dout, out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, 0);
+    const attn_geom G = attn_geom_plain(seg, B, T, H, Hkv, D, scale, 0);
+    attn_bwd(dq, dk, dv, delta, dout, out, lse, q, k, v, &G);
 }
 
 void cpu_attention_bwd_bf16(float *dq, float *dk, float *dv, double *delta, const float *dout,
                             const float *out, const float *lse, const float *q, const float *k,
                             const float *v, const int32_t *seg, int64_t B, int64_t T, int64_t H,
                             int64_t Hkv, int64_t D, float scale) {
-    attn_bwd_bf16(dq, dk, dv, delta, dout, out, lse, q, k, v, seg, B, T, H, Hkv, D, scale, 0);
+    const attn_geom G = attn_geom_plain(seg, B, T, H, Hkv, D, scale, 0);
+    attn_bwd_bf16(dq, dk, dv, delta, dout, out, lse, q, k, v, &G);
+}
+
+/* ---- context parallelism's local queries against the gathered keys (attention.h) ---- */
+
+static attn_geom attn_geom_pos(const int32_t *seg_q, const int32_t *seg_k, const int32_t *q_pos,
+                               int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D,
+                               float scale) {
+    MT_CHECK(!seg_q == !seg_k, "attention (positions): segment ids for %s only",
+             seg_q ? "the queries" : "the keys");
+    for (int64_t i = 0; i < Tq; i++)
+        MT_CHECK(q_pos[i] >= 0 && q_pos[i] < Tk,
+                 "attention (positions): query row %lld at position %d, keys 0 .. %lld",
+                 (long long)i, q_pos[i], (long long)(Tk - 1));
+    return (attn_geom){B, Tq, Tk, H, Hkv, D, q_pos, seg_q, seg_k, scale, 0};
+}
+
+void cpu_attention_pos_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                           const int32_t *seg_q, const int32_t *seg_k, const int32_t *q_pos,
+                           int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D,
+                           float scale, bool bf16) {
+    const attn_geom G = attn_geom_pos(seg_q, seg_k, q_pos, B, Tq, Tk, H, Hkv, D, scale);
+    (bf16 ? attn_fwd_bf16 : attn_fwd)(out, lse, q, k, v, &G);
+}
+
+void cpu_attention_pos_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
+                           const float *out, const float *lse, const float *q, const float *k,
+                           const float *v, const int32_t *seg_q, const int32_t *seg_k,
+                           const int32_t *q_pos, int64_t B, int64_t Tq, int64_t Tk, int64_t H,
+                           int64_t Hkv, int64_t D, float scale, bool bf16) {
+    const attn_geom G = attn_geom_pos(seg_q, seg_k, q_pos, B, Tq, Tk, H, Hkv, D, scale);
+    (bf16 ? attn_bwd_bf16 : attn_bwd)(dq, dk, dv, delta, dout, out, lse, q, k, v, &G);
 }
 
 void cpu_attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache,
@@ -490,8 +588,9 @@ void cpu_attention_chunk(float *out, const float *q, const float *k_cache, const
     for (int64_t w = 0; w < H * nt; w++) {
         const int64_t h = w / nt, a0 = (w % nt) * ATTN_TILE, g = h / rep;
         const int ni = (int)(T - a0 < ATTN_TILE ? T - a0 : ATTN_TILE);
+        const attn_rows R = {NULL, NULL, NULL, t0 + a0, ni, 0};
         attn_fwd_tile(out + (a0 * H + h) * D, NULL, q + (a0 * H + h) * D, k_cache + g * D,
-                      v_cache + g * D, NULL, t0 + a0, ni, H, Hkv, (int)D, scale, 0);
+                      v_cache + g * D, &R, H, Hkv, (int)D, scale);
     }
 }
 
@@ -514,9 +613,10 @@ void cpu_attention_fwd_node(const mt_node *n) {
     const float *qd = attn_operand(n, q, q->data, "attention q bf16");
     const float *kd = attn_operand(n, k, k->data, "attention k bf16");
     const float *vd = attn_operand(n, v, v->data, "attention v bf16");
+    const attn_geom G = attn_geom_plain(seg ? seg->data : NULL, q->shape[0], q->shape[1],
+                                        q->shape[2], k->shape[2], q->shape[3], n->fp[0], n->ip[1]);
     (n->ip[0] == MT_BF16 ? attn_fwd_bf16 : attn_fwd)(
-        n->out->data, n->saved[0] ? n->saved[0]->data : NULL, qd, kd, vd, seg ? seg->data : NULL,
-        q->shape[0], q->shape[1], q->shape[2], k->shape[2], q->shape[3], n->fp[0], n->ip[1]);
+        n->out->data, n->saved[0] ? n->saved[0]->data : NULL, qd, kd, vd, &G);
 }
 
 void cpu_attention_bwd_node(const mt_node *n) {
@@ -528,7 +628,8 @@ void cpu_attention_bwd_node(const mt_node *n) {
     const float *kd = attn_operand(n, k, k->data, "attention k bf16");
     const float *vd = attn_operand(n, v, v->data, "attention v bf16");
     const float *dout = attn_operand(n, n->out, n->out->grad, "attention dout bf16");
+    const attn_geom G = attn_geom_plain(seg ? seg->data : NULL, B, T, H, k->shape[2], q->shape[3],
+                                        n->fp[0], n->ip[1]);
     (n->ip[0] == MT_BF16 ? attn_bwd_bf16 : attn_bwd)(
-        q->grad, k->grad, v->grad, delta, dout, n->out->data, n->saved[0]->data, qd, kd, vd,
-        seg ? seg->data : NULL, B, T, H, k->shape[2], q->shape[3], n->fp[0], n->ip[1]);
+        q->grad, k->grad, v->grad, delta, dout, n->out->data, n->saved[0]->data, qd, kd, vd, &G);
 }

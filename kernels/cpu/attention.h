@@ -4,6 +4,7 @@
  * rows is one token; the log-sum-exp is (B,H,T); the KV cache is (B,Tmax,Hkv,D).
  * Query head h reads kv head h / (H/Hkv) (consecutive groups, HF repeat_interleave). */
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Bounds that let the kernels keep per-row buffers on the stack (no malloc inside ops). */
@@ -73,3 +74,24 @@ void cpu_attention_decode(float *out, const float *q, const float *k_cache, cons
 void cpu_attention_chunk(float *out, const float *q, const float *k_cache, const float *v_cache,
                          int64_t t0, int64_t T, int64_t t_max, int64_t H, int64_t Hkv, int64_t D,
                          float scale);
+
+/* ---- context parallelism: local queries against gathered keys ------------------------------ */
+
+/* The attention of Tq query rows at positions q_pos (Tq, the same for every batch row, each in
+ * [0, Tk)) against Tk keys at positions 0 .. Tk-1: query row i sees key s <= q_pos[i], and with
+ * segments (seg_q (B,Tq) and seg_k (B,Tk), both or neither) only where seg_k[s] == seg_q[i].
+ * q, out (B,Tq,H,D), k, v (B,Tk,Hkv,D), lse (B,H,Tq). The kernels above on that geometry (fp32
+ * tiles, or bf16 rows when bf16): with Tq = Tk, q_pos the identity and seg_q = seg_k they compute
+ * cpu_attention_fwd / _bwd (and the _bf16 forms) bit for bit. Key tiles above every position of
+ * a query tile are skipped, so a rank of context parallelism's causal layout (autograd/
+ * context_parallel.h) does its rows' share of the work only. The backward accumulates into dq
+ * (B,Tq,H,D) and dk, dv (B,Tk,Hkv,D); delta: B*H*Tq doubles of scratch. */
+void cpu_attention_pos_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                           const int32_t *seg_q, const int32_t *seg_k, const int32_t *q_pos,
+                           int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D,
+                           float scale, bool bf16);
+void cpu_attention_pos_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
+                           const float *out, const float *lse, const float *q, const float *k,
+                           const float *v, const int32_t *seg_q, const int32_t *seg_k,
+                           const int32_t *q_pos, int64_t B, int64_t Tq, int64_t Tk, int64_t H,
+                           int64_t Hkv, int64_t D, float scale, bool bf16);

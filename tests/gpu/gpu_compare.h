@@ -72,6 +72,8 @@ extern bool gpu_self_compare;
 
 /* Generation's decode entries (tests/gpu/gpu_decode.c), case decode of tests/gpu/gpu_ops.c. */
 int gpu_case_decode(void);
+/* Context parallelism's attention (tests/gpu/gpu_cp.c), case cp_attention. */
+int gpu_case_cp_attention(void);
 /* The MSA ops' case (tests/gpu/gpu_msa.c), case msa of tests/gpu/gpu_ops.c. */
 int gpu_case_msa(void);
 /* The MoE cases (tests/gpu/gpu_moe.c) and its death test. */

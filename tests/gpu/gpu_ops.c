@@ -713,10 +713,10 @@ static int case_linear_cross_entropy(void) {
     return MT_TEST_OK;
 }
 
-/* MiniMax-M3's block-sparse attention: select, attention, KL (tests/gpu/gpu_msa.c) */
+/* the cases of tests/gpu/gpu_msa.c (M3's MSA), gpu_decode.c, gpu_cp.c and gpu_moe.c */
 static int case_msa(void) { return gpu_case_msa(); }
 static int case_decode(void) { return gpu_case_decode(); }
-/* the MoE ops (tests/gpu/gpu_moe.c) */
+static int case_cp_attention(void) { return gpu_case_cp_attention(); }
 static int case_moe_route(void) { return gpu_case_moe_route(); }
 static int case_moe_route_sigmoid(void) { return gpu_case_moe_route_sigmoid(); }
 static int case_moe_experts(void) { return gpu_case_moe_experts(); }
@@ -736,7 +736,8 @@ static int case_determinism(void);
     X(mul) X(scale) X(axpby) X(rope) X(qk_norm) X(attention) X(lightning) X(moe_route)             \
     X(moe_route_sigmoid) X(moe_experts) X(moe_aux) X(cross_entropy) X(linear_cross_entropy)        \
     X(matmul_bf16) X(moe_experts_bf16) X(lightning_bf16) X(attention_bf16) X(attention_cudnn)      \
-    X(moe_split) X(moe_split_bf16) X(swiglu_oai) X(moe_experts_oai) X(msa) X(decode) X(determinism)
+    X(moe_split) X(moe_split_bf16) X(swiglu_oai) X(moe_experts_oai) X(msa) X(decode)               \
+    X(cp_attention) X(determinism)
 /* clang-format on */
 
 typedef struct {
@@ -752,9 +753,8 @@ static const gpu_case gpu_cases[] = {GPU_CASES(GPU_TABLE_ROW)};
  * each comparison runs the device on the same inputs twice on the emulator (its own order, then
  * blocks and threads shuffled) or three times on a GPU (in whatever order the hardware picks),
  * and requires bit-identical outputs, saved buffers and gradients: no result may depend on the
- * order in which blocks or threads run (floating-point atomics; docs/cuda.md, "Determinism").
- * Left out: attention_cudnn, whose dq cuDNN sums by atomics (on the emulator it falls back to
- * the flash kernels, which attention_bf16 covers). */
+ * order blocks or threads run in (docs/cuda.md, "Determinism"). Left out: attention_cudnn, whose
+ * dq cuDNN sums by atomics (the emulator runs the flash kernels there: attention_bf16). */
 static int case_determinism(void) {
     gpu_self_compare = true;
     for (int i = 0; i < GPU_N_CASES; i++)
