@@ -1,7 +1,9 @@
 /* info_ep.c: minimax-info's sizing of expert parallelism (apps/info_ep.h). */
 #include "apps/info_ep.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/check.h"
 #include "train/zero.h"
@@ -79,4 +81,32 @@ mt_info_ep_out mt_info_ep_plan(const mt_info_ep_in *in) {
                        ((4 * rows * in->hidden * in->act_bytes + 2 * rows * 4) / P * (P - 1) +
                         (int64_t)(P - 1) * (in->experts / P) * 8);
     return o;
+}
+
+/* The inputs of mt_info_ep_plan for model m (its buckets' expert elements and MoE layers);
+ * expert_numel is the caller's (n_buckets), freed by it. */
+mt_info_ep_in mt_info_ep_in_model(const mt_minimax *m, int64_t *expert_numel, int ranks, int ep,
+                                  mt_dtype gather_dtype, bool offload, int64_t tokens) {
+    int moe_layers = 0, last = -1;
+    for (int b = 0; b < m->n_buckets; b++) expert_numel[b] = 0;
+    for (int p = 0; p < m->n_params; p++) {
+        const mt_param_info *info = &m->info[p];
+        if (!strstr(info->name, ".block_sparse_moe.experts.")) continue;
+        expert_numel[info->bucket] += info->numel;
+        int l = -1;
+        if (sscanf(info->name, "model.layers.%d.", &l) == 1 && l != last) moe_layers++, last = l;
+    }
+    return (mt_info_ep_in){.ranks = ranks,
+                           .ep = ep,
+                           .n_buckets = m->n_buckets,
+                           .bucket_numel = m->bucket_numel,
+                           .bucket_expert_numel = expert_numel,
+                           .experts = m->cfg.num_local_experts,
+                           .moe_layers = moe_layers,
+                           .top_k = m->cfg.num_experts_per_tok,
+                           .hidden = m->cfg.hidden_size,
+                           .tokens = tokens,
+                           .gather_dtype = gather_dtype,
+                           .act_bytes = 4, /* the exchanged rows are fp32 */
+                           .offload = offload};
 }

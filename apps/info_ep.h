@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "autograd/tensor.h"
+#include "models/minimax.h"
 
 typedef struct {
     int ranks, ep; /* N, P */
@@ -44,3 +45,8 @@ typedef struct {
  * N ranks, exactly today's trainer; P > 1: the non-expert part of each bucket over N ranks plus
  * each bucket's E / P local experts over N / P ranks (two sharded sets, each with its slots). */
 mt_info_ep_out mt_info_ep_plan(const mt_info_ep_in *in);
+
+/* The inputs of mt_info_ep_plan for model m: its buckets' routed-expert elements (into
+ * expert_numel, n_buckets of them, the caller's) and its MoE layers; fp32 exchanged rows. */
+mt_info_ep_in mt_info_ep_in_model(const mt_minimax *m, int64_t *expert_numel, int ranks, int ep,
+                                  mt_dtype gather_dtype, bool offload, int64_t tokens);

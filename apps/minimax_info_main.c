@@ -4,6 +4,7 @@
  *   minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]
  *                [--gather-unit layer|expert] [--gather-dtype fp32|bf16] [--offload]
  *                [--seq T [--batch B]] [--fit-gib G | --gpu NAME] [--expert-parallel P]
+ *                [--context-parallel C|auto]
  *
  * params_total: every parameter of the layout (models/layout.c), transformers' count: buffers
  *   (the routers' e_score_correction_bias) are not parameters there and are printed apart
@@ -41,6 +42,22 @@
  *   bucket but the last of each slot, the all-to-all under uniform routing, rows in the gather
  * dtype) for ZeRO-3 (traffic_zero3_*) and, with --expert-parallel P, for EP over P ranks per group
  * (ep_*: its memory per rank and traffic; P = 1 prints today's numbers again).
+ * cp_*: with --context-parallel C (C > 1, --seq T a multiple of 2C; --ranks a multiple of C):
+ *   each row's T tokens over C ranks (autograd/context_parallel.h), and per rank
+ *     activation_bytes_* = dry run of B x T/C tokens + cp_exchange_bytes
+ *     cp_exchange_bytes = max over the model's layer kinds of (fp32, 4 bytes an element)
+ *       softmax   4 B T Hkv D x 4   K, V of the whole row all-gathered + dK, dV reduce-scattered
+ *       lightning 2 C B H D D x 4   the all-gather of every rank's 2 chunk states (B,H,D,D)
+ *       msa       (4 Hkv D + 2 Di) B T x 4   as softmax + the index keys (B,T,Di) and gradients
+ *   (one layer's exchange buffers are live while it runs, one layer at a time: the largest
+ *   kind, on top of the dry run's peak; apps/info_cp.h). The fit_ranks_* lines then use these
+ *   activations and the fewest ranks that are a multiple of C (and of P for fit_ranks_ep*);
+ *   the ZeRO-3 state stays sharded over all ranks. C = 1 prints exactly what no flag prints.
+ * best_*: with --context-parallel auto (needs --seq and --gpu/--fit-gib): over C = 1, 2, 4, ...
+ *   (T a multiple of 2C, C below the best count so far) and every expert-parallel size P, the
+ *   fewest ranks that fit with fit_ranks_ep's settings (gather unit expert, fp32 gathers, no
+ *   offload), best_cp<C> per C, best_layout the fewest of all (ties: smaller C, then less
+ *   traffic), best_layout_nodes the same in whole 8-GPU nodes.
  * predict_*: with --predict-step and --gpu h200|h100, a roofline time of one full-parameter
  *   training step per kernel kind at the fit_ranks_ep layout or the --ranks given, --seq 4096
  *   unless given (apps/info_predict.h; docs/benchmarks.md, "Predicted H200 step"). */
@@ -51,6 +68,7 @@
 #include <string.h>
 
 #include "core/cli_flags.h"
+#include "apps/info_cp.h"
 #include "apps/info_ep.h"
 #include "apps/info_predict.h"
 #include "models/minimax.h"
@@ -63,11 +81,14 @@ static void usage(int status) {
             "usage: minimax-info --config CONFIG.json [--num-hidden-layers N] [--ranks N]\n"
             "                    [--gather-unit layer|expert] [--gather-dtype fp32|bf16]\n"
             "                    [--offload] [--seq T [--batch B]] [--fit-gib G | --gpu NAME]\n"
-            "                    [--expert-parallel P] [--predict-step]\n"
+            "                    [--expert-parallel P] [--context-parallel C|auto]\n"
+            "                    [--predict-step]\n"
             "  --gpu h100|h200|b200|a100-80: --fit-gib with the device's memory as its vendor\n"
             "    states it (H200: 141 GB = 131.3 GiB)\n"
             "  --predict-step (with --gpu h200|h100): a roofline time of one full-parameter step\n"
             "    per kernel kind at the fit_ranks_ep layout (or --ranks), --seq 4096 by default\n"
+            "  --context-parallel C: activations per rank with each row's T tokens over C ranks\n"
+            "    (T a multiple of 2C) and the fits for it; auto: the fewest GPUs over C and P\n"
             "       minimax-info --help | --version\n"
             "  parameter counts of a config and, with --ranks, --seq or --fit-gib, the memory\n"
             "  one rank needs to train it under ZeRO-3: one key=value a line, what it means\n"
@@ -90,35 +111,6 @@ static int64_t info_rank_bytes(const mt_minimax *m, int N, mt_dtype gather_dtype
     return z.owned_bytes + z.slot_bytes + act;
 }
 
-/* The inputs of mt_info_ep_plan for model m (its buckets' expert elements and MoE layers);
- * expert_numel is the caller's (n_buckets), freed by it. */
-static mt_info_ep_in info_ep_in(const mt_minimax *m, int64_t *expert_numel, int ranks, int ep,
-                                mt_dtype gather_dtype, bool offload, int64_t tokens) {
-    int moe_layers = 0, last = -1;
-    for (int b = 0; b < m->n_buckets; b++) expert_numel[b] = 0;
-    for (int p = 0; p < m->n_params; p++) {
-        const mt_param_info *info = &m->info[p];
-        if (!strstr(info->name, ".block_sparse_moe.experts.")) continue;
-        expert_numel[info->bucket] += info->numel;
-        int l = -1;
-        if (sscanf(info->name, "model.layers.%d.", &l) == 1 && l != last) moe_layers++, last = l;
-    }
-    (void)gather_dtype;
-    return (mt_info_ep_in){.ranks = ranks,
-                           .ep = ep,
-                           .n_buckets = m->n_buckets,
-                           .bucket_numel = m->bucket_numel,
-                           .bucket_expert_numel = expert_numel,
-                           .experts = m->cfg.num_local_experts,
-                           .moe_layers = moe_layers,
-                           .top_k = m->cfg.num_experts_per_tok,
-                           .hidden = m->cfg.hidden_size,
-                           .tokens = tokens,
-                           .gather_dtype = gather_dtype,
-                           .act_bytes = 4, /* the exchanged rows are fp32 */
-                           .offload = offload};
-}
-
 /* tokens: the all-to-all was sized (EP with --seq); ep: a layout that has one */
 static void print_traffic(const char *key, const mt_info_ep_out *o, bool tokens, bool ep) {
     const double gb = 1e-9;
@@ -139,9 +131,10 @@ static void print_traffic(const char *key, const mt_info_ep_out *o, bool tokens,
 /* --fit-gib over expert-parallel sizes: per P dividing E, the fewest multiple of P whose
  * per-rank sum fits (the sum falls with N at fixed P: a bisection over multiples), printed as
  * fit_ranks_ep<P>; then the best layout for whole 8-GPU nodes: the fewest nodes any P fits,
- * and there the P (dividing the rank count) that sends the fewest bytes. */
+ * and there the P (dividing the rank count) that sends the fewest bytes. With context
+ * parallelism over cp ranks: its activations (apps/info_cp.h), the ranks a multiple of cp too. */
 static void info_fit_ep(const mt_minimax_config *cfg, mt_gather_unit unit, mt_dtype gather_dtype,
-                        long seq, long batch, double gib, int *pick_n, int *pick_p) {
+                        long seq, long batch, int cp, double gib, int *pick_n, int *pick_p) {
     if (unit != MT_GATHER_EXPERT || gather_dtype != MT_F32) {
         /* the layout the trainer's expert parallelism runs: what changes, named as recipe keys */
         const bool u = unit != MT_GATHER_EXPERT, d = gather_dtype != MT_F32;
@@ -159,30 +152,33 @@ static void info_fit_ep(const mt_minimax_config *cfg, mt_gather_unit unit, mt_dt
     const int64_t cap = (int64_t)(gib * (double)(1 << 30));
     mt_minimax m;
     mt_minimax_init_unit(&m, cfg, unit);
-    const int64_t act = seq ? mt_minimax_plan_activations(cfg, unit, true, batch, seq) : 0;
+    const int64_t act = seq ? mt_info_cp_activations(cfg, unit, true, batch, seq, cp) : 0;
+    const int64_t tokens = (int64_t)batch * (seq / cp); /* a rank's rows in the all-to-all */
     int64_t *expert_numel = mt_malloc(sizeof(int64_t) * (size_t)m.n_buckets, "expert numel");
     const int E = cfg->num_local_experts;
     int *fit = mt_calloc((size_t)E + 1, sizeof(int), "ep fit"); /* fit[P]: fewest ranks, 0 none */
     int fewest = 0;
     for (int P = 1; P <= E; P++) {
         if (E % P) continue;
-        int lo = 1, hi = (1 << 20) / P;
+        const int step = mt_info_lcm(P, cp);
+        int lo = 1, hi = (1 << 20) / step;
+        if (hi < 1) continue;
         mt_info_ep_in in =
-            info_ep_in(&m, expert_numel, hi * P, P, gather_dtype, false, (int64_t)batch * seq);
+            mt_info_ep_in_model(&m, expert_numel, hi * step, P, gather_dtype, false, tokens);
         mt_info_ep_out o = mt_info_ep_plan(&in);
         if (o.owned_bytes + o.slot_bytes + act > cap) continue;
         while (lo < hi) {
             const int mid = lo + (hi - lo) / 2;
-            in.ranks = mid * P;
+            in.ranks = mid * step;
             o = mt_info_ep_plan(&in);
             if (o.owned_bytes + o.slot_bytes + act <= cap)
                 hi = mid;
             else
                 lo = mid + 1;
         }
-        in.ranks = lo * P;
+        in.ranks = lo * step;
         o = mt_info_ep_plan(&in);
-        fit[P] = lo * P;
+        fit[P] = lo * step;
         if (!fewest || fit[P] < fewest) fewest = fit[P];
         printf("fit_ranks_ep%d=%d  # %.2f GiB per rank, %.2f GB sent per rank per micro-step\n", P,
                fit[P], (double)(o.owned_bytes + o.slot_bytes + act) / (1 << 30),
@@ -191,24 +187,28 @@ static void info_fit_ep(const mt_minimax_config *cfg, mt_gather_unit unit, mt_dt
     if (!fewest) {
         printf("fit_ranks_ep=none  # no expert-parallel layout fits %.1f GiB per rank\n", gib);
     } else {
-        const int N = (fewest + 7) / 8 * 8;
-        int best_p = 0;
+        int N = (fewest + 7) / 8 * 8 - 8, best_p = 0;
         int64_t best_t = 0, best_b = 0;
-        for (int P = 1; P <= E; P++) {
-            if (!fit[P] || fit[P] > N || N % P) continue;
-            mt_info_ep_in in =
-                info_ep_in(&m, expert_numel, N, P, gather_dtype, false, (int64_t)batch * seq);
-            const mt_info_ep_out o = mt_info_ep_plan(&in);
-            const int64_t t = o.gather_bytes + o.reduce_bytes + o.alltoall_bytes;
-            if (!best_p || t < best_t)
-                best_p = P, best_t = t, best_b = o.owned_bytes + o.slot_bytes;
-        }
+        while (!best_p) /* the fewest nodes where some P (and cp) divides the ranks */
+            for (int P = 1, n = N += 8; P <= E; P++) {
+                if (!fit[P] || fit[P] > n || n % mt_info_lcm(P, cp)) continue;
+                mt_info_ep_in in =
+                    mt_info_ep_in_model(&m, expert_numel, n, P, gather_dtype, false, tokens);
+                const mt_info_ep_out o = mt_info_ep_plan(&in);
+                const int64_t t = o.gather_bytes + o.reduce_bytes + o.alltoall_bytes;
+                if (!best_p || t < best_t)
+                    best_p = P, best_t = t, best_b = o.owned_bytes + o.slot_bytes;
+            }
         printf("fit_ranks_ep=%d ep=%d  # whole 8-GPU nodes (fewest ranks of any layout: %d), "
                "gather unit %s: %.2f GiB per rank of %.1f (state, slots%s), the least traffic "
                "there: %.2f GB sent per rank per micro-step\n",
                N, best_p, fewest, unit == MT_GATHER_EXPERT ? "expert" : "layer",
                (double)(best_b + act) / (1 << 30), gib, seq ? ", recomputed activations" : "",
                (double)best_t * 1e-9);
+        if (cp > 1)
+            printf("fit_ranks_ep_cp=%d  # the fits above: activations of %ld local tokens a row "
+                   "(apps/info_cp.h), ranks a multiple of C and P\n",
+                   cp, seq / cp);
         *pick_n = N, *pick_p = best_p;
     }
     free(fit);
@@ -217,35 +217,41 @@ static void info_fit_ep(const mt_minimax_config *cfg, mt_gather_unit unit, mt_dt
 }
 
 /* --fit-gib: per gather unit and offload, the fewest ranks that fit (the bytes fall with N, so
- * a bisection over [1, 2^20]). */
+ * a bisection over [1, 2^20]); with context parallelism over cp ranks, its activations
+ * (apps/info_cp.h) and the fewest multiple of cp. */
 static void info_fit(const mt_minimax_config *cfg, mt_dtype gather_dtype, long seq, long batch,
-                     double gib) {
+                     int cp, double gib) {
+    char note[96] = "";
+    if (cp > 1)
+        snprintf(note, sizeof(note), " of %ld local tokens, ranks a multiple of C=%d", seq / cp,
+                 cp);
     const int64_t cap = (int64_t)(gib * (double)(1 << 30));
     for (int u = 0; u < 2; u++) {
         const mt_gather_unit unit = u ? MT_GATHER_EXPERT : MT_GATHER_LAYER;
         mt_minimax m;
         mt_minimax_init_unit(&m, cfg, unit);
-        const int64_t act = seq ? mt_minimax_plan_activations(cfg, unit, true, batch, seq) : 0;
+        const int64_t act = seq ? mt_info_cp_activations(cfg, unit, true, batch, seq, cp) : 0;
         for (int off = 0; off < 2; off++) {
             int64_t host;
-            int lo = 1, hi = 1 << 20;
-            if (info_rank_bytes(&m, hi, gather_dtype, off, act, &host) > cap) {
+            int lo = 1, hi = (1 << 20) / cp;
+            if (info_rank_bytes(&m, hi * cp, gather_dtype, off, act, &host) > cap) {
                 printf("fit_ranks_%s%s=none  # more than %d ranks, or the activations alone "
                        "exceed %.1f GiB\n",
-                       u ? "expert" : "layer", off ? "_offload" : "", hi, gib);
+                       u ? "expert" : "layer", off ? "_offload" : "", hi * cp, gib);
                 continue;
             }
             while (lo < hi) {
                 const int mid = lo + (hi - lo) / 2;
-                if (info_rank_bytes(&m, mid, gather_dtype, off, act, &host) <= cap)
+                if (info_rank_bytes(&m, mid * cp, gather_dtype, off, act, &host) <= cap)
                     hi = mid;
                 else
                     lo = mid + 1;
             }
+            lo *= cp;
             const int64_t bytes = info_rank_bytes(&m, lo, gather_dtype, off, act, &host);
-            printf("fit_ranks_%s%s=%d  # %.2f GiB per rank of %.1f (state, slots%s)%s",
+            printf("fit_ranks_%s%s=%d  # %.2f GiB per rank of %.1f (state, slots%s%s)%s",
                    u ? "expert" : "layer", off ? "_offload" : "", lo, (double)bytes / (1 << 30),
-                   gib, seq ? ", recomputed activations" : "", off ? "" : "\n");
+                   gib, seq ? ", recomputed activations" : "", note, off ? "" : "\n");
             if (off) printf(", host %.2f GiB per rank\n", (double)host / (1 << 30));
         }
         mt_minimax_free(&m);
@@ -270,6 +276,8 @@ typedef struct {
     double fit_gib;
     const char *gpu; /* --gpu's name: fit_gib from its memory */
     bool predict;    /* --predict-step */
+    int cp;          /* --context-parallel C (1: none) */
+    bool cp_auto;    /* --context-parallel auto: the best layout search */
 } info_args;
 
 /* The devices --gpu names: memory as the vendor states it, in decimal GB. */
@@ -308,8 +316,29 @@ static void info_gpu_print(const info_args *a) {
                    a->gpu, a->fit_gib, info_gpus[i].what, info_gpus[i].gb, a->fit_gib);
 }
 
+/* --context-parallel: what it needs, one line each (exit 2). */
+static void info_check_cp(const info_args *a) {
+    char msg[256];
+    if (a->cp_auto) {
+        info_flag(a->seq > 0 && a->fit_gib > 0,
+                  "--context-parallel auto needs --seq T and --gpu NAME or --fit-gib G");
+        info_flag(!a->predict, "--predict-step predicts steps without --context-parallel");
+        return;
+    }
+    if (a->cp == 1) return;
+    info_flag(a->seq > 0, "--context-parallel needs --seq T");
+    snprintf(msg, sizeof(msg),
+             "--context-parallel %d: --seq %ld does not split into %d equal chunks (T must be a "
+             "multiple of 2C = %d)",
+             a->cp, a->seq, 2 * a->cp, 2 * a->cp);
+    info_flag(mt_info_cp_divides(a->seq, a->cp), msg);
+    snprintf(msg, sizeof(msg), "--context-parallel %d must divide --ranks %d", a->cp, a->ranks);
+    info_flag(a->ranks % a->cp == 0, msg);
+    info_flag(!a->predict, "--predict-step predicts steps without --context-parallel");
+}
+
 static info_args info_parse(int argc, char **argv) {
-    info_args a = {.batch = 1, .unit = MT_GATHER_LAYER, .gather_dtype = MT_F32};
+    info_args a = {.batch = 1, .unit = MT_GATHER_LAYER, .gather_dtype = MT_F32, .cp = 1};
     char msg[256];
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
@@ -345,6 +374,12 @@ static info_args info_parse(int argc, char **argv) {
             info_flag(mt_flag_int32(argv[i], argv[i + 1], 1, INT_MAX, &a.ep, msg, sizeof(msg)),
                       msg);
             i++;
+        } else if (strcmp(argv[i], "--context-parallel") == 0 && i + 1 < argc) {
+            a.cp_auto = strcmp(argv[i + 1], "auto") == 0;
+            if (!a.cp_auto)
+                info_flag(mt_flag_int32(argv[i], argv[i + 1], 1, 1 << 20, &a.cp, msg, sizeof(msg)),
+                          msg);
+            i++;
         } else if (strcmp(argv[i], "--predict-step") == 0) {
             a.predict = true;
         } else if (strcmp(argv[i], "--offload") == 0) {
@@ -363,6 +398,7 @@ static info_args info_parse(int argc, char **argv) {
         }
     }
     if (!a.config) usage(2);
+    info_check_cp(&a);
     if (a.predict) {
         info_flag(a.gpu != NULL, "--predict-step needs --gpu h200 or h100 (the device whose "
                                  "peaks it predicts with)");
@@ -508,8 +544,8 @@ static int64_t info_print_zero3(const info_args *a, const mt_minimax *m,
     printf("zero3_bytes_per_rank=%.0f (%.2f GiB)  # before activations (dist.arena_mb)\n",
            b_owned + b_slots, (b_owned + b_slots) * gib);
     int64_t *expert_numel = mt_malloc(sizeof(int64_t) * (size_t)m->n_buckets, "expert numel");
-    const mt_info_ep_in in = info_ep_in(m, expert_numel, a->ranks, 1, a->gather_dtype, offload,
-                                        (int64_t)a->batch * a->seq);
+    const mt_info_ep_in in = mt_info_ep_in_model(m, expert_numel, a->ranks, 1, a->gather_dtype,
+                                                 offload, (int64_t)a->batch * (a->seq / a->cp));
     const mt_info_ep_out z3 = mt_info_ep_plan(&in);
     print_traffic("traffic_zero3", &z3, a->seq > 0, false);
     *ep_bytes = a->ep ? info_print_ep(a, cfg, in, &z3) : 0;
@@ -517,18 +553,56 @@ static int64_t info_print_zero3(const info_args *a, const mt_minimax *m,
     return z.owned_bytes + z.slot_bytes;
 }
 
+/* --context-parallel C > 1: the layout and the exchange buffers of one layer (apps/info_cp.h). */
+static void info_print_cp(const info_args *a, const mt_info_cp_exchange *x) {
+    const int C = a->cp;
+    printf("cp=%d local_tokens=%ld chunk_tokens=%ld  # each row of T=%ld cut into %d chunks; "
+           "rank r of a context group holds chunks r and %d-r\n",
+           C, a->seq / C, a->seq / (2 * C), a->seq, 2 * C, 2 * C - 1);
+    const struct {
+        const char *kind, *what;
+        int64_t bytes;
+    } k[3] = {
+        {"softmax", "K, V (B,T,Hkv,D) all-gathered + dK, dV reduce-scattered", x->softmax},
+        {"lightning", "the all-gather of 2C chunk states (B,H,D,D)", x->lightning},
+        {"msa", "K, V (B,T,Hkv,D) and the index keys (B,T,Di) all-gathered + their gradients",
+         x->msa},
+    };
+    for (int i = 0; i < 3; i++)
+        if (k[i].bytes)
+            printf("cp_exchange_bytes_%s=%lld (%.2f GiB)  # per %s layer while it runs: %s, "
+                   "fp32\n",
+                   k[i].kind, (long long)k[i].bytes, (double)k[i].bytes / (1 << 30), k[i].kind,
+                   k[i].what);
+    printf("cp_exchange_bytes=%lld (%.2f GiB)  # the largest of one layer's (layers run one at "
+           "a time), on top of the dry run's peak\n",
+           (long long)x->peak, (double)x->peak / (1 << 30));
+}
+
 /* --seq T: the activation arena of one micro-step, kept and recomputed, and the totals with the
  * state per rank (zero_bytes, ep_bytes: 0 when not computed). */
-static void info_print_activations(const info_args *a, const mt_minimax_config *cfg,
-                                   int64_t zero_bytes, int64_t ep_bytes) {
+static void info_print_activations(const info_args *a, const mt_minimax *m, int64_t zero_bytes,
+                                   int64_t ep_bytes) {
     const double gib = 1.0 / (1 << 30);
     const char *u = a->unit == MT_GATHER_EXPERT ? "expert" : "layer";
+    const int C = a->cp;
+    const mt_info_cp_exchange x = mt_info_cp_exchange_plan(m, C, a->batch, a->seq);
+    if (C > 1) info_print_cp(a, &x);
     for (int r = 0; r < 2; r++) {
-        const int64_t bytes = mt_minimax_plan_activations(cfg, a->unit, r == 1, a->batch, a->seq);
-        printf("activation_bytes_%s=%lld (%.2f GiB)  # B=%ld T=%ld, gather unit %s: live "
-               "outputs, saved buffers and gradients at their peak; kernels' scratch on top\n",
-               r ? "recomputed" : "kept", (long long)bytes, (double)bytes * gib, a->batch, a->seq,
-               u);
+        const int64_t bytes =
+            mt_minimax_plan_activations(&m->cfg, a->unit, r == 1, a->batch, a->seq / C) + x.peak;
+        if (C > 1)
+            printf("activation_bytes_%s=%lld (%.2f GiB)  # per rank, B=%ld T=%ld over C=%d "
+                   "ranks, gather unit %s: the dry run of B x %ld local tokens + "
+                   "cp_exchange_bytes; kernels' scratch on top\n",
+                   r ? "recomputed" : "kept", (long long)bytes, (double)bytes * gib, a->batch,
+                   a->seq, C, u, a->seq / C);
+        else
+            printf("activation_bytes_%s=%lld (%.2f GiB)  # B=%ld T=%ld, gather unit %s: live "
+                   "outputs, saved buffers and gradients at their peak; kernels' scratch on "
+                   "top\n",
+                   r ? "recomputed" : "kept", (long long)bytes, (double)bytes * gib, a->batch,
+                   a->seq, u);
         if (zero_bytes)
             printf("total_bytes_per_rank_%s=%lld (%.2f GiB)  # zero3 + activations; the "
                    "CUDA context, cuBLAS workspace, NCCL buffers and scratch on top\n",
@@ -561,7 +635,7 @@ static void info_predict(const info_args *a, const mt_minimax_config *cfg, int p
     mt_minimax_init_unit(&m, cfg, unit);
     const int64_t tokens = (int64_t)a->batch * a->seq;
     int64_t *expert_numel = mt_malloc(sizeof(int64_t) * (size_t)m.n_buckets, "expert numel");
-    const mt_info_ep_in in = info_ep_in(&m, expert_numel, N, P, dtype, false, tokens);
+    const mt_info_ep_in in = mt_info_ep_in_model(&m, expert_numel, N, P, dtype, false, tokens);
     const mt_info_ep_out o = mt_info_ep_plan(&in);
     const mt_zero_sizes z = mt_zero_plan(N, m.n_buckets, m.bucket_numel, dtype, false);
     const int gb = dtype == MT_BF16 ? 2 : 4;
@@ -628,11 +702,13 @@ int main(int argc, char **argv) {
     int64_t zero_bytes = 0, ep_bytes = 0; /* with --ranks: the state and slots one rank holds */
     int pick_n = 0, pick_p = 0;           /* the fit_ranks_ep layout (0: none fits) */
     if (a.ranks) zero_bytes = info_print_zero3(&a, &m, &cfg, &ep_bytes);
-    if (a.seq) info_print_activations(&a, &cfg, zero_bytes, ep_bytes);
+    if (a.seq) info_print_activations(&a, &m, zero_bytes, ep_bytes);
     if (a.fit_gib > 0) {
         info_gpu_print(&a);
-        info_fit(&cfg, a.gather_dtype, a.seq, a.batch, a.fit_gib);
-        info_fit_ep(&cfg, a.unit, a.gather_dtype, a.seq, a.batch, a.fit_gib, &pick_n, &pick_p);
+        info_fit(&cfg, a.gather_dtype, a.seq, a.batch, a.cp, a.fit_gib);
+        info_fit_ep(&cfg, a.unit, a.gather_dtype, a.seq, a.batch, a.cp, a.fit_gib, &pick_n,
+                    &pick_p);
+        if (a.cp_auto) mt_info_cp_best(&cfg, a.batch, a.seq, a.fit_gib);
     }
     if (a.predict) info_predict(&a, &cfg, pick_n, pick_p);
     mt_minimax_free(&m);

@@ -25,7 +25,21 @@
  *     (640 + 2048 + 2048 + 512) / 2 = 2624 elements, 41984 bytes.
  * op_info_ep_cli: minimax-info --expert-parallel 1 prints the ZeRO-3 numbers again (ep_* equal
  *   zero3_* and traffic_zero3_*), a P that does not divide the ranks is refused (exit 2), and so
- *   is P > 1 with the gather unit layer. */
+ *   is P > 1 with the gather unit layer.
+ * op_info_cp_cli: --context-parallel (apps/info_cp.h) on the tiny Text-01 config (H = 4 heads,
+ *   Hkv = 2, D = 32; 3 lightning layers and 1 softmax layer): C = 1 prints exactly what no flag
+ *   prints; C = 2, B = 2, T = 128: per rank the dry run of T / 2 = 64 tokens (minimax-info --seq 64
+ *   --batch 2, no flag) plus the larger of one layer's exchange buffers, fp32: softmax
+ *   4 B T Hkv D x 4 = 4 x 2 x 128 x 2 x 32 x 4 = 262144 (K, V gathered + dK, dV), lightning
+ *   2 C B H D D x 4 = 2 x 2 x 2 x 4 x 32 x 32 x 4 = 131072 (2C chunk states); below C = 1's;
+ *   C = 8, B = 1, T = 16: lightning 2 x 8 x 4 x 32 x 32 x 4 = 262144 over softmax
+ *   4 x 16 x 2 x 32 x 4 = 16384 (the larger, not the sum); a T that 2C does not divide, a C
+ *   without --seq and a C that does not divide --ranks are refused in one line, exit 2.
+ * op_info_cp_fit: the released Text-01 config (recipes/configs/minimax-text-01.json) on H200s
+ *   at T = 32768: with C = 2 fit_ranks_expert is even, fewer than without, and minimax-info
+ *   --ranks at it prints a total within 141 GB (131.3 GiB), at two ranks fewer above it; auto's
+ *   best_layout N cp=C ep=P: its ranks a multiple of C and P, no more than any best_cp<C> line,
+ *   and --ranks N --expert-parallel P --context-parallel C prints a total within 141 GB. */
 #include "tests/support/harness.h"
 
 #include <stdio.h>
@@ -163,9 +177,139 @@ static int test_gpu(void) {
     return MT_TEST_OK;
 }
 
+/* the integer after "key=" in out, -1 when absent (a key at the start of out too) */
+static long long cp_key(const char *out, const char *key) {
+    char pat[128];
+    snprintf(pat, sizeof(pat), "%s=", key);
+    if (!strncmp(out, pat, strlen(pat))) return atoll(out + strlen(pat));
+    return info_key(out, key);
+}
+
+/* out is one line (ending in its newline) */
+static bool one_line(const char *out) {
+    const char *nl = strchr(out, '\n');
+    return nl && !nl[1];
+}
+
+static int test_cp_cli(void) {
+    if (!getenv("MT_MINIMAX_INFO")) return MT_TEST_SKIP;
+    static char out[32768], ref[32768];
+    /* C = 1: the same output, every line */
+    const char *base = "--ranks 4 --seq 128 --batch 2 --gather-unit expert --expert-parallel 2 "
+                       "--gpu h200";
+    char args[512];
+    EXPECT(info_cli(base, ref, sizeof(ref)) == 0, "%s:\n%s", base, ref);
+    snprintf(args, sizeof(args), "%s --context-parallel 1", base);
+    EXPECT(info_cli(args, out, sizeof(out)) == 0, "%s:\n%s", args, out);
+    EXPECT(!strcmp(out, ref), "C = 1 differs from no flag:\n%s\n----\n%s", out, ref);
+    /* C = 2, B = 2, T = 128 */
+    EXPECT(info_cli("--seq 64 --batch 2", ref, sizeof(ref)) == 0, "%s", ref);
+    const long long half_kept = info_key(ref, "activation_bytes_kept"),
+                    half_rec = info_key(ref, "activation_bytes_recomputed");
+    EXPECT(info_cli("--seq 128 --batch 2", ref, sizeof(ref)) == 0, "%s", ref);
+    const long long one_kept = info_key(ref, "activation_bytes_kept"),
+                    one_rec = info_key(ref, "activation_bytes_recomputed");
+    EXPECT(info_cli("--seq 128 --batch 2 --ranks 4 --context-parallel 2", out, sizeof(out)) == 0,
+           "%s", out);
+    printf("%s", out);
+    const long long softmax = 4LL * 2 * 128 * 2 * 32 * 4, lightning = 2LL * 2 * 2 * 4 * 32 * 32 * 4;
+    EXPECT(info_key(out, "cp_exchange_bytes_softmax") == softmax &&
+               info_key(out, "cp_exchange_bytes_lightning") == lightning &&
+               info_key(out, "cp_exchange_bytes") == softmax &&
+               info_key(out, "cp_exchange_bytes_msa") == -1,
+           "exchange buffers: want softmax %lld lightning %lld:\n%s", softmax, lightning, out);
+    const long long kept = info_key(out, "activation_bytes_kept"),
+                    rec = info_key(out, "activation_bytes_recomputed");
+    EXPECT(half_kept > 0 && kept == half_kept + softmax && rec == half_rec + softmax,
+           "C = 2: kept %lld recomputed %lld, want %lld + %lld and %lld + %lld", kept, rec,
+           half_kept, softmax, half_rec, softmax);
+    EXPECT(kept < one_kept && rec < one_rec, "C = 2 (%lld, %lld) not below C = 1 (%lld, %lld)",
+           kept, rec, one_kept, one_rec);
+    EXPECT(info_key(out, "total_bytes_per_rank_recomputed") ==
+               info_key(out, "zero3_bytes_per_rank") + rec,
+           "total is not zero3 + activations:\n%s", out);
+    /* C = 8, B = 1, T = 16: one token a chunk; the lightning states are the larger */
+    EXPECT(info_cli("--seq 2", ref, sizeof(ref)) == 0, "%s", ref);
+    EXPECT(info_cli("--seq 16 --context-parallel 8", out, sizeof(out)) == 0, "%s", out);
+    const long long states = 2LL * 8 * 4 * 32 * 32 * 4;
+    EXPECT(info_key(out, "cp_exchange_bytes_softmax") == 4LL * 16 * 2 * 32 * 4 &&
+               info_key(out, "cp_exchange_bytes") == states &&
+               info_key(out, "activation_bytes_recomputed") ==
+                   info_key(ref, "activation_bytes_recomputed") + states,
+           "C = 8, T = 16:\n%s", out);
+    /* refusals: one line, exit 2 */
+    EXPECT(info_cli("--seq 100 --context-parallel 4", out, sizeof(out)) == 2 &&
+               !strcmp(out, "minimax-info: --context-parallel 4: --seq 100 does not split into 8 "
+                            "equal chunks (T must be a multiple of 2C = 8)\n"),
+           "T = 100, C = 4:\n%s", out);
+    EXPECT(info_cli("--seq 6 --context-parallel 2", out, sizeof(out)) == 2 &&
+               strstr(out, "does not split into 4 equal chunks") && one_line(out),
+           "T = 6, C = 2:\n%s", out);
+    EXPECT(info_cli("--context-parallel 2", out, sizeof(out)) == 2 && strstr(out, "needs --seq") &&
+               one_line(out),
+           "C without --seq:\n%s", out);
+    EXPECT(info_cli("--seq 64 --ranks 6 --context-parallel 4", out, sizeof(out)) == 2 &&
+               strstr(out, "must divide --ranks 6") && one_line(out),
+           "C = 4 of 6 ranks:\n%s", out);
+    EXPECT(info_cli("--seq 64 --context-parallel auto", out, sizeof(out)) == 2 &&
+               strstr(out, "--fit-gib") && one_line(out),
+           "auto without a budget:\n%s", out);
+    EXPECT(info_cli("--seq 64 --context-parallel 0", out, sizeof(out)) == 2 && one_line(out),
+           "C = 0:\n%s", out);
+    return MT_TEST_OK;
+}
+
+/* H200: 141 GB as minimax-info's cap, (int64_t)(131.3... GiB x 2^30) */
+static const long long h200_cap = 141000000000LL;
+
+static int test_cp_fit(void) {
+    if (!getenv("MT_MINIMAX_INFO")) return MT_TEST_SKIP;
+    static char out[32768];
+    const char *cfg = "--config recipes/configs/minimax-text-01.json --seq 32768 --gather-unit "
+                      "expert";
+    char args[512];
+    snprintf(args, sizeof(args), "%s --gpu h200", cfg);
+    EXPECT(info_cli(args, out, sizeof(out)) == 0, "%s", out);
+    const long long one = info_key(out, "fit_ranks_expert");
+    snprintf(args, sizeof(args), "%s --gpu h200 --context-parallel 2", cfg);
+    EXPECT(info_cli(args, out, sizeof(out)) == 0, "%s", out);
+    printf("%s", fit_lines(out));
+    const long long n = info_key(out, "fit_ranks_expert");
+    EXPECT(n > 0 && n % 2 == 0 && (one < 0 || n < one), "C = 2: %lld ranks (C = 1: %lld)", n, one);
+    for (int d = 0; d <= 2; d += 2) {
+        snprintf(args, sizeof(args), "%s --ranks %lld --context-parallel 2", cfg, n - d);
+        EXPECT(info_cli(args, out, sizeof(out)) == 0, "%s", out);
+        const long long total = info_key(out, "total_bytes_per_rank_recomputed");
+        EXPECT(d ? total > h200_cap : total > 0 && total <= h200_cap, "%lld ranks: %lld bytes",
+               n - d, total);
+    }
+    snprintf(args, sizeof(args), "%s --gpu h200 --context-parallel auto", cfg);
+    EXPECT(info_cli(args, out, sizeof(out)) == 0, "%s", out);
+    const char *best = strstr(out, "\nbest_layout=");
+    EXPECT(best, "no best_layout line:\n%s", out);
+    printf("%s", strstr(out, "\nbest_cp1="));
+    int N = 0, C = 0, P = 0;
+    EXPECT(sscanf(best, "\nbest_layout=%d cp=%d ep=%d", &N, &C, &P) == 3 && N % C == 0 &&
+               N % P == 0,
+           "best_layout:%s", best);
+    for (const char *p = out; (p = strstr(p, "\nbest_cp")); p++) {
+        int n2 = 0;
+        if (sscanf(p, "\nbest_cp%*d=%d", &n2) == 1)
+            EXPECT(N <= n2, "best_layout %d above a best_cp line (%d)", N, n2);
+    }
+    snprintf(args, sizeof(args), "%s --ranks %d --expert-parallel %d --context-parallel %d", cfg, N,
+             P, C);
+    EXPECT(info_cli(args, out, sizeof(out)) == 0, "%s", out);
+    const long long total = cp_key(out, "ep_total_bytes_per_rank_recomputed");
+    EXPECT(total > 0 && total <= h200_cap, "%d ranks, cp %d, ep %d: %lld bytes", N, C, P, total);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"op_info_ep_formula", test_formula},
     {"op_info_ep_cli", test_cli},
     {"op_info_gpu", test_gpu},
+    {"op_info_cp_cli", test_cp_cli},
+    {"op_info_cp_fit", test_cp_fit},
 };
 MT_TEST_MAIN(cases)
