@@ -20,6 +20,9 @@ typedef struct mt_cp_group {
     void (*allgather)(void *user, const void *send, void *recv, int64_t count, size_t elem);
     void (*reduce_scatter)(void *user, const float *send, float *recv, int64_t count);
     void *user;
+    /* On host memory: in-place sums over the group (the router's expert counts). */
+    void (*allreduce_i64)(void *user_host, int64_t *buf, int n);
+    void *user_host;
 } mt_cp_group;
 
 /* The chunk (0 .. 2C-1) of the whole row that local chunk j (0 or 1) of rank r holds. */

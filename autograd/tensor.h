@@ -262,6 +262,11 @@ typedef struct mt_ctx {
     /* The op profile (autograd/profile.h) every kernel call is timed into while set; NULL
      * (the default): one test per kernel. */
     struct mt_profile *prof;
+    /* Context parallelism (autograd/context_parallel.h): while set (size > 1), the forward's
+     * rows hold this rank's T / C tokens of each sample, and the ops that cross tokens
+     * (softmax and lightning attention, the router's load-balancing counts) exchange through
+     * it; NULL (the default, and always in generation): each row is a whole sample. */
+    const struct mt_cp_group *cp;
 } mt_ctx;
 
 void mt_ctx_init(mt_ctx *c, const mt_backend *be, size_t arena_bytes, int max_nodes);

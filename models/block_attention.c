@@ -110,6 +110,13 @@ static mt_tensor *attn_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, m
     const float scale = (float)(1.0 / sqrt((double)m->cfg.head_dim));
     mt_tensor *q, *k, *v;
     mt_block_attention_qkv(m, c, l, w, h1, io, &q, &k, &v);
+    if (c->cp && c->cp->size > 1) { /* this rank's queries against every rank's keys */
+        MT_CHECK(m->plan[l].window == 0,
+                 "minimax: layer %d: a sliding window under context parallelism is not "
+                 "supported",
+                 l);
+        return mt_block_attention_out(c, w, mt_cp_attention(c, q, k, v, io->seg, c->cp, scale));
+    }
     return mt_block_attention_out(
         c, w, mt_attention_window(c, q, k, v, io->seg, scale, m->plan[l].window));
 }

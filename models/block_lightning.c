@@ -68,7 +68,8 @@ static mt_tensor *lightning_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *
                   D = m->cfg.head_dim;
     mt_tensor *decay;
     mt_tensor *qkv = lightning_qkv(m, c, l, w, h1, &decay);
-    mt_tensor *o = mt_lightning(c, qkv, decay, io->seg, m->cfg.block_size);
+    /* under context parallelism the earlier chunks' states come in by a scan over the ranks */
+    mt_tensor *o = mt_cp_lightning(c, qkv, decay, io->seg, m->cfg.block_size, c->cp);
     if (io->kv) { /* prefill: the final state is the decode cache */
         MT_CHECK(c->be->decode.lightning_state,
                  "minimax: the %s backend has no lightning state for a cache", c->be->name);

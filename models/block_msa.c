@@ -183,6 +183,8 @@ static void msa_project(mt_minimax *m, mt_ctx *c, int l, const msa_params *w, mt
 }
 
 static mt_tensor *msa_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_block_io *io) {
+    MT_CHECK(!c->cp || c->cp->size == 1,
+             "minimax: layer %d: MSA layers under context parallelism are not supported yet", l);
     const mt_minimax_config *cfg = &m->cfg;
     const msa_params *w = m->layers[l].mix;
     const int64_t D = cfg->head_dim, Di = cfg->msa_index_dim;

@@ -277,7 +277,18 @@ static void mm_topk_logits(mt_ctx *c, const mt_tensor *logits, int K, int32_t *i
  * logits of its sparse layers only).
  * The counts are of the top-K of softmax(logits), as transformers counts them: for a softmax
  * router these are its choices; a sigmoid router with a correction bias may choose others
- * (transformers' minimax_m2 counts the unbiased top-K all the same, docs/parity.md). */
+ * (transformers' minimax_m2 counts the unbiased top-K all the same, docs/parity.md).
+ * Under context parallelism (c->cp) a row holds this rank's T of the sample's C T tokens, real
+ * where their global index is below valid_len (which counts the whole sample), and the counts
+ * and R are summed over the group: each rank's sum is its rows' part of the whole. */
+static bool mm_token_real(const mt_ctx *c, const int64_t *valid_len, int64_t b, int64_t T,
+                          int64_t t) {
+    if (!valid_len) return true;
+    if (!c->cp || c->cp->size == 1) return t < valid_len[b];
+    const int C = c->cp->size;
+    return mt_cp_global_index(c->cp->rank, C, C * T, t) < valid_len[b];
+}
+
 static mt_tensor *mm_aux_loss(mt_minimax *m, mt_ctx *c, mt_tensor **routers, mt_tensor **idx,
                               const int64_t *valid_len, int64_t B, int64_t T) {
     const int L = m->cfg.num_hidden_layers, E = m->cfg.num_local_experts;
@@ -288,19 +299,21 @@ static mt_tensor *mm_aux_loss(mt_minimax *m, mt_ctx *c, mt_tensor **routers, mt_
     /* the real rows of one layer, in row order, or all of them */
     int64_t n_real = B * T;
     mt_tensor *real = NULL;
+    const int64_t T_all = c->cp ? T * c->cp->size : T; /* a whole sample's tokens */
     if (valid_len) {
         int64_t nr = 0;
         for (int64_t b = 0; b < B; b++) {
-            MT_CHECK(valid_len[b] >= 0 && valid_len[b] <= T,
+            MT_CHECK(valid_len[b] >= 0 && valid_len[b] <= T_all,
                      "minimax: row %lld has %lld real tokens of %lld", (long long)b,
-                     (long long)valid_len[b], (long long)T);
-            nr += valid_len[b];
+                     (long long)valid_len[b], (long long)T_all);
+            for (int64_t t = 0; t < T; t++) nr += mm_token_real(c, valid_len, b, T, t);
         }
         if (nr > 0 && nr < B * T) {
             real = mt_tensor_new(c, MT_I32, 1, &nr, "aux.real_rows");
             int32_t *h = mt_arena_alloc(&c->host, (size_t)nr * sizeof(int32_t), "aux.rows.host");
             for (int64_t b = 0, i = 0; b < B; b++)
-                for (int64_t t = 0; t < valid_len[b]; t++) h[i++] = (int32_t)(b * T + t);
+                for (int64_t t = 0; t < T; t++)
+                    if (mm_token_real(c, valid_len, b, T, t)) h[i++] = (int32_t)(b * T + t);
             c->be->to_device(real->data, h, (size_t)nr * sizeof(int32_t));
         }
         n_real = nr;
@@ -318,17 +331,24 @@ static mt_tensor *mm_aux_loss(mt_minimax *m, mt_ctx *c, mt_tensor **routers, mt_
         else
             mm_topk_logits(c, routers[l], K, h);
         for (int64_t b = 0; b < B; b++)
-            for (int64_t t = 0; t < (valid_len ? valid_len[b] : T); t++)
+            for (int64_t t = 0; t < T; t++) {
+                if (!mm_token_real(c, valid_len, b, T, t)) continue;
                 for (int k = 0; k < K; k++) {
                     const int32_t e = h[(b * T + t) * K + k];
                     MT_CHECK(e >= 0 && e < E, "minimax: layer %d routed to expert %d of %d", l,
                              (int)e, E);
                     count[e]++;
                 }
+            }
+    }
+    int64_t n_all = n_real; /* the whole micro-batch's real rows: every rank's */
+    if (c->cp && c->cp->size > 1) {
+        c->cp->allreduce_i64(c->cp->user_host, count, E);
+        c->cp->allreduce_i64(c->cp->user_host, &n_all, 1);
     }
     float *coef_h = mt_arena_alloc(&c->host, (size_t)E * sizeof(float), "aux.coef.host");
-    if (n_real > 0)
-        mt_moe_aux_coef(coef_h, count, E, (int64_t)n_moe * n_real);
+    if (n_all > 0 && n_real > 0) /* a rank with no real row has no part of the sum */
+        mt_moe_aux_coef(coef_h, count, E, (int64_t)n_moe * n_all);
     else /* nothing but padding: no aux loss (and no gradient), not transformers' 0/0 */
         memset(coef_h, 0, (size_t)E * sizeof(float));
     int64_t e64 = E;
@@ -352,6 +372,10 @@ void mt_minimax_forward(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *batch,
     MT_CHECK(ids && ids->dtype == MT_I32 && ids->ndim == 2,
              "minimax_forward: ids must be i32 (B,T), got %s", ids ? mt_shape_str(ids) : "NULL");
     const int64_t B = ids->shape[0], T = ids->shape[1];
+    if (c->cp && c->cp->size > 1) /* the rows are parts of samples: what the ops can split */
+        MT_CHECK(batch->pos && !(batch->jitter && cfg->router_jitter_noise > 0) && m->lm_parts > 0,
+                 "minimax_forward: context parallelism needs the tokens' global positions, and "
+                 "takes neither the router jitter nor a head model");
     mt_tensor *pos = batch->pos ? batch->pos : mm_positions(c, B, T, NULL);
     const bool aux_on = cfg->output_router_logits;
     mt_tensor **routers = NULL, **idx = NULL;

@@ -124,7 +124,9 @@ typedef struct {
     mt_tensor *seg;           /* (B,T) I32 segment ids of packed samples, or NULL */
     const int64_t *valid_len; /* (B) host: real tokens at the start of each row, padding after
                                  (its own segment); the router aux loss leaves padding out, as
-                                 transformers does with an attention_mask. NULL: no padding */
+                                 transformers does with an attention_mask. NULL: no padding.
+                                 Under context parallelism (mt_ctx.cp) the rows hold a rank's
+                                 chunks and valid_len counts the whole samples' tokens */
     float loss_denom; /* <= 0: mean over this batch's labelled tokens; > 0: sum / loss_denom */
     /* The auxiliary terms summed over tokens (the MSA layers' indexer KL, over the real tokens'
      * queries: valid_len) are divided by aux_denom when > 0 (the global count of real tokens,

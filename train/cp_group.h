@@ -7,5 +7,7 @@
 #include "autograd/context_parallel.h"
 #include "train/comm.h"
 
-/* Every rank of c in c's order: size c->size, rank c->rank; c must outlive the group's use. */
+/* Every rank of c in c's order: size c->size, rank c->rank, all three hooks on c (a caller
+ * whose c is a device communicator points user_host at a host one); c must outlive the
+ * group's use. */
 mt_cp_group mt_cp_group_comm(mt_comm *c);

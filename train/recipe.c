@@ -165,6 +165,7 @@ static const recipe_key recipe_keys[] = {
     STR("dist.gather_dtype", dist_gather_dtype, "\"fp32\"", true),
     I64("dist.arena_mb", dist_arena_mb, "1024", false),
     INT("dist.expert_parallel", dist_expert_parallel, "1", true),
+    INT("dist.context_parallel", dist_context_parallel, "1", true),
     BOOL("dist.offload_optimizer", dist_offload_optimizer, "false", false),
     FLT("dist.timeout", dist_timeout, "-1", false),
 };

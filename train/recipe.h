@@ -138,6 +138,7 @@ typedef struct mt_recipe {
     char dist_gather_dtype[8];   /* "fp32" or "bf16": the parameters as gathered and used */
     int64_t dist_arena_mb;       /* activation arena per rank */
     int dist_expert_parallel;    /* P: ranks per expert-parallel group (1: none) */
+    int dist_context_parallel;   /* C: ranks that split each sample's tokens (1: none) */
     bool dist_offload_optimizer; /* AdamW moments in host memory, the update on the host CPU */
     double dist_timeout;         /* seconds one collective may wait (0: no limit; -1: automatic) */
 } mt_recipe;

@@ -99,6 +99,27 @@ static bool recipe_validate_objective(const mt_recipe *r, const mt_toml_doc *doc
     return true;
 }
 
+/* dist.context_parallel: each sample's tokens split over C ranks (docs/training.md, "Long
+ * sequences"): a row cuts into 2C equal chunks, and only what the context-parallel ops split
+ * (the causal LM's loss; a head pools over a whole row). The world, the model's layers and
+ * the router jitter are checked where they are known (train/trainer_setup.c). */
+static bool recipe_validate_context(const mt_recipe *r, const mt_toml_doc *doc, char *err,
+                                    size_t errlen) {
+    const int C = r->dist_context_parallel;
+    if (C < 1 || C > 64) BAD("dist.context_parallel", "%d is not in 1 .. 64", C);
+    if (C == 1) return true;
+    if (r->data_max_length % (2 * C))
+        BAD("data.max_length",
+            "%lld is not a multiple of 2 x dist.context_parallel = %d (each rank holds two of "
+            "a row's 2C equal chunks)",
+            (long long)r->data_max_length, 2 * C);
+    if (mt_objective_parse(r->train_objective) != MT_OBJECTIVE_SFT)
+        BAD("dist.context_parallel",
+            "%d is for train.objective = \"sft\": a head reads whole rows, not \"%s\"", C,
+            r->train_objective);
+    return true;
+}
+
 /* Value checks that need no files: ranges and enumerations. */
 /* [model], [data] and the batch: the files there before any rank allocates a model. */
 static bool recipe_validate_inputs(const mt_recipe *r, const mt_toml_doc *doc, char *err,
@@ -409,6 +430,7 @@ static bool recipe_check_model(const mt_recipe *r, const mt_toml_doc *doc, char 
 bool mt_recipe_validate(const mt_recipe *r, const mt_toml_doc *doc, char *err, size_t errlen) {
     return recipe_validate_inputs(r, doc, err, errlen) &&
            recipe_validate_objective(r, doc, err, errlen) &&
+           recipe_validate_context(r, doc, err, errlen) &&
            recipe_validate_generate(r, doc, err, errlen) &&
            recipe_validate_optimizer(r, doc, err, errlen) &&
            recipe_validate_output(r, doc, err, errlen) && recipe_check_model(r, doc, err, errlen);

@@ -185,6 +185,8 @@ int mt_train_main(int argc, char **argv) {
     trainer_batch_init(&t->batch, t->dev.be, rc->train_per_device_train_batch_size,
                        rc->data_max_length, rc->data_trim_padding,
                        mt_objective_parse(rc->train_objective), t->m.cfg.num_labels);
+    t->batch.cp_size = t->m.cp.C; /* each rank's chunks of every row (train/context_parallel.h) */
+    t->batch.cp_rank = t->m.cp.C > 1 ? t->m.cp.group->rank : 0;
     trainer_generate_setup(rc, &t->dev, &t->m, t->data.tokenizer_dir, &t->gen);
     int stopped_after = 0; /* the step a stop signal ended the run with */
     if (a.eval_only) {

@@ -35,20 +35,33 @@ void trainer_batch_init(trainer_batch *b, const mt_backend *be, int64_t B, int64
              4 * n * sizeof(int32_t));
 }
 
+/* Context parallelism: each row a (B,T) keeps this rank's chunks of T / (2C) tokens, r and
+ * 2C - 1 - r (autograd/context_parallel.h), packed to (B, T / C) in place. */
+static void trainer_batch_take_chunks(int32_t *a, int64_t B, int64_t T, int C, int r) {
+    const int64_t Tl = T / C;
+    for (int64_t b = 0; b < B; b++) /* row b's local tokens end before row b's global ones */
+        for (int64_t i = 0; i < Tl; i++) a[b * Tl + i] = a[b * T + mt_cp_global_index(r, C, T, i)];
+}
+
 mt_minimax_batch trainer_batch_upload(trainer_batch *b, const mt_sampler *s, int64_t m,
                                       int64_t denom, trainer_micro *mt) {
     if (b->objective != MT_OBJECTIVE_SFT) return trainer_head_upload(b, s, m, denom, mt);
-    const int64_t B = b->B, T = b->T;
+    const int64_t B = b->B, T = b->T, C = b->cp_size > 1 ? b->cp_size : 1;
     int64_t Tm = T;
-    if (b->trim_padding) {
-        Tm = (mt_sampler_micro_len(s, m) + 7) / 8 * 8;
-        if (Tm < 8) Tm = 8; /* an all-padding micro-batch still runs (collectives) */
+    if (b->trim_padding) {          /* a multiple of 8 and of the 2C chunks */
+        const int64_t unit = 8 * C; /* 2C divides 8C */
+        Tm = (mt_sampler_micro_len(s, m) + unit - 1) / unit * unit;
+        if (Tm < unit) Tm = unit; /* an all-padding micro-batch still runs (collectives) */
         if (Tm > T) Tm = T;
     }
     int32_t *d = b->dev;
     int32_t *host[4] = {b->ids, b->labels, b->pos, b->seg};
     mt_sampler_fill(s, m, Tm, host[0], host[1], host[2], host[3]);
     for (int64_t r = 0; r < B; r++) b->real[r] = mt_sampler_row_len(s, m, r);
+    if (C > 1) { /* the rows' real lengths stay the whole samples' (models/minimax.h) */
+        for (int a = 0; a < 4; a++) trainer_batch_take_chunks(host[a], B, Tm, (int)C, b->cp_rank);
+        Tm /= C;
+    }
     const size_t n = (size_t)(B * Tm);
     for (int a = 0; a < 4; a++) b->be->to_device(d + a * n, host[a], n * sizeof(int32_t));
     mt_tensor_wrap(&mt->ids, MT_I32, 2, (int64_t[]){B, Tm}, d, NULL, "ids");

@@ -60,7 +60,9 @@ void trainer_state_init(mt_train_state *st, const mt_comm *comm, const mt_recipe
     st->world_size = comm->size;
     st->micro_batch = rc->train_per_device_train_batch_size;
     st->accumulation = rc->train_gradient_accumulation_steps;
-    st->global_batch = st->micro_batch * st->accumulation * st->world_size;
+    /* the ranks of a context-parallel group share their rows */
+    const int C = rc->dist_context_parallel > 1 ? rc->dist_context_parallel : 1;
+    st->global_batch = st->micro_batch * st->accumulation * (st->world_size / C);
     if (comm->rank != 0) return; /* rank 0 writes the manifest and checks a resume */
     /* The digests of the token cache's key: the data file's and tokenizer.json's bytes, the
      * chat template, the options and the tokenizer code's format (data/token_cache.h) */

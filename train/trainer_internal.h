@@ -26,6 +26,7 @@
 #include "train/output_dir.h"
 #include "train/recipe.h"
 #include "train/schedule.h"
+#include "train/context_parallel.h"
 #include "train/expert_parallel.h"
 #include "train/sharded.h"
 #include "train/zero.h"
@@ -58,6 +59,7 @@ typedef struct {
     mt_ctx ctx;
     mt_sharded sharded;
     mt_expert_parallel ep;              /* dist.expert_parallel (P = 1: none) */
+    mt_context_parallel cp;             /* dist.context_parallel (C = 1: none) */
     char config_path[MT_PATH_MAX + 32]; /* the model's config.json */
     /* the model's auxiliary loss terms in training (mt_minimax_aux_terms): loss.csv's columns
      * after the cross-entropy's, in this order */
@@ -98,6 +100,9 @@ typedef struct {
     float *head_target;   /* (B,num_labels) */
     int32_t *start, *end; /* (B) QA */
     float *margin;        /* (B/2) reward pairs */
+    /* dist.context_parallel: this rank's index among the cp_size ranks that share each row;
+     * the upload keeps the row's chunks rank and 2 cp_size - 1 - rank (B, T / cp_size) */
+    int cp_size, cp_rank;
 } trainer_batch;
 
 /* The tensors of one micro-batch on the backend (in trainer_batch's dev). */

@@ -52,7 +52,9 @@ static void trainer_check_arena(const trainer_device *d, trainer_model *m, const
     /* reward pairs: a sampler row is two rows (chosen, rejected) */
     const int64_t B = rc->train_per_device_train_batch_size *
                       (mt_objective_parse(rc->train_objective) == MT_OBJECTIVE_REWARD ? 2 : 1),
-                  T = rc->data_max_length;
+                  /* context parallelism: a rank's rows hold T / C tokens; the gathered keys
+                   * and values of the attention are its kernel's scratch */
+        T = rc->data_max_length / (rc->dist_context_parallel > 1 ? rc->dist_context_parallel : 1);
     mt_minimax_config cfg = m->cfg; /* the planning forward pools a head model's rows */
     if (cfg.head != MT_HEAD_CAUSAL_LM && cfg.pad_token_id < 0) cfg.pad_token_id = 0;
     const int64_t need =
@@ -183,6 +185,24 @@ static void trainer_verify_weights(const trainer_device *d, const mt_recipe *rc)
          (long long)counts[0], (long long)counts[1]);
 }
 
+/* dist.context_parallel (train/context_parallel.h): a layout that cannot run stops every rank
+ * with one line naming the key. */
+static void trainer_setup_cp(const trainer_device *d, trainer_model *m, const mt_recipe *rc) {
+    const int C = rc->dist_context_parallel;
+    char why[256];
+    if (mt_context_parallel_refused(C, d->comm, &m->model, why, sizeof(why))) {
+        if (d->comm->rank == 0) fprintf(stderr, "error: %s\n", why);
+        mt_comm_finalize(d->host);
+        exit(2);
+    }
+    mt_context_parallel_init(&m->cp, C, d->comm, d->host); /* installed with the context */
+    if (C > 1)
+        LOG0(d->comm,
+             "context parallelism: %d groups of %d ranks; each rank holds 2 of the %d chunks of "
+             "every row (%d tokens of %d)\n",
+             d->comm->size / C, C, 2 * C, rc->data_max_length / C, rc->data_max_length);
+}
+
 /* dist.expert_parallel on the model and the zero (train/expert_parallel.h): a layout that cannot
  * run stops every rank with one line naming the keys. */
 static void trainer_setup_ep(const trainer_device *d, trainer_model *m, const mt_recipe *rc) {
@@ -253,6 +273,7 @@ void trainer_setup_model(trainer_device *d, trainer_model *m, const mt_recipe *r
                         strcmp(rc->dist_gather_dtype, "bf16") == 0 ? MT_BF16 : MT_F32,
                         rc->dist_offload_optimizer);
     trainer_setup_ep(d, m, rc);
+    trainer_setup_cp(d, m, rc);
     if (rc->model_path[0]) trainer_verify_weights(d, rc);
     /* each rank reads or draws only what it owns, through a bounded host buffer */
     mt_weights_reader *reader =
@@ -269,6 +290,7 @@ void trainer_setup_model(trainer_device *d, trainer_model *m, const mt_recipe *r
     mt_ctx_init(&m->ctx, d->be, (size_t)rc->dist_arena_mb << 20, MT_MINIMAX_TAPE_NODES);
     /* bf16: GEMM operands rounded to bf16, fp32 accumulation (autograd/tensor.h, docs/cuda.md) */
     m->ctx.compute_dtype = !strcmp(rc->model_dtype, "bf16") ? MT_BF16 : MT_F32;
+    m->ctx.cp = m->cp.C > 1 ? &m->cp.cp : NULL; /* dist.context_parallel: the ops' group */
     mt_sharded_init(&m->sharded, &m->model, &m->zero, &m->ctx);
     m->sharded.prefetch = rc->dist_prefetch;
 }
@@ -467,15 +489,16 @@ static void trainer_setup_samplers(const mt_recipe *rc, const trainer_device *d,
                      eval_ids);
 
     int64_t B = rc->train_per_device_train_batch_size;
+    const int C = rc->dist_context_parallel > 1 ? rc->dist_context_parallel : 1;
     mt_sampler_cfg sc = {
         .seed = (uint64_t)rc->data_seed,
         .shuffle = rc->data_shuffle,
         .pack = rc->data_packing,
-        .global_batch = B * rc->train_gradient_accumulation_steps * d->comm->size,
+        .global_batch = B * rc->train_gradient_accumulation_steps * (d->comm->size / C),
         .micro_batch = B,
         .seq_len = (pairs ? 2 : 1) * (int64_t)rc->data_max_length, /* a pair: both rows */
-        .rank = d->comm->rank,
-        .world = d->comm->size,
+        .rank = d->comm->rank / C, /* a context-parallel group's ranks share their samples */
+        .world = d->comm->size / C,
         .pad_id = pad_id,
         .pool = n_hold > 0 ? train_ids : NULL,
         .n_pool = n_all - n_hold,
@@ -601,6 +624,7 @@ void trainer_data_free(trainer_data *data) {
 
 void trainer_model_free(trainer_model *m) {
     mt_ctx_free(&m->ctx);
+    mt_context_parallel_free(&m->cp);
     mt_expert_parallel_free(&m->ep, &m->model);
     mt_zero_free(&m->zero);
     mt_minimax_free(&m->model);

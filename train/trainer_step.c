@@ -54,7 +54,10 @@ step_result trainer_step_run(trainer_model *m, mt_comm *comm, mt_sampler *s, tra
 
     mt_zero_zero_grad(&m->zero);
     /* loss, tokens, each auxiliary term, then a head's metrics (correct, margin, count) */
-    double sums[2 + MT_AUX_MAX + 3] = {0, (double)trainer_step_tokens(s)};
+    /* the ranks of a context-parallel group share their samples: one of them counts them, and
+     * a per-forward term's parts add up over the group (one forward of a whole row) */
+    const int C = b->cp_size > 1 ? b->cp_size : 1;
+    double sums[2 + MT_AUX_MAX + 3] = {0, b->cp_rank == 0 ? (double)trainer_step_tokens(s) : 0};
     const int n_sums = 2 + m->n_aux + 3;
     double *head = sums + 2 + m->n_aux;
     for (int64_t k = 0; k < n_micro; k++) {
@@ -72,7 +75,7 @@ step_result trainer_step_run(trainer_model *m, mt_comm *comm, mt_sampler *s, tra
          * micro-batches and the ranks, so it is weighted like one forward of the global batch */
         for (int a = 0; a < m->n_aux; a++)
             sums[2 + a] += m->aux_terms[a].per_forward
-                               ? extra.value[a] / (double)(n_micro * comm->size)
+                               ? extra.value[a] / (double)(n_micro * (comm->size / C))
                                : extra.value[a];
         head[0] += extra.head.correct;
         head[1] += extra.head.margin;

@@ -171,7 +171,7 @@ static void gradcheck_pair(const char *label, const int32_t *ids0, const int32_t
     mt_rng rng;
     mt_rng_seed(&rng, 99 + block);
     fake_pair f = {0};
-    mt_cp_group g = {2, 1, fake_allgather, NULL, &f};
+    mt_cp_group g = {.size = 2, .rank = 1, .allgather = fake_allgather, .user = &f};
     mt_tensor *decay = mt_test_tensor(MT_F32, 1, (int64_t[]){H}, false, "decay");
     memcpy(decay->data, lam, sizeof(lam));
     mt_tensor *seg0 = NULL, *seg1 = NULL;

@@ -32,5 +32,9 @@ static inline void cp_mirror_reduce_scatter(void *user, const float *send, float
 static inline mt_cp_group cp_mirror_group(cp_mirror *m, const mt_backend *be, int size, int rank) {
     m->be = be;
     m->size = size;
-    return (mt_cp_group){size, rank, cp_mirror_allgather, cp_mirror_reduce_scatter, m};
+    return (mt_cp_group){.size = size,
+                         .rank = rank,
+                         .allgather = cp_mirror_allgather,
+                         .reduce_scatter = cp_mirror_reduce_scatter,
+                         .user = m};
 }

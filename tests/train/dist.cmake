@@ -155,8 +155,10 @@ mt_test_cases(test_dist_compare dist_rm_ranks_match dist_rm_layouts_match dist_h
 set_tests_properties(dist_rm_ranks_match PROPERTIES FIXTURES_REQUIRED dist_rm)
 set_tests_properties(dist_rm_layouts_match PROPERTIES FIXTURES_REQUIRED "dist_rm;dist_rm_layouts")
 set_tests_properties(dist_heads_match PROPERTIES FIXTURES_REQUIRED dist_heads)
-# Lightning attention under context parallelism (issue 39 item 3): C = 2 and 4 ranks against one
-# rank on the whole rows, outputs and gradients, packed segments across chunk borders.
-mt_test_binary(test_dist_cp_lightning train/dist_cp_lightning.c)
-mt_test_mpi_cases(test_dist_cp_lightning 2 dist_cp_lightning_np2)
-mt_test_mpi_cases(test_dist_cp_lightning 4 dist_cp_lightning_np4)
+# Context parallelism in the trainer (tests/train/run_cp.sh; the ops and the model alone:
+# tests/train/cp.cmake): runs against the 1-rank runs of mode ranks, resume, refusals, a kill
+mt_test_run(dist_train_cp run_cp cp)
+mt_test_run(dist_cp_kill run_stop cp-kill)
+set_tests_properties(dist_train_cp PROPERTIES FIXTURES_SETUP dist_cp)
+mt_test_cases(test_dist_compare dist_cp_match)
+set_tests_properties(dist_cp_match PROPERTIES FIXTURES_REQUIRED "dist_cp;dist_ranks;dist_m2_ranks")

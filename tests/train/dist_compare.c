@@ -586,6 +586,21 @@ static int test_ep_match(void) {
     return MT_TEST_OK;
 }
 
+/* Context parallelism (tests/train/run_cp.sh cp) against the 1-rank runs of mode ranks: C = 2
+ * and 4, C = 2 x data parallel 2, C = 2 with expert parallelism 2 (Text-01), C = 2 and 4 (M2),
+ * the per-step losses and final parameters to 1e-5 (issue 39); 10 + resume + 10 equals 20
+ * straight bit for bit. */
+static int test_cp_match(void) {
+    compare_runs("ranks-np1", "cp-np2-c2", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("ranks-np1", "cp-np4-c4", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("ranks-np1", "cp-np4-c2-dp2", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("ranks-np1", "cp-np4-c2-ep2", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("m2-ranks-np1", "m2-cp-np2-c2", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("m2-ranks-np1", "m2-cp-np4-c4", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("cp-np2-c2", "cp-resume", 11, 20, 1e-7, 0.0, true);
+    return MT_TEST_OK;
+}
+
 /* Expert parallelism on the emulated CUDA backend with NCCL (device row exchanges, expert
  * gathers by ncclSend/ncclRecv) against the CPU trainer (tests/train/run_emu.sh ep-emu). */
 static int test_ep_emu_match(void) {
@@ -722,6 +737,7 @@ static const mt_test_case cases[] = {
     {"dist_recompute_match", test_recompute_match},
     {"dist_eval_match", test_eval_match},
     {"dist_ep_match", test_ep_match},
+    {"dist_cp_match", test_cp_match},
     {"dist_ep_emu_match", test_ep_emu_match},
 };
 MT_TEST_MAIN(cases)

@@ -129,7 +129,11 @@ static bool run_case(mt_comm *comm, const mt_backend *be, const cp_case *k, doub
     take_local(lo_ref, out_ref, B, T, C, r, ro);
     take_local(ldq_ref, dq_ref, B, T, C, r, r3);
     float *out = malloc(sizeof(float) * B * Tl * ro), *dqkv = malloc(sizeof(float) * B * Tl * r3);
-    mt_cp_group g = {C, r, hook_allgather, hook_reduce_scatter, comm};
+    mt_cp_group g = {.size = C,
+                     .rank = r,
+                     .allgather = hook_allgather,
+                     .reduce_scatter = hook_reduce_scatter,
+                     .user = comm};
     run_op(be, k, &g, Tl, lq, ls, ld, lam, out, dqkv);
 
     char label[160];

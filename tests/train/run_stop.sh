@@ -9,6 +9,7 @@
 #                    token cache build longer than dist.timeout; then a
 #                    kill during a checkpoint write must leave the previous checkpoint loadable
 #   ep-kill          kill's SIGKILL and SIGSTOP cases under expert parallelism (P = 2)
+#   cp-kill          the same under context parallelism (C = 2: K/V and state exchanges)
 #   signal           SIGUSR1 to mpirun, then SIGTERM and SIGINT to one rank alone, and SIGTERM
 #                    to launch/run-local.sh: every rank stops after the same step with a
 #                    checkpoint (exit 75) and no final/, and the run resumes from it (and writes
@@ -21,10 +22,13 @@
 . "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
 
 case "$mode" in
-kill | ep-kill)
+kill | ep-kill | cp-kill)
   ep=() pre=""
   if [ "$mode" = ep-kill ]; then # the same under expert parallelism (all-to-alls every layer)
     ep=(--set dist.gather_unit=expert --set dist.expert_parallel=2) pre=ep-
+  fi
+  if [ "$mode" = cp-kill ]; then # and under context parallelism (K/V and state exchanges)
+    ep=(--set dist.context_parallel=2 --set train.per_device_train_batch_size=4) pre=cp-
   fi
   out="$tmp/${pre}kill"
   rm -rf "$out"
@@ -79,6 +83,11 @@ kill | ep-kill)
   if [ "$mode" = ep-kill ]; then
     grep -q "^expert parallelism: 1 groups of 2 ranks" "$out.log" ||
       { echo "FAIL: the run did not use expert parallelism"; exit 1; }
+    exit 0
+  fi
+  if [ "$mode" = cp-kill ]; then
+    grep -q "^context parallelism: 1 groups of 2 ranks" "$out.log" ||
+      { echo "FAIL: the run did not use context parallelism"; exit 1; }
     exit 0
   fi
   # ... but not while rank 0 alone builds the token cache (50,000 synthetic samples: about 2 s

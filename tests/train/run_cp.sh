@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# run_cp.sh: end-to-end runs of minimax-train on real MPI ranks for the dist_* tests: context
+# parallelism (dist.context_parallel, docs/training.md "Long sequences").
+#   run_cp.sh BIN MODE [ARGS]   (run by ctest from the source directory; MT_TEST_TMPDIR set;
+#   the launcher and helpers: tests/train/run_common.sh)
+# Modes:
+#   cp               Text-01 with C = 2 on 2 ranks, C = 4 on 4, C = 2 x data parallel 2, and
+#                    C = 2 with expert parallelism 2 on 4 ranks; M2 with C = 2 and 4; packed
+#                    samples (dist.toml packs) cross the chunk borders -> $TMP/cp-*, m2-cp-*;
+#                    10 + resume + 10 with C = 2 -> $TMP/cp-resume (dist_cp_match compares them
+#                    with the 1-rank runs of mode ranks); another C on resume and the layouts
+#                    that cannot run are refused with one line
+. "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
+
+case "$mode" in
+cp)
+  # the global batch is 4 samples as in mode ranks: C ranks share a data-parallel rank's rows
+  run 2 "$tmp/cp-np2-c2" --set train.per_device_train_batch_size=4 --set dist.context_parallel=2 \
+    --set output.save_steps=10 --set "data.cache_dir=$tmp/dist-cache-cp"
+  run 4 "$tmp/cp-np4-c4" --set train.per_device_train_batch_size=4 --set dist.context_parallel=4 \
+    --set "data.cache_dir=$tmp/dist-cache-cp"
+  run 4 "$tmp/cp-np4-c2-dp2" --set train.per_device_train_batch_size=2 \
+    --set dist.context_parallel=2 --set "data.cache_dir=$tmp/dist-cache-cp"
+  run 4 "$tmp/cp-np4-c2-ep2" --set train.per_device_train_batch_size=2 \
+    --set dist.context_parallel=2 --set dist.gather_unit=expert --set dist.expert_parallel=2 \
+    --set "data.cache_dir=$tmp/dist-cache-cp"
+  recipe=tests/recipes/dist-m2.toml
+  run 2 "$tmp/m2-cp-np2-c2" --set train.per_device_train_batch_size=4 \
+    --set dist.context_parallel=2 --set "data.cache_dir=$tmp/dist-cache-m2-cp"
+  run 4 "$tmp/m2-cp-np4-c4" --set train.per_device_train_batch_size=4 \
+    --set dist.context_parallel=4 --set "data.cache_dir=$tmp/dist-cache-m2-cp"
+  # 10 + resume + 10 with the same layout (dist_cp_match: the same as 20 straight)
+  recipe=tests/recipes/dist.toml
+  run 2 "$tmp/cp-resume" --set train.per_device_train_batch_size=4 --set dist.context_parallel=2 \
+    --set "data.cache_dir=$tmp/dist-cache-cp" --resume "$tmp/cp-np2-c2/checkpoint-10"
+  grep -E "^context parallelism|^step 20/" "$tmp"/{cp-np2-c2,cp-np4-c4,cp-np4-c2-dp2,m2-cp-np4-c4}.log
+  # another C on resume is refused naming the key (a numerics key, docs/training.md)
+  rc=0
+  run 4 "$tmp/cp-switch" --set train.per_device_train_batch_size=4 --set dist.context_parallel=4 \
+    --resume "$tmp/cp-np2-c2/checkpoint-10" > /dev/null || rc=$?
+  [ "$rc" -ne 0 ] || { echo "FAIL: resuming a C = 2 checkpoint with C = 4 exited 0"; exit 1; }
+  grep -E "error: .*dist.context_parallel" "$tmp/cp-switch.log" ||
+    { echo "FAIL: the refusal does not name dist.context_parallel"; tail -5 "$tmp/cp-switch.log"; exit 1; }
+  # layouts that cannot run: one line naming the key, a non-zero exit, before any step
+  check_refused() { # check_refused NP KEY ARGS...
+    local np="$1" key="$2"
+    shift 2
+    rc=0
+    run "$np" "$tmp/cp-bad" "$@" > /dev/null || rc=$?
+    [ "$rc" -ne 0 ] || { echo "FAIL: $*: exited 0"; exit 1; }
+    grep "^error: .*$key" "$tmp/cp-bad.log" | head -1
+    if [ "$(grep -c "^error: " "$tmp/cp-bad.log")" -ne 1 ] || ! grep -q "^error: .*$key" "$tmp/cp-bad.log"; then
+      echo "FAIL: $*: not refused with one line naming $key"
+      cat "$tmp/cp-bad.log"
+      exit 1
+    fi
+    [ ! -f "$tmp/cp-bad/loss.csv" ] || { echo "FAIL: $*: a step ran"; exit 1; }
+  }
+  check_refused 4 "dist.context_parallel = 3 does not divide" --set dist.context_parallel=3 \
+    --set train.per_device_train_batch_size=1 --set data.max_length=120
+  check_refused 2 "data.max_length" --set dist.context_parallel=2 --set data.max_length=126
+  recipe=tests/recipes/dist-m3.toml
+  check_refused 2 "MSA layer" --set dist.context_parallel=2 --set train.per_device_train_batch_size=4 \
+    --set "data.cache_dir=$tmp/dist-cache-m3-cp"
+  ;;
+*)
+  echo "unknown mode $mode" >&2
+  exit 2
+  ;;
+esac
