@@ -45,6 +45,14 @@ if(TARGET mt_emu)
     ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI};MT_NCCL_ALLOW_SHARED_DEVICE=1"
     TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} FIXTURES_SETUP dist_ep_emu)
   mt_test_cases(test_dist_compare dist_ep_emu_match)
+  # context parallelism on the emulated device (NCCL K/V and state exchanges) against the CPU
+  add_test(NAME dist_train_cp_emu COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/run_emu.sh
+    $<TARGET_FILE:minimax-train> cp-emu $<TARGET_FILE:minimax-train-emu>)
+  set_tests_properties(dist_train_cp_emu PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI};MT_NCCL_ALLOW_SHARED_DEVICE=1"
+    TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} FIXTURES_SETUP dist_cp_emu)
+  mt_test_cases(test_dist_compare dist_cp_emu_match)
+  set_tests_properties(dist_cp_emu_match PROPERTIES FIXTURES_REQUIRED dist_cp_emu)
   # accuracy by generation decoded through the gathers on the emulated device
   # (tests/train/run_emu.sh generate-emu): the CPU replica's results
   add_test(NAME dist_eval_generate_emu COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/run_emu.sh

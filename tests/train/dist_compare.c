@@ -601,6 +601,13 @@ static int test_cp_match(void) {
     return MT_TEST_OK;
 }
 
+/* Context parallelism on the emulated CUDA backend with NCCL (device K/V and state exchanges)
+ * against the CPU trainer (tests/train/run_emu.sh cp-emu). */
+static int test_cp_emu_match(void) {
+    compare_runs("cp-emu-cpu", "cp-emu-cuda", 1, 3, 1e-5, 1e-5, false);
+    return MT_TEST_OK;
+}
+
 /* Expert parallelism on the emulated CUDA backend with NCCL (device row exchanges, expert
  * gathers by ncclSend/ncclRecv) against the CPU trainer (tests/train/run_emu.sh ep-emu). */
 static int test_ep_emu_match(void) {
@@ -738,6 +745,7 @@ static const mt_test_case cases[] = {
     {"dist_eval_match", test_eval_match},
     {"dist_ep_match", test_ep_match},
     {"dist_cp_match", test_cp_match},
+    {"dist_cp_emu_match", test_cp_emu_match},
     {"dist_ep_emu_match", test_ep_emu_match},
 };
 MT_TEST_MAIN(cases)

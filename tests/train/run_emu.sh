@@ -17,6 +17,8 @@
 #                       offload-bf16,offload-bf16-resume,cuda-bf16-cast,cuda-bf16x{,-cast}}
 #   ep-emu EMU       3 steps with P = 2 on 2 ranks, the CPU trainer and the emulated CUDA one
 #                    with NCCL (EMU) -> $TMP/ep-emu-{cpu,cuda}
+#   cp-emu EMU       3 steps with C = 2 on 2 ranks, the CPU trainer and the emulated CUDA one
+#                    with NCCL (EMU) -> $TMP/cp-emu-{cpu,cuda}
 #   generate-emu EMU [device]  eval.generate on the emulated CUDA backend with NCCL (EMU): through
 #                    the gathers on the device, the CPU replica's results (Text-01, M2, M3).
 #                    With device: EMU is a CUDA build's minimax-train on a real GPU
@@ -121,6 +123,19 @@ ep-emu)
   run 2 "$tmp/ep-emu-cpu" "${small[@]}"
   bin="$emu" run 2 "$tmp/ep-emu-cuda" "${small[@]}" --set dist.backend=nccl
   grep -E "^expert parallelism|^step 3/" "$tmp/ep-emu-cuda.log"
+  ;;
+cp-emu)
+  # context parallelism on the CUDA backend with NCCL (both emulated: EMU = minimax-train-emu),
+  # 2 ranks, C = 2 (the K/V all-gathers, dK/dV reduce-scatters and lightning state exchanges on
+  # the device), against the CPU trainer's same run (dist_cp_emu_match)
+  emu="$3"
+  small=(--set train.max_steps=3 --set data.max_length=64 --set data.truncation=truncate
+    --set "data.cache_dir=$tmp/dist-cache-cp-emu" --set train.adam_epsilon=0.1
+    --set train.learning_rate=1e-2 --set train.per_device_train_batch_size=4
+    --set dist.context_parallel=2)
+  run 2 "$tmp/cp-emu-cpu" "${small[@]}"
+  bin="$emu" run 2 "$tmp/cp-emu-cuda" "${small[@]}" --set dist.backend=nccl
+  grep -E "^context parallelism|^step 3/" "$tmp/cp-emu-cuda.log"
   ;;
 generate-emu)
   # accuracy by generation on the CUDA backend (NCCL; both through the emulator, EMU): with
