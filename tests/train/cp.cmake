@@ -10,6 +10,6 @@ mt_test_mpi_cases(test_dist_cp_lightning 2 dist_cp_lightning_np2)
 mt_test_mpi_cases(test_dist_cp_lightning 4 dist_cp_lightning_np4)
 # The whole model under context parallelism (mt_ctx.cp: the ops wired in models/), Text-01 and
 # M2 with the router's load-balancing loss, against one rank: loss and every gradient.
-mt_test_binary(test_dist_cp_model train/dist_cp_model.c)
+mt_test_binary(test_dist_cp_model train/dist_cp_model.c models/head_model.c)
 mt_test_mpi_cases(test_dist_cp_model 2 dist_cp_model_np2)
 mt_test_mpi_cases(test_dist_cp_model 4 dist_cp_model_np4)

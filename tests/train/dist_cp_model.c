@@ -16,41 +16,21 @@
 #include <string.h>
 
 #include "models/minimax.h"
+#include "tests/models/head_model.h"
 #include "models/weights.h"
 #include "train/comm.h"
 #include "train/cp_group.h"
 
 enum { CPM_B = 2, CPM_T = 64 };
 
-typedef struct {
-    mt_minimax m;
-    float **data, **grad;
-} cpm_model;
-
-static void cpm_bind(cpm_model *pm, const char *config) {
+/* A model of the config with its buckets bound on the host (tests/models/head_model.h), the
+ * router's load-balancing loss on (it crosses the tokens too), weights drawn with seed 3. */
+static void cpm_bind(ph_model *pm, const char *config) {
     mt_minimax_config cfg;
     mt_minimax_config_load(config, &cfg);
-    cfg.output_router_logits = true; /* the load-balancing loss crosses the tokens too */
-    mt_minimax_init(&pm->m, &cfg);
-    const int nb = pm->m.n_buckets;
-    pm->data = mt_calloc((size_t)nb, sizeof(float *), "buckets");
-    pm->grad = mt_calloc((size_t)nb, sizeof(float *), "bucket grads");
-    for (int b = 0; b < nb; b++) {
-        pm->data[b] = mt_calloc((size_t)pm->m.bucket_numel[b], sizeof(float), "bucket");
-        pm->grad[b] = mt_calloc((size_t)pm->m.bucket_numel[b], sizeof(float), "bucket grad");
-        mt_minimax_bind_bucket(&pm->m, b, pm->data[b], pm->grad[b]);
-    }
+    cfg.output_router_logits = true;
+    ph_bind(pm, &cfg, MT_GATHER_LAYER);
     mt_weights_init_random(&pm->m, 3);
-}
-
-static void cpm_free(cpm_model *pm) {
-    for (int b = 0; b < pm->m.n_buckets; b++) {
-        free(pm->data[b]);
-        free(pm->grad[b]);
-    }
-    free(pm->data);
-    free(pm->grad);
-    mt_minimax_free(&pm->m);
 }
 
 /* The batch (B,T): ids, labels (shifted, -100 at padding and some prompt tokens), positions
@@ -91,7 +71,7 @@ static void cpm_take(int32_t *dst, const int32_t *src, int C, int r) {
 /* Forward and backward of the batch's rows as given (T tokens a row, the whole batch's
  * targets as the loss's denominator), gradients accumulated into the bound buffers; returns
  * the loss. */
-static double cpm_step(cpm_model *pm, mt_ctx *c, const cpm_batch *full, const int32_t *const *a,
+static double cpm_step(ph_model *pm, mt_ctx *c, const cpm_batch *full, const int32_t *const *a,
                        int64_t T) {
     mt_ctx_reset(c);
     mt_tensor *t[4];
@@ -114,14 +94,14 @@ static double cpm_step(cpm_model *pm, mt_ctx *c, const cpm_batch *full, const in
     return ((const float *)out.loss->data)[0];
 }
 
-static void cpm_zero_grads(cpm_model *pm) {
+static void cpm_zero_grads(ph_model *pm) {
     for (int b = 0; b < pm->m.n_buckets; b++)
         memset(pm->grad[b], 0, sizeof(float) * (size_t)pm->m.bucket_numel[b]);
 }
 
 static void cpm_check(const char *config, mt_comm *comm) {
     const int C = comm->size, r = comm->rank;
-    cpm_model pm;
+    ph_model pm;
     cpm_bind(&pm, config);
     cpm_batch bt;
     cpm_make(&bt, pm.m.cfg.vocab_size);
@@ -173,7 +153,7 @@ static void cpm_check(const char *config, mt_comm *comm) {
                config, C, loss, loss_ref, loss_err, worst);
     free(ref);
     mt_ctx_free(&c);
-    cpm_free(&pm);
+    ph_free(&pm);
 }
 
 static int test_dist_cp_model(void) {
