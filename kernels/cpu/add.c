@@ -2,18 +2,18 @@
 #include "cpu_ops.h"
 
 void cpu_add_forward(float *y, const float *a, const float *b, int64_t count) {
-#pragma omp parallel for schedule(static) if (count >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < count; i++) y[i] = a[i] + b[i];
 }
 
 /* da += dy; db += dy. Either may be NULL; da == db (a + a) accumulates twice, as it must. */
 void cpu_add_backward(float *da, float *db, const float *dy, int64_t count) {
     if (da) {
-#pragma omp parallel for schedule(static) if (count >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < count; i++) da[i] += dy[i];
     }
     if (db) {
-#pragma omp parallel for schedule(static) if (count >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < count; i++) db[i] += dy[i];
     }
 }

@@ -3,7 +3,7 @@
 
 void cpu_axpby_forward(float *y, float alpha, const float *a, float beta, const float *b,
                        int64_t count) {
-#pragma omp parallel for schedule(static) if (count >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < count; i++) y[i] = alpha * a[i] + beta * b[i];
 }
 
@@ -11,11 +11,11 @@ void cpu_axpby_forward(float *y, float alpha, const float *a, float beta, const 
 void cpu_axpby_backward(float *da, float *db, const float *dy, float alpha, float beta,
                         int64_t count) {
     if (da) {
-#pragma omp parallel for schedule(static) if (count >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < count; i++) da[i] += alpha * dy[i];
     }
     if (db) {
-#pragma omp parallel for schedule(static) if (count >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < count; i++) db[i] += beta * dy[i];
     }
 }

@@ -17,20 +17,7 @@ void cpu_adamw(float *p, float *m, float *v, const float *g, int64_t n, const mt
 void cpu_vec_to_bf16(uint16_t *dst, const float *src, int64_t n);
 void cpu_vec_from_bf16(float *dst, const uint16_t *src, int64_t n);
 
-/* Elementwise and per-row kernels go parallel only from this many elements on: below it (a
- * decode step's few rows) a parallel region's start and barrier cost more than the work, the
- * more so on busy cores. Each element's arithmetic is the same either way. */
-#define CPU_OMP_MIN_ELEMS 32768
-
 /* y (N,M) = x (N,K) w^T, w (M,K), for up to MT_GEMM_ROWS_MAX rows of inference (gemm_rows.c):
  * each element one fixed-order dot product, so a row's result does not depend on N. */
 #define MT_GEMM_ROWS_MAX 32
 void cpu_gemm_rows(float *y, const float *x, const float *w, int64_t N, int64_t M, int64_t K);
-/* Columns j0 .. j1 - 1 of the same (y[n][j], n < N), on the calling thread: for callers that
- * spread the columns of several products over one parallel region (the decode step's
- * experts). */
-void cpu_gemm_rows_span(float *y, const float *x, const float *w, int64_t N, int64_t M, int64_t K,
-                        int64_t j0, int64_t j1);
-/* The columns cpu_gemm_rows gives a thread at a time (a multiple of every block's width): spans
- * of other callers start at multiples of it. */
-#define MT_GEMM_ROWS_SPAN 8

@@ -8,7 +8,7 @@
  * zero (all) or untouched; ids already checked against the vocabulary. */
 void cpu_embedding_forward(float *out, const int32_t *ids, const float *table, int64_t N, int64_t C,
                            int64_t row0, int64_t R, bool all) {
-#pragma omp parallel for schedule(static) if (N * C >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
         const int64_t r = (int64_t)ids[n] - row0;
         if (r >= 0 && r < R)

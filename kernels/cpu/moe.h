@@ -11,8 +11,6 @@
 #include <stdint.h>
 
 #include "autograd/tensor.h"
-#include "cpu_math.h"
-#include "cpu_ops.h"
 
 /* ---- router ---- */
 
@@ -55,25 +53,12 @@ void cpu_moe_rows_combine(const float *yp, const int32_t *inv, const float *weig
 
 /* ---- one expert (moe_expert_ffn.c) ---- */
 
-/* One element of an expert's activation: silu(h1) h3, or the clamped SwiGLU of act. */
-static inline float cpu_moe_act(mt_act act, float h1, float h3) {
-    return act.clamp ? cpu_swiglu_oai(h1, h3, act.alpha, act.limit, act.beta)
-                     : h1 * cpu_sigmoidf(h1) * h3;
-}
-
 /* Expert rows xe (rows,C) -> h1 = xe w1^T, h3 = xe w3^T (rows,F), g = act(h1, h3) (rows,F;
  * silu(h1) h3, or the clamped SwiGLU of mt_act;
- * rounded through bf16 when bf16), ye = g w2^T (rows,C). infer: a decode step's expert
- * (weights without gradients, at most MT_GEMM_ROWS_MAX tokens in the call; see
- * cpu_moe_infer_rows): through cpu_gemm_rows, each row's result independent of the count;
- * a prompt's prefill goes through BLAS like training (its rows are its own). w1, w3 (F,C), w2 (C,F)
- * and xe are the GEMM operands as given: in bf16 mode the caller passes rounded copies. */
-/* Whether an experts' forward of N tokens takes the rows kernel (cpu_gemm_rows): inference
- * (no gradient) of at most MT_GEMM_ROWS_MAX tokens, a decode step's (the rows of one expert
- * then come from several prompts, and each must get its bits alone). */
-static inline bool cpu_moe_infer_rows(bool no_grad, int64_t N) {
-    return no_grad && N <= MT_GEMM_ROWS_MAX;
-}
+ * rounded through bf16 when bf16), ye = g w2^T (rows,C). infer (weights without gradients:
+ * generation): up to MT_GEMM_ROWS_MAX rows through cpu_gemm_rows, each row's result
+ * independent of the count. w1, w3 (F,C), w2 (C,F) and xe are
+ * the GEMM operands as given: in bf16 mode the caller passes rounded copies. */
 void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, bool infer, mt_act act,
                         const float *xe, const float *w1, const float *w3, const float *w2,
                         float *h1, float *h3, float *g, float *ye);

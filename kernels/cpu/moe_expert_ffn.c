@@ -24,8 +24,14 @@
 /* g = act(h1, h3) over count elements: silu(h1) h3 (the SiLU expression unchanged), or the
  * clamped SwiGLU (cpu_math.h). */
 static void moe_expert_act(mt_act act, const float *h1, const float *h3, float *g, int64_t count) {
-#pragma omp parallel for if (count >= CPU_OMP_MIN_ELEMS)
-    for (int64_t i = 0; i < count; i++) g[i] = cpu_moe_act(act, h1[i], h3[i]);
+    if (!act.clamp) {
+#pragma omp parallel for
+        for (int64_t i = 0; i < count; i++) g[i] = h1[i] * cpu_sigmoidf(h1[i]) * h3[i];
+        return;
+    }
+#pragma omp parallel for
+    for (int64_t i = 0; i < count; i++)
+        g[i] = cpu_swiglu_oai(h1[i], h3[i], act.alpha, act.limit, act.beta);
 }
 
 void cpu_moe_expert_fwd(int64_t rows, int64_t C, int64_t F, bool bf16, bool infer, mt_act act,
@@ -146,9 +152,8 @@ void cpu_moe_expert_ffn_fwd_node(const mt_node *n) {
     const float *w3 = moe_operand(n, n->in[4]->data, F * C, "w3 bf16");
     const float *w2 = moe_operand(n, n->in[5]->data, C * F, "w2 bf16");
     float *ye = (float *)n->out->data + r0 * C;
-    const bool infer = cpu_moe_infer_rows(!n->in[3]->grad, n->in[1]->shape[0]);
-    cpu_moe_expert_fwd(rows, C, F, n->ip[0] == MT_BF16, infer, mt_node_act(n, 4), xe, w1, w3, w2,
-                       h1, h3, g, ye);
+    cpu_moe_expert_fwd(rows, C, F, n->ip[0] == MT_BF16, !n->in[3]->grad, mt_node_act(n, 4), xe, w1,
+                       w3, w2, h1, h3, g, ye);
     const float *weight = n->in[1]->data;
     const int32_t *pe = (const int32_t *)n->in[2]->data + r0;
 #pragma omp parallel for

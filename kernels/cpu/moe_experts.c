@@ -24,41 +24,6 @@
 #include "cpu_ops.h"
 #include "moe.h"
 
-/* A decode step's experts (fp32, cpu_moe_infer_rows): the products of cpu_moe_expert_fwd's
- * gemm_rows path, in spans of columns, every active expert's in one parallel region (three loops:
- * h1 and h3, the activation, ye) instead of three regions and an activation per expert; each
- * element's arithmetic is that path's, so the bits are the same. h1, h3 and g hold every slot's
- * rows (N*K,F). */
-static void moe_experts_fwd_rows(cpu_moe_dims d, const float *w1, const float *w3, const float *w2,
-                                 cpu_moe_perm pm, const float *xp, float *h1, float *h3, float *g,
-                                 float *yp, int32_t *active) {
-    const int64_t C = d.C, F = d.F, A = d.N * d.K;
-    const int32_t *off = pm.offsets;
-    int64_t n_act = 0; /* the experts with rows, so that the threads share only real work */
-    for (int e = 0; e < d.E; e++)
-        if (off[e + 1] > off[e]) active[n_act++] = e;
-    const int64_t S = MT_GEMM_ROWS_SPAN, nf = (F + S - 1) / S, nc = (C + S - 1) / S;
-#pragma omp parallel if (n_act * F * C >= 65536)
-    {
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < n_act * 2 * nf; i++) { /* h1 and h3: spans of F columns */
-            const int e = active[i / (2 * nf)];
-            const int64_t b = i % (2 * nf), j0 = (b % nf) * S, j1 = j0 + S < F ? j0 + S : F;
-            cpu_gemm_rows_span((b < nf ? h1 : h3) + off[e] * F, xp + off[e] * C,
-                               (b < nf ? w1 : w3) + e * F * C, off[e + 1] - off[e], F, C, j0, j1);
-        }
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < A * F; i++) g[i] = cpu_moe_act(d.act, h1[i], h3[i]);
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < n_act * nc; i++) { /* ye: spans of C columns */
-            const int e = active[i / nc];
-            const int64_t j0 = (i % nc) * S, j1 = j0 + S < C ? j0 + S : C;
-            cpu_gemm_rows_span(yp + off[e] * C, g + off[e] * F, w2 + e * C * F, off[e + 1] - off[e],
-                               C, F, j0, j1);
-        }
-    }
-}
-
 /* The fp32 kernel when wr is NULL; bf16 mode with wr = 3 F C floats of scratch for one expert's
  * rounded weights. */
 static void moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, const float *w1,
@@ -169,19 +134,6 @@ void cpu_moe_experts_fwd_node(const mt_node *n) {
     int64_t max_rows =
         cpu_moe_perm_build(n->in[1]->data, d.N, d.K, d.E, pm.offsets, pm.perm, pm.inv);
     bool keep_h = n->saved[3] != NULL;
-    const bool infer = cpu_moe_infer_rows(!n->in[3]->grad, d.N);
-    if (infer && !keep_h && n->ip[0] != MT_BF16) {
-        float *xp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts xp");
-        float *yp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts yp");
-        float *h = mt_node_scratch(n, sizeof(float) * (size_t)(3 * A * d.F), "moe_experts h");
-        cpu_moe_rows_gather(n->in[0]->data, pm.perm, A, d.K, d.C, xp);
-        int32_t *active = mt_node_scratch(n, sizeof(int32_t) * (size_t)d.E, "moe_experts active");
-        moe_experts_fwd_rows(d, n->in[3]->data, n->in[4]->data, n->in[5]->data, pm, xp, h,
-                             h + A * d.F, h + 2 * A * d.F, yp, active);
-        memset(n->out->data, 0, sizeof(float) * (size_t)(d.N * d.C));
-        cpu_moe_rows_combine(yp, pm.inv, n->in[2]->data, d.N, d.K, d.C, n->out->data);
-        return;
-    }
     float *h1, *h3;
     if (keep_h) {
         h1 = n->saved[3]->data;
@@ -194,7 +146,7 @@ void cpu_moe_experts_fwd_node(const mt_node *n) {
     float *yp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts yp");
     float *g = mt_node_scratch(n, sizeof(float) * (size_t)(max_rows * d.F), "moe_experts g");
     moe_experts_fwd(d, n->in[0]->data, n->in[2]->data, n->in[3]->data, n->in[4]->data,
-                    n->in[5]->data, pm, h1, h3, keep_h, infer, xp, yp, g, n->out->data,
+                    n->in[5]->data, pm, h1, h3, keep_h, !n->in[3]->grad, xp, yp, g, n->out->data,
                     moe_bf16_weights(n, d));
 }
 

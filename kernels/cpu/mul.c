@@ -2,7 +2,7 @@
 #include "cpu_ops.h"
 
 void cpu_mul_forward(float *y, const float *a, const float *b, int64_t count) {
-#pragma omp parallel for schedule(static) if (count >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < count; i++) y[i] = a[i] * b[i];
 }
 
@@ -10,11 +10,11 @@ void cpu_mul_forward(float *y, const float *a, const float *b, int64_t count) {
 void cpu_mul_backward(float *da, float *db, const float *dy, const float *a, const float *b,
                       int64_t count) {
     if (da) {
-#pragma omp parallel for schedule(static) if (count >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < count; i++) da[i] += dy[i] * b[i];
     }
     if (db) {
-#pragma omp parallel for schedule(static) if (count >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < count; i++) db[i] += dy[i] * a[i];
     }
 }

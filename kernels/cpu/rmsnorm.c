@@ -7,7 +7,7 @@
 /* out, x (N,C); w (C); rstd (N). */
 void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int64_t N, int C,
                          float eps, bool gemma) {
-#pragma omp parallel for schedule(static) if (N * C >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
         const float *xr = x + n * C;
         double ss = 0.0;
@@ -28,7 +28,7 @@ void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w
 void cpu_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
                           const float *rstd, int64_t N, int C, bool gemma) {
     if (dx) {
-#pragma omp parallel for schedule(static) if (N * C >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
         for (int64_t n = 0; n < N; n++) {
             const float *xr = x + n * C, *dyr = dy + n * C;
             float r = rstd[n];
@@ -47,7 +47,7 @@ void cpu_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
     }
     if (dw) {
         int n_blocks = (C + RMSNORM_DW_BLOCK - 1) / RMSNORM_DW_BLOCK;
-#pragma omp parallel for schedule(static) if (N * C >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
         for (int b = 0; b < n_blocks; b++) {
             int c0 = b * RMSNORM_DW_BLOCK;
             int c1 = c0 + RMSNORM_DW_BLOCK < C ? c0 + RMSNORM_DW_BLOCK : C;

@@ -41,7 +41,7 @@ void cpu_rope_fwd(float *y, const float *x, const int32_t *pos, int64_t N, int64
     int64_t half = rotary_dim / 2;
     float inv_freq[CPU_ROPE_MAX_ROTARY / 2];
     cpu_rope_inv_freq(inv_freq, rotary_dim, theta);
-#pragma omp parallel for schedule(static) if (N * H * D >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
         float c[CPU_ROPE_MAX_ROTARY / 2], s[CPU_ROPE_MAX_ROTARY / 2];
         rope_cos_sin(c, s, inv_freq, pos[n], half);
@@ -66,7 +66,7 @@ void cpu_rope_bwd(float *dx, const float *dy, const int32_t *pos, int64_t N, int
     int64_t half = rotary_dim / 2;
     float inv_freq[CPU_ROPE_MAX_ROTARY / 2];
     cpu_rope_inv_freq(inv_freq, rotary_dim, theta);
-#pragma omp parallel for schedule(static) if (N * H * D >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
         float c[CPU_ROPE_MAX_ROTARY / 2], s[CPU_ROPE_MAX_ROTARY / 2];
         rope_cos_sin(c, s, inv_freq, pos[n], half);

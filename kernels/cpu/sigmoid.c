@@ -3,13 +3,13 @@
 #include "cpu_ops.h"
 
 void cpu_sigmoid_forward(float *y, const float *x, int64_t count) {
-#pragma omp parallel for schedule(static) if (count >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < count; i++) y[i] = cpu_sigmoidf(x[i]);
 }
 
 /* dx += dy * y (1 - y). */
 void cpu_sigmoid_backward(float *dx, const float *dy, const float *y, int64_t count) {
-#pragma omp parallel for schedule(static) if (count >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < count; i++) dx[i] += dy[i] * y[i] * (1.0f - y[i]);
 }
 

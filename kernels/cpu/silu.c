@@ -3,13 +3,13 @@
 #include "cpu_ops.h"
 
 void cpu_silu_forward(float *y, const float *x, int64_t count) {
-#pragma omp parallel for schedule(static) if (count >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < count; i++) y[i] = x[i] * cpu_sigmoidf(x[i]);
 }
 
 /* d silu / dx = s (1 + x (1 - s)), s = sigmoid(x). */
 void cpu_silu_backward(float *dx, const float *dy, const float *x, int64_t count) {
-#pragma omp parallel for schedule(static) if (count >= CPU_OMP_MIN_ELEMS)
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < count; i++) {
         float s = cpu_sigmoidf(x[i]);
         dx[i] += dy[i] * s * (1.0f + x[i] * (1.0f - s));
