@@ -105,7 +105,11 @@ void mt_cp_lightning_node_bwd(const mt_node *n, const mt_cp_lightning_kernels *k
  * restart at 0 with each sample (a run of equal ids) and count up by one (checked). Token j is
  * in block pos[j] / block of its sample; query t sees key j when j is in t's sample and j <= t
  * (transformers run on each sample alone). Index heads Hi = Hkv: index head h selects the
- * blocks of kv head h, read by query heads h*G .. h*G+G-1 (G = H/Hkv). */
+ * blocks of kv head h, read by query heads h*G .. h*G+G-1 (G = H/Hkv).
+ * Under context parallelism each op takes a rank's Tq local queries against the row's Tk
+ * gathered keys (mt_cp_gather): q_slot (Tq) I32 (mt_cp_local_slots) the key slot of each query
+ * row; then iq, q, idx, mask and the outputs have Tq rows, ik, k, v, pos and seg Tk. q_slot
+ * NULL: the queries are the keys' own rows (Tq = Tk). */
 
 /* The indexer's block selection: per (b, h, t) block scores max_{j in block, j <= t}
  * iq_h(t).ik(j) (fp32 products), the local block pos[t]/block first, then the topk-1 highest
@@ -115,7 +119,7 @@ void mt_cp_lightning_node_bwd(const mt_node *n, const mt_cp_lightning_kernels *k
  * (B,Hi,T,topk) I32, which never requires a gradient (the selection is a constant for the ops
  * below; they check that each query's list holds its local block, distinct blocks, -1 last). */
 mt_tensor *mt_msa_select(mt_ctx *c, mt_tensor *iq, mt_tensor *ik, mt_tensor *pos, mt_tensor *seg,
-                         int block, int topk);
+                         mt_tensor *q_slot, int block, int topk);
 
 /* Softmax attention over the selected blocks: o_h(t) = softmax over M(t) of scale q_h(t).k(j),
  * times v, with M(t) = {j in t's sample, j <= t, block(j) in idx[b, h/G, t, :]}. q (B,T,H,D),
@@ -123,7 +127,8 @@ mt_tensor *mt_msa_select(mt_ctx *c, mt_tensor *iq, mt_tensor *ik, mt_tensor *pos
  * not used); saves the lse (B,H,T); dk, dv summed over each group's query heads. Cost: the
  * support, topk*block keys per query. */
 mt_tensor *mt_msa_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v, mt_tensor *idx,
-                            mt_tensor *pos, mt_tensor *seg, int block, float scale);
+                            mt_tensor *pos, mt_tensor *seg, mt_tensor *q_slot, int block,
+                            float scale);
 
 /* The indexer's sparse-KL loss: coef / (Hi denom) sum over queries (b,t) with mask != 0 (mask
  * (B,T) F32 or NULL: all) and index heads h of KL(Pbar_h(t) || Q_h(t)), both over the support
@@ -133,8 +138,9 @@ mt_tensor *mt_msa_attention(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *v,
  * (B,T,1,Di) with Hi = Hkv; denom > 0 the global count of counted queries (ranks agree).
  * -> scalar; gradients into iq, ik only (ds = Q - Pbar). */
 mt_tensor *mt_msa_kl(mt_ctx *c, mt_tensor *q, mt_tensor *k, mt_tensor *iq, mt_tensor *ik,
-                     mt_tensor *idx, mt_tensor *pos, mt_tensor *seg, mt_tensor *mask, int block,
-                     float scale, float index_scale, float coef, float denom);
+                     mt_tensor *idx, mt_tensor *pos, mt_tensor *seg, mt_tensor *mask,
+                     mt_tensor *q_slot, int block, float scale, float index_scale, float coef,
+                     float denom);
 
 /* MoE router: p = softmax(logits) in fp32, top-k of p, renormalised to sum 1.
  * logits (N,E) -> weights (N,K); *idx_out gets the chosen experts (N,K) I32, in descending
@@ -258,6 +264,19 @@ void mt_cp_attention_gather(const mt_node *n, const float *k, const float *v, mt
  * each rank's rows summed over the group and added into k's and v's gradients (where they have
  * one). kv: from mt_cp_attention_gather of the same kernel call (its buffer is reused). */
 void mt_cp_attention_scatter(const mt_node *n, const float *dkv, const mt_cp_kv *kv);
+
+/* The whole rows of a context group from each rank's part: x (B,Tl,...) F32 or I32 -> (B,C Tl,
+ * ...) in global token order (autograd/context_parallel.h), by one allgather. The backward
+ * reduce-scatters the gradient of the whole rows back to their owners (F32 only; an I32 x takes
+ * no gradient). group NULL or of size 1: x itself. Every rank of the group runs it in the same
+ * order, the backward too. The MSA layers gather their keys with it (models/block_msa.c). */
+mt_tensor *mt_cp_gather(mt_ctx *c, mt_tensor *x, const mt_cp_group *group);
+/* The key slots (global indices) of this rank's Tl local tokens: (Tl) I32 on the backend. */
+mt_tensor *mt_cp_local_slots(mt_ctx *c, const mt_cp_group *group, int64_t Tl);
+/* The node work of mt_cp_gather, shared by every backend's adapters (backend copies and the
+ * group's hooks only). */
+void mt_cp_gather_node_fwd(const mt_node *n);
+void mt_cp_gather_node_bwd(const mt_node *n);
 
 /* The differentiable part of the Switch/Mixtral load-balancing loss:
  * sum_n sum_e coef[e] * softmax(logits[n])[e]; logits (N,E), coef (E) (no grad) -> scalar.

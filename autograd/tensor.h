@@ -28,7 +28,7 @@ typedef enum {
 } mt_op;
 
 #define MT_MAX_DIMS    4
-#define MT_MAX_IN      8
+#define MT_MAX_IN      9
 #define MT_MAX_SAVED   6
 #define MT_MAX_IPARAMS 8
 #define MT_MAX_FPARAMS 4

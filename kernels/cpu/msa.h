@@ -13,7 +13,14 @@
  * Layouts: iq (B,T,Hi,Di), ik (B,T,1,Di); q (B,T,H,D), k, v (B,T,Hkv,D); idx (B,Hkv,T,topk)
  * I32 (index head h = kv head h selects for query heads h*G .. h*G+G-1, G = H/Hkv); lse (B,H,T).
  * Support of (b, kv head h, t): M_h(t) = {j : j in t's sample, j <= t, block(j) in
- * idx[b,h,t,:]}; every kernel iterates the selected blocks (cost topk*block keys per query). */
+ * idx[b,h,t,:]}; every kernel iterates the selected blocks (cost topk*block keys per query).
+ *
+ * Queries apart from keys (context parallelism, issue 39): the training kernels take Tq query
+ * rows and Tk key slots. q_slot (Tq) I32, increasing, gives the slot of the key row that query
+ * row i sits at (a rank's local tokens, autograd/context_parallel.h); NULL: Tq = Tk and row i
+ * is slot i. Then iq, q, out, dq, idx, lse, delta and mask have Tq rows; ik, k, v, dk, dv, dik,
+ * pos and seg have Tk (the whole row's keys, gathered), and query row i is query slot q_slot[i]
+ * in every rule above. */
 #pragma once
 #include <stdint.h>
 
@@ -21,6 +28,9 @@
 
 /* topk bound: the selection keeps its candidates on the stack */
 #define CPU_MSA_MAX_TOPK 4096
+
+/* The key slot of query row i (see above). */
+static inline int64_t msa_slot(const int32_t *q_slot, int64_t i) { return q_slot ? q_slot[i] : i; }
 
 /* Dies unless pos, seg (NULL: one sample) follow the row rule above. */
 void cpu_msa_check_rows(const int32_t *pos, const int32_t *seg, int64_t B, int64_t T);
@@ -42,9 +52,10 @@ static inline void msa_block_keys(int64_t t, int32_t pos_t, int32_t blk, int blo
  * its keys j <= t of the fp32 product iq_h(t) . ik(j) (sgemm, as transformers' fp32 matmul).
  * A NaN block score is never chosen. work: cpu_msa_select_work(T, block) floats. */
 void cpu_msa_select_forward(int32_t *idx, float *work, const float *iq, const float *ik,
-                            const int32_t *pos, const int32_t *seg, int64_t B, int64_t T,
-                            int64_t Hi, int64_t Di, int block, int topk);
-int64_t cpu_msa_select_work(int64_t T, int block);
+                            const int32_t *pos, const int32_t *seg, const int32_t *q_slot,
+                            int64_t B, int64_t Tq, int64_t Tk, int64_t Hi, int64_t Di, int block,
+                            int topk);
+int64_t cpu_msa_select_work(int64_t Tk, int block);
 
 /* One generation step: idx (B,Hi,topk) for the new query iq (B,Hi,Di) of row b at position
  * t_len[b]-1 of a one-sample row whose index keys are ik_cache (B,t_max,Di) positions
@@ -63,25 +74,26 @@ void cpu_msa_topk_row(int32_t *out, const float *bs, int32_t local, int topk);
 
 /* Dies unless every idx[b,h,t,:] holds distinct blocks 0 .. pos[t]/block, the local block
  * among them, then only -1 (the kernels stop at the first -1). */
-void cpu_msa_check_idx(const int32_t *idx, const int32_t *pos, int64_t B, int64_t Hkv, int64_t T,
-                       int block, int topk);
+void cpu_msa_check_idx(const int32_t *idx, const int32_t *pos, const int32_t *q_slot, int64_t B,
+                       int64_t Hkv, int64_t Tq, int64_t Tk, int block, int topk);
 
 /* out (B,T,H,D) = softmax over M_h(t) of scale q_g(t) . k_h(j), times v; lse (B,H,T) or NULL.
  * fp32 products (sgemm per selected block) and exp (cpu_expf), the row sums in double. work:
  * cpu_msa_attention_work(H/Hkv, block, topk) floats. */
 void cpu_msa_attention_forward(float *out, float *lse, float *work, const float *q, const float *k,
                                const float *v, const int32_t *idx, const int32_t *pos,
-                               const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                               int64_t D, int block, int topk, float scale);
+                               const int32_t *seg, const int32_t *q_slot, int64_t B, int64_t Tq,
+                               int64_t Tk, int64_t H, int64_t Hkv, int64_t D, int block, int topk,
+                               float scale);
 int64_t cpu_msa_attention_work(int64_t G, int block, int topk);
 
-/* The inverse of a selection, per (b, h): for each block-start slot jb, the queries t (in
- * increasing order) whose idx[b,h,t,:] holds that block: queries of (b, h, jb) are
- * list[off[jb] .. off[jb+1]) with off = inv + (b*Hs + h)*(T+1) and list = inv + B*Hs*(T+1) +
- * (b*Hs + h)*T*topk. inv: cpu_msa_inverse_ints(B, Hs, T, topk) ints. */
-void cpu_msa_inverse(int32_t *inv, const int32_t *idx, const int32_t *pos, int64_t B, int64_t Hs,
-                     int64_t T, int block, int topk);
-int64_t cpu_msa_inverse_ints(int64_t B, int64_t Hs, int64_t T, int topk);
+/* The inverse of a selection, per (b, h): for each block-start slot jb (of Tk), the query rows t
+ * (in increasing order) whose idx[b,h,t,:] holds that block: queries of (b, h, jb) are
+ * list[off[jb] .. off[jb+1]) with off = inv + (b*Hs + h)*(Tk+1) and list = inv + B*Hs*(Tk+1) +
+ * (b*Hs + h)*Tq*topk. inv: cpu_msa_inverse_ints(B, Hs, Tq, Tk, topk) ints. */
+void cpu_msa_inverse(int32_t *inv, const int32_t *idx, const int32_t *pos, const int32_t *q_slot,
+                     int64_t B, int64_t Hs, int64_t Tq, int64_t Tk, int block, int topk);
+int64_t cpu_msa_inverse_ints(int64_t B, int64_t Hs, int64_t Tq, int64_t Tk, int topk);
 
 /* dq += scale sum_j ds k_j, dk_j += scale sum ds q, dv_j += sum p dout over the support only
  * (dk, dv summed over the group's query heads), from the saved lse; any gradient may be NULL.
@@ -90,10 +102,11 @@ int64_t cpu_msa_inverse_ints(int64_t B, int64_t Hs, int64_t T, int topk);
 void cpu_msa_attention_backward(float *dq, float *dk, float *dv, void *work, const float *dout,
                                 const float *out, const float *lse, const float *q, const float *k,
                                 const float *v, const int32_t *idx, const int32_t *pos,
-                                const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                                int64_t D, int block, int topk, float scale);
-size_t cpu_msa_attention_bwd_work(int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
-                                  int block, int topk);
+                                const int32_t *seg, const int32_t *q_slot, int64_t B, int64_t Tq,
+                                int64_t Tk, int64_t H, int64_t Hkv, int64_t D, int block, int topk,
+                                float scale);
+size_t cpu_msa_attention_bwd_work(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv,
+                                  int64_t D, int block, int topk);
 
 /* One generation step: out (B,H,D) for the new query q (B,H,D) of row b at position t_len[b]-1
  * over cache positions [0, t_len[b]) of k_cache, v_cache (B,t_max,Hkv,D), restricted to the blocks
@@ -122,18 +135,20 @@ void cpu_msa_chunk(float *out, const float *q, const float *iq, const float *k_c
  * work: cpu_msa_kl_work(...) bytes. */
 double cpu_msa_kl_forward(void *work, const float *q, const float *k, const float *iq,
                           const float *ik, const int32_t *idx, const int32_t *pos,
-                          const int32_t *seg, const float *mask, int64_t B, int64_t T, int64_t H,
-                          int64_t Hkv, int64_t D, int64_t Di, int block, int topk, float scale,
-                          float index_scale, float coef, float denom);
-size_t cpu_msa_kl_work(int64_t B, int64_t T, int block, int topk);
+                          const int32_t *seg, const float *mask, const int32_t *q_slot, int64_t B,
+                          int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D, int64_t Di,
+                          int block, int topk, float scale, float index_scale, float coef,
+                          float denom);
+size_t cpu_msa_kl_work(int64_t B, int64_t Tq, int block, int topk);
 
 /* diq_h(t) += c sum_j ds ik(j), dik(j) += c sum_t sum_h ds iq_h(t), ds = Q - Pbar on the
  * support, c = gout coef index_scale / (Hi denom); diq or dik may be NULL. dik by key block
  * through the inverse (no atomics). work: cpu_msa_kl_bwd_work(...) bytes. */
 void cpu_msa_kl_backward(float *diq, float *dik, void *work, float gout, const float *q,
                          const float *k, const float *iq, const float *ik, const int32_t *idx,
-                         const int32_t *pos, const int32_t *seg, const float *mask, int64_t B,
-                         int64_t T, int64_t H, int64_t Hkv, int64_t D, int64_t Di, int block,
-                         int topk, float scale, float index_scale, float coef, float denom);
-size_t cpu_msa_kl_bwd_work(int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t Di, int block,
-                           int topk);
+                         const int32_t *pos, const int32_t *seg, const float *mask,
+                         const int32_t *q_slot, int64_t B, int64_t Tq, int64_t Tk, int64_t H,
+                         int64_t Hkv, int64_t D, int64_t Di, int block, int topk, float scale,
+                         float index_scale, float coef, float denom);
+size_t cpu_msa_kl_bwd_work(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t Di,
+                           int block, int topk);
