@@ -2,9 +2,12 @@
  * rule of kernels/cpu/msa.h on the device, the lane-distributed rows of the warp kernels, the
  * argument checks of the CPU reference (by the device flag), and the selection's inverse.
  *
- * Layouts and rules are kernels/cpu/msa.h's: iq (B,T,Hi,Di), ik (B,T,1,Di); q (B,T,H,D), k, v
- * (B,T,Hkv,D); idx (B,Hkv,T,topk) I32; lse (B,H,T); pos, seg (B,T) I32. fp32 mode only: the
- * MSA nodes carry no GEMM mode (autograd/op_msa.c), so there is no bf16 path. */
+ * Layouts and rules are kernels/cpu/msa.h's, queries apart from keys: iq (B,Tq,Hi,Di), ik
+ * (B,Tk,1,Di); q (B,Tq,H,D), k, v (B,Tk,Hkv,D); idx (B,Hkv,Tq,topk) I32; lse (B,H,Tq); pos, seg
+ * (B,Tk) I32; q_slot (Tq) I32 in device memory, increasing, the key slot of each query row (NULL:
+ * Tq = Tk, row i at slot i), which stands for the query in every rule (its block, its sample
+ * start slot - pos[slot], causality). fp32 mode only: the MSA nodes carry no GEMM mode
+ * (autograd/op_msa.c), so there is no bf16 path. */
 #pragma once
 #include "cuda_common.cuh"
 
@@ -12,6 +15,26 @@
 #define MSA_MAX_D 256
 #define MSA_R     (MSA_MAX_D / 32)
 #define MSA_WARPS 8 /* warps per block of the warp kernels */
+
+/* The key slot of query row i (msa_slot of kernels/cpu/msa.h). */
+__device__ inline int64_t msa_q_slot(const int32_t *q_slot, int64_t i) {
+    return q_slot ? q_slot[i] : i;
+}
+
+/* The first query row whose slot is at least j (Tq when none): a binary search of the
+ * increasing q_slot, j itself (clamped to Tq) without it. */
+__device__ inline int64_t msa_first_row(const int32_t *q_slot, int64_t Tq, int64_t j) {
+    if (!q_slot) return j < Tq ? j : Tq;
+    int64_t lo = 0, hi = Tq;
+    while (lo < hi) {
+        const int64_t mid = (lo + hi) / 2;
+        if (q_slot[mid] < j)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
 
 /* The slots [*j0, *j1] of block blk that query t (at position pos_t) sees (msa_block_keys). */
 __device__ inline void msa_keys(int64_t t, int32_t pos_t, int32_t blk, int block, int64_t *j0,
@@ -71,15 +94,19 @@ __device__ inline void msa_stage(float *dst, const float *src, int D, int lane) 
     __syncwarp();
 }
 
-/* Dies unless pos, seg (NULL: one sample) follow the row rule (cpu_msa_check_rows) and, when
- * idx is not NULL, every idx[b,h,t,:] holds distinct blocks 0 .. pos[t]/block, the local block
+/* Dies unless pos, seg (B,Tk) (seg NULL: one sample) follow the row rule (cpu_msa_check_rows),
+ * q_slot (when not NULL) holds strictly increasing slots in [0, Tk), and, when idx is not NULL,
+ * every idx[b,h,i,:] (B,Hs,Tq,topk) holds distinct blocks 0 .. pos[slot]/block, the local block
  * among them, then only -1 (cpu_msa_check_idx). One synchronising read of the device flag. */
-void cuda_msa_check(const char *op, const int32_t *pos, const int32_t *seg, const int32_t *idx,
-                    int64_t B, int64_t Hs, int64_t T, int block, int topk);
+void cuda_msa_check(const char *op, const int32_t *pos, const int32_t *seg, const int32_t *q_slot,
+                    const int32_t *idx, int64_t B, int64_t Hs, int64_t Tq, int64_t Tk, int block,
+                    int topk);
 
 /* The inverse of a selection (cpu_msa_inverse's layout and order: for each block-start slot jb
- * of (b, h), the queries t that chose it in increasing order), in scratch of node n: the
- * counts by integer atomics (exact), a scan per (b, h), then one warp per block start writing
- * its queries in order by ballots: deterministic. */
-int32_t *cuda_msa_inverse(const mt_node *n, const int32_t *idx, const int32_t *pos, int64_t B,
-                          int64_t Hs, int64_t T, int block, int topk);
+ * of (b, h), the query rows that chose it in increasing order; off (B*Hs*(Tk+1)) then list
+ * (B*Hs*Tq*topk)), in scratch of node n: the counts by integer atomics (exact), a scan per
+ * (b, h), then one warp per block start writing its query rows in order by ballots:
+ * deterministic. */
+int32_t *cuda_msa_inverse(const mt_node *n, const int32_t *idx, const int32_t *pos,
+                          const int32_t *q_slot, int64_t B, int64_t Hs, int64_t Tq, int64_t Tk,
+                          int block, int topk);

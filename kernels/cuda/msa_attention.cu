@@ -16,12 +16,14 @@
  *            chose j's block (the inverse, in increasing t) with t >= j, times the group's G
  *            heads, 32 at a time: dv += p dO, dk += scale ds q. One writer per row: no atomics,
  *            a fixed order, deterministic; a key no query sees is left untouched, as on the
- *            CPU. */
+ *            CPU.
+ * Queries apart from keys (msa.cuh): the forward and dq warps go over the Tq query rows, each
+ * at its slot q_slot[i]; dk, dv over the Tk key slots, through an inverse that lists query rows. */
 #include "cuda_ops.cuh"
 #include "msa.cuh"
 
 struct msa_dims {
-    int64_t B, T, H, Hkv, D;
+    int64_t B, Tq, Tk, H, Hkv, D;
     int block, topk;
     double scale;
 };
@@ -29,13 +31,14 @@ struct msa_dims {
 /* ---- the inverse of a selection ---- */
 
 __global__ void msa_inv_count_kernel(int32_t *off, const int32_t *idx, const int32_t *pos,
-                                     int64_t B, int64_t Hs, int64_t T, int block, int topk) {
-    CUDA_FOR(r, B * Hs * T) {
-        const int64_t bh = r / T, t = r % T, b = bh / Hs;
+                                     const int32_t *q_slot, int64_t B, int64_t Hs, int64_t Tq,
+                                     int64_t Tk, int block, int topk) {
+    CUDA_FOR(r, B * Hs * Tq) {
+        const int64_t bh = r / Tq, t = msa_q_slot(q_slot, r % Tq), b = bh / Hs;
         const int32_t *sel = idx + r * topk;
-        const int64_t rs = t - pos[b * T + t];
+        const int64_t rs = t - pos[b * Tk + t];
         for (int s = 0; s < topk && sel[s] >= 0; s++)
-            atomicAdd(&off[bh * (T + 1) + rs + (int64_t)sel[s] * block + 1], 1); /* exact */
+            atomicAdd(&off[bh * (Tk + 1) + rs + (int64_t)sel[s] * block + 1], 1); /* exact */
     }
 }
 
@@ -59,47 +62,53 @@ __global__ void msa_inv_scan_kernel(int32_t *off_all, int64_t T) {
     }
 }
 
-/* warp per slot (b, h, jb): at a block start, its choosers t >= jb of its sample in order */
+/* warp per slot (b, h, jb) of Tk: at a block start, the query rows of its sample that chose it
+ * in order, from the first row whose slot is jb or later (every chooser's: a query selects
+ * blocks that start at or before its slot) */
 __global__ void msa_inv_fill_kernel(int32_t *list_all, const int32_t *off_all, const int32_t *idx,
-                                    const int32_t *pos, int64_t B, int64_t Hs, int64_t T, int block,
-                                    int topk) {
+                                    const int32_t *pos, const int32_t *q_slot, int64_t B,
+                                    int64_t Hs, int64_t Tq, int64_t Tk, int block, int topk) {
     const int64_t w = msa_warp_id();
     const int lane = threadIdx.x & 31;
-    if (w >= B * Hs * T) return;
-    const int64_t bh = w / T, jb = w % T, b = bh / Hs;
-    const int32_t *pb = pos + b * T, *off = off_all + bh * (T + 1);
+    if (w >= B * Hs * Tk) return;
+    const int64_t bh = w / Tk, jb = w % Tk, b = bh / Hs;
+    const int32_t *pb = pos + b * Tk, *off = off_all + bh * (Tk + 1);
     if (pb[jb] % block != 0 || off[jb] == off[jb + 1]) return;
     const int32_t blk = pb[jb] / block, want = off[jb + 1] - off[jb];
     const int64_t rs = jb - pb[jb];
-    const int32_t *sel_bh = idx + bh * T * topk;
-    int32_t *list = list_all + bh * T * topk + off[jb];
+    const int32_t *sel_bh = idx + bh * Tq * topk;
+    int32_t *list = list_all + bh * Tq * topk + off[jb];
     int32_t got = 0;
-    for (int64_t t0 = jb; got < want && t0 < T; t0 += 32) {
-        const int64_t t = t0 + lane;
+    for (int64_t i0 = msa_first_row(q_slot, Tq, jb); got < want && i0 < Tq; i0 += 32) {
+        const int64_t i = i0 + lane;
         bool chose = false;
-        if (t < T && t - pb[t] == rs)
-            for (int s = 0; s < topk && sel_bh[t * topk + s] >= 0; s++)
-                chose = chose || sel_bh[t * topk + s] == blk;
+        if (i < Tq) {
+            const int64_t t = msa_q_slot(q_slot, i);
+            if (t - pb[t] == rs)
+                for (int s = 0; s < topk && sel_bh[i * topk + s] >= 0; s++)
+                    chose = chose || sel_bh[i * topk + s] == blk;
+        }
         const unsigned m = __ballot_sync(0xffffffffu, chose);
-        if (chose) list[got + __popc(m & ((1u << lane) - 1u))] = (int32_t)t;
+        if (chose) list[got + __popc(m & ((1u << lane) - 1u))] = (int32_t)i;
         got += __popc(m);
     }
 }
 
-int32_t *cuda_msa_inverse(const mt_node *n, const int32_t *idx, const int32_t *pos, int64_t B,
-                          int64_t Hs, int64_t T, int block, int topk) {
-    const int64_t n_off = B * Hs * (T + 1);
+int32_t *cuda_msa_inverse(const mt_node *n, const int32_t *idx, const int32_t *pos,
+                          const int32_t *q_slot, int64_t B, int64_t Hs, int64_t Tq, int64_t Tk,
+                          int block, int topk) {
+    const int64_t n_off = B * Hs * (Tk + 1);
     int32_t *inv = (int32_t *)mt_node_scratch(
-        n, sizeof(int32_t) * (size_t)(n_off + B * Hs * T * topk), "msa inverse");
+        n, sizeof(int32_t) * (size_t)(n_off + B * Hs * Tq * topk), "msa inverse");
     cudaCheck("msa inverse", cudaMemsetAsync(inv, 0, sizeof(int32_t) * (size_t)n_off));
-    if (B * Hs * T == 0) return inv;
-    msa_inv_count_kernel<<<cuda_blocks(B * Hs * T, CUDA_THREADS), CUDA_THREADS>>>(
-        inv, idx, pos, B, Hs, T, block, topk);
+    if (B * Hs * Tq == 0) return inv;
+    msa_inv_count_kernel<<<cuda_blocks(B * Hs * Tq, CUDA_THREADS), CUDA_THREADS>>>(
+        inv, idx, pos, q_slot, B, Hs, Tq, Tk, block, topk);
     CUDA_LAUNCH_CHECK("msa inverse (count)");
-    msa_inv_scan_kernel<<<(unsigned)(B * Hs), CUDA_THREADS>>>(inv, T);
+    msa_inv_scan_kernel<<<(unsigned)(B * Hs), CUDA_THREADS>>>(inv, Tk);
     CUDA_LAUNCH_CHECK("msa inverse (scan)");
-    msa_inv_fill_kernel<<<msa_warp_blocks(B * Hs * T), 32 * MSA_WARPS>>>(inv + n_off, inv, idx, pos,
-                                                                         B, Hs, T, block, topk);
+    msa_inv_fill_kernel<<<msa_warp_blocks(B * Hs * Tk), 32 * MSA_WARPS>>>(
+        inv + n_off, inv, idx, pos, q_slot, B, Hs, Tq, Tk, block, topk);
     CUDA_LAUNCH_CHECK("msa inverse (fill)");
     return inv;
 }
@@ -111,15 +120,15 @@ int32_t *cuda_msa_inverse(const mt_node *n, const int32_t *idx, const int32_t *p
  * O += p V with p broadcast key by key and dims over the lanes */
 __global__ void msa_attn_fwd_kernel(float *out, float *lse, const float *q, const float *k,
                                     const float *v, const int32_t *idx, const int32_t *pos,
-                                    msa_dims a) {
+                                    const int32_t *q_slot, msa_dims a) {
     __shared__ float qsh[MSA_WARPS][MSA_MAX_D];
     const int64_t row = msa_warp_id();
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, D = (int)a.D;
-    if (row >= a.B * a.T * a.H) return;
-    const int64_t b = row / (a.T * a.H), t = (row / a.H) % a.T, h = row % a.H;
-    const int64_t g = h / (a.H / a.Hkv), ldk = a.Hkv * a.D;
-    const int32_t pt = pos[b * a.T + t], *sel = idx + ((b * a.Hkv + g) * a.T + t) * a.topk;
-    const float *kb = k + (b * a.T * a.Hkv + g) * a.D, *vb = v + (b * a.T * a.Hkv + g) * a.D;
+    if (row >= a.B * a.Tq * a.H) return;
+    const int64_t b = row / (a.Tq * a.H), i = (row / a.H) % a.Tq, h = row % a.H;
+    const int64_t g = h / (a.H / a.Hkv), ldk = a.Hkv * a.D, t = msa_q_slot(q_slot, i);
+    const int32_t pt = pos[b * a.Tk + t], *sel = idx + ((b * a.Hkv + g) * a.Tq + i) * a.topk;
+    const float *kb = k + (b * a.Tk * a.Hkv + g) * a.D, *vb = v + (b * a.Tk * a.Hkv + g) * a.D;
     float *qs = qsh[wib];
     msa_stage(qs, q + row * a.D, D, lane);
     double acc[MSA_R];
@@ -160,7 +169,7 @@ __global__ void msa_attn_fwd_kernel(float *out, float *lse, const float *q, cons
         const int d = lane + 32 * i;
         if (d < D) out[row * a.D + d] = (float)(acc[i] / l);
     }
-    if (lse && lane == 0) lse[(b * a.H + h) * a.T + t] = (float)(m + log(l));
+    if (lse && lane == 0) lse[(b * a.H + h) * a.Tq + i] = (float)(m + log(l));
 }
 
 /* ---- backward ---- */
@@ -170,12 +179,12 @@ __global__ void msa_attn_delta_kernel(double *delta, const float *dout, const fl
                                       msa_dims a) {
     const int64_t row = msa_warp_id();
     const int lane = threadIdx.x & 31, D = (int)a.D;
-    if (row >= a.B * a.T * a.H) return;
-    const int64_t b = row / (a.T * a.H), t = (row / a.H) % a.T, h = row % a.H;
+    if (row >= a.B * a.Tq * a.H) return;
+    const int64_t b = row / (a.Tq * a.H), i = (row / a.H) % a.Tq, h = row % a.H;
     float o[MSA_R];
     msa_load(o, out + row * a.D, D, lane);
     const double s = msa_dot(o, dout + row * a.D, D, lane);
-    if (lane == 0) delta[(b * a.H + h) * a.T + t] = s;
+    if (lane == 0) delta[(b * a.H + h) * a.Tq + i] = s;
 }
 
 /* warp per query row, 32 keys per chunk, one per lane: p = exp(S - lse),
@@ -183,16 +192,17 @@ __global__ void msa_attn_delta_kernel(double *delta, const float *dout, const fl
 __global__ void msa_attn_dq_kernel(float *dq, const float *dout, const float *lse,
                                    const double *delta, const float *q, const float *k,
                                    const float *v, const int32_t *idx, const int32_t *pos,
-                                   msa_dims a) {
+                                   const int32_t *q_slot, msa_dims a) {
     __shared__ float qsh[MSA_WARPS][MSA_MAX_D];
     __shared__ float dosh[MSA_WARPS][MSA_MAX_D];
     const int64_t row = msa_warp_id();
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, D = (int)a.D;
-    if (row >= a.B * a.T * a.H) return;
-    const int64_t b = row / (a.T * a.H), t = (row / a.H) % a.T, h = row % a.H;
-    const int64_t g = h / (a.H / a.Hkv), ldk = a.Hkv * a.D, bht = (b * a.H + h) * a.T + t;
-    const int32_t pt = pos[b * a.T + t], *sel = idx + ((b * a.Hkv + g) * a.T + t) * a.topk;
-    const float *kb = k + (b * a.T * a.Hkv + g) * a.D, *vb = v + (b * a.T * a.Hkv + g) * a.D;
+    if (row >= a.B * a.Tq * a.H) return;
+    const int64_t b = row / (a.Tq * a.H), i = (row / a.H) % a.Tq, h = row % a.H;
+    const int64_t g = h / (a.H / a.Hkv), ldk = a.Hkv * a.D, bht = (b * a.H + h) * a.Tq + i;
+    const int64_t t = msa_q_slot(q_slot, i);
+    const int32_t pt = pos[b * a.Tk + t], *sel = idx + ((b * a.Hkv + g) * a.Tq + i) * a.topk;
+    const float *kb = k + (b * a.Tk * a.Hkv + g) * a.D, *vb = v + (b * a.Tk * a.Hkv + g) * a.D;
     float *qs = qsh[wib], *dos = dosh[wib];
     for (int d = lane; d < D; d += 32) dos[d] = dout[row * a.D + d];
     msa_stage(qs, q + row * a.D, D, lane);
@@ -229,25 +239,26 @@ __global__ void msa_attn_dq_kernel(float *dq, const float *dout, const float *ls
     }
 }
 
-/* warp per key row (b, j, g): the (chooser t >= j, head) pairs of j's block 32 at a time, one
- * per lane (p and ds from k_j, v_j staged in shared memory), then dv += p dO and
+/* warp per key row (b, j, g) of Tk: the (chooser at slot t >= j, head) pairs of j's block 32 at
+ * a time, one per lane (p and ds from k_j, v_j staged in shared memory), then dv += p dO and
  * dk += scale ds q with p, ds broadcast pair by pair */
 __global__ void msa_attn_dkv_kernel(float *dk, float *dv, const float *dout, const float *lse,
                                     const double *delta, const float *q, const float *k,
                                     const float *v, const int32_t *inv, const int32_t *pos,
-                                    msa_dims a) {
+                                    const int32_t *q_slot, msa_dims a) {
     __shared__ float ksh[MSA_WARPS][MSA_MAX_D];
     __shared__ float vsh[MSA_WARPS][MSA_MAX_D];
     const int64_t row = msa_warp_id();
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, D = (int)a.D;
-    if (row >= a.B * a.T * a.Hkv) return;
-    const int64_t b = row / (a.T * a.Hkv), j = (row / a.Hkv) % a.T, g = row % a.Hkv;
+    if (row >= a.B * a.Tk * a.Hkv) return;
+    const int64_t b = row / (a.Tk * a.Hkv), j = (row / a.Hkv) % a.Tk, g = row % a.Hkv;
     const int64_t G = a.H / a.Hkv, bg = b * a.Hkv + g;
-    const int64_t jb = j - pos[b * a.T + j] % a.block; /* the first slot of j's block */
-    const int32_t *off = inv + bg * (a.T + 1);
-    const int32_t *list = inv + a.B * a.Hkv * (a.T + 1) + bg * a.T * a.topk;
+    const int64_t jb = j - pos[b * a.Tk + j] % a.block; /* the first slot of j's block */
+    const int32_t *off = inv + bg * (a.Tk + 1);
+    const int32_t *list = inv + a.B * a.Hkv * (a.Tk + 1) + bg * a.Tq * a.topk;
     int32_t e0 = off[jb];
-    while (e0 < off[jb + 1] && list[e0] < j) e0++; /* choosers before j do not see it */
+    while (e0 < off[jb + 1] && msa_q_slot(q_slot, list[e0]) < j)
+        e0++; /* choosers before j do not see it */
     const int64_t n_pairs = (int64_t)(off[jb + 1] - e0) * G;
     if (n_pairs == 0) return; /* no query sees j: untouched, as on the CPU */
     float *ks = ksh[wib], *vs = vsh[wib];
@@ -260,11 +271,11 @@ __global__ void msa_attn_dkv_kernel(float *dk, float *dv, const float *dout, con
         const int64_t e = c0 + lane;
         const int nc = (int)(n_pairs - c0 < 32 ? n_pairs - c0 : 32);
         double p = 0, ds = 0;
-        int64_t r = 0; /* the pair's (b, t, h) row of q and dout */
+        int64_t r = 0; /* the pair's (b, i, h) row of q and dout */
         if (e < n_pairs) {
-            const int64_t t = list[e0 + e / G], h = g * G + e % G;
-            const int64_t bht = (b * a.H + h) * a.T + t;
-            r = (b * a.T + t) * a.H + h;
+            const int64_t i = list[e0 + e / G], h = g * G + e % G;
+            const int64_t bht = (b * a.H + h) * a.Tq + i;
+            r = (b * a.Tq + i) * a.H + h;
             p = exp(a.scale * msa_dot_lane(ks, q + r * a.D, D) - (double)lse[bht]);
             ds = p * (msa_dot_lane(vs, dout + r * a.D, D) - delta[bht]);
         }
@@ -291,15 +302,17 @@ __global__ void msa_attn_dkv_kernel(float *dk, float *dv, const float *dout, con
     }
 }
 
-/* ---- node adapters: in[0] q (B,T,H,D), in[1] k, in[2] v (B,T,Hkv,D), in[3] idx (B,Hkv,T,topk)
- * I32, in[4] pos (B,T) I32, in[5] seg (B,T) I32 or NULL; saved[0] lse (B,H,T) (only when a
- * backward will run); fp[0] scale; ip[0] block (autograd/op_msa.c) ---- */
+/* ---- node adapters: in[0] q (B,Tq,H,D), in[1] k, in[2] v (B,Tk,Hkv,D), in[3] idx
+ * (B,Hkv,Tq,topk) I32, in[4] pos (B,Tk) I32, in[5] seg (B,Tk) I32 or NULL, in[6] q_slot (Tq)
+ * I32 or NULL (Tq = Tk); saved[0] lse (B,H,Tq) (only when a backward will run); fp[0] scale;
+ * ip[0] block (autograd/op_msa.c) ---- */
 
 static msa_dims msa_node_dims(const mt_node *n) {
     const mt_tensor *q = n->in[0], *k = n->in[1], *idx = n->in[3];
     msa_dims a;
     a.B = q->shape[0];
-    a.T = q->shape[1];
+    a.Tq = q->shape[1];
+    a.Tk = k->shape[1];
     a.H = q->shape[2];
     a.Hkv = k->shape[2];
     a.D = q->shape[3];
@@ -311,6 +324,9 @@ static msa_dims msa_node_dims(const mt_node *n) {
              "msa_attention (cuda): H=%lld Hkv=%lld D=%lld block=%d topk=%d (H a multiple of "
              "Hkv, D in [1, %d])",
              (long long)a.H, (long long)a.Hkv, (long long)a.D, a.block, a.topk, MSA_MAX_D);
+    MT_CHECK(n->in[6] || a.Tq == a.Tk,
+             "msa_attention (cuda): %lld query rows, %lld keys, no q_slot", (long long)a.Tq,
+             (long long)a.Tk);
     return a;
 }
 
@@ -318,22 +334,24 @@ void cuda_msa_attention_fwd_node(const mt_node *n) {
     const msa_dims a = msa_node_dims(n);
     const mt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *idx = n->in[3];
     const mt_tensor *pos = n->in[4], *seg = n->in[5];
-    cuda_msa_check("msa_attention (cuda)", cuda_i32(pos), seg ? cuda_i32(seg) : NULL, cuda_i32(idx),
-                   a.B, a.Hkv, a.T, a.block, a.topk);
-    const int64_t rows = a.B * a.T * a.H;
+    const int32_t *q_slot = n->in[6] ? cuda_i32(n->in[6]) : NULL;
+    cuda_msa_check("msa_attention (cuda)", cuda_i32(pos), seg ? cuda_i32(seg) : NULL, q_slot,
+                   cuda_i32(idx), a.B, a.Hkv, a.Tq, a.Tk, a.block, a.topk);
+    const int64_t rows = a.B * a.Tq * a.H;
     if (rows == 0) return;
     msa_attn_fwd_kernel<<<msa_warp_blocks(rows), 32 * MSA_WARPS>>>(
         cuda_f32(n->out), n->saved[0] ? cuda_f32(n->saved[0]) : NULL, cuda_f32(q), cuda_f32(k),
-        cuda_f32(v), cuda_i32(idx), cuda_i32(pos), a);
+        cuda_f32(v), cuda_i32(idx), cuda_i32(pos), q_slot, a);
     CUDA_LAUNCH_CHECK("msa_attention forward");
 }
 
 void cuda_msa_attention_bwd_node(const mt_node *n) {
     const mt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *idx = n->in[3];
     const mt_tensor *pos = n->in[4];
+    const int32_t *q_slot = n->in[6] ? cuda_i32(n->in[6]) : NULL;
     if (!q->grad && !k->grad && !v->grad) return;
     const msa_dims a = msa_node_dims(n);
-    const int64_t rows = a.B * a.T * a.H;
+    const int64_t rows = a.B * a.Tq * a.H;
     if (rows == 0) return;
     const float *lse = cuda_f32(n->saved[0]), *dout = cuda_grad(n->out);
     double *delta = (double *)mt_node_scratch(n, sizeof(double) * (size_t)rows, "msa delta");
@@ -343,15 +361,15 @@ void cuda_msa_attention_bwd_node(const mt_node *n) {
     if (q->grad) {
         msa_attn_dq_kernel<<<msa_warp_blocks(rows), 32 * MSA_WARPS>>>(
             cuda_grad(q), dout, lse, delta, cuda_f32(q), cuda_f32(k), cuda_f32(v), cuda_i32(idx),
-            cuda_i32(pos), a);
+            cuda_i32(pos), q_slot, a);
         CUDA_LAUNCH_CHECK("msa_attention backward (dq)");
     }
     if (!k->grad && !v->grad) return;
-    const int32_t *inv =
-        cuda_msa_inverse(n, cuda_i32(idx), cuda_i32(pos), a.B, a.Hkv, a.T, a.block, a.topk);
-    msa_attn_dkv_kernel<<<msa_warp_blocks(a.B * a.T * a.Hkv), 32 * MSA_WARPS>>>(
+    const int32_t *inv = cuda_msa_inverse(n, cuda_i32(idx), cuda_i32(pos), q_slot, a.B, a.Hkv, a.Tq,
+                                          a.Tk, a.block, a.topk);
+    msa_attn_dkv_kernel<<<msa_warp_blocks(a.B * a.Tk * a.Hkv), 32 * MSA_WARPS>>>(
         cuda_grad(k), cuda_grad(v), dout, lse, delta, cuda_f32(q), cuda_f32(k), cuda_f32(v), inv,
-        cuda_i32(pos), a);
+        cuda_i32(pos), q_slot, a);
     CUDA_LAUNCH_CHECK("msa_attention backward (dk, dv)");
 }
 

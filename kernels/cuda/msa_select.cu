@@ -12,6 +12,10 @@
  * scores (scratch, nb floats), in key order. The top-k: one warp per query, topk-1 rounds of
  * a warp argmax (highest score, then lowest id: the CPU's insertion order), each lane owning
  * the blocks blk = lane mod 32 so a chosen block is retired by its owner.
+ * Queries apart from keys (msa.cuh): a tile is SEL_Q query rows, their slots increasing, and its
+ * keys run from the first row's sample start to the last row's slot; a tile across the gap
+ * between a context-parallel rank's two chunks computes the gap's products too (its fold skips
+ * what a query does not see), at most one such tile per (b, h).
  * Cost: the indexer is dense by definition, O(T^2 Di / 2) per (b, h) (spec 4.1). */
 #include <limits.h>
 #include <stdlib.h>
@@ -27,17 +31,24 @@
 /* ---- checks ---- */
 
 __global__ void msa_check_kernel(unsigned long long *flag, const int32_t *pos, const int32_t *seg,
-                                 const int32_t *idx, int64_t B, int64_t Hs, int64_t T, int block,
-                                 int topk) {
-    CUDA_FOR(i, B * T) {
-        const int64_t t = i % T;
+                                 const int32_t *q_slot, const int32_t *idx, int64_t B, int64_t Hs,
+                                 int64_t Tq, int64_t Tk, int block, int topk) {
+    CUDA_FOR(i, B * Tk) {
+        const int64_t t = i % Tk;
         const bool first = t == 0 || (seg && seg[i] != seg[i - 1]);
         if (pos[i] != (first ? 0 : pos[i - 1] + 1)) cuda_flag_raise(flag, i);
     }
+    if (q_slot) {
+        CUDA_FOR(i, Tq) {
+            if (q_slot[i] < 0 || q_slot[i] >= Tk || (i > 0 && q_slot[i] <= q_slot[i - 1]))
+                cuda_flag_raise(flag, B * Tk + i);
+        }
+    }
     if (!idx) return;
-    CUDA_FOR(r, B * Hs * T) {
-        const int64_t b = r / (Hs * T), t = r % T;
-        const int32_t local = pos[b * T + t] / block, *sel = idx + r * topk;
+    CUDA_FOR(r, B * Hs * Tq) {
+        const int64_t b = r / (Hs * Tq), t = msa_q_slot(q_slot, r % Tq);
+        if (t < 0 || t >= Tk) continue; /* a bad slot, flagged above (a lower position) */
+        const int32_t local = pos[b * Tk + t] / block, *sel = idx + r * topk;
         bool ok = true, has_local = false;
         for (int s = 0; s < topk; s++) {
             ok = ok && sel[s] >= -1 && sel[s] <= local &&
@@ -45,57 +56,64 @@ __global__ void msa_check_kernel(unsigned long long *flag, const int32_t *pos, c
             for (int u = 0; u < s && sel[s] >= 0; u++) ok = ok && sel[u] != sel[s];
             has_local = has_local || sel[s] == local;
         }
-        if (!ok || !has_local) cuda_flag_raise(flag, B * T + r);
+        if (!ok || !has_local) cuda_flag_raise(flag, B * Tk + Tq + r);
     }
 }
 
-void cuda_msa_check(const char *op, const int32_t *pos, const int32_t *seg, const int32_t *idx,
-                    int64_t B, int64_t Hs, int64_t T, int block, int topk) {
-    if (B * T == 0) return;
+void cuda_msa_check(const char *op, const int32_t *pos, const int32_t *seg, const int32_t *q_slot,
+                    const int32_t *idx, int64_t B, int64_t Hs, int64_t Tq, int64_t Tk, int block,
+                    int topk) {
+    if (B * Tk == 0) return;
     cuda_flag_reset(op);
-    msa_check_kernel<<<cuda_blocks(B * Hs * T + B * T, CUDA_THREADS), CUDA_THREADS>>>(
-        cuda_err_flag, pos, seg, idx, B, Hs, T, block, topk);
+    msa_check_kernel<<<cuda_blocks(B * Hs * Tq + B * Tk + Tq, CUDA_THREADS), CUDA_THREADS>>>(
+        cuda_err_flag, pos, seg, q_slot, idx, B, Hs, Tq, Tk, block, topk);
     CUDA_LAUNCH_CHECK(op);
     const int64_t bad = cuda_flag_read(op);
     if (bad < 0) return;
-    if (bad < B * T)
+    if (bad < B * Tk)
         MT_DIE("%s: pos[%lld,%lld] breaks the row rule (positions restart at 0 with each sample, "
                "a run of equal segment ids, and count up by one)",
-               op, (long long)(bad / T), (long long)(bad % T));
-    const int64_t r = bad - B * T;
+               op, (long long)(bad / Tk), (long long)(bad % Tk));
+    if (bad < B * Tk + Tq)
+        MT_DIE("%s: q_slot[%lld] is not a key slot in [0, %lld) above the previous query's "
+               "(the slots of the query rows must increase)",
+               op, (long long)(bad - B * Tk), (long long)Tk);
+    const int64_t r = bad - B * Tk - Tq;
     MT_DIE("%s: idx[%lld,%lld,%lld,:] is not distinct blocks in [0, pos/block] holding the local "
            "block, then only -1",
-           op, (long long)(r / (Hs * T)), (long long)(r / T % Hs), (long long)(r % T));
+           op, (long long)(r / (Hs * Tq)), (long long)(r / Tq % Hs), (long long)(r % Tq));
 }
 
 /* ---- selection ---- */
 
 struct sel_dims {
-    int64_t B, T, Hi, Di, nb;
+    int64_t B, Tq, Tk, Hi, Di, nb;
     int block, topk;
 };
 
 __global__ void msa_select_kernel(int32_t *idx, float *bs_all, const float *iq, const float *ik,
-                                  const int32_t *pos, sel_dims a) {
+                                  const int32_t *pos, const int32_t *q_slot, sel_dims a) {
     __shared__ float qs[SEL_Q][SEL_DC + 1];
     __shared__ float ks[SEL_K][SEL_DC + 1];
     __shared__ float S[SEL_Q][SEL_K + 1];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int64_t nt = (a.T + SEL_Q - 1) / SEL_Q, Di = a.Di;
+    const int64_t nt = (a.Tq + SEL_Q - 1) / SEL_Q, Di = a.Di;
     float *bs_cta = bs_all + (int64_t)blockIdx.x * SEL_Q * a.nb;
     for (int64_t w = blockIdx.x; w < a.B * a.Hi * nt; w += gridDim.x) {
         const int64_t b = w / (a.Hi * nt), h = (w / nt) % a.Hi, i0 = (w % nt) * SEL_Q;
-        const int ni = (int)(a.T - i0 < SEL_Q ? a.T - i0 : SEL_Q);
-        const int32_t *pb = pos + b * a.T;
-        const float *iqb = iq + (b * a.T * a.Hi + h) * Di, *ikb = ik + b * a.T * Di;
+        const int ni = (int)(a.Tq - i0 < SEL_Q ? a.Tq - i0 : SEL_Q);
+        const int32_t *pb = pos + b * a.Tk;
+        const float *iqb = iq + (b * a.Tq * a.Hi + h) * Di, *ikb = ik + b * a.Tk * Di;
+        /* the tile's query slots s0 .. s1 (increasing): keys from s0's sample start to s1 */
+        const int64_t s0 = msa_q_slot(q_slot, i0), s1 = msa_q_slot(q_slot, i0 + ni - 1);
         __syncthreads(); /* the previous tile's top-k is done with bs_cta */
         if (tid < ni)
-            for (int32_t blk = 0; blk <= pb[i0 + tid] / a.block; blk++)
+            for (int32_t blk = 0; blk <= pb[msa_q_slot(q_slot, i0 + tid)] / a.block; blk++)
                 bs_cta[tid * a.nb + blk] = -INFINITY;
         /* thread: query qa, keys kc + 8 u (u < 4) */
         const int qa = tid >> 3, kc = tid & 7;
-        for (int64_t j0 = i0 - pb[i0]; j0 < i0 + ni; j0 += SEL_K) {
-            const int nj = (int)(i0 + ni - j0 < SEL_K ? i0 + ni - j0 : SEL_K);
+        for (int64_t j0 = s0 - pb[s0]; j0 <= s1; j0 += SEL_K) {
+            const int nj = (int)(s1 + 1 - j0 < SEL_K ? s1 + 1 - j0 : SEL_K);
             double acc[4] = {0, 0, 0, 0};
             for (int64_t d0 = 0; d0 < Di; d0 += SEL_DC) {
                 const int nd = (int)(Di - d0 < SEL_DC ? Di - d0 : SEL_DC);
@@ -116,7 +134,7 @@ __global__ void msa_select_kernel(int32_t *idx, float *bs_all, const float *iq, 
             for (int u = 0; u < 4; u++) S[qa][kc + 8 * u] = (float)acc[u];
             __syncthreads();
             if (tid < ni) { /* fold into row tid: keys rs .. t of its sample, in key order */
-                const int64_t t = i0 + tid, rs = t - pb[t];
+                const int64_t t = msa_q_slot(q_slot, i0 + tid), rs = t - pb[t];
                 float *row = bs_cta + tid * a.nb;
                 for (int c = 0; c < nj; c++) {
                     const int64_t j = j0 + c;
@@ -129,10 +147,9 @@ __global__ void msa_select_kernel(int32_t *idx, float *bs_all, const float *iq, 
         __syncthreads();
         /* the top-k of each row: warp per row */
         for (int r = warp; r < ni; r += blockDim.x / 32) {
-            const int64_t t = i0 + r;
-            const int32_t local = pb[t] / a.block;
+            const int32_t local = pb[msa_q_slot(q_slot, i0 + r)] / a.block;
             float *row = bs_cta + r * a.nb;
-            int32_t *out = idx + ((b * a.Hi + h) * a.T + t) * a.topk;
+            int32_t *out = idx + ((b * a.Hi + h) * a.Tq + i0 + r) * a.topk;
             if (lane == 0) out[0] = local;
             int s = 1;
             for (; s < a.topk; s++) {
@@ -176,26 +193,30 @@ static int64_t sel_max_ctas(void) {
     return cap;
 }
 
-/* ---- node adapter: in[0] iq (B,T,Hi,Di), in[1] ik (B,T,1,Di), in[2] pos (B,T) I32, in[3] seg
- * (B,T) I32 or NULL; out idx (B,Hi,T,topk) I32; ip[0] block, ip[1] topk (autograd/op_msa.c);
- * no saved buffers, no gradient ---- */
+/* ---- node adapter: in[0] iq (B,Tq,Hi,Di), in[1] ik (B,Tk,1,Di), in[2] pos (B,Tk) I32, in[3]
+ * seg (B,Tk) I32 or NULL, in[4] q_slot (Tq) I32 or NULL (Tq = Tk); out idx (B,Hi,Tq,topk) I32;
+ * ip[0] block, ip[1] topk (autograd/op_msa.c); no saved buffers, no gradient ---- */
 
 void cuda_msa_select_fwd_node(const mt_node *n) {
     const mt_tensor *iq = n->in[0], *ik = n->in[1], *pos = n->in[2], *seg = n->in[3];
+    const int32_t *q_slot = n->in[4] ? cuda_i32(n->in[4]) : NULL;
     sel_dims a;
     a.B = iq->shape[0];
-    a.T = iq->shape[1];
+    a.Tq = iq->shape[1];
+    a.Tk = ik->shape[1];
     a.Hi = iq->shape[2];
     a.Di = iq->shape[3];
     a.block = (int)n->ip[0];
     a.topk = (int)n->ip[1];
     MT_CHECK(a.block >= 1 && a.topk >= 1 && a.topk <= 4096,
              "msa_select (cuda): block %d, topk %d (at most 4096)", a.block, a.topk);
-    cuda_msa_check("msa_select (cuda)", cuda_i32(pos), seg ? cuda_i32(seg) : NULL, NULL, a.B, 1,
-                   a.T, a.block, a.topk);
-    if (a.B * a.T * a.Hi == 0) return;
-    a.nb = (a.T - 1) / a.block + 1;
-    const int64_t tiles = a.B * a.Hi * ((a.T + SEL_Q - 1) / SEL_Q);
+    MT_CHECK(q_slot || a.Tq == a.Tk, "msa_select (cuda): %lld query rows, %lld keys, no q_slot",
+             (long long)a.Tq, (long long)a.Tk);
+    cuda_msa_check("msa_select (cuda)", cuda_i32(pos), seg ? cuda_i32(seg) : NULL, q_slot, NULL,
+                   a.B, 1, a.Tq, a.Tk, a.block, a.topk);
+    if (a.B * a.Tq * a.Hi == 0) return;
+    a.nb = (a.Tk - 1) / a.block + 1;
+    const int64_t tiles = a.B * a.Hi * ((a.Tq + SEL_Q - 1) / SEL_Q);
     /* at most sel_max_ctas() blocks, and block scores of at most 256 MiB (small blocks, long T) */
     const int64_t cap = sel_max_ctas();
     int64_t ctas = tiles < cap ? tiles : cap;
@@ -204,7 +225,7 @@ void cuda_msa_select_fwd_node(const mt_node *n) {
     float *bs = (float *)mt_node_scratch(n, sizeof(float) * (size_t)ctas * SEL_Q * (size_t)a.nb,
                                          "msa_select block scores");
     msa_select_kernel<<<(unsigned)ctas, 256>>>((int32_t *)n->out->data, bs, cuda_f32(iq),
-                                               cuda_f32(ik), cuda_i32(pos), a);
+                                               cuda_f32(ik), cuda_i32(pos), q_slot, a);
     CUDA_LAUNCH_CHECK("msa_select forward");
 }
 

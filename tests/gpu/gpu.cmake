@@ -215,6 +215,12 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(op_cuda_emu_msa_select_blocks1 PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_MSA_SELECT_BLOCKS=1;MT_GPU_COMPARE_ONLY=select$"
     SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # the MSA ops with queries apart from keys alone (q_slot: a context-parallel rank's rows
+  # against the row's gathered keys; the "msa slots" shapes of tests/gpu/gpu_msa.c)
+  add_test(NAME op_cuda_emu_msa_slots COMMAND test_gpu_ops_emu gpu_msa)
+  set_tests_properties(op_cuda_emu_msa_slots PROPERTIES
+    ENVIRONMENT "${MT_TEST_ENV};MT_GPU_COMPARE_ONLY=^msa slots C"
+    SKIP_RETURN_CODE 77 TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   add_test(NAME op_cuda_emu_msa_select_blocks_bad COMMAND test_gpu_ops_emu gpu_msa)
   set_tests_properties(op_cuda_emu_msa_select_blocks_bad PROPERTIES
     ENVIRONMENT "${MT_TEST_ENV};MT_MSA_SELECT_BLOCKS=0"

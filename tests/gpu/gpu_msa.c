@@ -15,7 +15,13 @@
  * the selection also on inputs in halves, whose products are exact in fp32 in any order, so
  * block scores tie exactly and the tie rule (the lower block id) is compared; the KL with a
  * mask, and its backward with only dik. The idx fed to attention and KL is the CPU's
- * selection of random index queries/keys (cpu_msa_select_forward), the same on both backends. */
+ * selection of random index queries/keys (cpu_msa_select_forward), the same on both backends.
+ * Queries apart from keys (q_slot, kernels/cpu/msa.h; labels "msa slots"): each rank of a
+ * context group of C = 1, 2 or 4 in turn, its T/C query rows at their slots
+ * (autograd/context_parallel.h) against the row's T keys, with packed samples across the chunk
+ * borders; the CPU node is the reference here (its agreement with the one-rank run is
+ * tests/kernels' check). */
+#include "autograd/context_parallel.h"
 #include "gpu_compare.h"
 #include "kernels/cpu/msa.h"
 
@@ -25,10 +31,12 @@
 
 typedef struct {
     const char *label;
-    int64_t B, T, H, Hkv, D, Di;
+    int64_t B, T, H, Hkv, D, Di; /* T: the keys of a row */
     int block, topk;
     const int *lens; /* per row, 0-terminated (make_rows in tests/kernels/op_msa.c); NULL: no seg */
     bool halves;     /* index inputs in multiples of 0.5: exact ties */
+    int ranks;       /* C > 0: queries apart from keys, each rank r < C of a context group in turn
+                      * (its T/C rows at slots mt_cp_global_index(r, C, T, i)); 0: q_slot NULL */
 } msa_shape;
 
 typedef struct {
@@ -39,26 +47,115 @@ typedef struct {
 static mt_tensor *b_msa_select(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
     const msa_par *p = u;
     (void)x;
-    return mt_msa_select(c, in[0], in[1], in[2], in[3], p->block, p->topk);
+    return mt_msa_select(c, in[0], in[1], in[2], in[3], in[4], p->block, p->topk);
 }
 
 static mt_tensor *b_msa_attention(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
     const msa_par *p = u;
     (void)x;
-    return mt_msa_attention(c, in[0], in[1], in[2], in[3], in[4], in[5], p->block, p->scale);
+    return mt_msa_attention(c, in[0], in[1], in[2], in[3], in[4], in[5], in[6], p->block, p->scale);
 }
 
 static mt_tensor *b_msa_kl(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
     const msa_par *p = u;
     (void)x;
-    return mt_msa_kl(c, in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], p->block, p->scale,
-                     p->iscale, 0.7f, 3.0f);
+    return mt_msa_kl(c, in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], p->block,
+                     p->scale, p->iscale, 0.7f, 3.0f);
+}
+
+/* The comparisons of one set of queries (rank of a context group of s->ranks, or the keys' own
+ * rows) against the keys' rows pos, seg (B,T). */
+static void msa_run_queries(const msa_shape *s, mt_rng *r, const int32_t *pos, const int32_t *seg,
+                            int rank) {
+    const int64_t B = s->B, Tk = s->T, Hkv = s->Hkv, Tq = s->ranks ? Tk / s->ranks : Tk;
+    int32_t *slot = NULL;
+    char name[96], label[160];
+    snprintf(name, sizeof name, "%s", s->label);
+    if (s->ranks) {
+        MT_CHECK(Tk % (2 * s->ranks) == 0, "%s: T %lld not a multiple of 2C", s->label,
+                 (long long)Tk);
+        slot = mt_malloc(sizeof(int32_t) * (size_t)Tq, "q_slot");
+        for (int64_t i = 0; i < Tq; i++)
+            slot[i] = (int32_t)mt_cp_global_index(rank, s->ranks, Tk, i);
+        snprintf(name, sizeof name, "%s rank %d", s->label, rank);
+    }
+    const int64_t bk[2] = {B, Tk};
+    gpu_input iq = gpu_f32(r, 4, (const int64_t[]){B, Tq, Hkv, s->Di}, 1.0f, true, "iq");
+    gpu_input ik = gpu_f32(r, 4, (const int64_t[]){B, Tk, 1, s->Di}, 1.0f, true, "ik");
+    if (s->halves) {
+        float *a = iq.host, *b = ik.host;
+        for (int64_t i = 0; i < gpu_numel(&iq); i++) a[i] = roundf(2.0f * a[i]) / 2.0f;
+        for (int64_t i = 0; i < gpu_numel(&ik); i++) b[i] = roundf(2.0f * b[i]) / 2.0f;
+    }
+    gpu_input gpos = gpu_i32(2, bk, pos, "pos");
+    gpu_input gseg = s->lens ? gpu_i32(2, bk, seg, "seg") : gpu_none();
+    gpu_input gslot = slot ? gpu_i32(1, &Tq, slot, "q_slot") : gpu_none();
+    const msa_par par = {s->block, s->topk, 1.0f / sqrtf((float)s->D), 1.0f / sqrtf((float)s->Di)};
+
+    /* the selection */
+    gpu_input sel_in[5] = {iq, ik, gpos, gseg, gslot};
+    snprintf(label, sizeof label, "%s select", name);
+    gpu_compare(label, b_msa_select, sel_in, 5, (void *)&par, exact);
+
+    /* the CPU's selection feeds both backends */
+    int32_t *idx = mt_malloc(sizeof(int32_t) * (size_t)(B * Hkv * Tq * s->topk), "idx");
+    float *work = mt_malloc(sizeof(float) * (size_t)cpu_msa_select_work(Tk, s->block), "work");
+    cpu_msa_select_forward(idx, work, iq.host, ik.host, pos, s->lens ? seg : NULL, slot, B, Tq, Tk,
+                           Hkv, s->Di, s->block, s->topk);
+    free(work);
+    gpu_input gidx = gpu_i32(4, (const int64_t[]){B, Hkv, Tq, s->topk}, idx, "idx");
+
+    gpu_input at[7] = {gpu_f32(r, 4, (const int64_t[]){B, Tq, s->H, s->D}, 1.5f, true, "q"),
+                       gpu_f32(r, 4, (const int64_t[]){B, Tk, Hkv, s->D}, 1.5f, true, "k"),
+                       gpu_f32(r, 4, (const int64_t[]){B, Tk, Hkv, s->D}, 1.0f, true, "v"),
+                       gidx,
+                       gpos,
+                       gseg,
+                       gslot};
+    snprintf(label, sizeof label, "%s attention", name);
+    gpu_compare(label, b_msa_attention, at, 7, (void *)&par, exact);
+    at[0].grad = false; /* dk, dv only */
+    snprintf(label, sizeof label, "%s attention dk dv", name);
+    gpu_compare(label, b_msa_attention, at, 7, (void *)&par, exact);
+    at[0].grad = true;
+    at[1].grad = at[2].grad = false; /* dq only */
+    snprintf(label, sizeof label, "%s attention dq", name);
+    gpu_compare(label, b_msa_attention, at, 7, (void *)&par, exact);
+
+    /* the KL: the teacher (q, k) gets no gradient; a mask leaving every third query out */
+    float *mask = mt_malloc(sizeof(float) * (size_t)(B * Tq), "mask");
+    for (int64_t i = 0; i < B * Tq; i++) mask[i] = i % 3 == 1 ? 0.0f : 1.0f;
+    gpu_input gmask = {
+        .present = true, .dt = MT_F32, .ndim = 2, .shape = {B, Tq}, .name = "mask", .host = mask};
+    at[0].grad = at[1].grad = false;
+    gpu_input kl[9] = {at[0], at[1], iq, ik, gidx, gpos, gseg, gpu_none(), gslot};
+    snprintf(label, sizeof label, "%s kl", name);
+    gpu_compare(label, b_msa_kl, kl, 9, (void *)&par, exact);
+    kl[7] = gmask;
+    kl[2].grad = false; /* dik only */
+    snprintf(label, sizeof label, "%s kl masked dik", name);
+    gpu_compare(label, b_msa_kl, kl, 9, (void *)&par, exact);
+    kl[2].grad = true;
+    kl[3].grad = false; /* diq only */
+    snprintf(label, sizeof label, "%s kl masked diq", name);
+    gpu_compare(label, b_msa_kl, kl, 9, (void *)&par, exact);
+
+    free(mask);
+    gpu_inputs_free(at, 3);
+    gpu_inputs_free(&gidx, 1);
+    gpu_inputs_free(&iq, 1);
+    gpu_inputs_free(&ik, 1);
+    gpu_inputs_free(&gpos, 1);
+    if (s->lens) gpu_inputs_free(&gseg, 1);
+    if (slot) gpu_inputs_free(&gslot, 1);
+    free(idx);
+    free(slot);
 }
 
 static void msa_run(const msa_shape *s, uint64_t seed) {
     mt_rng r;
     mt_rng_seed(&r, seed);
-    const int64_t B = s->B, T = s->T, Hkv = s->Hkv;
+    const int64_t B = s->B, T = s->T;
     int32_t *pos = mt_malloc(sizeof(int32_t) * (size_t)(B * T), "pos");
     int32_t *seg = mt_malloc(sizeof(int32_t) * (size_t)(B * T), "seg");
     const int *l = s->lens;
@@ -73,74 +170,8 @@ static void msa_run(const msa_shape *s, uint64_t seed) {
         l++;
         MT_CHECK(t == T, "%s: row %lld has %lld tokens", s->label, (long long)b, (long long)t);
     }
-    const int64_t bt[2] = {B, T};
-    gpu_input iq = gpu_f32(&r, 4, (const int64_t[]){B, T, Hkv, s->Di}, 1.0f, true, "iq");
-    gpu_input ik = gpu_f32(&r, 4, (const int64_t[]){B, T, 1, s->Di}, 1.0f, true, "ik");
-    if (s->halves) {
-        float *a = iq.host, *b = ik.host;
-        for (int64_t i = 0; i < gpu_numel(&iq); i++) a[i] = roundf(2.0f * a[i]) / 2.0f;
-        for (int64_t i = 0; i < gpu_numel(&ik); i++) b[i] = roundf(2.0f * b[i]) / 2.0f;
-    }
-    gpu_input gpos = gpu_i32(2, bt, pos, "pos");
-    gpu_input gseg = s->lens ? gpu_i32(2, bt, seg, "seg") : gpu_none();
-    const msa_par par = {s->block, s->topk, 1.0f / sqrtf((float)s->D), 1.0f / sqrtf((float)s->Di)};
-    char label[160];
-
-    /* the selection */
-    gpu_input sel_in[4] = {iq, ik, gpos, gseg};
-    snprintf(label, sizeof label, "%s select", s->label);
-    gpu_compare(label, b_msa_select, sel_in, 4, (void *)&par, exact);
-
-    /* the CPU's selection feeds both backends */
-    int32_t *idx = mt_malloc(sizeof(int32_t) * (size_t)(B * Hkv * T * s->topk), "idx");
-    float *work = mt_malloc(sizeof(float) * (size_t)cpu_msa_select_work(T, s->block), "work");
-    cpu_msa_select_forward(idx, work, iq.host, ik.host, pos, s->lens ? seg : NULL, B, T, Hkv, s->Di,
-                           s->block, s->topk);
-    free(work);
-    gpu_input gidx = gpu_i32(4, (const int64_t[]){B, Hkv, T, s->topk}, idx, "idx");
-
-    gpu_input at[6] = {gpu_f32(&r, 4, (const int64_t[]){B, T, s->H, s->D}, 1.5f, true, "q"),
-                       gpu_f32(&r, 4, (const int64_t[]){B, T, Hkv, s->D}, 1.5f, true, "k"),
-                       gpu_f32(&r, 4, (const int64_t[]){B, T, Hkv, s->D}, 1.0f, true, "v"),
-                       gidx,
-                       gpos,
-                       gseg};
-    snprintf(label, sizeof label, "%s attention", s->label);
-    gpu_compare(label, b_msa_attention, at, 6, (void *)&par, exact);
-    at[0].grad = false; /* dk, dv only */
-    snprintf(label, sizeof label, "%s attention dk dv", s->label);
-    gpu_compare(label, b_msa_attention, at, 6, (void *)&par, exact);
-    at[0].grad = true;
-    at[1].grad = at[2].grad = false; /* dq only */
-    snprintf(label, sizeof label, "%s attention dq", s->label);
-    gpu_compare(label, b_msa_attention, at, 6, (void *)&par, exact);
-
-    /* the KL: the teacher (q, k) gets no gradient; a mask leaving every third token out */
-    float *mask = mt_malloc(sizeof(float) * (size_t)(B * T), "mask");
-    for (int64_t i = 0; i < B * T; i++) mask[i] = i % 3 == 1 ? 0.0f : 1.0f;
-    gpu_input gmask = {
-        .present = true, .dt = MT_F32, .ndim = 2, .shape = {B, T}, .name = "mask", .host = mask};
-    at[0].grad = at[1].grad = false;
-    gpu_input kl[8] = {at[0], at[1], iq, ik, gidx, gpos, gseg, gpu_none()};
-    snprintf(label, sizeof label, "%s kl", s->label);
-    gpu_compare(label, b_msa_kl, kl, 8, (void *)&par, exact);
-    kl[7] = gmask;
-    kl[2].grad = false; /* dik only */
-    snprintf(label, sizeof label, "%s kl masked dik", s->label);
-    gpu_compare(label, b_msa_kl, kl, 8, (void *)&par, exact);
-    kl[2].grad = true;
-    kl[3].grad = false; /* diq only */
-    snprintf(label, sizeof label, "%s kl masked diq", s->label);
-    gpu_compare(label, b_msa_kl, kl, 8, (void *)&par, exact);
-
-    free(mask);
-    gpu_inputs_free(at, 3);
-    gpu_inputs_free(&gidx, 1);
-    gpu_inputs_free(&iq, 1);
-    gpu_inputs_free(&ik, 1);
-    gpu_inputs_free(&gpos, 1);
-    if (s->lens) gpu_inputs_free(&gseg, 1);
-    free(idx);
+    for (int rank = 0; rank < (s->ranks ? s->ranks : 1); rank++)
+        msa_run_queries(s, &r, pos, seg, rank);
     free(pos);
     free(seg);
 }
@@ -152,11 +183,22 @@ int gpu_case_msa(void) {
     /* blocks of 40 keys: more than one 32-key chunk per block in the attention kernels, and
      * blocks across the selection's 32-key tiles */
     static const int long_blocks[] = {150, 50, 0};
+    /* context parallelism's layout, T = 64: chunks of 32 / C keys; samples that cross the chunk
+     * borders (16, 32, 48 at C = 2) and a 5-token one with fewer blocks than topk */
+    static const int cp_rows[] = {10, 30, 24, 0, 5, 17, 42, 0};
+    static const int cp_long[] = {150, 10, 0};
     const msa_shape shapes[] = {
-        {"msa gqa packed", 2, 37, 4, 2, 16, 8, 4, 3, packed, false},
-        {"msa mqa", 1, 45, 3, 1, 40, 72, 8, 4, NULL, false},
-        {"msa ties", 1, 40, 4, 2, 8, 6, 4, 5, two, true},
-        {"msa block 40", 1, 200, 4, 2, 16, 8, 40, 3, long_blocks, false},
+        {"msa gqa packed", 2, 37, 4, 2, 16, 8, 4, 3, packed, false, 0},
+        {"msa mqa", 1, 45, 3, 1, 40, 72, 8, 4, NULL, false, 0},
+        {"msa ties", 1, 40, 4, 2, 8, 6, 4, 5, two, true, 0},
+        {"msa block 40", 1, 200, 4, 2, 16, 8, 40, 3, long_blocks, false, 0},
+        /* queries apart from keys (label "slots": op_cuda_emu_msa_slots runs these alone): a
+         * rank's rows at its slots; C = 1 the identity slots, C = 4 chunks of 8 keys; block 40
+         * over T = 160: the selection's 32-query tiles span the gap between a rank's chunks */
+        {"msa slots C2 gqa packed", 2, 64, 4, 2, 16, 8, 4, 3, cp_rows, false, 2},
+        {"msa slots C1 ties", 1, 40, 4, 2, 8, 6, 4, 5, two, true, 1},
+        {"msa slots C4 mqa", 1, 64, 3, 1, 40, 72, 8, 4, NULL, false, 4},
+        {"msa slots C2 block 40", 1, 160, 4, 2, 16, 8, 40, 3, cp_long, false, 2},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) msa_run(&shapes[i], 40 + i);
     return MT_TEST_OK;
@@ -191,7 +233,7 @@ int gpu_msa_bad_pos(void) {
     mt_ctx_init(&c, dev_be, GPU_ARENA, 8);
     mt_tensor t[3];
     mt_msa_select(&c, msa_dev(&t[0], &in[0]), msa_dev(&t[1], &in[1]), msa_dev(&t[2], &in[2]), NULL,
-                  4, 2);
+                  NULL, 4, 2);
     printf("gpu_msa_bad_pos: the bad positions were not refused\n");
     return 1;
 }
@@ -219,7 +261,7 @@ int gpu_msa_bad_idx(void) {
     mt_ctx_init(&c, dev_be, GPU_ARENA, 8);
     mt_tensor t[5];
     for (int i = 0; i < 5; i++) msa_dev(&t[i], &in[i]);
-    mt_msa_attention(&c, &t[0], &t[1], &t[2], &t[3], &t[4], NULL, 4, 0.3f);
+    mt_msa_attention(&c, &t[0], &t[1], &t[2], &t[3], &t[4], NULL, NULL, 4, 0.3f);
     printf("gpu_msa_bad_idx: the bad selection was not refused\n");
     return 1;
 }
