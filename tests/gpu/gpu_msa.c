@@ -39,20 +39,20 @@ typedef struct {
 static mt_tensor *b_msa_select(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
     const msa_par *p = u;
     (void)x;
-    return mt_msa_select(c, in[0], in[1], in[2], in[3], p->block, p->topk);
+    return mt_msa_select(c, in[0], in[1], in[2], in[3], NULL, p->block, p->topk);
 }
 
 static mt_tensor *b_msa_attention(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
     const msa_par *p = u;
     (void)x;
-    return mt_msa_attention(c, in[0], in[1], in[2], in[3], in[4], in[5], p->block, p->scale);
+    return mt_msa_attention(c, in[0], in[1], in[2], in[3], in[4], in[5], NULL, p->block, p->scale);
 }
 
 static mt_tensor *b_msa_kl(mt_ctx *c, mt_tensor **in, void *u, mt_tensor **x) {
     const msa_par *p = u;
     (void)x;
-    return mt_msa_kl(c, in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], p->block, p->scale,
-                     p->iscale, 0.7f, 3.0f);
+    return mt_msa_kl(c, in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], NULL, p->block,
+                     p->scale, p->iscale, 0.7f, 3.0f);
 }
 
 static void msa_run(const msa_shape *s, uint64_t seed) {
@@ -94,8 +94,8 @@ static void msa_run(const msa_shape *s, uint64_t seed) {
     /* the CPU's selection feeds both backends */
     int32_t *idx = mt_malloc(sizeof(int32_t) * (size_t)(B * Hkv * T * s->topk), "idx");
     float *work = mt_malloc(sizeof(float) * (size_t)cpu_msa_select_work(T, s->block), "work");
-    cpu_msa_select_forward(idx, work, iq.host, ik.host, pos, s->lens ? seg : NULL, B, T, Hkv, s->Di,
-                           s->block, s->topk);
+    cpu_msa_select_forward(idx, work, iq.host, ik.host, pos, s->lens ? seg : NULL, NULL, B, T, T,
+                           Hkv, s->Di, s->block, s->topk);
     free(work);
     gpu_input gidx = gpu_i32(4, (const int64_t[]){B, Hkv, T, s->topk}, idx, "idx");
 
@@ -191,7 +191,7 @@ int gpu_msa_bad_pos(void) {
     mt_ctx_init(&c, dev_be, GPU_ARENA, 8);
     mt_tensor t[3];
     mt_msa_select(&c, msa_dev(&t[0], &in[0]), msa_dev(&t[1], &in[1]), msa_dev(&t[2], &in[2]), NULL,
-                  4, 2);
+                  NULL, 4, 2);
     printf("gpu_msa_bad_pos: the bad positions were not refused\n");
     return 1;
 }
@@ -219,7 +219,7 @@ int gpu_msa_bad_idx(void) {
     mt_ctx_init(&c, dev_be, GPU_ARENA, 8);
     mt_tensor t[5];
     for (int i = 0; i < 5; i++) msa_dev(&t[i], &in[i]);
-    mt_msa_attention(&c, &t[0], &t[1], &t[2], &t[3], &t[4], NULL, 4, 0.3f);
+    mt_msa_attention(&c, &t[0], &t[1], &t[2], &t[3], &t[4], NULL, NULL, 4, 0.3f);
     printf("gpu_msa_bad_idx: the bad selection was not refused\n");
     return 1;
 }
