@@ -21,7 +21,8 @@ mt_info_cp_exchange mt_info_cp_exchange_plan(const mt_minimax *m, int C, int64_t
             x.softmax = 4 * kv * f;
             break;
         case MT_MIXER_MSA:
-            x.msa = (4 * kv + 2 * B * T * cfg->msa_index_dim) * f;
+            x.msa = (5 * kv + 2 * B * T * cfg->msa_index_dim) * f;
+            x.msa_kept += (2 * kv + B * T * cfg->msa_index_dim) * f;
             break;
         default:
             x.lightning = 2 * (int64_t)C * B * cfg->num_attention_heads * D * D * f;
@@ -31,6 +32,10 @@ mt_info_cp_exchange mt_info_cp_exchange_plan(const mt_minimax *m, int C, int64_t
     x.peak = x.softmax > x.lightning ? x.softmax : x.lightning;
     if (x.msa > x.peak) x.peak = x.msa;
     return x;
+}
+
+int64_t mt_info_cp_exchange_bytes(const mt_info_cp_exchange *x, bool recompute) {
+    return x->peak + (recompute ? 0 : x->msa_kept);
 }
 
 int64_t mt_info_cp_activations(const mt_minimax_config *cfg, mt_gather_unit unit, bool recompute,
@@ -44,7 +49,7 @@ int64_t mt_info_cp_activations(const mt_minimax_config *cfg, mt_gather_unit unit
     mt_minimax_init_unit(&m, cfg, unit);
     const mt_info_cp_exchange x = mt_info_cp_exchange_plan(&m, C, B, T);
     mt_minimax_free(&m);
-    return act + x.peak;
+    return act + mt_info_cp_exchange_bytes(&x, recompute);
 }
 
 int mt_info_lcm(int a, int b) {

@@ -14,9 +14,12 @@
  *   lightning layer: 2 C B H D D x 4: the all-gather of every rank's two chunk states
  *                    (B,H,D,D) in the forward (and of their gradients, the same size, in the
  *                    backward)
- *   MSA layer:       (4 Hkv D + 2 Di) B T x 4: as softmax, plus the index keys (B,T,Di) and
- *                    their gradients (the all-gather bound; issue 39 item 4 may bring only the
- *                    selected blocks)
+ *   MSA layer:       (5 Hkv D + 2 Di) B T x 4: the row's K, V and index keys (B,T,Di)
+ *                    gathered (mt_cp_gather), in the backward their gradients, and the
+ *                    reduce-scatter's rank-major copy of dK or dV (models/block_msa.c)
+ * The gathered K, V and index keys are the MSA ops' inputs, so without recompute every MSA
+ * layer keeps its (2 Hkv D + Di) B T x 4 until its backward (msa_kept, all MSA layers summed);
+ * with recompute only the running layer holds them (in the peak above).
  * exchange(1) = 0 and plan(B, T / 1) is the plan without context parallelism, so C = 1 prints
  * exactly what no flag prints. The ZeRO-3 state is sharded over all N ranks as without it (N a
  * multiple of C, and of P with expert parallelism); the expert all-to-all moves B Tl rows. */
@@ -29,6 +32,7 @@
 typedef struct {
     int64_t softmax, lightning, msa; /* bytes live during one layer of that kind (0: none) */
     int64_t peak;                    /* the largest of them */
+    int64_t msa_kept;                /* kept between the passes without recompute */
 } mt_info_cp_exchange;
 
 /* T splits into 2C equal chunks (C >= 1; C = 1: any T, no context parallelism). */
@@ -37,7 +41,11 @@ bool mt_info_cp_divides(int64_t T, int C);
 /* The exchange buffers of model m (its layers' mixers) for C ranks, B rows of T tokens. */
 mt_info_cp_exchange mt_info_cp_exchange_plan(const mt_minimax *m, int C, int64_t B, int64_t T);
 
-/* plan(B, T / C) + exchange(C).peak, with the given gather unit and recompute. */
+/* What the exchanges add to the dry run's activations: the peak, plus msa_kept without
+ * recompute. */
+int64_t mt_info_cp_exchange_bytes(const mt_info_cp_exchange *x, bool recompute);
+
+/* plan(B, T / C) + mt_info_cp_exchange_bytes, with the given gather unit and recompute. */
 int64_t mt_info_cp_activations(const mt_minimax_config *cfg, mt_gather_unit unit, bool recompute,
                                int64_t B, int64_t T, int C);
 

@@ -565,7 +565,9 @@ static void info_print_cp(const info_args *a, const mt_info_cp_exchange *x) {
     } k[3] = {
         {"softmax", "K, V (B,T,Hkv,D) all-gathered + dK, dV reduce-scattered", x->softmax},
         {"lightning", "the all-gather of 2C chunk states (B,H,D,D)", x->lightning},
-        {"msa", "K, V (B,T,Hkv,D) and the index keys (B,T,Di) all-gathered + their gradients",
+        {"msa",
+         "K, V (B,T,Hkv,D) and the index keys (B,T,Di) all-gathered + their gradients + the "
+         "reduce-scatter's copy of one",
          x->msa},
     };
     for (int i = 0; i < 3; i++)
@@ -577,6 +579,10 @@ static void info_print_cp(const info_args *a, const mt_info_cp_exchange *x) {
     printf("cp_exchange_bytes=%lld (%.2f GiB)  # the largest of one layer's (layers run one at "
            "a time), on top of the dry run's peak\n",
            (long long)x->peak, (double)x->peak / (1 << 30));
+    if (x->msa_kept)
+        printf("cp_msa_kept_bytes=%lld (%.2f GiB)  # the MSA layers' gathered K, V and index "
+               "keys kept until their backward, without recompute (in activation_bytes_kept)\n",
+               (long long)x->msa_kept, (double)x->msa_kept / (1 << 30));
 }
 
 /* --seq T: the activation arena of one micro-step, kept and recomputed, and the totals with the
@@ -590,7 +596,8 @@ static void info_print_activations(const info_args *a, const mt_minimax *m, int6
     if (C > 1) info_print_cp(a, &x);
     for (int r = 0; r < 2; r++) {
         const int64_t bytes =
-            mt_minimax_plan_activations(&m->cfg, a->unit, r == 1, a->batch, a->seq / C) + x.peak;
+            mt_minimax_plan_activations(&m->cfg, a->unit, r == 1, a->batch, a->seq / C) +
+            mt_info_cp_exchange_bytes(&x, r == 1);
         if (C > 1)
             printf("activation_bytes_%s=%lld (%.2f GiB)  # per rank, B=%ld T=%ld over C=%d "
                    "ranks, gather unit %s: the dry run of B x %ld local tokens + "

@@ -24,24 +24,6 @@
 
 #include "ops.h"
 
-/* Copies the rows of every rank between the rank-major buffer `ranks` (rank q's rows at
- * ranks + q * stride, (B,Tl,W) each) and `full` (B,T,W) in global order, by chunks. */
-static void cp_move(const mt_backend *be, float *full, float *ranks, int64_t stride, int C,
-                    int64_t B, int64_t Tl, int64_t W, bool to_full) {
-    const int64_t T = C * Tl, n = Tl / 2;
-    const size_t bytes = sizeof(float) * (size_t)(n * W);
-    for (int q = 0; q < C; q++)
-        for (int64_t b = 0; b < B; b++)
-            for (int j = 0; j < 2; j++) {
-                float *f = full + (b * T + mt_cp_chunk_of(q, C, j) * n) * W;
-                float *r = ranks + q * stride + (b * Tl + j * n) * W;
-                if (to_full)
-                    be->copy(f, r, bytes);
-                else
-                    be->copy(r, f, bytes);
-            }
-}
-
 static const mt_cp_group *cp_group(const mt_node *n) {
     return n->host ? *(const mt_cp_group *const *)n->host : NULL;
 }
@@ -66,9 +48,9 @@ void mt_cp_attention_gather(const mt_node *n, const float *k, const float *v, mt
     g->allgather(g->user, send, recv, per, sizeof(float));
     float *full = mt_node_scratch(n, sizeof(float) * (size_t)(2 * B * T * W + (seg ? B * T : 0)),
                                   "cp_attention keys");
-    cp_move(be, full, recv, per, C, B, Tl, W, true);
-    cp_move(be, full + B * T * W, recv + rows, per, C, B, Tl, W, true);
-    if (seg) cp_move(be, full + 2 * B * T * W, recv + 2 * rows, per, C, B, Tl, 1, true);
+    mt_cp_rows_move(be, full, recv, per, C, B, Tl, W, true);
+    mt_cp_rows_move(be, full + B * T * W, recv + rows, per, C, B, Tl, W, true);
+    if (seg) mt_cp_rows_move(be, full + 2 * B * T * W, recv + 2 * rows, per, C, B, Tl, 1, true);
     *kv = (mt_cp_kv){
         full, full + B * T * W, seg ? (const int32_t *)(full + 2 * B * T * W) : NULL, q_pos, T,
         recv};
@@ -84,8 +66,8 @@ void mt_cp_attention_scatter(const mt_node *n, const float *dkv, const mt_cp_kv 
     MT_CHECK(kv->buf && C > 1, "cp_attention: the gradient exchange needs a group of 2+ ranks");
     /* rank q's block: its dk rows, then its dv rows (2 rows floats; the receive buffer holds
      * C per >= C 2 rows) */
-    cp_move(be, (float *)dkv, kv->buf, 2 * rows, C, B, Tl, W, false);
-    cp_move(be, (float *)dkv + B * T * W, kv->buf + rows, 2 * rows, C, B, Tl, W, false);
+    mt_cp_rows_move(be, (float *)dkv, kv->buf, 2 * rows, C, B, Tl, W, false);
+    mt_cp_rows_move(be, (float *)dkv + B * T * W, kv->buf + rows, 2 * rows, C, B, Tl, W, false);
     float *mine = mt_node_scratch(n, sizeof(float) * (size_t)(2 * rows), "cp_attention dkv");
     g->reduce_scatter(g->user, kv->buf, mine, 2 * rows);
     if (kt->grad) be->vec_add(kt->grad, mine, rows);

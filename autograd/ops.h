@@ -277,6 +277,11 @@ mt_tensor *mt_cp_local_slots(mt_ctx *c, const mt_cp_group *group, int64_t Tl);
  * group's hooks only). */
 void mt_cp_gather_node_fwd(const mt_node *n);
 void mt_cp_gather_node_bwd(const mt_node *n);
+/* Copies the rows of every rank between the rank-major buffer `ranks` (rank q's rows at
+ * ranks + q * stride, (B,Tl,W) each, W 4-byte elements a token) and `full` (B,C Tl,W) in global
+ * order, by chunks, with the backend's copies. */
+void mt_cp_rows_move(const mt_backend *be, float *full, float *ranks, int64_t stride, int C,
+                     int64_t B, int64_t Tl, int64_t W, bool to_full);
 
 /* The differentiable part of the Switch/Mixtral load-balancing loss:
  * sum_n sum_e coef[e] * softmax(logits[n])[e]; logits (N,E), coef (E) (no grad) -> scalar.

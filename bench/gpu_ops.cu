@@ -390,8 +390,8 @@ typedef struct {
 } bench_msa_args;
 static mt_tensor *bench_msa_fwd(mt_ctx *c, void *u) {
     const bench_msa_args *a = (const bench_msa_args *)u;
-    mt_tensor *idx = mt_msa_select(c, a->iq, a->ik, a->pos, NULL, a->block, a->topk);
-    return mt_msa_attention(c, a->q, a->k, a->v, idx, a->pos, NULL, a->block,
+    mt_tensor *idx = mt_msa_select(c, a->iq, a->ik, a->pos, NULL, NULL, a->block, a->topk);
+    return mt_msa_attention(c, a->q, a->k, a->v, idx, a->pos, NULL, NULL, a->block,
                             1.0f / sqrtf((float)a->q->shape[3]));
 }
 

@@ -46,9 +46,9 @@ static void bench_t(int T, int reps) {
     float *wsel = mt_malloc(sizeof(float) * (size_t)cpu_msa_select_work(T, BLOCK), "bench");
     float *watt =
         mt_malloc(sizeof(float) * (size_t)cpu_msa_attention_work(H / HKV, BLOCK, TOPK), "bench");
-    void *wbwd = mt_malloc(cpu_msa_attention_bwd_work(B, T, H, HKV, D, BLOCK, TOPK), "bench");
+    void *wbwd = mt_malloc(cpu_msa_attention_bwd_work(B, T, T, H, HKV, D, BLOCK, TOPK), "bench");
     void *wkl = mt_malloc(cpu_msa_kl_work(B, T, BLOCK, TOPK), "bench");
-    void *wklb = mt_malloc(cpu_msa_kl_bwd_work(B, T, H, HKV, DI, BLOCK, TOPK), "bench");
+    void *wklb = mt_malloc(cpu_msa_kl_bwd_work(B, T, T, H, HKV, DI, BLOCK, TOPK), "bench");
     const float scale = 1.0f / sqrtf((float)D), iscale = 1.0f / sqrtf((float)DI);
     double *td = mt_malloc(sizeof(double) * reps, "b"), *tm = mt_malloc(sizeof(double) * reps, "b");
     double *ts = mt_malloc(sizeof(double) * reps, "b"), *tk = mt_malloc(sizeof(double) * reps, "b");
@@ -67,21 +67,21 @@ static void bench_t(int T, int reps) {
         memset(dk, 0, sizeof(float) * nk);
         memset(dv, 0, sizeof(float) * nk);
         double t2 = bench_now();
-        cpu_msa_select_forward(idx, wsel, iq, ik, pos, NULL, B, T, HKV, DI, BLOCK, TOPK);
+        cpu_msa_select_forward(idx, wsel, iq, ik, pos, NULL, NULL, B, T, T, HKV, DI, BLOCK, TOPK);
         double t3 = bench_now();
-        cpu_msa_attention_forward(out, lse, watt, q, k, v, idx, pos, NULL, B, T, H, HKV, D, BLOCK,
-                                  TOPK, scale);
+        cpu_msa_attention_forward(out, lse, watt, q, k, v, idx, pos, NULL, NULL, B, T, T, H, HKV, D,
+                                  BLOCK, TOPK, scale);
         double t3b = bench_now();
-        cpu_msa_attention_backward(dq, dk, dv, wbwd, dout, out, lse, q, k, v, idx, pos, NULL, B, T,
-                                   H, HKV, D, BLOCK, TOPK, scale);
+        cpu_msa_attention_backward(dq, dk, dv, wbwd, dout, out, lse, q, k, v, idx, pos, NULL, NULL,
+                                   B, T, T, H, HKV, D, BLOCK, TOPK, scale);
         double t4 = bench_now();
         memset(diq, 0, sizeof(float) * niq);
         memset(dik, 0, sizeof(float) * nik);
         double t5 = bench_now();
-        loss = cpu_msa_kl_forward(wkl, q, k, iq, ik, idx, pos, NULL, NULL, B, T, H, HKV, D, DI,
-                                  BLOCK, TOPK, scale, iscale, 1.0f, (float)(B * T));
-        cpu_msa_kl_backward(diq, dik, wklb, 1.0f, q, k, iq, ik, idx, pos, NULL, NULL, B, T, H, HKV,
-                            D, DI, BLOCK, TOPK, scale, iscale, 1.0f, (float)(B * T));
+        loss = cpu_msa_kl_forward(wkl, q, k, iq, ik, idx, pos, NULL, NULL, NULL, B, T, T, H, HKV, D,
+                                  DI, BLOCK, TOPK, scale, iscale, 1.0f, (float)(B * T));
+        cpu_msa_kl_backward(diq, dik, wklb, 1.0f, q, k, iq, ik, idx, pos, NULL, NULL, NULL, B, T, T,
+                            H, HKV, D, DI, BLOCK, TOPK, scale, iscale, 1.0f, (float)(B * T));
         double t6 = bench_now();
         if (r >= 0)
             td[r] = t1 - t0, ts[r] = t3 - t2, tf[r] = t3b - t3, tm[r] = t4 - t2, tk[r] = t6 - t5;

@@ -183,21 +183,32 @@ static void msa_project(mt_minimax *m, mt_ctx *c, int l, const msa_params *w, mt
 }
 
 static mt_tensor *msa_forward(mt_minimax *m, mt_ctx *c, int l, mt_tensor *h1, mt_block_io *io) {
-    MT_CHECK(!c->cp || c->cp->size == 1,
-             "minimax: layer %d: MSA layers under context parallelism are not supported yet", l);
     const mt_minimax_config *cfg = &m->cfg;
     const msa_params *w = m->layers[l].mix;
     const int64_t D = cfg->head_dim, Di = cfg->msa_index_dim;
     const int block = cfg->msa_block, topk = cfg->msa_topk;
     mt_tensor *q, *k, *v, *iq, *ik;
     msa_project(m, c, l, w, h1, io, &q, &k, &v, &iq, &ik);
-    mt_tensor *idx = mt_msa_select(c, iq, ik, io->pos, io->seg, block, topk);
-    mt_tensor *o =
-        mt_msa_attention(c, q, k, v, idx, io->pos, io->seg, block, (float)(1.0 / sqrt((double)D)));
+    /* Under context parallelism this rank's queries (and index queries) score, select and
+     * attend over the whole row's keys, values and index keys, gathered in global order: the
+     * blocks and the selection are one rank's, and the gathers' backward returns each rank's
+     * key gradients (docs/training.md "Long sequences") */
+    const mt_cp_group *cp = c->cp && c->cp->size > 1 ? c->cp : NULL;
+    mt_tensor *pos = io->pos, *seg = io->seg, *slots = NULL;
+    if (cp) {
+        slots = mt_cp_local_slots(c, cp, q->shape[1]);
+        pos = mt_cp_gather(c, pos, cp);
+        seg = seg ? mt_cp_gather(c, seg, cp) : NULL;
+        k = mt_cp_gather(c, k, cp);
+        v = mt_cp_gather(c, v, cp);
+        ik = mt_cp_gather(c, ik, cp);
+    }
+    mt_tensor *idx = mt_msa_select(c, iq, ik, pos, seg, slots, block, topk);
+    const float scale = (float)(1.0 / sqrt((double)D));
+    mt_tensor *o = mt_msa_attention(c, q, k, v, idx, pos, seg, slots, block, scale);
     if (!io->kv && c->grad_enabled && m->index_kl_coef != 0)
-        io->index_kl = mt_msa_kl(c, q, k, iq, ik, idx, io->pos, io->seg, io->qmask, block,
-                                 (float)(1.0 / sqrt((double)D)), (float)(1.0 / sqrt((double)Di)),
-                                 1.0f, io->index_denom);
+        io->index_kl = mt_msa_kl(c, q, k, iq, ik, idx, pos, seg, io->qmask, slots, block, scale,
+                                 (float)(1.0 / sqrt((double)Di)), 1.0f, io->index_denom);
     return mt_block_attention_out(c, &w->attn, o);
 }
 

@@ -136,18 +136,24 @@ static void mm_index_queries(mt_minimax *m, mt_ctx *c, const mt_minimax_batch *b
     bool msa = false;
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) msa |= m->layers[l].mixer->index_kl;
     if (!msa) return;
+    /* under context parallelism a row holds this rank's T of a sample's C T tokens, real where
+     * their global index is below valid_len (which counts the whole sample) */
+    const bool cp = c->cp && c->cp->size > 1;
+    const int C = cp ? c->cp->size : 1, r = cp ? c->cp->rank : 0;
     int64_t real = B * T;
     if (batch->valid_len) {
         float *h = mt_arena_alloc(&c->host, sizeof(float) * (size_t)(B * T), "index.mask.host");
         real = 0;
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < T; t++) {
-                h[b * T + t] = t < batch->valid_len[b] ? 1.0f : 0.0f;
-                real += t < batch->valid_len[b];
+                const bool in = mt_cp_global_index(r, C, C * T, t) < batch->valid_len[b];
+                h[b * T + t] = in ? 1.0f : 0.0f;
+                real += in;
             }
         *qmask = mt_tensor_new(c, MT_F32, 2, (int64_t[]){B, T}, "index.mask");
         c->be->to_device((*qmask)->data, h, sizeof(float) * (size_t)(B * T));
     }
+    if (cp && batch->aux_denom <= 0) c->cp->allreduce_i64(c->cp->user_host, &real, 1);
     *denom = batch->aux_denom > 0 ? batch->aux_denom : (float)(real > 0 ? real : 1);
 }
 

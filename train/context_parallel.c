@@ -3,7 +3,6 @@
 
 #include <stdio.h>
 
-#include "models/block.h"
 #include "train/cp_group.h"
 
 bool mt_context_parallel_refused(int C, const mt_comm *world, const mt_minimax *m, char *why,
@@ -24,13 +23,6 @@ bool mt_context_parallel_refused(int C, const mt_comm *world, const mt_minimax *
                         "draws follow each rank's own token order; set it to 0",
                         C, (double)m->cfg.router_jitter_noise),
                true;
-    for (int l = 0; l < m->cfg.num_hidden_layers; l++)
-        if (mt_mixer_of(m->plan[l].mixer)->caches & MT_CACHE_INDEX_KEYS) /* MSA: blocks */
-            return snprintf(why, len,
-                            "dist.context_parallel = %d: layer %d is an MSA layer, which does not "
-                            "split over ranks yet (issue 39 item 4)",
-                            C, l),
-                   true;
     return false;
 }
 

@@ -34,6 +34,8 @@ static inline int64_t msa_slot(const int32_t *q_slot, int64_t i) { return q_slot
 
 /* Dies unless pos, seg (NULL: one sample) follow the row rule above. */
 void cpu_msa_check_rows(const int32_t *pos, const int32_t *seg, int64_t B, int64_t T);
+/* Dies unless q_slot (Tq) is increasing in [0, Tk), or NULL with Tq = Tk. */
+void cpu_msa_check_slots(const int32_t *q_slot, int64_t Tq, int64_t Tk);
 
 /* The slots [*j0, *j1] of block blk that query t (at position pos_t) sees: empty (*j1 < *j0)
  * never happens for 0 <= blk <= pos_t / block. */

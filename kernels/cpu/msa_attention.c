@@ -43,11 +43,12 @@ static void msa_check_dims(const char *op, int64_t H, int64_t Hkv, int64_t D, in
              op, (long long)H, (long long)Hkv, (long long)D, block, topk, MSA_MAX_G, MSA_MAX_D);
 }
 
-void cpu_msa_check_idx(const int32_t *idx, const int32_t *pos, int64_t B, int64_t Hkv, int64_t T,
-                       int block, int topk) {
-    for (int64_t r = 0; r < B * Hkv * T; r++) {
-        const int64_t b = r / (Hkv * T), h = (r / T) % Hkv, t = r % T;
-        const int32_t local = pos[b * T + t] / block, *sel = idx + r * topk;
+void cpu_msa_check_idx(const int32_t *idx, const int32_t *pos, const int32_t *q_slot, int64_t B,
+                       int64_t Hkv, int64_t Tq, int64_t Tk, int block, int topk) {
+    cpu_msa_check_slots(q_slot, Tq, Tk);
+    for (int64_t r = 0; r < B * Hkv * Tq; r++) {
+        const int64_t b = r / (Hkv * Tq), h = (r / Tq) % Hkv, t = r % Tq;
+        const int32_t local = pos[b * Tk + msa_slot(q_slot, t)] / block, *sel = idx + r * topk;
         bool has_local = false;
         for (int s = 0; s < topk; s++) {
             MT_CHECK(sel[s] >= -1 && sel[s] <= local &&
@@ -82,26 +83,27 @@ int64_t cpu_msa_attention_work(int64_t G, int block, int topk) {
 
 void cpu_msa_attention_forward(float *out, float *lse, float *work, const float *q, const float *k,
                                const float *v, const int32_t *idx, const int32_t *pos,
-                               const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                               int64_t D, int block, int topk, float scale) {
+                               const int32_t *seg, const int32_t *q_slot, int64_t B, int64_t Tq,
+                               int64_t Tk, int64_t H, int64_t Hkv, int64_t D, int block, int topk,
+                               float scale) {
     msa_check_dims("msa_attention", H, Hkv, D, block, topk);
-    cpu_msa_check_rows(pos, seg, B, T);
-    cpu_msa_check_idx(idx, pos, B, Hkv, T, block, topk);
+    cpu_msa_check_rows(pos, seg, B, Tk);
+    cpu_msa_check_idx(idx, pos, q_slot, B, Hkv, Tq, Tk, block, topk);
     const int64_t G = H / Hkv, sup = (int64_t)block * topk, ldk = Hkv * D;
     /* one (b, kv head, query) per iteration: its G query heads share the support */
 #pragma omp parallel for schedule(dynamic, 16)
-    for (int64_t w = 0; w < B * Hkv * T; w++) {
-        const int64_t b = w / (Hkv * T), g = (w / T) % Hkv, t = w % T;
-        const int32_t pt = pos[b * T + t], *sel = idx + w * topk;
-        const float *qt = q + ((b * T + t) * H + g * G) * D, *kb = k + (b * T * Hkv + g) * D,
-                    *vb = v + (b * T * Hkv + g) * D;
-        float *ot = out + ((b * T + t) * H + g * G) * D;
+    for (int64_t w = 0; w < B * Hkv * Tq; w++) {
+        const int64_t b = w / (Hkv * Tq), g = (w / Tq) % Hkv, t = w % Tq, ts = msa_slot(q_slot, t);
+        const int32_t pt = pos[b * Tk + ts], *sel = idx + w * topk;
+        const float *qt = q + ((b * Tq + t) * H + g * G) * D, *kb = k + (b * Tk * Hkv + g) * D,
+                    *vb = v + (b * Tk * Hkv + g) * D;
+        float *ot = out + ((b * Tq + t) * H + g * G) * D;
         float *X = work + (size_t)omp_get_thread_num() * (size_t)(G * sup);
         /* S = scale Q K^T over the selected blocks, side by side in X (G, sup) */
         int64_t n = 0;
         for (int s = 0; s < topk && sel[s] >= 0; s++) {
             int64_t j0, j1;
-            msa_block_keys(t, pt, sel[s], block, &j0, &j1);
+            msa_block_keys(ts, pt, sel[s], block, &j0, &j1);
             msa_gemm(false, true, G, j1 - j0 + 1, D, scale, qt, D, kb + j0 * ldk, ldk, 0.0f, X + n,
                      sup);
             n += j1 - j0 + 1;
@@ -117,13 +119,13 @@ void cpu_msa_attention_forward(float *out, float *lse, float *work, const float 
                 sum += (double)x[i];
             }
             l[a] = sum; /* >= 1: the local block holds t itself */
-            if (lse) lse[(b * H + g * G + a) * T + t] = (float)((double)m + log(l[a]));
+            if (lse) lse[(b * H + g * G + a) * Tq + t] = (float)((double)m + log(l[a]));
         }
         /* O = P V block by block, then / l */
         n = 0;
         for (int s = 0; s < topk && sel[s] >= 0; s++) {
             int64_t j0, j1;
-            msa_block_keys(t, pt, sel[s], block, &j0, &j1);
+            msa_block_keys(ts, pt, sel[s], block, &j0, &j1);
             msa_gemm(false, false, G, D, j1 - j0 + 1, 1.0f, X + n, sup, vb + j0 * ldk, ldk,
                      s ? 1.0f : 0.0f, ot, D);
             n += j1 - j0 + 1;
@@ -133,28 +135,32 @@ void cpu_msa_attention_forward(float *out, float *lse, float *work, const float 
     }
 }
 
-int64_t cpu_msa_inverse_ints(int64_t B, int64_t Hs, int64_t T, int topk) {
-    return B * Hs * (T + 1) + B * Hs * T * topk;
+int64_t cpu_msa_inverse_ints(int64_t B, int64_t Hs, int64_t Tq, int64_t Tk, int topk) {
+    return B * Hs * (Tk + 1) + B * Hs * Tq * topk;
 }
 
-void cpu_msa_inverse(int32_t *inv, const int32_t *idx, const int32_t *pos, int64_t B, int64_t Hs,
-                     int64_t T, int block, int topk) {
+void cpu_msa_inverse(int32_t *inv, const int32_t *idx, const int32_t *pos, const int32_t *q_slot,
+                     int64_t B, int64_t Hs, int64_t Tq, int64_t Tk, int block, int topk) {
 #pragma omp parallel for schedule(static)
     for (int64_t bh = 0; bh < B * Hs; bh++) {
         const int64_t b = bh / Hs;
-        int32_t *off = inv + bh * (T + 1), *list = inv + B * Hs * (T + 1) + bh * T * topk;
-        const int32_t *sel = idx + bh * T * topk, *pb = pos + b * T;
-        memset(off, 0, sizeof(int32_t) * (size_t)(T + 1));
+        int32_t *off = inv + bh * (Tk + 1), *list = inv + B * Hs * (Tk + 1) + bh * Tq * topk;
+        const int32_t *sel = idx + bh * Tq * topk, *pb = pos + b * Tk;
+        memset(off, 0, sizeof(int32_t) * (size_t)(Tk + 1));
         /* counts at off[jb + 1], prefix sums, then the fill moves each off[jb] up to the next
-         * one's start; shifting back restores the starts */
-        for (int64_t t = 0; t < T; t++)
+         * one's start; shifting back restores the starts. Query row t sits at slot ts. */
+        for (int64_t t = 0; t < Tq; t++) {
+            const int64_t ts = msa_slot(q_slot, t), rs = ts - pb[ts];
             for (int s = 0; s < topk && sel[t * topk + s] >= 0; s++)
-                off[t - pb[t] + (int64_t)sel[t * topk + s] * block + 1]++;
-        for (int64_t j = 0; j < T; j++) off[j + 1] += off[j];
-        for (int64_t t = 0; t < T; t++)
+                off[rs + (int64_t)sel[t * topk + s] * block + 1]++;
+        }
+        for (int64_t j = 0; j < Tk; j++) off[j + 1] += off[j];
+        for (int64_t t = 0; t < Tq; t++) {
+            const int64_t ts = msa_slot(q_slot, t), rs = ts - pb[ts];
             for (int s = 0; s < topk && sel[t * topk + s] >= 0; s++)
-                list[off[t - pb[t] + (int64_t)sel[t * topk + s] * block]++] = (int32_t)t;
-        for (int64_t j = T; j > 0; j--) off[j] = off[j - 1];
+                list[off[rs + (int64_t)sel[t * topk + s] * block]++] = (int32_t)t;
+        }
+        for (int64_t j = Tk; j > 0; j--) off[j] = off[j - 1];
         off[0] = 0;
     }
 }
@@ -167,10 +173,10 @@ static size_t msa_bwd_thread_floats(int64_t G, int64_t D, int block, int topk) {
     return (a > b ? a : b) + 16;
 }
 
-size_t cpu_msa_attention_bwd_work(int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D,
-                                  int block, int topk) {
-    return sizeof(double) * (size_t)(B * H * T) +
-           sizeof(int32_t) * (size_t)cpu_msa_inverse_ints(B, Hkv, T, topk) + 64 +
+size_t cpu_msa_attention_bwd_work(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv,
+                                  int64_t D, int block, int topk) {
+    return sizeof(double) * (size_t)(B * H * Tq) +
+           sizeof(int32_t) * (size_t)cpu_msa_inverse_ints(B, Hkv, Tq, Tk, topk) + 64 +
            sizeof(float) * (size_t)omp_get_max_threads() *
                msa_bwd_thread_floats(H / Hkv, D, block, topk);
 }
@@ -178,38 +184,40 @@ size_t cpu_msa_attention_bwd_work(int64_t B, int64_t T, int64_t H, int64_t Hkv, 
 void cpu_msa_attention_backward(float *dq, float *dk, float *dv, void *work, const float *dout,
                                 const float *out, const float *lse, const float *q, const float *k,
                                 const float *v, const int32_t *idx, const int32_t *pos,
-                                const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                                int64_t D, int block, int topk, float scale) {
+                                const int32_t *seg, const int32_t *q_slot, int64_t B, int64_t Tq,
+                                int64_t Tk, int64_t H, int64_t Hkv, int64_t D, int block, int topk,
+                                float scale) {
     msa_check_dims("msa_attention", H, Hkv, D, block, topk);
     if (!dq && !dk && !dv) return;
     (void)seg; /* the rows were checked by the forward */
     const int64_t G = H / Hkv, sup = (int64_t)block * topk, ldk = Hkv * D;
     const size_t per_thr = msa_bwd_thread_floats(G, D, block, topk);
     double *delta = work;
-    int32_t *inv = (int32_t *)(delta + B * H * T);
-    float *thr =
-        (float *)(((uintptr_t)(inv + cpu_msa_inverse_ints(B, Hkv, T, topk)) + 63) & ~(uintptr_t)63);
+    int32_t *inv = (int32_t *)(delta + B * H * Tq);
+    float *thr = (float *)(((uintptr_t)(inv + cpu_msa_inverse_ints(B, Hkv, Tq, Tk, topk)) + 63) &
+                           ~(uintptr_t)63);
 #pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < B * T * H; row++) {
-        const int64_t b = row / (T * H), t = (row / H) % T, h = row % H;
+    for (int64_t row = 0; row < B * Tq * H; row++) {
+        const int64_t b = row / (Tq * H), t = (row / H) % Tq, h = row % H;
         double s = 0;
         for (int64_t d = 0; d < D; d++) s += (double)dout[row * D + d] * out[row * D + d];
-        delta[(b * H + h) * T + t] = s;
+        delta[(b * H + h) * Tq + t] = s;
     }
     /* dq: one (b, kv head, query) at a time over its support: P = exp(S - lse), dP = dO V^T,
      * dS = P (dP - delta), dQ += scale dS K */
     if (dq) {
 #pragma omp parallel for schedule(dynamic, 16)
-        for (int64_t w = 0; w < B * Hkv * T; w++) {
-            const int64_t b = w / (Hkv * T), g = (w / T) % Hkv, t = w % T;
-            const int32_t pt = pos[b * T + t], *sel = idx + w * topk;
-            const int64_t r0 = (b * T + t) * H + g * G;
-            const float *kb = k + (b * T * Hkv + g) * D, *vb = v + (b * T * Hkv + g) * D;
+        for (int64_t w = 0; w < B * Hkv * Tq; w++) {
+            const int64_t b = w / (Hkv * Tq), g = (w / Tq) % Hkv, t = w % Tq;
+            const int64_t ts = msa_slot(q_slot, t);
+            const int32_t pt = pos[b * Tk + ts], *sel = idx + w * topk;
+            const int64_t r0 = (b * Tq + t) * H + g * G;
+            const float *kb = k + (b * Tk * Hkv + g) * D, *vb = v + (b * Tk * Hkv + g) * D;
             float *X = thr + (size_t)omp_get_thread_num() * per_thr, *Y = X + G * sup;
             int64_t n = 0;
             for (int s = 0; s < topk && sel[s] >= 0; s++) {
                 int64_t j0, j1;
-                msa_block_keys(t, pt, sel[s], block, &j0, &j1);
+                msa_block_keys(ts, pt, sel[s], block, &j0, &j1);
                 const int64_t nk = j1 - j0 + 1;
                 msa_gemm(false, true, G, nk, D, scale, q + r0 * D, D, kb + j0 * ldk, ldk, 0.0f,
                          X + n, sup);
@@ -218,7 +226,7 @@ void cpu_msa_attention_backward(float *dq, float *dk, float *dv, void *work, con
                 n += nk;
             }
             for (int64_t a = 0; a < G; a++) {
-                const int64_t bht = (b * H + g * G + a) * T + t;
+                const int64_t bht = (b * H + g * G + a) * Tq + t;
                 const float ls = lse[bht], dl = (float)delta[bht];
                 float *restrict x = X + a * sup, *restrict y = Y + a * sup;
 #pragma omp simd
@@ -227,7 +235,7 @@ void cpu_msa_attention_backward(float *dq, float *dk, float *dv, void *work, con
             n = 0;
             for (int s = 0; s < topk && sel[s] >= 0; s++) {
                 int64_t j0, j1;
-                msa_block_keys(t, pt, sel[s], block, &j0, &j1);
+                msa_block_keys(ts, pt, sel[s], block, &j0, &j1);
                 msa_gemm(false, false, G, D, j1 - j0 + 1, scale, Y + n, sup, kb + j0 * ldk, ldk,
                          1.0f, dq + r0 * D, D);
                 n += j1 - j0 + 1;
@@ -235,42 +243,43 @@ void cpu_msa_attention_backward(float *dq, float *dk, float *dv, void *work, con
         }
     }
     if (!dk && !dv) return;
-    cpu_msa_inverse(inv, idx, pos, B, Hkv, T, block, topk);
+    cpu_msa_inverse(inv, idx, pos, q_slot, B, Hkv, Tq, Tk, block, topk);
     /* dk, dv: one key block (b, kv head g, first slot jb) at a time; the queries that chose it
      * go C at a time, their G heads' q and dout gathered into R = C*G rows:
      * P = exp(S - lse) (0 past each query's own slot), dV += P^T dO, dS = P (dP - delta),
      * dK += scale dS^T Q */
     const int64_t C = msa_chunk(G);
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t w = 0; w < B * Hkv * T; w++) {
-        const int64_t bg = w / T, jb = w % T, b = bg / Hkv, g = bg % Hkv;
-        const int32_t *off = inv + bg * (T + 1);
-        const int32_t *list = inv + B * Hkv * (T + 1) + bg * T * topk;
+    for (int64_t w = 0; w < B * Hkv * Tk; w++) {
+        const int64_t bg = w / Tk, jb = w % Tk, b = bg / Hkv, g = bg % Hkv;
+        const int32_t *off = inv + bg * (Tk + 1);
+        const int32_t *list = inv + B * Hkv * (Tk + 1) + bg * Tq * topk;
         if (off[jb] == off[jb + 1]) continue;
         float *Qg = thr + (size_t)omp_get_thread_num() * per_thr, *dOg = Qg + C * G * D;
         float *P = dOg + C * G * D, *dP = P + C * G * block, *ls = dP + C * G * block,
               *dl = ls + C * G;
-        const float *kb = k + (b * T * Hkv + g) * D + jb * ldk,
-                    *vb = v + (b * T * Hkv + g) * D + jb * ldk;
-        float *dkb = dk ? dk + (b * T * Hkv + g) * D + jb * ldk : NULL;
-        float *dvb = dv ? dv + (b * T * Hkv + g) * D + jb * ldk : NULL;
+        const float *kb = k + (b * Tk * Hkv + g) * D + jb * ldk,
+                    *vb = v + (b * Tk * Hkv + g) * D + jb * ldk;
+        float *dkb = dk ? dk + (b * Tk * Hkv + g) * D + jb * ldk : NULL;
+        float *dvb = dv ? dv + (b * Tk * Hkv + g) * D + jb * ldk : NULL;
         for (int32_t e0 = off[jb]; e0 < off[jb + 1]; e0 += (int32_t)C) {
             const int64_t nc = off[jb + 1] - e0 < C ? off[jb + 1] - e0 : C, R = nc * G;
             /* the keys any of these queries sees: jb .. min(last t, block end) */
-            const int64_t tl = list[e0 + nc - 1];
+            const int64_t tl = msa_slot(q_slot, list[e0 + nc - 1]);
             const int64_t nk = (tl < jb + block - 1 ? tl : jb + block - 1) - jb + 1;
             for (int64_t c = 0; c < nc; c++) {
-                const int64_t t = list[e0 + c], r0 = (b * T + t) * H + g * G;
+                const int64_t t = list[e0 + c], r0 = (b * Tq + t) * H + g * G;
                 memcpy(Qg + c * G * D, q + r0 * D, sizeof(float) * (size_t)(G * D));
                 memcpy(dOg + c * G * D, dout + r0 * D, sizeof(float) * (size_t)(G * D));
                 for (int64_t a = 0; a < G; a++) {
-                    ls[c * G + a] = lse[(b * H + g * G + a) * T + t];
-                    dl[c * G + a] = (float)delta[(b * H + g * G + a) * T + t];
+                    ls[c * G + a] = lse[(b * H + g * G + a) * Tq + t];
+                    dl[c * G + a] = (float)delta[(b * H + g * G + a) * Tq + t];
                 }
             }
             msa_gemm(false, true, R, nk, D, scale, Qg, D, kb, ldk, 0.0f, P, block);
             for (int64_t r = 0; r < R; r++) {
-                const int64_t t = list[e0 + r / G], hi = t - jb + 1 < nk ? t - jb + 1 : nk;
+                const int64_t t = msa_slot(q_slot, list[e0 + r / G]);
+                const int64_t hi = t - jb + 1 < nk ? t - jb + 1 : nk;
                 float *restrict p = P + r * block;
 #pragma omp simd
                 for (int64_t i = 0; i < hi; i++) p[i] = cpu_expf(p[i] - ls[r]);
@@ -330,33 +339,35 @@ void cpu_msa_attention_decode(float *out, const float *q, const float *k_cache,
     }
 }
 
-/* ---- node adapters: in[0] q (B,T,H,D), in[1] k, in[2] v (B,T,Hkv,D), in[3] idx (B,Hkv,T,topk)
- * I32, in[4] pos (B,T) I32, in[5] seg (B,T) I32 or NULL; saved[0] lse (B,H,T) (only when a
- * backward will run); fp[0] scale; ip[0] block ---- */
+/* ---- node adapters: in[0] q (B,Tq,H,D), in[1] k, in[2] v (B,Tk,Hkv,D), in[3] idx
+ * (B,Hkv,Tq,topk) I32, in[4] pos (B,Tk) I32, in[5] seg (B,Tk) I32 or NULL, in[6] q_slot (Tq) I32
+ * or NULL (Tq = Tk); saved[0] lse (B,H,Tq) (only when a backward will run); fp[0] scale;
+ * ip[0] block ---- */
 
 void cpu_msa_attention_fwd_node(const mt_node *n) {
     const mt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *idx = n->in[3];
-    const mt_tensor *pos = n->in[4], *seg = n->in[5];
+    const mt_tensor *pos = n->in[4], *seg = n->in[5], *qs = n->in[6];
     const int block = (int)n->ip[0], topk = (int)idx->shape[3];
     const int64_t G = q->shape[2] / k->shape[2];
     float *work = mt_node_scratch(n, sizeof(float) * (size_t)cpu_msa_attention_work(G, block, topk),
                                   "msa_attention scores");
     cpu_msa_attention_forward(n->out->data, n->saved[0] ? n->saved[0]->data : NULL, work, q->data,
                               k->data, v->data, idx->data, pos->data, seg ? seg->data : NULL,
-                              q->shape[0], q->shape[1], q->shape[2], k->shape[2], q->shape[3],
-                              block, topk, n->fp[0]);
+                              qs ? qs->data : NULL, q->shape[0], q->shape[1], k->shape[1],
+                              q->shape[2], k->shape[2], q->shape[3], block, topk, n->fp[0]);
 }
 
 void cpu_msa_attention_bwd_node(const mt_node *n) {
     const mt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *idx = n->in[3];
-    const mt_tensor *pos = n->in[4], *seg = n->in[5];
+    const mt_tensor *pos = n->in[4], *seg = n->in[5], *qs = n->in[6];
     if (!q->grad && !k->grad && !v->grad) return;
-    const int64_t B = q->shape[0], T = q->shape[1], H = q->shape[2], Hkv = k->shape[2];
-    const int64_t D = q->shape[3];
+    const int64_t B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], H = q->shape[2];
+    const int64_t Hkv = k->shape[2], D = q->shape[3];
     const int block = (int)n->ip[0], topk = (int)idx->shape[3];
-    void *work = mt_node_scratch(n, cpu_msa_attention_bwd_work(B, T, H, Hkv, D, block, topk),
+    void *work = mt_node_scratch(n, cpu_msa_attention_bwd_work(B, Tq, Tk, H, Hkv, D, block, topk),
                                  "msa_attention backward");
     cpu_msa_attention_backward(q->grad, k->grad, v->grad, work, n->out->grad, n->out->data,
                                n->saved[0]->data, q->data, k->data, v->data, idx->data, pos->data,
-                               seg ? seg->data : NULL, B, T, H, Hkv, D, block, topk, n->fp[0]);
+                               seg ? seg->data : NULL, qs ? qs->data : NULL, B, Tq, Tk, H, Hkv, D,
+                               block, topk, n->fp[0]);
 }

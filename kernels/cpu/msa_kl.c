@@ -62,118 +62,121 @@ static double kl_lse(const double *x, int64_t n) {
     return m + log(l);
 }
 
-/* One (b, h, t): pbar[0, n) the teacher mean, z[0, n) the student logits; returns the student
- * lse; lse_t (G) gets the teacher heads' lse when not NULL. x: n doubles of scratch. */
+/* One (b, h, query row t of Tq): pbar[0, n) the teacher mean, z[0, n) the student logits over
+ * the key slots keys[] (of Tk); returns the student lse; lse_t (G) gets the teacher heads' lse
+ * when not NULL. x: n doubles of scratch. */
 static double kl_row(double *pbar, double *z, double *x, double *lse_t, const int64_t *keys,
                      int64_t n, const float *q, const float *k, const float *iq, const float *ik,
-                     int64_t b, int64_t t, int64_t h, int64_t T, int64_t H, int64_t Hkv, int64_t D,
-                     int64_t Di, float scale, float index_scale) {
+                     int64_t b, int64_t t, int64_t h, int64_t Tq, int64_t Tk, int64_t H,
+                     int64_t Hkv, int64_t D, int64_t Di, float scale, float index_scale) {
     const int64_t G = H / Hkv, Hi = Hkv;
     for (int64_t i = 0; i < n; i++) pbar[i] = 0;
     for (int64_t g = h * G; g < (h + 1) * G; g++) {
-        const float *qg = q + ((b * T + t) * H + g) * D;
+        const float *qg = q + ((b * Tq + t) * H + g) * D;
         for (int64_t i = 0; i < n; i++)
-            x[i] = (double)scale * kl_dot(qg, k + ((b * T + keys[i]) * Hkv + h) * D, D);
+            x[i] = (double)scale * kl_dot(qg, k + ((b * Tk + keys[i]) * Hkv + h) * D, D);
         const double ls = kl_lse(x, n);
         if (lse_t) lse_t[g - h * G] = ls;
         for (int64_t i = 0; i < n; i++) pbar[i] += exp(x[i] - ls) / (double)G;
     }
-    const float *iqh = iq + ((b * T + t) * Hi + h) * Di;
+    const float *iqh = iq + ((b * Tq + t) * Hi + h) * Di;
     for (int64_t i = 0; i < n; i++)
-        z[i] = (double)index_scale * kl_dot(iqh, ik + (b * T + keys[i]) * Di, Di);
+        z[i] = (double)index_scale * kl_dot(iqh, ik + (b * Tk + keys[i]) * Di, Di);
     return kl_lse(z, n);
 }
 
-size_t cpu_msa_kl_work(int64_t B, int64_t T, int block, int topk) {
+size_t cpu_msa_kl_work(int64_t B, int64_t Tq, int block, int topk) {
     const size_t sup = (size_t)block * (size_t)topk;
-    return sizeof(double) * (size_t)(B * T) +
+    return sizeof(double) * (size_t)(B * Tq) +
            (size_t)omp_get_max_threads() * sup * (3 * sizeof(double) + sizeof(int64_t));
 }
 
 double cpu_msa_kl_forward(void *work, const float *q, const float *k, const float *iq,
                           const float *ik, const int32_t *idx, const int32_t *pos,
-                          const int32_t *seg, const float *mask, int64_t B, int64_t T, int64_t H,
-                          int64_t Hkv, int64_t D, int64_t Di, int block, int topk, float scale,
-                          float index_scale, float coef, float denom) {
+                          const int32_t *seg, const float *mask, const int32_t *q_slot, int64_t B,
+                          int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D, int64_t Di,
+                          int block, int topk, float scale, float index_scale, float coef,
+                          float denom) {
     kl_check(H, Hkv, D, Di, block, topk, denom);
-    cpu_msa_check_rows(pos, seg, B, T);
-    cpu_msa_check_idx(idx, pos, B, Hkv, T, block, topk);
+    cpu_msa_check_rows(pos, seg, B, Tk);
+    cpu_msa_check_idx(idx, pos, q_slot, B, Hkv, Tq, Tk, block, topk);
     const int64_t Hi = Hkv;
     const size_t sup = (size_t)block * (size_t)topk;
     double *row_kl = work;
-    char *thr = (char *)(row_kl + B * T);
+    char *thr = (char *)(row_kl + B * Tq);
     /* one (b, t) per iteration, its heads' KL summed into row_kl in a fixed order */
 #pragma omp parallel for schedule(dynamic, 8)
-    for (int64_t bt = 0; bt < B * T; bt++) {
+    for (int64_t bt = 0; bt < B * Tq; bt++) {
         row_kl[bt] = 0;
         if (mask && mask[bt] == 0.0f) continue;
-        const int64_t b = bt / T, t = bt % T;
+        const int64_t b = bt / Tq, t = bt % Tq, ts = msa_slot(q_slot, t);
         char *mine = thr + (size_t)omp_get_thread_num() * sup * (3 * sizeof(double) + 8);
         double *pbar = (double *)mine, *z = pbar + sup, *x = z + sup;
         int64_t *keys = (int64_t *)(x + sup);
         double kl = 0;
         for (int64_t h = 0; h < Hi; h++) {
-            const int64_t n =
-                kl_support(keys, idx + ((b * Hi + h) * T + t) * topk, t, pos[bt], block, topk);
-            const double lse_s = kl_row(pbar, z, x, NULL, keys, n, q, k, iq, ik, b, t, h, T, H, Hkv,
-                                        D, Di, scale, index_scale);
+            const int64_t n = kl_support(keys, idx + ((b * Hi + h) * Tq + t) * topk, ts,
+                                         pos[b * Tk + ts], block, topk);
+            const double lse_s = kl_row(pbar, z, x, NULL, keys, n, q, k, iq, ik, b, t, h, Tq, Tk, H,
+                                        Hkv, D, Di, scale, index_scale);
             for (int64_t i = 0; i < n; i++)
                 if (pbar[i] > 0) kl += pbar[i] * (log(pbar[i]) - (z[i] - lse_s));
         }
         row_kl[bt] = kl;
     }
     double sum = 0;
-    for (int64_t bt = 0; bt < B * T; bt++) sum += row_kl[bt];
+    for (int64_t bt = 0; bt < B * Tq; bt++) sum += row_kl[bt];
     return (double)coef / ((double)Hi * (double)denom) * sum;
 }
 
-size_t cpu_msa_kl_bwd_work(int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t Di, int block,
-                           int topk) {
+size_t cpu_msa_kl_bwd_work(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t Di,
+                           int block, int topk) {
     const size_t sup = (size_t)block * (size_t)topk;
-    return sizeof(double) * (size_t)(B * T * (H + Hkv)) +
-           sizeof(int32_t) * (size_t)cpu_msa_inverse_ints(B, Hkv, T, topk) + 64 +
+    return sizeof(double) * (size_t)(B * Tq * (H + Hkv)) +
+           sizeof(int32_t) * (size_t)cpu_msa_inverse_ints(B, Hkv, Tq, Tk, topk) + 64 +
            (size_t)omp_get_max_threads() * (sup * (3 * sizeof(double) + sizeof(int64_t)) +
                                             sizeof(double) * (size_t)(block * Di));
 }
 
 void cpu_msa_kl_backward(float *diq, float *dik, void *work, float gout, const float *q,
                          const float *k, const float *iq, const float *ik, const int32_t *idx,
-                         const int32_t *pos, const int32_t *seg, const float *mask, int64_t B,
-                         int64_t T, int64_t H, int64_t Hkv, int64_t D, int64_t Di, int block,
-                         int topk, float scale, float index_scale, float coef, float denom) {
+                         const int32_t *pos, const int32_t *seg, const float *mask,
+                         const int32_t *q_slot, int64_t B, int64_t Tq, int64_t Tk, int64_t H,
+                         int64_t Hkv, int64_t D, int64_t Di, int block, int topk, float scale,
+                         float index_scale, float coef, float denom) {
     kl_check(H, Hkv, D, Di, block, topk, denom);
     if (!diq && !dik) return;
     (void)seg; /* the rows were checked by the forward */
     const int64_t Hi = Hkv, G = H / Hkv;
     const size_t sup = (size_t)block * (size_t)topk;
     const double c = (double)gout * (double)coef * (double)index_scale / ((double)Hi * denom);
-    double *lse_t = work;              /* (B,T,H) the teacher heads' lse */
-    double *lse_s = lse_t + B * T * H; /* (B,T,Hi) the student's */
-    int32_t *inv = (int32_t *)(lse_s + B * T * Hi);
-    char *thr =
-        (char *)(((uintptr_t)(inv + cpu_msa_inverse_ints(B, Hkv, T, topk)) + 63) & ~(uintptr_t)63);
+    double *lse_t = work;               /* (B,Tq,H) the teacher heads' lse */
+    double *lse_s = lse_t + B * Tq * H; /* (B,Tq,Hi) the student's */
+    int32_t *inv = (int32_t *)(lse_s + B * Tq * Hi);
+    char *thr = (char *)(((uintptr_t)(inv + cpu_msa_inverse_ints(B, Hkv, Tq, Tk, topk)) + 63) &
+                         ~(uintptr_t)63);
     const size_t per_thr =
         sup * (3 * sizeof(double) + sizeof(int64_t)) + sizeof(double) * (size_t)(block * Di);
     /* pass 1, by query row: both softmaxes' lse, and diq */
 #pragma omp parallel for schedule(dynamic, 8)
-    for (int64_t bt = 0; bt < B * T; bt++) {
+    for (int64_t bt = 0; bt < B * Tq; bt++) {
         if (mask && mask[bt] == 0.0f) continue;
-        const int64_t b = bt / T, t = bt % T;
+        const int64_t b = bt / Tq, t = bt % Tq, ts = msa_slot(q_slot, t);
         char *mine = thr + (size_t)omp_get_thread_num() * per_thr;
         double *pbar = (double *)mine, *z = pbar + sup, *x = z + sup;
         int64_t *keys = (int64_t *)(x + sup);
         for (int64_t h = 0; h < Hi; h++) {
-            const int64_t n =
-                kl_support(keys, idx + ((b * Hi + h) * T + t) * topk, t, pos[bt], block, topk);
+            const int64_t n = kl_support(keys, idx + ((b * Hi + h) * Tq + t) * topk, ts,
+                                         pos[b * Tk + ts], block, topk);
             const double ls = kl_row(pbar, z, x, lse_t + bt * H + h * G, keys, n, q, k, iq, ik, b,
-                                     t, h, T, H, Hkv, D, Di, scale, index_scale);
+                                     t, h, Tq, Tk, H, Hkv, D, Di, scale, index_scale);
             lse_s[bt * Hi + h] = ls;
             if (!diq) continue;
             double acc[MSA_KL_MAX_D];
             for (int64_t d = 0; d < Di; d++) acc[d] = 0;
             for (int64_t i = 0; i < n; i++) {
                 const double ds = exp(z[i] - ls) - pbar[i];
-                const float *ikj = ik + (b * T + keys[i]) * Di;
+                const float *ikj = ik + (b * Tk + keys[i]) * Di;
                 for (int64_t d = 0; d < Di; d++) acc[d] += ds * ikj[d];
             }
             float *g = diq + (bt * Hi + h) * Di;
@@ -181,36 +184,36 @@ void cpu_msa_kl_backward(float *diq, float *dik, void *work, float gout, const f
         }
     }
     if (!dik) return;
-    cpu_msa_inverse(inv, idx, pos, B, Hi, T, block, topk);
+    cpu_msa_inverse(inv, idx, pos, q_slot, B, Hi, Tq, Tk, block, topk);
     /* pass 2, by key block (b, first slot jb): every index head's queries that chose it */
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t w = 0; w < B * T; w++) {
-        const int64_t b = w / T, jb = w % T;
+    for (int64_t w = 0; w < B * Tk; w++) {
+        const int64_t b = w / Tk, jb = w % Tk;
         double *restrict acc = (double *)(thr + (size_t)omp_get_thread_num() * per_thr +
                                           sup * (3 * sizeof(double) + sizeof(int64_t)));
         bool any = false;
         int64_t jmax = jb;
         for (int64_t h = 0; h < Hi; h++) {
             const int64_t bh = b * Hi + h;
-            const int32_t *off = inv + bh * (T + 1);
-            const int32_t *list = inv + B * Hi * (T + 1) + bh * T * topk;
+            const int32_t *off = inv + bh * (Tk + 1);
+            const int32_t *list = inv + B * Hi * (Tk + 1) + bh * Tq * topk;
             for (int32_t e = off[jb]; e < off[jb + 1]; e++) {
-                const int64_t t = list[e], bt = b * T + t;
+                const int64_t t = list[e], bt = b * Tq + t, ts = msa_slot(q_slot, t);
                 if (mask && mask[bt] == 0.0f) continue;
                 if (!any) memset(acc, 0, sizeof(double) * (size_t)(block * Di));
                 any = true;
-                const int64_t j1 = t < jb + block - 1 ? t : jb + block - 1;
+                const int64_t j1 = ts < jb + block - 1 ? ts : jb + block - 1;
                 if (j1 > jmax) jmax = j1;
                 const float *iqh = iq + (bt * Hi + h) * Di;
                 for (int64_t j = jb; j <= j1; j++) {
                     double pbar = 0;
                     for (int64_t g = h * G; g < (h + 1) * G; g++)
                         pbar += exp((double)scale * kl_dot(q + (bt * H + g) * D,
-                                                           k + ((b * T + j) * Hkv + h) * D, D) -
+                                                           k + ((b * Tk + j) * Hkv + h) * D, D) -
                                     lse_t[bt * H + g]);
                     pbar /= (double)G;
                     const double ds =
-                        exp((double)index_scale * kl_dot(iqh, ik + (b * T + j) * Di, Di) -
+                        exp((double)index_scale * kl_dot(iqh, ik + (b * Tk + j) * Di, Di) -
                             lse_s[bt * Hi + h]) -
                         pbar;
                     double *restrict a = acc + (j - jb) * Di;
@@ -221,38 +224,42 @@ void cpu_msa_kl_backward(float *diq, float *dik, void *work, float gout, const f
         if (!any) continue;
         for (int64_t j = jb; j <= jmax; j++)
             for (int64_t d = 0; d < Di; d++)
-                dik[(b * T + j) * Di + d] += (float)(c * acc[(j - jb) * Di + d]);
+                dik[(b * Tk + j) * Di + d] += (float)(c * acc[(j - jb) * Di + d]);
     }
 }
 
-/* ---- node adapters: in[0] q (B,T,H,D), in[1] k (B,T,Hkv,D) (no gradient), in[2] iq
- * (B,T,Hi,Di), in[3] ik (B,T,1,Di), in[4] idx (B,Hi,T,topk) I32, in[5] pos (B,T) I32, in[6] seg
- * (B,T) I32 or NULL, in[7] mask (B,T) F32 or NULL; out the scalar loss; ip[0] block;
- * fp[0] scale, fp[1] index_scale, fp[2] coef, fp[3] denom; no saved buffers ---- */
+/* ---- node adapters: in[0] q (B,Tq,H,D), in[1] k (B,Tk,Hkv,D) (no gradient), in[2] iq
+ * (B,Tq,Hi,Di), in[3] ik (B,Tk,1,Di), in[4] idx (B,Hi,Tq,topk) I32, in[5] pos (B,Tk) I32, in[6]
+ * seg (B,Tk) I32 or NULL, in[7] mask (B,Tq) F32 or NULL, in[8] q_slot (Tq) I32 or NULL
+ * (Tq = Tk); out the scalar loss; ip[0] block; fp[0] scale, fp[1] index_scale, fp[2] coef,
+ * fp[3] denom; no saved buffers ---- */
 
 void cpu_msa_kl_fwd_node(const mt_node *n) {
     const mt_tensor *q = n->in[0], *k = n->in[1], *iq = n->in[2], *ik = n->in[3], *idx = n->in[4];
-    const mt_tensor *pos = n->in[5], *seg = n->in[6], *mask = n->in[7];
-    const int64_t B = q->shape[0], T = q->shape[1];
+    const mt_tensor *pos = n->in[5], *seg = n->in[6], *mask = n->in[7], *qs = n->in[8];
+    const int64_t B = q->shape[0], Tq = q->shape[1];
     const int block = (int)n->ip[0], topk = (int)idx->shape[3];
-    void *work = mt_node_scratch(n, cpu_msa_kl_work(B, T, block, topk), "msa_kl rows");
-    const double loss = cpu_msa_kl_forward(
-        work, q->data, k->data, iq->data, ik->data, idx->data, pos->data, seg ? seg->data : NULL,
-        mask ? mask->data : NULL, B, T, q->shape[2], k->shape[2], q->shape[3], iq->shape[3], block,
-        topk, n->fp[0], n->fp[1], n->fp[2], n->fp[3]);
+    void *work = mt_node_scratch(n, cpu_msa_kl_work(B, Tq, block, topk), "msa_kl rows");
+    const double loss =
+        cpu_msa_kl_forward(work, q->data, k->data, iq->data, ik->data, idx->data, pos->data,
+                           seg ? seg->data : NULL, mask ? mask->data : NULL, qs ? qs->data : NULL,
+                           B, Tq, k->shape[1], q->shape[2], k->shape[2], q->shape[3], iq->shape[3],
+                           block, topk, n->fp[0], n->fp[1], n->fp[2], n->fp[3]);
     *(float *)n->out->data = (float)loss;
 }
 
 void cpu_msa_kl_bwd_node(const mt_node *n) {
     const mt_tensor *q = n->in[0], *k = n->in[1], *iq = n->in[2], *ik = n->in[3], *idx = n->in[4];
-    const mt_tensor *pos = n->in[5], *seg = n->in[6], *mask = n->in[7];
+    const mt_tensor *pos = n->in[5], *seg = n->in[6], *mask = n->in[7], *qs = n->in[8];
     if (!iq->grad && !ik->grad) return;
-    const int64_t B = q->shape[0], T = q->shape[1], H = q->shape[2], Hkv = k->shape[2];
+    const int64_t B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], H = q->shape[2];
+    const int64_t Hkv = k->shape[2];
     const int block = (int)n->ip[0], topk = (int)idx->shape[3];
-    void *work = mt_node_scratch(n, cpu_msa_kl_bwd_work(B, T, H, Hkv, iq->shape[3], block, topk),
-                                 "msa_kl backward");
+    void *work = mt_node_scratch(
+        n, cpu_msa_kl_bwd_work(B, Tq, Tk, H, Hkv, iq->shape[3], block, topk), "msa_kl backward");
     cpu_msa_kl_backward(iq->grad, ik->grad, work, *(const float *)n->out->grad, q->data, k->data,
                         iq->data, ik->data, idx->data, pos->data, seg ? seg->data : NULL,
-                        mask ? mask->data : NULL, B, T, H, Hkv, q->shape[3], iq->shape[3], block,
-                        topk, n->fp[0], n->fp[1], n->fp[2], n->fp[3]);
+                        mask ? mask->data : NULL, qs ? qs->data : NULL, B, Tq, Tk, H, Hkv,
+                        q->shape[3], iq->shape[3], block, topk, n->fp[0], n->fp[1], n->fp[2],
+                        n->fp[3]);
 }

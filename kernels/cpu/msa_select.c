@@ -30,6 +30,15 @@ void cpu_msa_check_rows(const int32_t *pos, const int32_t *seg, int64_t B, int64
         }
 }
 
+void cpu_msa_check_slots(const int32_t *q_slot, int64_t Tq, int64_t Tk) {
+    MT_CHECK(q_slot || Tq == Tk, "msa: %lld query rows of %lld keys need their slots",
+             (long long)Tq, (long long)Tk);
+    for (int64_t i = 0; q_slot && i < Tq; i++)
+        MT_CHECK(q_slot[i] >= 0 && q_slot[i] < Tk && (i == 0 || q_slot[i] > q_slot[i - 1]),
+                 "msa: q_slot[%lld] = %d is not in [0, %lld) or not above the one before",
+                 (long long)i, q_slot[i], (long long)Tk);
+}
+
 void cpu_msa_topk_row(int32_t *out, const float *bs, int32_t local, int topk) {
     out[0] = local;
     /* the topk-1 best of blocks 0 .. local-1 kept sorted: descending score, and a later
@@ -53,28 +62,31 @@ void cpu_msa_topk_row(int32_t *out, const float *bs, int32_t local, int topk) {
     for (int s = 1 + n; s < topk; s++) out[s] = -1;
 }
 
-int64_t cpu_msa_select_work(int64_t T, int block) {
-    const int64_t nb = T > 0 ? (T - 1) / block + 1 : 1;
+int64_t cpu_msa_select_work(int64_t Tk, int block) {
+    const int64_t nb = Tk > 0 ? (Tk - 1) / block + 1 : 1;
     return (int64_t)omp_get_max_threads() * MSA_TILE * nb;
 }
 
-/* One (b, h) and query tile [i0, i0 + ni): block scores of every row, by sgemm over the key
- * tiles from the tile's first sample start, then the top-k. bs (MSA_TILE, nb) scratch. */
+/* One (b, h) and query tile [i0, i0 + ni) of rows (key slots msa_slot(qs, i), increasing):
+ * block scores of every row, by sgemm over the key tiles from the tile's first sample start to
+ * its last slot, then the top-k. bs (MSA_TILE, nb) scratch. */
 static void select_tile(int32_t *idx_bh, float *bs, int64_t nb, const float *iqb, const float *ikb,
-                        const int32_t *pb, int64_t i0, int ni, int64_t Hi, int64_t Di, int block,
-                        int topk) {
+                        const int32_t *pb, const int32_t *qs, int64_t i0, int ni, int64_t Hi,
+                        int64_t Di, int block, int topk) {
     float S[MSA_TILE * MSA_TILE];
+    int64_t slot[MSA_TILE] = {0};
     for (int a = 0; a < ni; a++) {
-        const int32_t local = pb[i0 + a] / block;
+        slot[a] = msa_slot(qs, i0 + a);
+        const int32_t local = pb[slot[a]] / block;
         for (int32_t blk = 0; blk <= local; blk++) bs[a * nb + blk] = -INFINITY;
     }
-    const int64_t j_lo = i0 - pb[i0]; /* the earliest sample start of the tile */
-    for (int64_t j0 = j_lo; j0 < i0 + ni; j0 += MSA_TILE) {
-        const int nj = (int)(i0 + ni - j0 < MSA_TILE ? i0 + ni - j0 : MSA_TILE);
+    const int64_t j_lo = slot[0] - pb[slot[0]], j_end = slot[ni - 1] + 1;
+    for (int64_t j0 = j_lo; j0 < j_end; j0 += MSA_TILE) {
+        const int nj = (int)(j_end - j0 < MSA_TILE ? j_end - j0 : MSA_TILE);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, nj, (int)Di, 1.0f,
                     iqb + i0 * Hi * Di, (int)(Hi * Di), ikb + j0 * Di, (int)Di, 0.0f, S, MSA_TILE);
         for (int a = 0; a < ni; a++) {
-            const int64_t t = i0 + a, rs = t - pb[t];
+            const int64_t t = slot[a], rs = t - pb[t];
             const int64_t c0 = rs > j0 ? rs - j0 : 0, c1 = t - j0 < nj - 1 ? t - j0 : nj - 1;
             float *restrict row = bs + a * nb;
             const float *restrict s = S + (size_t)a * MSA_TILE;
@@ -85,24 +97,26 @@ static void select_tile(int32_t *idx_bh, float *bs, int64_t nb, const float *iqb
         }
     }
     for (int a = 0; a < ni; a++)
-        cpu_msa_topk_row(idx_bh + (i0 + a) * topk, bs + a * nb, pb[i0 + a] / block, topk);
+        cpu_msa_topk_row(idx_bh + (i0 + a) * topk, bs + a * nb, pb[slot[a]] / block, topk);
 }
 
 void cpu_msa_select_forward(int32_t *idx, float *work, const float *iq, const float *ik,
-                            const int32_t *pos, const int32_t *seg, int64_t B, int64_t T,
-                            int64_t Hi, int64_t Di, int block, int topk) {
+                            const int32_t *pos, const int32_t *seg, const int32_t *q_slot,
+                            int64_t B, int64_t Tq, int64_t Tk, int64_t Hi, int64_t Di, int block,
+                            int topk) {
     MT_CHECK(block >= 1 && topk >= 1 && topk <= CPU_MSA_MAX_TOPK,
              "msa_select: block %d, topk %d (at most %d)", block, topk, CPU_MSA_MAX_TOPK);
-    cpu_msa_check_rows(pos, seg, B, T);
-    const int64_t nb = T > 0 ? (T - 1) / block + 1 : 1, nt = (T + MSA_TILE - 1) / MSA_TILE;
+    cpu_msa_check_rows(pos, seg, B, Tk);
+    cpu_msa_check_slots(q_slot, Tq, Tk);
+    const int64_t nb = Tk > 0 ? (Tk - 1) / block + 1 : 1, nt = (Tq + MSA_TILE - 1) / MSA_TILE;
     /* (b, h, query tile) are independent; later tiles see more keys: dynamic scheduling */
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t w = 0; w < B * Hi * nt; w++) {
         const int64_t b = w / (Hi * nt), h = (w / nt) % Hi, i0 = (w % nt) * MSA_TILE;
-        const int ni = (int)(T - i0 < MSA_TILE ? T - i0 : MSA_TILE);
+        const int ni = (int)(Tq - i0 < MSA_TILE ? Tq - i0 : MSA_TILE);
         float *bs = work + (size_t)omp_get_thread_num() * MSA_TILE * nb;
-        select_tile(idx + (b * Hi + h) * T * topk, bs, nb, iq + (b * T * Hi + h) * Di,
-                    ik + b * T * Di, pos + b * T, i0, ni, Hi, Di, block, topk);
+        select_tile(idx + (b * Hi + h) * Tq * topk, bs, nb, iq + (b * Tq * Hi + h) * Di,
+                    ik + b * Tk * Di, pos + b * Tk, q_slot, i0, ni, Hi, Di, block, topk);
     }
 }
 
@@ -137,19 +151,21 @@ void cpu_msa_select_decode(int32_t *idx, float *work, const float *iq, const flo
     }
 }
 
-/* ---- node adapter: in[0] iq (B,T,Hi,Di), in[1] ik (B,T,1,Di), in[2] pos (B,T) I32, in[3] seg
- * (B,T) I32 or NULL; out idx (B,Hi,T,topk) I32; ip[0] block, ip[1] topk; no saved buffers, no
- * gradient (the output is integer: the node never reaches the tape) ---- */
+/* ---- node adapter: in[0] iq (B,Tq,Hi,Di), in[1] ik (B,Tk,1,Di), in[2] pos (B,Tk) I32, in[3]
+ * seg (B,Tk) I32 or NULL, in[4] q_slot (Tq) I32 or NULL (Tq = Tk); out idx (B,Hi,Tq,topk) I32;
+ * ip[0] block, ip[1] topk; no saved buffers, no gradient (the output is integer: the node never
+ * reaches the tape) ---- */
 
 void cpu_msa_select_fwd_node(const mt_node *n) {
     const mt_tensor *iq = n->in[0], *ik = n->in[1], *pos = n->in[2], *seg = n->in[3];
-    const int64_t T = iq->shape[1];
+    const mt_tensor *qs = n->in[4];
+    const int64_t Tk = ik->shape[1];
     const int block = (int)n->ip[0], topk = (int)n->ip[1];
-    float *work = mt_node_scratch(n, sizeof(float) * (size_t)cpu_msa_select_work(T, block),
+    float *work = mt_node_scratch(n, sizeof(float) * (size_t)cpu_msa_select_work(Tk, block),
                                   "msa_select block scores");
     cpu_msa_select_forward(n->out->data, work, iq->data, ik->data, pos->data,
-                           seg ? seg->data : NULL, iq->shape[0], T, iq->shape[2], iq->shape[3],
-                           block, topk);
+                           seg ? seg->data : NULL, qs ? qs->data : NULL, iq->shape[0], iq->shape[1],
+                           Tk, iq->shape[2], iq->shape[3], block, topk);
 }
 
 void cpu_msa_select_bwd_node(const mt_node *n) { (void)n; }

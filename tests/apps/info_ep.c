@@ -228,6 +228,26 @@ static int test_cp_cli(void) {
     EXPECT(info_key(out, "total_bytes_per_rank_recomputed") ==
                info_key(out, "zero3_bytes_per_rank") + rec,
            "total is not zero3 + activations:\n%s", out);
+    /* tiny M3 (recipes/configs/tiny-m3.json: Hkv 2, D 32, Di 32, layers 1 and 2 MSA): an MSA
+     * layer's gathered K, V, index keys, their gradients and one reduce-scatter copy while it
+     * runs; without recompute both layers keep their gathered K, V and index keys */
+    char m3[384];
+    snprintf(m3, sizeof(m3), "--config %s/recipes/configs/tiny-m3.json --batch 2",
+             getenv("MT_SOURCE_DIR") ? getenv("MT_SOURCE_DIR") : ".");
+    snprintf(args, sizeof(args), "%s --seq 64", m3);
+    EXPECT(info_cli(args, ref, sizeof(ref)) == 0, "%s", ref);
+    snprintf(args, sizeof(args), "%s --seq 128 --ranks 4 --context-parallel 2", m3);
+    EXPECT(info_cli(args, out, sizeof(out)) == 0, "%s", out);
+    const long long kv = 2LL * 128 * 2 * 32, ik = 2LL * 128 * 32;
+    const long long msa = (5 * kv + 2 * ik) * 4, msa_kept = 2 * (2 * kv + ik) * 4;
+    EXPECT(info_key(out, "cp_exchange_bytes_msa") == msa &&
+               info_key(out, "cp_exchange_bytes") == msa &&
+               info_key(out, "cp_msa_kept_bytes") == msa_kept &&
+               info_key(out, "activation_bytes_kept") ==
+                   info_key(ref, "activation_bytes_kept") + msa + msa_kept &&
+               info_key(out, "activation_bytes_recomputed") ==
+                   info_key(ref, "activation_bytes_recomputed") + msa,
+           "M3, C = 2: want msa %lld, kept %lld:\n%s", msa, msa_kept, out);
     /* C = 8, B = 1, T = 16: one token a chunk; the lightning states are the larger */
     EXPECT(info_cli("--seq 2", ref, sizeof(ref)) == 0, "%s", ref);
     EXPECT(info_cli("--seq 16 --context-parallel 8", out, sizeof(out)) == 0, "%s", out);

@@ -48,7 +48,7 @@ static mt_tensor *randn(int ndim, const int64_t *shape, bool grad, const char *n
 static mt_tensor *select_idx(mt_tensor *iq, mt_tensor *ik, const rows *r, int block, int topk) {
     mt_ctx c;
     mt_test_ctx_init(&c);
-    mt_tensor *idx = mt_msa_select(&c, iq, ik, r->pos, r->seg, block, topk);
+    mt_tensor *idx = mt_msa_select(&c, iq, ik, r->pos, r->seg, NULL, block, topk);
     mt_tensor *keep = mt_test_tensor(MT_I32, 4, idx->shape, false, "idx");
     memcpy(keep->data, idx->data, mt_nbytes(idx));
     mt_ctx_free(&c);
@@ -78,13 +78,14 @@ typedef struct {
 
 static mt_tensor *build_attn(mt_ctx *c, mt_tensor **in, void *user) {
     msa_args *a = user;
-    return mt_msa_attention(c, in[0], in[1], in[2], a->idx, a->r.pos, a->r.seg, a->block, a->scale);
+    return mt_msa_attention(c, in[0], in[1], in[2], a->idx, a->r.pos, a->r.seg, NULL, a->block,
+                            a->scale);
 }
 
 static mt_tensor *build_kl(mt_ctx *c, mt_tensor **in, void *user) {
     msa_args *a = user;
-    return mt_msa_kl(c, a->q, a->k, in[0], in[1], a->idx, a->r.pos, a->r.seg, a->mask, a->block,
-                     a->scale, 0.7f, 1.3f, 9.0f);
+    return mt_msa_kl(c, a->q, a->k, in[0], in[1], a->idx, a->r.pos, a->r.seg, a->mask, NULL,
+                     a->block, a->scale, 0.7f, 1.3f, 9.0f);
 }
 
 /* two rows: row 0 packs samples of 6 and 5 tokens, row 1 one of 11 (block 4: partial last
@@ -134,8 +135,8 @@ static int test_grad_msa_kl(void) {
     mt_test_ctx_init(&c);
     memset(q->grad, 0, mt_nbytes(q));
     memset(k->grad, 0, mt_nbytes(k));
-    mt_tensor *loss =
-        mt_msa_kl(&c, q, k, iq, ik, a.idx, r.pos, r.seg, NULL, 4, 0.5f, 0.7f, 1.0f, (float)(B * T));
+    mt_tensor *loss = mt_msa_kl(&c, q, k, iq, ik, a.idx, r.pos, r.seg, NULL, NULL, 4, 0.5f, 0.7f,
+                                1.0f, (float)(B * T));
     EXPECT(loss->requires_grad, "msa_kl loss needs a gradient");
     mt_backward(&c, loss, NULL);
     int nonzero = 0;
@@ -212,7 +213,7 @@ static void run_msa(float *out, float *dq, float *dk, float *dv, mt_tensor *q, m
     memset(k->grad, 0, mt_nbytes(k));
     memset(v->grad, 0, mt_nbytes(v));
     mt_tensor *o = dense ? mt_attention(&c, q, k, v, r->seg, scale)
-                         : mt_msa_attention(&c, q, k, v, idx, r->pos, r->seg, block, scale);
+                         : mt_msa_attention(&c, q, k, v, idx, r->pos, r->seg, NULL, block, scale);
     memcpy(out, o->data, mt_nbytes(o));
     mt_backward(&c, o, dout);
     memcpy(dq, q->grad, mt_nbytes(q));
@@ -368,10 +369,11 @@ static int test_op_msa_packed(void) {
         }
         mt_ctx c;
         mt_test_ctx_init(&c);
-        mt_tensor *idx = mt_msa_select(&c, x[0], x[1], r.pos, r.seg, block, topk);
-        mt_tensor *o = mt_msa_attention(&c, x[2], x[3], x[4], idx, r.pos, r.seg, block, scale);
-        mt_tensor *kl = mt_msa_kl(&c, x[2], x[3], x[0], x[1], idx, r.pos, r.seg, NULL, block, scale,
-                                  0.5f, 1.0f, (float)T);
+        mt_tensor *idx = mt_msa_select(&c, x[0], x[1], r.pos, r.seg, NULL, block, topk);
+        mt_tensor *o =
+            mt_msa_attention(&c, x[2], x[3], x[4], idx, r.pos, r.seg, NULL, block, scale);
+        mt_tensor *kl = mt_msa_kl(&c, x[2], x[3], x[0], x[1], idx, r.pos, r.seg, NULL, NULL, block,
+                                  scale, 0.5f, 1.0f, (float)T);
         mt_backward(&c, o, w + t0 * H * D);
         mt_backward(&c, kl, NULL);
         for (int64_t h = 0; h < Hkv; h++)
@@ -431,8 +433,8 @@ static int test_op_msa_decode(void) {
     mt_tensor *v = randn(4, (int64_t[]){B, T, Hkv, D}, false, "v", &g);
     mt_ctx c;
     mt_test_ctx_init(&c);
-    mt_tensor *idx = mt_msa_select(&c, iq, ik, r.pos, r.seg, block, topk);
-    mt_tensor *o = mt_msa_attention(&c, q, k, v, idx, r.pos, r.seg, block, scale);
+    mt_tensor *idx = mt_msa_select(&c, iq, ik, r.pos, r.seg, NULL, block, topk);
+    mt_tensor *o = mt_msa_attention(&c, q, k, v, idx, r.pos, r.seg, NULL, block, scale);
     float *ikc = malloc(sizeof(float) * (size_t)(B * t_max * Di));
     float *kc = malloc(sizeof(float) * (size_t)(B * t_max * Hkv * D));
     float *vc = malloc(sizeof(float) * (size_t)(B * t_max * Hkv * D));
@@ -501,7 +503,7 @@ static void die_dup_idx(void *arg) {
     for (int i = 0; i < 12; i++) ((int32_t *)idx->data)[i] = 0; /* block 0 twice */
     mt_ctx c;
     mt_test_ctx_init(&c);
-    mt_msa_attention(&c, q, q, q, idx, r.pos, r.seg, 4, 1.0f);
+    mt_msa_attention(&c, q, q, q, idx, r.pos, r.seg, NULL, 4, 1.0f);
 }
 
 static void die_no_local(void *arg) {
@@ -515,7 +517,7 @@ static void die_no_local(void *arg) {
     for (int i = 0; i < 12; i++) ((int32_t *)idx->data)[i] = i % 2 ? -1 : 0;
     mt_ctx c;
     mt_test_ctx_init(&c);
-    mt_msa_kl(&c, q, q, q, q, idx, r.pos, r.seg, NULL, 4, 1.0f, 1.0f, 1.0f, 1.0f);
+    mt_msa_kl(&c, q, q, q, q, idx, r.pos, r.seg, NULL, NULL, 4, 1.0f, 1.0f, 1.0f, 1.0f);
 }
 
 static int test_op_msa_checks(void) {

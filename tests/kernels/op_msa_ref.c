@@ -50,7 +50,7 @@ static int test_op_msa_select_hf(void) {
     mt_tensor *out_hf = load(st, "out_hf", MT_F32, 4, (int64_t[]){B, T, H, D}, false);
     mt_ctx c;
     mt_test_ctx_init(&c);
-    mt_tensor *idx = mt_msa_select(&c, iq, ik, pos, seg, block, topk);
+    mt_tensor *idx = mt_msa_select(&c, iq, ik, pos, seg, NULL, block, topk);
     const int32_t *got = idx->data, *w = want->data;
     int bad = 0, short_rows = 0;
     for (int64_t i = 0; i < mt_numel(idx); i++) {
@@ -63,7 +63,7 @@ static int test_op_msa_select_hf(void) {
     EXPECT(short_rows > 0, "the fixture has no query with fewer than topk visible blocks");
     printf("  selection: %lld slots equal transformers' (%d queries with -1 padding)\n",
            (long long)mt_numel(idx), short_rows);
-    mt_tensor *o = mt_msa_attention(&c, q, k, v, idx, pos, seg, block, params[2]);
+    mt_tensor *o = mt_msa_attention(&c, q, k, v, idx, pos, seg, NULL, block, params[2]);
     mt_check_close("msa_attention vs transformers", o->data, out_hf->data, mt_numel(o), 1e-6, 1e-5);
 
     /* all-zero iq, ik: every score ties; ours takes the lower block ids after the local one.
@@ -71,7 +71,7 @@ static int test_op_msa_select_hf(void) {
      * torch.topk's) */
     memset(iq->data, 0, mt_nbytes(iq));
     memset(ik->data, 0, mt_nbytes(ik));
-    mt_tensor *idx0 = mt_msa_select(&c, iq, ik, pos, seg, block, topk);
+    mt_tensor *idx0 = mt_msa_select(&c, iq, ik, pos, seg, NULL, block, topk);
     const int32_t *g0 = idx0->data, *w0 = want0->data, *p = pos->data;
     int bad_rule = 0, bad_hf = 0, differ = 0;
     for (int64_t r = 0; r < B * Hi * T; r++) {
@@ -114,8 +114,8 @@ static int test_op_msa_kl_ref(void) {
     mt_tensor *mask = load(st, "mask", MT_F32, 2, bt, false);
     mt_ctx c;
     mt_test_ctx_init(&c);
-    mt_tensor *loss = mt_msa_kl(&c, q, k, iq, ik, idx, pos, seg, mask, block, params[2], params[3],
-                                params[4], params[5]);
+    mt_tensor *loss = mt_msa_kl(&c, q, k, iq, ik, idx, pos, seg, mask, NULL, block, params[2],
+                                params[3], params[4], params[5]);
     const float got = *(float *)loss->data;
     printf("  loss %.9g, fp64 reference %.9g\n", (double)got, (double)loss_ref);
     EXPECT(fabs((double)got - loss_ref) <= 1e-6 * fabs((double)loss_ref), "msa_kl loss");

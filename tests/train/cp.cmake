@@ -13,3 +13,8 @@ mt_test_mpi_cases(test_dist_cp_lightning 4 dist_cp_lightning_np4)
 mt_test_binary(test_dist_cp_model train/dist_cp_model.c models/head_model.c)
 mt_test_mpi_cases(test_dist_cp_model 2 dist_cp_model_np2)
 mt_test_mpi_cases(test_dist_cp_model 4 dist_cp_model_np4)
+# MSA (M3) under context parallelism (issue 39 item 4): the gathered keys, the same block ids,
+# outputs, KL and gradients against one rank, blocks dropped and crossing the chunk borders.
+mt_test_binary(test_dist_cp_msa train/dist_cp_msa.c)
+mt_test_mpi_cases(test_dist_cp_msa 2 dist_cp_msa_np2)
+mt_test_mpi_cases(test_dist_cp_msa 4 dist_cp_msa_np4)

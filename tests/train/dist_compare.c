@@ -597,7 +597,11 @@ static int test_cp_match(void) {
     compare_runs("ranks-np1", "cp-np4-c2-ep2", 1, 20, 1e-5, 1e-5, true);
     compare_runs("m2-ranks-np1", "m2-cp-np2-c2", 1, 20, 1e-5, 1e-5, true);
     compare_runs("m2-ranks-np1", "m2-cp-np4-c4", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("m3-ranks-np1", "m3-cp-np2-c2", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("m3-ranks-np1", "m3-cp-np4-c4", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("m3-ranks-np1", "m3-cp-np4-c2-ep2", 1, 20, 1e-5, 1e-5, true);
     compare_runs("cp-np2-c2", "cp-resume", 11, 20, 1e-7, 0.0, true);
+    compare_runs("m3-cp-np2-c2", "m3-cp-resume", 11, 20, 1e-7, 0.0, true);
     return MT_TEST_OK;
 }
 

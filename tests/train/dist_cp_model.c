@@ -1,7 +1,8 @@
 /* dist_cp_model.c: the whole model under context parallelism (mt_ctx.cp, issue 39) on C real MPI
  * ranks against the one-rank forward and backward of the same batch that every rank also runs:
  * tiny Text-01 (lightning and softmax layers, softmax router) and tiny M2 (softmax attention
- * with QK norm and partial RoPE, sigmoid router), the router's load-balancing loss on, two rows
+ * with QK norm and partial RoPE, sigmoid router) and tiny M3 (dense and MSA layers, the indexer
+ * KL in the loss, blocks of 4 with 3 kept), the router's load-balancing loss on, two rows
  * of packed samples whose borders fall inside and across the chunks, the second row padded
  * (valid_len). Each rank holds chunks r and 2C-1-r of every row (autograd/context_parallel.h);
  * the ranks' losses (each its tokens' part, over the whole batch's labelled tokens) and their
@@ -29,6 +30,10 @@ static void cpm_bind(ph_model *pm, const char *config) {
     mt_minimax_config cfg;
     mt_minimax_config_load(config, &cfg);
     cfg.output_router_logits = true;
+    if (cfg.msa_block > 0) { /* MSA: blocks of 4 of which 3 kept, so queries drop blocks */
+        cfg.msa_block = 4;
+        cfg.msa_topk = 3;
+    }
     ph_bind(pm, &cfg, MT_GATHER_LAYER);
     mt_weights_init_random(&pm->m, 3);
 }
@@ -54,7 +59,8 @@ static void cpm_make(cpm_batch *bt, int V) {
             const bool real = t < bt->valid_len[b];
             bt->ids[i] = real ? (int32_t)((x >> 33) % (uint64_t)V) : 2;
             bt->seg[i] = t < border[b] ? 0 : real ? 1 : 2;
-            bt->pos[i] = t < border[b] ? t : t - border[b];
+            /* the padding is a sample of its own, its positions restarting (MSA's row rule) */
+            bt->pos[i] = t < border[b] ? t : real ? t - border[b] : t - (int)bt->valid_len[b];
             bt->labels[i] = real && t % 5 != 1 ? (int32_t)((x >> 13) % (uint64_t)V) : -100;
             bt->targets += bt->labels[i] >= 0;
         }
@@ -164,6 +170,7 @@ static int test_dist_cp_model(void) {
            comm->size);
     cpm_check("recipes/configs/tiny.json", comm);
     cpm_check("recipes/configs/tiny-m2.json", comm);
+    cpm_check("recipes/configs/tiny-m3.json", comm);
     mt_comm_finalize(comm);
     return MT_TEST_OK;
 }
