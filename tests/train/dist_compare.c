@@ -605,10 +605,12 @@ static int test_cp_match(void) {
     return MT_TEST_OK;
 }
 
-/* Context parallelism on the emulated CUDA backend with NCCL (device K/V and state exchanges)
- * against the CPU trainer (tests/train/run_emu.sh cp-emu). */
+/* Context parallelism on the emulated CUDA backend with NCCL (device K/V and state exchanges,
+ * Text-01; MSA's gathers and slots, M3) against the CPU trainer (tests/train/run_emu.sh
+ * cp-emu). */
 static int test_cp_emu_match(void) {
     compare_runs("cp-emu-cpu", "cp-emu-cuda", 1, 3, 1e-5, 1e-5, false);
+    compare_runs("cp-emu-m3-cpu", "cp-emu-m3-cuda", 1, 3, 1e-5, 1e-5, false);
     return MT_TEST_OK;
 }
 

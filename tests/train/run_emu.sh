@@ -18,7 +18,7 @@
 #   ep-emu EMU       3 steps with P = 2 on 2 ranks, the CPU trainer and the emulated CUDA one
 #                    with NCCL (EMU) -> $TMP/ep-emu-{cpu,cuda}
 #   cp-emu EMU       3 steps with C = 2 on 2 ranks, the CPU trainer and the emulated CUDA one
-#                    with NCCL (EMU) -> $TMP/cp-emu-{cpu,cuda}
+#                    with NCCL (EMU), Text-01 and M3 -> $TMP/cp-emu-{cpu,cuda}, cp-emu-m3-*
 #   generate-emu EMU [device]  eval.generate on the emulated CUDA backend with NCCL (EMU): through
 #                    the gathers on the device, the CPU replica's results (Text-01, M2, M3).
 #                    With device: EMU is a CUDA build's minimax-train on a real GPU
@@ -135,7 +135,13 @@ cp-emu)
     --set dist.context_parallel=2)
   run 2 "$tmp/cp-emu-cpu" "${small[@]}"
   bin="$emu" run 2 "$tmp/cp-emu-cuda" "${small[@]}" --set dist.backend=nccl
-  grep -E "^context parallelism|^step 3/" "$tmp/cp-emu-cuda.log"
+  # M3: the MSA layers' gathers and the device MSA kernels at query slots (block 16 of rows of
+  # 64: top 4 keeps every block, so max_length 128 where later queries drop blocks)
+  recipe=tests/recipes/dist-m3.toml
+  m3=("${small[@]}" --set data.max_length=128 --set "data.cache_dir=$tmp/dist-cache-cp-emu-m3")
+  run 2 "$tmp/cp-emu-m3-cpu" "${m3[@]}"
+  bin="$emu" run 2 "$tmp/cp-emu-m3-cuda" "${m3[@]}" --set dist.backend=nccl
+  grep -E "^context parallelism|^step 3/" "$tmp/cp-emu-cuda.log" "$tmp/cp-emu-m3-cuda.log"
   ;;
 generate-emu)
   # accuracy by generation on the CUDA backend (NCCL; both through the emulator, EMU): with
