@@ -88,25 +88,6 @@ typedef struct {
     int32_t *inv;     /* (N*K) */
 } cpu_moe_perm;
 
-/* out (N,C) = sum_j weight[n,j] * w2_e (silu(w1_e x_n) * (w3_e x_n)), e = idx[n,j].
- * pm: built by cpu_moe_perm_build from idx. Gathers x by slot, runs the experts in order
- * e = 0..E-1 with one GEMM per weight on the expert's contiguous rows (an expert without rows
- * is skipped: exactly zero contribution), then combines. x (N,C), weight (N,K), w1 and w3
- * (E,F,C), w2 (E,C,F). h1, h3: the pre-activations w1 x and w3 x; keep_h: they are (N*K,F)
- * by slot and kept for the backward, else (max rows,F) scratch reused per expert.
- * Scratch: xp and yp (N*K,C), g (max rows,F). */
-void cpu_moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, const float *w1,
-                         const float *w3, const float *w2, cpu_moe_perm pm, float *h1, float *h3,
-                         bool keep_h, float *xp, float *yp, float *g, float *out);
-/* Accumulates into every non-NULL gradient: dx (N,C), dweight (N,K), dw1 and dw3 (E,F,C),
- * dw2 (E,C,F). pm, h1, h3 (N*K,F) from the forward. Scratch: xp, dp, dxp (N*K,C); g, u, dh3
- * (max rows,F). An expert without rows adds nothing anywhere. */
-void cpu_moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, const float *weight,
-                         const float *w1, const float *w3, const float *w2, cpu_moe_perm pm,
-                         const float *h1, const float *h3, float *xp, float *dp, float *dxp,
-                         float *g, float *u, float *dh3, float *dx, float *dweight, float *dw1,
-                         float *dw3, float *dw2);
-
 /* ---- aux loss ---- */
 
 /* sum_n sum_e coef[e] * softmax(logits[n])[e], in double. logits (N,E), coef (E). */

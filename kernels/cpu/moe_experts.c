@@ -17,15 +17,33 @@
  * through bf16 before the same sgemm runs: the gathered x and dout (in place: they are copies),
  * the expert's weights (into a per-expert scratch), g (after the dw2 path's row scaling) and
  * dh1, dh3. GEMM outputs (h1, h3, u, y) and everything elementwise stay fp32, as does dweight,
- * which is a dot product, not a GEMM. kernels/cuda/moe_experts.cu rounds at the same points. */
+ * which is a dot product, not a GEMM. kernels/cuda/moe_experts.cu rounds at the same points.
+ *
+ * Threads: the experts are independent (each writes its own slots' rows, dweight entries and
+ * weight gradients), so with enough experts holding rows they run side by side, one thread an
+ * expert (dynamic), each GEMM on its calling thread (the OpenMP OpenBLAS inside a parallel
+ * region): small experts' GEMMs (M2: 32 experts of F = 128 in the bench model) reach a core's
+ * rate, where one GEMM split over the threads pays a fork and join per product. Each expert's
+ * arithmetic is the same either way; scratch (g, u, dh3, unkept h1 and h3, bf16 weights) is
+ * one set a thread (moe_experts_threads). */
+#include <omp.h>
 #include <string.h>
 
 #include "bf16.h"
 #include "cpu_ops.h"
 #include "moe.h"
 
-/* The fp32 kernel when wr is NULL; bf16 mode with wr = 3 F C floats of scratch for one expert's
- * rounded weights. */
+/* The threads the expert loops use: all of them when at least two experts a thread hold rows,
+ * else 1 (the experts in order, each GEMM threaded inside). */
+static int moe_experts_threads(const int32_t *offsets, int E) {
+    const int nt = omp_get_max_threads();
+    int busy = 0;
+    for (int e = 0; e < E; e++) busy += offsets[e + 1] > offsets[e];
+    return nt > 1 && busy >= 2 * nt ? nt : 1;
+}
+
+/* The fp32 kernel when wr is NULL; bf16 mode with wr = 3 F C floats of scratch a thread for one
+ * expert's rounded weights. h1, h3 unkept and g: max rows F floats a thread. */
 static void moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, const float *w1,
                             const float *w3, const float *w2, cpu_moe_perm pm, float *h1, float *h3,
                             bool keep_h, bool infer, float *xp, float *yp, float *g, float *out,
@@ -33,33 +51,33 @@ static void moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight,
     const int64_t C = d.C, F = d.F;
     cpu_moe_rows_gather(x, pm.perm, d.N * d.K, d.K, C, xp);
     if (wr) mt_bf16_round_n(xp, xp, d.N * d.K * C);
+    const int64_t max_rows = cpu_moe_perm_max_rows(pm.offsets, d.E);
+    const int nt = moe_experts_threads(pm.offsets, d.E);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
     for (int e = 0; e < d.E; e++) {
         int64_t off = pm.offsets[e], rows = pm.offsets[e + 1] - off;
-        if (rows == 0) continue; /* visited in order; contributes nothing */
+        if (rows == 0) continue; /* contributes nothing */
+        const int64_t th = omp_get_thread_num();
         const float *w1e = w1 + e * F * C, *w3e = w3 + e * F * C, *w2e = w2 + e * C * F;
         if (wr) {
-            mt_bf16_round_n(wr, w1e, F * C);
-            mt_bf16_round_n(wr + F * C, w3e, F * C);
-            mt_bf16_round_n(wr + 2 * F * C, w2e, C * F);
-            w1e = wr, w3e = wr + F * C, w2e = wr + 2 * F * C;
+            float *wt = wr + th * 3 * F * C;
+            mt_bf16_round_n(wt, w1e, F * C);
+            mt_bf16_round_n(wt + F * C, w3e, F * C);
+            mt_bf16_round_n(wt + 2 * F * C, w2e, C * F);
+            w1e = wt, w3e = wt + F * C, w2e = wt + 2 * F * C;
         }
-        float *h1e = keep_h ? h1 + off * F : h1, *h3e = keep_h ? h3 + off * F : h3;
+        float *h1e = keep_h ? h1 + off * F : h1 + th * max_rows * F;
+        float *h3e = keep_h ? h3 + off * F : h3 + th * max_rows * F;
         cpu_moe_expert_fwd(rows, C, F, wr != NULL, infer, d.act, xp + off * C, w1e, w3e, w2e, h1e,
-                           h3e, g, yp + off * C);
+                           h3e, g + th * max_rows * F, yp + off * C);
     }
     memset(out, 0, sizeof(float) * (size_t)(d.N * C));
     cpu_moe_rows_combine(yp, pm.inv, weight, d.N, d.K, C, out);
 }
 
-void cpu_moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, const float *w1,
-                         const float *w3, const float *w2, cpu_moe_perm pm, float *h1, float *h3,
-                         bool keep_h, float *xp, float *yp, float *g, float *out) {
-    moe_experts_fwd(d, x, weight, w1, w3, w2, pm, h1, h3, keep_h, false, xp, yp, g, out, NULL);
-}
-
-/* The experts' backward (cpu_moe_expert_bwd, e = 0..E-1) on the gathered dout, then
+/* The experts' backward (cpu_moe_expert_bwd, each expert) on the gathered dout, then
  * dx[n] += sum_j dxp[inv[n*K+j]]. The fp32 kernel when wr is NULL; bf16 mode with wr = 3 F C
- * floats of scratch. */
+ * floats of scratch a thread. g, u, dh3: max rows F floats a thread. */
 static void moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, const float *weight,
                             const float *w1, const float *w3, const float *w2, cpu_moe_perm pm,
                             const float *h1, const float *h3, float *xp, float *dp, float *dxp,
@@ -74,42 +92,40 @@ static void moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, c
     if (wr && xp) mt_bf16_round_n(xp, xp, A * C);
     if (wr) mt_bf16_round_n(dp, dp, A * C);
     if (dxp) memset(dxp, 0, sizeof(float) * (size_t)(A * C)); /* the experts add into it */
+    const int64_t max_rows = cpu_moe_perm_max_rows(pm.offsets, d.E);
+    const int nt = moe_experts_threads(pm.offsets, d.E);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
     for (int e = 0; e < d.E; e++) {
         int64_t off = pm.offsets[e], rows = pm.offsets[e + 1] - off;
         if (rows == 0) continue; /* no rows: every gradient of this expert stays untouched */
+        const int64_t th = omp_get_thread_num(), sc = th * max_rows * F;
         const float *w1e = w1 + e * F * C, *w3e = w3 + e * F * C, *w2e = w2 + e * C * F;
         if (wr) { /* only the weights a requested product reads */
+            float *wt = wr + th * 3 * F * C;
             if (dx) {
-                mt_bf16_round_n(wr, w1e, F * C);
-                mt_bf16_round_n(wr + F * C, w3e, F * C);
-                w1e = wr, w3e = wr + F * C;
+                mt_bf16_round_n(wt, w1e, F * C);
+                mt_bf16_round_n(wt + F * C, w3e, F * C);
+                w1e = wt, w3e = wt + F * C;
             }
             if (need_u) {
-                mt_bf16_round_n(wr + 2 * F * C, w2e, C * F);
-                w2e = wr + 2 * F * C;
+                mt_bf16_round_n(wt + 2 * F * C, w2e, C * F);
+                w2e = wt + 2 * F * C;
             }
         }
         cpu_moe_expert_bwd(rows, C, F, wr != NULL, d.act, dp + off * C, xp ? xp + off * C : NULL,
-                           weight, pm.perm + off, w1e, w3e, w2e, h1 + off * F, h3 + off * F, g, u,
-                           dh3, dxp ? dxp + off * C : NULL, dweight, dw1 ? dw1 + e * F * C : NULL,
-                           dw3 ? dw3 + e * F * C : NULL, dw2 ? dw2 + e * C * F : NULL);
+                           weight, pm.perm + off, w1e, w3e, w2e, h1 + off * F, h3 + off * F, g + sc,
+                           u + sc, dh3 + sc, dxp ? dxp + off * C : NULL, dweight,
+                           dw1 ? dw1 + e * F * C : NULL, dw3 ? dw3 + e * F * C : NULL,
+                           dw2 ? dw2 + e * C * F : NULL);
     }
     if (dx) cpu_moe_rows_combine(dxp, pm.inv, NULL, d.N, d.K, C, dx);
 }
 
-void cpu_moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, const float *weight,
-                         const float *w1, const float *w3, const float *w2, cpu_moe_perm pm,
-                         const float *h1, const float *h3, float *xp, float *dp, float *dxp,
-                         float *g, float *u, float *dh3, float *dx, float *dweight, float *dw1,
-                         float *dw3, float *dw2) {
-    moe_experts_bwd(d, dout, x, weight, w1, w3, w2, pm, h1, h3, xp, dp, dxp, g, u, dh3, dx, dweight,
-                    dw1, dw3, dw2, NULL);
-}
-
-/* bf16 mode: 3 F C floats for one expert's rounded w1, w3, w2; NULL in fp32 mode. */
-static float *moe_bf16_weights(const mt_node *n, cpu_moe_dims d) {
+/* bf16 mode: 3 F C floats a thread for one expert's rounded w1, w3, w2; NULL in fp32 mode. */
+static float *moe_bf16_weights(const mt_node *n, cpu_moe_dims d, int nt) {
     if (n->ip[0] != MT_BF16) return NULL;
-    return mt_node_scratch(n, sizeof(float) * (size_t)(3 * d.F * d.C + 1), "moe_experts w bf16");
+    return mt_node_scratch(n, sizeof(float) * (size_t)(nt * 3 * d.F * d.C + 1),
+                           "moe_experts w bf16");
 }
 
 static cpu_moe_dims moe_node_dims(const mt_node *n) {
@@ -134,20 +150,22 @@ void cpu_moe_experts_fwd_node(const mt_node *n) {
     int64_t max_rows =
         cpu_moe_perm_build(n->in[1]->data, d.N, d.K, d.E, pm.offsets, pm.perm, pm.inv);
     bool keep_h = n->saved[3] != NULL;
+    const int nt = moe_experts_threads(pm.offsets, d.E);
+    const size_t bf = sizeof(float) * (size_t)(nt * max_rows * d.F);
     float *h1, *h3;
     if (keep_h) {
         h1 = n->saved[3]->data;
         h3 = n->saved[4]->data;
     } else {
-        h1 = mt_node_scratch(n, sizeof(float) * (size_t)(max_rows * d.F), "moe_experts h1");
-        h3 = mt_node_scratch(n, sizeof(float) * (size_t)(max_rows * d.F), "moe_experts h3");
+        h1 = mt_node_scratch(n, bf, "moe_experts h1");
+        h3 = mt_node_scratch(n, bf, "moe_experts h3");
     }
     float *xp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts xp");
     float *yp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts yp");
-    float *g = mt_node_scratch(n, sizeof(float) * (size_t)(max_rows * d.F), "moe_experts g");
+    float *g = mt_node_scratch(n, bf, "moe_experts g");
     moe_experts_fwd(d, n->in[0]->data, n->in[2]->data, n->in[3]->data, n->in[4]->data,
                     n->in[5]->data, pm, h1, h3, keep_h, !n->in[3]->grad, xp, yp, g, n->out->data,
-                    moe_bf16_weights(n, d));
+                    moe_bf16_weights(n, d, nt));
 }
 
 void cpu_moe_experts_bwd_node(const mt_node *n) {
@@ -157,7 +175,9 @@ void cpu_moe_experts_bwd_node(const mt_node *n) {
     int64_t A = d.N * d.K, max_rows = cpu_moe_perm_max_rows(pm.offsets, d.E);
     float *dx = n->in[0]->grad, *dweight = n->in[2]->grad;
     float *dw1 = n->in[3]->grad, *dw3 = n->in[4]->grad, *dw2 = n->in[5]->grad;
-    size_t bc = sizeof(float) * (size_t)(A * d.C), bf = sizeof(float) * (size_t)(max_rows * d.F);
+    const int nt = moe_experts_threads(pm.offsets, d.E);
+    size_t bc = sizeof(float) * (size_t)(A * d.C),
+           bf = sizeof(float) * (size_t)(nt * max_rows * d.F);
     float *xp = (dw1 || dw3) ? mt_node_scratch(n, bc, "moe_experts xp") : NULL;
     float *dp = mt_node_scratch(n, bc, "moe_experts dout perm");
     float *dxp = dx ? mt_node_scratch(n, bc, "moe_experts dx perm") : NULL;
@@ -166,5 +186,5 @@ void cpu_moe_experts_bwd_node(const mt_node *n) {
     float *dh3 = mt_node_scratch(n, bf, "moe_experts dh3");
     moe_experts_bwd(d, n->out->grad, n->in[0]->data, n->in[2]->data, n->in[3]->data, n->in[4]->data,
                     n->in[5]->data, pm, n->saved[3]->data, n->saved[4]->data, xp, dp, dxp, g, u,
-                    dh3, dx, dweight, dw1, dw3, dw2, moe_bf16_weights(n, d));
+                    dh3, dx, dweight, dw1, dw3, dw2, moe_bf16_weights(n, d, nt));
 }
