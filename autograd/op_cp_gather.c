@@ -22,44 +22,38 @@ void mt_cp_rows_move(const mt_backend *be, float *full, float *ranks, int64_t st
             }
 }
 
-static const mt_cp_group *gather_group(const mt_node *n) {
-    return *(const mt_cp_group *const *)n->host;
-}
+/* A gather node's group and sizes: x (B,Tl,...), W 4-byte elements a token */
+typedef struct {
+    const mt_cp_group *g;
+    int C;
+    int64_t B, Tl, W, count; /* count = B Tl W, one rank's elements */
+} gather_dims;
 
-/* x (B,Tl,...): B, Tl and the 4-byte elements W of a token */
-static void gather_dims(const mt_tensor *x, int64_t *B, int64_t *Tl, int64_t *W) {
-    *B = x->shape[0];
-    *Tl = x->shape[1];
-    *W = 1;
-    for (int d = 2; d < x->ndim; d++) *W *= x->shape[d];
+static gather_dims gather_dims_of(const mt_node *n) {
+    const mt_tensor *x = n->in[0];
+    gather_dims d = {
+        *(const mt_cp_group *const *)n->host, (int)n->ip[0], x->shape[0], x->shape[1], 1, 0};
+    for (int k = 2; k < x->ndim; k++) d.W *= x->shape[k];
+    d.count = d.B * d.Tl * d.W;
+    return d;
 }
 
 void mt_cp_gather_node_fwd(const mt_node *n) {
-    const mt_tensor *x = n->in[0];
-    const mt_cp_group *g = gather_group(n);
-    const int C = (int)n->ip[0];
-    int64_t B, Tl, W;
-    gather_dims(x, &B, &Tl, &W);
-    const int64_t count = B * Tl * W;
-    float *recv = mt_node_scratch(n, sizeof(float) * (size_t)(C * count), "cp_gather rows");
-    g->allgather(g->user, x->data, recv, count, sizeof(float));
-    mt_cp_rows_move(n->ctx->be, n->out->data, recv, count, C, B, Tl, W, true);
+    const gather_dims d = gather_dims_of(n);
+    float *recv = mt_node_scratch(n, sizeof(float) * (size_t)(d.C * d.count), "cp_gather rows");
+    d.g->allgather(d.g->user, n->in[0]->data, recv, d.count, sizeof(float));
+    mt_cp_rows_move(n->ctx->be, n->out->data, recv, d.count, d.C, d.B, d.Tl, d.W, true);
 }
 
 void mt_cp_gather_node_bwd(const mt_node *n) {
-    const mt_tensor *x = n->in[0];
-    const mt_cp_group *g = gather_group(n);
-    const int C = (int)n->ip[0];
-    int64_t B, Tl, W;
-    gather_dims(x, &B, &Tl, &W);
-    const int64_t count = B * Tl * W;
+    const gather_dims d = gather_dims_of(n);
     const mt_backend *be = n->ctx->be;
     /* every rank's rows of the gradient, rank-major, summed over the group into its owner */
-    float *ranks = mt_node_scratch(n, sizeof(float) * (size_t)(C * count), "cp_gather grads");
-    mt_cp_rows_move(be, n->out->grad, ranks, count, C, B, Tl, W, false);
-    float *mine = mt_node_scratch(n, sizeof(float) * (size_t)count, "cp_gather mine");
-    g->reduce_scatter(g->user, ranks, mine, count);
-    if (x->grad) be->vec_add(x->grad, mine, count);
+    float *ranks = mt_node_scratch(n, sizeof(float) * (size_t)(d.C * d.count), "cp_gather grads");
+    mt_cp_rows_move(be, n->out->grad, ranks, d.count, d.C, d.B, d.Tl, d.W, false);
+    float *mine = mt_node_scratch(n, sizeof(float) * (size_t)d.count, "cp_gather mine");
+    d.g->reduce_scatter(d.g->user, ranks, mine, d.count);
+    if (n->in[0]->grad) be->vec_add(n->in[0]->grad, mine, d.count);
 }
 
 mt_tensor *mt_cp_gather(mt_ctx *c, mt_tensor *x, const mt_cp_group *group) {

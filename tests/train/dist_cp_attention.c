@@ -15,6 +15,7 @@
 
 #include "train/comm.h"
 #include "train/cp_group.h"
+#include "tests/train/cp_rows.h"
 
 enum { QKV = 3 };
 
@@ -22,17 +23,6 @@ typedef struct {
     int64_t B, T, H, Hkv, D;
     mt_dtype mode;
 } cp_shape;
-
-/* The rows of (B,T,W) that rank r holds, into (B,T/C,W). */
-static void take_rows(void *dst, const void *src, int64_t B, int64_t T, size_t row_bytes, int r,
-                      int C) {
-    const int64_t Tl = T / C;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t i = 0; i < Tl; i++)
-            memcpy((char *)dst + (size_t)(b * Tl + i) * row_bytes,
-                   (const char *)src + (size_t)(b * T + mt_cp_global_index(r, C, T, i)) * row_bytes,
-                   row_bytes);
-}
 
 /* out = attention(rope(q), rope(k), v) over the whole rows (group NULL: mt_attention) or this
  * rank's rows (mt_cp_attention); backward from seed. */
@@ -59,33 +49,23 @@ static void check_shape(const char *label, const cp_shape *s, mt_comm *comm, uin
         full[i] = mt_test_tensor(MT_F32, 4, (int64_t[]){B, T, W[i] / s->D, s->D}, true, names[i]);
         loc[i] = mt_test_tensor(MT_F32, 4, (int64_t[]){B, Tl, W[i] / s->D, s->D}, true, names[i]);
         mt_fill_normal(full[i]->data, mt_numel(full[i]), 1.0f, &rng);
-        take_rows(loc[i]->data, full[i]->data, B, T, sizeof(float) * (size_t)W[i], r, C);
+        cp_take_rows(loc[i]->data, full[i]->data, B, T, sizeof(float) * (size_t)W[i], r, C);
         memset(full[i]->grad, 0, mt_nbytes(full[i]));
         memset(loc[i]->grad, 0, mt_nbytes(loc[i]));
     }
-    /* packed samples: row 0 of lengths 13, 30, 7, 50, ... (cycling), the other rows one sample
-     * each; the positions restart at 0 with each sample */
+    /* packed samples crossing the chunk borders (cp_rows.h) */
     mt_tensor *seg = mt_test_tensor(MT_I32, 2, (int64_t[]){B, T}, false, "seg");
     mt_tensor *pos = mt_test_tensor(MT_I32, 2, (int64_t[]){B, T}, false, "pos");
     int32_t *sg = seg->data, *ps = pos->data;
-    const int lens[4] = {13, 30, 7, 50};
-    for (int64_t t = 0, id = 0, at = 0; t < T; t++, at++) {
-        if (at == lens[id % 4]) id++, at = 0;
-        sg[t] = (int32_t)id;
-        ps[t] = (int32_t)at;
-        for (int64_t b = 1; b < B; b++) {
-            sg[b * T + t] = 99;
-            ps[b * T + t] = (int32_t)t;
-        }
-    }
+    cp_packed_rows(sg, ps, B, T);
     mt_tensor *seg_l = mt_test_tensor(MT_I32, 2, (int64_t[]){B, Tl}, false, "seg_local");
     mt_tensor *pos_l = mt_test_tensor(MT_I32, 2, (int64_t[]){B, Tl}, false, "pos_local");
-    take_rows(seg_l->data, sg, B, T, sizeof(int32_t), r, C);
-    take_rows(pos_l->data, ps, B, T, sizeof(int32_t), r, C);
+    cp_take_rows(seg_l->data, sg, B, T, sizeof(int32_t), r, C);
+    cp_take_rows(pos_l->data, ps, B, T, sizeof(int32_t), r, C);
     float *dout = mt_malloc(sizeof(float) * (size_t)(B * T * W[0]), "dout");
     float *dout_l = mt_malloc(sizeof(float) * (size_t)(B * Tl * W[0]), "dout local");
     mt_fill_normal(dout, B * T * W[0], 1.0f, &rng);
-    take_rows(dout_l, dout, B, T, sizeof(float) * (size_t)W[0], r, C);
+    cp_take_rows(dout_l, dout, B, T, sizeof(float) * (size_t)W[0], r, C);
 
     mt_ctx cf, cl;
     mt_test_ctx_init(&cf);
@@ -98,11 +78,11 @@ static void check_shape(const char *label, const cp_shape *s, mt_comm *comm, uin
     /* the full run's rows of this rank, against the rank's results */
     char name[160];
     float *want = mt_malloc(sizeof(float) * (size_t)(B * Tl * W[0]), "want");
-    take_rows(want, of->data, B, T, sizeof(float) * (size_t)W[0], r, C);
+    cp_take_rows(want, of->data, B, T, sizeof(float) * (size_t)W[0], r, C);
     snprintf(name, sizeof name, "%s rank %d/%d out", label, r, C);
     mt_check_rel_l2(name, ol->data, want, B * Tl * W[0], 1e-6);
     for (int i = 0; i < QKV; i++) {
-        take_rows(want, full[i]->grad, B, T, sizeof(float) * (size_t)W[i], r, C);
+        cp_take_rows(want, full[i]->grad, B, T, sizeof(float) * (size_t)W[i], r, C);
         snprintf(name, sizeof name, "%s rank %d/%d d%s", label, r, C, names[i]);
         mt_check_rel_l2(name, loc[i]->grad, want, B * Tl * W[i], 1e-6);
     }

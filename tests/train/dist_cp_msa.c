@@ -18,6 +18,7 @@
 
 #include "train/comm.h"
 #include "train/cp_group.h"
+#include "tests/train/cp_rows.h"
 
 enum { X_Q, X_K, X_V, X_IQ, X_IK, NX };
 enum { BLOCK = 4, TOPK = 3 };
@@ -25,17 +26,6 @@ enum { BLOCK = 4, TOPK = 3 };
 typedef struct {
     int64_t B, T, H, Hkv, D, Di;
 } msa_shape;
-
-/* The rows of (B,T,W) that rank r holds, into (B,T/C,W). */
-static void take_rows(void *dst, const void *src, int64_t B, int64_t T, size_t row_bytes, int r,
-                      int C) {
-    const int64_t Tl = T / C;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t i = 0; i < Tl; i++)
-            memcpy((char *)dst + (size_t)(b * Tl + i) * row_bytes,
-                   (const char *)src + (size_t)(b * T + mt_cp_global_index(r, C, T, i)) * row_bytes,
-                   row_bytes);
-}
 
 typedef struct {
     mt_tensor *idx, *out, *kl;
@@ -82,29 +72,20 @@ static void check_shape(const char *label, const msa_shape *s, mt_comm *comm, ui
         full[i] = mt_test_tensor(MT_F32, 4, (int64_t[]){B, T, heads[i], dims[i]}, true, names[i]);
         loc[i] = mt_test_tensor(MT_F32, 4, (int64_t[]){B, Tl, heads[i], dims[i]}, true, names[i]);
         mt_fill_normal(full[i]->data, mt_numel(full[i]), 1.0f, &rng);
-        take_rows(loc[i]->data, full[i]->data, B, T, sizeof(float) * (size_t)(heads[i] * dims[i]),
-                  r, C);
+        cp_take_rows(loc[i]->data, full[i]->data, B, T,
+                     sizeof(float) * (size_t)(heads[i] * dims[i]), r, C);
         memset(full[i]->grad, 0, mt_nbytes(full[i]));
         memset(loc[i]->grad, 0, mt_nbytes(loc[i]));
     }
-    /* packed samples: row 0 of lengths 13, 30, 7, 50, ... (cycling), the others one sample
-     * each, the last row's tail padding (not counted by the KL); positions restart with each */
+    /* packed samples crossing the chunk borders (cp_rows.h); the KL leaves out the last row's
+     * tail (padding) */
     mt_tensor *seg = mt_test_tensor(MT_I32, 2, (int64_t[]){B, T}, false, "seg");
     mt_tensor *pos = mt_test_tensor(MT_I32, 2, (int64_t[]){B, T}, false, "pos");
     mt_tensor *mask = mt_test_tensor(MT_F32, 2, (int64_t[]){B, T}, false, "mask");
     int32_t *sg = seg->data, *ps = pos->data;
     float *mk = mask->data;
-    const int lens[4] = {13, 30, 7, 50};
     float denom = 0;
-    for (int64_t t = 0, id = 0, at = 0; t < T; t++, at++) {
-        if (at == lens[id % 4]) id++, at = 0;
-        sg[t] = (int32_t)id;
-        ps[t] = (int32_t)at;
-        for (int64_t b = 1; b < B; b++) {
-            sg[b * T + t] = 99;
-            ps[b * T + t] = (int32_t)t;
-        }
-    }
+    cp_packed_rows(sg, ps, B, T);
     for (int64_t i = 0; i < B * T; i++) {
         mk[i] = i / T == B - 1 && i % T >= T - 5 ? 0.0f : 1.0f;
         denom += mk[i];
@@ -112,14 +93,14 @@ static void check_shape(const char *label, const msa_shape *s, mt_comm *comm, ui
     mt_tensor *seg_l = mt_test_tensor(MT_I32, 2, (int64_t[]){B, Tl}, false, "seg_local");
     mt_tensor *pos_l = mt_test_tensor(MT_I32, 2, (int64_t[]){B, Tl}, false, "pos_local");
     mt_tensor *mask_l = mt_test_tensor(MT_F32, 2, (int64_t[]){B, Tl}, false, "mask_local");
-    take_rows(seg_l->data, sg, B, T, sizeof(int32_t), r, C);
-    take_rows(pos_l->data, ps, B, T, sizeof(int32_t), r, C);
-    take_rows(mask_l->data, mk, B, T, sizeof(float), r, C);
+    cp_take_rows(seg_l->data, sg, B, T, sizeof(int32_t), r, C);
+    cp_take_rows(pos_l->data, ps, B, T, sizeof(int32_t), r, C);
+    cp_take_rows(mask_l->data, mk, B, T, sizeof(float), r, C);
     const int64_t Wq = s->H * s->D;
     float *dout = mt_malloc(sizeof(float) * (size_t)(B * T * Wq), "seed");
     float *dout_l = mt_malloc(sizeof(float) * (size_t)(B * Tl * Wq), "seed local");
     mt_fill_normal(dout, B * T * Wq, 1.0f, &rng);
-    take_rows(dout_l, dout, B, T, sizeof(float) * (size_t)Wq, r, C);
+    cp_take_rows(dout_l, dout, B, T, sizeof(float) * (size_t)Wq, r, C);
 
     mt_ctx cf, cl;
     mt_test_ctx_init(&cf);
@@ -148,12 +129,12 @@ static void check_shape(const char *label, const msa_shape *s, mt_comm *comm, ui
     EXPECT(kl_err <= 1e-6, "%s rank %d/%d: KL %.9g, one rank %.9g (%.2g relative)", label, r, C, kl,
            kl_ref, kl_err);
     float *want = mt_malloc(sizeof(float) * (size_t)(B * Tl * Wq), "want");
-    take_rows(want, f.out->data, B, T, sizeof(float) * (size_t)Wq, r, C);
+    cp_take_rows(want, f.out->data, B, T, sizeof(float) * (size_t)Wq, r, C);
     snprintf(name, sizeof name, "%s rank %d/%d out", label, r, C);
     mt_check_rel_l2(name, l.out->data, want, B * Tl * Wq, 1e-6);
     for (int i = 0; i < NX; i++) {
         const int64_t W = heads[i] * dims[i];
-        take_rows(want, full[i]->grad, B, T, sizeof(float) * (size_t)W, r, C);
+        cp_take_rows(want, full[i]->grad, B, T, sizeof(float) * (size_t)W, r, C);
         snprintf(name, sizeof name, "%s rank %d/%d d%s", label, r, C, names[i]);
         mt_check_rel_l2(name, loc[i]->grad, want, B * Tl * W, 1e-6);
     }
