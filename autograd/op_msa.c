@@ -27,8 +27,8 @@ static void msa_check_rows(const char *op, const mt_tensor *x, const mt_tensor *
              "%s: queries %s %s against keys %s %s: B must match, and T without q_slot", op,
              xq->name, mt_shape_str(xq), x->name, mt_shape_str(x));
     if (q_slot) /* the slots' values are the trainer's (mt_cp_local_slots), on the backend */
-        MT_CHECK(q_slot->dtype == MT_I32 && q_slot->ndim == 1 &&
-                     q_slot->shape[0] == xq->shape[1] && xq->shape[1] <= x->shape[1],
+        MT_CHECK(q_slot->dtype == MT_I32 && q_slot->ndim == 1 && q_slot->shape[0] == xq->shape[1] &&
+                     xq->shape[1] <= x->shape[1],
                  "%s: q_slot %s %s %s must be I32 (Tq) for queries %s %s of keys %s %s", op,
                  q_slot->name, mt_shape_str(q_slot), mt_dtype_name(q_slot->dtype), xq->name,
                  mt_shape_str(xq), x->name, mt_shape_str(x));
