@@ -33,92 +33,117 @@
 #include "cpu_ops.h"
 #include "moe.h"
 
-/* The threads the expert loops use: all of them when at least two experts a thread hold rows,
- * else 1 (the experts in order, each GEMM threaded inside). */
+/* The threads the expert loops use: all of them when at least two experts a thread hold rows
+ * and some expert has more rows than a decode step's (MT_GEMM_ROWS_MAX: at that size the row
+ * kernel split over the threads is faster, measured at batch 8), else 1 (the experts in order,
+ * each GEMM threaded inside). */
 static int moe_experts_threads(const int32_t *offsets, int E) {
     const int nt = omp_get_max_threads();
     int busy = 0;
     for (int e = 0; e < E; e++) busy += offsets[e + 1] > offsets[e];
-    return nt > 1 && busy >= 2 * nt ? nt : 1;
+    const bool big = cpu_moe_perm_max_rows(offsets, E) > MT_GEMM_ROWS_MAX;
+    return nt > 1 && busy >= 2 * nt && big ? nt : 1;
 }
 
-/* The fp32 kernel when wr is NULL; bf16 mode with wr = 3 F C floats of scratch a thread for one
- * expert's rounded weights. h1, h3 unkept and g: max rows F floats a thread. */
-static void moe_experts_fwd(cpu_moe_dims d, const float *x, const float *weight, const float *w1,
-                            const float *w3, const float *w2, cpu_moe_perm pm, float *h1, float *h3,
-                            bool keep_h, bool infer, float *xp, float *yp, float *g, float *out,
-                            float *wr) {
-    const int64_t C = d.C, F = d.F;
-    cpu_moe_rows_gather(x, pm.perm, d.N * d.K, d.K, C, xp);
-    if (wr) mt_bf16_round_n(xp, xp, d.N * d.K * C);
-    const int64_t max_rows = cpu_moe_perm_max_rows(pm.offsets, d.E);
-    const int nt = moe_experts_threads(pm.offsets, d.E);
+/* What every expert of one call shares: the dims, the permutation, the tensors and the
+ * scratch (the bf16 weights wr: 3 F C floats a thread; h1, h3 when not kept, g, u, dh3: max rows
+ * F floats a thread; NULL where a pass has none). */
+typedef struct {
+    cpu_moe_dims d;
+    cpu_moe_perm pm;
+    int64_t max_rows;
+    const float *weight, *w1, *w3, *w2;
+    float *h1, *h3, *xp, *yp, *dp, *dxp, *g, *u, *dh3, *wr;
+    float *dweight, *dw1, *dw3, *dw2;
+    bool keep_h, infer, need_u;
+} moe_call;
+
+/* Runs body(c, e, thread) for every expert e: side by side (dynamic) on nt > 1 threads, in order
+ * on the calling thread otherwise, without a parallel region, so the GEMMs and loops inside
+ * keep their own threads (a one-thread region around them would nest their teams). */
+static void moe_for_experts(const moe_call *c, int nt,
+                            void (*body)(const moe_call *, int, int64_t)) {
+    if (nt > 1) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-    for (int e = 0; e < d.E; e++) {
-        int64_t off = pm.offsets[e], rows = pm.offsets[e + 1] - off;
-        if (rows == 0) continue; /* contributes nothing */
-        const int64_t th = omp_get_thread_num();
-        const float *w1e = w1 + e * F * C, *w3e = w3 + e * F * C, *w2e = w2 + e * C * F;
-        if (wr) {
-            float *wt = wr + th * 3 * F * C;
+        for (int e = 0; e < c->d.E; e++) body(c, e, omp_get_thread_num());
+        return;
+    }
+    for (int e = 0; e < c->d.E; e++) body(c, e, 0);
+}
+
+/* Expert e's forward on thread th (cpu_moe_expert_fwd) into its slots of yp. */
+static void moe_expert_fwd_at(const moe_call *c, int e, int64_t th) {
+    const int64_t C = c->d.C, F = c->d.F, off = c->pm.offsets[e], rows = c->pm.offsets[e + 1] - off;
+    if (rows == 0) return; /* contributes nothing */
+    const float *w1e = c->w1 + e * F * C, *w3e = c->w3 + e * F * C, *w2e = c->w2 + e * C * F;
+    if (c->wr) {
+        float *wt = c->wr + th * 3 * F * C;
+        mt_bf16_round_n(wt, w1e, F * C);
+        mt_bf16_round_n(wt + F * C, w3e, F * C);
+        mt_bf16_round_n(wt + 2 * F * C, w2e, C * F);
+        w1e = wt, w3e = wt + F * C, w2e = wt + 2 * F * C;
+    }
+    const int64_t sc = th * c->max_rows * F;
+    float *h1e = c->keep_h ? c->h1 + off * F : c->h1 + sc;
+    float *h3e = c->keep_h ? c->h3 + off * F : c->h3 + sc;
+    cpu_moe_expert_fwd(rows, C, F, c->wr != NULL, c->infer, c->d.act, c->xp + off * C, w1e, w3e,
+                       w2e, h1e, h3e, c->g + sc, c->yp + off * C);
+}
+
+/* Gathers x by slot, the experts (moe_experts_threads of them at a time), the weighted combine
+ * into out (N,C). */
+static void moe_experts_fwd(moe_call *c, const float *x, float *out) {
+    const cpu_moe_dims d = c->d;
+    cpu_moe_rows_gather(x, c->pm.perm, d.N * d.K, d.K, d.C, c->xp);
+    if (c->wr) mt_bf16_round_n(c->xp, c->xp, d.N * d.K * d.C);
+    c->max_rows = cpu_moe_perm_max_rows(c->pm.offsets, d.E);
+    moe_for_experts(c, moe_experts_threads(c->pm.offsets, d.E), moe_expert_fwd_at);
+    memset(out, 0, sizeof(float) * (size_t)(d.N * d.C));
+    cpu_moe_rows_combine(c->yp, c->pm.inv, c->weight, d.N, d.K, d.C, out);
+}
+
+/* Expert e's backward on thread th (cpu_moe_expert_bwd): its slots of dxp, its dweight entries,
+ * its weight gradients. */
+static void moe_expert_bwd_at(const moe_call *c, int e, int64_t th) {
+    const int64_t C = c->d.C, F = c->d.F, off = c->pm.offsets[e], rows = c->pm.offsets[e + 1] - off;
+    if (rows == 0) return; /* no rows: every gradient of this expert stays untouched */
+    const float *w1e = c->w1 + e * F * C, *w3e = c->w3 + e * F * C, *w2e = c->w2 + e * C * F;
+    if (c->wr) { /* only the weights a requested product reads */
+        float *wt = c->wr + th * 3 * F * C;
+        if (c->dxp) {
             mt_bf16_round_n(wt, w1e, F * C);
             mt_bf16_round_n(wt + F * C, w3e, F * C);
-            mt_bf16_round_n(wt + 2 * F * C, w2e, C * F);
-            w1e = wt, w3e = wt + F * C, w2e = wt + 2 * F * C;
+            w1e = wt, w3e = wt + F * C;
         }
-        float *h1e = keep_h ? h1 + off * F : h1 + th * max_rows * F;
-        float *h3e = keep_h ? h3 + off * F : h3 + th * max_rows * F;
-        cpu_moe_expert_fwd(rows, C, F, wr != NULL, infer, d.act, xp + off * C, w1e, w3e, w2e, h1e,
-                           h3e, g + th * max_rows * F, yp + off * C);
+        if (c->need_u) {
+            mt_bf16_round_n(wt + 2 * F * C, w2e, C * F);
+            w2e = wt + 2 * F * C;
+        }
     }
-    memset(out, 0, sizeof(float) * (size_t)(d.N * C));
-    cpu_moe_rows_combine(yp, pm.inv, weight, d.N, d.K, C, out);
+    const int64_t sc = th * c->max_rows * F;
+    cpu_moe_expert_bwd(rows, C, F, c->wr != NULL, c->d.act, c->dp + off * C,
+                       c->xp ? c->xp + off * C : NULL, c->weight, c->pm.perm + off, w1e, w3e, w2e,
+                       c->h1 + off * F, c->h3 + off * F, c->g + sc, c->u + sc, c->dh3 + sc,
+                       c->dxp ? c->dxp + off * C : NULL, c->dweight,
+                       c->dw1 ? c->dw1 + e * F * C : NULL, c->dw3 ? c->dw3 + e * F * C : NULL,
+                       c->dw2 ? c->dw2 + e * C * F : NULL);
 }
 
-/* The experts' backward (cpu_moe_expert_bwd, each expert) on the gathered dout, then
- * dx[n] += sum_j dxp[inv[n*K+j]]. The fp32 kernel when wr is NULL; bf16 mode with wr = 3 F C
- * floats of scratch a thread. g, u, dh3: max rows F floats a thread. */
-static void moe_experts_bwd(cpu_moe_dims d, const float *dout, const float *x, const float *weight,
-                            const float *w1, const float *w3, const float *w2, cpu_moe_perm pm,
-                            const float *h1, const float *h3, float *xp, float *dp, float *dxp,
-                            float *g, float *u, float *dh3, float *dx, float *dweight, float *dw1,
-                            float *dw3, float *dw2, float *wr) {
-    const int64_t C = d.C, F = d.F, A = d.N * d.K;
-    const bool need_dh = dx || dw1 || dw3;
-    const bool need_u = need_dh || dweight;
-    if (!need_u && !dw2) return;
-    if (dw1 || dw3) cpu_moe_rows_gather(x, pm.perm, A, d.K, C, xp);
-    cpu_moe_rows_gather(dout, pm.perm, A, d.K, C, dp);
-    if (wr && xp) mt_bf16_round_n(xp, xp, A * C);
-    if (wr) mt_bf16_round_n(dp, dp, A * C);
-    if (dxp) memset(dxp, 0, sizeof(float) * (size_t)(A * C)); /* the experts add into it */
-    const int64_t max_rows = cpu_moe_perm_max_rows(pm.offsets, d.E);
-    const int nt = moe_experts_threads(pm.offsets, d.E);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-    for (int e = 0; e < d.E; e++) {
-        int64_t off = pm.offsets[e], rows = pm.offsets[e + 1] - off;
-        if (rows == 0) continue; /* no rows: every gradient of this expert stays untouched */
-        const int64_t th = omp_get_thread_num(), sc = th * max_rows * F;
-        const float *w1e = w1 + e * F * C, *w3e = w3 + e * F * C, *w2e = w2 + e * C * F;
-        if (wr) { /* only the weights a requested product reads */
-            float *wt = wr + th * 3 * F * C;
-            if (dx) {
-                mt_bf16_round_n(wt, w1e, F * C);
-                mt_bf16_round_n(wt + F * C, w3e, F * C);
-                w1e = wt, w3e = wt + F * C;
-            }
-            if (need_u) {
-                mt_bf16_round_n(wt + 2 * F * C, w2e, C * F);
-                w2e = wt + 2 * F * C;
-            }
-        }
-        cpu_moe_expert_bwd(rows, C, F, wr != NULL, d.act, dp + off * C, xp ? xp + off * C : NULL,
-                           weight, pm.perm + off, w1e, w3e, w2e, h1 + off * F, h3 + off * F, g + sc,
-                           u + sc, dh3 + sc, dxp ? dxp + off * C : NULL, dweight,
-                           dw1 ? dw1 + e * F * C : NULL, dw3 ? dw3 + e * F * C : NULL,
-                           dw2 ? dw2 + e * C * F : NULL);
-    }
-    if (dx) cpu_moe_rows_combine(dxp, pm.inv, NULL, d.N, d.K, C, dx);
+/* The experts' backward on the gathered dout (c->dp), then dx[n] += sum_j dxp[inv[n*K+j]]. */
+static void moe_experts_bwd(moe_call *c, const float *dout, const float *x, float *dx) {
+    const cpu_moe_dims d = c->d;
+    const int64_t A = d.N * d.K;
+    const bool need_dh = dx || c->dw1 || c->dw3;
+    c->need_u = need_dh || c->dweight;
+    if (!c->need_u && !c->dw2) return;
+    if (c->dw1 || c->dw3) cpu_moe_rows_gather(x, c->pm.perm, A, d.K, d.C, c->xp);
+    cpu_moe_rows_gather(dout, c->pm.perm, A, d.K, d.C, c->dp);
+    if (c->wr && c->xp) mt_bf16_round_n(c->xp, c->xp, A * d.C);
+    if (c->wr) mt_bf16_round_n(c->dp, c->dp, A * d.C);
+    if (c->dxp) memset(c->dxp, 0, sizeof(float) * (size_t)(A * d.C)); /* the experts add in */
+    c->max_rows = cpu_moe_perm_max_rows(c->pm.offsets, d.E);
+    moe_for_experts(c, moe_experts_threads(c->pm.offsets, d.E), moe_expert_bwd_at);
+    if (dx) cpu_moe_rows_combine(c->dxp, c->pm.inv, NULL, d.N, d.K, d.C, dx);
 }
 
 /* bf16 mode: 3 F C floats a thread for one expert's rounded w1, w3, w2; NULL in fp32 mode. */
@@ -160,12 +185,21 @@ void cpu_moe_experts_fwd_node(const mt_node *n) {
         h1 = mt_node_scratch(n, bf, "moe_experts h1");
         h3 = mt_node_scratch(n, bf, "moe_experts h3");
     }
-    float *xp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts xp");
-    float *yp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts yp");
-    float *g = mt_node_scratch(n, bf, "moe_experts g");
-    moe_experts_fwd(d, n->in[0]->data, n->in[2]->data, n->in[3]->data, n->in[4]->data,
-                    n->in[5]->data, pm, h1, h3, keep_h, !n->in[3]->grad, xp, yp, g, n->out->data,
-                    moe_bf16_weights(n, d, nt));
+    moe_call c = {.d = d,
+                  .pm = pm,
+                  .weight = n->in[2]->data,
+                  .w1 = n->in[3]->data,
+                  .w3 = n->in[4]->data,
+                  .w2 = n->in[5]->data,
+                  .h1 = h1,
+                  .h3 = h3,
+                  .xp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts xp"),
+                  .yp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts yp"),
+                  .g = mt_node_scratch(n, bf, "moe_experts g"),
+                  .wr = moe_bf16_weights(n, d, nt),
+                  .keep_h = keep_h,
+                  .infer = !n->in[3]->grad};
+    moe_experts_fwd(&c, n->in[0]->data, n->out->data);
 }
 
 void cpu_moe_experts_bwd_node(const mt_node *n) {
@@ -173,18 +207,28 @@ void cpu_moe_experts_bwd_node(const mt_node *n) {
     cpu_moe_perm pm = moe_node_perm(n);
     MT_CHECK(n->saved[3] && n->saved[4], "moe_experts backward: hidden activations were not saved");
     int64_t A = d.N * d.K, max_rows = cpu_moe_perm_max_rows(pm.offsets, d.E);
-    float *dx = n->in[0]->grad, *dweight = n->in[2]->grad;
-    float *dw1 = n->in[3]->grad, *dw3 = n->in[4]->grad, *dw2 = n->in[5]->grad;
+    float *dx = n->in[0]->grad;
     const int nt = moe_experts_threads(pm.offsets, d.E);
     size_t bc = sizeof(float) * (size_t)(A * d.C),
            bf = sizeof(float) * (size_t)(nt * max_rows * d.F);
-    float *xp = (dw1 || dw3) ? mt_node_scratch(n, bc, "moe_experts xp") : NULL;
-    float *dp = mt_node_scratch(n, bc, "moe_experts dout perm");
-    float *dxp = dx ? mt_node_scratch(n, bc, "moe_experts dx perm") : NULL;
-    float *g = mt_node_scratch(n, bf, "moe_experts g");
-    float *u = mt_node_scratch(n, bf, "moe_experts u");
-    float *dh3 = mt_node_scratch(n, bf, "moe_experts dh3");
-    moe_experts_bwd(d, n->out->grad, n->in[0]->data, n->in[2]->data, n->in[3]->data, n->in[4]->data,
-                    n->in[5]->data, pm, n->saved[3]->data, n->saved[4]->data, xp, dp, dxp, g, u,
-                    dh3, dx, dweight, dw1, dw3, dw2, moe_bf16_weights(n, d, nt));
+    moe_call c = {.d = d,
+                  .pm = pm,
+                  .weight = n->in[2]->data,
+                  .w1 = n->in[3]->data,
+                  .w3 = n->in[4]->data,
+                  .w2 = n->in[5]->data,
+                  .h1 = n->saved[3]->data,
+                  .h3 = n->saved[4]->data,
+                  .dweight = n->in[2]->grad,
+                  .dw1 = n->in[3]->grad,
+                  .dw3 = n->in[4]->grad,
+                  .dw2 = n->in[5]->grad};
+    c.xp = (c.dw1 || c.dw3) ? mt_node_scratch(n, bc, "moe_experts xp") : NULL;
+    c.dp = mt_node_scratch(n, bc, "moe_experts dout perm");
+    c.dxp = dx ? mt_node_scratch(n, bc, "moe_experts dx perm") : NULL;
+    c.g = mt_node_scratch(n, bf, "moe_experts g");
+    c.u = mt_node_scratch(n, bf, "moe_experts u");
+    c.dh3 = mt_node_scratch(n, bf, "moe_experts dh3");
+    c.wr = moe_bf16_weights(n, d, nt);
+    moe_experts_bwd(&c, n->out->grad, n->in[0]->data, dx);
 }
