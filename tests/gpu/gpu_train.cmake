@@ -53,6 +53,9 @@ if(TARGET mt_emu)
     TIMEOUT 600 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} FIXTURES_SETUP dist_cp_emu)
   mt_test_cases(test_dist_compare dist_cp_emu_match)
   set_tests_properties(dist_cp_emu_match PROPERTIES FIXTURES_REQUIRED dist_cp_emu)
+  # label heavy (2.6 minutes of the sanitizer pass): under the sanitizers through
+  # op_cuda_emu_cp_attention, op_cuda_emu_dist_cp_lightning_np2/4 and op_cuda_emu_msa_slots
+  set_tests_properties(dist_train_cp_emu dist_cp_emu_match PROPERTIES LABELS heavy)
   # accuracy by generation decoded through the gathers on the emulated device
   # (tests/train/run_emu.sh generate-emu): the CPU replica's results
   add_test(NAME dist_eval_generate_emu COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/run_emu.sh

@@ -162,3 +162,7 @@ mt_test_run(dist_cp_kill run_stop cp-kill)
 set_tests_properties(dist_train_cp PROPERTIES FIXTURES_SETUP dist_cp)
 mt_test_cases(test_dist_compare dist_cp_match)
 set_tests_properties(dist_cp_match PROPERTIES FIXTURES_REQUIRED "dist_cp;dist_ranks;dist_m2_ranks;dist_m3_ranks")
+# label heavy: left out of CI's sanitizer pass (2.5 minutes there for 13 runs), run in its normal
+# pass; their code runs under the sanitizers through dist_cp_model, dist_cp_msa,
+# dist_cp_attention, dist_cp_lightning and dist_cp_kill
+set_tests_properties(dist_train_cp dist_cp_match PROPERTIES LABELS heavy)
