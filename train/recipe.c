@@ -106,6 +106,7 @@ static const recipe_key recipe_keys[] = {
     STR("data.truncation", data_truncation, "\"drop\"", true),
     BOOL("data.packing", data_packing, "false", true),
     BOOL("data.trim_padding", data_trim_padding, "true", true),
+    BOOL("data.padding_free", data_padding_free, "false", true),
     BOOL("data.shuffle", data_shuffle, "false", true),
     I64("data.seed", data_seed, "42", true),
     BOOL("data.strip_annotations", data_strip_annotations, "false", true),

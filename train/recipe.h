@@ -66,6 +66,7 @@ typedef struct mt_recipe {
     char data_truncation[16]; /* "drop" or "truncate" */
     bool data_packing;
     bool data_trim_padding; /* run a micro-batch at its longest row's length, not max_length */
+    bool data_padding_free; /* run a micro-batch's samples as one row, without their padding */
     bool data_shuffle;
     int64_t data_seed;           /* data order, synthetic data (unset: train.seed) */
     bool data_strip_annotations; /* remove <<expr=value>> calculator annotations */

@@ -88,6 +88,10 @@ static bool recipe_validate_objective(const mt_recipe *r, const mt_toml_doc *doc
         BAD("data.packing",
             "must be false with train.objective = \"%s\": a head reads one sample a row",
             r->train_objective);
+    if (r->data_padding_free)
+        BAD("data.padding_free",
+            "must be false with train.objective = \"%s\": a head reads one sample a row",
+            r->train_objective);
     if (strcmp(r->data_format, "auto"))
         BAD("data.format",
             "is for train.objective = \"sft\"; \"%s\" reads its own records (docs/data.md)",

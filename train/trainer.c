@@ -183,7 +183,7 @@ int mt_train_main(int argc, char **argv) {
     mt_cleanup_install(&t->out.outdir);
     trainer_setup_data(rc, &t->dev, &t->m, &t->watch, a.eval_only, &t->data, &t->out.state);
     trainer_batch_init(&t->batch, t->dev.be, rc->train_per_device_train_batch_size,
-                       rc->data_max_length, rc->data_trim_padding,
+                       rc->data_max_length, rc->data_trim_padding, rc->data_padding_free,
                        mt_objective_parse(rc->train_objective), t->m.cfg.num_labels);
     t->batch.cp_size = t->m.cp.C; /* each rank's chunks of every row (train/context_parallel.h) */
     t->batch.cp_rank = t->m.cp.C > 1 ? t->m.cp.group->rank : 0;

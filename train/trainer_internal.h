@@ -88,6 +88,7 @@ typedef struct {
     const mt_backend *be;
     int64_t B, T;                      /* train.per_device_train_batch_size, data.max_length */
     bool trim_padding;                 /* data.trim_padding */
+    bool padding_free;                 /* data.padding_free: a micro-batch's rows as one row */
     int32_t *ids, *labels, *pos, *seg; /* (B,T) each, host */
     int64_t *real; /* (B) host: real tokens per row (the aux loss leaves padding out) */
     int32_t *dev;  /* (4,B,T) on the backend: ids, labels, positions, segments */
@@ -179,9 +180,11 @@ void trainer_device_free(trainer_device *d);
 
 /* objective (data/head_data.h) and num_labels: a head objective's buffers (reward: 2B rows). */
 void trainer_batch_init(trainer_batch *b, const mt_backend *be, int64_t B, int64_t T,
-                        bool trim_padding, int objective, int64_t num_labels);
+                        bool trim_padding, bool padding_free, int objective, int64_t num_labels);
 /* Fills micro-batch m of sampler s's current step and uploads it; the batch divides its loss
- * by denom. data.trim_padding: rows cut after the longest one's last token (rounded up to 8). */
+ * by denom. data.trim_padding: rows cut after the longest one's last token (rounded up to 8);
+ * data.padding_free: the rows' real tokens one after another in a single row (B = 1), each
+ * sample its own segment, padded at the end only (to a multiple of 8). */
 mt_minimax_batch trainer_batch_upload(trainer_batch *b, const mt_sampler *s, int64_t m,
                                       int64_t denom, trainer_micro *mt);
 void trainer_batch_free(trainer_batch *b);

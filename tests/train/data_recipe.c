@@ -652,6 +652,10 @@ static int test_recipe_objective(void) {
                       "packing = true\n[train]\nobjective = \"reward\"\n",
                  NULL, "%s:6:11: data.packing: must be false with train.objective = \"reward\"");
     expect_error(BASE "path = \"/tmp/mt_recipe_c.json\"\n"
+                      "padding_free = true\n[train]\nobjective = \"reward\"\n",
+                 NULL,
+                 "%s:6:16: data.padding_free: must be false with train.objective = \"reward\"");
+    expect_error(BASE "path = \"/tmp/mt_recipe_c.json\"\n"
                       "format = \"messages\"\n[train]\nobjective = \"classification\"\n",
                  NULL, "%s:6:10: data.format: is for train.objective = \"sft\"");
     expect_error(BASE "synthetic_kind = \"pairs\"\n", NULL,

@@ -327,6 +327,19 @@ static int test_trim_match(void) {
     return MT_TEST_OK;
 }
 
+/* data.padding_free runs a micro-batch's rows as one row, each sample its own segment: the same
+ * training as the padded (or packed) rows up to summation order, for every family and under
+ * context parallelism (2 ranks unless named; the M3's MSA blocks count from each sample's
+ * start, its KL over the same real tokens). */
+static int test_padfree_match(void) {
+    compare_runs("trim-off", "trim-pf", 1, 10, 1e-5, 1e-5, true);
+    compare_runs("ranks-np2", "pf-np2", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("m2-ranks-np2", "m2-pf-np2", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("m3-ranks-np2", "m3-pf-np2", 1, 20, 1e-5, 1e-5, true);
+    compare_runs("m3-ranks-np1", "m3-pf-cp-c2", 1, 20, 1e-5, 1e-5, true);
+    return MT_TEST_OK;
+}
+
 /* Gathering one expert at a time (dist.gather_unit = "expert", 2 ranks) against the layer-unit
  * single-rank run: the same training up to summation order. */
 static int test_expert_match(void) {
@@ -744,6 +757,7 @@ static const mt_test_case cases[] = {
     {"dist_resume_match", test_resume_match},
     {"dist_global_batch_match", test_global_batch_match},
     {"dist_trim_match", test_trim_match},
+    {"dist_padfree_match", test_padfree_match},
     {"dist_emu_cuda_match", test_emu_cuda_match},
     {"dist_expert_match", test_expert_match},
     {"dist_bf16_gather_match", test_bf16_gather_match},

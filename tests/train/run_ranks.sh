@@ -23,6 +23,10 @@
 #                    -> $TMP/bf16g-np{1,2}, $TMP/bf16g-resume, $TMP/bf16g-fp32
 #   trim             padded rows (packing off), 2 ranks, with and without data.trim_padding,
 #                    router aux loss on (it must leave the padding out) -> $TMP/trim-{on,off}
+#   padfree          data.padding_free: the trim runs' padded rows as one row -> $TMP/trim-pf;
+#                    dist.toml, dist-m2.toml and dist-m3.toml (packed rows, 2 ranks) with each
+#                    micro-batch's rows as one -> $TMP/{,m2-,m3-}pf-np2; the tiny M3 so with
+#                    context parallelism (C = 2 on 2 ranks) -> $TMP/m3-pf-cp-c2
 . "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
 
 case "$mode" in
@@ -92,6 +96,21 @@ trim)
       --set train.router_aux_loss_coef=0.02 \
       --set train.max_steps=10 --set "data.trim_padding=$([ $v = on ] && echo true || echo false)"
   done
+  ;;
+padfree)
+  run 2 "$tmp/trim-pf" --set train.per_device_train_batch_size=2 --set data.packing=false \
+    --set data.max_length=384 --set "data.cache_dir=$tmp/dist-cache-pf-trim" \
+    --set train.router_aux_loss_coef=0.02 --set train.max_steps=10 --set data.padding_free=true
+  for name in pf m2-pf m3-pf; do
+    recipe=tests/recipes/dist.toml
+    [ "$name" != m2-pf ] || recipe=tests/recipes/dist-m2.toml
+    [ "$name" != m3-pf ] || recipe=tests/recipes/dist-m3.toml
+    run 2 "$tmp/$name-np2" --set train.per_device_train_batch_size=2 --set data.padding_free=true \
+      --set "data.cache_dir=$tmp/dist-cache-$name"
+  done
+  run 2 "$tmp/m3-pf-cp-c2" --set train.per_device_train_batch_size=4 --set data.padding_free=true \
+    --set dist.context_parallel=2 --set "data.cache_dir=$tmp/dist-cache-m3-pf-cp"
+  grep -E "^step 20/" "$tmp"/{pf,m2-pf,m3-pf}-np2.log "$tmp/m3-pf-cp-c2.log"
   ;;
 *)
   echo "unknown mode $mode" >&2
