@@ -4,7 +4,7 @@
 # "training vs PyTorch"). A benchmark, not a test: it needs the Python venv described there.
 #
 #   bash bench/train_vs_torch.sh [--model small|m2|m3] [--steps N] [--warmup W] [--repeat R]
-#                                [--data JSONL] [--out DIR] [--recompute]
+#                                [--data JSONL] [--out DIR] [--recompute] [--padded]
 #
 # --model: small (default) is a MiniMax-Text-01-shaped model (bench/configs/bench-small.json,
 # bench/recipes/bench-small.toml), m2 a MiniMax-M2-shaped one (bench-m2.json, bench-m2.toml),
@@ -21,6 +21,9 @@
 #    split, default ../shared/data/gsm8k/train.jsonl; padded rows of at most 256 tokens, each
 #    batch cut after its longest row on both sides (data.trim_padding), global batch 4,
 #    no shuffling) as 1 rank x 2 threads and as 2 ranks x 1 thread (global batch 4 both times);
+#    the recipes set data.padding_free: minimax-train runs each micro-batch's rows as one row
+#    and skips the padding the trimming leaves, which transformers' sdpa attention on the CPU
+#    cannot (it pads); --padded runs minimax-train on the padded rows as well;
 # 4. bench/train_torch.py trains the same N steps with torch.set_num_threads(2), on the batches
 #    it rebuilds from the token cache minimax-train wrote, with the resolved recipe's settings;
 # 5. steps 3 and 4 run R times (default 2), interleaved, and each configuration's best repeat
@@ -29,6 +32,7 @@
 #    minimax-train / PyTorch, how well the losses agree, the machine, and how much CPU other
 #    processes took during each run (the numbers are only meaningful on an idle machine), and
 #    each run's peak resident memory (GNU time's maximum RSS: the largest rank's).
+# --padded: minimax-train with data.padding_free = false (the same padded rows as PyTorch).
 # --recompute: both sides recompute each decoder layer in the backward
 # (train.gradient_checkpointing; transformers' gradient_checkpointing_enable()). Default output
 # runs/bench-train, with -m2 / -m3 and -recompute appended as the options say.
@@ -44,6 +48,7 @@ warmup=3
 repeat=2
 data=""
 recompute=0
+padded=0
 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -54,6 +59,7 @@ while [ $# -gt 0 ]; do
   --data) data="$(realpath "$2")"; shift 2 ;;
   --out) out="$(realpath -m "$2")"; shift 2 ;;
   --recompute) recompute=1; shift ;;
+  --padded) padded=1; shift ;;
   -h | --help) sed -n '2,35p' "$0"; exit 0 ;;
   *) echo "$0: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -63,9 +69,11 @@ case "$model" in small | m2 | m3) ;; *) echo "$0: --model must be small, m2 or m
 suffix=""
 [ "$model" = small ] || suffix="-$model"
 [ $recompute = 0 ] || suffix+="-recompute"
+[ $padded = 0 ] || suffix+="-padded"
 [ -n "$out" ] || out="$(realpath -m "${MT_BENCH_OUT:-$root/runs/bench-train$suffix}")"
 mt_recompute=() pt_recompute=()
 [ $recompute = 0 ] || { mt_recompute=(--set train.gradient_checkpointing=true); pt_recompute=(--gradient-checkpointing); }
+[ $padded = 0 ] || mt_recompute+=(--set data.padding_free=false)
 mt_kl_off=() # m3: the compared runs without the indexer KL (transformers has none)
 [ "$model" != m3 ] || mt_kl_off=(--set model.aux_coef.index_kl=0)
 cd "$root"
@@ -154,6 +162,9 @@ done
     git -C "$root" diff --quiet HEAD 2>/dev/null || echo " + uncommitted changes"), $bin"
   echo "model: $config ($(sed -n 's/^model: \([^;]*\) in [0-9]* buckets.*/\1/p' "$out/mt-1x2.1.log"))"
   echo "pytorch: $(grep -m1 '^torch ' "$out/torch.1.log")"
+  echo "rows: minimax-train $(if grep -q '^padding_free = true' "$out/mt-1x2.1/recipe.toml"; then
+    echo "padding-free (each micro-batch's samples as one row, data.padding_free)"
+  else echo "padded like PyTorch's (--padded)"; fi); PyTorch padded to each batch's longest row"
   [ "$model" != m3 ] || echo "indexer KL: off in the compared minimax-train runs" \
     "(model.aux_coef.index_kl = 0; transformers has none), on (the recipe's) in the 1x2 KL-on runs"
   "$py" bench/train_torch.py summary --warmup "$warmup" --ref "pytorch 1x2" \

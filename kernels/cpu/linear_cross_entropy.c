@@ -141,8 +141,9 @@ void cpu_linear_cross_entropy_bwd_node(const mt_node *n) {
             float *z = p.z + i * p.V;
             const int64_t j = r0 + i, col = lce_label_col(&p, j);
             const double gl = final ? g : dout[j], gt = final ? -g : dout[p.M + j];
-            const float lf = lse[j];
-            for (int64_t v = 0; v < p.V; v++) z[v] = (float)(gl * cpu_expf(z[v] - lf));
+            const float lf = lse[j], glf = (float)gl; /* in fp32 vector lanes */
+#pragma omp simd
+            for (int64_t v = 0; v < p.V; v++) z[v] = glf * cpu_expf(z[v] - lf);
             if (col >= 0) z[col] += (float)gt;
             if (p.bf16) mt_bf16_round_n(z, z, p.V);
             if (dprev) {

@@ -25,11 +25,11 @@
  * clamped SwiGLU (cpu_math.h). */
 static void moe_expert_act(mt_act act, const float *h1, const float *h3, float *g, int64_t count) {
     if (!act.clamp) {
-#pragma omp parallel for
+#pragma omp parallel for simd
         for (int64_t i = 0; i < count; i++) g[i] = h1[i] * cpu_sigmoidf(h1[i]) * h3[i];
         return;
     }
-#pragma omp parallel for
+#pragma omp parallel for simd
     for (int64_t i = 0; i < count; i++)
         g[i] = cpu_swiglu_oai(h1[i], h3[i], act.alpha, act.limit, act.beta);
 }
@@ -92,22 +92,28 @@ void cpu_moe_expert_bwd(int64_t rows, int64_t C, int64_t F, bool bf16, mt_act ac
                     (int)C, g, (int)F, 1.0f, dw2, (int)F);
     }
     if (!need_dh) return;
-        /* dh1 overwrites u in place; dh3 goes to its own buffer */
+    /* dh1 overwrites u in place; dh3 goes to its own buffer (the activation's branch outside
+     * the loop over f, so that the loop runs in vector lanes) */
 #pragma omp parallel for
     for (int64_t s = 0; s < rows; s++) {
-        float ws = weight[pe[s]];
-        for (int64_t f = 0; f < F; f++) {
-            int64_t i = s * F + f;
-            if (act.clamp) {
-                float d1, d3;
-                cpu_swiglu_oai_grad(h1[i], h3[i], act.alpha, act.limit, act.beta, &d1, &d3);
-                dh3[i] = ws * u[i] * d3;
-                u[i] = ws * u[i] * d1;
-                continue;
+        const float ws = weight[pe[s]];
+        const float *a = h1 + s * F, *b = h3 + s * F;
+        float *us = u + s * F, *d3 = dh3 + s * F;
+        if (act.clamp) {
+#pragma omp simd
+            for (int64_t f = 0; f < F; f++) {
+                float d1, dd3;
+                cpu_swiglu_oai_grad(a[f], b[f], act.alpha, act.limit, act.beta, &d1, &dd3);
+                d3[f] = ws * us[f] * dd3;
+                us[f] = ws * us[f] * d1;
             }
-            float z = h1[i], sg = cpu_sigmoidf(z), dg = ws * u[i];
-            dh3[i] = dg * z * sg;
-            u[i] = dg * h3[i] * sg * (1.0f + z * (1.0f - sg));
+            continue;
+        }
+#pragma omp simd
+        for (int64_t f = 0; f < F; f++) {
+            const float z = a[f], sg = cpu_sigmoidf(z), dg = ws * us[f];
+            d3[f] = dg * z * sg;
+            us[f] = dg * b[f] * sg * (1.0f + z * (1.0f - sg));
         }
     }
     if (bf16) { /* dh1 and dh3 are GEMM operands from here on */
