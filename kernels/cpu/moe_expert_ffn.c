@@ -92,8 +92,8 @@ void cpu_moe_expert_bwd(int64_t rows, int64_t C, int64_t F, bool bf16, mt_act ac
                     (int)C, g, (int)F, 1.0f, dw2, (int)F);
     }
     if (!need_dh) return;
-    /* dh1 overwrites u in place; dh3 goes to its own buffer (the activation's branch outside
-     * the loop over f, so that the loop runs in vector lanes) */
+        /* dh1 overwrites u in place; dh3 goes to its own buffer (the activation's branch outside
+         * the loop over f, so that the loop runs in vector lanes) */
 #pragma omp parallel for
     for (int64_t s = 0; s < rows; s++) {
         const float ws = weight[pe[s]];
