@@ -1,7 +1,8 @@
 /* op_linear_cross_entropy.c: the lm_head and the cross-entropy fused, so the (N,V) logits never
  * exist at once (V = 200,064 for MiniMax: 0.8 MB per row in fp32). Only labelled rows are
  * computed: their logits are formed R rows at a time, reduced to a log-sum-exp, and formed
- * again in the backward.
+ * again in the backward, unless they are few (M V floats within LCE_KEEP_BYTES, one chunk: a
+ * small vocabulary): then the forward keeps them and the backward skips that GEMM.
  * An lm_head split by vocabulary rows (w_k: rows [row0, row0 + V_k) of a vocabulary of `vocab`)
  * runs as a chain of these ops, one per part, each carrying per labelled row the running
  * log-sum-exp and the target logit: lse_k = logaddexp(lse_{k-1}, lse(x w_k^T)), t_k = t_{k-1} +
@@ -11,7 +12,8 @@
  *       (2,M): the predecessor's lse and t rows, or NULL;
  *       out: the scalar loss (final), else (2,M): lse_k and t_k of the labelled rows;
  *       saved[0] = lse_k (M) f32 of the labelled rows, saved[1] = rows (M) I32: the labelled
- *       rows in ascending order;
+ *       rows in ascending order; saved[2] = the logits (M,V_k) f32 when kept (R = M and
+ *       4 M V_k <= LCE_KEEP_BYTES, on every backend alike), else NULL;
  *       ip[0] = GEMM precision (as matmul), ip[1] = M, ip[2] = R (rows per chunk), ip[3] = row0,
  *       ip[4] = vocab, ip[5] = final; fp[0] = denom as given (mt_cross_entropy's rule).
  * The labels are read on the host here (one small copy on a device backend): that checks them
@@ -24,6 +26,9 @@
 
 /* fp32 logits of one chunk, unless the backend sets its own (mt_backend.logits_chunk_bytes) */
 #define LCE_CHUNK_BYTES ((int64_t)64 << 20)
+/* logits kept from the forward for the backward: 16 MiB (a real MiniMax vocabulary never fits:
+ * 20 rows of 200,064; a small test or benchmark one does) */
+#define LCE_KEEP_BYTES ((int64_t)16 << 20)
 
 /* The node of the chain's previous part when it read the same labels against the same vocabulary,
  * else NULL. */
@@ -103,6 +108,8 @@ mt_tensor *mt_linear_cross_entropy_part(mt_ctx *c, mt_tensor *x, mt_tensor *w, m
     mt_node *n = mt_node_begin(c, MT_OP_LINEAR_CROSS_ENTROPY, y, 4, in);
     n->saved[0] = mt_tensor_new(c, MT_F32, 1, &M, "linear_cross_entropy.lse");
     n->saved[1] = rows; /* shared along a chain, read only */
+    if (R == M && M > 0 && 4 * M * V <= LCE_KEEP_BYTES && y->requires_grad)
+        n->saved[2] = mt_tensor_new(c, MT_F32, 2, (int64_t[]){M, V}, "linear_cross_entropy.logits");
     n->ip[0] = mt_gemm_mode(c, "linear_cross_entropy");
     n->ip[1] = M;
     n->ip[2] = R;

@@ -4,12 +4,12 @@
  *     a = log sum exp z (max subtracted, fp32 exp terms summed in double); with a predecessor
  *     lse = logaddexp(prev lse, a), else a; t = prev t + z[label - row0] (label in the part);
  *     final: row loss = lse - t, else out = (lse, t)
- *   backward, per chunk: z again; dz = g_l exp(z - lse) + g_t [v == label - row0], with
- *     (g_l, g_t) = (g, -g), g = dloss * scale, for the final op, else dout's rows;
- *     dx[rows] += dz w;  dw += dz^T xc;  dprev = (g_l exp(prev lse - lse), g_t)
- * Row losses are added in row order, so the loss does not depend on R or the thread count.
- * bf16 mode rounds xc, w and dz through bf16 as matmul does, so the result equals
- * cross_entropy(matmul(x, w)) in either mode up to fp32 summation order. */
+ *   backward, per chunk: z again (or the forward's, when the node kept it); dz = g_l exp(z - lse) +
+ * g_t [v == label - row0], with (g_l, g_t) = (g, -g), g = dloss * scale, for the final op, else
+ * dout's rows; dx[rows] += dz w;  dw += dz^T xc;  dprev = (g_l exp(prev lse - lse), g_t) Row losses
+ * are added in row order, so the loss does not depend on R or the thread count. bf16 mode rounds
+ * xc, w and dz through bf16 as matmul does, so the result equals cross_entropy(matmul(x, w)) in
+ * either mode up to fp32 summation order. */
 #include <cblas.h>
 #include <math.h>
 
@@ -22,7 +22,9 @@ typedef struct {
     bool bf16, final;
     const float *x, *w; /* w rounded through bf16 in bf16 mode */
     const int32_t *labels, *rows;
-    float *xc, *z; /* (R,C), (R,V) scratch */
+    float *xc, *z; /* (R,C) scratch, (R,V) scratch or the kept logits (saved[2]) */
+    bool kept;     /* z holds the forward's logits (one chunk): read only, as a backward may run
+                    * again on the same tape */
 } lce_plan;
 
 static lce_plan lce_plan_make(const mt_node *n) {
@@ -40,7 +42,9 @@ static lce_plan lce_plan_make(const mt_node *n) {
                   .rows = n->saved[1]->data};
     p.N = mt_numel(x) / p.C;
     p.xc = mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.C), "linear_cross_entropy rows");
-    p.z = mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.V), "linear_cross_entropy logits");
+    p.kept = n->saved[2] != NULL;
+    p.z = p.kept ? n->saved[2]->data
+                 : mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.V), "lce logits");
     if (p.bf16 && p.M > 0) {
         float *wr = mt_node_scratch(n, sizeof(float) * (size_t)(p.V * p.C), "lce w bf16");
         mt_bf16_round_n(wr, p.w, p.V * p.C);
@@ -49,8 +53,9 @@ static lce_plan lce_plan_make(const mt_node *n) {
     return p;
 }
 
-/* xc = x[rows[r0 .. r0+r)] (rounded in bf16 mode), z = xc w^T. */
-static void lce_chunk_logits(const lce_plan *p, int64_t r0, int64_t r) {
+/* xc = x[rows[r0 .. r0+r)] (rounded in bf16 mode), z = xc w^T (with_z; a backward that kept
+ * the forward's logits needs only xc). */
+static void lce_chunk_logits(const lce_plan *p, int64_t r0, int64_t r, bool with_z) {
     for (int64_t i = 0; i < r; i++) {
         const float *src = p->x + (int64_t)p->rows[r0 + i] * p->C;
         float *dst = p->xc + i * p->C;
@@ -59,6 +64,7 @@ static void lce_chunk_logits(const lce_plan *p, int64_t r0, int64_t r) {
         else
             memcpy(dst, src, sizeof(float) * (size_t)p->C);
     }
+    if (!with_z) return;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)r, (int)p->V, (int)p->C, 1.0f, p->xc,
                 (int)p->C, p->w, (int)p->C, 0.0f, p->z, (int)p->V);
 }
@@ -82,7 +88,7 @@ void cpu_linear_cross_entropy_fwd_node(const mt_node *n) {
     double *row_loss = mt_node_scratch(n, sizeof(double) * (size_t)(p.M ? p.M : 1), "lce loss");
     for (int64_t r0 = 0; r0 < p.M; r0 += p.R) {
         int64_t r = p.M - r0 < p.R ? p.M - r0 : p.R;
-        lce_chunk_logits(&p, r0, r);
+        lce_chunk_logits(&p, r0, r, true);
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < r; i++) {
             const float *z = p.z + i * p.V;
@@ -133,19 +139,21 @@ void cpu_linear_cross_entropy_bwd_node(const mt_node *n) {
     lce_plan p = lce_plan_make(n);
     const float *lse = n->saved[0]->data, *prev = pv ? pv->data : NULL;
     float *dxc = dx ? mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.C), "lce dx rows") : NULL;
+    float *dz = p.kept ? mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.V), "lce dz") : p.z;
     for (int64_t r0 = 0; r0 < p.M; r0 += p.R) {
         int64_t r = p.M - r0 < p.R ? p.M - r0 : p.R;
-        lce_chunk_logits(&p, r0, r);
+        lce_chunk_logits(&p, r0, r, !p.kept);
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < r; i++) { /* z becomes dz in place */
-            float *z = p.z + i * p.V;
+        for (int64_t i = 0; i < r; i++) { /* dz: in place of recomputed logits */
+            const float *z = p.z + i * p.V;
+            float *d = dz + i * p.V;
             const int64_t j = r0 + i, col = lce_label_col(&p, j);
             const double gl = final ? g : dout[j], gt = final ? -g : dout[p.M + j];
             const float lf = lse[j], glf = (float)gl; /* in fp32 vector lanes */
 #pragma omp simd
-            for (int64_t v = 0; v < p.V; v++) z[v] = glf * cpu_expf(z[v] - lf);
-            if (col >= 0) z[col] += (float)gt;
-            if (p.bf16) mt_bf16_round_n(z, z, p.V);
+            for (int64_t v = 0; v < p.V; v++) d[v] = glf * cpu_expf(z[v] - lf);
+            if (col >= 0) d[col] += (float)gt;
+            if (p.bf16) mt_bf16_round_n(d, d, p.V);
             if (dprev) {
                 dprev[j] += (float)(gl * exp((double)prev[j] - (double)lf));
                 dprev[p.M + j] += (float)gt;
@@ -153,7 +161,7 @@ void cpu_linear_cross_entropy_bwd_node(const mt_node *n) {
         }
         if (dx) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)r, (int)p.C, (int)p.V, 1.0f,
-                        p.z, (int)p.V, p.w, (int)p.C, 0.0f, dxc, (int)p.C);
+                        dz, (int)p.V, p.w, (int)p.C, 0.0f, dxc, (int)p.C);
             for (int64_t i = 0; i < r; i++) {
                 float *d = dx + (int64_t)p.rows[r0 + i] * p.C;
                 const float *s = dxc + i * p.C;
@@ -162,6 +170,6 @@ void cpu_linear_cross_entropy_bwd_node(const mt_node *n) {
         }
         if (dw)
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p.V, (int)p.C, (int)r, 1.0f,
-                        p.z, (int)p.V, p.xc, (int)p.C, 1.0f, dw, (int)p.C);
+                        dz, (int)p.V, p.xc, (int)p.C, 1.0f, dw, (int)p.C);
     }
 }

@@ -5,7 +5,9 @@
  * log-sum-exp (double) and, in the backward, dz (in place, or as bf16 in bf16 mode); then dx rows
  * (scattered: rows are distinct) and dw (accumulated, beta = 1). fp32 GEMMs, or bf16 operands with
  * fp32 accumulation in bf16 mode (the same rounding points as the CPU). The row losses are summed
- * by one block in row order, so the loss does not depend on R. No host synchronisation. */
+ * by one block in row order, so the loss does not depend on R. No host synchronisation. When
+ * the node kept the forward's logits (saved[2]: one chunk, a small vocabulary), the forward
+ * writes them there and the backward skips their GEMM, as on the CPU. */
 #include <string.h>
 
 #include "cuda_ops.cuh"
@@ -76,15 +78,16 @@ __global__ void lce_fwd_total_kernel(float *loss, const double *row_loss, int64_
 
 /* z -> dz = g_l exp(z - lse) + g_t [v == label], with (g_l, g_t) = (g, -g), g = dloss * scale
  * read on the device (the final part), else dout's rows (2,M); the label's element gets both
- * terms from one thread, in the CPU's order. In place (fp32 GEMMs), or rounded straight into zb
+ * terms from one thread, in the CPU's order. Into dz (fp32 GEMMs: z itself unless z holds the
+ * kept logits, which a second backward on the same tape reads again), or rounded straight into zb
  * (bf16 GEMMs, the products' operand: the fp32 dz would only be cast, a write and a read of
  * (r,V) floats saved per chunk). With a predecessor, dprev += (g_l exp(prev lse - lse), g_t). */
-__global__ void lce_bwd_rows_kernel(float *z, __nv_bfloat16 *zb, const float *dloss,
-                                    const float *dout, double scale, const float *lse, float *dprev,
-                                    lce_rows a) {
+__global__ void lce_bwd_rows_kernel(const float *z, float *dz, __nv_bfloat16 *zb,
+                                    const float *dloss, const float *dout, double scale,
+                                    const float *lse, float *dprev, lce_rows a) {
     const double g = dloss ? (double)*dloss * scale : 0.0;
     for (int64_t i = blockIdx.x; i < a.r; i += gridDim.x) {
-        float *zi = z + i * a.V;
+        const float *zi = z + i * a.V;
         const int64_t j = a.r0 + i, col = lce_label_col(a, j);
         const double l = lse[j], gl = dloss ? g : dout[j], gt = dloss ? -g : dout[a.M + j];
         for (int64_t v = threadIdx.x; v < a.V; v += blockDim.x) {
@@ -93,7 +96,7 @@ __global__ void lce_bwd_rows_kernel(float *z, __nv_bfloat16 *zb, const float *dl
             if (zb)
                 zb[i * a.V + v] = __float2bfloat16_rn(d);
             else
-                zi[v] = d;
+                dz[i * a.V + v] = d;
         }
         if (dprev && threadIdx.x == 0) {
             dprev[j] += (float)(gl * exp((double)a.prev[j] - l));
@@ -114,7 +117,8 @@ typedef struct {
     bool bf16, final;
     const float *x, *w;
     const int32_t *labels, *rows;
-    float *xc, *z;
+    float *xc, *z; /* z: scratch, or the kept logits (saved[2]) */
+    bool kept;
     const __nv_bfloat16 *wb; /* bf16 mode: w cast once per call */
     __nv_bfloat16 *xcb, *zb;
 } lce_plan;
@@ -135,7 +139,9 @@ static lce_plan lce_plan_make(const mt_node *n, bool need_zb) {
     p.labels = cuda_i32(n->in[2]);
     p.rows = cuda_i32(n->saved[1]);
     p.xc = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.C), "lce rows");
-    p.z = (float *)mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.V), "lce logits");
+    p.kept = n->saved[2] != NULL;
+    p.z = p.kept ? cuda_f32(n->saved[2])
+                 : (float *)mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.V), "lce logits");
     if (p.bf16) {
         p.wb = cuda_bf16_operand(n, p.w, p.V * p.C, "linear_cross_entropy w bf16");
         p.xcb = (__nv_bfloat16 *)mt_node_scratch(n, sizeof(__nv_bfloat16) * (size_t)(p.R * p.C),
@@ -147,13 +153,15 @@ static lce_plan lce_plan_make(const mt_node *n, bool need_zb) {
     return p;
 }
 
-/* xc = x[rows[r0 .. r0+r)], z = xc w^T (bf16 operands in bf16 mode). */
-static void lce_chunk_logits(const lce_plan *p, int64_t r0, int64_t r) {
+/* xc = x[rows[r0 .. r0+r)], z = xc w^T (bf16 operands in bf16 mode; with_z: a backward that
+ * kept the forward's logits needs only xc). */
+static void lce_chunk_logits(const lce_plan *p, int64_t r0, int64_t r, bool with_z) {
     const unsigned blocks = cuda_blocks(r * p->C, CUDA_THREADS);
     lce_gather_kernel<<<blocks, CUDA_THREADS>>>(p->xc, p->x, p->rows, r0, r, p->C);
     CUDA_LAUNCH_CHECK("linear_cross_entropy gather");
+    if (p->bf16) cuda_cast_bf16("linear_cross_entropy xc bf16", p->xcb, p->xc, r * p->C);
+    if (!with_z) return;
     if (p->bf16) {
-        cuda_cast_bf16("linear_cross_entropy xc bf16", p->xcb, p->xc, r * p->C);
         cuda_gemm_bf16_rm("linear_cross_entropy logits", false, true, (int)r, (int)p->V, (int)p->C,
                           1.0f, p->xcb, (int)p->C, p->wb, (int)p->C, 0.0f, p->z, (int)p->V);
     } else {
@@ -175,7 +183,7 @@ void cuda_linear_cross_entropy_fwd_node(const mt_node *n) {
         (double *)mt_node_scratch(n, sizeof(double) * (size_t)(p.M ? p.M : 1), "lce row losses");
     for (int64_t r0 = 0; r0 < p.M; r0 += p.R) {
         int64_t r = p.M - r0 < p.R ? p.M - r0 : p.R;
-        lce_chunk_logits(&p, r0, r);
+        lce_chunk_logits(&p, r0, r, true);
         lce_fwd_rows_kernel<<<lce_row_blocks(r), CUDA_THREADS>>>(cuda_f32(n->saved[0]), row_loss,
                                                                  p.final ? NULL : cuda_f32(n->out),
                                                                  p.z, lce_rows_of(&p, n, r0, r));
@@ -196,12 +204,15 @@ void cuda_linear_cross_entropy_bwd_node(const mt_node *n) {
     lce_plan p = lce_plan_make(n, true);
     float *dxc =
         dx ? (float *)mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.C), "lce dx rows") : NULL;
+    float *dz = p.kept && !p.bf16
+                    ? (float *)mt_node_scratch(n, sizeof(float) * (size_t)(p.R * p.V), "lce dz")
+                    : p.z;
     for (int64_t r0 = 0; r0 < p.M; r0 += p.R) {
         int64_t r = p.M - r0 < p.R ? p.M - r0 : p.R;
-        lce_chunk_logits(&p, r0, r);
+        lce_chunk_logits(&p, r0, r, !p.kept);
         lce_bwd_rows_kernel<<<lce_row_blocks(r), CUDA_THREADS>>>(
-            p.z, p.zb, final ? cuda_grad(n->out) : NULL, final ? NULL : cuda_grad(n->out), scale,
-            cuda_f32(n->saved[0]), dprev, lce_rows_of(&p, n, r0, r));
+            p.z, dz, p.zb, final ? cuda_grad(n->out) : NULL, final ? NULL : cuda_grad(n->out),
+            scale, cuda_f32(n->saved[0]), dprev, lce_rows_of(&p, n, r0, r));
         CUDA_LAUNCH_CHECK("linear_cross_entropy backward (rows)");
         if (dx) {
             if (p.bf16)
@@ -210,7 +221,7 @@ void cuda_linear_cross_entropy_bwd_node(const mt_node *n) {
                                   (int)p.C);
             else
                 cuda_sgemm_rm("linear_cross_entropy dx", false, false, (int)r, (int)p.C, (int)p.V,
-                              1.0f, p.z, (int)p.V, p.w, (int)p.C, 0.0f, dxc, (int)p.C);
+                              1.0f, dz, (int)p.V, p.w, (int)p.C, 0.0f, dxc, (int)p.C);
             const unsigned blocks = cuda_blocks(r * p.C, CUDA_THREADS);
             lce_scatter_kernel<<<blocks, CUDA_THREADS>>>(dx, dxc, p.rows, r0, r, p.C);
             CUDA_LAUNCH_CHECK("linear_cross_entropy scatter");
@@ -222,7 +233,7 @@ void cuda_linear_cross_entropy_bwd_node(const mt_node *n) {
                                   (int)p.C);
             else
                 cuda_sgemm_rm("linear_cross_entropy dw", true, false, (int)p.V, (int)p.C, (int)r,
-                              1.0f, p.z, (int)p.V, p.xc, (int)p.C, 1.0f, dw, (int)p.C);
+                              1.0f, dz, (int)p.V, p.xc, (int)p.C, 1.0f, dw, (int)p.C);
         }
     }
 }

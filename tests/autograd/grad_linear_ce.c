@@ -53,20 +53,26 @@ static int test_grad_lce(void) {
                  (double)cases[i].denom, (long long)cases[i].chunk);
         mt_gradcheck(label, build_lce, in, 3, (void *)&cases[i], NULL);
     }
-    /* the backward accumulates: two backwards give twice the gradient */
-    mt_ctx c;
-    mt_test_ctx_init(&c);
-    memset(x->grad, 0, mt_nbytes(x));
-    memset(w->grad, 0, mt_nbytes(w));
-    mt_tensor *loss = build_lce(&c, in, (void *)&cases[1]);
-    mt_backward(&c, loss, NULL);
-    float *once = malloc(mt_nbytes(w));
-    memcpy(once, w->grad, mt_nbytes(w));
-    mt_backward(&c, loss, NULL);
-    for (int64_t i = 0; i < mt_numel(w); i++) once[i] *= 2.0f;
-    mt_check_close("linear_cross_entropy dw accumulates", w->grad, once, mt_numel(w), 1e-7, 1e-6);
-    free(once);
-    mt_ctx_free(&c);
+    /* the backward accumulates: two backwards give twice the gradient, with the logits formed
+     * again (chunks of 3) and kept from the forward (one chunk) */
+    for (int k = 1; k <= 2; k++) {
+        mt_ctx c;
+        mt_test_ctx_init(&c);
+        memset(x->grad, 0, mt_nbytes(x));
+        memset(w->grad, 0, mt_nbytes(w));
+        mt_tensor *loss = build_lce(&c, in, (void *)&cases[k]);
+        EXPECT(!c.nodes[c.n_nodes - 1].saved[2] == (k == 1), "logits kept with chunk %lld",
+               (long long)cases[k].chunk);
+        mt_backward(&c, loss, NULL);
+        float *once = malloc(mt_nbytes(w));
+        memcpy(once, w->grad, mt_nbytes(w));
+        mt_backward(&c, loss, NULL);
+        for (int64_t i = 0; i < mt_numel(w); i++) once[i] *= 2.0f;
+        mt_check_close("linear_cross_entropy dw accumulates", w->grad, once, mt_numel(w), 1e-7,
+                       1e-6);
+        free(once);
+        mt_ctx_free(&c);
+    }
     return MT_TEST_OK;
 }
 

@@ -660,7 +660,8 @@ static int case_lightning_bf16(void) {
     return MT_TEST_OK;
 }
 
-/* fused lm_head + cross-entropy: several chunks, the automatic chunk, ignored rows, a frozen x */
+/* fused lm_head + cross-entropy: several chunks, the automatic chunk (one here, whose logits the
+ * forward keeps for the backward), ignored rows, a frozen x */
 typedef struct {
     float denom;
     int64_t chunk;
@@ -696,6 +697,8 @@ static int case_linear_cross_entropy(void) {
     gpu_compare("linear_cross_entropy chunks of 5", b_linear_cross_entropy, in, 3, &chunked, exact);
     gpu_compare("linear_cross_entropy one chunk", b_linear_cross_entropy, in, 3, &automatic, exact);
     gpu_compare_bf16("linear_cross_entropy bf16", b_linear_cross_entropy, in, 3, &chunked);
+    gpu_compare_bf16("linear_cross_entropy bf16 one chunk (logits kept)", b_linear_cross_entropy,
+                     in, 3, &automatic);
     in[0].grad = false; /* the lm_head gradient only */
     gpu_compare("linear_cross_entropy dw only", b_linear_cross_entropy, in, 3, &chunked, exact);
     memcpy(in[2].host, none, sizeof(none));
@@ -709,6 +712,8 @@ static int case_linear_cross_entropy(void) {
                           gpu_i32(1, &N, lab, "labels")};
     gpu_compare("linear_cross_entropy 2 parts", b_lce_parts, parts, 4, &chunked, exact);
     gpu_compare_bf16("linear_cross_entropy 2 parts bf16", b_lce_parts, parts, 4, &chunked);
+    gpu_compare("linear_cross_entropy 2 parts, one chunk each (logits kept)", b_lce_parts, parts, 4,
+                &automatic, exact);
     gpu_inputs_free(parts, 4);
     return MT_TEST_OK;
 }
