@@ -171,21 +171,25 @@ static void cost_expert_ffn(const mt_node *n, bool bwd, double *f, double *b) {
 }
 
 /* The fused lm_head + loss over M labelled rows (ip[1]) in chunks of R (ip[2]): 2 M V C + 3 M V
- * (softmax) forward, each chunk reading all of w; backward forms the logits again and adds dX
- * and dW: 2 M V C each (dW read and written per chunk). */
+ * (softmax) forward, each chunk reading all of w (and writing the logits when kept, saved[2]);
+ * backward forms the logits again (unless kept: then reads them) and adds dX and dW: 2 M V C
+ * each (dW read and written per chunk). */
 static void cost_linear_ce(const mt_node *n, bool bwd, double *f, double *b) {
     const mt_tensor *x = n->in[0], *w = n->in[1];
     const double V = (double)w->shape[0], C = (double)w->shape[1], M = (double)n->ip[1];
     const int64_t R = n->ip[2] > 0 ? n->ip[2] : 1;
     const double chunks = (double)((n->ip[1] + R - 1) / R), xrows = M * C * 4.0;
     const double lab = nb(n->in[2]) + nb(n->in[3]) + nb(n->out) + M * 4.0;
+    const double kept_logits = n->saved[2] ? M * V * 4.0 : 0.0;
     if (!bwd) {
         *f = 2 * M * V * C + 3 * M * V;
-        *b = chunks * nb(w) + xrows + lab;
+        *b = chunks * nb(w) + xrows + lab + kept_logits;
     } else {
-        *f = 2 * M * V * C + 3 * M * V + (has_grad(x) ? 2 * M * V * C : 0) +
+        const bool kept = kept_logits > 0;
+        *f = (kept ? 0 : 2 * M * V * C) + 3 * M * V + (has_grad(x) ? 2 * M * V * C : 0) +
              (has_grad(w) ? 2 * M * V * C : 0);
-        *b = chunks * nb(w) * (has_grad(w) ? 3 : 1) + xrows * (has_grad(x) ? 3 : 1) + lab;
+        *b = chunks * nb(w) * (has_grad(w) ? 3 : 1) + xrows * (has_grad(x) ? 3 : 1) + lab +
+             kept_logits;
     }
 }
 
