@@ -78,6 +78,7 @@ void cpu_moe_expert_bwd(int64_t rows, int64_t C, int64_t F, bool bf16, mt_act ac
 #pragma omp parallel for
         for (int64_t s = 0; s < rows; s++) {
             double acc = 0;
+#pragma omp simd reduction(+ : acc) /* double lanes: strict order would keep it scalar */
             for (int64_t f = 0; f < F; f++) acc += (double)u[s * F + f] * g[s * F + f];
             dweight[pe[s]] += (float)acc;
         }

@@ -11,6 +11,7 @@ void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w
     for (int64_t n = 0; n < N; n++) {
         const float *xr = x + n * C;
         double ss = 0.0;
+#pragma omp simd reduction(+ : ss) /* in double vector lanes: strict order kept it scalar */
         for (int c = 0; c < C; c++) ss += (double)xr[c] * xr[c];
         float r = (float)(1.0 / sqrt(ss / (C ? C : 1) + (double)eps));
         rstd[n] = r;
@@ -33,6 +34,7 @@ void cpu_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
             const float *xr = x + n * C, *dyr = dy + n * C;
             float r = rstd[n];
             double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
             for (int c = 0; c < C; c++) {
                 double g = (double)dyr[c] * (gemma ? 1.0f + w[c] : w[c]);
                 dot += g * ((double)xr[c] * r);
