@@ -18,7 +18,7 @@
 #    of each side counts;
 #    Both sides run with OMP_WAIT_POLICY=--wait-policy (default active): a decode step is many
 #    small parallel loops, and passive OpenMP threads sleep after each one (launch/env.sh sets
-#    passive for training, where OpenBLAS's own threads share the cores);
+#    active too);
 # 4. prints tokens/s of both (tokens generated / wall time of the decoding: minimax-eval's own
 #    report, generate's calls), the ratio minimax-eval / transformers, how many completions
 #    agree (greedy both: they should all be equal), and the machine.
@@ -86,7 +86,7 @@ echo "machine: $("$py" -c 'import platform, os; print(platform.machine(), os.cpu
 printf "%-6s %14s %14s %8s %8s\n" batch minimax-eval transformers ratio agree
 for B in $batches; do
   mt="" hf="" agree=""
-  for r in $(seq 1 "$repeat"); do
+  for _ in $(seq 1 "$repeat"); do
     OPENBLAS_NUM_THREADS="$threads" OMP_NUM_THREADS="$threads" "$build/minimax-eval" \
       --model "$model" --data "$data" --limit "$limit" --batch "$B" --max-new-tokens "$n_new" \
       --out "$out/mt-$B.jsonl" >"$out/mt-$B.log" 2>&1 ||

@@ -144,7 +144,8 @@ for r in $(seq 1 "$repeat"); do
     mtkl+="${mtkl:+,}$out/mt-1x2-kl.$r/loss.csv"
   fi
   # 4. PyTorch, from the 1-rank run's resolved recipe (checkpoint, token cache, batch and
-  #    hyper-parameters), in its default OpenMP setting (OMP_WAIT_POLICY=PASSIVE slows it)
+  #    hyper-parameters), in its default OpenMP setting (PASSIVE slows it; ACTIVE, what
+  #    launch/env.sh gives minimax-train, measured no faster: 1573-2116 vs 1820-2238 tok/s)
   measured "torch.$r" env -u OMP_WAIT_POLICY "$py" bench/train_torch.py train --recipe "$out/mt-1x2.1/recipe.toml" \
     --world 1 --threads 2 --csv "$out/torch.$r.csv" "${pt_recompute[@]}"
   mt12+="${mt12:+,}$out/mt-1x2.$r/loss.csv"

@@ -15,10 +15,13 @@ if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -r /proc/cpuinfo ]; then
     if [ -n "${OPENBLAS_CORETYPE:-}" ]; then export OPENBLAS_CORETYPE; fi
 fi
 
-# OpenMP (our kernels) and OpenBLAS (its own pthreads) are two thread pools; with OpenMP's
-# default active waiting, idle OpenMP threads spin while BLAS runs and a 2-thread rank runs at
-# half speed (docs/benchmarks.md). Passive waiting lets them share the cores.
+# Active OpenMP waiting: a step is many short parallel loops and BLAS calls, all on one OpenMP
+# pool (the OpenMP build of OpenBLAS, docs/blas.md), and a passive thread sleeps after each one
+# (the bench model at 1 rank x 2 threads: 10 % less wall time a run than PASSIVE, which this
+# file set while OpenBLAS had its own pthreads). Spinning is only safe with a core per thread:
+# launch/run-local.sh gives each rank cores/ranks threads (1 when oversubscribed, where the
+# policy does not matter); set OMP_WAIT_POLICY=PASSIVE when other work shares the cores.
 if [ -z "${OMP_WAIT_POLICY:-}" ]; then
-    OMP_WAIT_POLICY=PASSIVE
+    OMP_WAIT_POLICY=ACTIVE
     export OMP_WAIT_POLICY
 fi
