@@ -1,15 +1,17 @@
 /* linear_cross_entropy.c: the lm_head and the cross-entropy fused over chunks of labelled rows
  * (node layout, and the chain of vocabulary parts: autograd/op_linear_cross_entropy.c).
- *   forward, per chunk of r <= R labelled rows: xc (r,C) = x[rows]; z (r,C) = xc w^T (r,V);
- *     a = log sum exp z (max subtracted, fp32 exp terms summed in double); with a predecessor
- *     lse = logaddexp(prev lse, a), else a; t = prev t + z[label - row0] (label in the part);
- *     final: row loss = lse - t, else out = (lse, t)
- *   backward, per chunk: z again (or the forward's, when the node kept it); dz = g_l exp(z - lse) +
- * g_t [v == label - row0], with (g_l, g_t) = (g, -g), g = dloss * scale, for the final op, else
- * dout's rows; dx[rows] += dz w;  dw += dz^T xc;  dprev = (g_l exp(prev lse - lse), g_t) Row losses
- * are added in row order, so the loss does not depend on R or the thread count. bf16 mode rounds
- * xc, w and dz through bf16 as matmul does, so the result equals cross_entropy(matmul(x, w)) in
- * either mode up to fp32 summation order. */
+ *   forward, per chunk of r <= R labelled rows: xc (r,C) = x[rows]; z = xc w^T (r,V);
+ *     a = log sum exp z (max subtracted, fp32 exp terms summed in fp32 blocks of 256, the
+ *     blocks in double); with a predecessor lse = logaddexp(prev lse, a), else a;
+ *     t = prev t + z[label - row0] (label in the part); final: row loss = lse - t, else
+ *     out = (lse, t)
+ *   backward, per chunk: z again (or the forward's, when the node kept them);
+ *     dz = g_l exp(z - lse) + g_t [v == label - row0], with (g_l, g_t) = (g, -g),
+ *     g = dloss * scale, for the final op, else dout's rows;
+ *     dx[rows] += dz w;  dw += dz^T xc;  dprev = (g_l exp(prev lse - lse), g_t)
+ * Row losses are added in row order, so the loss does not depend on R or the thread count.
+ * bf16 mode rounds xc, w and dz through bf16 as matmul does, so the result equals
+ * cross_entropy(matmul(x, w)) in either mode up to fp32 summation order. */
 #include <cblas.h>
 #include <math.h>
 
