@@ -12,7 +12,7 @@ set(mt_gpu_ops view concat embedding matmul rmsnorm silu sigmoid swiglu add mul 
   matmul_bf16 moe_experts_bf16 lightning_bf16 attention_bf16 attention_cudnn moe_split moe_split_bf16
   swiglu_oai moe_experts_oai msa decode cp_attention determinism)
 list(TRANSFORM mt_gpu_ops PREPEND gpu_ OUTPUT_VARIABLE mt_gpu_cases)
-mt_test_binary(test_gpu_ops gpu/gpu_ops.c gpu/gpu_compare.c gpu/gpu_msa.c gpu/gpu_moe.c gpu/gpu_decode.c gpu/gpu_cp.c)
+mt_test_binary(test_gpu_ops gpu/gpu_ops.c gpu/gpu_compare.c gpu/gpu_msa.c gpu/gpu_lce.c gpu/gpu_moe.c gpu/gpu_decode.c gpu/gpu_cp.c)
 mt_test_cases(test_gpu_ops ${mt_gpu_cases} op_gpu_harness)
 if(MT_CUDA)
   # synchronise after every kernel so a fault names its op; print the device once
@@ -80,7 +80,7 @@ if(CMAKE_CXX_COMPILER)
   add_library(mt_emu STATIC ${mt_emu_srcs})
   target_link_libraries(mt_emu PUBLIC BLAS::BLAS PkgConfig::CJSON PkgConfig::PCRE2 hdf5::hdf5
     MPI::MPI_C OpenMP::OpenMP_C Threads::Threads m)
-  add_executable(test_gpu_ops_emu gpu/gpu_ops.c gpu/gpu_compare.c gpu/gpu_msa.c gpu/gpu_moe.c gpu/gpu_decode.c gpu/gpu_cp.c support/harness.c)
+  add_executable(test_gpu_ops_emu gpu/gpu_ops.c gpu/gpu_compare.c gpu/gpu_msa.c gpu/gpu_lce.c gpu/gpu_moe.c gpu/gpu_decode.c gpu/gpu_cp.c support/harness.c)
   add_executable(bench_gpu_ops_emu ${bench_cpp})
   add_executable(minimax-train-emu ${CMAKE_SOURCE_DIR}/train/minimax_train_main.c)
   add_executable(minimax-generate-emu ${CMAKE_SOURCE_DIR}/apps/minimax_generate_main.c)

@@ -74,6 +74,8 @@ extern bool gpu_self_compare;
 int gpu_case_decode(void);
 /* Context parallelism's attention (tests/gpu/gpu_cp.c), case cp_attention. */
 int gpu_case_cp_attention(void);
+/* The fused lm_head + cross-entropy (tests/gpu/gpu_lce.c), case linear_cross_entropy. */
+int gpu_case_linear_cross_entropy(void);
 /* The MSA ops' case (tests/gpu/gpu_msa.c), case msa of tests/gpu/gpu_ops.c. */
 int gpu_case_msa(void);
 /* The MoE cases (tests/gpu/gpu_moe.c) and its death test. */
