@@ -168,61 +168,55 @@ static cpu_moe_perm moe_node_perm(const mt_node *n) {
     return pm;
 }
 
+/* The call's shared part from the node: dims, permutation, router weights and expert weights
+ * (the passes add their buffers). */
+static moe_call moe_call_of(const mt_node *n) {
+    moe_call c = {.d = moe_node_dims(n),
+                  .pm = moe_node_perm(n),
+                  .weight = n->in[2]->data,
+                  .w1 = n->in[3]->data,
+                  .w3 = n->in[4]->data,
+                  .w2 = n->in[5]->data};
+    return c;
+}
+
 void cpu_moe_experts_fwd_node(const mt_node *n) {
-    cpu_moe_dims d = moe_node_dims(n);
-    cpu_moe_perm pm = moe_node_perm(n);
+    moe_call c = moe_call_of(n);
+    const cpu_moe_dims d = c.d;
+    const cpu_moe_perm pm = c.pm;
     int64_t A = d.N * d.K;
     int64_t max_rows =
         cpu_moe_perm_build(n->in[1]->data, d.N, d.K, d.E, pm.offsets, pm.perm, pm.inv);
     bool keep_h = n->saved[3] != NULL;
     const int nt = moe_experts_threads(pm.offsets, d.E);
     const size_t bf = sizeof(float) * (size_t)(nt * max_rows * d.F);
-    float *h1, *h3;
-    if (keep_h) {
-        h1 = n->saved[3]->data;
-        h3 = n->saved[4]->data;
-    } else {
-        h1 = mt_node_scratch(n, bf, "moe_experts h1");
-        h3 = mt_node_scratch(n, bf, "moe_experts h3");
-    }
-    moe_call c = {.d = d,
-                  .pm = pm,
-                  .weight = n->in[2]->data,
-                  .w1 = n->in[3]->data,
-                  .w3 = n->in[4]->data,
-                  .w2 = n->in[5]->data,
-                  .h1 = h1,
-                  .h3 = h3,
-                  .xp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts xp"),
-                  .yp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts yp"),
-                  .g = mt_node_scratch(n, bf, "moe_experts g"),
-                  .wr = moe_bf16_weights(n, d, nt),
-                  .keep_h = keep_h,
-                  .infer = !n->in[3]->grad};
+    c.h1 = keep_h ? n->saved[3]->data : mt_node_scratch(n, bf, "moe_experts h1");
+    c.h3 = keep_h ? n->saved[4]->data : mt_node_scratch(n, bf, "moe_experts h3");
+    c.xp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts xp");
+    c.yp = mt_node_scratch(n, sizeof(float) * (size_t)(A * d.C), "moe_experts yp");
+    c.g = mt_node_scratch(n, bf, "moe_experts g");
+    c.wr = moe_bf16_weights(n, d, nt);
+    c.keep_h = keep_h;
+    c.infer = !n->in[3]->grad;
     moe_experts_fwd(&c, n->in[0]->data, n->out->data);
 }
 
 void cpu_moe_experts_bwd_node(const mt_node *n) {
-    cpu_moe_dims d = moe_node_dims(n);
-    cpu_moe_perm pm = moe_node_perm(n);
+    moe_call c = moe_call_of(n);
+    const cpu_moe_dims d = c.d;
+    const cpu_moe_perm pm = c.pm;
     MT_CHECK(n->saved[3] && n->saved[4], "moe_experts backward: hidden activations were not saved");
     int64_t A = d.N * d.K, max_rows = cpu_moe_perm_max_rows(pm.offsets, d.E);
     float *dx = n->in[0]->grad;
     const int nt = moe_experts_threads(pm.offsets, d.E);
     size_t bc = sizeof(float) * (size_t)(A * d.C),
            bf = sizeof(float) * (size_t)(nt * max_rows * d.F);
-    moe_call c = {.d = d,
-                  .pm = pm,
-                  .weight = n->in[2]->data,
-                  .w1 = n->in[3]->data,
-                  .w3 = n->in[4]->data,
-                  .w2 = n->in[5]->data,
-                  .h1 = n->saved[3]->data,
-                  .h3 = n->saved[4]->data,
-                  .dweight = n->in[2]->grad,
-                  .dw1 = n->in[3]->grad,
-                  .dw3 = n->in[4]->grad,
-                  .dw2 = n->in[5]->grad};
+    c.h1 = n->saved[3]->data;
+    c.h3 = n->saved[4]->data;
+    c.dweight = n->in[2]->grad;
+    c.dw1 = n->in[3]->grad;
+    c.dw3 = n->in[4]->grad;
+    c.dw2 = n->in[5]->grad;
     c.xp = (c.dw1 || c.dw3) ? mt_node_scratch(n, bc, "moe_experts xp") : NULL;
     c.dp = mt_node_scratch(n, bc, "moe_experts dout perm");
     c.dxp = dx ? mt_node_scratch(n, bc, "moe_experts dx perm") : NULL;
