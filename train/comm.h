@@ -44,6 +44,16 @@ struct mt_comm {
      * (MPI_Comm_split / ncclCommSplit); every rank of c calls it. Freed by free_split. */
     mt_comm *(*split)(mt_comm *c, int color, int key);
     void (*free_split)(mt_comm *c);
+    /* Host memory the peers can read (MPI with every rank on one node: an MPI-3 shared window).
+     * An all-gather whose send, or a reduce-scatter whose send, lies in such a buffer, at the
+     * same offset of the same allocation on every rank, reads the peers' buffers directly: one
+     * copy from each, or one summing pass, instead of the transport's staged messages. Every
+     * rank calls alloc_shared with the same sizes in the same order (collective); all get NULL
+     * where the communicator cannot (one rank, ranks on several nodes, MT_COMM_SHARED=0, too
+     * little room in /dev/shm), and then use their own memory. free_shared is collective too and
+     * returns false for a pointer it did not allocate. NULL where a communicator lacks them. */
+    void *(*alloc_shared)(mt_comm *c, size_t bytes);
+    bool (*free_shared)(mt_comm *c, void *p);
     void *impl;
 };
 
@@ -75,7 +85,8 @@ void mt_comm_finalize(mt_comm *c);
  * by kind: all-gathers, reduce-scatters, all-to-alls (to other ranks), and the small host
  * collectives (all-reduces: 8 bytes an element, broadcasts: the root's bytes). With
  * MT_COMM_BYTES=PATH in the environment, mt_comm_finalize writes them to PATH.<rank> (key=value
- * lines; bench/ep_step.sh). */
+ * lines; bench/ep_step.sh), and shared=: of the gathers' and reduce-scatters' bytes, those read
+ * from the peers' node-shared buffers (alloc_shared). */
 enum {
     MT_COMM_BYTES_GATHER,
     MT_COMM_BYTES_REDUCE,

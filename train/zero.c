@@ -23,6 +23,21 @@ static float *zero_alloc(const mt_backend *be, int64_t n, const char *what) {
     return p;
 }
 
+/* The buffers the collectives send from (master shards, bf16 sends, gradient slots): in memory
+ * the peers read directly where the communicator offers it (comm.h alloc_shared). */
+static void *zero_alloc_sent(const mt_zero *z, int64_t n, const char *what) {
+    mt_comm *c = z->comm;
+    const size_t bytes = sizeof(float) * (size_t)(n > 0 ? n : 1);
+    void *p = c->alloc_shared && z->be->dev == MT_CPU ? c->alloc_shared(c, bytes) : NULL;
+    if (!p) return zero_alloc(z->be, n, what);
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void zero_free_sent(const mt_zero *z, void *p) {
+    if (p && !(z->comm->free_shared && z->comm->free_shared(z->comm, p))) z->be->free(p);
+}
+
 /* A bucket padded to a multiple of 64*P, so every shard starts 256-byte aligned (cuda, nccl). */
 static int64_t zero_padded(int64_t numel, int P) {
     int64_t align = 64 * (int64_t)P;
@@ -156,7 +171,7 @@ static void zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buc
             mt_calloc((size_t)z->total_shard, sizeof(float), "master weights (host, offload)");
         z->master16 = zero_alloc16(be, z->total_shard, "bf16 master weights");
     } else {
-        z->master = zero_alloc(be, z->total_shard, "master weights");
+        z->master = zero_alloc_sent(z, z->total_shard, "master weights");
     }
     if (!inference) z->grad = zero_alloc(be, z->total_shard, "gradients");
     if (offload) { /* zeroed host pages, touched first by the first step (never inference) */
@@ -187,8 +202,8 @@ static void zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buc
     if (z->aliased) return;
     if (z->gather_bf16) {
         if (!z->master16) { /* else the gathers send master16 */
-            z->send16[0] = zero_alloc16(be, z->slot_cap[0] / P, "bf16 gather send");
-            z->send16[1] = zero_alloc16(be, z->slot_cap[1] / P, "bf16 gather send");
+            z->send16[0] = zero_alloc_sent(z, (z->slot_cap[0] / P + 1) / 2, "bf16 gather send");
+            z->send16[1] = zero_alloc_sent(z, (z->slot_cap[1] / P + 1) / 2, "bf16 gather send");
         }
         if (zero_land16_split(z->slot_cap)) {
             z->land16[0] = zero_alloc16(be, z->slot_cap[0], "bf16 gather landing");
@@ -199,7 +214,7 @@ static void zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buc
     }
     for (int s = 0; s < 2; s++) {
         z->slot_data[s] = zero_alloc(be, z->slot_cap[s], "gather slot");
-        if (!inference) z->slot_grad[s] = zero_alloc(be, z->slot_cap[s], "gradient slot");
+        if (!inference) z->slot_grad[s] = zero_alloc_sent(z, z->slot_cap[s], "gradient slot");
     }
     if (inference) return;
     z->recv_numel = z->slot_numel / P;
@@ -237,7 +252,7 @@ void mt_zero_free(mt_zero *z) {
         free(z->master);
         be->free(z->master16);
     } else {
-        be->free(z->master);
+        zero_free_sent(z, z->master);
     }
     if (z->grad) be->free(z->grad);
     if (z->offload) {
@@ -252,13 +267,13 @@ void mt_zero_free(mt_zero *z) {
     if (!z->aliased) {
         for (int s = 0; s < 2; s++) {
             be->free(z->slot_data[s]);
-            if (z->slot_grad[s]) be->free(z->slot_grad[s]);
+            zero_free_sent(z, z->slot_grad[s]);
         }
         if (z->recv) be->free(z->recv);
     }
     if (z->gather_bf16) {
-        if (z->send16[0]) be->free(z->send16[0]);
-        if (z->send16[1]) be->free(z->send16[1]);
+        zero_free_sent(z, z->send16[0]);
+        zero_free_sent(z, z->send16[1]);
         for (int s = 0; s < 2; s++)
             if (be->bf16_shadow) be->bf16_shadow(s, NULL, NULL, 0);
         be->free(z->land16[0]);

@@ -49,6 +49,7 @@ mt_test_run(dist_train_nonfinite run_failures nonfinite)
 mt_test_run(dist_train_disk_full run_failures disk-full)
 mt_test_run(dist_train_trim run_ranks trim)
 mt_test_run(dist_train_padfree run_ranks padfree)
+mt_test_run(dist_train_mpi_copies run_ranks mpi-copies)
 mt_test_run(dist_train_expert run_ranks expert)
 mt_test_run(dist_train_ep run_ep ep)
 mt_test_run(dist_ep_kill run_stop ep-kill)
@@ -83,7 +84,7 @@ set_tests_properties(dist_train_resume_straight PROPERTIES FIXTURES_SETUP dist_r
 set_tests_properties(dist_train_resume_split PROPERTIES FIXTURES_REQUIRED dist_resume_a FIXTURES_SETUP dist_resume_b)
 mt_test_binary(test_dist_compare train/dist_compare.c)
 mt_test_cases(test_dist_compare dist_ranks_match dist_m2_ranks_match dist_m3_ranks_match dist_resume_match dist_global_batch_match dist_trim_match
-  dist_padfree_match
+  dist_padfree_match dist_mpi_copies_match
   dist_expert_match dist_bf16_gather_match dist_recompute_match dist_eval_match dist_ep_match)
 set_tests_properties(dist_train_recompute PROPERTIES FIXTURES_REQUIRED dist_expert
   FIXTURES_SETUP dist_recompute)
@@ -102,6 +103,9 @@ set_tests_properties(dist_trim_match PROPERTIES FIXTURES_REQUIRED dist_trim)
 set_tests_properties(dist_train_padfree PROPERTIES FIXTURES_SETUP dist_padfree)
 set_tests_properties(dist_padfree_match PROPERTIES FIXTURES_REQUIRED
   "dist_padfree;dist_trim;dist_ranks;dist_m2_ranks;dist_m3_ranks")
+set_tests_properties(dist_train_mpi_copies PROPERTIES FIXTURES_SETUP dist_mpi_copies)
+set_tests_properties(dist_mpi_copies_match PROPERTIES FIXTURES_REQUIRED
+  "dist_mpi_copies;dist_ranks;dist_bf16g")
 set_tests_properties(dist_ranks_match PROPERTIES FIXTURES_REQUIRED dist_ranks)
 set_tests_properties(dist_m2_ranks_match PROPERTIES FIXTURES_REQUIRED dist_m2_ranks)
 set_tests_properties(dist_m3_ranks_match PROPERTIES FIXTURES_REQUIRED dist_m3_ranks)

@@ -340,6 +340,16 @@ static int test_padfree_match(void) {
     return MT_TEST_OK;
 }
 
+/* The gathers and reduce-scatters read the peers' node-shared buffers (train/comm_mpi.c) or go
+ * through MPI's messages (MT_COMM_SHARED=0): 2 ranks add the same two values either way, so the
+ * runs are the same bit for bit (fp32 and bf16 gathers); 4 ranks may add in another order. */
+static int test_mpi_copies_match(void) {
+    compare_runs("ranks-np2", "mpi-np2", 1, 20, 0.0, 0.0, true);
+    compare_runs("bf16g-np2", "mpi-bf16g-np2", 1, 10, 0.0, 0.0, true);
+    compare_runs("ranks-np4", "mpi-np4", 1, 20, 1e-5, 1e-5, true);
+    return MT_TEST_OK;
+}
+
 /* Gathering one expert at a time (dist.gather_unit = "expert", 2 ranks) against the layer-unit
  * single-rank run: the same training up to summation order. */
 static int test_expert_match(void) {
@@ -758,6 +768,7 @@ static const mt_test_case cases[] = {
     {"dist_global_batch_match", test_global_batch_match},
     {"dist_trim_match", test_trim_match},
     {"dist_padfree_match", test_padfree_match},
+    {"dist_mpi_copies_match", test_mpi_copies_match},
     {"dist_emu_cuda_match", test_emu_cuda_match},
     {"dist_expert_match", test_expert_match},
     {"dist_bf16_gather_match", test_bf16_gather_match},

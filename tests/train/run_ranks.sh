@@ -27,6 +27,10 @@
 #                    dist.toml, dist-m2.toml and dist-m3.toml (packed rows, 2 ranks) with each
 #                    micro-batch's rows as one -> $TMP/{,m2-,m3-}pf-np2; the tiny M3 so with
 #                    context parallelism (C = 2 on 2 ranks) -> $TMP/m3-pf-cp-c2
+#   mpi-copies       the ranks runs' gathers and reduce-scatters through MPI's messages instead of
+#                    reading the peers' node-shared buffers (MT_COMM_SHARED=0): 2 and 4 ranks,
+#                    and the bf16-gather 2-rank run -> $TMP/mpi-np{2,4}, $TMP/mpi-bf16g-np2; the
+#                    byte tallies (MT_COMM_BYTES) say which path each run took
 . "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
 
 case "$mode" in
@@ -111,6 +115,25 @@ padfree)
   run 2 "$tmp/m3-pf-cp-c2" --set train.per_device_train_batch_size=4 --set data.padding_free=true \
     --set dist.context_parallel=2 --set "data.cache_dir=$tmp/dist-cache-m3-pf-cp"
   grep -E "^step 20/" "$tmp"/{pf,m2-pf,m3-pf}-np2.log "$tmp/m3-pf-cp-c2.log"
+  ;;
+mpi-copies)
+  # shared= in rank 0's tally: bytes read from node-shared buffers (0: MPI's messages)
+  shared_bytes() { sed -n 's/^shared=//p' "$1.0"; }
+  for np in 2 4; do
+    MT_COMM_BYTES="$tmp/shm-np$np.bytes" run "$np" "$tmp/shm-np$np" \
+      --set "train.per_device_train_batch_size=$((4 / np))" --set train.max_steps=2
+    MT_COMM_SHARED=0 MT_COMM_BYTES="$tmp/mpi-np$np.bytes" run "$np" "$tmp/mpi-np$np" \
+      --set "train.per_device_train_batch_size=$((4 / np))"
+    echo "np $np: shared bytes $(shared_bytes "$tmp/shm-np$np.bytes") by default," \
+      "$(shared_bytes "$tmp/mpi-np$np.bytes") with MT_COMM_SHARED=0"
+    [ "$(shared_bytes "$tmp/shm-np$np.bytes")" -gt 0 ] ||
+      { echo "FAIL: $np ranks on one node did not read the peers' shared buffers"; exit 1; }
+    [ "$(shared_bytes "$tmp/mpi-np$np.bytes")" = 0 ] ||
+      { echo "FAIL: MT_COMM_SHARED=0 still read shared buffers"; exit 1; }
+  done
+  MT_COMM_SHARED=0 run 2 "$tmp/mpi-bf16g-np2" --set train.max_steps=10 --set output.save_steps=5 \
+    --set train.adam_epsilon=0.1 --set train.learning_rate=1e-2 --set dist.gather_dtype=bf16 \
+    --set train.per_device_train_batch_size=2
   ;;
 *)
   echo "unknown mode $mode" >&2
