@@ -124,6 +124,7 @@ void mt_sampler_init(mt_sampler *s, const mt_sampler_cfg *cfg, const mt_token_da
     s->row_first = mt_malloc(sizeof(int64_t) * (size_t)(g + 1), "sampler rows");
     s->row_items = mt_malloc(sizeof(int64_t) * (size_t)g, "sampler row items");
     s->scratch = mt_malloc(sizeof(int64_t) * (size_t)(3 * g + 1), "sampler scratch");
+    s->owner = mt_malloc(sizeof(int64_t) * (size_t)(g + 2 * cfg->world), "sampler rank shares");
 }
 
 void mt_sampler_free(mt_sampler *s) {
@@ -137,6 +138,7 @@ void mt_sampler_free(mt_sampler *s) {
     free(s->row_first);
     free(s->row_items);
     free(s->scratch);
+    free(s->owner);
     *s = (mt_sampler){0};
 }
 
@@ -223,15 +225,46 @@ void mt_sampler_split(int64_t n, int64_t n_eval, uint64_t seed, int64_t *train, 
     free(perm);
 }
 
+static int key_descending(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* Deals the global batch to the ranks by tokens, the same on every rank: rank q gets
+ * step_count / N samples, one more for q < step_count % N (the counts of a round robin), and
+ * the samples go longest first (ties: earlier position) to the rank with the fewest tokens so
+ * far among those with room (ties: lower rank). The step waits for the rank with the most
+ * tokens: on the bench batches a round robin left it 10.6 % above the mean. owner[j]: the
+ * rank of position j. */
+static void assign_ranks(mt_sampler *s) {
+    const int64_t n = s->step_count, N = s->cfg.world, T = s->cfg.seq_len;
+    int64_t *owner = s->owner, *load = s->owner + n, *count = s->owner + n + N;
+    int64_t *key = s->scratch; /* (n) (T - len) * n + j: descending length, ascending j */
+    for (int64_t j = 0; j < n; j++)
+        key[j] = (T - sample_len(s, s->order[s->step_first + j])) * n + j;
+    qsort(key, (size_t)n, sizeof(int64_t), key_descending);
+    for (int64_t q = 0; q < N; q++) load[q] = count[q] = 0;
+    for (int64_t i = n - 1; i >= 0; i--) { /* ascending keys: longest first */
+        const int64_t j = key[i] % n;
+        int64_t best = -1;
+        for (int64_t q = 0; q < N; q++)
+            if (count[q] < n / N + (q < n % N) && (best < 0 || load[q] < load[best])) best = q;
+        owner[j] = best;
+        load[best] += sample_len(s, s->order[s->step_first + j]);
+        count[best]++;
+    }
+}
+
 /* Packs the share of rank q into rows. With out_first/out_items the rows are written there
  * (row_first has n_rows + 1 entries); returns the number of rows. */
 static int64_t plan_rank(mt_sampler *s, int q, int64_t *out_first, int64_t *out_items) {
-    int64_t N = s->cfg.world, T = s->cfg.seq_len;
+    int64_t T = s->cfg.seq_len;
     int64_t *used = s->scratch;                      /* (rows) tokens used per row */
     int64_t *row_of = s->scratch + s->step_count;    /* (share) row of each share sample */
     int64_t *share = s->scratch + 2 * s->step_count; /* (share) */
     int64_t n_share = 0, n_rows = 0;
-    for (int64_t j = q; j < s->step_count; j += N) share[n_share++] = s->order[s->step_first + j];
+    for (int64_t j = 0; j < s->step_count; j++)
+        if (s->owner[j] == q) share[n_share++] = s->order[s->step_first + j];
     for (int64_t k = 0; k < n_share; k++) {
         int64_t len = sample_len(s, share[k]), r = 0;
         if (s->cfg.pack)
@@ -264,6 +297,7 @@ int64_t mt_sampler_next(mt_sampler *s) {
     s->step_count =
         n - s->step_first < s->cfg.global_batch ? n - s->step_first : s->cfg.global_batch;
     int64_t B = s->cfg.micro_batch, max_micro = 1;
+    assign_ranks(s);
     for (int q = 0; q < s->cfg.world; q++) {
         int64_t rows = q == s->cfg.rank ? plan_rank(s, q, s->row_first, s->row_items)
                                         : plan_rank(s, q, NULL, NULL);
@@ -277,7 +311,7 @@ int64_t mt_sampler_next(mt_sampler *s) {
         int64_t t = s->targets[s->order[s->step_first + j]];
         s->global_targets += t;
         s->global_tokens += sample_len(s, s->order[s->step_first + j]);
-        if (j % s->cfg.world == s->cfg.rank) s->local_targets += t;
+        if (s->owner[j] == s->cfg.rank) s->local_targets += t;
     }
     s->cur.position += s->step_count;
     return s->n_micro;

@@ -4,9 +4,12 @@
  * once, in index order (shuffle off) or in a permutation drawn from (seed, e) (shuffle on). The
  * order does not depend on the rank or the world size. A global batch (one optimizer step) is the
  * next global_batch samples of the order (the last one of an epoch may be shorter; a global batch
- * never spans two epochs). Rank r of N takes the samples at positions j = r, r + N, r + 2N, ... of
- * the global batch, so the shares are disjoint, they cover the epoch, and their union is the global
- * batch whatever N is.
+ * never spans two epochs). The global batch is dealt to the N ranks by tokens: rank r gets as
+ * many samples as a round robin would give it (one more for r < count % N), the samples going
+ * longest first to the rank with the fewest tokens so far among those with room (ties: earlier
+ * position, lower rank), the same on every rank; a share keeps the order's positions. So the
+ * shares are disjoint, they cover the epoch, their union is the global batch whatever N is, and
+ * no rank waits long for the one with the most tokens.
  *
  * Rows of seq_len tokens (B rows make a micro-batch, all (B,T) I32):
  *   padded (pack off): one sample per row;
@@ -77,6 +80,8 @@ typedef struct {
     int64_t global_tokens;  /* real tokens (no padding) of the whole global batch (the MSA
                                indexer KL's denominator) */
     int64_t *scratch;       /* packing work space */
+    int64_t *owner;         /* (global batch + 2 world) the rank of each position of the step,
+                               then the dealing's tokens and counts per rank */
     /* mixing: the pool grouped by source (src_first: n_sources + 1 offsets into pool), each
      * source's samples per epoch, and the source of each position of an epoch */
     int64_t *src_first, *src_count;

@@ -444,7 +444,60 @@ static int test_data_mix(void) {
     return MT_TEST_OK;
 }
 
+/* The dealing by tokens: each rank gets a round robin's count of samples, and over an epoch the
+ * step's busiest rank carries fewer tokens above the mean than a round robin's would. */
+static int test_data_sampler_balance(void) {
+    mt_token_data d;
+    make_data(&d, 400, 48, 5);
+    for (int N = 2; N <= 4; N += 2) {
+        mt_sampler s[4];
+        for (int r = 0; r < N; r++) {
+            mt_sampler_cfg c = base_cfg(false, true);
+            c.global_batch = 16;
+            c.rank = r;
+            c.world = N;
+            mt_sampler_init(&s[r], &c, &d);
+        }
+        double excess_dealt = 0, excess_robin = 0;
+        for (int64_t st = mt_sampler_steps_per_epoch(&s[0]); st > 0; st--) {
+            int64_t load[4] = {0}, robin[4] = {0}, total = 0, n = 0;
+            for (int r = 0; r < N; r++) {
+                mt_sampler_next(&s[r]);
+                n = s[r].step_count;
+                const int64_t k = s[r].row_first[s[r].n_rows];
+                EXPECT(k == n / N + (r < n % N), "N %d rank %d: %lld samples of %lld", N, r,
+                       (long long)k, (long long)n);
+                for (int64_t i = 0; i < k; i++) {
+                    const int64_t id = s[r].row_items[i];
+                    load[r] += d.offsets[id + 1] - d.offsets[id];
+                }
+            }
+            for (int64_t j = 0; j < n; j++) {
+                const int64_t id = s[0].order[s[0].step_first + j];
+                robin[j % N] += d.offsets[id + 1] - d.offsets[id];
+                total += d.offsets[id + 1] - d.offsets[id];
+            }
+            int64_t max_dealt = 0, max_robin = 0;
+            for (int r = 0; r < N; r++) {
+                max_dealt = load[r] > max_dealt ? load[r] : max_dealt;
+                max_robin = robin[r] > max_robin ? robin[r] : max_robin;
+            }
+            excess_dealt += (double)max_dealt / ((double)total / N) - 1;
+            excess_robin += (double)max_robin / ((double)total / N) - 1;
+        }
+        const double steps = (double)mt_sampler_steps_per_epoch(&s[0]);
+        printf("N %d: the busiest rank above the mean by %.1f %% dealt by tokens, %.1f %% by a "
+               "round robin (mean over %g steps)\n",
+               N, 100 * excess_dealt / steps, 100 * excess_robin / steps, steps);
+        EXPECT(excess_dealt < 0.5 * excess_robin, "N %d: dealing by tokens balances no better", N);
+        for (int r = 0; r < N; r++) mt_sampler_free(&s[r]);
+    }
+    mt_token_data_free(&d);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {{"data_sampler", test_data_sampler},
+                                     {"data_sampler_balance", test_data_sampler_balance},
                                      {"data_sampler_split", test_data_sampler_split},
                                      {"data_mix", test_data_mix}};
 MT_TEST_MAIN(cases)

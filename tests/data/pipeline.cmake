@@ -4,7 +4,7 @@ mt_test_binary(test_data_pipeline data/data_pipeline.c)
 mt_test_cases(test_data_pipeline data_gsm8k_reader data_synth data_cache
   data_cache_write_error)
 mt_test_binary(test_data_sampler data/data_sampler.c)
-mt_test_cases(test_data_sampler data_sampler data_sampler_split data_mix)
+mt_test_cases(test_data_sampler data_sampler data_sampler_balance data_sampler_split data_mix)
 mt_test_binary(test_data_formats data/data_formats.c)
 mt_test_cases(test_data_formats data_formats data_formats_errors data_cache_files)
 # recipes, data files and the trainer's environment refused in one line naming the cause
