@@ -251,11 +251,17 @@ watchdog)
   MT_TEST_STATE_STOP=none launch "$out" --set "data.cache_dir=$out-cache" \
     --set data.synthetic_samples=50000 --set dist.timeout=2 --set train.max_steps=1
   for _ in $(seq 600); do [ -e "$out-cache/synthetic-gsm8k-11-50000.jsonl" ] && break; sleep 0.02; done
+  # rank 0 by its environment; looked for again for a while (a loaded machine once missed it in
+  # a single look while it was building the cache), and the processes listed if it never shows
   rank0=""
-  for p in $(pgrep -f "output.dir=$out"); do
-    tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" && rank0=$p
+  for _ in $(seq 100); do
+    for p in $(pgrep -f "output.dir=$out"); do
+      tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" && rank0=$p
+    done
+    [ -z "$rank0" ] || break
+    sleep 0.05
   done
-  [ -n "$rank0" ] || fail "no rank 0 found"
+  [ -n "$rank0" ] || { pgrep -af "output.dir=$out"; tail -5 "$out.log"; fail "no rank 0 found"; }
   start=$(date +%s.%N)
   kill -STOP "$rank0"
   await_end "$job" "$out" 12 "$start"
