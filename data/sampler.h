@@ -77,8 +77,9 @@ typedef struct {
     int64_t n_micro;        /* micro-batches per rank in this step (same on every rank) */
     int64_t global_targets; /* predicted tokens of the whole global batch (a loss denominator) */
     int64_t local_targets;  /* predicted tokens of this rank's share */
-    int64_t global_tokens;  /* real tokens (no padding) of the whole global batch (the MSA
-                               indexer KL's denominator) */
+    int64_t global_tokens;  /* real tokens (no padding) of the whole global batch (the
+                               denominator of the losses averaged over every real token:
+                               mt_minimax_batch.aux_denom) */
     int64_t *scratch;       /* packing work space */
     int64_t *owner;         /* (global batch + 2 world) the rank of each position of the step,
                                then the dealing's tokens and counts per rank */
