@@ -1,8 +1,9 @@
 /* op_gemm_rows.c: the inference GEMM of a few rows (kernels/cpu/gemm_rows.c).
  * op_gemm_rows: against an fp64 product (fp32 sums: 1e-5 relative to the row's magnitude) for
- * K below, at and past the 16- and 32-float chunks, N from 1 to MT_GEMM_ROWS_MAX; and a row's
- * bits are the same computed alone, among N rows (in groups of 4 from any offset), and on 1 or
- * 2 threads: what lets a decode step's rows be their one-prompt runs. */
+ * K below, at and past the 16- and 32-float chunks, N from 1 to MT_GEMM_ROWS_MAX, M = 301 (the
+ * last 5 columns outside the 8-column tiles); and a row's bits are the same computed alone
+ * (the column-by-column order), among N rows (the k-step order past 4 rows, tiles of 1 to 4
+ * rows) and on 1 or 2 threads: what lets a decode step's rows be their one-prompt runs. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
