@@ -31,7 +31,7 @@ static double cp_run(mt_minimax *m, mt_ctx *c, const int32_t *ids, int n, int ch
         mt_ctx_reset(c);
         mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){1, len}, "chunk");
         c->be->to_device(x->data, ids + p, (size_t)len * sizeof(int32_t));
-        mt_minimax_forward_cached(m, c, x, &kv, NULL);
+        mt_minimax_forward_cached(m, c, x, &kv, NULL, false);
     }
     c->be->sync();
     const double dt = bench_now() - t0;

@@ -347,8 +347,8 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
         mt_minimax_cache_row(&kv, b, &view);
         mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){1, lens[b]}, "prompt");
         c->be->to_device(x->data, prompts[b], (size_t)lens[b] * sizeof(int32_t));
-        const mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &view, hooks);
-        const float *last = mt_gen_logits_host(c, logits, lens[b] - 1, 1, host_logits);
+        const mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &view, hooks, true);
+        const float *last = mt_gen_logits_host(c, logits, 0, 1, host_logits);
         const double t1 = prof_fill ? mt_profile_now() : 0;
         tok[b] = gen_next(last, V, b, 0, o, work_p, work_key);
         row[b] = b;
@@ -390,7 +390,7 @@ void mt_minimax_generate_batch(mt_minimax *m, mt_ctx *c, const int32_t *const *p
         c->prof = prof_step;
         mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){n_act, 1}, "next tokens");
         c->be->to_device(x->data, tok, (size_t)n_act * sizeof(int32_t));
-        mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &kv, hooks);
+        mt_tensor *logits = mt_minimax_forward_cached(m, c, x, &kv, hooks, false);
         const float *rows = mt_gen_logits_host(c, logits, 0, n_act, host_logits);
         const double t1 = prof_step ? mt_profile_now() : 0;
         for (int s = 0; s < n_act; s++)

@@ -58,11 +58,13 @@ void mt_minimax_cache_move_row(mt_minimax_cache *kv, int dst, int src);
  * mixer's core runs the backend's chunk op (decode.attention_chunk, lightning_chunk,
  * msa_chunk: one call per layer, as fast per token as a prefill) or, where the backend has
  * none (CUDA), its decode step once per token, on a cache that ends with that token.
- * Returns the logits (B,T,V), carved from c's arena. hooks NULL: the model's buckets must be
+ * Returns the logits (B,T,V), carved from c's arena; last_only: (B,1,V), each row's last
+ * position only (a prefill that only samples its next token: at a 100-token prompt the lm_head
+ * of every position was most of a prefill's products). hooks NULL: the model's buckets must be
  * bound; else each bucket is entered and left around its use, as in the training forward (a
  * sharded owner gathers it: models/minimax.h). */
 mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_minimax_cache *kv,
-                                     const mt_bucket_hooks *hooks);
+                                     const mt_bucket_hooks *hooks, bool last_only);
 
 /* Greedy decoding of B prompts of T tokens (ids row-major (B,T)): out (B,n_new) gets the argmax
  * of each step (ties: the lowest id, like torch.argmax). eos >= 0: a row that produced eos keeps

@@ -164,7 +164,22 @@ typedef struct {
     mt_tensor *fused_ce;
     mt_tensor *index_kl;
     mt_minimax_out *head; /* a head model's outputs (models/head.c), else NULL */
+    bool last_only;       /* in: the logits of each row's last position only (no grad) */
 } mm_trunk_out;
+
+/* x (B,T,C) -> (B,1,C): each row's last position, a copy (no grad, so no op to record). */
+static mt_tensor *mm_last_positions(mt_ctx *c, mt_tensor *x) {
+    MT_CHECK(!c->grad_enabled && x->ndim == 3, "minimax: last positions of %s %s with grad",
+             x->name, mt_shape_str(x));
+    const int64_t B = x->shape[0], T = x->shape[1], C = x->shape[2];
+    if (T == 1) return x;
+    mt_tensor *y = mt_tensor_new(c, x->dtype, 3, (int64_t[]){B, 1, C}, "last positions");
+    const size_t row = mt_dtype_size(x->dtype) * (size_t)C;
+    for (int64_t b = 0; b < B; b++)
+        c->be->copy((char *)y->data + (size_t)b * row,
+                    (const char *)x->data + (size_t)(b * T + T - 1) * row, row);
+    return y;
+}
 
 /* Embedding -> layers -> final norm -> lm_head. With fused (a batch with labels), the lm_head
  * and the cross-entropy run fused and chunked (one op per vocabulary part): o->fused_ce gets the
@@ -219,6 +234,7 @@ static mt_tensor *mm_trunk(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_tensor *
 
     const int last = mt_minimax_final_bucket(m);
     mt_block_enter(m, c, hooks, last);
+    if (o->last_only) x = mm_last_positions(c, x);
     x = mm_norm(m, c, m->plan[L - 1].norm, x, m->final_norm);
     mt_tensor *logits = NULL;
     if (m->lm_parts == 0) { /* a head model: the head instead of the lm_head */
@@ -429,7 +445,7 @@ void mt_minimax_walk_buckets(const mt_minimax *m, const mt_bucket_hooks *hooks) 
 }
 
 mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids, mt_minimax_cache *kv,
-                                     const mt_bucket_hooks *hooks) {
+                                     const mt_bucket_hooks *hooks, bool last_only) {
     MT_CHECK(ids->dtype == MT_I32 && ids->ndim == 2 && ids->shape[0] >= 1 && ids->shape[0] <= kv->B,
              "minimax_forward_cached: ids %s must be i32 (B,T) with B <= %d", mt_shape_str(ids),
              kv->B);
@@ -457,7 +473,7 @@ mt_tensor *mt_minimax_forward_cached(mt_minimax *m, mt_ctx *c, mt_tensor *ids, m
     kv->t_end = t_end;
     bool prev = mt_ctx_set_grad(c, false);
     mt_tensor *pos = mm_positions(c, B, T, kv->t_len);
-    mm_trunk_out o = {0};
+    mm_trunk_out o = {.last_only = last_only};
     mt_tensor *logits = mm_trunk(m, c, ids, pos, NULL, kv, hooks, NULL, false, &o);
     for (int64_t b = 0; b < B; b++) kv->t_len[b] = t_end[b];
     kv->t_end = NULL;

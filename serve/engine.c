@@ -151,8 +151,9 @@ static bool engine_prefill(mt_serve_engine *e, mt_serve_req *r, int s, int a, in
     mt_minimax_cache_row(&e->kv, s, &e->view);
     mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){1, T}, "prompt");
     c->be->to_device(x->data, r->prompt + a, (size_t)T * sizeof(int32_t));
-    const mt_tensor *logits = mt_minimax_forward_cached(e->model, c, x, &e->view, NULL);
-    if (r->echo && r->logprobs >= 0) { /* position t predicts prompt token t + 1 */
+    const bool echo = r->echo && r->logprobs >= 0; /* every position's logits, else the last's */
+    const mt_tensor *logits = mt_minimax_forward_cached(e->model, c, x, &e->view, NULL, !echo);
+    if (echo) { /* position t predicts prompt token t + 1 */
         if (a == 0) r->prompt_lp[0] = NAN;
         for (int t = a; t < b && t + 1 < r->n_prompt; t++) {
             const float *row = mt_gen_logits_host(c, logits, t - a, 1, e->host_logits);
@@ -163,7 +164,7 @@ static bool engine_prefill(mt_serve_engine *e, mt_serve_req *r, int s, int a, in
         }
     }
     if (b < r->n_prompt || r->max_tokens == 0) return false;
-    engine_choose(e, r, mt_gen_logits_host(c, logits, T - 1, 1, e->host_logits), p);
+    engine_choose(e, r, mt_gen_logits_host(c, logits, echo ? T - 1 : 0, 1, e->host_logits), p);
     return true;
 }
 
@@ -176,7 +177,7 @@ static void engine_step(mt_serve_engine *e, engine_pick *picks) {
     mt_ctx_reset(c);
     mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){n, 1}, "next tokens");
     c->be->to_device(x->data, e->tok_step, (size_t)n * sizeof(int32_t));
-    const mt_tensor *logits = mt_minimax_forward_cached(e->model, c, x, &e->kv, NULL);
+    const mt_tensor *logits = mt_minimax_forward_cached(e->model, c, x, &e->kv, NULL, false);
     const float *rows = mt_gen_logits_host(c, logits, 0, n, e->host_logits);
     for (int s = 0; s < n; s++)
         engine_choose(e, e->slot[s], rows + (size_t)s * (size_t)V, &picks[s]);

@@ -7,7 +7,9 @@
  * rows one after the other: 140 tokens, 46 for tiny_m3) against a short prefill followed by
  * chunks of 1 (a decode step), 3, 7 and the rest: max |diff| <= 1e-4 and <= 1e-5 max |logit|,
  * the bounds the cached decode is held to against the plain forward (tests/models/parity_model.c,
- * pm_check_decode). Filled rows with B > 1 and T > 1 stay refused in one line.
+ * pm_check_decode). A prefill asking for its last position's logits only (last_only), then a
+ * decode step, holds the same bounds against positions N - 2 and N - 1. Filled rows with B > 1
+ * and T > 1 stay refused in one line.
  *
  * op_cached_extend_<fixture> runs on the CPU backend, through its chunk ops (one call per layer:
  * decode.attention_chunk, lightning_chunk, msa_chunk); gpu_cached_extend_<fixture> on the CUDA
@@ -55,10 +57,34 @@ static void ce_forward(mt_minimax *m, mt_ctx *c, mt_minimax_cache *kv, const int
     mt_ctx_reset(c);
     mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){1, n}, "chunk");
     c->be->to_device(x->data, ids, (size_t)n * sizeof(int32_t));
-    const mt_tensor *lg = mt_minimax_forward_cached(m, c, x, kv, NULL);
+    const mt_tensor *lg = mt_minimax_forward_cached(m, c, x, kv, NULL, false);
     EXPECT(lg->shape[0] == 1 && lg->shape[1] == n, "logits %s for %d tokens", mt_shape_str(lg), n);
     const float *y = mt_gen_logits_host(c, lg, 0, n, host);
     if (y != host) memcpy(host, y, (size_t)n * (size_t)m->cfg.vocab_size * sizeof(float));
+}
+
+/* A prefill of ids[0..n) on kv (row 0) that returns its last position's logits only
+ * (last_only), copied into host (V floats). */
+static void ce_forward_last(mt_minimax *m, mt_ctx *c, mt_minimax_cache *kv, const int32_t *ids,
+                            int n, float *host) {
+    mt_ctx_reset(c);
+    mt_tensor *x = mt_tensor_new(c, MT_I32, 2, (int64_t[]){1, n}, "prompt");
+    c->be->to_device(x->data, ids, (size_t)n * sizeof(int32_t));
+    const mt_tensor *lg = mt_minimax_forward_cached(m, c, x, kv, NULL, true);
+    EXPECT(lg->shape[0] == 1 && lg->shape[1] == 1, "last-only logits %s for %d tokens",
+           mt_shape_str(lg), n);
+    const float *y = mt_gen_logits_host(c, lg, 0, 1, host);
+    if (y != host) memcpy(host, y, (size_t)m->cfg.vocab_size * sizeof(float));
+}
+
+/* The largest |a - b| over n floats (and the largest |b| into *ref). */
+static double ce_max_diff(const float *a, const float *b, int64_t n, double *ref) {
+    double d = 0;
+    for (int64_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        *ref = fmax(*ref, fabs((double)b[i]));
+    }
+    return d;
 }
 
 /* For the refusal: two filled rows extended by 3 tokens each. */
@@ -71,7 +97,7 @@ static void ce_two_rows(void *arg) {
     kv.t_len[0] = kv.t_len[1] = 4;
     mt_tensor *x = mt_test_tensor(MT_I32, 2, (int64_t[]){2, 3}, false, "ids");
     memset(x->data, 0, 6 * sizeof(int32_t));
-    mt_minimax_forward_cached(m, &c, x, &kv, NULL);
+    mt_minimax_forward_cached(m, &c, x, &kv, NULL, false);
 }
 
 /* The prompt prefilled whole, and prefilled as `first` tokens then chunks of 1, 3, 7 and the
@@ -102,6 +128,22 @@ static int ce_case(const char *name, const mt_backend *be, int first) {
     mt_minimax_cache_init(&kv, be, &cfg, 1, N);
     ce_forward(&m, &c, &kv, ids, N, whole);
     mt_minimax_cache_free(&kv);
+
+    /* a prefill of all but the last token asking for its last position only, then a decode
+     * step: positions N - 2 and N - 1 of the whole prefill (the cache filled as without) */
+    float *lastp = mt_malloc((size_t)(2 * V) * sizeof(float), "last-only logits");
+    mt_minimax_cache_init(&kv, be, &cfg, 1, N);
+    ce_forward_last(&m, &c, &kv, ids, N - 1, lastp);
+    ce_forward(&m, &c, &kv, ids + N - 1, 1, lastp + V);
+    mt_minimax_cache_free(&kv);
+    double lref = 0;
+    const double ldiff = ce_max_diff(lastp, whole + (size_t)(N - 2) * V, 2 * V, &lref);
+    printf("  %-10s %s backend: last-only prefill of %d tokens and a step, max|diff| %.3e\n", name,
+           be->name, N - 1, ldiff);
+    EXPECT(ldiff <= PM_LOGIT_ATOL && ldiff <= PM_LOGIT_RTOL * lref,
+           "%s: last-only prefill and step differ from one prefill by %.3e (max |logit| %.3f)",
+           name, ldiff, lref);
+    free(lastp);
 
     /* chunked, into row 1 of a two-row cache through its one-row view, as a server fills the
      * row of one request while the others decode */

@@ -304,7 +304,7 @@ static void pm_check_decode(pm_model *pm, mt_ctx *c, mt_safetensors *st) {
             for (int64_t b = 0; b < B; b++) ((int32_t *)step->data)[b] = pa[b * TT + T + s - 1];
             x = step;
         }
-        mt_tensor *lg = mt_minimax_forward_cached(&pm->m, c, x, &kv, NULL);
+        mt_tensor *lg = mt_minimax_forward_cached(&pm->m, c, x, &kv, NULL, false);
         const int64_t t0 = s == 0 ? 0 : T + s - 1, n = lg->shape[1];
         const float *y = lg->data;
         for (int64_t b = 0; b < B; b++)
