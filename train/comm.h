@@ -22,6 +22,11 @@ struct mt_comm {
     void (*allgather)(mt_comm *c, const void *send, void *recv, int64_t count, size_t elem);
     /* recv (count floats) = sum over ranks of send[rank*count .. (rank+1)*count). */
     void (*reduce_scatter)(mt_comm *c, const float *send, float *recv, int64_t count);
+    /* acc (count floats) += that sum, in one pass where the peers' send buffers can be read
+     * directly (alloc_shared below), with the bits of reduce_scatter into a buffer and an add.
+     * Returns false, having done nothing, where it cannot: the caller then runs those two. NULL
+     * where a communicator lacks it. */
+    bool (*reduce_scatter_add)(mt_comm *c, const float *send, float *acc, int64_t count);
     /* In place sums over ranks (host memory: small scalars such as norms and token counts). */
     void (*allreduce_f64)(mt_comm *c, double *buf, int n);
     void (*allreduce_i64)(mt_comm *c, int64_t *buf, int n);

@@ -363,19 +363,33 @@ static void mpi_shared_allgather(const mpi_shared_block *b, size_t offset, void 
 }
 
 /* recv = the sum over ranks, in rank order, of their send's part `rank`: the same additions on
- * every rank, whoever owns the part. */
+ * every rank, whoever owns the part; add: recv += that sum instead (the sum formed first, in
+ * blocks that stay in cache, so the bits are those of the sum and then the add). */
+#define MPI_SUM_BLOCK 2048
 static void mpi_shared_reduce_scatter(const mpi_shared_block *b, size_t offset, float *recv,
-                                      int rank, int size, int64_t count) {
+                                      int rank, int size, int64_t count, bool add) {
     mpi_shared_fence(b);
     const size_t part = offset + sizeof(float) * (size_t)(rank * count);
     const float *first = (const float *)(b->peer[0] + part);
     const float *second = (const float *)(b->peer[1] + part);
-#pragma omp parallel for simd schedule(static) if (count > (1 << 16))
-    for (int64_t i = 0; i < count; i++) recv[i] = first[i] + second[i];
-    for (int r = 2; r < size; r++) {
-        const float *next = (const float *)(b->peer[r] + part);
-#pragma omp parallel for simd schedule(static) if (count > (1 << 16))
-        for (int64_t i = 0; i < count; i++) recv[i] += next[i];
+#pragma omp parallel for schedule(static) if (count > (1 << 16))
+    for (int64_t i0 = 0; i0 < count; i0 += MPI_SUM_BLOCK) {
+        const int64_t n = count - i0 < MPI_SUM_BLOCK ? count - i0 : MPI_SUM_BLOCK;
+        float sum[MPI_SUM_BLOCK];
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) sum[i] = first[i0 + i] + second[i0 + i];
+        for (int r = 2; r < size; r++) {
+            const float *next = (const float *)(b->peer[r] + part) + i0;
+#pragma omp simd
+            for (int64_t i = 0; i < n; i++) sum[i] += next[i];
+        }
+        float *out = recv + i0;
+        if (add) {
+#pragma omp simd
+            for (int64_t i = 0; i < n; i++) out[i] += sum[i];
+        } else {
+            memcpy(out, sum, sizeof(float) * (size_t)n);
+        }
     }
     mpi_shared_fence(b);
 }
@@ -414,7 +428,9 @@ static void mpi_allgather(mt_comm *c, const void *send, void *recv, int64_t coun
     mpi_watch_leave();
 }
 
-static void mpi_reduce_scatter(mt_comm *c, const float *send, float *recv, int64_t count) {
+/* add (only where send lies in a shared window): recv += the sum instead of recv = the sum. */
+static void mpi_reduce_scatter_into(mt_comm *c, const float *send, float *recv, int64_t count,
+                                    bool add) {
     mpi_bytes[MT_COMM_BYTES_REDUCE] += (int64_t)(c->size - 1) * count * (int64_t)sizeof(float);
     mpi_watch_enter("a reduce-scatter of %lld elements per rank", count);
     size_t offset;
@@ -422,10 +438,11 @@ static void mpi_reduce_scatter(mt_comm *c, const float *send, float *recv, int64
         mpi_shared_find(c, send, sizeof(float) * (size_t)(count * c->size), &offset);
     if (shared) {
         mpi_bytes_shared += (int64_t)(c->size - 1) * count * (int64_t)sizeof(float);
-        mpi_shared_reduce_scatter(shared, offset, recv, c->rank, c->size, count);
+        mpi_shared_reduce_scatter(shared, offset, recv, c->rank, c->size, count, add);
         mpi_watch_leave();
         return;
     }
+    MT_CHECK(!add, "mpi reduce-scatter: an add outside a shared window");
     if (count <= MPI_CHUNK) {
         MPI_CHECK(MPI_Reduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, mpi_of(c)));
         mpi_watch_leave();
@@ -438,6 +455,17 @@ static void mpi_reduce_scatter(mt_comm *c, const float *send, float *recv, int64
                                  n, MPI_FLOAT, MPI_SUM, r, mpi_of(c)));
     }
     mpi_watch_leave();
+}
+
+static void mpi_reduce_scatter(mt_comm *c, const float *send, float *recv, int64_t count) {
+    mpi_reduce_scatter_into(c, send, recv, count, false);
+}
+
+static bool mpi_reduce_scatter_add(mt_comm *c, const float *send, float *acc, int64_t count) {
+    size_t offset;
+    if (!mpi_shared_find(c, send, sizeof(float) * (size_t)(count * c->size), &offset)) return false;
+    mpi_reduce_scatter_into(c, send, acc, count, true);
+    return true;
 }
 
 /* Host buffers: a started all-gather is a finished one. */
@@ -554,6 +582,7 @@ static void mpi_abort_hook(int exit_code) { mpi_abort(&mpi_comm, exit_code); }
 static void mpi_set_ops(mt_comm *c) {
     c->allgather = mpi_allgather;
     c->reduce_scatter = mpi_reduce_scatter;
+    c->reduce_scatter_add = mpi_reduce_scatter_add;
     c->allreduce_f64 = mpi_allreduce_f64;
     c->allreduce_i64 = mpi_allreduce_i64;
     c->bcast = mpi_bcast;

@@ -475,8 +475,12 @@ void mt_zero_reduce_grad(mt_zero *z, int bucket) {
     int64_t n = z->shard_numel[bucket];
     z->reduce_scatters++;
     if (mt_zero_ep_reduce(z, bucket, z->slot_grad[s])) return;
+    float *acc = z->grad + z->shard_offset[bucket];
+    if (z->comm->reduce_scatter_add &&
+        z->comm->reduce_scatter_add(z->comm, z->slot_grad[s], acc, n))
+        return; /* summed straight into the shard's gradient: one pass */
     z->comm->reduce_scatter(z->comm, z->slot_grad[s], z->recv, n);
-    z->be->vec_add(z->grad + z->shard_offset[bucket], z->recv, n);
+    z->be->vec_add(acc, z->recv, n);
 }
 
 void mt_zero_zero_grad(mt_zero *z) { z->be->zero(z->grad, sizeof(float) * (size_t)z->total_shard); }
