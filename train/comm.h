@@ -59,6 +59,13 @@ struct mt_comm {
      * returns false for a pointer it did not allocate. NULL where a communicator lacks them. */
     void *(*alloc_shared)(mt_comm *c, size_t bytes);
     bool (*free_shared)(mt_comm *c, void *p);
+    /* One buffer of `bytes` that every rank maps at once (MPI, every rank on one node: a shared
+     * window rank 0 holds), for data every rank reads and each writes a part of (zero.h,
+     * node-shared parameters); NULL on every rank where it cannot, as alloc_shared; freed by
+     * free_shared. node_fence (collective) orders it: what any rank stored there before the
+     * fence, every rank loads after it, and no rank passes it before all have arrived. */
+    void *(*alloc_node)(mt_comm *c, size_t bytes);
+    void (*node_fence)(mt_comm *c, const void *p);
     void *impl;
 };
 

@@ -253,15 +253,17 @@ typedef struct {
     char *base;    /* this rank's segment */
     size_t bytes;
     char **peer; /* (size) each rank's segment, mapped here */
+    bool node;   /* alloc_node: base is rank 0's segment, the one buffer every rank uses */
 } mpi_shared_block;
 
 #define MPI_SHARED_BLOCKS 16
 static mpi_shared_block mpi_shared[MPI_SHARED_BLOCKS];
 
 /* Whether every rank of c shares this node and /dev/shm (osc sm's default backing directory)
- * has room for `bytes` per rank, with a margin, under the file size limit (a window is a file
- * there: past `ulimit -f` its creation is SIGXFSZ); the same answer on every rank. */
-static bool mpi_shared_possible(mt_comm *c, size_t bytes) {
+ * has room for `bytes` in all (one file holds every segment), with a margin, under the file
+ * size limit (a window is a file there: past `ulimit -f` its creation is SIGXFSZ); the same
+ * answer on every rank. */
+static bool mpi_shared_possible(mt_comm *c, double bytes) {
     if (c->size < 2 || !mt_env_int("MT_COMM_SHARED", 0, 1, 1)) return false;
     MPI_Comm node;
     MPI_CHECK(MPI_Comm_split_type(mpi_of(c), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
@@ -270,7 +272,7 @@ static bool mpi_shared_possible(mt_comm *c, size_t bytes) {
     MPI_Comm_free(&node);
     struct statvfs fs;
     double room = statvfs("/dev/shm", &fs) == 0 ? (double)fs.f_bavail * (double)fs.f_frsize : 0;
-    const double need = 1.25 * (double)bytes * c->size; /* one file holds every segment */
+    const double need = 1.25 * bytes;
     struct rlimit fsize;
     const bool fits = getrlimit(RLIMIT_FSIZE, &fsize) == 0 &&
                       (fsize.rlim_cur == RLIM_INFINITY || (double)fsize.rlim_cur > need);
@@ -279,11 +281,13 @@ static bool mpi_shared_possible(mt_comm *c, size_t bytes) {
     return ok == 1;
 }
 
-static void *mpi_alloc_shared(mt_comm *c, size_t bytes) {
+/* A shared window of `bytes` on this rank (`room` in all, mpi_shared_possible) in the first free
+ * block, or NULL on every rank. */
+static mpi_shared_block *mpi_window(mt_comm *c, size_t bytes, double room) {
     int slot = 0;
     while (slot < MPI_SHARED_BLOCKS && mpi_shared[slot].base) slot++;
     /* the slot search gives every rank the same answer: allocations are collective */
-    if (slot == MPI_SHARED_BLOCKS || !mpi_shared_possible(c, bytes)) return NULL;
+    if (slot == MPI_SHARED_BLOCKS || !mpi_shared_possible(c, room)) return NULL;
     mpi_shared_block *b = &mpi_shared[slot];
     MPI_Info info;
     MPI_CHECK(MPI_Info_create(&info));
@@ -313,6 +317,21 @@ static void *mpi_alloc_shared(mt_comm *c, size_t bytes) {
     /* a passive epoch for the window's lifetime: MPI_Win_sync orders the stores around the
      * barriers of the collectives below */
     MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, b->win));
+    return b;
+}
+
+static void *mpi_alloc_shared(mt_comm *c, size_t bytes) {
+    mpi_shared_block *b = mpi_window(c, bytes, (double)bytes * c->size);
+    return b ? b->base : NULL;
+}
+
+/* comm.h alloc_node: rank 0's segment holds the bytes, the others map it (their own are empty) */
+static void *mpi_alloc_node(mt_comm *c, size_t bytes) {
+    mpi_shared_block *b = mpi_window(c, c->rank == 0 ? bytes : 0, (double)bytes);
+    if (!b) return NULL;
+    b->node = true;
+    b->base = b->peer[0];
+    b->bytes = bytes;
     return b->base;
 }
 
@@ -336,7 +355,8 @@ static const mpi_shared_block *mpi_shared_find(mt_comm *c, const void *p, size_t
     const char *q = p;
     for (int i = 0; i < MPI_SHARED_BLOCKS; i++) {
         const mpi_shared_block *b = &mpi_shared[i];
-        if (b->base && b->comm == mpi_of(c) && q >= b->base && q + bytes <= b->base + b->bytes) {
+        if (b->base && !b->node && b->comm == mpi_of(c) && q >= b->base &&
+            q + bytes <= b->base + b->bytes) {
             *offset = (size_t)(q - b->base);
             return b;
         }
@@ -350,6 +370,19 @@ static void mpi_shared_fence(const mpi_shared_block *b) {
     MPI_CHECK(MPI_Win_sync(b->win));
     MPI_CHECK(MPI_Barrier(b->comm));
     MPI_CHECK(MPI_Win_sync(b->win));
+}
+
+/* comm.h node_fence: the stores to the node buffer at p before it are loaded after it. */
+static void mpi_node_fence(mt_comm *c, const void *p) {
+    for (int i = 0; i < MPI_SHARED_BLOCKS; i++) {
+        const mpi_shared_block *b = &mpi_shared[i];
+        if (!b->node || b->base != p) continue;
+        mpi_watch_enter("the node-shared parameters' barrier", 0);
+        mpi_shared_fence(b);
+        mpi_watch_leave();
+        return;
+    }
+    MT_DIE("mpi node_fence: %p is not a node buffer of the %s communicator", p, c->name);
 }
 
 /* recv[r*count ..] = rank r's send, read from its segment; the closing fence keeps every rank
@@ -595,6 +628,8 @@ static void mpi_set_ops(mt_comm *c) {
     c->free_split = mpi_free_split;
     c->alloc_shared = mpi_alloc_shared;
     c->free_shared = mpi_free_shared;
+    c->alloc_node = mpi_alloc_node;
+    c->node_fence = mpi_node_fence;
 }
 
 mt_comm *mt_comm_mpi_init(int *argc, char ***argv) {

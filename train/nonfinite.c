@@ -14,8 +14,9 @@ static int nf_param_at(const mt_sharded *s, const float *x, bool grad, int64_t *
     const mt_minimax *m = s->model;
     for (int p = 0; p < m->n_params; p++) {
         const float *base = grad ? m->params[p].grad : m->params[p].data;
+        const int b = m->info[p].bucket;
         if (base && x >= base && x < base + m->info[p].numel &&
-            mt_zero_slot_holds(s->zero, m->info[p].bucket)) {
+            (grad ? mt_zero_grad_holds(s->zero, b) : mt_zero_slot_holds(s->zero, b))) {
             *elem = m->info[p].src_offset + (x - base); /* a vocabulary part: the whole's */
             return p;
         }

@@ -162,6 +162,7 @@ static const recipe_key recipe_keys[] = {
     STRS("output.report_to", output_report_to, output_n_report_to, "[\"csv\"]", false),
     STR("dist.backend", dist_backend, "\"mpi\"", false),
     BOOL("dist.prefetch", dist_prefetch, "true", false),
+    BOOL("dist.node_params", dist_node_params, "true", false),
     STR("dist.gather_unit", dist_gather_unit, "\"layer\"", true),
     STR("dist.gather_dtype", dist_gather_dtype, "\"fp32\"", true),
     I64("dist.arena_mb", dist_arena_mb, "1024", false),

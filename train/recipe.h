@@ -135,6 +135,7 @@ typedef struct mt_recipe {
     /* [dist] */
     char dist_backend[8];        /* "mpi" (CPU) or "nccl" (CUDA) */
     bool dist_prefetch;          /* gather the next bucket while the current one computes */
+    bool dist_node_params;       /* one node: the parameters once, shared by its ranks */
     char dist_gather_unit[8];    /* "layer" (a decoder layer with its experts) or "expert" */
     char dist_gather_dtype[8];   /* "fp32" or "bf16": the parameters as gathered and used */
     int64_t dist_arena_mb;       /* activation arena per rank */

@@ -70,13 +70,18 @@ static void trainer_report_memory(const trainer_device *d, const trainer_model *
         snprintf(offload, sizeof(offload), " (moments%s offloaded: %.2f MiB of host memory)",
                  z->master_on_host ? " and master weights" : "",
                  (double)mt_zero_host_bytes(z) * mib);
+    char node[96] = "";
+    if (z->node)
+        snprintf(node, sizeof(node), " + the node's shared parameters %.2f MiB",
+                 (double)mt_zero_node_bytes(z) * mib);
     printf("memory[rank %d, %s]: owned params+grads%s %.2f MiB%s (%lld of %lld parameters), "
-           "gathered buffers peak %.2f MiB, activation arena %.0f MiB (peak use %.2f MiB, "
+           "gathered buffers peak %.2f MiB%s, activation arena %.0f MiB (peak use %.2f MiB, "
            "%.2f MiB without kernel scratch%s); step collectives: %lld all-gathers, %lld "
            "reduce-scatters\n",
            d->comm->rank, d->be->name, z->offload ? "" : "+moments", owned * mib, offload,
-           (long long)z->total_shard, (long long)total, slots * mib, (double)m->ctx.arena.cap * mib,
-           (double)m->ctx.arena.peak * mib, (double)m->ctx.arena.peak_live * mib,
+           (long long)z->total_shard, (long long)total, slots * mib, node,
+           (double)m->ctx.arena.cap * mib, (double)m->ctx.arena.peak * mib,
+           (double)m->ctx.arena.peak_live * mib,
            m->model.gradient_checkpointing ? ", layers recomputed" : "", (long long)z->gathers,
            (long long)z->reduce_scatters);
     fflush(stdout);

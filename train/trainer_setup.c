@@ -273,6 +273,8 @@ void trainer_setup_model(trainer_device *d, trainer_model *m, const mt_recipe *r
                         strcmp(rc->dist_gather_dtype, "bf16") == 0 ? MT_BF16 : MT_F32,
                         rc->dist_offload_optimizer);
     trainer_setup_ep(d, m, rc);
+    if (rc->dist_node_params) /* where possible (zero.h): after the expert parallelism */
+        mt_zero_share_node(&m->zero);
     trainer_setup_cp(d, m, rc);
     if (rc->model_path[0]) trainer_verify_weights(d, rc);
     /* each rank reads or draws only what it owns, through a bounded host buffer */

@@ -264,9 +264,10 @@ void mt_zero_free(mt_zero *z) {
         be->free(z->m);
         be->free(z->v);
     }
+    if (z->node) mt_zero_node_free(z);
     if (!z->aliased) {
         for (int s = 0; s < 2; s++) {
-            be->free(z->slot_data[s]);
+            if (z->slot_data[s]) be->free(z->slot_data[s]);
             zero_free_sent(z, z->slot_grad[s]);
         }
         if (z->recv) be->free(z->recv);
@@ -296,6 +297,7 @@ int mt_zero_slot_of(const mt_zero *z, int bucket) {
 }
 
 float *mt_zero_slot_data(const mt_zero *z, int bucket) {
+    if (z->node) return z->node + z->node_offset[bucket];
     return z->aliased ? z->master + z->shard_offset[bucket]
                       : z->slot_data[mt_zero_slot_of(z, bucket)];
 }
@@ -305,6 +307,10 @@ float *mt_zero_slot_grad(const mt_zero *z, int bucket) {
                       : z->slot_grad[mt_zero_slot_of(z, bucket)];
 }
 bool mt_zero_slot_holds(const mt_zero *z, int bucket) {
+    if (z->node) return !z->node_stale;
+    return mt_zero_grad_holds(z, bucket);
+}
+bool mt_zero_grad_holds(const mt_zero *z, int bucket) {
     return z->aliased || z->slot_bucket[mt_zero_slot_of(z, bucket)] == bucket;
 }
 
@@ -355,6 +361,7 @@ static void zero_slots_stale(mt_zero *z) {
         z->land16_pending[s] = false;
         zero_shadow(z, s, false);
     }
+    z->node_stale = z->node != NULL;
 }
 
 void mt_zero_master_changed(mt_zero *z) {
@@ -417,7 +424,7 @@ static void zero_issue_gather(mt_zero *z, int bucket, int s, bool start) {
 }
 
 void mt_zero_prefetch(mt_zero *z, int bucket) {
-    if (z->aliased || bucket < 0 || bucket >= z->n_buckets) return;
+    if (z->aliased || z->node || bucket < 0 || bucket >= z->n_buckets) return;
     int s = mt_zero_slot_of(z, bucket);
     if (z->in_use >= 0 && z->in_use != bucket && s == mt_zero_slot_of(z, z->in_use)) return;
     if (z->slot_bucket[s] == bucket) return;
@@ -433,7 +440,10 @@ void mt_zero_gather(mt_zero *z, int bucket, bool with_grad) {
     z->in_use = bucket;
     if (z->aliased) return; /* the backward accumulates into the owned gradient directly */
     int s = mt_zero_slot_of(z, bucket);
-    if (z->slot_bucket[s] != bucket) {
+    if (z->node) { /* the parameters are there once refreshed; the slot keeps the gradient */
+        mt_zero_node_refresh(z);
+        if (with_grad) z->slot_bucket[s] = bucket;
+    } else if (z->slot_bucket[s] != bucket) {
         zero_slot_wait(z, s);
         zero_issue_gather(z, bucket, s, false);
     }
@@ -446,6 +456,10 @@ void mt_zero_gather(mt_zero *z, int bucket, bool with_grad) {
 
 const float *mt_zero_gather_master(mt_zero *z, int bucket) {
     if (z->aliased) return z->master + z->shard_offset[bucket];
+    if (z->node) { /* fp32 gathers: the node's copy holds the master weights' bits */
+        mt_zero_node_refresh(z);
+        return z->node + z->node_offset[bucket];
+    }
     int s = mt_zero_slot_of(z, bucket);
     zero_slot_wait(z, s);
     z->land16_pending[s] = false; /* a pending bf16 gather is dropped */
@@ -758,7 +772,7 @@ int64_t mt_zero_host_bytes(const mt_zero *z) {
 }
 
 int64_t mt_zero_slot_bytes(const mt_zero *z) {
-    return z->aliased
-               ? 0
-               : zero_slot_bytes(z->slot_cap, z->comm->size, z->gather_bf16, z->master_on_host);
+    if (z->aliased) return 0;
+    const int64_t data = z->node ? (int64_t)sizeof(float) * (z->slot_cap[0] + z->slot_cap[1]) : 0;
+    return zero_slot_bytes(z->slot_cap, z->comm->size, z->gather_bf16, z->master_on_host) - data;
 }

@@ -43,6 +43,17 @@
  * memory per owned element: 8 bytes instead of 16. On the CPU backend everything is host
  * memory already: the same arrays, the same kernel.
  *
+ * Node-shared parameters (mt_zero_share_node, the trainer's default where possible): with every
+ * rank on one node (MPI shared memory, comm.h alloc_node), fp32 gathers, the CPU backend and no
+ * expert parallelism, the whole padded buckets live once per node, back to back, in memory every
+ * rank maps, as ZeRO++'s hierarchical partitioning keeps a full copy per node: the first
+ * gather after the master weights changed (an optimizer step, loading) has each rank copy its
+ * shards of every bucket there between two node fences, and every other gather does nothing
+ * (no copies, no prefetch; a bucket's slot data is its place in that copy). Gradients keep
+ * their private slots and reduce-scatters; master weights, moments and checkpoints are as
+ * before, and so are the values: a gather copies the same fp32 bits either way. The node holds
+ * 4 bytes a parameter once instead of every rank's two gathered buckets.
+ *
  * Offload with bf16 gathers on a device backend (host master): the gathers only ever send the
  * master weights rounded to bf16, so the fp32 master weights move to host memory too (master
  * points there, as DeepSpeed's ZeRO-Offload keeps them) and the device keeps their bf16
@@ -106,6 +117,11 @@ typedef struct mt_zero {
     bool ep_paused; /* every bucket gathered to every rank (mt_zero_expert_parallel_pause) */
     float *ep_buf;  /* (world / P) shards of the largest expert bucket: the copies sent, the
                        gradient parts received */
+    /* node-shared parameters (mt_zero_share_node; zero_node.c): NULL off */
+    float *node;
+    int64_t *node_offset; /* (n_buckets) bucket b's padded parameters at node + node_offset[b] */
+    int64_t node_numel;
+    bool node_stale; /* the master weights changed since this rank copied its shards there */
     /* accounting */
     int64_t gathers, reduce_scatters;
 } mt_zero;
@@ -209,6 +225,17 @@ bool mt_zero_ep_owns(const mt_zero *z, int bucket);
 bool mt_zero_ep_gather(mt_zero *z, int bucket, float *slot);
 bool mt_zero_ep_reduce(mt_zero *z, int bucket, const float *slot_grad);
 
+/* Switches to node-shared parameters (see above) where possible; collective, after
+ * mt_zero_set_expert_parallel. Returns whether it did (the same on every rank). */
+bool mt_zero_share_node(mt_zero *z);
+/* zero.c's side of it (zero_node.c): the first gather after a change copies this rank's shards
+ * into the node's copy (collective); mt_zero_free's release of it. */
+void mt_zero_node_refresh(mt_zero *z);
+void mt_zero_node_free(mt_zero *z);
+/* Whether bucket b's gradient is in its slot now (the backward between its gather and its
+ * reduce-scatter; always with one aliased rank). */
+bool mt_zero_grad_holds(const mt_zero *z, int bucket);
+
 /* Bytes this rank holds in the backend's memory: owned (master + grad, + m + v without offload;
  * grad + master16 with a host master) and the gather slots (with the reduce-scatter landing
  * area, and for bf16 gathers the send and landing buffers); and in host memory with offload:
@@ -216,3 +243,5 @@ bool mt_zero_ep_reduce(mt_zero *z, int bucket, const float *slot_grad);
 int64_t mt_zero_owned_bytes(const mt_zero *z);
 int64_t mt_zero_slot_bytes(const mt_zero *z);
 int64_t mt_zero_host_bytes(const mt_zero *z);
+/* The node-shared parameters' bytes (one copy for the node, mapped by every rank), 0 off. */
+int64_t mt_zero_node_bytes(const mt_zero *z);

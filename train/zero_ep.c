@@ -11,6 +11,7 @@ void mt_zero_set_expert_parallel(mt_zero *z, int P, const int *owner) {
     const int W = z->comm->size;
     MT_CHECK(P >= 1 && W % P == 0, "zero: expert parallelism over %d ranks of %d", P, W);
     MT_CHECK(!z->gather_bf16, "zero: expert parallelism gathers fp32 parameters only");
+    MT_CHECK(!z->node, "zero: expert parallelism is set before the parameters are node-shared");
     MT_CHECK(z->comm->alltoallv, "zero: the %s communicator has no all-to-all", z->comm->name);
     free(z->ep_owner);
     if (z->ep_buf) z->be->free(z->ep_buf);

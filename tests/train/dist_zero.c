@@ -56,7 +56,9 @@ static void zero_setup(mt_zero *z, mt_comm *comm, mt_dtype gather, float scale, 
     }
 }
 
-static int test_zero_vs_unsharded(void) {
+/* node: the parameters node-shared (zero.h, mt_zero_share_node), which every rank of these
+ * tests can have (one node, MPI shared memory): the same bits, one copy per step. */
+static int zero_vs_unsharded(bool node) {
     int argc = 0;
     char **argv = NULL;
     mt_comm *comm = mt_comm_mpi_init(&argc, &argv);
@@ -64,6 +66,11 @@ static int test_zero_vs_unsharded(void) {
     mt_zero z;
     float *ref[N_BUCKETS], *rm[N_BUCKETS], *rv[N_BUCKETS];
     zero_setup(&z, comm, MT_F32, 1.0f, ref, rm, rv);
+    if (node) {
+        const bool shared = mt_zero_share_node(&z);
+        EXPECT(shared == (P > 1), "node-shared parameters %s with %d ranks on one node",
+               shared ? "taken" : "refused", P);
+    }
     mt_adamw opt = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
     for (int step = 1; step <= 5; step++) {
         mt_zero_zero_grad(&z);
@@ -80,9 +87,15 @@ static int test_zero_vs_unsharded(void) {
     }
     for (int b = 0; b < N_BUCKETS; b++) {
         mt_zero_gather(&z, b, false);
-        const float *full = mt_zero_slot_data(&z, b);
+        mt_zero_release(&z, b);
+    }
+    for (int b = 0; b < N_BUCKETS; b++) {
+        if (!node) mt_zero_gather(&z, b, false);
+        /* node-shared: every bucket at once, after one gather each; and the exports' view */
+        const float *full = mt_zero_slot_data(&z, b), *master = mt_zero_gather_master(&z, b);
         int bad = 0;
         for (int64_t i = 0; i < bucket_numel[b]; i++) bad += full[i] != ref[b][i];
+        for (int64_t i = 0; i < bucket_numel[b]; i++) bad += master[i] != ref[b][i];
         EXPECT(bad == 0, "bucket %d: %d of %lld parameters differ from the unsharded AdamW", b, bad,
                (long long)bucket_numel[b]);
         free(ref[b]);
@@ -96,9 +109,15 @@ static int test_zero_vs_unsharded(void) {
            (long long)z.total_shard, P, (long long)total);
     /* the planner (minimax-info --ranks) matches what was allocated */
     mt_zero_sizes plan = mt_zero_plan(P, N_BUCKETS, bucket_numel, MT_F32, false);
+    /* node-shared: the slots keep only their gradient buffers; the node holds every bucket */
+    const int64_t data_slots = z.node ? 4 * (z.slot_cap[0] + z.slot_cap[1]) : 0;
+    int64_t padded = 0;
+    for (int b = 0; b < N_BUCKETS; b++) padded += z.shard_numel[b] * P;
+    EXPECT(mt_zero_node_bytes(&z) == (z.node ? 4 * padded : 0), "node bytes %lld for %lld floats",
+           (long long)mt_zero_node_bytes(&z), (long long)padded);
     EXPECT(plan.owned == z.total_shard && plan.slot_numel == (P > 1 ? z.slot_numel : 0) &&
                plan.owned_bytes == mt_zero_owned_bytes(&z) &&
-               plan.slot_bytes == mt_zero_slot_bytes(&z),
+               plan.slot_bytes - data_slots == mt_zero_slot_bytes(&z),
            "mt_zero_plan: owned %lld slot %lld (%lld, %lld bytes), allocated %lld and %lld (%lld, "
            "%lld bytes)",
            (long long)plan.owned, (long long)plan.slot_numel, (long long)plan.owned_bytes,
@@ -109,6 +128,9 @@ static int test_zero_vs_unsharded(void) {
            "slots: the last bucket joins slot 0");
     if (P > 1) {
         EXPECT(z.gathers > 0 && z.reduce_scatters == 5 * N_BUCKETS, "collective counts");
+        /* node-shared: one copy of the shards a step and one for the final look */
+        EXPECT(!node || z.gathers == 6, "node-shared: %lld copies, 6 expected",
+               (long long)z.gathers);
         EXPECT(z.slot_cap[0] >= 1200 && z.slot_cap[1] < 1200 && z.slot_cap[1] >= 37,
                "slot sizes %lld and %lld", (long long)z.slot_cap[0], (long long)z.slot_cap[1]);
     } else /* one rank: the slots are the shards, no collective and no slot memory */
@@ -119,6 +141,8 @@ static int test_zero_vs_unsharded(void) {
     mt_comm_finalize(comm);
     return MT_TEST_OK;
 }
+static int test_zero_vs_unsharded(void) { return zero_vs_unsharded(false); }
+static int test_zero_node(void) { return zero_vs_unsharded(true); }
 
 /* bf16 gathers: every gathered parameter is its master weight rounded to bf16 (also with one
  * rank), through prefetches that land while another bucket is in use; the master weights stay
@@ -191,5 +215,6 @@ static const mt_test_case cases[] = {
     {"dist_zero_np1", test_zero_vs_unsharded}, {"dist_zero_np2", test_zero_vs_unsharded},
     {"dist_zero_np3", test_zero_vs_unsharded}, {"dist_zero_bf16_np1", test_zero_bf16},
     {"dist_zero_bf16_np2", test_zero_bf16},    {"dist_zero_bf16_np3", test_zero_bf16},
+    {"dist_zero_node_np2", test_zero_node},    {"dist_zero_node_np3", test_zero_node},
 };
 MT_TEST_MAIN(cases)

@@ -28,7 +28,8 @@
 #                    micro-batch's rows as one -> $TMP/{,m2-,m3-}pf-np2; the tiny M3 so with
 #                    context parallelism (C = 2 on 2 ranks) -> $TMP/m3-pf-cp-c2
 #   mpi-copies       the ranks runs' gathers and reduce-scatters through MPI's messages instead of
-#                    reading the peers' node-shared buffers (MT_COMM_SHARED=0): 2 and 4 ranks,
+#                    reading the peers' node-shared buffers or the node's shared parameters
+#                    (MT_COMM_SHARED=0): 2 and 4 ranks,
 #                    and the bf16-gather 2-rank run -> $TMP/mpi-np{2,4}, $TMP/mpi-bf16g-np2; the
 #                    byte tallies (MT_COMM_BYTES) say which path each run took
 . "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
@@ -44,8 +45,10 @@ ranks)
   grep -E "^model|^weights|^memory|^step 20/" "$tmp/$name-np$np.log"
   ;;
 expert)
+  # the gathers themselves (dist.node_params off), as on several nodes: recompute compares its
+  # all-gathers with these
   run 2 "$tmp/expert-np2" --set train.per_device_train_batch_size=2 --set dist.gather_unit=expert \
-    --set output.save_steps=10
+    --set output.save_steps=10 --set dist.node_params=false
   grep -E "^memory|^model|^step 20/" "$tmp/expert-np2.log"
   rc=0
   run 2 "$tmp/expert-switch" --set train.per_device_train_batch_size=2 \
@@ -55,8 +58,9 @@ expert)
     { echo "FAIL: the refusal does not name dist.gather_unit"; tail -5 "$tmp/expert-switch.log"; exit 1; }
   ;;
 recompute)
+  # dist.node_params off: the gathers' walk under recomputation, as on several nodes
   common=(--set train.per_device_train_batch_size=1 --set train.gradient_accumulation_steps=2
-    --set train.router_aux_loss_coef=0.01 --set train.max_steps=10)
+    --set train.router_aux_loss_coef=0.01 --set train.max_steps=10 --set dist.node_params=false)
   run 2 "$tmp/recompute-keep" "${common[@]}"
   run 2 "$tmp/recompute-on" "${common[@]}" --set train.gradient_checkpointing=true
   collectives() { grep -o "peak use .*" "$1" | sort | head -1; }
@@ -67,7 +71,7 @@ recompute)
     "$(collectives "$tmp/recompute-on.log" | grep -o "step collectives.*")" ] ||
     { echo "FAIL: recomputing layers (unit layer) changed the collectives"; exit 1; }
   expert=(--set train.per_device_train_batch_size=2 --set dist.gather_unit=expert
-    --set train.gradient_checkpointing=true)
+    --set train.gradient_checkpointing=true --set dist.node_params=false)
   run 2 "$tmp/recompute-expert" "${expert[@]}"
   collectives "$tmp/recompute-expert.log"
   run 2 "$tmp/recompute-resume" "${expert[@]}" --resume "$tmp/expert-np2/checkpoint-10"
@@ -130,6 +134,12 @@ mpi-copies)
       { echo "FAIL: $np ranks on one node did not read the peers' shared buffers"; exit 1; }
     [ "$(shared_bytes "$tmp/mpi-np$np.bytes")" = 0 ] ||
       { echo "FAIL: MT_COMM_SHARED=0 still read shared buffers"; exit 1; }
+    # dist.node_params (on by default): the parameters once on the node, not gathered; so the
+    # match of ranks-npN with mpi-npN holds the node's copy to MPI's gathers
+    grep -q "the node's shared parameters" "$tmp/shm-np$np.log" ||
+      { echo "FAIL: $np ranks on one node did not share the parameters"; exit 1; }
+    ! grep -q "the node's shared parameters" "$tmp/mpi-np$np.log" ||
+      { echo "FAIL: MT_COMM_SHARED=0 still shared the parameters"; exit 1; }
   done
   MT_COMM_SHARED=0 run 2 "$tmp/mpi-bf16g-np2" --set train.max_steps=10 --set output.save_steps=5 \
     --set train.adam_epsilon=0.1 --set train.learning_rate=1e-2 --set dist.gather_dtype=bf16 \
