@@ -217,6 +217,7 @@ static void zero_init(mt_zero *z, mt_comm *comm, const mt_backend *be, int n_buc
         if (!inference) z->slot_grad[s] = zero_alloc_sent(z, z->slot_cap[s], "gradient slot");
     }
     if (inference) return;
+    z->grad_unset = mt_calloc((size_t)n_buckets, sizeof(bool), "zero gradient marks");
     z->recv_numel = z->slot_numel / P;
     z->recv = zero_alloc(be, z->recv_numel, "reduce-scatter landing");
 }
@@ -281,6 +282,7 @@ void mt_zero_free(mt_zero *z) {
         if (z->land16[1] != z->land16[0]) be->free(z->land16[1]);
     }
     free(z->ep_owner);
+    free(z->grad_unset);
     if (z->ep_buf) be->free(z->ep_buf);
     memset(z, 0, sizeof(*z));
 }
@@ -488,8 +490,18 @@ void mt_zero_reduce_grad(mt_zero *z, int bucket) {
              bucket, z->slot_bucket[s]);
     int64_t n = z->shard_numel[bucket];
     z->reduce_scatters++;
-    if (mt_zero_ep_reduce(z, bucket, z->slot_grad[s])) return;
     float *acc = z->grad + z->shard_offset[bucket];
+    bool unset = z->grad_unset[bucket];
+    z->grad_unset[bucket] = false;
+    if (unset && z->ep_size > 1) { /* an expert's gradient comes back as parts to add */
+        z->be->zero(acc, sizeof(float) * (size_t)n);
+        unset = false;
+    }
+    if (mt_zero_ep_reduce(z, bucket, z->slot_grad[s])) return;
+    if (unset) { /* the step's first: the sum itself, the bits of 0 + sum */
+        z->comm->reduce_scatter(z->comm, z->slot_grad[s], acc, n);
+        return;
+    }
     if (z->comm->reduce_scatter_add &&
         z->comm->reduce_scatter_add(z->comm, z->slot_grad[s], acc, n))
         return; /* summed straight into the shard's gradient: one pass */
@@ -497,7 +509,22 @@ void mt_zero_reduce_grad(mt_zero *z, int bucket) {
     z->be->vec_add(acc, z->recv, n);
 }
 
-void mt_zero_zero_grad(mt_zero *z) { z->be->zero(z->grad, sizeof(float) * (size_t)z->total_shard); }
+void mt_zero_zero_grad(mt_zero *z) {
+    if (!z->grad_unset) { /* one aliased rank: the backward adds into the shard itself */
+        z->be->zero(z->grad, sizeof(float) * (size_t)z->total_shard);
+        return;
+    }
+    for (int b = 0; b < z->n_buckets; b++) z->grad_unset[b] = true;
+}
+
+/* The owned gradients whole: the buckets still marked unset are cleared (zero.h, grad_unset). */
+static void zero_grad_settle(mt_zero *z) {
+    for (int b = 0; z->grad_unset && b < z->n_buckets; b++) {
+        if (!z->grad_unset[b]) continue;
+        z->be->zero(z->grad + z->shard_offset[b], sizeof(float) * (size_t)z->shard_numel[b]);
+        z->grad_unset[b] = false;
+    }
+}
 
 int64_t mt_zero_first_nonfinite(const mt_zero *z, int array, int bucket) {
     MT_CHECK(array >= 0 && array < 3 && bucket >= 0 && bucket < z->n_buckets,
@@ -514,6 +541,7 @@ int64_t mt_zero_first_nonfinite(const mt_zero *z, int array, int bucket) {
 double mt_zero_grad_norm(mt_zero *z, bool *finite) {
     double stats[2] = {0, 0}; /* sum of squares, non-finite count */
     int64_t bad = 0;
+    zero_grad_settle(z);
     z->be->vec_stats(z->grad, z->total_shard, &stats[0], &bad);
     stats[1] = (double)bad;
     z->comm->allreduce_f64(z->comm, stats, 2);
@@ -748,6 +776,7 @@ void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
                        .gscale = o->grad_scale > 0.0f ? o->grad_scale : 1.0f};
     zero_slot_wait(z, 0); /* no transfer may still read the master weights */
     zero_slot_wait(z, 1);
+    zero_grad_settle(z);
     if (z->stage) {
         zero_adamw_offloaded(z, o, &a);
         z->master16_stale = false; /* every owned element was rounded and stored */

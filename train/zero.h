@@ -107,6 +107,11 @@ typedef struct mt_zero {
                                buffer for both slots where a second would cost much (zero.c) */
     bool land16_pending[2]; /* slot s's gather sits in land16[s], not yet widened */
     float *recv;            /* reduce-scatter landing area (one shard) */
+    /* (n_buckets) where ranks reduce-scatter: the bucket's owned gradient is zero but not yet
+     * written this step (mt_zero_zero_grad only marks it): its first reduce-scatter writes the
+     * sum there instead of adding it to zeros (no clearing pass, no read), and the readers of
+     * the gradients (norm, AdamW) clear what is still marked first. NULL: cleared at once. */
+    bool *grad_unset;
     int64_t recv_numel;
     /* decay ranges per bucket (set by mt_zero_set_ranges), all decayed when not set */
     mt_zero_range **ranges;

@@ -21,13 +21,14 @@ static float grad_value(int rank, int step, int b, int64_t i) {
 }
 
 /* The reference: one process, full vectors, the same formula, the gradients of all P ranks. */
-static void ref_adamw_step(float **ref, float **rm, float **rv, int step, int P,
+static void ref_adamw_step(float **ref, float **rm, float **rv, int step, int P, int micro,
                            const mt_adamw *opt) {
     double bc1 = 1 - pow(opt->beta1, step), bc2 = 1 - pow(opt->beta2, step);
     for (int b = 0; b < N_BUCKETS; b++)
         for (int64_t i = 0; i < bucket_numel[b]; i++) {
             float g = 0;
             for (int r = 0; r < P; r++) g += grad_value(r, step, b, i);
+            g *= (float)micro; /* exact: multiples of 1/64 */
             bool decay = b != 2 || i < 900;
             if (decay) ref[b][i] *= (float)(1.0 - opt->lr * opt->weight_decay);
             /* torch.optim.AdamW's fp32 arithmetic (lerp, sqrt(v)/sqrt(bc2) + eps) */
@@ -57,7 +58,8 @@ static void zero_setup(mt_zero *z, mt_comm *comm, mt_dtype gather, float scale, 
 }
 
 /* node: the parameters node-shared (zero.h, mt_zero_share_node), which every rank of these
- * tests can have (one node, MPI shared memory): the same bits, one copy per step. */
+ * tests can have (one node, MPI shared memory): the same bits, one copy per step; and two
+ * micro-batches a step (the first reduce-scatter writes the owned gradient, the second adds). */
 static int zero_vs_unsharded(bool node) {
     int argc = 0;
     char **argv = NULL;
@@ -72,18 +74,21 @@ static int zero_vs_unsharded(bool node) {
                shared ? "taken" : "refused", P);
     }
     mt_adamw opt = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+    const int micro = node ? 2 : 1;
     for (int step = 1; step <= 5; step++) {
         mt_zero_zero_grad(&z);
-        for (int b = N_BUCKETS - 1; b >= 0; b--) { /* backward order */
-            mt_zero_gather(&z, b, true);
-            float *g = mt_zero_slot_grad(&z, b);
-            for (int64_t i = 0; i < bucket_numel[b]; i++) g[i] = grad_value(comm->rank, step, b, i);
-            mt_zero_reduce_grad(&z, b);
-            mt_zero_release(&z, b);
-        }
+        for (int mb = 0; mb < micro; mb++)
+            for (int b = N_BUCKETS - 1; b >= 0; b--) { /* backward order */
+                mt_zero_gather(&z, b, true);
+                float *g = mt_zero_slot_grad(&z, b);
+                for (int64_t i = 0; i < bucket_numel[b]; i++)
+                    g[i] = grad_value(comm->rank, step, b, i);
+                mt_zero_reduce_grad(&z, b);
+                mt_zero_release(&z, b);
+            }
         opt.step = step;
         mt_zero_adamw_step(&z, &opt);
-        ref_adamw_step(ref, rm, rv, step, P, &opt);
+        ref_adamw_step(ref, rm, rv, step, P, micro, &opt);
     }
     for (int b = 0; b < N_BUCKETS; b++) {
         mt_zero_gather(&z, b, false);
@@ -127,7 +132,7 @@ static int zero_vs_unsharded(bool node) {
                mt_zero_slot_of(&z, 3) == 1,
            "slots: the last bucket joins slot 0");
     if (P > 1) {
-        EXPECT(z.gathers > 0 && z.reduce_scatters == 5 * N_BUCKETS, "collective counts");
+        EXPECT(z.gathers > 0 && z.reduce_scatters == 5 * micro * N_BUCKETS, "collective counts");
         /* node-shared: one copy of the shards a step and one for the final look */
         EXPECT(!node || z.gathers == 6, "node-shared: %lld copies, 6 expected",
                (long long)z.gathers);
@@ -181,7 +186,7 @@ static int test_zero_bf16(void) {
         }
         opt.step = step;
         mt_zero_adamw_step(&z, &opt);
-        ref_adamw_step(ref, rm, rv, step, P, &opt);
+        ref_adamw_step(ref, rm, rv, step, P, 1, &opt);
     }
     EXPECT(bad_gather == 0, "%d gathered parameters are not their master weight rounded to bf16",
            bad_gather);
