@@ -241,6 +241,15 @@ void mt_zero_node_free(mt_zero *z);
  * reduce-scatter; always with one aliased rank). */
 bool mt_zero_grad_holds(const mt_zero *z, int bucket);
 
+/* Shared by zero.c and zero_adamw.c: the slots' outstanding transfers waited for; the slots
+ * marked stale after the master weights changed; master16 rounded again from a host master
+ * that changed; the offload copy thread started at init and stopped at free. */
+void mt_zero_slots_wait(mt_zero *z);
+void mt_zero_slots_stale(mt_zero *z);
+void mt_zero_master16_refresh(mt_zero *z);
+struct zero_copier *mt_zero_copier_start(const mt_zero *z);
+void mt_zero_copier_stop(struct zero_copier *c);
+
 /* Bytes this rank holds in the backend's memory: owned (master + grad, + m + v without offload;
  * grad + master16 with a host master) and the gather slots (with the reduce-scatter landing
  * area, and for bf16 gathers the send and landing buffers); and in host memory with offload:
