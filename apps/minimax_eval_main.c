@@ -451,6 +451,7 @@ static void ev_weights_load(ev_weights *w, const ev_args *a, mt_minimax *m, cons
     w->comm = be->dev == MT_CPU ? ev_host : mt_comm_nccl_init(ev_host, EV_WATCH_S);
     MT_CHECK(w->comm, "--weights gathered --backend %s: no NCCL communicator", a->backend);
     mt_zero_init_inference(&w->z, w->comm, be, m->n_buckets, m->bucket_numel);
+    mt_zero_share_node(&w->z); /* one node: the weights once, no gathers per step (zero.h) */
     mt_weights_reader *reader = mt_weights_open(a->model_dir, m);
     if (a->verify) mt_weights_verify(reader, a->model_dir, ev_rank, ev_host->size); /* split */
     mt_sharded_load(&w->z, m, reader, 0);
