@@ -377,7 +377,7 @@ static void mpi_node_fence(mt_comm *c, const void *p) {
     for (int i = 0; i < MPI_SHARED_BLOCKS; i++) {
         const mpi_shared_block *b = &mpi_shared[i];
         if (!b->node || b->base != p) continue;
-        mpi_watch_enter("the node-shared parameters' barrier", 0);
+        mpi_watch_enter("the barrier of a node-shared buffer", 0);
         mpi_shared_fence(b);
         mpi_watch_leave();
         return;

@@ -239,8 +239,7 @@ void mt_zero_slots_wait(mt_zero *z) {
 }
 
 void mt_zero_free(mt_zero *z) {
-    zero_slot_wait(z, 0); /* no transfer may still write a slot */
-    zero_slot_wait(z, 1);
+    mt_zero_slots_wait(z); /* no transfer may still write a slot */
     free(z->numel);
     free(z->shard_numel);
     free(z->shard_offset);

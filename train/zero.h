@@ -164,7 +164,8 @@ int mt_zero_slot_of(const mt_zero *z, int bucket);
 float *mt_zero_slot_data(const mt_zero *z, int bucket);
 float *mt_zero_slot_grad(const mt_zero *z, int bucket);
 /* Whether bucket b's parameters are in its slot now (buckets of a parity share one: the
- * others' pointers then alias it); always with one aliased rank. */
+ * others' pointers then alias it); always with one aliased rank; node-shared, every bucket's
+ * once the node's copy is current. */
 bool mt_zero_slot_holds(const mt_zero *z, int bucket);
 /* This rank's element range [lo, hi) of bucket b in bucket coordinates (hi clipped to numel). */
 void mt_zero_owned_range(const mt_zero *z, int bucket, int64_t *lo, int64_t *hi);
