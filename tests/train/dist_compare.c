@@ -363,6 +363,7 @@ static int test_expert_match(void) {
  * exactly; the arena peak falls. */
 static int test_recompute_match(void) {
     compare_runs("recompute-keep", "recompute-on", 1, 10, 0.0, 0.0, true);
+    compare_runs("recompute-on", "recompute-node", 1, 10, 0.0, 0.0, true);
     compare_runs("expert-np2", "recompute-expert", 1, 20, 0.0, 0.0, true);
     compare_runs("expert-np2", "recompute-resume", 11, 20, 0.0, 0.0, false);
     compare_runs("recompute-bf16-keep", "recompute-bf16-on", 1, 10, 0.0, 0.0, true);

@@ -13,7 +13,7 @@
 #                    -> $TMP/expert-np2; then resuming it with another gather unit must fail
 #   recompute        train.gradient_checkpointing on 2 ranks: unit layer with the router aux loss
 #                    and 2 micro-batches per step, kept and recomputed (the same collectives)
-#                    -> $TMP/recompute-{keep,on};
+#                    -> $TMP/recompute-{keep,on}, and on node-shared parameters -> recompute-node;
 #                    unit expert like the expert mode, and expert-np2 resumed from its step-10
 #                    checkpoint with recomputation -> $TMP/recompute-{expert,resume}; unit
 #                    expert with bf16 gathers, kept and recomputed -> $TMP/recompute-bf16-{keep,on}
@@ -63,6 +63,11 @@ recompute)
     --set train.router_aux_loss_coef=0.01 --set train.max_steps=10 --set dist.node_params=false)
   run 2 "$tmp/recompute-keep" "${common[@]}"
   run 2 "$tmp/recompute-on" "${common[@]}" --set train.gradient_checkpointing=true
+  # the same recomputed run on the node's shared parameters (the default on one node)
+  run 2 "$tmp/recompute-node" "${common[@]}" --set train.gradient_checkpointing=true \
+    --set dist.node_params=true
+  grep -q "the node's shared parameters" "$tmp/recompute-node.log" ||
+    { echo "FAIL: recompute-node did not share the parameters"; exit 1; }
   collectives() { grep -o "peak use .*" "$1" | sort | head -1; }
   collectives "$tmp/recompute-keep.log"
   collectives "$tmp/recompute-on.log"
