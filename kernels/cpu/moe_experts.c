@@ -55,17 +55,33 @@ typedef struct {
     const float *weight, *w1, *w3, *w2;
     float *h1, *h3, *xp, *yp, *dp, *dxp, *g, *u, *dh3, *wr;
     float *dweight, *dw1, *dw3, *dw2;
+    int32_t *order; /* E: the experts' order side by side (moe_for_experts) */
     bool keep_h, infer, need_u;
 } moe_call;
 
-/* Runs body(c, e, thread) for every expert e: side by side (dynamic) on nt > 1 threads, in order
- * on the calling thread otherwise, without a parallel region, so the GEMMs and loops inside
- * keep their own threads (a one-thread region around them would nest their teams). */
+/* order[0..E) = the experts by rows, most first (ties: lower index), so that side by side the
+ * last expert a thread takes is a small one: in index order a large expert taken last kept
+ * the other threads waiting for it. */
+static void moe_experts_by_rows(const int32_t *offsets, int E, int32_t *order) {
+    for (int e = 0; e < E; e++) { /* insertion sort: E is at most a few hundred */
+        const int32_t rows = offsets[e + 1] - offsets[e];
+        int i = e;
+        for (; i > 0 && offsets[order[i - 1] + 1] - offsets[order[i - 1]] < rows; i--)
+            order[i] = order[i - 1];
+        order[i] = e;
+    }
+}
+
+/* Runs body(c, e, thread) for every expert e: side by side (dynamic, most rows first) on nt > 1
+ * threads, in order on the calling thread otherwise, without a parallel region, so the GEMMs
+ * and loops inside keep their own threads (a one-thread region around them would nest their
+ * teams). Each expert writes only its own rows and gradients, so the order changes no value. */
 static void moe_for_experts(const moe_call *c, int nt,
                             void (*body)(const moe_call *, int, int64_t)) {
     if (nt > 1) {
+        moe_experts_by_rows(c->pm.offsets, c->d.E, c->order);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-        for (int e = 0; e < c->d.E; e++) body(c, e, omp_get_thread_num());
+        for (int i = 0; i < c->d.E; i++) body(c, c->order[i], omp_get_thread_num());
         return;
     }
     for (int e = 0; e < c->d.E; e++) body(c, e, 0);
@@ -177,6 +193,7 @@ static moe_call moe_call_of(const mt_node *n) {
                   .w1 = n->in[3]->data,
                   .w3 = n->in[4]->data,
                   .w2 = n->in[5]->data};
+    c.order = mt_node_scratch(n, sizeof(int32_t) * (size_t)c.d.E, "moe_experts order");
     return c;
 }
 
