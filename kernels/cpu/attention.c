@@ -39,6 +39,7 @@
  * kernels/cuda/attention_flash.cu), which differs from this by rounding-level amounts only. */
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attention.h"
@@ -256,8 +257,8 @@ static void attn_mask(float *S, const attn_rows *R, int64_t j0, int nj) {
  * themselves) and l rescaled by exp(m_old - m_new) when it grows; P = exp(S - m);
  * O_I += P V_J (sgemm); l += rowsum P (in double). At the end O_I /= l, lse = m + log l. */
 static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const float *kb,
-                          const float *vb, const attn_rows *R, int64_t H, int64_t Hkv, int D,
-                          float scale) {
+                          const float *vb, const attn_rows *R, const uint8_t *live, int64_t H,
+                          int64_t Hkv, int D, float scale) {
     const size_t ldq = (size_t)(H * D), ldk = (size_t)(Hkv * D);
     const int ni = R->ni;
     float S[ATTN_TILE * ATTN_TILE], m[ATTN_TILE];
@@ -270,7 +271,7 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
     const int64_t end = attn_end(R);
     for (int64_t j0 = 0; j0 < end; j0 += ATTN_TILE) {
         const int nj = (int)(end - j0 < ATTN_TILE ? end - j0 : ATTN_TILE);
-        if (!attn_tile_live(R, j0, nj)) continue;
+        if (live ? !live[j0 / ATTN_TILE] : !attn_tile_live(R, j0, nj)) continue;
         attn_gemm(false, true, ni, nj, D, scale, qb, ldq, kb + j0 * ldk, ldk, 0.0f, S, ATTN_TILE);
         attn_mask(S, R, j0, nj);
         for (int a = 0; a < ni; a++) {
@@ -317,21 +318,47 @@ static attn_rows attn_rows_at(const attn_geom *G, int64_t b, int64_t i0) {
                        G->win};
 }
 
+/* With segments, attn_tile_live of every (query tile, key tile) pair of every batch row, once a
+ * call: it is the same for every head, and a dead tile's scan (ni x nj compares) repeated per
+ * head was 3% of the M2 bench model's step. live[(b * ntq + it) * ntk + jt], ntk the key tiles
+ * (Tk / ATTN_TILE rounded up); NULL without segments, where the check is a comparison. */
+static uint8_t *attn_live_table(const attn_geom *G, int64_t *ntk_out) {
+    const int64_t ntq = (G->Tq + ATTN_TILE - 1) / ATTN_TILE,
+                  ntk = (G->Tk + ATTN_TILE - 1) / ATTN_TILE;
+    *ntk_out = ntk;
+    if (!G->sk) return NULL;
+    uint8_t *live = mt_malloc((size_t)(G->B * ntq * ntk), "attention live tiles");
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t w = 0; w < G->B * ntq; w++) {
+        const attn_rows R = attn_rows_at(G, w / ntq, (w % ntq) * ATTN_TILE);
+        for (int64_t jt = 0; jt < ntk; jt++) {
+            const int64_t j0 = jt * ATTN_TILE;
+            const int nj = (int)(G->Tk - j0 < ATTN_TILE ? G->Tk - j0 : ATTN_TILE);
+            live[w * ntk + jt] = attn_tile_live(&R, j0, nj);
+        }
+    }
+    return live;
+}
+
 static void attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
                      const attn_geom *G) {
     attn_check(G->H, G->Hkv, G->D);
     const int64_t Tq = G->Tq, Tk = G->Tk, H = G->H, Hkv = G->Hkv, D = G->D;
     const int64_t rep = H / Hkv, nt = (Tq + ATTN_TILE - 1) / ATTN_TILE;
+    int64_t ntk;
+    uint8_t *live = attn_live_table(G, &ntk);
     /* (b, h, query tile) are independent; later tiles are longer, hence dynamic scheduling */
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t w = 0; w < G->B * H * nt; w++) {
-        const int64_t b = w / (H * nt), h = (w / nt) % H, i0 = (w % nt) * ATTN_TILE;
+        const int64_t b = w / (H * nt), h = (w / nt) % H, it = w % nt, i0 = it * ATTN_TILE;
         const int64_t g = h / rep;
         const attn_rows R = attn_rows_at(G, b, i0);
         attn_fwd_tile(out + ((b * Tq + i0) * H + h) * D, lse ? lse + (b * H + h) * Tq : NULL,
                       q + ((b * Tq + i0) * H + h) * D, k + (b * Tk * Hkv + g) * D,
-                      v + (b * Tk * Hkv + g) * D, &R, H, Hkv, (int)D, G->scale);
+                      v + (b * Tk * Hkv + g) * D, &R, live ? live + (b * nt + it) * ntk : NULL, H,
+                      Hkv, (int)D, G->scale);
     }
+    free(live);
 }
 
 void cpu_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
@@ -485,6 +512,9 @@ static void attn_bwd(float *dq, float *dk, float *dv, double *delta, const float
     if (!dq && !dk && !dv) return;
     const int64_t Tq = G->Tq, Tk = G->Tk, H = G->H, Hkv = G->Hkv, D = G->D, rep = H / Hkv;
     attn_delta(delta, dout, out, G);
+    int64_t ntk;
+    uint8_t *live = attn_live_table(G, &ntk);
+    const int64_t ntq = (Tq + ATTN_TILE - 1) / ATTN_TILE;
     /* one (b, kv head) per thread: it alone writes dk, dv of that head and dq of the heads of
      * its group, so every gradient row is accumulated without atomics or extra scratch */
 #pragma omp parallel for schedule(dynamic, 1)
@@ -499,7 +529,9 @@ static void attn_bwd(float *dq, float *dk, float *dv, double *delta, const float
                 const int64_t end = attn_end(&R);
                 for (int64_t j0 = 0; j0 < end; j0 += ATTN_TILE) {
                     const int nj = (int)(end - j0 < ATTN_TILE ? end - j0 : ATTN_TILE);
-                    if (!attn_tile_live(&R, j0, nj)) continue;
+                    if (live ? !live[(b * ntq + i0 / ATTN_TILE) * ntk + j0 / ATTN_TILE]
+                             : !attn_tile_live(&R, j0, nj))
+                        continue;
                     attn_bwd_tile(dq ? dq + qo : NULL, dk ? dk + kvo : NULL, dv ? dv + kvo : NULL,
                                   P, dP, dout + qo, lse + (b * H + h) * Tq,
                                   delta + (b * H + h) * Tq, q + qo, k + kvo, v + kvo, &R, j0, nj, H,
@@ -508,6 +540,7 @@ static void attn_bwd(float *dq, float *dk, float *dv, double *delta, const float
             }
         }
     }
+    free(live);
 }
 
 void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
@@ -590,7 +623,7 @@ void cpu_attention_chunk(float *out, const float *q, const float *k_cache, const
         const int ni = (int)(T - a0 < ATTN_TILE ? T - a0 : ATTN_TILE);
         const attn_rows R = {NULL, NULL, NULL, t0 + a0, ni, 0};
         attn_fwd_tile(out + (a0 * H + h) * D, NULL, q + (a0 * H + h) * D, k_cache + g * D,
-                      v_cache + g * D, &R, H, Hkv, (int)D, scale);
+                      v_cache + g * D, &R, NULL, H, Hkv, (int)D, scale);
     }
 }
 
