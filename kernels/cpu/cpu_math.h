@@ -1,6 +1,8 @@
 /* cpu_math.h: exp and the sigmoid for the CPU kernels' elementwise loops, written so that the
  * loops vectorise: libm's expf is a call per element (it was 28% of the fp32 attention kernels'
- * time at D = 32, and SiLU, SwiGLU and the sigmoids spent most of theirs in it).
+ * time at D = 32, and SiLU, SwiGLU and the sigmoids spent most of theirs in it). Their selects
+ * (the clamps, the sign test) become blends only under -fno-trapping-math (CMakeLists.txt): on
+ * an AVX2 machine GCC otherwise kept every such loop scalar, 8x slower (AVX-512 masks hid it).
  * tests/kernels/op_cpu_math.c checks both against double libm. */
 #pragma once
 #include <math.h>

@@ -61,7 +61,11 @@ static int parity_forward_loss_m3(void) {
     EXPECT(read_scalar(plain, "loss", &loss[0]) && read_scalar(grad, "loss", &loss[1]),
            "no loss written");
     printf("  loss without --grad %.9g, with --grad %.9g\n", loss[0], loss[1]);
-    EXPECT(memcmp(&loss[0], &loss[1], sizeof(float)) == 0,
+    /* not bit for bit: without --grad the experts' rows (at most MT_GEMM_ROWS_MAX an expert
+     * here) run gemm_rows.c's inference kernel, with it OpenBLAS, in another order of summation
+     * (the two landed on the same float until 2026-12-07, by chance). An added KL (0.97 times
+     * its coefficient) is far above fp32 rounding. */
+    EXPECT(fabsf(loss[0] - loss[1]) <= 1e-6f * fabsf(loss[0]),
            "loss differs with --grad: %.9g vs %.9g (transformers' loss has no indexer KL)", loss[0],
            loss[1]);
     EXPECT(read_scalar(grad, "index_kl", &kl), "--grad wrote no index_kl beside the loss");
