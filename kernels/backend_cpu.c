@@ -1,5 +1,6 @@
 /* backend_cpu.c: the CPU backend table. fp32 storage; the reference every other backend is
  * compared against. */
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,21 @@ static void *cpu_alloc(size_t bytes) {
     return p;
 }
 static void cpu_free(void *p) { free(p); }
-static void cpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
+/* Large clears (a step's gradients: 4 bytes a parameter) in one piece a thread: one core's
+ * stores do not reach the memory bandwidth (1 x 2, small bench model: 68 MB). */
+#define CPU_ZERO_SPLIT ((size_t)1 << 20)
+static void cpu_zero(void *p, size_t bytes) {
+    if (bytes < CPU_ZERO_SPLIT) {
+        memset(p, 0, bytes);
+        return;
+    }
+#pragma omp parallel
+    {
+        const size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+        const size_t lo = bytes / nt * t, hi = t + 1 == nt ? bytes : bytes / nt * (t + 1);
+        memset((char *)p + lo, 0, hi - lo);
+    }
+}
 static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 static void cpu_sync(void) {}
 /* MemAvailable of /proc/meminfo (Linux), 0 elsewhere */
