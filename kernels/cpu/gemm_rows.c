@@ -11,10 +11,11 @@
  * chunks: two dependency chains), the sums added, the tail's products added lane by lane from
  * lane 0, then the lanes summed pairwise (8 + 8 (L = 16 only), 4 + 4, 2 + 2, 1 + 1). L is the
  * machine's vector: 16 with AVX-512, else 8 (AVX2: 16-float vectors there are two registers
- * each, a tile's 16 sums then need 32 of the 16 and spilled, 4x slower at batch 1). So the bits
- * differ between the two builds, never between a row's runs in one.
+ * each, a tile's 16 sums then need 32 of the 16 and spilled: the decode step was 3x slower). So the
+ * bits differ between the two builds, never between a row's runs in one.
  *
- * A tile is 8 outputs of y (1 row by 8 columns, 2 by 4, 3 or 4 by 2), their pairwise lane sums
+ * A tile is up to 8 outputs of y (1 row by 8 columns, 2 by 4, 3 or 4 by 2; past 4 rows on AVX2
+ * 2 by 2, whose sums and x chunks fit its 16 registers), their pairwise lane sums
  * run side by side in the vector lanes (shuffles, gemm_reduce8): one scalar lane sum per output
  * cost more than the output's whole dot product at K = 256. Up to 4 rows (memory-bound: w is
  * read once, from DRAM) a tile reads its columns of w one after the other, one stream the

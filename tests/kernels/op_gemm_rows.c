@@ -1,9 +1,10 @@
 /* op_gemm_rows.c: the inference GEMM of a few rows (kernels/cpu/gemm_rows.c).
  * op_gemm_rows: against an fp64 product (fp32 sums: 1e-5 relative to the row's magnitude) for
- * K below, at and past the 16- and 32-float chunks, N from 1 to MT_GEMM_ROWS_MAX, M = 301 (the
- * last 5 columns outside the 8-column tiles); and a row's bits are the same computed alone
- * (the column-by-column order), among N rows (the k-step order past 4 rows, tiles of 1 to 4
- * rows) and on 1 or 2 threads: what lets a decode step's rows be their one-prompt runs. */
+ * K below, at and past one and two vectors (8 and 16 floats on AVX2, 16 and 32 with AVX-512), N
+ * from 1 to MT_GEMM_ROWS_MAX, M = 301 (the last 5 columns outside the 8-column tiles); and a row's
+ * bits are the same computed alone (the column-by-column order), among N rows (the k-step order
+ * past 4 rows, tiles of 1 to 4 rows) and on 1 or 2 threads: what lets a decode step's rows be their
+ * one-prompt runs. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 #include "tests/support/harness.h"
 
 static int test_op_gemm_rows(void) {
-    const int64_t Ks[] = {1, 7, 16, 17, 31, 32, 48, 63, 256, 300};
+    const int64_t Ks[] = {1, 7, 8, 9, 16, 17, 24, 31, 32, 48, 63, 256, 300};
     const int64_t Ns[] = {1, 2, 3, 4, 5, 9, MT_GEMM_ROWS_MAX};
     const int64_t M = 301;
     mt_rng rng;
