@@ -39,7 +39,6 @@
  * kernels/cuda/attention_flash.cu), which differs from this by rounding-level amounts only. */
 #include <cblas.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "attention.h"
@@ -143,13 +142,14 @@ typedef struct {
     const int32_t *sq, *sk; /* (B,Tq) and (B,Tk) segment ids, or both NULL */
     float scale;
     int64_t win;
+    uint8_t *live; /* scratch of attn_live_bytes for the live-tile table, or NULL: per head */
 } attn_geom;
 
 static inline int64_t attn_qp(const int32_t *qpos, int64_t i) { return qpos ? qpos[i] : i; }
 
 static attn_geom attn_geom_plain(const int32_t *seg, int64_t B, int64_t T, int64_t H, int64_t Hkv,
                                  int64_t D, float scale, int64_t win) {
-    return (attn_geom){B, T, T, H, Hkv, D, NULL, seg, seg, scale, win};
+    return (attn_geom){B, T, T, H, Hkv, D, NULL, seg, seg, scale, win, NULL};
 }
 
 /* The bf16 mode's forward (cpu_attention_fwd_bf16), a row at a time in double. */
@@ -318,16 +318,23 @@ static attn_rows attn_rows_at(const attn_geom *G, int64_t b, int64_t i0) {
                        G->win};
 }
 
-/* With segments, attn_tile_live of every (query tile, key tile) pair of every batch row, once a
- * call: it is the same for every head, and a dead tile's scan (ni x nj compares) repeated per
- * head was 3% of the M2 bench model's step. live[(b * ntq + it) * ntk + jt], ntk the key tiles
- * (Tk / ATTN_TILE rounded up); NULL without segments, where the check is a comparison. */
+/* The live-tile table's size: a byte per (batch row, query tile, key tile). */
+static size_t attn_live_bytes(const attn_geom *G) {
+    return (size_t)(G->B * ((G->Tq + ATTN_TILE - 1) / ATTN_TILE) *
+                    ((G->Tk + ATTN_TILE - 1) / ATTN_TILE));
+}
+
+/* With segments and G->live, attn_tile_live of every (query tile, key tile) pair of every batch
+ * row, once a call: it is the same for every head, and a dead tile's scan (ni x nj compares)
+ * repeated per head was 3% of the M2 bench model's step. live[(b * ntq + it) * ntk + jt], ntk
+ * the key tiles (Tk / ATTN_TILE rounded up); NULL without segments (the check is a comparison)
+ * or without scratch (the kernels called outside a node: each tile is checked per head). */
 static uint8_t *attn_live_table(const attn_geom *G, int64_t *ntk_out) {
     const int64_t ntq = (G->Tq + ATTN_TILE - 1) / ATTN_TILE,
                   ntk = (G->Tk + ATTN_TILE - 1) / ATTN_TILE;
     *ntk_out = ntk;
-    if (!G->sk) return NULL;
-    uint8_t *live = mt_malloc((size_t)(G->B * ntq * ntk), "attention live tiles");
+    if (!G->sk || !G->live) return NULL;
+    uint8_t *live = G->live;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t w = 0; w < G->B * ntq; w++) {
         const attn_rows R = attn_rows_at(G, w / ntq, (w % ntq) * ATTN_TILE);
@@ -358,7 +365,6 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
                       v + (b * Tk * Hkv + g) * D, &R, live ? live + (b * nt + it) * ntk : NULL, H,
                       Hkv, (int)D, G->scale);
     }
-    free(live);
 }
 
 void cpu_attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
@@ -540,7 +546,6 @@ static void attn_bwd(float *dq, float *dk, float *dv, double *delta, const float
             }
         }
     }
-    free(live);
 }
 
 void cpu_attention_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
@@ -570,7 +575,7 @@ static attn_geom attn_geom_pos(const int32_t *seg_q, const int32_t *seg_k, const
         MT_CHECK(q_pos[i] >= 0 && q_pos[i] < Tk,
                  "attention (positions): query row %lld at position %d, keys 0 .. %lld",
                  (long long)i, q_pos[i], (long long)(Tk - 1));
-    return (attn_geom){B, Tq, Tk, H, Hkv, D, q_pos, seg_q, seg_k, scale, 0};
+    return (attn_geom){B, Tq, Tk, H, Hkv, D, q_pos, seg_q, seg_k, scale, 0, NULL};
 }
 
 void cpu_attention_pos_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
@@ -646,8 +651,9 @@ void cpu_attention_fwd_node(const mt_node *n) {
     const float *qd = attn_operand(n, q, q->data, "attention q bf16");
     const float *kd = attn_operand(n, k, k->data, "attention k bf16");
     const float *vd = attn_operand(n, v, v->data, "attention v bf16");
-    const attn_geom G = attn_geom_plain(seg ? seg->data : NULL, q->shape[0], q->shape[1],
-                                        q->shape[2], k->shape[2], q->shape[3], n->fp[0], n->ip[1]);
+    attn_geom G = attn_geom_plain(seg ? seg->data : NULL, q->shape[0], q->shape[1], q->shape[2],
+                                  k->shape[2], q->shape[3], n->fp[0], n->ip[1]);
+    if (seg) G.live = mt_node_scratch(n, attn_live_bytes(&G), "attention live tiles");
     (n->ip[0] == MT_BF16 ? attn_fwd_bf16 : attn_fwd)(
         n->out->data, n->saved[0] ? n->saved[0]->data : NULL, qd, kd, vd, &G);
 }
@@ -661,8 +667,9 @@ void cpu_attention_bwd_node(const mt_node *n) {
     const float *kd = attn_operand(n, k, k->data, "attention k bf16");
     const float *vd = attn_operand(n, v, v->data, "attention v bf16");
     const float *dout = attn_operand(n, n->out, n->out->grad, "attention dout bf16");
-    const attn_geom G = attn_geom_plain(seg ? seg->data : NULL, B, T, H, k->shape[2], q->shape[3],
-                                        n->fp[0], n->ip[1]);
+    attn_geom G = attn_geom_plain(seg ? seg->data : NULL, B, T, H, k->shape[2], q->shape[3],
+                                  n->fp[0], n->ip[1]);
+    if (seg) G.live = mt_node_scratch(n, attn_live_bytes(&G), "attention live tiles");
     (n->ip[0] == MT_BF16 ? attn_bwd_bf16 : attn_bwd)(
         q->grad, k->grad, v->grad, delta, dout, n->out->data, n->saved[0]->data, qd, kd, vd, &G);
 }
