@@ -2,20 +2,20 @@
  * forward with the lse saved, backward from it, the inverse of a selection (which queries
  * chose a key block) and the single-token decode step.
  *
- * fp32 mode only (products by cblas_sgemm, exp by cpu_expf, the softmax row sums and delta in
- * double): the reference of a device kernel. The cost is the support, topk*block keys per
- * query, never T^2:
+ * fp32 mode only (products by msa_dots and msa_rows_sum below, exp by cpu_expf, the softmax
+ * row sums and delta in double): the reference of a device kernel. The cost is the support,
+ * topk*block keys per query, never T^2:
  *   forward:  per (b, kv head, query t), the G heads of the group share the support: S = scale
- *             Q K^T, one sgemm per selected block into a (G, topk*block) tile; m its row
- *             maximum, P = exp(S - m), l = sum P; O = sum over blocks P V (sgemm) / l;
+ *             Q K^T, one product per selected block into a (G, topk*block) tile; m its row
+ *             maximum, P = exp(S - m), l = sum P; O = sum over blocks P V / l;
  *             lse = m + log l.
  *   backward: delta = dout . out; dq per (b, kv head, t): P = exp(S - lse), dP = dO V^T,
  *             dS = P (dP - delta), dQ += scale dS K, block by block; dk and dv by key block:
  *             the selection's inverse lists the queries that chose each block, so one thread
  *             owns a key block's dk, dv rows (no atomics, a fixed order), and gathers up to 64
  *             (query, head) rows of q and dout: P (zero past each query's own slot),
- *             dV += P^T dO, dS as above, dK += scale dS^T Q (sgemms accumulating in fp32, as
- *             the dense kernels of attention.c do). */
+ *             dV += P^T dO, dS as above, dK += scale dS^T Q (products accumulating in fp32,
+ *             as the dense kernels of attention.c do). */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -66,12 +66,121 @@ void cpu_msa_check_idx(const int32_t *idx, const int32_t *pos, const int32_t *q_
     }
 }
 
-/* Row-major C (M,N) = alpha op(A) op(B) + beta C, called inside the OpenMP loops: the OpenMP
- * build of OpenBLAS runs it on the calling thread. */
-static void msa_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                     int64_t lda, const float *Bm, int64_t ldb, float beta, float *C, int64_t ldc) {
+/* The support's products are tiny (the forward's: 4 heads x 16 keys x 32 dims a block in the
+ * M3 bench model): there a sgemm call cost more than its arithmetic, and more on 2 threads than
+ * on one (the M3 bench step spent 17 % in these kernels at 7 to 12 GFLOP/s a core). Products up
+ * to MSA_SMALL multiply-adds whose row length is 8, 16, 24 or 32 floats run in these loops
+ * instead, in 8-float vectors held in registers; others (M3's own blocks of 128 keys x 128
+ * dims) keep the sgemm. Each output is one fixed-order sum, the same on any thread. */
+#define MSA_SMALL (64 * 64 * 64)
+typedef float msa_v8 __attribute__((vector_size(32), aligned(4), may_alias));
+typedef float msa_v4 __attribute__((vector_size(16)));
+#define MSA_LOAD(p) (*(const msa_v8 *)(const void *)(p))
+
+static void msa_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                      const float *A, int64_t lda, const float *Bm, int64_t ldb, float beta,
+                      float *C, int64_t ldc) {
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 (int)M, (int)N, (int)K, alpha, A, (int)lda, Bm, (int)ldb, beta, C, (int)ldc);
+}
+
+/* The lane sums of a, b, c, d as one 4-float vector: the halves added, then pairs of lanes. */
+static inline msa_v4 msa_sum4(msa_v8 a, msa_v8 b, msa_v8 c, msa_v8 d) {
+#define MSA_HALVES(v)                                                                              \
+    (__builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7))
+    const msa_v4 a4 = MSA_HALVES(a), b4 = MSA_HALVES(b), c4 = MSA_HALVES(c), d4 = MSA_HALVES(d);
+#undef MSA_HALVES
+    const msa_v4 ab = __builtin_shufflevector(a4, b4, 0, 4, 1, 5) +
+                      __builtin_shufflevector(a4, b4, 2, 6, 3, 7); /* a02 b02 a13 b13 */
+    const msa_v4 cd =
+        __builtin_shufflevector(c4, d4, 0, 4, 1, 5) + __builtin_shufflevector(c4, d4, 2, 6, 3, 7);
+    return __builtin_shufflevector(ab, cd, 0, 1, 4, 5) +
+           __builtin_shufflevector(ab, cd, 2, 3, 6, 7);
+}
+
+/* X[i][j] = alpha sum_d A[i][d] B[j][d] (A B^T), i < M, j < N: dot products of rows, four
+ * columns at a time. */
+static void msa_dots(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                     const float *Bm, int64_t ldb, float *X, int64_t ldx) {
+    if (K % 8 || M * N * K > MSA_SMALL) {
+        msa_sgemm(false, true, M, N, K, alpha, A, lda, Bm, ldb, 0.0f, X, ldx);
+        return;
+    }
+    for (int64_t j0 = 0; j0 < N; j0 += 4) {
+        const int64_t nj = N - j0 < 4 ? N - j0 : 4;
+        const float *b0 = Bm + j0 * ldb, *b1 = nj > 1 ? b0 + ldb : b0;
+        const float *b2 = nj > 2 ? b0 + 2 * ldb : b0, *b3 = nj > 3 ? b0 + 3 * ldb : b0;
+        for (int64_t i = 0; i < M; i++) {
+            const float *a = A + i * lda;
+            msa_v8 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+            for (int64_t d = 0; d < K; d += 8) {
+                const msa_v8 av = MSA_LOAD(a + d);
+                s0 += av * MSA_LOAD(b0 + d), s1 += av * MSA_LOAD(b1 + d);
+                s2 += av * MSA_LOAD(b2 + d), s3 += av * MSA_LOAD(b3 + d);
+            }
+            const msa_v4 out = alpha * msa_sum4(s0, s1, s2, s3);
+            if (nj == 4) /* one store: lanes read back one at a time stalled on it */
+                memcpy(X + i * ldx + j0, &out, sizeof(out));
+            else
+                for (int64_t u = 0; u < nj; u++) X[i * ldx + j0 + u] = out[u];
+        }
+    }
+}
+
+/* The store of msa_rows_sum_nv: r (+ C where add) into C's 8 floats at p. */
+static inline void msa_put(float *p, msa_v8 r, bool add) {
+    if (add) r += MSA_LOAD(p);
+    memcpy(p, &r, sizeof(r));
+}
+
+/* msa_rows_sum for N = 8 nv columns, nv <= 4 a constant after inlining: two rows' sums stay in
+ * registers across k (named, not an array, which GCC kept in memory). */
+static inline __attribute__((always_inline)) void
+msa_rows_sum_nv(int nv, int64_t M, int64_t K, float alpha, const float *A, int64_t sa, int64_t sk,
+                const float *Bm, int64_t ldb, bool add, float *C, int64_t ldc) {
+    for (int64_t i = 0; i < M; i += 2) {
+        const int64_t i1 = i + 1 < M ? i + 1 : i; /* an odd last row: computed twice, kept once */
+        msa_v8 c00 = {0}, c01 = {0}, c02 = {0}, c03 = {0}, c10 = {0}, c11 = {0}, c12 = {0},
+               c13 = {0};
+        for (int64_t k = 0; k < K; k++) {
+            const float a0 = alpha * A[i * sa + k * sk], a1 = alpha * A[i1 * sa + k * sk];
+            const float *b = Bm + k * ldb;
+            msa_v8 bv = MSA_LOAD(b);
+            c00 += a0 * bv, c10 += a1 * bv;
+            if (nv > 1) bv = MSA_LOAD(b + 8), c01 += a0 * bv, c11 += a1 * bv;
+            if (nv > 2) bv = MSA_LOAD(b + 16), c02 += a0 * bv, c12 += a1 * bv;
+            if (nv > 3) bv = MSA_LOAD(b + 24), c03 += a0 * bv, c13 += a1 * bv;
+        }
+        float *p0 = C + i * ldc, *p1 = C + i1 * ldc;
+        if (i1 != i) { /* an odd last row keeps its first value */
+            msa_put(p1, c10, add);
+            if (nv > 1) msa_put(p1 + 8, c11, add);
+            if (nv > 2) msa_put(p1 + 16, c12, add);
+            if (nv > 3) msa_put(p1 + 24, c13, add);
+        }
+        msa_put(p0, c00, add);
+        if (nv > 1) msa_put(p0 + 8, c01, add);
+        if (nv > 2) msa_put(p0 + 16, c02, add);
+        if (nv > 3) msa_put(p0 + 24, c03, add);
+    }
+}
+
+/* C[i][:] (=, or += where add) sum_k alpha A(i,k) B[k][:], i < M, N columns: A B, or A^T B
+ * where at (A(i,k) = A[k][i]); two rows at a time. */
+static void msa_rows_sum(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                         bool at, const float *Bm, int64_t ldb, bool add, float *C, int64_t ldc) {
+    const int64_t sa = at ? 1 : lda, sk = at ? lda : 1;
+    const int64_t nv = M * N * K <= MSA_SMALL && N % 8 == 0 ? N / 8 : 0;
+    if (nv == 1)
+        msa_rows_sum_nv(1, M, K, alpha, A, sa, sk, Bm, ldb, add, C, ldc);
+    else if (nv == 2)
+        msa_rows_sum_nv(2, M, K, alpha, A, sa, sk, Bm, ldb, add, C, ldc);
+    else if (nv == 3)
+        msa_rows_sum_nv(3, M, K, alpha, A, sa, sk, Bm, ldb, add, C, ldc);
+    else if (nv == 4)
+        msa_rows_sum_nv(4, M, K, alpha, A, sa, sk, Bm, ldb, add, C, ldc);
+    else
+        msa_sgemm(at, false, M, N, K, alpha, A, lda, Bm, ldb, add ? 1.0f : 0.0f, C, ldc);
 }
 
 /* query rows per chunk of the dk/dv pass: about 64 rows of (query, head) */
@@ -104,8 +213,7 @@ void cpu_msa_attention_forward(float *out, float *lse, float *work, const float 
         for (int s = 0; s < topk && sel[s] >= 0; s++) {
             int64_t j0, j1;
             msa_block_keys(ts, pt, sel[s], block, &j0, &j1);
-            msa_gemm(false, true, G, j1 - j0 + 1, D, scale, qt, D, kb + j0 * ldk, ldk, 0.0f, X + n,
-                     sup);
+            msa_dots(G, j1 - j0 + 1, D, scale, qt, D, kb + j0 * ldk, ldk, X + n, sup);
             n += j1 - j0 + 1;
         }
         double l[MSA_MAX_G];
@@ -126,8 +234,8 @@ void cpu_msa_attention_forward(float *out, float *lse, float *work, const float 
         for (int s = 0; s < topk && sel[s] >= 0; s++) {
             int64_t j0, j1;
             msa_block_keys(ts, pt, sel[s], block, &j0, &j1);
-            msa_gemm(false, false, G, D, j1 - j0 + 1, 1.0f, X + n, sup, vb + j0 * ldk, ldk,
-                     s ? 1.0f : 0.0f, ot, D);
+            msa_rows_sum(G, D, j1 - j0 + 1, 1.0f, X + n, sup, false, vb + j0 * ldk, ldk, s > 0, ot,
+                         D);
             n += j1 - j0 + 1;
         }
         for (int64_t a = 0; a < G; a++)
@@ -219,10 +327,8 @@ void cpu_msa_attention_backward(float *dq, float *dk, float *dv, void *work, con
                 int64_t j0, j1;
                 msa_block_keys(ts, pt, sel[s], block, &j0, &j1);
                 const int64_t nk = j1 - j0 + 1;
-                msa_gemm(false, true, G, nk, D, scale, q + r0 * D, D, kb + j0 * ldk, ldk, 0.0f,
-                         X + n, sup);
-                msa_gemm(false, true, G, nk, D, 1.0f, dout + r0 * D, D, vb + j0 * ldk, ldk, 0.0f,
-                         Y + n, sup);
+                msa_dots(G, nk, D, scale, q + r0 * D, D, kb + j0 * ldk, ldk, X + n, sup);
+                msa_dots(G, nk, D, 1.0f, dout + r0 * D, D, vb + j0 * ldk, ldk, Y + n, sup);
                 n += nk;
             }
             for (int64_t a = 0; a < G; a++) {
@@ -236,8 +342,8 @@ void cpu_msa_attention_backward(float *dq, float *dk, float *dv, void *work, con
             for (int s = 0; s < topk && sel[s] >= 0; s++) {
                 int64_t j0, j1;
                 msa_block_keys(ts, pt, sel[s], block, &j0, &j1);
-                msa_gemm(false, false, G, D, j1 - j0 + 1, scale, Y + n, sup, kb + j0 * ldk, ldk,
-                         1.0f, dq + r0 * D, D);
+                msa_rows_sum(G, D, j1 - j0 + 1, scale, Y + n, sup, false, kb + j0 * ldk, ldk, true,
+                             dq + r0 * D, D);
                 n += j1 - j0 + 1;
             }
         }
@@ -276,7 +382,7 @@ void cpu_msa_attention_backward(float *dq, float *dk, float *dv, void *work, con
                     dl[c * G + a] = (float)delta[(b * H + g * G + a) * Tq + t];
                 }
             }
-            msa_gemm(false, true, R, nk, D, scale, Qg, D, kb, ldk, 0.0f, P, block);
+            msa_dots(R, nk, D, scale, Qg, D, kb, ldk, P, block);
             for (int64_t r = 0; r < R; r++) {
                 const int64_t t = msa_slot(q_slot, list[e0 + r / G]);
                 const int64_t hi = t - jb + 1 < nk ? t - jb + 1 : nk;
@@ -285,15 +391,15 @@ void cpu_msa_attention_backward(float *dq, float *dk, float *dv, void *work, con
                 for (int64_t i = 0; i < hi; i++) p[i] = cpu_expf(p[i] - ls[r]);
                 for (int64_t i = hi; i < nk; i++) p[i] = 0.0f;
             }
-            if (dvb) msa_gemm(true, false, nk, D, R, 1.0f, P, block, dOg, D, 1.0f, dvb, ldk);
+            if (dvb) msa_rows_sum(nk, D, R, 1.0f, P, block, true, dOg, D, true, dvb, ldk);
             if (!dkb) continue;
-            msa_gemm(false, true, R, nk, D, 1.0f, dOg, D, vb, ldk, 0.0f, dP, block);
+            msa_dots(R, nk, D, 1.0f, dOg, D, vb, ldk, dP, block);
             for (int64_t r = 0; r < R; r++) {
                 const float *restrict p = P + r * block;
                 float *restrict y = dP + r * block;
                 for (int64_t i = 0; i < nk; i++) y[i] = p[i] * (y[i] - dl[r]);
             }
-            msa_gemm(true, false, nk, D, R, scale, dP, block, Qg, D, 1.0f, dkb, ldk);
+            msa_rows_sum(nk, D, R, scale, dP, block, true, Qg, D, true, dkb, ldk);
         }
     }
 }
