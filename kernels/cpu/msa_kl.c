@@ -54,35 +54,42 @@ static int64_t kl_support(int64_t *keys, const int32_t *sel, int64_t t, int32_t 
     return n;
 }
 
-/* log-sum-exp of x[0, n) */
-static double kl_lse(const double *x, int64_t n) {
-    double m = -INFINITY, l = 0;
+/* x[0, n) <- exp(x - m), m their maximum (returned), *l = their sum: the softmax is x / l and
+ * its lse m + log l from one exp per entry (an lse pass, then exp(x - lse), took two). */
+static double kl_exp_shift(double *x, int64_t n, double *l) {
+    double m = -INFINITY, sum = 0;
     for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
-    for (int64_t i = 0; i < n; i++) l += exp(x[i] - m);
-    return m + log(l);
+    for (int64_t i = 0; i < n; i++) sum += x[i] = exp(x[i] - m);
+    *l = sum;
+    return m;
 }
 
 /* One (b, h, query row t of Tq): pbar[0, n) the teacher mean, z[0, n) the student logits over
- * the key slots keys[] (of Tk); returns the student lse; lse_t (G) gets the teacher heads' lse
- * when not NULL. x: n doubles of scratch. */
-static double kl_row(double *pbar, double *z, double *x, double *lse_t, const int64_t *keys,
-                     int64_t n, const float *q, const float *k, const float *iq, const float *ik,
-                     int64_t b, int64_t t, int64_t h, int64_t Tq, int64_t Tk, int64_t H,
-                     int64_t Hkv, int64_t D, int64_t Di, float scale, float index_scale) {
+ * the key slots keys[] (of Tk) and qs[0, n) the student's exp(z - max z), whose sum is *ls_sum
+ * (its softmax qs / *ls_sum); returns the student lse; lse_t (G) gets the teacher heads' lse
+ * when not NULL. */
+static double kl_row(double *pbar, double *z, double *qs, double *ls_sum, double *lse_t,
+                     const int64_t *keys, int64_t n, const float *q, const float *k,
+                     const float *iq, const float *ik, int64_t b, int64_t t, int64_t h, int64_t Tq,
+                     int64_t Tk, int64_t H, int64_t Hkv, int64_t D, int64_t Di, float scale,
+                     float index_scale) {
     const int64_t G = H / Hkv, Hi = Hkv;
+    double *x = qs; /* the teacher heads' exps first, then the student's */
     for (int64_t i = 0; i < n; i++) pbar[i] = 0;
     for (int64_t g = h * G; g < (h + 1) * G; g++) {
         const float *qg = q + ((b * Tq + t) * H + g) * D;
         for (int64_t i = 0; i < n; i++)
             x[i] = (double)scale * kl_dot(qg, k + ((b * Tk + keys[i]) * Hkv + h) * D, D);
-        const double ls = kl_lse(x, n);
-        if (lse_t) lse_t[g - h * G] = ls;
-        for (int64_t i = 0; i < n; i++) pbar[i] += exp(x[i] - ls) / (double)G;
+        double l;
+        const double m = kl_exp_shift(x, n, &l);
+        if (lse_t) lse_t[g - h * G] = m + log(l);
+        for (int64_t i = 0; i < n; i++) pbar[i] += x[i] / l / (double)G;
     }
     const float *iqh = iq + ((b * Tq + t) * Hi + h) * Di;
     for (int64_t i = 0; i < n; i++)
-        z[i] = (double)index_scale * kl_dot(iqh, ik + (b * Tk + keys[i]) * Di, Di);
-    return kl_lse(z, n);
+        z[i] = x[i] = (double)index_scale * kl_dot(iqh, ik + (b * Tk + keys[i]) * Di, Di);
+    const double m = kl_exp_shift(x, n, ls_sum);
+    return m + log(*ls_sum);
 }
 
 size_t cpu_msa_kl_work(int64_t B, int64_t Tq, int block, int topk) {
@@ -117,8 +124,9 @@ double cpu_msa_kl_forward(void *work, const float *q, const float *k, const floa
         for (int64_t h = 0; h < Hi; h++) {
             const int64_t n = kl_support(keys, idx + ((b * Hi + h) * Tq + t) * topk, ts,
                                          pos[b * Tk + ts], block, topk);
-            const double lse_s = kl_row(pbar, z, x, NULL, keys, n, q, k, iq, ik, b, t, h, Tq, Tk, H,
-                                        Hkv, D, Di, scale, index_scale);
+            double l_s;
+            const double lse_s = kl_row(pbar, z, x, &l_s, NULL, keys, n, q, k, iq, ik, b, t, h, Tq,
+                                        Tk, H, Hkv, D, Di, scale, index_scale);
             for (int64_t i = 0; i < n; i++)
                 if (pbar[i] > 0) kl += pbar[i] * (log(pbar[i]) - (z[i] - lse_s));
         }
@@ -168,14 +176,15 @@ void cpu_msa_kl_backward(float *diq, float *dik, void *work, float gout, const f
         for (int64_t h = 0; h < Hi; h++) {
             const int64_t n = kl_support(keys, idx + ((b * Hi + h) * Tq + t) * topk, ts,
                                          pos[b * Tk + ts], block, topk);
-            const double ls = kl_row(pbar, z, x, lse_t + bt * H + h * G, keys, n, q, k, iq, ik, b,
-                                     t, h, Tq, Tk, H, Hkv, D, Di, scale, index_scale);
+            double l_s;
+            const double ls = kl_row(pbar, z, x, &l_s, lse_t + bt * H + h * G, keys, n, q, k, iq,
+                                     ik, b, t, h, Tq, Tk, H, Hkv, D, Di, scale, index_scale);
             lse_s[bt * Hi + h] = ls;
             if (!diq) continue;
             double acc[MSA_KL_MAX_D];
             for (int64_t d = 0; d < Di; d++) acc[d] = 0;
             for (int64_t i = 0; i < n; i++) {
-                const double ds = exp(z[i] - ls) - pbar[i];
+                const double ds = x[i] / l_s - pbar[i];
                 const float *ikj = ik + (b * Tk + keys[i]) * Di;
                 for (int64_t d = 0; d < Di; d++) acc[d] += ds * ikj[d];
             }
