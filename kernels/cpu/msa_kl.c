@@ -16,20 +16,27 @@
 #include <omp.h>
 #include <string.h>
 
+#include "cpu_math.h"
 #include "cpu_ops.h"
 #include "msa.h"
 
 #define MSA_KL_MAX_D 1024
 
-/* fp32 products, 8 fp32 lanes of partial sums (vectorised), added in double: a logit carries
- * ~1e-7 relative rounding, far below the softmax's sensitivity that matters here */
+/* fp32 products, 8 fp32 lanes of partial sums, the lanes added in double (in pairs: 0 + 4,
+ * 1 + 5, ... then (0 + 2) + (1 + 3), vector work where 8 dependent scalar adds had been the
+ * dot's longest part); a logit carries ~1e-7 relative rounding, far below the softmax's
+ * sensitivity that matters here */
+typedef float kl_f8 __attribute__((vector_size(32), aligned(4), may_alias));
+typedef double kl_d4 __attribute__((vector_size(32)));
 static inline double kl_dot(const float *restrict a, const float *restrict b, int64_t D) {
-    float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    kl_f8 part = {0};
     int64_t d = 0;
     for (; d + 8 <= D; d += 8)
-        for (int i = 0; i < 8; i++) part[i] += a[d + i] * b[d + i];
-    double s = 0;
-    for (int i = 0; i < 8; i++) s += (double)part[i];
+        part += *(const kl_f8 *)(const void *)(a + d) * *(const kl_f8 *)(const void *)(b + d);
+    const kl_d4 s4 =
+        __builtin_convertvector(__builtin_shufflevector(part, part, 0, 1, 2, 3), kl_d4) +
+        __builtin_convertvector(__builtin_shufflevector(part, part, 4, 5, 6, 7), kl_d4);
+    double s = (s4[0] + s4[2]) + (s4[1] + s4[3]);
     for (; d < D; d++) s += (double)a[d] * b[d];
     return s;
 }
@@ -55,11 +62,14 @@ static int64_t kl_support(int64_t *keys, const int32_t *sel, int64_t t, int32_t 
 }
 
 /* x[0, n) <- exp(x - m), m their maximum (returned), *l = their sum: the softmax is x / l and
- * its lse m + log l from one exp per entry (an lse pass, then exp(x - lse), took two). */
+ * its lse m + log l from one exp per entry (an lse pass, then exp(x - lse), took two), each
+ * cpu_exp (cpu_math.h: vector lanes, within 1 ulp; libm's exp was a third of the KL's time). */
 static double kl_exp_shift(double *x, int64_t n, double *l) {
     double m = -INFINITY, sum = 0;
     for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
-    for (int64_t i = 0; i < n; i++) sum += x[i] = exp(x[i] - m);
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) x[i] = cpu_exp(x[i] - m);
+    for (int64_t i = 0; i < n; i++) sum += x[i]; /* in order: the lanes would reorder it */
     *l = sum;
     return m;
 }
@@ -143,7 +153,7 @@ size_t cpu_msa_kl_bwd_work(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t
     return sizeof(double) * (size_t)(B * Tq * (H + Hkv)) +
            sizeof(int32_t) * (size_t)cpu_msa_inverse_ints(B, Hkv, Tq, Tk, topk) + 64 +
            (size_t)omp_get_max_threads() * (sup * (3 * sizeof(double) + sizeof(int64_t)) +
-                                            sizeof(double) * (size_t)(block * Di));
+                                            sizeof(double) * (size_t)(block * (Di + H / Hkv + 1)));
 }
 
 void cpu_msa_kl_backward(float *diq, float *dik, void *work, float gout, const float *q,
@@ -163,8 +173,8 @@ void cpu_msa_kl_backward(float *diq, float *dik, void *work, float gout, const f
     int32_t *inv = (int32_t *)(lse_s + B * Tq * Hi);
     char *thr = (char *)(((uintptr_t)(inv + cpu_msa_inverse_ints(B, Hkv, Tq, Tk, topk)) + 63) &
                          ~(uintptr_t)63);
-    const size_t per_thr =
-        sup * (3 * sizeof(double) + sizeof(int64_t)) + sizeof(double) * (size_t)(block * Di);
+    const size_t per_thr = sup * (3 * sizeof(double) + sizeof(int64_t)) +
+                           sizeof(double) * (size_t)(block * (Di + G + 1));
     /* pass 1, by query row: both softmaxes' lse, and diq */
 #pragma omp parallel for schedule(dynamic, 8)
     for (int64_t bt = 0; bt < B * Tq; bt++) {
@@ -200,6 +210,8 @@ void cpu_msa_kl_backward(float *diq, float *dik, void *work, float gout, const f
         const int64_t b = w / Tk, jb = w % Tk;
         double *restrict acc = (double *)(thr + (size_t)omp_get_thread_num() * per_thr +
                                           sup * (3 * sizeof(double) + sizeof(int64_t)));
+        /* the entries' exponents, teacher (nk, G) then student (nk), exponentiated together */
+        double *restrict xt = acc + block * Di, *restrict xs = xt + block * G;
         bool any = false;
         int64_t jmax = jb;
         for (int64_t h = 0; h < Hi; h++) {
@@ -214,19 +226,27 @@ void cpu_msa_kl_backward(float *diq, float *dik, void *work, float gout, const f
                 const int64_t j1 = ts < jb + block - 1 ? ts : jb + block - 1;
                 if (j1 > jmax) jmax = j1;
                 const float *iqh = iq + (bt * Hi + h) * Di;
-                for (int64_t j = jb; j <= j1; j++) {
+                const int64_t nk = j1 - jb + 1;
+                for (int64_t i = 0; i < nk; i++) {
+                    const int64_t j = jb + i;
+                    for (int64_t a = 0; a < G; a++)
+                        xt[i * G + a] =
+                            (double)scale * kl_dot(q + (bt * H + h * G + a) * D,
+                                                   k + ((b * Tk + j) * Hkv + h) * D, D) -
+                            lse_t[bt * H + h * G + a];
+                    xs[i] = (double)index_scale * kl_dot(iqh, ik + (b * Tk + j) * Di, Di) -
+                            lse_s[bt * Hi + h];
+                }
+#pragma omp simd
+                for (int64_t i = 0; i < nk * G; i++) xt[i] = cpu_exp(xt[i]);
+#pragma omp simd
+                for (int64_t i = 0; i < nk; i++) xs[i] = cpu_exp(xs[i]);
+                for (int64_t i = 0; i < nk; i++) {
                     double pbar = 0;
-                    for (int64_t g = h * G; g < (h + 1) * G; g++)
-                        pbar += exp((double)scale * kl_dot(q + (bt * H + g) * D,
-                                                           k + ((b * Tk + j) * Hkv + h) * D, D) -
-                                    lse_t[bt * H + g]);
-                    pbar /= (double)G;
-                    const double ds =
-                        exp((double)index_scale * kl_dot(iqh, ik + (b * Tk + j) * Di, Di) -
-                            lse_s[bt * Hi + h]) -
-                        pbar;
-                    double *restrict a = acc + (j - jb) * Di;
-                    for (int64_t d = 0; d < Di; d++) a[d] += ds * iqh[d];
+                    for (int64_t a = 0; a < G; a++) pbar += xt[i * G + a];
+                    const double ds = xs[i] - pbar / (double)G;
+                    double *restrict ai = acc + i * Di;
+                    for (int64_t d = 0; d < Di; d++) ai[d] += ds * iqh[d];
                 }
             }
         }

@@ -1,5 +1,6 @@
 /* op_cpu_math.c: the CPU kernels' exp and sigmoid (kernels/cpu/cpu_math.h) against double libm,
- * in units in the last place of the fp32 result. */
+ * in units in the last place of the fp32 result; the double exp against libm's exp, in ulps of
+ * the double result. */
 #include "tests/support/harness.h"
 
 #include <math.h>
@@ -73,8 +74,29 @@ static int test_cpu_sigmoid(void) {
     return MT_TEST_OK;
 }
 
+/* Every 7.13e-5 of [-708, 1] (about 9.9 million points; libm's exp is within 1 ulp itself, so
+ * the two differ by at most its error and ours) and the special values. */
+static int test_cpu_exp(void) {
+    double worst = 0, worst_x = 0;
+    int64_t n = 0;
+    for (double x = -708.0; x <= 1.0; x += 7.13e-5, n++) {
+        const double want = exp(x), ulp = nextafter(want, INFINITY) - want;
+        const double e = fabs(cpu_exp(x) - want) / ulp;
+        if (e > worst) worst = e, worst_x = x;
+    }
+    printf("cpu_exp: %lld points of [-708, 1], worst %.6f ulp at x = %.17g\n", (long long)n, worst,
+           worst_x);
+    EXPECT(worst <= 1.0, "cpu_exp: %.6f ulp at x = %.17g (bound 1)", worst, worst_x);
+    EXPECT(cpu_exp(0.0) == 1.0 && cpu_exp(-709.0) == 0.0 && cpu_exp(-INFINITY) == 0.0 &&
+               isnan(cpu_exp(NAN)),
+           "cpu_exp at 0, below -708, at -inf, at NaN: %.17g %g %g %g", cpu_exp(0.0),
+           cpu_exp(-709.0), cpu_exp(-INFINITY), cpu_exp(NAN));
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"op_cpu_expf", test_cpu_expf},
     {"op_cpu_sigmoid", test_cpu_sigmoid},
+    {"op_cpu_exp", test_cpu_exp},
 };
 MT_TEST_MAIN(cases)
