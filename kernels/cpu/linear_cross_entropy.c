@@ -14,6 +14,7 @@
  * cross_entropy(matmul(x, w)) in either mode up to fp32 summation order. */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 
 #include "bf16.h"
 #include "cpu_math.h"
@@ -139,6 +140,24 @@ void cpu_linear_cross_entropy_fwd_node(const mt_node *n) {
     *(float *)n->out->data = (float)(total * lce_scale(p.M, n->fp[0]));
 }
 
+/* dx rows r0 .. r0+r (scattered by p->rows) += dz w, through the chunk's dxc (r, C) */
+static void lce_chunk_dx(const lce_plan *p, const float *dz, float *dxc, float *dx, int64_t r0,
+                         int64_t r) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)r, (int)p->C, (int)p->V, 1.0f, dz,
+                (int)p->V, p->w, (int)p->C, 0.0f, dxc, (int)p->C);
+    for (int64_t i = 0; i < r; i++) {
+        float *d = dx + (int64_t)p->rows[r0 + i] * p->C;
+        const float *s = dxc + i * p->C;
+        for (int64_t k = 0; k < p->C; k++) d[k] += s[k];
+    }
+}
+
+/* dw (V, C) += dz^T x over the chunk's r rows */
+static void lce_chunk_dw(const lce_plan *p, const float *dz, float *dw, int64_t r) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p->V, (int)p->C, (int)r, 1.0f, dz,
+                (int)p->V, p->xc, (int)p->C, 1.0f, dw, (int)p->C);
+}
+
 void cpu_linear_cross_entropy_bwd_node(const mt_node *n) {
     float *dx = n->in[0]->grad, *dw = n->in[1]->grad;
     const mt_tensor *pv = n->in[3];
@@ -171,17 +190,19 @@ void cpu_linear_cross_entropy_bwd_node(const mt_node *n) {
                 dprev[p.M + j] += (float)gt;
             }
         }
-        if (dx) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)r, (int)p.C, (int)p.V, 1.0f,
-                        dz, (int)p.V, p.w, (int)p.C, 0.0f, dxc, (int)p.C);
-            for (int64_t i = 0; i < r; i++) {
-                float *d = dx + (int64_t)p.rows[r0 + i] * p.C;
-                const float *s = dxc + i * p.C;
-                for (int64_t k = 0; k < p.C; k++) d[k] += s[k];
+        /* on exactly 2 threads dx's and dw's products (the same FLOPs) run side by side, one a
+         * thread, as in matmul.c: the same bits */
+        if (dx && dw && omp_get_max_threads() == 2 && !omp_in_parallel()) {
+#pragma omp parallel num_threads(2)
+            {
+                if (omp_get_thread_num() == 0)
+                    lce_chunk_dx(&p, dz, dxc, dx, r0, r);
+                else
+                    lce_chunk_dw(&p, dz, dw, r);
             }
+            continue;
         }
-        if (dw)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p.V, (int)p.C, (int)r, 1.0f,
-                        dz, (int)p.V, p.xc, (int)p.C, 1.0f, dw, (int)p.C);
+        if (dx) lce_chunk_dx(&p, dz, dxc, dx, r0, r);
+        if (dw) lce_chunk_dw(&p, dz, dw, r);
     }
 }
