@@ -191,7 +191,7 @@ void cpu_linear_cross_entropy_bwd_node(const mt_node *n) {
             }
         }
         /* on exactly 2 threads dx's and dw's products (the same FLOPs) run side by side, one a
-         * thread, as in matmul.c: the same bits */
+         * thread, as in matmul.c: one-thread BLAS's bits */
         if (dx && dw && omp_get_max_threads() == 2 && !omp_in_parallel()) {
 #pragma omp parallel num_threads(2)
             {
