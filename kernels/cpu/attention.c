@@ -182,6 +182,41 @@ static void attn_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const 
                 K, alpha, A, (int)lda, Bm, (int)ldb, beta, C, (int)ldc);
 }
 
+/* The tiles' products run in registers (cpu_gemm_small: 1.3-1.5x an sgemm at 64 x 64 x 32) when
+ * the head dim is whole vectors and its transposed key tile fits the stack; else as sgemms. */
+#define ATTN_SMALL_MAX_D 128
+static inline bool attn_small(int D) { return D % 8 == 0 && D <= ATTN_SMALL_MAX_D; }
+
+/* C (M,N) = alpha op(A) B (+ C where add), B (K,N) row-major; ta: A is stored (K,M). */
+static void attn_prod(bool small, bool ta, int M, int N, int K, float alpha, const float *A,
+                      size_t lda, const float *Bm, size_t ldb, bool add, float *C, size_t ldc) {
+    if (small)
+        cpu_gemm_small(M, N, K, alpha, A, ta ? 1 : (int64_t)lda, ta ? (int64_t)lda : 1, Bm,
+                       (int64_t)ldb, add, C, (int64_t)ldc);
+    else
+        attn_gemm(ta, false, M, N, K, alpha, A, lda, Bm, ldb, add ? 1.0f : 0.0f, C, ldc);
+}
+
+/* Xt (D, ATTN_TILE) = the tile's nj rows of keys (or values) transposed, its columns nj up to
+ * the next multiple of 8 zero, so that products against it run over whole vectors (the extra
+ * columns of their results are never read). */
+static void attn_tile_t(float *Xt, const float *xb, size_t ldk, int nj, int D) {
+    cpu_transpose(Xt, ATTN_TILE, xb, (int64_t)ldk, nj, D);
+    for (int d = 0; d < D; d++)
+        for (int c = nj; c < (nj + 7) / 8 * 8; c++) Xt[d * ATTN_TILE + c] = 0.0f;
+}
+
+/* S (ni, nj) = alpha A_I X_J^T (scores: Q K^T; the backward's dO V^T): against Xt, the tile
+ * transposed by attn_tile_t, when small; else an sgemm on X's rows xb. */
+static void attn_prod_t(bool small, int ni, int nj, int D, float alpha, const float *A, size_t lda,
+                        const float *Xt, const float *xb, size_t ldk, float *S) {
+    if (small)
+        cpu_gemm_small(ni, (nj + 7) / 8 * 8, D, alpha, A, (int64_t)lda, 1, Xt, ATTN_TILE, false, S,
+                       ATTN_TILE);
+    else
+        attn_gemm(false, true, ni, nj, D, alpha, A, lda, xb, ldk, 0.0f, S, ATTN_TILE);
+}
+
 /* The keys row t sees within a tile [j0, j0 + nj): c < attn_hi(..) by causality (s <= t), and
  * among those, with sg, only keys of t's segment. */
 static inline int attn_hi(int64_t t, int64_t j0, int nj) {
@@ -261,7 +296,8 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
                           int64_t Hkv, int D, float scale) {
     const size_t ldq = (size_t)(H * D), ldk = (size_t)(Hkv * D);
     const int ni = R->ni;
-    float S[ATTN_TILE * ATTN_TILE], m[ATTN_TILE];
+    const bool small = attn_small(D);
+    float S[ATTN_TILE * ATTN_TILE], m[ATTN_TILE], Kt[ATTN_SMALL_MAX_D * ATTN_TILE];
     double l[ATTN_TILE];
     for (int a = 0; a < ni; a++) {
         memset(ob + (size_t)a * ldq, 0, sizeof(float) * (size_t)D);
@@ -272,7 +308,8 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
     for (int64_t j0 = 0; j0 < end; j0 += ATTN_TILE) {
         const int nj = (int)(end - j0 < ATTN_TILE ? end - j0 : ATTN_TILE);
         if (live ? !live[j0 / ATTN_TILE] : !attn_tile_live(R, j0, nj)) continue;
-        attn_gemm(false, true, ni, nj, D, scale, qb, ldq, kb + j0 * ldk, ldk, 0.0f, S, ATTN_TILE);
+        if (small) attn_tile_t(Kt, kb + j0 * ldk, ldk, nj, D);
+        attn_prod_t(small, ni, nj, D, scale, qb, ldq, Kt, kb + j0 * ldk, ldk, S);
         attn_mask(S, R, j0, nj);
         for (int a = 0; a < ni; a++) {
             float *restrict s = S + (size_t)a * ATTN_TILE;
@@ -298,7 +335,7 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
             }
             l[a] += (double)sum;
         }
-        attn_gemm(false, false, ni, D, nj, 1.0f, S, ATTN_TILE, vb + j0 * ldk, ldk, 1.0f, ob, ldq);
+        attn_prod(small, false, ni, D, nj, 1.0f, S, ATTN_TILE, vb + j0 * ldk, ldk, true, ob, ldq);
     }
     /* l >= 1: every row sees itself (s = t, same segment) */
     for (int a = 0; a < ni; a++) {
@@ -467,17 +504,19 @@ static void attn_bwd_bf16(float *dq, float *dk, float *dv, double *delta, const 
 
 /* Backward of one (b, h), query tile R against key tile J (live): P = exp(S - lse) recomputed
  * (0 where masked), dV_J += P^T dO_I, dP = dO_I V_J^T, dS = P (dP - delta),
- * dQ_I += scale dS K_J, dK_J += scale dS^T Q_I; every product an sgemm accumulating into the
- * gradient rows (NULL gradients skipped). P, dP: (ATTN_TILE, ATTN_TILE) scratch. */
+ * dQ_I += scale dS K_J, dK_J += scale dS^T Q_I; every product accumulating into the gradient
+ * rows (NULL gradients skipped). P, dP: (ATTN_TILE, ATTN_TILE) scratch; Kt, Vt: the key and value
+ * tiles transposed (attn_tile_t) when small. */
 static void attn_bwd_tile(float *dqb, float *dkb, float *dvb, float *P, float *dP, const float *dob,
                           const float *lse_row, const double *delta_row, const float *qb,
-                          const float *kb, const float *vb, const attn_rows *R, int64_t j0, int nj,
-                          int64_t H, int64_t Hkv, int D, float scale) {
+                          const float *kb, const float *vb, const float *Kt, const float *Vt,
+                          const attn_rows *R, int64_t j0, int nj, int64_t H, int64_t Hkv, int D,
+                          float scale) {
     const size_t ldq = (size_t)(H * D), ldk = (size_t)(Hkv * D);
     const int64_t i0 = R->i0;
     const int ni = R->ni;
-    attn_gemm(false, true, ni, nj, D, scale, qb + i0 * ldq, ldq, kb + j0 * ldk, ldk, 0.0f, P,
-              ATTN_TILE);
+    const bool small = attn_small(D);
+    attn_prod_t(small, ni, nj, D, scale, qb + i0 * ldq, ldq, Kt, kb + j0 * ldk, ldk, P);
     for (int a = 0; a < ni; a++) {
         const int64_t t = attn_qp(R->qpos, i0 + a);
         const float ls = lse_row[i0 + a];
@@ -492,11 +531,10 @@ static void attn_bwd_tile(float *dqb, float *dkb, float *dvb, float *P, float *d
         for (int c = hi; c < nj; c++) p[c] = 0.0f;
     }
     if (dvb)
-        attn_gemm(true, false, nj, D, ni, 1.0f, P, ATTN_TILE, dob + i0 * ldq, ldq, 1.0f,
+        attn_prod(small, true, nj, D, ni, 1.0f, P, ATTN_TILE, dob + i0 * ldq, ldq, true,
                   dvb + j0 * ldk, ldk);
     if (!dqb && !dkb) return;
-    attn_gemm(false, true, ni, nj, D, 1.0f, dob + i0 * ldq, ldq, vb + j0 * ldk, ldk, 0.0f, dP,
-              ATTN_TILE);
+    attn_prod_t(small, ni, nj, D, 1.0f, dob + i0 * ldq, ldq, Vt, vb + j0 * ldk, ldk, dP);
     for (int a = 0; a < ni; a++) {
         const float dl = (float)delta_row[i0 + a];
         const float *restrict p = P + (size_t)a * ATTN_TILE;
@@ -504,10 +542,10 @@ static void attn_bwd_tile(float *dqb, float *dkb, float *dvb, float *P, float *d
         for (int c = 0; c < nj; c++) ds[c] = p[c] * (ds[c] - dl);
     }
     if (dqb)
-        attn_gemm(false, false, ni, D, nj, scale, dP, ATTN_TILE, kb + j0 * ldk, ldk, 1.0f,
+        attn_prod(small, false, ni, D, nj, scale, dP, ATTN_TILE, kb + j0 * ldk, ldk, true,
                   dqb + i0 * ldq, ldq);
     if (dkb)
-        attn_gemm(true, false, nj, D, ni, scale, dP, ATTN_TILE, qb + i0 * ldq, ldq, 1.0f,
+        attn_prod(small, true, nj, D, ni, scale, dP, ATTN_TILE, qb + i0 * ldq, ldq, true,
                   dkb + j0 * ldk, ldk);
 }
 
@@ -517,31 +555,44 @@ static void attn_bwd(float *dq, float *dk, float *dv, double *delta, const float
     attn_check(G->H, G->Hkv, G->D);
     if (!dq && !dk && !dv) return;
     const int64_t Tq = G->Tq, Tk = G->Tk, H = G->H, Hkv = G->Hkv, D = G->D, rep = H / Hkv;
+    const bool small = attn_small((int)D);
     attn_delta(delta, dout, out, G);
     int64_t ntk;
     uint8_t *live = attn_live_table(G, &ntk);
     const int64_t ntq = (Tq + ATTN_TILE - 1) / ATTN_TILE;
     /* one (b, kv head) per thread: it alone writes dk, dv of that head and dq of the heads of
-     * its group, so every gradient row is accumulated without atomics or extra scratch */
+     * its group, so every gradient row is accumulated without atomics or extra scratch. The key
+     * tiles are the outer loop, so each is transposed once for all the group's query tiles;
+     * every gradient row still sums its terms in the order of a loop over (h, I, J): dQ_I over
+     * J, dK_J and dV_J over (h, I). */
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t bg = 0; bg < G->B * Hkv; bg++) {
         const int64_t b = bg / Hkv, g = bg % Hkv;
         const size_t kvo = (size_t)((b * Tk * Hkv + g) * D);
         float P[ATTN_TILE * ATTN_TILE], dP[ATTN_TILE * ATTN_TILE];
-        for (int64_t h = g * rep; h < (g + 1) * rep; h++) {
-            const size_t qo = (size_t)((b * Tq * H + h) * D);
-            for (int64_t i0 = 0; i0 < Tq; i0 += ATTN_TILE) {
-                const attn_rows R = attn_rows_at(G, b, i0);
-                const int64_t end = attn_end(&R);
-                for (int64_t j0 = 0; j0 < end; j0 += ATTN_TILE) {
-                    const int nj = (int)(end - j0 < ATTN_TILE ? end - j0 : ATTN_TILE);
+        float Kt[ATTN_SMALL_MAX_D * ATTN_TILE], Vt[ATTN_SMALL_MAX_D * ATTN_TILE];
+        for (int64_t j0 = 0; j0 < Tk; j0 += ATTN_TILE) {
+            const int nj = (int)(Tk - j0 < ATTN_TILE ? Tk - j0 : ATTN_TILE);
+            bool transposed = false;
+            for (int64_t h = g * rep; h < (g + 1) * rep; h++) {
+                const size_t qo = (size_t)((b * Tq * H + h) * D);
+                for (int64_t i0 = 0; i0 < Tq; i0 += ATTN_TILE) {
+                    const attn_rows R = attn_rows_at(G, b, i0);
+                    const int64_t end = attn_end(&R);
+                    if (j0 >= end) continue;
+                    const int njr = (int)(end - j0 < nj ? end - j0 : nj); /* keys the rows see */
                     if (live ? !live[(b * ntq + i0 / ATTN_TILE) * ntk + j0 / ATTN_TILE]
-                             : !attn_tile_live(&R, j0, nj))
+                             : !attn_tile_live(&R, j0, njr))
                         continue;
+                    if (small && !transposed) {
+                        attn_tile_t(Kt, k + kvo + j0 * Hkv * D, (size_t)(Hkv * D), nj, (int)D);
+                        attn_tile_t(Vt, v + kvo + j0 * Hkv * D, (size_t)(Hkv * D), nj, (int)D);
+                        transposed = true;
+                    }
                     attn_bwd_tile(dq ? dq + qo : NULL, dk ? dk + kvo : NULL, dv ? dv + kvo : NULL,
                                   P, dP, dout + qo, lse + (b * H + h) * Tq,
-                                  delta + (b * H + h) * Tq, q + qo, k + kvo, v + kvo, &R, j0, nj, H,
-                                  Hkv, (int)D, G->scale);
+                                  delta + (b * H + h) * Tq, q + qo, k + kvo, v + kvo, Kt, Vt, &R,
+                                  j0, njr, H, Hkv, (int)D, G->scale);
                 }
             }
         }

@@ -8,6 +8,20 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+/* c += a b on 8-float vectors (GCC vector types of 32 bytes), one rounding where the machine
+ * has FMA: ISO C mode (-std=c11) leaves GCC's contraction of a * b + c off, and the register
+ * tiles of products (gemm_small.c, msa_attention.c) ran at half their rate with a separate
+ * multiply and add. A macro, so that no vector crosses a call (-Wpsabi). */
+#if defined(__FMA__)
+#define CPU_FMA8(c, a, b)                                                                          \
+    ((c) = (__typeof__(c))_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#else
+#define CPU_FMA8(c, a, b) ((c) += (a) * (b))
+#endif
 
 /* exp(x) in fp32. x = n ln2 + r with n = round(x / ln2) (the 1.5 * 2^23 trick, exact for
  * |n| < 2^22), |r| <= ln2 / 2, ln2 split in two so n ln2 is exact; e^r by its Taylor series to

@@ -69,9 +69,10 @@ void cpu_msa_check_idx(const int32_t *idx, const int32_t *pos, const int32_t *q_
 /* The support's products are tiny (the forward's: 4 heads x 16 keys x 32 dims a block in the
  * M3 bench model): there a sgemm call cost more than its arithmetic, and more on 2 threads than
  * on one (the M3 bench step spent 17 % in these kernels at 7 to 12 GFLOP/s a core). Products up
- * to MSA_SMALL multiply-adds whose row length is 8, 16, 24 or 32 floats run in these loops
- * instead, in 8-float vectors held in registers; others (M3's own blocks of 128 keys x 128
- * dims) keep the sgemm. Each output is one fixed-order sum, the same on any thread. */
+ * to MSA_SMALL multiply-adds run in 8-float vectors held in registers instead: A B^T (msa_dots,
+ * rows of a multiple of 8 floats) below, A B and A^T B (N a multiple of 8) by cpu_gemm_small;
+ * others (M3's own blocks of 128 keys x 128 dims) keep the sgemm. Each output is one
+ * fixed-order sum, the same on any thread. */
 #define MSA_SMALL (64 * 64 * 64)
 typedef float msa_v8 __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float msa_v4 __attribute__((vector_size(16)));
@@ -115,8 +116,8 @@ static void msa_dots(int64_t M, int64_t N, int64_t K, float alpha, const float *
             msa_v8 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
             for (int64_t d = 0; d < K; d += 8) {
                 const msa_v8 av = MSA_LOAD(a + d);
-                s0 += av * MSA_LOAD(b0 + d), s1 += av * MSA_LOAD(b1 + d);
-                s2 += av * MSA_LOAD(b2 + d), s3 += av * MSA_LOAD(b3 + d);
+                CPU_FMA8(s0, av, MSA_LOAD(b0 + d)), CPU_FMA8(s1, av, MSA_LOAD(b1 + d));
+                CPU_FMA8(s2, av, MSA_LOAD(b2 + d)), CPU_FMA8(s3, av, MSA_LOAD(b3 + d));
             }
             const msa_v4 out = alpha * msa_sum4(s0, s1, s2, s3);
             if (nj == 4) /* one store: lanes read back one at a time stalled on it */
@@ -127,58 +128,12 @@ static void msa_dots(int64_t M, int64_t N, int64_t K, float alpha, const float *
     }
 }
 
-/* The store of msa_rows_sum_nv: r (+ C where add) into C's 8 floats at p. */
-static inline void msa_put(float *p, msa_v8 r, bool add) {
-    if (add) r += MSA_LOAD(p);
-    memcpy(p, &r, sizeof(r));
-}
-
-/* msa_rows_sum for N = 8 nv columns, nv <= 4 a constant after inlining: two rows' sums stay in
- * registers across k (named, not an array, which GCC kept in memory). */
-static inline __attribute__((always_inline)) void
-msa_rows_sum_nv(int nv, int64_t M, int64_t K, float alpha, const float *A, int64_t sa, int64_t sk,
-                const float *Bm, int64_t ldb, bool add, float *C, int64_t ldc) {
-    for (int64_t i = 0; i < M; i += 2) {
-        const int64_t i1 = i + 1 < M ? i + 1 : i; /* an odd last row: computed twice, kept once */
-        msa_v8 c00 = {0}, c01 = {0}, c02 = {0}, c03 = {0}, c10 = {0}, c11 = {0}, c12 = {0},
-               c13 = {0};
-        for (int64_t k = 0; k < K; k++) {
-            const float a0 = alpha * A[i * sa + k * sk], a1 = alpha * A[i1 * sa + k * sk];
-            const float *b = Bm + k * ldb;
-            msa_v8 bv = MSA_LOAD(b);
-            c00 += a0 * bv, c10 += a1 * bv;
-            if (nv > 1) bv = MSA_LOAD(b + 8), c01 += a0 * bv, c11 += a1 * bv;
-            if (nv > 2) bv = MSA_LOAD(b + 16), c02 += a0 * bv, c12 += a1 * bv;
-            if (nv > 3) bv = MSA_LOAD(b + 24), c03 += a0 * bv, c13 += a1 * bv;
-        }
-        float *p0 = C + i * ldc, *p1 = C + i1 * ldc;
-        if (i1 != i) { /* an odd last row keeps its first value */
-            msa_put(p1, c10, add);
-            if (nv > 1) msa_put(p1 + 8, c11, add);
-            if (nv > 2) msa_put(p1 + 16, c12, add);
-            if (nv > 3) msa_put(p1 + 24, c13, add);
-        }
-        msa_put(p0, c00, add);
-        if (nv > 1) msa_put(p0 + 8, c01, add);
-        if (nv > 2) msa_put(p0 + 16, c02, add);
-        if (nv > 3) msa_put(p0 + 24, c03, add);
-    }
-}
-
 /* C[i][:] (=, or += where add) sum_k alpha A(i,k) B[k][:], i < M, N columns: A B, or A^T B
- * where at (A(i,k) = A[k][i]); two rows at a time. */
+ * where at (A(i,k) = A[k][i]). */
 static void msa_rows_sum(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                          bool at, const float *Bm, int64_t ldb, bool add, float *C, int64_t ldc) {
-    const int64_t sa = at ? 1 : lda, sk = at ? lda : 1;
-    const int64_t nv = M * N * K <= MSA_SMALL && N % 8 == 0 ? N / 8 : 0;
-    if (nv == 1)
-        msa_rows_sum_nv(1, M, K, alpha, A, sa, sk, Bm, ldb, add, C, ldc);
-    else if (nv == 2)
-        msa_rows_sum_nv(2, M, K, alpha, A, sa, sk, Bm, ldb, add, C, ldc);
-    else if (nv == 3)
-        msa_rows_sum_nv(3, M, K, alpha, A, sa, sk, Bm, ldb, add, C, ldc);
-    else if (nv == 4)
-        msa_rows_sum_nv(4, M, K, alpha, A, sa, sk, Bm, ldb, add, C, ldc);
+    if (M * N * K <= MSA_SMALL && N % 8 == 0)
+        cpu_gemm_small(M, N, K, alpha, A, at ? 1 : lda, at ? lda : 1, Bm, ldb, add, C, ldc);
     else
         msa_sgemm(at, false, M, N, K, alpha, A, lda, Bm, ldb, add ? 1.0f : 0.0f, C, ldc);
 }

@@ -123,6 +123,8 @@ static int test_grad_attention(void) {
     int32_t tile_seg[2 * 150];
     fill_tile_ids(tile_seg, 150);
     check_attention_grad("attn multi-tile seg", 2, 150, 2, 1, 4, tile_seg, false, all, 31);
+    /* D = 8: the tiles' products in registers (cpu_gemm_small), GQA over the key-tile loop */
+    check_attention_grad("attn multi-tile seg D=8 GQA", 2, 150, 4, 2, 8, tile_seg, false, all, 32);
     return MT_TEST_OK;
 }
 
