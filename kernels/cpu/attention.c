@@ -5,25 +5,29 @@
  * lightning_block.c does for lightning. Per (b, h) and 64-row query tile I, over the key tiles
  * J <= I that any row of I sees (tiles above the diagonal, and tiles whose keys all lie in other
  * packed samples, are skipped before their product):
- *   forward:  S = scale Q_I K_J^T (cblas_sgemm), causal + segment mask, online softmax in fp32
+ *   forward:  S = scale Q_I K_J^T, causal + segment mask, online softmax in fp32
  *             (row maximum m, rescale of O_I and l by exp(m_old - m_new) when it grows),
- *             O_I += exp(S - m) V_J (sgemm); O_I /= l and lse = m + log l at the end.
- *   backward: delta = rowsum(dO o O) (in double); per (b, kv head g), every head h of the group
- *             and every live tile pair: P = exp(S - lse) recomputed, dV_J += P^T dO_I,
- *             dP = dO_I V_J^T, dS = P (dP - delta), dQ_I += scale dS K_J, dK_J += scale dS^T Q_I.
+ *             O_I += exp(S - m) V_J; O_I /= l and lse = m + log l at the end.
+ *   backward: delta = rowsum(dO o O) (in double); per (b, kv head g), every key tile J, every
+ *             head h of the group and every live query tile I: P = exp(S - lse) recomputed,
+ *             dV_J += P^T dO_I, dP = dO_I V_J^T, dS = P (dP - delta), dQ_I += scale dS K_J,
+ *             dK_J += scale dS^T Q_I.
+ * The products run in registers (cpu_gemm_small, kernels/cpu/gemm_small.c) when the head dim is
+ * a multiple of 8 up to 128, against a transposed copy of the key (and value) tile where the
+ * product is A B^T; otherwise each is a cblas_sgemm.
  * The same tiles serve context parallelism's position kernels (cpu_attention_pos_*, attn_geom):
  * query rows at given positions against Tk keys; a query tile visits the key tiles up to its
  * highest position, so the plain kernels are the identity case, bit for bit.
  * One thread owns a (b, g), so it alone writes dk, dv of that head and dq of the group's heads:
  * the gradients accumulate (+=) in place, with no atomics and no scratch beyond two score tiles
- * on the stack. Rounding: fp32 products summed by BLAS, exp by cpu_expf (<= 1.3 ulp), l and
- * the lse in double: 1-2e-7 relative L2 from the double-summing form this replaced (which
- * attn_row still is: the decode step and the bf16 mode), at D = 16..32 and T up to 300 with
- * packed samples; as in any fp32 attention (PyTorch's too) a score x carries ~eps32 |x| of
- * rounding, so outputs drift by ~1e-6 absolute once scores reach ~+-25. Until 2026-11-29 this
- * mode ran the row-at-a-time double loops: 10.7x slower forward + backward at the training
- * benchmark's shape (5.6x with packed samples), 26-33x at T = 4096, D = 128 (bench-attention;
- * docs/benchmarks.md, "After item 6").
+ * and the transposed key and value tiles on the stack. Rounding: fp32 products (summed in k
+ * order, or by BLAS), exp by cpu_expf (<= 1.3 ulp), l and the lse in double: 1-2e-7 relative L2
+ * from the double-summing form this replaced (which attn_row still is: the decode step and the bf16
+ * mode), at D = 16..32 and T up to 300 with packed samples; as in any fp32 attention (PyTorch's
+ * too) a score x carries ~eps32 |x| of rounding, so outputs drift by ~1e-6 absolute once scores
+ * reach ~+-25. Until 2026-11-29 this mode ran the row-at-a-time double loops: 10.7x slower forward
+ * + backward at the training benchmark's shape (5.6x with packed samples), 26-33x at T = 4096, D =
+ * 128 (bench-attention; docs/benchmarks.md, "After item 6").
  *
  * bf16 mode (node ip[0] == MT_BF16, mt_ctx.compute_dtype when the node was made): the CPU
  * reference of the CUDA tensor-core (flash) path. The operands of its four products are rounded
