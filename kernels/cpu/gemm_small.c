@@ -9,9 +9,9 @@
  * so A may be row-major (sa = lda, sk = 1) or a transpose (sa = 1, sk = lda) without a copy; B
  * must have its N direction contiguous, N a multiple of 8. A tile of 6 rows by 16 columns keeps
  * its 12 vector sums in registers across the whole k loop (6 broadcasts and 2 loads per 12
- * multiply-adds); the last rows (M mod 6) and the last 8 columns run the same loop with fewer.
- * Each output is one running fp32 sum over k = 0 .. K-1 in order, the same for any M, N and
- * any thread, then scaled by alpha and added to C. */
+ * multiply-adds); the last rows (M mod 6, two at a time) and the last 8 columns run the same
+ * loop with fewer. Each output is one running fp32 sum over k = 0 .. K-1 in order, the same for any
+ * M, N and any thread, then scaled by alpha and added to C. */
 #include "cpu_math.h"
 #include "cpu_ops.h"
 
@@ -57,34 +57,16 @@ gemm_small_tile(const int nr, const int nv, int64_t K, float alpha, const float 
         }
 }
 
-/* One column panel (8 nv columns) for all M rows: 6 at a time, then the rest. */
+/* One column panel (8 nv columns) for all M rows: 6 at a time, then 2, then the last one. */
 static inline __attribute__((always_inline)) void
 gemm_small_panel(const int nv, int64_t M, int64_t K, float alpha, const float *A, int64_t sa,
                  int64_t sk, const float *B, int64_t ldb, bool add, float *C, int64_t ldc) {
     int64_t i = 0;
     for (; i + 6 <= M; i += 6)
         gemm_small_tile(6, nv, K, alpha, A + i * sa, sa, sk, B, ldb, add, C + i * ldc, ldc);
-    A += i * sa;
-    C += i * ldc;
-    switch (M - i) {
-    case 5:
-        gemm_small_tile(5, nv, K, alpha, A, sa, sk, B, ldb, add, C, ldc);
-        break;
-    case 4:
-        gemm_small_tile(4, nv, K, alpha, A, sa, sk, B, ldb, add, C, ldc);
-        break;
-    case 3:
-        gemm_small_tile(3, nv, K, alpha, A, sa, sk, B, ldb, add, C, ldc);
-        break;
-    case 2:
-        gemm_small_tile(2, nv, K, alpha, A, sa, sk, B, ldb, add, C, ldc);
-        break;
-    case 1:
-        gemm_small_tile(1, nv, K, alpha, A, sa, sk, B, ldb, add, C, ldc);
-        break;
-    default:
-        break;
-    }
+    for (; i + 2 <= M; i += 2)
+        gemm_small_tile(2, nv, K, alpha, A + i * sa, sa, sk, B, ldb, add, C + i * ldc, ldc);
+    if (i < M) gemm_small_tile(1, nv, K, alpha, A + i * sa, sa, sk, B, ldb, add, C + i * ldc, ldc);
 }
 
 void cpu_gemm_small(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sa,
