@@ -30,8 +30,7 @@ static void matmul_dw(float *dw, const float *dy, const float *x, int N, int M, 
  * On exactly 2 threads the two products (the same FLOPs) run side by side, one a thread: BLAS
  * split over the two threads got 1.70-1.76x of one thread on the M2 bench model's projections.
  * Each product then has one-thread BLAS's bits, as at 2 ranks x 1 thread; two-thread BLAS
- * rounds some shapes differently (the M2 bench model's 30 losses moved by up to 2.5e-6, and its
- * 1 x 2 and 2 x 1 runs now agree within 1.3e-7 instead of 2.5e-6). */
+ * rounds some shapes differently (the M2 bench model's 30 losses moved by up to 2.5e-6). */
 void cpu_matmul_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
                          int N, int M, int K) {
     if (N == 0 || M == 0 || K == 0) return;
