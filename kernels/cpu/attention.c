@@ -25,9 +25,10 @@
  * from the double-summing form this replaced (which attn_row still is: the decode step and the bf16
  * mode), at D = 16..32 and T up to 300 with packed samples; as in any fp32 attention (PyTorch's
  * too) a score x carries ~eps32 |x| of rounding, so outputs drift by ~1e-6 absolute once scores
- * reach ~+-25. Until 2026-11-29 this mode ran the row-at-a-time double loops: 10.7x slower forward
- * + backward at the training benchmark's shape (5.6x with packed samples), 26-33x at T = 4096, D =
- * 128 (bench-attention; docs/benchmarks.md, "After item 6").
+ * reach ~+-25 (docs/benchmarks.md, "After item 6", for the row loops this mode replaced).
+ * Packed samples whose ids rise along the row (as the data pipeline packs them) run in run mode:
+ * each sample is a causal sequence of its own, its tiles start at its first row, so no tile
+ * straddles two samples and no segment mask is needed; a sample gets the bits it gets alone.
  *
  * bf16 mode (node ip[0] == MT_BF16, mt_ctx.compute_dtype when the node was made): the CPU
  * reference of the CUDA tensor-core (flash) path. The operands of its four products are rounded
@@ -240,6 +241,7 @@ typedef struct {
     int64_t i0;
     int ni;
     int64_t win;
+    int64_t k0; /* the first key tile's start: 0, or the first row of the tile's sample run */
 } attn_rows;
 
 /* One past the last key any row of the tile sees (its highest position + 1): the key tiles
@@ -309,7 +311,7 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
         l[a] = 0;
     }
     const int64_t end = attn_end(R);
-    for (int64_t j0 = 0; j0 < end; j0 += ATTN_TILE) {
+    for (int64_t j0 = R->k0; j0 < end; j0 += ATTN_TILE) {
         const int nj = (int)(end - j0 < ATTN_TILE ? end - j0 : ATTN_TILE);
         if (live ? !live[j0 / ATTN_TILE] : !attn_tile_live(R, j0, nj)) continue;
         if (small) attn_tile_t(Kt, kb + j0 * ldk, ldk, nj, D);
@@ -356,7 +358,42 @@ static attn_rows attn_rows_at(const attn_geom *G, int64_t b, int64_t i0) {
                        G->sk ? G->sk + b * G->Tk : NULL,
                        i0,
                        (int)(G->Tq - i0 < ATTN_TILE ? G->Tq - i0 : ATTN_TILE),
-                       G->win};
+                       G->win,
+                       0};
+}
+
+/* ---- run mode: each packed sample a sequence of its own ----
+ * With ids non-decreasing along each row and rows at their own positions, a row sees exactly
+ * its run's rows up to itself. At the M2 bench model's rows of four ~170-token samples the
+ * forward and backward took 0.6x the time of the 64-row grid's tiles (docs/benchmarks.md). */
+
+/* Run mode: segments, identity positions (the plain kernels, or the position kernels given
+ * them), and per batch row the same non-decreasing ids for queries and keys. */
+static bool attn_run_mode(const attn_geom *G) {
+    if (!G->sq || !G->sk || G->Tq != G->Tk) return false;
+    for (int64_t i = 0; G->qpos && i < G->Tq; i++)
+        if (G->qpos[i] != i) return false;
+    for (int64_t b = 0; b < G->B; b++) {
+        const int32_t *sq = G->sq + b * G->Tq, *sk = G->sk + b * G->Tk;
+        for (int64_t i = 0; i < G->Tq; i++)
+            if (sq[i] != sk[i] || (i > 0 && sq[i] < sq[i - 1])) return false;
+    }
+    return true;
+}
+
+/* The run [*s0, *s1) of equal ids sg[] (one batch row, T rows) holding row i. */
+static void attn_run_of(const int32_t *sg, int64_t T, int64_t i, int64_t *s0, int64_t *s1) {
+    int64_t a = i, e = i + 1;
+    while (a > 0 && sg[a - 1] == sg[i]) a--;
+    while (e < T && sg[e] == sg[i]) e++;
+    *s0 = a;
+    *s1 = e;
+}
+
+/* A run's query tile: rows [i0, min(i0 + ATTN_TILE, s1)), keys from the run's start s0. */
+static attn_rows attn_rows_run(const attn_geom *G, int64_t i0, int64_t s0, int64_t s1) {
+    const int ni = (int)(s1 - i0 < ATTN_TILE ? s1 - i0 : ATTN_TILE);
+    return (attn_rows){NULL, NULL, NULL, i0, ni, G->win, s0};
 }
 
 /* The live-tile table's size: a byte per (batch row, query tile, key tile). */
@@ -393,13 +430,31 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
     attn_check(G->H, G->Hkv, G->D);
     const int64_t Tq = G->Tq, Tk = G->Tk, H = G->H, Hkv = G->Hkv, D = G->D;
     const int64_t rep = H / Hkv, nt = (Tq + ATTN_TILE - 1) / ATTN_TILE;
-    int64_t ntk;
-    uint8_t *live = attn_live_table(G, &ntk);
-    /* (b, h, query tile) are independent; later tiles are longer, hence dynamic scheduling */
+    const bool runs = attn_run_mode(G);
+    int64_t ntk = 0;
+    uint8_t *live = runs ? NULL : attn_live_table(G, &ntk);
+    /* (b, h, query tile) are independent; later tiles are longer, hence dynamic scheduling. In
+     * run mode unit (b, h, it) runs the run tiles that start in the grid's tile it. */
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t w = 0; w < G->B * H * nt; w++) {
         const int64_t b = w / (H * nt), h = (w / nt) % H, it = w % nt, i0 = it * ATTN_TILE;
         const int64_t g = h / rep;
+        if (runs) {
+            const int32_t *sg = G->sq + b * Tq;
+            const int64_t c1 = i0 + ATTN_TILE < Tq ? i0 + ATTN_TILE : Tq;
+            for (int64_t i = i0, s0, s1; i < c1; i = s1) {
+                attn_run_of(sg, Tq, i, &s0, &s1);
+                for (int64_t r0 = s0 + (i - s0 + ATTN_TILE - 1) / ATTN_TILE * ATTN_TILE;
+                     r0 < c1 && r0 < s1; r0 += ATTN_TILE) {
+                    const attn_rows R = attn_rows_run(G, r0, s0, s1);
+                    attn_fwd_tile(out + ((b * Tq + r0) * H + h) * D,
+                                  lse ? lse + (b * H + h) * Tq : NULL,
+                                  q + ((b * Tq + r0) * H + h) * D, k + (b * Tk * Hkv + g) * D,
+                                  v + (b * Tk * Hkv + g) * D, &R, NULL, H, Hkv, (int)D, G->scale);
+                }
+            }
+            continue;
+        }
         const attn_rows R = attn_rows_at(G, b, i0);
         attn_fwd_tile(out + ((b * Tq + i0) * H + h) * D, lse ? lse + (b * H + h) * Tq : NULL,
                       q + ((b * Tq + i0) * H + h) * D, k + (b * Tk * Hkv + g) * D,
@@ -553,52 +608,70 @@ static void attn_bwd_tile(float *dqb, float *dkb, float *dvb, float *P, float *d
                   dkb + j0 * ldk, ldk);
 }
 
+/* The backward of one (b, kv head g) over the query rows and keys [lo, hi) (the whole batch row,
+ * or one sample run as its own sequence: run): every key tile J from lo, every head h of the
+ * group, every live query tile I from lo. The key tiles are the outer loop, so each is
+ * transposed once for all the group's query tiles; every gradient row still sums its terms in
+ * the order of a loop over (h, I, J): dQ_I over J, dK_J and dV_J over (h, I). */
+static void attn_bwd_span(float *dq, float *dk, float *dv, const double *delta, const float *dout,
+                          const float *lse, const float *q, const float *k, const float *v,
+                          const attn_geom *G, const uint8_t *live, int64_t ntk, int64_t b,
+                          int64_t g, int64_t lo, int64_t hi, bool run) {
+    const int64_t Tq = G->Tq, Tk = G->Tk, H = G->H, Hkv = G->Hkv, D = G->D, rep = H / Hkv;
+    const int64_t ntq = (Tq + ATTN_TILE - 1) / ATTN_TILE, khi = run ? hi : Tk;
+    const bool small = attn_small((int)D);
+    const size_t kvo = (size_t)((b * Tk * Hkv + g) * D);
+    float P[ATTN_TILE * ATTN_TILE], dP[ATTN_TILE * ATTN_TILE];
+    float Kt[ATTN_SMALL_MAX_D * ATTN_TILE], Vt[ATTN_SMALL_MAX_D * ATTN_TILE];
+    for (int64_t j0 = lo; j0 < khi; j0 += ATTN_TILE) {
+        const int nj = (int)(khi - j0 < ATTN_TILE ? khi - j0 : ATTN_TILE);
+        bool transposed = false;
+        for (int64_t h = g * rep; h < (g + 1) * rep; h++) {
+            const size_t qo = (size_t)((b * Tq * H + h) * D);
+            for (int64_t i0 = lo; i0 < hi; i0 += ATTN_TILE) {
+                const attn_rows R = run ? attn_rows_run(G, i0, lo, hi) : attn_rows_at(G, b, i0);
+                const int64_t end = attn_end(&R);
+                if (j0 >= end) continue;
+                const int njr = (int)(end - j0 < nj ? end - j0 : nj); /* keys the rows see */
+                if (live ? !live[(b * ntq + i0 / ATTN_TILE) * ntk + j0 / ATTN_TILE]
+                         : !attn_tile_live(&R, j0, njr))
+                    continue;
+                if (small && !transposed) {
+                    attn_tile_t(Kt, k + kvo + j0 * Hkv * D, (size_t)(Hkv * D), nj, (int)D);
+                    attn_tile_t(Vt, v + kvo + j0 * Hkv * D, (size_t)(Hkv * D), nj, (int)D);
+                    transposed = true;
+                }
+                attn_bwd_tile(dq ? dq + qo : NULL, dk ? dk + kvo : NULL, dv ? dv + kvo : NULL, P,
+                              dP, dout + qo, lse + (b * H + h) * Tq, delta + (b * H + h) * Tq,
+                              q + qo, k + kvo, v + kvo, Kt, Vt, &R, j0, njr, H, Hkv, (int)D,
+                              G->scale);
+            }
+        }
+    }
+}
+
 static void attn_bwd(float *dq, float *dk, float *dv, double *delta, const float *dout,
                      const float *out, const float *lse, const float *q, const float *k,
                      const float *v, const attn_geom *G) {
     attn_check(G->H, G->Hkv, G->D);
     if (!dq && !dk && !dv) return;
-    const int64_t Tq = G->Tq, Tk = G->Tk, H = G->H, Hkv = G->Hkv, D = G->D, rep = H / Hkv;
-    const bool small = attn_small((int)D);
     attn_delta(delta, dout, out, G);
-    int64_t ntk;
-    uint8_t *live = attn_live_table(G, &ntk);
-    const int64_t ntq = (Tq + ATTN_TILE - 1) / ATTN_TILE;
+    const bool runs = attn_run_mode(G);
+    int64_t ntk = 0;
+    uint8_t *live = runs ? NULL : attn_live_table(G, &ntk);
     /* one (b, kv head) per thread: it alone writes dk, dv of that head and dq of the heads of
-     * its group, so every gradient row is accumulated without atomics or extra scratch. The key
-     * tiles are the outer loop, so each is transposed once for all the group's query tiles;
-     * every gradient row still sums its terms in the order of a loop over (h, I, J): dQ_I over
-     * J, dK_J and dV_J over (h, I). */
+     * its group, so every gradient row is accumulated without atomics or extra scratch */
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t bg = 0; bg < G->B * Hkv; bg++) {
-        const int64_t b = bg / Hkv, g = bg % Hkv;
-        const size_t kvo = (size_t)((b * Tk * Hkv + g) * D);
-        float P[ATTN_TILE * ATTN_TILE], dP[ATTN_TILE * ATTN_TILE];
-        float Kt[ATTN_SMALL_MAX_D * ATTN_TILE], Vt[ATTN_SMALL_MAX_D * ATTN_TILE];
-        for (int64_t j0 = 0; j0 < Tk; j0 += ATTN_TILE) {
-            const int nj = (int)(Tk - j0 < ATTN_TILE ? Tk - j0 : ATTN_TILE);
-            bool transposed = false;
-            for (int64_t h = g * rep; h < (g + 1) * rep; h++) {
-                const size_t qo = (size_t)((b * Tq * H + h) * D);
-                for (int64_t i0 = 0; i0 < Tq; i0 += ATTN_TILE) {
-                    const attn_rows R = attn_rows_at(G, b, i0);
-                    const int64_t end = attn_end(&R);
-                    if (j0 >= end) continue;
-                    const int njr = (int)(end - j0 < nj ? end - j0 : nj); /* keys the rows see */
-                    if (live ? !live[(b * ntq + i0 / ATTN_TILE) * ntk + j0 / ATTN_TILE]
-                             : !attn_tile_live(&R, j0, njr))
-                        continue;
-                    if (small && !transposed) {
-                        attn_tile_t(Kt, k + kvo + j0 * Hkv * D, (size_t)(Hkv * D), nj, (int)D);
-                        attn_tile_t(Vt, v + kvo + j0 * Hkv * D, (size_t)(Hkv * D), nj, (int)D);
-                        transposed = true;
-                    }
-                    attn_bwd_tile(dq ? dq + qo : NULL, dk ? dk + kvo : NULL, dv ? dv + kvo : NULL,
-                                  P, dP, dout + qo, lse + (b * H + h) * Tq,
-                                  delta + (b * H + h) * Tq, q + qo, k + kvo, v + kvo, Kt, Vt, &R,
-                                  j0, njr, H, Hkv, (int)D, G->scale);
-                }
-            }
+    for (int64_t bg = 0; bg < G->B * G->Hkv; bg++) {
+        const int64_t b = bg / G->Hkv, g = bg % G->Hkv;
+        if (!runs) {
+            attn_bwd_span(dq, dk, dv, delta, dout, lse, q, k, v, G, live, ntk, b, g, 0, G->Tq,
+                          false);
+            continue;
+        }
+        for (int64_t s0 = 0, s1; s0 < G->Tq; s0 = s1) {
+            attn_run_of(G->sq + b * G->Tq, G->Tq, s0, &s0, &s1);
+            attn_bwd_span(dq, dk, dv, delta, dout, lse, q, k, v, G, NULL, 0, b, g, s0, s1, true);
         }
     }
 }
@@ -681,7 +754,7 @@ void cpu_attention_chunk(float *out, const float *q, const float *k_cache, const
     for (int64_t w = 0; w < H * nt; w++) {
         const int64_t h = w / nt, a0 = (w % nt) * ATTN_TILE, g = h / rep;
         const int ni = (int)(T - a0 < ATTN_TILE ? T - a0 : ATTN_TILE);
-        const attn_rows R = {NULL, NULL, NULL, t0 + a0, ni, 0};
+        const attn_rows R = {NULL, NULL, NULL, t0 + a0, ni, 0, 0};
         attn_fwd_tile(out + (a0 * H + h) * D, NULL, q + (a0 * H + h) * D, k_cache + g * D,
                       v_cache + g * D, &R, NULL, H, Hkv, (int)D, scale);
     }

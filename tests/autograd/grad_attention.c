@@ -25,6 +25,15 @@ static void fill_tile_ids(int32_t *ids, int64_t T) {
     }
 }
 
+/* Rising ids (packed samples as the data pipeline makes them, which the fp32 kernels run as
+ * sequences of their own): row 0 samples of 37, 83 (across a tile border), 30; row 1 of 5, 145. */
+static void fill_run_ids(int32_t *ids, int64_t T) {
+    for (int64_t t = 0; t < T; t++) {
+        ids[t] = t < 37 ? 0 : t < 120 ? 2 : 3;
+        ids[T + t] = t < 5 ? 1 : 4;
+    }
+}
+
 /* ---- gradients ----------------------------------------------------------------------------- */
 
 typedef struct {
@@ -125,6 +134,9 @@ static int test_grad_attention(void) {
     check_attention_grad("attn multi-tile seg", 2, 150, 2, 1, 4, tile_seg, false, all, 31);
     /* D = 8: the tiles' products in registers (cpu_gemm_small), GQA over the key-tile loop */
     check_attention_grad("attn multi-tile seg D=8 GQA", 2, 150, 4, 2, 8, tile_seg, false, all, 32);
+    int32_t run_seg[2 * 150];
+    fill_run_ids(run_seg, 150);
+    check_attention_grad("attn multi-tile runs D=8 GQA", 2, 150, 4, 2, 8, run_seg, false, all, 33);
     return MT_TEST_OK;
 }
 
@@ -330,6 +342,9 @@ static int test_op_attention_forward(void) {
     fill_tile_ids(tile_seg, 150);
     check_attention_forward("multi-tile seg GQA", 2, 150, 4, 2, 16, tile_seg, 1.0f, 27);
     check_attention_forward("multi-tile", 1, 200, 2, 1, 8, NULL, 1.0f, 28);
+    int32_t run_seg[2 * 150];
+    fill_run_ids(run_seg, 150);
+    check_attention_forward("multi-tile runs GQA", 2, 150, 4, 2, 16, run_seg, 1.0f, 29);
     return MT_TEST_OK;
 }
 
