@@ -72,14 +72,33 @@ static void cost_matmul(const mt_node *n, bool bwd, double *f, double *b) {
     *b = nb(n->out) + nb(x) + nb(w) + (has_grad(x) ? 2 * nb(x) : 0) + (has_grad(w) ? 2 * nb(w) : 0);
 }
 
+/* The causal pairs of one head summed over the rows of seg (B,T) when its ids rise along each
+ * row (packed samples as the data pipeline makes them: each sample a sequence of its own, as the
+ * CPU kernel runs them), read on the host; -1 otherwise (ids that repeat after a gap, or on a
+ * device): the caller then counts every causal pair of the row, an upper bound. */
+static double seg_run_pairs(const mt_node *n, const mt_tensor *seg, int64_t W) {
+    if (n->ctx->be->dev != MT_CPU) return -1;
+    const int64_t B = seg->shape[0], T = seg->shape[1];
+    const int32_t *id = seg->data;
+    double pairs = 0;
+    for (int64_t r = 0; r < B; r++)
+        for (int64_t s0 = 0, s1; s0 < T; s0 = s1) {
+            for (s1 = s0 + 1; s1 < T && id[r * T + s1] == id[r * T + s0]; s1++) continue;
+            if (s1 < T && id[r * T + s1] < id[r * T + s0]) return -1;
+            pairs += causal_pairs(s1 - s0, W);
+        }
+    return pairs;
+}
+
 /* Softmax attention, q (B,T,H,D), k and v (B,T,Hkv,D), ip[1] = window: 4 D a pair forward, 10 D
  * backward; the log-sum-exp (B,H,T) saved. */
 static void cost_attention(const mt_node *n, bool bwd, double *f, double *b, bool *upper) {
     const mt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *seg = n->in[3];
     const int64_t B = q->shape[0], T = q->shape[1], H = q->shape[2], D = q->shape[3];
-    const double pairs = (double)B * (double)H * causal_pairs(T, n->ip[1]);
+    const double runs = seg ? seg_run_pairs(n, seg, n->ip[1]) : -1;
+    const double pairs = (double)H * (runs >= 0 ? runs : (double)B * causal_pairs(T, n->ip[1]));
     const double io = nb(q) + nb(k) + nb(v) + nb(n->out) + nb(seg) + nb(n->saved[0]);
-    *upper = seg != NULL;
+    *upper = seg != NULL && runs < 0;
     if (!bwd) {
         *f = 4.0 * (double)D * pairs;
         *b = io;

@@ -141,8 +141,38 @@ static int test_op_profile_numerics(void) {
     return MT_TEST_OK;
 }
 
+/* Attention's pairs over packed samples: ids rising along the row (samples of 3, 2 and 1: 6 + 3
+ * + 1 pairs a head, exact), and ids that repeat after a gap (every causal pair, 21 a head, an
+ * upper bound). B 1, T 6, H 2, D 8: 4 D FLOPs a pair forward. */
+static double attention_fwd_flops(const int32_t *ids, bool *upper) {
+    mt_ctx c;
+    mt_test_ctx_init(&c);
+    mt_tensor *x = mt_test_tensor(MT_F32, 4, (int64_t[]){1, 6, 2, 8}, true, "qkv"); /* kept */
+    mt_tensor *seg = mt_test_tensor(MT_I32, 2, (int64_t[]){1, 6}, false, "seg");
+    memset(x->data, 0, mt_nbytes(x));
+    memcpy(seg->data, ids, sizeof(int32_t) * 6);
+    mt_tensor *o = mt_attention(&c, x, x, x, seg, 0.25f);
+    double flops = 0, bytes = 0;
+    mt_profile_cost(&c.nodes[c.n_nodes - 1], false, &flops, &bytes, upper);
+    (void)o;
+    mt_ctx_free(&c);
+    return flops;
+}
+
+static int test_op_profile_attention_pairs(void) {
+    bool upper = true;
+    double f = attention_fwd_flops((const int32_t[]){0, 0, 0, 4, 4, 9}, &upper);
+    EXPECT(f == 4.0 * 8 * 2 * 10 && !upper, "rising ids: %g FLOPs (want %g), upper %d", f,
+           4.0 * 8 * 2 * 10, upper);
+    f = attention_fwd_flops((const int32_t[]){0, 0, 1, 1, 0, 0}, &upper);
+    EXPECT(f == 4.0 * 8 * 2 * 21 && upper, "repeated ids: %g FLOPs (want %g), upper %d", f,
+           4.0 * 8 * 2 * 21, upper);
+    return MT_TEST_OK;
+}
+
 static const mt_test_case cases[] = {
     {"op_profile_counts", test_op_profile_counts},
     {"op_profile_numerics", test_op_profile_numerics},
+    {"op_profile_attention_pairs", test_op_profile_attention_pairs},
 };
 MT_TEST_MAIN(cases)
