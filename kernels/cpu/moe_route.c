@@ -8,6 +8,8 @@
 
 void cpu_moe_route_fwd(const float *logits, int64_t N, int E, int K, float *p, float *w,
                        int32_t *idx) {
+    /* rows are independent: each is the same serial computation on any thread */
+#pragma omp parallel for schedule(static) if (N * E >= 4096)
     for (int64_t n = 0; n < N; n++) {
         const float *l = logits + n * E;
         float *pn = p + n * E;

@@ -10,6 +10,8 @@
 
 void cpu_moe_route_sigmoid_fwd(const float *logits, const float *bias, int64_t N, int E, int K,
                                float scale, float *s, float *w, int32_t *idx) {
+    /* rows are independent: each is the same serial computation on any thread */
+#pragma omp parallel for schedule(static) if (N * E >= 4096)
     for (int64_t n = 0; n < N; n++) {
         const float *z = logits + n * E;
         float *sn = s + n * E;
