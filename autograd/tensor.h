@@ -94,9 +94,11 @@ typedef struct {
  * p *= keep (decoupled weight decay: keep = 1 - lr*wd, or 1); m += (g - m)(1 - b1);
  * v = b2 v + (1 - b2) g^2; p -= step_size m / (sqrt(v) / bc2_sqrt + eps). */
 /* keep = 1 - lr * weight_decay (1: no decay); gscale multiplies the gradient first, rounded
- * as its own fp32 product (gradient clipping in the same pass; 0 is taken as 1). */
+ * as its own fp32 product (gradient clipping in the same pass; 0 is taken as 1); p_copy: NULL,
+ * or (CPU backend only) where the new p is stored too, in the same pass (train/zero_node.c). */
 typedef struct {
     float keep, b1, b2, step_size, bc2_sqrt, eps, gscale;
+    float *p_copy;
 } mt_adamw_args;
 
 typedef struct mt_backend {

@@ -307,7 +307,7 @@ float *mt_zero_slot_grad(const mt_zero *z, int bucket) {
                       : z->slot_grad[mt_zero_slot_of(z, bucket)];
 }
 bool mt_zero_slot_holds(const mt_zero *z, int bucket) {
-    if (z->node) return !z->node_stale;
+    if (z->node) return !z->node_stale && !z->node_fence_pending;
     return mt_zero_grad_holds(z, bucket);
 }
 bool mt_zero_grad_holds(const mt_zero *z, int bucket) {

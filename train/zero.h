@@ -46,10 +46,11 @@
  * Node-shared parameters (mt_zero_share_node, the trainer's default where possible): with every
  * rank on one node (MPI shared memory, comm.h alloc_node), fp32 gathers, the CPU backend and no
  * expert parallelism, the whole padded buckets live once per node, back to back, in memory every
- * rank maps, as ZeRO++'s hierarchical partitioning keeps a full copy per node: the first
- * gather after the master weights changed (an optimizer step, loading) has each rank copy its
- * shards of every bucket there between two node fences, and every other gather does nothing
- * (no copies, no prefetch; a bucket's slot data is its place in that copy). Gradients keep
+ * rank maps, as ZeRO++'s hierarchical partitioning keeps a full copy per node: AdamW stores
+ * each rank's new values there as it updates its shards (after a node fence; the next gather
+ * fences once); after any other change (loading, an offloaded step) the first gather has each
+ * rank copy its shards of every bucket there between two node fences, and every other gather does
+ * nothing (no copies, no prefetch; a bucket's slot data is its place in that copy). Gradients keep
  * their private slots and reduce-scatters; master weights, moments and checkpoints are as
  * before, and so are the values: a gather copies the same fp32 bits either way. The node holds
  * 4 bytes a parameter once instead of every rank's two gathered buckets.
@@ -127,6 +128,7 @@ typedef struct mt_zero {
     int64_t *node_offset; /* (n_buckets) bucket b's padded parameters at node + node_offset[b] */
     int64_t node_numel;
     bool node_stale; /* the master weights changed since this rank copied its shards there */
+    bool node_fence_pending; /* AdamW stored them there: a fence before they are read */
     /* accounting */
     int64_t gathers, reduce_scatters;
 } mt_zero;
@@ -238,6 +240,10 @@ bool mt_zero_share_node(mt_zero *z);
  * into the node's copy (collective); mt_zero_free's release of it. */
 void mt_zero_node_refresh(mt_zero *z);
 void mt_zero_node_free(mt_zero *z);
+/* zero_adamw.c's side: AdamW stores into the node's copy between these two (collective); the
+ * next refresh then only fences. */
+void mt_zero_node_begin_write(mt_zero *z);
+void mt_zero_node_end_write(mt_zero *z);
 /* Whether bucket b's gradient is in its slot now (the backward between its gather and its
  * reduce-scatter; always with one aliased rank). */
 bool mt_zero_grad_holds(const mt_zero *z, int bucket);

@@ -149,15 +149,18 @@ void mt_zero_master16_refresh(mt_zero *z) {
 static void zero_adamw_range(const mt_zero *z, const mt_backend *run, int b, int64_t c0, int64_t c1,
                              float *p, float *m, float *v, const float *g, const mt_adamw *o,
                              mt_adamw_args *a) {
+    float *copy = a->p_copy; /* bucket coordinates too, or NULL */
     for (int64_t i = c0; i < c1;) {
         int64_t end;
         bool frozen;
         bool decay = zero_decays(z, b, i, &end, &frozen);
         if (end > c1) end = c1;
         a->keep = decay ? (float)(1.0 - o->lr * o->weight_decay) : 1.0f;
+        a->p_copy = copy ? copy + i : NULL;
         if (!frozen) run->adamw(p + i, m + i, v + i, g + i, end - i, a);
         i = end;
     }
+    a->p_copy = copy;
 }
 
 /* The copies of a pipeline step, done by the copy thread while the host updates chunk cur:
@@ -279,12 +282,22 @@ void mt_zero_adamw_step(mt_zero *z, const mt_adamw *o) {
         zero_adamw_offloaded(z, o, &a);
         z->master16_stale = false; /* every owned element was rounded and stored */
     } else { /* the backend's AdamW in place (offloaded moments on the CPU backend too) */
+        /* node-shared parameters: AdamW stores the new values there too, in the same pass,
+         * once every rank is done reading the old ones (zero_node.c) */
+        const bool node = z->node && !z->node_stale;
+        if (node) mt_zero_node_begin_write(z);
         for (int b = 0; b < z->n_buckets; b++) {
             int64_t lo, hi;
             mt_zero_owned_range(z, b, &lo, &hi);
             const int64_t off = z->shard_offset[b] - lo;
+            a.p_copy = node ? z->node + z->node_offset[b] : NULL;
             zero_adamw_range(z, z->be, b, lo, hi, z->master + off, z->m + off, z->v + off,
                              z->grad + off, o, &a);
+        }
+        if (node) {
+            mt_zero_slots_stale(z);
+            mt_zero_node_end_write(z);
+            return;
         }
     }
     mt_zero_slots_stale(z);

@@ -25,18 +25,22 @@ void cpu_vec_stats(const float *x, int64_t n, double *sumsq, int64_t *nonfinite)
 }
 
 /* torch.optim.adamw's single-tensor fp32 path, element by element, on the gradient times gscale
- * (clip_grad_norm_'s in-place scaling, one rounding, folded into this pass). */
+ * (clip_grad_norm_'s in-place scaling, one rounding, folded into this pass); the new p also
+ * stored at p_copy when set (else stored twice in p). */
 void cpu_adamw(float *p, float *m, float *v, const float *g, int64_t n, const mt_adamw_args *a) {
     const float keep = a->keep, b1 = a->b1, b2 = a->b2, step_size = a->step_size,
                 bc2_sqrt = a->bc2_sqrt, eps = a->eps, gs = a->gscale != 0.0f ? a->gscale : 1.0f;
+    float *q = a->p_copy ? a->p_copy : p;
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++) {
         const float gi = g[i] * gs;
-        p[i] *= keep;
+        float pi = p[i] * keep;
         m[i] += (gi - m[i]) * (1.0f - b1);
         v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;
         float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-        p[i] -= step_size * m[i] / denom;
+        pi -= step_size * m[i] / denom;
+        p[i] = pi;
+        q[i] = pi;
     }
 }
 

@@ -83,6 +83,7 @@ void cuda_vec_stats(const float *x, int64_t n, double *sumsq, int64_t *nonfinite
 }
 
 void cuda_adamw(float *p, float *m, float *v, const float *g, int64_t n, const mt_adamw_args *a) {
+    MT_CHECK(!a->p_copy, "adamw: p_copy is the CPU backend's (node-shared parameters)");
     if (n <= 0) return;
     adamw_kernel<<<cuda_blocks(n, CUDA_THREADS), CUDA_THREADS>>>(p, m, v, g, n, *a);
     CUDA_LAUNCH_CHECK("optim adamw");
