@@ -26,9 +26,7 @@
  * mode), at D = 16..32 and T up to 300 with packed samples; as in any fp32 attention (PyTorch's
  * too) a score x carries ~eps32 |x| of rounding, so outputs drift by ~1e-6 absolute once scores
  * reach ~+-25 (docs/benchmarks.md, "After item 6", for the row loops this mode replaced).
- * Packed samples whose ids rise along the row (as the data pipeline packs them) run in run mode:
- * each sample is a causal sequence of its own, its tiles start at its first row, so no tile
- * straddles two samples and no segment mask is needed; a sample gets the bits it gets alone.
+ * Packed samples with ids rising along the row run in run mode (below): each its own sequence.
  *
  * bf16 mode (node ip[0] == MT_BF16, mt_ctx.compute_dtype when the node was made): the CPU
  * reference of the CUDA tensor-core (flash) path. The operands of its four products are rounded
@@ -353,22 +351,19 @@ static void attn_fwd_tile(float *ob, float *lse_row, const float *qb, const floa
 
 /* The query tile of rows [i0, i0 + ATTN_TILE) of batch row b (cut at Tq). */
 static attn_rows attn_rows_at(const attn_geom *G, int64_t b, int64_t i0) {
-    return (attn_rows){G->qpos,
-                       G->sq ? G->sq + b * G->Tq : NULL,
-                       G->sk ? G->sk + b * G->Tk : NULL,
-                       i0,
-                       (int)(G->Tq - i0 < ATTN_TILE ? G->Tq - i0 : ATTN_TILE),
-                       G->win,
-                       0};
+    const int32_t *sq = G->sq ? G->sq + b * G->Tq : NULL, *sk = G->sk ? G->sk + b * G->Tk : NULL;
+    const int ni = (int)(G->Tq - i0 < ATTN_TILE ? G->Tq - i0 : ATTN_TILE);
+    return (attn_rows){G->qpos, sq, sk, i0, ni, G->win, 0};
 }
 
 /* ---- run mode: each packed sample a sequence of its own ----
- * With ids non-decreasing along each row and rows at their own positions, a row sees exactly
- * its run's rows up to itself. At the M2 bench model's rows of four ~170-token samples the
- * forward and backward took 0.6x the time of the 64-row grid's tiles (docs/benchmarks.md). */
+ * With ids non-decreasing along each row (as the data pipeline packs samples) and rows at their
+ * own positions, a row sees exactly its run's rows up to itself. The run's tiles start at its
+ * first row: no tile straddles two samples, no segment mask, and a sample gets the bits it gets
+ * alone in a row. At the M2 bench model's rows of four ~170-token samples the forward and
+ * backward took 0.6x the time of the 64-row grid's tiles (docs/benchmarks.md). */
 
-/* Run mode: segments, identity positions (the plain kernels, or the position kernels given
- * them), and per batch row the same non-decreasing ids for queries and keys. */
+/* Segments, identity positions, the same non-decreasing ids for queries and keys per row. */
 static bool attn_run_mode(const attn_geom *G) {
     if (!G->sq || !G->sk || G->Tq != G->Tk) return false;
     for (int64_t i = 0; G->qpos && i < G->Tq; i++)
