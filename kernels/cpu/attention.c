@@ -25,8 +25,7 @@
  * from the double-summing form this replaced (which attn_row still is: the decode step and the bf16
  * mode), at D = 16..32 and T up to 300 with packed samples; as in any fp32 attention (PyTorch's
  * too) a score x carries ~eps32 |x| of rounding, so outputs drift by ~1e-6 absolute once scores
- * reach ~+-25 (docs/benchmarks.md, "After item 6", for the row loops this mode replaced).
- * Packed samples with ids rising along the row run in run mode (below): each its own sequence.
+ * reach ~+-25. Packed samples with ids rising along the row run in run mode (below).
  *
  * bf16 mode (node ip[0] == MT_BF16, mt_ctx.compute_dtype when the node was made): the CPU
  * reference of the CUDA tensor-core (flash) path. The operands of its four products are rounded
@@ -357,11 +356,10 @@ static attn_rows attn_rows_at(const attn_geom *G, int64_t b, int64_t i0) {
 }
 
 /* ---- run mode: each packed sample a sequence of its own ----
- * With ids non-decreasing along each row (as the data pipeline packs samples) and rows at their
- * own positions, a row sees exactly its run's rows up to itself. The run's tiles start at its
- * first row: no tile straddles two samples, no segment mask, and a sample gets the bits it gets
- * alone in a row. At the M2 bench model's rows of four ~170-token samples the forward and
- * backward took 0.6x the time of the 64-row grid's tiles (docs/benchmarks.md). */
+ * With ids non-decreasing along each row (as the pipeline packs samples) and rows at their own
+ * positions, a row sees its run's rows up to itself; the run's tiles start at its first row: no
+ * tile straddles two samples, no segment mask, a sample's bits are those it gets alone (M2 bench
+ * rows: 0.6x the time of the 64-row grid's tiles, docs/benchmarks.md). */
 
 /* Segments, identity positions, the same non-decreasing ids for queries and keys per row. */
 static bool attn_run_mode(const attn_geom *G) {
@@ -376,13 +374,15 @@ static bool attn_run_mode(const attn_geom *G) {
     return true;
 }
 
-/* The run [*s0, *s1) of equal ids sg[] (one batch row, T rows) holding row i. */
-static void attn_run_of(const int32_t *sg, int64_t T, int64_t i, int64_t *s0, int64_t *s1) {
-    int64_t a = i, e = i + 1;
-    while (a > 0 && sg[a - 1] == sg[i]) a--;
-    while (e < T && sg[e] == sg[i]) e++;
-    *s0 = a;
-    *s1 = e;
+/* The first row in [lo, hi) of non-decreasing sg[] with an id above v (hi if none): log T. */
+static int64_t attn_first_above(const int32_t *sg, int64_t lo, int64_t hi, int64_t v) {
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        const bool above = sg[mid] > v;
+        lo = above ? lo : mid + 1;
+        hi = above ? mid : hi;
+    }
+    return lo;
 }
 
 /* A run's query tile: rows [i0, min(i0 + ATTN_TILE, s1)), keys from the run's start s0. */
@@ -438,7 +438,8 @@ static void attn_fwd(float *out, float *lse, const float *q, const float *k, con
             const int32_t *sg = G->sq + b * Tq;
             const int64_t c1 = i0 + ATTN_TILE < Tq ? i0 + ATTN_TILE : Tq;
             for (int64_t i = i0, s0, s1; i < c1; i = s1) {
-                attn_run_of(sg, Tq, i, &s0, &s1);
+                s0 = attn_first_above(sg, 0, i, (int64_t)sg[i] - 1); /* i's run [s0, s1) */
+                s1 = attn_first_above(sg, i + 1, Tq, sg[i]);
                 for (int64_t r0 = s0 + (i - s0 + ATTN_TILE - 1) / ATTN_TILE * ATTN_TILE;
                      r0 < c1 && r0 < s1; r0 += ATTN_TILE) {
                     const attn_rows R = attn_rows_run(G, r0, s0, s1);
@@ -664,8 +665,9 @@ static void attn_bwd(float *dq, float *dk, float *dv, double *delta, const float
                           false);
             continue;
         }
+        const int32_t *sg = G->sq + b * G->Tq;
         for (int64_t s0 = 0, s1; s0 < G->Tq; s0 = s1) {
-            attn_run_of(G->sq + b * G->Tq, G->Tq, s0, &s0, &s1);
+            s1 = attn_first_above(sg, s0 + 1, G->Tq, sg[s0]);
             attn_bwd_span(dq, dk, dv, delta, dout, lse, q, k, v, G, NULL, 0, b, g, s0, s1, true);
         }
     }
