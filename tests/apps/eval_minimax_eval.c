@@ -146,6 +146,7 @@ static int test_eval_minimax_eval(void) {
         n_lines++;
     EXPECT(n_lines == 1, "empty file: %d error lines (one expected): %s", n_lines, ev_err);
     printf("bad inputs: %s", strstr(ev_err, "minimax-eval:"));
+    if (!mt_test_failures) rm_tree(dir); /* kept for a look when a check failed */
     return MT_TEST_OK;
 }
 
@@ -163,6 +164,7 @@ static int test_eval_minimax_eval_device(void) {
     if (ev_run_exe(dir, 1, true, a) != 0 && has(ev_err, "no usable CUDA")) {
         const char *why = strstr(ev_err, "--backend") ? strstr(ev_err, "--backend") : ev_err;
         printf("%.*s: skipped\n", (int)strcspn(why, "\n"), why);
+        rm_tree(dir);
         return MT_TEST_SKIP;
     }
     const char *modes[2] = {"", "--temperature 1 --top-k 20 --top-p 0.9 --seed 5"};
@@ -216,6 +218,7 @@ static int test_eval_minimax_eval_device(void) {
     EXPECT(!strcmp(s1, s2), "M3: --backend cuda differs from the CPU");
     free(s1);
     free(s2);
+    if (!mt_test_failures) rm_tree(dir); /* kept for a look when a check failed */
     return MT_TEST_OK;
 }
 
@@ -339,6 +342,7 @@ static int test_eval_minimax_eval_shots(void) {
     EXPECT(ev_run(dir, 2, a) != 0 && has(ev_err, "eval_small.jsonl: --shots 9 but the file has 5"),
            "--shots beyond the file: %s", ev_err);
     printf("bad inputs: %.*s\n", (int)strcspn(ev_err, "\n"), ev_err);
+    if (!mt_test_failures) rm_tree(dir); /* kept for a look when a check failed */
     return MT_TEST_OK;
 }
 

@@ -18,12 +18,17 @@ static inline char *fuzz_cstr(const uint8_t *data, size_t size) {
     return s;
 }
 
-/* The input written to a file of this process (readers that take a path), overwritten per run. */
+static char fuzz_file_path[256];
+static inline void fuzz_file_remove(void) { unlink(fuzz_file_path); }
+
+/* The input written to a file of this process (readers that take a path), overwritten per run
+ * and removed at exit. */
 static inline const char *fuzz_file(const uint8_t *data, size_t size, const char *suffix) {
-    static char path[256];
+    char *path = fuzz_file_path;
+    if (!path[0]) atexit(fuzz_file_remove);
     const char *dir = getenv("TMPDIR");
-    snprintf(path, sizeof(path), "%s/mt_fuzz_%d%s", dir && *dir ? dir : "/tmp", (int)getpid(),
-             suffix);
+    snprintf(path, sizeof(fuzz_file_path), "%s/mt_fuzz_%d%s", dir && *dir ? dir : "/tmp",
+             (int)getpid(), suffix);
     FILE *f = fopen(path, "wb");
     MT_CHECK(f, "fuzz: cannot write %s", path);
     MT_CHECK(fwrite(data, 1, size, f) == size && fclose(f) == 0, "fuzz: cannot write %s", path);

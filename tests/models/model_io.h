@@ -4,7 +4,7 @@
 
 #include "models/config.h"
 
-/* A temporary directory for the running case, removed by tmp_cleanup. */
+/* A temporary directory for the running case, removed by tmp_cleanup (and at exit). */
 const char *tmp_dir(void);
 void tmp_cleanup(void);
 /* tmp_dir()/name (a few rotating buffers). */
