@@ -35,9 +35,7 @@ const char *tmp_dir(void) {
         const char *base = getenv("TMPDIR");
         snprintf(tmp_root, sizeof(tmp_root), "%s/mt_model_io_XXXXXX", base ? base : "/tmp");
         MT_CHECK(mkdtemp(tmp_root), "cannot create a temporary directory");
-        static bool at_exit;
-        if (!at_exit) atexit(tmp_cleanup); /* the cases that return early leave none behind */
-        at_exit = true;
+        atexit(tmp_cleanup); /* cases that return early leave none behind (twice: a no-op) */
     }
     return tmp_root;
 }
