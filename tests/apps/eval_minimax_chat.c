@@ -263,6 +263,7 @@ static int test_eval_minimax_chat_device(void) {
         if (chat_run(dir, "MT_CHAT_CLI_DEVICE", args, input) != 0 &&
             has(chat_err, "no usable CUDA")) {
             printf("%.*s: skipped\n", (int)strcspn(chat_err, "\n"), chat_err);
+            rm_tree(dir);
             return MT_TEST_SKIP;
         }
         const bool same = !strcmp(cpu, chat_out);
