@@ -39,11 +39,16 @@ void cpu_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
                 double g = (double)dyr[c] * (gemma ? 1.0f + w[c] : w[c]);
                 dot += g * ((double)xr[c] * r);
             }
-            double mean = C ? dot / C : 0.0;
+            /* the dot in double (above); each element's update in fp32 vector lanes, the
+             * scale's two forms in their own loops so that no branch sits inside one */
+            const float rm = C ? (float)(dot / C) * r : 0.0f;
             float *dxr = dx + n * C;
-            for (int c = 0; c < C; c++) {
-                double g = (double)dyr[c] * (gemma ? 1.0f + w[c] : w[c]);
-                dxr[c] += (float)(r * (g - (double)xr[c] * r * mean));
+            if (gemma) {
+#pragma omp simd
+                for (int c = 0; c < C; c++) dxr[c] += r * (dyr[c] * (1.0f + w[c]) - xr[c] * rm);
+            } else {
+#pragma omp simd
+                for (int c = 0; c < C; c++) dxr[c] += r * (dyr[c] * w[c] - xr[c] * rm);
             }
         }
     }

@@ -10,5 +10,6 @@ void cpu_view_bwd_node(const mt_node *n) {
     float *dx = x->grad;
     const float *dy = n->out->grad;
     int64_t count = mt_numel(x);
+#pragma omp parallel for schedule(static) if (count > 16384) /* below: a fork costs more */
     for (int64_t i = 0; i < count; i++) dx[i] += dy[i];
 }
