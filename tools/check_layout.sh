@@ -29,67 +29,84 @@ ROOMS=(
   "apps:core autograd kernels jinja data models eval train serve"
 )
 MAX_LINES=800
-
-# code_lines FILE: "LINE<TAB>code" for every line of FILE with comments blanked out (strings
-# kept, so that a "//" inside a literal is not a comment).
-code_lines() {
-  awk '
-    BEGIN { inc = 0 }
-    {
-      out = ""; s = $0; n = length(s); i = 1; str = 0
-      while (i <= n) {
-        c = substr(s, i, 1); d = substr(s, i, 2)
-        if (inc) { if (d == "*/") { inc = 0; i += 2 } else i++; continue }
-        if (str) {
-          out = out c
-          if (c == "\\") { out = out substr(s, i + 1, 1); i += 2; continue }
-          if (c == q) str = 0
-          i++; continue
-        }
-        if (d == "/*") { inc = 1; i += 2; continue }
-        if (d == "//") break
-        if (c == "\"" || c == "\x27") { str = 1; q = c }
-        out = out c; i++
-      }
-      printf "%d\t%s\n", NR, out
-    }' "$1"
-}
-
-# sources ROOT: the product's source files under ROOT (tests, bench, tools excluded)
-sources() {
-  (cd "$1" && git ls-files -co --exclude-standard -- "${ROOM_NAMES[@]/%//}" 2> /dev/null |
-    grep -E '\.(c|h|cu|cuh|cpp)$')
-}
 ROOM_NAMES=()
 for r in "${ROOMS[@]}"; do ROOM_NAMES+=("${r%%:*}"); done
 
-# edges ROOT: "from to file:line" for each include of one room's file into another room
-edges() {
-  local root=$1 f room line inc target
-  while read -r f; do
-    room=${f%%/*}
-    while IFS=: read -r line inc; do
-      inc=${inc#*\"}
-      inc=${inc%%\"*}
-      if [ -e "$root/$(dirname "$f")/$inc" ]; then # relative to the including file
-        target=$(realpath -m --relative-to="$root" "$root/$(dirname "$f")/$inc")
-      else
-        target=$inc
-      fi
-      target=${target%%/*}
-      [ "$target" != "$room" ] && [[ " ${ROOM_NAMES[*]} " == *" $target "* ]] &&
-        echo "$room $target $f:$line"
-    done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$root/$f" | cut -d: -f1,2-)
-  done < <(sources "$root")
+# scan ROOT: one pass of awk over the product's sources (tests, bench, tools excluded), each
+# line with its comments blanked out (strings kept, so that a "//" inside a literal is not a
+# comment); prints "E<TAB>from<TAB>to<TAB>file:line" for each include of one room's file into
+# another room (a quoted include resolved against the including file's folder when that file
+# exists, else against the root), and "V<TAB>file:line: rule: ..." for the family and cpu-call
+# rules.
+scan() {
+  local scan_list
+  scan_list=$(mktemp)
+  (
+    cd "$1" || exit 1
+    git ls-files -co --exclude-standard > "$scan_list"
+    grep -E "^($(IFS='|'; echo "${ROOM_NAMES[*]}"))/.*\.(c|h|cu|cuh|cpp)$" "$scan_list" |
+      xargs awk -v rooms=" ${ROOM_NAMES[*]} " -v list="$scan_list" '
+    BEGIN { while ((getline f < list) > 0) exists[f] = 1 }
+    function resolved(dir, inc,   parts, n, i, out, k, o) { # dir/inc without . and .. parts
+      n = split(dir "/" inc, parts, "/"); k = 0
+      for (i = 1; i <= n; i++) {
+        if (parts[i] == "." || parts[i] == "") continue
+        if (parts[i] == ".." && k > 0) { k--; continue }
+        o[++k] = parts[i]
+      }
+      out = o[1]
+      for (i = 2; i <= k; i++) out = out "/" o[i]
+      return out
+    }
+    function trim(t) { sub(/^[ \t]+/, "", t); return substr(t, 1, 100) }
+    FNR == 1 { inc = 0; room = FILENAME; sub(/\/.*/, "", room); dir = FILENAME; sub(/\/[^\/]*$/, "", dir) }
+    {
+      s = $0
+      if (!inc && index(s, "/*") == 0 && index(s, "//") == 0) out = s # no comment: as it is
+      else {
+        out = ""; n = length(s); i = 1; str = 0
+        while (i <= n) {
+          c = substr(s, i, 1); d = substr(s, i, 2)
+          if (inc) { if (d == "*/") { inc = 0; i += 2 } else i++; continue }
+          if (str) {
+            out = out c
+            if (c == "\\") { out = out substr(s, i + 1, 1); i += 2; continue }
+            if (c == q) str = 0
+            i++; continue
+          }
+          if (d == "/*") { inc = 1; i += 2; continue }
+          if (d == "//") break
+          if (c == "\"" || c == "\x27") { str = 1; q = c }
+          out = out c; i++
+        }
+      }
+      if (s ~ /^[ \t]*#[ \t]*include[ \t]*"/) {
+        target = s; sub(/^[^"]*"/, "", target); sub(/".*/, "", target)
+        if (resolved(dir, target) in exists) target = resolved(dir, target)
+        sub(/\/.*/, "", target)
+        if (target != room && index(rooms, " " target " "))
+          printf "E\t%s\t%s\t%s:%d\n", room, target, FILENAME, FNR
+      }
+      if (room != "models" && tolower(out) ~ /(^|[^a-z0-9_])(minimax[-_])?(text[-_]?01|m2|m3)([^a-z0-9_]|$)/ &&
+          index(s, "layout: family name ok") == 0)
+        printf "V\t%s:%d: family: a model family'"'"'s name outside models/: %s\n", FILENAME, FNR, trim(out)
+      if (room != "kernels" && out ~ /(^|[^A-Za-z0-9_])cpu_[a-z0-9_]+[ \t]*\(/)
+        printf "V\t%s:%d: cpu-call: a cpu_* kernel called outside kernels/ (go through the backend table): %s\n", FILENAME, FNR, trim(out)
+    }'
+  )
+  rm -f "$scan_list"
 }
 
+# edges ROOT: "from to file:line" for each include of one room's file into another room
+edges() { scan "$1" | awk -F '\t' '$1 == "E" { print $2, $3, $4 }'; }
+
 check() {
-  local root=$1 bad=0 f room allowed from to at
+  local root=$1 bad=0 allowed from to at scanned all_edges
+  scanned=$(scan "$root") || return 1
   # rooms: each edge allowed by the table
   declare -A may
   for r in "${ROOMS[@]}"; do may[${r%%:*}]=" ${r#*:} "; done
-  local all_edges
-  all_edges=$(edges "$root")
+  all_edges=$(awk -F '\t' '$1 == "E" { print $2, $3, $4 }' <<< "$scanned")
   while read -r from to at; do
     [ -n "$from" ] || continue
     if [[ "${may[$from]}" != *" $to "* ]]; then
@@ -105,32 +122,16 @@ check() {
     echo "rooms: the includes between rooms form a cycle through: $(echo $loop)"
     bad=1
   fi
-  # family, cpu-call, size
-  while read -r f; do
-    room=${f%%/*}
-    if [ "$room" != models ]; then
-      code_lines "$root/$f" | grep -iE '(^|[^A-Za-z0-9_])(minimax[-_])?(text[-_]?01|m2|m3)([^A-Za-z0-9_]|$)' |
-        while IFS=$'\t' read -r line text; do
-          sed -n "${line}p" "$root/$f" | grep -q 'layout: family name ok' && continue
-          echo "$f:$line: family: a model family's name outside models/: $(echo "$text" | sed 's/^[[:space:]]*//' | cut -c1-100)"
-      done | grep . && bad=1
-    fi
-    if [ "$room" != kernels ]; then
-      code_lines "$root/$f" | grep -E '(^|[^A-Za-z0-9_])cpu_[a-z0-9_]+[[:space:]]*\(' |
-        while IFS=$'\t' read -r line text; do
-          echo "$f:$line: cpu-call: a cpu_* kernel called outside kernels/ (go through the backend table): $(echo "$text" | sed 's/^[[:space:]]*//' | cut -c1-100)"
-        done | grep . && bad=1
-    fi
-  done < <(sources "$root")
-  while read -r f; do
-    local n
-    n=$(wc -l < "$root/$f")
-    if [ "$n" -gt $MAX_LINES ] && ! head -1 "$root/$f" | grep -q GENERATED; then
-      echo "$f:$((MAX_LINES + 1)): size: $n lines, over $MAX_LINES (split it by job; generated tables say GENERATED on their first line)"
-      bad=1
-    fi
+  # family, cpu-call (found by the scan)
+  grep '^V' <<< "$scanned" | cut -f2- | grep . && bad=1
+  # size: the files over the limit, then whether each says GENERATED
+  local f n
+  while read -r n f; do
+    head -1 "$root/$f" | grep -q GENERATED && continue
+    echo "$f:$((MAX_LINES + 1)): size: $n lines, over $MAX_LINES (split it by job; generated tables say GENERATED on their first line)"
+    bad=1
   done < <(cd "$root" && git ls-files -co --exclude-standard | grep -E '\.(c|h|cu|cuh|cpp|sh)$' |
-    grep -v '^tests/fixtures/')
+    grep -v '^tests/fixtures/' | xargs wc -l | awk -v max=$MAX_LINES '$2 != "total" && $1 > max')
   return $bad
 }
 
