@@ -482,10 +482,12 @@ static bool check_text01_case(mt_chat_template *t, const mt_tokenizer *tok, cons
     int n = 0;
     cJSON_ArrayForEach(m, msgs) {
         MT_CHECK(n < 16, "fixture %s: too many messages", name);
-        ms[n].role = role_of(cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring);
-        ms[n].text = cJSON_GetObjectItemCaseSensitive(m, "text")->valuestring;
-        ms[n].len = strlen(ms[n].text);
-        n++;
+        const char *text = cJSON_GetObjectItemCaseSensitive(m, "text")->valuestring;
+        /* every field set: the ones the fixture has not (reasoning) are none */
+        ms[n++] =
+            (mt_chat_msg){.role = role_of(cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring),
+                          .text = text,
+                          .len = strlen(text)};
     }
     const bool agp = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt"));
     const char *want = cJSON_GetObjectItemCaseSensitive(c, "rendered")->valuestring;
