@@ -1,6 +1,7 @@
 /* nonfinite.c: see nonfinite.h. */
 #include "train/nonfinite.h"
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,17 @@ static int nf_param_at(const mt_sharded *s, const float *x, bool grad, int64_t *
         }
     }
     return -1;
+}
+
+/* snprintf for names and messages that may not fit: a cut one ends in "..." so that it does not
+ * read as whole. */
+__attribute__((format(printf, 3, 4))) static void nf_format(char *out, size_t n, const char *fmt,
+                                                            ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int len = vsnprintf(out, n, fmt, ap);
+    va_end(ap);
+    if (len >= (int)n && n > 4) memcpy(out + n - 4, "...", 4);
 }
 
 /* "model.layers.2" for a bucket: the common prefix of its parameters' names up to a '.', else
@@ -54,7 +66,7 @@ static void nf_bucket_name(const mt_minimax *m, int bucket, char *out, size_t n)
     if (common > 0)
         snprintf(out, n, "%.*s", (int)common, first);
     else
-        snprintf(out, n, "%s, %s", first, second ? second : "");
+        nf_format(out, n, "%s, %s", first, second ? second : "");
 }
 
 /* ---- a loaded state ---- */
@@ -173,9 +185,9 @@ static void nf_hook(void *user, const mt_node *node, bool forward) {
                 snprintf(params + strlen(params), sizeof(params) - strlen(params), "%s%s",
                          params[0] ? ", " : " (with ", w->m->info[p].name);
         }
-        snprintf(w->what, sizeof(w->what),
-                 "the forward of %s (%s) computed %s from finite inputs%s%s", op, bucket, bad,
-                 params, params[0] ? ")" : "");
+        nf_format(w->what, sizeof(w->what),
+                  "the forward of %s (%s) computed %s from finite inputs%s%s", op, bucket, bad,
+                  params, params[0] ? ")" : "");
         w->found = w->seq;
     }
 }

@@ -347,6 +347,8 @@ static int test_data_sampler_split(void) {
  * source into cnt (3), the last step's sample of rank 0 into *last. */
 static int64_t mix_draw(const mt_token_data *d, mt_sampler_cfg c, int world, mt_sampler_cursor cur,
                         int64_t want, int64_t cnt[3]) {
+    MT_CHECK(world >= 1 && world <= 4 && want > 0, "mix_draw: %d ranks, %lld samples", world,
+             (long long)want);
     mt_sampler s[4];
     int64_t drawn = 0;
     for (int r = 0; r < world; r++) {
