@@ -139,9 +139,22 @@ void switch_raw_to_scheduler(fiber *f) {
 #endif
 }
 
+void switch_raw_between(fiber *from, fiber *to) {
+#ifdef EMU_FAST_SWITCH
+    emu_switch(&from->sp, to->sp);
+#else
+    swapcontext(&from->ctx, &to->ctx);
+#endif
+}
+
+/* whether the fiber now starting or resuming was switched to by the scheduler (ASan: only then is
+ * the stack it came from the scheduler's) */
+bool from_scheduler = false;
+
 void switch_to_fiber(fiber *f) {
     cur = f;
     emu_current = &f->st;
+    from_scheduler = true;
 #ifdef EMU_ASAN
     void *save = nullptr;
     __sanitizer_start_switch_fiber(&save, f->stack, EMU_STACK);
@@ -154,16 +167,27 @@ void switch_to_fiber(fiber *f) {
     emu_current = nullptr;
 }
 
-void switch_to_scheduler(fiber *f, bool final) {
+/* from one fiber straight to another (final: `from` has finished and is never resumed) */
+void switch_between(fiber *from, fiber *to, bool final) {
+    cur = to;
+    emu_current = &to->st;
+    from_scheduler = false;
 #ifdef EMU_ASAN
-    __sanitizer_start_switch_fiber(final ? nullptr : &f->fake_stack, sched_stack_bottom,
-                                   sched_stack_size);
-    switch_raw_to_scheduler(f);
-    __sanitizer_finish_switch_fiber(f->fake_stack, &sched_stack_bottom, &sched_stack_size);
+    __sanitizer_start_switch_fiber(final ? nullptr : &from->fake_stack, to->stack, EMU_STACK);
+    switch_raw_between(from, to);
+    __sanitizer_finish_switch_fiber(from->fake_stack, nullptr, nullptr);
 #else
     (void) final;
-    switch_raw_to_scheduler(f);
+    switch_raw_between(from, to);
 #endif
+}
+
+/* the block's last thread, finished: back to run_block, never to be resumed */
+void switch_to_scheduler(fiber *f) {
+#ifdef EMU_ASAN
+    __sanitizer_start_switch_fiber(nullptr, sched_stack_bottom, sched_stack_size);
+#endif
+    switch_raw_to_scheduler(f);
 }
 
 /* Strict mode (MT_EMU_STRICT=1): the grid's blocks run in reverse order and the block's highest
@@ -181,6 +205,57 @@ bool strict_mode() {
         on = v && atoi(v) ? 1 : 0;
     }
     return on != 0;
+}
+
+/* Which thread runs next. The round robin (every mode but strict without a seed): passes over
+ * thread_order, each runnable thread in turn running until it blocks at a barrier or finishes.
+ * Strict order: always the highest runnable thread, so the last warp runs as far as it can
+ * (through its warp barriers) before a lower one moves: its writes land before the lower threads'
+ * reads of the same barrier interval. The threads above the last one chosen stay blocked or done
+ * until a barrier opens, so its search goes on downwards from there until then.
+ * A thread that stops hands over straight to the next one, and only the last returns to the
+ * scheduler (run_block): one stack switch per thread and barrier instead of two. */
+std::vector<int> thread_order; /* 0..n-1, or a drawn permutation (emu_schedule_seed) */
+bool order_strict = false;     /* this block runs in strict order */
+int pos = -1;           /* the running thread's position: in thread_order, or its index (strict) */
+bool progress = false;  /* round robin: a thread ran in this pass */
+uint64_t opened_at = 0; /* strict: n_opened when the running thread was chosen */
+int remaining = 0;      /* threads not finished */
+
+bool runnable(const fiber &f) { return !f.done && !(f.waiting && f.waiting->gen == f.wait_gen); }
+
+/* the next thread to run; NULL when every one finished */
+fiber *next_runnable() {
+    if (order_strict) {
+        if (remaining == 0) return nullptr;
+        if (n_opened != opened_at) pos = n_threads - 1;
+        while (pos >= 0 && !runnable(fibers[pos])) pos--;
+        if (pos < 0) emu_die("deadlock: threads wait at a barrier the others never reach");
+        opened_at = n_opened;
+        return &fibers[pos];
+    }
+    for (;;) { /* after pos in this pass, or in the next */
+        for (int k = pos + 1; k < n_threads; k++) {
+            fiber &f = fibers[thread_order[k]];
+            if (!runnable(f)) continue;
+            pos = k;
+            progress = true;
+            return &f;
+        }
+        if (remaining == 0) return nullptr;
+        if (!progress) emu_die("deadlock: threads wait at a barrier the others never reach");
+        pos = -1;
+        progress = false;
+    }
+}
+
+/* the thread f stops (final: it finished): the next one runs, or the scheduler after the last */
+void hand_over(fiber *f, bool final) {
+    fiber *next = next_runnable();
+    if (!next) /* only once every thread finished: f too */
+        switch_to_scheduler(f);
+    else if (next != f)
+        switch_between(f, next, final);
 }
 
 /* A finished thread leaves its barriers; a barrier whose other live threads all wait opens. */
@@ -201,25 +276,29 @@ void group_wait(group &g) {
         g.arrived = 0;
         g.gen++;
         n_opened++;
-        if (strict_mode()) switch_to_scheduler(f, false); /* strict: the highest runs on */
+        if (strict_mode()) hand_over(f, false); /* strict: the highest runs on */
         return;
     }
     f->waiting = &g;
     f->wait_gen = gen;
-    while (g.gen == gen) switch_to_scheduler(f, false);
+    while (g.gen == gen) hand_over(f, false);
     f->waiting = nullptr;
 }
 
 void fiber_entry() {
 #ifdef EMU_ASAN
-    __sanitizer_finish_switch_fiber(nullptr, &sched_stack_bottom, &sched_stack_size);
+    if (from_scheduler)
+        __sanitizer_finish_switch_fiber(nullptr, &sched_stack_bottom, &sched_stack_size);
+    else
+        __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
 #endif
     fiber *f = cur;
     (*kernel_fn)();
     f->done = true;
     group_leave(warps[f->st.tid.x / 32]);
     group_leave(block_group);
-    switch_to_scheduler(f, true);
+    remaining--;
+    hand_over(f, true);
     emu_die("a finished fiber was resumed");
 }
 
@@ -261,7 +340,6 @@ void shared_poison() {
  * round-robin in a permutation drawn after it, so a kernel whose result depends on the order
  * of its blocks or threads (floating-point atomics) gives other bits under another seed. */
 uint64_t sched_seed = 0, sched_state = 0;
-std::vector<int> thread_order;
 
 uint64_t sched_next() { /* splitmix64 */
     uint64_t z = (sched_state += 0x9e3779b97f4a7c15ull);
@@ -291,38 +369,13 @@ void run_block() {
     for (int w = 0; w < n_warps; w++)
         warps[w].live = n_threads - 32 * w < 32 ? n_threads - 32 * w : 32;
     block_group = group{n_threads, 0, 0};
-    int remaining = n_threads;
-    auto runnable = [](const fiber &f) {
-        return !f.done && !(f.waiting && f.waiting->gen == f.wait_gen);
-    };
-    if (strict && !sched_seed) {
-        /* always the highest runnable thread, so the last warp runs as far as it can (through
-         * its warp barriers) before a lower one moves: its writes land before the lower
-         * threads' reads of the same barrier interval. The threads above p stay blocked or
-         * done until a barrier opens, so the search goes on downwards from p until then. */
-        int p = n_threads - 1;
-        while (remaining > 0) {
-            while (p >= 0 && !runnable(fibers[p])) p--;
-            if (p < 0) emu_die("deadlock: threads wait at a barrier the others never reach");
-            const uint64_t opened = n_opened;
-            switch_to_fiber(&fibers[p]);
-            if (fibers[p].done) remaining--;
-            if (n_opened != opened) p = n_threads - 1;
-        }
-        return;
-    }
-    sched_order(thread_order, (size_t)n_threads); /* 0..n-1 unless shuffled */
-    while (remaining > 0) {
-        bool progress = false;
-        for (int k = 0; k < n_threads; k++) {
-            fiber &f = fibers[thread_order[k]];
-            if (!runnable(f)) continue;
-            switch_to_fiber(&f);
-            progress = true;
-            if (f.done) remaining--;
-        }
-        if (!progress) emu_die("deadlock: threads wait at a barrier the others never reach");
-    }
+    order_strict = strict && !sched_seed;
+    if (!order_strict) sched_order(thread_order, (size_t)n_threads); /* 0..n-1 unless shuffled */
+    pos = order_strict ? n_threads - 1 : -1;
+    progress = false;
+    opened_at = n_opened;
+    remaining = n_threads;
+    switch_to_fiber(next_runnable()); /* back when the last thread finished */
 }
 
 double now_ms() {
