@@ -127,24 +127,45 @@ static void emu_gemm_pack(bool trans, int rows, int k, const void *X, bool bf16,
 }
 
 /* acc[i + m c] = sum over l = 0 .. k-1, in that order, of Ap[i k + l] Bp[(j + c) k + l] in
- * double, for the columns c < nc <= 4 from j: four independent sums per pass. Only the packed
- * copies are read, so the sanitizers are left out of this loop (the tests' hot spot). */
+ * double, for the columns c < nc <= 4 from j. The columns are interleaved into bq (in double,
+ * unused ones 0) so that one vector holds a row's four sums, and four rows run at once: sixteen
+ * independent sums per pass. Each product of two floats is exact in double, so any fused
+ * multiply-add gives the bits of a multiply and an add. Only the packed copies are read, so the
+ * sanitizers are left out of this loop (the tests' hot spot). */
+typedef double emu_v4d __attribute__((vector_size(32)));
 __attribute__((no_sanitize("address", "undefined"))) static void
-emu_gemm_dots(int m, int k, int nc, const float *Ap, const float *Bp, double *acc) {
-    const float *b[4];
-    for (int c = 0; c < 4; c++) b[c] = Bp + (size_t)(c < nc ? c : 0) * k;
-    for (int i = 0; i < m; i++) {
-        const float *a = Ap + (size_t)i * k;
-        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+emu_gemm_dots(int m, int k, int nc, const float *Ap, const float *Bp, double *bq, double *acc) {
+    for (int l = 0; l < k; l++)
+        for (int c = 0; c < 4; c++) bq[4 * (size_t)l + c] = c < nc ? Bp[(size_t)c * k + l] : 0.0;
+    int i = 0;
+    for (; i + 4 <= m; i += 4) {
+        const float *a0 = Ap + (size_t)i * k, *a1 = a0 + k, *a2 = a1 + k, *a3 = a2 + k;
+        emu_v4d s0 = {0, 0, 0, 0}, s1 = s0, s2 = s0, s3 = s0;
         for (int l = 0; l < k; l++) {
-            const double x = a[l];
-            s0 += x * b[0][l];
-            s1 += x * b[1][l];
-            s2 += x * b[2][l];
-            s3 += x * b[3][l];
+            emu_v4d b;
+            __builtin_memcpy(&b, bq + 4 * (size_t)l, sizeof(b));
+            s0 += (double)a0[l] * b;
+            s1 += (double)a1[l] * b;
+            s2 += (double)a2[l] * b;
+            s3 += (double)a3[l] * b;
         }
-        const double sc[4] = {s0, s1, s2, s3};
-        for (int c = 0; c < nc; c++) acc[i + (size_t)m * c] = sc[c];
+        for (int c = 0; c < nc; c++) {
+            double *out = acc + i + (size_t)m * c;
+            out[0] = s0[c];
+            out[1] = s1[c];
+            out[2] = s2[c];
+            out[3] = s3[c];
+        }
+    }
+    for (; i < m; i++) {
+        const float *a = Ap + (size_t)i * k;
+        emu_v4d s = {0, 0, 0, 0};
+        for (int l = 0; l < k; l++) {
+            emu_v4d b;
+            __builtin_memcpy(&b, bq + 4 * (size_t)l, sizeof(b));
+            s += (double)a[l] * b;
+        }
+        for (int c = 0; c < nc; c++) acc[i + (size_t)m * c] = s[c];
     }
 }
 
@@ -156,15 +177,16 @@ static void emu_gemm_one(cublasOperation_t ta, cublasOperation_t tb, int m, int 
                          float beta, void *C, bool cbf16, int ldc) {
     if (m == 0 || n == 0) return; /* nothing read, nothing written */
     static thread_local std::vector<float> ap, bp;
-    static thread_local std::vector<double> acc;
+    static thread_local std::vector<double> acc, bq;
     ap.resize((size_t)m * k);
     bp.resize((size_t)n * k);
     acc.resize((size_t)m * 4);
+    bq.resize((size_t)k * 4);
     emu_gemm_pack(ta != CUBLAS_OP_N, m, k, A, abf16, lda, ap.data());
     emu_gemm_pack(tb == CUBLAS_OP_N, n, k, B, abf16, ldb, bp.data());
     for (int j0 = 0; j0 < n; j0 += 4) {
         const int nc = n - j0 < 4 ? n - j0 : 4;
-        emu_gemm_dots(m, k, nc, ap.data(), bp.data() + (size_t)j0 * k, acc.data());
+        emu_gemm_dots(m, k, nc, ap.data(), bp.data() + (size_t)j0 * k, bq.data(), acc.data());
         for (int c = 0; c < nc; c++)
             for (int i = 0; i < m; i++) {
                 const double a = acc[i + (size_t)m * c];
