@@ -77,6 +77,8 @@ mt_test_run(dist_train_outdir run_outdir outdir)
 mt_test_run(dist_train_watchdog run_stop watchdog)
 mt_test_run(dist_train_global_batch run_resume global-batch)
 mt_test_run(dist_train_resume_check run_resume resume-check $<TARGET_FILE:test_corrupt>)
+# the branches of the long runs above that their shortest runs and refusals reach too
+mt_test_run(dist_train_brief run_brief brief)
 set_tests_properties(dist_train_np1 dist_train_np2 dist_train_np4 PROPERTIES FIXTURES_SETUP dist_ranks)
 set_tests_properties(dist_train_m2_np1 dist_train_m2_np2 dist_train_m2_np4 PROPERTIES
   FIXTURES_SETUP dist_m2_ranks)
