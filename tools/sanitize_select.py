@@ -15,7 +15,9 @@ How:
   3. run each dist_* test alone and record its covered lines and time;
   4. keep every dist_* run that failed here or that a kept test needs (a fixture's setup), then,
      greedily, the run that covers the most lines not yet covered per second, until the kept runs
-     cover every line any dist_* run covers. The rest are written out.
+     cover every line any dist_* run covers. The rest are written out, and --build's report.txt
+     lists each kept run's own lines (what keeps it: tests/train/run_brief.sh reaches such lines
+     cheaply).
 
 Lines counted: the project's sources (the CUDA sources through the emulator's #line) outside
 tests/, except the CUDA emulator (tests/cuda_emu/): a test driver's own lines say nothing about
@@ -119,6 +121,21 @@ def setups_needed(tests, kept):
     return need
 
 
+def write_report(tree, base_lines, cover, secs, kept):
+    """tree/report.txt: each kept run, slowest first, with the lines that no other kept run
+    and no base test covers: what a short run or a unit test would have to reach for the long
+    run to leave the sanitized pass."""
+    lines = []
+    for n in sorted(kept, key=lambda n: -secs[n]):
+        others = set(base_lines).union(*(cover[k] for k in kept if k != n))
+        own = sorted(cover[n] - others)
+        lines.append(f"{n}: {secs[n]:.0f} s, {len(own)} lines of its own\n")
+        lines.extend(f"    {f}:{ln}\n" for f, ln in own[:12])
+    with open(os.path.join(tree, "report.txt"), "w") as f:
+        f.writelines(lines)
+    print(f"the kept runs' own lines: {os.path.join(tree, 'report.txt')}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="/tmp/mt-sanitize-select")
@@ -158,6 +175,7 @@ def main():
         kept |= setups_needed(tests, kept)
         todo -= set().union(*(cover[k] for k in kept))
     dropped = sorted(n for n in runs if n not in kept)
+    write_report(a.build, base_lines, cover, secs, kept)
     with open(OUT + ".tmp", "w") as f:
         f.write("# The dist_* runs that the sanitized pass of .ci/run leaves out (label `covered`,\n"
                 "# tests/CMakeLists.txt): every line of the project's code they execute, the\n"

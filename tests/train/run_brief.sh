@@ -8,8 +8,8 @@
 # Modes:
 #   brief            refused layouts and keys (expert parallelism, eval.generate); the eval before
 #                    step 1 (train.eval_on_start) with an explicit dist.timeout; recomputed layers
-#                    with gather unit expert; a 2-shot sampled --eval-only; a reward model's
-#                    --eval-only from its own export -> $TMP/brief-*
+#                    with gather unit expert; a 2-shot sampled --eval-only through the gathers; a
+#                    reward model's --eval-only from its own export -> $TMP/brief-*
 . "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
 
 fail() {
@@ -60,13 +60,13 @@ brief)
   run 2 "$tmp/brief-recompute" "${fast[@]}" "${steps[@]}" --set train.gradient_checkpointing=true \
     --set dist.gather_unit=expert
   grep -q "^step 2/2" "$tmp/brief-recompute.log" || fail "the recomputed run did not finish"
-  # a 2-shot sampled --eval-only of the random initialisation
+  # a 2-shot sampled --eval-only of the random initialisation, decoded through the gathers
   "$(dirname "$bin")/minimax-data" synth --out "$tmp/brief-shots.jsonl" --n 3 --seed 5 > /dev/null
   run 2 "$tmp/brief-shots" "${fast[@]}" "${steps[@]}" --eval-only --set eval.generate_data=synthetic \
     --set eval.generate_samples=3 --set eval.generate_max_new_tokens=4 --set eval.generate_shots=2 \
     --set "eval.generate_shots_file=$tmp/brief-shots.jsonl" --set eval.generate_temperature=0.8 \
-    --set eval.generate_top_p=0.9 --set eval.generate_seed=5
-  grep "eval.generate: 3 problems of synthetic, 2-shot, 4 new tokens at most, sampled (temperature 0.8, top-k 0, top-p 0.9, seed 5)" \
+    --set eval.generate_top_p=0.9 --set eval.generate_seed=5 --set eval.generate_weights=gathered
+  grep "eval.generate: 3 problems of synthetic, 2-shot, 4 new tokens at most, sampled (temperature 0.8, top-k 0, top-p 0.9, seed 5); the ranks decode in step through the ZeRO-3 gathers" \
     "$tmp/brief-shots.log" || fail "the 2-shot sampled line: $(grep eval.generate "$tmp/brief-shots.log")"
   # a reward model, then --eval-only from its export: the head as the checkpoint has it
   recipe=tests/recipes/dist-rm.toml
