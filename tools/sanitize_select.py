@@ -15,7 +15,8 @@ How:
   3. run each dist_* test alone and record its covered lines and time;
   4. keep every dist_* run that failed here or that a kept test needs (a fixture's setup), then,
      greedily, the run that covers the most lines not yet covered per second, until the kept runs
-     cover every line any dist_* run covers. The rest are written out, and --build's report.txt
+     cover every line any dist_* run covers; then drop, slowest first, each kept run that the
+     others make redundant. The rest are written out, and --build's report.txt
      lists each kept run's own lines (what keeps it: tests/train/run_brief.sh reaches such lines
      cheaply).
 
@@ -121,6 +122,16 @@ def setups_needed(tests, kept):
     return need
 
 
+def prune(tests, cover, secs, forced, kept):
+    """Greedy picks can be made redundant by later ones: drop, slowest first, each kept run whose
+    lines the other kept runs cover and which no other kept run needs as a fixture setup."""
+    for n in sorted(kept - forced, key=lambda n: (-secs[n], n)):
+        rest = kept - {n}
+        if n not in setups_needed(tests, rest) and \
+                cover[n] <= set().union(set(), *(cover[k] for k in rest)):
+            kept.discard(n)
+
+
 def write_report(tree, base_lines, cover, secs, kept):
     """tree/report.txt: each kept run, slowest first, with the lines that no other kept run
     and no base test covers: what a short run or a unit test would have to reach for the long
@@ -165,8 +176,9 @@ def main():
         print(f"{name}: {secs[name]:.0f} s, {len(cover[name])} lines beyond the base"
               + (" (failed here: kept)" if rc else ""))
     # every setup a base test needs stays, with what it needs in turn
-    kept = set(failed) | setups_needed(tests, set(base))
-    kept |= setups_needed(tests, kept)
+    forced = set(failed) | setups_needed(tests, set(base))
+    forced |= setups_needed(tests, forced)
+    kept = set(forced)
     todo = set().union(*cover.values()) - set().union(set(), *(cover[k] for k in kept))
     while todo:
         best = max((n for n in runs if n not in kept),
@@ -174,6 +186,7 @@ def main():
         kept.add(best)
         kept |= setups_needed(tests, kept)
         todo -= set().union(*(cover[k] for k in kept))
+    prune(tests, cover, secs, forced, kept)
     dropped = sorted(n for n in runs if n not in kept)
     write_report(a.build, base_lines, cover, secs, kept)
     with open(OUT + ".tmp", "w") as f:
