@@ -24,10 +24,11 @@ endif()
 # Every build, no GPU needed: each CUDA source (kernels/cuda/*.cu, train/*.cu, bench/*.cu) is
 # compiled as C++ against the emulator's cuda_runtime.h / cublas_v2.h / nccl.h, with
 # `kernel<<<grid, block>>>(args)` rewritten to `emu_launcher(kernel, grid, block)(args)`, into
-# mt_emu: the whole library (every C module too) with the device emulated, so the trainer's GPU
-# path runs end to end here (minimax-train-emu). ctest op_cuda_emu_<op> runs case gpu_<op>
-# against it: indexing, node semantics, reductions, launch geometry and the cuBLAS mapping are
-# checked; races, timing and device math are not (docs/cuda.md).
+# mt_emu: the whole library with the device emulated (the C modules' objects are mt's, from
+# mt_common, but for the three that read MT_WITH_CUDA), so the trainer's GPU path runs end to end
+# here (minimax-train-emu). ctest op_cuda_emu_<op> runs case gpu_<op> against it: indexing, node
+# semantics, reductions, launch geometry and the cuBLAS mapping are checked; races, timing and
+# device math are not (docs/cuda.md).
 include(CheckLanguage)
 check_language(CXX)
 if(CMAKE_CXX_COMPILER)
@@ -67,7 +68,7 @@ if(CMAKE_CXX_COMPILER)
   foreach(cuh ${mt_emu_cuh})
     mt_emu_translate(${cuh} unused)
   endforeach()
-  set(mt_emu_srcs ${MT_LIB_SOURCES} ${CMAKE_SOURCE_DIR}/tests/cuda_emu/emu.cpp)
+  set(mt_emu_srcs ${MT_LIB_BACKEND_SOURCES} ${CMAKE_SOURCE_DIR}/tests/cuda_emu/emu.cpp)
   foreach(cu ${mt_emu_cu})
     mt_emu_translate(${cu} cpp)
     list(APPEND mt_emu_srcs ${cpp})
@@ -77,7 +78,7 @@ if(CMAKE_CXX_COMPILER)
   list(REMOVE_DUPLICATES mt_emu_srcs)
   mt_emu_translate(${CMAKE_SOURCE_DIR}/bench/gpu_ops.cu bench_cpp)
 
-  add_library(mt_emu STATIC ${mt_emu_srcs})
+  add_library(mt_emu STATIC $<TARGET_OBJECTS:mt_common> ${mt_emu_srcs})
   target_link_libraries(mt_emu PUBLIC BLAS::BLAS PkgConfig::CJSON PkgConfig::PCRE2 hdf5::hdf5
     MPI::MPI_C OpenMP::OpenMP_C Threads::Threads m)
   add_executable(test_gpu_ops_emu gpu/gpu_ops.c gpu/gpu_compare.c gpu/gpu_msa.c gpu/gpu_lce.c gpu/gpu_moe.c gpu/gpu_decode.c gpu/gpu_cp.c support/harness.c)
