@@ -136,10 +136,7 @@ mt_test_binary(test_dist_comm_bytes train/dist_comm_bytes.c)
 mt_test_mpi_cases(test_dist_comm_bytes 3 dist_comm_bytes_np3)
 # what a resume, or any run, may do to output directories: another run's results, train.max_steps
 # at or below the checkpoint's step, an older checkpoint (--rewind), outputs over inputs
-add_test(NAME dist_resume_guard COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/dist_resume_guard.sh
-  ${CMAKE_BINARY_DIR})
-set_tests_properties(dist_resume_guard PROPERTIES ENVIRONMENT "${MT_TEST_ENV};${MT_TEST_ENV_MPI}"
-  TIMEOUT 300 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+mt_test_run(dist_resume_guard dist_resume_guard guard)
 # how a user starts and ends a run (tests/train/run_launch.sh): a recipe run from another
 # directory, its error as the first line, a clean stop without mpirun's abort banner
 mt_test_run(data_recipe_anywhere run_launch anywhere)

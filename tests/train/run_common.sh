@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run_common.sh: what the end-to-end runs of minimax-train (tests/train/run_*.sh) share, sourced
 # by each: its arguments (BIN MODE [ARGS]), the temporary directory, the default recipe and the
-# launcher run NP OUTDIR ARGS... (mpirun of BIN on NP ranks into OUTDIR, its log in OUTDIR.log).
+# launcher run NP OUTDIR ARGS... (mpirun of BIN on NP ranks into OUTDIR, its log in OUTDIR.log),
+# fail MESSAGE and the refusal check refused.
 # shellcheck disable=SC2034 # the variables are the sourcing script's
 set -euo pipefail
 bin="$1"
@@ -20,4 +21,20 @@ run() { # run NP OUTDIR ARGS...
   mpirun -np "$np" --oversubscribe --bind-to none "$bin" "$recipe" \
     --set "output.dir=$out" --set "data.cache_dir=$tmp/dist-cache-np$np" "$@" > "$out.log" 2>&1 ||
     { tail -30 "$out.log"; return 1; }
+}
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+# refused NP LOG PATTERN ARGS...: BIN ARGS... on NP ranks is refused before any model is built:
+# exit 2, one error line, matching PATTERN (grep), no model or memory line; the log in LOG
+refused() {
+  local np="$1" log="$2" pattern="$3" rc=0
+  shift 3
+  mpirun -np "$np" --oversubscribe --bind-to none "$bin" "$@" > "$log" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] || { tail -5 "$log"; fail "exit $rc, not 2: $*"; }
+  grep -q -- "$pattern" "$log" || { tail -5 "$log"; fail "want '$pattern'"; }
+  [ "$(grep -c '^error' "$log")" -eq 1 ] || { cat "$log"; fail "not one error line: $*"; }
+  ! grep -q "^model:\|^memory" "$log" || fail "a model was built: $*"
+  echo "ok: $(grep '^error' "$log" | cut -c1-300)"
 }

@@ -149,7 +149,6 @@ generate-emu)
   # and writes the CPU replica's results (--eval-only of the random initialisations of Text-01,
   # M2 and M3, 8 problems of 16 tokens, 2 ranks, 3 a batch)
   emu="$3"
-  fail() { echo "FAIL: $*"; exit 1; }
   if [ "${4:-}" = device ] && ! nvidia-smi -L 2> /dev/null | grep -q '^GPU'; then
     echo "no GPU: skipped"
     exit 77

@@ -60,7 +60,6 @@ eval)
   echo "ok: $(grep -m1 'error' "$tmp/eval-none.log")"
   ;;
 eval-only)
-  fail() { echo "FAIL: $*"; exit 1; }
   d="$tmp/evo"
   rm -rf "$d"
   mkdir -p "$d"
@@ -102,7 +101,6 @@ eval-only)
     { tail -5 "$d/over.log"; fail "--eval-only into a run's results: exit $rc"; }
   ;;
 generate)
-  fail() { echo "FAIL: $*"; exit 1; }
   d="$tmp/gen"
   rm -rf "$d"
   mkdir -p "$d"

@@ -17,7 +17,6 @@
 #             names output.export_dtype
 . "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
 recipe=tests/recipes/export-m2-fp8.toml
-fail() { echo "FAIL: $*"; exit 1; }
 
 case "$mode" in
 fp8)

@@ -18,10 +18,6 @@
 #                mpirun's abort banners (which plain mpirun prints after the same stop)
 . "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
 
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
 banner='job has been aborted\|exited with non-zero status\|mpirun detected\|Primary job'
 srcline='[a-z_]*\.\(c\|cu\|h\):[0-9][0-9]*:' # a source location, "train/trainer.c:276:"
 repo="$PWD"

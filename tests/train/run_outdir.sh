@@ -12,7 +12,6 @@
 
 case "$mode" in
 outdir)
-  fail() { echo "FAIL: $*"; exit 1; }
   args=("${fast[@]}" --set "data.cache_dir=$tmp/dist-cache-outdir" --set train.max_steps=4)
   out="$tmp/outdir"
   rm -rf "$out" "$out-first"

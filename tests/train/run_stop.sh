@@ -190,7 +190,6 @@ signal)
   grep -c "^removed .*checkpoint-[12] (output.save_total_limit = 2)" "$tmp/save-limit.log"
   ;;
 watchdog)
-  fail() { echo "FAIL: $*"; exit 1; }
   # await_end JOB OUT LIMIT START: the job must end non-zero within LIMIT s of START
   await_end() {
     local job="$1" out="$2" limit="$3" start="$4" rc=0 took
