@@ -6,10 +6,16 @@
 #   run_brief.sh BIN MODE   (run by ctest from the source directory; MT_TEST_TMPDIR set; the
 #   launcher and helpers: tests/train/run_common.sh)
 # Modes:
-#   brief            refused layouts and keys (expert parallelism, eval.generate); the eval before
-#                    step 1 (train.eval_on_start) with an explicit dist.timeout; recomputed layers
-#                    with gather unit expert; a 2-shot sampled --eval-only through the gathers; a
-#                    reward model's --eval-only from its own export -> $TMP/brief-*
+#   brief            refused layouts and keys (expert parallelism, eval.generate, --rewind alone,
+#                    an output.dir that cannot be made, a global batch the ranks cannot split);
+#                    the eval before step 1 (train.eval_on_start) with an explicit dist.timeout;
+#                    recomputed layers with gather unit expert; a 2-shot sampled --eval-only
+#                    through the gathers; checkpoints pruned by output.save_total_limit, with
+#                    MPI-message collectives, their byte tally and a failing gnuplot; resumes of
+#                    that run refused (no step left, the global batch halved, recipe.toml edited
+#                    or missing) and one kept by train.global_batch_size; a SIGUSR1 stop; M3 under
+#                    context parallelism with padding-free rows; a reward model's --eval-only from
+#                    its own export -> $TMP/brief-*
 . "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
 
 # bad PATTERN ARGS...: the fast recipe with ARGS refused before any model (2 ranks)
@@ -60,6 +66,68 @@ brief)
     --set eval.generate_top_p=0.9 --set eval.generate_seed=5 --set eval.generate_weights=gathered
   grep "eval.generate: 3 problems of synthetic, 2-shot, 4 new tokens at most, sampled (temperature 0.8, top-k 0, top-p 0.9, seed 5); the ranks decode in step through the ZeRO-3 gathers" \
     "$tmp/brief-shots.log" || fail "the 2-shot sampled line: $(grep eval.generate "$tmp/brief-shots.log")"
+  # refusals before any model: --rewind without --resume, an output.dir that cannot be created,
+  # a global batch the ranks cannot split
+  bad "^error: --rewind goes with --resume" --rewind
+  bad "^error: .*output.dir.*/proc/mt-no-such-dir" --set output.dir=/proc/mt-no-such-dir/out
+  bad "^error: .*train.global_batch_size = 3 is not a multiple of" --set train.global_batch_size=3
+  # a checkpoint every step, output.save_total_limit = 1 (step 2 removes checkpoint-1); the
+  # collectives as MPI messages (MT_COMM_SHARED=0: no node-shared parameters either) with the
+  # byte tally written (MT_COMM_BYTES); a gnuplot that fails: a warning, not a failed run
+  mkdir -p "$tmp/brief-bin"
+  printf '#!/bin/sh\nexit 1\n' > "$tmp/brief-bin/gnuplot"
+  chmod +x "$tmp/brief-bin/gnuplot"
+  keep="$tmp/brief-keep"
+  PATH="$tmp/brief-bin:$PATH" MT_COMM_SHARED=0 MT_COMM_BYTES="$keep.bytes" run 2 "$keep" \
+    "${fast[@]}" "${steps[@]}" --set output.save_steps=1 --set output.save_total_limit=1
+  grep "^removed $keep/checkpoint-1 (output.save_total_limit = 1)" "$keep.log" ||
+    fail "checkpoint-1 not removed"
+  [ "$(echo "$keep"/checkpoint-*)" = "$keep/checkpoint-2" ] || fail "checkpoints: $(ls "$keep")"
+  grep -q "^shared=0$" "$keep.bytes.0" && grep -q "^gather=[1-9]" "$keep.bytes.1" ||
+    fail "the byte tallies: $(cat "$keep".bytes.*)"
+  grep -q "^warning: could not draw $keep/loss.png" "$keep.log" || fail "no gnuplot warning"
+  # resumes of it: nothing left to train; on 1 rank the global batch would halve, refused, and
+  # kept with train.global_batch_size = 2 (2 micro-batches a step); its recipe.toml missing,
+  # then edited
+  ck="$keep/checkpoint-2"
+  refused 2 "$tmp/brief-r.log" "^error: --resume $ck: train.max_steps = 2 is at or below the checkpoint's step 2" \
+    --resume "$ck"
+  resumed=(--resume "$ck" --set train.max_steps=3)
+  rm -rf "$tmp/brief-gb"
+  refused 1 "$tmp/brief-r.log" "^error: --resume $ck: the global batch would change from 2 samples" \
+    "${resumed[@]}" --set "output.dir=$tmp/brief-gb"
+  mpirun -np 1 --oversubscribe --bind-to none "$bin" "${resumed[@]}" --set train.global_batch_size=2 \
+    --set "output.dir=$tmp/brief-gb" > "$tmp/brief-gb.log" 2>&1 || { tail "$tmp/brief-gb.log"; fail "the 1-rank resume"; }
+  grep "^resume: the global batch stays 2 samples" "$tmp/brief-gb.log" || fail "no global batch line"
+  rm -rf "$tmp/brief-alone" && mkdir -p "$tmp/brief-alone" && cp -a "$ck" "$tmp/brief-alone/"
+  ck="$tmp/brief-alone/checkpoint-2"
+  echo "# edited" >> "$ck/recipe.toml"
+  refused 2 "$tmp/brief-r.log" "^error: --resume $ck: $ck/recipe.toml has changed since the checkpoint was written" \
+    --resume "$ck" --set train.max_steps=3
+  rm "$ck/recipe.toml"
+  refused 2 "$tmp/brief-r.log" "^error: --resume $ck: $ck/recipe.toml is missing" --resume "$ck" \
+    --set train.max_steps=3
+  # SIGUSR1 to mpirun once a step is logged: every rank stops after the step, exit 75, a
+  # checkpoint of that step
+  stop="$tmp/brief-stop"
+  rm -rf "$stop"
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" "${fast[@]}" \
+    --set "data.cache_dir=$tmp/dist-cache-brief" --set train.max_steps=100000 \
+    --set "output.dir=$stop" > "$stop.log" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do [ "$(lines "$stop/loss.csv")" -ge 2 ] && break; sleep 0.1; done
+  kill -USR1 "$job"
+  rc=0
+  wait "$job" || rc=$?
+  step=$(sed -n 's/^stopped by a signal ([^)]*) after step \([0-9]*\) of 100000.*/\1/p' "$stop.log")
+  [ "$rc" -eq 75 ] && [ -n "$step" ] && [ -d "$stop/checkpoint-$step" ] ||
+    { tail -20 "$stop.log"; fail "SIGUSR1: exit $rc, not 75 with a stop line and a checkpoint"; }
+  echo "ok: SIGUSR1 stopped the run after step $step, exit 75"
+  # context parallelism (C = 2) on M3 with padding-free rows: 2 steps
+  recipe=tests/recipes/dist-m3.toml
+  run 2 "$tmp/brief-cp" "${fast[@]}" "${steps[@]}" --set dist.context_parallel=2 \
+    --set data.padding_free=true --set "data.cache_dir=$tmp/dist-cache-brief-m3"
+  grep "^context parallelism" "$tmp/brief-cp.log" || fail "no context parallelism line"
   # a reward model, then --eval-only from its export: the head as the checkpoint has it
   recipe=tests/recipes/dist-rm.toml
   run 2 "$tmp/brief-rm" "${fast[@]}" "${steps[@]}" --set "data.cache_dir=$tmp/dist-cache-brief-rm"
