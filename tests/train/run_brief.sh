@@ -87,8 +87,8 @@ brief)
     fail "the byte tallies: $(cat "$keep".bytes.*)"
   grep -q "^warning: could not draw $keep/loss.png" "$keep.log" || fail "no gnuplot warning"
   # resumes of it: nothing left to train; on 1 rank the global batch would halve, refused, and
-  # kept with train.global_batch_size = 2 (2 micro-batches a step); its recipe.toml missing,
-  # then edited
+  # kept with train.global_batch_size = 2 (2 micro-batches a step); a copy of the checkpoint
+  # whose recipe.toml is edited, then missing
   ck="$keep/checkpoint-2"
   refused 2 "$tmp/brief-r.log" "^error: --resume $ck: train.max_steps = 2 is at or below the checkpoint's step 2" \
     --resume "$ck"
