@@ -16,12 +16,12 @@ add_dependencies(test_eval_minimax_eval minimax-eval)
 # it runs mpirun: Open MPI's own leaks stay out of the sanitizer build's verdict (MT_TEST_ENV_MPI)
 set_property(TEST eval_minimax_eval eval_minimax_eval_shots eval_minimax_eval_template
   APPEND PROPERTY ENVIRONMENT
-  "MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>" "MT_MPIEXEC=${MPIEXEC_EXECUTABLE}" ${MT_TEST_ENV_MPI})
+  "MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>" ${MT_TEST_ENV_MPIEXEC} ${MT_TEST_ENV_MPI})
 # --backend cuda against the CPU backend: gpu_eval (this build's minimax-eval on a GPU; skipped
 # without one) and op_cuda_emu_eval (minimax-eval-emu on the CUDA emulator, tests/gpu/gpu.cmake)
 add_test(NAME gpu_eval COMMAND test_eval_minimax_eval eval_minimax_eval_device)
 set_tests_properties(gpu_eval PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 ENVIRONMENT
-  "${MT_TEST_ENV};MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>;MT_EVAL_CLI_DEVICE=$<TARGET_FILE:minimax-eval>;MT_MPIEXEC=${MPIEXEC_EXECUTABLE};MT_NCCL_ALLOW_SHARED_DEVICE=1;${MT_TEST_ENV_MPI}")
+  "${MT_TEST_ENV};MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>;MT_EVAL_CLI_DEVICE=$<TARGET_FILE:minimax-eval>;${MT_TEST_ENV_MPIEXEC};MT_NCCL_ALLOW_SHARED_DEVICE=1;${MT_TEST_ENV_MPI}")
 # minimax-chat end to end, turns piped on stdin: prompts, replies against minimax-generate,
 # /reset, --system, the stream, sampling; its bad inputs (_errors).
 mt_test_binary(test_eval_minimax_chat apps/eval_minimax_chat.c)
@@ -59,4 +59,4 @@ set_property(TEST eval_cli_flags eval_cli_outputs eval_cli_context eval_gsm8k_go
   "MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>" "MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>"
   "MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>" "MT_FORWARD_CLI=$<TARGET_FILE:minimax-forward>"
   "MT_INFO_CLI=$<TARGET_FILE:minimax-info>" "MT_DATA_CLI=$<TARGET_FILE:minimax-data>"
-  "MT_MPIEXEC=${MPIEXEC_EXECUTABLE}" ${MT_TEST_ENV_MPI})
+  ${MT_TEST_ENV_MPIEXEC} ${MT_TEST_ENV_MPI})

@@ -292,7 +292,7 @@ endif()
 if(TARGET minimax-eval-emu)
   add_test(NAME op_cuda_emu_eval COMMAND test_eval_minimax_eval eval_minimax_eval_device)
   set_tests_properties(op_cuda_emu_eval PROPERTIES TIMEOUT 600 ENVIRONMENT
-    "${MT_TEST_ENV};MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>;MT_EVAL_CLI_DEVICE=$<TARGET_FILE:minimax-eval-emu>;MT_MPIEXEC=${MPIEXEC_EXECUTABLE};MT_NCCL_ALLOW_SHARED_DEVICE=1;${MT_TEST_ENV_MPI}")
+    "${MT_TEST_ENV};MT_EVAL_CLI=$<TARGET_FILE:minimax-eval>;MT_EVAL_CLI_DEVICE=$<TARGET_FILE:minimax-eval-emu>;${MT_TEST_ENV_MPIEXEC};MT_NCCL_ALLOW_SHARED_DEVICE=1;${MT_TEST_ENV_MPI}")
   add_test(NAME op_cuda_emu_serve COMMAND test_serve serve_device)
   set_tests_properties(op_cuda_emu_serve PROPERTIES TIMEOUT 600 ENVIRONMENT
     "${MT_TEST_ENV};MT_SERVE_CLI_DEVICE=$<TARGET_FILE:minimax-serve-emu>;MT_GENERATE_CLI=$<TARGET_FILE:minimax-generate>;MT_CHAT_CLI=$<TARGET_FILE:minimax-chat>;MT_FORWARD_CLI=$<TARGET_FILE:minimax-forward>")

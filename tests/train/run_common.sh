@@ -14,11 +14,16 @@ recipe=tests/recipes/dist.toml
 fast=(--set model.num_hidden_layers=1 --set data.max_length=64 --set data.truncation=truncate
   --set train.per_device_train_batch_size=1)
 lines() { { wc -l < "$1"; } 2> /dev/null || echo 0; } # lines FILE: 0 while it does not exist
+# mpirun for run and refused. odls_base_sigkill_timeout 0: after a rank's non-zero exit, mpirun
+# signals the job's ranks a second apart (SIGCONT, SIGTERM, SIGKILL), 2 s of waiting each time a
+# run here fails as expected, with every rank ended already (a script that kills or stops one
+# rank of a running job launches mpirun itself, with its defaults)
+mpi=(mpirun --oversubscribe --bind-to none --mca odls_base_sigkill_timeout 0)
 run() { # run NP OUTDIR ARGS...
   local np="$1" out="$2"
   shift 2
   rm -rf "$out"
-  mpirun -np "$np" --oversubscribe --bind-to none "$bin" "$recipe" \
+  "${mpi[@]}" -np "$np" "$bin" "$recipe" \
     --set "output.dir=$out" --set "data.cache_dir=$tmp/dist-cache-np$np" "$@" > "$out.log" 2>&1 ||
     { tail -30 "$out.log"; return 1; }
 }
@@ -31,7 +36,7 @@ fail() {
 refused() {
   local np="$1" log="$2" pattern="$3" rc=0
   shift 3
-  mpirun -np "$np" --oversubscribe --bind-to none "$bin" "$@" > "$log" 2>&1 || rc=$?
+  "${mpi[@]}" -np "$np" "$bin" "$@" > "$log" 2>&1 || rc=$?
   [ "$rc" -eq 2 ] || { tail -5 "$log"; fail "exit $rc, not 2: $*"; }
   grep -q -- "$pattern" "$log" || { tail -5 "$log"; fail "want '$pattern'"; }
   [ "$(grep -c '^error' "$log")" -eq 1 ] || { cat "$log"; fail "not one error line: $*"; }

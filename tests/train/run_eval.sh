@@ -79,7 +79,7 @@ eval-only)
   echo "ok: --eval-only: eval loss $(evl "$d/only"), the run's after step 4"
   # no eval set: refused naming the keys, before any model
   rc=0
-  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" "${fast[@]}" --eval-only \
+  "${mpi[@]}" -np 2 "$bin" "$recipe" "${fast[@]}" --eval-only \
     --set "model.path=$d/train/checkpoint-4" --set "output.dir=$d/none" > "$d/none.log" 2>&1 || rc=$?
   [ "$rc" -eq 2 ] && grep "^error: --eval-only: no eval set: set data.eval_samples .* or data.eval_path" "$d/none.log" ||
     { tail -5 "$d/none.log"; fail "--eval-only without an eval set: exit $rc"; }
@@ -95,7 +95,7 @@ eval-only)
   echo "ok: --eval-only with data.eval_path: the cache holds $(ls "$d/evp-cache")"
   # into another run's results: refused as a fresh run is
   rc=0
-  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" "${ev[@]}" --set "output.dir=$d/train" \
+  "${mpi[@]}" -np 2 "$bin" "$recipe" "${ev[@]}" --set "output.dir=$d/train" \
     --eval-only > "$d/over.log" 2>&1 || rc=$?
   [ "$rc" -eq 2 ] && grep "^error: output.dir $d/train holds another run's results" "$d/over.log" ||
     { tail -5 "$d/over.log"; fail "--eval-only into a run's results: exit $rc"; }

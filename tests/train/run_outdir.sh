@@ -55,7 +55,7 @@ outdir)
   # a fresh run into a directory holding another run's results: refused, naming them, nothing
   # touched; with --overwrite the trainer's own files go first (a file of the user's stays)
   echo "the user's notes" > "$out/notes.txt"
-  fresh() { mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" --set "output.dir=$out" "${args[@]}" "$@"; }
+  fresh() { "${mpi[@]}" -np 2 "$bin" "$recipe" --set "output.dir=$out" "${args[@]}" "$@"; }
   rc=0
   fresh > "$out-rerun.log" 2>&1 || rc=$?
   [ "$rc" -eq 2 ] || fail "a fresh run over another run's results: exit $rc, not 2"

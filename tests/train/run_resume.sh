@@ -52,7 +52,7 @@ resume-earlier)
   grep -q '^indexer_detach = true$' "$ck/recipe.toml" || fail "the old keys were not written"
   "$poke" h5u64 "$ck/state.h5" recipe_digest "@$ck/recipe.toml"
   "$poke" h5u64 "$ck/state.h5" recipe_hash 0123456789abcdef
-  mpirun -np 2 --oversubscribe --bind-to none "$bin" --resume "$ck" > "$d/b.log" 2>&1 ||
+  "${mpi[@]}" -np 2 "$bin" --resume "$ck" > "$d/b.log" 2>&1 ||
     { tail -20 "$d/b.log"; fail "the earlier build's checkpoint does not resume"; }
   grep -q "resumed from $ck at step 2" "$d/b.log" || fail "not resumed"
   [ "$(cut -d, -f1-5 "$d/a/loss.csv")" = "$(cut -d, -f1-5 "$d/b/loss.csv")" ] ||
@@ -64,7 +64,7 @@ resume-earlier)
   rm "$ck/recipe.toml"
   "$poke" h5u64 "$ck/state.h5" recipe_hash 0123456789abcdef
   rc=0
-  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" "${common[@]}" --set train.max_steps=4 \
+  "${mpi[@]}" -np 2 "$bin" "$recipe" "${common[@]}" --set train.max_steps=4 \
     --set "output.dir=$d/c" --resume "$ck" > "$d/c.log" 2>&1 || rc=$?
   [ "$rc" -eq 2 ] && grep -q "^error: --resume $ck: the recipe differs from the one that wrote the checkpoint in a key that changes the numerics (its recipe hash 0123456789abcdef" "$d/c.log" ||
     { tail -5 "$d/c.log"; fail "no recipe.toml and another recipe hash: exit $rc"; }
@@ -83,7 +83,7 @@ resume-alone)
   resume() { # resume NAME CHECKPOINT ARGS...: --resume with no recipe
     local name="$1" ck="$2"
     shift 2
-    mpirun -np 2 --oversubscribe --bind-to none "$bin" --resume "$ck" "$@" > "$d/$name.log" 2>&1
+    "${mpi[@]}" -np 2 "$bin" --resume "$ck" "$@" > "$d/$name.log" 2>&1
   }
   resume b "$d/b/checkpoint-10" || { tail -20 "$d/b.log"; fail "--resume alone"; }
   grep "^recipe: $d/b/checkpoint-10/recipe.toml, the checkpoint's (output.dir $d/b)" "$d/b.log" ||
@@ -111,7 +111,7 @@ resume-alone)
   cmp "$d/b/recipe.toml" "$d/b/checkpoint-20/recipe.toml" || fail "the refused resume wrote recipe.toml"
   # the same refusal with the recipe given
   rc=0
-  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" "${common[@]}" \
+  "${mpi[@]}" -np 2 "$bin" "$recipe" "${common[@]}" \
     --set "output.dir=$d/b" --set train.weight_decay=0.1 --resume "$d/b/checkpoint-10" \
     > "$d/wd.log" 2>&1 || rc=$?
   [ "$rc" -eq 2 ] && grep "^error: .*: train.weight_decay = 0.1 differs from the checkpoint's 0.01 " "$d/wd.log" ||
