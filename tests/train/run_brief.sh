@@ -7,15 +7,17 @@
 #   launcher and helpers: tests/train/run_common.sh)
 # Modes:
 #   brief            refused layouts and keys (expert parallelism, eval.generate, --rewind alone,
-#                    an output.dir that cannot be made, a global batch the ranks cannot split);
-#                    the eval before step 1 (train.eval_on_start) with an explicit dist.timeout;
-#                    recomputed layers with gather unit expert; a 2-shot sampled --eval-only
-#                    through the gathers; checkpoints pruned by output.save_total_limit, with
-#                    MPI-message collectives, their byte tally and a failing gnuplot; resumes of
-#                    that run refused (no step left, the global batch halved, recipe.toml edited
-#                    or missing) and one kept by train.global_batch_size; a SIGUSR1 stop; M3 under
-#                    context parallelism with padding-free rows; a reward model's --eval-only from
-#                    its own export -> $TMP/brief-*
+#                    an output.dir that cannot be made, a global batch the ranks cannot split,
+#                    --eval-only without an eval set); the eval before step 1
+#                    (train.eval_on_start) with an explicit dist.timeout; recomputed layers with
+#                    gather unit expert; a 2-shot sampled --eval-only through the gathers;
+#                    checkpoints pruned by output.save_total_limit, with MPI-message collectives,
+#                    their byte tally and a failing gnuplot; resumes of that run refused (no step
+#                    left, a numerics key, an edited model config, the global batch halved,
+#                    recipe.toml edited or missing) and one kept by train.global_batch_size; a
+#                    SIGUSR1 stop; M3 under context parallelism with unpacked padding-free rows
+#                    and the router's aux loss; a reward model's --eval-only from its own export
+#                    -> $TMP/brief-*
 . "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
 
 # bad PATTERN ARGS...: the fast recipe with ARGS refused before any model (2 ranks)
@@ -71,6 +73,7 @@ brief)
   bad "^error: --rewind goes with --resume" --rewind
   bad "^error: .*output.dir.*/proc/mt-no-such-dir" --set output.dir=/proc/mt-no-such-dir/out
   bad "^error: .*train.global_batch_size = 3 is not a multiple of" --set train.global_batch_size=3
+  bad "^error: --eval-only: no eval set" --eval-only
   # a checkpoint every step, output.save_total_limit = 1 (step 2 removes checkpoint-1); the
   # collectives as MPI messages (MT_COMM_SHARED=0: no node-shared parameters either) with the
   # byte tally written (MT_COMM_BYTES); a gnuplot that fails: a warning, not a failed run
@@ -78,20 +81,28 @@ brief)
   printf '#!/bin/sh\nexit 1\n' > "$tmp/brief-bin/gnuplot"
   chmod +x "$tmp/brief-bin/gnuplot"
   keep="$tmp/brief-keep"
+  cp recipes/configs/tiny.json "$tmp/brief-config.json"
   PATH="$tmp/brief-bin:$PATH" MT_COMM_SHARED=0 MT_COMM_BYTES="$keep.bytes" run 2 "$keep" \
-    "${fast[@]}" "${steps[@]}" --set output.save_steps=1 --set output.save_total_limit=1
+    "${fast[@]}" "${steps[@]}" --set output.save_steps=1 --set output.save_total_limit=1 \
+    --set "model.config=$tmp/brief-config.json"
   grep "^removed $keep/checkpoint-1 (output.save_total_limit = 1)" "$keep.log" ||
     fail "checkpoint-1 not removed"
   [ "$(echo "$keep"/checkpoint-*)" = "$keep/checkpoint-2" ] || fail "checkpoints: $(ls "$keep")"
   grep -q "^shared=0$" "$keep.bytes.0" && grep -q "^gather=[1-9]" "$keep.bytes.1" ||
     fail "the byte tallies: $(cat "$keep".bytes.*)"
   grep -q "^warning: could not draw $keep/loss.png" "$keep.log" || fail "no gnuplot warning"
-  # resumes of it: nothing left to train; on 1 rank the global batch would halve, refused, and
-  # kept with train.global_batch_size = 2 (2 micro-batches a step); a copy of the checkpoint
-  # whose recipe.toml is edited, then missing
+  # resumes of it: nothing left to train; a numerics key changed; its model config edited; on 1
+  # rank the global batch would halve, refused, and kept with train.global_batch_size = 2 (2
+  # micro-batches a step); a copy of the checkpoint whose recipe.toml is edited, then missing
   ck="$keep/checkpoint-2"
   refused 2 "$tmp/brief-r.log" "^error: --resume $ck: train.max_steps = 2 is at or below the checkpoint's step 2" \
     --resume "$ck"
+  refused 2 "$tmp/brief-r.log" "^error: --resume $ck: train.learning_rate = 0.002 differs from the checkpoint's 0.001" \
+    --resume "$ck" --set train.max_steps=3 --set train.learning_rate=0.002
+  sed -i 's/"rope_theta": 10000.0/"rope_theta": 20000.0/' "$tmp/brief-config.json"
+  refused 2 "$tmp/brief-r.log" "^error: --resume $ck: the model config $tmp/brief-config.json has changed since the checkpoint was written" \
+    --resume "$ck" --set train.max_steps=3
+  cp recipes/configs/tiny.json "$tmp/brief-config.json"
   resumed=(--resume "$ck" --set train.max_steps=3)
   rm -rf "$tmp/brief-gb"
   refused 1 "$tmp/brief-r.log" "^error: --resume $ck: the global batch would change from 2 samples" \
@@ -123,10 +134,14 @@ brief)
   [ "$rc" -eq 75 ] && [ -n "$step" ] && [ -d "$stop/checkpoint-$step" ] ||
     { tail -20 "$stop.log"; fail "SIGUSR1: exit $rc, not 75 with a stop line and a checkpoint"; }
   echo "ok: SIGUSR1 stopped the run after step $step, exit 75"
-  # context parallelism (C = 2) on M3 with padding-free rows: 2 steps
+  # context parallelism (C = 2) on M3's first two layers (the second one MSA) with padding-free
+  # rows, unpacked rows of 128 tokens (samples shorter than a row: padding after the last), the
+  # router's aux loss on; with --overwrite (nothing there to remove): 2 steps
   recipe=tests/recipes/dist-m3.toml
-  run 2 "$tmp/brief-cp" "${fast[@]}" "${steps[@]}" --set dist.context_parallel=2 \
-    --set data.padding_free=true --set "data.cache_dir=$tmp/dist-cache-brief-m3"
+  run 2 "$tmp/brief-cp" "${fast[@]}" "${steps[@]}" --set model.num_hidden_layers=2 \
+    --set dist.context_parallel=2 --set data.padding_free=true --set data.packing=false \
+    --set data.max_length=128 \
+    --set train.router_aux_loss_coef=0.02 --set "data.cache_dir=$tmp/dist-cache-brief-m3" --overwrite
   grep "^context parallelism" "$tmp/brief-cp.log" || fail "no context parallelism line"
   # a reward model, then --eval-only from its export: the head as the checkpoint has it
   recipe=tests/recipes/dist-rm.toml
