@@ -141,7 +141,7 @@ def write_report(tree, base_lines, cover, secs, kept):
         others = set(base_lines).union(*(cover[k] for k in kept if k != n))
         own = sorted(cover[n] - others)
         lines.append(f"{n}: {secs[n]:.0f} s, {len(own)} lines of its own\n")
-        lines.extend(f"    {f}:{ln}\n" for f, ln in own[:12])
+        lines.extend(f"    {f}:{ln}\n" for f, ln in own)
     with open(os.path.join(tree, "report.txt"), "w") as f:
         f.writelines(lines)
     print(f"the kept runs' own lines: {os.path.join(tree, 'report.txt')}")

@@ -118,22 +118,9 @@ brief)
   rm "$ck/recipe.toml"
   refused 2 "$tmp/brief-r.log" "^error: --resume $ck: $ck/recipe.toml is missing" --resume "$ck" \
     --set train.max_steps=3
-  # SIGUSR1 to mpirun once a step is logged: every rank stops after the step, exit 75, a
-  # checkpoint of that step
-  stop="$tmp/brief-stop"
-  rm -rf "$stop"
-  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$recipe" "${fast[@]}" \
-    --set "data.cache_dir=$tmp/dist-cache-brief" --set train.max_steps=100000 \
-    --set "output.dir=$stop" > "$stop.log" 2>&1 &
-  job=$!
-  for _ in $(seq 600); do [ "$(lines "$stop/loss.csv")" -ge 2 ] && break; sleep 0.1; done
-  kill -USR1 "$job"
-  rc=0
-  wait "$job" || rc=$?
-  step=$(sed -n 's/^stopped by a signal ([^)]*) after step \([0-9]*\) of 100000.*/\1/p' "$stop.log")
-  [ "$rc" -eq 75 ] && [ -n "$step" ] && [ -d "$stop/checkpoint-$step" ] ||
-    { tail -20 "$stop.log"; fail "SIGUSR1: exit $rc, not 75 with a stop line and a checkpoint"; }
-  echo "ok: SIGUSR1 stopped the run after step $step, exit 75"
+  # SIGUSR1 to mpirun mid-run: every rank stops after the same step, exit 75, its checkpoint
+  stop_run USR1 mpirun "$tmp/brief-stop" "${fast[@]}" --set "data.cache_dir=$tmp/dist-cache-brief" \
+    > /dev/null
   # context parallelism (C = 2) on M3's first two layers (the second one MSA) with padding-free
   # rows, unpacked rows of 128 tokens (samples shorter than a row: padding after the last), the
   # router's aux loss on; with --overwrite (nothing there to remove): 2 steps

@@ -2,7 +2,7 @@
 # run_common.sh: what the end-to-end runs of minimax-train (tests/train/run_*.sh) share, sourced
 # by each: its arguments (BIN MODE [ARGS]), the temporary directory, the default recipe and the
 # launcher run NP OUTDIR ARGS... (mpirun of BIN on NP ranks into OUTDIR, its log in OUTDIR.log),
-# fail MESSAGE and the refusal check refused.
+# fail MESSAGE, the refusal check refused and stop_run (a run stopped by a signal).
 # shellcheck disable=SC2034 # the variables are the sourcing script's
 set -euo pipefail
 bin="$1"
@@ -42,4 +42,33 @@ refused() {
   [ "$(grep -c '^error' "$log")" -eq 1 ] || { cat "$log"; fail "not one error line: $*"; }
   ! grep -q "^model:\|^memory" "$log" || fail "a model was built: $*"
   echo "ok: $(grep '^error' "$log" | cut -c1-300)"
+}
+# stop_run SIGNAL TARGET(mpirun|rank) OUT [ARGS]: a long run, stopped once loss.csv has 3
+# steps; prints the step it stopped after
+# (TARGET launcher: launch/run-local.sh, which turns SIGTERM and SIGINT into SIGUSR1 for
+# mpirun; mpirun itself kills the ranks 1 s after it gets either)
+stop_run() {
+  local sig="$1" target="$2" out="$3" job rc=0 step
+  shift 3
+  rm -rf "$out"
+  local launch=(mpirun -np 2 --oversubscribe --bind-to none "$bin")
+  [ "$target" != launcher ] || launch=(env MT_TRAIN_BIN="$bin" bash launch/run-local.sh -n 2)
+  "${launch[@]}" "$recipe" --set "output.dir=$out" \
+    --set "data.cache_dir=$tmp/dist-cache-signal" --set train.max_steps=100000 \
+    --set train.per_device_train_batch_size=2 "$@" > "$out.log" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do [ "$(lines "$out/loss.csv")" -ge 4 ] && break; sleep 0.1; done
+  if [ "$target" = rank ]; then kill -"$sig" "$(pgrep -f -n "output.dir=$out")"; else kill -"$sig" "$job"; fi
+  for _ in $(seq 600); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
+  kill -0 "$job" 2> /dev/null && { echo "FAIL: still running 60 s after SIG$sig" >&2; kill -9 "$job"; exit 1; }
+  wait "$job" || rc=$?
+  [ "$rc" -eq 75 ] || { echo "FAIL: SIG$sig to $target: exit $rc, not 75" >&2; tail -20 "$out.log" >&2; exit 1; }
+  step=$(sed -n 's/^stopped by a signal ([^)]*) after step \([0-9]*\) of 100000.*/\1/p' "$out.log")
+  [ -n "$step" ] && [ -d "$out/checkpoint-$step" ] ||
+    { echo "FAIL: SIG$sig to $target: no stop message or checkpoint" >&2; tail -20 "$out.log" >&2; exit 1; }
+  [ "$(ls -d "$out"/checkpoint-* | wc -l)" -eq 1 ] || { echo "FAIL: more than one checkpoint" >&2; exit 1; }
+  # a stopped run is not finished: its model is the checkpoint's, final/ comes with the resume
+  [ ! -e "$out/final" ] || { echo "FAIL: SIG$sig to $target: a stopped run wrote final/" >&2; exit 1; }
+  echo "SIG$sig to $target: every rank stopped after step $step, exit 75, checkpoint-$step" >&2
+  echo "$step"
 }
