@@ -43,10 +43,11 @@ refused() {
   ! grep -q "^model:\|^memory" "$log" || fail "a model was built: $*"
   echo "ok: $(grep '^error' "$log" | cut -c1-300)"
 }
-# stop_run SIGNAL TARGET(mpirun|rank) OUT [ARGS]: a long run, stopped once loss.csv has 3
-# steps; prints the step it stopped after
-# (TARGET launcher: launch/run-local.sh, which turns SIGTERM and SIGINT into SIGUSR1 for
-# mpirun; mpirun itself kills the ranks 1 s after it gets either)
+# stop_run SIGNAL TARGET(mpirun|rank|launcher) OUT [ARGS]: a long run, stopped by SIGNAL to
+# TARGET once loss.csv has 3 steps; prints the step it stopped after. launcher is
+# launch/run-local.sh, which turns SIGTERM and SIGINT into SIGUSR1 for mpirun (mpirun itself
+# kills the ranks 1 s after it gets either). Its mpirun keeps Open MPI's default kill grace
+# (run's mpi drops it).
 stop_run() {
   local sig="$1" target="$2" out="$3" job rc=0 step
   shift 3
